@@ -1,0 +1,386 @@
+//! Workload files: YAML in, a validated and resolved [`Workload`] out. Pure: no network.
+//!
+//! Flow: text → positioned tree ([`yaml`]) → `--set`/`--users` overrides applied to the tree
+//! ([`overrides`]) → checked against the protocol catalog and resolved ([`resolve`]). Nothing
+//! downstream sees raw strings or re-validates; every mistake is a [`WorkloadError`] naming
+//! file:line:column and key.
+
+pub mod catalog;
+pub mod dist;
+pub mod error;
+pub mod overrides;
+mod resolve;
+pub mod template;
+pub mod units;
+pub mod yaml;
+
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand_distr::weighted::WeightedAliasIndex;
+
+pub use catalog::Protocol;
+pub use dist::{Dist, DistSpec, Unit};
+pub use error::{Diagnostic, WorkloadError};
+pub use overrides::Override;
+pub use template::Template;
+
+/// A workload ready to run: every value checked, every default filled in.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub name: String,
+    pub description: Option<String>,
+    /// The file it was loaded from, as given.
+    pub file: String,
+    /// The file's text, kept so a report can be traced back to exactly what ran.
+    pub source_text: String,
+    /// The overrides applied, in order, as the user wrote them.
+    pub overrides: Vec<String>,
+    /// SHA-256 of the workload's mix (everything but `run` and `target`), so reports of the
+    /// same mix can be compared even when durations or targets differ.
+    pub hash: String,
+    pub target: TargetSpec,
+    /// Path prefix of the server's services, e.g. `/cosmo`; empty for none.
+    pub context: String,
+    pub run: RunSpec,
+    pub accounts: Option<Accounts>,
+    pub classes: Vec<UserClass>,
+    pub thresholds: Vec<Threshold>,
+}
+
+/// Where the load goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TargetSpec {
+    /// The reference server, started in-process on an ephemeral loopback port.
+    Embedded { store: StoreSpec },
+    Url(TargetUrl),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreSpec {
+    Memory,
+    Sqlite(String),
+}
+
+impl std::fmt::Display for TargetSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetSpec::Embedded { store: StoreSpec::Memory } => write!(f, "embedded:memory"),
+            TargetSpec::Embedded { store: StoreSpec::Sqlite(p) } => write!(f, "embedded:sqlite:{p}"),
+            TargetSpec::Url(u) => write!(f, "{}", u.raw),
+        }
+    }
+}
+
+/// An `http://host:port/base` target.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetUrl {
+    pub raw: String,
+    pub host: String,
+    pub port: u16,
+    /// Path prefix without a trailing slash ("" for none).
+    pub base_path: String,
+}
+
+impl TargetSpec {
+    /// Parse `embedded`, `embedded:memory`, `embedded:sqlite:PATH` or `http://host[:port][/base]`.
+    pub fn parse(s: &str) -> Result<TargetSpec, String> {
+        let s = s.trim();
+        if let Some(rest) = s.strip_prefix("embedded") {
+            return match rest {
+                "" | ":memory" => Ok(TargetSpec::Embedded {
+                    store: StoreSpec::Memory,
+                }),
+                r if r.starts_with(":sqlite:") && r.len() > ":sqlite:".len() => Ok(TargetSpec::Embedded {
+                    store: StoreSpec::Sqlite(r[":sqlite:".len()..].to_string()),
+                }),
+                _ => Err(format!(
+                    "'{s}' is not a target; use embedded, embedded:memory, embedded:sqlite:PATH or http://host:port"
+                )),
+            };
+        }
+        if s.starts_with("https://") {
+            return Err(format!("'{s}': https targets are not supported yet; use http://"));
+        }
+        let rest = s.strip_prefix("http://").ok_or_else(|| {
+            format!("'{s}' is not a target; use embedded, embedded:sqlite:PATH or http://host:port[/path]")
+        })?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        let (host, port) = if let Some(h) = authority.strip_prefix('[') {
+            // [::1]:8080
+            let (h, p) = h.split_once(']').ok_or_else(|| format!("'{s}': unclosed '[' in host"))?;
+            (h.to_string(), p.strip_prefix(':').unwrap_or(""))
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), p),
+                None => (authority.to_string(), ""),
+            }
+        };
+        if host.is_empty() {
+            return Err(format!("'{s}' has no host"));
+        }
+        let port = if port.is_empty() {
+            80
+        } else {
+            port.parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!("'{s}': '{port}' is not a port number"))?
+        };
+        Ok(TargetSpec::Url(TargetUrl {
+            raw: s.to_string(),
+            host,
+            port,
+            base_path: path.trim_end_matches('/').to_string(),
+        }))
+    }
+}
+
+/// How long, how often, how reproducibly.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSpec {
+    pub stop: Stop,
+    pub rounds: u32,
+    /// Operations that start within the warm-up are executed but not counted.
+    pub warmup: Duration,
+    pub seed: u64,
+    /// Whole-request timeout (connect, send, response head and body).
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stop {
+    /// Run each round for this long (operations in flight at the end finish).
+    Duration(Duration),
+    /// Each VU runs this many operations.
+    Iterations(u64),
+}
+
+/// Connection policy of a class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connection {
+    /// One persistent connection per VU, re-opened after errors.
+    KeepAlive,
+    /// A new TCP connection for every request, as the 2007 Cosmo client did.
+    PerRequest,
+}
+
+impl Connection {
+    pub fn name(self) -> &'static str {
+        match self {
+            Connection::KeepAlive => "keep_alive",
+            Connection::PerRequest => "per_request",
+        }
+    }
+}
+
+/// How accounts come to exist on the target (used by the protocol drivers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accounts {
+    pub create: AccountMode,
+    pub admin_username: Option<String>,
+    pub admin_password_env: Option<String>,
+    pub password_env: Option<String>,
+    pub username: Option<String>,
+    pub file: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccountMode {
+    /// Create each account through Cosmo's CMP as the admin (untimed).
+    Cmp,
+    /// Use accounts listed in a file.
+    Existing,
+    /// Every VU shares one principal.
+    Shared,
+    /// No authentication.
+    None,
+}
+
+/// A population of identical virtual users.
+#[derive(Debug, Clone)]
+pub struct UserClass {
+    pub name: String,
+    pub protocol: Protocol,
+    pub count: u32,
+    /// Per-class cap on operations per VU (overrides `run.iterations`; with a duration the
+    /// class stops at whichever comes first).
+    pub iterations: Option<u64>,
+    pub think: Dist,
+    pub connection: Connection,
+    pub ops: Vec<Operation>,
+    /// Every label this class may report: its operations first, in table order, then the
+    /// protocol's extra labels. Metrics are indexed by position in this list.
+    pub labels: Vec<String>,
+    pub chooser: WeightedAliasIndex<f64>,
+    pub params: Params,
+    /// Names of values captured from responses (generic `http` protocol).
+    pub captures: Vec<String>,
+}
+
+/// One row of a class's probability table.
+#[derive(Debug, Clone)]
+pub struct Operation {
+    pub name: String,
+    pub weight: f64,
+    /// Normalised weight: the chance this operation is picked.
+    pub probability: f64,
+    pub params: Params,
+    /// Statuses counted as success; `None` means the protocol's own rule.
+    pub expect: Option<Vec<u16>>,
+    /// The request of a generic `http` operation.
+    pub http: Option<HttpRequest>,
+}
+
+/// Named parameter values, checked against the catalog.
+#[derive(Debug, Clone, Default)]
+pub struct Params(pub Vec<(String, ParamValue)>);
+
+impl Params {
+    pub fn get(&self, name: &str) -> Option<&ParamValue> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+    pub fn dist(&self, name: &str) -> Option<&Dist> {
+        match self.get(name) {
+            Some(ParamValue::Dist(d)) => Some(d),
+            _ => None,
+        }
+    }
+    pub fn number(&self, name: &str) -> Option<f64> {
+        match self.get(name) {
+            Some(ParamValue::Number(n)) => Some(*n),
+            _ => None,
+        }
+    }
+    pub fn text(&self, name: &str) -> Option<&str> {
+        match self.get(name) {
+            Some(ParamValue::Text(t)) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum ParamValue {
+    Number(f64),
+    Dist(Dist),
+    Text(String),
+}
+
+/// A generic request template.
+#[derive(Debug, Clone)]
+pub struct HttpRequest {
+    pub method: String,
+    pub path: Template,
+    pub headers: Vec<(String, Template)>,
+    pub body: Body,
+    pub captures: Vec<Capture>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Body {
+    None,
+    Template(Template),
+    /// Contents of a file, read when the workload is loaded.
+    File { path: String, bytes: Bytes },
+    /// This many random bytes (generated once per VU and reused).
+    Random(u64),
+}
+
+/// Take a value from a successful response into a variable.
+#[derive(Debug, Clone)]
+pub struct Capture {
+    /// Index into the class's `captures`.
+    pub var: usize,
+    pub from: CaptureFrom,
+}
+
+#[derive(Debug, Clone)]
+pub enum CaptureFrom {
+    Header(String),
+    /// RFC 6901 JSON pointer into the response body.
+    JsonPointer(String),
+}
+
+/// A pass/fail rule checked after the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Threshold {
+    /// `total`, a class name, or `class.op`.
+    pub op: String,
+    pub metric: ThresholdMetric,
+    pub cmp: Comparison,
+    /// Milliseconds for latencies, percent for errors, per second for rates.
+    pub value: f64,
+    /// The rule as written, for the report.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThresholdMetric {
+    P50,
+    P90,
+    P95,
+    P99,
+    P999,
+    Mean,
+    Max,
+    Errors,
+    OpsPerSec,
+}
+
+impl ThresholdMetric {
+    pub const NAMES: &[(&'static str, ThresholdMetric)] = &[
+        ("p50", ThresholdMetric::P50),
+        ("p90", ThresholdMetric::P90),
+        ("p95", ThresholdMetric::P95),
+        ("p99", ThresholdMetric::P99),
+        ("p99.9", ThresholdMetric::P999),
+        ("mean", ThresholdMetric::Mean),
+        ("max", ThresholdMetric::Max),
+        ("errors", ThresholdMetric::Errors),
+        ("ops_per_sec", ThresholdMetric::OpsPerSec),
+    ];
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Comparison {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Workload {
+    /// Total virtual users across classes.
+    pub fn total_users(&self) -> u64 {
+        self.classes.iter().map(|c| c.count as u64).sum()
+    }
+
+    pub fn class(&self, name: &str) -> Option<&UserClass> {
+        self.classes.iter().find(|c| c.name == name)
+    }
+}
+
+/// Read, override and resolve a workload file.
+pub fn load(path: &Path, overrides: &[Override]) -> Result<Workload, WorkloadError> {
+    let text = std::fs::read_to_string(path).map_err(|e| WorkloadError::Read {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    load_str(&path.display().to_string(), &text, overrides, path.parent())
+}
+
+/// Resolve workload text; `base_dir` is where `body: {file: ...}` paths are relative to.
+pub fn load_str(
+    file: &str,
+    text: &str,
+    overrides: &[Override],
+    base_dir: Option<&Path>,
+) -> Result<Workload, WorkloadError> {
+    resolve::resolve(file, text, overrides, base_dir)
+}

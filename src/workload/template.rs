@@ -1,0 +1,281 @@
+//! Request templates of the generic `http` protocol: text with `{vu} {round} {seq} {uuid}
+//! {rand:N} {now} {now_ms} {context} {run_id}` and `{name}` for values captured from earlier
+//! responses.
+//!
+//! A `{` starts a variable only when it is followed by a name and `}` (or `:N}`), so JSON
+//! bodies such as `{"id": {seq}}` need no escaping; `{{` writes a literal `{`. Templates are
+//! parsed once when the workload is resolved: rendering walks a segment list.
+
+use std::fmt::Write;
+
+use rand::Rng;
+
+/// A parsed template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    pub source: String,
+    segs: Vec<Seg>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Seg {
+    Lit(String),
+    Vu,
+    Round,
+    Seq,
+    Uuid,
+    Rand(u64),
+    Now,
+    NowMs,
+    Context,
+    RunId,
+    Class,
+    /// Index into the class's capture table.
+    Var(usize),
+}
+
+/// Names every template can use without a capture.
+pub const BUILTIN_VARS: &[&str] = &[
+    "vu", "round", "seq", "uuid", "rand", "now", "now_ms", "context", "run_id", "class",
+];
+
+/// What a template is rendered with.
+pub struct Ctx<'a, R: Rng + ?Sized> {
+    pub vu: u32,
+    pub round: u32,
+    pub seq: u64,
+    pub context: &'a str,
+    pub run_id: &'a str,
+    pub class: &'a str,
+    /// Captured values by capture index; `None` until captured.
+    pub vars: &'a [Option<String>],
+    pub rng: &'a mut R,
+}
+
+/// A variable that was used but has no value yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MissingVar(pub usize);
+
+impl Template {
+    /// A template that is only literal text.
+    pub fn literal(s: &str) -> Template {
+        Template {
+            source: s.to_string(),
+            segs: vec![Seg::Lit(s.to_string())],
+        }
+    }
+
+    /// Parse `text`. Capture names are registered in `vars` (created on first use) so the
+    /// resolver can check afterwards that each one is captured by some operation.
+    pub fn parse(text: &str, vars: &mut Vec<String>) -> Result<Template, String> {
+        let mut segs = Vec::new();
+        let mut lit = String::new();
+        let mut rest = text;
+        while let Some(i) = rest.find('{') {
+            lit.push_str(&rest[..i]);
+            rest = &rest[i..];
+            if rest.starts_with("{{") {
+                lit.push('{');
+                rest = &rest[2..];
+                continue;
+            }
+            match variable_at(rest) {
+                Some((name, arg, len)) => {
+                    let seg = match (name, arg) {
+                        ("vu", None) => Seg::Vu,
+                        ("round", None) => Seg::Round,
+                        ("seq", None) => Seg::Seq,
+                        ("uuid", None) => Seg::Uuid,
+                        ("now", None) => Seg::Now,
+                        ("now_ms", None) => Seg::NowMs,
+                        ("context", None) => Seg::Context,
+                        ("run_id", None) => Seg::RunId,
+                        ("class", None) => Seg::Class,
+                        ("rand", Some(n)) => {
+                            let n: u64 = n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                                format!("{{rand:{n}}} needs a positive integer bound, e.g. {{rand:1000}}")
+                            })?;
+                            Seg::Rand(n)
+                        }
+                        ("rand", None) => {
+                            return Err("{rand} needs a bound: write {rand:N}".into());
+                        }
+                        (other, Some(_)) => {
+                            return Err(format!("variable {{{other}}} takes no ':' argument"));
+                        }
+                        (other, None) => {
+                            let idx = match vars.iter().position(|v| v == other) {
+                                Some(i) => i,
+                                None => {
+                                    vars.push(other.to_string());
+                                    vars.len() - 1
+                                }
+                            };
+                            Seg::Var(idx)
+                        }
+                    };
+                    if !lit.is_empty() {
+                        segs.push(Seg::Lit(std::mem::take(&mut lit)));
+                    }
+                    segs.push(seg);
+                    rest = &rest[len..];
+                }
+                None => {
+                    lit.push('{');
+                    rest = &rest[1..];
+                }
+            }
+        }
+        lit.push_str(rest);
+        if !lit.is_empty() {
+            segs.push(Seg::Lit(lit));
+        }
+        Ok(Template {
+            source: text.to_string(),
+            segs,
+        })
+    }
+
+    /// True when the template has no variables (its text can be reused as is).
+    pub fn is_literal(&self) -> bool {
+        self.segs.iter().all(|s| matches!(s, Seg::Lit(_)))
+    }
+
+    /// Indexes of the captured variables this template reads.
+    pub fn vars_used(&self) -> impl Iterator<Item = usize> + '_ {
+        self.segs.iter().filter_map(|s| match s {
+            Seg::Var(i) => Some(*i),
+            _ => None,
+        })
+    }
+
+    /// Render into `out` (appending).
+    pub fn render<R: Rng + ?Sized>(&self, ctx: &mut Ctx<'_, R>, out: &mut String) -> Result<(), MissingVar> {
+        for seg in &self.segs {
+            // Writing to a String cannot fail.
+            let _ = match seg {
+                Seg::Lit(s) => {
+                    out.push_str(s);
+                    Ok(())
+                }
+                Seg::Vu => write!(out, "{}", ctx.vu),
+                Seg::Round => write!(out, "{}", ctx.round),
+                Seg::Seq => write!(out, "{}", ctx.seq),
+                Seg::Uuid => {
+                    let mut bytes = [0u8; 16];
+                    ctx.rng.fill_bytes(&mut bytes);
+                    write!(out, "{}", uuid::Builder::from_random_bytes(bytes).into_uuid())
+                }
+                Seg::Rand(n) => write!(out, "{}", ctx.rng.next_u64() % n),
+                Seg::Now => write!(
+                    out,
+                    "{}",
+                    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+                ),
+                Seg::NowMs => write!(out, "{}", chrono::Utc::now().timestamp_millis()),
+                Seg::Context => {
+                    out.push_str(ctx.context);
+                    Ok(())
+                }
+                Seg::RunId => {
+                    out.push_str(ctx.run_id);
+                    Ok(())
+                }
+                Seg::Class => {
+                    out.push_str(ctx.class);
+                    Ok(())
+                }
+                Seg::Var(i) => match ctx.vars.get(*i).and_then(|v| v.as_deref()) {
+                    Some(v) => {
+                        out.push_str(v);
+                        Ok(())
+                    }
+                    None => return Err(MissingVar(*i)),
+                },
+            };
+        }
+        Ok(())
+    }
+}
+
+/// If `s` starts with `{name}` or `{name:arg}`, return (name, arg, length consumed).
+fn variable_at(s: &str) -> Option<(&str, Option<&str>, usize)> {
+    let close = s.find('}')?;
+    let inner = &s[1..close];
+    let (name, arg) = match inner.split_once(':') {
+        Some((n, a)) => (n, Some(a)),
+        None => (inner, None),
+    };
+    let mut chars = name.chars();
+    let first = chars.next()?;
+    if !(first.is_ascii_alphabetic() || first == '_') {
+        return None;
+    }
+    if !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    if let Some(a) = arg
+        && (a.is_empty() || !a.chars().all(|c| c.is_ascii_alphanumeric()))
+    {
+        return None;
+    }
+    Some((name, arg, close + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::Xoshiro256PlusPlus;
+
+    fn render(t: &Template, vars: &[Option<String>]) -> Result<String, MissingVar> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let mut ctx = Ctx {
+            vu: 3,
+            round: 2,
+            seq: 17,
+            context: "/cosmo",
+            run_id: "r1",
+            class: "producer",
+            vars,
+            rng: &mut rng,
+        };
+        let mut out = String::new();
+        t.render(&mut ctx, &mut out).map(|_| out)
+    }
+
+    #[test]
+    fn renders_builtins_and_leaves_json_alone() {
+        let mut vars = Vec::new();
+        let t = Template::parse(r#"{context}/q/{class}-{round}?vu={vu}&n={seq} {"a": {"b": 1}} {{x}"#, &mut vars).unwrap();
+        assert_eq!(
+            render(&t, &[]).unwrap(),
+            r#"/cosmo/q/producer-2?vu=3&n=17 {"a": {"b": 1}} {x}"#
+        );
+        assert!(vars.is_empty());
+    }
+
+    #[test]
+    fn captures_are_indexed_and_required() {
+        let mut vars = Vec::new();
+        let t = Template::parse("/items/{id}/{id}/{etag}", &mut vars).unwrap();
+        assert_eq!(vars, ["id", "etag"]);
+        assert_eq!(render(&t, &[Some("7".into()), None]), Err(MissingVar(1)));
+        assert_eq!(
+            render(&t, &[Some("7".into()), Some("e".into())]).unwrap(),
+            "/items/7/7/e"
+        );
+    }
+
+    #[test]
+    fn rand_needs_a_bound_and_stays_below_it() {
+        let mut vars = Vec::new();
+        assert!(Template::parse("{rand}", &mut vars).is_err());
+        assert!(Template::parse("{rand:0}", &mut vars).is_err());
+        let t = Template::parse("{rand:10}", &mut vars).unwrap();
+        let v: u64 = render(&t, &[]).unwrap().parse().unwrap();
+        assert!(v < 10);
+        let u = Template::parse("{uuid}", &mut vars).unwrap();
+        assert_eq!(render(&u, &[]).unwrap().len(), 36);
+    }
+}

@@ -1,1 +1,374 @@
-//! placeholder
+//! Measurements: what each operation cost, merged without a lock on the request path.
+//!
+//! A VU writes compact [`Sample`]s into its own buffer and hands the buffer over a channel
+//! when it fills (or once a second), so a VU holds a few KiB at most and never waits on
+//! another. One aggregator per round owns the histograms: per operation label an
+//! HdrHistogram of successful latencies in microseconds (one fixed range everywhere, values
+//! beyond it clamped and counted), request/success/failure counts, counts by status and by
+//! error class, bytes both ways, and a per-second timeline. Samples that start inside the
+//! warm-up are counted apart and kept out of the statistics.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use tokio::sync::mpsc;
+
+use crate::transport::ErrorClass;
+
+/// Histogram range: 1 µs to 1 hour, 3 significant digits. Every histogram in loadmix uses
+/// it, so any two can be added (HdrHistogram refuses to add across ranges).
+pub const HIST_LOW: u64 = 1;
+pub const HIST_HIGH: u64 = 3_600_000_000;
+pub const HIST_SIGFIG: u8 = 3;
+
+pub fn new_histogram() -> Histogram<u64> {
+    // The bounds are constants known to be valid.
+    Histogram::new_with_bounds(HIST_LOW, HIST_HIGH, HIST_SIGFIG).expect("valid histogram bounds")
+}
+
+/// One finished operation.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// Global label index (see [`LabelTable`]).
+    pub label: u32,
+    /// Start, in microseconds since the round began.
+    pub start_us: u64,
+    pub latency_us: u64,
+    /// HTTP status of the last response, 0 when none arrived.
+    pub status: u16,
+    pub error: Option<ErrorClass>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+}
+
+/// Samples per hand-over: large enough to make the channel cost negligible, small enough
+/// that 100,000 VUs do not hold much memory.
+const BATCH: usize = 128;
+/// Hand over at least this often, so a slow VU's samples are not stuck in its buffer.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// A VU's private recorder.
+pub struct Recorder {
+    buf: Vec<Sample>,
+    tx: mpsc::UnboundedSender<Vec<Sample>>,
+    last_flush: tokio::time::Instant,
+}
+
+impl Recorder {
+    pub fn record(&mut self, s: Sample, now: tokio::time::Instant) {
+        if self.buf.capacity() == 0 {
+            self.buf.reserve_exact(BATCH);
+        }
+        self.buf.push(s);
+        if self.buf.len() >= BATCH || now.duration_since(self.last_flush) >= FLUSH_EVERY {
+            self.flush_at(now);
+        }
+    }
+
+    fn flush_at(&mut self, now: tokio::time::Instant) {
+        self.last_flush = now;
+        if !self.buf.is_empty() {
+            // The aggregator outlives every recorder of its round; a send can only fail
+            // after a panic elsewhere, and then there is nobody to report to.
+            let _ = self.tx.send(std::mem::take(&mut self.buf));
+        }
+    }
+
+    pub fn flush(&mut self) {
+        self.flush_at(tokio::time::Instant::now());
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// Maps (class, label) to the flat index samples carry.
+#[derive(Debug, Clone)]
+pub struct LabelTable {
+    /// Per class: its name and its labels.
+    pub classes: Vec<(String, Vec<String>)>,
+    offsets: Vec<u32>,
+}
+
+impl LabelTable {
+    pub fn new(classes: Vec<(String, Vec<String>)>) -> LabelTable {
+        let mut offsets = Vec::with_capacity(classes.len());
+        let mut n = 0u32;
+        for (_, labels) in &classes {
+            offsets.push(n);
+            n += labels.len() as u32;
+        }
+        LabelTable { classes, offsets }
+    }
+    pub fn index(&self, class: usize, label: usize) -> u32 {
+        self.offsets[class] + label as u32
+    }
+    pub fn len(&self) -> usize {
+        self.classes.iter().map(|(_, l)| l.len()).sum()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// (class index, class name, label) of each flat index, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &str, &str)> {
+        self.classes
+            .iter()
+            .enumerate()
+            .flat_map(|(ci, (c, labels))| labels.iter().map(move |l| (ci, c.as_str(), l.as_str())))
+    }
+}
+
+/// Everything measured about one label in one round (or merged over rounds).
+#[derive(Debug, Clone)]
+pub struct OpStats {
+    pub requests: u64,
+    pub successes: u64,
+    pub failures: u64,
+    pub by_status: BTreeMap<u16, u64>,
+    pub by_error: [u64; 5],
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Latency of successful operations, µs.
+    pub latency: Histogram<u64>,
+    /// Latencies above the histogram's range, recorded at its maximum.
+    pub clamped: u64,
+    /// Exact sums for mean and standard deviation (the histogram's are bucketed).
+    pub sum_us: f64,
+    pub sum_sq_us: f64,
+    /// Per second since the round started: requests, successes, failures, latency sum (µs).
+    pub timeline: Vec<TimelineBucket>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TimelineBucket {
+    pub requests: u64,
+    pub successes: u64,
+    pub failures: u64,
+    pub latency_sum_us: u64,
+}
+
+impl Default for OpStats {
+    fn default() -> Self {
+        OpStats {
+            requests: 0,
+            successes: 0,
+            failures: 0,
+            by_status: BTreeMap::new(),
+            by_error: [0; 5],
+            bytes_sent: 0,
+            bytes_received: 0,
+            latency: new_histogram(),
+            clamped: 0,
+            sum_us: 0.0,
+            sum_sq_us: 0.0,
+            timeline: Vec::new(),
+        }
+    }
+}
+
+impl OpStats {
+    fn record(&mut self, s: &Sample) {
+        self.requests += 1;
+        if s.status != 0 {
+            *self.by_status.entry(s.status).or_insert(0) += 1;
+        }
+        self.bytes_sent += s.bytes_sent;
+        self.bytes_received += s.bytes_received;
+        let sec = (s.start_us / 1_000_000) as usize;
+        if self.timeline.len() <= sec {
+            self.timeline.resize(sec + 1, TimelineBucket::default());
+        }
+        let bucket = &mut self.timeline[sec];
+        bucket.requests += 1;
+        match s.error {
+            None => {
+                self.successes += 1;
+                bucket.successes += 1;
+                bucket.latency_sum_us += s.latency_us;
+                let v = if s.latency_us > HIST_HIGH {
+                    self.clamped += 1;
+                    HIST_HIGH
+                } else {
+                    s.latency_us
+                };
+                // In range by construction.
+                let _ = self.latency.record(v);
+                let f = s.latency_us as f64;
+                self.sum_us += f;
+                self.sum_sq_us += f * f;
+            }
+            Some(e) => {
+                self.failures += 1;
+                bucket.failures += 1;
+                self.by_error[e.index()] += 1;
+            }
+        }
+    }
+
+    /// Add another round's (or label's) figures to these. The timelines are added second by
+    /// second.
+    pub fn merge(&mut self, other: &OpStats) {
+        self.requests += other.requests;
+        self.successes += other.successes;
+        self.failures += other.failures;
+        for (k, v) in &other.by_status {
+            *self.by_status.entry(*k).or_insert(0) += v;
+        }
+        for i in 0..5 {
+            self.by_error[i] += other.by_error[i];
+        }
+        self.bytes_sent += other.bytes_sent;
+        self.bytes_received += other.bytes_received;
+        // Same bounds everywhere, so adding cannot fail.
+        let _ = self.latency.add(&other.latency);
+        self.clamped += other.clamped;
+        self.sum_us += other.sum_us;
+        self.sum_sq_us += other.sum_sq_us;
+        if self.timeline.len() < other.timeline.len() {
+            self.timeline
+                .resize(other.timeline.len(), TimelineBucket::default());
+        }
+        for (a, b) in self.timeline.iter_mut().zip(&other.timeline) {
+            a.requests += b.requests;
+            a.successes += b.successes;
+            a.failures += b.failures;
+            a.latency_sum_us += b.latency_sum_us;
+        }
+    }
+
+    /// Mean latency of successes, µs (exact).
+    pub fn mean_us(&self) -> f64 {
+        if self.successes == 0 {
+            0.0
+        } else {
+            self.sum_us / self.successes as f64
+        }
+    }
+
+    /// Population standard deviation of successful latencies, µs (as the 2007 report).
+    pub fn stddev_us(&self) -> f64 {
+        if self.successes == 0 {
+            return 0.0;
+        }
+        let n = self.successes as f64;
+        let mean = self.sum_us / n;
+        (self.sum_sq_us / n - mean * mean).max(0.0).sqrt()
+    }
+}
+
+/// The figures of one round: per label, plus what was left out as warm-up.
+#[derive(Debug, Clone)]
+pub struct RoundStats {
+    pub ops: Vec<OpStats>,
+    pub warmup_requests: u64,
+}
+
+/// Start a round's aggregator. Returns the sender VUs' recorders are built from, and the
+/// task that yields the round's figures once every recorder is dropped.
+pub fn aggregator(
+    labels: usize,
+    warmup: Duration,
+) -> (RecorderFactory, tokio::task::JoinHandle<RoundStats>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<Sample>>();
+    let warmup_us = warmup.as_micros() as u64;
+    let handle = tokio::spawn(async move {
+        let mut stats = RoundStats {
+            ops: (0..labels).map(|_| OpStats::default()).collect(),
+            warmup_requests: 0,
+        };
+        while let Some(batch) = rx.recv().await {
+            for s in &batch {
+                if s.start_us < warmup_us {
+                    stats.warmup_requests += 1;
+                    continue;
+                }
+                if let Some(op) = stats.ops.get_mut(s.label as usize) {
+                    op.record(&Sample {
+                        start_us: s.start_us - warmup_us,
+                        ..*s
+                    });
+                }
+            }
+        }
+        stats
+    });
+    (RecorderFactory { tx }, handle)
+}
+
+/// Hands out recorders for one round.
+#[derive(Clone)]
+pub struct RecorderFactory {
+    tx: mpsc::UnboundedSender<Vec<Sample>>,
+}
+
+impl RecorderFactory {
+    pub fn recorder(&self) -> Recorder {
+        Recorder {
+            buf: Vec::new(),
+            tx: self.tx.clone(),
+            last_flush: tokio::time::Instant::now(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(label: u32, start_us: u64, latency_us: u64, error: Option<ErrorClass>) -> Sample {
+        Sample {
+            label,
+            start_us,
+            latency_us,
+            status: if error.is_none() { 200 } else { 500 },
+            error,
+            bytes_sent: 10,
+            bytes_received: 20,
+        }
+    }
+
+    #[tokio::test]
+    async fn aggregates_counts_latency_timeline_and_warmup() {
+        let (factory, handle) = aggregator(2, Duration::from_secs(1));
+        let mut r = factory.recorder();
+        let now = tokio::time::Instant::now();
+        r.record(sample(0, 500_000, 1_000, None), now); // warm-up: left out
+        r.record(sample(0, 1_200_000, 2_000, None), now);
+        r.record(sample(0, 2_500_000, 4_000, None), now);
+        r.record(sample(1, 1_100_000, 9, Some(ErrorClass::Status)), now);
+        r.record(sample(1, 1_100_000, HIST_HIGH * 2, None), now);
+        drop(factory);
+        drop(r);
+        let stats = handle.await.unwrap();
+        assert_eq!(stats.warmup_requests, 1);
+        let a = &stats.ops[0];
+        assert_eq!((a.requests, a.successes, a.failures), (2, 2, 0));
+        assert_eq!(a.mean_us(), 3000.0);
+        assert_eq!(a.stddev_us(), 1000.0);
+        assert_eq!(a.timeline.len(), 2, "seconds 0 and 1 after warm-up");
+        assert_eq!(a.timeline[1].requests, 1);
+        let b = &stats.ops[1];
+        assert_eq!(b.by_error[ErrorClass::Status.index()], 1);
+        assert_eq!(b.by_status[&500], 1);
+        assert_eq!(b.clamped, 1);
+        assert_eq!(b.bytes_received, 40);
+    }
+
+    #[test]
+    fn merge_adds_everything() {
+        let mut a = OpStats::default();
+        a.record(&sample(0, 0, 100, None));
+        let mut b = OpStats::default();
+        b.record(&sample(0, 3_000_000, 300, None));
+        b.record(&sample(0, 0, 1, Some(ErrorClass::Reset)));
+        a.merge(&b);
+        assert_eq!((a.requests, a.successes, a.failures), (3, 2, 1));
+        assert_eq!(a.latency.len(), 2);
+        assert_eq!(a.timeline.len(), 4);
+        assert_eq!(a.timeline[0].requests, 2);
+    }
+}

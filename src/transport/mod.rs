@@ -1,1 +1,337 @@
-//! placeholder
+//! HTTP/1.1 to the target: one connection per virtual user (`keep_alive`) or a fresh one per
+//! request (`per_request`, as the 2007 Cosmo client did), connect and whole-request timeouts,
+//! reconnection after errors, any method name, and the classification of every failure into
+//! `connect`, `timeout`, `reset` or `body` (an unexpected status is the protocol's call).
+//!
+//! A VU owns its [`Conn`] outright: no pool is shared between users, so the number of open
+//! connections is exactly the number of users, as in the system being simulated.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{HOST, HeaderValue};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+pub use hyper::{HeaderMap, Method, Request, StatusCode};
+
+use crate::workload::{Connection, TargetUrl};
+
+/// Why a request did not produce a usable answer. Ordered as reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorClass {
+    /// The TCP connection could not be opened (refused, unreachable, connect timeout).
+    Connect,
+    /// No complete answer within the request timeout.
+    Timeout,
+    /// The connection was closed or reset before a complete answer arrived.
+    Reset,
+    /// The status was not one the operation expects.
+    Status,
+    /// The answer was complete but malformed (bad HTTP, or a body that does not parse).
+    Body,
+}
+
+impl ErrorClass {
+    pub const ALL: [ErrorClass; 5] = [
+        ErrorClass::Connect,
+        ErrorClass::Timeout,
+        ErrorClass::Reset,
+        ErrorClass::Status,
+        ErrorClass::Body,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Connect => "connect",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Reset => "reset",
+            ErrorClass::Status => "status",
+            ErrorClass::Body => "body",
+        }
+    }
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{class:?}: {message}", class = .class.name())]
+pub struct TransportError {
+    pub class: ErrorClass,
+    pub message: String,
+    /// Bytes already written when the failure happened.
+    pub bytes_sent: u64,
+}
+
+/// The server side of the wire: where to connect and what to call it.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub addr: SocketAddr,
+    /// Value of the `Host` header.
+    pub host: HeaderValue,
+    /// Path prefix from the target URL, prepended to every request path.
+    pub base_path: String,
+    /// How the target is shown in reports.
+    pub display: String,
+}
+
+impl Endpoint {
+    /// Resolve a target URL once, up front (name lookups never run on the request path).
+    pub fn resolve(url: &TargetUrl) -> Result<Endpoint, String> {
+        let addr = (url.host.as_str(), url.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {}: {e}", url.host))?
+            .next()
+            .ok_or_else(|| format!("{} resolves to no address", url.host))?;
+        let host = if url.port == 80 {
+            url.host.clone()
+        } else if url.host.contains(':') {
+            format!("[{}]:{}", url.host, url.port)
+        } else {
+            format!("{}:{}", url.host, url.port)
+        };
+        Ok(Endpoint {
+            addr,
+            host: HeaderValue::from_str(&host)
+                .map_err(|_| format!("'{host}' is not a valid host"))?,
+            base_path: url.base_path.clone(),
+            display: url.raw.clone(),
+        })
+    }
+
+    pub fn local(addr: SocketAddr, display: &str) -> Endpoint {
+        Endpoint {
+            addr,
+            host: HeaderValue::from_str(&addr.to_string())
+                .unwrap_or(HeaderValue::from_static("localhost")),
+            base_path: String::new(),
+            display: display.to_string(),
+        }
+    }
+}
+
+/// A completed exchange.
+#[derive(Debug)]
+pub struct Response {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// Request line, headers and body as written (approximate for headers hyper adds).
+    pub bytes_sent: u64,
+    /// Status line, headers and body as read.
+    pub bytes_received: u64,
+    /// From just before the request was written (or the connection opened, when it had to
+    /// be) to the last byte of the body.
+    pub elapsed: Duration,
+}
+
+/// Timeouts of a connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub request: Duration,
+}
+
+/// One virtual user's connection.
+pub struct Conn {
+    endpoint: Arc<Endpoint>,
+    policy: Connection,
+    timeouts: Timeouts,
+    sender: Option<SendRequest<Full<Bytes>>>,
+    /// Connections opened so far (for the report: reconnects show up here).
+    pub opened: u64,
+}
+
+impl Conn {
+    pub fn new(endpoint: Arc<Endpoint>, policy: Connection, timeouts: Timeouts) -> Conn {
+        Conn {
+            endpoint,
+            policy,
+            timeouts,
+            sender: None,
+            opened: 0,
+        }
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Send one request and read the whole answer, within the request timeout. After any
+    /// error the connection is dropped, so the next request starts on a fresh one.
+    pub async fn send(
+        &mut self,
+        mut req: Request<Full<Bytes>>,
+    ) -> Result<Response, TransportError> {
+        let headers = req.headers_mut();
+        headers.insert(HOST, self.endpoint.host.clone());
+        if self.policy == Connection::PerRequest {
+            headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        let sent = request_size(&req);
+        let start = Instant::now();
+        let deadline = start + self.timeouts.request;
+        let result = tokio::time::timeout_at(deadline, self.exchange(req, sent)).await;
+        let result = match result {
+            Ok(r) => r,
+            Err(_) => Err(TransportError {
+                class: ErrorClass::Timeout,
+                message: format!("no complete answer within {:?}", self.timeouts.request),
+                bytes_sent: sent,
+            }),
+        };
+        if result.is_err() || self.policy == Connection::PerRequest {
+            self.sender = None;
+        }
+        result.map(|(status, headers, body, received)| Response {
+            status,
+            headers,
+            body,
+            bytes_sent: sent,
+            bytes_received: received,
+            elapsed: start.elapsed(),
+        })
+    }
+
+    async fn exchange(
+        &mut self,
+        req: Request<Full<Bytes>>,
+        sent: u64,
+    ) -> Result<(StatusCode, HeaderMap, Bytes, u64), TransportError> {
+        let sender = self.ready_sender(sent).await?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| classify_hyper(&e, sent))?;
+        let (parts, body) = resp.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| classify_hyper(&e, sent))?
+            .to_bytes();
+        let received = response_size(parts.status, &parts.headers, body.len());
+        Ok((parts.status, parts.headers, body, received))
+    }
+
+    /// A sender on an open connection, opening one if there is none or the server closed it.
+    async fn ready_sender(
+        &mut self,
+        sent: u64,
+    ) -> Result<&mut SendRequest<Full<Bytes>>, TransportError> {
+        let reusable = match self.sender.as_mut() {
+            // A kept-alive connection the server has since closed is not an error of this
+            // request: open a new one, as any HTTP client would.
+            Some(s) => !s.is_closed() && s.ready().await.is_ok(),
+            None => false,
+        };
+        if !reusable {
+            self.sender = Some(self.connect(sent).await?);
+        }
+        self.sender.as_mut().ok_or_else(|| TransportError {
+            class: ErrorClass::Connect,
+            message: "no connection".into(),
+            bytes_sent: 0,
+        })
+    }
+
+    async fn connect(&mut self, sent: u64) -> Result<SendRequest<Full<Bytes>>, TransportError> {
+        let addr = self.endpoint.addr;
+        let connect_err = |message: String| TransportError {
+            class: ErrorClass::Connect,
+            message,
+            bytes_sent: 0,
+        };
+        let stream =
+            match tokio::time::timeout(self.timeouts.connect, TcpStream::connect(addr)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return Err(connect_err(format!("connect to {addr}: {e}"))),
+                Err(_) => {
+                    return Err(connect_err(format!(
+                        "connect to {addr}: no answer within {:?}",
+                        self.timeouts.connect
+                    )));
+                }
+            };
+        // Small requests must not wait for Nagle.
+        let _ = stream.set_nodelay(true);
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| classify_hyper(&e, sent))?;
+        tokio::spawn(async move {
+            // Errors surface on the request that was in flight; nothing to do here.
+            let _ = conn.await;
+        });
+        self.opened += 1;
+        Ok(sender)
+    }
+}
+
+/// Probe that something accepts TCP connections at the endpoint (preflight).
+pub async fn probe(endpoint: &Endpoint, timeout: Duration) -> Result<(), String> {
+    match tokio::time::timeout(timeout, TcpStream::connect(endpoint.addr)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!("connect to {}: {e}", endpoint.addr)),
+        Err(_) => Err(format!(
+            "connect to {}: no answer within {timeout:?}",
+            endpoint.addr
+        )),
+    }
+}
+
+fn classify_hyper(e: &hyper::Error, sent: u64) -> TransportError {
+    let class = if e.is_timeout() {
+        ErrorClass::Timeout
+    } else if e.is_parse() || e.is_parse_status() {
+        ErrorClass::Body
+    } else if e.is_incomplete_message() || e.is_closed() || e.is_canceled() {
+        ErrorClass::Reset
+    } else {
+        // Remaining hyper errors are I/O on the connection: resets, broken pipes.
+        ErrorClass::Reset
+    };
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    TransportError {
+        class,
+        message,
+        bytes_sent: sent,
+    }
+}
+
+fn request_size(req: &Request<Full<Bytes>>) -> u64 {
+    use hyper::body::Body;
+    let line = req.method().as_str().len() + 1 + req.uri().to_string().len() + 11;
+    let headers: usize = req
+        .headers()
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 4)
+        .sum();
+    let body = req.body().size_hint().exact().unwrap_or(0) as usize;
+    // Content-Length, which hyper adds for a non-empty body.
+    let cl = if body > 0 {
+        18 + body.to_string().len()
+    } else {
+        0
+    };
+    (line + headers + cl + 2 + body) as u64
+}
+
+fn response_size(status: StatusCode, headers: &HeaderMap, body: usize) -> u64 {
+    let line = 13 + status.canonical_reason().map_or(0, str::len) + 2;
+    let h: usize = headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 4)
+        .sum();
+    (line + h + 2 + body) as u64
+}

@@ -20,7 +20,12 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 4] = [Protocol::Morse, Protocol::Atom, Protocol::Caldav, Protocol::Http];
+    pub const ALL: [Protocol; 4] = [
+        Protocol::Morse,
+        Protocol::Atom,
+        Protocol::Caldav,
+        Protocol::Http,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -125,7 +130,14 @@ static MORSE: ProtocolDef = ProtocolDef {
 
 static ATOM: ProtocolDef = ProtocolDef {
     ops: &[
-        op("time_range_feed", &[p("range", ParamKind::Dist(Unit::Duration), "window length (default 7d)")]),
+        op(
+            "time_range_feed",
+            &[p(
+                "range",
+                ParamKind::Dist(Unit::Duration),
+                "window length (default 7d)",
+            )],
+        ),
         op("full_feed", &[]),
         op("dashboard", &[]),
         op("create_event", &[]),
@@ -145,15 +157,44 @@ static CALDAV: ProtocolDef = ProtocolDef {
         op(
             "put_event",
             &[
-                p("size", ParamKind::Dist(Unit::Size), "approximate size of the event body"),
-                p("recurring", ParamKind::Probability, "chance the event has an RRULE (default 0.05)"),
+                p(
+                    "size",
+                    ParamKind::Dist(Unit::Size),
+                    "approximate size of the event body",
+                ),
+                p(
+                    "recurring",
+                    ParamKind::Probability,
+                    "chance the event has an RRULE (default 0.05)",
+                ),
             ],
         ),
-        op("update_event", &[p("size", ParamKind::Dist(Unit::Size), "approximate size of the event body")]),
+        op(
+            "update_event",
+            &[p(
+                "size",
+                ParamKind::Dist(Unit::Size),
+                "approximate size of the event body",
+            )],
+        ),
         op("get_event", &[]),
         op("delete_event", &[]),
-        op("time_range_report", &[p("range", ParamKind::Dist(Unit::Duration), "window length (default 7d)")]),
-        op("multiget", &[p("count", ParamKind::Integer, "events per multiget (default 10)")]),
+        op(
+            "time_range_report",
+            &[p(
+                "range",
+                ParamKind::Dist(Unit::Duration),
+                "window length (default 7d)",
+            )],
+        ),
+        op(
+            "multiget",
+            &[p(
+                "count",
+                ParamKind::Integer,
+                "events per multiget (default 10)",
+            )],
+        ),
         op("sync_collection", &[]),
         op("propfind", &[]),
     ],

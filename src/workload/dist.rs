@@ -185,11 +185,23 @@ mod tests {
 
     #[test]
     fn sample_means_match() {
-        let u = Dist::new(DistSpec::Uniform { low: 0.0, high: 500.0 }).unwrap();
+        let u = Dist::new(DistSpec::Uniform {
+            low: 0.0,
+            high: 500.0,
+        })
+        .unwrap();
         assert!((mean_of(&u, 100_000) - 250.0).abs() < 3.0);
-        let e = Dist::new(DistSpec::Exponential { mean: 50.0, max: None }).unwrap();
+        let e = Dist::new(DistSpec::Exponential {
+            mean: 50.0,
+            max: None,
+        })
+        .unwrap();
         assert!((mean_of(&e, 100_000) - 50.0).abs() < 1.0);
-        let l = Dist::new(DistSpec::LogNormal { median: 10.0, p95: 30.0 }).unwrap();
+        let l = Dist::new(DistSpec::LogNormal {
+            median: 10.0,
+            p95: 30.0,
+        })
+        .unwrap();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         let mut v: Vec<f64> = (0..100_001).map(|_| l.sample(&mut rng)).collect();
         v.sort_by(f64::total_cmp);
@@ -199,8 +211,16 @@ mod tests {
 
     #[test]
     fn caps_and_truncation_hold() {
-        let e = Dist::new(DistSpec::Exponential { mean: 50.0, max: Some(60.0) }).unwrap();
-        let n = Dist::new(DistSpec::Normal { mean: 1.0, stddev: 10.0 }).unwrap();
+        let e = Dist::new(DistSpec::Exponential {
+            mean: 50.0,
+            max: Some(60.0),
+        })
+        .unwrap();
+        let n = Dist::new(DistSpec::Normal {
+            mean: 1.0,
+            stddev: 10.0,
+        })
+        .unwrap();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
         for _ in 0..10_000 {
             assert!(e.sample(&mut rng) <= 60.0);
@@ -210,9 +230,27 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_refused() {
-        assert!(Dist::new(DistSpec::Uniform { low: 5.0, high: 1.0 }).is_err());
-        assert!(Dist::new(DistSpec::Exponential { mean: 0.0, max: None }).is_err());
-        assert!(Dist::new(DistSpec::LogNormal { median: 10.0, p95: 5.0 }).is_err());
+        assert!(
+            Dist::new(DistSpec::Uniform {
+                low: 5.0,
+                high: 1.0
+            })
+            .is_err()
+        );
+        assert!(
+            Dist::new(DistSpec::Exponential {
+                mean: 0.0,
+                max: None
+            })
+            .is_err()
+        );
+        assert!(
+            Dist::new(DistSpec::LogNormal {
+                median: 10.0,
+                p95: 5.0
+            })
+            .is_err()
+        );
         assert!(Dist::new(DistSpec::Constant(-1.0)).is_err());
     }
 }

@@ -66,11 +66,19 @@ impl fmt::Display for Diagnostic {
 }
 
 /// Closest candidate to `word`, if it is close enough to be a plausible typo.
-pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     let lower = word.to_ascii_lowercase();
     candidates
         .into_iter()
-        .map(|c| (strsim::damerau_levenshtein(&lower, &c.to_ascii_lowercase()), c))
+        .map(|c| {
+            (
+                strsim::damerau_levenshtein(&lower, &c.to_ascii_lowercase()),
+                c,
+            )
+        })
         .filter(|(d, c)| *d <= 2.max(c.len() / 4) && *d < c.len().max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
@@ -82,8 +90,14 @@ mod tests {
 
     #[test]
     fn suggests_near_misses_only() {
-        assert_eq!(did_you_mean("sinc", ["sync", "update", "publish"]), Some("sync"));
-        assert_eq!(did_you_mean("duraton", ["duration", "rounds"]), Some("duration"));
+        assert_eq!(
+            did_you_mean("sinc", ["sync", "update", "publish"]),
+            Some("sync")
+        );
+        assert_eq!(
+            did_you_mean("duraton", ["duration", "rounds"]),
+            Some("duration")
+        );
         assert_eq!(did_you_mean("banana", ["sync", "update"]), None);
     }
 

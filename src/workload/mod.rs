@@ -53,7 +53,9 @@ pub struct Workload {
 #[derive(Debug, Clone, PartialEq)]
 pub enum TargetSpec {
     /// The reference server, started in-process on an ephemeral loopback port.
-    Embedded { store: StoreSpec },
+    Embedded {
+        store: StoreSpec,
+    },
     Url(TargetUrl),
 }
 
@@ -66,8 +68,12 @@ pub enum StoreSpec {
 impl std::fmt::Display for TargetSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            TargetSpec::Embedded { store: StoreSpec::Memory } => write!(f, "embedded:memory"),
-            TargetSpec::Embedded { store: StoreSpec::Sqlite(p) } => write!(f, "embedded:sqlite:{p}"),
+            TargetSpec::Embedded {
+                store: StoreSpec::Memory,
+            } => write!(f, "embedded:memory"),
+            TargetSpec::Embedded {
+                store: StoreSpec::Sqlite(p),
+            } => write!(f, "embedded:sqlite:{p}"),
             TargetSpec::Url(u) => write!(f, "{}", u.raw),
         }
     }
@@ -92,16 +98,20 @@ impl TargetSpec {
                 "" | ":memory" => Ok(TargetSpec::Embedded {
                     store: StoreSpec::Memory,
                 }),
-                r if r.starts_with(":sqlite:") && r.len() > ":sqlite:".len() => Ok(TargetSpec::Embedded {
-                    store: StoreSpec::Sqlite(r[":sqlite:".len()..].to_string()),
-                }),
+                r if r.starts_with(":sqlite:") && r.len() > ":sqlite:".len() => {
+                    Ok(TargetSpec::Embedded {
+                        store: StoreSpec::Sqlite(r[":sqlite:".len()..].to_string()),
+                    })
+                }
                 _ => Err(format!(
                     "'{s}' is not a target; use embedded, embedded:memory, embedded:sqlite:PATH or http://host:port"
                 )),
             };
         }
         if s.starts_with("https://") {
-            return Err(format!("'{s}': https targets are not supported yet; use http://"));
+            return Err(format!(
+                "'{s}': https targets are not supported yet; use http://"
+            ));
         }
         let rest = s.strip_prefix("http://").ok_or_else(|| {
             format!("'{s}' is not a target; use embedded, embedded:sqlite:PATH or http://host:port[/path]")
@@ -112,7 +122,9 @@ impl TargetSpec {
         };
         let (host, port) = if let Some(h) = authority.strip_prefix('[') {
             // [::1]:8080
-            let (h, p) = h.split_once(']').ok_or_else(|| format!("'{s}': unclosed '[' in host"))?;
+            let (h, p) = h
+                .split_once(']')
+                .ok_or_else(|| format!("'{s}': unclosed '[' in host"))?;
             (h.to_string(), p.strip_prefix(':').unwrap_or(""))
         } else {
             match authority.rsplit_once(':') {
@@ -287,7 +299,10 @@ pub enum Body {
     None,
     Template(Template),
     /// Contents of a file, read when the workload is loaded.
-    File { path: String, bytes: Bytes },
+    File {
+        path: String,
+        bytes: Bytes,
+    },
     /// This many random bytes (generated once per VU and reused).
     Random(u64),
 }

@@ -10,8 +10,15 @@ use super::yaml::{self, Key, Node, Pos, Value};
 /// One override, as given on the command line.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Override {
-    Set { path: Vec<String>, value: String, arg: String },
-    Users { counts: Vec<(String, u32)>, arg: String },
+    Set {
+        path: Vec<String>,
+        value: String,
+        arg: String,
+    },
+    Users {
+        counts: Vec<(String, u32)>,
+        arg: String,
+    },
 }
 
 impl Override {
@@ -21,10 +28,18 @@ impl Override {
             arg: format!("--set {arg}"),
             message: m.to_string(),
         };
-        let (key, value) = arg.split_once('=').ok_or_else(|| bad("expected KEY=VALUE, e.g. run.duration=10s"))?;
-        let path: Vec<String> = key.trim().split('.').map(|s| s.trim().to_string()).collect();
+        let (key, value) = arg
+            .split_once('=')
+            .ok_or_else(|| bad("expected KEY=VALUE, e.g. run.duration=10s"))?;
+        let path: Vec<String> = key
+            .trim()
+            .split('.')
+            .map(|s| s.trim().to_string())
+            .collect();
         if path.iter().any(|s| s.is_empty()) {
-            return Err(bad("the key has an empty part; write e.g. users.morse.count=5"));
+            return Err(bad(
+                "the key has an empty part; write e.g. users.morse.count=5",
+            ));
         }
         Ok(Override::Set {
             path,
@@ -37,10 +52,12 @@ impl Override {
     pub fn users(arg: &str) -> Result<Override, WorkloadError> {
         let mut counts = Vec::new();
         for part in arg.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (class, n) = part.split_once('=').ok_or_else(|| WorkloadError::BadOverride {
-                arg: format!("--users {arg}"),
-                message: format!("'{part}' should be CLASS=COUNT, e.g. morse=10"),
-            })?;
+            let (class, n) = part
+                .split_once('=')
+                .ok_or_else(|| WorkloadError::BadOverride {
+                    arg: format!("--users {arg}"),
+                    message: format!("'{part}' should be CLASS=COUNT, e.g. morse=10"),
+                })?;
             let n: u32 = n.trim().parse().map_err(|_| WorkloadError::BadOverride {
                 arg: format!("--users {arg}"),
                 message: format!("'{}' is not a user count (a whole number >= 0)", n.trim()),
@@ -82,12 +99,12 @@ pub fn apply(root: &mut Node, overrides: &[Override]) -> Result<(), WorkloadErro
             Override::Users { counts, .. } => {
                 for (class, n) in counts {
                     let path = vec!["users".to_string(), class.clone(), "count".to_string()];
-                    set_path(root, &path, Node::new(Value::Int(*n as i64), Pos::NONE)).map_err(|m| {
-                        WorkloadError::BadOverride {
+                    set_path(root, &path, Node::new(Value::Int(*n as i64), Pos::NONE)).map_err(
+                        |m| WorkloadError::BadOverride {
                             arg: o.display(),
                             message: m,
-                        }
-                    })?;
+                        },
+                    )?;
                 }
             }
         }
@@ -108,7 +125,11 @@ fn set_path(node: &mut Node, path: &[String], value: Node) -> Result<(), String>
             // `duration` and `iterations` are alternatives: setting one drops the other, so
             // `--duration 10s` works on a file written with iterations and the reverse.
             if rest.is_empty() && (head == "duration" || head == "iterations") {
-                let other = if head == "duration" { "iterations" } else { "duration" };
+                let other = if head == "duration" {
+                    "iterations"
+                } else {
+                    "duration"
+                };
                 entries.retain(|(k, _)| k.name != other);
             }
             if let Some((_, child)) = entries.iter_mut().find(|(k, _)| &k.name == head) {
@@ -128,7 +149,12 @@ fn set_path(node: &mut Node, path: &[String], value: Node) -> Result<(), String>
         Value::Seq(items) => {
             let idx = match head.parse::<usize>() {
                 Ok(i) if i < items.len() => i,
-                Ok(i) => return Err(format!("index {i} is past the end of a list of {}", items.len())),
+                Ok(i) => {
+                    return Err(format!(
+                        "index {i} is past the end of a list of {}",
+                        items.len()
+                    ));
+                }
                 Err(_) => {
                     let names: Vec<String> = items
                         .iter()
@@ -175,11 +201,19 @@ mod tests {
         )
         .unwrap();
         let run = doc.get("run").unwrap();
-        assert!(run.get("iterations").is_none(), "duration replaces iterations");
+        assert!(
+            run.get("iterations").is_none(),
+            "duration replaces iterations"
+        );
         assert_eq!(run.get("duration").unwrap().value, Value::Str("10s".into()));
-        let Value::Seq(users) = &doc.get("users").unwrap().value else { panic!() };
+        let Value::Seq(users) = &doc.get("users").unwrap().value else {
+            panic!()
+        };
         assert_eq!(users[1].get("count").unwrap().value, Value::Int(7));
-        assert_eq!(users[0].get("mix").unwrap().get("x").unwrap().value, Value::Int(3));
+        assert_eq!(
+            users[0].get("mix").unwrap().get("x").unwrap().value,
+            Value::Int(3)
+        );
     }
 
     #[test]

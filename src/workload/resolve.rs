@@ -32,12 +32,31 @@ const TOP_KEYS: &[&str] = &[
     "users",
     "thresholds",
 ];
-const RUN_KEYS: &[&str] = &["duration", "iterations", "rounds", "warmup", "seed", "timeout", "connect_timeout"];
-const CLASS_KEYS: &[&str] = &["class", "protocol", "count", "iterations", "think", "connection", "mix", "params"];
+const RUN_KEYS: &[&str] = &[
+    "duration",
+    "iterations",
+    "rounds",
+    "warmup",
+    "seed",
+    "timeout",
+    "connect_timeout",
+];
+const CLASS_KEYS: &[&str] = &[
+    "class",
+    "protocol",
+    "count",
+    "iterations",
+    "think",
+    "connection",
+    "mix",
+    "params",
+];
 const ACCOUNT_KEYS: &[&str] = &["create", "admin", "password_env", "username", "file"];
 const ADMIN_KEYS: &[&str] = &["username", "password_env"];
 const OP_KEYS: &[&str] = &["weight", "params", "expect"];
-const HTTP_OP_KEYS: &[&str] = &["weight", "method", "path", "headers", "body", "expect", "capture"];
+const HTTP_OP_KEYS: &[&str] = &[
+    "weight", "method", "path", "headers", "body", "expect", "capture",
+];
 const DIST_KINDS: &[&str] = &["constant", "uniform", "exponential", "normal", "lognormal"];
 
 /// Context for building located errors.
@@ -52,7 +71,13 @@ impl Cx<'_> {
         self.err_hint(pos, key, message, None)
     }
 
-    fn err_hint(&self, pos: Pos, key: &str, message: impl Into<String>, hint: Option<String>) -> WorkloadError {
+    fn err_hint(
+        &self,
+        pos: Pos,
+        key: &str,
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) -> WorkloadError {
         let source_line = if pos.is_known() {
             self.lines.get(pos.line as usize - 1).map(|l| l.to_string())
         } else {
@@ -72,7 +97,11 @@ impl Cx<'_> {
     fn map<'n>(&self, node: &'n Node, key: &str) -> R<&'n [(Key, Node)]> {
         match &node.value {
             Value::Map(entries) => Ok(entries),
-            other => Err(self.err(node.pos, key, format!("expected a mapping, found {}", other.kind()))),
+            other => Err(self.err(
+                node.pos,
+                key,
+                format!("expected a mapping, found {}", other.kind()),
+            )),
         }
     }
 
@@ -83,7 +112,10 @@ impl Cx<'_> {
                 return Err(self.err(
                     k.pos,
                     &join(path, &k.name),
-                    format!("key '{}' appears twice (first on line {})", k.name, first.pos.line),
+                    format!(
+                        "key '{}' appears twice (first on line {})",
+                        k.name, first.pos.line
+                    ),
                 ));
             }
             if !allowed.contains(&k.name.as_str()) {
@@ -91,7 +123,12 @@ impl Cx<'_> {
                     Some(s) => format!("did you mean '{s}'?"),
                     None => format!("allowed keys here: {}", allowed.join(", ")),
                 };
-                return Err(self.err_hint(k.pos, &join(path, &k.name), format!("unknown key '{}'", k.name), Some(hint)));
+                return Err(self.err_hint(
+                    k.pos,
+                    &join(path, &k.name),
+                    format!("unknown key '{}'", k.name),
+                    Some(hint),
+                ));
             }
         }
         Ok(())
@@ -100,8 +137,14 @@ impl Cx<'_> {
     fn string(&self, node: &Node, key: &str) -> R<String> {
         match &node.value {
             Value::Str(s) => Ok(s.clone()),
-            Value::Int(_) | Value::Float(_) | Value::Bool(_) => Ok(node.scalar_text().unwrap_or_default()),
-            other => Err(self.err(node.pos, key, format!("expected a string, found {}", other.kind()))),
+            Value::Int(_) | Value::Float(_) | Value::Bool(_) => {
+                Ok(node.scalar_text().unwrap_or_default())
+            }
+            other => Err(self.err(
+                node.pos,
+                key,
+                format!("expected a string, found {}", other.kind()),
+            )),
         }
     }
 
@@ -110,7 +153,11 @@ impl Cx<'_> {
             Value::Int(i) => *i,
             Value::Str(s) if s.trim().parse::<i64>().is_ok() => s.trim().parse().unwrap_or(0),
             other => {
-                return Err(self.err(node.pos, key, format!("expected a whole number, found {}", describe(node, other))));
+                return Err(self.err(
+                    node.pos,
+                    key,
+                    format!("expected a whole number, found {}", describe(node, other)),
+                ));
             }
         };
         if v < min {
@@ -123,14 +170,25 @@ impl Cx<'_> {
         match &node.value {
             Value::Int(i) => Ok(*i as f64),
             Value::Float(f) if f.is_finite() => Ok(*f),
-            other => Err(self.err(node.pos, key, format!("expected a number, found {}", describe(node, other)))),
+            other => Err(self.err(
+                node.pos,
+                key,
+                format!("expected a number, found {}", describe(node, other)),
+            )),
         }
     }
 
     fn duration(&self, node: &Node, key: &str) -> R<Duration> {
-        let text = node
-            .scalar_text()
-            .ok_or_else(|| self.err(node.pos, key, format!("expected a duration such as 10s, found {}", node.value.kind())))?;
+        let text = node.scalar_text().ok_or_else(|| {
+            self.err(
+                node.pos,
+                key,
+                format!(
+                    "expected a duration such as 10s, found {}",
+                    node.value.kind()
+                ),
+            )
+        })?;
         units::parse_duration(&text).map_err(|m| self.err(node.pos, key, m))
     }
 
@@ -138,10 +196,16 @@ impl Cx<'_> {
         match unit {
             Unit::Duration => Ok(self.duration(node, key)?.as_secs_f64() * 1e6),
             Unit::Size => {
-                let text = node
-                    .scalar_text()
-                    .ok_or_else(|| self.err(node.pos, key, format!("expected a size such as 4KiB, found {}", node.value.kind())))?;
-                units::parse_size(&text).map(|b| b as f64).map_err(|m| self.err(node.pos, key, m))
+                let text = node.scalar_text().ok_or_else(|| {
+                    self.err(
+                        node.pos,
+                        key,
+                        format!("expected a size such as 4KiB, found {}", node.value.kind()),
+                    )
+                })?;
+                units::parse_size(&text)
+                    .map(|b| b as f64)
+                    .map_err(|m| self.err(node.pos, key, m))
             }
             Unit::Count => {
                 let v = self.number(node, key)?;
@@ -177,7 +241,11 @@ impl Cx<'_> {
                     return Err(self.err(v.pos, &kp, "uniform takes a list [low, high]"));
                 };
                 if items.len() != 2 {
-                    return Err(self.err(v.pos, &kp, format!("uniform takes two values [low, high], got {}", items.len())));
+                    return Err(self.err(
+                        v.pos,
+                        &kp,
+                        format!("uniform takes two values [low, high], got {}", items.len()),
+                    ));
                 }
                 DistSpec::Uniform {
                     low: self.unit_value(&items[0], &kp, unit)?,
@@ -188,24 +256,47 @@ impl Cx<'_> {
                 let e = self.map(v, &kp)?;
                 self.check_keys(e, &["mean", "max"], &kp)?;
                 DistSpec::Exponential {
-                    mean: self.unit_value(required(self, v, "mean", &kp)?, &join(&kp, "mean"), unit)?,
-                    max: v.get("max").map(|m| self.unit_value(m, &join(&kp, "max"), unit)).transpose()?,
+                    mean: self.unit_value(
+                        required(self, v, "mean", &kp)?,
+                        &join(&kp, "mean"),
+                        unit,
+                    )?,
+                    max: v
+                        .get("max")
+                        .map(|m| self.unit_value(m, &join(&kp, "max"), unit))
+                        .transpose()?,
                 }
             }
             "normal" => {
                 let e = self.map(v, &kp)?;
                 self.check_keys(e, &["mean", "stddev"], &kp)?;
                 DistSpec::Normal {
-                    mean: self.unit_value(required(self, v, "mean", &kp)?, &join(&kp, "mean"), unit)?,
-                    stddev: self.unit_value(required(self, v, "stddev", &kp)?, &join(&kp, "stddev"), unit)?,
+                    mean: self.unit_value(
+                        required(self, v, "mean", &kp)?,
+                        &join(&kp, "mean"),
+                        unit,
+                    )?,
+                    stddev: self.unit_value(
+                        required(self, v, "stddev", &kp)?,
+                        &join(&kp, "stddev"),
+                        unit,
+                    )?,
                 }
             }
             _ => {
                 let e = self.map(v, &kp)?;
                 self.check_keys(e, &["median", "p95"], &kp)?;
                 DistSpec::LogNormal {
-                    median: self.unit_value(required(self, v, "median", &kp)?, &join(&kp, "median"), unit)?,
-                    p95: self.unit_value(required(self, v, "p95", &kp)?, &join(&kp, "p95"), unit)?,
+                    median: self.unit_value(
+                        required(self, v, "median", &kp)?,
+                        &join(&kp, "median"),
+                        unit,
+                    )?,
+                    p95: self.unit_value(
+                        required(self, v, "p95", &kp)?,
+                        &join(&kp, "p95"),
+                        unit,
+                    )?,
                 }
             }
         };
@@ -233,15 +324,25 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
-pub(super) fn resolve(file: &str, text: &str, ovr: &[Override], base_dir: Option<&Path>) -> R<Workload> {
+pub(super) fn resolve(
+    file: &str,
+    text: &str,
+    ovr: &[Override],
+    base_dir: Option<&Path>,
+) -> R<Workload> {
     let cx = Cx {
         file,
         lines: text.lines().collect(),
         base_dir,
     };
-    let mut root = yaml::parse(text).map_err(|e| cx.err(e.pos, "", format!("YAML syntax error: {}", e.message)))?;
+    let mut root = yaml::parse(text)
+        .map_err(|e| cx.err(e.pos, "", format!("YAML syntax error: {}", e.message)))?;
     if matches!(root.value, Value::Null) {
-        return Err(cx.err(root.pos, "", "the workload file is empty; it needs at least 'users'"));
+        return Err(cx.err(
+            root.pos,
+            "",
+            "the workload file is empty; it needs at least 'users'",
+        ));
     }
     let top = cx.map(&root, "")?;
     cx.check_keys(top, TOP_KEYS, "")?;
@@ -256,7 +357,10 @@ pub(super) fn resolve(file: &str, text: &str, ovr: &[Override], base_dir: Option
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_else(|| "workload".into()),
     };
-    let description = root.get("description").map(|n| cx.string(n, "description")).transpose()?;
+    let description = root
+        .get("description")
+        .map(|n| cx.string(n, "description"))
+        .transpose()?;
     let target = match root.get("target") {
         None => TargetSpec::Embedded {
             store: StoreSpec::Memory,
@@ -269,14 +373,20 @@ pub(super) fn resolve(file: &str, text: &str, ovr: &[Override], base_dir: Option
                 Some("write 'embedded', 'embedded:sqlite:PATH' or a URL such as http://127.0.0.1:8080, or remove the key".into()),
             ));
         }
-        Some(n) => TargetSpec::parse(&cx.string(n, "target")?).map_err(|m| cx.err(n.pos, "target", m))?,
+        Some(n) => {
+            TargetSpec::parse(&cx.string(n, "target")?).map_err(|m| cx.err(n.pos, "target", m))?
+        }
     };
     let context = match root.get("context") {
         None => "/cosmo".to_string(),
         Some(n) => {
             let c = cx.string(n, "context")?;
             if !c.is_empty() && !c.starts_with('/') {
-                return Err(cx.err(n.pos, "context", format!("'{c}' must start with '/' (or be empty)")));
+                return Err(cx.err(
+                    n.pos,
+                    "context",
+                    format!("'{c}' must start with '/' (or be empty)"),
+                ));
             }
             c.trim_end_matches('/').to_string()
         }
@@ -290,7 +400,10 @@ pub(super) fn resolve(file: &str, text: &str, ovr: &[Override], base_dir: Option
         None => Dist::constant(0.0),
         Some(n) => cx.dist(n, "think", Unit::Duration)?,
     };
-    let accounts = root.get("accounts").map(|n| resolve_accounts(&cx, n)).transpose()?;
+    let accounts = root
+        .get("accounts")
+        .map(|n| resolve_accounts(&cx, n))
+        .transpose()?;
 
     let users = root.get("users").ok_or_else(|| {
         cx.err_hint(
@@ -301,7 +414,14 @@ pub(super) fn resolve(file: &str, text: &str, ovr: &[Override], base_dir: Option
         )
     })?;
     let Value::Seq(items) = &users.value else {
-        return Err(cx.err(users.pos, "users", format!("expected a list of user classes, found {}", users.value.kind())));
+        return Err(cx.err(
+            users.pos,
+            "users",
+            format!(
+                "expected a list of user classes, found {}",
+                users.value.kind()
+            ),
+        ));
     };
     if items.is_empty() {
         return Err(cx.err(users.pos, "users", "no user classes: the list is empty"));
@@ -311,7 +431,11 @@ pub(super) fn resolve(file: &str, text: &str, ovr: &[Override], base_dir: Option
         let c = resolve_class(&cx, item, i, &think, connection)?;
         if let Some(prev) = classes.iter().find(|p| p.name == c.name) {
             let pos = item.get("class").map(|n| n.pos).unwrap_or(item.pos);
-            return Err(cx.err(pos, &format!("users[{i}].class"), format!("class name '{}' is used twice", prev.name)));
+            return Err(cx.err(
+                pos,
+                &format!("users[{i}].class"),
+                format!("class name '{}' is used twice", prev.name),
+            ));
         }
         classes.push(c);
     }
@@ -394,7 +518,8 @@ fn resolve_run(cx: &Cx, node: Option<&Node>) -> R<RunSpec> {
     }
     if let Some(n) = node.get("rounds") {
         let r = cx.int(n, "run.rounds", 1)?;
-        run.rounds = u32::try_from(r).map_err(|_| cx.err(n.pos, "run.rounds", "too many rounds"))?;
+        run.rounds =
+            u32::try_from(r).map_err(|_| cx.err(n.pos, "run.rounds", "too many rounds"))?;
     }
     if let Some(n) = node.get("warmup") {
         run.warmup = cx.duration(n, "run.warmup")?;
@@ -467,7 +592,11 @@ fn resolve_accounts(cx: &Cx, node: &Node) -> R<Accounts> {
         file: text("accounts.file", node.get("file"))?,
     };
     if create == AccountMode::Existing && accounts.file.is_none() {
-        return Err(cx.err(node.pos, "accounts", "create: existing needs 'file' listing the accounts"));
+        return Err(cx.err(
+            node.pos,
+            "accounts",
+            "create: existing needs 'file' listing the accounts",
+        ));
     }
     if create == AccountMode::Shared && accounts.username.is_none() {
         return Err(cx.err(node.pos, "accounts", "create: shared needs 'username'"));
@@ -475,7 +604,13 @@ fn resolve_accounts(cx: &Cx, node: &Node) -> R<Accounts> {
     Ok(accounts)
 }
 
-fn resolve_class(cx: &Cx, node: &Node, index: usize, think: &Dist, conn: Connection) -> R<UserClass> {
+fn resolve_class(
+    cx: &Cx,
+    node: &Node,
+    index: usize,
+    think: &Dist,
+    conn: Connection,
+) -> R<UserClass> {
     let fallback = format!("users[{index}]");
     let entries = cx.map(node, &fallback)?;
     // Name the class in later messages once we know it.
@@ -483,7 +618,11 @@ fn resolve_class(cx: &Cx, node: &Node, index: usize, think: &Dist, conn: Connect
     let name = match name_node {
         Some(n) => {
             let s = cx.string(n, &format!("{fallback}.class"))?;
-            if s.is_empty() || !s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            if s.is_empty()
+                || !s
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
                 return Err(cx.err(
                     n.pos,
                     &format!("{fallback}.class"),
@@ -492,14 +631,26 @@ fn resolve_class(cx: &Cx, node: &Node, index: usize, think: &Dist, conn: Connect
             }
             s
         }
-        None => return Err(cx.err(node.pos, &fallback, "missing required key 'class' (the class name)")),
+        None => {
+            return Err(cx.err(
+                node.pos,
+                &fallback,
+                "missing required key 'class' (the class name)",
+            ));
+        }
     };
     let path = format!("users.{name}");
-    if let Some((k, _)) = entries.iter().find(|(k, _)| k.name == "arrival" || k.name == "ramp") {
+    if let Some((k, _)) = entries
+        .iter()
+        .find(|(k, _)| k.name == "arrival" || k.name == "ramp")
+    {
         return Err(cx.err_hint(
             k.pos,
             &join(&path, &k.name),
-            format!("'{}' (open model and ramps) is not supported by this version of loadmix", k.name),
+            format!(
+                "'{}' (open model and ramps) is not supported by this version of loadmix",
+                k.name
+            ),
             Some("use 'count' for a closed population of users".into()),
         ));
     }
@@ -520,10 +671,14 @@ fn resolve_class(cx: &Cx, node: &Node, index: usize, think: &Dist, conn: Connect
     })?;
     let count_node = required(cx, node, "count", &path)?;
     let count = cx.int(count_node, &format!("{path}.count"), 0)?;
-    let count = u32::try_from(count).map_err(|_| cx.err(count_node.pos, &format!("{path}.count"), "too many users"))?;
+    let count = u32::try_from(count)
+        .map_err(|_| cx.err(count_node.pos, &format!("{path}.count"), "too many users"))?;
     let iterations = node
         .get("iterations")
-        .map(|n| cx.int(n, &format!("{path}.iterations"), 1).map(|v| v as u64))
+        .map(|n| {
+            cx.int(n, &format!("{path}.iterations"), 1)
+                .map(|v| v as u64)
+        })
         .transpose()?;
     let think = match node.get("think") {
         Some(n) => cx.dist(n, &format!("{path}.think"), Unit::Duration)?,
@@ -545,7 +700,14 @@ fn resolve_class(cx: &Cx, node: &Node, index: usize, think: &Dist, conn: Connect
         Value::Map(e) => e,
         Value::Null => return Err(cx.err(mix.pos, &mix_path, "the operation table is empty")),
         other => {
-            return Err(cx.err(mix.pos, &mix_path, format!("expected a mapping of operation: weight, found {}", other.kind())));
+            return Err(cx.err(
+                mix.pos,
+                &mix_path,
+                format!(
+                    "expected a mapping of operation: weight, found {}",
+                    other.kind()
+                ),
+            ));
         }
     };
     if mix_entries.is_empty() {
@@ -557,11 +719,24 @@ fn resolve_class(cx: &Cx, node: &Node, index: usize, think: &Dist, conn: Connect
     for (i, (k, v)) in mix_entries.iter().enumerate() {
         let op_path = join(&mix_path, &k.name);
         if mix_entries[..i].iter().any(|(e, _)| e.name == k.name) {
-            return Err(cx.err(k.pos, &op_path, format!("operation '{}' appears twice", k.name)));
+            return Err(cx.err(
+                k.pos,
+                &op_path,
+                format!("operation '{}' appears twice", k.name),
+            ));
         }
         let op_def = if protocol == Protocol::Http {
-            if !k.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') || k.name.is_empty() {
-                return Err(cx.err(k.pos, &op_path, "operation names are letters, digits, '_' or '-'"));
+            if !k
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                || k.name.is_empty()
+            {
+                return Err(cx.err(
+                    k.pos,
+                    &op_path,
+                    "operation names are letters, digits, '_' or '-'",
+                ));
             }
             None
         } else {
@@ -570,7 +745,11 @@ fn resolve_class(cx: &Cx, node: &Node, index: usize, think: &Dist, conn: Connect
                 cx.err_hint(
                     k.pos,
                     &op_path,
-                    format!("unknown operation '{}' for protocol {}", k.name, protocol.name()),
+                    format!(
+                        "unknown operation '{}' for protocol {}",
+                        k.name,
+                        protocol.name()
+                    ),
                     Some(match did_you_mean(&k.name, names.iter().copied()) {
                         Some(s) => format!("did you mean '{s}'?"),
                         None => format!("{} operations: {}", protocol.name(), names.join(", ")),
@@ -588,7 +767,11 @@ fn resolve_class(cx: &Cx, node: &Node, index: usize, think: &Dist, conn: Connect
         };
         let weight_node = match &v.value {
             Value::Map(e) => {
-                let allowed = if protocol == Protocol::Http { HTTP_OP_KEYS } else { OP_KEYS };
+                let allowed = if protocol == Protocol::Http {
+                    HTTP_OP_KEYS
+                } else {
+                    OP_KEYS
+                };
                 cx.check_keys(e, allowed, &op_path)?;
                 if let Some(p) = v.get("params") {
                     let defs = op_def.map(|d| d.params).unwrap_or(&[]);
@@ -598,7 +781,13 @@ fn resolve_class(cx: &Cx, node: &Node, index: usize, think: &Dist, conn: Connect
                     op.expect = Some(resolve_expect(cx, x, &join(&op_path, "expect"))?);
                 }
                 if protocol == Protocol::Http {
-                    op.http = Some(resolve_http(cx, v, &op_path, &mut captures, &mut capture_sites)?);
+                    op.http = Some(resolve_http(
+                        cx,
+                        v,
+                        &op_path,
+                        &mut captures,
+                        &mut capture_sites,
+                    )?);
                 }
                 required(cx, v, "weight", &op_path)?
             }
@@ -616,7 +805,11 @@ fn resolve_class(cx: &Cx, node: &Node, index: usize, think: &Dist, conn: Connect
         };
         let w = cx.number(weight_node, &join(&op_path, "weight"))?;
         if w < 0.0 {
-            return Err(cx.err(weight_node.pos, &op_path, format!("weight must not be negative, got {w}")));
+            return Err(cx.err(
+                weight_node.pos,
+                &op_path,
+                format!("weight must not be negative, got {w}"),
+            ));
         }
         op.weight = w;
         ops.push(op);
@@ -655,8 +848,13 @@ fn resolve_class(cx: &Cx, node: &Node, index: usize, think: &Dist, conn: Connect
             ));
         }
     }
-    let chooser = WeightedAliasIndex::new(ops.iter().map(|o| o.weight).collect())
-        .map_err(|e| cx.err(mix.pos, &mix_path, format!("cannot build the weighted table: {e}")))?;
+    let chooser = WeightedAliasIndex::new(ops.iter().map(|o| o.weight).collect()).map_err(|e| {
+        cx.err(
+            mix.pos,
+            &mix_path,
+            format!("cannot build the weighted table: {e}"),
+        )
+    })?;
     let mut labels: Vec<String> = ops.iter().map(|o| o.name.clone()).collect();
     labels.extend(def.extra_labels.iter().map(|s| s.to_string()));
     Ok(UserClass {
@@ -679,18 +877,28 @@ fn resolve_params(cx: &Cx, node: &Node, defs: &[ParamDef], path: &str) -> R<Para
     let allowed: Vec<&str> = defs.iter().map(|d| d.name).collect();
     if allowed.is_empty() && !entries.is_empty() {
         let (k, _) = &entries[0];
-        return Err(cx.err(k.pos, &join(path, &k.name), format!("unknown parameter '{}': this takes no parameters", k.name)));
+        return Err(cx.err(
+            k.pos,
+            &join(path, &k.name),
+            format!("unknown parameter '{}': this takes no parameters", k.name),
+        ));
     }
     cx.check_keys(entries, &allowed, path)?;
     let mut out = Vec::new();
     for (k, v) in entries {
-        let Some(def) = defs.iter().find(|d| d.name == k.name) else { continue };
+        let Some(def) = defs.iter().find(|d| d.name == k.name) else {
+            continue;
+        };
         let kp = join(path, &k.name);
         let value = match def.kind {
             ParamKind::Probability => {
                 let p = cx.number(v, &kp)?;
                 if !(0.0..=1.0).contains(&p) {
-                    return Err(cx.err(v.pos, &kp, format!("a probability is between 0 and 1, got {p}")));
+                    return Err(cx.err(
+                        v.pos,
+                        &kp,
+                        format!("a probability is between 0 and 1, got {p}"),
+                    ));
                 }
                 ParamValue::Number(p)
             }
@@ -716,7 +924,11 @@ fn resolve_expect(cx: &Cx, node: &Node, path: &str) -> R<Vec<u16>> {
         .map(|n| {
             let code = cx.int(n, path, 100)?;
             if code > 599 {
-                return Err(cx.err(n.pos, path, format!("{code} is not an HTTP status code (100-599)")));
+                return Err(cx.err(
+                    n.pos,
+                    path,
+                    format!("{code} is not an HTTP status code (100-599)"),
+                ));
             }
             Ok(code as u16)
         })
@@ -747,24 +959,43 @@ fn resolve_http(
         Some(n) => cx.string(n, &join(path, "method"))?,
         None => "GET".into(),
     };
-    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase() || b == b'-' || b == b'_') {
+    if method.is_empty()
+        || !method
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b == b'-' || b == b'_')
+    {
         return Err(cx.err(
             method_node.map(|n| n.pos).unwrap_or(node.pos),
             &join(path, "method"),
-            format!("'{method}' is not an HTTP method (upper-case letters, e.g. GET, POST, PROPFIND)"),
+            format!(
+                "'{method}' is not an HTTP method (upper-case letters, e.g. GET, POST, PROPFIND)"
+            ),
         ));
     }
     let path_node = required(cx, node, "path", path)?;
     let req_path = template(path_node, &join(path, "path"), captures)?;
     if !req_path.source.starts_with('/') && !req_path.source.starts_with("{context}") {
-        return Err(cx.err(path_node.pos, &join(path, "path"), "the path must start with '/' (or {context})"));
+        return Err(cx.err(
+            path_node.pos,
+            &join(path, "path"),
+            "the path must start with '/' (or {context})",
+        ));
     }
     let mut headers = Vec::new();
     if let Some(h) = node.get("headers") {
         let hp = join(path, "headers");
         for (k, v) in cx.map(h, &hp)? {
-            if k.name.is_empty() || !k.name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b)) {
-                return Err(cx.err(k.pos, &join(&hp, &k.name), format!("'{}' is not a valid header name", k.name)));
+            if k.name.is_empty()
+                || !k
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+            {
+                return Err(cx.err(
+                    k.pos,
+                    &join(&hp, &k.name),
+                    format!("'{}' is not a valid header name", k.name),
+                ));
             }
             headers.push((k.name.clone(), template(v, &join(&hp, &k.name), captures)?));
         }
@@ -777,7 +1008,11 @@ fn resolve_http(
                 Value::Map(e) => {
                     cx.check_keys(e, &["file", "random"], &bp)?;
                     if e.len() != 1 {
-                        return Err(cx.err(b.pos, &bp, "body takes one of: a template string, {file: PATH}, {random: SIZE}"));
+                        return Err(cx.err(
+                            b.pos,
+                            &bp,
+                            "body takes one of: a template string, {file: PATH}, {random: SIZE}",
+                        ));
                     }
                     if let Some(f) = b.get("file") {
                         let rel = cx.string(f, &join(&bp, "file"))?;
@@ -785,8 +1020,13 @@ fn resolve_http(
                             Some(d) => d.join(&rel),
                             None => Path::new(&rel).to_path_buf(),
                         };
-                        let bytes = std::fs::read(&full)
-                            .map_err(|e| cx.err(f.pos, &join(&bp, "file"), format!("cannot read {}: {e}", full.display())))?;
+                        let bytes = std::fs::read(&full).map_err(|e| {
+                            cx.err(
+                                f.pos,
+                                &join(&bp, "file"),
+                                format!("cannot read {}: {e}", full.display()),
+                            )
+                        })?;
                         Body::File {
                             path: rel,
                             bytes: Bytes::from(bytes),
@@ -794,7 +1034,10 @@ fn resolve_http(
                     } else {
                         let r = b.get("random").unwrap_or(b);
                         let text = r.scalar_text().unwrap_or_default();
-                        Body::Random(units::parse_size(&text).map_err(|m| cx.err(r.pos, &join(&bp, "random"), m))?)
+                        Body::Random(
+                            units::parse_size(&text)
+                                .map_err(|m| cx.err(r.pos, &join(&bp, "random"), m))?,
+                        )
                     }
                 }
                 _ => Body::Template(template(b, &bp, captures)?),
@@ -807,7 +1050,11 @@ fn resolve_http(
         for (k, v) in cx.map(c, &cp)? {
             let kp = join(&cp, &k.name);
             if BUILTIN_VARS.contains(&k.name.as_str()) {
-                return Err(cx.err(k.pos, &kp, format!("'{}' is a built-in variable; choose another name", k.name)));
+                return Err(cx.err(
+                    k.pos,
+                    &kp,
+                    format!("'{}' is a built-in variable; choose another name", k.name),
+                ));
             }
             let e = cx.map(v, &kp)?;
             cx.check_keys(e, &["header", "json"], &kp)?;
@@ -816,11 +1063,17 @@ fn resolve_http(
                 (None, Some(j)) => {
                     let p = cx.string(j, &join(&kp, "json"))?;
                     if !p.is_empty() && !p.starts_with('/') {
-                        return Err(cx.err(j.pos, &join(&kp, "json"), format!("'{p}' is not a JSON pointer; write e.g. /id or /items/0/id")));
+                        return Err(cx.err(
+                            j.pos,
+                            &join(&kp, "json"),
+                            format!("'{p}' is not a JSON pointer; write e.g. /id or /items/0/id"),
+                        ));
                     }
                     CaptureFrom::JsonPointer(p)
                 }
-                _ => return Err(cx.err(v.pos, &kp, "a capture takes exactly one of: header, json")),
+                _ => {
+                    return Err(cx.err(v.pos, &kp, "a capture takes exactly one of: header, json"));
+                }
             };
             let var = match captures.iter().position(|c| *c == k.name) {
                 Some(i) => i,
@@ -843,7 +1096,11 @@ fn resolve_http(
 
 fn resolve_thresholds(cx: &Cx, node: &Node, classes: &[UserClass]) -> R<Vec<Threshold>> {
     let Value::Seq(items) = &node.value else {
-        return Err(cx.err(node.pos, "thresholds", format!("expected a list, found {}", node.value.kind())));
+        return Err(cx.err(
+            node.pos,
+            "thresholds",
+            format!("expected a list, found {}", node.value.kind()),
+        ));
     };
     let mut out = Vec::new();
     let mut names: Vec<String> = vec!["total".into()];
@@ -872,7 +1129,11 @@ fn resolve_thresholds(cx: &Cx, node: &Node, classes: &[UserClass]) -> R<Vec<Thre
             ));
         }
         if entries.len() < 2 {
-            return Err(cx.err(item.pos, &path, format!("no condition: add one of {}", metric_names.join(", "))));
+            return Err(cx.err(
+                item.pos,
+                &path,
+                format!("no condition: add one of {}", metric_names.join(", ")),
+            ));
         }
         for (k, v) in entries.iter().filter(|(k, _)| k.name != "op") {
             let kp = join(&path, &k.name);
@@ -892,7 +1153,11 @@ fn resolve_thresholds(cx: &Cx, node: &Node, classes: &[UserClass]) -> R<Vec<Thre
             } else if let Some(r) = t.strip_prefix('>') {
                 (Comparison::Gt, r)
             } else {
-                return Err(cx.err(v.pos, &kp, format!("'{t}' needs a comparison first, e.g. \"< 200ms\"")));
+                return Err(cx.err(
+                    v.pos,
+                    &kp,
+                    format!("'{t}' needs a comparison first, e.g. \"< 200ms\""),
+                ));
             };
             let rest = rest.trim();
             let value = match metric {
@@ -900,12 +1165,23 @@ fn resolve_thresholds(cx: &Cx, node: &Node, classes: &[UserClass]) -> R<Vec<Thre
                     .strip_suffix('%')
                     .and_then(|n| n.trim().parse::<f64>().ok())
                     .filter(|p| (0.0..=100.0).contains(p))
-                    .ok_or_else(|| cx.err(v.pos, &kp, format!("'{rest}' is not a percentage such as 1%")))?,
+                    .ok_or_else(|| {
+                        cx.err(
+                            v.pos,
+                            &kp,
+                            format!("'{rest}' is not a percentage such as 1%"),
+                        )
+                    })?,
                 ThresholdMetric::OpsPerSec => match rest.parse::<f64>() {
                     Ok(n) => n,
                     Err(_) => units::parse_rate(rest).map_err(|m| cx.err(v.pos, &kp, m))?,
                 },
-                _ => units::parse_duration(rest).map_err(|m| cx.err(v.pos, &kp, m))?.as_secs_f64() * 1e3,
+                _ => {
+                    units::parse_duration(rest)
+                        .map_err(|m| cx.err(v.pos, &kp, m))?
+                        .as_secs_f64()
+                        * 1e3
+                }
             };
             out.push(Threshold {
                 op: op.clone(),
@@ -926,7 +1202,12 @@ fn mix_hash(root: &Node) -> String {
     if let Value::Map(entries) = &root.value {
         let mut sorted: Vec<&(Key, Node)> = entries
             .iter()
-            .filter(|(k, _)| !matches!(k.name.as_str(), "run" | "target" | "description" | "thresholds"))
+            .filter(|(k, _)| {
+                !matches!(
+                    k.name.as_str(),
+                    "run" | "target" | "description" | "thresholds"
+                )
+            })
             .collect();
         sorted.sort_by(|a, b| a.0.name.cmp(&b.0.name));
         for (k, v) in sorted {

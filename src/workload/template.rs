@@ -150,7 +150,11 @@ impl Template {
     }
 
     /// Render into `out` (appending).
-    pub fn render<R: Rng + ?Sized>(&self, ctx: &mut Ctx<'_, R>, out: &mut String) -> Result<(), MissingVar> {
+    pub fn render<R: Rng + ?Sized>(
+        &self,
+        ctx: &mut Ctx<'_, R>,
+        out: &mut String,
+    ) -> Result<(), MissingVar> {
         for seg in &self.segs {
             // Writing to a String cannot fail.
             let _ = match seg {
@@ -164,7 +168,11 @@ impl Template {
                 Seg::Uuid => {
                     let mut bytes = [0u8; 16];
                     ctx.rng.fill_bytes(&mut bytes);
-                    write!(out, "{}", uuid::Builder::from_random_bytes(bytes).into_uuid())
+                    write!(
+                        out,
+                        "{}",
+                        uuid::Builder::from_random_bytes(bytes).into_uuid()
+                    )
                 }
                 Seg::Rand(n) => write!(out, "{}", ctx.rng.next_u64() % n),
                 Seg::Now => write!(
@@ -247,7 +255,11 @@ mod tests {
     #[test]
     fn renders_builtins_and_leaves_json_alone() {
         let mut vars = Vec::new();
-        let t = Template::parse(r#"{context}/q/{class}-{round}?vu={vu}&n={seq} {"a": {"b": 1}} {{x}"#, &mut vars).unwrap();
+        let t = Template::parse(
+            r#"{context}/q/{class}-{round}?vu={vu}&n={seq} {"a": {"b": 1}} {{x}"#,
+            &mut vars,
+        )
+        .unwrap();
         assert_eq!(
             render(&t, &[]).unwrap(),
             r#"/cosmo/q/producer-2?vu=3&n=17 {"a": {"b": 1}} {x}"#

@@ -48,9 +48,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// integer meaning bytes.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
-    let (num, unit) = split_number(t).ok_or_else(|| {
-        format!("'{text}' is not a size; write e.g. 512B, 4KiB, 1MiB")
-    })?;
+    let (num, unit) = split_number(t)
+        .ok_or_else(|| format!("'{text}' is not a size; write e.g. 512B, 4KiB, 1MiB"))?;
     let mult: f64 = match unit {
         "" | "B" => 1.0,
         "KiB" => 1024.0,
@@ -89,7 +88,11 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
         "s" => 1.0,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        other => return Err(format!("unknown rate unit '/{other}' in '{text}'; use /s, /m or /h")),
+        other => {
+            return Err(format!(
+                "unknown rate unit '/{other}' in '{text}'; use /s, /m or /h"
+            ));
+        }
     };
     if !n.is_finite() || n <= 0.0 {
         return Err(format!("rate '{text}' must be positive"));
@@ -155,7 +158,11 @@ mod tests {
         assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
         assert!(parse_duration("500").unwrap_err().contains("no unit"));
-        assert!(parse_duration("5 parsecs").unwrap_err().contains("unknown duration unit"));
+        assert!(
+            parse_duration("5 parsecs")
+                .unwrap_err()
+                .contains("unknown duration unit")
+        );
         assert!(parse_duration("-1s").unwrap_err().contains("negative"));
         assert!(parse_duration("fast").is_err());
     }

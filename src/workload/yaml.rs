@@ -266,7 +266,13 @@ mod tests {
         };
         assert_eq!(entries[0].0.name, "duration");
         assert_eq!(entries[0].0.pos, Pos { line: 3, column: 3 });
-        assert_eq!(entries[0].1.pos, Pos { line: 3, column: 13 });
+        assert_eq!(
+            entries[0].1.pos,
+            Pos {
+                line: 3,
+                column: 13
+            }
+        );
         assert_eq!(entries[1].1.value, Value::Int(3));
     }
 

@@ -1,0 +1,261 @@
+//! The generic `http` protocol: each operation is a request template from the workload
+//! (method, path, headers, body, expected statuses, captures). It is how users drive servers
+//! that no built-in driver speaks, such as a REST message queue.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderName, HeaderValue};
+use rand::Rng;
+use rand::SeedableRng;
+use rand::rngs::Xoshiro256PlusPlus;
+
+use super::{Outcome, VuIds};
+use crate::transport::{Conn, ErrorClass, Method, Request};
+use crate::workload::template::Ctx;
+use crate::workload::{Body, CaptureFrom, Template, UserClass, Workload};
+
+/// An operation with everything that does not change between requests prepared once.
+struct PreparedOp {
+    method: Method,
+    path: Template,
+    headers: Vec<(HeaderName, HeaderPart)>,
+    body: PreparedBody,
+    expect: Option<Vec<u16>>,
+    captures: Vec<(usize, CaptureFrom)>,
+}
+
+enum HeaderPart {
+    Fixed(HeaderValue),
+    Template(Template),
+}
+
+enum PreparedBody {
+    None,
+    Fixed(Bytes),
+    Template(Template),
+}
+
+pub struct HttpClass {
+    ops: Vec<PreparedOp>,
+    context: Arc<str>,
+    class: Arc<str>,
+    vars: usize,
+}
+
+impl HttpClass {
+    pub fn new(workload: &Workload, class: &UserClass, seed: u64) -> HttpClass {
+        // Random bodies are made once per class: their content does not matter to a server,
+        // and per-VU copies would cost memory with many users.
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6c6f_6164_6d69_78);
+        let ops = class
+            .ops
+            .iter()
+            .filter_map(|op| op.http.as_ref().map(|h| (op, h)))
+            .map(|(op, h)| PreparedOp {
+                // Validated by the resolver as upper-case letters.
+                method: Method::from_bytes(h.method.as_bytes()).unwrap_or(Method::GET),
+                path: h.path.clone(),
+                headers: h
+                    .headers
+                    .iter()
+                    .filter_map(|(n, t)| {
+                        let name = HeaderName::from_bytes(n.as_bytes()).ok()?;
+                        let part = if t.is_literal() {
+                            HeaderPart::Fixed(HeaderValue::from_str(&t.source).ok()?)
+                        } else {
+                            HeaderPart::Template(t.clone())
+                        };
+                        Some((name, part))
+                    })
+                    .collect(),
+                body: match &h.body {
+                    Body::None => PreparedBody::None,
+                    Body::File { bytes, .. } => PreparedBody::Fixed(bytes.clone()),
+                    Body::Random(n) => {
+                        let mut b = vec![0u8; *n as usize];
+                        rng.fill_bytes(&mut b);
+                        PreparedBody::Fixed(Bytes::from(b))
+                    }
+                    Body::Template(t) if t.is_literal() => {
+                        PreparedBody::Fixed(Bytes::from(t.source.clone()))
+                    }
+                    Body::Template(t) => PreparedBody::Template(t.clone()),
+                },
+                expect: op.expect.clone(),
+                captures: h.captures.iter().map(|c| (c.var, c.from.clone())).collect(),
+            })
+            .collect();
+        HttpClass {
+            ops,
+            context: workload.context.as_str().into(),
+            class: class.name.as_str().into(),
+            vars: class.captures.len(),
+        }
+    }
+
+    pub fn new_vu(self: &Arc<HttpClass>, ids: VuIds) -> HttpVu {
+        HttpVu {
+            class: self.clone(),
+            ids,
+            vars: vec![None; self.vars],
+            path_buf: String::new(),
+        }
+    }
+}
+
+pub struct HttpVu {
+    class: Arc<HttpClass>,
+    ids: VuIds,
+    /// Values captured from responses, by capture index.
+    vars: Vec<Option<String>>,
+    /// Reused for every request path, so rendering does not allocate once warm.
+    path_buf: String,
+}
+
+impl HttpVu {
+    pub async fn execute(
+        &mut self,
+        op: usize,
+        seq: u64,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Outcome {
+        let class = self.class.clone();
+        let Some(p) = class.ops.get(op) else {
+            return failure(ErrorClass::Body, format!("no operation {op}"), 0);
+        };
+        let mut ctx = Ctx {
+            vu: self.ids.vu,
+            round: self.ids.round,
+            seq,
+            context: &class.context,
+            run_id: &self.ids.run_id,
+            class: &class.class,
+            vars: &self.vars,
+            rng,
+        };
+        self.path_buf.clear();
+        self.path_buf.push_str(&conn.endpoint().base_path);
+        if let Err(m) = p.path.render(&mut ctx, &mut self.path_buf) {
+            return failure(
+                ErrorClass::Body,
+                format!("variable #{} has no captured value yet", m.0),
+                0,
+            );
+        }
+        let mut builder = Request::builder()
+            .method(p.method.clone())
+            .uri(self.path_buf.as_str());
+        for (name, part) in &p.headers {
+            match part {
+                HeaderPart::Fixed(v) => builder = builder.header(name, v.clone()),
+                HeaderPart::Template(t) => {
+                    let mut s = String::new();
+                    if t.render(&mut ctx, &mut s).is_err() {
+                        return failure(
+                            ErrorClass::Body,
+                            format!("header {name}: a captured variable has no value yet"),
+                            0,
+                        );
+                    }
+                    builder = builder.header(name, s);
+                }
+            }
+        }
+        let body = match &p.body {
+            PreparedBody::None => Bytes::new(),
+            PreparedBody::Fixed(b) => b.clone(),
+            PreparedBody::Template(t) => {
+                let mut s = String::new();
+                if t.render(&mut ctx, &mut s).is_err() {
+                    return failure(
+                        ErrorClass::Body,
+                        "body: a captured variable has no value yet".into(),
+                        0,
+                    );
+                }
+                Bytes::from(s)
+            }
+        };
+        let req = match builder.body(Full::new(body)) {
+            Ok(r) => r,
+            Err(e) => {
+                return failure(
+                    ErrorClass::Body,
+                    format!("cannot build the request: {e}"),
+                    0,
+                );
+            }
+        };
+        let resp = match conn.send(req).await {
+            Ok(r) => r,
+            Err(e) => {
+                let mut o = failure(e.class, e.message, e.bytes_sent);
+                o.latency = std::time::Duration::ZERO;
+                return o;
+            }
+        };
+        let status = resp.status.as_u16();
+        let mut out = Outcome {
+            label: None,
+            status: Some(status),
+            error: None,
+            detail: None,
+            bytes_sent: resp.bytes_sent,
+            bytes_received: resp.bytes_received,
+            latency: resp.elapsed,
+        };
+        let expected = match &p.expect {
+            Some(list) => list.contains(&status),
+            None => resp.status.is_success(),
+        };
+        if !expected {
+            out.error = Some(ErrorClass::Status);
+            out.detail = Some(format!("{} {} -> {status}", p.method, self.path_buf));
+            return out;
+        }
+        for (var, from) in &p.captures {
+            match capture(from, &resp.headers, &resp.body) {
+                Ok(v) => self.vars[*var] = Some(v),
+                Err(m) => {
+                    out.error = Some(ErrorClass::Body);
+                    out.detail = Some(m);
+                    return out;
+                }
+            }
+        }
+        out
+    }
+}
+
+fn capture(from: &CaptureFrom, headers: &hyper::HeaderMap, body: &[u8]) -> Result<String, String> {
+    match from {
+        CaptureFrom::Header(h) => headers
+            .get(h.as_str())
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .ok_or_else(|| format!("response has no header {h} to capture")),
+        CaptureFrom::JsonPointer(p) => {
+            let v: serde_json::Value = serde_json::from_slice(body)
+                .map_err(|e| format!("response body is not JSON ({e}), cannot capture {p}"))?;
+            match v.pointer(p) {
+                Some(serde_json::Value::String(s)) => Ok(s.clone()),
+                Some(serde_json::Value::Null) | None => {
+                    Err(format!("response JSON has nothing at {p}"))
+                }
+                Some(other) => Ok(other.to_string()),
+            }
+        }
+    }
+}
+
+fn failure(class: ErrorClass, detail: String, sent: u64) -> Outcome {
+    Outcome {
+        error: Some(class),
+        detail: Some(detail),
+        bytes_sent: sent,
+        ..Outcome::default()
+    }
+}

@@ -1,0 +1,472 @@
+//! The report as data: JSON schema `loadmix/report/v1`, the source of truth every other
+//! format is rendered from. Built from a [`RunResult`]; read back by `loadmix report`.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+use serde::{Deserialize, Serialize};
+
+use super::stats::mean_ci95;
+use crate::engine::RunResult;
+use crate::metrics::{OpStats, TimelineBucket};
+use crate::transport::ErrorClass;
+use crate::workload::{Stop, Workload, units};
+
+pub const SCHEMA: &str = "loadmix/report/v1";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    pub schema: String,
+    pub tool: Tool,
+    pub host: Host,
+    pub run_id: String,
+    pub started_at: String,
+    pub finished_at: String,
+    /// Stopped early (Ctrl-C): the figures cover what ran.
+    pub interrupted: bool,
+    pub target: String,
+    pub seed: u64,
+    pub workload: WorkloadInfo,
+    pub rounds: Vec<RoundReport>,
+    pub summary: Summary,
+    pub thresholds: Vec<ThresholdInfo>,
+    /// The first failures, with what came back.
+    pub failures: Vec<FailureInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Host {
+    pub hostname: String,
+    pub os: String,
+    pub arch: String,
+    pub cpus: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WorkloadInfo {
+    pub name: String,
+    pub description: Option<String>,
+    pub file: String,
+    /// SHA-256 of the mix (everything but run settings and target).
+    pub hash: String,
+    pub overrides: Vec<String>,
+    pub run: RunInfo,
+    pub classes: Vec<ClassInfo>,
+    /// The workload file as it was read.
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunInfo {
+    pub duration_s: Option<f64>,
+    pub iterations: Option<u64>,
+    pub rounds: u32,
+    pub warmup_s: f64,
+    pub timeout_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ClassInfo {
+    pub name: String,
+    pub protocol: String,
+    pub count: u32,
+    pub iterations: Option<u64>,
+    pub connection: String,
+    pub think: String,
+    pub ops: Vec<OpInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OpInfo {
+    pub name: String,
+    pub weight: f64,
+    pub probability: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RoundReport {
+    pub index: u32,
+    pub started_at: String,
+    pub elapsed_s: f64,
+    /// Elapsed minus warm-up: what ops/sec divides by.
+    pub measured_s: f64,
+    pub vus: u64,
+    pub connections_opened: u64,
+    pub warmup_requests: u64,
+    pub interrupted: bool,
+    pub ops: Vec<OpReport>,
+    pub total: OpReport,
+}
+
+/// Figures of one operation label (or of the total) in one round or across all rounds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OpReport {
+    /// `class.label`, or `total`.
+    pub op: String,
+    pub class: Option<String>,
+    pub requests: u64,
+    pub successes: u64,
+    pub failures: u64,
+    /// Successes per second of measured time. Across rounds: the mean of the rounds.
+    pub ops_per_sec: f64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Responses by HTTP status.
+    pub status: BTreeMap<String, u64>,
+    /// Failures by class: connect, timeout, reset, status, body.
+    pub errors: BTreeMap<String, u64>,
+    /// Latency of successful operations, in milliseconds.
+    pub latency_ms: Latency,
+    /// Latencies beyond the histogram's range (1 h), counted at its maximum.
+    pub clamped: u64,
+    /// HdrHistogram (µs, 1 µs..1 h, 3 digits), V2 deflate serialisation, base64.
+    pub histogram: String,
+    /// Across rounds only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub across_rounds: Option<AcrossRounds>,
+    /// Per second of the round, from the end of warm-up: requests, successes, failures,
+    /// sum of success latencies (µs). Per round only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<TimelineBucket>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Latency {
+    pub min: f64,
+    pub mean: f64,
+    pub stddev: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AcrossRounds {
+    pub rounds: usize,
+    pub ops_per_sec_per_round: Vec<f64>,
+    pub ops_per_sec_mean: f64,
+    pub ops_per_sec_stddev: f64,
+    /// 95 % confidence interval of the mean ops/sec (Student's t); absent for one round.
+    pub ops_per_sec_ci95: Option<[f64; 2]>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub rounds: usize,
+    pub measured_s: f64,
+    pub ops: Vec<OpReport>,
+    pub total: OpReport,
+    /// Successes ÷ requests over the whole run, 0..1.
+    pub success_ratio: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ThresholdInfo {
+    pub op: String,
+    pub rule: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FailureInfo {
+    pub round: u32,
+    pub op: String,
+    pub error: String,
+    pub detail: String,
+}
+
+/// Build the report of a finished (or interrupted) run.
+pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
+    let labels: Vec<(usize, String, String)> = run
+        .labels
+        .iter()
+        .map(|(ci, c, l)| (ci, c.to_string(), l.to_string()))
+        .collect();
+    // Table operations are always listed; refinement labels only when they occurred.
+    let listed: Vec<bool> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, (ci, _, l))| {
+            w.classes[*ci].ops.iter().any(|o| &o.name == l)
+                || run
+                    .rounds
+                    .iter()
+                    .any(|r| r.stats.ops.get(i).is_some_and(|s| s.requests > 0))
+        })
+        .collect();
+
+    let mut rounds = Vec::new();
+    let mut merged: Vec<OpStats> = labels.iter().map(|_| OpStats::default()).collect();
+    let mut per_round_rates: Vec<Vec<f64>> = vec![Vec::new(); labels.len()];
+    let mut total_rates = Vec::new();
+    for r in &run.rounds {
+        let secs = r.measured.as_secs_f64();
+        let mut ops = Vec::new();
+        let mut total = OpStats::default();
+        for (i, (_, class, label)) in labels.iter().enumerate() {
+            let s = r.stats.ops.get(i).cloned().unwrap_or_default();
+            total.merge(&s);
+            merged[i].merge(&s);
+            per_round_rates[i].push(rate(s.successes, secs));
+            if listed[i] {
+                ops.push(op_report(
+                    &format!("{class}.{label}"),
+                    Some(class),
+                    &s,
+                    rate(s.successes, secs),
+                    true,
+                ));
+            }
+        }
+        total_rates.push(rate(total.successes, secs));
+        rounds.push(RoundReport {
+            index: r.index,
+            started_at: rfc3339(r.started_at),
+            elapsed_s: r.elapsed.as_secs_f64(),
+            measured_s: secs,
+            vus: r.vus,
+            connections_opened: r.connections_opened,
+            warmup_requests: r.stats.warmup_requests,
+            interrupted: r.interrupted,
+            total: op_report("total", None, &total, rate(total.successes, secs), true),
+            ops,
+        });
+    }
+
+    let mut summary_ops = Vec::new();
+    let mut total = OpStats::default();
+    for (i, (_, class, label)) in labels.iter().enumerate() {
+        total.merge(&merged[i]);
+        if listed[i] {
+            summary_ops.push(summary_op(
+                &format!("{class}.{label}"),
+                Some(class),
+                &merged[i],
+                &per_round_rates[i],
+            ));
+        }
+    }
+    let total_report = summary_op("total", None, &total, &total_rates);
+    let measured: f64 = run.rounds.iter().map(|r| r.measured.as_secs_f64()).sum();
+
+    Report {
+        schema: SCHEMA.to_string(),
+        tool: Tool {
+            name: "loadmix".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        host: host(),
+        run_id: run.run_id.to_string(),
+        started_at: rfc3339(run.started_at),
+        finished_at: rfc3339(run.finished_at),
+        interrupted: run.interrupted,
+        target: target.to_string(),
+        seed: w.run.seed,
+        workload: workload_info(w),
+        rounds,
+        summary: Summary {
+            rounds: run.rounds.len(),
+            measured_s: measured,
+            success_ratio: if total.requests == 0 {
+                0.0
+            } else {
+                total.successes as f64 / total.requests as f64
+            },
+            ops: summary_ops,
+            total: total_report,
+        },
+        thresholds: w
+            .thresholds
+            .iter()
+            .map(|t| ThresholdInfo {
+                op: t.op.clone(),
+                rule: t.text.clone(),
+            })
+            .collect(),
+        failures: run
+            .failures
+            .iter()
+            .map(|f| FailureInfo {
+                round: f.round,
+                op: labels
+                    .get(f.label as usize)
+                    .map(|(_, c, l)| format!("{c}.{l}"))
+                    .unwrap_or_default(),
+                error: f.error.name().into(),
+                detail: f.detail.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn rate(n: u64, secs: f64) -> f64 {
+    if secs > 0.0 { n as f64 / secs } else { 0.0 }
+}
+
+fn summary_op(name: &str, class: Option<&String>, s: &OpStats, rates: &[f64]) -> OpReport {
+    let (mean, sd, ci) = mean_ci95(rates);
+    let mut r = op_report(name, class, s, mean, false);
+    r.across_rounds = Some(AcrossRounds {
+        rounds: rates.len(),
+        ops_per_sec_per_round: rates.to_vec(),
+        ops_per_sec_mean: mean,
+        ops_per_sec_stddev: sd,
+        ops_per_sec_ci95: ci.map(|(lo, hi)| [lo, hi]),
+    });
+    r
+}
+
+fn op_report(
+    name: &str,
+    class: Option<&String>,
+    s: &OpStats,
+    ops_per_sec: f64,
+    with_timeline: bool,
+) -> OpReport {
+    let ms = |us: u64| us as f64 / 1000.0;
+    let h = &s.latency;
+    let latency = if s.successes == 0 {
+        Latency {
+            min: 0.0,
+            mean: 0.0,
+            stddev: 0.0,
+            p50: 0.0,
+            p90: 0.0,
+            p95: 0.0,
+            p99: 0.0,
+            p999: 0.0,
+            max: 0.0,
+        }
+    } else {
+        Latency {
+            min: ms(h.min()),
+            mean: s.mean_us() / 1000.0,
+            stddev: s.stddev_us() / 1000.0,
+            p50: ms(h.value_at_quantile(0.50)),
+            p90: ms(h.value_at_quantile(0.90)),
+            p95: ms(h.value_at_quantile(0.95)),
+            p99: ms(h.value_at_quantile(0.99)),
+            p999: ms(h.value_at_quantile(0.999)),
+            max: ms(h.max()),
+        }
+    };
+    OpReport {
+        op: name.to_string(),
+        class: class.cloned(),
+        requests: s.requests,
+        successes: s.successes,
+        failures: s.failures,
+        ops_per_sec,
+        bytes_sent: s.bytes_sent,
+        bytes_received: s.bytes_received,
+        status: s
+            .by_status
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect(),
+        errors: ErrorClass::ALL
+            .iter()
+            .filter(|e| s.by_error[e.index()] > 0)
+            .map(|e| (e.name().to_string(), s.by_error[e.index()]))
+            .collect(),
+        latency_ms: latency,
+        clamped: s.clamped,
+        histogram: encode_histogram(h),
+        across_rounds: None,
+        timeline: if with_timeline {
+            s.timeline.clone()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// Serialise a histogram so other tools (and `loadmix compare`) can read it back exactly.
+pub fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> String {
+    let mut buf = Vec::new();
+    match V2DeflateSerializer::new().serialize(h, &mut buf) {
+        Ok(_) => base64::engine::general_purpose::STANDARD.encode(buf),
+        Err(_) => String::new(),
+    }
+}
+
+/// Read back a histogram written by [`encode_histogram`].
+pub fn decode_histogram(s: &str) -> Option<hdrhistogram::Histogram<u64>> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut std::io::Cursor::new(bytes))
+        .ok()
+}
+
+fn workload_info(w: &Workload) -> WorkloadInfo {
+    WorkloadInfo {
+        name: w.name.clone(),
+        description: w.description.clone(),
+        file: w.file.clone(),
+        hash: w.hash.clone(),
+        overrides: w.overrides.clone(),
+        run: RunInfo {
+            duration_s: match w.run.stop {
+                Stop::Duration(d) => Some(d.as_secs_f64()),
+                Stop::Iterations(_) => None,
+            },
+            iterations: match w.run.stop {
+                Stop::Iterations(n) => Some(n),
+                Stop::Duration(_) => None,
+            },
+            rounds: w.run.rounds,
+            warmup_s: w.run.warmup.as_secs_f64(),
+            timeout_s: w.run.timeout.as_secs_f64(),
+        },
+        classes: w
+            .classes
+            .iter()
+            .map(|c| ClassInfo {
+                name: c.name.clone(),
+                protocol: c.protocol.name().into(),
+                count: c.count,
+                iterations: c.iterations,
+                connection: c.connection.name().into(),
+                think: c.think.describe(&|us| {
+                    units::format_duration(std::time::Duration::from_nanos((us * 1e3) as u64))
+                }),
+                ops: c
+                    .ops
+                    .iter()
+                    .map(|o| OpInfo {
+                        name: o.name.clone(),
+                        weight: o.weight,
+                        probability: o.probability,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        source: w.source_text.clone(),
+    }
+}
+
+fn rfc3339(t: std::time::SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn host() -> Host {
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    Host {
+        hostname,
+        os: std::env::consts::OS.into(),
+        arch: std::env::consts::ARCH.into(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}

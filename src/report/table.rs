@@ -1,0 +1,178 @@
+//! The console report: the 2007 Cosmo table (requests, successes, failures, mean/min/max/
+//! stddev, bytes) with throughput and percentiles added, then totals, the success ratio,
+//! per-round throughput and a breakdown of failures.
+
+use std::fmt::Write;
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{CellAlignment, ContentArrangement, Table};
+
+use super::model::{OpReport, Report};
+
+/// Render the whole report for a terminal.
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    let w = &r.workload;
+    let _ = writeln!(
+        out,
+        "loadmix {} · workload {} ({}) · target {} · seed {}",
+        r.tool.version,
+        w.name,
+        short_hash(&w.hash),
+        r.target,
+        r.seed
+    );
+    let length = match (w.run.duration_s, w.run.iterations) {
+        (Some(d), _) => format!("{d}s"),
+        (None, Some(n)) => format!("{n} iterations/user"),
+        _ => "?".into(),
+    };
+    let users: Vec<String> = w
+        .classes
+        .iter()
+        .map(|c| format!("{} {}×{}", c.name, c.protocol, c.count))
+        .collect();
+    let _ = writeln!(
+        out,
+        "{} round(s) of {length}, measured {:.1}s in all · users: {}",
+        r.summary.rounds,
+        r.summary.measured_s,
+        users.join(", ")
+    );
+    if r.interrupted {
+        let _ = writeln!(
+            out,
+            "INTERRUPTED: the run was stopped early; figures cover what ran."
+        );
+    }
+    let _ = writeln!(out);
+
+    let multi = r.summary.rounds > 1;
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Disabled);
+    t.set_header(vec![
+        "operation",
+        "requests",
+        "ok",
+        "failed",
+        if multi { "ops/s (95% CI)" } else { "ops/s" },
+        "mean ms",
+        "min",
+        "max",
+        "stddev",
+        "p50",
+        "p95",
+        "p99",
+        "sent",
+        "received",
+    ]);
+    for op in r
+        .summary
+        .ops
+        .iter()
+        .chain(std::iter::once(&r.summary.total))
+    {
+        t.add_row(row(op, multi));
+    }
+    for i in 1..t.column_count() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let _ = writeln!(out, "{t}");
+    let s = &r.summary;
+    let _ = writeln!(
+        out,
+        "total successes {} · total failures {} · success ratio {:.4}",
+        s.total.successes, s.total.failures, s.success_ratio
+    );
+    if multi {
+        let rates: Vec<String> = r
+            .rounds
+            .iter()
+            .map(|rr| format!("{:.1}", rr.total.ops_per_sec))
+            .collect();
+        let _ = writeln!(out, "ops/s per round: {}", rates.join(", "));
+    }
+    let failing: Vec<&OpReport> = s.ops.iter().filter(|o| o.failures > 0).collect();
+    if !failing.is_empty() {
+        let _ = writeln!(out, "\nfailures:");
+        for o in failing {
+            let errs: Vec<String> = o.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let codes: Vec<String> = o.status.iter().map(|(k, v)| format!("{k}×{v}")).collect();
+            let _ = writeln!(
+                out,
+                "  {}: {} failed ({}); responses {}",
+                o.op,
+                o.failures,
+                errs.join(", "),
+                if codes.is_empty() {
+                    "none".to_string()
+                } else {
+                    codes.join(" ")
+                }
+            );
+        }
+        for f in r.failures.iter().take(5) {
+            let _ = writeln!(
+                out,
+                "  e.g. round {} {} [{}]: {}",
+                f.round, f.op, f.error, f.detail
+            );
+        }
+    }
+    out
+}
+
+fn row(op: &OpReport, multi: bool) -> Vec<String> {
+    let l = &op.latency_ms;
+    let rate = match (&op.across_rounds, multi) {
+        (Some(a), true) => match a.ops_per_sec_ci95 {
+            Some([lo, hi]) => format!("{:.1} ±{:.1}", a.ops_per_sec_mean, (hi - lo) / 2.0),
+            None => format!("{:.1}", a.ops_per_sec_mean),
+        },
+        _ => format!("{:.1}", op.ops_per_sec),
+    };
+    let ms = |v: f64| {
+        if op.successes == 0 {
+            "-".to_string()
+        } else {
+            format!("{v:.2}")
+        }
+    };
+    vec![
+        op.op.clone(),
+        op.requests.to_string(),
+        op.successes.to_string(),
+        op.failures.to_string(),
+        rate,
+        ms(l.mean),
+        ms(l.min),
+        ms(l.max),
+        ms(l.stddev),
+        ms(l.p50),
+        ms(l.p95),
+        ms(l.p99),
+        bytes(op.bytes_sent),
+        bytes(op.bytes_received),
+    ]
+}
+
+fn bytes(n: u64) -> String {
+    const K: f64 = 1024.0;
+    let f = n as f64;
+    if f >= K * K * K {
+        format!("{:.1}GiB", f / (K * K * K))
+    } else if f >= K * K {
+        format!("{:.1}MiB", f / (K * K))
+    } else if f >= K {
+        format!("{:.1}KiB", f / K)
+    } else {
+        format!("{n}B")
+    }
+}
+
+fn short_hash(h: &str) -> &str {
+    h.get(..12).unwrap_or(h)
+}

@@ -257,6 +257,11 @@ async fn run(a: RunArgs) -> i32 {
         log_ops: a.log_ops.is_some(),
         preflight: !a.no_preflight,
         run_id: run_id.as_str().into(),
+        on_round: if a.quiet {
+            None
+        } else {
+            Some(Arc::new(print_round))
+        },
     };
     if !a.quiet {
         eprintln!(
@@ -305,6 +310,22 @@ async fn run(a: RunArgs) -> i32 {
     }
     let _ = std::io::stdout().flush();
     code
+}
+
+fn print_round(r: &engine::RoundResult, of: u32) {
+    let (mut req, mut ok, mut failed) = (0u64, 0u64, 0u64);
+    for s in &r.stats.ops {
+        req += s.requests;
+        ok += s.successes;
+        failed += s.failures;
+    }
+    let secs = r.measured.as_secs_f64();
+    let rate = if secs > 0.0 { ok as f64 / secs } else { 0.0 };
+    eprintln!(
+        "round {}/{of}: {req} requests, {failed} failed, {rate:.1} ops/s over {secs:.1}s{}",
+        r.index,
+        if r.interrupted { " (interrupted)" } else { "" }
+    );
 }
 
 fn describe_length(w: &Workload) -> String {
@@ -557,7 +578,12 @@ fn plan(a: PlanArgs) -> i32 {
     );
     println!("seq\tthink\top");
     for p in engine::plan::sequence(w.run.seed, class, vu, a.round, a.ops) {
-        println!("{}\t{}\t{}", p.seq, units::format_duration(p.think), p.name);
+        println!(
+            "{}\t{:.3}ms\t{}",
+            p.seq,
+            p.think.as_secs_f64() * 1e3,
+            p.name
+        );
     }
     EXIT_OK
 }

@@ -35,7 +35,12 @@ pub struct EngineConfig {
     /// Probe each class's protocol before the clock starts.
     pub preflight: bool,
     pub run_id: Arc<str>,
+    /// Called after each round (progress lines); must be cheap.
+    pub on_round: Option<RoundCallback>,
 }
+
+/// Called with a finished round and the number of rounds planned.
+pub type RoundCallback = Arc<dyn Fn(&RoundResult, u32) + Send + Sync>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {

@@ -48,7 +48,7 @@ impl HttpClass {
     pub fn new(workload: &Workload, class: &UserClass, seed: u64) -> HttpClass {
         // Random bodies are made once per class: their content does not matter to a server,
         // and per-VU copies would cost memory with many users.
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6c6f_6164_6d69_78);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x006c_6f61_646d_6978);
         let ops = class
             .ops
             .iter()

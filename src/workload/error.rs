@@ -79,7 +79,16 @@ pub fn did_you_mean<'a>(
                 c,
             )
         })
-        .filter(|(d, c)| *d <= 2.max(c.len() / 4) && *d < c.len().max(1))
+        // Short words need a closer match, or "ftp" would suggest "http".
+        .filter(|(d, c)| {
+            *d <= if c.len() <= 4 {
+                1
+            } else if c.len() <= 8 {
+                2
+            } else {
+                3
+            }
+        })
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
@@ -99,6 +108,7 @@ mod tests {
             Some("duration")
         );
         assert_eq!(did_you_mean("banana", ["sync", "update"]), None);
+        assert_eq!(did_you_mean("ftp", ["http", "morse"]), None);
     }
 
     #[test]

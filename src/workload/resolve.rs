@@ -247,10 +247,23 @@ impl Cx<'_> {
                         format!("uniform takes two values [low, high], got {}", items.len()),
                     ));
                 }
-                DistSpec::Uniform {
-                    low: self.unit_value(&items[0], &kp, unit)?,
-                    high: self.unit_value(&items[1], &kp, unit)?,
+                let (low, high) = (
+                    self.unit_value(&items[0], &kp, unit)?,
+                    self.unit_value(&items[1], &kp, unit)?,
+                );
+                if low > high {
+                    let text = |n: &Node| n.scalar_text().unwrap_or_default();
+                    return Err(self.err(
+                        v.pos,
+                        &kp,
+                        format!(
+                            "uniform needs [low, high] with low <= high, got [{}, {}]",
+                            text(&items[0]),
+                            text(&items[1])
+                        ),
+                    ));
                 }
+                DistSpec::Uniform { low, high }
             }
             "exponential" => {
                 let e = self.map(v, &kp)?;

@@ -116,15 +116,15 @@ pub fn format_duration(d: Duration) -> String {
     let us = d.as_micros();
     if us == 0 {
         "0s".into()
-    } else if us % 86_400_000_000 == 0 {
+    } else if us.is_multiple_of(86_400_000_000) {
         format!("{}d", us / 86_400_000_000)
-    } else if us % 3_600_000_000 == 0 {
+    } else if us.is_multiple_of(3_600_000_000) {
         format!("{}h", us / 3_600_000_000)
-    } else if us % 60_000_000 == 0 {
+    } else if us.is_multiple_of(60_000_000) {
         format!("{}m", us / 60_000_000)
-    } else if us % 1_000_000 == 0 {
+    } else if us.is_multiple_of(1_000_000) {
         format!("{}s", us / 1_000_000)
-    } else if us % 1000 == 0 {
+    } else if us.is_multiple_of(1000) {
         format!("{}ms", us / 1000)
     } else {
         format!("{us}us")
@@ -134,11 +134,11 @@ pub fn format_duration(d: Duration) -> String {
 /// Render a byte count in binary units.
 pub fn format_size(bytes: u64) -> String {
     const K: u64 = 1024;
-    if bytes >= K * K * K && bytes % (K * K * K) == 0 {
+    if bytes >= K * K * K && bytes.is_multiple_of(K * K * K) {
         format!("{}GiB", bytes / (K * K * K))
-    } else if bytes >= K * K && bytes % (K * K) == 0 {
+    } else if bytes >= K * K && bytes.is_multiple_of(K * K) {
         format!("{}MiB", bytes / (K * K))
-    } else if bytes >= K && bytes % K == 0 {
+    } else if bytes >= K && bytes.is_multiple_of(K) {
         format!("{}KiB", bytes / K)
     } else {
         format!("{bytes}B")

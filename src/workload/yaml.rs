@@ -114,7 +114,7 @@ pub fn parse(text: &str) -> Result<Node, SyntaxError> {
                 .unwrap_or(Pos::NONE);
             Err(SyntaxError {
                 pos,
-                message: first_line(&e.without_snippet().to_string()),
+                message: tidy_message(&first_line(&e.without_snippet().to_string())),
             })
         }
     }
@@ -142,6 +142,19 @@ fn set_pos(node: &mut Node, pos: Pos) {
         }),
         _ => {}
     }
+}
+
+/// Drop what the position already says, and say duplicate keys in the user's terms.
+fn tidy_message(m: &str) -> String {
+    let m = match m.rfind(" at line ") {
+        Some(i) if m[i..].contains("column") => &m[..i],
+        _ => m,
+    };
+    if let Some(rest) = m.strip_prefix("duplicate mapping key: ") {
+        let key = rest.split(',').next().unwrap_or(rest).trim();
+        return format!("key '{key}' appears twice in the same mapping");
+    }
+    m.to_string()
 }
 
 fn first_line(s: &str) -> String {

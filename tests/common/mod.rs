@@ -1,0 +1,132 @@
+//! Test harness: an embedded server or a deliberately faulty one on a loopback port, and the
+//! `loadmix` command line run in-process or as the real binary. Each test stays a few lines.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use loadmix::report::Report;
+use loadmix::server::{self, ServerConfig, ServerHandle};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+pub fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A runtime that lives as long as the test, for servers in the background.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The embedded reference server on an ephemeral port.
+pub fn embedded(rt: &tokio::runtime::Runtime) -> ServerHandle {
+    rt.block_on(server::start(ServerConfig::default())).unwrap()
+}
+
+/// Run the CLI in-process (the same code path as the binary); returns the exit code.
+pub fn loadmix(args: &[&str]) -> i32 {
+    let mut v = vec!["loadmix"];
+    v.extend_from_slice(args);
+    loadmix::cli::main(v)
+}
+
+/// Run the real binary from the crate root.
+pub fn loadmix_bin(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loadmix"))
+        .current_dir(root())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+pub fn read_report(dir: &Path) -> Report {
+    loadmix::report::load(&dir.join("run.json")).unwrap()
+}
+
+pub fn op<'a>(r: &'a Report, name: &str) -> &'a loadmix::report::model::OpReport {
+    r.summary
+        .ops
+        .iter()
+        .find(|o| o.op == name)
+        .unwrap_or_else(|| panic!("no op {name} in report"))
+}
+
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+pub fn path_str(p: &Path) -> String {
+    p.display().to_string()
+}
+
+pub fn out_dir(t: &tempfile::TempDir) -> PathBuf {
+    t.path().join("out")
+}
+
+/// How a faulty server misbehaves.
+#[derive(Clone, Copy, Debug)]
+pub enum Fault {
+    /// Accept, read the request, close without answering.
+    Close,
+    /// Accept, read, wait this long, then answer 200.
+    Slow(Duration),
+    /// Answer bytes that are not HTTP.
+    Garbage,
+    /// Answer 500 with a short body.
+    Error500,
+}
+
+/// A loopback server that misbehaves in one way; stops with the runtime.
+pub fn faulty(rt: &tokio::runtime::Runtime, fault: Fault) -> SocketAddr {
+    rt.block_on(async move {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = l.accept().await else { return };
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        // One read is enough for the small test requests.
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => {}
+                        }
+                        let reply: &[u8] = match fault {
+                            Fault::Close => return,
+                            Fault::Slow(d) => {
+                                tokio::time::sleep(d).await;
+                                b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+                            }
+                            Fault::Garbage => b"HELLO THERE\r\n\r\n",
+                            Fault::Error500 => b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\nfail",
+                        };
+                        if s.write_all(reply).await.is_err() {
+                            return;
+                        }
+                        if matches!(fault, Fault::Garbage) {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    })
+}
+
+/// A loopback port with nothing listening.
+pub fn closed_port() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap();
+    drop(l);
+    a
+}

@@ -1,0 +1,224 @@
+//! Whole workloads against the embedded server, in-process: what the report counts is what
+//! the server answered, the JSON round-trips through `loadmix report`, and `run` executes
+//! exactly the sequence `plan` prints.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use loadmix::engine::plan;
+use loadmix::workload;
+
+#[test]
+fn queue_workload_report_matches_what_the_server_counted() {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let code = loadmix(&[
+        "run",
+        &path_str(&root().join("workloads/queue-sizes.yaml")),
+        "--target",
+        &srv.url(),
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    let send = op(&r, "producer.send");
+    let recv = op(&r, "consumer.receive");
+    // 4 producers × 250 messages × 3 rounds, every one accepted.
+    assert_eq!(send.requests, 3000);
+    assert_eq!(send.successes, 3000);
+    assert_eq!(srv.stats.count("POST", 201), 3000);
+    assert_eq!(srv.stats.method_total("POST"), 3000);
+    // 2 consumers × 250 polls × 3 rounds, each answered 200 (a message) or 204 (empty).
+    assert_eq!(recv.requests, 1500);
+    assert_eq!(srv.stats.method_total("GET"), 1500);
+    assert_eq!(
+        recv.status.get("200").copied().unwrap_or(0),
+        srv.stats.count("GET", 200)
+    );
+    assert_eq!(
+        recv.status.get("204").copied().unwrap_or(0),
+        srv.stats.count("GET", 204)
+    );
+    assert_eq!(r.summary.total.failures, 0);
+    assert_eq!(r.summary.rounds, 3);
+    assert_eq!(r.rounds.len(), 3);
+    for round in &r.rounds {
+        assert_eq!(round.vus, 6);
+        let s = round.ops.iter().find(|o| o.op == "producer.send").unwrap();
+        assert_eq!(s.requests, 1000);
+        assert!(s.ops_per_sec > 0.0);
+    }
+    // Bytes: each send carries a 1 KiB body.
+    assert!(send.bytes_sent >= 3000 * 1024, "{}", send.bytes_sent);
+    // Received bodies: every 200 returned one 1 KiB message.
+    assert!(recv.bytes_received >= recv.status.get("200").copied().unwrap_or(0) * 1024);
+    let ci = send
+        .across_rounds
+        .as_ref()
+        .unwrap()
+        .ops_per_sec_ci95
+        .unwrap();
+    assert!(ci[0] <= send.ops_per_sec && send.ops_per_sec <= ci[1]);
+    rt.block_on(srv.stop());
+}
+
+#[test]
+fn report_json_round_trips_through_loadmix_report() {
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let run = loadmix_bin(&[
+        "run",
+        "fixtures/workloads/mixed-http.yaml",
+        "--duration",
+        "1s",
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let original = read_report(&out);
+    // JSON → report → JSON: nothing lost or changed.
+    let again = loadmix_bin(&[
+        "report",
+        &path_str(&out.join("run.json")),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(again.status.code(), Some(0));
+    let reparsed: loadmix::report::Report = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(reparsed, original);
+    // The table rendered from the saved run is the one written at run time.
+    let table = loadmix_bin(&["report", &path_str(&out.join("run.json"))]);
+    let written = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&table.stdout), written);
+    // And what run printed is that table too.
+    assert_eq!(String::from_utf8_lossy(&run.stdout), written);
+    // The serialised histograms decode to the reported counts.
+    for o in &original.summary.ops {
+        let h = loadmix::report::model::decode_histogram(&o.histogram).unwrap();
+        assert_eq!(h.len(), o.successes, "{}", o.op);
+    }
+    assert_eq!(original.schema, "loadmix/report/v1");
+    assert!(!original.workload.hash.is_empty());
+    assert!(original.workload.source.contains("mixed-http"));
+}
+
+#[test]
+fn run_executes_exactly_the_planned_sequence() {
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let log = tmp.path().join("ops.csv");
+    let file = root().join("fixtures/workloads/mixed-http.yaml");
+    let code = loadmix(&[
+        "run",
+        &path_str(&file),
+        "--out",
+        &path_str(&out),
+        "--log-ops",
+        &path_str(&log),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    let w = workload::load(&file, &[]).unwrap();
+    // (round, class, vu) -> ops in order
+    let mut executed: BTreeMap<(u32, String, u32), Vec<String>> = BTreeMap::new();
+    let text = std::fs::read_to_string(&log).unwrap();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let key = (
+            f[0].parse().unwrap(),
+            f[1].to_string(),
+            f[2].parse().unwrap(),
+        );
+        let ops = executed.entry(key).or_default();
+        assert_eq!(
+            f[3].parse::<usize>().unwrap(),
+            ops.len(),
+            "seq numbers are consecutive"
+        );
+        ops.push(f[4].to_string());
+    }
+    assert_eq!(executed.len(), 2 * 5, "every VU of both rounds ran");
+    for ((round, class, vu), ops) in &executed {
+        assert!(ops.len() > 50, "{class}#{vu} ran only {} ops", ops.len());
+        let c = w.class(class).unwrap();
+        let planned: Vec<String> = plan::sequence(w.run.seed, c, *vu, *round, ops.len() as u64)
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(&planned, ops, "{class}#{vu} round {round}");
+    }
+    // The plan command prints the same sequence.
+    let printed = loadmix_bin(&[
+        "plan",
+        "fixtures/workloads/mixed-http.yaml",
+        "--vu",
+        "reader#1",
+        "--round",
+        "2",
+        "--ops",
+        "30",
+    ]);
+    let names: Vec<String> = String::from_utf8_lossy(&printed.stdout)
+        .lines()
+        .skip(2)
+        .map(|l| l.rsplit('\t').next().unwrap().to_string())
+        .collect();
+    let ran = &executed[&(2, "reader".to_string(), 1)];
+    assert_eq!(names, ran[..30].to_vec());
+}
+
+#[test]
+fn same_seed_same_plan_other_seed_other_plan() {
+    let file = root().join("fixtures/workloads/mixed-http.yaml");
+    let w = workload::load(&file, &[]).unwrap();
+    let c = w.class("writer").unwrap();
+    let a = plan::sequence(7, c, 0, 1, 200);
+    assert_eq!(a, plan::sequence(7, c, 0, 1, 200));
+    assert_ne!(a, plan::sequence(8, c, 0, 1, 200));
+    assert_ne!(a, plan::sequence(7, c, 1, 1, 200));
+    assert_ne!(a, plan::sequence(7, c, 0, 2, 200));
+}
+
+#[test]
+fn overrides_change_the_run() {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let code = loadmix(&[
+        "run",
+        &path_str(&root().join("workloads/queue-sizes.yaml")),
+        "--target",
+        &srv.url(),
+        "--users",
+        "producer=2,consumer=1",
+        "--iterations",
+        "10",
+        "--rounds",
+        "1",
+        "--set",
+        "users.producer.mix.send.body.random=4KiB",
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    assert_eq!(op(&r, "producer.send").requests, 20);
+    assert_eq!(op(&r, "consumer.receive").requests, 10);
+    assert!(op(&r, "producer.send").bytes_sent >= 20 * 4096);
+    assert_eq!(r.workload.overrides.len(), 4, "{:?}", r.workload.overrides);
+    rt.block_on(srv.stop());
+}

@@ -1,0 +1,167 @@
+//! A faulty target is counted and classified, and the run goes on: refused connections
+//! (preflight exit 3, or `connect` errors when the probe is skipped), connections closed
+//! mid-request (`reset`), answers too slow for the timeout (`timeout`), answers that are
+//! not HTTP (`body`), and unexpected statuses (`status`). Ctrl-C still writes the report.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+/// A one-operation GET workload against `url`, `iters` operations per user.
+fn workload(dir: &std::path::Path, url: &str, iters: u32, timeout: &str) -> String {
+    let p = dir.join("w.yaml");
+    std::fs::write(
+        &p,
+        format!(
+            "name: faults\ntarget: {url}\ncontext: ''\nrun: {{ iterations: {iters}, timeout: {timeout}, connect_timeout: 1s }}\nusers:\n  - class: c\n    protocol: http\n    count: 2\n    mix:\n      get: {{ weight: 1, path: /thing }}\n"
+        ),
+    )
+    .unwrap();
+    path_str(&p)
+}
+
+fn run_against(
+    url: &str,
+    iters: u32,
+    timeout: &str,
+    extra: &[&str],
+) -> (i32, Option<loadmix::report::Report>) {
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let w = workload(tmp.path(), url, iters, timeout);
+    let mut args = vec!["run", w.as_str(), "--out", out.to_str().unwrap(), "--quiet"];
+    args.extend_from_slice(extra);
+    let code = loadmix(&args);
+    let report = out.join("run.json").exists().then(|| read_report(&out));
+    (code, report)
+}
+
+#[test]
+fn refused_target_fails_preflight_with_exit_3() {
+    let addr = closed_port();
+    let tmp = tempdir();
+    let w = workload(tmp.path(), &format!("http://{addr}"), 5, "1s");
+    let out = loadmix_bin(&["run", &w, "--out", &path_str(&out_dir(&tmp))]);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("preflight of class 'c' failed"), "{stderr}");
+    assert!(stderr.contains("refused"), "{stderr}");
+    assert!(
+        !out_dir(&tmp).join("run.json").exists(),
+        "nothing ran, nothing reported"
+    );
+}
+
+#[test]
+fn refused_connections_are_counted_as_connect_errors() {
+    let addr = closed_port();
+    let (code, r) = run_against(&format!("http://{addr}"), 5, "1s", &["--no-preflight"]);
+    assert_eq!(code, 0, "the run completes");
+    let r = r.unwrap();
+    let get = op(&r, "c.get");
+    assert_eq!(get.requests, 10);
+    assert_eq!(get.failures, 10);
+    assert_eq!(get.errors.get("connect"), Some(&10));
+    assert!(
+        r.failures
+            .iter()
+            .any(|f| f.error == "connect" && f.detail.contains("refused"))
+    );
+}
+
+#[test]
+fn server_closing_connections_is_a_reset() {
+    let rt = runtime();
+    let addr = faulty(&rt, Fault::Close);
+    let (code, r) = run_against(&format!("http://{addr}"), 5, "2s", &[]);
+    assert_eq!(code, 0);
+    let get = op(r.as_ref().unwrap(), "c.get");
+    assert_eq!(get.requests, 10);
+    assert_eq!(get.errors.get("reset"), Some(&10), "{:?}", get.errors);
+}
+
+#[test]
+fn slow_answers_past_the_timeout_are_timeouts() {
+    let rt = runtime();
+    let addr = faulty(&rt, Fault::Slow(Duration::from_secs(5)));
+    let (code, r) = run_against(&format!("http://{addr}"), 2, "300ms", &[]);
+    assert_eq!(code, 0);
+    let get = op(r.as_ref().unwrap(), "c.get");
+    assert_eq!(get.requests, 4);
+    assert_eq!(get.errors.get("timeout"), Some(&4), "{:?}", get.errors);
+    // Each timed-out operation is in the timeline where it happened.
+    let round = &r.as_ref().unwrap().rounds[0];
+    let tl: u64 = round.ops[0].timeline.iter().map(|b| b.failures).sum();
+    assert_eq!(tl, 4);
+}
+
+#[test]
+fn answers_that_are_not_http_are_body_errors() {
+    let rt = runtime();
+    let addr = faulty(&rt, Fault::Garbage);
+    let (code, r) = run_against(&format!("http://{addr}"), 3, "2s", &[]);
+    assert_eq!(code, 0);
+    let get = op(r.as_ref().unwrap(), "c.get");
+    assert_eq!(get.errors.get("body"), Some(&6), "{:?}", get.errors);
+}
+
+#[test]
+fn unexpected_statuses_are_status_errors_keyed_by_code() {
+    let rt = runtime();
+    let addr = faulty(&rt, Fault::Error500);
+    let (code, r) = run_against(&format!("http://{addr}"), 4, "2s", &[]);
+    assert_eq!(code, 0);
+    let r = r.unwrap();
+    let get = op(&r, "c.get");
+    assert_eq!(get.errors.get("status"), Some(&8));
+    assert_eq!(get.status.get("500"), Some(&8));
+    assert_eq!(r.summary.success_ratio, 0.0);
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_still_writes_the_report() {
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_loadmix"))
+        .current_dir(root())
+        .args([
+            "run",
+            "fixtures/workloads/mixed-http.yaml",
+            "--duration",
+            "60s",
+            "--rounds",
+            "3",
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let it measure something, then interrupt it as a terminal would.
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let r = read_report(&out);
+    assert!(r.interrupted);
+    assert_eq!(r.rounds.len(), 1);
+    assert!(r.rounds[0].interrupted);
+    assert!(
+        r.summary.total.successes > 0,
+        "what was measured before Ctrl-C is kept"
+    );
+    assert!(r.rounds[0].elapsed_s < 30.0);
+}

@@ -10,23 +10,23 @@ use common::*;
 use loadmix::engine::plan;
 use loadmix::workload;
 
+/// Run `workloads/queue-sizes.yaml` against `url` with extra flags; the report must be written.
+fn run_queue(url: &str, extra: &[&str]) -> loadmix::report::Report {
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let file = path_str(&root().join("workloads/queue-sizes.yaml"));
+    let out_s = path_str(&out);
+    let mut args = vec!["run", &file, "--target", url, "--out", &out_s, "--quiet"];
+    args.extend_from_slice(extra);
+    assert_eq!(loadmix(&args), 0);
+    read_report(&out)
+}
+
 #[test]
 fn queue_workload_report_matches_what_the_server_counted() {
     let rt = runtime();
     let srv = embedded(&rt);
-    let tmp = tempdir();
-    let out = out_dir(&tmp);
-    let code = loadmix(&[
-        "run",
-        &path_str(&root().join("workloads/queue-sizes.yaml")),
-        "--target",
-        &srv.url(),
-        "--out",
-        &path_str(&out),
-        "--quiet",
-    ]);
-    assert_eq!(code, 0);
-    let r = read_report(&out);
+    let r = run_queue(&srv.url(), &[]);
     let send = op(&r, "producer.send");
     let recv = op(&r, "consumer.receive");
     // 4 producers × 250 messages × 3 rounds, every one accepted.
@@ -195,27 +195,19 @@ fn same_seed_same_plan_other_seed_other_plan() {
 fn overrides_change_the_run() {
     let rt = runtime();
     let srv = embedded(&rt);
-    let tmp = tempdir();
-    let out = out_dir(&tmp);
-    let code = loadmix(&[
-        "run",
-        &path_str(&root().join("workloads/queue-sizes.yaml")),
-        "--target",
+    let r = run_queue(
         &srv.url(),
-        "--users",
-        "producer=2,consumer=1",
-        "--iterations",
-        "10",
-        "--rounds",
-        "1",
-        "--set",
-        "users.producer.mix.send.body.random=4KiB",
-        "--out",
-        &path_str(&out),
-        "--quiet",
-    ]);
-    assert_eq!(code, 0);
-    let r = read_report(&out);
+        &[
+            "--users",
+            "producer=2,consumer=1",
+            "--iterations",
+            "10",
+            "--rounds",
+            "1",
+            "--set",
+            "users.producer.mix.send.body.random=4KiB",
+        ],
+    );
     assert_eq!(op(&r, "producer.send").requests, 20);
     assert_eq!(op(&r, "consumer.receive").requests, 10);
     assert!(op(&r, "producer.send").bytes_sent >= 20 * 4096);

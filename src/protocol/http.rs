@@ -41,7 +41,8 @@ pub struct HttpClass {
     ops: Vec<PreparedOp>,
     context: Arc<str>,
     class: Arc<str>,
-    vars: usize,
+    /// Names of the captured variables, by index.
+    vars: Vec<String>,
 }
 
 impl HttpClass {
@@ -91,7 +92,7 @@ impl HttpClass {
             ops,
             context: workload.context.as_str().into(),
             class: class.name.as_str().into(),
-            vars: class.captures.len(),
+            vars: class.captures.clone(),
         }
     }
 
@@ -99,7 +100,7 @@ impl HttpClass {
         HttpVu {
             class: self.clone(),
             ids,
-            vars: vec![None; self.vars],
+            vars: vec![None; self.vars.len()],
             path_buf: String::new(),
         }
     }
@@ -138,12 +139,24 @@ impl HttpVu {
         };
         self.path_buf.clear();
         self.path_buf.push_str(&conn.endpoint().base_path);
+        let base_len = self.path_buf.len();
         if let Err(m) = p.path.render(&mut ctx, &mut self.path_buf) {
+            let name = class.vars.get(m.0).map_or("?", String::as_str);
             return failure(
                 ErrorClass::Body,
-                format!("variable #{} has no captured value yet", m.0),
+                format!("{{{name}}} has no captured value yet"),
                 0,
             );
+        }
+        // A captured Location may be an absolute URL: keep its path, the connection is ours.
+        let rendered = &self.path_buf[base_len..];
+        if let Some(rest) = rendered
+            .strip_prefix("http://")
+            .or_else(|| rendered.strip_prefix("https://"))
+        {
+            let path = rest.find('/').map_or("/", |i| &rest[i..]).to_string();
+            self.path_buf.truncate(base_len);
+            self.path_buf.push_str(&path);
         }
         let mut builder = Request::builder()
             .method(p.method.clone())

@@ -987,11 +987,12 @@ fn resolve_http(
     }
     let path_node = required(cx, node, "path", path)?;
     let req_path = template(path_node, &join(path, "path"), captures)?;
-    if !req_path.source.starts_with('/') && !req_path.source.starts_with("{context}") {
+    // A path may start with a variable: {context}, or a captured Location.
+    if !req_path.source.starts_with('/') && !req_path.source.starts_with('{') {
         return Err(cx.err(
             path_node.pos,
             &join(path, "path"),
-            "the path must start with '/' (or {context})",
+            "the path must start with '/' or a variable such as {context}",
         ));
     }
     let mut headers = Vec::new();

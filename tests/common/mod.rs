@@ -123,6 +123,46 @@ pub fn faulty(rt: &tokio::runtime::Runtime, fault: Fault) -> SocketAddr {
     })
 }
 
+/// A server that answers every request `201` with a JSON body `{"id": 42, ...}` and a
+/// `Location: http://localhost/items/42` header (absolute, as RFC 9110 allows), and records each request line it receives.
+pub fn recording(
+    rt: &tokio::runtime::Runtime,
+) -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let addr = rt.block_on(async move {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = l.accept().await else { return };
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                        log.lock().unwrap().push(text.lines().next().unwrap_or("").to_string());
+                        let body = r#"{"id": 42, "name": "answer", "tags": ["a"]}"#;
+                        let reply = format!(
+                            "HTTP/1.1 201 Created\r\nlocation: http://localhost/items/42\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if s.write_all(reply.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    });
+    (addr, seen)
+}
+
 /// A loopback port with nothing listening.
 pub fn closed_port() -> SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -1,0 +1,138 @@
+//! What the engine and the generic protocol promise beyond the happy path: warm-up is run
+//! but not counted, `per_request` opens one connection per request, captured values flow
+//! into later requests, and a missing capture is a `body` failure.
+
+mod common;
+
+use common::*;
+
+fn write(dir: &std::path::Path, yaml: &str) -> String {
+    let p = dir.join("w.yaml");
+    std::fs::write(&p, yaml).unwrap();
+    path_str(&p)
+}
+
+#[test]
+fn warmup_operations_run_but_are_not_counted() {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let tmp = tempdir();
+    let w = write(
+        tmp.path(),
+        &format!(
+            "target: {}\nrun: {{ duration: 2s, warmup: 1s }}\nthink: 5ms\nusers:\n  - class: q\n    protocol: http\n    count: 2\n    mix:\n      put: {{ weight: 1, method: POST, path: '{{context}}/queue/w', body: x, expect: 201 }}\n",
+            srv.url()
+        ),
+    );
+    let out = out_dir(&tmp);
+    assert_eq!(
+        loadmix(&["run", &w, "--out", &path_str(&out), "--quiet"]),
+        0
+    );
+    let r = read_report(&out);
+    let round = &r.rounds[0];
+    let counted = op(&r, "q.put").requests;
+    assert!(round.warmup_requests > 0);
+    // The server saw both the warm-up and the measured operations.
+    assert_eq!(
+        srv.stats.count("POST", 201),
+        counted + round.warmup_requests
+    );
+    assert!((round.measured_s - (round.elapsed_s - 1.0)).abs() < 1e-6);
+    // Roughly half of the operations fall in the warm-up second.
+    let share = round.warmup_requests as f64 / (counted + round.warmup_requests) as f64;
+    assert!((0.3..0.7).contains(&share), "warm-up share {share}");
+    rt.block_on(srv.stop());
+}
+
+#[test]
+fn per_request_opens_a_connection_for_every_request_keep_alive_one_per_user() {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let tmp = tempdir();
+    for (policy, expect_per_user) in [("per_request", 25u64), ("keep_alive", 1)] {
+        let w = write(
+            tmp.path(),
+            &format!(
+                "target: {}\nconnection: {policy}\nrun: {{ iterations: 25 }}\nusers:\n  - class: q\n    protocol: http\n    count: 3\n    mix:\n      get: {{ weight: 1, path: '{{context}}/queue/c', expect: [200, 204] }}\n",
+                srv.url()
+            ),
+        );
+        let out = out_dir(&tmp);
+        assert_eq!(
+            loadmix(&["run", &w, "--out", &path_str(&out), "--quiet"]),
+            0
+        );
+        let r = read_report(&out);
+        assert_eq!(
+            r.rounds[0].connections_opened,
+            3 * expect_per_user,
+            "{policy}"
+        );
+        assert_eq!(op(&r, "q.get").successes, 75, "{policy}");
+    }
+    rt.block_on(srv.stop());
+}
+
+#[test]
+fn captured_values_are_used_by_later_requests() {
+    let rt = runtime();
+    let (addr, seen) = recording(&rt);
+    let tmp = tempdir();
+    let w = write(
+        tmp.path(),
+        &format!(
+            r#"target: http://{addr}
+context: ""
+run: {{ iterations: 40, seed: 3 }}
+users:
+  - class: api
+    protocol: http
+    count: 1
+    mix:
+      create:
+        weight: 1
+        method: POST
+        path: /items
+        body: '{{"name": "n{{seq}}"}}'
+        capture: {{ id: {{ json: /id }}, loc: {{ header: Location }}, tag: {{ json: /tags/0 }} }}
+      read: {{ weight: 1, path: "{{loc}}?id={{id}}&tag={{tag}}" }}
+"#
+        ),
+    );
+    let out = out_dir(&tmp);
+    let log = tmp.path().join("ops.csv");
+    assert_eq!(
+        loadmix(&[
+            "run",
+            &w,
+            "--out",
+            &path_str(&out),
+            "--log-ops",
+            &path_str(&log),
+            "--quiet"
+        ]),
+        0
+    );
+    let r = read_report(&out);
+    let lines = seen.lock().unwrap().clone();
+    let reads: Vec<&String> = lines.iter().filter(|l| l.starts_with("GET")).collect();
+    assert!(!reads.is_empty());
+    for l in &reads {
+        assert_eq!(l.as_str(), "GET /items/42?id=42&tag=a HTTP/1.1");
+    }
+    // A read picked before any create has nothing to send: a body failure, nothing sent.
+    let ops = std::fs::read_to_string(&log).unwrap();
+    let first_create = ops
+        .lines()
+        .skip(1)
+        .position(|l| l.contains(",create,"))
+        .unwrap();
+    let read = op(&r, "api.read");
+    assert_eq!(read.failures as usize, first_create);
+    assert_eq!(
+        read.errors.get("body").copied().unwrap_or(0) as usize,
+        first_create
+    );
+    assert_eq!(read.successes as usize, reads.len());
+}

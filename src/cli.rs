@@ -113,9 +113,18 @@ pub struct RunArgs {
 pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
-    /// memory (sqlite:PATH comes with the Cosmo services).
+    /// memory, or sqlite:PATH (a file that survives restarts).
     #[arg(long, default_value = "memory")]
     pub store: String,
+    /// The administrator account that creates users through CMP.
+    #[arg(long, default_value = "root")]
+    pub admin_user: String,
+    /// The administrator's password [default: $LOADMIX_ADMIN_PASSWORD, else Cosmo's "cosmo"].
+    #[arg(long, env = "LOADMIX_ADMIN_PASSWORD", hide_env_values = true)]
+    pub admin_password: Option<String>,
+    /// Accept any credentials and skip ownership checks (quick local use).
+    #[arg(long)]
+    pub no_auth: bool,
     #[arg(long, default_value = "/cosmo")]
     pub context: String,
     /// Largest request body accepted, e.g. 16MiB; larger ones get 413.
@@ -230,7 +239,7 @@ async fn run(a: RunArgs) -> i32 {
             };
             match server::start(cfg).await {
                 Ok(h) => (Endpoint::local(h.addr, &w.target.to_string()), Some(h)),
-                Err(e @ server::ServerError::StoreUnavailable(_)) => return fail(EXIT_USAGE, e),
+                Err(e @ server::ServerError::Store { .. }) => return fail(EXIT_USAGE, e),
                 Err(e) => return fail(EXIT_UNREACHABLE, format!("embedded server: {e}")),
             }
         }
@@ -410,17 +419,28 @@ async fn serve(a: ServeArgs) -> i32 {
         store,
         context: a.context.trim_end_matches('/').to_string(),
         max_body,
+        admin_user: a.admin_user.clone(),
+        admin_password: a
+            .admin_password
+            .clone()
+            .unwrap_or_else(|| server::DEFAULT_ADMIN.1.to_string()),
+        no_auth: a.no_auth,
     };
     let ctx = cfg.context.clone();
     let h = match server::start(cfg).await {
         Ok(h) => h,
-        Err(e @ server::ServerError::StoreUnavailable(_)) => return fail(EXIT_USAGE, e),
+        Err(e @ server::ServerError::Store { .. }) => return fail(EXIT_USAGE, e),
         Err(e) => return fail(EXIT_UNREACHABLE, e),
     };
     eprintln!(
-        "loadmix serve: {} store, listening on {}{ctx} (queue: POST/GET {ctx}/queue/NAME; counters: GET {ctx}/_loadmix/stats); Ctrl-C stops",
+        "loadmix serve: {} store, listening on {url}{ctx}\n  CMP {ctx}/cmp/user/NAME · Morse Code {ctx}/mc/collection/UID · Atom {ctx}/atom/collection/UID · CalDAV {ctx}/dav/USER/\n  queue {ctx}/queue/NAME · counters {ctx}/_loadmix/stats{auth}\nCtrl-C stops",
         h.store_kind,
-        h.url()
+        url = h.url(),
+        auth = if a.no_auth {
+            " · no authentication"
+        } else {
+            ""
+        }
     );
     let _ = tokio::signal::ctrl_c().await;
     h.stop().await;

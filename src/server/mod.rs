@@ -1,17 +1,36 @@
 //! The embedded reference server: what `loadmix serve` and `target: embedded` run.
 //!
-//! Today it serves a small REST message queue under the context prefix (for the generic
-//! `http` protocol and JMS-style tests): `POST {ctx}/queue/{name}` enqueues the body (201),
-//! `GET {ctx}/queue/{name}` removes and returns the oldest message (200) or answers 204 when
-//! the queue is empty. It counts every request it answers by method and status, so tests
-//! and users can check a report against what the server actually saw
-//! (`GET {ctx}/_loadmix/stats`).
+//! Cosmo-0.7-compatible services under a context prefix (default `/cosmo`), over a memory or
+//! SQLite store (DESIGN §6):
+//! - CMP: `PUT {ctx}/cmp/user/{name}` as the admin creates an account;
+//! - Morse Code: `{ctx}/mc/collection/{uid}` ([`morse`]);
+//! - Atom: `{ctx}/atom/collection/{uid}[/{projection}[/{format}]]`, `{ctx}/atom/item/{uid}`
+//!   ([`atom`]);
+//! - CalDAV: `{ctx}/dav/{user}/{calendar}/{event}` ([`dav`]);
+//! - a REST message queue for the generic protocol: `POST|GET {ctx}/queue/{name}`;
+//! - `GET {ctx}/_loadmix/stats`: requests answered, by method and status.
+//!
+//! The three protocols share one store of collections and items, so an event published
+//! through Morse Code is in the Atom feed and in the CalDAV calendar. Every service except
+//! the queue and the counters requires HTTP Basic auth (or `--no-auth`).
 
+// Handlers' helpers return the ready-to-send response as their error (`Result<T, Response>`),
+// the usual axum shape; it is the cold path, and boxing it would only add noise.
+#![allow(clippy::result_large_err)]
+
+pub mod atom;
+pub mod cmp;
+pub mod dav;
+pub mod http;
+pub mod model;
+pub mod morse;
 pub mod store;
+pub mod xml;
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -19,12 +38,13 @@ use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get, put};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::workload::StoreSpec;
-pub use store::{MemoryStore, Store, StoreError};
+use http::{AppState, Settings, safe_segment, text};
+pub use store::{MemoryStore, SqliteStore, Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -33,10 +53,8 @@ pub enum ServerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error(
-        "store {0}: not available in this version (the SQLite store comes with the Cosmo services); use memory"
-    )]
-    StoreUnavailable(String),
+    #[error("cannot open store {spec}: {source}")]
+    Store { spec: String, source: StoreError },
 }
 
 /// How to run the server.
@@ -48,7 +66,14 @@ pub struct ServerConfig {
     pub context: String,
     /// Larger request bodies are answered 413.
     pub max_body: usize,
+    pub admin_user: String,
+    pub admin_password: String,
+    /// Accept any credentials, skip ownership checks (quick local use).
+    pub no_auth: bool,
 }
+
+/// Cosmo's default administrator.
+pub const DEFAULT_ADMIN: (&str, &str) = ("root", "cosmo");
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -57,11 +82,25 @@ impl Default for ServerConfig {
             store: StoreSpec::Memory,
             context: "/cosmo".into(),
             max_body: 16 * 1024 * 1024,
+            admin_user: DEFAULT_ADMIN.0.into(),
+            admin_password: DEFAULT_ADMIN.1.into(),
+            no_auth: false,
         }
     }
 }
 
-const METHODS: [&str; 5] = ["GET", "POST", "PUT", "DELETE", "OTHER"];
+const METHODS: [&str; 10] = [
+    "GET",
+    "POST",
+    "PUT",
+    "DELETE",
+    "PROPFIND",
+    "REPORT",
+    "MKCALENDAR",
+    "HEAD",
+    "OPTIONS",
+    "OTHER",
+];
 
 /// Requests answered, by method and status. Atomics, so counting never serialises requests.
 pub struct ServerStats {
@@ -91,7 +130,7 @@ impl ServerStats {
         self.counts[Self::slot(method, status)].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Requests of `method` answered with `status`.
+    /// Requests of `method` answered with `status` (methods not listed count as `OTHER`).
     pub fn count(&self, method: &str, status: u16) -> u64 {
         self.counts[Self::slot(method, status)].load(Ordering::Relaxed)
     }
@@ -116,16 +155,11 @@ impl ServerStats {
     }
 }
 
-#[derive(Clone)]
-struct AppState {
-    store: Arc<dyn Store>,
-    stats: Arc<ServerStats>,
-}
-
 /// A running server.
 pub struct ServerHandle {
     pub addr: SocketAddr,
     pub stats: Arc<ServerStats>,
+    pub store: Arc<dyn Store>,
     pub store_kind: &'static str,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -143,21 +177,37 @@ impl ServerHandle {
     }
 }
 
+/// Open the store a spec names.
+pub fn open_store(spec: &StoreSpec) -> Result<Arc<dyn Store>, ServerError> {
+    Ok(match spec {
+        StoreSpec::Memory => Arc::new(MemoryStore::new()),
+        StoreSpec::Sqlite(p) => Arc::new(SqliteStore::open(std::path::Path::new(p)).map_err(
+            |source| ServerError::Store {
+                spec: format!("sqlite:{p}"),
+                source,
+            },
+        )?),
+    })
+}
+
 /// Bind and start serving in the background.
 pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
-    let store: Arc<dyn Store> = match &cfg.store {
-        StoreSpec::Memory => Arc::new(MemoryStore::new()),
-        StoreSpec::Sqlite(p) => return Err(ServerError::StoreUnavailable(format!("sqlite:{p}"))),
-    };
+    let store = open_store(&cfg.store)?;
     let store_kind = store.kind();
     let stats = Arc::new(ServerStats::default());
-    let app = router(
-        &cfg,
-        AppState {
-            store,
-            stats: stats.clone(),
-        },
-    );
+    let state = AppState {
+        store: store.clone(),
+        stats: stats.clone(),
+        settings: Arc::new(Settings {
+            context: cfg.context.trim_end_matches('/').to_string(),
+            admin_user: cfg.admin_user.clone(),
+            admin_password: cfg.admin_password.clone(),
+            no_auth: cfg.no_auth,
+            max_body: cfg.max_body,
+        }),
+        locks: Arc::new(Mutex::new(HashSet::new())),
+    };
+    let app = router(&cfg, state);
     let listener = TcpListener::bind(cfg.bind)
         .await
         .map_err(|source| ServerError::Bind {
@@ -178,6 +228,7 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
     Ok(ServerHandle {
         addr,
         stats,
+        store,
         store_kind,
         shutdown,
         task,
@@ -192,6 +243,38 @@ fn router(cfg: &ServerConfig, state: AppState) -> Router {
             get(queue_pop).post(queue_push),
         )
         .route(&format!("{ctx}/_loadmix/stats"), get(stats_json))
+        .route(&format!("{ctx}/cmp/user/{{name}}"), put(cmp::put_user))
+        .route(
+            &format!("{ctx}/mc/collection/{{uid}}"),
+            put(morse::publish)
+                .get(morse::subscribe_or_sync)
+                .post(morse::update)
+                .delete(morse::delete),
+        )
+        .route(
+            &format!("{ctx}/atom/collection/{{uid}}"),
+            get(atom::feed_default).post(atom::create),
+        )
+        .route(
+            &format!("{ctx}/atom/collection/{{uid}}/{{projection}}"),
+            get(atom::feed_projection),
+        )
+        .route(
+            &format!("{ctx}/atom/collection/{{uid}}/{{projection}}/{{format}}"),
+            get(atom::feed_projection_format),
+        )
+        .route(
+            &format!("{ctx}/atom/item/{{uid}}"),
+            get(atom::get_item)
+                .put(atom::update)
+                .delete(atom::delete_item),
+        )
+        // axum's method router knows only the standard methods: WebDAV goes through `any`.
+        .route(&format!("{ctx}/dav"), any(dav::handle))
+        .route(&format!("{ctx}/dav/"), any(dav::handle))
+        .route(&format!("{ctx}/dav/{{*rest}}"), any(dav::handle))
+        .route("/.well-known/caldav", any(dav::well_known))
+        .fallback(|| async { text(StatusCode::NOT_FOUND, "not found") })
         .layer(DefaultBodyLimit::max(cfg.max_body))
         .layer(middleware::from_fn_with_state(
             state.clone(),
@@ -212,49 +295,44 @@ async fn count_requests(State(st): State<AppState>, req: Request, next: Next) ->
 }
 
 fn valid_queue_name(name: &str) -> bool {
-    !name.is_empty()
+    safe_segment(name)
         && name.len() <= 200
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        && name != "."
-        && name != ".."
 }
 
 async fn queue_push(State(st): State<AppState>, Path(name): Path<String>, body: Bytes) -> Response {
     if !valid_queue_name(&name) {
-        return (
+        return text(
             StatusCode::BAD_REQUEST,
-            "queue names are letters, digits, '-', '_' or '.'\n",
-        )
-            .into_response();
+            "queue names are letters, digits, '-', '_' or '.'",
+        );
     }
     match st.store.queue_push(&name, body) {
         Ok(depth) => {
             let mut r = StatusCode::CREATED.into_response();
-            if let Ok(v) = HeaderValue::from_str(&depth.to_string()) {
-                r.headers_mut().insert("x-queue-depth", v);
-            }
+            r.headers_mut()
+                .insert("x-queue-depth", HeaderValue::from(depth));
             r
         }
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+        Err(e) => http::store_error(e),
     }
 }
 
 async fn queue_pop(State(st): State<AppState>, Path(name): Path<String>) -> Response {
     if !valid_queue_name(&name) {
-        return (
+        return text(
             StatusCode::BAD_REQUEST,
-            "queue names are letters, digits, '-', '_' or '.'\n",
-        )
-            .into_response();
+            "queue names are letters, digits, '-', '_' or '.'",
+        );
     }
     match st.store.queue_pop(&name) {
         Ok(Some(msg)) => {
             ([(header::CONTENT_TYPE, "application/octet-stream")], msg).into_response()
         }
         Ok(None) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+        Err(e) => http::store_error(e),
     }
 }
 

@@ -1,0 +1,871 @@
+//! CalDAV (RFC 4791) with sync-collection (RFC 6578) at `{ctx}/dav/...`: `/dav/` (root),
+//! `/dav/{user}/` (principal and calendar home), `/dav/{user}/{calendar}/` (a collection,
+//! the same ones Morse Code and Atom use) and `/dav/{user}/{calendar}/{name}` (an event).
+//!
+//! Supported: OPTIONS, PROPFIND (Depth 0/1; current-user-principal, calendar-home-set,
+//! resourcetype, displayname, getetag, getctag, sync-token, supported-report-set, ...),
+//! MKCALENDAR (and MKCOL), PUT (iCalendar checked; If-Match / If-None-Match), GET, HEAD,
+//! DELETE, and REPORT calendar-query (VEVENT/VTODO time-range, recurrences expanded),
+//! calendar-multiget and sync-collection. PROPPATCH answers 403 per property.
+
+use std::fmt::Write as _;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+
+use super::http::*;
+use super::model::{self, parse_ical_datetime};
+use super::store::{CollectionInfo, CreateOutcome, Item, ItemOp, Precondition, WriteOutcome};
+use super::xml::{self, CALDAV, CS, DAV, El, esc};
+
+const ALLOW: &str =
+    "OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND, PROPPATCH, MKCALENDAR, MKCOL, REPORT";
+const TOKEN_PREFIX: &str = "urn:loadmix:sync:";
+
+/// Where a request points.
+enum Target {
+    Root,
+    Home(String),
+    Calendar(String, String),
+    Resource(String, String, String),
+}
+
+pub async fn handle(State(st): State<AppState>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let body = match axum::body::to_bytes(body, st.settings.max_body).await {
+        Ok(b) => b,
+        Err(_) => return text(StatusCode::PAYLOAD_TOO_LARGE, "request body too large"),
+    };
+    let caller = match st.authenticate(&parts.headers) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let prefix = format!("{}/dav", st.settings.context);
+    let raw_path = parts.uri.path();
+    let Some(rest) = raw_path.strip_prefix(&prefix) else {
+        return text(StatusCode::NOT_FOUND, "not found");
+    };
+    let mut segs = Vec::new();
+    for s in rest.split('/').filter(|s| !s.is_empty()) {
+        match percent_decode(s) {
+            Some(d) if safe_segment(&d) => segs.push(d),
+            _ => return bad_segment(),
+        }
+    }
+    let target = match segs.len() {
+        0 => Target::Root,
+        1 => Target::Home(segs.remove(0)),
+        2 => {
+            let c = segs.remove(1);
+            Target::Calendar(segs.remove(0), c)
+        }
+        3 => {
+            let n = segs.remove(2);
+            let c = segs.remove(1);
+            Target::Resource(segs.remove(0), c, n)
+        }
+        _ => return text(StatusCode::NOT_FOUND, "not found"),
+    };
+    let user_of = |t: &Target| match t {
+        Target::Root => None,
+        Target::Home(u) | Target::Calendar(u, _) | Target::Resource(u, _, _) => Some(u.clone()),
+    };
+    if let Some(u) = user_of(&target)
+        && !st.may_access(&caller, &u)
+    {
+        return text(StatusCode::FORBIDDEN, "not your calendar home");
+    }
+    let d = Dav {
+        st: &st,
+        caller: &caller,
+        prefix: &prefix,
+        headers: &parts.headers,
+    };
+    match (parts.method.as_str(), &target) {
+        ("OPTIONS", _) => options(),
+        ("PROPFIND", _) => d.propfind(&target, &body),
+        ("PROPPATCH", _) => d.proppatch(&target, &body, raw_path),
+        ("MKCALENDAR" | "MKCOL", Target::Calendar(u, c)) => d.mkcalendar(u, c, &body),
+        ("PUT", Target::Resource(u, c, n)) => d.put(u, c, n, &body),
+        ("GET" | "HEAD", Target::Resource(u, c, n)) => d.get(u, c, n, parts.method == Method::HEAD),
+        ("GET" | "HEAD", Target::Calendar(u, c)) => {
+            d.get_calendar(u, c, parts.method == Method::HEAD)
+        }
+        ("DELETE", Target::Resource(u, c, n)) => d.delete(u, c, n),
+        ("DELETE", Target::Calendar(u, c)) => d.delete_calendar(u, c),
+        ("REPORT", Target::Calendar(u, c)) => d.report(u, c, &body),
+        _ => method_not_allowed(),
+    }
+}
+
+fn options() -> Response {
+    let mut r = StatusCode::OK.into_response();
+    let h = r.headers_mut();
+    h.insert(header::ALLOW, HeaderValue::from_static(ALLOW));
+    h.insert(
+        "dav",
+        HeaderValue::from_static("1, 3, calendar-access, extended-mkcol"),
+    );
+    r
+}
+
+fn method_not_allowed() -> Response {
+    let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here");
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(ALLOW));
+    r
+}
+
+fn multistatus(body: String) -> Response {
+    let doc = format!(
+        r#"<?xml version="1.0" encoding="utf-8"?><D:multistatus xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav" xmlns:CS="http://calendarserver.org/ns/">{body}</D:multistatus>"#
+    );
+    (
+        StatusCode::MULTI_STATUS,
+        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+        doc,
+    )
+        .into_response()
+}
+
+fn dav_error(status: StatusCode, ns: &str, cond: &str) -> Response {
+    let (pfx, decl) = if ns == DAV {
+        ("D", String::new())
+    } else {
+        ("C", format!(r#" xmlns:C="{ns}""#))
+    };
+    let doc = format!(
+        r#"<?xml version="1.0" encoding="utf-8"?><D:error xmlns:D="DAV:"{decl}><{pfx}:{cond}/></D:error>"#
+    );
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+        doc,
+    )
+        .into_response()
+}
+
+fn parse_body(body: &[u8]) -> Result<Option<El>, Response> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let t = std::str::from_utf8(body)
+        .map_err(|_| text(StatusCode::BAD_REQUEST, "body is not UTF-8"))?;
+    xml::parse(t)
+        .map(Some)
+        .map_err(|m| text(StatusCode::BAD_REQUEST, m))
+}
+
+/// Requested properties: `None` for allprop.
+type PropReq = Option<Vec<(String, String)>>;
+
+fn requested_props(root: Option<&El>) -> PropReq {
+    let prop = root?.child(DAV, "prop")?;
+    Some(
+        prop.children
+            .iter()
+            .map(|p| (p.ns.clone(), p.name.clone()))
+            .collect(),
+    )
+}
+
+/// A property value to write, or `None` when the resource has no such property.
+type PropValue = Option<String>;
+
+struct Dav<'a> {
+    st: &'a AppState,
+    caller: &'a Caller,
+    prefix: &'a str,
+    headers: &'a HeaderMap,
+}
+
+fn pfx(ns: &str) -> Option<&'static str> {
+    match ns {
+        DAV => Some("D"),
+        CALDAV => Some("C"),
+        CS => Some("CS"),
+        _ => None,
+    }
+}
+
+/// One `<D:response>` with a 200 propstat for found properties and a 404 one for the rest.
+fn response(out: &mut String, href: &str, props: &[((String, String), PropValue)]) {
+    let _ = write!(out, "<D:response><D:href>{}</D:href>", esc(href));
+    let (found, missing): (Vec<_>, Vec<_>) = props.iter().partition(|(_, v)| v.is_some());
+    for (list, status) in [(found, "200 OK"), (missing, "404 Not Found")] {
+        if list.is_empty() {
+            continue;
+        }
+        out.push_str("<D:propstat><D:prop>");
+        for ((ns, name), v) in list {
+            let (open, close) = match pfx(ns) {
+                Some(p) => (format!("<{p}:{name}"), format!("</{p}:{name}>")),
+                None => (
+                    format!(r#"<X:{name} xmlns:X="{}""#, esc(ns)),
+                    format!("</X:{name}>"),
+                ),
+            };
+            match v {
+                Some(val) if !val.is_empty() => {
+                    let _ = write!(out, "{open}>{val}{close}");
+                }
+                _ => {
+                    let _ = write!(out, "{open}/>");
+                }
+            }
+        }
+        let _ = write!(
+            out,
+            "</D:prop><D:status>HTTP/1.1 {status}</D:status></D:propstat>"
+        );
+    }
+    out.push_str("</D:response>");
+}
+
+fn href_el(h: &str) -> String {
+    format!("<D:href>{}</D:href>", esc(h))
+}
+
+fn sync_token(c: &CollectionInfo) -> String {
+    format!("{TOKEN_PREFIX}{}", c.token())
+}
+
+impl Dav<'_> {
+    fn home_href(&self, user: &str) -> String {
+        format!("{}/{}/", self.prefix, percent_encode(user))
+    }
+    fn cal_href(&self, user: &str, cal: &str) -> String {
+        format!(
+            "{}/{}/{}/",
+            self.prefix,
+            percent_encode(user),
+            percent_encode(cal)
+        )
+    }
+    fn item_href(&self, user: &str, cal: &str, name: &str) -> String {
+        format!("{}{}", self.cal_href(user, cal), percent_encode(name))
+    }
+
+    /// The calendar `cal` of `user`, or the response to send.
+    fn calendar(&self, user: &str, cal: &str) -> Result<CollectionInfo, Response> {
+        match self.st.store.collection(cal) {
+            Ok(Some(c)) if c.owner == user || self.st.settings.no_auth => Ok(c),
+            Ok(_) => Err(text(StatusCode::NOT_FOUND, "no such calendar")),
+            Err(e) => Err(store_error(e)),
+        }
+    }
+
+    fn common_prop(&self, ns: &str, name: &str) -> PropValue {
+        match (ns, name) {
+            (DAV, "current-user-principal") => Some(href_el(&self.home_href(&self.caller.name))),
+            _ => None,
+        }
+    }
+
+    fn home_prop(&self, user: &str, ns: &str, name: &str) -> PropValue {
+        match (ns, name) {
+            (DAV, "resourcetype") => Some("<D:collection/><D:principal/>".into()),
+            (DAV, "displayname") => Some(esc(user).into_owned()),
+            (DAV, "principal-URL") | (DAV, "owner") => Some(href_el(&self.home_href(user))),
+            (CALDAV, "calendar-home-set") => Some(href_el(&self.home_href(user))),
+            (CALDAV, "calendar-user-address-set") => {
+                Some(href_el(&format!("mailto:{user}@localhost")))
+            }
+            (DAV, "current-user-privilege-set") => Some(privileges()),
+            _ => self.common_prop(ns, name),
+        }
+    }
+
+    fn cal_prop(&self, c: &CollectionInfo, ns: &str, name: &str) -> PropValue {
+        match (ns, name) {
+            (DAV, "resourcetype") => Some("<D:collection/><C:calendar/>".into()),
+            (DAV, "displayname") => {
+                Some(esc(if c.name.is_empty() { &c.uid } else { &c.name }).into_owned())
+            }
+            (CALDAV, "calendar-description") => Some(esc(&c.description).into_owned()),
+            (CS, "getctag") | (DAV, "getetag") => Some(format!("\"{}\"", c.token())),
+            (DAV, "sync-token") => Some(esc(&sync_token(c)).into_owned()),
+            (DAV, "owner") => Some(href_el(&self.home_href(&c.owner))),
+            (DAV, "supported-report-set") => Some(
+                [
+                    "C:calendar-query",
+                    "C:calendar-multiget",
+                    "D:sync-collection",
+                ]
+                .iter()
+                .map(|r| {
+                    format!("<D:supported-report><D:report><{r}/></D:report></D:supported-report>")
+                })
+                .collect(),
+            ),
+            (CALDAV, "supported-calendar-component-set") => {
+                Some(r#"<C:comp name="VEVENT"/><C:comp name="VTODO"/>"#.into())
+            }
+            (DAV, "current-user-privilege-set") => Some(privileges()),
+            _ => self.common_prop(ns, name),
+        }
+    }
+
+    fn item_prop(&self, c: &CollectionInfo, item: &Item, ns: &str, name: &str) -> PropValue {
+        let data = item.data.as_ref()?;
+        match (ns, name) {
+            (DAV, "getetag") => Some(esc(&item.etag(c.epoch)).into_owned()),
+            (DAV, "getcontenttype") => {
+                Some("text/calendar; charset=utf-8; component=vevent".into())
+            }
+            (DAV, "resourcetype") => Some(String::new()),
+            (DAV, "getcontentlength") => Some(data.to_ics(&item.uid).len().to_string()),
+            (DAV, "getlastmodified") => Some(httpdate::fmt_http_date(
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(item.modified_ms),
+            )),
+            (CALDAV, "calendar-data") => Some(esc(&data.to_ics(&item.uid)).into_owned()),
+            _ => self.common_prop(ns, name),
+        }
+    }
+
+    fn props<F: Fn(&str, &str) -> PropValue>(
+        req: &PropReq,
+        all: &[(&str, &str)],
+        f: F,
+    ) -> Vec<((String, String), PropValue)> {
+        match req {
+            Some(list) => list
+                .iter()
+                .map(|(ns, n)| ((ns.clone(), n.clone()), f(ns, n)))
+                .collect(),
+            None => all
+                .iter()
+                .map(|(ns, n)| ((ns.to_string(), n.to_string()), f(ns, n)))
+                .filter(|(_, v)| v.is_some())
+                .collect(),
+        }
+    }
+
+    fn propfind(&self, target: &Target, body: &[u8]) -> Response {
+        let root = match parse_body(body) {
+            Ok(r) => r,
+            Err(r) => return r,
+        };
+        if let Some(r) = &root
+            && !r.is(DAV, "propfind")
+        {
+            return text(StatusCode::BAD_REQUEST, "expected a DAV:propfind body");
+        }
+        let req = requested_props(root.as_ref());
+        let depth1 = !matches!(header_str(self.headers, "depth").map(str::trim), Some("0"));
+        let mut out = String::new();
+        const HOME_ALL: &[(&str, &str)] = &[
+            (DAV, "resourcetype"),
+            (DAV, "displayname"),
+            (CALDAV, "calendar-home-set"),
+            (DAV, "current-user-principal"),
+            (DAV, "principal-URL"),
+        ];
+        const CAL_ALL: &[(&str, &str)] = &[
+            (DAV, "resourcetype"),
+            (DAV, "displayname"),
+            (CS, "getctag"),
+            (DAV, "sync-token"),
+            (DAV, "supported-report-set"),
+            (CALDAV, "supported-calendar-component-set"),
+        ];
+        const ITEM_ALL: &[(&str, &str)] = &[
+            (DAV, "getetag"),
+            (DAV, "getcontenttype"),
+            (DAV, "resourcetype"),
+            (DAV, "getcontentlength"),
+            (DAV, "getlastmodified"),
+        ];
+        match target {
+            Target::Root => {
+                let props = Self::props(
+                    &req,
+                    &[(DAV, "resourcetype"), (DAV, "current-user-principal")],
+                    |ns, n| match (ns, n) {
+                        (DAV, "resourcetype") => Some("<D:collection/>".into()),
+                        _ => self.common_prop(ns, n),
+                    },
+                );
+                response(&mut out, &format!("{}/", self.prefix), &props);
+            }
+            Target::Home(user) => {
+                let props = Self::props(&req, HOME_ALL, |ns, n| self.home_prop(user, ns, n));
+                response(&mut out, &self.home_href(user), &props);
+                if depth1 {
+                    let cals = match self.st.store.collections_of(user) {
+                        Ok(c) => c,
+                        Err(e) => return store_error(e),
+                    };
+                    for c in cals {
+                        let props = Self::props(&req, CAL_ALL, |ns, n| self.cal_prop(&c, ns, n));
+                        response(&mut out, &self.cal_href(user, &c.uid), &props);
+                    }
+                }
+            }
+            Target::Calendar(user, cal) => {
+                let c = match self.calendar(user, cal) {
+                    Ok(c) => c,
+                    Err(r) => return r,
+                };
+                let props = Self::props(&req, CAL_ALL, |ns, n| self.cal_prop(&c, ns, n));
+                response(&mut out, &self.cal_href(user, cal), &props);
+                if depth1 {
+                    let items = match self.st.store.items(cal, None) {
+                        Ok(Some((_, items))) => items,
+                        Ok(None) => Vec::new(),
+                        Err(e) => return store_error(e),
+                    };
+                    for item in &items {
+                        let props =
+                            Self::props(&req, ITEM_ALL, |ns, n| self.item_prop(&c, item, ns, n));
+                        response(&mut out, &self.item_href(user, cal, &item.name), &props);
+                    }
+                }
+            }
+            Target::Resource(user, cal, name) => {
+                let c = match self.calendar(user, cal) {
+                    Ok(c) => c,
+                    Err(r) => return r,
+                };
+                let item = match self.st.store.item_by_name(cal, name) {
+                    Ok(Some(i)) => i,
+                    Ok(None) => return text(StatusCode::NOT_FOUND, "no such resource"),
+                    Err(e) => return store_error(e),
+                };
+                let props = Self::props(&req, ITEM_ALL, |ns, n| self.item_prop(&c, &item, ns, n));
+                response(&mut out, &self.item_href(user, cal, name), &props);
+            }
+        }
+        multistatus(out)
+    }
+
+    fn proppatch(&self, target: &Target, body: &[u8], path: &str) -> Response {
+        if matches!(target, Target::Resource(..) | Target::Root) {
+            return method_not_allowed();
+        }
+        let root = match parse_body(body) {
+            Ok(Some(r)) if r.is(DAV, "propertyupdate") => r,
+            Ok(_) => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    "expected a DAV:propertyupdate body",
+                );
+            }
+            Err(r) => return r,
+        };
+        let mut out = format!("<D:response><D:href>{}</D:href>", esc(path));
+        for op in &root.children {
+            for prop in op.children_named(DAV, "prop") {
+                for p in &prop.children {
+                    let name = match pfx(&p.ns) {
+                        Some(x) => format!("<{x}:{}/>", p.name),
+                        None => format!(r#"<X:{} xmlns:X="{}"/>"#, p.name, esc(&p.ns)),
+                    };
+                    let _ = write!(
+                        out,
+                        "<D:propstat><D:prop>{name}</D:prop><D:status>HTTP/1.1 403 Forbidden</D:status></D:propstat>"
+                    );
+                }
+            }
+        }
+        out.push_str("</D:response>");
+        multistatus(out)
+    }
+
+    fn mkcalendar(&self, user: &str, cal: &str, body: &[u8]) -> Response {
+        let root = match parse_body(body) {
+            Ok(r) => r,
+            Err(r) => return r,
+        };
+        let mut name = String::new();
+        let mut description = String::new();
+        if let Some(r) = &root {
+            if !(r.is(CALDAV, "mkcalendar") || r.is(DAV, "mkcol")) {
+                return text(StatusCode::BAD_REQUEST, "expected a mkcalendar body");
+            }
+            for set in r.children_named(DAV, "set") {
+                for prop in set.children_named(DAV, "prop") {
+                    if let Some(d) = prop.child(DAV, "displayname") {
+                        name = d.text.clone();
+                    }
+                    if let Some(d) = prop.child(CALDAV, "calendar-description") {
+                        description = d.text.clone();
+                    }
+                }
+            }
+        }
+        match self
+            .st
+            .store
+            .create_collection(cal, user, &name, &description, Vec::new())
+        {
+            Ok(CreateOutcome::Created(_)) => {
+                let mut r = StatusCode::CREATED.into_response();
+                r.headers_mut()
+                    .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+                r
+            }
+            Ok(CreateOutcome::Exists) => {
+                dav_error(StatusCode::METHOD_NOT_ALLOWED, DAV, "resource-must-be-null")
+            }
+            Err(e) => store_error(e),
+        }
+    }
+
+    fn put(&self, user: &str, cal: &str, name: &str, body: &[u8]) -> Response {
+        if let Err(r) = require_length(self.headers) {
+            return r;
+        }
+        let c = match self.calendar(user, cal) {
+            Ok(c) => c,
+            Err(_) => return text(StatusCode::CONFLICT, "the calendar does not exist"),
+        };
+        let mt = media_type(self.headers);
+        if !mt.is_empty() && mt != "text/calendar" {
+            return dav_error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                CALDAV,
+                "supported-calendar-data",
+            );
+        }
+        let Ok(t) = std::str::from_utf8(body) else {
+            return dav_error(StatusCode::BAD_REQUEST, CALDAV, "valid-calendar-data");
+        };
+        let (uid, data) = match model::parse_ics(t) {
+            Ok(x) => x,
+            Err(m) => {
+                let mut r = dav_error(StatusCode::BAD_REQUEST, CALDAV, "valid-calendar-data");
+                if let Ok(v) = HeaderValue::from_str(&m.replace(['\r', '\n'], " ")) {
+                    r.headers_mut().insert("x-loadmix-reason", v);
+                }
+                return r;
+            }
+        };
+        let existing = match self.st.store.item_by_name(cal, name) {
+            Ok(i) => i,
+            Err(e) => return store_error(e),
+        };
+        if let Some(e) = &existing
+            && e.uid != uid
+        {
+            return dav_error(StatusCode::CONFLICT, CALDAV, "no-uid-conflict");
+        }
+        let pre = if let Some(m) = header_str(self.headers, "if-match") {
+            Precondition::ItemEtag {
+                uid: uid.clone(),
+                etag: m.trim().to_string(),
+            }
+        } else if header_str(self.headers, "if-none-match").is_some_and(|v| v.trim() == "*") {
+            Precondition::ItemAbsent { uid: uid.clone() }
+        } else {
+            Precondition::None
+        };
+        let op = ItemOp::Put {
+            uid: uid.clone(),
+            name: Some(name.to_string()),
+            data,
+            merge: false,
+        };
+        match self.st.store.write(&c.uid, vec![op], pre) {
+            Ok(WriteOutcome::Done { etags, .. }) => {
+                let status = if existing.is_some() {
+                    StatusCode::NO_CONTENT
+                } else {
+                    StatusCode::CREATED
+                };
+                let mut r = status.into_response();
+                if let Some((_, e)) = etags.into_iter().next()
+                    && let Ok(v) = HeaderValue::from_str(&e)
+                {
+                    r.headers_mut().insert(header::ETAG, v);
+                }
+                r
+            }
+            Ok(WriteOutcome::PreconditionFailed) => {
+                text(StatusCode::PRECONDITION_FAILED, "precondition failed")
+            }
+            Ok(WriteOutcome::Conflict(_)) => {
+                dav_error(StatusCode::CONFLICT, CALDAV, "no-uid-conflict")
+            }
+            Ok(_) => text(StatusCode::CONFLICT, "the calendar does not exist"),
+            Err(e) => store_error(e),
+        }
+    }
+
+    fn get(&self, user: &str, cal: &str, name: &str, head: bool) -> Response {
+        let c = match self.calendar(user, cal) {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        let item = match self.st.store.item_by_name(cal, name) {
+            Ok(Some(i)) => i,
+            Ok(None) => return text(StatusCode::NOT_FOUND, "no such resource"),
+            Err(e) => return store_error(e),
+        };
+        let Some(data) = &item.data else {
+            return text(StatusCode::NOT_FOUND, "no such resource");
+        };
+        let body = data.to_ics(&item.uid);
+        let len = body.len();
+        let mut r = (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/calendar; charset=utf-8")],
+            if head { String::new() } else { body },
+        )
+            .into_response();
+        if let Ok(v) = HeaderValue::from_str(&item.etag(c.epoch)) {
+            r.headers_mut().insert(header::ETAG, v);
+        }
+        if head {
+            r.headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        }
+        r
+    }
+
+    fn get_calendar(&self, user: &str, cal: &str, head: bool) -> Response {
+        if let Err(r) = self.calendar(user, cal) {
+            return r;
+        }
+        let items = match self.st.store.items(cal, None) {
+            Ok(Some((_, items))) => items,
+            Ok(None) => return text(StatusCode::NOT_FOUND, "no such calendar"),
+            Err(e) => return store_error(e),
+        };
+        // One VCALENDAR holding every item's components.
+        let mut body = String::from(
+            "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//loadmix//embedded server//EN\r\n",
+        );
+        for i in &items {
+            if let Some(d) = &i.data {
+                let ics = d.to_ics(&i.uid);
+                let inner = ics.find("\nBEGIN:V").map(|s| &ics[s + 1..]).unwrap_or("");
+                let inner = inner
+                    .rfind("END:VCALENDAR")
+                    .map(|e| &inner[..e])
+                    .unwrap_or(inner);
+                for block in inner.split_inclusive('\n') {
+                    if !block.starts_with("VERSION:") && !block.starts_with("PRODID:") {
+                        body.push_str(block);
+                    }
+                }
+            }
+        }
+        body.push_str("END:VCALENDAR\r\n");
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/calendar; charset=utf-8")],
+            if head { String::new() } else { body },
+        )
+            .into_response()
+    }
+
+    fn delete(&self, user: &str, cal: &str, name: &str) -> Response {
+        let c = match self.calendar(user, cal) {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        let item = match self.st.store.item_by_name(cal, name) {
+            Ok(Some(i)) => i,
+            Ok(None) => return text(StatusCode::NOT_FOUND, "no such resource"),
+            Err(e) => return store_error(e),
+        };
+        let pre = match header_str(self.headers, "if-match") {
+            Some(m) => Precondition::ItemEtag {
+                uid: item.uid.clone(),
+                etag: m.trim().to_string(),
+            },
+            None => Precondition::None,
+        };
+        match self.st.store.write(
+            &c.uid,
+            vec![ItemOp::Delete {
+                uid: item.uid,
+                must_exist: true,
+            }],
+            pre,
+        ) {
+            Ok(WriteOutcome::Done { .. }) => StatusCode::NO_CONTENT.into_response(),
+            Ok(WriteOutcome::PreconditionFailed) => {
+                text(StatusCode::PRECONDITION_FAILED, "precondition failed")
+            }
+            Ok(_) => text(StatusCode::NOT_FOUND, "no such resource"),
+            Err(e) => store_error(e),
+        }
+    }
+
+    fn delete_calendar(&self, user: &str, cal: &str) -> Response {
+        if let Err(r) = self.calendar(user, cal) {
+            return r;
+        }
+        match self.st.store.delete_collection(cal) {
+            Ok(true) => StatusCode::NO_CONTENT.into_response(),
+            Ok(false) => text(StatusCode::NOT_FOUND, "no such calendar"),
+            Err(e) => store_error(e),
+        }
+    }
+
+    fn report(&self, user: &str, cal: &str, body: &[u8]) -> Response {
+        let c = match self.calendar(user, cal) {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        let root = match parse_body(body) {
+            Ok(Some(r)) => r,
+            Ok(None) => return text(StatusCode::BAD_REQUEST, "a REPORT needs a body"),
+            Err(r) => return r,
+        };
+        let req =
+            requested_props(Some(&root)).or_else(|| Some(vec![(DAV.into(), "getetag".into())]));
+        let mut out = String::new();
+        let emit = |out: &mut String, item: &Item| {
+            let props = Self::props(&req, &[], |ns, n| self.item_prop(&c, item, ns, n));
+            response(out, &self.item_href(user, cal, &item.name), &props);
+        };
+        if root.is(CALDAV, "calendar-query") {
+            let (comp, range) = match query_filter(&root) {
+                Ok(x) => x,
+                Err(m) => return dav_error_text(StatusCode::BAD_REQUEST, &m),
+            };
+            let items = match self.st.store.items(cal, None) {
+                Ok(Some((_, items))) => items,
+                Ok(None) => Vec::new(),
+                Err(e) => return store_error(e),
+            };
+            for item in &items {
+                let Some(d) = &item.data else { continue };
+                if comp.as_deref().is_some_and(|want| want != d.component()) {
+                    continue;
+                }
+                if let Some((start, end)) = range {
+                    let Some(t) = d.timing() else { continue };
+                    if t.occurrences(start, end, 1).is_empty() {
+                        continue;
+                    }
+                }
+                emit(&mut out, item);
+            }
+            multistatus(out)
+        } else if root.is(CALDAV, "calendar-multiget") {
+            let base = self.cal_href(user, cal);
+            for h in root.children_named(DAV, "href") {
+                let href = h.text.trim();
+                let name = href
+                    .strip_prefix(&base)
+                    .and_then(percent_decode)
+                    .filter(|n| safe_segment(n));
+                let item = match name.as_deref().map(|n| self.st.store.item_by_name(cal, n)) {
+                    Some(Ok(i)) => i,
+                    Some(Err(e)) => return store_error(e),
+                    None => None,
+                };
+                match item {
+                    Some(i) => emit(&mut out, &i),
+                    None => {
+                        let _ = write!(
+                            out,
+                            "<D:response><D:href>{}</D:href><D:status>HTTP/1.1 404 Not Found</D:status></D:response>",
+                            esc(href)
+                        );
+                    }
+                }
+            }
+            multistatus(out)
+        } else if root.is(DAV, "sync-collection") {
+            let token = root
+                .child(DAV, "sync-token")
+                .map(|t| t.text.trim().to_string())
+                .unwrap_or_default();
+            let since = if token.is_empty() {
+                None
+            } else {
+                match token
+                    .strip_prefix(TOKEN_PREFIX)
+                    .and_then(|t| c.token_version(t))
+                {
+                    Some(v) => Some(v),
+                    None => return dav_error(StatusCode::FORBIDDEN, DAV, "valid-sync-token"),
+                }
+            };
+            let (now, items) = match self.st.store.items(cal, since) {
+                Ok(Some(x)) => x,
+                Ok(None) => return text(StatusCode::NOT_FOUND, "no such calendar"),
+                Err(e) => return store_error(e),
+            };
+            for item in &items {
+                if item.data.is_some() {
+                    emit(&mut out, item);
+                } else {
+                    let _ = write!(
+                        out,
+                        "<D:response><D:href>{}</D:href><D:status>HTTP/1.1 404 Not Found</D:status></D:response>",
+                        esc(&self.item_href(user, cal, &item.name))
+                    );
+                }
+            }
+            let _ = write!(
+                out,
+                "<D:sync-token>{}</D:sync-token>",
+                esc(&sync_token(&now))
+            );
+            multistatus(out)
+        } else {
+            dav_error(StatusCode::FORBIDDEN, DAV, "supported-report")
+        }
+    }
+}
+
+fn dav_error_text(status: StatusCode, m: &str) -> Response {
+    text(status, m)
+}
+
+fn privileges() -> String {
+    "<D:privilege><D:read/></D:privilege><D:privilege><D:write/></D:privilege><D:privilege><D:all/></D:privilege>".into()
+}
+
+type Range = Option<(DateTime<Utc>, DateTime<Utc>)>;
+
+/// The component a calendar-query asks for and its time range.
+fn query_filter(root: &El) -> Result<(Option<String>, Range), String> {
+    let Some(filter) = root.child(CALDAV, "filter") else {
+        return Ok((None, None));
+    };
+    let Some(vcal) = filter.child(CALDAV, "comp-filter") else {
+        return Ok((None, None));
+    };
+    if vcal.attr(None, "name") != Some("VCALENDAR") {
+        return Err("the outer comp-filter must name VCALENDAR".into());
+    }
+    let Some(inner) = vcal.child(CALDAV, "comp-filter") else {
+        return Ok((None, None));
+    };
+    let comp = inner.attr(None, "name").map(str::to_string);
+    let range = match inner.child(CALDAV, "time-range") {
+        None => None,
+        Some(tr) => {
+            let parse = |k: &str| -> Result<Option<DateTime<Utc>>, String> {
+                match tr.attr(None, k) {
+                    None => Ok(None),
+                    Some(v) => parse_ical_datetime(v)
+                        .map(Some)
+                        .ok_or_else(|| format!("bad time-range {k} '{v}'")),
+                }
+            };
+            let start = parse("start")?.unwrap_or(DateTime::<Utc>::MIN_UTC);
+            let end = parse("end")?.unwrap_or(DateTime::<Utc>::MAX_UTC);
+            Some((start, end))
+        }
+    };
+    Ok((comp, range))
+}
+
+/// `.well-known/caldav` points clients at the DAV root.
+pub async fn well_known(State(st): State<AppState>) -> Response {
+    let mut r = StatusCode::MOVED_PERMANENTLY.into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!("{}/dav/", st.settings.context)) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r
+}

@@ -1,0 +1,227 @@
+//! Shared pieces of the embedded server's handlers: state, authentication (HTTP Basic
+//! against the store's accounts, or `--no-auth`), per-collection write locks (Cosmo's 423),
+//! path-segment checks, and small response helpers.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+
+use super::ServerStats;
+use super::store::{Store, StoreError};
+
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub stats: Arc<ServerStats>,
+    pub settings: Arc<Settings>,
+    pub locks: Arc<Mutex<HashSet<String>>>,
+}
+
+pub struct Settings {
+    /// Context prefix, e.g. `/cosmo`, without a trailing slash.
+    pub context: String,
+    pub admin_user: String,
+    pub admin_password: String,
+    /// Accept any credentials and skip ownership checks.
+    pub no_auth: bool,
+    /// Largest request body read; larger ones get 413.
+    pub max_body: usize,
+}
+
+/// Who is asking.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Caller {
+    pub name: String,
+    pub admin: bool,
+}
+
+impl AppState {
+    /// The caller from Basic credentials, or the 401 to send.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, Response> {
+        let creds = basic_credentials(headers);
+        let s = &self.settings;
+        if s.no_auth {
+            let name = creds.map(|(u, _)| u).unwrap_or_else(|| "guest".into());
+            return Ok(Caller {
+                admin: name == s.admin_user,
+                name,
+            });
+        }
+        let Some((user, pass)) = creds else {
+            return Err(unauthorized());
+        };
+        if user == s.admin_user {
+            return if pass == s.admin_password {
+                Ok(Caller {
+                    name: user,
+                    admin: true,
+                })
+            } else {
+                Err(unauthorized())
+            };
+        }
+        match self.store.user(&user) {
+            Ok(Some(u)) if u.password == pass => Ok(Caller {
+                name: user,
+                admin: false,
+            }),
+            Ok(_) => Err(unauthorized()),
+            Err(e) => Err(store_error(e)),
+        }
+    }
+
+    /// May `caller` act on something `owner` owns?
+    pub fn may_access(&self, caller: &Caller, owner: &str) -> bool {
+        self.settings.no_auth || caller.admin || caller.name == owner
+    }
+
+    /// Take the write lock of a collection, or `None` when another update holds it.
+    pub fn try_lock(&self, collection: &str) -> Option<CollectionLock> {
+        let mut held = self.locks.lock().ok()?;
+        if !held.insert(collection.to_string()) {
+            return None;
+        }
+        Some(CollectionLock {
+            locks: self.locks.clone(),
+            uid: collection.to_string(),
+        })
+    }
+}
+
+/// Released when dropped.
+pub struct CollectionLock {
+    locks: Arc<Mutex<HashSet<String>>>,
+    uid: String,
+}
+
+impl Drop for CollectionLock {
+    fn drop(&mut self) {
+        if let Ok(mut held) = self.locks.lock() {
+            held.remove(&self.uid);
+        }
+    }
+}
+
+fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let b64 = v
+        .strip_prefix("Basic ")
+        .or_else(|| v.strip_prefix("basic "))?;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    let (u, p) = text.split_once(':')?;
+    Some((u.to_string(), p.to_string()))
+}
+
+pub fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"loadmix\""),
+        )],
+        "authentication required\n",
+    )
+        .into_response()
+}
+
+pub fn text(status: StatusCode, msg: impl Into<String>) -> Response {
+    let mut m = msg.into();
+    if !m.ends_with('\n') {
+        m.push('\n');
+    }
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        m,
+    )
+        .into_response()
+}
+
+pub fn store_error(e: StoreError) -> Response {
+    text(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("store error: {e}"),
+    )
+}
+
+/// A path segment that cannot escape its place: not empty, not `.` or `..`, no slash or
+/// backslash (also when it arrived percent-encoded), no control characters.
+pub fn safe_segment(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 512
+        && s != "."
+        && s != ".."
+        && !s.contains(['/', '\\'])
+        && !s.chars().any(char::is_control)
+}
+
+pub fn bad_segment() -> Response {
+    text(StatusCode::BAD_REQUEST, "bad path segment")
+}
+
+/// 411 when a body-carrying request says nothing of its length.
+pub fn require_length(headers: &HeaderMap) -> Result<(), Response> {
+    if headers.contains_key(header::CONTENT_LENGTH)
+        || headers.contains_key(header::TRANSFER_ENCODING)
+    {
+        Ok(())
+    } else {
+        Err(text(StatusCode::LENGTH_REQUIRED, "Content-Length required"))
+    }
+}
+
+/// The media type of the request, lower-cased, without parameters.
+pub fn media_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .unwrap_or_default()
+}
+
+pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Percent-decode a path segment; `None` when the escapes are malformed or not UTF-8.
+pub fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Percent-encode a path segment for an href.
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~@:+".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

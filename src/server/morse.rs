@@ -1,0 +1,229 @@
+//! Morse Code (Cosmo's sync protocol) at `{ctx}/mc/collection/{uid}`: publish (PUT), subscribe
+//! (GET), sync (GET with a token: only what changed since, tombstones included), update
+//! (POST with the newest token: 204 and a new token; a stale token gives 205, a concurrent
+//! update 423) and delete. Bodies are EIMML.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use super::http::*;
+use super::model::{self, ItemData};
+use super::store::{CollectionInfo, CreateOutcome, ItemOp, Precondition, WriteOutcome};
+
+const TOKEN: &str = "x-morsecode-synctoken";
+const EIMML: &str = "application/eim+xml";
+
+fn with_token(status: StatusCode, info_token: &str, body: Option<String>) -> Response {
+    let mut r = match body {
+        Some(b) => (
+            status,
+            [(header::CONTENT_TYPE, "application/eim+xml;charset=UTF-8")],
+            b,
+        )
+            .into_response(),
+        None => status.into_response(),
+    };
+    if let Ok(v) = HeaderValue::from_str(info_token) {
+        r.headers_mut().insert(TOKEN, v);
+    }
+    r
+}
+
+/// Authenticate and load an existing collection the caller may use.
+fn owned(st: &AppState, headers: &HeaderMap, uid: &str) -> Result<CollectionInfo, Response> {
+    let caller = st.authenticate(headers)?;
+    if !safe_segment(uid) {
+        return Err(bad_segment());
+    }
+    match st.store.collection(uid) {
+        Ok(Some(c)) if st.may_access(&caller, &c.owner) => Ok(c),
+        Ok(Some(_)) => Err(text(StatusCode::FORBIDDEN, "not your collection")),
+        Ok(None) => Err(text(StatusCode::NOT_FOUND, "no such collection")),
+        Err(e) => Err(store_error(e)),
+    }
+}
+
+fn parse_body(headers: &HeaderMap, body: &[u8], uid: &str) -> Result<model::Eimml, Response> {
+    require_length(headers)?;
+    if media_type(headers) != EIMML {
+        return Err(text(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Content-Type must be {EIMML}"),
+        ));
+    }
+    let text_body = std::str::from_utf8(body)
+        .map_err(|_| text(StatusCode::BAD_REQUEST, "body is not UTF-8"))?;
+    let e = model::parse_eimml(text_body)
+        .map_err(|m| text(StatusCode::BAD_REQUEST, format!("bad EIMML: {m}")))?;
+    if e.uuid != uid {
+        return Err(text(
+            StatusCode::BAD_REQUEST,
+            format!("collection uuid '{}' does not match the URL", e.uuid),
+        ));
+    }
+    Ok(e)
+}
+
+pub async fn publish(
+    State(st): State<AppState>,
+    Path(uid): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let caller = match st.authenticate(&headers) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    if !safe_segment(&uid) {
+        return bad_segment();
+    }
+    let e = match parse_body(&headers, &body, &uid) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    let mut items: Vec<(String, ItemData)> = Vec::new();
+    for (item_uid, data) in e.recordsets {
+        if let Some(d) = data {
+            match st.store.item_by_uid(&item_uid) {
+                Ok(Some(_)) => {
+                    return text(
+                        StatusCode::CONFLICT,
+                        format!("item uid {item_uid} is in use"),
+                    );
+                }
+                Ok(None) => {}
+                Err(err) => return store_error(err),
+            }
+            if items.iter().any(|(u, _)| *u == item_uid) {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    format!("item uid {item_uid} appears twice"),
+                );
+            }
+            items.push((item_uid, d));
+        }
+    }
+    let name = e.name.unwrap_or_default();
+    match st
+        .store
+        .create_collection(&uid, &caller.name, &name, "", items)
+    {
+        Ok(CreateOutcome::Created(info)) => with_token(StatusCode::CREATED, &info.token(), None),
+        Ok(CreateOutcome::Exists) => text(StatusCode::CONFLICT, "collection uid is in use"),
+        Err(err) => store_error(err),
+    }
+}
+
+pub async fn subscribe_or_sync(
+    State(st): State<AppState>,
+    Path(uid): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let info = match owned(&st, &headers, &uid) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let since = match header_str(&headers, TOKEN) {
+        None => None,
+        Some(t) => match info.token_version(t) {
+            Some(v) => Some(v),
+            None => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    "sync token is not valid for this collection; subscribe again",
+                );
+            }
+        },
+    };
+    match st.store.items(&uid, since) {
+        Ok(Some((info, items))) => {
+            let body = model::write_eimml(
+                &info.uid,
+                &info.name,
+                items.iter().map(|i| (i.uid.as_str(), i.data.as_ref())),
+            );
+            with_token(StatusCode::OK, &info.token(), Some(body))
+        }
+        Ok(None) => text(StatusCode::NOT_FOUND, "no such collection"),
+        Err(e) => store_error(e),
+    }
+}
+
+pub async fn update(
+    State(st): State<AppState>,
+    Path(uid): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let info = match owned(&st, &headers, &uid) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let Some(token) = header_str(&headers, TOKEN) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "an update needs the X-MorseCode-SyncToken it is based on",
+        );
+    };
+    let e = match parse_body(&headers, &body, &uid) {
+        Ok(e) => e,
+        Err(r) => return r,
+    };
+    // A token that is not the newest means the client missed changes: it must sync first.
+    let Some(version) = info.token_version(token) else {
+        return with_token(StatusCode::RESET_CONTENT, &info.token(), None);
+    };
+    let Some(_lock) = st.try_lock(&uid) else {
+        return text(
+            StatusCode::LOCKED,
+            "another update of this collection is in progress",
+        );
+    };
+    let ops = e
+        .recordsets
+        .into_iter()
+        .map(|(u, d)| match d {
+            Some(data) => ItemOp::Put {
+                uid: u,
+                name: None,
+                data,
+                merge: true,
+            },
+            None => ItemOp::Delete {
+                uid: u,
+                must_exist: false,
+            },
+        })
+        .collect();
+    match st.store.write(&uid, ops, Precondition::Version(version)) {
+        Ok(WriteOutcome::Done { version, .. }) => {
+            let token = CollectionInfo { version, ..info }.token();
+            with_token(StatusCode::NO_CONTENT, &token, None)
+        }
+        Ok(WriteOutcome::Stale) => match st.store.collection(&uid) {
+            Ok(Some(now)) => with_token(StatusCode::RESET_CONTENT, &now.token(), None),
+            _ => text(StatusCode::NOT_FOUND, "no such collection"),
+        },
+        Ok(WriteOutcome::Conflict(m)) => text(StatusCode::CONFLICT, m),
+        Ok(WriteOutcome::NoCollection) => text(StatusCode::NOT_FOUND, "no such collection"),
+        Ok(other) => text(StatusCode::BAD_REQUEST, format!("{other:?}")),
+        Err(e) => store_error(e),
+    }
+}
+
+pub async fn delete(
+    State(st): State<AppState>,
+    Path(uid): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = owned(&st, &headers, &uid) {
+        return r;
+    }
+    match st.store.delete_collection(&uid) {
+        Ok(true) => StatusCode::NO_CONTENT.into_response(),
+        Ok(false) => text(StatusCode::NOT_FOUND, "no such collection"),
+        Err(e) => store_error(e),
+    }
+}

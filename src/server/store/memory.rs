@@ -1,0 +1,299 @@
+//! Everything in process memory, behind one reader-writer lock: reads run in parallel, a
+//! write holds the lock for its whole batch. Gone when the server stops.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use bytes::Bytes;
+
+use super::*;
+
+#[derive(Default)]
+struct Col {
+    info: Option<CollectionInfo>,
+    items: HashMap<String, Item>,
+    /// Resource name -> uid, live items only.
+    names: HashMap<String, String>,
+}
+
+#[derive(Default)]
+struct State {
+    users: HashMap<String, User>,
+    cols: HashMap<String, Col>,
+    /// Live item uid -> collection uid.
+    index: HashMap<String, String>,
+    queues: HashMap<String, VecDeque<Bytes>>,
+    last_epoch: u64,
+}
+
+#[derive(Default)]
+pub struct MemoryStore {
+    state: RwLock<State>,
+}
+
+impl MemoryStore {
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    // A poisoned lock means a handler panicked mid-update; refuse rather than serve
+    // possibly half-written data.
+    fn read(&self) -> Result<RwLockReadGuard<'_, State>, StoreError> {
+        self.state
+            .read()
+            .map_err(|_| StoreError::Broken("a request panicked while writing".into()))
+    }
+    fn write_lock(&self) -> Result<RwLockWriteGuard<'_, State>, StoreError> {
+        self.state
+            .write()
+            .map_err(|_| StoreError::Broken("a request panicked while writing".into()))
+    }
+}
+
+struct View<'a> {
+    st: &'a State,
+    col: &'a str,
+}
+
+impl WriteView for View<'_> {
+    fn by_uid(&self, uid: &str) -> Result<Option<Item>, StoreError> {
+        Ok(self
+            .st
+            .cols
+            .get(self.col)
+            .and_then(|c| c.items.get(uid))
+            .cloned())
+    }
+    fn uid_of_name(&self, name: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .st
+            .cols
+            .get(self.col)
+            .and_then(|c| c.names.get(name))
+            .cloned())
+    }
+    fn uid_elsewhere(&self, uid: &str) -> Result<bool, StoreError> {
+        Ok(self.st.index.get(uid).is_some_and(|c| c != self.col))
+    }
+}
+
+impl Store for MemoryStore {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    fn put_user(&self, user: &User) -> Result<bool, StoreError> {
+        Ok(self
+            .write_lock()?
+            .users
+            .insert(user.name.clone(), user.clone())
+            .is_none())
+    }
+
+    fn user(&self, name: &str) -> Result<Option<User>, StoreError> {
+        Ok(self.read()?.users.get(name).cloned())
+    }
+
+    fn create_collection(
+        &self,
+        uid: &str,
+        owner: &str,
+        name: &str,
+        description: &str,
+        items: Vec<(String, ItemData)>,
+    ) -> Result<CreateOutcome, StoreError> {
+        let mut st = self.write_lock()?;
+        if st.cols.get(uid).is_some_and(|c| c.info.is_some()) {
+            return Ok(CreateOutcome::Exists);
+        }
+        if let Some((u, _)) = items.iter().find(|(u, _)| st.index.contains_key(u)) {
+            return Err(StoreError::Corrupt(format!(
+                "uid {u} is in use in another collection"
+            )));
+        }
+        let epoch = now_ms().max(st.last_epoch + 1);
+        st.last_epoch = epoch;
+        let version = if items.is_empty() { 0 } else { 1 };
+        let info = CollectionInfo {
+            uid: uid.into(),
+            owner: owner.into(),
+            name: name.into(),
+            description: description.into(),
+            epoch,
+            version,
+        };
+        let now = now_ms();
+        let mut col = Col {
+            info: Some(info.clone()),
+            ..Col::default()
+        };
+        for (item_uid, data) in items {
+            let n = default_name(&item_uid);
+            col.names.insert(n.clone(), item_uid.clone());
+            st.index.insert(item_uid.clone(), uid.into());
+            col.items.insert(
+                item_uid.clone(),
+                Item {
+                    uid: item_uid,
+                    name: n,
+                    version,
+                    data: Some(data),
+                    modified_ms: now,
+                },
+            );
+        }
+        st.cols.insert(uid.into(), col);
+        Ok(CreateOutcome::Created(info))
+    }
+
+    fn collection(&self, uid: &str) -> Result<Option<CollectionInfo>, StoreError> {
+        Ok(self.read()?.cols.get(uid).and_then(|c| c.info.clone()))
+    }
+
+    fn collections_of(&self, owner: &str) -> Result<Vec<CollectionInfo>, StoreError> {
+        let st = self.read()?;
+        let mut v: Vec<CollectionInfo> = st
+            .cols
+            .values()
+            .filter_map(|c| c.info.clone())
+            .filter(|i| i.owner == owner)
+            .collect();
+        v.sort_by(|a, b| a.uid.cmp(&b.uid));
+        Ok(v)
+    }
+
+    fn delete_collection(&self, uid: &str) -> Result<bool, StoreError> {
+        let mut st = self.write_lock()?;
+        match st.cols.remove(uid) {
+            Some(c) => {
+                for (u, i) in &c.items {
+                    if i.data.is_some() {
+                        st.index.remove(u);
+                    }
+                }
+                Ok(c.info.is_some())
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn write(
+        &self,
+        collection: &str,
+        ops: Vec<ItemOp>,
+        pre: Precondition,
+    ) -> Result<WriteOutcome, StoreError> {
+        let mut st = self.write_lock()?;
+        let Some(info) = st.cols.get(collection).and_then(|c| c.info.clone()) else {
+            return Ok(WriteOutcome::NoCollection);
+        };
+        let applies = match decide(
+            &info,
+            &View {
+                st: &st,
+                col: collection,
+            },
+            ops,
+            &pre,
+        )? {
+            Ok(a) => a,
+            Err(outcome) => return Ok(outcome),
+        };
+        let version = info.version + 1;
+        let now = now_ms();
+        let mut etags = Vec::new();
+        for a in applies {
+            let live = a.data.is_some();
+            if live {
+                st.index.insert(a.uid.clone(), collection.into());
+            } else {
+                st.index.remove(&a.uid);
+            }
+            let col = st
+                .cols
+                .get_mut(collection)
+                .ok_or_else(|| StoreError::Broken("collection vanished".into()))?;
+            if live {
+                col.names.insert(a.name.clone(), a.uid.clone());
+            } else {
+                col.names.remove(&a.name);
+            }
+            let item = Item {
+                uid: a.uid.clone(),
+                name: a.name,
+                version,
+                data: a.data,
+                modified_ms: now,
+            };
+            if a.is_put {
+                etags.push((a.uid.clone(), item.etag(info.epoch)));
+            }
+            col.items.insert(a.uid, item);
+        }
+        if let Some(i) = st.cols.get_mut(collection).and_then(|c| c.info.as_mut()) {
+            i.version = version;
+        }
+        Ok(WriteOutcome::Done { version, etags })
+    }
+
+    fn items(
+        &self,
+        collection: &str,
+        since: Option<u64>,
+    ) -> Result<Option<(CollectionInfo, Vec<Item>)>, StoreError> {
+        let st = self.read()?;
+        let Some(col) = st.cols.get(collection) else {
+            return Ok(None);
+        };
+        let Some(info) = col.info.clone() else {
+            return Ok(None);
+        };
+        let mut v: Vec<Item> = col
+            .items
+            .values()
+            .filter(|i| match since {
+                None => i.data.is_some(),
+                Some(s) => i.version > s,
+            })
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| a.version.cmp(&b.version).then_with(|| a.uid.cmp(&b.uid)));
+        Ok(Some((info, v)))
+    }
+
+    fn item_by_name(&self, collection: &str, name: &str) -> Result<Option<Item>, StoreError> {
+        let st = self.read()?;
+        let Some(col) = st.cols.get(collection) else {
+            return Ok(None);
+        };
+        Ok(col.names.get(name).and_then(|u| col.items.get(u)).cloned())
+    }
+
+    fn item_by_uid(&self, uid: &str) -> Result<Option<(String, Item)>, StoreError> {
+        let st = self.read()?;
+        let Some(col) = st.index.get(uid) else {
+            return Ok(None);
+        };
+        Ok(st
+            .cols
+            .get(col)
+            .and_then(|c| c.items.get(uid))
+            .filter(|i| i.data.is_some())
+            .map(|i| (col.clone(), i.clone())))
+    }
+
+    fn queue_push(&self, queue: &str, message: Bytes) -> Result<u64, StoreError> {
+        let mut st = self.write_lock()?;
+        let q = st.queues.entry(queue.to_string()).or_default();
+        q.push_back(message);
+        Ok(q.len() as u64)
+    }
+
+    fn queue_pop(&self, queue: &str) -> Result<Option<Bytes>, StoreError> {
+        Ok(self
+            .write_lock()?
+            .queues
+            .get_mut(queue)
+            .and_then(VecDeque::pop_front))
+    }
+}

@@ -1,0 +1,416 @@
+//! A real SQLite file (bundled SQLite, WAL): data survives a restart of `loadmix serve`.
+//! One connection behind a mutex serialises access, which is also what makes every write
+//! batch atomic with respect to the others; each batch is one transaction.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use bytes::Bytes;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::*;
+
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+}
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS users(name TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS collections(
+    uid TEXT PRIMARY KEY, owner TEXT NOT NULL, name TEXT NOT NULL, description TEXT NOT NULL,
+    epoch INTEGER NOT NULL, version INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS collections_owner ON collections(owner);
+CREATE TABLE IF NOT EXISTS items(
+    collection TEXT NOT NULL, uid TEXT NOT NULL, name TEXT NOT NULL, version INTEGER NOT NULL,
+    data TEXT, modified INTEGER NOT NULL, PRIMARY KEY(collection, uid));
+CREATE UNIQUE INDEX IF NOT EXISTS items_name ON items(collection, name) WHERE data IS NOT NULL;
+CREATE INDEX IF NOT EXISTS items_version ON items(collection, version);
+CREATE INDEX IF NOT EXISTS items_uid ON items(uid) WHERE data IS NOT NULL;
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS queue(id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, body BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS queue_q ON queue(queue, id);
+"#;
+
+impl SqliteStore {
+    /// Open (or create) the database file.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let conn = Connection::open(path)?;
+        // WAL lets readers proceed during a write and survives crashes; NORMAL sync is
+        // durable across process restarts, which is what a reference server needs.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+        })
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Connection>, StoreError> {
+        self.conn
+            .lock()
+            .map_err(|_| StoreError::Broken("a request panicked while using the database".into()))
+    }
+}
+
+fn info_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CollectionInfo> {
+    Ok(CollectionInfo {
+        uid: r.get(0)?,
+        owner: r.get(1)?,
+        name: r.get(2)?,
+        description: r.get(3)?,
+        epoch: r.get::<_, i64>(4)? as u64,
+        version: r.get::<_, i64>(5)? as u64,
+    })
+}
+
+const INFO_COLS: &str = "uid, owner, name, description, epoch, version";
+const ITEM_COLS: &str = "uid, name, version, data, modified";
+
+fn item_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, u64, Option<String>, u64)> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get::<_, i64>(2)? as u64,
+        r.get(3)?,
+        r.get::<_, i64>(4)? as u64,
+    ))
+}
+
+fn to_item(row: (String, String, u64, Option<String>, u64)) -> Result<Item, StoreError> {
+    let (uid, name, version, data, modified_ms) = row;
+    let data = match data {
+        Some(d) => Some(
+            serde_json::from_str(&d)
+                .map_err(|e| StoreError::Corrupt(format!("item {uid}: {e}")))?,
+        ),
+        None => None,
+    };
+    Ok(Item {
+        uid,
+        name,
+        version,
+        data,
+        modified_ms,
+    })
+}
+
+fn collection_of(conn: &Connection, uid: &str) -> Result<Option<CollectionInfo>, StoreError> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {INFO_COLS} FROM collections WHERE uid = ?1"),
+            [uid],
+            info_row,
+        )
+        .optional()?)
+}
+
+struct View<'a> {
+    conn: &'a Connection,
+    col: &'a str,
+}
+
+impl WriteView for View<'_> {
+    fn by_uid(&self, uid: &str) -> Result<Option<Item>, StoreError> {
+        self.conn
+            .query_row(
+                &format!("SELECT {ITEM_COLS} FROM items WHERE collection = ?1 AND uid = ?2"),
+                [self.col, uid],
+                item_row,
+            )
+            .optional()?
+            .map(to_item)
+            .transpose()
+    }
+    fn uid_of_name(&self, name: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT uid FROM items WHERE collection = ?1 AND name = ?2 AND data IS NOT NULL",
+                [self.col, name],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+    fn uid_elsewhere(&self, uid: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT 1 FROM items WHERE uid = ?1 AND collection <> ?2 AND data IS NOT NULL LIMIT 1", [uid, self.col], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+}
+
+fn json(d: &ItemData) -> Result<String, StoreError> {
+    serde_json::to_string(d).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+impl Store for SqliteStore {
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn put_user(&self, user: &User) -> Result<bool, StoreError> {
+        let conn = self.lock()?;
+        let data = serde_json::to_string(user).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let existed = conn
+            .query_row("SELECT 1 FROM users WHERE name = ?1", [&user.name], |_| {
+                Ok(())
+            })
+            .optional()?
+            .is_some();
+        conn.execute(
+            "INSERT OR REPLACE INTO users(name, data) VALUES (?1, ?2)",
+            params![user.name, data],
+        )?;
+        Ok(!existed)
+    }
+
+    fn user(&self, name: &str) -> Result<Option<User>, StoreError> {
+        let conn = self.lock()?;
+        let data: Option<String> = conn
+            .query_row("SELECT data FROM users WHERE name = ?1", [name], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        data.map(|d| {
+            serde_json::from_str(&d).map_err(|e| StoreError::Corrupt(format!("user {name}: {e}")))
+        })
+        .transpose()
+    }
+
+    fn create_collection(
+        &self,
+        uid: &str,
+        owner: &str,
+        name: &str,
+        description: &str,
+        items: Vec<(String, ItemData)>,
+    ) -> Result<CreateOutcome, StoreError> {
+        let mut conn = self.lock()?;
+        let tx = conn.transaction()?;
+        if collection_of(&tx, uid)?.is_some() {
+            return Ok(CreateOutcome::Exists);
+        }
+        // Epochs only grow, across deletions and restarts, so no token outlives its collection.
+        let last: i64 = tx
+            .query_row("SELECT value FROM meta WHERE key = 'last_epoch'", [], |r| {
+                r.get(0)
+            })
+            .optional()?
+            .unwrap_or(0);
+        let epoch = now_ms().max(last as u64 + 1);
+        tx.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_epoch', ?1)",
+            [epoch as i64],
+        )?;
+        let version = if items.is_empty() { 0 } else { 1 };
+        // Tombstones of an earlier collection with this uid belong to its old life.
+        tx.execute("DELETE FROM items WHERE collection = ?1", [uid])?;
+        tx.execute(
+            "INSERT INTO collections(uid, owner, name, description, epoch, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![uid, owner, name, description, epoch as i64, version as i64],
+        )?;
+        let now = now_ms() as i64;
+        {
+            let mut ins = tx.prepare("INSERT INTO items(collection, uid, name, version, data, modified) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
+            for (item_uid, data) in &items {
+                let taken = tx
+                    .query_row(
+                        "SELECT 1 FROM items WHERE uid = ?1 AND data IS NOT NULL LIMIT 1",
+                        [item_uid],
+                        |_| Ok(()),
+                    )
+                    .optional()?
+                    .is_some();
+                if taken {
+                    return Err(StoreError::Corrupt(format!(
+                        "uid {item_uid} is in use in another collection"
+                    )));
+                }
+                ins.execute(params![
+                    uid,
+                    item_uid,
+                    default_name(item_uid),
+                    version as i64,
+                    json(data)?,
+                    now
+                ])?;
+            }
+        }
+        tx.commit()?;
+        Ok(CreateOutcome::Created(CollectionInfo {
+            uid: uid.into(),
+            owner: owner.into(),
+            name: name.into(),
+            description: description.into(),
+            epoch,
+            version,
+        }))
+    }
+
+    fn collection(&self, uid: &str) -> Result<Option<CollectionInfo>, StoreError> {
+        collection_of(&*self.lock()?, uid)
+    }
+
+    fn collections_of(&self, owner: &str) -> Result<Vec<CollectionInfo>, StoreError> {
+        let conn = self.lock()?;
+        let mut st = conn.prepare(&format!(
+            "SELECT {INFO_COLS} FROM collections WHERE owner = ?1 ORDER BY uid"
+        ))?;
+        let rows = st.query_map([owner], info_row)?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    fn delete_collection(&self, uid: &str) -> Result<bool, StoreError> {
+        let mut conn = self.lock()?;
+        let tx = conn.transaction()?;
+        let n = tx.execute("DELETE FROM collections WHERE uid = ?1", [uid])?;
+        tx.execute("DELETE FROM items WHERE collection = ?1", [uid])?;
+        tx.commit()?;
+        Ok(n > 0)
+    }
+
+    fn write(
+        &self,
+        collection: &str,
+        ops: Vec<ItemOp>,
+        pre: Precondition,
+    ) -> Result<WriteOutcome, StoreError> {
+        let mut conn = self.lock()?;
+        let tx = conn.transaction()?;
+        let Some(info) = collection_of(&tx, collection)? else {
+            return Ok(WriteOutcome::NoCollection);
+        };
+        let applies = match decide(
+            &info,
+            &View {
+                conn: &tx,
+                col: collection,
+            },
+            ops,
+            &pre,
+        )? {
+            Ok(a) => a,
+            Err(outcome) => return Ok(outcome),
+        };
+        let version = info.version + 1;
+        let now = now_ms() as i64;
+        let mut etags = Vec::new();
+        {
+            let mut up = tx.prepare(
+                "INSERT INTO items(collection, uid, name, version, data, modified) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(collection, uid) DO UPDATE SET name = excluded.name, version = excluded.version,
+                 data = excluded.data, modified = excluded.modified",
+            )?;
+            for a in &applies {
+                let data = a.data.as_ref().map(json).transpose()?;
+                up.execute(params![
+                    collection,
+                    a.uid,
+                    a.name,
+                    version as i64,
+                    data,
+                    now
+                ])?;
+                if a.is_put {
+                    let item = Item {
+                        uid: a.uid.clone(),
+                        name: a.name.clone(),
+                        version,
+                        data: None,
+                        modified_ms: 0,
+                    };
+                    etags.push((a.uid.clone(), item.etag(info.epoch)));
+                }
+            }
+        }
+        tx.execute(
+            "UPDATE collections SET version = ?1 WHERE uid = ?2",
+            params![version as i64, collection],
+        )?;
+        tx.commit()?;
+        Ok(WriteOutcome::Done { version, etags })
+    }
+
+    fn items(
+        &self,
+        collection: &str,
+        since: Option<u64>,
+    ) -> Result<Option<(CollectionInfo, Vec<Item>)>, StoreError> {
+        let conn = self.lock()?;
+        let Some(info) = collection_of(&conn, collection)? else {
+            return Ok(None);
+        };
+        let rows: Vec<_> = match since {
+            None => {
+                let mut st = conn.prepare_cached(&format!(
+                    "SELECT {ITEM_COLS} FROM items WHERE collection = ?1 AND data IS NOT NULL ORDER BY version, uid"
+                ))?;
+                st.query_map([collection], item_row)?
+                    .collect::<Result<_, _>>()?
+            }
+            Some(v) => {
+                let mut st = conn.prepare_cached(&format!(
+                    "SELECT {ITEM_COLS} FROM items WHERE collection = ?1 AND version > ?2 ORDER BY version, uid"
+                ))?;
+                st.query_map(params![collection, v as i64], item_row)?
+                    .collect::<Result<_, _>>()?
+            }
+        };
+        let items = rows
+            .into_iter()
+            .map(to_item)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some((info, items)))
+    }
+
+    fn item_by_name(&self, collection: &str, name: &str) -> Result<Option<Item>, StoreError> {
+        let conn = self.lock()?;
+        let mut st = conn.prepare_cached(&format!(
+            "SELECT {ITEM_COLS} FROM items WHERE collection = ?1 AND name = ?2 AND data IS NOT NULL"
+        ))?;
+        st.query_row([collection, name], item_row)
+            .optional()?
+            .map(to_item)
+            .transpose()
+    }
+
+    fn item_by_uid(&self, uid: &str) -> Result<Option<(String, Item)>, StoreError> {
+        let conn = self.lock()?;
+        let row = conn
+            .query_row(
+                &format!("SELECT collection, {ITEM_COLS} FROM items WHERE uid = ?1 AND data IS NOT NULL LIMIT 1"),
+                [uid],
+                |r| Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?, r.get::<_, i64>(3)? as u64, r.get(4)?, r.get::<_, i64>(5)? as u64))),
+            )
+            .optional()?;
+        row.map(|(c, i)| to_item(i).map(|i| (c, i))).transpose()
+    }
+
+    fn queue_push(&self, queue: &str, message: Bytes) -> Result<u64, StoreError> {
+        let conn = self.lock()?;
+        conn.execute(
+            "INSERT INTO queue(queue, body) VALUES (?1, ?2)",
+            params![queue, message.as_ref()],
+        )?;
+        let depth: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM queue WHERE queue = ?1",
+            [queue],
+            |r| r.get(0),
+        )?;
+        Ok(depth as u64)
+    }
+
+    fn queue_pop(&self, queue: &str) -> Result<Option<Bytes>, StoreError> {
+        let conn = self.lock()?;
+        let body: Option<Vec<u8>> = conn
+            .query_row(
+                "DELETE FROM queue WHERE id = (SELECT id FROM queue WHERE queue = ?1 ORDER BY id LIMIT 1) RETURNING body",
+                [queue],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(body.map(Bytes::from))
+    }
+}

@@ -1,0 +1,224 @@
+//! The same behaviour from both stores.
+
+use super::*;
+use crate::server::model::{Field, Record};
+
+fn data(title: &str) -> ItemData {
+    ItemData {
+        records: vec![Record {
+            prefix: "item".into(),
+            ns: "http://osafoundation.org/eim/item/0".into(),
+            fields: vec![Field {
+                name: "title".into(),
+                ty: "text".into(),
+                key: false,
+                value: Some(title.into()),
+            }],
+        }],
+        ics: None,
+    }
+}
+
+fn put(uid: &str, title: &str) -> ItemOp {
+    ItemOp::Put {
+        uid: uid.into(),
+        name: None,
+        data: data(title),
+        merge: false,
+    }
+}
+
+fn each_store(f: impl Fn(&dyn Store)) {
+    f(&MemoryStore::new());
+    let dir = tempfile::tempdir().unwrap();
+    f(&SqliteStore::open(&dir.path().join("t.db")).unwrap());
+}
+
+#[test]
+fn collections_items_versions_and_tombstones() {
+    each_store(|s| {
+        let CreateOutcome::Created(c) = s
+            .create_collection(
+                "c1",
+                "alice",
+                "Cal",
+                "",
+                vec![("a".into(), data("A")), ("b".into(), data("B"))],
+            )
+            .unwrap()
+        else {
+            panic!("created")
+        };
+        assert_eq!(c.version, 1);
+        assert_eq!(
+            s.create_collection("c1", "bob", "x", "", vec![]).unwrap(),
+            CreateOutcome::Exists,
+            "{}",
+            s.kind()
+        );
+        let tok = s.collection("c1").unwrap().unwrap();
+        assert_eq!(tok.token_version(&tok.token()), Some(1));
+        // A batch: change a, add c, delete b.
+        let out = s
+            .write(
+                "c1",
+                vec![
+                    put("a", "A2"),
+                    put("c", "C"),
+                    ItemOp::Delete {
+                        uid: "b".into(),
+                        must_exist: false,
+                    },
+                ],
+                Precondition::Version(1),
+            )
+            .unwrap();
+        let WriteOutcome::Done { version, etags } = out else {
+            panic!("{out:?}")
+        };
+        assert_eq!(version, 2);
+        assert_eq!(etags.len(), 2);
+        // Stale version refused, nothing changes.
+        assert_eq!(
+            s.write("c1", vec![put("z", "Z")], Precondition::Version(1))
+                .unwrap(),
+            WriteOutcome::Stale
+        );
+        let (info, live) = s.items("c1", None).unwrap().unwrap();
+        assert_eq!(info.version, 2);
+        let mut uids: Vec<&str> = live.iter().map(|i| i.uid.as_str()).collect();
+        uids.sort();
+        assert_eq!(uids, ["a", "c"]);
+        let (_, changed) = s.items("c1", Some(1)).unwrap().unwrap();
+        assert_eq!(changed.len(), 3, "a, c and the tombstone of b");
+        assert!(changed.iter().any(|i| i.uid == "b" && i.data.is_none()));
+        assert!(s.items("c1", Some(2)).unwrap().unwrap().1.is_empty());
+        // Lookups.
+        assert_eq!(
+            s.item_by_name("c1", "a.ics")
+                .unwrap()
+                .unwrap()
+                .data
+                .unwrap()
+                .title(),
+            "A2"
+        );
+        assert_eq!(s.item_by_uid("c").unwrap().unwrap().0, "c1");
+        assert!(s.item_by_uid("b").unwrap().is_none());
+        // The same uid cannot live in two collections.
+        s.create_collection("c2", "alice", "Other", "", vec![])
+            .unwrap();
+        assert!(matches!(
+            s.write("c2", vec![put("a", "dup")], Precondition::None)
+                .unwrap(),
+            WriteOutcome::Conflict(_)
+        ));
+        // ETag preconditions.
+        let etag = s
+            .item_by_name("c1", "a.ics")
+            .unwrap()
+            .unwrap()
+            .etag(info.epoch);
+        let ifm = |e: &str| Precondition::ItemEtag {
+            uid: "a".into(),
+            etag: e.into(),
+        };
+        assert_eq!(
+            s.write("c1", vec![put("a", "A3")], ifm("\"nope\""))
+                .unwrap(),
+            WriteOutcome::PreconditionFailed
+        );
+        assert!(matches!(
+            s.write("c1", vec![put("a", "A3")], ifm(&etag)).unwrap(),
+            WriteOutcome::Done { .. }
+        ));
+        let absent = Precondition::ItemAbsent { uid: "a".into() };
+        assert_eq!(
+            s.write("c1", vec![put("a", "A4")], absent).unwrap(),
+            WriteOutcome::PreconditionFailed
+        );
+        assert_eq!(
+            s.write(
+                "c1",
+                vec![ItemOp::Delete {
+                    uid: "zz".into(),
+                    must_exist: true
+                }],
+                Precondition::None
+            )
+            .unwrap(),
+            WriteOutcome::NoItem
+        );
+        assert_eq!(
+            s.write("nope", vec![], Precondition::None).unwrap(),
+            WriteOutcome::NoCollection
+        );
+        // Deleting the collection drops its items and frees their uids.
+        assert!(s.delete_collection("c1").unwrap());
+        assert!(s.collection("c1").unwrap().is_none());
+        assert!(s.item_by_uid("a").unwrap().is_none());
+        assert_eq!(s.collections_of("alice").unwrap().len(), 1);
+    });
+}
+
+#[test]
+fn tokens_of_another_life_are_invalid() {
+    each_store(|s| {
+        s.create_collection("c", "u", "n", "", vec![]).unwrap();
+        let old = s.collection("c").unwrap().unwrap();
+        s.delete_collection("c").unwrap();
+        s.create_collection("c", "u", "n", "", vec![]).unwrap();
+        let new = s.collection("c").unwrap().unwrap();
+        assert_eq!(new.token_version(&old.token()), None);
+        assert_eq!(new.token_version("garbage"), None);
+        assert_eq!(
+            new.token_version(&format!("{}-99", new.epoch)),
+            None,
+            "a version from the future"
+        );
+    });
+}
+
+#[test]
+fn users_and_queues() {
+    each_store(|s| {
+        let u = User {
+            name: "u".into(),
+            password: "p".into(),
+            first_name: "f".into(),
+            last_name: "l".into(),
+            email: "e".into(),
+        };
+        assert!(s.put_user(&u).unwrap());
+        assert!(!s.put_user(&u).unwrap());
+        assert_eq!(s.user("u").unwrap().unwrap(), u);
+        assert!(s.user("v").unwrap().is_none());
+        assert_eq!(s.queue_push("q", Bytes::from_static(b"1")).unwrap(), 1);
+        assert_eq!(s.queue_push("q", Bytes::from_static(b"2")).unwrap(), 2);
+        assert_eq!(s.queue_pop("q").unwrap().unwrap(), "1");
+        assert_eq!(s.queue_pop("q").unwrap().unwrap(), "2");
+        assert!(s.queue_pop("q").unwrap().is_none());
+    });
+}
+
+#[test]
+fn sqlite_data_survives_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keep.db");
+    {
+        let s = SqliteStore::open(&path).unwrap();
+        s.create_collection("c", "u", "n", "", vec![("a".into(), data("A"))])
+            .unwrap();
+        s.queue_push("q", Bytes::from_static(b"m")).unwrap();
+    }
+    let s = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        s.items("c", None).unwrap().unwrap().1[0]
+            .data
+            .as_ref()
+            .unwrap()
+            .title(),
+        "A"
+    );
+    assert_eq!(s.queue_pop("q").unwrap().unwrap(), "m");
+}

@@ -1,0 +1,200 @@
+//! A small namespace-aware XML tree for the bodies the server reads (WebDAV requests,
+//! EIMML, CMP), parsed with quick-xml, and escaping helpers for the bodies it writes.
+//! Request bodies are small enough that a tree is simpler and safer than streaming.
+
+use quick_xml::events::Event;
+use quick_xml::name::ResolveResult;
+use quick_xml::reader::NsReader;
+
+pub const DAV: &str = "DAV:";
+pub const CALDAV: &str = "urn:ietf:params:xml:ns:caldav";
+pub const CS: &str = "http://calendarserver.org/ns/";
+
+/// One element: its namespace, local name, the prefix it was written with, attributes
+/// (namespace, local name, value), children and text.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct El {
+    pub ns: String,
+    pub name: String,
+    pub prefix: String,
+    pub attrs: Vec<(String, String, String)>,
+    pub children: Vec<El>,
+    pub text: String,
+}
+
+impl El {
+    pub fn is(&self, ns: &str, name: &str) -> bool {
+        self.ns == ns && self.name == name
+    }
+    pub fn child(&self, ns: &str, name: &str) -> Option<&El> {
+        self.children.iter().find(|c| c.is(ns, name))
+    }
+    pub fn children_named<'a>(
+        &'a self,
+        ns: &'a str,
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a El> + 'a {
+        self.children.iter().filter(move |c| c.is(ns, name))
+    }
+    /// An attribute by local name, in no namespace or in `ns`.
+    pub fn attr(&self, ns: Option<&str>, name: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(n, l, _)| l == name && ns.is_none_or(|ns| n == ns))
+            .map(|(_, _, v)| v.as_str())
+    }
+}
+
+/// Parse a document into its root element. The message says what is wrong, for a 400.
+pub fn parse(text: &str) -> Result<El, String> {
+    let mut reader = NsReader::from_str(text);
+    let mut stack: Vec<El> = Vec::new();
+    let mut root: Option<El> = None;
+    loop {
+        let (res, ev) = reader
+            .read_resolved_event()
+            .map_err(|e| format!("malformed XML: {e}"))?;
+        let ns = match res {
+            ResolveResult::Bound(n) => String::from_utf8_lossy(n.as_ref()).into_owned(),
+            ResolveResult::Unbound => String::new(),
+            ResolveResult::Unknown(p) => {
+                return Err(format!(
+                    "malformed XML: undeclared prefix '{}'",
+                    String::from_utf8_lossy(&p)
+                ));
+            }
+        };
+        match ev {
+            Event::Start(ref e) | Event::Empty(ref e) => {
+                if root.is_some() {
+                    return Err("malformed XML: content after the root element".into());
+                }
+                let name = e.name();
+                let mut el = El {
+                    ns,
+                    name: String::from_utf8_lossy(name.local_name().as_ref()).into_owned(),
+                    prefix: name
+                        .prefix()
+                        .map(|p| String::from_utf8_lossy(p.as_ref()).into_owned())
+                        .unwrap_or_default(),
+                    ..El::default()
+                };
+                for a in e.attributes() {
+                    let a = a.map_err(|e| format!("malformed XML attribute: {e}"))?;
+                    let key = a.key;
+                    if key.as_namespace_binding().is_some() {
+                        continue;
+                    }
+                    let (ans, local) = reader.resolver().resolve_attribute(key);
+                    let ans = match ans {
+                        ResolveResult::Bound(n) => String::from_utf8_lossy(n.as_ref()).into_owned(),
+                        _ => String::new(),
+                    };
+                    let v = a
+                        .decoded_and_normalized_value(
+                            quick_xml::XmlVersion::Implicit1_0,
+                            reader.decoder(),
+                        )
+                        .map_err(|e| format!("malformed XML attribute value: {e}"))?;
+                    el.attrs.push((
+                        ans,
+                        String::from_utf8_lossy(local.as_ref()).into_owned(),
+                        v.into_owned(),
+                    ));
+                }
+                if matches!(ev, Event::Empty(_)) {
+                    close(&mut stack, &mut root, el);
+                } else {
+                    stack.push(el);
+                }
+            }
+            Event::End(_) => {
+                let el = stack.pop().ok_or("malformed XML: unexpected end tag")?;
+                close(&mut stack, &mut root, el);
+            }
+            Event::Text(t) => {
+                if let Some(top) = stack.last_mut() {
+                    top.text
+                        .push_str(&t.decode().map_err(|e| format!("malformed XML text: {e}"))?);
+                }
+            }
+            Event::CData(t) => {
+                if let Some(top) = stack.last_mut() {
+                    top.text.push_str(
+                        &t.decode()
+                            .map_err(|e| format!("malformed XML CDATA: {e}"))?,
+                    );
+                }
+            }
+            Event::GeneralRef(r) => {
+                if let Some(top) = stack.last_mut() {
+                    let ch = if r.is_char_ref() {
+                        r.resolve_char_ref().ok().flatten()
+                    } else {
+                        match r
+                            .decode()
+                            .map_err(|e| format!("malformed XML: {e}"))?
+                            .as_ref()
+                        {
+                            "amp" => Some('&'),
+                            "lt" => Some('<'),
+                            "gt" => Some('>'),
+                            "quot" => Some('"'),
+                            "apos" => Some('\''),
+                            other => {
+                                return Err(format!("malformed XML: unknown entity &{other};"));
+                            }
+                        }
+                    };
+                    top.text
+                        .push(ch.ok_or("malformed XML: bad character reference")?);
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    if !stack.is_empty() {
+        return Err("malformed XML: unclosed element".into());
+    }
+    root.ok_or_else(|| "malformed XML: no root element".into())
+}
+
+fn close(stack: &mut [El], root: &mut Option<El>, el: El) {
+    match stack.last_mut() {
+        Some(parent) => parent.children.push(el),
+        None => *root = Some(el),
+    }
+}
+
+/// Escape text for element content or attribute values.
+pub fn esc(s: &str) -> std::borrow::Cow<'_, str> {
+    quick_xml::escape::escape(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_prefixes_attrs_and_text() {
+        let el = parse(
+            r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><D:getetag/><C:calendar-data/></D:prop><x a="1 &amp; 2">t &lt;3 &#65;</x></D:propfind>"#,
+        )
+        .unwrap();
+        assert!(el.is(DAV, "propfind"));
+        assert_eq!(el.prefix, "D");
+        let prop = el.child(DAV, "prop").unwrap();
+        assert!(prop.child(CALDAV, "calendar-data").is_some());
+        let x = el.child("", "x").unwrap();
+        assert_eq!(x.attr(None, "a"), Some("1 & 2"));
+        assert_eq!(x.text, "t <3 A");
+    }
+
+    #[test]
+    fn malformed_documents_are_refused() {
+        for bad in ["", "<a>", "<a></b>", "<a/><b/>", "<p:a/>", "<a>&bogus;</a>"] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+}

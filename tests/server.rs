@@ -1,0 +1,1023 @@
+//! The embedded reference server driven with real HTTP requests, on both stores: CMP,
+//! Morse Code, Atom and CalDAV, the same events seen through all three, every error path
+//! of the issue, concurrent updates that must not lose a write, and SQLite restarts.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::runtime;
+use http_body_util::Full;
+use loadmix::server::{self, ServerConfig, ServerHandle};
+use loadmix::transport::{Conn, Endpoint, Request, Response, Timeouts};
+use loadmix::workload::{Connection, StoreSpec};
+
+struct Client {
+    rt: Arc<tokio::runtime::Runtime>,
+    conn: Conn,
+    auth: Option<String>,
+}
+
+struct Resp {
+    status: u16,
+    headers: hyper::HeaderMap,
+    body: String,
+}
+
+impl Resp {
+    fn header(&self, n: &str) -> &str {
+        self.headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+impl Client {
+    fn new(
+        rt: &Arc<tokio::runtime::Runtime>,
+        srv: &ServerHandle,
+        user: Option<(&str, &str)>,
+    ) -> Client {
+        use base64::Engine as _;
+        let ep = Arc::new(Endpoint::local(srv.addr, "test"));
+        Client {
+            rt: rt.clone(),
+            conn: Conn::new(
+                ep,
+                Connection::KeepAlive,
+                Timeouts {
+                    connect: Duration::from_secs(5),
+                    request: Duration::from_secs(30),
+                },
+            ),
+            auth: user.map(|(u, p)| {
+                format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
+                )
+            }),
+        }
+    }
+
+    fn send(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Resp {
+        let mut b = Request::builder()
+            .method(hyper::Method::from_bytes(method.as_bytes()).unwrap())
+            .uri(path);
+        if let Some(a) = &self.auth {
+            b = b.header("authorization", a.as_str());
+        }
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let req = b.body(Full::new(Bytes::from(body.to_string()))).unwrap();
+        let r: Response = self.rt.block_on(self.conn.send(req)).unwrap();
+        Resp {
+            status: r.status.as_u16(),
+            headers: r.headers,
+            body: String::from_utf8_lossy(&r.body).into_owned(),
+        }
+    }
+    fn get(&mut self, path: &str) -> Resp {
+        self.send("GET", path, &[], "")
+    }
+}
+
+const CMP_USER: &str = r#"<user xmlns="http://osafoundation.org/cosmo/CMP"><username>NAME</username><password>pw</password><firstName>F</firstName><lastName>L</lastName><email>e@x</email></user>"#;
+
+fn start(rt: &tokio::runtime::Runtime, store: StoreSpec) -> ServerHandle {
+    rt.block_on(server::start(ServerConfig {
+        store,
+        max_body: 256 * 1024,
+        ..ServerConfig::default()
+    }))
+    .unwrap()
+}
+
+/// Run `f` against a fresh server on each store, with users alice and bob created.
+fn each_store(f: impl Fn(&Arc<tokio::runtime::Runtime>, &ServerHandle, &mut Client, &mut Client)) {
+    let dir = tempfile::tempdir().unwrap();
+    for store in [
+        StoreSpec::Memory,
+        StoreSpec::Sqlite(dir.path().join("s.db").display().to_string()),
+    ] {
+        let rt = Arc::new(runtime());
+        let srv = start(&rt, store);
+        let mut admin = Client::new(&rt, &srv, Some(("root", "cosmo")));
+        for u in ["alice", "bob"] {
+            let r = admin.send(
+                "PUT",
+                &format!("/cosmo/cmp/user/{u}"),
+                &[("content-type", "text/xml")],
+                &CMP_USER.replace("NAME", u),
+            );
+            assert_eq!(r.status, 201, "{}", r.body);
+        }
+        let mut alice = Client::new(&rt, &srv, Some(("alice", "pw")));
+        let mut bob = Client::new(&rt, &srv, Some(("bob", "pw")));
+        f(&rt, &srv, &mut alice, &mut bob);
+        let rt2 = rt.clone();
+        rt2.block_on(srv.stop());
+    }
+}
+
+fn eimml(col: &str, items: &[(&str, &str, &str)], tombstones: &[&str]) -> String {
+    let mut s = format!(
+        r#"<eim:collection uuid="{col}" name="Cal {col}" xmlns:eim="http://osafoundation.org/eim/0">"#
+    );
+    for (uid, title, start) in items {
+        s.push_str(&format!(
+            r#"<eim:recordset uuid="{uid}"><item:record xmlns:item="http://osafoundation.org/eim/item/0"><item:uuid eim:key="true" eim:type="text">{uid}</item:uuid><item:title eim:type="text">{title}</item:title><item:triage eim:type="text">100 10.00 1</item:triage></item:record><event:record xmlns:event="http://osafoundation.org/eim/event/0"><event:uuid eim:key="true" eim:type="text">{uid}</event:uuid><event:dtstart eim:type="text">;VALUE=DATE-TIME:{start}</event:dtstart><event:duration eim:type="text">PT60M</event:duration></event:record></eim:recordset>"#
+        ));
+    }
+    for t in tombstones {
+        s.push_str(&format!(
+            r#"<eim:recordset eim:deleted="true" uuid="{t}"/>"#
+        ));
+    }
+    s.push_str("</eim:collection>");
+    s
+}
+
+const EIM: (&str, &str) = ("content-type", "application/eim+xml");
+const TOKEN: &str = "x-morsecode-synctoken";
+
+#[test]
+fn cmp_creates_accounts_as_admin_only() {
+    each_store(|rt, srv, alice, _| {
+        let mut anon = Client::new(rt, srv, None);
+        let body = CMP_USER.replace("NAME", "carol");
+        let ct = [("content-type", "text/xml")];
+        assert_eq!(
+            anon.send("PUT", "/cosmo/cmp/user/carol", &ct, &body).status,
+            401
+        );
+        assert_eq!(
+            alice
+                .send("PUT", "/cosmo/cmp/user/carol", &ct, &body)
+                .status,
+            403
+        );
+        let mut admin = Client::new(rt, srv, Some(("root", "cosmo")));
+        assert_eq!(
+            admin
+                .send("PUT", "/cosmo/cmp/user/carol", &ct, &body)
+                .status,
+            201
+        );
+        assert_eq!(
+            admin
+                .send("PUT", "/cosmo/cmp/user/carol", &ct, &body)
+                .status,
+            204
+        );
+        assert_eq!(
+            admin.send("PUT", "/cosmo/cmp/user/dave", &ct, &body).status,
+            400,
+            "name mismatch"
+        );
+        assert_eq!(
+            admin
+                .send("PUT", "/cosmo/cmp/user/dave", &ct, "<user")
+                .status,
+            400
+        );
+        let mut wrong = Client::new(rt, srv, Some(("root", "nope")));
+        assert_eq!(
+            wrong
+                .send("PUT", "/cosmo/cmp/user/carol", &ct, &body)
+                .status,
+            401
+        );
+        let mut carol = Client::new(rt, srv, Some(("carol", "pw")));
+        assert_eq!(
+            carol.get("/cosmo/mc/collection/none").status,
+            404,
+            "carol can log in"
+        );
+    });
+}
+
+#[test]
+fn morse_code_publish_subscribe_sync_update_delete() {
+    each_store(|_, _, alice, bob| {
+        let p = "/cosmo/mc/collection/C1";
+        let body = eimml(
+            "C1",
+            &[
+                ("I1", "Lunch", "20070314T101500Z"),
+                ("I2", "Dinner", "20070314T190000Z"),
+            ],
+            &[],
+        );
+        let r = alice.send("PUT", p, &[EIM], &body);
+        assert_eq!(r.status, 201);
+        let t1 = r.header(TOKEN).to_string();
+        assert!(!t1.is_empty());
+        assert_eq!(
+            alice.send("PUT", p, &[EIM], &body).status,
+            409,
+            "uid in use"
+        );
+        assert_eq!(
+            alice
+                .send("PUT", "/cosmo/mc/collection/C9", &[EIM], &body)
+                .status,
+            400,
+            "uid mismatch"
+        );
+        assert_eq!(
+            alice
+                .send("PUT", "/cosmo/mc/collection/C9", &[EIM], "<eim:collection")
+                .status,
+            400
+        );
+        assert_eq!(
+            alice
+                .send(
+                    "PUT",
+                    "/cosmo/mc/collection/C9",
+                    &[("content-type", "text/plain")],
+                    &body
+                )
+                .status,
+            415
+        );
+        // Subscribe: everything.
+        let r = alice.get(p);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header(TOKEN), t1);
+        assert!(r.body.contains("Lunch") && r.body.contains("Dinner"));
+        assert_eq!(bob.get(p).status, 403, "not bob's collection");
+        // Sync with the newest token: no records, still a token.
+        let r = alice.send("GET", p, &[(TOKEN, &t1)], "");
+        assert_eq!(r.status, 200);
+        assert!(!r.body.contains("recordset"), "{}", r.body);
+        assert_eq!(r.header(TOKEN), t1);
+        // Update: change I1, add I3, delete I2.
+        let upd = eimml(
+            "C1",
+            &[
+                ("I1", "Brunch", "20070314T101500Z"),
+                ("I3", "Tea", "20070315T160000Z"),
+            ],
+            &["I2"],
+        );
+        let r = alice.send("POST", p, &[EIM, (TOKEN, &t1)], &upd);
+        assert_eq!(r.status, 204);
+        let t2 = r.header(TOKEN).to_string();
+        assert_ne!(t1, t2);
+        // The old token is stale now.
+        assert_eq!(
+            alice.send("POST", p, &[EIM, (TOKEN, &t1)], &upd).status,
+            205
+        );
+        assert_eq!(alice.send("POST", p, &[EIM], &upd).status, 400, "no token");
+        // Sync from the first token: the two changes and the tombstone.
+        let r = alice.send("GET", p, &[(TOKEN, &t1)], "");
+        assert!(
+            r.body.contains("Brunch") && r.body.contains("Tea"),
+            "{}",
+            r.body
+        );
+        assert!(
+            r.body
+                .contains(r#"<eim:recordset uuid="I2" eim:deleted="true"/>"#),
+            "{}",
+            r.body
+        );
+        assert!(!r.body.contains("Dinner"));
+        assert_eq!(
+            alice.send("GET", p, &[(TOKEN, "1-999")], "").status,
+            400,
+            "a token of no life of this collection"
+        );
+        assert_eq!(alice.send("DELETE", p, &[], "").status, 204);
+        assert_eq!(alice.get(p).status, 404);
+        assert_eq!(alice.send("DELETE", p, &[], "").status, 404);
+    });
+}
+
+#[test]
+fn concurrent_updates_with_one_token_let_exactly_one_through() {
+    each_store(|rt, srv, alice, _| {
+        let p = "/cosmo/mc/collection/CC";
+        let t = alice
+            .send(
+                "PUT",
+                p,
+                &[EIM],
+                &eimml("CC", &[("X0", "x", "20070101T000000Z")], &[]),
+            )
+            .header(TOKEN)
+            .to_string();
+        let mut handles = Vec::new();
+        for i in 0..8 {
+            let ep = Arc::new(Endpoint::local(srv.addr, "t"));
+            let token = t.clone();
+            let body = eimml("CC", &[(&format!("N{i}"), "new", "20070101T000000Z")], &[]);
+            handles.push(rt.spawn(async move {
+                use base64::Engine as _;
+                let mut c = Conn::new(
+                    ep,
+                    Connection::KeepAlive,
+                    Timeouts {
+                        connect: Duration::from_secs(5),
+                        request: Duration::from_secs(30),
+                    },
+                );
+                let req = Request::builder()
+                    .method("POST")
+                    .uri(p)
+                    .header(
+                        "authorization",
+                        format!(
+                            "Basic {}",
+                            base64::engine::general_purpose::STANDARD.encode("alice:pw")
+                        ),
+                    )
+                    .header("content-type", "application/eim+xml")
+                    .header(TOKEN, token)
+                    .body(Full::new(Bytes::from(body)))
+                    .unwrap();
+                c.send(req).await.unwrap().status.as_u16()
+            }));
+        }
+        let codes: Vec<u16> = handles
+            .into_iter()
+            .map(|h| rt.block_on(h).unwrap())
+            .collect();
+        assert_eq!(codes.iter().filter(|c| **c == 204).count(), 1, "{codes:?}");
+        assert!(
+            codes.iter().all(|c| [204, 205, 423].contains(c)),
+            "{codes:?}"
+        );
+        // The winner's item is there, and only it.
+        let r = alice.get(p);
+        assert_eq!(r.body.matches("<eim:recordset").count(), 2, "{}", r.body);
+    });
+}
+
+fn atom_entry(uid: &str, title: &str, start: &str, rrule: bool) -> String {
+    let rr = if rrule {
+        r#","rrule":["text",";FREQ=WEEKLY"]"#
+    } else {
+        ""
+    };
+    format!(
+        r#"<entry xmlns="http://www.w3.org/2005/Atom"><title>{title}</title><id>urn:uuid:{uid}</id><updated>2007-06-05T10:58:15-07:00</updated><author><name>x</name></author><content type="application/eim+json">{{"uuid":"{uid}","records":{{"item":{{"prefix":"item","ns":"http://osafoundation.org/eim/item/0","key":{{"uuid":["text","{uid}"]}},"fields":{{"title":["text","{title}"]}}}},"event":{{"prefix":"event","ns":"http://osafoundation.org/eim/event/0","key":{{"uuid":["text","{uid}"]}},"fields":{{"dtstart":["text",";VALUE=DATE-TIME:{start}"],"duration":["text","PT30M"]{rr}}}}}}}}}</content></entry>"#
+    )
+}
+
+const ATOM: (&str, &str) = ("content-type", "application/atom+xml");
+
+fn feed_titles(body: &str) -> Vec<String> {
+    let f: atom_syndication::Feed = body
+        .parse()
+        .unwrap_or_else(|e| panic!("not a feed: {e}\n{body}"));
+    let mut v: Vec<String> = f
+        .entries()
+        .iter()
+        .map(|e| e.title().value.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn atom_feeds_queries_dashboards_create_and_update() {
+    each_store(|_, _, alice, bob| {
+        alice.send(
+            "PUT",
+            "/cosmo/mc/collection/A1",
+            &[EIM],
+            &eimml("A1", &[("E1", "Lunch", "20070314T101500Z")], &[]),
+        );
+        let r = alice.send(
+            "POST",
+            "/cosmo/atom/collection/A1",
+            &[ATOM],
+            &atom_entry("E2", "Weekly", "20070101T090000Z", true),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(r.header("location"), "/cosmo/atom/item/E2");
+        let etag = r.header("etag").to_string();
+        assert!(!etag.is_empty());
+        assert_eq!(
+            alice
+                .send(
+                    "POST",
+                    "/cosmo/atom/collection/A1",
+                    &[ATOM],
+                    &atom_entry("E2", "Again", "20070101T090000Z", false)
+                )
+                .status,
+            409
+        );
+        assert_eq!(
+            alice
+                .send(
+                    "POST",
+                    "/cosmo/atom/collection/A1",
+                    &[("content-type", "text/plain")],
+                    "x"
+                )
+                .status,
+            415
+        );
+        assert_eq!(
+            alice
+                .send(
+                    "POST",
+                    "/cosmo/atom/collection/A1",
+                    &[ATOM],
+                    "<feed xmlns=\"http://www.w3.org/2005/Atom\"/>"
+                )
+                .status,
+            400
+        );
+        assert_eq!(
+            bob.send(
+                "POST",
+                "/cosmo/atom/collection/A1",
+                &[ATOM],
+                &atom_entry("E9", "x", "20070101T090000Z", false)
+            )
+            .status,
+            403
+        );
+        // The full feed (default format eim-json) has both.
+        let r = alice.get("/cosmo/atom/collection/A1/full");
+        assert_eq!(r.status, 200);
+        assert_eq!(feed_titles(&r.body), ["Lunch", "Weekly"]);
+        assert!(r.body.contains("application/eim+json"));
+        assert_eq!(
+            feed_titles(&alice.get("/cosmo/atom/collection/A1").body),
+            ["Lunch", "Weekly"]
+        );
+        // A week in March: the lunch and one occurrence of the weekly event.
+        let q = "/cosmo/atom/collection/A1/full/eim-json?start=2007-03-12T00:00:00Z&end=2007-03-19T00:00:00Z";
+        assert_eq!(feed_titles(&alice.get(q).body), ["Lunch", "Weekly"]);
+        // Four weeks in May: four occurrences, each its own entry.
+        let q = "/cosmo/atom/collection/A1/full/eim-json?start=2007-05-07T00:00:00Z&end=2007-06-04T00:00:00Z";
+        assert_eq!(feed_titles(&alice.get(q).body), ["Weekly"; 4]);
+        assert_eq!(
+            alice
+                .get("/cosmo/atom/collection/A1/full/eim-json?start=2007-05-07T00:00:00Z")
+                .status,
+            400
+        );
+        assert_eq!(alice.get("/cosmo/atom/collection/A1/nonsense").status, 404);
+        // Dashboards: the NOW-triaged lunch is in "now"; the weekly series shows its next
+        // occurrence in "later" and its latest in "done".
+        assert_eq!(
+            feed_titles(
+                &alice
+                    .get("/cosmo/atom/collection/A1/dashboard-now/eim-json")
+                    .body
+            ),
+            ["Lunch"]
+        );
+        assert_eq!(
+            feed_titles(
+                &alice
+                    .get("/cosmo/atom/collection/A1/dashboard-later/eim-json")
+                    .body
+            ),
+            ["Weekly"]
+        );
+        assert_eq!(
+            feed_titles(
+                &alice
+                    .get("/cosmo/atom/collection/A1/dashboard-done/eim-json")
+                    .body
+            ),
+            ["Weekly"]
+        );
+        // Update with If-Match.
+        let upd = atom_entry("E2", "Weekly sync", "20070101T090000Z", true);
+        assert_eq!(
+            alice
+                .send(
+                    "PUT",
+                    "/cosmo/atom/item/E2",
+                    &[ATOM, ("if-match", "\"stale\"")],
+                    &upd
+                )
+                .status,
+            412
+        );
+        let r = alice.send(
+            "PUT",
+            "/cosmo/atom/item/E2",
+            &[ATOM, ("if-match", &etag)],
+            &upd,
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_ne!(r.header("etag"), etag);
+        assert_eq!(
+            alice
+                .send("PUT", "/cosmo/atom/item/E1", &[ATOM], &upd)
+                .status,
+            400,
+            "uuid mismatch"
+        );
+        assert_eq!(
+            alice
+                .send("PUT", "/cosmo/atom/item/NOPE", &[ATOM], &upd)
+                .status,
+            404
+        );
+        // Updating an item created through Morse Code, without If-Match (as the 2007 client).
+        assert_eq!(
+            alice
+                .send(
+                    "PUT",
+                    "/cosmo/atom/item/E1",
+                    &[ATOM],
+                    &atom_entry("E1", "Long lunch", "20070314T101500Z", false)
+                )
+                .status,
+            200
+        );
+        assert!(
+            alice
+                .get("/cosmo/mc/collection/A1")
+                .body
+                .contains("Long lunch"),
+            "Morse Code sees the Atom update"
+        );
+        assert_eq!(
+            alice.send("DELETE", "/cosmo/atom/item/E1", &[], "").status,
+            204
+        );
+        assert_eq!(
+            feed_titles(&alice.get("/cosmo/atom/collection/A1").body),
+            ["Weekly sync"]
+        );
+    });
+}
+
+const ICS: &str = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\nBEGIN:VEVENT\r\nUID:UIDX\r\nDTSTAMP:20070712T182145Z\r\nDTSTART:STARTX\r\nDURATION:PT30M\r\nRRULEXSUMMARY:SUMX\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n";
+
+fn ics(uid: &str, start: &str, summary: &str, weekly: bool) -> String {
+    ICS.replace("UIDX", uid)
+        .replace("STARTX", start)
+        .replace("SUMX", summary)
+        .replace("RRULEX", if weekly { "RRULE:FREQ=WEEKLY\r\n" } else { "" })
+}
+
+const TEXT_CAL: (&str, &str) = ("content-type", "text/calendar");
+const XML: (&str, &str) = ("content-type", "application/xml");
+
+fn query(start: &str, end: &str) -> String {
+    format!(
+        r#"<C:calendar-query xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop xmlns:D="DAV:"><D:getetag/><C:calendar-data/></D:prop><C:filter><C:comp-filter name="VCALENDAR"><C:comp-filter name="VEVENT"><C:time-range start="{start}" end="{end}"/></C:comp-filter></C:comp-filter></C:filter></C:calendar-query>"#
+    )
+}
+
+fn sync_body(token: &str) -> String {
+    format!(
+        r#"<D:sync-collection xmlns:D="DAV:"><D:sync-token>{token}</D:sync-token><D:sync-level>1</D:sync-level><D:prop><D:getetag/></D:prop></D:sync-collection>"#
+    )
+}
+
+fn sync_token_of(body: &str) -> String {
+    let root = loadmix::server::xml::parse(body).unwrap();
+    root.child("DAV:", "sync-token").unwrap().text.clone()
+}
+
+#[test]
+fn caldav_discovery_calendars_events_reports_and_sync() {
+    each_store(|_, _, alice, bob| {
+        // Discovery.
+        let r = alice.send("PROPFIND", "/cosmo/dav/", &[("depth", "0")], r#"<D:propfind xmlns:D="DAV:"><D:prop><D:current-user-principal/></D:prop></D:propfind>"#);
+        assert_eq!(r.status, 207);
+        assert!(
+            r.body.contains("<D:href>/cosmo/dav/alice/</D:href>"),
+            "{}",
+            r.body
+        );
+        let r = alice.send("PROPFIND", "/cosmo/dav/alice/", &[("depth", "0")], r#"<D:propfind xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><C:calendar-home-set/><D:foo/></D:prop></D:propfind>"#);
+        assert!(
+            r.body
+                .contains("<C:calendar-home-set><D:href>/cosmo/dav/alice/</D:href>"),
+            "{}",
+            r.body
+        );
+        assert!(
+            r.body.contains("404 Not Found"),
+            "unknown property reported missing"
+        );
+        assert_eq!(
+            bob.send("PROPFIND", "/cosmo/dav/alice/", &[("depth", "0")], "")
+                .status,
+            403
+        );
+        // Calendars.
+        let mk = r#"<C:mkcalendar xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:set><D:prop><D:displayname>Work</D:displayname></D:prop></D:set></C:mkcalendar>"#;
+        assert_eq!(
+            alice
+                .send("MKCALENDAR", "/cosmo/dav/alice/work", &[XML], mk)
+                .status,
+            201
+        );
+        assert_eq!(
+            alice
+                .send("MKCALENDAR", "/cosmo/dav/alice/work", &[XML], mk)
+                .status,
+            405
+        );
+        assert_eq!(
+            alice
+                .send("MKCALENDAR", "/cosmo/dav/alice/bad", &[XML], "<oops")
+                .status,
+            400
+        );
+        let r = alice.send("PROPFIND", "/cosmo/dav/alice/", &[("depth", "1")], "");
+        assert!(
+            r.body.contains("<D:displayname>Work</D:displayname>")
+                && r.body.contains("<C:calendar/>"),
+            "{}",
+            r.body
+        );
+        // Events.
+        let ev = "/cosmo/dav/alice/work/e1.ics";
+        let r = alice.send(
+            "PUT",
+            ev,
+            &[TEXT_CAL, ("if-none-match", "*")],
+            &ics("e1", "20070521T100000Z", "Planning", false),
+        );
+        assert_eq!(r.status, 201);
+        let etag = r.header("etag").to_string();
+        assert_eq!(
+            alice
+                .send(
+                    "PUT",
+                    ev,
+                    &[TEXT_CAL, ("if-none-match", "*")],
+                    &ics("e1", "20070521T100000Z", "x", false)
+                )
+                .status,
+            412
+        );
+        assert_eq!(
+            alice
+                .send(
+                    "PUT",
+                    ev,
+                    &[TEXT_CAL, ("if-match", "\"old\"")],
+                    &ics("e1", "20070521T100000Z", "x", false)
+                )
+                .status,
+            412
+        );
+        assert_eq!(
+            alice
+                .send(
+                    "PUT",
+                    "/cosmo/dav/alice/work/e2.ics",
+                    &[TEXT_CAL],
+                    "not a calendar"
+                )
+                .status,
+            400
+        );
+        assert_eq!(
+            alice
+                .send(
+                    "PUT",
+                    "/cosmo/dav/alice/work/e3.ics",
+                    &[TEXT_CAL],
+                    &ics("e1", "20070521T100000Z", "dup", false)
+                )
+                .status,
+            409,
+            "same UID under another name"
+        );
+        assert_eq!(
+            alice
+                .send(
+                    "PUT",
+                    "/cosmo/dav/alice/nocal/e.ics",
+                    &[TEXT_CAL],
+                    &ics("q", "20070521T100000Z", "x", false)
+                )
+                .status,
+            409
+        );
+        assert_eq!(
+            alice
+                .send(
+                    "PUT",
+                    "/cosmo/dav/alice/work/w.ics",
+                    &[TEXT_CAL],
+                    &ics("w", "20070101T090000Z", "Standup", true)
+                )
+                .status,
+            201
+        );
+        let r = alice.get(ev);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("etag"), etag);
+        assert!(r.body.contains("SUMMARY:Planning"));
+        // calendar-query: the week of May 21 holds Planning and one Standup occurrence.
+        let r = alice.send(
+            "REPORT",
+            "/cosmo/dav/alice/work/",
+            &[XML, ("depth", "1")],
+            &query("20070521T000000Z", "20070528T000000Z"),
+        );
+        assert_eq!(r.status, 207);
+        assert!(
+            r.body.contains("e1.ics")
+                && r.body.contains("w.ics")
+                && r.body.contains("BEGIN:VCALENDAR"),
+            "{}",
+            r.body
+        );
+        let r = alice.send(
+            "REPORT",
+            "/cosmo/dav/alice/work/",
+            &[XML],
+            &query("20061201T000000Z", "20061208T000000Z"),
+        );
+        assert!(
+            !r.body.contains("<D:response>"),
+            "nothing before the series starts: {}",
+            r.body
+        );
+        // multiget with a missing member.
+        let mg = r#"<C:calendar-multiget xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><D:getetag/></D:prop><D:href>/cosmo/dav/alice/work/e1.ics</D:href><D:href>/cosmo/dav/alice/work/gone.ics</D:href></C:calendar-multiget>"#;
+        let r = alice.send("REPORT", "/cosmo/dav/alice/work/", &[XML], mg);
+        assert!(
+            r.body.contains(&etag.replace('"', "&quot;"))
+                && r.body.contains("gone.ics</D:href><D:status>HTTP/1.1 404"),
+            "{}",
+            r.body
+        );
+        // sync-collection: initial, then changes and a deletion.
+        let r = alice.send("REPORT", "/cosmo/dav/alice/work/", &[XML], &sync_body(""));
+        assert_eq!(r.status, 207);
+        let t1 = sync_token_of(&r.body);
+        assert!(r.body.contains("e1.ics") && r.body.contains("w.ics"));
+        assert_eq!(alice.send("DELETE", ev, &[], "").status, 204);
+        assert_eq!(alice.send("DELETE", ev, &[], "").status, 404);
+        alice.send(
+            "PUT",
+            "/cosmo/dav/alice/work/n.ics",
+            &[TEXT_CAL],
+            &ics("n", "20070601T100000Z", "New", false),
+        );
+        let r = alice.send("REPORT", "/cosmo/dav/alice/work/", &[XML], &sync_body(&t1));
+        assert!(
+            r.body.contains("e1.ics</D:href><D:status>HTTP/1.1 404"),
+            "{}",
+            r.body
+        );
+        assert!(
+            r.body.contains("n.ics") && !r.body.contains("w.ics"),
+            "{}",
+            r.body
+        );
+        let t2 = sync_token_of(&r.body);
+        assert_ne!(t1, t2);
+        let r = alice.send(
+            "REPORT",
+            "/cosmo/dav/alice/work/",
+            &[XML],
+            &sync_body("urn:loadmix:sync:1-1"),
+        );
+        assert_eq!(r.status, 403);
+        assert!(r.body.contains("valid-sync-token"));
+        // ctag and sync-token move with changes.
+        let r = alice.send("PROPFIND", "/cosmo/dav/alice/work/", &[("depth", "0")], "");
+        assert!(r.body.contains(&t2), "{}", r.body);
+        assert_eq!(
+            alice
+                .send("DELETE", "/cosmo/dav/alice/work/", &[], "")
+                .status,
+            204
+        );
+        assert_eq!(alice.get("/cosmo/dav/alice/work/n.ics").status, 404);
+    });
+}
+
+#[test]
+fn one_event_seen_through_all_three_protocols() {
+    each_store(|_, _, alice, _| {
+        // Published through Morse Code ...
+        alice.send(
+            "PUT",
+            "/cosmo/mc/collection/X1",
+            &[EIM],
+            &eimml("X1", &[("M1", "From Morse", "20070521T100000Z")], &[]),
+        );
+        // ... read through CalDAV.
+        let r = alice.get("/cosmo/dav/alice/X1/M1.ics");
+        assert_eq!(r.status, 200);
+        assert!(
+            r.body.contains("SUMMARY:From Morse") && r.body.contains("DTSTART:20070521T100000Z"),
+            "{}",
+            r.body
+        );
+        let r = alice.send(
+            "REPORT",
+            "/cosmo/dav/alice/X1/",
+            &[XML],
+            &query("20070521T000000Z", "20070522T000000Z"),
+        );
+        assert!(r.body.contains("M1.ics"));
+        // Created through CalDAV ...
+        alice.send(
+            "PUT",
+            "/cosmo/dav/alice/X1/c.ics",
+            &[TEXT_CAL],
+            &ics("C1", "20070522T100000Z", "From CalDAV", false),
+        );
+        // ... seen by Morse Code and Atom.
+        assert!(
+            alice
+                .get("/cosmo/mc/collection/X1")
+                .body
+                .contains("From CalDAV")
+        );
+        let q = "/cosmo/atom/collection/X1/full/eim-json?start=2007-05-21T00:00:00Z&end=2007-05-28T00:00:00Z";
+        assert_eq!(
+            feed_titles(&alice.get(q).body),
+            ["From CalDAV", "From Morse"]
+        );
+        // A Morse Code update is a CalDAV change.
+        let t = alice
+            .get("/cosmo/mc/collection/X1")
+            .header(TOKEN)
+            .to_string();
+        let sync0 = sync_token_of(
+            &alice
+                .send("REPORT", "/cosmo/dav/alice/X1/", &[XML], &sync_body(""))
+                .body,
+        );
+        alice.send(
+            "POST",
+            "/cosmo/mc/collection/X1",
+            &[EIM, (TOKEN, &t)],
+            &eimml("X1", &[], &["M1"]),
+        );
+        let r = alice.send("REPORT", "/cosmo/dav/alice/X1/", &[XML], &sync_body(&sync0));
+        assert!(
+            r.body.contains("M1.ics</D:href><D:status>HTTP/1.1 404"),
+            "{}",
+            r.body
+        );
+    });
+}
+
+#[test]
+fn bad_requests_get_the_right_4xx() {
+    each_store(|rt, srv, alice, _| {
+        let mut anon = Client::new(rt, srv, None);
+        let r = anon.get("/cosmo/mc/collection/C");
+        assert_eq!(r.status, 401);
+        assert!(r.header("www-authenticate").starts_with("Basic"));
+        assert_eq!(
+            anon.send("PROPFIND", "/cosmo/dav/alice/", &[], "").status,
+            401
+        );
+        // Path tricks.
+        for p in [
+            "/cosmo/mc/collection/%2E%2E",
+            "/cosmo/mc/collection/a%2Fb",
+            "/cosmo/dav/alice/%2E%2E/x.ics",
+            "/cosmo/dav/alice/c/a%5Cb.ics",
+        ] {
+            assert_eq!(alice.get(p).status, 400, "{p}");
+        }
+        // Unknown methods: 405 with Allow.
+        let r = alice.send("PATCH", "/cosmo/mc/collection/C", &[], "");
+        assert_eq!(r.status, 405);
+        assert!(r.header("allow").contains("PUT"));
+        let r = alice.send("FROBNICATE", "/cosmo/dav/alice/", &[], "");
+        assert_eq!(r.status, 405);
+        assert!(r.header("allow").contains("PROPFIND"));
+        // Huge bodies: 413 and nothing stored.
+        let huge = "x".repeat(300 * 1024);
+        assert_eq!(
+            alice
+                .send("PUT", "/cosmo/mc/collection/H", &[EIM], &huge)
+                .status,
+            413
+        );
+        assert_eq!(
+            alice
+                .send("PUT", "/cosmo/dav/alice/H/h.ics", &[TEXT_CAL], &huge)
+                .status,
+            413
+        );
+        assert_eq!(alice.get("/cosmo/mc/collection/H").status, 404);
+        // Malformed XML to every XML service.
+        assert_eq!(
+            alice
+                .send(
+                    "PROPFIND",
+                    "/cosmo/dav/alice/",
+                    &[XML],
+                    "<D:propfind xmlns:D=\"DAV:\">"
+                )
+                .status,
+            400
+        );
+        assert_eq!(
+            alice
+                .send("REPORT", "/cosmo/dav/alice/", &[XML], "<x/>")
+                .status,
+            405,
+            "REPORT on a home"
+        );
+        alice.send("MKCALENDAR", "/cosmo/dav/alice/k", &[], "");
+        assert_eq!(
+            alice
+                .send("REPORT", "/cosmo/dav/alice/k/", &[XML], "<unclosed>")
+                .status,
+            400
+        );
+        assert_eq!(
+            alice
+                .send(
+                    "REPORT",
+                    "/cosmo/dav/alice/k/",
+                    &[XML],
+                    "<D:weird xmlns:D=\"DAV:\"/>"
+                )
+                .status,
+            403
+        );
+        // A failed update leaves the collection as it was.
+        let t = alice
+            .send(
+                "PUT",
+                "/cosmo/mc/collection/K2",
+                &[EIM],
+                &eimml("K2", &[("Z1", "keep", "20070101T000000Z")], &[]),
+            )
+            .header(TOKEN)
+            .to_string();
+        let bad = eimml("K2", &[("Z2", "half", "20070101T000000Z")], &[])
+            .replace("</eim:collection>", "<oops/></eim:collection>");
+        assert_eq!(
+            alice
+                .send("POST", "/cosmo/mc/collection/K2", &[EIM, (TOKEN, &t)], &bad)
+                .status,
+            400
+        );
+        let r = alice.get("/cosmo/mc/collection/K2");
+        assert_eq!(r.header(TOKEN), t);
+        assert!(!r.body.contains("half"));
+        assert_eq!(alice.get("/cosmo/nowhere").status, 404);
+    });
+}
+
+#[test]
+fn sqlite_data_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = StoreSpec::Sqlite(dir.path().join("keep.db").display().to_string());
+    let rt = Arc::new(runtime());
+    let token = {
+        let srv = start(&rt, spec.clone());
+        let mut admin = Client::new(&rt, &srv, Some(("root", "cosmo")));
+        admin.send(
+            "PUT",
+            "/cosmo/cmp/user/alice",
+            &[("content-type", "text/xml")],
+            &CMP_USER.replace("NAME", "alice"),
+        );
+        let mut alice = Client::new(&rt, &srv, Some(("alice", "pw")));
+        let t = alice
+            .send(
+                "PUT",
+                "/cosmo/mc/collection/R1",
+                &[EIM],
+                &eimml("R1", &[("P1", "Persisted", "20070101T000000Z")], &[]),
+            )
+            .header(TOKEN)
+            .to_string();
+        rt.block_on(srv.stop());
+        t
+    };
+    let srv = start(&rt, spec);
+    let mut alice = Client::new(&rt, &srv, Some(("alice", "pw")));
+    let r = alice.get("/cosmo/mc/collection/R1");
+    assert_eq!(r.status, 200, "the account and the collection survived");
+    assert!(r.body.contains("Persisted"));
+    assert_eq!(r.header(TOKEN), token, "and so did its change counter");
+    let r = alice.send(
+        "POST",
+        "/cosmo/mc/collection/R1",
+        &[EIM, (TOKEN, &token)],
+        &eimml("R1", &[("P2", "After", "20070101T000000Z")], &[]),
+    );
+    assert_eq!(r.status, 204, "the old token is still the newest");
+    rt.block_on(srv.stop());
+}

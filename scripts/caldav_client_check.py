@@ -6,17 +6,52 @@ events (one recurring), search by time range (the recurring one must be found in
 week), fetch, delete, and check the deletions. Exits non-zero with a message on the first
 thing that does not work.
 
-Usage: caldav_client_check.py URL USER PASSWORD   (URL like http://127.0.0.1:8080/cosmo/dav/)
+Usage: caldav_client_check.py BASE ADMIN:PASSWORD   (BASE like http://127.0.0.1:8080/cosmo)
+It waits for the server, creates its own account through CMP as the admin, then checks.
 """
+import base64
+import socket
 import sys
+import time
+import urllib.parse
+import urllib.request
 import uuid
 from datetime import datetime, timezone
 
 import caldav
 
 
+def wait_for(base):
+    u = urllib.parse.urlsplit(base)
+    for _ in range(100):
+        try:
+            socket.create_connection((u.hostname, u.port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing answers at {base}")
+
+
+def create_account(base, admin, user, password):
+    body = (
+        '<user xmlns="http://osafoundation.org/cosmo/CMP">'
+        f"<username>{user}</username><password>{password}</password>"
+        "<firstName>C</firstName><lastName>K</lastName><email>c@k</email></user>"
+    ).encode()
+    req = urllib.request.Request(f"{base}/cmp/user/{user}", data=body, method="PUT")
+    req.add_header("Content-Type", "text/xml")
+    req.add_header("Authorization", "Basic " + base64.b64encode(admin.encode()).decode())
+    with urllib.request.urlopen(req) as r:
+        if r.status != 201:
+            raise RuntimeError(f"account creation answered {r.status}")
+
+
 def main():
-    url, user, password = sys.argv[1:4]
+    base, admin = sys.argv[1].rstrip("/"), sys.argv[2]
+    wait_for(base)
+    user, password = "checker", "pw"
+    create_account(base, admin, user, password)
+    url = f"{base}/dav/"
     client = caldav.DAVClient(url=url, username=user, password=password)
     principal = client.principal()
     home = principal.calendar_home_set

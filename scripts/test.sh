@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh checkout: formatting, lints, unit and integration
-# tests. Installs what the tests need (nothing beyond the Rust toolchain yet) under
-# .tools/ (git-ignored). CI runs exactly this (.ci/run).
+# tests, and a real CalDAV client (the Python `caldav` library, installed in a venv under
+# .tools/, git-ignored) against the embedded server on both stores. CI runs exactly this
+# (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,5 +16,8 @@ echo "== cargo test"
 # The binary is built first so the tests that spawn it do not race its build.
 cargo build --locked
 cargo test --locked --all-targets
+
+echo "== real CalDAV client (Python caldav) against loadmix serve"
+scripts/caldav_client_check.sh
 
 echo "== all tests passed"

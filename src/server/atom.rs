@@ -141,7 +141,14 @@ fn feed(
             );
         }
     };
-    let items = match st.store.items(&uid, None) {
+    let listed = match range {
+        Some((s, e)) => {
+            st.store
+                .items_overlapping(&uid, s.timestamp_millis(), e.timestamp_millis())
+        }
+        None => st.store.items(&uid, None),
+    };
+    let items = match listed {
         Ok(Some((_, items))) => items,
         Ok(None) => return text(StatusCode::NOT_FOUND, "no such collection"),
         Err(e) => return store_error(e),

@@ -729,7 +729,15 @@ impl Dav<'_> {
                 Ok(x) => x,
                 Err(m) => return dav_error_text(StatusCode::BAD_REQUEST, &m),
             };
-            let items = match self.st.store.items(cal, None) {
+            let listed = match range {
+                Some((s, e)) => {
+                    self.st
+                        .store
+                        .items_overlapping(cal, s.timestamp_millis(), e.timestamp_millis())
+                }
+                None => self.st.store.items(cal, None),
+            };
+            let items = match listed {
                 Ok(Some((_, items))) => items,
                 Ok(None) => Vec::new(),
                 Err(e) => return store_error(e),

@@ -47,9 +47,48 @@ pub struct ItemData {
     /// The iCalendar text as a CalDAV client sent it, served back unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ics: Option<String>,
+    /// When the event happens, worked out once when the item is written: time-range
+    /// queries must not parse every item's calendar text on every request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<When>,
+}
+
+/// A stored, serialisable [`Timing`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct When {
+    pub start_ms: i64,
+    pub duration_s: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rrule: Option<String>,
 }
 
 impl ItemData {
+    /// New item data with its timing worked out.
+    pub fn new(records: Vec<Record>, ics: Option<String>) -> ItemData {
+        let mut d = ItemData {
+            records,
+            ics,
+            when: None,
+        };
+        d.when = d.compute_timing().map(|t| When {
+            start_ms: t.start.timestamp_millis(),
+            duration_s: t.duration.num_seconds(),
+            rrule: t.rrule,
+        });
+        d
+    }
+
+    /// Where an item may fall in time, for pre-filtering range queries: its first start and
+    /// its end (`None` for a recurring event, which may go on for ever). `None` when the item
+    /// has no time at all.
+    pub fn span(&self) -> Option<(i64, Option<i64>)> {
+        let w = self.when.as_ref()?;
+        let end = match w.rrule {
+            Some(_) => None,
+            None => Some(w.start_ms + w.duration_s * 1000),
+        };
+        Some((w.start_ms, end))
+    }
     fn field(&self, ns: &str, name: &str) -> Option<&str> {
         self.records
             .iter()
@@ -64,14 +103,15 @@ impl ItemData {
     /// Replace records of the same namespace, keep the others (a Morse Code update may
     /// carry only the records that changed).
     pub fn merge(&mut self, newer: ItemData) {
+        let mut records = std::mem::take(&mut self.records);
         for r in newer.records {
-            match self.records.iter_mut().find(|x| x.ns == r.ns) {
+            match records.iter_mut().find(|x| x.ns == r.ns) {
                 Some(x) => *x = r,
-                None => self.records.push(r),
+                None => records.push(r),
             }
         }
         // The calendar text no longer describes the item.
-        self.ics = newer.ics;
+        *self = ItemData::new(records, newer.ics);
     }
 
     /// Triage status code: 100 now, 200 later, 300 done (Cosmo's "100 10.00 1").
@@ -81,8 +121,20 @@ impl ItemData {
             .and_then(|c| c.parse().ok())
     }
 
-    /// Start, duration and recurrence, from the calendar text or the event record.
+    /// Start, duration and recurrence.
     pub fn timing(&self) -> Option<Timing> {
+        match &self.when {
+            Some(w) => Some(Timing {
+                start: Utc.timestamp_millis_opt(w.start_ms).single()?,
+                duration: Duration::seconds(w.duration_s),
+                rrule: w.rrule.clone(),
+            }),
+            None => self.compute_timing(),
+        }
+    }
+
+    /// Start, duration and recurrence, from the calendar text or the event record.
+    fn compute_timing(&self) -> Option<Timing> {
         if let Some(ics) = &self.ics {
             return timing_from_ics(ics);
         }
@@ -211,7 +263,7 @@ pub fn from_eim_json(text: &str) -> Result<(String, ItemData), String> {
             });
         }
     }
-    Ok((uid, ItemData { records, ics: None }))
+    Ok((uid, ItemData::new(records, None)))
 }
 
 /// A parsed EIMML collection: its uid and name, and per recordset the item uid and either
@@ -275,7 +327,7 @@ pub fn parse_eimml(text: &str) -> Result<Eimml, String> {
                     .collect(),
             })
             .collect();
-        recordsets.push((uid, Some(ItemData { records, ics: None })));
+        recordsets.push((uid, Some(ItemData::new(records, None))));
     }
     Ok(Eimml {
         uuid,
@@ -415,10 +467,7 @@ pub fn parse_ics(text: &str) -> Result<(String, ItemData), String> {
             fields,
         });
     }
-    let data = ItemData {
-        records,
-        ics: Some(text.to_string()),
-    };
+    let data = ItemData::new(records, Some(text.to_string()));
     Ok((uid, data))
 }
 

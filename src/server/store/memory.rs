@@ -261,6 +261,34 @@ impl Store for MemoryStore {
         Ok(Some((info, v)))
     }
 
+    fn items_overlapping(
+        &self,
+        collection: &str,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Option<(CollectionInfo, Vec<Item>)>, StoreError> {
+        let st = self.read()?;
+        let Some(col) = st.cols.get(collection) else {
+            return Ok(None);
+        };
+        let Some(info) = col.info.clone() else {
+            return Ok(None);
+        };
+        // Filter before cloning: a month out of a big calendar is a small share of it.
+        let mut v: Vec<Item> = col
+            .items
+            .values()
+            .filter(|i| {
+                i.data
+                    .as_ref()
+                    .is_some_and(|d| span_overlaps(d.span(), start_ms, end_ms))
+            })
+            .cloned()
+            .collect();
+        v.sort_by(|a, b| a.version.cmp(&b.version).then_with(|| a.uid.cmp(&b.uid)));
+        Ok(Some((info, v)))
+    }
+
     fn item_by_name(&self, collection: &str, name: &str) -> Result<Option<Item>, StoreError> {
         let st = self.read()?;
         let Some(col) = st.cols.get(collection) else {

@@ -173,6 +173,14 @@ pub trait Store: Send + Sync + 'static {
         collection: &str,
         since: Option<u64>,
     ) -> Result<Option<(CollectionInfo, Vec<Item>)>, StoreError>;
+    /// Live items that may overlap [start, end) (ms since the epoch): every item that does,
+    /// and recurring ones that might; the caller checks occurrences exactly.
+    fn items_overlapping(
+        &self,
+        collection: &str,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Option<(CollectionInfo, Vec<Item>)>, StoreError>;
     fn item_by_name(&self, collection: &str, name: &str) -> Result<Option<Item>, StoreError>;
     /// A live item by uid in any collection, with its collection's uid.
     fn item_by_uid(&self, uid: &str) -> Result<Option<(String, Item)>, StoreError>;
@@ -323,6 +331,16 @@ pub(crate) fn decide(
         }
     }
     Ok(Ok(out))
+}
+
+/// Whether an item's [`ItemData::span`] may overlap [start, end).
+pub(crate) fn span_overlaps(span: Option<(i64, Option<i64>)>, start_ms: i64, end_ms: i64) -> bool {
+    match span {
+        None => false,
+        Some((s, None)) => s < end_ms,
+        // Zero-length events at the window's start count, as in `Timing::occurrences`.
+        Some((s, Some(e))) => s < end_ms && (e > start_ms || (e == s && s >= start_ms)),
+    }
 }
 
 pub(crate) fn now_ms() -> u64 {

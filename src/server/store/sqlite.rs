@@ -22,7 +22,9 @@ CREATE TABLE IF NOT EXISTS collections(
 CREATE INDEX IF NOT EXISTS collections_owner ON collections(owner);
 CREATE TABLE IF NOT EXISTS items(
     collection TEXT NOT NULL, uid TEXT NOT NULL, name TEXT NOT NULL, version INTEGER NOT NULL,
-    data TEXT, modified INTEGER NOT NULL, PRIMARY KEY(collection, uid));
+    data TEXT, modified INTEGER NOT NULL, span_start INTEGER, span_end INTEGER,
+    PRIMARY KEY(collection, uid));
+CREATE INDEX IF NOT EXISTS items_span ON items(collection, span_start) WHERE data IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS items_name ON items(collection, name) WHERE data IS NOT NULL;
 CREATE INDEX IF NOT EXISTS items_version ON items(collection, version);
 CREATE INDEX IF NOT EXISTS items_uid ON items(uid) WHERE data IS NOT NULL;
@@ -141,6 +143,14 @@ impl WriteView for View<'_> {
     }
 }
 
+/// `span_start` (NULL: no time) and `span_end` (NULL: open-ended recurrence).
+fn span_cols(d: Option<&ItemData>) -> (Option<i64>, Option<i64>) {
+    match d.and_then(ItemData::span) {
+        Some((s, e)) => (Some(s), e),
+        None => (None, None),
+    }
+}
+
 fn json(d: &ItemData) -> Result<String, StoreError> {
     serde_json::to_string(d).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
@@ -213,7 +223,9 @@ impl Store for SqliteStore {
         )?;
         let now = now_ms() as i64;
         {
-            let mut ins = tx.prepare("INSERT INTO items(collection, uid, name, version, data, modified) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
+            let mut ins = tx.prepare(
+                "INSERT INTO items(collection, uid, name, version, data, modified, span_start, span_end) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?;
             for (item_uid, data) in &items {
                 let taken = tx
                     .query_row(
@@ -228,13 +240,16 @@ impl Store for SqliteStore {
                         "uid {item_uid} is in use in another collection"
                     )));
                 }
+                let (ss, se) = span_cols(Some(data));
                 ins.execute(params![
                     uid,
                     item_uid,
                     default_name(item_uid),
                     version as i64,
                     json(data)?,
-                    now
+                    now,
+                    ss,
+                    se
                 ])?;
             }
         }
@@ -299,19 +314,24 @@ impl Store for SqliteStore {
         let mut etags = Vec::new();
         {
             let mut up = tx.prepare(
-                "INSERT INTO items(collection, uid, name, version, data, modified) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                "INSERT INTO items(collection, uid, name, version, data, modified, span_start, span_end)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT(collection, uid) DO UPDATE SET name = excluded.name, version = excluded.version,
-                 data = excluded.data, modified = excluded.modified",
+                 data = excluded.data, modified = excluded.modified, span_start = excluded.span_start,
+                 span_end = excluded.span_end",
             )?;
             for a in &applies {
                 let data = a.data.as_ref().map(json).transpose()?;
+                let (ss, se) = span_cols(a.data.as_ref());
                 up.execute(params![
                     collection,
                     a.uid,
                     a.name,
                     version as i64,
                     data,
-                    now
+                    now,
+                    ss,
+                    se
                 ])?;
                 if a.is_put {
                     let item = Item {
@@ -358,6 +378,32 @@ impl Store for SqliteStore {
                     .collect::<Result<_, _>>()?
             }
         };
+        let items = rows
+            .into_iter()
+            .map(to_item)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some((info, items)))
+    }
+
+    fn items_overlapping(
+        &self,
+        collection: &str,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Option<(CollectionInfo, Vec<Item>)>, StoreError> {
+        let conn = self.lock()?;
+        let Some(info) = collection_of(&conn, collection)? else {
+            return Ok(None);
+        };
+        // The same rule as `span_overlaps`, in SQL, so only candidates are decoded.
+        let mut st = conn.prepare_cached(&format!(
+            "SELECT {ITEM_COLS} FROM items WHERE collection = ?1 AND data IS NOT NULL AND span_start IS NOT NULL
+             AND span_start < ?3 AND (span_end IS NULL OR span_end > ?2 OR (span_end = span_start AND span_start >= ?2))
+             ORDER BY version, uid"
+        ))?;
+        let rows: Vec<_> = st
+            .query_map(params![collection, start_ms, end_ms], item_row)?
+            .collect::<Result<_, _>>()?;
         let items = rows
             .into_iter()
             .map(to_item)

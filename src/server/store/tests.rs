@@ -4,8 +4,8 @@ use super::*;
 use crate::server::model::{Field, Record};
 
 fn data(title: &str) -> ItemData {
-    ItemData {
-        records: vec![Record {
+    ItemData::new(
+        vec![Record {
             prefix: "item".into(),
             ns: "http://osafoundation.org/eim/item/0".into(),
             fields: vec![Field {
@@ -15,8 +15,8 @@ fn data(title: &str) -> ItemData {
                 value: Some(title.into()),
             }],
         }],
-        ics: None,
-    }
+        None,
+    )
 }
 
 fn put(uid: &str, title: &str) -> ItemOp {
@@ -221,4 +221,42 @@ fn sqlite_data_survives_reopening() {
         "A"
     );
     assert_eq!(s.queue_pop("q").unwrap().unwrap(), "m");
+}
+
+fn event(start: &str, rrule: bool) -> ItemData {
+    let ics = format!(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nBEGIN:VEVENT\r\nUID:u{start}\r\nDTSTART:{start}\r\nDURATION:PT1H\r\n{}END:VEVENT\r\nEND:VCALENDAR\r\n",
+        if rrule { "RRULE:FREQ=WEEKLY\r\n" } else { "" }
+    );
+    crate::server::model::parse_ics(&ics).unwrap().1
+}
+
+#[test]
+fn range_prefilter_keeps_every_candidate() {
+    each_store(|s| {
+        let items = vec![
+            ("may".to_string(), event("20070521T100000Z", false)),
+            ("june".to_string(), event("20070601T100000Z", false)),
+            ("weekly".to_string(), event("20070101T100000Z", true)),
+            ("untimed".to_string(), data("no time")),
+        ];
+        s.create_collection("r", "u", "n", "", items).unwrap();
+        let ms = |t: &str| {
+            crate::server::model::parse_ical_datetime(t)
+                .unwrap()
+                .timestamp_millis()
+        };
+        let (_, got) = s
+            .items_overlapping("r", ms("20070521T000000Z"), ms("20070528T000000Z"))
+            .unwrap()
+            .unwrap();
+        let mut uids: Vec<&str> = got.iter().map(|i| i.uid.as_str()).collect();
+        uids.sort();
+        assert_eq!(uids, ["may", "weekly"], "{}", s.kind());
+        let (_, got) = s
+            .items_overlapping("r", ms("20061201T000000Z"), ms("20061208T000000Z"))
+            .unwrap()
+            .unwrap();
+        assert!(got.is_empty(), "nothing before the first start");
+    });
 }

@@ -82,23 +82,6 @@ pub async fn feed_projection_format(
     feed(st, uid, &p, Some(&f), q, h)
 }
 
-fn owned(
-    st: &AppState,
-    headers: &HeaderMap,
-    uid: &str,
-) -> Result<(Caller, CollectionInfo), Response> {
-    let caller = st.authenticate(headers)?;
-    if !safe_segment(uid) {
-        return Err(bad_segment());
-    }
-    match st.store.collection(uid) {
-        Ok(Some(c)) if st.may_access(&caller, &c.owner) => Ok((caller, c)),
-        Ok(Some(_)) => Err(text(StatusCode::FORBIDDEN, "not your collection")),
-        Ok(None) => Err(text(StatusCode::NOT_FOUND, "no such collection")),
-        Err(e) => Err(store_error(e)),
-    }
-}
-
 fn parse_time(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
         .ok()
@@ -113,7 +96,7 @@ fn feed(
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    let (_, info) = match owned(&st, &headers, &uid) {
+    let info = match st.owned_collection(&headers, &uid) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -398,7 +381,7 @@ pub async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Err(r) = owned(&st, &headers, &uid) {
+    if let Err(r) = st.owned_collection(&headers, &uid) {
         return r;
     }
     let (item_uid, data) = match read_entry(&headers, &body) {
@@ -408,15 +391,8 @@ pub async fn create(
     if !safe_segment(&item_uid) {
         return text(StatusCode::BAD_REQUEST, "bad item uuid");
     }
-    match st.store.item_by_uid(&item_uid) {
-        Ok(Some(_)) => {
-            return text(
-                StatusCode::CONFLICT,
-                format!("item uid {item_uid} is in use"),
-            );
-        }
-        Ok(None) => {}
-        Err(e) => return store_error(e),
+    if let Err(r) = st.uid_free(&item_uid) {
+        return r;
     }
     let Some(_lock) = st.try_lock(&uid) else {
         return text(StatusCode::LOCKED, "the collection is being updated");

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 
 use super::ServerStats;
-use super::store::{Store, StoreError};
+use super::store::{CollectionInfo, Store, StoreError};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -88,6 +88,38 @@ impl AppState {
             locks: self.locks.clone(),
             uid: collection.to_string(),
         })
+    }
+}
+
+impl AppState {
+    /// Authenticate, check the uid, and load a collection the caller may use.
+    pub fn owned_collection(
+        &self,
+        headers: &HeaderMap,
+        uid: &str,
+    ) -> Result<CollectionInfo, Response> {
+        let caller = self.authenticate(headers)?;
+        if !safe_segment(uid) {
+            return Err(bad_segment());
+        }
+        match self.store.collection(uid) {
+            Ok(Some(c)) if self.may_access(&caller, &c.owner) => Ok(c),
+            Ok(Some(_)) => Err(text(StatusCode::FORBIDDEN, "not your collection")),
+            Ok(None) => Err(text(StatusCode::NOT_FOUND, "no such collection")),
+            Err(e) => Err(store_error(e)),
+        }
+    }
+
+    /// 409 when an item uid is already used by any collection.
+    pub fn uid_free(&self, uid: &str) -> Result<(), Response> {
+        match self.store.item_by_uid(uid) {
+            Ok(Some(_)) => Err(text(
+                StatusCode::CONFLICT,
+                format!("item uid {uid} is in use"),
+            )),
+            Ok(None) => Ok(()),
+            Err(e) => Err(store_error(e)),
+        }
     }
 }
 

@@ -31,20 +31,6 @@ fn with_token(status: StatusCode, info_token: &str, body: Option<String>) -> Res
     r
 }
 
-/// Authenticate and load an existing collection the caller may use.
-fn owned(st: &AppState, headers: &HeaderMap, uid: &str) -> Result<CollectionInfo, Response> {
-    let caller = st.authenticate(headers)?;
-    if !safe_segment(uid) {
-        return Err(bad_segment());
-    }
-    match st.store.collection(uid) {
-        Ok(Some(c)) if st.may_access(&caller, &c.owner) => Ok(c),
-        Ok(Some(_)) => Err(text(StatusCode::FORBIDDEN, "not your collection")),
-        Ok(None) => Err(text(StatusCode::NOT_FOUND, "no such collection")),
-        Err(e) => Err(store_error(e)),
-    }
-}
-
 fn parse_body(headers: &HeaderMap, body: &[u8], uid: &str) -> Result<model::Eimml, Response> {
     require_length(headers)?;
     if media_type(headers) != EIMML {
@@ -86,15 +72,8 @@ pub async fn publish(
     let mut items: Vec<(String, ItemData)> = Vec::new();
     for (item_uid, data) in e.recordsets {
         if let Some(d) = data {
-            match st.store.item_by_uid(&item_uid) {
-                Ok(Some(_)) => {
-                    return text(
-                        StatusCode::CONFLICT,
-                        format!("item uid {item_uid} is in use"),
-                    );
-                }
-                Ok(None) => {}
-                Err(err) => return store_error(err),
+            if let Err(r) = st.uid_free(&item_uid) {
+                return r;
             }
             if items.iter().any(|(u, _)| *u == item_uid) {
                 return text(
@@ -121,7 +100,7 @@ pub async fn subscribe_or_sync(
     Path(uid): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let info = match owned(&st, &headers, &uid) {
+    let info = match st.owned_collection(&headers, &uid) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -157,7 +136,7 @@ pub async fn update(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let info = match owned(&st, &headers, &uid) {
+    let info = match st.owned_collection(&headers, &uid) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -218,7 +197,7 @@ pub async fn delete(
     Path(uid): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = owned(&st, &headers, &uid) {
+    if let Err(r) = st.owned_collection(&headers, &uid) {
         return r;
     }
     match st.store.delete_collection(&uid) {

@@ -288,7 +288,7 @@ async fn run(a: RunArgs) -> i32 {
     }
     let result = match result {
         Ok(r) => r,
-        Err(EngineError::Protocol(e @ ProtocolError::Unsupported { .. })) => {
+        Err(EngineError::Protocol(e @ ProtocolError::Setup(_))) => {
             return fail(EXIT_USAGE, e);
         }
         Err(e) => return fail(EXIT_UNREACHABLE, e),
@@ -383,12 +383,16 @@ fn write_op_log(path: &Path, w: &Workload, r: &engine::RunResult) -> std::io::Re
             c.name,
             e.vu,
             e.seq,
-            c.ops[e.op].name,
+            e.op.map_or("(bootstrap)", |o| c.ops[o].name.as_str()),
             c.labels[e.label],
             e.start_us,
             e.latency_us,
             e.status,
-            e.error.map_or("", |x| x.name())
+            if e.skipped {
+                "skipped"
+            } else {
+                e.error.map_or("", |x| x.name())
+            }
         )?;
     }
     f.flush()

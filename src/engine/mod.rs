@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{self, LabelTable, RoundStats, Sample};
-use crate::protocol::{ClassDriver, ProtocolError, VuDriver, VuIds};
+use crate::protocol::{AccountPlan, ClassDriver, ProtocolError, VuDriver, VuIds};
 use crate::transport::{Conn, Endpoint, ErrorClass, Timeouts};
 use crate::workload::{Stop, UserClass, Workload};
 use seed::{VuRngs, class_seed, next_op, next_think};
@@ -55,14 +55,17 @@ pub struct OpLogEntry {
     pub class: usize,
     pub vu: u32,
     pub seq: u64,
-    /// Index into the class's operation table (what the VU picked).
-    pub op: usize,
+    /// Index into the class's operation table (what the VU picked); `None` for a
+    /// bootstrap operation, which is not picked from the table.
+    pub op: Option<usize>,
     /// Label it was reported under (index into the class's labels).
     pub label: usize,
     pub start_us: u64,
     pub latency_us: u64,
     pub status: u16,
     pub error: Option<ErrorClass>,
+    /// Picked but with nothing to act on: nothing sent, nothing recorded.
+    pub skipped: bool,
 }
 
 /// The first failures of a run, with what came back, for the report.
@@ -87,6 +90,8 @@ pub struct RoundResult {
     pub stats: RoundStats,
     pub vus: u64,
     pub connections_opened: u64,
+    /// VUs whose set-up (account, discovery) failed; they ran anyway, and failed visibly.
+    pub setup_failures: u64,
     pub interrupted: bool,
 }
 
@@ -118,11 +123,21 @@ pub async fn prepare(
     w: &Workload,
     cfg: &EngineConfig,
 ) -> Result<Vec<Arc<ClassDriver>>, EngineError> {
+    let accounts = AccountPlan::resolve(w, std::path::Path::new(&w.file).parent())?;
+    let timeouts = Timeouts {
+        connect: w.run.connect_timeout,
+        request: w.run.timeout,
+    };
     let mut drivers = Vec::new();
     for class in &w.classes {
-        let d = ClassDriver::new(w, class, class_seed(w.run.seed, &class.name))?;
+        let d = ClassDriver::new(
+            w,
+            class,
+            class_seed(w.run.seed, &class.name),
+            accounts.clone(),
+        );
         if cfg.preflight && class.count > 0 {
-            d.preflight(class, &cfg.endpoint, w.run.connect_timeout)
+            d.preflight(w, class, &cfg.endpoint, timeouts, &cfg.run_id)
                 .await?;
         }
         drivers.push(Arc::new(d));
@@ -180,6 +195,47 @@ async fn run_round(
     labels: &LabelTable,
     round: u32,
 ) -> (RoundResult, Vec<OpLogEntry>, Vec<FailureNote>) {
+    let timeouts = Timeouts {
+        connect: w.run.connect_timeout,
+        request: w.run.timeout,
+    };
+    // Set-up (accounts, discovery) runs before the clock starts, as the 2007 runner created
+    // its users before starting their threads.
+    let mut setups = tokio::task::JoinSet::new();
+    for (ci, class) in w.classes.iter().enumerate() {
+        for vu in 0..class.count {
+            let ids = VuIds {
+                vu,
+                round,
+                run_id: cfg.run_id.clone(),
+            };
+            let mut driver = drivers[ci].new_vu(w, class, ids);
+            let mut conn = Conn::new(cfg.endpoint.clone(), class.connection, timeouts);
+            setups.spawn(async move {
+                let res = driver.setup(&mut conn).await;
+                (ci, vu, driver, conn, res)
+            });
+        }
+    }
+    let mut ready = Vec::new();
+    let mut failures = Vec::new();
+    let mut setup_failures = 0u64;
+    while let Some(res) = setups.join_next().await {
+        if let Ok((ci, vu, driver, conn, res)) = res {
+            if let Err(detail) = res {
+                setup_failures += 1;
+                failures.push(FailureNote {
+                    round,
+                    label: labels.index(ci, 0),
+                    error: ErrorClass::Status,
+                    detail: format!("set-up of {}#{vu}: {detail}", w.classes[ci].name),
+                });
+            }
+            ready.push((ci, vu, driver, conn));
+        }
+    }
+    ready.sort_by_key(|(ci, vu, _, _)| (*ci, *vu));
+
     let (factory, aggregator) = metrics::aggregator(labels.len(), w.run.warmup);
     let started_at = SystemTime::now();
     let start = Instant::now();
@@ -187,46 +243,33 @@ async fn run_round(
         Stop::Duration(d) => Some(start + d),
         Stop::Iterations(_) => None,
     };
-    let timeouts = Timeouts {
-        connect: w.run.connect_timeout,
-        request: w.run.timeout,
-    };
+    let classes: Vec<Arc<UserClass>> = w.classes.iter().map(|c| Arc::new(c.clone())).collect();
     let mut tasks = tokio::task::JoinSet::new();
     let mut vus = 0u64;
-    for (ci, class) in w.classes.iter().enumerate() {
-        let shared_class = Arc::new(class.clone());
-        let iterations = class.iterations.or(match w.run.stop {
-            Stop::Iterations(n) => Some(n),
-            Stop::Duration(_) => None,
-        });
-        for vu in 0..class.count {
-            vus += 1;
-            let spec = VuSpec {
-                class_index: ci,
-                class: shared_class.clone(),
-                vu,
-                round,
-                seed: w.run.seed,
-                start,
-                deadline,
-                iterations,
-                label_base: labels.index(ci, 0),
-                log_ops: cfg.log_ops,
-            };
-            let driver = drivers[ci].new_vu(VuIds {
-                vu,
-                round,
-                run_id: cfg.run_id.clone(),
-            });
-            let conn = Conn::new(cfg.endpoint.clone(), class.connection, timeouts);
-            let recorder = factory.recorder();
-            let stop = cfg.stop.clone();
-            tasks.spawn(vu_loop(spec, driver, conn, recorder, stop));
-        }
+    for (ci, vu, driver, conn) in ready {
+        let class = &w.classes[ci];
+        vus += 1;
+        let spec = VuSpec {
+            class_index: ci,
+            class: classes[ci].clone(),
+            vu,
+            round,
+            seed: w.run.seed,
+            start,
+            deadline,
+            iterations: class.iterations.or(match w.run.stop {
+                Stop::Iterations(n) => Some(n),
+                Stop::Duration(_) => None,
+            }),
+            label_base: labels.index(ci, 0),
+            log_ops: cfg.log_ops,
+        };
+        let recorder = factory.recorder();
+        let stop = cfg.stop.clone();
+        tasks.spawn(vu_loop(spec, driver, conn, recorder, stop));
     }
     drop(factory);
     let mut log = Vec::new();
-    let mut failures = Vec::new();
     let mut connections = 0;
     while let Some(res) = tasks.join_next().await {
         // A VU task only ends by returning; a panic would be a bug, and losing one VU's
@@ -254,6 +297,7 @@ async fn run_round(
             stats,
             vus,
             connections_opened: connections,
+            setup_failures,
             interrupted: cfg.stop.is_cancelled(),
         },
         log,
@@ -308,14 +352,42 @@ async fn vu_loop(
         if spec.deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        let op = next_op(class, &mut rngs.mix);
         let op_start = Instant::now();
-        let outcome = tokio::select! {
-            o = driver.execute(op, seq, &mut conn, &mut rngs.data) => o,
-            _ = stop.cancelled() => break,
+        let (op, outcome) = if driver.needs_bootstrap() {
+            let o = tokio::select! {
+                o = driver.bootstrap(&mut conn, &mut rngs.data) => o,
+                _ = stop.cancelled() => break,
+            };
+            (None, o)
+        } else {
+            let op = next_op(class, &mut rngs.mix);
+            let o = tokio::select! {
+                o = driver.execute(op, seq, &mut conn, &mut rngs.data) => o,
+                _ = stop.cancelled() => break,
+            };
+            (Some(op), o)
         };
+        if outcome.skipped {
+            if spec.log_ops {
+                out.log.push(OpLogEntry {
+                    round: spec.round,
+                    class: spec.class_index,
+                    vu: spec.vu,
+                    seq,
+                    op,
+                    label: op.unwrap_or(0),
+                    start_us: op_start.duration_since(spec.start).as_micros() as u64,
+                    latency_us: 0,
+                    status: 0,
+                    error: None,
+                    skipped: true,
+                });
+            }
+            seq += 1;
+            continue;
+        }
         let now = Instant::now();
-        let label = outcome.label.unwrap_or(op);
+        let label = outcome.label.or(op).unwrap_or(0);
         let start_us = op_start.duration_since(spec.start).as_micros() as u64;
         // The driver times the wire; an operation that failed before any answer arrived is
         // timed by the engine, so timeouts show their real cost in the timeline.
@@ -354,6 +426,7 @@ async fn vu_loop(
                 latency_us: sample.latency_us,
                 status: sample.status,
                 error: outcome.error,
+                skipped: false,
             });
         }
         seq += 1;

@@ -219,6 +219,7 @@ impl HttpVu {
             bytes_sent: resp.bytes_sent,
             bytes_received: resp.bytes_received,
             latency: resp.elapsed,
+            skipped: false,
         };
         let expected = match &p.expect {
             Some(list) => list.contains(&status),
@@ -265,10 +266,7 @@ fn capture(from: &CaptureFrom, headers: &hyper::HeaderMap, body: &[u8]) -> Resul
 }
 
 fn failure(class: ErrorClass, detail: String, sent: u64) -> Outcome {
-    Outcome {
-        error: Some(class),
-        detail: Some(detail),
-        bytes_sent: sent,
-        ..Outcome::default()
-    }
+    let mut o = Outcome::failed(class, detail);
+    o.bytes_sent = sent;
+    o
 }

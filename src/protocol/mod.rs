@@ -1,18 +1,32 @@
 //! Protocol drivers: what an operation sends, how its answer is judged, and the per-VU state
-//! that carries over between operations (captured values, collections, tokens, ETags).
+//! that carries over between operations (collections, items, tokens, ETags, captures).
 //!
 //! The engine knows nothing of HTTP paths or bodies; a driver knows nothing of scheduling.
-//! The boundary is [`VuDriver::execute`]: one operation in, one [`Outcome`] out.
+//! The boundary is [`VuDriver`]: `setup` (untimed: account, discovery), `needs_bootstrap` /
+//! `bootstrap` (a user with no collection makes one, outside its table, as in 2007), and
+//! `execute` (one operation of the table in, one [`Outcome`] out).
+//!
+//! The wire formats (EIMML, EIM-JSON, iCalendar, WebDAV XML) are parsed with the same code
+//! the embedded server uses (`server::model`, `server::xml`), so a client and the server
+//! cannot disagree on a grammar.
 
+pub mod atom;
+pub mod caldav;
+pub mod data;
 pub mod http;
+pub mod morse;
+pub mod session;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 
-use crate::transport::{Conn, Endpoint, ErrorClass};
-use crate::workload::{Protocol, UserClass, Workload};
+use crate::transport::{Conn, Endpoint, ErrorClass, Timeouts};
+use crate::workload::{Operation, Protocol, UserClass, Workload};
+pub use session::{AccountPlan, Session};
 
 /// What one operation did.
 #[derive(Debug, Clone, Default)]
@@ -30,75 +44,143 @@ pub struct Outcome {
     pub bytes_received: u64,
     /// Time spent on the wire (the sum over the operation's requests).
     pub latency: Duration,
+    /// Nothing to act on, nothing sent, nothing recorded (a get on an empty calendar).
+    pub skipped: bool,
 }
 
-/// Errors that stop a run before it starts (exit 3).
+/// Errors that stop a run before it starts.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ProtocolError {
-    #[error(
-        "class '{class}' uses protocol {protocol}, which this version of loadmix cannot drive yet"
-    )]
-    Unsupported {
-        class: String,
-        protocol: &'static str,
-    },
-    #[error("preflight of class '{class}' failed: {request} -> {answer}")]
+    /// A workload's account set-up cannot work (exit 2).
+    #[error("accounts: {0}")]
+    Setup(String),
+    /// The target does not speak a protocol the workload uses (exit 3).
+    #[error("preflight of class '{class}' ({protocol}) failed: {request} -> {answer}")]
     Preflight {
         class: String,
+        protocol: &'static str,
         request: String,
         answer: String,
     },
 }
 
-/// What every VU of a class shares, built once per run.
-pub enum ClassDriver {
+/// The statuses an operation accepts: the workload's `expect`, or the protocol's.
+pub fn expect_of(op: &Operation, default: &[u16]) -> Vec<u16> {
+    op.expect.clone().unwrap_or_else(|| default.to_vec())
+}
+
+/// Index of a label in a class's label list (the catalog guarantees it exists).
+pub fn label_of(class: &UserClass, name: &str) -> usize {
+    class.labels.iter().position(|l| l == name).unwrap_or(0)
+}
+
+enum Kind {
     Http(Arc<http::HttpClass>),
+    Morse(Arc<morse::MorseClass>),
+    Atom(Arc<atom::AtomClass>),
+    Caldav(Arc<caldav::CaldavClass>),
+}
+
+/// What every VU of a class shares, built once per run.
+pub struct ClassDriver {
+    kind: Kind,
+    accounts: AccountPlan,
 }
 
 impl ClassDriver {
-    /// Build the driver of a class, refusing protocols that have no driver.
     pub fn new(
         workload: &Workload,
         class: &UserClass,
         seed: u64,
-    ) -> Result<ClassDriver, ProtocolError> {
-        match class.protocol {
-            Protocol::Http => Ok(ClassDriver::Http(Arc::new(http::HttpClass::new(
-                workload, class, seed,
-            )))),
-            p @ (Protocol::Morse | Protocol::Atom | Protocol::Caldav) => {
-                Err(ProtocolError::Unsupported {
-                    class: class.name.clone(),
-                    protocol: p.name(),
-                })
-            }
-        }
+        accounts: AccountPlan,
+    ) -> ClassDriver {
+        let kind = match class.protocol {
+            Protocol::Http => Kind::Http(Arc::new(http::HttpClass::new(workload, class, seed))),
+            Protocol::Morse => Kind::Morse(Arc::new(morse::MorseClass::new(class))),
+            Protocol::Atom => Kind::Atom(Arc::new(atom::AtomClass::new(class))),
+            Protocol::Caldav => Kind::Caldav(Arc::new(caldav::CaldavClass::new(class))),
+        };
+        ClassDriver { kind, accounts }
     }
 
-    /// One probe against the target before the clock starts.
+    /// One probe against the target before the clock starts, with an account of its own:
+    /// a TCP connect (http), a publish and delete of a one-item collection (Morse Code,
+    /// Atom), or calendar-home discovery (CalDAV).
     pub async fn preflight(
         &self,
+        w: &Workload,
         class: &UserClass,
-        endpoint: &Endpoint,
-        timeout: Duration,
+        endpoint: &Arc<Endpoint>,
+        timeouts: Timeouts,
+        run_id: &Arc<str>,
     ) -> Result<(), ProtocolError> {
-        match self {
-            ClassDriver::Http(_) => {
-                crate::transport::probe(endpoint, timeout)
+        let fail = |request: String, answer: String| ProtocolError::Preflight {
+            class: class.name.clone(),
+            protocol: class.protocol.name(),
+            request,
+            answer,
+        };
+        if let Kind::Http(_) = self.kind {
+            return crate::transport::probe(endpoint, timeouts.connect)
+                .await
+                .map_err(|a| fail(format!("TCP connect to {}", endpoint.display), a));
+        }
+        let ids = VuIds {
+            vu: 0,
+            round: 0,
+            run_id: format!("{run_id}-preflight").into(),
+        };
+        let mut conn = Conn::new(endpoint.clone(), class.connection, timeouts);
+        let s = self.accounts.session(w, class, &ids);
+        self.accounts
+            .create_account(&s, &mut conn)
+            .await
+            .map_err(|a| fail("account creation (CMP)".into(), a))?;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        match &self.kind {
+            Kind::Http(_) => Ok(()),
+            Kind::Morse(_) | Kind::Atom(_) => {
+                let (o, created) = morse::publish(&s, &ids, &mut conn, &mut rng, 0, &[201]).await;
+                let Some((uid, _, _)) = created else {
+                    return Err(fail(
+                        format!("Morse Code publish (PUT {}/mc/collection/…)", s.context),
+                        o.detail.unwrap_or_default(),
+                    ));
+                };
+                let path = format!("{}/mc/collection/{uid}", s.context);
+                match s.send(&mut conn, "DELETE", &path, &[], Bytes::new()).await {
+                    session::Exchange::Answer(r) if r.status.as_u16() == 204 => Ok(()),
+                    session::Exchange::Answer(r) => {
+                        Err(fail(format!("DELETE {path}"), r.status.to_string()))
+                    }
+                    session::Exchange::Failed(o) => {
+                        Err(fail(format!("DELETE {path}"), o.detail.unwrap_or_default()))
+                    }
+                }
+            }
+            Kind::Caldav(c) => {
+                let mut vu = caldav::CaldavVu::new(c.clone(), s, ids);
+                vu.setup(&mut conn)
                     .await
-                    .map_err(|answer| ProtocolError::Preflight {
-                        class: class.name.clone(),
-                        request: format!("TCP connect to {}", endpoint.display),
-                        answer,
-                    })
+                    .map_err(|a| fail("calendar home discovery".into(), a))
             }
         }
     }
 
     /// Fresh per-VU state for a round.
-    pub fn new_vu(&self, ids: VuIds) -> VuDriver {
-        match self {
-            ClassDriver::Http(c) => VuDriver::Http(c.new_vu(ids)),
+    pub fn new_vu(&self, w: &Workload, class: &UserClass, ids: VuIds) -> VuDriver {
+        let s = self.accounts.session(w, class, &ids);
+        let accounts = self.accounts.clone();
+        let state = match &self.kind {
+            Kind::Http(c) => VuState::Http(c.new_vu(ids)),
+            Kind::Morse(c) => VuState::Morse(morse::MorseVu::new(c.clone(), s.clone(), ids)),
+            Kind::Atom(c) => VuState::Atom(atom::AtomVu::new(c.clone(), s.clone(), ids)),
+            Kind::Caldav(c) => VuState::Caldav(caldav::CaldavVu::new(c.clone(), s.clone(), ids)),
+        };
+        VuDriver {
+            state,
+            session: s,
+            accounts,
         }
     }
 }
@@ -113,12 +195,52 @@ pub struct VuIds {
     pub run_id: Arc<str>,
 }
 
-/// Per-VU protocol state.
-pub enum VuDriver {
+enum VuState {
     Http(http::HttpVu),
+    Morse(morse::MorseVu),
+    Atom(atom::AtomVu),
+    Caldav(caldav::CaldavVu),
+}
+
+/// Per-VU protocol state.
+pub struct VuDriver {
+    state: VuState,
+    session: Session,
+    accounts: AccountPlan,
 }
 
 impl VuDriver {
+    /// Untimed preparation before the round's clock starts: the account, discovery.
+    pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), String> {
+        if !matches!(self.state, VuState::Http(_)) {
+            self.accounts.create_account(&self.session, conn).await?;
+        }
+        match &mut self.state {
+            VuState::Caldav(v) => v.setup(conn).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// True when the VU must first make a collection (outside its table).
+    pub fn needs_bootstrap(&self) -> bool {
+        match &self.state {
+            VuState::Http(_) => false,
+            VuState::Morse(v) => v.needs_bootstrap(),
+            VuState::Atom(v) => v.needs_bootstrap(),
+            VuState::Caldav(v) => v.needs_bootstrap(),
+        }
+    }
+
+    /// Make the first collection; the outcome's label says which operation it counts as.
+    pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
+        match &mut self.state {
+            VuState::Http(_) => Outcome::skipped(),
+            VuState::Morse(v) => v.bootstrap(conn, rng).await,
+            VuState::Atom(v) => v.bootstrap(conn, rng).await,
+            VuState::Caldav(v) => v.bootstrap(conn, rng).await,
+        }
+    }
+
     /// Run operation `op` (index into the class's table). `seq` counts this VU's operations.
     pub async fn execute(
         &mut self,
@@ -127,8 +249,11 @@ impl VuDriver {
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Outcome {
-        match self {
-            VuDriver::Http(v) => v.execute(op, seq, conn, rng).await,
+        match &mut self.state {
+            VuState::Http(v) => v.execute(op, seq, conn, rng).await,
+            VuState::Morse(v) => v.execute(op, conn, rng).await,
+            VuState::Atom(v) => v.execute(op, conn, rng).await,
+            VuState::Caldav(v) => v.execute(op, conn, rng).await,
         }
     }
 }

@@ -80,7 +80,9 @@ pub struct OpDef {
 pub struct ProtocolDef {
     /// Built-in operations; empty for `http`, whose operations the workload defines.
     pub ops: &'static [OpDef],
-    /// Labels a driver may report besides the operation names (refinements, setup steps).
+    /// Labels a driver may report besides the operation names (refinements, and the
+    /// bootstrap operation a user runs outside its table when it has no collection). A
+    /// label that is also in the table is listed once.
     pub extra_labels: &'static [&'static str],
     /// Parameters of the class (`params:` beside `mix:`).
     pub class_params: &'static [ParamDef],
@@ -108,7 +110,7 @@ static MORSE: ProtocolDef = ProtocolDef {
         op("subscribe", &[]),
         op("delete", &[]),
     ],
-    extra_labels: &["sync_no_change"],
+    extra_labels: &["sync_no_change", "publish"],
     class_params: &[
         p(
             "collection_size",
@@ -143,7 +145,8 @@ static ATOM: ProtocolDef = ProtocolDef {
         op("create_event", &[]),
         op("update_event", &[]),
     ],
-    extra_labels: &[],
+    // The first collection is published through Morse Code, as in 2007.
+    extra_labels: &["publish"],
     class_params: &[p(
         "initial_items",
         ParamKind::Integer,
@@ -198,12 +201,19 @@ static CALDAV: ProtocolDef = ProtocolDef {
         op("sync_collection", &[]),
         op("propfind", &[]),
     ],
-    extra_labels: &["sync_collection_resync"],
-    class_params: &[p(
-        "calendar_home",
-        ParamKind::Text,
-        "path template of the calendar home; discovered when absent",
-    )],
+    extra_labels: &["sync_collection_resync", "create_calendar"],
+    class_params: &[
+        p(
+            "calendar_home",
+            ParamKind::Text,
+            "path of the calendar home ({user}, {vu}, {run_id}); discovered when absent",
+        ),
+        p(
+            "discovery",
+            ParamKind::Text,
+            "where discovery starts (default {context}/dav/)",
+        ),
+    ],
 };
 
 static HTTP: ProtocolDef = ProtocolDef {

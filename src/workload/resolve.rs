@@ -392,6 +392,8 @@ pub(super) fn resolve(
     };
     let context = match root.get("context") {
         None => "/cosmo".to_string(),
+        // `context:` or `--set context=`: no prefix.
+        Some(n) if matches!(n.value, Value::Null) => String::new(),
         Some(n) => {
             let c = cx.string(n, "context")?;
             if !c.is_empty() && !c.starts_with('/') {
@@ -869,7 +871,11 @@ fn resolve_class(
         )
     })?;
     let mut labels: Vec<String> = ops.iter().map(|o| o.name.clone()).collect();
-    labels.extend(def.extra_labels.iter().map(|s| s.to_string()));
+    for extra in def.extra_labels {
+        if !labels.iter().any(|l| l == extra) {
+            labels.push(extra.to_string());
+        }
+    }
     Ok(UserClass {
         name,
         protocol,

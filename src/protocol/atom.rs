@@ -1,0 +1,210 @@
+//! Atom users (cosmo-0.7-protocols.md §1.5): one collection, published first through
+//! Morse Code with `initial_items` + 1 items (21 by default, reported as `publish`); then
+//! time-range feeds over a random week of 2007, full feeds, dashboards (now, later or done,
+//! a third each), and AtomPub create and update of entries with EIM-JSON content. Feeds and
+//! entries in answers are parsed with `atom_syndication`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use rand::Rng;
+use rand::rngs::Xoshiro256PlusPlus;
+
+use super::session::{Exchange, Session};
+use super::{Outcome, VuIds, data, expect_of, label_of, morse};
+use crate::transport::{Conn, Response};
+use crate::workload::{Dist, UserClass};
+
+#[derive(Clone, Copy, PartialEq)]
+enum Op {
+    Range,
+    Full,
+    Dashboard,
+    Create,
+    Update,
+}
+
+pub struct AtomClass {
+    ops: Vec<Op>,
+    expect: Vec<Vec<u16>>,
+    ranges: Vec<Option<Dist>>,
+    initial: usize,
+    label_publish: usize,
+}
+
+impl AtomClass {
+    pub fn new(class: &UserClass) -> AtomClass {
+        let ops: Vec<Op> = class
+            .ops
+            .iter()
+            .map(|o| match o.name.as_str() {
+                "time_range_feed" => Op::Range,
+                "full_feed" => Op::Full,
+                "dashboard" => Op::Dashboard,
+                "create_event" => Op::Create,
+                _ => Op::Update,
+            })
+            .collect();
+        AtomClass {
+            expect: class
+                .ops
+                .iter()
+                .zip(&ops)
+                .map(|(o, k)| expect_of(o, if *k == Op::Create { &[201] } else { &[200] }))
+                .collect(),
+            ranges: class
+                .ops
+                .iter()
+                .map(|o| o.params.dist("range").cloned())
+                .collect(),
+            ops,
+            initial: class.params.number("initial_items").unwrap_or(20.0) as usize,
+            label_publish: label_of(class, "publish"),
+        }
+    }
+}
+
+pub struct AtomVu {
+    class: Arc<AtomClass>,
+    s: Session,
+    ids: VuIds,
+    collection: Option<(String, Vec<String>)>,
+}
+
+fn check_feed(r: &Response, o: Outcome, what: &str) -> Outcome {
+    if !o.is_ok() {
+        return o;
+    }
+    match std::str::from_utf8(&r.body)
+        .map_err(|e| e.to_string())
+        .and_then(|t| {
+            t.parse::<atom_syndication::Feed>()
+                .map_err(|e| e.to_string())
+        }) {
+        Ok(_) => o,
+        Err(m) => o.body_error(format!("{what}: not an Atom feed: {m}")),
+    }
+}
+
+fn check_entry(r: &Response, o: Outcome, what: &str) -> Outcome {
+    if !o.is_ok() {
+        return o;
+    }
+    match atom_syndication::Entry::read_from(&r.body[..]) {
+        Ok(_) => o,
+        Err(m) => o.body_error(format!("{what}: not an Atom entry: {m}")),
+    }
+}
+
+impl AtomVu {
+    pub fn new(class: Arc<AtomClass>, s: Session, ids: VuIds) -> AtomVu {
+        AtomVu {
+            class,
+            s,
+            ids,
+            collection: None,
+        }
+    }
+
+    pub fn needs_bootstrap(&self) -> bool {
+        self.collection.is_none()
+    }
+
+    pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
+        let (mut o, created) =
+            morse::publish(&self.s, &self.ids, conn, rng, self.class.initial, &[201]).await;
+        if let Some((uid, items, _)) = created {
+            self.collection = Some((uid, items));
+        }
+        o.label = Some(self.class.label_publish);
+        o
+    }
+
+    pub async fn execute(
+        &mut self,
+        op: usize,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Outcome {
+        let class = self.class.clone();
+        let expect = &class.expect[op];
+        let Some((col, items)) = &self.collection else {
+            return Outcome::skipped();
+        };
+        let base = format!("{}/atom/collection/{col}", self.s.context);
+        let atom = (
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/atom+xml"),
+        );
+        let (method, path, body) = match class.ops[op] {
+            Op::Range => {
+                let len = class.ranges[op]
+                    .as_ref()
+                    .map_or(chrono::Duration::days(7), |d| {
+                        chrono::Duration::microseconds(d.sample(rng) as i64)
+                    });
+                let (s, e) = data::week(rng, len);
+                let f = "%Y-%m-%dT%H:%M:%SZ";
+                (
+                    "GET",
+                    format!(
+                        "{base}/full/eim-json?start={}&end={}",
+                        s.format(f),
+                        e.format(f)
+                    ),
+                    None,
+                )
+            }
+            Op::Full => ("GET", format!("{base}/full"), None),
+            Op::Dashboard => {
+                let which = ["now", "later", "done"][(rng.next_u64() % 3) as usize];
+                ("GET", format!("{base}/dashboard-{which}/eim-json"), None)
+            }
+            Op::Create => {
+                let uid = data::uid(rng, &self.ids.run_id);
+                let entry = data::atom_entry(rng, &uid);
+                ("POST", base.clone(), Some((uid, entry)))
+            }
+            Op::Update => {
+                if items.is_empty() {
+                    return Outcome::skipped();
+                }
+                let uid = items[(rng.next_u64() % items.len() as u64) as usize].clone();
+                let entry = data::atom_entry(rng, &uid);
+                (
+                    "PUT",
+                    format!("{}/atom/item/{uid}", self.s.context),
+                    Some((uid, entry)),
+                )
+            }
+        };
+        let headers = if body.is_some() {
+            vec![atom]
+        } else {
+            Vec::new()
+        };
+        let payload = body
+            .as_ref()
+            .map_or_else(Bytes::new, |(_, e)| Bytes::from(e.clone()));
+        let r = match self.s.send(conn, method, &path, &headers, payload).await {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return o,
+        };
+        let what = format!("{method} {path}");
+        let o = Outcome::of(&r, expect, &what);
+        match class.ops[op] {
+            Op::Create => {
+                let o = check_entry(&r, o, &what);
+                if o.is_ok()
+                    && let (Some((uid, _)), Some((_, items))) = (body, self.collection.as_mut())
+                {
+                    items.push(uid);
+                }
+                o
+            }
+            Op::Update => check_entry(&r, o, &what),
+            _ => check_feed(&r, o, &what),
+        }
+    }
+}

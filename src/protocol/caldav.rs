@@ -1,0 +1,797 @@
+//! CalDAV users (RFC 4791, RFC 6578; cosmo-0.7-protocols.md §1.6, §4) that work against any
+//! conforming server. Set-up discovers the calendar home (current-user-principal, then
+//! calendar-home-set) unless the class gives `calendar_home`. A user with no calendar makes
+//! one first (MKCALENDAR, outside its table). Operations: create_calendar, put_event
+//! (`size`, `recurring`), update_event (If-Match with the known ETag), get_event,
+//! delete_event, time_range_report (a random week of 2007, or `range`), multiget, propfind,
+//! sync_collection (initial, then incremental; a rejected token, 403 or 412, triggers a full
+//! resync reported as `sync_collection_resync`).
+//!
+//! It copes with the differences between servers (reference/peers.md): DELETE answers 200
+//! or 204, tokens of any shape, `<sync-token>` first or last, any namespace prefixes.
+//! Multistatus answers are parsed; events fetched are parsed as iCalendar.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hyper::header::{CONTENT_TYPE, ETAG, HeaderName, HeaderValue};
+use rand::Rng;
+use rand::rngs::Xoshiro256PlusPlus;
+
+use super::session::{Exchange, Session};
+use super::{Outcome, VuIds, data, expect_of, label_of};
+use crate::server::xml::{self, CALDAV, DAV};
+use crate::transport::{Conn, Response};
+use crate::workload::{Dist, UserClass};
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Op {
+    CreateCalendar,
+    Put,
+    Update,
+    Get,
+    Delete,
+    Range,
+    Multiget,
+    Propfind,
+    Sync,
+}
+
+pub struct CaldavClass {
+    ops: Vec<Op>,
+    expect: Vec<Vec<u16>>,
+    sizes: Vec<Option<Dist>>,
+    recurring: Vec<f64>,
+    ranges: Vec<Option<Dist>>,
+    counts: Vec<usize>,
+    home: Option<String>,
+    discovery: Option<String>,
+    label_resync: usize,
+    label_mkcal: usize,
+}
+
+impl CaldavClass {
+    pub fn new(class: &UserClass) -> CaldavClass {
+        let ops: Vec<Op> = class
+            .ops
+            .iter()
+            .map(|o| match o.name.as_str() {
+                "create_calendar" => Op::CreateCalendar,
+                "put_event" => Op::Put,
+                "update_event" => Op::Update,
+                "get_event" => Op::Get,
+                "delete_event" => Op::Delete,
+                "time_range_report" => Op::Range,
+                "multiget" => Op::Multiget,
+                "propfind" => Op::Propfind,
+                _ => Op::Sync,
+            })
+            .collect();
+        CaldavClass {
+            expect: class
+                .ops
+                .iter()
+                .zip(&ops)
+                .map(|(o, k)| {
+                    expect_of(
+                        o,
+                        match k {
+                            Op::CreateCalendar => &[201],
+                            Op::Put => &[201, 204],
+                            Op::Update => &[200, 201, 204],
+                            Op::Get => &[200],
+                            Op::Delete => &[200, 204],
+                            Op::Range | Op::Multiget | Op::Propfind | Op::Sync => &[207],
+                        },
+                    )
+                })
+                .collect(),
+            sizes: class
+                .ops
+                .iter()
+                .map(|o| o.params.dist("size").cloned())
+                .collect(),
+            recurring: class
+                .ops
+                .iter()
+                .map(|o| o.params.number("recurring").unwrap_or(0.05))
+                .collect(),
+            ranges: class
+                .ops
+                .iter()
+                .map(|o| o.params.dist("range").cloned())
+                .collect(),
+            counts: class
+                .ops
+                .iter()
+                .map(|o| o.params.number("count").unwrap_or(10.0).max(1.0) as usize)
+                .collect(),
+            ops,
+            home: class.params.text("calendar_home").map(str::to_string),
+            discovery: class.params.text("discovery").map(str::to_string),
+            label_resync: label_of(class, "sync_collection_resync"),
+            label_mkcal: label_of(class, "create_calendar"),
+        }
+    }
+}
+
+struct Event {
+    /// Path relative to the target's base path.
+    path: String,
+    uid: String,
+    etag: Option<String>,
+}
+
+struct Calendar {
+    path: String,
+    events: Vec<Event>,
+    sync_token: Option<String>,
+}
+
+pub struct CaldavVu {
+    class: Arc<CaldavClass>,
+    s: Session,
+    ids: VuIds,
+    home: Option<String>,
+    cals: Vec<Calendar>,
+}
+
+/// What a multistatus answer says: per response its href and status (200 when it carries
+/// only propstats), and the sync token if any.
+#[derive(Debug, Default, PartialEq)]
+pub struct Multistatus {
+    pub responses: Vec<(String, u16, Option<String>)>,
+    pub sync_token: Option<String>,
+}
+
+/// Parse a multistatus body, whatever the prefixes and the order of its elements.
+pub fn parse_multistatus(body: &[u8]) -> Result<Multistatus, String> {
+    let text = std::str::from_utf8(body).map_err(|e| e.to_string())?;
+    let root = xml::parse(text)?;
+    if !root.is(DAV, "multistatus") {
+        return Err(format!(
+            "root element is {}, not DAV:multistatus",
+            root.name
+        ));
+    }
+    let mut out = Multistatus::default();
+    for c in &root.children {
+        if c.is(DAV, "sync-token") {
+            out.sync_token = Some(c.text.trim().to_string());
+        } else if c.is(DAV, "response") {
+            let href = c
+                .child(DAV, "href")
+                .map(|h| h.text.trim().to_string())
+                .ok_or("a response without href")?;
+            let status = match c.child(DAV, "status") {
+                Some(s) => status_code(&s.text)
+                    .ok_or_else(|| format!("bad status line '{}'", s.text.trim()))?,
+                None => 200,
+            };
+            let etag = c
+                .children_named(DAV, "propstat")
+                .filter(|p| p.child(DAV, "status").and_then(|s| status_code(&s.text)) == Some(200))
+                .filter_map(|p| p.child(DAV, "prop").and_then(|pr| pr.child(DAV, "getetag")))
+                .map(|e| e.text.trim().to_string())
+                .find(|e| !e.is_empty());
+            out.responses.push((href, status, etag));
+        }
+    }
+    Ok(out)
+}
+
+fn status_code(line: &str) -> Option<u16> {
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// An href as a path: absolute URLs lose their scheme and host.
+fn href_path(h: &str) -> String {
+    match h
+        .strip_prefix("http://")
+        .or_else(|| h.strip_prefix("https://"))
+    {
+        Some(rest) => rest
+            .find('/')
+            .map_or("/".to_string(), |i| rest[i..].to_string()),
+        None => h.to_string(),
+    }
+}
+
+fn xml_ct() -> (HeaderName, HeaderValue) {
+    (
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/xml; charset=utf-8"),
+    )
+}
+
+fn depth(d: &'static str) -> (HeaderName, HeaderValue) {
+    (
+        HeaderName::from_static("depth"),
+        HeaderValue::from_static(d),
+    )
+}
+
+fn etag_of(r: &Response) -> Option<String> {
+    r.headers
+        .get(ETAG)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+fn multistatus_outcome(r: &Response, o: Outcome, what: &str) -> (Outcome, Option<Multistatus>) {
+    if !o.is_ok() {
+        return (o, None);
+    }
+    match parse_multistatus(&r.body) {
+        Ok(m) => (o, Some(m)),
+        Err(e) => (o.body_error(format!("{what}: bad multistatus: {e}")), None),
+    }
+}
+
+impl CaldavVu {
+    pub fn new(class: Arc<CaldavClass>, s: Session, ids: VuIds) -> CaldavVu {
+        CaldavVu {
+            class,
+            s,
+            ids,
+            home: None,
+            cals: Vec::new(),
+        }
+    }
+
+    fn template(&self, t: &str) -> String {
+        t.replace("{user}", &self.s.user)
+            .replace("{vu}", &self.ids.vu.to_string())
+            .replace("{run_id}", &self.ids.run_id)
+            .replace("{context}", &self.s.context)
+    }
+
+    /// Strip the target's base path from a server href, so it can be sent again.
+    fn relative(&self, conn: &Conn, href: &str) -> String {
+        let p = href_path(href);
+        let base = &conn.endpoint().base_path;
+        p.strip_prefix(base.as_str())
+            .filter(|_| !base.is_empty())
+            .map(str::to_string)
+            .unwrap_or(p)
+    }
+
+    /// Find the calendar home (untimed set-up).
+    pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), String> {
+        if let Some(h) = &self.class.home {
+            let mut h = self.template(h);
+            if !h.ends_with('/') {
+                h.push('/');
+            }
+            self.home = Some(h);
+            return Ok(());
+        }
+        let start = self
+            .class
+            .discovery
+            .as_deref()
+            .map_or_else(|| format!("{}/dav/", self.s.context), |d| self.template(d));
+        let principal = self
+            .find_href(conn, &start, r#"<D:propfind xmlns:D="DAV:"><D:prop><D:current-user-principal/></D:prop></D:propfind>"#, DAV, "current-user-principal")
+            .await?;
+        let home = self
+            .find_href(
+                conn,
+                &principal,
+                r#"<D:propfind xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><C:calendar-home-set/></D:prop></D:propfind>"#,
+                CALDAV,
+                "calendar-home-set",
+            )
+            .await?;
+        self.home = Some(if home.ends_with('/') {
+            home
+        } else {
+            format!("{home}/")
+        });
+        Ok(())
+    }
+
+    async fn find_href(
+        &self,
+        conn: &mut Conn,
+        path: &str,
+        body: &'static str,
+        ns: &str,
+        prop: &str,
+    ) -> Result<String, String> {
+        let r = match self
+            .s
+            .send(
+                conn,
+                "PROPFIND",
+                path,
+                &[xml_ct(), depth("0")],
+                Bytes::from_static(body.as_bytes()),
+            )
+            .await
+        {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return Err(o.detail.unwrap_or_default()),
+        };
+        if r.status.as_u16() != 207 {
+            return Err(format!("PROPFIND {path} ({prop}) -> {}", r.status));
+        }
+        let text = std::str::from_utf8(&r.body).map_err(|e| e.to_string())?;
+        let root = xml::parse(text)?;
+        let href = find_prop_href(&root, ns, prop)
+            .ok_or_else(|| format!("PROPFIND {path}: no {prop} in the answer"))?;
+        Ok(self.relative(conn, &href))
+    }
+
+    pub fn needs_bootstrap(&self) -> bool {
+        self.cals.is_empty()
+    }
+
+    pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
+        let expect = self
+            .class
+            .ops
+            .iter()
+            .position(|o| *o == Op::CreateCalendar)
+            .map(|i| self.class.expect[i].clone())
+            .unwrap_or_else(|| vec![201]);
+        let mut o = self.mkcalendar(conn, rng, &expect).await;
+        o.label = Some(self.class.label_mkcal);
+        o
+    }
+
+    async fn mkcalendar(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        expect: &[u16],
+    ) -> Outcome {
+        let Some(home) = &self.home else {
+            return Outcome::failed(
+                crate::transport::ErrorClass::Body,
+                "no calendar home (discovery failed)".into(),
+            );
+        };
+        let path = format!("{home}{}/", data::uid(rng, &self.ids.run_id));
+        let body = format!(
+            r#"<?xml version="1.0" encoding="utf-8"?><C:mkcalendar xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:set><D:prop><D:displayname>loadmix {} {}</D:displayname><C:calendar-description xml:lang="en">Calendar restricted to events.</C:calendar-description></D:prop></D:set></C:mkcalendar>"#,
+            self.s.user,
+            data::string(rng, 8)
+        );
+        let r = match self
+            .s
+            .send(conn, "MKCALENDAR", &path, &[xml_ct()], Bytes::from(body))
+            .await
+        {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return o,
+        };
+        let o = Outcome::of(&r, expect, &format!("MKCALENDAR {path}"));
+        if o.is_ok() {
+            self.cals.push(Calendar {
+                path,
+                events: Vec::new(),
+                sync_token: None,
+            });
+        }
+        o
+    }
+
+    pub async fn execute(
+        &mut self,
+        op: usize,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Outcome {
+        let class = self.class.clone();
+        let expect = class.expect[op].as_slice();
+        if class.ops[op] == Op::CreateCalendar {
+            return self.mkcalendar(conn, rng, expect).await;
+        }
+        if self.cals.is_empty() {
+            return Outcome::skipped();
+        }
+        let ci = (rng.next_u64() % self.cals.len() as u64) as usize;
+        let pick_event = |cal: &Calendar, rng: &mut Xoshiro256PlusPlus| {
+            (!cal.events.is_empty()).then(|| (rng.next_u64() % cal.events.len() as u64) as usize)
+        };
+        match class.ops[op] {
+            Op::CreateCalendar => Outcome::skipped(),
+            Op::Put | Op::Update => {
+                let (uid, path, if_match) = if class.ops[op] == Op::Put {
+                    let uid = data::uid(rng, &self.ids.run_id);
+                    let path = format!("{}{uid}.ics", self.cals[ci].path);
+                    (uid, path, None)
+                } else {
+                    let Some(ei) = pick_event(&self.cals[ci], rng) else {
+                        return Outcome::skipped();
+                    };
+                    let e = &self.cals[ci].events[ei];
+                    (e.uid.clone(), e.path.clone(), e.etag.clone())
+                };
+                let size = class.sizes[op]
+                    .as_ref()
+                    .map_or(0, |d| d.sample(rng) as usize);
+                let body = data::ics_event(rng, &uid, size, class.recurring[op]);
+                let mut headers = vec![(
+                    CONTENT_TYPE,
+                    HeaderValue::from_static("text/calendar; charset=utf-8"),
+                )];
+                match &if_match {
+                    Some(e) => {
+                        if let Ok(v) = HeaderValue::from_str(e) {
+                            headers.push((hyper::header::IF_MATCH, v));
+                        }
+                    }
+                    // Never overwrite a resource loadmix did not create.
+                    None if class.ops[op] == Op::Put => {
+                        headers.push((hyper::header::IF_NONE_MATCH, HeaderValue::from_static("*")))
+                    }
+                    None => {}
+                }
+                let r = match self
+                    .s
+                    .send(conn, "PUT", &path, &headers, Bytes::from(body))
+                    .await
+                {
+                    Exchange::Answer(r) => r,
+                    Exchange::Failed(o) => return o,
+                };
+                let o = Outcome::of(&r, expect, &format!("PUT {path}"));
+                if o.is_ok() {
+                    let etag = etag_of(&r);
+                    let cal = &mut self.cals[ci];
+                    match cal.events.iter_mut().find(|e| e.path == path) {
+                        Some(e) => e.etag = etag,
+                        None => cal.events.push(Event { path, uid, etag }),
+                    }
+                }
+                o
+            }
+            Op::Get | Op::Delete => {
+                let Some(ei) = pick_event(&self.cals[ci], rng) else {
+                    return Outcome::skipped();
+                };
+                let path = self.cals[ci].events[ei].path.clone();
+                let method = if class.ops[op] == Op::Get {
+                    "GET"
+                } else {
+                    "DELETE"
+                };
+                let r = match self.s.send(conn, method, &path, &[], Bytes::new()).await {
+                    Exchange::Answer(r) => r,
+                    Exchange::Failed(o) => return o,
+                };
+                let o = Outcome::of(&r, expect, &format!("{method} {path}"));
+                if !o.is_ok() {
+                    return o;
+                }
+                if method == "DELETE" {
+                    self.cals[ci].events.remove(ei);
+                    return o;
+                }
+                let parsed = std::str::from_utf8(&r.body)
+                    .map_err(|e| e.to_string())
+                    .and_then(crate::server::model::parse_ics);
+                match parsed {
+                    Ok(_) => {
+                        if let Some(e) = etag_of(&r) {
+                            self.cals[ci].events[ei].etag = Some(e);
+                        }
+                        o
+                    }
+                    Err(m) => o.body_error(format!("GET {path}: not iCalendar: {m}")),
+                }
+            }
+            Op::Range => {
+                let len = class.ranges[op]
+                    .as_ref()
+                    .map_or(chrono::Duration::days(7), |d| {
+                        chrono::Duration::microseconds(d.sample(rng) as i64)
+                    });
+                let (s, e) = data::week(rng, len);
+                let f = "%Y%m%dT%H%M%SZ";
+                let body = format!(
+                    r#"<?xml version="1.0" encoding="utf-8"?><C:calendar-query xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop xmlns:D="DAV:"><D:getetag/><C:calendar-data/></D:prop><C:filter><C:comp-filter name="VCALENDAR"><C:comp-filter name="VEVENT"><C:time-range start="{}" end="{}"/></C:comp-filter></C:comp-filter></C:filter></C:calendar-query>"#,
+                    s.format(f),
+                    e.format(f)
+                );
+                self.report(conn, ci, body, expect).await.0
+            }
+            Op::Multiget => {
+                let cal = &self.cals[ci];
+                if cal.events.is_empty() {
+                    return Outcome::skipped();
+                }
+                let n = class.counts[op].min(cal.events.len());
+                let start = (rng.next_u64() % cal.events.len() as u64) as usize;
+                let base = &conn.endpoint().base_path;
+                let hrefs: String = (0..n)
+                    .map(|i| {
+                        format!(
+                            "<D:href>{}</D:href>",
+                            xml::esc(&format!(
+                                "{base}{}",
+                                cal.events[(start + i) % cal.events.len()].path
+                            ))
+                        )
+                    })
+                    .collect();
+                let body = format!(
+                    r#"<?xml version="1.0" encoding="utf-8"?><C:calendar-multiget xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><D:getetag/><C:calendar-data/></D:prop>{hrefs}</C:calendar-multiget>"#
+                );
+                self.report(conn, ci, body, expect).await.0
+            }
+            Op::Propfind => {
+                let path = self.cals[ci].path.clone();
+                let body = r#"<?xml version="1.0" encoding="utf-8"?><D:propfind xmlns:D="DAV:"><D:prop><D:getetag/><D:resourcetype/><D:displayname/></D:prop></D:propfind>"#;
+                let r = match self
+                    .s
+                    .send(
+                        conn,
+                        "PROPFIND",
+                        &path,
+                        &[xml_ct(), depth("1")],
+                        Bytes::from_static(body.as_bytes()),
+                    )
+                    .await
+                {
+                    Exchange::Answer(r) => r,
+                    Exchange::Failed(o) => return o,
+                };
+                let what = format!("PROPFIND {path}");
+                multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what).0
+            }
+            Op::Sync => {
+                let token = self.cals[ci].sync_token.clone().unwrap_or_default();
+                let (o, rejected) = self.sync(conn, ci, &token, expect).await;
+                if !rejected {
+                    return o;
+                }
+                // The server no longer knows the token: start over, as a client must.
+                let (mut again, _) = self.sync(conn, ci, "", expect).await;
+                again.add_cost(&o);
+                again.label = Some(class.label_resync);
+                again
+            }
+        }
+    }
+
+    async fn report(
+        &mut self,
+        conn: &mut Conn,
+        ci: usize,
+        body: String,
+        expect: &[u16],
+    ) -> (Outcome, Option<Multistatus>) {
+        let path = self.cals[ci].path.clone();
+        let r = match self
+            .s
+            .send(
+                conn,
+                "REPORT",
+                &path,
+                &[xml_ct(), depth("1")],
+                Bytes::from(body),
+            )
+            .await
+        {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return (o, None),
+        };
+        let what = format!("REPORT {path}");
+        multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what)
+    }
+
+    /// One sync-collection request; `true` when the server rejected the token.
+    async fn sync(
+        &mut self,
+        conn: &mut Conn,
+        ci: usize,
+        token: &str,
+        expect: &[u16],
+    ) -> (Outcome, bool) {
+        let body = format!(
+            r#"<?xml version="1.0" encoding="utf-8"?><D:sync-collection xmlns:D="DAV:"><D:sync-token>{}</D:sync-token><D:sync-level>1</D:sync-level><D:prop><D:getetag/></D:prop></D:sync-collection>"#,
+            xml::esc(token)
+        );
+        let path = self.cals[ci].path.clone();
+        let r = match self
+            .s
+            .send(
+                conn,
+                "REPORT",
+                &path,
+                &[xml_ct(), depth("1")],
+                Bytes::from(body),
+            )
+            .await
+        {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return (o, false),
+        };
+        let status = r.status.as_u16();
+        let what = format!("REPORT sync-collection {path}");
+        if !token.is_empty()
+            && (status == 403 || status == 412)
+            && String::from_utf8_lossy(&r.body).contains("valid-sync-token")
+        {
+            return (Outcome::of(&r, expect, &what), true);
+        }
+        let (o, m) = multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what);
+        let Some(m) = m else { return (o, false) };
+        let Some(t) = m.sync_token else {
+            return (
+                o.body_error(format!("{what}: no sync-token in the answer")),
+                false,
+            );
+        };
+        // Learn ETags of members that changed; drop members the server reports gone.
+        let base = conn.endpoint().base_path.clone();
+        let cal = &mut self.cals[ci];
+        for (href, st, etag) in &m.responses {
+            let p = href_path(href);
+            let p = p
+                .strip_prefix(base.as_str())
+                .filter(|_| !base.is_empty())
+                .unwrap_or(&p)
+                .to_string();
+            if *st == 404 {
+                cal.events.retain(|e| e.path != p);
+            } else if let Some(e) = cal.events.iter_mut().find(|e| e.path == p) {
+                e.etag = etag.clone().or(e.etag.take());
+            }
+        }
+        cal.sync_token = Some(t);
+        (o, false)
+    }
+}
+
+/// The first `<D:href>` inside the named property of a 200 propstat.
+fn find_prop_href(root: &xml::El, ns: &str, prop: &str) -> Option<String> {
+    root.children_named(DAV, "response")
+        .flat_map(|r| r.children_named(DAV, "propstat"))
+        .filter_map(|ps| ps.child(DAV, "prop"))
+        .filter_map(|p| p.child(ns, prop))
+        .filter_map(|p| p.child(DAV, "href"))
+        .map(|h| h.text.trim().to_string())
+        .find(|h| !h.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multistatus_any_order_and_prefix() {
+        let a = br#"<?xml version="1.0"?><multistatus xmlns="DAV:"><sync-token>http://radicale.org/ns/sync/abc</sync-token><response><href>/u/c/a.ics</href><propstat><prop><getetag>"e1"</getetag></prop><status>HTTP/1.1 200 OK</status></propstat></response><response><href>/u/c/b.ics</href><status>HTTP/1.1 404 Not Found</status></response></multistatus>"#;
+        let b = br#"<ns0:multistatus xmlns:ns0="DAV:"><ns0:response><ns0:href>/u/c/a.ics</ns0:href><ns0:propstat><ns0:status>HTTP/1.1 200 OK</ns0:status><ns0:prop><ns0:getetag>"e1"</ns0:getetag></ns0:prop></ns0:propstat></ns0:response><ns0:response><ns0:href>/u/c/b.ics</ns0:href><ns0:status>HTTP/1.1 404 Not Found</ns0:status></ns0:response><ns0:sync-token>abc</ns0:sync-token></ns0:multistatus>"#;
+        let ma = parse_multistatus(a).unwrap();
+        let mb = parse_multistatus(b).unwrap();
+        assert_eq!(ma.responses, mb.responses);
+        assert_eq!(
+            ma.responses[0],
+            ("/u/c/a.ics".into(), 200, Some("\"e1\"".into()))
+        );
+        assert_eq!(ma.responses[1].1, 404);
+        assert_eq!(
+            ma.sync_token.as_deref(),
+            Some("http://radicale.org/ns/sync/abc")
+        );
+        assert_eq!(mb.sync_token.as_deref(), Some("abc"));
+        assert!(parse_multistatus(b"<html/>").is_err());
+        assert!(parse_multistatus(b"garbage").is_err());
+    }
+
+    #[test]
+    fn hrefs_lose_scheme_and_host() {
+        assert_eq!(href_path("http://h:1/a/b/"), "/a/b/");
+        assert_eq!(href_path("/a/b/"), "/a/b/");
+    }
+}
+
+/// Parsers against responses captured from Radicale and Xandikos (fixtures/peers/).
+#[cfg(test)]
+mod peer_fixtures {
+    use super::*;
+
+    macro_rules! fixture {
+        ($f:literal) => {
+            include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/peers/", $f))
+        };
+    }
+
+    fn root(b: &[u8]) -> xml::El {
+        xml::parse(std::str::from_utf8(b).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn discovery_answers() {
+        let r = root(fixture!("radicale-current-user-principal.xml"));
+        assert_eq!(
+            find_prop_href(&r, DAV, "current-user-principal").as_deref(),
+            Some("/fixture/")
+        );
+        let r = root(fixture!("radicale-calendar-home-set.xml"));
+        assert_eq!(
+            find_prop_href(&r, CALDAV, "calendar-home-set").as_deref(),
+            Some("/fixture/")
+        );
+        let x = root(fixture!("xandikos-current-user-principal.xml"));
+        assert_eq!(
+            find_prop_href(&x, DAV, "current-user-principal").as_deref(),
+            Some("/user/")
+        );
+        let x = root(fixture!("xandikos-calendar-home-set.xml"));
+        assert_eq!(
+            find_prop_href(&x, CALDAV, "calendar-home-set").as_deref(),
+            Some("/user/calendars/")
+        );
+    }
+
+    #[test]
+    fn calendar_query_answers() {
+        for (name, body) in [
+            ("radicale", &fixture!("radicale-calendar-query.xml")[..]),
+            ("xandikos", &fixture!("xandikos-calendar-query.xml")[..]),
+        ] {
+            let m = parse_multistatus(body).unwrap();
+            let mut hrefs: Vec<&str> = m
+                .responses
+                .iter()
+                .map(|(h, _, _)| h.rsplit('/').next().unwrap())
+                .collect();
+            hrefs.sort();
+            assert_eq!(hrefs, ["fx-1.ics", "fx-2.ics"], "{name}");
+            assert!(
+                m.responses.iter().all(|(_, s, e)| *s == 200 && e.is_some()),
+                "{name}: {m:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn sync_answers_either_order_and_token_shape() {
+        let r = parse_multistatus(fixture!("radicale-sync-initial.xml")).unwrap();
+        let x = parse_multistatus(fixture!("xandikos-sync-initial.xml")).unwrap();
+        for m in [&r, &x] {
+            assert_eq!(m.responses.len(), 3);
+            assert!(m.sync_token.is_some());
+        }
+        assert!(
+            r.sync_token
+                .as_deref()
+                .unwrap()
+                .starts_with("http://radicale.org/ns/sync/")
+        );
+        assert!(
+            x.sync_token
+                .as_deref()
+                .unwrap()
+                .chars()
+                .all(|c| c.is_ascii_hexdigit())
+        );
+        for body in [
+            &fixture!("radicale-sync-after-delete.xml")[..],
+            &fixture!("xandikos-sync-after-delete.xml")[..],
+        ] {
+            let m = parse_multistatus(body).unwrap();
+            assert_eq!(m.responses.len(), 1);
+            assert!(m.responses[0].0.ends_with("fx-1.ics"));
+            assert_eq!(m.responses[0].1, 404, "a deleted member is a 404 response");
+            assert!(m.sync_token.is_some());
+        }
+    }
+
+    #[test]
+    fn invalid_token_answers_name_the_condition() {
+        for body in [
+            &fixture!("radicale-sync-invalid-token.xml")[..],
+            &fixture!("xandikos-sync-invalid-token.xml")[..],
+        ] {
+            let e = root(body);
+            assert!(e.is(DAV, "error"));
+            assert!(e.child(DAV, "valid-sync-token").is_some());
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! Morse Code users, as the 2007 client behaved (cosmo-0.7-protocols.md §1.4): a user with
+//! no collection publishes one first (outside its table); publish sizes are exponential
+//! (mean 50, at most 3000, plus one item); a sync uses the newest token with probability
+//! `no_change_sync` (reported as `sync_no_change`) or else a random earlier one; an update
+//! sends one changed and one new item and, with probability `tombstone` when there are more
+//! than five, deletes one; subscribe; delete. Answers are checked as EIMML.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hyper::header::{CONTENT_TYPE, HeaderName, HeaderValue};
+use rand::Rng;
+use rand::rngs::Xoshiro256PlusPlus;
+
+use super::session::{Exchange, Session};
+use super::{Outcome, VuIds, data, expect_of, label_of};
+use crate::transport::{Conn, Response};
+use crate::workload::{Dist, DistSpec, UserClass};
+
+const TOKEN: &str = "x-morsecode-synctoken";
+
+#[derive(Clone, Copy, PartialEq)]
+enum Op {
+    Publish,
+    Sync,
+    Update,
+    Subscribe,
+    Delete,
+}
+
+pub struct MorseClass {
+    ops: Vec<Op>,
+    expect: Vec<Vec<u16>>,
+    size: Dist,
+    no_change: f64,
+    tombstone: f64,
+    label_no_change: usize,
+    label_publish: usize,
+}
+
+impl MorseClass {
+    pub fn new(class: &UserClass) -> MorseClass {
+        let ops: Vec<Op> = class
+            .ops
+            .iter()
+            .map(|o| match o.name.as_str() {
+                "publish" => Op::Publish,
+                "sync" => Op::Sync,
+                "update" => Op::Update,
+                "subscribe" => Op::Subscribe,
+                _ => Op::Delete,
+            })
+            .collect();
+        let expect = class
+            .ops
+            .iter()
+            .zip(&ops)
+            .map(|(o, k)| {
+                expect_of(
+                    o,
+                    match k {
+                        Op::Publish => &[201],
+                        Op::Sync | Op::Subscribe => &[200],
+                        Op::Update | Op::Delete => &[204],
+                    },
+                )
+            })
+            .collect();
+        MorseClass {
+            ops,
+            expect,
+            size: class
+                .params
+                .dist("collection_size")
+                .cloned()
+                .unwrap_or_else(|| {
+                    Dist::new(DistSpec::Exponential {
+                        mean: 50.0,
+                        max: Some(3000.0),
+                    })
+                    .unwrap_or_else(|_| Dist::constant(50.0))
+                }),
+            no_change: class.params.number("no_change_sync").unwrap_or(0.2),
+            tombstone: class.params.number("tombstone").unwrap_or(0.333),
+            label_no_change: label_of(class, "sync_no_change"),
+            label_publish: label_of(class, "publish"),
+        }
+    }
+}
+
+struct Collection {
+    uid: String,
+    items: Vec<String>,
+    tokens: Vec<String>,
+}
+
+pub struct MorseVu {
+    class: Arc<MorseClass>,
+    s: Session,
+    ids: VuIds,
+    cols: Vec<Collection>,
+}
+
+fn eim_header() -> (HeaderName, HeaderValue) {
+    (
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/eim+xml"),
+    )
+}
+
+fn token_of(r: &Response) -> Option<String> {
+    r.headers
+        .get(TOKEN)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .filter(|t| !t.is_empty())
+}
+
+/// Publish a new collection of `n + 1` items; shared with the Atom driver's first step.
+pub async fn publish(
+    s: &Session,
+    ids: &VuIds,
+    conn: &mut Conn,
+    rng: &mut Xoshiro256PlusPlus,
+    n: usize,
+    expect: &[u16],
+) -> (Outcome, Option<(String, Vec<String>, String)>) {
+    let uid = data::uid(rng, &ids.run_id);
+    let mut items = Vec::with_capacity(n + 1);
+    let mut body = String::with_capacity((n + 1) * 1400);
+    for _ in 0..=n {
+        let item = data::uid(rng, &ids.run_id);
+        body.push_str(&data::eimml_recordset(rng, &item, &s.user, true));
+        items.push(item);
+    }
+    let name = data::text(rng);
+    let doc = data::eimml_collection(&uid, &name, &body);
+    let path = format!("{}/mc/collection/{uid}", s.context);
+    let r = match s
+        .send(conn, "PUT", &path, &[eim_header()], Bytes::from(doc))
+        .await
+    {
+        Exchange::Answer(r) => r,
+        Exchange::Failed(o) => return (o, None),
+    };
+    let o = Outcome::of(&r, expect, &format!("PUT {path}"));
+    if !o.is_ok() {
+        return (o, None);
+    }
+    match token_of(&r) {
+        Some(t) => (o, Some((uid, items, t))),
+        None => (
+            o.body_error(format!(
+                "PUT {path}: no X-MorseCode-SyncToken in the answer"
+            )),
+            None,
+        ),
+    }
+}
+
+impl MorseVu {
+    pub fn new(class: Arc<MorseClass>, s: Session, ids: VuIds) -> MorseVu {
+        MorseVu {
+            class,
+            s,
+            ids,
+            cols: Vec::new(),
+        }
+    }
+
+    pub fn needs_bootstrap(&self) -> bool {
+        self.cols.is_empty()
+    }
+
+    pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
+        let expect = self
+            .class
+            .ops
+            .iter()
+            .position(|o| *o == Op::Publish)
+            .map(|i| self.class.expect[i].clone())
+            .unwrap_or_else(|| vec![201]);
+        let mut o = self.publish(conn, rng, &expect).await;
+        o.label = Some(self.class.label_publish);
+        o
+    }
+
+    async fn publish(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        expect: &[u16],
+    ) -> Outcome {
+        let n = self.class.size.sample(rng).max(1.0) as usize;
+        let (o, created) = publish(&self.s, &self.ids, conn, rng, n, expect).await;
+        if let Some((uid, items, token)) = created {
+            self.cols.push(Collection {
+                uid,
+                items,
+                tokens: vec![token],
+            });
+        }
+        o
+    }
+
+    pub async fn execute(
+        &mut self,
+        op: usize,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Outcome {
+        let class = self.class.clone();
+        let expect = &class.expect[op];
+        if class.ops[op] == Op::Publish {
+            return self.publish(conn, rng, expect).await;
+        }
+        if self.cols.is_empty() {
+            return Outcome::skipped();
+        }
+        let ci = (rng.next_u64() % self.cols.len() as u64) as usize;
+        let path = format!("{}/mc/collection/{}", self.s.context, self.cols[ci].uid);
+        match class.ops[op] {
+            // Handled before a collection is picked.
+            Op::Publish => Outcome::skipped(),
+            Op::Sync | Op::Subscribe => {
+                let mut label = None;
+                let mut headers = Vec::new();
+                if class.ops[op] == Op::Sync {
+                    let col = &self.cols[ci];
+                    let token = if data::chance(rng, class.no_change) {
+                        label = Some(class.label_no_change);
+                        col.tokens.last()
+                    } else {
+                        col.tokens
+                            .get((rng.next_u64() % col.tokens.len() as u64) as usize)
+                    };
+                    if let Some(v) = token.and_then(|t| HeaderValue::from_str(t).ok()) {
+                        headers.push((HeaderName::from_static(TOKEN), v));
+                    }
+                }
+                let r = match self
+                    .s
+                    .send(conn, "GET", &path, &headers, Bytes::new())
+                    .await
+                {
+                    Exchange::Answer(r) => r,
+                    Exchange::Failed(mut o) => {
+                        o.label = label;
+                        return o;
+                    }
+                };
+                let mut o = Outcome::of(&r, expect, &format!("GET {path}"));
+                o.label = label;
+                if o.is_ok() {
+                    let parsed = std::str::from_utf8(&r.body)
+                        .map_err(|e| e.to_string())
+                        .and_then(crate::server::model::parse_eimml);
+                    if let Err(m) = parsed {
+                        return o.body_error(format!("GET {path}: not EIMML: {m}"));
+                    }
+                }
+                o
+            }
+            Op::Update => {
+                let col = &self.cols[ci];
+                let Some(token) = col
+                    .tokens
+                    .last()
+                    .and_then(|t| HeaderValue::from_str(t).ok())
+                else {
+                    return Outcome::skipped();
+                };
+                let mut body = String::new();
+                let changed = (!col.items.is_empty())
+                    .then(|| col.items[(rng.next_u64() % col.items.len() as u64) as usize].clone());
+                if let Some(c) = &changed {
+                    body.push_str(&data::eimml_recordset(rng, c, &self.s.user, true));
+                }
+                let new_uid = data::uid(rng, &self.ids.run_id);
+                body.push_str(&data::eimml_recordset(rng, &new_uid, &self.s.user, true));
+                let mut deleted = None;
+                if col.items.len() > 5 && data::chance(rng, class.tombstone) {
+                    let candidates: Vec<&String> = col
+                        .items
+                        .iter()
+                        .filter(|u| Some(*u) != changed.as_ref())
+                        .collect();
+                    let d = candidates[(rng.next_u64() % candidates.len() as u64) as usize].clone();
+                    body.push_str(&data::tombstone(&d));
+                    deleted = Some(d);
+                }
+                let doc = data::eimml_collection(&col.uid, "", &body);
+                let headers = [eim_header(), (HeaderName::from_static(TOKEN), token)];
+                let r = match self
+                    .s
+                    .send(conn, "POST", &path, &headers, Bytes::from(doc))
+                    .await
+                {
+                    Exchange::Answer(r) => r,
+                    Exchange::Failed(o) => return o,
+                };
+                let o = Outcome::of(&r, expect, &format!("POST {path}"));
+                if !o.is_ok() {
+                    return o;
+                }
+                let Some(t) = token_of(&r) else {
+                    return o.body_error(format!(
+                        "POST {path}: no X-MorseCode-SyncToken in the answer"
+                    ));
+                };
+                let col = &mut self.cols[ci];
+                col.tokens.push(t);
+                col.items.push(new_uid);
+                if let Some(d) = deleted {
+                    col.items.retain(|u| *u != d);
+                }
+                o
+            }
+            Op::Delete => {
+                let r = match self.s.send(conn, "DELETE", &path, &[], Bytes::new()).await {
+                    Exchange::Answer(r) => r,
+                    Exchange::Failed(o) => return o,
+                };
+                let o = Outcome::of(&r, expect, &format!("DELETE {path}"));
+                if o.is_ok() {
+                    self.cols.remove(ci);
+                }
+                o
+            }
+        }
+    }
+}

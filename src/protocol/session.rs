@@ -1,0 +1,294 @@
+//! What every built-in driver needs around a request: the VU's credentials, the context
+//! prefix, sending through the VU's connection, and turning the answer into an [`Outcome`]
+//! (expected status or a `status` failure; transport failures keep their class).
+//! Also account set-up: Cosmo's CMP (as the admin), existing accounts, a shared principal.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderName, HeaderValue};
+
+use super::{Outcome, ProtocolError, VuIds};
+use crate::transport::{Conn, ErrorClass, Method, Request, Response};
+use crate::workload::{AccountMode, Accounts, UserClass, Workload};
+
+/// Credentials and paths of one VU.
+#[derive(Clone)]
+pub struct Session {
+    pub user: String,
+    pub password: String,
+    auth: Option<HeaderValue>,
+    pub context: Arc<str>,
+}
+
+/// How accounts are obtained for a class (resolved once per run).
+#[derive(Debug, Clone)]
+pub enum AccountPlan {
+    None,
+    /// Create `lm-{run}-{round}-{class}-{vu}` through CMP.
+    Cmp {
+        admin: (String, String),
+        password: String,
+    },
+    Existing {
+        users: Vec<String>,
+        password: String,
+    },
+    Shared {
+        user: String,
+        password: String,
+    },
+}
+
+/// A password from the environment variable the workload names (or `default_var`); when it
+/// is unset, `fallback` if there is one (Cosmo's well-known defaults), else an error.
+fn password(
+    var: Option<&String>,
+    default_var: &str,
+    fallback: Option<&str>,
+) -> Result<String, ProtocolError> {
+    let name = var.map_or(default_var, String::as_str);
+    match (std::env::var(name), fallback) {
+        (Ok(v), _) => Ok(v),
+        (Err(_), Some(f)) => Ok(f.to_string()),
+        (Err(_), None) => Err(ProtocolError::Setup(format!(
+            "environment variable {name} (a password) is not set"
+        ))),
+    }
+}
+
+/// The password of existing accounts: from the variable the workload names (which must be
+/// set), else `$LOADMIX_PASSWORD`, else none (a server without authentication).
+fn optional_password(var: Option<&String>) -> Result<String, ProtocolError> {
+    match var {
+        Some(_) => password(var, "", None),
+        None => password(None, "LOADMIX_PASSWORD", Some("")),
+    }
+}
+
+impl AccountPlan {
+    pub fn resolve(
+        w: &Workload,
+        base_dir: Option<&std::path::Path>,
+    ) -> Result<AccountPlan, ProtocolError> {
+        let Some(a): Option<&Accounts> = w.accounts.as_ref() else {
+            return Ok(AccountPlan::None);
+        };
+        Ok(match a.create {
+            AccountMode::None => AccountPlan::None,
+            AccountMode::Cmp => AccountPlan::Cmp {
+                admin: (
+                    a.admin_username.clone().unwrap_or_else(|| "root".into()),
+                    password(
+                        a.admin_password_env.as_ref(),
+                        "LOADMIX_ADMIN_PASSWORD",
+                        Some("cosmo"),
+                    )?,
+                ),
+                // The 2007 client gave every account the password "password".
+                password: password(
+                    a.password_env.as_ref(),
+                    "LOADMIX_PASSWORD",
+                    Some("password"),
+                )?,
+            },
+            AccountMode::Shared => AccountPlan::Shared {
+                user: a.username.clone().unwrap_or_default(),
+                password: optional_password(a.password_env.as_ref())?,
+            },
+            AccountMode::Existing => {
+                let file = a.file.clone().unwrap_or_default();
+                let path = match base_dir {
+                    Some(d) => d.join(&file),
+                    None => file.clone().into(),
+                };
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    ProtocolError::Setup(format!("accounts file {}: {e}", path.display()))
+                })?;
+                let users: Vec<String> = text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(str::to_string)
+                    .collect();
+                if users.is_empty() {
+                    return Err(ProtocolError::Setup(format!(
+                        "accounts file {} lists no accounts",
+                        path.display()
+                    )));
+                }
+                AccountPlan::Existing {
+                    users,
+                    password: optional_password(a.password_env.as_ref())?,
+                }
+            }
+        })
+    }
+
+    /// The session of one VU (before any account is created).
+    pub fn session(&self, w: &Workload, class: &UserClass, ids: &VuIds) -> Session {
+        let (user, password) = match self {
+            AccountPlan::None => (format!("lm-{}-{}", class.name, ids.vu), String::new()),
+            AccountPlan::Cmp { password, .. } => (
+                format!("lm-{}-r{}-{}-{}", ids.run_id, ids.round, class.name, ids.vu),
+                password.clone(),
+            ),
+            AccountPlan::Existing { users, password } => (
+                users[ids.vu as usize % users.len()].clone(),
+                password.clone(),
+            ),
+            AccountPlan::Shared { user, password } => (user.clone(), password.clone()),
+        };
+        let auth = match self {
+            AccountPlan::None => None,
+            _ => HeaderValue::from_str(&basic(&user, &password)).ok(),
+        };
+        Session {
+            user,
+            password,
+            auth,
+            context: w.context.as_str().into(),
+        }
+    }
+
+    /// Create the VU's account when the plan says so (untimed, before the round's clock).
+    pub async fn create_account(&self, s: &Session, conn: &mut Conn) -> Result<(), String> {
+        let AccountPlan::Cmp { admin, .. } = self else {
+            return Ok(());
+        };
+        let body = format!(
+            r#"<user xmlns="http://osafoundation.org/cosmo/CMP"><username>{u}</username><password>{p}</password><firstName>loadmix</firstName><lastName>{u}</lastName><email>{u}@loadmix.invalid</email></user>"#,
+            u = s.user,
+            p = s.password
+        );
+        let admin_auth =
+            HeaderValue::from_str(&basic(&admin.0, &admin.1)).map_err(|e| e.to_string())?;
+        let req = Request::builder()
+            .method(Method::PUT)
+            .uri(format!("{}/cmp/user/{}", s.context_path(conn), s.user))
+            .header(hyper::header::AUTHORIZATION, admin_auth)
+            .header(hyper::header::CONTENT_TYPE, "text/xml")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| e.to_string())?;
+        match conn.send(req).await {
+            Ok(r) if r.status.as_u16() == 201 || r.status.as_u16() == 204 => Ok(()),
+            Ok(r) => Err(format!(
+                "PUT cmp/user/{} as {} -> {}",
+                s.user, admin.0, r.status
+            )),
+            Err(e) => Err(format!("PUT cmp/user/{}: {}", s.user, e.message)),
+        }
+    }
+}
+
+fn basic(user: &str, password: &str) -> String {
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    )
+}
+
+/// A sent request: the answer, or the failed outcome to report.
+pub enum Exchange {
+    Answer(Response),
+    Failed(Outcome),
+}
+
+impl Session {
+    /// The target's base path followed by the workload's context.
+    pub fn context_path(&self, conn: &Conn) -> String {
+        format!("{}{}", conn.endpoint().base_path, self.context)
+    }
+
+    /// Send a request (path relative to the target's base) with the VU's credentials.
+    pub async fn send(
+        &self,
+        conn: &mut Conn,
+        method: &str,
+        path: &str,
+        headers: &[(HeaderName, HeaderValue)],
+        body: Bytes,
+    ) -> Exchange {
+        let full = format!("{}{}", conn.endpoint().base_path, path);
+        let mut b = Request::builder()
+            .method(Method::from_bytes(method.as_bytes()).unwrap_or(Method::GET))
+            .uri(full.as_str());
+        if let Some(a) = &self.auth {
+            b = b.header(hyper::header::AUTHORIZATION, a.clone());
+        }
+        for (k, v) in headers {
+            b = b.header(k, v.clone());
+        }
+        let req = match b.body(Full::new(body)) {
+            Ok(r) => r,
+            Err(e) => {
+                return Exchange::Failed(Outcome::failed(
+                    ErrorClass::Body,
+                    format!("cannot build {method} {full}: {e}"),
+                ));
+            }
+        };
+        match conn.send(req).await {
+            Ok(r) => Exchange::Answer(r),
+            Err(e) => {
+                let mut o = Outcome::failed(e.class, format!("{method} {full}: {}", e.message));
+                o.bytes_sent = e.bytes_sent;
+                Exchange::Failed(o)
+            }
+        }
+    }
+}
+
+impl Outcome {
+    pub fn failed(class: ErrorClass, detail: String) -> Outcome {
+        Outcome {
+            error: Some(class),
+            detail: Some(detail),
+            ..Outcome::default()
+        }
+    }
+
+    /// The outcome of an answer: success when its status is one of `expected`.
+    pub fn of(resp: &Response, expected: &[u16], what: &str) -> Outcome {
+        let status = resp.status.as_u16();
+        let ok = expected.contains(&status);
+        Outcome {
+            label: None,
+            status: Some(status),
+            error: (!ok).then_some(ErrorClass::Status),
+            detail: (!ok).then(|| format!("{what} -> {status}")),
+            bytes_sent: resp.bytes_sent,
+            bytes_received: resp.bytes_received,
+            latency: resp.elapsed,
+            skipped: false,
+        }
+    }
+
+    /// Mark a 2xx whose body did not parse.
+    pub fn body_error(mut self, detail: String) -> Outcome {
+        self.error = Some(ErrorClass::Body);
+        self.detail = Some(detail);
+        self
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.error.is_none()
+    }
+
+    /// An operation that had nothing to act on and sent nothing (2007: no stat recorded).
+    pub fn skipped() -> Outcome {
+        Outcome {
+            skipped: true,
+            ..Outcome::default()
+        }
+    }
+
+    /// Add a second request's cost to this outcome (multi-request operations).
+    pub fn add_cost(&mut self, other: &Outcome) {
+        self.bytes_sent += other.bytes_sent;
+        self.bytes_received += other.bytes_received;
+        self.latency += other.latency;
+    }
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh checkout: formatting, lints, unit and integration
-# tests, and a real CalDAV client (the Python `caldav` library, installed in a venv under
-# .tools/, git-ignored) against the embedded server on both stores. CI runs exactly this
+# tests, a real CalDAV client (the Python `caldav` library) against the embedded server on
+# both stores, and the CalDAV driver against two real servers (Radicale, Xandikos). The
+# Python packages are installed in venvs under .tools/ (git-ignored). CI runs exactly this
 # (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,5 +20,8 @@ cargo test --locked --all-targets
 
 echo "== real CalDAV client (Python caldav) against loadmix serve"
 scripts/caldav_client_check.sh
+
+echo "== caldav-sync.yaml against real CalDAV servers (Radicale, Xandikos)"
+scripts/peers_check.sh
 
 echo "== all tests passed"

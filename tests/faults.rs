@@ -46,7 +46,10 @@ fn refused_target_fails_preflight_with_exit_3() {
     let out = loadmix_bin(&["run", &w, "--out", &path_str(&out_dir(&tmp))]);
     assert_eq!(out.status.code(), Some(3));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("preflight of class 'c' failed"), "{stderr}");
+    assert!(
+        stderr.contains("preflight of class 'c' (http) failed"),
+        "{stderr}"
+    );
     assert!(stderr.contains("refused"), "{stderr}");
     assert!(
         !out_dir(&tmp).join("run.json").exists(),

@@ -170,3 +170,72 @@ pub fn closed_port() -> SocketAddr {
     drop(l);
     a
 }
+
+/// A server that answers each request with what `reply(method, path, body)` returns (a whole
+/// HTTP response), for protocol corner cases no real server shows on demand.
+pub fn scripted<F>(rt: &tokio::runtime::Runtime, reply: F) -> SocketAddr
+where
+    F: Fn(&str, &str, &str) -> String + Send + Sync + 'static,
+{
+    let reply = std::sync::Arc::new(reply);
+    rt.block_on(async move {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = l.accept().await else {
+                    return;
+                };
+                let reply = reply.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = vec![0u8; 16 * 1024];
+                    loop {
+                        // Read one whole request: headers, then Content-Length bytes.
+                        let (head_end, len) = loop {
+                            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
+                                let len = head
+                                    .lines()
+                                    .find_map(|l| {
+                                        l.strip_prefix("content-length:")
+                                            .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                                    })
+                                    .unwrap_or(0);
+                                if buf.len() >= i + 4 + len {
+                                    break (i, len);
+                                }
+                            }
+                            match s.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+                        let body = String::from_utf8_lossy(&buf[head_end + 4..head_end + 4 + len])
+                            .to_string();
+                        buf.drain(..head_end + 4 + len);
+                        let mut first = head.lines().next().unwrap_or("").split(' ');
+                        let (method, path) =
+                            (first.next().unwrap_or(""), first.next().unwrap_or(""));
+                        if s.write_all(reply(method, path, &body).as_bytes())
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    })
+}
+
+/// A complete HTTP/1.1 response.
+pub fn http_response(status: &str, content_type: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}

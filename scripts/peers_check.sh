@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Runs workloads/caldav-sync.yaml against two real CalDAV servers, Radicale and Xandikos
+# (PyPI, venvs under .tools/), started here on loopback. Fails (never skips) when they cannot
+# be installed or started, when any operation fails, or when the mix is implausible.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for p in radicale xandikos; do
+    if [ ! -x ".tools/venv-$p/bin/$p" ]; then
+        echo "installing $p into .tools/venv-$p"
+        python3 -m venv ".tools/venv-$p"
+        ".tools/venv-$p/bin/pip" install --quiet --disable-pip-version-check "$p"
+    fi
+done
+BIN=target/debug/loadmix
+[ -x "$BIN" ] || cargo build --locked
+
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_port() {
+    for _ in $(seq 1 100); do
+        python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 1)" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "$2 did not start on port $1:"; cat "$WORK/$2.log"; exit 1
+}
+
+RPORT=$(free_port)
+cat >"$WORK/radicale.conf" <<CONF
+[server]
+hosts = 127.0.0.1:$RPORT
+[auth]
+type = none
+[storage]
+filesystem_folder = $WORK/radicale-data
+[logging]
+level = warning
+CONF
+.tools/venv-radicale/bin/radicale -C "$WORK/radicale.conf" >"$WORK/radicale.log" 2>&1 &
+PIDS+=($!)
+XPORT=$(free_port)
+.tools/venv-xandikos/bin/xandikos serve -d "$WORK/xandikos-data" --defaults -l 127.0.0.1 -p "$XPORT" >"$WORK/xandikos.log" 2>&1 &
+PIDS+=($!)
+wait_port "$RPORT" radicale
+wait_port "$XPORT" xandikos
+
+for peer in "radicale $RPORT" "xandikos $XPORT"; do
+    set -- $peer
+    echo "== caldav-sync.yaml against $1"
+    "$BIN" run workloads/caldav-sync.yaml --target "http://127.0.0.1:$2" --set context= \
+        --set accounts.create=shared --set accounts.username=loadmix \
+        --set users.caldav.params.discovery=/ --duration 5s --rounds 1 --quiet \
+        --out "$WORK/$1" >"$WORK/$1.txt" || { cat "$WORK/$1.txt"; echo "loadmix failed against $1"; exit 1; }
+    python3 - "$WORK/$1/run.json" "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+peer = sys.argv[2]
+ops = {o["op"]: o for o in r["summary"]["ops"]}
+total = r["summary"]["total"]
+problems = []
+if total["failures"]:
+    problems.append(f"{total['failures']} failures: {r['failures'][:3]}")
+for name in ["caldav.sync_collection", "caldav.time_range_report", "caldav.put_event", "caldav.get_event",
+             "caldav.multiget", "caldav.propfind", "caldav.create_calendar"]:
+    if ops.get(name, {}).get("requests", 0) == 0:
+        problems.append(f"{name} never ran")
+req = {k: v["requests"] for k, v in ops.items()}
+if max(req, key=req.get) != "caldav.sync_collection":
+    problems.append(f"sync_collection should dominate the mix: {req}")
+if problems:
+    print(f"{peer}: " + "; ".join(problems)); sys.exit(1)
+print(f"{peer}: {total['requests']} requests, 0 failures, mix {req}")
+PY
+done

@@ -1,0 +1,310 @@
+//! The Morse Code, Atom and CalDAV drivers against the embedded server, on both stores: the
+//! Cosmo 0.7 mix runs with zero failures, every operation of the three tables happens, the
+//! server's own counters agree with the report request for request, and the measured mix
+//! matches the tables (chi-square), with Morse Code sync split 80/20 by token.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use loadmix::server::{self, ServerConfig};
+use loadmix::workload::{self, StoreSpec};
+use statrs::distribution::{ChiSquared, ContinuousCDF};
+
+fn p_value(observed: &[f64], expected_share: &[f64]) -> f64 {
+    let n: f64 = observed.iter().sum();
+    let stat: f64 = observed
+        .iter()
+        .zip(expected_share)
+        .map(|(o, p)| (o - p * n).powi(2) / (p * n))
+        .sum();
+    1.0 - ChiSquared::new((observed.len() - 1) as f64)
+        .unwrap()
+        .cdf(stat)
+}
+
+fn count(r: &loadmix::report::Report, op: &str) -> u64 {
+    r.summary
+        .ops
+        .iter()
+        .find(|o| o.op == op)
+        .map_or(0, |o| o.requests)
+}
+
+#[test]
+fn cosmo_mix_runs_clean_and_agrees_with_the_server_on_both_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in [
+        StoreSpec::Memory,
+        StoreSpec::Sqlite(dir.path().join("d.db").display().to_string()),
+    ] {
+        let rt = runtime();
+        let srv = rt
+            .block_on(server::start(ServerConfig {
+                store: store.clone(),
+                ..ServerConfig::default()
+            }))
+            .unwrap();
+        let tmp = tempdir();
+        let out = out_dir(&tmp);
+        let log = tmp.path().join("ops.csv");
+        let code = loadmix(&[
+            "run",
+            &path_str(&root().join("workloads/cosmo-0.7-saturate.yaml")),
+            "--target",
+            &srv.url(),
+            "--duration",
+            "3s",
+            "--rounds",
+            "1",
+            "--set",
+            "run.warmup=0s",
+            "--out",
+            &path_str(&out),
+            "--log-ops",
+            &path_str(&log),
+            "--quiet",
+        ]);
+        assert_eq!(code, 0, "{store:?}");
+        let r = read_report(&out);
+        assert_eq!(r.summary.total.failures, 0, "{store:?}: {:?}", r.failures);
+        for op in [
+            "morse.publish",
+            "morse.sync",
+            "morse.sync_no_change",
+            "morse.update",
+            "morse.subscribe",
+            "morse.delete",
+            "atom.publish",
+            "atom.time_range_feed",
+            "atom.full_feed",
+            "atom.create_event",
+            "atom.update_event",
+            "atom.dashboard",
+            "caldav.create_calendar",
+            "caldav.put_event",
+            "caldav.delete_event",
+            "caldav.time_range_report",
+            "caldav.get_event",
+        ] {
+            assert!(count(&r, op) > 0, "{store:?}: {op} never ran");
+        }
+        // What the server answered, request for request. Set-up is not in the report: one
+        // CMP account per user and per preflight (3 classes), the Morse Code and Atom
+        // preflights' publish and delete, and two discovery PROPFINDs per CalDAV user and
+        // for the CalDAV preflight.
+        let s = &srv.stats;
+        let accounts = 15 + 3;
+        assert_eq!(
+            s.count("PUT", 201),
+            count(&r, "morse.publish")
+                + count(&r, "atom.publish")
+                + count(&r, "caldav.put_event")
+                + 2
+                + accounts
+        );
+        assert_eq!(
+            s.count("DELETE", 204),
+            count(&r, "morse.delete") + count(&r, "caldav.delete_event") + 2
+        );
+        assert_eq!(s.count("POST", 204), count(&r, "morse.update"));
+        assert_eq!(s.count("POST", 201), count(&r, "atom.create_event"));
+        assert_eq!(s.count("PUT", 200), count(&r, "atom.update_event"));
+        assert_eq!(
+            s.count("MKCALENDAR", 201),
+            count(&r, "caldav.create_calendar")
+        );
+        assert_eq!(
+            s.count("REPORT", 207),
+            count(&r, "caldav.time_range_report")
+        );
+        assert_eq!(s.count("PROPFIND", 207), 2 * 2 + 2);
+        let gets = [
+            "morse.sync",
+            "morse.sync_no_change",
+            "morse.subscribe",
+            "atom.time_range_feed",
+            "atom.full_feed",
+            "atom.dashboard",
+            "caldav.get_event",
+        ];
+        assert_eq!(
+            s.count("GET", 200),
+            gets.iter().map(|o| count(&r, o)).sum::<u64>()
+        );
+        let answered: u64 = s.snapshot().iter().map(|(_, _, n)| n).sum();
+        assert_eq!(
+            answered,
+            r.summary.total.requests + accounts + 4 + 6,
+            "nothing else reached the server"
+        );
+
+        // The measured mix, from the operations the users picked (bootstraps excluded).
+        let w = workload::load(&root().join("workloads/cosmo-0.7-saturate.yaml"), &[]).unwrap();
+        let mut picks: BTreeMap<(String, String), f64> = BTreeMap::new();
+        let (mut sync, mut no_change) = (0.0, 0.0);
+        for line in std::fs::read_to_string(&log).unwrap().lines().skip(1) {
+            let f: Vec<&str> = line.split(',').collect();
+            if f[4] == "(bootstrap)" {
+                continue;
+            }
+            *picks
+                .entry((f[1].to_string(), f[4].to_string()))
+                .or_default() += 1.0;
+            if f[4] == "sync" && f[9] != "skipped" {
+                if f[5] == "sync_no_change" {
+                    no_change += 1.0
+                } else {
+                    sync += 1.0
+                }
+            }
+        }
+        for c in &w.classes {
+            let observed: Vec<f64> = c
+                .ops
+                .iter()
+                .map(|o| {
+                    picks
+                        .get(&(c.name.clone(), o.name.clone()))
+                        .copied()
+                        .unwrap_or(0.0)
+                })
+                .collect();
+            let probs: Vec<f64> = c.ops.iter().map(|o| o.probability).collect();
+            let n: f64 = observed.iter().sum();
+            assert!(n > 300.0, "{}: only {n} picks", c.name);
+            let p = p_value(&observed, &probs);
+            assert!(
+                p > 0.001,
+                "{store:?} {}: observed {observed:?} vs {probs:?}, p = {p}",
+                c.name
+            );
+        }
+        let p = p_value(&[no_change, sync], &[0.2, 0.8]);
+        assert!(
+            p > 0.001,
+            "sync_no_change {no_change} vs sync {sync}: p = {p}"
+        );
+        rt.block_on(srv.stop());
+    }
+}
+
+#[test]
+fn a_target_without_the_protocol_fails_preflight_naming_class_request_and_answer() {
+    let rt = runtime();
+    // A server whose services live elsewhere: Morse Code is not at /cosmo.
+    let srv = rt
+        .block_on(server::start(ServerConfig {
+            context: "/other".into(),
+            ..ServerConfig::default()
+        }))
+        .unwrap();
+    let out = loadmix_bin(&[
+        "run",
+        "workloads/cosmo-0.7.yaml",
+        "--target",
+        &srv.url(),
+        "--duration",
+        "2s",
+        "--rounds",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("preflight of class 'morse' (morse) failed"),
+        "{err}"
+    );
+    assert!(
+        err.contains("account creation (CMP)") && err.contains("404"),
+        "{err}"
+    );
+    rt.block_on(srv.stop());
+}
+
+#[test]
+fn users_only_delete_what_they_created_and_name_it_after_the_run() {
+    let rt = runtime();
+    let srv = rt.block_on(server::start(ServerConfig::default())).unwrap();
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    assert_eq!(
+        loadmix(&[
+            "run",
+            "workloads/cosmo-0.7-saturate.yaml",
+            "--target",
+            &srv.url(),
+            "--duration",
+            "2s",
+            "--rounds",
+            "1",
+            "--set",
+            "run.warmup=0s",
+            "--out",
+            &path_str(&out),
+            "--quiet"
+        ]),
+        0
+    );
+    let r = read_report(&out);
+    // Every collection left on the server was created by this run and carries its id.
+    let mut owners = 0;
+    for class in ["morse", "atom", "caldav"] {
+        for vu in 0..10 {
+            let user = format!("lm-{}-r1-{class}-{vu}", r.run_id);
+            for c in srv.store.collections_of(&user).unwrap() {
+                owners += 1;
+                assert!(c.uid.starts_with(&format!("lm-{}-", r.run_id)), "{}", c.uid);
+            }
+        }
+    }
+    assert!(
+        owners >= 15,
+        "each user still has its collection(s): {owners}"
+    );
+    rt.block_on(srv.stop());
+}
+
+#[test]
+fn a_rejected_sync_token_triggers_a_counted_full_resync() {
+    let rt = runtime();
+    // Issues token t1 to an initial sync, and rejects t1 afterwards, as Xandikos does (412).
+    let addr = scripted(&rt, |method, _path, body| match method {
+        "MKCALENDAR" => http_response("201 Created", "text/plain", ""),
+        "REPORT" if body.contains("<D:sync-token>t1</D:sync-token>") => http_response(
+            "412 Precondition Failed",
+            "application/xml",
+            r#"<ns0:error xmlns:ns0="DAV:"><ns0:valid-sync-token /></ns0:error>"#,
+        ),
+        "REPORT" => http_response(
+            "207 Multi-Status",
+            "application/xml",
+            r#"<ns0:multistatus xmlns:ns0="DAV:"><ns0:sync-token>t1</ns0:sync-token></ns0:multistatus>"#,
+        ),
+        _ => http_response("405 Method Not Allowed", "text/plain", ""),
+    });
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "target: http://{addr}\ncontext: ''\nrun: {{ iterations: 6 }}\nusers:\n  - class: c\n    protocol: caldav\n    count: 1\n    params: {{ calendar_home: /home/ }}\n    mix: {{ sync_collection: 1 }}\n"
+        ),
+    )
+    .unwrap();
+    let out = out_dir(&tmp);
+    assert_eq!(
+        loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]),
+        0
+    );
+    let r = read_report(&out);
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures);
+    assert_eq!(count(&r, "c.create_calendar"), 1, "bootstrap");
+    assert_eq!(count(&r, "c.sync_collection"), 1, "the initial sync");
+    assert_eq!(
+        count(&r, "c.sync_collection_resync"),
+        4,
+        "every later sync was rejected and redone"
+    );
+}

@@ -19,7 +19,7 @@ use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
 
 use super::session::{Exchange, Session};
-use super::{Outcome, VuIds, data, expect_of, label_of};
+use super::{Outcome, VuIds, bootstrap_expect, data, expect_of, label_of};
 use crate::server::xml::{self, CALDAV, DAV};
 use crate::transport::{Conn, Response};
 use crate::workload::{Dist, UserClass};
@@ -328,13 +328,12 @@ impl CaldavVu {
     }
 
     pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
-        let expect = self
-            .class
-            .ops
-            .iter()
-            .position(|o| *o == Op::CreateCalendar)
-            .map(|i| self.class.expect[i].clone())
-            .unwrap_or_else(|| vec![201]);
+        let expect = bootstrap_expect(
+            &self.class.ops,
+            &self.class.expect,
+            Op::CreateCalendar,
+            &[201],
+        );
         let mut o = self.mkcalendar(conn, rng, &expect).await;
         o.label = Some(self.class.label_mkcal);
         o

@@ -69,6 +69,19 @@ pub fn expect_of(op: &Operation, default: &[u16]) -> Vec<u16> {
     op.expect.clone().unwrap_or_else(|| default.to_vec())
 }
 
+/// The statuses a bootstrap operation accepts: those of the same operation in the table
+/// when it is there, else the protocol's.
+pub fn bootstrap_expect<T: PartialEq>(
+    ops: &[T],
+    expect: &[Vec<u16>],
+    op: T,
+    default: &[u16],
+) -> Vec<u16> {
+    ops.iter()
+        .position(|o| *o == op)
+        .map_or_else(|| default.to_vec(), |i| expect[i].clone())
+}
+
 /// Index of a label in a class's label list (the catalog guarantees it exists).
 pub fn label_of(class: &UserClass, name: &str) -> usize {
     class.labels.iter().position(|l| l == name).unwrap_or(0)

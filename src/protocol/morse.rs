@@ -13,7 +13,7 @@ use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
 
 use super::session::{Exchange, Session};
-use super::{Outcome, VuIds, data, expect_of, label_of};
+use super::{Outcome, VuIds, bootstrap_expect, data, expect_of, label_of};
 use crate::transport::{Conn, Response};
 use crate::workload::{Dist, DistSpec, UserClass};
 
@@ -173,13 +173,7 @@ impl MorseVu {
     }
 
     pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
-        let expect = self
-            .class
-            .ops
-            .iter()
-            .position(|o| *o == Op::Publish)
-            .map(|i| self.class.expect[i].clone())
-            .unwrap_or_else(|| vec![201]);
+        let expect = bootstrap_expect(&self.class.ops, &self.class.expect, Op::Publish, &[201]);
         let mut o = self.publish(conn, rng, &expect).await;
         o.label = Some(self.class.label_publish);
         o

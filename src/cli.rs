@@ -5,21 +5,16 @@
 //! (the report of what ran is still written).
 
 use std::ffi::OsString;
-use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use comfy_table::Table;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
-use tokio_util::sync::CancellationToken;
 
-use crate::engine::{self, EngineConfig, EngineError};
-use crate::protocol::ProtocolError;
+use crate::engine::{self};
 use crate::report;
 use crate::server::{self, ServerConfig};
-use crate::transport::Endpoint;
 use crate::workload::{self, Override, Stop, TargetSpec, Workload, units};
 
 pub const EXIT_OK: i32 = 0;
@@ -50,8 +45,10 @@ pub enum Command {
     Validate(WorkloadArgs),
     /// Print the exact operation sequence one virtual user will execute (no I/O).
     Plan(PlanArgs),
-    /// Render a saved run.json again.
+    /// Render a saved run.json again (table, JSON, HTML, CSV).
     Report(ReportArgs),
+    /// Compare runs of one workload: ops/s with CIs, percentiles, ratios, significance.
+    Compare(CompareArgs),
 }
 
 #[derive(Debug, Args)]
@@ -88,10 +85,23 @@ pub enum Format {
 pub struct RunArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
-    /// embedded, embedded:memory, or http://host:port[/base] (overrides the workload's).
-    #[arg(long, value_name = "URL")]
-    pub target: Option<String>,
-    /// Directory for run.json and report.txt [default: reports/NAME-TIMESTAMP].
+    /// Where to send the load: embedded, embedded:memory, embedded:sqlite[:PATH], or
+    /// http://host:port[/base], optionally named (NAME=...). Repeat it to compare targets:
+    /// rounds then alternate between them (A B A B ...). Overrides the workload's.
+    #[arg(long, value_name = "[NAME=]TARGET")]
+    pub target: Vec<String>,
+    /// Run the workload once per value of one key, e.g.
+    /// users.producer.count=3,5,10 or users.caldav.mix.put_event.params.size=1KiB,16KiB.
+    #[arg(long, value_name = "KEY=V1,V2,...")]
+    pub sweep: Option<String>,
+    /// Also write the HTML page of the run here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Also write the per-round CSV here.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Directory for run.json, report.txt and report.html (one folder per target or sweep
+    /// point when there are several) [default: reports/NAME-RUNID].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// What to print on stdout.
@@ -153,6 +163,34 @@ pub struct ReportArgs {
     pub run: PathBuf,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Write the HTML page here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write the per-round CSV here.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum CompareFormat {
+    Table,
+    Md,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Two or more run.json files; the first is the baseline.
+    #[arg(required = true, num_args = 2..)]
+    pub runs: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: CompareFormat,
+    /// Also write an HTML page with side-by-side charts.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Compare runs of different workloads anyway.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Parse `args` and run; returns the process exit code.
@@ -184,7 +222,8 @@ where
 /// Run a parsed command inside an existing tokio runtime.
 pub async fn dispatch(cli: Cli) -> i32 {
     match cli.command {
-        Command::Run(a) => run(a).await,
+        Command::Run(a) => crate::runner::run(a).await,
+        Command::Compare(a) => compare(a),
         Command::Serve(a) => serve(a).await,
         Command::Validate(a) => validate(a),
         Command::Plan(a) => plan(a),
@@ -199,6 +238,14 @@ fn fail(code: i32, msg: impl std::fmt::Display) -> i32 {
 
 /// Load the workload with every override the flags ask for.
 pub fn load_workload(a: &WorkloadArgs) -> Result<Workload, workload::WorkloadError> {
+    load_workload_with(a, &[])
+}
+
+/// Load the workload with the flags' overrides, then `extra` (a sweep point).
+pub fn load_workload_with(
+    a: &WorkloadArgs,
+    extra: &[Override],
+) -> Result<Workload, workload::WorkloadError> {
     let mut ovr = Vec::new();
     for (key, v) in [
         ("run.duration", &a.duration),
@@ -216,125 +263,8 @@ pub fn load_workload(a: &WorkloadArgs) -> Result<Workload, workload::WorkloadErr
     if let Some(u) = &a.users {
         ovr.push(Override::users(u)?);
     }
+    ovr.extend_from_slice(extra);
     workload::load(&a.workload, &ovr)
-}
-
-async fn run(a: RunArgs) -> i32 {
-    let mut w = match load_workload(&a.workload) {
-        Ok(w) => w,
-        Err(e) => return fail(EXIT_USAGE, e),
-    };
-    if let Some(t) = &a.target {
-        match TargetSpec::parse(t) {
-            Ok(t) => w.target = t,
-            Err(m) => return fail(EXIT_USAGE, format!("--target: {m}")),
-        }
-    }
-    let (endpoint, embedded) = match &w.target {
-        TargetSpec::Embedded { store } => {
-            let cfg = ServerConfig {
-                store: store.clone(),
-                context: w.context.clone(),
-                ..ServerConfig::default()
-            };
-            match server::start(cfg).await {
-                Ok(h) => (Endpoint::local(h.addr, &w.target.to_string()), Some(h)),
-                Err(e @ server::ServerError::Store { .. }) => return fail(EXIT_USAGE, e),
-                Err(e) => return fail(EXIT_UNREACHABLE, format!("embedded server: {e}")),
-            }
-        }
-        TargetSpec::Url(u) => match Endpoint::resolve(u) {
-            Ok(e) => (e, None),
-            Err(m) => return fail(EXIT_UNREACHABLE, m),
-        },
-    };
-    let target_display = w.target.to_string();
-    let stop = CancellationToken::new();
-    let watcher = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ninterrupted: stopping; the report of what ran will be written");
-                stop.cancel();
-            }
-        })
-    };
-    let run_id = new_run_id();
-    let cfg = EngineConfig {
-        endpoint: Arc::new(endpoint),
-        stop: stop.clone(),
-        log_ops: a.log_ops.is_some(),
-        preflight: !a.no_preflight,
-        run_id: run_id.as_str().into(),
-        on_round: if a.quiet {
-            None
-        } else {
-            Some(Arc::new(print_round))
-        },
-    };
-    if !a.quiet {
-        eprintln!(
-            "loadmix: {} against {} · {} users · {} · run {run_id}",
-            w.name,
-            target_display,
-            w.total_users(),
-            describe_length(&w)
-        );
-    }
-    let result = engine::run(&w, &cfg).await;
-    watcher.abort();
-    if let Some(h) = embedded {
-        h.stop().await;
-    }
-    let result = match result {
-        Ok(r) => r,
-        Err(EngineError::Protocol(e @ ProtocolError::Setup(_))) => {
-            return fail(EXIT_USAGE, e);
-        }
-        Err(e) => return fail(EXIT_UNREACHABLE, e),
-    };
-    let rep = report::build(&w, &target_display, &result);
-    let out_dir = a
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out_dir(&w.name, &run_id));
-    let mut code = if result.interrupted {
-        EXIT_INTERRUPTED
-    } else {
-        EXIT_OK
-    };
-    match a.format {
-        Format::Table => print!("{}", report::table::render(&rep)),
-        Format::Json => println!("{}", report::to_json(&rep)),
-    }
-    if let Err(e) = report::write_dir(&rep, &out_dir) {
-        code = fail(EXIT_WRITE, e);
-    } else if !a.quiet {
-        eprintln!("report written to {}", out_dir.join("run.json").display());
-    }
-    if let Some(p) = &a.log_ops
-        && let Err(e) = write_op_log(p, &w, &result)
-    {
-        code = fail(EXIT_WRITE, format!("cannot write {}: {e}", p.display()));
-    }
-    let _ = std::io::stdout().flush();
-    code
-}
-
-fn print_round(r: &engine::RoundResult, of: u32) {
-    let (mut req, mut ok, mut failed) = (0u64, 0u64, 0u64);
-    for s in &r.stats.ops {
-        req += s.requests;
-        ok += s.successes;
-        failed += s.failures;
-    }
-    let secs = r.measured.as_secs_f64();
-    let rate = if secs > 0.0 { ok as f64 / secs } else { 0.0 };
-    eprintln!(
-        "round {}/{of}: {req} requests, {failed} failed, {rate:.1} ops/s over {secs:.1}s{}",
-        r.index,
-        if r.interrupted { " (interrupted)" } else { "" }
-    );
 }
 
 fn describe_length(w: &Workload) -> String {
@@ -343,59 +273,6 @@ fn describe_length(w: &Workload) -> String {
         Stop::Iterations(n) => format!("{n} ops/user"),
     };
     format!("{} round(s) × {each}", w.run.rounds)
-}
-
-fn new_run_id() -> String {
-    let now = chrono::Utc::now();
-    format!(
-        "{}-{:06x}",
-        now.format("%Y%m%dT%H%M%SZ"),
-        rand::random::<u32>() & 0xff_ffff
-    )
-}
-
-fn default_out_dir(name: &str, run_id: &str) -> PathBuf {
-    let safe: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    Path::new("reports").join(format!("{safe}-{run_id}"))
-}
-
-fn write_op_log(path: &Path, w: &Workload, r: &engine::RunResult) -> std::io::Result<()> {
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    writeln!(
-        f,
-        "round,class,vu,seq,op,label,start_us,latency_us,status,error"
-    )?;
-    for e in &r.op_log {
-        let c = &w.classes[e.class];
-        writeln!(
-            f,
-            "{},{},{},{},{},{},{},{},{},{}",
-            e.round,
-            c.name,
-            e.vu,
-            e.seq,
-            e.op.map_or("(bootstrap)", |o| c.ops[o].name.as_str()),
-            c.labels[e.label],
-            e.start_us,
-            e.latency_us,
-            e.status,
-            if e.skipped {
-                "skipped"
-            } else {
-                e.error.map_or("", |x| x.name())
-            }
-        )?;
-    }
-    f.flush()
 }
 
 async fn serve(a: ServeArgs) -> i32 {
@@ -613,19 +490,55 @@ fn plan(a: PlanArgs) -> i32 {
 }
 
 fn show_report(a: ReportArgs) -> i32 {
-    match report::load(&a.run) {
-        Ok(r) => {
-            match a.format {
-                Format::Table => print!("{}", report::table::render(&r)),
-                Format::Json => println!("{}", report::to_json(&r)),
-            }
-            EXIT_OK
-        }
-        Err(e) => fail(EXIT_USAGE, e),
+    let r = match report::load(&a.run) {
+        Ok(r) => r,
+        Err(e) => return fail(EXIT_USAGE, e),
+    };
+    match a.format {
+        Format::Table => print!("{}", report::table::render(&r)),
+        Format::Json => println!("{}", report::to_json(&r)),
     }
+    let mut code = EXIT_OK;
+    if let Some(h) = &a.html
+        && let Err(e) = report::write_file(h, &report::html::report(&r))
+    {
+        code = fail(EXIT_WRITE, e);
+    }
+    if let Some(c) = &a.csv
+        && let Err(e) = report::write_file(c, &report::csv::render(&r))
+    {
+        code = fail(EXIT_WRITE, e);
+    }
+    code
 }
 
-/// True when stderr is a terminal (progress output is for people, not logs).
-pub fn stderr_is_tty() -> bool {
-    std::io::stderr().is_terminal()
+fn compare(a: CompareArgs) -> i32 {
+    let mut reports = Vec::new();
+    for p in &a.runs {
+        match report::load(p) {
+            Ok(r) => reports.push(r),
+            Err(e) => return fail(EXIT_USAGE, e),
+        }
+    }
+    // Name each run by its target, or by its file when targets repeat.
+    let mut names: Vec<String> = reports.iter().map(|r| r.target.clone()).collect();
+    let unique = names.iter().collect::<std::collections::HashSet<_>>().len() == names.len();
+    if !unique {
+        names = a.runs.iter().map(|p| p.display().to_string()).collect();
+    }
+    let c = match report::compare::compare(&names, &reports, a.force) {
+        Ok(c) => c,
+        Err(e) => return fail(EXIT_USAGE, e),
+    };
+    match a.format {
+        CompareFormat::Table => print!("{}", report::compare::render_table(&c)),
+        CompareFormat::Md => print!("{}", report::compare::render_markdown(&c)),
+        CompareFormat::Json => println!("{}", serde_json::to_string_pretty(&c).unwrap_or_default()),
+    }
+    if let Some(h) = &a.html
+        && let Err(e) = report::write_file(h, &report::html::comparison(&c))
+    {
+        return fail(EXIT_WRITE, e);
+    }
+    EXIT_OK
 }

@@ -13,6 +13,7 @@ pub mod engine;
 pub mod metrics;
 pub mod protocol;
 pub mod report;
+pub mod runner;
 pub mod server;
 pub mod transport;
 pub mod workload;

@@ -37,6 +37,8 @@ pub struct EngineConfig {
     pub run_id: Arc<str>,
     /// Called after each round (progress lines); must be cheap.
     pub on_round: Option<RoundCallback>,
+    /// Running totals per class, for a progress display.
+    pub live: Option<Arc<metrics::Live>>,
 }
 
 /// Called with a finished round and the number of rounds planned.
@@ -145,37 +147,75 @@ pub async fn prepare(
     Ok(drivers)
 }
 
-/// Run every round of the workload.
+/// Runs the rounds of one workload against one target, one round at a time, so several
+/// targets can be interleaved round by round (A B A B ...): drift on a shared machine then
+/// hits every target alike.
+pub struct Runner {
+    cfg: EngineConfig,
+    drivers: Vec<Arc<ClassDriver>>,
+    labels: LabelTable,
+    started_at: SystemTime,
+    rounds: Vec<RoundResult>,
+    op_log: Vec<OpLogEntry>,
+    failures: Vec<FailureNote>,
+}
+
+impl Runner {
+    /// Build the drivers and run the preflight probes.
+    pub async fn new(w: &Workload, cfg: EngineConfig) -> Result<Runner, EngineError> {
+        let drivers = prepare(w, &cfg).await?;
+        Ok(Runner {
+            labels: label_table(w),
+            cfg,
+            drivers,
+            started_at: SystemTime::now(),
+            rounds: Vec::new(),
+            op_log: Vec::new(),
+            failures: Vec::new(),
+        })
+    }
+
+    /// Run round `r` (from 1); returns it for progress lines.
+    pub async fn round(&mut self, w: &Workload, r: u32) -> &RoundResult {
+        let (round, log, fails) = run_round(w, &self.cfg, &self.drivers, &self.labels, r).await;
+        self.op_log.extend(log);
+        let room = MAX_FAILURE_NOTES.saturating_sub(self.failures.len());
+        self.failures.extend(fails.into_iter().take(room));
+        if let Some(f) = &self.cfg.on_round {
+            f(&round, w.run.rounds);
+        }
+        self.rounds.push(round);
+        self.rounds.last().expect("just pushed")
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.cfg.stop.is_cancelled()
+    }
+
+    pub fn finish(self, w: &Workload) -> RunResult {
+        RunResult {
+            run_id: self.cfg.run_id.clone(),
+            started_at: self.started_at,
+            finished_at: SystemTime::now(),
+            labels: self.labels,
+            interrupted: self.cfg.stop.is_cancelled() || self.rounds.len() < w.run.rounds as usize,
+            rounds: self.rounds,
+            op_log: self.op_log,
+            failures: self.failures,
+        }
+    }
+}
+
+/// Run every round of the workload against one target.
 pub async fn run(w: &Workload, cfg: &EngineConfig) -> Result<RunResult, EngineError> {
-    let drivers = prepare(w, cfg).await?;
-    let labels = label_table(w);
-    let started_at = SystemTime::now();
-    let mut rounds = Vec::new();
-    let mut op_log = Vec::new();
-    let mut failures = Vec::new();
+    let mut runner = Runner::new(w, cfg.clone()).await?;
     for r in 1..=w.run.rounds {
-        if cfg.stop.is_cancelled() {
+        if runner.stopped() {
             break;
         }
-        let (round, log, fails) = run_round(w, cfg, &drivers, &labels, r).await;
-        op_log.extend(log);
-        failures.extend(
-            fails
-                .into_iter()
-                .take(MAX_FAILURE_NOTES.saturating_sub(failures.len())),
-        );
-        rounds.push(round);
+        runner.round(w, r).await;
     }
-    Ok(RunResult {
-        run_id: cfg.run_id.clone(),
-        started_at,
-        finished_at: SystemTime::now(),
-        labels,
-        interrupted: cfg.stop.is_cancelled() || rounds.len() < w.run.rounds as usize,
-        rounds,
-        op_log,
-        failures,
-    })
+    Ok(runner.finish(w))
 }
 
 const MAX_FAILURE_NOTES: usize = 20;
@@ -236,7 +276,11 @@ async fn run_round(
     }
     ready.sort_by_key(|(ci, vu, _, _)| (*ci, *vu));
 
-    let (factory, aggregator) = metrics::aggregator(labels.len(), w.run.warmup);
+    let live = cfg
+        .live
+        .clone()
+        .map(|l| (l, labels.iter().map(|(ci, _, _)| ci).collect()));
+    let (factory, aggregator) = metrics::aggregator(labels.len(), w.run.warmup, live);
     let started_at = SystemTime::now();
     let start = Instant::now();
     let deadline = match w.run.stop {

@@ -178,17 +178,10 @@ impl OpStats {
         }
         self.bytes_sent += s.bytes_sent;
         self.bytes_received += s.bytes_received;
-        let sec = (s.start_us / 1_000_000) as usize;
-        if self.timeline.len() <= sec {
-            self.timeline.resize(sec + 1, TimelineBucket::default());
-        }
-        let bucket = &mut self.timeline[sec];
-        bucket.requests += 1;
+        self.record_timeline(s);
         match s.error {
             None => {
                 self.successes += 1;
-                bucket.successes += 1;
-                bucket.latency_sum_us += s.latency_us;
                 let v = if s.latency_us > HIST_HIGH {
                     self.clamped += 1;
                     HIST_HIGH
@@ -203,9 +196,25 @@ impl OpStats {
             }
             Some(e) => {
                 self.failures += 1;
-                bucket.failures += 1;
                 self.by_error[e.index()] += 1;
             }
+        }
+    }
+
+    /// Count a sample in its second of the round (seconds since the round started).
+    fn record_timeline(&mut self, s: &Sample) {
+        let sec = (s.start_us / 1_000_000) as usize;
+        if self.timeline.len() <= sec {
+            self.timeline.resize(sec + 1, TimelineBucket::default());
+        }
+        let bucket = &mut self.timeline[sec];
+        bucket.requests += 1;
+        match s.error {
+            None => {
+                bucket.successes += 1;
+                bucket.latency_sum_us += s.latency_us;
+            }
+            Some(_) => bucket.failures += 1,
         }
     }
 
@@ -267,11 +276,39 @@ pub struct RoundStats {
     pub warmup_requests: u64,
 }
 
+/// Running totals per class for live progress, written only by the aggregator (so the
+/// request path never touches them) and read by whoever draws the progress line.
+#[derive(Debug, Default)]
+pub struct Live {
+    pub requests: Vec<std::sync::atomic::AtomicU64>,
+    pub failures: Vec<std::sync::atomic::AtomicU64>,
+}
+
+impl Live {
+    pub fn new(classes: usize) -> Live {
+        Live {
+            requests: (0..classes).map(|_| Default::default()).collect(),
+            failures: (0..classes).map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// (requests, failures) per class so far.
+    pub fn totals(&self) -> Vec<(u64, u64)> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.requests
+            .iter()
+            .zip(&self.failures)
+            .map(|(r, f)| (r.load(Relaxed), f.load(Relaxed)))
+            .collect()
+    }
+}
+
 /// Start a round's aggregator. Returns the sender VUs' recorders are built from, and the
 /// task that yields the round's figures once every recorder is dropped.
 pub fn aggregator(
     labels: usize,
     warmup: Duration,
+    live: Option<(std::sync::Arc<Live>, Vec<usize>)>,
 ) -> (RecorderFactory, tokio::task::JoinHandle<RoundStats>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<Sample>>();
     let warmup_us = warmup.as_micros() as u64;
@@ -281,17 +318,29 @@ pub fn aggregator(
             warmup_requests: 0,
         };
         while let Some(batch) = rx.recv().await {
+            if let Some((live, class_of)) = &live {
+                use std::sync::atomic::Ordering::Relaxed;
+                for s in &batch {
+                    if let Some(c) = class_of.get(s.label as usize) {
+                        live.requests[*c].fetch_add(1, Relaxed);
+                        if s.error.is_some() {
+                            live.failures[*c].fetch_add(1, Relaxed);
+                        }
+                    }
+                }
+            }
             for s in &batch {
+                let Some(op) = stats.ops.get_mut(s.label as usize) else {
+                    continue;
+                };
                 if s.start_us < warmup_us {
+                    // Kept out of the statistics, but on the timeline: warm-up effects
+                    // must be visible.
                     stats.warmup_requests += 1;
+                    op.record_timeline(s);
                     continue;
                 }
-                if let Some(op) = stats.ops.get_mut(s.label as usize) {
-                    op.record(&Sample {
-                        start_us: s.start_us - warmup_us,
-                        ..*s
-                    });
-                }
+                op.record(s);
             }
         }
         stats
@@ -333,7 +382,7 @@ mod tests {
 
     #[tokio::test]
     async fn aggregates_counts_latency_timeline_and_warmup() {
-        let (factory, handle) = aggregator(2, Duration::from_secs(1));
+        let (factory, handle) = aggregator(2, Duration::from_secs(1), None);
         let mut r = factory.recorder();
         let now = tokio::time::Instant::now();
         r.record(sample(0, 500_000, 1_000, None), now); // warm-up: left out
@@ -349,8 +398,16 @@ mod tests {
         assert_eq!((a.requests, a.successes, a.failures), (2, 2, 0));
         assert_eq!(a.mean_us(), 3000.0);
         assert_eq!(a.stddev_us(), 1000.0);
-        assert_eq!(a.timeline.len(), 2, "seconds 0 and 1 after warm-up");
-        assert_eq!(a.timeline[1].requests, 1);
+        assert_eq!(
+            a.timeline.len(),
+            3,
+            "seconds 0 to 2 of the round, warm-up included"
+        );
+        assert_eq!(
+            a.timeline[0].requests, 1,
+            "the warm-up sample is on the timeline"
+        );
+        assert_eq!(a.timeline[2].requests, 1);
         let b = &stats.ops[1];
         assert_eq!(b.by_error[ErrorClass::Status.index()], 1);
         assert_eq!(b.by_status[&500], 1);

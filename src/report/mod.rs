@@ -1,10 +1,16 @@
 //! Reports: the JSON model (`loadmix/report/v1`, the source of truth) and what is rendered
-//! from it. `--out DIR` writes `run.json` and `report.txt`; `loadmix report RUN.json` renders
-//! a saved run again.
+//! from it: the console table, CSV, HTML pages with SVG charts, comparisons of runs, and
+//! threshold verdicts. `--out DIR` writes `run.json`, `report.txt` and `report.html`;
+//! `loadmix report RUN.json` renders a saved run again.
 
+pub mod charts;
+pub mod compare;
+pub mod csv;
+pub mod html;
 pub mod model;
 pub mod stats;
 pub mod table;
+pub mod thresholds;
 
 use std::path::Path;
 
@@ -63,5 +69,21 @@ pub fn write_dir(r: &Report, dir: &Path) -> Result<(), ReportError> {
     std::fs::write(&json, to_json(r) + "\n").map_err(|e| werr(&json, e))?;
     let txt = dir.join("report.txt");
     std::fs::write(&txt, table::render(r)).map_err(|e| werr(&txt, e))?;
+    let html = dir.join("report.html");
+    std::fs::write(&html, html::report(r)).map_err(|e| werr(&html, e))?;
     Ok(())
+}
+
+/// Write a file, as a report error when it fails.
+pub fn write_file(path: &Path, text: &str) -> Result<(), ReportError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| ReportError::Write {
+            path: dir.display().to_string(),
+            message: e.to_string(),
+        })?;
+    }
+    std::fs::write(path, text).map_err(|e| ReportError::Write {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
 }

@@ -100,6 +100,12 @@ pub struct RoundReport {
     pub vus: u64,
     pub connections_opened: u64,
     pub warmup_requests: u64,
+    /// Seconds at the start of the timeline that were warm-up.
+    #[serde(default)]
+    pub warmup_s: f64,
+    /// Users whose set-up (account, discovery) failed.
+    #[serde(default)]
+    pub setup_failures: u64,
     pub interrupted: bool,
     pub ops: Vec<OpReport>,
     pub total: OpReport,
@@ -131,8 +137,8 @@ pub struct OpReport {
     /// Across rounds only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub across_rounds: Option<AcrossRounds>,
-    /// Per second of the round, from the end of warm-up: requests, successes, failures,
-    /// sum of success latencies (µs). Per round only.
+    /// Per second of the round, from its start (warm-up included, see `warmup_s`):
+    /// requests, successes, failures, sum of success latencies (µs). Per round only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<TimelineBucket>,
 }
@@ -170,10 +176,17 @@ pub struct Summary {
     pub success_ratio: f64,
 }
 
+/// A threshold and how the run fared against it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ThresholdInfo {
     pub op: String,
+    /// The rule as written, e.g. `p95 < 200ms`.
     pub rule: String,
+    /// The figure compared (ms for latencies, % for errors, per second for rates).
+    #[serde(default)]
+    pub observed: Option<f64>,
+    #[serde(default)]
+    pub passed: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -236,6 +249,8 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
             vus: r.vus,
             connections_opened: r.connections_opened,
             warmup_requests: r.stats.warmup_requests,
+            warmup_s: w.run.warmup.as_secs_f64(),
+            setup_failures: r.setup_failures,
             interrupted: r.interrupted,
             total: op_report("total", None, &total, rate(total.successes, secs), true),
             ops,
@@ -290,6 +305,8 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
             .map(|t| ThresholdInfo {
                 op: t.op.clone(),
                 rule: t.text.clone(),
+                observed: None,
+                passed: false,
             })
             .collect(),
         failures: run

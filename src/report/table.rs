@@ -95,6 +95,7 @@ pub fn render(r: &Report) -> String {
             .collect();
         let _ = writeln!(out, "ops/s per round: {}", rates.join(", "));
     }
+    out.push_str(&super::thresholds::render(r));
     let failing: Vec<&OpReport> = s.ops.iter().filter(|o| o.failures > 0).collect();
     if !failing.is_empty() {
         let _ = writeln!(out, "\nfailures:");

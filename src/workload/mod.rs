@@ -73,6 +73,9 @@ impl std::fmt::Display for TargetSpec {
             } => write!(f, "embedded:memory"),
             TargetSpec::Embedded {
                 store: StoreSpec::Sqlite(p),
+            } if p.is_empty() => write!(f, "embedded:sqlite"),
+            TargetSpec::Embedded {
+                store: StoreSpec::Sqlite(p),
             } => write!(f, "embedded:sqlite:{p}"),
             TargetSpec::Url(u) => write!(f, "{}", u.raw),
         }
@@ -90,13 +93,17 @@ pub struct TargetUrl {
 }
 
 impl TargetSpec {
-    /// Parse `embedded`, `embedded:memory`, `embedded:sqlite:PATH` or `http://host[:port][/base]`.
+    /// Parse `embedded`, `embedded:memory`, `embedded:sqlite[:PATH]` or `http://host[:port][/base]`.
     pub fn parse(s: &str) -> Result<TargetSpec, String> {
         let s = s.trim();
         if let Some(rest) = s.strip_prefix("embedded") {
             return match rest {
                 "" | ":memory" => Ok(TargetSpec::Embedded {
                     store: StoreSpec::Memory,
+                }),
+                // A fresh database file for this run, kept beside its report.
+                ":sqlite" => Ok(TargetSpec::Embedded {
+                    store: StoreSpec::Sqlite(String::new()),
                 }),
                 r if r.starts_with(":sqlite:") && r.len() > ":sqlite:".len() => {
                     Ok(TargetSpec::Embedded {

@@ -1,0 +1,460 @@
+//! SVG charts for the HTML pages, drawn with plotters' SVG backend (no fonts or scripts to
+//! load, so the page stays self-contained). Each function returns one `<svg>` element.
+
+use plotters::prelude::*;
+
+use super::compare::Comparison;
+use super::model::{OpReport, Report};
+
+const W: u32 = 920;
+const H: u32 = 340;
+
+fn color(i: usize) -> RGBColor {
+    let c = Palette99::pick(i).to_rgba();
+    RGBColor(c.0, c.1, c.2)
+}
+
+/// Draw with plotters into a string; a drawing error leaves a note instead of a chart.
+fn svg(
+    draw: impl FnOnce(
+        DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    ) -> Result<(), Box<dyn std::error::Error + '_>>,
+) -> String {
+    let mut out = String::new();
+    let res = {
+        let root = SVGBackend::with_string(&mut out, (W, H)).into_drawing_area();
+        draw(root).map_err(|e| e.to_string())
+    };
+    match res {
+        Ok(()) => out,
+        Err(e) => format!(
+            "<p class=\"note\">chart not drawn: {}</p>",
+            crate::server::xml::esc(&e)
+        ),
+    }
+}
+
+/// The operations worth a line: the busiest first, at most `n`.
+fn busiest(ops: &[OpReport], n: usize) -> Vec<&OpReport> {
+    let mut v: Vec<&OpReport> = ops.iter().filter(|o| o.requests > 0).collect();
+    v.sort_by_key(|o| std::cmp::Reverse(o.requests));
+    v.truncate(n);
+    v
+}
+
+/// Successful operations per second over the run, rounds one after another, warm-up
+/// shaded, one line per operation (the eight busiest) and the total.
+pub fn throughput(r: &Report) -> String {
+    let names: Vec<String> = busiest(&r.summary.ops, 8)
+        .iter()
+        .map(|o| o.op.clone())
+        .collect();
+    // (x offset of each round, its length, its warm-up)
+    let mut series: Vec<(String, Vec<(f64, f64)>)> =
+        names.iter().map(|n| (n.clone(), Vec::new())).collect();
+    series.push(("total".into(), Vec::new()));
+    let mut bands = Vec::new();
+    let mut offset = 0.0;
+    for round in &r.rounds {
+        let len = round.total.timeline.len().max(1) as f64;
+        bands.push((offset, offset + round.warmup_s.min(len), offset + len));
+        for (name, pts) in series.iter_mut() {
+            let op = if name == "total" {
+                Some(&round.total)
+            } else {
+                round.ops.iter().find(|o| &o.op == name)
+            };
+            if let Some(op) = op {
+                for (i, b) in op.timeline.iter().enumerate() {
+                    pts.push((offset + i as f64 + 0.5, b.successes as f64));
+                }
+            }
+        }
+        offset += len;
+    }
+    let ymax = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
+        .fold(1.0, f64::max)
+        * 1.1;
+    let xmax = offset.max(1.0);
+    svg(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "throughput over time (successes per second; warm-up shaded; rounds in sequence)",
+                ("sans-serif", 15),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds")
+            .y_desc("ops/s")
+            .light_line_style(WHITE.mix(0.0))
+            .draw()?;
+        for (start, warm_end, end) in &bands {
+            if warm_end > start {
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(*start, 0.0), (*warm_end, ymax)],
+                    RGBColor(255, 230, 180).mix(0.6).filled(),
+                )))?;
+            }
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(*end, 0.0), (*end, ymax)],
+                BLACK.mix(0.3),
+            )))?;
+        }
+        for (i, (name, pts)) in series.iter().enumerate() {
+            let c = if name == "total" { BLACK } else { color(i) };
+            let width = if name == "total" { 2 } else { 1 };
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(width)))?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .label_font(("sans-serif", 11))
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })
+}
+
+/// p50, p90, p99 and p99.9 per operation, on a log scale.
+pub fn latency(r: &Report) -> String {
+    let ops: Vec<&OpReport> = busiest(&r.summary.ops, 12)
+        .into_iter()
+        .filter(|o| o.successes > 0)
+        .collect();
+    type Pick = fn(&OpReport) -> f64;
+    let pcts: [(&str, Pick); 4] = [
+        ("p50", |o| o.latency_ms.p50),
+        ("p90", |o| o.latency_ms.p90),
+        ("p99", |o| o.latency_ms.p99),
+        ("p99.9", |o| o.latency_ms.p999),
+    ];
+    let vmax = ops.iter().map(|o| o.latency_ms.p999).fold(0.01, f64::max) * 2.0;
+    let vmin = ops
+        .iter()
+        .map(|o| o.latency_ms.p50)
+        .fold(f64::MAX, f64::min)
+        .clamp(0.001, 1.0)
+        / 2.0;
+    let n = ops.len().max(1) as f64;
+    svg(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "latency percentiles per operation (ms, log scale, successes only)",
+                ("sans-serif", 15),
+            )
+            .margin(10)
+            .x_label_area_size(70)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0f64..n, (vmin..vmax).log_scale())?;
+        let labels: Vec<String> = ops.iter().map(|o| o.op.clone()).collect();
+        chart
+            .configure_mesh()
+            .x_labels(ops.len().max(1))
+            .x_label_formatter(&|x| labels.get(x.floor() as usize).cloned().unwrap_or_default())
+            .x_label_style(
+                ("sans-serif", 10)
+                    .into_font()
+                    .transform(FontTransform::Rotate90),
+            )
+            .y_desc("ms")
+            .disable_x_mesh()
+            .draw()?;
+        for (k, (name, f)) in pcts.iter().enumerate() {
+            let c = color(k);
+            chart
+                .draw_series(ops.iter().enumerate().map(|(i, o)| {
+                    let x0 = i as f64 + 0.1 + k as f64 * 0.2;
+                    Rectangle::new([(x0, vmin), (x0 + 0.18, f(o).max(vmin))], c.filled())
+                }))?
+                .label(*name)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })
+}
+
+/// Total ops/s of each round, with the mean and its 95 % confidence interval.
+pub fn rounds(r: &Report) -> String {
+    let a = r.summary.total.across_rounds.clone();
+    let pts: Vec<(f64, f64)> = r
+        .rounds
+        .iter()
+        .map(|x| (x.index as f64, x.total.ops_per_sec))
+        .collect();
+    let ymax = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.25;
+    let xmax = r.rounds.len() as f64 + 1.0;
+    svg(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "ops/s per round, mean and 95 % confidence interval",
+                ("sans-serif", 15),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("round")
+            .y_desc("ops/s")
+            .x_labels(r.rounds.len() + 2)
+            .draw()?;
+        if let Some(a) = &a {
+            if let Some([lo, hi]) = a.ops_per_sec_ci95 {
+                chart
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [(0.0, lo.max(0.0)), (xmax, hi)],
+                        RGBColor(120, 160, 230).mix(0.25).filled(),
+                    )))?
+                    .label("95 % CI of the mean")
+                    .legend(|(x, y)| {
+                        Rectangle::new(
+                            [(x, y - 5), (x + 10, y + 5)],
+                            RGBColor(120, 160, 230).mix(0.4).filled(),
+                        )
+                    });
+            }
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(0.0, a.ops_per_sec_mean), (xmax, a.ops_per_sec_mean)],
+                    BLUE.stroke_width(2),
+                )))?
+                .label(format!("mean {:.1}", a.ops_per_sec_mean))
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE.stroke_width(2)));
+        }
+        chart
+            .draw_series(pts.iter().map(|p| Circle::new(*p, 5, BLACK.filled())))?
+            .label("round")
+            .legend(|(x, y)| Circle::new((x + 5, y), 4, BLACK.filled()));
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })
+}
+
+/// Failures by class per operation (stacked bars); a note when nothing failed.
+pub fn errors(r: &Report) -> String {
+    let failing: Vec<&OpReport> = r.summary.ops.iter().filter(|o| o.failures > 0).collect();
+    if failing.is_empty() {
+        return "<p class=\"note\" data-empty=\"1\">no failures</p>".into();
+    }
+    let classes = ["connect", "timeout", "reset", "status", "body"];
+    let ymax = failing.iter().map(|o| o.failures).max().unwrap_or(1) as f64 * 1.2;
+    let n = failing.len() as f64;
+    svg(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption("failures by class per operation", ("sans-serif", 15))
+            .margin(10)
+            .x_label_area_size(70)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0f64..n, 0f64..ymax)?;
+        let labels: Vec<String> = failing.iter().map(|o| o.op.clone()).collect();
+        chart
+            .configure_mesh()
+            .x_labels(failing.len())
+            .x_label_formatter(&|x| labels.get(x.floor() as usize).cloned().unwrap_or_default())
+            .x_label_style(
+                ("sans-serif", 10)
+                    .into_font()
+                    .transform(FontTransform::Rotate90),
+            )
+            .disable_x_mesh()
+            .draw()?;
+        for (k, class) in classes.iter().enumerate() {
+            let c = color(k + 3);
+            chart
+                .draw_series(failing.iter().enumerate().map(|(i, o)| {
+                    let below: u64 = classes[..k]
+                        .iter()
+                        .map(|c| o.errors.get(*c).copied().unwrap_or(0))
+                        .sum();
+                    let mine = o.errors.get(*class).copied().unwrap_or(0);
+                    Rectangle::new(
+                        [
+                            (i as f64 + 0.2, below as f64),
+                            (i as f64 + 0.8, (below + mine) as f64),
+                        ],
+                        c.filled(),
+                    )
+                }))?
+                .label(*class)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })
+}
+
+/// Side by side: each run's ops/s per operation with its 95 % CI.
+pub fn compare_throughput(c: &Comparison) -> String {
+    let rows: Vec<_> = c
+        .rows
+        .iter()
+        .filter(|r| r.op != "total" && r.cells.iter().flatten().any(|x| x.ops_per_sec > 0.0))
+        .collect();
+    let n = rows.len().max(1) as f64;
+    let k = c.runs.len().max(1) as f64;
+    let ymax = rows
+        .iter()
+        .flat_map(|r| {
+            r.cells
+                .iter()
+                .flatten()
+                .map(|x| x.ci95.map_or(x.ops_per_sec, |ci| ci[1]))
+        })
+        .fold(1.0, f64::max)
+        * 1.15;
+    let labels: Vec<String> = rows.iter().map(|r| r.op.clone()).collect();
+    svg(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "ops/s per operation, each run with its 95 % CI",
+                ("sans-serif", 15),
+            )
+            .margin(10)
+            .x_label_area_size(70)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0f64..n, 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .x_labels(rows.len().max(1))
+            .x_label_formatter(&|x| labels.get(x.floor() as usize).cloned().unwrap_or_default())
+            .x_label_style(
+                ("sans-serif", 10)
+                    .into_font()
+                    .transform(FontTransform::Rotate90),
+            )
+            .disable_x_mesh()
+            .draw()?;
+        for (j, name) in c.runs.iter().enumerate() {
+            let col = color(j);
+            let w = 0.8 / k;
+            let cells: Vec<(f64, f64, Option<[f64; 2]>)> = rows
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| {
+                    r.cells[j]
+                        .as_ref()
+                        .map(|x| (i as f64 + 0.1 + j as f64 * w, x.ops_per_sec, x.ci95))
+                })
+                .collect();
+            chart
+                .draw_series(cells.iter().map(|(x0, v, _)| {
+                    Rectangle::new([(*x0, 0.0), (*x0 + w * 0.9, *v)], col.filled())
+                }))?
+                .label(name.clone())
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], col.filled()));
+            chart.draw_series(cells.iter().filter_map(|(x0, v, ci)| {
+                ci.map(|[lo, hi]| {
+                    ErrorBar::new_vertical(
+                        *x0 + w * 0.45,
+                        lo.max(0.0),
+                        *v,
+                        hi,
+                        BLACK.stroke_width(1),
+                        6,
+                    )
+                })
+            }))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })
+}
+
+/// A scaling chart for sweeps: one line per target of `value(point)` against the swept value.
+pub fn scaling(
+    title: &str,
+    y_desc: &str,
+    xs: &[String],
+    lines: &[(String, Vec<Option<f64>>)],
+) -> String {
+    let n = xs.len().max(1) as f64;
+    let ymax = lines
+        .iter()
+        .flat_map(|(_, v)| v.iter().flatten().copied())
+        .fold(1e-9, f64::max)
+        * 1.15;
+    svg(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 15))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(60)
+            .build_cartesian_2d(-0.5f64..n - 0.5, 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .x_labels(xs.len().max(1))
+            .x_label_formatter(&|x| {
+                let i = x.round();
+                if (x - i).abs() < 1e-6 && i >= 0.0 {
+                    xs.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc(y_desc)
+            .disable_x_mesh()
+            .draw()?;
+        for (j, (name, vals)) in lines.iter().enumerate() {
+            let col = color(j);
+            let pts: Vec<(f64, f64)> = vals
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| v.map(|v| (i as f64, v)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2))
+                });
+            chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, col.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.3))
+            .draw()?;
+        root.present()?;
+        Ok(())
+    })
+}

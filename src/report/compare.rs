@@ -1,0 +1,297 @@
+//! `loadmix compare`: several runs of one workload side by side. Per operation and for the
+//! total: each run's ops/sec (mean and 95 % CI over rounds) and p50/p95/p99, the ratio to
+//! the first run, and whether the throughput difference is statistically significant by
+//! Welch's t-test over the per-round ops/sec (two-sided, α = 0.05). Latency percentiles are
+//! shown with their ratios but not tested (they come from merged histograms, not samples
+//! per round).
+
+use std::fmt::Write;
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{CellAlignment, Table};
+use serde::Serialize;
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use super::model::{OpReport, Report};
+
+/// Significance level of the tests.
+pub const ALPHA: f64 = 0.05;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Comparison {
+    pub workload: String,
+    pub method: String,
+    /// Target (or file) of each run, first is the baseline.
+    pub runs: Vec<String>,
+    pub rows: Vec<Row>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Row {
+    pub op: String,
+    pub cells: Vec<Option<Cell>>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Cell {
+    pub rounds: usize,
+    pub ops_per_sec: f64,
+    pub ci95: Option<[f64; 2]>,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub ratio: Option<f64>,
+    pub p99_ratio: Option<f64>,
+    /// Welch's two-sided p-value against the first run; `None` for the first run and when
+    /// either side has fewer than two rounds.
+    pub p_value: Option<f64>,
+    pub significant: Option<bool>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error("need at least two runs to compare")]
+    TooFew,
+    #[error("these runs are of different workloads ({0}); compare like with like, or pass --force")]
+    DifferentWorkloads(String),
+}
+
+/// Welch's t-test: two-sided p-value that two samples have the same mean.
+pub fn welch_p(a: &[f64], b: &[f64]) -> Option<f64> {
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let stats = |x: &[f64]| {
+        let n = x.len() as f64;
+        let m = x.iter().sum::<f64>() / n;
+        let v = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0);
+        (n, m, v)
+    };
+    let (na, ma, va) = stats(a);
+    let (nb, mb, vb) = stats(b);
+    let se2 = va / na + vb / nb;
+    if se2 == 0.0 {
+        // No spread on either side: the means are equal or they are not.
+        return Some(if (ma - mb).abs() < f64::EPSILON * ma.abs().max(1.0) {
+            1.0
+        } else {
+            0.0
+        });
+    }
+    let t = (ma - mb) / se2.sqrt();
+    let df = se2 * se2 / ((va / na).powi(2) / (na - 1.0) + (vb / nb).powi(2) / (nb - 1.0));
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    Some(2.0 * (1.0 - dist.cdf(t.abs())))
+}
+
+fn cell(o: &OpReport, base: Option<&OpReport>) -> Cell {
+    let a = o.across_rounds.as_ref();
+    let rates = a
+        .map(|a| a.ops_per_sec_per_round.clone())
+        .unwrap_or_default();
+    let mean = a.map_or(o.ops_per_sec, |a| a.ops_per_sec_mean);
+    let (ratio, p99_ratio, p_value) = match base {
+        None => (None, None, None),
+        Some(b) => {
+            let bm = b
+                .across_rounds
+                .as_ref()
+                .map_or(b.ops_per_sec, |a| a.ops_per_sec_mean);
+            let brates = b
+                .across_rounds
+                .as_ref()
+                .map(|a| a.ops_per_sec_per_round.clone())
+                .unwrap_or_default();
+            (
+                (bm > 0.0).then(|| mean / bm),
+                (b.latency_ms.p99 > 0.0).then(|| o.latency_ms.p99 / b.latency_ms.p99),
+                welch_p(&brates, &rates),
+            )
+        }
+    };
+    Cell {
+        rounds: rates.len(),
+        ops_per_sec: mean,
+        ci95: a.and_then(|a| a.ops_per_sec_ci95),
+        p50_ms: o.latency_ms.p50,
+        p95_ms: o.latency_ms.p95,
+        p99_ms: o.latency_ms.p99,
+        ratio,
+        p99_ratio,
+        significant: p_value.map(|p| p < ALPHA),
+        p_value,
+    }
+}
+
+/// Compare `reports` (named by `names`), the first being the baseline.
+pub fn compare(
+    names: &[String],
+    reports: &[Report],
+    force: bool,
+) -> Result<Comparison, CompareError> {
+    if reports.len() < 2 {
+        return Err(CompareError::TooFew);
+    }
+    let hashes: Vec<&str> = reports.iter().map(|r| r.workload.hash.as_str()).collect();
+    if !force && hashes.iter().any(|h| *h != hashes[0]) {
+        let list: Vec<String> = names
+            .iter()
+            .zip(reports)
+            .map(|(n, r)| {
+                format!(
+                    "{n}: {} {}",
+                    r.workload.name,
+                    &r.workload.hash[..12.min(r.workload.hash.len())]
+                )
+            })
+            .collect();
+        return Err(CompareError::DifferentWorkloads(list.join(", ")));
+    }
+    let mut ops: Vec<String> = Vec::new();
+    for r in reports {
+        for o in &r.summary.ops {
+            if !ops.contains(&o.op) {
+                ops.push(o.op.clone());
+            }
+        }
+    }
+    ops.push("total".into());
+    let find = |r: &Report, op: &str| -> Option<OpReport> {
+        if op == "total" {
+            Some(r.summary.total.clone())
+        } else {
+            r.summary.ops.iter().find(|o| o.op == op).cloned()
+        }
+    };
+    let rows = ops
+        .iter()
+        .map(|op| {
+            let base = find(&reports[0], op);
+            Row {
+                op: op.clone(),
+                cells: reports
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        find(r, op).map(|o| cell(&o, if i == 0 { None } else { base.as_ref() }))
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    Ok(Comparison {
+        workload: reports[0].workload.name.clone(),
+        method: format!(
+            "throughput: mean ops/s over rounds ± 95 % CI (Student's t); difference to the first run tested with Welch's t-test over per-round ops/s, two-sided, significant when p < {ALPHA}; latency percentiles from merged histograms, shown as ratios, not tested"
+        ),
+        runs: names.to_vec(),
+        rows,
+    })
+}
+
+fn rate(c: &Cell) -> String {
+    match c.ci95 {
+        Some([lo, hi]) => format!("{:.1} ±{:.1}", c.ops_per_sec, (hi - lo) / 2.0),
+        None => format!("{:.1}", c.ops_per_sec),
+    }
+}
+
+fn verdict(c: &Cell) -> String {
+    match (c.ratio, c.significant, c.p_value) {
+        (None, _, _) => "baseline".into(),
+        (Some(r), Some(true), Some(p)) => format!("{r:.2}× significant (p={p:.3})"),
+        (Some(r), Some(false), Some(p)) => format!("{r:.2}× no significant difference (p={p:.2})"),
+        (Some(r), _, _) => format!("{r:.2}× (one round: not tested)"),
+    }
+}
+
+/// Console table.
+pub fn render_table(c: &Comparison) -> String {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut header = vec!["operation".to_string()];
+    for n in &c.runs {
+        header.push(format!("{n} ops/s"));
+        header.push(format!("{n} p50/p95/p99 ms"));
+        header.push(format!("{n} vs {}", c.runs[0]));
+    }
+    t.set_header(header);
+    for row in &c.rows {
+        let mut cells = vec![row.op.clone()];
+        for cell in &row.cells {
+            match cell {
+                Some(x) => {
+                    cells.push(rate(x));
+                    cells.push(format!("{:.2}/{:.2}/{:.2}", x.p50_ms, x.p95_ms, x.p99_ms));
+                    cells.push(verdict(x));
+                }
+                None => cells.extend(["-".into(), "-".into(), "-".into()]),
+            }
+        }
+        t.add_row(cells);
+    }
+    for i in 1..t.column_count() {
+        if let Some(col) = t.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    format!(
+        "comparison of {} runs of {}\n{t}\nmethod: {}\n",
+        c.runs.len(),
+        c.workload,
+        c.method
+    )
+}
+
+/// Markdown, for pasting into a review.
+pub fn render_markdown(c: &Comparison) -> String {
+    let mut out = format!("### {}: {}\n\n", c.workload, c.runs.join(" vs "));
+    out.push_str("| operation |");
+    for n in &c.runs {
+        let _ = write!(out, " {n} ops/s | {n} p99 ms |");
+        if n != &c.runs[0] {
+            let _ = write!(out, " {n} vs {} |", c.runs[0]);
+        }
+    }
+    out.push_str("\n|---|");
+    for (i, _) in c.runs.iter().enumerate() {
+        out.push_str("---:|---:|");
+        if i > 0 {
+            out.push_str("---|");
+        }
+    }
+    out.push('\n');
+    for row in &c.rows {
+        let _ = write!(out, "| {} |", row.op);
+        for (i, cell) in row.cells.iter().enumerate() {
+            match cell {
+                Some(x) => {
+                    let _ = write!(out, " {} | {:.2} |", rate(x), x.p99_ms);
+                    if i > 0 {
+                        let _ = write!(out, " {} |", verdict(x));
+                    }
+                }
+                None => out.push_str(if i > 0 { " - | - | - |" } else { " - | - |" }),
+            }
+        }
+        out.push('\n');
+    }
+    let _ = write!(out, "\n_{}_\n", c.method);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn welch_matches_a_known_value() {
+        // Two samples with means 10 and 12, sd 1, n 5 each: t = -3.162, df = 8, p = 0.0134.
+        let a = [9.0, 9.5, 10.0, 10.5, 11.0].map(|x| 10.0 + (x - 10.0) * (1.0 / 0.790_569));
+        let b = a.map(|x| x + 2.0);
+        let p = welch_p(&a, &b).unwrap();
+        assert!((p - 0.0134).abs() < 0.001, "{p}");
+        assert_eq!(welch_p(&a, &a), Some(1.0));
+        assert_eq!(welch_p(&[1.0], &[2.0, 3.0]), None);
+    }
+}

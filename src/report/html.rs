@@ -1,0 +1,369 @@
+//! Self-contained HTML pages: one file, inline CSS and inline SVG charts, no script, no font,
+//! no request leaving the file. A run's page (`report.html`), a comparison page and a
+//! sweep page. Every chart sits in a `<figure data-chart="...">` so a browser test can
+//! check that each one is there.
+
+use std::fmt::Write;
+
+use super::charts;
+use super::compare::{self, Comparison};
+use super::model::{OpReport, Report};
+use crate::server::xml::esc;
+
+const STYLE: &str = r#"
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1000px;color:#222;padding:0 12px}
+h1{font-size:1.5em;margin-bottom:4px}h2{font-size:1.15em;margin-top:28px;border-bottom:1px solid #ddd;padding-bottom:4px}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
+td:first-child,th:first-child{text-align:left}th{background:#f4f4f4}.meta td{text-align:left}
+figure{margin:12px 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
+.pass{color:#176317;font-weight:600}.fail{color:#a11;font-weight:600}.note{color:#666;font-style:italic}
+.warn{background:#fff4e0;border:1px solid #e0b060;padding:8px}pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px}
+"#;
+
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{}</title><style>{STYLE}</style></head><body>{body}</body></html>\n",
+        esc(title)
+    )
+}
+
+fn figure(kind: &str, svg: String) -> String {
+    format!("<figure data-chart=\"{kind}\">{svg}</figure>")
+}
+
+fn ms(o: &OpReport, v: f64) -> String {
+    if o.successes == 0 {
+        "-".into()
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn rate(o: &OpReport) -> String {
+    match o
+        .across_rounds
+        .as_ref()
+        .and_then(|a| a.ops_per_sec_ci95.map(|c| (a.ops_per_sec_mean, c)))
+    {
+        Some((m, [lo, hi])) if o.across_rounds.as_ref().is_some_and(|a| a.rounds > 1) => {
+            format!("{m:.1} ± {:.1}", (hi - lo) / 2.0)
+        }
+        _ => format!("{:.1}", o.ops_per_sec),
+    }
+}
+
+/// The page of one run.
+pub fn report(r: &Report) -> String {
+    let w = &r.workload;
+    let mut b = String::new();
+    let _ = write!(b, "<h1>{}: {}</h1>", esc(&w.name), esc(&r.target));
+    if let Some(d) = &w.description {
+        let _ = write!(b, "<p>{}</p>", esc(d));
+    }
+    if r.interrupted {
+        b.push_str("<p class=\"warn\">This run was interrupted: the figures cover what ran.</p>");
+    }
+    let length = match (w.run.duration_s, w.run.iterations) {
+        (Some(d), _) => format!("{d} s per round"),
+        (None, Some(n)) => format!("{n} operations per user"),
+        _ => String::new(),
+    };
+    let classes: Vec<String> = w
+        .classes
+        .iter()
+        .map(|c| {
+            format!(
+                "{} ({}) ×{}, think {}, {}",
+                c.name, c.protocol, c.count, c.think, c.connection
+            )
+        })
+        .collect();
+    b.push_str("<table class=\"meta\">");
+    for (k, v) in [
+        ("run", r.run_id.clone()),
+        (
+            "started / finished",
+            format!("{} / {}", r.started_at, r.finished_at),
+        ),
+        ("target", r.target.clone()),
+        (
+            "workload",
+            format!("{} ({}), hash {}", w.name, w.file, w.hash),
+        ),
+        (
+            "rounds",
+            format!(
+                "{} × {length}, warm-up {} s, measured {:.1} s in all",
+                r.summary.rounds, w.run.warmup_s, r.summary.measured_s
+            ),
+        ),
+        ("users", classes.join("; ")),
+        ("seed", r.seed.to_string()),
+        (
+            "overrides",
+            if w.overrides.is_empty() {
+                "none".into()
+            } else {
+                w.overrides.join(" ")
+            },
+        ),
+        ("tool", format!("{} {}", r.tool.name, r.tool.version)),
+        (
+            "host",
+            format!(
+                "{} ({} {}, {} CPUs)",
+                r.host.hostname, r.host.os, r.host.arch, r.host.cpus
+            ),
+        ),
+        (
+            "generator CPU and lag",
+            "not measured by this version".into(),
+        ),
+    ] {
+        let _ = write!(b, "<tr><td>{k}</td><td>{}</td></tr>", esc(&v));
+    }
+    b.push_str("</table>");
+
+    b.push_str("<h2>Summary</h2><table><tr><th>operation</th><th>requests</th><th>ok</th><th>failed</th><th>ops/s (95% CI)</th><th>mean ms</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>sent B</th><th>received B</th></tr>");
+    for o in r
+        .summary
+        .ops
+        .iter()
+        .chain(std::iter::once(&r.summary.total))
+    {
+        let l = &o.latency_ms;
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&o.op),
+            o.requests,
+            o.successes,
+            o.failures,
+            rate(o),
+            ms(o, l.mean),
+            ms(o, l.p50),
+            ms(o, l.p90),
+            ms(o, l.p95),
+            ms(o, l.p99),
+            ms(o, l.p999),
+            ms(o, l.max),
+            o.bytes_sent,
+            o.bytes_received
+        );
+    }
+    let _ = write!(
+        b,
+        "</table><p>success ratio {:.4}; latencies in ms, successful operations only</p>",
+        r.summary.success_ratio
+    );
+
+    if !r.thresholds.is_empty() {
+        b.push_str("<h2>Thresholds</h2><table><tr><th>operation</th><th>rule</th><th>observed</th><th>result</th></tr>");
+        for t in &r.thresholds {
+            let (cls, word) = if t.passed {
+                ("pass", "PASS")
+            } else {
+                ("fail", "FAIL")
+            };
+            let _ = write!(
+                b,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{cls}\">{word}</td></tr>",
+                esc(&t.op),
+                esc(&t.rule),
+                t.observed.map_or("no data".into(), |v| format!("{v:.3}"))
+            );
+        }
+        b.push_str("</table>");
+    }
+
+    b.push_str("<h2>Charts</h2>");
+    b.push_str(&figure("throughput", charts::throughput(r)));
+    b.push_str(&figure("latency", charts::latency(r)));
+    b.push_str(&figure("rounds", charts::rounds(r)));
+    b.push_str(&figure("errors", charts::errors(r)));
+
+    b.push_str("<h2>Rounds</h2><table><tr><th>round</th><th>started</th><th>measured s</th><th>users</th><th>connections</th><th>warm-up ops</th><th>requests</th><th>failed</th><th>ops/s</th><th>p99 ms</th></tr>");
+    for x in &r.rounds {
+        let _ = write!(
+            b,
+            "<tr><td>{}{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td></tr>",
+            x.index,
+            if x.interrupted { " (interrupted)" } else { "" },
+            esc(&x.started_at),
+            x.measured_s,
+            x.vus,
+            x.connections_opened,
+            x.warmup_requests,
+            x.total.requests,
+            x.total.failures,
+            x.total.ops_per_sec,
+            ms(&x.total, x.total.latency_ms.p99)
+        );
+    }
+    b.push_str("</table>");
+
+    b.push_str("<h2>Statuses and errors</h2><table><tr><th>operation</th><th>responses by status</th><th>failures by class</th></tr>");
+    for o in &r.summary.ops {
+        let st: Vec<String> = o.status.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        let er: Vec<String> = o.errors.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&o.op),
+            esc(&st.join(", ")),
+            esc(&er.join(", "))
+        );
+    }
+    b.push_str("</table>");
+    if !r.failures.is_empty() {
+        b.push_str("<h3>First failures</h3><table><tr><th>round</th><th>operation</th><th>class</th><th>what came back</th></tr>");
+        for f in &r.failures {
+            let _ = write!(
+                b,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td style=\"text-align:left\">{}</td></tr>",
+                f.round,
+                esc(&f.op),
+                esc(&f.error),
+                esc(&f.detail)
+            );
+        }
+        b.push_str("</table>");
+    }
+    let _ = write!(
+        b,
+        "<h2>Workload</h2><details><summary>{}</summary><pre>{}</pre></details>",
+        esc(&w.file),
+        esc(&w.source)
+    );
+    page(&format!("loadmix: {} on {}", w.name, r.target), &b)
+}
+
+/// The comparison page.
+pub fn comparison(c: &Comparison) -> String {
+    let mut b = format!(
+        "<h1>{}: {}</h1><p>{}</p>",
+        esc(&c.workload),
+        esc(&c.runs.join(" vs ")),
+        esc(&c.method)
+    );
+    b.push_str(&figure("compare-throughput", charts::compare_throughput(c)));
+    b.push_str(&compare_table(c));
+    page(&format!("loadmix compare: {}", c.workload), &b)
+}
+
+fn compare_table(c: &Comparison) -> String {
+    let mut b = String::from("<table><tr><th>operation</th>");
+    for n in &c.runs {
+        let _ = write!(
+            b,
+            "<th>{0} ops/s</th><th>{0} p50/p95/p99 ms</th><th>{0} vs {1}</th>",
+            esc(n),
+            esc(&c.runs[0])
+        );
+    }
+    b.push_str("</tr>");
+    for row in &c.rows {
+        let _ = write!(b, "<tr><td>{}</td>", esc(&row.op));
+        for cell in &row.cells {
+            match cell {
+                Some(x) => {
+                    let rate = match x.ci95 {
+                        Some([lo, hi]) => format!("{:.1} ± {:.1}", x.ops_per_sec, (hi - lo) / 2.0),
+                        None => format!("{:.1}", x.ops_per_sec),
+                    };
+                    let verdict = match (x.ratio, x.significant, x.p_value) {
+                        (None, _, _) => "baseline".to_string(),
+                        (Some(r), Some(true), Some(p)) => {
+                            format!("<span class=\"fail\">{r:.2}× (p={p:.3})</span>")
+                        }
+                        (Some(r), Some(false), Some(p)) => format!("{r:.2}× n.s. (p={p:.2})"),
+                        (Some(r), _, _) => format!("{r:.2}× (not tested)"),
+                    };
+                    let _ = write!(
+                        b,
+                        "<td>{rate}</td><td>{:.2}/{:.2}/{:.2}</td><td>{verdict}</td>",
+                        x.p50_ms, x.p95_ms, x.p99_ms
+                    );
+                }
+                None => b.push_str("<td>-</td><td>-</td><td>-</td>"),
+            }
+        }
+        b.push_str("</tr>");
+    }
+    let _ = write!(
+        b,
+        "</table><p class=\"note\">significance level {}</p>",
+        compare::ALPHA
+    );
+    b
+}
+
+/// The page of a sweep: scaling charts and table, then each point's comparison.
+pub fn sweep(
+    title: &str,
+    key: &str,
+    points: &[String],
+    targets: &[String],
+    table: &[Vec<Option<(f64, f64)>>],
+    comparisons: &[(String, Comparison)],
+) -> String {
+    let mut b = format!(
+        "<h1>{}</h1><p>sweep of <code>{}</code> over {}</p>",
+        esc(title),
+        esc(key),
+        esc(&points.join(", "))
+    );
+    let lines = |pick: fn(&(f64, f64)) -> f64| -> Vec<(String, Vec<Option<f64>>)> {
+        targets
+            .iter()
+            .enumerate()
+            .map(|(t, name)| {
+                (
+                    name.clone(),
+                    table.iter().map(|row| row[t].as_ref().map(pick)).collect(),
+                )
+            })
+            .collect()
+    };
+    b.push_str(&figure(
+        "sweep-throughput",
+        charts::scaling(
+            "total ops/s against the swept value",
+            "ops/s",
+            points,
+            &lines(|x| x.0),
+        ),
+    ));
+    b.push_str(&figure(
+        "sweep-p99",
+        charts::scaling(
+            "total p99 latency (ms) against the swept value",
+            "p99 ms",
+            points,
+            &lines(|x| x.1),
+        ),
+    ));
+    b.push_str("<table><tr><th>value</th>");
+    for t in targets {
+        let _ = write!(b, "<th>{0} ops/s</th><th>{0} p99 ms</th>", esc(t));
+    }
+    b.push_str("</tr>");
+    for (i, p) in points.iter().enumerate() {
+        let _ = write!(b, "<tr><td>{}</td>", esc(p));
+        for cell in &table[i] {
+            match cell {
+                Some((ops, p99)) => {
+                    let _ = write!(b, "<td>{ops:.1}</td><td>{p99:.2}</td>");
+                }
+                None => b.push_str("<td>-</td><td>-</td>"),
+            }
+        }
+        b.push_str("</tr>");
+    }
+    b.push_str("</table>");
+    for (point, c) in comparisons {
+        let _ = write!(b, "<h2>{}</h2>", esc(point));
+        b.push_str(&compare_table(c));
+    }
+    page(title, &b)
+}

@@ -1,0 +1,118 @@
+//! Thresholds (DESIGN §3): rules such as `{ op: morse.sync, p95: "< 200ms" }` or
+//! `{ op: total, errors: "< 1%" }`, evaluated on the summary across rounds after the run.
+//! Any failure makes the exit code 1 (CI gating).
+
+use super::model::{OpReport, Report, ThresholdInfo};
+use crate::workload::{Comparison, Threshold, ThresholdMetric};
+
+/// The summary figures a rule names: the total, a class (its operations merged), or one
+/// operation.
+fn figure(r: &Report, op: &str, metric: ThresholdMetric) -> Option<f64> {
+    let s = &r.summary;
+    let rows: Vec<&OpReport> = if op == "total" {
+        vec![&s.total]
+    } else if s.ops.iter().any(|o| o.op == op) {
+        s.ops.iter().filter(|o| o.op == op).collect()
+    } else {
+        s.ops
+            .iter()
+            .filter(|o| o.class.as_deref() == Some(op))
+            .collect()
+    };
+    if rows.is_empty() {
+        return None;
+    }
+    let requests: u64 = rows.iter().map(|o| o.requests).sum();
+    let failures: u64 = rows.iter().map(|o| o.failures).sum();
+    let rate: f64 = rows.iter().map(|o| o.ops_per_sec).sum();
+    if rows.len() > 1 && !matches!(metric, ThresholdMetric::Errors | ThresholdMetric::OpsPerSec) {
+        // Latency of a whole class: merge the operations' histograms.
+        let mut h = crate::metrics::new_histogram();
+        for o in &rows {
+            if let Some(x) = super::model::decode_histogram(&o.histogram) {
+                let _ = h.add(&x);
+            }
+        }
+        if h.is_empty() {
+            return None;
+        }
+        let ms = |v: u64| v as f64 / 1000.0;
+        return Some(match metric {
+            ThresholdMetric::P50 => ms(h.value_at_quantile(0.5)),
+            ThresholdMetric::P90 => ms(h.value_at_quantile(0.9)),
+            ThresholdMetric::P95 => ms(h.value_at_quantile(0.95)),
+            ThresholdMetric::P99 => ms(h.value_at_quantile(0.99)),
+            ThresholdMetric::P999 => ms(h.value_at_quantile(0.999)),
+            ThresholdMetric::Mean => h.mean() / 1000.0,
+            _ => ms(h.max()),
+        });
+    }
+    let o = rows[0];
+    let l = &o.latency_ms;
+    let latency_ok = o.successes > 0;
+    Some(match metric {
+        ThresholdMetric::Errors => {
+            if requests == 0 {
+                return None;
+            }
+            failures as f64 * 100.0 / requests as f64
+        }
+        ThresholdMetric::OpsPerSec => rate,
+        _ if !latency_ok => return None,
+        ThresholdMetric::P50 => l.p50,
+        ThresholdMetric::P90 => l.p90,
+        ThresholdMetric::P95 => l.p95,
+        ThresholdMetric::P99 => l.p99,
+        ThresholdMetric::P999 => l.p999,
+        ThresholdMetric::Mean => l.mean,
+        ThresholdMetric::Max => l.max,
+    })
+}
+
+/// Evaluate every rule against the report and record the results in it. Returns true when
+/// all passed. A rule whose figure does not exist (no successful operation to take a
+/// latency from) fails: a gate must not pass on no evidence.
+pub fn evaluate(rules: &[Threshold], r: &mut Report) -> bool {
+    let results: Vec<ThresholdInfo> = rules
+        .iter()
+        .map(|t| {
+            let observed = figure(r, &t.op, t.metric);
+            let passed = observed.is_some_and(|v| match t.cmp {
+                Comparison::Lt => v < t.value,
+                Comparison::Le => v <= t.value,
+                Comparison::Gt => v > t.value,
+                Comparison::Ge => v >= t.value,
+            });
+            ThresholdInfo {
+                op: t.op.clone(),
+                rule: t.text.clone(),
+                observed,
+                passed,
+            }
+        })
+        .collect();
+    let ok = results.iter().all(|t| t.passed);
+    r.thresholds = results;
+    ok
+}
+
+/// The pass/fail list for the console.
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    if r.thresholds.is_empty() {
+        return out;
+    }
+    out.push_str("\nthresholds:\n");
+    for t in &r.thresholds {
+        let seen = t
+            .observed
+            .map_or("no data".to_string(), |v| format!("{v:.3}"));
+        out.push_str(&format!(
+            "  {} {}: {} (observed {seen})\n",
+            if t.passed { "PASS" } else { "FAIL" },
+            t.op,
+            t.rule
+        ));
+    }
+    out
+}

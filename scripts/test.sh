@@ -2,8 +2,8 @@
 # The whole test suite, from a fresh checkout: formatting, lints, unit and integration
 # tests, a real CalDAV client (the Python `caldav` library) against the embedded server on
 # both stores, and the CalDAV driver against two real servers (Radicale, Xandikos). The
-# Python packages are installed in venvs under .tools/ (git-ignored). CI runs exactly this
-# (.ci/run).
+# Python packages are installed in venvs under .tools/ (git-ignored); Debian's chromium and
+# npm's playwright-core for the HTML check. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,5 +23,8 @@ scripts/caldav_client_check.sh
 
 echo "== caldav-sync.yaml against real CalDAV servers (Radicale, Xandikos)"
 scripts/peers_check.sh
+
+echo "== HTML pages in headless Chromium"
+scripts/html_check.sh
 
 echo "== all tests passed"

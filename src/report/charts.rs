@@ -34,6 +34,16 @@ fn svg(
     }
 }
 
+/// Group `i` spans [i, i+1); asking plotters for 2n+1 labels puts one at every half unit,
+/// and only the ones at a group's centre get its name.
+fn centred_label(labels: &[String], x: f64) -> String {
+    if (x.fract() - 0.5).abs() < 1e-6 && x >= 0.0 {
+        labels.get(x.floor() as usize).cloned().unwrap_or_default()
+    } else {
+        String::new()
+    }
+}
+
 /// The operations worth a line: the busiest first, at most `n`.
 fn busiest(ops: &[OpReport], n: usize) -> Vec<&OpReport> {
     let mut v: Vec<&OpReport> = ops.iter().filter(|o| o.requests > 0).collect();
@@ -163,8 +173,8 @@ pub fn latency(r: &Report) -> String {
         let labels: Vec<String> = ops.iter().map(|o| o.op.clone()).collect();
         chart
             .configure_mesh()
-            .x_labels(ops.len().max(1))
-            .x_label_formatter(&|x| labels.get(x.floor() as usize).cloned().unwrap_or_default())
+            .x_labels(2 * ops.len() + 1)
+            .x_label_formatter(&|x| centred_label(&labels, *x))
             .x_label_style(
                 ("sans-serif", 10)
                     .into_font()
@@ -277,8 +287,8 @@ pub fn errors(r: &Report) -> String {
         let labels: Vec<String> = failing.iter().map(|o| o.op.clone()).collect();
         chart
             .configure_mesh()
-            .x_labels(failing.len())
-            .x_label_formatter(&|x| labels.get(x.floor() as usize).cloned().unwrap_or_default())
+            .x_labels(2 * failing.len() + 1)
+            .x_label_formatter(&|x| centred_label(&labels, *x))
             .x_label_style(
                 ("sans-serif", 10)
                     .into_font()
@@ -349,8 +359,8 @@ pub fn compare_throughput(c: &Comparison) -> String {
             .build_cartesian_2d(0f64..n, 0f64..ymax)?;
         chart
             .configure_mesh()
-            .x_labels(rows.len().max(1))
-            .x_label_formatter(&|x| labels.get(x.floor() as usize).cloned().unwrap_or_default())
+            .x_labels(2 * rows.len() + 1)
+            .x_label_formatter(&|x| centred_label(&labels, *x))
             .x_label_style(
                 ("sans-serif", 10)
                     .into_font()

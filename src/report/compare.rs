@@ -210,22 +210,29 @@ pub fn render_table(c: &Comparison) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     let mut header = vec!["operation".to_string()];
-    for n in &c.runs {
+    for (i, n) in c.runs.iter().enumerate() {
         header.push(format!("{n} ops/s"));
         header.push(format!("{n} p50/p95/p99 ms"));
-        header.push(format!("{n} vs {}", c.runs[0]));
+        if i > 0 {
+            header.push(format!("vs {}", c.runs[0]));
+        }
     }
     t.set_header(header);
     for row in &c.rows {
         let mut cells = vec![row.op.clone()];
-        for cell in &row.cells {
+        for (i, cell) in row.cells.iter().enumerate() {
             match cell {
                 Some(x) => {
                     cells.push(rate(x));
                     cells.push(format!("{:.2}/{:.2}/{:.2}", x.p50_ms, x.p95_ms, x.p99_ms));
-                    cells.push(verdict(x));
+                    if i > 0 {
+                        cells.push(verdict(x));
+                    }
                 }
-                None => cells.extend(["-".into(), "-".into(), "-".into()]),
+                None => cells.extend(std::iter::repeat_n(
+                    "-".to_string(),
+                    if i > 0 { 3 } else { 2 },
+                )),
             }
         }
         t.add_row(cells);
@@ -247,10 +254,10 @@ pub fn render_table(c: &Comparison) -> String {
 pub fn render_markdown(c: &Comparison) -> String {
     let mut out = format!("### {}: {}\n\n", c.workload, c.runs.join(" vs "));
     out.push_str("| operation |");
-    for n in &c.runs {
+    for (i, n) in c.runs.iter().enumerate() {
         let _ = write!(out, " {n} ops/s | {n} p99 ms |");
-        if n != &c.runs[0] {
-            let _ = write!(out, " {n} vs {} |", c.runs[0]);
+        if i > 0 {
+            let _ = write!(out, " vs {} |", c.runs[0]);
         }
     }
     out.push_str("\n|---|");

@@ -253,39 +253,45 @@ pub fn comparison(c: &Comparison) -> String {
 
 fn compare_table(c: &Comparison) -> String {
     let mut b = String::from("<table><tr><th>operation</th>");
-    for n in &c.runs {
-        let _ = write!(
-            b,
-            "<th>{0} ops/s</th><th>{0} p50/p95/p99 ms</th><th>{0} vs {1}</th>",
-            esc(n),
-            esc(&c.runs[0])
-        );
+    for (i, n) in c.runs.iter().enumerate() {
+        let _ = write!(b, "<th>{0} ops/s</th><th>{0} p50/p95/p99 ms</th>", esc(n));
+        if i > 0 {
+            let _ = write!(b, "<th>vs {}</th>", esc(&c.runs[0]));
+        }
     }
     b.push_str("</tr>");
     for row in &c.rows {
         let _ = write!(b, "<tr><td>{}</td>", esc(&row.op));
-        for cell in &row.cells {
-            match cell {
-                Some(x) => {
-                    let rate = match x.ci95 {
-                        Some([lo, hi]) => format!("{:.1} ± {:.1}", x.ops_per_sec, (hi - lo) / 2.0),
-                        None => format!("{:.1}", x.ops_per_sec),
-                    };
-                    let verdict = match (x.ratio, x.significant, x.p_value) {
-                        (None, _, _) => "baseline".to_string(),
-                        (Some(r), Some(true), Some(p)) => {
-                            format!("<span class=\"fail\">{r:.2}× (p={p:.3})</span>")
-                        }
-                        (Some(r), Some(false), Some(p)) => format!("{r:.2}× n.s. (p={p:.2})"),
-                        (Some(r), _, _) => format!("{r:.2}× (not tested)"),
-                    };
-                    let _ = write!(
-                        b,
-                        "<td>{rate}</td><td>{:.2}/{:.2}/{:.2}</td><td>{verdict}</td>",
-                        x.p50_ms, x.p95_ms, x.p99_ms
-                    );
-                }
-                None => b.push_str("<td>-</td><td>-</td><td>-</td>"),
+        for (i, cell) in row.cells.iter().enumerate() {
+            let Some(x) = cell else {
+                b.push_str(if i > 0 {
+                    "<td>-</td><td>-</td><td>-</td>"
+                } else {
+                    "<td>-</td><td>-</td>"
+                });
+                continue;
+            };
+            let rate = match x.ci95 {
+                Some([lo, hi]) => format!("{:.1} ± {:.1}", x.ops_per_sec, (hi - lo) / 2.0),
+                None => format!("{:.1}", x.ops_per_sec),
+            };
+            let _ = write!(
+                b,
+                "<td>{rate}</td><td>{:.2}/{:.2}/{:.2}</td>",
+                x.p50_ms, x.p95_ms, x.p99_ms
+            );
+            if i > 0 {
+                let verdict = match (x.ratio, x.significant, x.p_value) {
+                    (Some(r), Some(true), Some(p)) => {
+                        format!("<b>{r:.2}×</b> significant (p={p:.3})")
+                    }
+                    (Some(r), Some(false), Some(p)) => {
+                        format!("{r:.2}× no significant difference (p={p:.2})")
+                    }
+                    (Some(r), _, _) => format!("{r:.2}× (one round: not tested)"),
+                    (None, _, _) => "-".to_string(),
+                };
+                let _ = write!(b, "<td>{verdict}</td>");
             }
         }
         b.push_str("</tr>");

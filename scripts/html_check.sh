@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Renders a run's page, a comparison page and a sweep page, then opens each in headless
+# Chromium (scripts/html_check.mjs): no console errors, no request leaving the file, every
+# chart present. Installs Debian's chromium and npm's playwright-core when missing.
+# Screenshots land in target/html-check/ for a reviewer to look at.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -x /usr/bin/chromium ]; then
+    (apt-get install -y -qq chromium || (apt-get update -qq && apt-get install -y -qq chromium)) >/dev/null
+fi
+NODE_DIR=.tools/node
+if [ ! -d "$NODE_DIR/node_modules/playwright-core" ]; then
+    mkdir -p "$NODE_DIR"
+    (cd "$NODE_DIR" && npm install --silent --no-audit --no-fund playwright-core@1 >/dev/null)
+fi
+BIN=target/debug/loadmix
+[ -x "$BIN" ] || cargo build --locked
+OUT=target/html-check
+rm -rf "$OUT"
+mkdir -p "$OUT"
+# Two targets (so a comparison page is written) and a sweep.
+"$BIN" run workloads/queue-sizes.yaml --quiet --iterations 60 --rounds 2 \
+    --target memory=embedded:memory --target sqlite=embedded:sqlite --out "$OUT/pair" >/dev/null
+"$BIN" run workloads/queue-sizes.yaml --quiet --iterations 40 --rounds 2 \
+    --sweep users.producer.count=1,2,4 --out "$OUT/sweep" >/dev/null
+"$BIN" report reports/example/run.json --html "$OUT/example.html" >/dev/null
+cp "$OUT/pair/memory/report.html" "$OUT/memory.html"
+cp "$OUT/pair/compare.html" "$OUT/compare.html"
+cp "$OUT/sweep/sweep.html" "$OUT/sweep.html"
+cp scripts/html_check.mjs "$NODE_DIR/html_check.mjs"
+node "$NODE_DIR/html_check.mjs" \
+    "$OUT/example.html:throughput,latency,rounds,errors" \
+    "$OUT/memory.html:throughput,latency,rounds,errors" \
+    "$OUT/compare.html:compare-throughput" \
+    "$OUT/sweep.html:sweep-throughput,sweep-p99"

@@ -1,0 +1,264 @@
+//! Comparing configurations: `compare` on saved runs with a known difference (real runs of
+//! the embedded memory and SQLite stores, under fixtures/compare/), identical runs, runs of
+//! different workloads; thresholds and their exit code; two targets interleaved round by
+//! round; a sweep; CSV; self-contained HTML.
+
+mod common;
+
+use common::*;
+use loadmix::report::compare;
+
+fn fixture(name: &str) -> loadmix::report::Report {
+    loadmix::report::load(&root().join("fixtures/compare").join(name)).unwrap()
+}
+
+#[test]
+fn a_known_difference_is_found_and_called_significant() {
+    let (mem, sql) = (fixture("queue-memory.json"), fixture("queue-sqlite.json"));
+    let c = compare::compare(
+        &["memory".into(), "sqlite".into()],
+        &[mem.clone(), sql.clone()],
+        false,
+    )
+    .unwrap();
+    let total = c.rows.iter().find(|r| r.op == "total").unwrap();
+    let base = total.cells[0].as_ref().unwrap();
+    let other = total.cells[1].as_ref().unwrap();
+    assert_eq!(base.ratio, None, "the first run is the baseline");
+    let ratio = other.ratio.unwrap();
+    let expected = sql
+        .summary
+        .total
+        .across_rounds
+        .as_ref()
+        .unwrap()
+        .ops_per_sec_mean
+        / mem
+            .summary
+            .total
+            .across_rounds
+            .as_ref()
+            .unwrap()
+            .ops_per_sec_mean;
+    assert!((ratio - expected).abs() < 1e-9);
+    assert!(
+        ratio < 0.5,
+        "SQLite is much slower on this write-heavy queue: {ratio}"
+    );
+    assert_eq!(other.significant, Some(true), "p = {:?}", other.p_value);
+    assert!(c.method.contains("Welch"));
+}
+
+#[test]
+fn identical_runs_show_no_significant_difference() {
+    let mem = fixture("queue-memory.json");
+    let c = compare::compare(&["a".into(), "b".into()], &[mem.clone(), mem], false).unwrap();
+    for row in &c.rows {
+        let x = row.cells[1].as_ref().unwrap();
+        assert_eq!(x.ratio, Some(1.0), "{}", row.op);
+        assert_eq!(x.significant, Some(false), "{}", row.op);
+    }
+    let table = compare::render_table(&c);
+    assert!(table.contains("no significant difference"));
+}
+
+#[test]
+fn the_compare_command_refuses_different_workloads_unless_forced() {
+    let a = "fixtures/compare/queue-memory.json";
+    let b = "reports/example/run.json";
+    let out = loadmix_bin(&["compare", a, b]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("different workloads"));
+    let tmp = tempdir();
+    let html = tmp.path().join("c.html");
+    let out = loadmix_bin(&[
+        "compare",
+        a,
+        b,
+        "--force",
+        "--format",
+        "md",
+        "--html",
+        &path_str(&html),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(md.starts_with("### ") && md.contains("| total |"), "{md}");
+    assert!(
+        std::fs::read_to_string(html)
+            .unwrap()
+            .contains("data-chart=\"compare-throughput\"")
+    );
+}
+
+fn write_workload(dir: &std::path::Path, thresholds: &str) -> String {
+    let p = dir.join("w.yaml");
+    std::fs::write(
+        &p,
+        format!(
+            "name: gated\nrun: {{ iterations: 50 }}\nusers:\n  - class: q\n    protocol: http\n    count: 2\n    mix:\n      put: {{ weight: 1, method: POST, path: '{{context}}/queue/g', body: x, expect: 201 }}\nthresholds:\n{thresholds}"
+        ),
+    )
+    .unwrap();
+    path_str(&p)
+}
+
+#[test]
+fn thresholds_pass_or_fail_the_run() {
+    let tmp = tempdir();
+    let ok = write_workload(
+        tmp.path(),
+        "  - { op: total, errors: \"< 1%\" }\n  - { op: q.put, p99: \"< 10s\" }\n",
+    );
+    let out = out_dir(&tmp);
+    assert_eq!(
+        loadmix(&["run", &ok, "--out", &path_str(&out), "--quiet"]),
+        0
+    );
+    let r = read_report(&out);
+    assert_eq!(r.thresholds.len(), 2);
+    assert!(r.thresholds.iter().all(|t| t.passed));
+    assert_eq!(r.thresholds[0].observed, Some(0.0));
+
+    let bad = write_workload(
+        tmp.path(),
+        "  - { op: total, errors: \"< 1%\" }\n  - { op: q, p50: \"< 1us\" }\n  - { op: total, ops_per_sec: \"> 100000000\" }\n",
+    );
+    let out2 = tmp.path().join("out2");
+    let res = loadmix_bin(&["run", &bad, "--out", &path_str(&out2), "--quiet"]);
+    assert_eq!(res.status.code(), Some(1), "a failed threshold is exit 1");
+    let printed = String::from_utf8_lossy(&res.stdout);
+    assert!(
+        printed.contains("PASS total: errors < 1%") && printed.contains("FAIL q: p50 < 1us"),
+        "{printed}"
+    );
+    let r = read_report(&out2);
+    assert_eq!(r.thresholds.iter().filter(|t| t.passed).count(), 1);
+}
+
+#[test]
+fn two_targets_alternate_round_by_round_and_are_compared() {
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let code = loadmix(&[
+        "run",
+        "workloads/queue-sizes.yaml",
+        "--target",
+        "mem=embedded:memory",
+        "--target",
+        "sql=embedded:sqlite",
+        "--rounds",
+        "3",
+        "--iterations",
+        "30",
+        "--out",
+        &path_str(&out),
+        "--csv",
+        &path_str(&tmp.path().join("all.csv")),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    for f in [
+        "mem/run.json",
+        "mem/report.txt",
+        "mem/report.html",
+        "sql/run.json",
+        "sql/report.html",
+        "compare.txt",
+        "compare.md",
+        "compare.html",
+        "compare.json",
+        "sql.db",
+    ] {
+        assert!(out.join(f).exists(), "{f} missing");
+    }
+    let mem = read_report(&out.join("mem"));
+    let sql = read_report(&out.join("sql"));
+    assert_eq!(mem.target, "embedded:memory");
+    assert_eq!(sql.target, "embedded:sqlite");
+    assert_eq!(mem.run_id, sql.run_id);
+    // A B A B A B: every round of one target starts between two rounds of the other.
+    let starts: Vec<(&str, &str)> = (0..3)
+        .flat_map(|i| {
+            [
+                (mem.rounds[i].started_at.as_str(), "mem"),
+                (sql.rounds[i].started_at.as_str(), "sql"),
+            ]
+        })
+        .collect();
+    let mut sorted = starts.clone();
+    sorted.sort();
+    assert_eq!(sorted, starts, "rounds interleave");
+    // The CSV holds both targets: (2 ops + total) x 3 rounds each, plus the header.
+    let csv = std::fs::read_to_string(tmp.path().join("all.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 * 3 * 3);
+    assert!(csv.starts_with("run_id,target,workload,round,op,"));
+}
+
+#[test]
+fn a_sweep_runs_each_point_and_writes_a_scaling_table() {
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let code = loadmix(&[
+        "run",
+        "workloads/queue-sizes.yaml",
+        "--sweep",
+        "users.producer.mix.send.body.random=1KiB,16KiB",
+        "--target",
+        "embedded:memory",
+        "--rounds",
+        "2",
+        "--iterations",
+        "20",
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    for f in ["sweep.txt", "sweep.csv", "sweep.json", "sweep.html"] {
+        assert!(out.join(f).exists(), "{f} missing");
+    }
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(j["values"], serde_json::json!(["1KiB", "16KiB"]));
+    assert_eq!(j["ops_per_sec"].as_array().unwrap().len(), 2);
+    for point in [
+        "users.producer.mix.send.body.random=1KiB",
+        "users.producer.mix.send.body.random=16KiB",
+    ] {
+        let r = read_report(&out.join(point));
+        assert_eq!(r.summary.rounds, 2);
+    }
+    let big = read_report(&out.join("users.producer.mix.send.body.random=16KiB"));
+    let sent = big
+        .summary
+        .ops
+        .iter()
+        .find(|o| o.op == "producer.send")
+        .unwrap()
+        .bytes_sent;
+    assert!(
+        sent >= 4 * 20 * 2 * 16 * 1024,
+        "the sweep value reached the requests: {sent}"
+    );
+}
+
+#[test]
+fn html_pages_are_self_contained_and_carry_every_chart() {
+    let r = loadmix::report::load(&root().join("reports/example/run.json")).unwrap();
+    let page = loadmix::report::html::report(&r);
+    for chart in ["throughput", "latency", "rounds", "errors"] {
+        assert!(
+            page.contains(&format!("<figure data-chart=\"{chart}\">")),
+            "{chart}"
+        );
+    }
+    assert_eq!(
+        page.matches("<svg").count(),
+        3,
+        "three drawn charts, and a note that nothing failed"
+    );
+    for outside in ["<script", "<link", "src=", "@import", "url("] {
+        assert!(!page.contains(outside), "{outside} would load something");
+    }
+}

@@ -114,6 +114,9 @@ pub struct RunArgs {
     /// error) to this CSV file.
     #[arg(long, value_name = "FILE")]
     pub log_ops: Option<PathBuf>,
+    /// Worker threads of the generator's runtime [default: one per core].
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,

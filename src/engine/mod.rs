@@ -9,6 +9,7 @@
 //!
 //! The engine knows nothing of any protocol: it calls [`VuDriver::execute`].
 
+mod open;
 pub mod plan;
 pub mod seed;
 
@@ -95,6 +96,11 @@ pub struct RoundResult {
     /// VUs whose set-up (account, discovery) failed; they ran anyway, and failed visibly.
     pub setup_failures: u64,
     pub interrupted: bool,
+    /// This process's CPU use, per second of the round, in percent of one core.
+    pub cpu_percent: Vec<f64>,
+    /// Open model: arrivals dropped, or started late, because every slot was busy.
+    pub dropped: u64,
+    pub late: u64,
 }
 
 /// Everything a run produced.
@@ -222,10 +228,89 @@ const MAX_FAILURE_NOTES: usize = 20;
 /// Per VU, keep only the first few failure details: the report needs examples, not a log.
 const FAILURE_NOTES_PER_VU: usize = 2;
 
+#[derive(Default)]
 struct VuOutput {
     log: Vec<OpLogEntry>,
     failures: Vec<FailureNote>,
     connections: u64,
+    /// Open model: arrivals that found every slot taken and gave up, or waited.
+    dropped: u64,
+    late: u64,
+    sessions: u64,
+}
+
+impl VuOutput {
+    fn absorb(&mut self, o: VuOutput) {
+        self.log.extend(o.log);
+        self.failures.extend(o.failures);
+        self.connections += o.connections;
+        self.dropped += o.dropped;
+        self.late += o.late;
+        self.sessions += o.sessions;
+    }
+}
+
+/// When closed VU `vu` (from 0) is active under a ramp: from the first moment the ramped
+/// count exceeds its index to the first moment after that it falls back to it or below.
+fn active_window(class: &UserClass, vu: u32) -> (Duration, Option<Duration>) {
+    if class.ramp.is_empty() {
+        return (Duration::ZERO, None);
+    }
+    let total: Duration = class.ramp.iter().map(|s| s.over).sum();
+    let step = Duration::from_millis(10);
+    let wanted = vu as f64 + 1.0;
+    let mut t = Duration::ZERO;
+    let mut start = None;
+    while t <= total {
+        let n = crate::workload::ramp_value(class.count as f64, &class.ramp, t);
+        match start {
+            None if n >= wanted - 1e-9 => start = Some(t),
+            Some(_) if n < wanted - 1e-9 => return (start.unwrap_or_default(), Some(t)),
+            _ => {}
+        }
+        t += step;
+    }
+    // Never reached within the ramp: it is active only if the final count includes it.
+    match start {
+        Some(s) => (s, None),
+        None => (Duration::MAX, None),
+    }
+}
+
+/// Process CPU time (user + system) so far.
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage fills the struct we pass and reads nothing else; a zeroed rusage is
+    // a valid value of that plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Samples this process's CPU use once a second until `done`: percent of one core.
+fn cpu_sampler(done: CancellationToken) -> tokio::task::JoinHandle<Vec<f64>> {
+    tokio::spawn(async move {
+        let mut out = Vec::new();
+        let mut last = (Instant::now(), cpu_time());
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = done.cancelled() => break,
+            }
+            let now = (Instant::now(), cpu_time());
+            let wall = now.0.duration_since(last.0).as_secs_f64();
+            if wall > 0.0 {
+                out.push((now.1.saturating_sub(last.1)).as_secs_f64() / wall * 100.0);
+            }
+            last = now;
+        }
+        out
+    })
 }
 
 async fn run_round(
@@ -239,11 +324,11 @@ async fn run_round(
         connect: w.run.connect_timeout,
         request: w.run.timeout,
     };
-    // Set-up (accounts, discovery) runs before the clock starts, as the 2007 runner created
-    // its users before starting their threads.
+    // Set-up (accounts, discovery) of closed users runs before the clock starts, as the 2007
+    // runner created its users before starting their threads.
     let mut setups = tokio::task::JoinSet::new();
     for (ci, class) in w.classes.iter().enumerate() {
-        for vu in 0..class.count {
+        for vu in 0..Workload::peak_users(class) {
             let ids = VuIds {
                 vu,
                 round,
@@ -258,13 +343,13 @@ async fn run_round(
         }
     }
     let mut ready = Vec::new();
-    let mut failures = Vec::new();
+    let mut out = VuOutput::default();
     let mut setup_failures = 0u64;
     while let Some(res) = setups.join_next().await {
         if let Ok((ci, vu, driver, conn, res)) = res {
             if let Err(detail) = res {
                 setup_failures += 1;
-                failures.push(FailureNote {
+                out.failures.push(FailureNote {
                     round,
                     label: labels.index(ci, 0),
                     error: ErrorClass::Status,
@@ -281,6 +366,8 @@ async fn run_round(
         .clone()
         .map(|l| (l, labels.iter().map(|(ci, _, _)| ci).collect()));
     let (factory, aggregator) = metrics::aggregator(labels.len(), w.run.warmup, live);
+    let cpu_done = CancellationToken::new();
+    let cpu = cpu_sampler(cpu_done.clone());
     let started_at = SystemTime::now();
     let start = Instant::now();
     let deadline = match w.run.stop {
@@ -293,6 +380,7 @@ async fn run_round(
     for (ci, vu, driver, conn) in ready {
         let class = &w.classes[ci];
         vus += 1;
+        let (from, until) = active_window(class, vu);
         let spec = VuSpec {
             class_index: ci,
             class: classes[ci].clone(),
@@ -301,6 +389,8 @@ async fn run_round(
             seed: w.run.seed,
             start,
             deadline,
+            active_from: start.checked_add(from),
+            active_until: until.map(|u| start + u),
             iterations: class.iterations.or(match w.run.stop {
                 Stop::Iterations(n) => Some(n),
                 Stop::Duration(_) => None,
@@ -312,26 +402,55 @@ async fn run_round(
         let stop = cfg.stop.clone();
         tasks.spawn(vu_loop(spec, driver, conn, recorder, stop));
     }
+    // Open classes: sessions arrive on a schedule, each with fresh state.
+    let shared = Arc::new(w.clone());
+    for (ci, class) in w.classes.iter().enumerate() {
+        let Some(arrival) = class.arrival.clone() else {
+            continue;
+        };
+        let spec = open::OpenSpec {
+            class_index: ci,
+            class: classes[ci].clone(),
+            arrival,
+            round,
+            seed: w.run.seed,
+            start,
+            // An open class needs an end: the duration, or its iterations' worth of time.
+            deadline: deadline.unwrap_or(start + Duration::from_secs(3600)),
+            iterations: class.iterations.unwrap_or(1),
+            label_base: labels.index(ci, 0),
+            log_ops: cfg.log_ops,
+            run_id: cfg.run_id.clone(),
+            endpoint: cfg.endpoint.clone(),
+            timeouts,
+        };
+        tasks.spawn(open::arrivals(
+            spec,
+            shared.clone(),
+            drivers[ci].clone(),
+            factory.clone(),
+            cfg.stop.clone(),
+        ));
+    }
     drop(factory);
-    let mut log = Vec::new();
-    let mut connections = 0;
     while let Some(res) = tasks.join_next().await {
         // A VU task only ends by returning; a panic would be a bug, and losing one VU's
         // output is better than losing the round.
-        if let Ok(out) = res {
-            log.extend(out.log);
-            failures.extend(out.failures);
-            connections += out.connections;
+        if let Ok(o) = res {
+            out.absorb(o);
         }
     }
     let elapsed = start.elapsed();
+    cpu_done.cancel();
     let stats = aggregator.await.unwrap_or(RoundStats {
         ops: Vec::new(),
         warmup_requests: 0,
+        lag: metrics::new_histogram(),
     });
-    log.sort_by_key(|e| (e.class, e.vu, e.seq));
-    failures.sort_by_key(|f| f.label);
-    failures.truncate(MAX_FAILURE_NOTES);
+    let cpu = cpu.await.unwrap_or_default();
+    out.log.sort_by_key(|e| (e.class, e.vu, e.seq));
+    out.failures.sort_by_key(|f| f.label);
+    out.failures.truncate(MAX_FAILURE_NOTES);
     (
         RoundResult {
             index: round,
@@ -339,13 +458,16 @@ async fn run_round(
             elapsed,
             measured: elapsed.saturating_sub(w.run.warmup),
             stats,
-            vus,
-            connections_opened: connections,
+            vus: vus + out.sessions,
+            connections_opened: out.connections,
             setup_failures,
             interrupted: cfg.stop.is_cancelled(),
+            cpu_percent: cpu,
+            dropped: out.dropped,
+            late: out.late,
         },
-        log,
-        failures,
+        out.log,
+        out.failures,
     )
 }
 
@@ -357,9 +479,121 @@ struct VuSpec {
     seed: u64,
     start: Instant,
     deadline: Option<Instant>,
+    /// Under a ramp, when this VU starts and stops.
+    active_from: Option<Instant>,
+    active_until: Option<Instant>,
     iterations: Option<u64>,
     label_base: u32,
     log_ops: bool,
+}
+
+/// What one operation needs to be recorded.
+struct Timing {
+    intended: Instant,
+    started: Instant,
+    ended: Instant,
+    scheduled: bool,
+}
+
+/// Record an outcome; returns false when it was skipped (nothing sent).
+#[allow(clippy::too_many_arguments)]
+fn record(
+    out: &mut VuOutput,
+    recorder: &mut metrics::Recorder,
+    spec_start: Instant,
+    label_base: u32,
+    (round, class_index, vu, seq, log_ops): (u32, usize, u32, u64, bool),
+    op: Option<usize>,
+    outcome: &crate::protocol::Outcome,
+    t: Timing,
+) {
+    let start_us = t.started.duration_since(spec_start).as_micros() as u64;
+    if outcome.skipped {
+        if log_ops {
+            out.log.push(OpLogEntry {
+                round,
+                class: class_index,
+                vu,
+                seq,
+                op,
+                label: op.unwrap_or(0),
+                start_us,
+                latency_us: 0,
+                status: 0,
+                error: None,
+                skipped: true,
+            });
+        }
+        return;
+    }
+    let label = outcome.label.or(op).unwrap_or(0);
+    // The driver times the wire; an operation that failed before any answer arrived is
+    // timed by the engine, so timeouts show their real cost in the timeline.
+    let latency = if outcome.latency.is_zero() {
+        t.ended.duration_since(t.started)
+    } else {
+        outcome.latency
+    };
+    let sample = Sample {
+        label: label_base + label as u32,
+        start_us,
+        latency_us: latency.as_micros() as u64,
+        status: outcome.status.unwrap_or(0),
+        error: outcome.error,
+        bytes_sent: outcome.bytes_sent,
+        bytes_received: outcome.bytes_received,
+        corrected_us: t.ended.duration_since(t.intended).as_micros() as u64,
+        lag_us: t.started.saturating_duration_since(t.intended).as_micros() as u64,
+        scheduled: t.scheduled,
+    };
+    recorder.record(sample, t.ended);
+    if let (Some(e), true) = (outcome.error, out.failures.len() < FAILURE_NOTES_PER_VU) {
+        out.failures.push(FailureNote {
+            round,
+            label: sample.label,
+            error: e,
+            detail: outcome.detail.clone().unwrap_or_default(),
+        });
+    }
+    if log_ops {
+        out.log.push(OpLogEntry {
+            round,
+            class: class_index,
+            vu,
+            seq,
+            op,
+            label,
+            start_us,
+            latency_us: sample.latency_us,
+            status: sample.status,
+            error: outcome.error,
+            skipped: false,
+        });
+    }
+}
+
+/// One operation: the bootstrap when the user has no collection, else a pick from the
+/// table. `None` when stopped meanwhile.
+async fn one_op(
+    driver: &mut VuDriver,
+    conn: &mut Conn,
+    rngs: &mut VuRngs,
+    class: &UserClass,
+    seq: u64,
+    stop: &CancellationToken,
+) -> Option<(Option<usize>, crate::protocol::Outcome)> {
+    if driver.needs_bootstrap() {
+        tokio::select! {
+            o = driver.bootstrap(conn, &mut rngs.data) => Some((None, o)),
+            _ = stop.cancelled() => None,
+        }
+    } else {
+        let op = next_op(class, &mut rngs.mix);
+        tokio::select! {
+            o = driver.execute(op, seq, conn, &mut rngs.data) => Some((Some(op), o)),
+            _ = stop.cancelled() => None,
+        }
+    }
 }
 
 async fn vu_loop(
@@ -371,108 +605,64 @@ async fn vu_loop(
 ) -> VuOutput {
     let class = &spec.class;
     let mut rngs = VuRngs::new(spec.seed, &class.name, spec.vu, spec.round);
-    let mut out = VuOutput {
-        log: Vec::new(),
-        failures: Vec::new(),
-        connections: 0,
-    };
+    let mut out = VuOutput::default();
+    // Under a ramp the VU waits for its turn.
+    let begin = spec.active_from.unwrap_or(spec.start);
+    if spec.active_from.is_none() || spec.deadline.is_some_and(|d| begin >= d) {
+        return out;
+    }
+    if begin > Instant::now() {
+        tokio::select! {
+            _ = tokio::time::sleep_until(begin) => {}
+            _ = stop.cancelled() => return out,
+        }
+    }
     let mut seq = 0u64;
     loop {
         if spec.iterations.is_some_and(|n| seq >= n) || stop.is_cancelled() {
             break;
         }
-        let think = next_think(class, &mut rngs.think);
-        if !think.is_zero() {
-            let wake = Instant::now() + think;
-            let until = match spec.deadline {
-                Some(d) if d < wake => d,
-                _ => wake,
-            };
-            tokio::select! {
-                _ = tokio::time::sleep_until(until) => {}
-                _ = stop.cancelled() => break,
-            }
-        }
-        if spec.deadline.is_some_and(|d| Instant::now() >= d) {
+        // Pacing: operation k is due at begin + k × pacing. Think: due when the think ends.
+        let intended = match class.pacing {
+            Some(p) => begin + p * seq as u32,
+            None => Instant::now() + next_think(class, &mut rngs.think),
+        };
+        let end_by = match (spec.deadline, spec.active_until) {
+            (Some(d), Some(u)) => Some(d.min(u)),
+            (d, u) => d.or(u),
+        };
+        if end_by.is_some_and(|e| intended >= e) {
             break;
         }
-        let op_start = Instant::now();
-        let (op, outcome) = if driver.needs_bootstrap() {
-            let o = tokio::select! {
-                o = driver.bootstrap(&mut conn, &mut rngs.data) => o,
+        if intended > Instant::now() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(intended) => {}
                 _ = stop.cancelled() => break,
-            };
-            (None, o)
-        } else {
-            let op = next_op(class, &mut rngs.mix);
-            let o = tokio::select! {
-                o = driver.execute(op, seq, &mut conn, &mut rngs.data) => o,
-                _ = stop.cancelled() => break,
-            };
-            (Some(op), o)
-        };
-        if outcome.skipped {
-            if spec.log_ops {
-                out.log.push(OpLogEntry {
-                    round: spec.round,
-                    class: spec.class_index,
-                    vu: spec.vu,
-                    seq,
-                    op,
-                    label: op.unwrap_or(0),
-                    start_us: op_start.duration_since(spec.start).as_micros() as u64,
-                    latency_us: 0,
-                    status: 0,
-                    error: None,
-                    skipped: true,
-                });
             }
-            seq += 1;
-            continue;
         }
-        let now = Instant::now();
-        let label = outcome.label.or(op).unwrap_or(0);
-        let start_us = op_start.duration_since(spec.start).as_micros() as u64;
-        // The driver times the wire; an operation that failed before any answer arrived is
-        // timed by the engine, so timeouts show their real cost in the timeline.
-        let latency = if outcome.latency.is_zero() {
-            now.duration_since(op_start)
-        } else {
-            outcome.latency
+        let started = Instant::now();
+        let Some((op, outcome)) =
+            one_op(&mut driver, &mut conn, &mut rngs, class, seq, &stop).await
+        else {
+            break;
         };
-        let sample = Sample {
-            label: spec.label_base + label as u32,
-            start_us,
-            latency_us: latency.as_micros() as u64,
-            status: outcome.status.unwrap_or(0),
-            error: outcome.error,
-            bytes_sent: outcome.bytes_sent,
-            bytes_received: outcome.bytes_received,
+        let ended = Instant::now();
+        let timing = Timing {
+            intended,
+            started,
+            ended,
+            scheduled: class.pacing.is_some(),
         };
-        recorder.record(sample, now);
-        if let (Some(e), true) = (outcome.error, out.failures.len() < FAILURE_NOTES_PER_VU) {
-            out.failures.push(FailureNote {
-                round: spec.round,
-                label: sample.label,
-                error: e,
-                detail: outcome.detail.unwrap_or_default(),
-            });
-        }
-        if spec.log_ops {
-            out.log.push(OpLogEntry {
-                round: spec.round,
-                class: spec.class_index,
-                vu: spec.vu,
-                seq,
-                op,
-                label,
-                start_us,
-                latency_us: sample.latency_us,
-                status: sample.status,
-                error: outcome.error,
-                skipped: false,
-            });
-        }
+        record(
+            &mut out,
+            &mut recorder,
+            spec.start,
+            spec.label_base,
+            (spec.round, spec.class_index, spec.vu, seq, spec.log_ops),
+            op,
+            &outcome,
+            timing,
+        );
         seq += 1;
     }
     recorder.flush();

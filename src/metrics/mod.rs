@@ -40,6 +40,14 @@ pub struct Sample {
     pub error: Option<ErrorClass>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// From the operation's intended start (its scheduled arrival, pacing slot or the end
+    /// of its think time) to its end: the latency a user waiting on a schedule sees.
+    pub corrected_us: u64,
+    /// How late the generator started the operation against its intended start.
+    pub lag_us: u64,
+    /// The class runs on a schedule (open model or pacing): its corrected latency is
+    /// reported beside the service time.
+    pub scheduled: bool,
 }
 
 /// Samples per hand-over: large enough to make the channel cost negligible, small enough
@@ -134,6 +142,9 @@ pub struct OpStats {
     pub bytes_received: u64,
     /// Latency of successful operations, µs.
     pub latency: Histogram<u64>,
+    /// Latency from the intended start (coordinated-omission corrected), scheduled classes.
+    pub latency_corrected: Histogram<u64>,
+    pub scheduled: bool,
     /// Latencies above the histogram's range, recorded at its maximum.
     pub clamped: u64,
     /// Exact sums for mean and standard deviation (the histogram's are bucketed).
@@ -162,6 +173,8 @@ impl Default for OpStats {
             bytes_sent: 0,
             bytes_received: 0,
             latency: new_histogram(),
+            latency_corrected: new_histogram(),
+            scheduled: false,
             clamped: 0,
             sum_us: 0.0,
             sum_sq_us: 0.0,
@@ -190,6 +203,12 @@ impl OpStats {
                 };
                 // In range by construction.
                 let _ = self.latency.record(v);
+                if s.scheduled {
+                    self.scheduled = true;
+                    let _ = self
+                        .latency_corrected
+                        .record(s.corrected_us.clamp(HIST_LOW, HIST_HIGH));
+                }
                 let f = s.latency_us as f64;
                 self.sum_us += f;
                 self.sum_sq_us += f * f;
@@ -234,6 +253,8 @@ impl OpStats {
         self.bytes_received += other.bytes_received;
         // Same bounds everywhere, so adding cannot fail.
         let _ = self.latency.add(&other.latency);
+        let _ = self.latency_corrected.add(&other.latency_corrected);
+        self.scheduled |= other.scheduled;
         self.clamped += other.clamped;
         self.sum_us += other.sum_us;
         self.sum_sq_us += other.sum_sq_us;
@@ -274,6 +295,8 @@ impl OpStats {
 pub struct RoundStats {
     pub ops: Vec<OpStats>,
     pub warmup_requests: u64,
+    /// Scheduling lag of every operation (µs): how late the generator started it.
+    pub lag: Histogram<u64>,
 }
 
 /// Running totals per class for live progress, written only by the aggregator (so the
@@ -316,6 +339,7 @@ pub fn aggregator(
         let mut stats = RoundStats {
             ops: (0..labels).map(|_| OpStats::default()).collect(),
             warmup_requests: 0,
+            lag: new_histogram(),
         };
         while let Some(batch) = rx.recv().await {
             if let Some((live, class_of)) = &live {
@@ -330,6 +354,7 @@ pub fn aggregator(
                 }
             }
             for s in &batch {
+                let _ = stats.lag.record(s.lag_us.clamp(HIST_LOW, HIST_HIGH));
                 let Some(op) = stats.ops.get_mut(s.label as usize) else {
                     continue;
                 };
@@ -377,6 +402,9 @@ mod tests {
             error,
             bytes_sent: 10,
             bytes_received: 20,
+            corrected_us: latency_us,
+            lag_us: 0,
+            scheduled: false,
         }
     }
 

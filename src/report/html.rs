@@ -115,14 +115,14 @@ pub fn report(r: &Report) -> String {
                 r.host.hostname, r.host.os, r.host.arch, r.host.cpus
             ),
         ),
-        (
-            "generator CPU and lag",
-            "not measured by this version".into(),
-        ),
+        ("generator", generator_text(r)),
     ] {
         let _ = write!(b, "<tr><td>{k}</td><td>{}</td></tr>", esc(&v));
     }
     b.push_str("</table>");
+    for w in &r.summary.generator_warnings {
+        let _ = write!(b, "<p class=\"warn\">{}</p>", esc(w));
+    }
 
     b.push_str("<h2>Summary</h2><table><tr><th>operation</th><th>requests</th><th>ok</th><th>failed</th><th>ops/s (95% CI)</th><th>mean ms</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>sent B</th><th>received B</th></tr>");
     for o in r
@@ -157,6 +157,33 @@ pub fn report(r: &Report) -> String {
         r.summary.success_ratio
     );
 
+    let scheduled: Vec<&OpReport> = r
+        .summary
+        .ops
+        .iter()
+        .chain(std::iter::once(&r.summary.total))
+        .filter(|o| o.latency_corrected_ms.is_some())
+        .collect();
+    if !scheduled.is_empty() {
+        b.push_str("<h3>Latency from the intended start (coordinated-omission corrected)</h3><table><tr><th>operation</th><th>corrected p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>service p50</th><th>service p99</th></tr>");
+        for o in scheduled {
+            if let Some(c) = &o.latency_corrected_ms {
+                let _ = write!(
+                    b,
+                    "<tr><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td></tr>",
+                    esc(&o.op),
+                    c.p50,
+                    c.p90,
+                    c.p99,
+                    c.p999,
+                    c.max,
+                    o.latency_ms.p50,
+                    o.latency_ms.p99
+                );
+            }
+        }
+        b.push_str("</table>");
+    }
     if !r.thresholds.is_empty() {
         b.push_str("<h2>Thresholds</h2><table><tr><th>operation</th><th>rule</th><th>observed</th><th>result</th></tr>");
         for t in &r.thresholds {
@@ -236,6 +263,29 @@ pub fn report(r: &Report) -> String {
         esc(&w.source)
     );
     page(&format!("loadmix: {} on {}", w.name, r.target), &b)
+}
+
+fn generator_text(r: &Report) -> String {
+    let n = r.rounds.len().max(1) as f64;
+    let cpu = r.rounds.iter().map(|x| x.generator.cpu_mean).sum::<f64>() / n;
+    let lag = r
+        .rounds
+        .iter()
+        .map(|x| x.generator.lag_p99_ms)
+        .fold(0.0, f64::max);
+    let cores = r.rounds.first().map_or(0, |x| x.generator.cores);
+    let (dropped, late): (u64, u64) = r.rounds.iter().fold((0, 0), |a, x| {
+        (a.0 + x.generator.dropped, a.1 + x.generator.late)
+    });
+    let mut s =
+        format!("CPU {cpu:.0}% of {cores} cores on average; scheduling lag p99 {lag:.2} ms");
+    if dropped + late > 0 {
+        s.push_str(&format!("; arrivals dropped {dropped}, late {late}"));
+    }
+    if r.target.starts_with("embedded") {
+        s.push_str(" (the embedded server runs in the same process)");
+    }
+    s
 }
 
 /// The comparison page.

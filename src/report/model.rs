@@ -106,6 +106,9 @@ pub struct RoundReport {
     /// Users whose set-up (account, discovery) failed.
     #[serde(default)]
     pub setup_failures: u64,
+    /// How the load generator itself fared.
+    #[serde(default)]
+    pub generator: Generator,
     pub interrupted: bool,
     pub ops: Vec<OpReport>,
     pub total: OpReport,
@@ -134,6 +137,12 @@ pub struct OpReport {
     pub clamped: u64,
     /// HdrHistogram (µs, 1 µs..1 h, 3 digits), V2 deflate serialisation, base64.
     pub histogram: String,
+    /// Scheduled classes (open model, pacing): latency from each operation's intended
+    /// start, coordinated-omission corrected; `latency_ms` is then the service time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_corrected_ms: Option<Latency>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram_corrected: Option<String>,
     /// Across rounds only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub across_rounds: Option<AcrossRounds>,
@@ -166,6 +175,25 @@ pub struct AcrossRounds {
     pub ops_per_sec_ci95: Option<[f64; 2]>,
 }
 
+/// The generator watching itself: was it, not the server, the limit?
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Generator {
+    /// CPU of the loadmix process per second, percent of one core (the embedded server,
+    /// when used, runs in the same process and is included).
+    pub cpu_percent: Vec<f64>,
+    pub cpu_mean: f64,
+    pub cores: usize,
+    /// How late operations started against their intended start (ms).
+    pub lag_p50_ms: f64,
+    pub lag_p99_ms: f64,
+    pub lag_max_ms: f64,
+    /// Open model: arrivals dropped, or started late, because every slot was busy.
+    pub dropped: u64,
+    pub late: u64,
+    /// Why the generator may have limited the run; empty when it did not.
+    pub warnings: Vec<String>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
     pub rounds: usize,
@@ -174,6 +202,9 @@ pub struct Summary {
     pub total: OpReport,
     /// Successes ÷ requests over the whole run, 0..1.
     pub success_ratio: f64,
+    /// Every round's generator warnings, once each.
+    #[serde(default)]
+    pub generator_warnings: Vec<String>,
 }
 
 /// A threshold and how the run fared against it.
@@ -199,6 +230,7 @@ pub struct FailureInfo {
 
 /// Build the report of a finished (or interrupted) run.
 pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
+    let embedded = target.starts_with("embedded");
     let labels: Vec<(usize, String, String)> = run
         .labels
         .iter()
@@ -251,6 +283,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
             warmup_requests: r.stats.warmup_requests,
             warmup_s: w.run.warmup.as_secs_f64(),
             setup_failures: r.setup_failures,
+            generator: generator(r, embedded, &total),
             interrupted: r.interrupted,
             total: op_report("total", None, &total, rate(total.successes, secs), true),
             ops,
@@ -271,6 +304,14 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
         }
     }
     let total_report = summary_op("total", None, &total, &total_rates);
+    let mut generator_warnings: Vec<String> = Vec::new();
+    for r in &rounds {
+        for warning in &r.generator.warnings {
+            if !generator_warnings.contains(warning) {
+                generator_warnings.push(warning.clone());
+            }
+        }
+    }
     let measured: f64 = run.rounds.iter().map(|r| r.measured.as_secs_f64()).sum();
 
     Report {
@@ -298,6 +339,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
             },
             ops: summary_ops,
             total: total_report,
+            generator_warnings,
         },
         thresholds: w
             .thresholds
@@ -398,12 +440,91 @@ fn op_report(
         latency_ms: latency,
         clamped: s.clamped,
         histogram: encode_histogram(h),
+        latency_corrected_ms: (s.scheduled && s.successes > 0)
+            .then(|| latency_of(&s.latency_corrected)),
+        histogram_corrected: s.scheduled.then(|| encode_histogram(&s.latency_corrected)),
         across_rounds: None,
         timeline: if with_timeline {
             s.timeline.clone()
         } else {
             Vec::new()
         },
+    }
+}
+
+fn latency_of(h: &hdrhistogram::Histogram<u64>) -> Latency {
+    let ms = |us: u64| us as f64 / 1000.0;
+    Latency {
+        min: ms(h.min()),
+        mean: h.mean() / 1000.0,
+        stddev: h.stdev() / 1000.0,
+        p50: ms(h.value_at_quantile(0.50)),
+        p90: ms(h.value_at_quantile(0.90)),
+        p95: ms(h.value_at_quantile(0.95)),
+        p99: ms(h.value_at_quantile(0.99)),
+        p999: ms(h.value_at_quantile(0.999)),
+        max: ms(h.max()),
+    }
+}
+
+/// Lag above this at the 99th percentile means the generator could not keep its schedule.
+const LAG_P99_LIMIT_MS: f64 = 10.0;
+/// CPU above this share of all cores, on average, means the generator's process was busy.
+const CPU_LIMIT: f64 = 0.90;
+
+fn generator(r: &crate::engine::RoundResult, embedded: bool, total: &OpStats) -> Generator {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpu = r.cpu_percent.clone();
+    let cpu_mean = if cpu.is_empty() {
+        0.0
+    } else {
+        cpu.iter().sum::<f64>() / cpu.len() as f64
+    };
+    let lag = &r.stats.lag;
+    let ms = |us: u64| us as f64 / 1000.0;
+    let (lag_p50_ms, lag_p99_ms, lag_max_ms) = if lag.is_empty() {
+        (0.0, 0.0, 0.0)
+    } else {
+        (
+            ms(lag.value_at_quantile(0.5)),
+            ms(lag.value_at_quantile(0.99)),
+            ms(lag.max()),
+        )
+    };
+    let mut warnings = Vec::new();
+    if lag_p99_ms > LAG_P99_LIMIT_MS {
+        warnings.push(format!(
+            "generator-limited: operations started late (scheduling lag p99 {lag_p99_ms:.1} ms, max {lag_max_ms:.1} ms): the generator, not the server, set the pace"
+        ));
+    }
+    let sessions = r.vus.max(1);
+    if r.dropped > 0 || r.late * 100 > sessions {
+        warnings.push(format!(
+            "arrivals could not start on time: {} dropped, {} late of {} (max_concurrency reached)",
+            r.dropped, r.late, r.vus
+        ));
+    }
+    if cpu_mean > CPU_LIMIT * 100.0 * cores as f64 {
+        warnings.push(format!(
+            "the loadmix process used {cpu_mean:.0}% CPU of {cores} cores on average{}",
+            if embedded {
+                " (the embedded server runs in the same process)"
+            } else {
+                ""
+            }
+        ));
+    }
+    let _ = total;
+    Generator {
+        cpu_percent: cpu,
+        cpu_mean,
+        cores,
+        lag_p50_ms,
+        lag_p99_ms,
+        lag_max_ms,
+        dropped: r.dropped,
+        late: r.late,
+        warnings,
     }
 }
 

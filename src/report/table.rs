@@ -95,6 +95,74 @@ pub fn render(r: &Report) -> String {
             .collect();
         let _ = writeln!(out, "ops/s per round: {}", rates.join(", "));
     }
+    let scheduled: Vec<&OpReport> = s
+        .ops
+        .iter()
+        .chain(std::iter::once(&s.total))
+        .filter(|o| o.latency_corrected_ms.is_some())
+        .collect();
+    if !scheduled.is_empty() {
+        let mut c = Table::new();
+        c.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Disabled);
+        c.set_header(vec![
+            "operation",
+            "corrected p50",
+            "p90",
+            "p99",
+            "p99.9",
+            "max",
+            "service p50",
+            "service p99",
+        ]);
+        for o in scheduled {
+            let l = &o.latency_ms;
+            let cl = o.latency_corrected_ms.clone().unwrap_or(l.clone());
+            c.add_row(vec![
+                o.op.clone(),
+                format!("{:.2}", cl.p50),
+                format!("{:.2}", cl.p90),
+                format!("{:.2}", cl.p99),
+                format!("{:.2}", cl.p999),
+                format!("{:.2}", cl.max),
+                format!("{:.2}", l.p50),
+                format!("{:.2}", l.p99),
+            ]);
+        }
+        for i in 1..c.column_count() {
+            if let Some(col) = c.column_mut(i) {
+                col.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\nlatency from the intended start (coordinated-omission corrected) beside the service time, ms:\n{c}"
+        );
+    }
+    if let Some(g) = r.rounds.first().map(|x| &x.generator) {
+        let lag = r
+            .rounds
+            .iter()
+            .map(|x| x.generator.lag_p99_ms)
+            .fold(0.0, f64::max);
+        let cpu = r.rounds.iter().map(|x| x.generator.cpu_mean).sum::<f64>()
+            / r.rounds.len().max(1) as f64;
+        let (dropped, late): (u64, u64) = r.rounds.iter().fold((0, 0), |a, x| {
+            (a.0 + x.generator.dropped, a.1 + x.generator.late)
+        });
+        let _ = write!(
+            out,
+            "generator: CPU {cpu:.0}% of {} cores on average · scheduling lag p99 {lag:.2} ms",
+            g.cores
+        );
+        if dropped + late > 0 {
+            let _ = write!(out, " · arrivals dropped {dropped}, late {late}");
+        }
+        out.push('\n');
+    }
+    for w in &s.generator_warnings {
+        let _ = writeln!(out, "WARNING: {w}");
+    }
     out.push_str(&super::thresholds::render(r));
     let failing: Vec<&OpReport> = s.ops.iter().filter(|o| o.failures > 0).collect();
     if !failing.is_empty() {

@@ -18,6 +18,8 @@ pub struct AppState {
     pub stats: Arc<ServerStats>,
     pub settings: Arc<Settings>,
     pub locks: Arc<Mutex<HashSet<String>>>,
+    /// When the server started (the stall endpoint's clock).
+    pub started: std::time::Instant,
 }
 
 pub struct Settings {

@@ -8,7 +8,10 @@
 //!   ([`atom`]);
 //! - CalDAV: `{ctx}/dav/{user}/{calendar}/{event}` ([`dav`]);
 //! - a REST message queue for the generic protocol: `POST|GET {ctx}/queue/{name}`;
-//! - `GET {ctx}/_loadmix/stats`: requests answered, by method and status.
+//! - `GET {ctx}/_loadmix/stats`: requests answered, by method and status;
+//! - `{ctx}/_loadmix/delay/{ms}` answers after exactly `ms`, and
+//!   `{ctx}/_loadmix/stall/{period_ms}/{stall_ms}` freezes for the end of every period:
+//!   references for the generator's timing accuracy and coordinated-omission correction.
 //!
 //! The three protocols share one store of collections and items, so an event published
 //! through Morse Code is in the Atom feed and in the CalDAV calendar. Every service except
@@ -206,6 +209,7 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
             max_body: cfg.max_body,
         }),
         locks: Arc::new(Mutex::new(HashSet::new())),
+        started: std::time::Instant::now(),
     };
     let app = router(&cfg, state);
     let listener = TcpListener::bind(cfg.bind)
@@ -243,6 +247,11 @@ fn router(cfg: &ServerConfig, state: AppState) -> Router {
             get(queue_pop).post(queue_push),
         )
         .route(&format!("{ctx}/_loadmix/stats"), get(stats_json))
+        .route(&format!("{ctx}/_loadmix/delay/{{ms}}"), any(delay))
+        .route(
+            &format!("{ctx}/_loadmix/stall/{{period_ms}}/{{stall_ms}}"),
+            any(stall),
+        )
         .route(&format!("{ctx}/cmp/user/{{name}}"), put(cmp::put_user))
         .route(
             &format!("{ctx}/mc/collection/{{uid}}"),
@@ -334,6 +343,28 @@ async fn queue_pop(State(st): State<AppState>, Path(name): Path<String>) -> Resp
         Ok(None) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => http::store_error(e),
     }
+}
+
+/// Answers 200 after exactly `ms` milliseconds: a reference for timing accuracy.
+async fn delay(Path(ms): Path<u64>) -> Response {
+    tokio::time::sleep(std::time::Duration::from_millis(ms.min(600_000))).await;
+    StatusCode::OK.into_response()
+}
+
+/// A server that stalls: in every period of `period_ms` (counted from the server's start),
+/// the last `stall_ms` are frozen, and a request arriving then is answered only when the
+/// freeze ends. For demonstrating coordinated omission.
+async fn stall(
+    State(st): State<AppState>,
+    Path((period_ms, stall_ms)): Path<(u64, u64)>,
+) -> Response {
+    let period = period_ms.max(1);
+    let into = st.started.elapsed().as_millis() as u64 % period;
+    let frozen_from = period.saturating_sub(stall_ms.min(period));
+    if into >= frozen_from {
+        tokio::time::sleep(std::time::Duration::from_millis(period - into)).await;
+    }
+    StatusCode::OK.into_response()
 }
 
 async fn stats_json(State(st): State<AppState>) -> Response {

@@ -226,7 +226,15 @@ pub enum AccountMode {
 pub struct UserClass {
     pub name: String,
     pub protocol: Protocol,
+    /// Users of a closed class (0 for an open class).
     pub count: u32,
+    /// Open model: sessions arrive at a rate instead of `count` users looping.
+    pub arrival: Option<Arrival>,
+    /// Ramp of the count (closed) or the rate (open); empty for a constant population.
+    pub ramp: Vec<Stage>,
+    /// Closed model with a fixed schedule: operation k of a user is due at k × pacing
+    /// (instead of a think time), and latency is also measured from that due time.
+    pub pacing: Option<Duration>,
     /// Per-class cap on operations per VU (overrides `run.iterations`; with a duration the
     /// class stops at whichever comes first).
     pub iterations: Option<u64>,
@@ -240,6 +248,58 @@ pub struct UserClass {
     pub params: Params,
     /// Names of values captured from responses (generic `http` protocol).
     pub captures: Vec<String>,
+}
+
+/// How sessions of an open class arrive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arrival {
+    /// Sessions per second (before any ramp).
+    pub rate: f64,
+    pub process: ArrivalProcess,
+    /// At most this many sessions at once.
+    pub max_concurrency: u32,
+    pub when_full: WhenFull,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrivalProcess {
+    /// Exponential gaps: the arrivals of many independent clients.
+    Poisson,
+    /// Evenly spaced, as wrk2 does.
+    Constant,
+}
+
+/// What an arrival does when `max_concurrency` sessions are already running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenFull {
+    /// Wait for a free slot; counted as late, latency still measured from the intended time.
+    Queue,
+    /// Give up; counted as dropped.
+    Drop,
+}
+
+/// One stage of a ramp: move linearly to `to` over `over`, or hold (`to: None`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stage {
+    pub to: Option<f64>,
+    pub over: Duration,
+}
+
+/// The value of a ramped quantity `t` into the round: `start` before any stage, linear
+/// within a stage, the last value after the last stage.
+pub fn ramp_value(start: f64, ramp: &[Stage], t: Duration) -> f64 {
+    let mut from = start;
+    let mut at = Duration::ZERO;
+    for s in ramp {
+        let to = s.to.unwrap_or(from);
+        if t < at + s.over {
+            let f = (t - at).as_secs_f64() / s.over.as_secs_f64().max(1e-9);
+            return from + (to - from) * f;
+        }
+        at += s.over;
+        from = to;
+    }
+    from
 }
 
 /// One row of a class's probability table.
@@ -378,9 +438,19 @@ pub enum Comparison {
 }
 
 impl Workload {
-    /// Total virtual users across classes.
+    /// Total virtual users across closed classes (open classes have sessions instead).
     pub fn total_users(&self) -> u64 {
         self.classes.iter().map(|c| c.count as u64).sum()
+    }
+
+    /// The most users a closed class ever has: its count, or the ramp's peak.
+    pub fn peak_users(class: &UserClass) -> u32 {
+        class
+            .ramp
+            .iter()
+            .filter_map(|s| s.to)
+            .fold(class.count as f64, f64::max)
+            .ceil() as u32
     }
 
     pub fn class(&self, name: &str) -> Option<&UserClass> {

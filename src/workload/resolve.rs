@@ -45,12 +45,16 @@ const CLASS_KEYS: &[&str] = &[
     "class",
     "protocol",
     "count",
+    "arrival",
+    "ramp",
+    "pacing",
     "iterations",
     "think",
     "connection",
     "mix",
     "params",
 ];
+const ARRIVAL_KEYS: &[&str] = &["rate", "process", "max_concurrency", "when_full"];
 const ACCOUNT_KEYS: &[&str] = &["create", "admin", "password_env", "username", "file"];
 const ADMIN_KEYS: &[&str] = &["username", "password_env"];
 const OP_KEYS: &[&str] = &["weight", "params", "expect"];
@@ -454,7 +458,10 @@ pub(super) fn resolve(
         }
         classes.push(c);
     }
-    if classes.iter().all(|c| c.count == 0) {
+    if classes
+        .iter()
+        .all(|c| c.arrival.is_none() && crate::workload::Workload::peak_users(c) == 0)
+    {
         return Err(cx.err_hint(
             users.pos,
             "users",
@@ -655,20 +662,6 @@ fn resolve_class(
         }
     };
     let path = format!("users.{name}");
-    if let Some((k, _)) = entries
-        .iter()
-        .find(|(k, _)| k.name == "arrival" || k.name == "ramp")
-    {
-        return Err(cx.err_hint(
-            k.pos,
-            &join(&path, &k.name),
-            format!(
-                "'{}' (open model and ramps) is not supported by this version of loadmix",
-                k.name
-            ),
-            Some("use 'count' for a closed population of users".into()),
-        ));
-    }
     cx.check_keys(entries, CLASS_KEYS, &path)?;
     let proto_node = required(cx, node, "protocol", &path)?;
     let proto_name = cx.string(proto_node, &format!("{path}.protocol"))?;
@@ -684,10 +677,55 @@ fn resolve_class(
             }),
         )
     })?;
-    let count_node = required(cx, node, "count", &path)?;
-    let count = cx.int(count_node, &format!("{path}.count"), 0)?;
-    let count = u32::try_from(count)
-        .map_err(|_| cx.err(count_node.pos, &format!("{path}.count"), "too many users"))?;
+    // A null count (`--set users.x.count=`) is no count: it lets --set switch a class to arrival.
+    let count_node = node
+        .get("count")
+        .filter(|n| !matches!(n.value, Value::Null));
+    let (count, arrival) = match (count_node, node.get("arrival")) {
+        (Some(_), Some(a)) => {
+            return Err(cx.err(
+                a.pos,
+                &format!("{path}.arrival"),
+                "give either 'count' (a closed population) or 'arrival' (sessions arriving at a rate), not both",
+            ));
+        }
+        (None, None) => {
+            return Err(cx.err_hint(
+                node.pos,
+                &path,
+                "missing required key 'count' (or 'arrival' for an open model)",
+                Some("write e.g. count: 10, or arrival: { rate: 50/s }".into()),
+            ));
+        }
+        (Some(count_node), None) => {
+            let count = cx.int(count_node, &format!("{path}.count"), 0)?;
+            let count = u32::try_from(count)
+                .map_err(|_| cx.err(count_node.pos, &format!("{path}.count"), "too many users"))?;
+            (count, None)
+        }
+        (None, Some(a)) => (0, Some(resolve_arrival(cx, a, &format!("{path}.arrival"))?)),
+    };
+    let ramp = match node.get("ramp") {
+        Some(r) => resolve_ramp(cx, r, &format!("{path}.ramp"), arrival.is_some())?,
+        None => Vec::new(),
+    };
+    let pacing = match node.get("pacing") {
+        None => None,
+        Some(n) => {
+            let key = format!("{path}.pacing");
+            if arrival.is_some() {
+                return Err(cx.err(n.pos, &key, "pacing is for closed classes (count); an open class is paced by its arrival rate"));
+            }
+            if node.get("think").is_some() {
+                return Err(cx.err(n.pos, &key, "give either 'pacing' or 'think', not both"));
+            }
+            let d = cx.duration(n, &key)?;
+            if d.is_zero() {
+                return Err(cx.err(n.pos, &key, "must be longer than 0"));
+            }
+            Some(d)
+        }
+    };
     let iterations = node
         .get("iterations")
         .map(|n| {
@@ -880,6 +918,9 @@ fn resolve_class(
         name,
         protocol,
         count,
+        arrival,
+        ramp,
+        pacing,
         iterations,
         think,
         connection,
@@ -889,6 +930,99 @@ fn resolve_class(
         params,
         captures,
     })
+}
+
+fn resolve_arrival(cx: &Cx, node: &Node, path: &str) -> R<Arrival> {
+    let entries = cx.map(node, path)?;
+    cx.check_keys(entries, ARRIVAL_KEYS, path)?;
+    let rate_node = required(cx, node, "rate", path)?;
+    let rate_text = rate_node.scalar_text().unwrap_or_default();
+    let rate =
+        units::parse_rate(&rate_text).map_err(|m| cx.err(rate_node.pos, &join(path, "rate"), m))?;
+    let process = match node.get("process") {
+        None => ArrivalProcess::Poisson,
+        Some(n) => match cx.string(n, &join(path, "process"))?.as_str() {
+            "poisson" => ArrivalProcess::Poisson,
+            "constant" => ArrivalProcess::Constant,
+            other => {
+                return Err(cx.err_hint(
+                    n.pos,
+                    &join(path, "process"),
+                    format!("unknown arrival process '{other}'"),
+                    Some("use poisson or constant".into()),
+                ));
+            }
+        },
+    };
+    let max_concurrency = match node.get("max_concurrency") {
+        None => 10_000,
+        Some(n) => u32::try_from(cx.int(n, &join(path, "max_concurrency"), 1)?).unwrap_or(u32::MAX),
+    };
+    let when_full = match node.get("when_full") {
+        None => WhenFull::Queue,
+        Some(n) => match cx.string(n, &join(path, "when_full"))?.as_str() {
+            "queue" => WhenFull::Queue,
+            "drop" => WhenFull::Drop,
+            other => {
+                return Err(cx.err_hint(
+                    n.pos,
+                    &join(path, "when_full"),
+                    format!("unknown policy '{other}'"),
+                    Some("use queue or drop".into()),
+                ));
+            }
+        },
+    };
+    Ok(Arrival {
+        rate,
+        process,
+        max_concurrency,
+        when_full,
+    })
+}
+
+/// `[ { to: 100, over: 30s }, { hold: 2m } ]`; `to` is a count, or a rate for an open class.
+fn resolve_ramp(cx: &Cx, node: &Node, path: &str, open: bool) -> R<Vec<Stage>> {
+    let Value::Seq(items) = &node.value else {
+        return Err(cx.err(
+            node.pos,
+            path,
+            format!("expected a list of stages, found {}", node.value.kind()),
+        ));
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let sp = format!("{path}[{i}]");
+        let e = cx.map(item, &sp)?;
+        cx.check_keys(e, &["to", "over", "hold"], &sp)?;
+        let stage = match (item.get("to"), item.get("over"), item.get("hold")) {
+            (Some(to), Some(over), None) => {
+                let v = if open {
+                    let t = to.scalar_text().unwrap_or_default();
+                    units::parse_rate(&t).map_err(|m| cx.err(to.pos, &join(&sp, "to"), m))?
+                } else {
+                    cx.int(to, &join(&sp, "to"), 0)? as f64
+                };
+                Stage {
+                    to: Some(v),
+                    over: cx.duration(over, &join(&sp, "over"))?,
+                }
+            }
+            (None, None, Some(h)) => Stage {
+                to: None,
+                over: cx.duration(h, &join(&sp, "hold"))?,
+            },
+            _ => {
+                return Err(cx.err(
+                    item.pos,
+                    &sp,
+                    "a stage is { to: N, over: DURATION } or { hold: DURATION }",
+                ));
+            }
+        };
+        out.push(stage);
+    }
+    Ok(out)
 }
 
 fn resolve_params(cx: &Cx, node: &Node, defs: &[ParamDef], path: &str) -> R<Params> {

@@ -1,0 +1,202 @@
+//! The open model: sessions of a class arrive on a schedule (Poisson or evenly spaced, at a
+//! rate that may ramp), each with fresh protocol state, run `iterations` operations and
+//! leave. Latency is measured from each operation's intended start, so a server that stalls
+//! shows its stall in the corrected figures even though the generator waited (coordinated
+//! omission, as wrk2 corrects it); the service time is recorded beside it.
+//!
+//! At most `max_concurrency` sessions run at once. An arrival that finds them all busy
+//! waits for a slot (`queue`, counted as late) or gives up (`drop`, counted): arrivals are
+//! never silently skipped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::Xoshiro256PlusPlus;
+use rand_distr::{Distribution, Exp};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::seed::{VuRngs, next_think};
+use super::{FailureNote, Timing, VuOutput, one_op, record};
+use crate::metrics::RecorderFactory;
+use crate::protocol::{ClassDriver, VuIds};
+use crate::transport::{Conn, Endpoint, ErrorClass, Timeouts};
+use crate::workload::{Arrival, ArrivalProcess, UserClass, WhenFull, Workload, ramp_value};
+
+pub(super) struct OpenSpec {
+    pub class_index: usize,
+    pub class: Arc<UserClass>,
+    pub arrival: Arrival,
+    pub round: u32,
+    pub seed: u64,
+    pub start: Instant,
+    pub deadline: Instant,
+    pub iterations: u64,
+    pub label_base: u32,
+    pub log_ops: bool,
+    pub run_id: Arc<str>,
+    pub endpoint: Arc<Endpoint>,
+    pub timeouts: Timeouts,
+}
+
+/// Schedule arrivals until the deadline, then wait for the sessions in flight.
+pub(super) async fn arrivals(
+    spec: OpenSpec,
+    w: Arc<Workload>,
+    driver: Arc<ClassDriver>,
+    factory: RecorderFactory,
+    stop: CancellationToken,
+) -> VuOutput {
+    let spec = Arc::new(spec);
+    let mut out = VuOutput::default();
+    let slots = Arc::new(Semaphore::new(spec.arrival.max_concurrency as usize));
+    // The arrival times have a stream of their own, apart from every session's.
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(
+        spec.seed ^ 0xa221_7a1e ^ ((spec.round as u64) << 40) ^ spec.class_index as u64,
+    );
+    let mut sessions = tokio::task::JoinSet::new();
+    let mut t = 0.0f64;
+    let mut n = 0u32;
+    loop {
+        let rate = ramp_value(
+            spec.arrival.rate,
+            &spec.class.ramp,
+            Duration::from_secs_f64(t),
+        );
+        if rate <= 0.0 {
+            // Nothing arrives at rate 0; look again shortly (a ramp may raise it).
+            t += 0.01;
+            if spec.start + Duration::from_secs_f64(t) >= spec.deadline {
+                break;
+            }
+            continue;
+        }
+        t += match spec.arrival.process {
+            ArrivalProcess::Constant => 1.0 / rate,
+            ArrivalProcess::Poisson => Exp::new(rate).map_or(1.0 / rate, |e| e.sample(&mut rng)),
+        };
+        let intended = spec.start + Duration::from_secs_f64(t);
+        if intended >= spec.deadline {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(intended) => {}
+            _ = stop.cancelled() => break,
+        }
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => match spec.arrival.when_full {
+                WhenFull::Drop => {
+                    out.dropped += 1;
+                    continue;
+                }
+                WhenFull::Queue => {
+                    out.late += 1;
+                    tokio::select! {
+                        p = slots.clone().acquire_owned() => match p {
+                            Ok(p) => p,
+                            Err(_) => break,
+                        },
+                        _ = stop.cancelled() => break,
+                    }
+                }
+            },
+        };
+        let (spec2, w2, d2, f2, s2) = (
+            spec.clone(),
+            w.clone(),
+            driver.clone(),
+            factory.clone(),
+            stop.clone(),
+        );
+        let id = n;
+        sessions.spawn(async move {
+            let o = session(&spec2, &w2, &d2, &f2, &s2, id, intended).await;
+            drop(permit);
+            o
+        });
+        n += 1;
+        out.sessions += 1;
+        // Collect finished sessions as we go, so a long run does not hold them all.
+        while let Some(Ok(o)) = sessions.try_join_next() {
+            out.absorb(o);
+        }
+    }
+    while let Some(res) = sessions.join_next().await {
+        if let Ok(o) = res {
+            out.absorb(o);
+        }
+    }
+    out
+}
+
+async fn session(
+    spec: &OpenSpec,
+    w: &Workload,
+    driver: &ClassDriver,
+    factory: &RecorderFactory,
+    stop: &CancellationToken,
+    id: u32,
+    arrived: Instant,
+) -> VuOutput {
+    let class = &spec.class;
+    let mut out = VuOutput::default();
+    let mut recorder = factory.recorder();
+    let mut conn = Conn::new(spec.endpoint.clone(), class.connection, spec.timeouts);
+    let ids = VuIds {
+        vu: id,
+        round: spec.round,
+        run_id: spec.run_id.clone(),
+    };
+    let mut vu = driver.new_vu(w, class, ids);
+    // Set-up is part of what an arriving client waits for: it counts toward the corrected
+    // latency of the first operation.
+    if let Err(detail) = vu.setup(&mut conn).await {
+        out.failures.push(FailureNote {
+            round: spec.round,
+            label: spec.label_base,
+            error: ErrorClass::Status,
+            detail: format!("set-up of {} session {id}: {detail}", class.name),
+        });
+    }
+    let mut rngs = VuRngs::new(spec.seed, &class.name, id, spec.round);
+    let mut intended = arrived;
+    for seq in 0..spec.iterations {
+        if seq > 0 {
+            intended = Instant::now() + next_think(class, &mut rngs.think);
+            if intended >= spec.deadline {
+                break;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(intended) => {}
+                _ = stop.cancelled() => break,
+            }
+        }
+        let started = Instant::now();
+        let Some((op, outcome)) = one_op(&mut vu, &mut conn, &mut rngs, class, seq, stop).await
+        else {
+            break;
+        };
+        let ended = Instant::now();
+        record(
+            &mut out,
+            &mut recorder,
+            spec.start,
+            spec.label_base,
+            (spec.round, spec.class_index, id, seq, spec.log_ops),
+            op,
+            &outcome,
+            Timing {
+                intended,
+                started,
+                ended,
+                scheduled: true,
+            },
+        );
+    }
+    recorder.flush();
+    out.connections = conn.opened;
+    out
+}

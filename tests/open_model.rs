@@ -1,0 +1,165 @@
+//! Honest latency: the open model achieves its arrival rate, a stalling server shows in the
+//! coordinated-omission-corrected figures (not in the service time), pacing is corrected
+//! the same way, the generator reports its own lag and CPU, and a deliberately overloaded
+//! generator is flagged as the limit.
+
+mod common;
+
+use common::*;
+
+fn run_yaml(yaml: &str, extra: &[&str]) -> (i32, loadmix::report::Report) {
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(&w, yaml).unwrap();
+    let out = out_dir(&tmp);
+    let mut args = vec![
+        "run",
+        w.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    let code = loadmix(&args);
+    (code, read_report(&out))
+}
+
+#[test]
+fn an_open_model_run_achieves_its_arrival_count() {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let (code, r) = run_yaml(
+        &format!(
+            "target: {}\nrun: {{ duration: 3s, seed: 11 }}\nusers:\n  - class: q\n    protocol: http\n    arrival: {{ rate: 200/s }}\n    mix:\n      put: {{ weight: 1, method: POST, path: '{{context}}/queue/o', body: x, expect: 201 }}\n",
+            srv.url()
+        ),
+        &[],
+    );
+    assert_eq!(code, 0);
+    let n = r.summary.total.requests as f64;
+    // Poisson: 600 expected, standard deviation about 24.5; five of them either way.
+    assert!((n - 600.0).abs() < 5.0 * 600f64.sqrt(), "{n} arrivals");
+    assert_eq!(srv.stats.count("POST", 201) as f64, n);
+    assert_eq!(r.rounds[0].vus as f64, n, "one session per arrival");
+    let g = &r.rounds[0].generator;
+    assert!(
+        !g.cpu_percent.is_empty() && g.cpu_percent.iter().all(|c| (0.0..=400.0).contains(c)),
+        "{:?}",
+        g.cpu_percent
+    );
+    assert!(
+        g.lag_p99_ms >= 0.0 && g.lag_p99_ms < 1000.0,
+        "lag {}",
+        g.lag_p99_ms
+    );
+    let c = r
+        .summary
+        .total
+        .latency_corrected_ms
+        .as_ref()
+        .expect("open model reports corrected latency");
+    assert!(
+        c.p50 >= r.summary.total.latency_ms.p50,
+        "from the intended start, never shorter"
+    );
+    rt.block_on(srv.stop());
+}
+
+#[test]
+fn a_stalling_server_shows_in_corrected_latency_not_in_service_time() {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    // The server freezes for the last 1.2 s of every 4 s; four slots at most, as a client
+    // with four connections. Arrivals during the freeze wait for a slot: their service
+    // time is short, but they were due long before.
+    let (code, r) = run_yaml(
+        &format!(
+            "target: {}\nrun: {{ duration: 4s }}\nusers:\n  - class: s\n    protocol: http\n    arrival: {{ rate: 200/s, process: constant, max_concurrency: 4, when_full: queue }}\n    mix:\n      get: {{ weight: 1, path: '{{context}}/_loadmix/stall/4000/1200' }}\n",
+            srv.url()
+        ),
+        &[],
+    );
+    assert_eq!(code, 0);
+    let t = &r.summary.total;
+    let corrected = t.latency_corrected_ms.as_ref().unwrap();
+    assert!(
+        corrected.p99 >= 1000.0,
+        "corrected p99 {} ms must show the stall",
+        corrected.p99
+    );
+    assert!(
+        t.latency_ms.p50 < 50.0,
+        "service time p50 {} ms stays small",
+        t.latency_ms.p50
+    );
+    assert!(t.latency_ms.p99 < corrected.p99);
+    assert!(
+        r.rounds[0].generator.late > 100,
+        "arrivals queued behind the stall are counted late"
+    );
+    rt.block_on(srv.stop());
+}
+
+#[test]
+fn pacing_is_corrected_like_the_open_model() {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    // Due every 10 ms, but each answer takes 30 ms: the schedule slips further each time.
+    let (code, r) = run_yaml(
+        &format!(
+            "target: {}\nrun: {{ iterations: 30 }}\nusers:\n  - class: p\n    protocol: http\n    count: 1\n    pacing: 10ms\n    mix:\n      get: {{ weight: 1, path: '{{context}}/_loadmix/delay/30' }}\n",
+            srv.url()
+        ),
+        &[],
+    );
+    assert_eq!(code, 0);
+    let t = &r.summary.total;
+    assert!(
+        (t.latency_ms.p50 - 30.0).abs() < 10.0,
+        "service time {}",
+        t.latency_ms.p50
+    );
+    let c = t.latency_corrected_ms.as_ref().unwrap();
+    // The last operation was due at 290 ms and ended near 900 ms.
+    assert!(c.max > 500.0, "corrected max {}", c.max);
+    rt.block_on(srv.stop());
+}
+
+#[test]
+fn an_overloaded_generator_is_flagged() {
+    // One worker thread for generator and embedded server, far more arrivals than it can
+    // start: the report must say the generator, not the server, set the pace.
+    let out = loadmix_bin(&[
+        "run",
+        "workloads/queue-sizes.yaml",
+        "--workers",
+        "1",
+        "--quiet",
+        "--out",
+        "target/overload-test",
+        "--set",
+        "users.producer.arrival.rate=20000/s",
+        "--set",
+        "users.producer.count=",
+        "--users",
+        "consumer=0",
+        "--duration",
+        "1s",
+        "--rounds",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.contains("WARNING: generator-limited")
+            || stdout.contains("WARNING: arrivals could not start on time"),
+        "{stdout}"
+    );
+    let r = read_report(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/target/overload-test"
+    )));
+    assert!(!r.summary.generator_warnings.is_empty());
+    assert!(r.rounds[0].generator.lag_p99_ms > 10.0 || r.rounds[0].generator.late > 0);
+}

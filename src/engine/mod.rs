@@ -14,6 +14,7 @@ pub mod plan;
 pub mod seed;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -375,6 +376,17 @@ async fn run_round(
         Stop::Iterations(_) => None,
     };
     let classes: Vec<Arc<UserClass>> = w.classes.iter().map(|c| Arc::new(c.clone())).collect();
+    let halted = Arc::new(AtomicBool::new(cfg.stop.is_cancelled()));
+    let round_over = CancellationToken::new();
+    {
+        let (halted, stop, over) = (halted.clone(), cfg.stop.clone(), round_over.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => halted.store(true, Ordering::Relaxed),
+                _ = over.cancelled() => {}
+            }
+        });
+    }
     let mut tasks = tokio::task::JoinSet::new();
     let mut vus = 0u64;
     for (ci, vu, driver, conn) in ready {
@@ -397,6 +409,7 @@ async fn run_round(
             }),
             label_base: labels.index(ci, 0),
             log_ops: cfg.log_ops,
+            halted: halted.clone(),
         };
         let recorder = factory.recorder();
         let stop = cfg.stop.clone();
@@ -441,6 +454,7 @@ async fn run_round(
         }
     }
     let elapsed = start.elapsed();
+    round_over.cancel();
     cpu_done.cancel();
     let stats = aggregator.await.unwrap_or(RoundStats {
         ops: Vec::new(),
@@ -485,6 +499,9 @@ struct VuSpec {
     iterations: Option<u64>,
     label_base: u32,
     log_ops: bool,
+    /// Set once the run is stopped. Checked between operations instead of the token, whose
+    /// `is_cancelled` takes a lock that every VU would share.
+    halted: Arc<AtomicBool>,
 }
 
 /// What one operation needs to be recorded.
@@ -572,6 +589,12 @@ fn record(
     }
 }
 
+/// A VU's stop signal, made once and polled in place: a fresh `cancelled()` per operation
+/// would register and unregister a waiter under the token's lock every time, a lock all
+/// VUs share.
+pub(crate) type Cancelled<'p, 't> =
+    std::pin::Pin<&'p mut tokio_util::sync::WaitForCancellationFuture<'t>>;
+
 /// One operation: the bootstrap when the user has no collection, else a pick from the
 /// table. `None` when stopped meanwhile.
 async fn one_op(
@@ -580,18 +603,18 @@ async fn one_op(
     rngs: &mut VuRngs,
     class: &UserClass,
     seq: u64,
-    stop: &CancellationToken,
+    cancelled: &mut Cancelled<'_, '_>,
 ) -> Option<(Option<usize>, crate::protocol::Outcome)> {
     if driver.needs_bootstrap() {
         tokio::select! {
             o = driver.bootstrap(conn, &mut rngs.data) => Some((None, o)),
-            _ = stop.cancelled() => None,
+            _ = cancelled.as_mut() => None,
         }
     } else {
         let op = next_op(class, &mut rngs.mix);
         tokio::select! {
             o = driver.execute(op, seq, conn, &mut rngs.data) => Some((Some(op), o)),
-            _ = stop.cancelled() => None,
+            _ = cancelled.as_mut() => None,
         }
     }
 }
@@ -606,6 +629,8 @@ async fn vu_loop(
     let class = &spec.class;
     let mut rngs = VuRngs::new(spec.seed, &class.name, spec.vu, spec.round);
     let mut out = VuOutput::default();
+    let cancelled = stop.cancelled();
+    tokio::pin!(cancelled);
     // Under a ramp the VU waits for its turn.
     let begin = spec.active_from.unwrap_or(spec.start);
     if spec.active_from.is_none() || spec.deadline.is_some_and(|d| begin >= d) {
@@ -614,12 +639,12 @@ async fn vu_loop(
     if begin > Instant::now() {
         tokio::select! {
             _ = tokio::time::sleep_until(begin) => {}
-            _ = stop.cancelled() => return out,
+            _ = &mut cancelled => return out,
         }
     }
     let mut seq = 0u64;
     loop {
-        if spec.iterations.is_some_and(|n| seq >= n) || stop.is_cancelled() {
+        if spec.iterations.is_some_and(|n| seq >= n) || spec.halted.load(Ordering::Relaxed) {
             break;
         }
         // Pacing: operation k is due at begin + k × pacing. Think: due when the think ends.
@@ -637,12 +662,19 @@ async fn vu_loop(
         if intended > Instant::now() {
             tokio::select! {
                 _ = tokio::time::sleep_until(intended) => {}
-                _ = stop.cancelled() => break,
+                _ = &mut cancelled => break,
             }
         }
         let started = Instant::now();
-        let Some((op, outcome)) =
-            one_op(&mut driver, &mut conn, &mut rngs, class, seq, &stop).await
+        let Some((op, outcome)) = one_op(
+            &mut driver,
+            &mut conn,
+            &mut rngs,
+            class,
+            seq,
+            &mut cancelled,
+        )
+        .await
         else {
             break;
         };

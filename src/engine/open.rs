@@ -143,6 +143,8 @@ async fn session(
 ) -> VuOutput {
     let class = &spec.class;
     let mut out = VuOutput::default();
+    let cancelled = stop.cancelled();
+    tokio::pin!(cancelled);
     let mut recorder = factory.recorder();
     let mut conn = Conn::new(spec.endpoint.clone(), class.connection, spec.timeouts);
     let ids = VuIds {
@@ -171,11 +173,12 @@ async fn session(
             }
             tokio::select! {
                 _ = tokio::time::sleep_until(intended) => {}
-                _ = stop.cancelled() => break,
+                _ = &mut cancelled => break,
             }
         }
         let started = Instant::now();
-        let Some((op, outcome)) = one_op(&mut vu, &mut conn, &mut rngs, class, seq, stop).await
+        let Some((op, outcome)) =
+            one_op(&mut vu, &mut conn, &mut rngs, class, seq, &mut cancelled).await
         else {
             break;
         };

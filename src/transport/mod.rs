@@ -4,10 +4,14 @@
 //! `connect`, `timeout`, `reset` or `body` (an unexpected status is the protocol's call).
 //!
 //! A VU owns its [`Conn`] outright: no pool is shared between users, so the number of open
-//! connections is exactly the number of users, as in the system being simulated.
+//! connections is exactly the number of users, as in the system being simulated. The VU's
+//! task also drives the connection while it waits for an answer (no task per connection).
 
+use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Context;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -143,9 +147,52 @@ pub struct Conn {
     endpoint: Arc<Endpoint>,
     policy: Connection,
     timeouts: Timeouts,
-    sender: Option<SendRequest<Full<Bytes>>>,
+    link: Option<Link>,
     /// Connections opened so far (for the report: reconnects show up here).
     pub opened: u64,
+}
+
+type H1Conn = hyper::client::conn::http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
+
+/// An open HTTP/1.1 connection: the request side and the connection itself, which the VU's
+/// own task drives while it waits for an answer. No second task per connection means no
+/// cross-task wake-up per request, which is most of what a spawned connection costs.
+struct Link {
+    sender: SendRequest<Full<Bytes>>,
+    conn: Pin<Box<H1Conn>>,
+    /// The connection future finished (closed, or failed): it must not be polled again.
+    done: bool,
+}
+
+impl Link {
+    /// Let the connection notice what happened while it was idle (the server closing it).
+    fn settle(&mut self) {
+        if self.done {
+            return;
+        }
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        if self.conn.as_mut().poll(&mut cx).is_ready() {
+            self.done = true;
+        }
+    }
+
+    fn usable(&mut self) -> bool {
+        self.settle();
+        !self.done && !self.sender.is_closed()
+    }
+}
+
+/// Poll `fut` to completion while also driving `conn`, in the calling task.
+async fn drive<F: Future>(conn: &mut Pin<Box<H1Conn>>, done: &mut bool, fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        if !*done && conn.as_mut().poll(cx).is_ready() {
+            *done = true;
+        }
+        fut.as_mut().poll(cx)
+    })
+    .await
 }
 
 impl Conn {
@@ -154,7 +201,7 @@ impl Conn {
             endpoint,
             policy,
             timeouts,
-            sender: None,
+            link: None,
             opened: 0,
         }
     }
@@ -187,7 +234,7 @@ impl Conn {
             }),
         };
         if result.is_err() || self.policy == Connection::PerRequest {
-            self.sender = None;
+            self.link = None;
         }
         result.map(|(status, headers, body, received)| Response {
             status,
@@ -204,43 +251,37 @@ impl Conn {
         req: Request<Full<Bytes>>,
         sent: u64,
     ) -> Result<(StatusCode, HeaderMap, Bytes, u64), TransportError> {
-        let sender = self.ready_sender(sent).await?;
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| classify_hyper(&e, sent))?;
-        let (parts, body) = resp.into_parts();
-        let body = body
-            .collect()
-            .await
-            .map_err(|e| classify_hyper(&e, sent))?
-            .to_bytes();
-        let received = response_size(parts.status, &parts.headers, body.len());
-        Ok((parts.status, parts.headers, body, received))
-    }
-
-    /// A sender on an open connection, opening one if there is none or the server closed it.
-    async fn ready_sender(
-        &mut self,
-        sent: u64,
-    ) -> Result<&mut SendRequest<Full<Bytes>>, TransportError> {
-        let reusable = match self.sender.as_mut() {
-            // A kept-alive connection the server has since closed is not an error of this
-            // request: open a new one, as any HTTP client would.
-            Some(s) => !s.is_closed() && s.ready().await.is_ok(),
-            None => false,
-        };
-        if !reusable {
-            self.sender = Some(self.connect(sent).await?);
+        // A kept-alive connection the server has since closed is not an error of this
+        // request: open a new one, as any HTTP client would.
+        if !self.link.as_mut().is_some_and(Link::usable) {
+            self.link = Some(self.connect(sent).await?);
         }
-        self.sender.as_mut().ok_or_else(|| TransportError {
-            class: ErrorClass::Connect,
-            message: "no connection".into(),
-            bytes_sent: 0,
+        let Some(Link { sender, conn, done }) = self.link.as_mut() else {
+            return Err(TransportError {
+                class: ErrorClass::Connect,
+                message: "no connection".into(),
+                bytes_sent: 0,
+            });
+        };
+        drive(conn, done, async {
+            sender.ready().await.map_err(|e| classify_hyper(&e, sent))?;
+            let resp = sender
+                .send_request(req)
+                .await
+                .map_err(|e| classify_hyper(&e, sent))?;
+            let (parts, body) = resp.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map_err(|e| classify_hyper(&e, sent))?
+                .to_bytes();
+            let received = response_size(parts.status, &parts.headers, body.len());
+            Ok((parts.status, parts.headers, body, received))
         })
+        .await
     }
 
-    async fn connect(&mut self, sent: u64) -> Result<SendRequest<Full<Bytes>>, TransportError> {
+    async fn connect(&mut self, sent: u64) -> Result<Link, TransportError> {
         let addr = self.endpoint.addr;
         let connect_err = |message: String| TransportError {
             class: ErrorClass::Connect,
@@ -263,12 +304,12 @@ impl Conn {
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| classify_hyper(&e, sent))?;
-        tokio::spawn(async move {
-            // Errors surface on the request that was in flight; nothing to do here.
-            let _ = conn.await;
-        });
         self.opened += 1;
-        Ok(sender)
+        Ok(Link {
+            sender,
+            conn: Box::pin(conn),
+            done: false,
+        })
     }
 }
 
@@ -311,7 +352,9 @@ fn classify_hyper(e: &hyper::Error, sent: u64) -> TransportError {
 
 fn request_size(req: &Request<Full<Bytes>>) -> u64 {
     use hyper::body::Body;
-    let line = req.method().as_str().len() + 1 + req.uri().to_string().len() + 11;
+    // Path and query as sent (no allocation: this runs for every request).
+    let target = req.uri().path_and_query().map_or(1, |p| p.as_str().len());
+    let line = req.method().as_str().len() + 1 + target + 11;
     let headers: usize = req
         .headers()
         .iter()

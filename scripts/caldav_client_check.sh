@@ -12,7 +12,7 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import caldav" 2>/dev
     "$VENV/bin/pip" install --quiet --disable-pip-version-check caldav
 fi
 
-BIN=target/debug/loadmix
+BIN=${CARGO_TARGET_DIR:-target}/debug/loadmix
 [ -x "$BIN" ] || cargo build --locked
 WORK=$(mktemp -d)
 PID=""

@@ -14,7 +14,7 @@ if [ ! -d "$NODE_DIR/node_modules/playwright-core" ]; then
     mkdir -p "$NODE_DIR"
     (cd "$NODE_DIR" && npm install --silent --no-audit --no-fund playwright-core@1 >/dev/null)
 fi
-BIN=target/debug/loadmix
+BIN=${CARGO_TARGET_DIR:-target}/debug/loadmix
 [ -x "$BIN" ] || cargo build --locked
 OUT=target/html-check
 rm -rf "$OUT"

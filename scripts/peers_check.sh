@@ -12,7 +12,7 @@ for p in radicale xandikos; do
         ".tools/venv-$p/bin/pip" install --quiet --disable-pip-version-check "$p"
     fi
 done
-BIN=target/debug/loadmix
+BIN=${CARGO_TARGET_DIR:-target}/debug/loadmix
 [ -x "$BIN" ] || cargo build --locked
 
 WORK=$(mktemp -d)

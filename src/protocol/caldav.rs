@@ -556,15 +556,15 @@ impl CaldavVu {
         }
     }
 
-    async fn report(
-        &mut self,
+    /// Send a REPORT with `body` to calendar `ci`: its answer and path, or the failure.
+    async fn send_report(
+        &self,
         conn: &mut Conn,
         ci: usize,
         body: String,
-        expect: &[u16],
-    ) -> (Outcome, Option<Multistatus>) {
+    ) -> Result<(Response, String), Outcome> {
         let path = self.cals[ci].path.clone();
-        let r = match self
+        match self
             .s
             .send(
                 conn,
@@ -575,8 +575,21 @@ impl CaldavVu {
             )
             .await
         {
-            Exchange::Answer(r) => r,
-            Exchange::Failed(o) => return (o, None),
+            Exchange::Answer(r) => Ok((r, path)),
+            Exchange::Failed(o) => Err(o),
+        }
+    }
+
+    async fn report(
+        &mut self,
+        conn: &mut Conn,
+        ci: usize,
+        body: String,
+        expect: &[u16],
+    ) -> (Outcome, Option<Multistatus>) {
+        let (r, path) = match self.send_report(conn, ci, body).await {
+            Ok(x) => x,
+            Err(o) => return (o, None),
         };
         let what = format!("REPORT {path}");
         multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what)
@@ -594,20 +607,9 @@ impl CaldavVu {
             r#"<?xml version="1.0" encoding="utf-8"?><D:sync-collection xmlns:D="DAV:"><D:sync-token>{}</D:sync-token><D:sync-level>1</D:sync-level><D:prop><D:getetag/></D:prop></D:sync-collection>"#,
             xml::esc(token)
         );
-        let path = self.cals[ci].path.clone();
-        let r = match self
-            .s
-            .send(
-                conn,
-                "REPORT",
-                &path,
-                &[xml_ct(), depth("1")],
-                Bytes::from(body),
-            )
-            .await
-        {
-            Exchange::Answer(r) => r,
-            Exchange::Failed(o) => return (o, false),
+        let (r, path) = match self.send_report(conn, ci, body).await {
+            Ok(x) => x,
+            Err(o) => return (o, false),
         };
         let status = r.status.as_u16();
         let what = format!("REPORT sync-collection {path}");

@@ -251,31 +251,50 @@ impl VuOutput {
     }
 }
 
-/// When closed VU `vu` (from 0) is active under a ramp: from the first moment the ramped
-/// count exceeds its index to the first moment after that it falls back to it or below.
-fn active_window(class: &UserClass, vu: u32) -> (Duration, Option<Duration>) {
+/// When each closed VU of `class` is active: VU `i` (from 0) starts the first moment the
+/// ramped count exceeds `i` and stops the first moment after that it falls back to `i` or
+/// below (`None`: it runs to the end). One pass over the ramp for the whole class, in 10 ms
+/// steps, so a long ramp over many users costs steps + users, not their product.
+fn active_windows(class: &UserClass) -> Vec<(Duration, Option<Duration>)> {
+    let peak = Workload::peak_users(class) as usize;
     if class.ramp.is_empty() {
-        return (Duration::ZERO, None);
+        return vec![(Duration::ZERO, None); peak];
     }
+    let level = |t: Duration| {
+        let n = crate::workload::ramp_value(class.count as f64, &class.ramp, t);
+        ((n + 1e-9).floor().max(0.0) as usize).min(peak)
+    };
+    let mut windows: Vec<(Option<Duration>, Option<Duration>)> = vec![(None, None); peak];
     let total: Duration = class.ramp.iter().map(|s| s.over).sum();
     let step = Duration::from_millis(10);
-    let wanted = vu as f64 + 1.0;
+    let mut current = 0;
     let mut t = Duration::ZERO;
-    let mut start = None;
-    while t <= total {
-        let n = crate::workload::ramp_value(class.count as f64, &class.ramp, t);
-        match start {
-            None if n >= wanted - 1e-9 => start = Some(t),
-            Some(_) if n < wanted - 1e-9 => return (start.unwrap_or_default(), Some(t)),
-            _ => {}
+    loop {
+        let now = level(t);
+        if now > current {
+            for w in &mut windows[current..now] {
+                if w.0.is_none() {
+                    w.0 = Some(t);
+                }
+            }
+        } else {
+            for w in &mut windows[now..current] {
+                if w.0.is_some() && w.1.is_none() {
+                    w.1 = Some(t);
+                }
+            }
         }
-        t += step;
+        current = now;
+        if t >= total {
+            break;
+        }
+        t = (t + step).min(total);
     }
-    // Never reached within the ramp: it is active only if the final count includes it.
-    match start {
-        Some(s) => (s, None),
-        None => (Duration::MAX, None),
-    }
+    // A VU never reached stays idle (start beyond any deadline).
+    windows
+        .into_iter()
+        .map(|(s, e)| (s.unwrap_or(Duration::MAX), e))
+        .collect()
 }
 
 /// Process CPU time (user + system) so far.
@@ -389,10 +408,15 @@ async fn run_round(
     }
     let mut tasks = tokio::task::JoinSet::new();
     let mut vus = 0u64;
+    let windows: Vec<Vec<(Duration, Option<Duration>)>> =
+        w.classes.iter().map(active_windows).collect();
     for (ci, vu, driver, conn) in ready {
         let class = &w.classes[ci];
         vus += 1;
-        let (from, until) = active_window(class, vu);
+        let (from, until) = windows[ci]
+            .get(vu as usize)
+            .copied()
+            .unwrap_or((Duration::MAX, None));
         let spec = VuSpec {
             class_index: ci,
             class: classes[ci].clone(),
@@ -642,20 +666,25 @@ async fn vu_loop(
             _ = &mut cancelled => return out,
         }
     }
+    let end_by = match (spec.deadline, spec.active_until) {
+        (Some(d), Some(u)) => Some(d.min(u)),
+        (d, u) => d.or(u),
+    };
     let mut seq = 0u64;
     loop {
         if spec.iterations.is_some_and(|n| seq >= n) || spec.halted.load(Ordering::Relaxed) {
             break;
         }
         // Pacing: operation k is due at begin + k × pacing. Think: due when the think ends.
-        let intended = match class.pacing {
-            Some(p) => begin + p * seq as u32,
-            None => Instant::now() + next_think(class, &mut rngs.think),
+        // Checked arithmetic: a schedule past what an Instant can hold simply ends.
+        let due = match class.pacing {
+            Some(p) => u32::try_from(seq)
+                .ok()
+                .and_then(|k| p.checked_mul(k))
+                .and_then(|d| begin.checked_add(d)),
+            None => Instant::now().checked_add(next_think(class, &mut rngs.think)),
         };
-        let end_by = match (spec.deadline, spec.active_until) {
-            (Some(d), Some(u)) => Some(d.min(u)),
-            (d, u) => d.or(u),
-        };
+        let Some(intended) = due else { break };
         if end_by.is_some_and(|e| intended >= e) {
             break;
         }
@@ -700,4 +729,44 @@ async fn vu_loop(
     recorder.flush();
     out.connections = conn.opened;
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(yaml: &str) -> UserClass {
+        crate::workload::load_str("w.yaml", yaml, &[], None)
+            .unwrap()
+            .classes
+            .remove(0)
+    }
+
+    #[test]
+    fn ramp_windows_start_and_stop_users_in_turn() {
+        let c = class(
+            "users:\n  - class: c\n    protocol: http\n    count: 0\n    ramp: [ { to: 4, over: 4s }, { hold: 2s }, { to: 2, over: 2s } ]\n    mix: { g: { weight: 1, path: /x } }\n",
+        );
+        let w = active_windows(&c);
+        assert_eq!(w.len(), 4);
+        let near = |d: Duration, secs: f64| (d.as_secs_f64() - secs).abs() < 0.02;
+        for (i, (start, _)) in w.iter().enumerate() {
+            assert!(near(*start, i as f64 + 1.0), "user {i} starts at {start:?}");
+        }
+        assert_eq!(
+            (w[0].1, w[1].1),
+            (None, None),
+            "the users the ramp keeps run to the end"
+        );
+        assert!(w[3].1.is_some_and(|s| near(s, 6.0)), "{:?}", w[3]);
+        assert!(w[2].1.is_some_and(|s| near(s, 7.0)), "{:?}", w[2]);
+    }
+
+    #[test]
+    fn without_a_ramp_every_user_runs_throughout() {
+        let c = class(
+            "users:\n  - class: c\n    protocol: http\n    count: 3\n    mix: { g: { weight: 1, path: /x } }\n",
+        );
+        assert_eq!(active_windows(&c), vec![(Duration::ZERO, None); 3]);
+    }
 }

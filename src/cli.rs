@@ -15,7 +15,7 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use crate::engine::{self};
 use crate::report;
 use crate::server::{self, ServerConfig};
-use crate::workload::{self, Override, Stop, TargetSpec, Workload, units};
+use crate::workload::{self, Override, TargetSpec, Workload, units};
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_THRESHOLD: i32 = 1;
@@ -270,14 +270,6 @@ pub fn load_workload_with(
     workload::load(&a.workload, &ovr)
 }
 
-fn describe_length(w: &Workload) -> String {
-    let each = match w.run.stop {
-        Stop::Duration(d) => units::format_duration(d),
-        Stop::Iterations(n) => format!("{n} ops/user"),
-    };
-    format!("{} round(s) × {each}", w.run.rounds)
-}
-
 async fn serve(a: ServeArgs) -> i32 {
     let store = match TargetSpec::parse(&format!("embedded:{}", a.store)) {
         Ok(TargetSpec::Embedded { store }) => store,
@@ -357,8 +349,9 @@ pub fn render_plan(w: &Workload) -> String {
     let _ = writeln!(out, "target {} · context '{}'", w.target, w.context);
     let _ = writeln!(
         out,
-        "run {} · warm-up {} · seed {} · timeout {} · connect timeout {}",
-        describe_length(w),
+        "run {} round(s) × {} · warm-up {} · seed {} · timeout {} · connect timeout {}",
+        w.run.rounds,
+        w.length_text(),
         units::format_duration(w.run.warmup),
         w.run.seed,
         units::format_duration(w.run.timeout),

@@ -23,7 +23,7 @@ use crate::protocol::ProtocolError;
 use crate::report::{self, Report, compare};
 use crate::server::{self, ServerConfig, ServerHandle};
 use crate::transport::Endpoint;
-use crate::workload::{Override, Stop, StoreSpec, TargetSpec, Workload, units};
+use crate::workload::{Override, StoreSpec, TargetSpec, Workload};
 
 /// A target as named on the command line (`--target pg=http://...`).
 #[derive(Debug, Clone)]
@@ -236,13 +236,6 @@ fn round_line(target: &str, r: &RoundResult, of: u32) -> String {
     )
 }
 
-fn describe_length(w: &Workload) -> String {
-    match w.run.stop {
-        Stop::Duration(d) => units::format_duration(d),
-        Stop::Iterations(n) => format!("{n} ops/user"),
-    }
-}
-
 /// One target of one sweep point, ready to run.
 struct Lane {
     name: String,
@@ -326,7 +319,7 @@ pub async fn run(a: RunArgs) -> i32 {
             names.join(", "),
             w0.total_users(),
             w0.run.rounds,
-            describe_length(w0),
+            w0.length_text(),
             sweep
                 .as_ref()
                 .map(|(k, v)| format!(" · sweep {k} over {}", v.join(",")))
@@ -498,7 +491,7 @@ async fn run_point(
                 lane.name,
                 w.run.rounds
             );
-            progress.begin(what, lane.live.clone(), classes.clone(), describe_length(w));
+            progress.begin(what, lane.live.clone(), classes.clone(), w.length_text());
             lane.runner.round(w, r).await;
         }
     }

@@ -182,8 +182,8 @@ impl Runner {
         })
     }
 
-    /// Run round `r` (from 1); returns it for progress lines.
-    pub async fn round(&mut self, w: &Workload, r: u32) -> &RoundResult {
+    /// Run round `r` (from 1); `on_round` hears of it.
+    pub async fn round(&mut self, w: &Workload, r: u32) {
         let (round, log, fails) = run_round(w, &self.cfg, &self.drivers, &self.labels, r).await;
         self.op_log.extend(log);
         let room = MAX_FAILURE_NOTES.saturating_sub(self.failures.len());
@@ -192,7 +192,6 @@ impl Runner {
             f(&round, w.run.rounds);
         }
         self.rounds.push(round);
-        self.rounds.last().expect("just pushed")
     }
 
     pub fn stopped(&self) -> bool {

@@ -283,7 +283,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
             warmup_requests: r.stats.warmup_requests,
             warmup_s: w.run.warmup.as_secs_f64(),
             setup_failures: r.setup_failures,
-            generator: generator(r, embedded, &total),
+            generator: generator(r, embedded),
             interrupted: r.interrupted,
             total: op_report("total", None, &total, rate(total.successes, secs), true),
             ops,
@@ -472,7 +472,7 @@ const LAG_P99_LIMIT_MS: f64 = 10.0;
 /// CPU above this share of all cores, on average, means the generator's process was busy.
 const CPU_LIMIT: f64 = 0.90;
 
-fn generator(r: &crate::engine::RoundResult, embedded: bool, total: &OpStats) -> Generator {
+fn generator(r: &crate::engine::RoundResult, embedded: bool) -> Generator {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cpu = r.cpu_percent.clone();
     let cpu_mean = if cpu.is_empty() {
@@ -514,7 +514,6 @@ fn generator(r: &crate::engine::RoundResult, embedded: bool, total: &OpStats) ->
             }
         ));
     }
-    let _ = total;
     Generator {
         cpu_percent: cpu,
         cpu_mean,

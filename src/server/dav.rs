@@ -727,7 +727,7 @@ impl Dav<'_> {
         if root.is(CALDAV, "calendar-query") {
             let (comp, range) = match query_filter(&root) {
                 Ok(x) => x,
-                Err(m) => return dav_error_text(StatusCode::BAD_REQUEST, &m),
+                Err(m) => return text(StatusCode::BAD_REQUEST, m),
             };
             let listed = match range {
                 Some((s, e)) => {
@@ -823,10 +823,6 @@ impl Dav<'_> {
             dav_error(StatusCode::FORBIDDEN, DAV, "supported-report")
         }
     }
-}
-
-fn dav_error_text(status: StatusCode, m: &str) -> Response {
-    text(status, m)
 }
 
 fn privileges() -> String {

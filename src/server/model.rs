@@ -567,37 +567,29 @@ pub fn parse_ical_duration(v: &str) -> Option<Duration> {
         Some((d, t)) => (d, t),
         None => (v, ""),
     };
+    // The date part takes weeks and days, the time part hours, minutes and seconds.
     let mut total = Duration::zero();
-    let mut num = String::new();
-    for c in date.chars() {
-        if c.is_ascii_digit() {
-            num.push(c);
-        } else {
+    for (part, unit) in [(date, "WD"), (time, "HMS")] {
+        let mut num = String::new();
+        for c in part.chars() {
+            if c.is_ascii_digit() {
+                num.push(c);
+                continue;
+            }
             let n: i64 = num.parse().ok()?;
             num.clear();
             total += match c {
-                'W' => Duration::weeks(n),
-                'D' => Duration::days(n),
+                'W' if unit.contains(c) => Duration::weeks(n),
+                'D' if unit.contains(c) => Duration::days(n),
+                'H' if unit.contains(c) => Duration::hours(n),
+                'M' if unit.contains(c) => Duration::minutes(n),
+                'S' if unit.contains(c) => Duration::seconds(n),
                 _ => return None,
             };
         }
-    }
-    for c in time.chars() {
-        if c.is_ascii_digit() {
-            num.push(c);
-        } else {
-            let n: i64 = num.parse().ok()?;
-            num.clear();
-            total += match c {
-                'H' => Duration::hours(n),
-                'M' => Duration::minutes(n),
-                'S' => Duration::seconds(n),
-                _ => return None,
-            };
+        if !num.is_empty() {
+            return None;
         }
-    }
-    if !num.is_empty() {
-        return None;
     }
     Some(total)
 }

@@ -453,6 +453,14 @@ impl Workload {
             .ceil() as u32
     }
 
+    /// How long a round is, as a user would write it: `10s`, or `250 ops/user`.
+    pub fn length_text(&self) -> String {
+        match self.run.stop {
+            Stop::Duration(d) => units::format_duration(d),
+            Stop::Iterations(n) => format!("{n} ops/user"),
+        }
+    }
+
     pub fn class(&self, name: &str) -> Option<&UserClass> {
         self.classes.iter().find(|c| c.name == name)
     }

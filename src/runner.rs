@@ -250,6 +250,8 @@ struct PointResult {
     reports: Vec<(String, Report, PathBuf)>,
     interrupted: bool,
     thresholds_ok: bool,
+    /// Some output could not be written; the rest was, and the figures still print.
+    write_failed: bool,
 }
 
 pub async fn run(a: RunArgs) -> i32 {
@@ -498,6 +500,9 @@ async fn run_point(
     let mut reports = Vec::new();
     let mut interrupted = false;
     let mut thresholds_ok = true;
+    // A file that cannot be written must not cost the other targets' reports, nor the
+    // table on stdout: note it, carry on, and exit 4 at the end.
+    let mut write_failed = false;
     for lane in lanes {
         if let Some(s) = lane.server {
             s.stop().await;
@@ -517,7 +522,8 @@ async fn run_point(
             dir.to_path_buf()
         };
         if let Err(e) = report::write_dir(&rep, &tdir) {
-            return Err(fail(EXIT_WRITE, e));
+            fail(EXIT_WRITE, e);
+            write_failed = true;
         }
         if let Some(p) = &a.log_ops {
             let path = if multi {
@@ -526,10 +532,8 @@ async fn run_point(
                 p.clone()
             };
             if let Err(e) = write_op_log(&path, w, &result) {
-                return Err(fail(
-                    EXIT_WRITE,
-                    format!("cannot write {}: {e}", path.display()),
-                ));
+                fail(EXIT_WRITE, format!("cannot write {}: {e}", path.display()));
+                write_failed = true;
             }
         }
         reports.push((lane.name, rep, tdir));
@@ -549,7 +553,8 @@ async fn run_point(
             ];
             for (f, text) in files {
                 if let Err(e) = report::write_file(&dir.join(f), &text) {
-                    return Err(fail(EXIT_WRITE, e));
+                    fail(EXIT_WRITE, e);
+                    write_failed = true;
                 }
             }
         }
@@ -559,6 +564,7 @@ async fn run_point(
         reports,
         interrupted,
         thresholds_ok,
+        write_failed,
     })
 }
 
@@ -574,6 +580,9 @@ fn emit(
         results.iter().any(|p| p.interrupted) || results.len() < sweep.map_or(1, |(_, v)| v.len());
     if results.iter().any(|p| !p.thresholds_ok) {
         code = EXIT_THRESHOLD;
+    }
+    if results.iter().any(|p| p.write_failed) {
+        code = EXIT_WRITE;
     }
     if interrupted {
         code = EXIT_INTERRUPTED;

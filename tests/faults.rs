@@ -168,3 +168,34 @@ fn ctrl_c_stops_the_run_and_still_writes_the_report() {
     );
     assert!(r.rounds[0].elapsed_s < 30.0);
 }
+
+#[test]
+fn a_report_that_cannot_be_written_exits_4_but_still_prints_the_figures() {
+    let tmp = tempdir();
+    // A file where the output folder should be: nothing can be created below it.
+    let blocker = tmp.path().join("not-a-dir");
+    std::fs::write(&blocker, "x").unwrap();
+    let out = loadmix_bin(&[
+        "run",
+        "workloads/queue-sizes.yaml",
+        "--iterations",
+        "5",
+        "--rounds",
+        "1",
+        "--out",
+        &path_str(&blocker.join("out")),
+        "--quiet",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("error: cannot write"));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("producer.send") && table.contains("total successes 30"),
+        "{table}"
+    );
+}

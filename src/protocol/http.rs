@@ -123,24 +123,32 @@ impl HttpVu {
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Outcome {
-        let class = self.class.clone();
+        // Disjoint borrows of the VU's fields: no Arc clone per request, whose reference
+        // count all VUs of the class would bounce between cores.
+        let HttpVu {
+            class,
+            ids,
+            vars,
+            path_buf,
+        } = self;
+        let class: &HttpClass = class;
         let Some(p) = class.ops.get(op) else {
             return failure(ErrorClass::Body, format!("no operation {op}"), 0);
         };
         let mut ctx = Ctx {
-            vu: self.ids.vu,
-            round: self.ids.round,
+            vu: ids.vu,
+            round: ids.round,
             seq,
             context: &class.context,
-            run_id: &self.ids.run_id,
+            run_id: &ids.run_id,
             class: &class.class,
-            vars: &self.vars,
+            vars: &*vars,
             rng,
         };
-        self.path_buf.clear();
-        self.path_buf.push_str(&conn.endpoint().base_path);
-        let base_len = self.path_buf.len();
-        if let Err(m) = p.path.render(&mut ctx, &mut self.path_buf) {
+        path_buf.clear();
+        path_buf.push_str(&conn.endpoint().base_path);
+        let base_len = path_buf.len();
+        if let Err(m) = p.path.render(&mut ctx, path_buf) {
             let name = class.vars.get(m.0).map_or("?", String::as_str);
             return failure(
                 ErrorClass::Body,
@@ -149,18 +157,18 @@ impl HttpVu {
             );
         }
         // A captured Location may be an absolute URL: keep its path, the connection is ours.
-        let rendered = &self.path_buf[base_len..];
+        let rendered = &path_buf[base_len..];
         if let Some(rest) = rendered
             .strip_prefix("http://")
             .or_else(|| rendered.strip_prefix("https://"))
         {
             let path = rest.find('/').map_or("/", |i| &rest[i..]).to_string();
-            self.path_buf.truncate(base_len);
-            self.path_buf.push_str(&path);
+            path_buf.truncate(base_len);
+            path_buf.push_str(&path);
         }
         let mut builder = Request::builder()
             .method(p.method.clone())
-            .uri(self.path_buf.as_str());
+            .uri(path_buf.as_str());
         for (name, part) in &p.headers {
             match part {
                 HeaderPart::Fixed(v) => builder = builder.header(name, v.clone()),
@@ -227,12 +235,12 @@ impl HttpVu {
         };
         if !expected {
             out.error = Some(ErrorClass::Status);
-            out.detail = Some(format!("{} {} -> {status}", p.method, self.path_buf));
+            out.detail = Some(format!("{} {} -> {status}", p.method, path_buf));
             return out;
         }
         for (var, from) in &p.captures {
             match capture(from, &resp.headers, &resp.body) {
-                Ok(v) => self.vars[*var] = Some(v),
+                Ok(v) => vars[*var] = Some(v),
                 Err(m) => {
                     out.error = Some(ErrorClass::Body);
                     out.detail = Some(m);

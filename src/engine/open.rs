@@ -57,18 +57,17 @@ pub(super) async fn arrivals(
         spec.seed ^ 0xa221_7a1e ^ ((spec.round as u64) << 40) ^ spec.class_index as u64,
     );
     let mut sessions = tokio::task::JoinSet::new();
+    // Seconds since the start, as a Duration; `None` past what it can hold (a rate so
+    // close to zero that the next arrival is out of reach): the schedule then ends.
+    let at = |t: f64| Duration::try_from_secs_f64(t).ok();
     let mut t = 0.0f64;
     let mut n = 0u32;
-    loop {
-        let rate = ramp_value(
-            spec.arrival.rate,
-            &spec.class.ramp,
-            Duration::from_secs_f64(t),
-        );
+    while let Some(now) = at(t) {
+        let rate = ramp_value(spec.arrival.rate, &spec.class.ramp, now);
         if rate <= 0.0 {
             // Nothing arrives at rate 0; look again shortly (a ramp may raise it).
             t += 0.01;
-            if spec.start + Duration::from_secs_f64(t) >= spec.deadline {
+            if at(t).is_none_or(|d| spec.start + d >= spec.deadline) {
                 break;
             }
             continue;
@@ -77,7 +76,9 @@ pub(super) async fn arrivals(
             ArrivalProcess::Constant => 1.0 / rate,
             ArrivalProcess::Poisson => Exp::new(rate).map_or(1.0 / rate, |e| e.sample(&mut rng)),
         };
-        let intended = spec.start + Duration::from_secs_f64(t);
+        let Some(intended) = at(t).and_then(|d| spec.start.checked_add(d)) else {
+            break;
+        };
         if intended >= spec.deadline {
             break;
         }

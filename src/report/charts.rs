@@ -34,6 +34,18 @@ fn svg(
     }
 }
 
+/// The legend box every chart draws the same way.
+fn legend<'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+) -> Result<(), DrawingAreaErrorKind<std::io::Error>> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .label_font(("sans-serif", 11))
+        .draw()
+}
+
 /// Group `i` spans [i, i+1); asking plotters for 2n+1 labels puts one at every half unit,
 /// and only the ones at a group's centre get its name.
 fn centred_label(labels: &[String], x: f64) -> String {
@@ -127,12 +139,7 @@ pub fn throughput(r: &Report) -> String {
                     PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
                 });
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .label_font(("sans-serif", 11))
-            .draw()?;
+        legend(&mut chart)?;
         root.present()?;
         Ok(())
     })
@@ -193,11 +200,7 @@ pub fn latency(r: &Report) -> String {
                 .label(*name)
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .draw()?;
+        legend(&mut chart)?;
         root.present()?;
         Ok(())
     })
@@ -257,11 +260,7 @@ pub fn rounds(r: &Report) -> String {
             .draw_series(pts.iter().map(|p| Circle::new(*p, 5, BLACK.filled())))?
             .label("round")
             .legend(|(x, y)| Circle::new((x + 5, y), 4, BLACK.filled()));
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .draw()?;
+        legend(&mut chart)?;
         root.present()?;
         Ok(())
     })
@@ -316,11 +315,7 @@ pub fn errors(r: &Report) -> String {
                 .label(*class)
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .draw()?;
+        legend(&mut chart)?;
         root.present()?;
         Ok(())
     })
@@ -399,11 +394,7 @@ pub fn compare_throughput(c: &Comparison) -> String {
                 })
             }))?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .draw()?;
+        legend(&mut chart)?;
         root.present()?;
         Ok(())
     })
@@ -459,11 +450,7 @@ pub fn scaling(
                 });
             chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, col.filled())))?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .draw()?;
+        legend(&mut chart)?;
         root.present()?;
         Ok(())
     })

@@ -10,6 +10,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod formats;
 pub mod metrics;
 pub mod protocol;
 pub mod report;

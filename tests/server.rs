@@ -585,7 +585,7 @@ fn sync_body(token: &str) -> String {
 }
 
 fn sync_token_of(body: &str) -> String {
-    let root = loadmix::server::xml::parse(body).unwrap();
+    let root = loadmix::formats::xml::parse(body).unwrap();
     root.child("DAV:", "sync-token").unwrap().text.clone()
 }
 

@@ -1,4 +1,4 @@
-//! Atom users (cosmo-0.7-protocols.md §1.5): one collection, published first through
+//! Atom users, as the 2007 client behaved: one collection, published first through
 //! Morse Code with `initial_items` + 1 items (21 by default, reported as `publish`); then
 //! time-range feeds over a random week of 2007, full feeds, dashboards (now, later or done,
 //! a third each), and AtomPub create and update of entries with EIM-JSON content. Feeds and

@@ -1,4 +1,4 @@
-//! CalDAV users (RFC 4791, RFC 6578; cosmo-0.7-protocols.md §1.6, §4) that work against any
+//! CalDAV users (RFC 4791, RFC 6578) that work against any
 //! conforming server. Set-up discovers the calendar home (current-user-principal, then
 //! calendar-home-set) unless the class gives `calendar_home`. A user with no calendar makes
 //! one first (MKCALENDAR, outside its table). Operations: create_calendar, put_event
@@ -7,7 +7,7 @@
 //! sync_collection (initial, then incremental; a rejected token, 403 or 412, triggers a full
 //! resync reported as `sync_collection_resync`).
 //!
-//! It copes with the differences between servers (reference/peers.md): DELETE answers 200
+//! It copes with the differences between servers (see `fixtures/peers/`): DELETE answers 200
 //! or 204, tokens of any shape, `<sync-token>` first or last, any namespace prefixes.
 //! Multistatus answers are parsed; events fetched are parsed as iCalendar.
 
@@ -20,7 +20,8 @@ use rand::rngs::Xoshiro256PlusPlus;
 
 use super::session::{Exchange, Session};
 use super::{Outcome, VuIds, bootstrap_expect, data, expect_of, label_of};
-use crate::server::xml::{self, CALDAV, DAV};
+use crate::formats::dav::{CALDAV, DAV, Multistatus, find_prop_href, href_path, parse_multistatus};
+use crate::formats::{ical, xml};
 use crate::transport::{Conn, Response};
 use crate::workload::{Dist, UserClass};
 
@@ -134,67 +135,6 @@ pub struct CaldavVu {
     ids: VuIds,
     home: Option<String>,
     cals: Vec<Calendar>,
-}
-
-/// What a multistatus answer says: per response its href and status (200 when it carries
-/// only propstats), and the sync token if any.
-#[derive(Debug, Default, PartialEq)]
-pub struct Multistatus {
-    pub responses: Vec<(String, u16, Option<String>)>,
-    pub sync_token: Option<String>,
-}
-
-/// Parse a multistatus body, whatever the prefixes and the order of its elements.
-pub fn parse_multistatus(body: &[u8]) -> Result<Multistatus, String> {
-    let text = std::str::from_utf8(body).map_err(|e| e.to_string())?;
-    let root = xml::parse(text)?;
-    if !root.is(DAV, "multistatus") {
-        return Err(format!(
-            "root element is {}, not DAV:multistatus",
-            root.name
-        ));
-    }
-    let mut out = Multistatus::default();
-    for c in &root.children {
-        if c.is(DAV, "sync-token") {
-            out.sync_token = Some(c.text.trim().to_string());
-        } else if c.is(DAV, "response") {
-            let href = c
-                .child(DAV, "href")
-                .map(|h| h.text.trim().to_string())
-                .ok_or("a response without href")?;
-            let status = match c.child(DAV, "status") {
-                Some(s) => status_code(&s.text)
-                    .ok_or_else(|| format!("bad status line '{}'", s.text.trim()))?,
-                None => 200,
-            };
-            let etag = c
-                .children_named(DAV, "propstat")
-                .filter(|p| p.child(DAV, "status").and_then(|s| status_code(&s.text)) == Some(200))
-                .filter_map(|p| p.child(DAV, "prop").and_then(|pr| pr.child(DAV, "getetag")))
-                .map(|e| e.text.trim().to_string())
-                .find(|e| !e.is_empty());
-            out.responses.push((href, status, etag));
-        }
-    }
-    Ok(out)
-}
-
-fn status_code(line: &str) -> Option<u16> {
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// An href as a path: absolute URLs lose their scheme and host.
-fn href_path(h: &str) -> String {
-    match h
-        .strip_prefix("http://")
-        .or_else(|| h.strip_prefix("https://"))
-    {
-        Some(rest) => rest
-            .find('/')
-            .map_or("/".to_string(), |i| rest[i..].to_string()),
-        None => h.to_string(),
-    }
 }
 
 fn xml_ct() -> (HeaderName, HeaderValue) {
@@ -471,7 +411,7 @@ impl CaldavVu {
                 }
                 let parsed = std::str::from_utf8(&r.body)
                     .map_err(|e| e.to_string())
-                    .and_then(crate::server::model::parse_ics);
+                    .and_then(ical::parse);
                 match parsed {
                     Ok(_) => {
                         if let Some(e) = etag_of(&r) {
@@ -646,17 +586,6 @@ impl CaldavVu {
         cal.sync_token = Some(t);
         (o, false)
     }
-}
-
-/// The first `<D:href>` inside the named property of a 200 propstat.
-fn find_prop_href(root: &xml::El, ns: &str, prop: &str) -> Option<String> {
-    root.children_named(DAV, "response")
-        .flat_map(|r| r.children_named(DAV, "propstat"))
-        .filter_map(|ps| ps.child(DAV, "prop"))
-        .filter_map(|p| p.child(ns, prop))
-        .filter_map(|p| p.child(DAV, "href"))
-        .map(|h| h.text.trim().to_string())
-        .find(|h| !h.is_empty())
 }
 
 #[cfg(test)]

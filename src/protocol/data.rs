@@ -1,11 +1,14 @@
-//! Generated data, as the 2007 stress client made it (cosmo-0.7-protocols.md §1.7, §2.4,
-//! §3.4, §4): random strings, dates in 2007, EIMML recordsets, Atom entries with EIM-JSON
-//! content, iCalendar events. Everything is drawn from the VU's data stream.
+//! Generated data, as the 2007 stress client made it: random strings, dates in 2007, EIM
+//! records (sent as EIMML), Atom entries with EIM-JSON content, iCalendar events. Every
+//! random choice is drawn from the VU's data stream. The bodies are written by the shared
+//! writers in `formats/` and the `atom_syndication` crate, never assembled by hand.
 
 use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
 
-use crate::server::xml::esc;
+use crate::formats::eim::{
+    self, ALARM_NS, EVENT_NS, Field, ITEM_NS, MAIL_NS, MODBY_NS, NOTE_NS, Record,
+};
 use crate::workload::dist::unit_f64;
 
 const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
@@ -52,16 +55,17 @@ pub fn uid(rng: &mut Xoshiro256PlusPlus, run_id: &str) -> String {
     format!("lm-{run_id}-{}", string(rng, 24))
 }
 
-/// One EIMML recordset for a new or changed item (§2.4); `mail` and `alarm` records with
-/// 5 % and 3 % chance; a daily recurrence with 5 %.
-pub fn eimml_recordset(
+/// The records of a new or changed item, as the 2007 client sent them: item, modifiedBy,
+/// note and event, plus `mail` and `alarm` records with 5 % and 3 % chance; a daily
+/// recurrence with 5 %.
+pub fn eim_records(
     rng: &mut Xoshiro256PlusPlus,
     uid: &str,
     user: &str,
     extra_records: bool,
-) -> String {
-    let title = esc(&text(rng)).into_owned();
-    let body = esc(&text(rng)).into_owned();
+) -> Vec<Record> {
+    let title = text(rng);
+    let body = text(rng);
     let (dtstart, rrule) = if chance(rng, 0.05) {
         (
             ";VALUE=DATE-TIME:20070501T080000".to_string(),
@@ -71,57 +75,135 @@ pub fn eimml_recordset(
         (format!(";VALUE=DATE-TIME:{}", date(rng)), "")
     };
     let duration = if chance(rng, 0.5) { "PT30M" } else { "PT60M" };
-    let mut s = format!(
-        r#"<eim:recordset uuid="{uid}"><item:record xmlns:item="http://osafoundation.org/eim/item/0"><item:uuid eim:key="true" eim:type="text">{uid}</item:uuid><item:title eim:type="text">{title}</item:title><item:triage eim:type="text">100 10.00 1</item:triage><item:createdOn eim:type="decimal">1171318773</item:createdOn></item:record><modby:record xmlns:modby="http://osafoundation.org/eim/modifiedBy/0"><modby:uuid eim:key="true" eim:type="text">{uid}</modby:uuid><modby:timestamp eim:key="true" eim:type="decimal">1171318773</modby:timestamp><modby:userid eim:key="true" eim:type="text">{user}</modby:userid><modby:action eim:key="true" eim:type="integer">100</modby:action></modby:record><note:record xmlns:note="http://osafoundation.org/eim/note/0"><note:uuid eim:key="true" eim:type="text">{uid}</note:uuid><note:body eim:type="clob">{body}</note:body><note:icalUid eim:type="text">{uid}</note:icalUid></note:record><event:record xmlns:event="http://osafoundation.org/eim/event/0"><event:uuid eim:key="true" eim:type="text">{uid}</event:uuid><event:dtstart eim:type="text">{dtstart}</event:dtstart><event:duration eim:type="text">{duration}</event:duration><event:location eim:type="text"/><event:rrule eim:type="text">{rrule}</event:rrule><event:exrule eim:type="text"/><event:rdate eim:type="text"/><event:exdate eim:type="text"/><event:status eim:type="text">CONFIRMED</event:status></event:record>"#
-    );
+    let key = |n: &str, ty: &str, v: &str| Field::new(n, ty, true, v);
+    let val = |n: &str, ty: &str, v: &str| Field::new(n, ty, false, v);
+    let mut records = vec![
+        Record::new(
+            "item",
+            ITEM_NS,
+            vec![
+                key("uuid", "text", uid),
+                val("title", "text", &title),
+                val("triage", "text", "100 10.00 1"),
+                val("createdOn", "decimal", "1171318773"),
+            ],
+        ),
+        Record::new(
+            "modby",
+            MODBY_NS,
+            vec![
+                key("uuid", "text", uid),
+                key("timestamp", "decimal", "1171318773"),
+                key("userid", "text", user),
+                key("action", "integer", "100"),
+            ],
+        ),
+        Record::new(
+            "note",
+            NOTE_NS,
+            vec![
+                key("uuid", "text", uid),
+                val("body", "clob", &body),
+                val("icalUid", "text", uid),
+            ],
+        ),
+        Record::new(
+            "event",
+            EVENT_NS,
+            vec![
+                key("uuid", "text", uid),
+                val("dtstart", "text", &dtstart),
+                val("duration", "text", duration),
+                Field::empty("location", "text"),
+                if rrule.is_empty() {
+                    Field::empty("rrule", "text")
+                } else {
+                    val("rrule", "text", rrule)
+                },
+                Field::empty("exrule", "text"),
+                Field::empty("rdate", "text"),
+                Field::empty("exdate", "text"),
+                val("status", "text", "CONFIRMED"),
+            ],
+        ),
+    ];
     if extra_records && chance(rng, 0.05) {
-        s.push_str(&format!(
-            r#"<mail:record xmlns:mail="http://osafoundation.org/eim/mail/0"><mail:uuid eim:key="true" eim:type="text">{uid}</mail:uuid><mail:subject eim:type="text">{}</mail:subject></mail:record>"#,
-            string(rng, 20)
+        let subject = string(rng, 20);
+        records.push(Record::new(
+            "mail",
+            MAIL_NS,
+            vec![key("uuid", "text", uid), val("subject", "text", &subject)],
         ));
     }
     if extra_records && chance(rng, 0.03) {
-        s.push_str(&format!(
-            r#"<displayAlarm:record xmlns:displayAlarm="http://osafoundation.org/eim/displayAlarm/0"><displayAlarm:uuid eim:key="true" eim:type="text">{uid}</displayAlarm:uuid><displayAlarm:trigger eim:type="text">-PT15M</displayAlarm:trigger></displayAlarm:record>"#
+        records.push(Record::new(
+            "displayAlarm",
+            ALARM_NS,
+            vec![key("uuid", "text", uid), val("trigger", "text", "-PT15M")],
         ));
     }
-    s.push_str("</eim:recordset>");
-    s
+    records
 }
 
-/// A whole EIMML collection document around `recordsets`.
-pub fn eimml_collection(uid: &str, name: &str, recordsets: &str) -> String {
-    format!(
-        r#"<?xml version="1.0" encoding="UTF-8"?><eim:collection uuid="{uid}" name="{}" xmlns:eim="http://osafoundation.org/eim/0">{recordsets}</eim:collection>"#,
-        esc(name)
-    )
-}
-
-pub fn tombstone(uid: &str) -> String {
-    format!(r#"<eim:recordset eim:deleted="true" uuid="{uid}"/>"#)
-}
-
-/// An Atom entry with EIM-JSON content (§3.4); a weekly rule with 4 % chance.
+/// An Atom entry with EIM-JSON content; a weekly rule with 4 % chance.
 pub fn atom_entry(rng: &mut Xoshiro256PlusPlus, uid: &str) -> String {
     let title = string(rng, 40);
     let start = date(rng);
     let duration = if chance(rng, 0.5) { "PT30M" } else { "PT60M" };
-    let rrule = if chance(rng, 0.04) {
-        r#","rrule":["text",";FREQ=WEEKLY"]"#
-    } else {
-        ""
-    };
-    let json = format!(
-        r#"{{"uuid":"{uid}","records":{{"item":{{"prefix":"item","ns":"http://osafoundation.org/eim/item/0","key":{{"uuid":["text","{uid}"]}},"fields":{{"title":["text","{title}"]}}}},"note":{{"prefix":"note","ns":"http://osafoundation.org/eim/note/0","key":{{"uuid":["text","{uid}"]}},"fields":{{}}}},"modby":{{"prefix":"modby","ns":"http://osafoundation.org/eim/modby/0","key":{{"uuid":["text","{uid}"],"userid":["text",""],"action":["integer",100],"timestamp":["decimal",1181066295836]}}}},"event":{{"prefix":"event","ns":"http://osafoundation.org/eim/event/0","key":{{"uuid":["text","{uid}"]}},"fields":{{"dtstart":["text",";VALUE=DATE-TIME:{start}"],"duration":["text","{duration}"]{rrule}}}}}}}}}"#
-    );
-    format!(
-        r#"<entry xmlns="http://www.w3.org/2005/Atom"><title>{title}</title><id>urn:uuid:{uid}</id><updated>2007-06-05T10:58:15-07:00</updated><author><name>{}</name></author><content type="application/eim+json">{}</content></entry>"#,
-        string(rng, 12),
-        esc(&json)
-    )
+    let mut event = vec![
+        Field::new("uuid", "text", true, uid),
+        Field::new(
+            "dtstart",
+            "text",
+            false,
+            &format!(";VALUE=DATE-TIME:{start}"),
+        ),
+        Field::new("duration", "text", false, duration),
+    ];
+    if chance(rng, 0.04) {
+        event.push(Field::new("rrule", "text", false, ";FREQ=WEEKLY"));
+    }
+    let records = [
+        Record::new(
+            "item",
+            ITEM_NS,
+            vec![
+                Field::new("uuid", "text", true, uid),
+                Field::new("title", "text", false, &title),
+            ],
+        ),
+        Record::new("note", NOTE_NS, vec![Field::new("uuid", "text", true, uid)]),
+        Record::new(
+            "modby",
+            MODBY_NS,
+            vec![
+                Field::new("uuid", "text", true, uid),
+                Field::new("userid", "text", true, ""),
+                Field::new("action", "integer", true, "100"),
+                Field::new("timestamp", "decimal", true, "1181066295836"),
+            ],
+        ),
+        Record::new("event", EVENT_NS, event),
+    ];
+    let author = string(rng, 12);
+    let mut content = atom_syndication::Content::default();
+    content.set_content_type(Some("application/eim+json".to_string()));
+    content.set_value(Some(eim::to_json(uid, &records).to_string()));
+    let updated =
+        chrono::DateTime::parse_from_rfc3339("2007-06-05T10:58:15-07:00").unwrap_or_default();
+    let mut entry = atom_syndication::Entry::default();
+    entry.set_title(title);
+    entry.set_id(format!("urn:uuid:{uid}"));
+    entry.set_updated(updated);
+    entry.set_authors(vec![atom_syndication::Person {
+        name: author,
+        ..Default::default()
+    }]);
+    entry.set_content(Some(content));
+    entry.to_string()
 }
 
-/// An iCalendar event (§4) of about `size` bytes (padded with a DESCRIPTION), weekly with
+/// An iCalendar event of about `size` bytes (padded with a DESCRIPTION), weekly with
 /// probability `recurring`.
 pub fn ics_event(rng: &mut Xoshiro256PlusPlus, uid: &str, size: usize, recurring: f64) -> String {
     let duration = ["PT30M", "PT60M", "PT90M"][(rng.next_u64() % 3) as usize];
@@ -172,26 +254,28 @@ pub fn week(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::formats::ical;
     use rand::SeedableRng;
 
     #[test]
     fn generated_bodies_parse_as_their_formats() {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         for _ in 0..50 {
-            let rs = eimml_recordset(&mut rng, "U1", "user", true);
-            let doc = eimml_collection("C", "n <&>", &format!("{rs}{}", tombstone("U2")));
-            let parsed = crate::server::model::parse_eimml(&doc).unwrap();
+            let rs = eim_records(&mut rng, "U1", "user <&>", true);
+            let doc = eim::write_eimml("C", "n <&>", [("U1", Some(rs.as_slice())), ("U2", None)]);
+            let parsed = eim::parse_eimml(&doc).unwrap();
             assert_eq!(parsed.recordsets.len(), 2);
+            assert_eq!(parsed.recordsets[0].1.as_ref(), Some(&rs));
             let entry = atom_entry(&mut rng, "U3");
             let e = atom_syndication::Entry::read_from(entry.as_bytes()).unwrap();
-            let (uid, _) =
-                crate::server::model::from_eim_json(e.content().unwrap().value().unwrap()).unwrap();
+            let (uid, recs) = eim::from_json(e.content().unwrap().value().unwrap()).unwrap();
             assert_eq!(uid, "U3");
+            assert!(recs.iter().any(|r| r.get("dtstart").is_some()));
             let ics = ics_event(&mut rng, "U4", 1024, 0.5);
             assert!((1000..1100).contains(&ics.len()), "{}", ics.len());
-            let (uid, d) = crate::server::model::parse_ics(&ics).unwrap();
-            assert_eq!(uid, "U4");
-            assert!(d.timing().is_some());
+            let c = ical::parse(&ics).unwrap();
+            assert_eq!(c.uid, "U4");
+            assert!(c.dtstart.is_some());
         }
     }
 }

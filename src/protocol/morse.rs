@@ -1,4 +1,4 @@
-//! Morse Code users, as the 2007 client behaved (cosmo-0.7-protocols.md §1.4): a user with
+//! Morse Code users, as the 2007 client behaved: a user with
 //! no collection publishes one first (outside its table); publish sizes are exponential
 //! (mean 50, at most 3000, plus one item); a sync uses the newest token with probability
 //! `no_change_sync` (reported as `sync_no_change`) or else a random earlier one; an update
@@ -14,6 +14,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 
 use super::session::{Exchange, Session};
 use super::{Outcome, VuIds, bootstrap_expect, data, expect_of, label_of};
+use crate::formats::eim;
 use crate::transport::{Conn, Response};
 use crate::workload::{Dist, DistSpec, UserClass};
 
@@ -127,14 +128,21 @@ pub async fn publish(
 ) -> (Outcome, Option<(String, Vec<String>, String)>) {
     let uid = data::uid(rng, &ids.run_id);
     let mut items = Vec::with_capacity(n + 1);
-    let mut body = String::with_capacity((n + 1) * 1400);
+    let mut sets = Vec::with_capacity(n + 1);
     for _ in 0..=n {
         let item = data::uid(rng, &ids.run_id);
-        body.push_str(&data::eimml_recordset(rng, &item, &s.user, true));
+        sets.push(data::eim_records(rng, &item, &s.user, true));
         items.push(item);
     }
     let name = data::text(rng);
-    let doc = data::eimml_collection(&uid, &name, &body);
+    let doc = eim::write_eimml(
+        &uid,
+        &name,
+        items
+            .iter()
+            .zip(&sets)
+            .map(|(u, r)| (u.as_str(), Some(r.as_slice()))),
+    );
     let path = format!("{}/mc/collection/{uid}", s.context);
     let r = match s
         .send(conn, "PUT", &path, &[eim_header()], Bytes::from(doc))
@@ -248,7 +256,7 @@ impl MorseVu {
                 if o.is_ok() {
                     let parsed = std::str::from_utf8(&r.body)
                         .map_err(|e| e.to_string())
-                        .and_then(crate::server::model::parse_eimml);
+                        .and_then(eim::parse_eimml);
                     if let Err(m) = parsed {
                         return o.body_error(format!("GET {path}: not EIMML: {m}"));
                     }
@@ -264,14 +272,16 @@ impl MorseVu {
                 else {
                     return Outcome::skipped();
                 };
-                let mut body = String::new();
+                let mut sets: Vec<eim::Recordset> = Vec::with_capacity(3);
                 let changed = (!col.items.is_empty())
                     .then(|| col.items[(rng.next_u64() % col.items.len() as u64) as usize].clone());
                 if let Some(c) = &changed {
-                    body.push_str(&data::eimml_recordset(rng, c, &self.s.user, true));
+                    let records = data::eim_records(rng, c, &self.s.user, true);
+                    sets.push((c.clone(), Some(records)));
                 }
                 let new_uid = data::uid(rng, &self.ids.run_id);
-                body.push_str(&data::eimml_recordset(rng, &new_uid, &self.s.user, true));
+                let records = data::eim_records(rng, &new_uid, &self.s.user, true);
+                sets.push((new_uid.clone(), Some(records)));
                 let mut deleted = None;
                 if col.items.len() > 5 && data::chance(rng, class.tombstone) {
                     let candidates: Vec<&String> = col
@@ -280,10 +290,14 @@ impl MorseVu {
                         .filter(|u| Some(*u) != changed.as_ref())
                         .collect();
                     let d = candidates[(rng.next_u64() % candidates.len() as u64) as usize].clone();
-                    body.push_str(&data::tombstone(&d));
+                    sets.push((d.clone(), None));
                     deleted = Some(d);
                 }
-                let doc = data::eimml_collection(&col.uid, "", &body);
+                let doc = eim::write_eimml(
+                    &col.uid,
+                    "",
+                    sets.iter().map(|(u, r)| (u.as_str(), r.as_deref())),
+                );
                 let headers = [eim_header(), (HeaderName::from_static(TOKEN), token)];
                 let r = match self
                     .s

@@ -29,7 +29,7 @@ fn svg(
         Ok(()) => out,
         Err(e) => format!(
             "<p class=\"note\">chart not drawn: {}</p>",
-            crate::server::xml::esc(&e)
+            crate::formats::xml::esc(&e)
         ),
     }
 }

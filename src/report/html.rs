@@ -8,7 +8,7 @@ use std::fmt::Write;
 use super::charts;
 use super::compare::{self, Comparison};
 use super::model::{OpReport, Report};
-use crate::server::xml::esc;
+use crate::formats::xml::esc;
 
 const STYLE: &str = r#"
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1000px;color:#222;padding:0 12px}

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::http::*;
 use super::store::User;
-use super::xml;
+use crate::formats::xml;
 
 const CMP_NS: &str = "http://osafoundation.org/cosmo/CMP";
 

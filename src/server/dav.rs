@@ -8,8 +8,6 @@
 //! DELETE, and REPORT calendar-query (VEVENT/VTODO time-range, recurrences expanded),
 //! calendar-multiget and sync-collection. PROPPATCH answers 403 per property.
 
-use std::fmt::Write as _;
-
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -18,7 +16,8 @@ use chrono::{DateTime, Utc};
 use super::http::*;
 use super::model::{self, parse_ical_datetime};
 use super::store::{CollectionInfo, CreateOutcome, Item, ItemOp, Precondition, WriteOutcome};
-use super::xml::{self, CALDAV, CS, DAV, El, esc};
+use crate::formats::dav::{CALDAV, CS, DAV, MultistatusWriter, Prop, PropName, error_body};
+use crate::formats::xml::{self, El};
 
 const ALLOW: &str =
     "OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND, PROPPATCH, MKCALENDAR, MKCOL, REPORT";
@@ -118,31 +117,20 @@ fn method_not_allowed() -> Response {
     r
 }
 
-fn multistatus(body: String) -> Response {
-    let doc = format!(
-        r#"<?xml version="1.0" encoding="utf-8"?><D:multistatus xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav" xmlns:CS="http://calendarserver.org/ns/">{body}</D:multistatus>"#
-    );
+fn multistatus(m: MultistatusWriter) -> Response {
     (
         StatusCode::MULTI_STATUS,
         [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
-        doc,
+        m.finish(),
     )
         .into_response()
 }
 
 fn dav_error(status: StatusCode, ns: &str, cond: &str) -> Response {
-    let (pfx, decl) = if ns == DAV {
-        ("D", String::new())
-    } else {
-        ("C", format!(r#" xmlns:C="{ns}""#))
-    };
-    let doc = format!(
-        r#"<?xml version="1.0" encoding="utf-8"?><D:error xmlns:D="DAV:"{decl}><{pfx}:{cond}/></D:error>"#
-    );
     (
         status,
         [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
-        doc,
+        error_body(ns, cond),
     )
         .into_response()
 }
@@ -159,7 +147,7 @@ fn parse_body(body: &[u8]) -> Result<Option<El>, Response> {
 }
 
 /// Requested properties: `None` for allprop.
-type PropReq = Option<Vec<(String, String)>>;
+type PropReq = Option<Vec<PropName>>;
 
 fn requested_props(root: Option<&El>) -> PropReq {
     let prop = root?.child(DAV, "prop")?;
@@ -172,7 +160,7 @@ fn requested_props(root: Option<&El>) -> PropReq {
 }
 
 /// A property value to write, or `None` when the resource has no such property.
-type PropValue = Option<String>;
+type PropValue = Option<Prop>;
 
 struct Dav<'a> {
     st: &'a AppState,
@@ -181,52 +169,7 @@ struct Dav<'a> {
     headers: &'a HeaderMap,
 }
 
-fn pfx(ns: &str) -> Option<&'static str> {
-    match ns {
-        DAV => Some("D"),
-        CALDAV => Some("C"),
-        CS => Some("CS"),
-        _ => None,
-    }
-}
-
-/// One `<D:response>` with a 200 propstat for found properties and a 404 one for the rest.
-fn response(out: &mut String, href: &str, props: &[((String, String), PropValue)]) {
-    let _ = write!(out, "<D:response><D:href>{}</D:href>", esc(href));
-    let (found, missing): (Vec<_>, Vec<_>) = props.iter().partition(|(_, v)| v.is_some());
-    for (list, status) in [(found, "200 OK"), (missing, "404 Not Found")] {
-        if list.is_empty() {
-            continue;
-        }
-        out.push_str("<D:propstat><D:prop>");
-        for ((ns, name), v) in list {
-            let (open, close) = match pfx(ns) {
-                Some(p) => (format!("<{p}:{name}"), format!("</{p}:{name}>")),
-                None => (
-                    format!(r#"<X:{name} xmlns:X="{}""#, esc(ns)),
-                    format!("</X:{name}>"),
-                ),
-            };
-            match v {
-                Some(val) if !val.is_empty() => {
-                    let _ = write!(out, "{open}>{val}{close}");
-                }
-                _ => {
-                    let _ = write!(out, "{open}/>");
-                }
-            }
-        }
-        let _ = write!(
-            out,
-            "</D:prop><D:status>HTTP/1.1 {status}</D:status></D:propstat>"
-        );
-    }
-    out.push_str("</D:response>");
-}
-
-fn href_el(h: &str) -> String {
-    format!("<D:href>{}</D:href>", esc(h))
-}
+const PRIVILEGES: &[&str] = &["D:read", "D:write", "D:all"];
 
 fn sync_token(c: &CollectionInfo) -> String {
     format!("{TOKEN_PREFIX}{}", c.token())
@@ -259,51 +202,44 @@ impl Dav<'_> {
 
     fn common_prop(&self, ns: &str, name: &str) -> PropValue {
         match (ns, name) {
-            (DAV, "current-user-principal") => Some(href_el(&self.home_href(&self.caller.name))),
+            (DAV, "current-user-principal") => Some(Prop::Href(self.home_href(&self.caller.name))),
             _ => None,
         }
     }
 
     fn home_prop(&self, user: &str, ns: &str, name: &str) -> PropValue {
         match (ns, name) {
-            (DAV, "resourcetype") => Some("<D:collection/><D:principal/>".into()),
-            (DAV, "displayname") => Some(esc(user).into_owned()),
-            (DAV, "principal-URL") | (DAV, "owner") => Some(href_el(&self.home_href(user))),
-            (CALDAV, "calendar-home-set") => Some(href_el(&self.home_href(user))),
+            (DAV, "resourcetype") => Some(Prop::Marks(&["D:collection", "D:principal"])),
+            (DAV, "displayname") => Some(Prop::Text(user.to_string())),
+            (DAV, "principal-URL") | (DAV, "owner") => Some(Prop::Href(self.home_href(user))),
+            (CALDAV, "calendar-home-set") => Some(Prop::Href(self.home_href(user))),
             (CALDAV, "calendar-user-address-set") => {
-                Some(href_el(&format!("mailto:{user}@localhost")))
+                Some(Prop::Href(format!("mailto:{user}@localhost")))
             }
-            (DAV, "current-user-privilege-set") => Some(privileges()),
+            (DAV, "current-user-privilege-set") => Some(Prop::Privileges(PRIVILEGES)),
             _ => self.common_prop(ns, name),
         }
     }
 
     fn cal_prop(&self, c: &CollectionInfo, ns: &str, name: &str) -> PropValue {
         match (ns, name) {
-            (DAV, "resourcetype") => Some("<D:collection/><C:calendar/>".into()),
-            (DAV, "displayname") => {
-                Some(esc(if c.name.is_empty() { &c.uid } else { &c.name }).into_owned())
-            }
-            (CALDAV, "calendar-description") => Some(esc(&c.description).into_owned()),
-            (CS, "getctag") | (DAV, "getetag") => Some(format!("\"{}\"", c.token())),
-            (DAV, "sync-token") => Some(esc(&sync_token(c)).into_owned()),
-            (DAV, "owner") => Some(href_el(&self.home_href(&c.owner))),
-            (DAV, "supported-report-set") => Some(
-                [
-                    "C:calendar-query",
-                    "C:calendar-multiget",
-                    "D:sync-collection",
-                ]
-                .iter()
-                .map(|r| {
-                    format!("<D:supported-report><D:report><{r}/></D:report></D:supported-report>")
-                })
-                .collect(),
-            ),
+            (DAV, "resourcetype") => Some(Prop::Marks(&["D:collection", "C:calendar"])),
+            (DAV, "displayname") => Some(Prop::Text(
+                if c.name.is_empty() { &c.uid } else { &c.name }.clone(),
+            )),
+            (CALDAV, "calendar-description") => Some(Prop::Text(c.description.clone())),
+            (CS, "getctag") | (DAV, "getetag") => Some(Prop::Text(format!("\"{}\"", c.token()))),
+            (DAV, "sync-token") => Some(Prop::Text(sync_token(c))),
+            (DAV, "owner") => Some(Prop::Href(self.home_href(&c.owner))),
+            (DAV, "supported-report-set") => Some(Prop::Reports(&[
+                "C:calendar-query",
+                "C:calendar-multiget",
+                "D:sync-collection",
+            ])),
             (CALDAV, "supported-calendar-component-set") => {
-                Some(r#"<C:comp name="VEVENT"/><C:comp name="VTODO"/>"#.into())
+                Some(Prop::Components(&["VEVENT", "VTODO"]))
             }
-            (DAV, "current-user-privilege-set") => Some(privileges()),
+            (DAV, "current-user-privilege-set") => Some(Prop::Privileges(PRIVILEGES)),
             _ => self.common_prop(ns, name),
         }
     }
@@ -311,16 +247,16 @@ impl Dav<'_> {
     fn item_prop(&self, c: &CollectionInfo, item: &Item, ns: &str, name: &str) -> PropValue {
         let data = item.data.as_ref()?;
         match (ns, name) {
-            (DAV, "getetag") => Some(esc(&item.etag(c.epoch)).into_owned()),
-            (DAV, "getcontenttype") => {
-                Some("text/calendar; charset=utf-8; component=vevent".into())
-            }
-            (DAV, "resourcetype") => Some(String::new()),
-            (DAV, "getcontentlength") => Some(data.to_ics(&item.uid).len().to_string()),
-            (DAV, "getlastmodified") => Some(httpdate::fmt_http_date(
-                std::time::UNIX_EPOCH + std::time::Duration::from_millis(item.modified_ms),
+            (DAV, "getetag") => Some(Prop::Text(item.etag(c.epoch))),
+            (DAV, "getcontenttype") => Some(Prop::Text(
+                "text/calendar; charset=utf-8; component=vevent".into(),
             )),
-            (CALDAV, "calendar-data") => Some(esc(&data.to_ics(&item.uid)).into_owned()),
+            (DAV, "resourcetype") => Some(Prop::Marks(&[])),
+            (DAV, "getcontentlength") => Some(Prop::Text(data.to_ics(&item.uid).len().to_string())),
+            (DAV, "getlastmodified") => Some(Prop::Text(httpdate::fmt_http_date(
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(item.modified_ms),
+            ))),
+            (CALDAV, "calendar-data") => Some(Prop::Text(data.to_ics(&item.uid))),
             _ => self.common_prop(ns, name),
         }
     }
@@ -355,7 +291,7 @@ impl Dav<'_> {
         }
         let req = requested_props(root.as_ref());
         let depth1 = !matches!(header_str(self.headers, "depth").map(str::trim), Some("0"));
-        let mut out = String::new();
+        let mut out = MultistatusWriter::new();
         const HOME_ALL: &[(&str, &str)] = &[
             (DAV, "resourcetype"),
             (DAV, "displayname"),
@@ -384,15 +320,15 @@ impl Dav<'_> {
                     &req,
                     &[(DAV, "resourcetype"), (DAV, "current-user-principal")],
                     |ns, n| match (ns, n) {
-                        (DAV, "resourcetype") => Some("<D:collection/>".into()),
+                        (DAV, "resourcetype") => Some(Prop::Marks(&["D:collection"])),
                         _ => self.common_prop(ns, n),
                     },
                 );
-                response(&mut out, &format!("{}/", self.prefix), &props);
+                out.response(&format!("{}/", self.prefix), &props);
             }
             Target::Home(user) => {
                 let props = Self::props(&req, HOME_ALL, |ns, n| self.home_prop(user, ns, n));
-                response(&mut out, &self.home_href(user), &props);
+                out.response(&self.home_href(user), &props);
                 if depth1 {
                     let cals = match self.st.store.collections_of(user) {
                         Ok(c) => c,
@@ -400,7 +336,7 @@ impl Dav<'_> {
                     };
                     for c in cals {
                         let props = Self::props(&req, CAL_ALL, |ns, n| self.cal_prop(&c, ns, n));
-                        response(&mut out, &self.cal_href(user, &c.uid), &props);
+                        out.response(&self.cal_href(user, &c.uid), &props);
                     }
                 }
             }
@@ -410,7 +346,7 @@ impl Dav<'_> {
                     Err(r) => return r,
                 };
                 let props = Self::props(&req, CAL_ALL, |ns, n| self.cal_prop(&c, ns, n));
-                response(&mut out, &self.cal_href(user, cal), &props);
+                out.response(&self.cal_href(user, cal), &props);
                 if depth1 {
                     let items = match self.st.store.items(cal, None) {
                         Ok(Some((_, items))) => items,
@@ -420,7 +356,7 @@ impl Dav<'_> {
                     for item in &items {
                         let props =
                             Self::props(&req, ITEM_ALL, |ns, n| self.item_prop(&c, item, ns, n));
-                        response(&mut out, &self.item_href(user, cal, &item.name), &props);
+                        out.response(&self.item_href(user, cal, &item.name), &props);
                     }
                 }
             }
@@ -435,7 +371,7 @@ impl Dav<'_> {
                     Err(e) => return store_error(e),
                 };
                 let props = Self::props(&req, ITEM_ALL, |ns, n| self.item_prop(&c, &item, ns, n));
-                response(&mut out, &self.item_href(user, cal, name), &props);
+                out.response(&self.item_href(user, cal, name), &props);
             }
         }
         multistatus(out)
@@ -455,22 +391,15 @@ impl Dav<'_> {
             }
             Err(r) => return r,
         };
-        let mut out = format!("<D:response><D:href>{}</D:href>", esc(path));
-        for op in &root.children {
-            for prop in op.children_named(DAV, "prop") {
-                for p in &prop.children {
-                    let name = match pfx(&p.ns) {
-                        Some(x) => format!("<{x}:{}/>", p.name),
-                        None => format!(r#"<X:{} xmlns:X="{}"/>"#, p.name, esc(&p.ns)),
-                    };
-                    let _ = write!(
-                        out,
-                        "<D:propstat><D:prop>{name}</D:prop><D:status>HTTP/1.1 403 Forbidden</D:status></D:propstat>"
-                    );
-                }
-            }
-        }
-        out.push_str("</D:response>");
+        let names: Vec<PropName> = root
+            .children
+            .iter()
+            .flat_map(|op| op.children_named(DAV, "prop"))
+            .flat_map(|prop| prop.children.iter())
+            .map(|p| (p.ns.clone(), p.name.clone()))
+            .collect();
+        let mut out = MultistatusWriter::new();
+        out.propstat_response(path, &names, "403 Forbidden");
         multistatus(out)
     }
 
@@ -719,10 +648,10 @@ impl Dav<'_> {
         };
         let req =
             requested_props(Some(&root)).or_else(|| Some(vec![(DAV.into(), "getetag".into())]));
-        let mut out = String::new();
-        let emit = |out: &mut String, item: &Item| {
+        let mut out = MultistatusWriter::new();
+        let emit = |out: &mut MultistatusWriter, item: &Item| {
             let props = Self::props(&req, &[], |ns, n| self.item_prop(&c, item, ns, n));
-            response(out, &self.item_href(user, cal, &item.name), &props);
+            out.response(&self.item_href(user, cal, &item.name), &props);
         };
         if root.is(CALDAV, "calendar-query") {
             let (comp, range) = match query_filter(&root) {
@@ -772,11 +701,7 @@ impl Dav<'_> {
                 match item {
                     Some(i) => emit(&mut out, &i),
                     None => {
-                        let _ = write!(
-                            out,
-                            "<D:response><D:href>{}</D:href><D:status>HTTP/1.1 404 Not Found</D:status></D:response>",
-                            esc(href)
-                        );
+                        out.status(href, "404 Not Found");
                     }
                 }
             }
@@ -806,27 +731,15 @@ impl Dav<'_> {
                 if item.data.is_some() {
                     emit(&mut out, item);
                 } else {
-                    let _ = write!(
-                        out,
-                        "<D:response><D:href>{}</D:href><D:status>HTTP/1.1 404 Not Found</D:status></D:response>",
-                        esc(&self.item_href(user, cal, &item.name))
-                    );
+                    out.status(&self.item_href(user, cal, &item.name), "404 Not Found");
                 }
             }
-            let _ = write!(
-                out,
-                "<D:sync-token>{}</D:sync-token>",
-                esc(&sync_token(&now))
-            );
+            out.sync_token(&sync_token(&now));
             multistatus(out)
         } else {
             dav_error(StatusCode::FORBIDDEN, DAV, "supported-report")
         }
     }
-}
-
-fn privileges() -> String {
-    "<D:privilege><D:read/></D:privilege><D:privilege><D:write/></D:privilege><D:privilege><D:all/></D:privilege>".into()
 }
 
 type Range = Option<(DateTime<Utc>, DateTime<Utc>)>;

@@ -28,7 +28,6 @@ pub mod http;
 pub mod model;
 pub mod morse;
 pub mod store;
-pub mod xml;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;

@@ -1,14 +1,11 @@
-//! A small namespace-aware XML tree for the bodies the server reads (WebDAV requests,
-//! EIMML, CMP), parsed with quick-xml, and escaping helpers for the bodies it writes.
-//! Request bodies are small enough that a tree is simpler and safer than streaming.
+//! XML for both sides: a small namespace-aware tree that WebDAV, EIMML and CMP bodies are
+//! read into (parsed with quick-xml), a document writer over quick-xml's `Writer` so no
+//! body is assembled by string concatenation, and text escaping (also used for HTML).
+//! The bodies read are small enough that a tree is simpler and safer than streaming.
 
-use quick_xml::events::Event;
+use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::name::ResolveResult;
 use quick_xml::reader::NsReader;
-
-pub const DAV: &str = "DAV:";
-pub const CALDAV: &str = "urn:ietf:params:xml:ns:caldav";
-pub const CS: &str = "http://calendarserver.org/ns/";
 
 /// One element: its namespace, local name, the prefix it was written with, attributes
 /// (namespace, local name, value), children and text.
@@ -167,14 +164,94 @@ fn close(stack: &mut [El], root: &mut Option<El>, el: El) {
     }
 }
 
-/// Escape text for element content or attribute values.
+/// Escape text for element content or attribute values (XML and HTML alike).
 pub fn esc(s: &str) -> std::borrow::Cow<'_, str> {
     quick_xml::escape::escape(s)
+}
+
+/// A document written element by element. Names are written as given (`D:prop`), so the
+/// caller declares its prefixes on the root; text and attribute values are escaped by
+/// quick-xml. Writing into memory cannot fail, so the methods return nothing.
+pub struct XmlWriter {
+    w: quick_xml::Writer<Vec<u8>>,
+}
+
+impl Default for XmlWriter {
+    fn default() -> Self {
+        XmlWriter::new()
+    }
+}
+
+impl XmlWriter {
+    /// A document that starts with `<?xml version="1.0" encoding="utf-8"?>`.
+    pub fn new() -> XmlWriter {
+        let mut w = XmlWriter::fragment();
+        w.event(Event::Decl(BytesDecl::new("1.0", Some("utf-8"), None)));
+        w
+    }
+
+    /// A fragment with no XML declaration.
+    pub fn fragment() -> XmlWriter {
+        XmlWriter {
+            w: quick_xml::Writer::new(Vec::with_capacity(1024)),
+        }
+    }
+
+    fn event(&mut self, e: Event<'_>) {
+        // Writing into a Vec cannot fail.
+        let _ = self.w.write_event(e);
+    }
+
+    fn tag<'a>(name: &'a str, attrs: &[(&'a str, &'a str)]) -> BytesStart<'a> {
+        let mut t = BytesStart::new(name);
+        for a in attrs {
+            t.push_attribute(*a);
+        }
+        t
+    }
+
+    /// `<name attrs...>`
+    pub fn open(&mut self, name: &str, attrs: &[(&str, &str)]) -> &mut Self {
+        self.event(Event::Start(Self::tag(name, attrs)));
+        self
+    }
+
+    /// `</name>`
+    pub fn close(&mut self, name: &str) -> &mut Self {
+        self.event(Event::End(BytesEnd::new(name)));
+        self
+    }
+
+    /// `<name attrs.../>`
+    pub fn empty(&mut self, name: &str, attrs: &[(&str, &str)]) -> &mut Self {
+        self.event(Event::Empty(Self::tag(name, attrs)));
+        self
+    }
+
+    /// Escaped character data.
+    pub fn text(&mut self, text: &str) -> &mut Self {
+        self.event(Event::Text(BytesText::new(text)));
+        self
+    }
+
+    /// `<name>text</name>`, or `<name/>` for empty text.
+    pub fn leaf(&mut self, name: &str, text: &str) -> &mut Self {
+        if text.is_empty() {
+            return self.empty(name, &[]);
+        }
+        self.open(name, &[]).text(text).close(name)
+    }
+
+    pub fn finish(self) -> String {
+        // Everything written came from `&str`s, so the bytes are UTF-8.
+        String::from_utf8(self.w.into_inner()).unwrap_or_default()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::formats::dav::{CALDAV, DAV};
 
     #[test]
     fn namespaces_prefixes_attrs_and_text() {
@@ -189,6 +266,24 @@ mod tests {
         let x = el.child("", "x").unwrap();
         assert_eq!(x.attr(None, "a"), Some("1 & 2"));
         assert_eq!(x.text, "t <3 A");
+    }
+
+    #[test]
+    fn the_writer_escapes_and_reads_back() {
+        let mut w = XmlWriter::new();
+        w.open("D:a", &[("xmlns:D", "DAV:"), ("k", "1 & \"2\"")])
+            .leaf("D:b", "x < y & z")
+            .leaf("D:c", "")
+            .close("D:a");
+        let doc = w.finish();
+        assert!(
+            doc.starts_with(r#"<?xml version="1.0" encoding="utf-8"?>"#),
+            "{doc}"
+        );
+        let el = parse(&doc).unwrap();
+        assert_eq!(el.attr(None, "k"), Some("1 & \"2\""));
+        assert_eq!(el.child(DAV, "b").unwrap().text, "x < y & z");
+        assert!(el.child(DAV, "c").unwrap().children.is_empty());
     }
 
     #[test]

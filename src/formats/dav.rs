@@ -1,0 +1,335 @@
+//! WebDAV (RFC 4918) multistatus documents: reading them as a client (whatever the
+//! prefixes and the order of elements, as Radicale, Xandikos and others write them) and
+//! writing them as the embedded server, with quick-xml's writer behind [`XmlWriter`].
+
+use super::xml::{self, El, XmlWriter};
+
+pub const DAV: &str = "DAV:";
+pub const CALDAV: &str = "urn:ietf:params:xml:ns:caldav";
+pub const CS: &str = "http://calendarserver.org/ns/";
+
+/// What a multistatus answer says: per response its href and status (200 when it carries
+/// only propstats), and the sync token if any.
+#[derive(Debug, Default, PartialEq)]
+pub struct Multistatus {
+    pub responses: Vec<(String, u16, Option<String>)>,
+    pub sync_token: Option<String>,
+}
+
+/// Parse a multistatus body, whatever the prefixes and the order of its elements.
+pub fn parse_multistatus(body: &[u8]) -> Result<Multistatus, String> {
+    let text = std::str::from_utf8(body).map_err(|e| e.to_string())?;
+    let root = xml::parse(text)?;
+    if !root.is(DAV, "multistatus") {
+        return Err(format!(
+            "root element is {}, not DAV:multistatus",
+            root.name
+        ));
+    }
+    let mut out = Multistatus::default();
+    for c in &root.children {
+        if c.is(DAV, "sync-token") {
+            out.sync_token = Some(c.text.trim().to_string());
+        } else if c.is(DAV, "response") {
+            let href = c
+                .child(DAV, "href")
+                .map(|h| h.text.trim().to_string())
+                .ok_or("a response without href")?;
+            let status = match c.child(DAV, "status") {
+                Some(s) => status_code(&s.text)
+                    .ok_or_else(|| format!("bad status line '{}'", s.text.trim()))?,
+                None => 200,
+            };
+            let etag = c
+                .children_named(DAV, "propstat")
+                .filter(|p| p.child(DAV, "status").and_then(|s| status_code(&s.text)) == Some(200))
+                .filter_map(|p| p.child(DAV, "prop").and_then(|pr| pr.child(DAV, "getetag")))
+                .map(|e| e.text.trim().to_string())
+                .find(|e| !e.is_empty());
+            out.responses.push((href, status, etag));
+        }
+    }
+    Ok(out)
+}
+
+pub fn status_code(line: &str) -> Option<u16> {
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// An href as a path: absolute URLs lose their scheme and host.
+pub fn href_path(h: &str) -> String {
+    match h
+        .strip_prefix("http://")
+        .or_else(|| h.strip_prefix("https://"))
+    {
+        Some(rest) => rest
+            .find('/')
+            .map_or("/".to_string(), |i| rest[i..].to_string()),
+        None => h.to_string(),
+    }
+}
+
+/// The first `<D:href>` inside the named property of a 200 propstat.
+pub fn find_prop_href(root: &El, ns: &str, prop: &str) -> Option<String> {
+    root.children_named(DAV, "response")
+        .flat_map(|r| r.children_named(DAV, "propstat"))
+        .filter_map(|ps| ps.child(DAV, "prop"))
+        .filter_map(|p| p.child(ns, prop))
+        .filter_map(|p| p.child(DAV, "href"))
+        .map(|h| h.text.trim().to_string())
+        .find(|h| !h.is_empty())
+}
+
+/// The prefix the server writes a namespace with (declared on every multistatus root).
+fn prefix(ns: &str) -> Option<&'static str> {
+    match ns {
+        DAV => Some("D"),
+        CALDAV => Some("C"),
+        CS => Some("CS"),
+        _ => None,
+    }
+}
+
+/// A property's value as the server writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prop {
+    /// Character data (escaped when written).
+    Text(String),
+    /// One `<D:href>`.
+    Href(String),
+    /// Empty child elements by qualified name, e.g. resourcetype's `D:collection`.
+    Marks(&'static [&'static str]),
+    /// `supported-report-set`: one `D:supported-report` per report, by qualified name.
+    Reports(&'static [&'static str]),
+    /// `current-user-privilege-set`: one `D:privilege` per privilege, by qualified name.
+    Privileges(&'static [&'static str]),
+    /// `supported-calendar-component-set`: one `C:comp` per component name.
+    Components(&'static [&'static str]),
+}
+
+/// A property by namespace and local name, as a client asked for it.
+pub type PropName = (String, String);
+
+/// A multistatus document being written: responses, then an optional sync token.
+pub struct MultistatusWriter {
+    w: XmlWriter,
+}
+
+impl Default for MultistatusWriter {
+    fn default() -> Self {
+        MultistatusWriter::new()
+    }
+}
+
+impl MultistatusWriter {
+    pub fn new() -> MultistatusWriter {
+        let mut w = XmlWriter::new();
+        w.open(
+            "D:multistatus",
+            &[("xmlns:D", DAV), ("xmlns:C", CALDAV), ("xmlns:CS", CS)],
+        );
+        MultistatusWriter { w }
+    }
+
+    /// An element for a property name: known namespaces by their prefix, others declared
+    /// on the element itself.
+    fn prop_element(&mut self, (ns, name): &PropName, value: Option<&Prop>) {
+        let (qname, decl) = match prefix(ns) {
+            Some(p) => (format!("{p}:{name}"), None),
+            None => (format!("X:{name}"), Some(ns.as_str())),
+        };
+        let attrs: Vec<(&str, &str)> = decl.map(|d| ("xmlns:X", d)).into_iter().collect();
+        let w = &mut self.w;
+        match value {
+            None => {
+                w.empty(&qname, &attrs);
+            }
+            Some(Prop::Text(t)) if t.is_empty() => {
+                w.empty(&qname, &attrs);
+            }
+            Some(Prop::Marks([])) => {
+                w.empty(&qname, &attrs);
+            }
+            Some(v) => {
+                w.open(&qname, &attrs);
+                match v {
+                    Prop::Text(t) => {
+                        w.text(t);
+                    }
+                    Prop::Href(h) => {
+                        w.leaf("D:href", h);
+                    }
+                    Prop::Marks(marks) => {
+                        for m in *marks {
+                            w.empty(m, &[]);
+                        }
+                    }
+                    Prop::Reports(reports) => {
+                        for r in *reports {
+                            w.open("D:supported-report", &[]).open("D:report", &[]);
+                            w.empty(r, &[]);
+                            w.close("D:report").close("D:supported-report");
+                        }
+                    }
+                    Prop::Privileges(privs) => {
+                        for p in *privs {
+                            w.open("D:privilege", &[])
+                                .empty(p, &[])
+                                .close("D:privilege");
+                        }
+                    }
+                    Prop::Components(comps) => {
+                        for c in *comps {
+                            w.empty("C:comp", &[("name", c)]);
+                        }
+                    }
+                }
+                w.close(&qname);
+            }
+        }
+    }
+
+    fn propstat<'a>(
+        &mut self,
+        props: impl Iterator<Item = (&'a PropName, Option<&'a Prop>)>,
+        status: &str,
+    ) {
+        self.w.open("D:propstat", &[]).open("D:prop", &[]);
+        for (n, v) in props {
+            self.prop_element(n, v);
+        }
+        self.w
+            .close("D:prop")
+            .leaf("D:status", &format!("HTTP/1.1 {status}"))
+            .close("D:propstat");
+    }
+
+    /// One response with a `200 OK` propstat for the properties that have a value and a
+    /// `404 Not Found` one for the rest.
+    pub fn response(&mut self, href: &str, props: &[(PropName, Option<Prop>)]) {
+        self.w.open("D:response", &[]).leaf("D:href", href);
+        if props.iter().any(|(_, v)| v.is_some()) {
+            self.propstat(
+                props
+                    .iter()
+                    .filter_map(|(n, v)| v.as_ref().map(|v| (n, Some(v)))),
+                "200 OK",
+            );
+        }
+        if props.iter().any(|(_, v)| v.is_none()) {
+            self.propstat(
+                props
+                    .iter()
+                    .filter(|(_, v)| v.is_none())
+                    .map(|(n, _)| (n, None)),
+                "404 Not Found",
+            );
+        }
+        self.w.close("D:response");
+    }
+
+    /// One response with one propstat naming `props` (values empty) with `status`, as a
+    /// PROPPATCH answer.
+    pub fn propstat_response(&mut self, href: &str, props: &[PropName], status: &str) {
+        self.w.open("D:response", &[]).leaf("D:href", href);
+        for p in props {
+            self.propstat(std::iter::once((p, None)), status);
+        }
+        self.w.close("D:response");
+    }
+
+    /// A response that is only a status, e.g. a member gone since a sync token.
+    pub fn status(&mut self, href: &str, status: &str) {
+        self.w
+            .open("D:response", &[])
+            .leaf("D:href", href)
+            .leaf("D:status", &format!("HTTP/1.1 {status}"))
+            .close("D:response");
+    }
+
+    pub fn sync_token(&mut self, token: &str) {
+        self.w.leaf("D:sync-token", token);
+    }
+
+    pub fn finish(mut self) -> String {
+        self.w.close("D:multistatus");
+        self.w.finish()
+    }
+}
+
+/// A `DAV:error` body naming one precondition, e.g. `valid-sync-token`.
+pub fn error_body(ns: &str, condition: &str) -> String {
+    let mut w = XmlWriter::new();
+    let (el, decl) = match prefix(ns) {
+        Some("D") => (format!("D:{condition}"), None),
+        _ => (format!("X:{condition}"), Some(ns)),
+    };
+    let mut attrs = vec![("xmlns:D", DAV)];
+    if let Some(d) = decl {
+        attrs.push(("xmlns:X", d));
+    }
+    w.open("D:error", &attrs).empty(&el, &[]).close("D:error");
+    w.finish()
+}
+
+#[cfg(test)]
+mod writer_tests {
+    use super::*;
+
+    fn name(ns: &str, n: &str) -> PropName {
+        (ns.to_string(), n.to_string())
+    }
+
+    #[test]
+    fn a_written_multistatus_reads_back() {
+        let mut m = MultistatusWriter::new();
+        m.response(
+            "/dav/u/c/",
+            &[
+                (name(DAV, "getetag"), Some(Prop::Text("\"e<1>\"".into()))),
+                (
+                    name(DAV, "resourcetype"),
+                    Some(Prop::Marks(&["D:collection", "C:calendar"])),
+                ),
+                (
+                    name(DAV, "supported-report-set"),
+                    Some(Prop::Reports(&["C:calendar-query"])),
+                ),
+                (name("urn:other", "thing"), None),
+            ],
+        );
+        m.status("/dav/u/c/gone.ics", "404 Not Found");
+        m.sync_token("urn:x:1");
+        let doc = m.finish();
+        let ms = parse_multistatus(doc.as_bytes()).unwrap();
+        assert_eq!(ms.sync_token.as_deref(), Some("urn:x:1"));
+        assert_eq!(ms.responses[0].2.as_deref(), Some("\"e<1>\""));
+        assert_eq!(ms.responses[1].1, 404);
+        let root = xml::parse(&doc).unwrap();
+        let r = root.child(DAV, "response").unwrap();
+        let stats: Vec<_> = r.children_named(DAV, "propstat").collect();
+        assert_eq!(stats.len(), 2);
+        assert!(
+            stats[1]
+                .child(DAV, "prop")
+                .unwrap()
+                .child("urn:other", "thing")
+                .is_some()
+        );
+        let rt = stats[0]
+            .child(DAV, "prop")
+            .unwrap()
+            .child(DAV, "resourcetype")
+            .unwrap();
+        assert!(rt.child(CALDAV, "calendar").is_some());
+    }
+
+    #[test]
+    fn error_bodies_name_the_condition() {
+        for (ns, c) in [(DAV, "valid-sync-token"), (CALDAV, "valid-calendar-data")] {
+            let e = xml::parse(&error_body(ns, c)).unwrap();
+            assert!(e.is(DAV, "error"));
+            assert!(e.child(ns, c).is_some());
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! iCalendar (RFC 5545) as both sides need it: the main component of a calendar object
+//! (parsed with the `icalendar` crate's parser), TEXT value escaping, and the DATE-TIME and
+//! DURATION value grammars.
+
+use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, TimeZone, Utc};
+
+/// The component types a calendar object resource may be about.
+pub const COMPONENTS: [&str; 3] = ["VEVENT", "VTODO", "VJOURNAL"];
+
+/// The main component of a calendar object: its type and the values of the properties
+/// loadmix reads. TEXT values (SUMMARY, DESCRIPTION) are unescaped by the parser.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Component {
+    /// `VEVENT`, `VTODO` or `VJOURNAL`.
+    pub kind: String,
+    pub uid: String,
+    pub summary: Option<String>,
+    pub description: Option<String>,
+    pub dtstart: Option<String>,
+    pub dtend: Option<String>,
+    pub duration: Option<String>,
+    pub rrule: Option<String>,
+}
+
+/// Parse a calendar object and return its first VEVENT, VTODO or VJOURNAL, which must
+/// have a UID. The message says what is wrong, for a 400 or a failed operation.
+pub fn parse(text: &str) -> Result<Component, String> {
+    let unfolded = icalendar::parser::unfold(text);
+    let cal = icalendar::parser::read_calendar(&unfolded)
+        .map_err(|e| format!("not iCalendar: {}", e.lines().next().unwrap_or("")))?;
+    let comp = cal
+        .components
+        .iter()
+        .find(|c| COMPONENTS.contains(&c.name.as_str()))
+        .ok_or("no VEVENT, VTODO or VJOURNAL in the calendar")?;
+    let prop = |n: &str| comp.find_prop(n).map(|p| p.val.as_str().to_string());
+    let uid = prop("UID")
+        .filter(|u| !u.is_empty())
+        .ok_or("the component has no UID")?;
+    Ok(Component {
+        kind: comp.name.as_str().to_string(),
+        uid,
+        summary: prop("SUMMARY"),
+        description: prop("DESCRIPTION"),
+        dtstart: prop("DTSTART"),
+        dtend: prop("DTEND"),
+        duration: prop("DURATION"),
+        rrule: prop("RRULE"),
+    })
+}
+
+/// Escape a TEXT value (RFC 5545 §3.3.11).
+pub fn escape_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            ';' => out.push_str("\\;"),
+            ',' => out.push_str("\\,"),
+            '\n' => out.push_str("\\n"),
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `20070314T101500Z`, `20070314T101500` (floating, taken as UTC) or `20070314` (a date).
+pub fn parse_datetime(v: &str) -> Option<DateTime<Utc>> {
+    let v = v.trim();
+    let naive = if v.len() == 8 {
+        NaiveDate::parse_from_str(v, "%Y%m%d")
+            .ok()?
+            .and_hms_opt(0, 0, 0)?
+    } else {
+        NaiveDateTime::parse_from_str(v.trim_end_matches('Z'), "%Y%m%dT%H%M%S").ok()?
+    };
+    Some(Utc.from_utc_datetime(&naive))
+}
+
+/// `PT30M`, `PT1H30M`, `P1D`, `P1W`, `-PT5M` (sign ignored for lengths). `None` for
+/// anything else, including a length chrono cannot hold.
+pub fn parse_duration(v: &str) -> Option<Duration> {
+    let v = v.trim().trim_start_matches(['+', '-']);
+    let v = v.strip_prefix('P')?;
+    let (date, time) = match v.split_once('T') {
+        Some((d, t)) => (d, t),
+        None => (v, ""),
+    };
+    // The date part takes weeks and days, the time part hours, minutes and seconds.
+    let mut total = Duration::zero();
+    for (part, unit) in [(date, "WD"), (time, "HMS")] {
+        let mut num = String::new();
+        for c in part.chars() {
+            if c.is_ascii_digit() {
+                num.push(c);
+                continue;
+            }
+            let n: i64 = num.parse().ok()?;
+            num.clear();
+            let step = match c {
+                'W' if unit.contains(c) => Duration::try_weeks(n),
+                'D' if unit.contains(c) => Duration::try_days(n),
+                'H' if unit.contains(c) => Duration::try_hours(n),
+                'M' if unit.contains(c) => Duration::try_minutes(n),
+                'S' if unit.contains(c) => Duration::try_seconds(n),
+                _ => None,
+            }?;
+            total = total.checked_add(&step)?;
+        }
+        if !num.is_empty() {
+            return None;
+        }
+    }
+    Some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_main_component_and_its_values() {
+        let ics = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nBEGIN:VTODO\r\nUID:u1\r\nDTSTART:20070521T100000Z\r\nDURATION:PT90M\r\nRRULE:FREQ=WEEKLY\r\nSUMMARY:Stand\\, up\r\nEND:VTODO\r\nEND:VCALENDAR\r\n";
+        let c = parse(ics).unwrap();
+        assert_eq!(c.kind, "VTODO");
+        assert_eq!(c.uid, "u1");
+        assert_eq!(c.summary.as_deref(), Some("Stand, up"));
+        assert_eq!(c.rrule.as_deref(), Some("FREQ=WEEKLY"));
+        for bad in [
+            "hello",
+            "BEGIN:VCALENDAR\r\nEND:VCALENDAR\r\n",
+            "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nSUMMARY:x\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn text_escaping_round_trips_through_the_parser() {
+        for t in ["a\\nb", "a\nb", "x;y,z\\", "\\\\n", "plain"] {
+            let ics = format!(
+                "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nUID:u\r\nSUMMARY:{}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+                escape_text(t)
+            );
+            assert_eq!(parse(&ics).unwrap().summary.as_deref(), Some(t), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn durations_and_datetimes() {
+        assert_eq!(parse_duration("PT30M"), Some(Duration::minutes(30)));
+        assert_eq!(parse_duration("P1DT2H"), Some(Duration::hours(26)));
+        assert_eq!(parse_duration("P1W"), Some(Duration::weeks(1)));
+        assert_eq!(parse_duration("30M"), None);
+        assert_eq!(parse_duration("P99999999999999W"), None);
+        assert_eq!(parse_duration("PT9223372036854775807S"), None);
+        assert!(parse_datetime("20070314T101500Z").is_some());
+        assert!(parse_datetime("20070314").is_some());
+        assert!(parse_datetime("2007-03-14").is_none());
+    }
+}

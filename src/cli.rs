@@ -385,22 +385,13 @@ pub fn render_plan(w: &Workload) -> String {
             "share of all ops",
             "request / params",
         ]);
-        for op in &c.ops {
+        for (i, op) in c.ops.iter().enumerate() {
             let share = if total > 0.0 {
                 op.probability * c.count as f64 / total
             } else {
                 0.0
             };
-            let detail = match &op.http {
-                Some(h) => format!("{} {}", h.method, h.path.source),
-                None => op
-                    .params
-                    .0
-                    .iter()
-                    .map(|(k, _)| k.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            };
+            let detail = c.kind.describe_op(i);
             t.add_row(vec![
                 op.name.clone(),
                 format!("{}", op.weight),

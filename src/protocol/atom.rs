@@ -1,5 +1,5 @@
 //! Atom users, as the 2007 client behaved: one collection, published first through
-//! Morse Code with `initial_items` + 1 items (21 by default, reported as `publish`); then
+//! Morse Code with `initial_items` items (21 by default, reported as `publish`); then
 //! time-range feeds over a random week of 2007, full feeds, dashboards (now, later or done,
 //! a third each), and AtomPub create and update of entries with EIM-JSON content. Feeds and
 //! entries in answers are parsed with `atom_syndication`.
@@ -12,55 +12,39 @@ use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
 
 use super::session::{Exchange, Session};
-use super::{Outcome, VuIds, data, expect_of, label_of, morse};
+use super::{Outcome, VuIds, data, expect_of, morse};
 use crate::transport::{Conn, Response};
-use crate::workload::{Dist, UserClass};
-
-#[derive(Clone, Copy, PartialEq)]
-enum Op {
-    Range,
-    Full,
-    Dashboard,
-    Create,
-    Update,
-}
+use crate::workload::ops::AtomParams;
+use crate::workload::{AtomOp, UserClass};
 
 pub struct AtomClass {
-    ops: Vec<Op>,
+    ops: Vec<AtomOp>,
     expect: Vec<Vec<u16>>,
-    ranges: Vec<Option<Dist>>,
-    initial: usize,
-    label_publish: usize,
+    params: AtomParams,
 }
 
 impl AtomClass {
-    pub fn new(class: &UserClass) -> AtomClass {
-        let ops: Vec<Op> = class
-            .ops
-            .iter()
-            .map(|o| match o.name.as_str() {
-                "time_range_feed" => Op::Range,
-                "full_feed" => Op::Full,
-                "dashboard" => Op::Dashboard,
-                "create_event" => Op::Create,
-                _ => Op::Update,
-            })
-            .collect();
+    pub fn new(class: &UserClass, ops: &[AtomOp], params: &AtomParams) -> AtomClass {
         AtomClass {
             expect: class
                 .ops
                 .iter()
-                .zip(&ops)
-                .map(|(o, k)| expect_of(o, if *k == Op::Create { &[201] } else { &[200] }))
+                .zip(ops)
+                .map(|(o, k)| {
+                    expect_of(
+                        o,
+                        match k {
+                            AtomOp::CreateEvent => &[201],
+                            AtomOp::TimeRangeFeed { .. }
+                            | AtomOp::FullFeed
+                            | AtomOp::Dashboard
+                            | AtomOp::UpdateEvent => &[200],
+                        },
+                    )
+                })
                 .collect(),
-            ranges: class
-                .ops
-                .iter()
-                .map(|o| o.params.dist("range").cloned())
-                .collect(),
-            ops,
-            initial: class.params.number("initial_items").unwrap_or(20.0) as usize,
-            label_publish: label_of(class, "publish"),
+            ops: ops.to_vec(),
+            params: params.clone(),
         }
     }
 }
@@ -112,12 +96,13 @@ impl AtomVu {
     }
 
     pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
-        let (mut o, created) =
-            morse::publish(&self.s, &self.ids, conn, rng, self.class.initial, &[201]).await;
+        // `publish` sends one item more than it is asked for, as the 2007 client did.
+        let extra = self.class.params.initial_items.saturating_sub(1) as usize;
+        let (mut o, created) = morse::publish(&self.s, &self.ids, conn, rng, extra, &[201]).await;
         if let Some((uid, items, _)) = created {
             self.collection = Some((uid, items));
         }
-        o.label = Some(self.class.label_publish);
+        o.label = Some(self.class.params.label_publish);
         o
     }
 
@@ -137,13 +122,9 @@ impl AtomVu {
             CONTENT_TYPE,
             HeaderValue::from_static("application/atom+xml"),
         );
-        let (method, path, body) = match class.ops[op] {
-            Op::Range => {
-                let len = class.ranges[op]
-                    .as_ref()
-                    .map_or(chrono::Duration::days(7), |d| {
-                        chrono::Duration::microseconds(d.sample(rng) as i64)
-                    });
+        let (method, path, body) = match &class.ops[op] {
+            AtomOp::TimeRangeFeed { range } => {
+                let len = chrono::Duration::microseconds(range.sample(rng) as i64);
                 let (s, e) = data::week(rng, len);
                 let f = "%Y-%m-%dT%H:%M:%SZ";
                 (
@@ -156,17 +137,17 @@ impl AtomVu {
                     None,
                 )
             }
-            Op::Full => ("GET", format!("{base}/full"), None),
-            Op::Dashboard => {
+            AtomOp::FullFeed => ("GET", format!("{base}/full"), None),
+            AtomOp::Dashboard => {
                 let which = ["now", "later", "done"][(rng.next_u64() % 3) as usize];
                 ("GET", format!("{base}/dashboard-{which}/eim-json"), None)
             }
-            Op::Create => {
+            AtomOp::CreateEvent => {
                 let uid = data::uid(rng, &self.ids.run_id);
                 let entry = data::atom_entry(rng, &uid);
                 ("POST", base.clone(), Some((uid, entry)))
             }
-            Op::Update => {
+            AtomOp::UpdateEvent => {
                 if items.is_empty() {
                     return Outcome::skipped();
                 }
@@ -193,8 +174,8 @@ impl AtomVu {
         };
         let what = format!("{method} {path}");
         let o = Outcome::of(&r, expect, &what);
-        match class.ops[op] {
-            Op::Create => {
+        match &class.ops[op] {
+            AtomOp::CreateEvent => {
                 let o = check_entry(&r, o, &what);
                 if o.is_ok()
                     && let (Some((uid, _)), Some((_, items))) = (body, self.collection.as_mut())
@@ -203,8 +184,10 @@ impl AtomVu {
                 }
                 o
             }
-            Op::Update => check_entry(&r, o, &what),
-            _ => check_feed(&r, o, &what),
+            AtomOp::UpdateEvent => check_entry(&r, o, &what),
+            AtomOp::TimeRangeFeed { .. } | AtomOp::FullFeed | AtomOp::Dashboard => {
+                check_feed(&r, o, &what)
+            }
         }
     }
 }

@@ -19,99 +19,45 @@ use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
 
 use super::session::{Exchange, Session};
-use super::{Outcome, VuIds, bootstrap_expect, data, expect_of, label_of};
+use super::{Outcome, VuIds, bootstrap_expect, data, expect_of};
 use crate::formats::dav::{CALDAV, DAV, Multistatus, find_prop_href, href_path, parse_multistatus};
 use crate::formats::{ical, xml};
 use crate::transport::{Conn, Response};
-use crate::workload::{Dist, UserClass};
-
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Op {
-    CreateCalendar,
-    Put,
-    Update,
-    Get,
-    Delete,
-    Range,
-    Multiget,
-    Propfind,
-    Sync,
-}
+use crate::workload::ops::{self, CaldavParams};
+use crate::workload::{CaldavOp, UserClass};
 
 pub struct CaldavClass {
-    ops: Vec<Op>,
+    ops: Vec<CaldavOp>,
     expect: Vec<Vec<u16>>,
-    sizes: Vec<Option<Dist>>,
-    recurring: Vec<f64>,
-    ranges: Vec<Option<Dist>>,
-    counts: Vec<usize>,
-    home: Option<String>,
-    discovery: Option<String>,
-    label_resync: usize,
-    label_mkcal: usize,
+    params: CaldavParams,
 }
 
 impl CaldavClass {
-    pub fn new(class: &UserClass) -> CaldavClass {
-        let ops: Vec<Op> = class
-            .ops
-            .iter()
-            .map(|o| match o.name.as_str() {
-                "create_calendar" => Op::CreateCalendar,
-                "put_event" => Op::Put,
-                "update_event" => Op::Update,
-                "get_event" => Op::Get,
-                "delete_event" => Op::Delete,
-                "time_range_report" => Op::Range,
-                "multiget" => Op::Multiget,
-                "propfind" => Op::Propfind,
-                _ => Op::Sync,
-            })
-            .collect();
+    pub fn new(class: &UserClass, ops: &[CaldavOp], params: &CaldavParams) -> CaldavClass {
         CaldavClass {
             expect: class
                 .ops
                 .iter()
-                .zip(&ops)
+                .zip(ops)
                 .map(|(o, k)| {
                     expect_of(
                         o,
                         match k {
-                            Op::CreateCalendar => &[201],
-                            Op::Put => &[201, 204],
-                            Op::Update => &[200, 201, 204],
-                            Op::Get => &[200],
-                            Op::Delete => &[200, 204],
-                            Op::Range | Op::Multiget | Op::Propfind | Op::Sync => &[207],
+                            CaldavOp::CreateCalendar => &[201],
+                            CaldavOp::PutEvent { .. } => &[201, 204],
+                            CaldavOp::UpdateEvent { .. } => &[200, 201, 204],
+                            CaldavOp::GetEvent => &[200],
+                            CaldavOp::DeleteEvent => &[200, 204],
+                            CaldavOp::TimeRangeReport { .. }
+                            | CaldavOp::Multiget { .. }
+                            | CaldavOp::Propfind
+                            | CaldavOp::SyncCollection => &[207],
                         },
                     )
                 })
                 .collect(),
-            sizes: class
-                .ops
-                .iter()
-                .map(|o| o.params.dist("size").cloned())
-                .collect(),
-            recurring: class
-                .ops
-                .iter()
-                .map(|o| o.params.number("recurring").unwrap_or(0.05))
-                .collect(),
-            ranges: class
-                .ops
-                .iter()
-                .map(|o| o.params.dist("range").cloned())
-                .collect(),
-            counts: class
-                .ops
-                .iter()
-                .map(|o| o.params.number("count").unwrap_or(10.0).max(1.0) as usize)
-                .collect(),
-            ops,
-            home: class.params.text("calendar_home").map(str::to_string),
-            discovery: class.params.text("discovery").map(str::to_string),
-            label_resync: label_of(class, "sync_collection_resync"),
-            label_mkcal: label_of(class, "create_calendar"),
+            ops: ops.to_vec(),
+            params: params.clone(),
         }
     }
 }
@@ -198,7 +144,7 @@ impl CaldavVu {
 
     /// Find the calendar home (untimed set-up).
     pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), String> {
-        if let Some(h) = &self.class.home {
+        if let Some(h) = &self.class.params.calendar_home {
             let mut h = self.template(h);
             if !h.ends_with('/') {
                 h.push('/');
@@ -206,11 +152,7 @@ impl CaldavVu {
             self.home = Some(h);
             return Ok(());
         }
-        let start = self
-            .class
-            .discovery
-            .as_deref()
-            .map_or_else(|| format!("{}/dav/", self.s.context), |d| self.template(d));
+        let start = self.template(&self.class.params.discovery);
         let principal = self
             .find_href(conn, &start, r#"<D:propfind xmlns:D="DAV:"><D:prop><D:current-user-principal/></D:prop></D:propfind>"#, DAV, "current-user-principal")
             .await?;
@@ -271,11 +213,11 @@ impl CaldavVu {
         let expect = bootstrap_expect(
             &self.class.ops,
             &self.class.expect,
-            Op::CreateCalendar,
+            |o| *o == CaldavOp::CreateCalendar,
             &[201],
         );
         let mut o = self.mkcalendar(conn, rng, &expect).await;
-        o.label = Some(self.class.label_mkcal);
+        o.label = Some(self.class.params.label_create_calendar);
         o
     }
 
@@ -324,7 +266,7 @@ impl CaldavVu {
     ) -> Outcome {
         let class = self.class.clone();
         let expect = class.expect[op].as_slice();
-        if class.ops[op] == Op::CreateCalendar {
+        if class.ops[op] == CaldavOp::CreateCalendar {
             return self.mkcalendar(conn, rng, expect).await;
         }
         if self.cals.is_empty() {
@@ -334,10 +276,15 @@ impl CaldavVu {
         let pick_event = |cal: &Calendar, rng: &mut Xoshiro256PlusPlus| {
             (!cal.events.is_empty()).then(|| (rng.next_u64() % cal.events.len() as u64) as usize)
         };
-        match class.ops[op] {
-            Op::CreateCalendar => Outcome::skipped(),
-            Op::Put | Op::Update => {
-                let (uid, path, if_match) = if class.ops[op] == Op::Put {
+        match &class.ops[op] {
+            CaldavOp::CreateCalendar => Outcome::skipped(),
+            CaldavOp::PutEvent { size, .. } | CaldavOp::UpdateEvent { size } => {
+                let put = matches!(class.ops[op], CaldavOp::PutEvent { .. });
+                let recurring = match class.ops[op] {
+                    CaldavOp::PutEvent { recurring, .. } => recurring,
+                    _ => ops::defaults::RECURRING,
+                };
+                let (uid, path, if_match) = if put {
                     let uid = data::uid(rng, &self.ids.run_id);
                     let path = format!("{}{uid}.ics", self.cals[ci].path);
                     (uid, path, None)
@@ -348,10 +295,8 @@ impl CaldavVu {
                     let e = &self.cals[ci].events[ei];
                     (e.uid.clone(), e.path.clone(), e.etag.clone())
                 };
-                let size = class.sizes[op]
-                    .as_ref()
-                    .map_or(0, |d| d.sample(rng) as usize);
-                let body = data::ics_event(rng, &uid, size, class.recurring[op]);
+                let size = size.as_ref().map_or(0, |d| d.sample(rng) as usize);
+                let body = data::ics_event(rng, &uid, size, recurring);
                 let mut headers = vec![(
                     CONTENT_TYPE,
                     HeaderValue::from_static("text/calendar; charset=utf-8"),
@@ -363,7 +308,7 @@ impl CaldavVu {
                         }
                     }
                     // Never overwrite a resource loadmix did not create.
-                    None if class.ops[op] == Op::Put => {
+                    None if put => {
                         headers.push((hyper::header::IF_NONE_MATCH, HeaderValue::from_static("*")))
                     }
                     None => {}
@@ -387,12 +332,12 @@ impl CaldavVu {
                 }
                 o
             }
-            Op::Get | Op::Delete => {
+            CaldavOp::GetEvent | CaldavOp::DeleteEvent => {
                 let Some(ei) = pick_event(&self.cals[ci], rng) else {
                     return Outcome::skipped();
                 };
                 let path = self.cals[ci].events[ei].path.clone();
-                let method = if class.ops[op] == Op::Get {
+                let method = if class.ops[op] == CaldavOp::GetEvent {
                     "GET"
                 } else {
                     "DELETE"
@@ -422,12 +367,8 @@ impl CaldavVu {
                     Err(m) => o.body_error(format!("GET {path}: not iCalendar: {m}")),
                 }
             }
-            Op::Range => {
-                let len = class.ranges[op]
-                    .as_ref()
-                    .map_or(chrono::Duration::days(7), |d| {
-                        chrono::Duration::microseconds(d.sample(rng) as i64)
-                    });
+            CaldavOp::TimeRangeReport { range } => {
+                let len = chrono::Duration::microseconds(range.sample(rng) as i64);
                 let (s, e) = data::week(rng, len);
                 let f = "%Y%m%dT%H%M%SZ";
                 let body = format!(
@@ -437,12 +378,12 @@ impl CaldavVu {
                 );
                 self.report(conn, ci, body, expect).await.0
             }
-            Op::Multiget => {
+            CaldavOp::Multiget { count } => {
                 let cal = &self.cals[ci];
                 if cal.events.is_empty() {
                     return Outcome::skipped();
                 }
-                let n = class.counts[op].min(cal.events.len());
+                let n = (*count as usize).min(cal.events.len());
                 let start = (rng.next_u64() % cal.events.len() as u64) as usize;
                 let base = &conn.endpoint().base_path;
                 let hrefs: String = (0..n)
@@ -461,7 +402,7 @@ impl CaldavVu {
                 );
                 self.report(conn, ci, body, expect).await.0
             }
-            Op::Propfind => {
+            CaldavOp::Propfind => {
                 let path = self.cals[ci].path.clone();
                 let body = r#"<?xml version="1.0" encoding="utf-8"?><D:propfind xmlns:D="DAV:"><D:prop><D:getetag/><D:resourcetype/><D:displayname/></D:prop></D:propfind>"#;
                 let r = match self
@@ -481,7 +422,7 @@ impl CaldavVu {
                 let what = format!("PROPFIND {path}");
                 multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what).0
             }
-            Op::Sync => {
+            CaldavOp::SyncCollection => {
                 let token = self.cals[ci].sync_token.clone().unwrap_or_default();
                 let (o, rejected) = self.sync(conn, ci, &token, expect).await;
                 if !rejected {
@@ -490,7 +431,7 @@ impl CaldavVu {
                 // The server no longer knows the token: start over, as a client must.
                 let (mut again, _) = self.sync(conn, ci, "", expect).await;
                 again.add_cost(&o);
-                again.label = Some(class.label_resync);
+                again.label = Some(class.params.label_resync);
                 again
             }
         }

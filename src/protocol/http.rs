@@ -14,7 +14,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use super::{Outcome, VuIds};
 use crate::transport::{Conn, ErrorClass, Method, Request};
 use crate::workload::template::Ctx;
-use crate::workload::{Body, CaptureFrom, Template, UserClass, Workload};
+use crate::workload::{Body, CaptureFrom, HttpRequest, Template, UserClass, Workload};
 
 /// An operation with everything that does not change between requests prepared once.
 struct PreparedOp {
@@ -46,17 +46,21 @@ pub struct HttpClass {
 }
 
 impl HttpClass {
-    pub fn new(workload: &Workload, class: &UserClass, seed: u64) -> HttpClass {
+    pub fn new(
+        workload: &Workload,
+        class: &UserClass,
+        requests: &[HttpRequest],
+        seed: u64,
+    ) -> HttpClass {
         // Random bodies are made once per class: their content does not matter to a server,
         // and per-VU copies would cost memory with many users.
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x006c_6f61_646d_6978);
         let ops = class
             .ops
             .iter()
-            .filter_map(|op| op.http.as_ref().map(|h| (op, h)))
+            .zip(requests)
             .map(|(op, h)| PreparedOp {
-                // Validated by the resolver as upper-case letters.
-                method: Method::from_bytes(h.method.as_bytes()).unwrap_or(Method::GET),
+                method: h.method.clone(),
                 path: h.path.clone(),
                 headers: h
                     .headers

@@ -25,7 +25,7 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 
 use crate::transport::{Conn, Endpoint, ErrorClass, Timeouts};
-use crate::workload::{Operation, Protocol, UserClass, Workload};
+use crate::workload::{ClassKind, Operation, UserClass, Workload};
 pub use session::{AccountPlan, Session};
 
 /// What one operation did.
@@ -70,21 +70,17 @@ pub fn expect_of(op: &Operation, default: &[u16]) -> Vec<u16> {
 }
 
 /// The statuses a bootstrap operation accepts: those of the same operation in the table
-/// when it is there, else the protocol's.
-pub fn bootstrap_expect<T: PartialEq>(
+/// when it is there (`is_it`), else the protocol's.
+pub fn bootstrap_expect<T>(
     ops: &[T],
     expect: &[Vec<u16>],
-    op: T,
+    is_it: impl Fn(&T) -> bool,
     default: &[u16],
 ) -> Vec<u16> {
     ops.iter()
-        .position(|o| *o == op)
-        .map_or_else(|| default.to_vec(), |i| expect[i].clone())
-}
-
-/// Index of a label in a class's label list (the catalog guarantees it exists).
-pub fn label_of(class: &UserClass, name: &str) -> usize {
-    class.labels.iter().position(|l| l == name).unwrap_or(0)
+        .position(is_it)
+        .and_then(|i| expect.get(i).cloned())
+        .unwrap_or_else(|| default.to_vec())
 }
 
 enum Kind {
@@ -107,11 +103,19 @@ impl ClassDriver {
         seed: u64,
         accounts: AccountPlan,
     ) -> ClassDriver {
-        let kind = match class.protocol {
-            Protocol::Http => Kind::Http(Arc::new(http::HttpClass::new(workload, class, seed))),
-            Protocol::Morse => Kind::Morse(Arc::new(morse::MorseClass::new(class))),
-            Protocol::Atom => Kind::Atom(Arc::new(atom::AtomClass::new(class))),
-            Protocol::Caldav => Kind::Caldav(Arc::new(caldav::CaldavClass::new(class))),
+        let kind = match &class.kind {
+            ClassKind::Http { requests } => Kind::Http(Arc::new(http::HttpClass::new(
+                workload, class, requests, seed,
+            ))),
+            ClassKind::Morse { params, ops } => {
+                Kind::Morse(Arc::new(morse::MorseClass::new(class, ops, params)))
+            }
+            ClassKind::Atom { params, ops } => {
+                Kind::Atom(Arc::new(atom::AtomClass::new(class, ops, params)))
+            }
+            ClassKind::Caldav { params, ops } => {
+                Kind::Caldav(Arc::new(caldav::CaldavClass::new(class, ops, params)))
+            }
         };
         ClassDriver { kind, accounts }
     }

@@ -13,49 +13,26 @@ use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
 
 use super::session::{Exchange, Session};
-use super::{Outcome, VuIds, bootstrap_expect, data, expect_of, label_of};
+use super::{Outcome, VuIds, bootstrap_expect, data, expect_of};
 use crate::formats::eim;
 use crate::transport::{Conn, Response};
-use crate::workload::{Dist, DistSpec, UserClass};
+use crate::workload::ops::MorseParams;
+use crate::workload::{MorseOp as Op, UserClass};
 
 const TOKEN: &str = "x-morsecode-synctoken";
-
-#[derive(Clone, Copy, PartialEq)]
-enum Op {
-    Publish,
-    Sync,
-    Update,
-    Subscribe,
-    Delete,
-}
 
 pub struct MorseClass {
     ops: Vec<Op>,
     expect: Vec<Vec<u16>>,
-    size: Dist,
-    no_change: f64,
-    tombstone: f64,
-    label_no_change: usize,
-    label_publish: usize,
+    params: MorseParams,
 }
 
 impl MorseClass {
-    pub fn new(class: &UserClass) -> MorseClass {
-        let ops: Vec<Op> = class
-            .ops
-            .iter()
-            .map(|o| match o.name.as_str() {
-                "publish" => Op::Publish,
-                "sync" => Op::Sync,
-                "update" => Op::Update,
-                "subscribe" => Op::Subscribe,
-                _ => Op::Delete,
-            })
-            .collect();
+    pub fn new(class: &UserClass, ops: &[Op], params: &MorseParams) -> MorseClass {
         let expect = class
             .ops
             .iter()
-            .zip(&ops)
+            .zip(ops)
             .map(|(o, k)| {
                 expect_of(
                     o,
@@ -68,23 +45,9 @@ impl MorseClass {
             })
             .collect();
         MorseClass {
-            ops,
+            ops: ops.to_vec(),
             expect,
-            size: class
-                .params
-                .dist("collection_size")
-                .cloned()
-                .unwrap_or_else(|| {
-                    Dist::new(DistSpec::Exponential {
-                        mean: 50.0,
-                        max: Some(3000.0),
-                    })
-                    .unwrap_or_else(|_| Dist::constant(50.0))
-                }),
-            no_change: class.params.number("no_change_sync").unwrap_or(0.2),
-            tombstone: class.params.number("tombstone").unwrap_or(0.333),
-            label_no_change: label_of(class, "sync_no_change"),
-            label_publish: label_of(class, "publish"),
+            params: params.clone(),
         }
     }
 }
@@ -181,9 +144,14 @@ impl MorseVu {
     }
 
     pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
-        let expect = bootstrap_expect(&self.class.ops, &self.class.expect, Op::Publish, &[201]);
+        let expect = bootstrap_expect(
+            &self.class.ops,
+            &self.class.expect,
+            |o| *o == Op::Publish,
+            &[201],
+        );
         let mut o = self.publish(conn, rng, &expect).await;
-        o.label = Some(self.class.label_publish);
+        o.label = Some(self.class.params.label_publish);
         o
     }
 
@@ -193,7 +161,7 @@ impl MorseVu {
         rng: &mut Xoshiro256PlusPlus,
         expect: &[u16],
     ) -> Outcome {
-        let n = self.class.size.sample(rng).max(1.0) as usize;
+        let n = self.class.params.collection_size.sample(rng).max(1.0) as usize;
         let (o, created) = publish(&self.s, &self.ids, conn, rng, n, expect).await;
         if let Some((uid, items, token)) = created {
             self.cols.push(Collection {
@@ -229,8 +197,8 @@ impl MorseVu {
                 let mut headers = Vec::new();
                 if class.ops[op] == Op::Sync {
                     let col = &self.cols[ci];
-                    let token = if data::chance(rng, class.no_change) {
-                        label = Some(class.label_no_change);
+                    let token = if data::chance(rng, class.params.no_change_sync) {
+                        label = Some(class.params.label_sync_no_change);
                         col.tokens.last()
                     } else {
                         col.tokens
@@ -283,7 +251,7 @@ impl MorseVu {
                 let records = data::eim_records(rng, &new_uid, &self.s.user, true);
                 sets.push((new_uid.clone(), Some(records)));
                 let mut deleted = None;
-                if col.items.len() > 5 && data::chance(rng, class.tombstone) {
+                if col.items.len() > 5 && data::chance(rng, class.params.tombstone) {
                     let candidates: Vec<&String> = col
                         .items
                         .iter()

@@ -1,10 +1,11 @@
-//! What each protocol offers a workload: its operations, the extra labels its driver may
-//! report (Morse Code `sync` becomes `sync_no_change`), and the parameters it accepts.
+//! What each protocol offers a workload: its operations and the parameters they accept.
 //!
-//! This is the schema the resolver checks a workload against; the drivers in `protocol/`
-//! implement exactly these names.
+//! This is the schema the resolver checks a workload against. The operation names are the
+//! typed operations' own names ([`super::ops`]), which also hold the defaults, so the
+//! schema and the drivers cannot name different things.
 
 use super::dist::Unit;
+use super::ops::{AtomOp, CaldavOp, MorseOp};
 
 /// A protocol a user class can speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -80,10 +81,6 @@ pub struct OpDef {
 pub struct ProtocolDef {
     /// Built-in operations; empty for `http`, whose operations the workload defines.
     pub ops: &'static [OpDef],
-    /// Labels a driver may report besides the operation names (refinements, and the
-    /// bootstrap operation a user runs outside its table when it has no collection). A
-    /// label that is also in the table is listed once.
-    pub extra_labels: &'static [&'static str],
     /// Parameters of the class (`params:` beside `mix:`).
     pub class_params: &'static [ParamDef],
 }
@@ -104,120 +101,122 @@ const fn op(name: &'static str, params: &'static [ParamDef]) -> OpDef {
 
 static MORSE: ProtocolDef = ProtocolDef {
     ops: &[
-        op("publish", &[]),
-        op("sync", &[]),
-        op("update", &[]),
-        op("subscribe", &[]),
-        op("delete", &[]),
+        op(MorseOp::Publish.name(), &[]),
+        op(MorseOp::Sync.name(), &[]),
+        op(MorseOp::Update.name(), &[]),
+        op(MorseOp::Subscribe.name(), &[]),
+        op(MorseOp::Delete.name(), &[]),
     ],
-    extra_labels: &["sync_no_change", "publish"],
     class_params: &[
         p(
             "collection_size",
             ParamKind::Dist(Unit::Count),
-            "items in a published collection (default exponential mean 50, max 3000)",
+            "items in a published collection",
         ),
         p(
             "no_change_sync",
             ParamKind::Probability,
-            "share of syncs that use the newest token (default 0.2)",
+            "share of syncs that use the newest token",
         ),
         p(
             "tombstone",
             ParamKind::Probability,
-            "chance an update also deletes an item (default 0.333)",
+            "chance an update also deletes an item",
         ),
     ],
 };
 
+const RANGE: ParamDef = p(
+    "range",
+    ParamKind::Dist(Unit::Duration),
+    "length of the time-range window",
+);
+const SIZE: ParamDef = p(
+    "size",
+    ParamKind::Dist(Unit::Size),
+    "approximate size of the event body",
+);
+
 static ATOM: ProtocolDef = ProtocolDef {
     ops: &[
-        op(
-            "time_range_feed",
-            &[p(
-                "range",
-                ParamKind::Dist(Unit::Duration),
-                "window length (default 7d)",
-            )],
-        ),
-        op("full_feed", &[]),
-        op("dashboard", &[]),
-        op("create_event", &[]),
-        op("update_event", &[]),
+        op(AtomOp::NAMES[0], &[RANGE]),
+        op(AtomOp::NAMES[1], &[]),
+        op(AtomOp::NAMES[2], &[]),
+        op(AtomOp::NAMES[3], &[]),
+        op(AtomOp::NAMES[4], &[]),
     ],
-    // The first collection is published through Morse Code, as in 2007.
-    extra_labels: &["publish"],
     class_params: &[p(
         "initial_items",
         ParamKind::Integer,
-        "items in the collection published first (default 21)",
+        "items in the collection published first",
     )],
 };
 
 static CALDAV: ProtocolDef = ProtocolDef {
     ops: &[
-        op("create_calendar", &[]),
+        op(CaldavOp::NAMES[0], &[]),
         op(
-            "put_event",
+            CaldavOp::NAMES[1],
             &[
-                p(
-                    "size",
-                    ParamKind::Dist(Unit::Size),
-                    "approximate size of the event body",
-                ),
+                SIZE,
                 p(
                     "recurring",
                     ParamKind::Probability,
-                    "chance the event has an RRULE (default 0.05)",
+                    "chance the event has an RRULE",
                 ),
             ],
         ),
+        op(CaldavOp::NAMES[2], &[SIZE]),
+        op(CaldavOp::NAMES[3], &[]),
+        op(CaldavOp::NAMES[4], &[]),
+        op(CaldavOp::NAMES[5], &[RANGE]),
         op(
-            "update_event",
-            &[p(
-                "size",
-                ParamKind::Dist(Unit::Size),
-                "approximate size of the event body",
-            )],
+            CaldavOp::NAMES[6],
+            &[p("count", ParamKind::Integer, "events per multiget")],
         ),
-        op("get_event", &[]),
-        op("delete_event", &[]),
-        op(
-            "time_range_report",
-            &[p(
-                "range",
-                ParamKind::Dist(Unit::Duration),
-                "window length (default 7d)",
-            )],
-        ),
-        op(
-            "multiget",
-            &[p(
-                "count",
-                ParamKind::Integer,
-                "events per multiget (default 10)",
-            )],
-        ),
-        op("sync_collection", &[]),
-        op("propfind", &[]),
+        op(CaldavOp::NAMES[7], &[]),
+        op(CaldavOp::NAMES[8], &[]),
     ],
-    extra_labels: &["sync_collection_resync", "create_calendar"],
     class_params: &[
         p(
             "calendar_home",
             ParamKind::Text,
             "path of the calendar home ({user}, {vu}, {run_id}); discovered when absent",
         ),
-        p(
-            "discovery",
-            ParamKind::Text,
-            "where discovery starts (default {context}/dav/)",
-        ),
+        p("discovery", ParamKind::Text, "where discovery starts"),
     ],
 };
 
 static HTTP: ProtocolDef = ProtocolDef {
     ops: &[],
-    extra_labels: &[],
     class_params: &[],
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::ClassKind;
+
+    /// Every operation of the catalog has a typed operation, so a name the resolver accepts
+    /// can never fall through to another operation.
+    #[test]
+    fn every_catalog_operation_builds() {
+        for proto in Protocol::ALL {
+            let params = crate::workload::Params::default();
+            let ops: Vec<(&str, &crate::workload::Params)> =
+                proto.def().ops.iter().map(|o| (o.name, &params)).collect();
+            let mut labels: Vec<String> = ops.iter().map(|(n, _)| n.to_string()).collect();
+            let n = labels.len();
+            let kind = crate::workload::ops::build_class(proto, &ops, &params, &mut labels)
+                .unwrap_or_else(|e| panic!("{}: {e}", proto.name()));
+            let built = match &kind {
+                ClassKind::Http { requests } => requests.len(),
+                ClassKind::Morse { ops, .. } => ops.len(),
+                ClassKind::Atom { ops, .. } => ops.len(),
+                ClassKind::Caldav { ops, .. } => ops.len(),
+            };
+            assert_eq!(built, n, "{}", proto.name());
+            assert!(labels[..n].iter().zip(&ops).all(|(l, (o, _))| l == o));
+        }
+    }
+}

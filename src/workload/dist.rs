@@ -47,6 +47,13 @@ enum Sampler {
 /// The 95th percentile of the standard normal, to turn a lognormal's p95 into its sigma.
 const Z95: f64 = 1.644_853_626_951_472_2;
 
+/// Two distributions are equal when their specifications are (the sampler follows).
+impl PartialEq for Dist {
+    fn eq(&self, other: &Dist) -> bool {
+        self.spec == other.spec
+    }
+}
+
 impl Dist {
     pub fn constant(v: f64) -> Dist {
         Dist {

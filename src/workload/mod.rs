@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod dist;
 pub mod error;
+pub mod ops;
 pub mod overrides;
 mod resolve;
 pub mod template;
@@ -23,6 +24,7 @@ use rand_distr::weighted::WeightedAliasIndex;
 pub use catalog::Protocol;
 pub use dist::{Dist, DistSpec, Unit};
 pub use error::{Diagnostic, WorkloadError};
+pub use ops::{AtomOp, CaldavOp, ClassKind, MorseOp};
 pub use overrides::Override;
 pub use template::Template;
 
@@ -245,7 +247,8 @@ pub struct UserClass {
     /// protocol's extra labels. Metrics are indexed by position in this list.
     pub labels: Vec<String>,
     pub chooser: WeightedAliasIndex<f64>,
-    pub params: Params,
+    /// The typed operations (one per row of `ops`) and parameters of its protocol.
+    pub kind: ClassKind,
     /// Names of values captured from responses (generic `http` protocol).
     pub captures: Vec<String>,
 }
@@ -302,23 +305,22 @@ pub fn ramp_value(start: f64, ramp: &[Stage], t: Duration) -> f64 {
     from
 }
 
-/// One row of a class's probability table.
+/// One row of a class's probability table. What the operation does is in the class's
+/// [`ClassKind`], at the same position.
 #[derive(Debug, Clone)]
 pub struct Operation {
     pub name: String,
     pub weight: f64,
     /// Normalised weight: the chance this operation is picked.
     pub probability: f64,
-    pub params: Params,
     /// Statuses counted as success; `None` means the protocol's own rule.
     pub expect: Option<Vec<u16>>,
-    /// The request of a generic `http` operation.
-    pub http: Option<HttpRequest>,
 }
 
-/// Named parameter values, checked against the catalog.
+/// Named parameter values, checked against the catalog; turned into typed operations by
+/// [`ops`] before anything downstream sees them.
 #[derive(Debug, Clone, Default)]
-pub struct Params(pub Vec<(String, ParamValue)>);
+pub(crate) struct Params(pub Vec<(String, ParamValue)>);
 
 impl Params {
     pub fn get(&self, name: &str) -> Option<&ParamValue> {
@@ -345,7 +347,7 @@ impl Params {
 }
 
 #[derive(Debug, Clone)]
-pub enum ParamValue {
+pub(crate) enum ParamValue {
     Number(f64),
     Dist(Dist),
     Text(String),
@@ -354,7 +356,7 @@ pub enum ParamValue {
 /// A generic request template.
 #[derive(Debug, Clone)]
 pub struct HttpRequest {
-    pub method: String,
+    pub method: hyper::Method,
     pub path: Template,
     pub headers: Vec<(String, Template)>,
     pub body: Body,

@@ -1,5 +1,5 @@
 //! Turn a positioned YAML tree into a [`Workload`], checking every key and value against the
-//! schema (DESIGN §3) and the protocol catalog. The first mistake found is reported with its
+//! workload schema and the protocol catalog, then building the typed operations ([`ops`]). The first mistake found is reported with its
 //! position, its key path and, for near misses, a suggestion.
 
 use std::path::Path;
@@ -769,6 +769,8 @@ fn resolve_class(
     let mut captures: Vec<String> = Vec::new();
     let mut ops: Vec<Operation> = Vec::new();
     let mut capture_sites: Vec<(String, Pos)> = Vec::new();
+    let mut requests: Vec<HttpRequest> = Vec::new();
+    let mut op_params: Vec<Params> = Vec::new();
     for (i, (k, v)) in mix_entries.iter().enumerate() {
         let op_path = join(&mix_path, &k.name);
         if mix_entries[..i].iter().any(|(e, _)| e.name == k.name) {
@@ -814,10 +816,9 @@ fn resolve_class(
             name: k.name.clone(),
             weight: 0.0,
             probability: 0.0,
-            params: Params::default(),
             expect: None,
-            http: None,
         };
+        let mut params = Params::default();
         let weight_node = match &v.value {
             Value::Map(e) => {
                 let allowed = if protocol == Protocol::Http {
@@ -828,13 +829,13 @@ fn resolve_class(
                 cx.check_keys(e, allowed, &op_path)?;
                 if let Some(p) = v.get("params") {
                     let defs = op_def.map(|d| d.params).unwrap_or(&[]);
-                    op.params = resolve_params(cx, p, defs, &join(&op_path, "params"))?;
+                    params = resolve_params(cx, p, defs, &join(&op_path, "params"))?;
                 }
                 if let Some(x) = v.get("expect") {
                     op.expect = Some(resolve_expect(cx, x, &join(&op_path, "expect"))?);
                 }
                 if protocol == Protocol::Http {
-                    op.http = Some(resolve_http(
+                    requests.push(resolve_http(
                         cx,
                         v,
                         &op_path,
@@ -866,6 +867,7 @@ fn resolve_class(
         }
         op.weight = w;
         ops.push(op);
+        op_params.push(params);
     }
     let total: f64 = ops.iter().map(|o| o.weight).sum();
     if total <= 0.0 {
@@ -880,9 +882,8 @@ fn resolve_class(
         op.probability = op.weight / total;
     }
     // A capture that no operation reads is harmless; a variable nobody captures is a typo.
-    let captured: Vec<usize> = ops
+    let captured: Vec<usize> = requests
         .iter()
-        .filter_map(|o| o.http.as_ref())
         .flat_map(|h| h.captures.iter().map(|c| c.var))
         .collect();
     for (var, pos) in &capture_sites {
@@ -909,11 +910,16 @@ fn resolve_class(
         )
     })?;
     let mut labels: Vec<String> = ops.iter().map(|o| o.name.clone()).collect();
-    for extra in def.extra_labels {
-        if !labels.iter().any(|l| l == extra) {
-            labels.push(extra.to_string());
-        }
-    }
+    let named: Vec<(&str, &Params)> = ops
+        .iter()
+        .map(|o| o.name.as_str())
+        .zip(&op_params)
+        .collect();
+    let kind = match ops::build_class(protocol, &named, &params, &mut labels) {
+        Ok(ClassKind::Http { .. }) => ClassKind::Http { requests },
+        Ok(k) => k,
+        Err(m) => return Err(cx.err(mix.pos, &mix_path, m)),
+    };
     Ok(UserClass {
         name,
         protocol,
@@ -927,7 +933,7 @@ fn resolve_class(
         ops,
         labels,
         chooser,
-        params,
+        kind,
         captures,
     })
 }
@@ -1112,11 +1118,15 @@ fn resolve_http(
         Some(n) => cx.string(n, &join(path, "method"))?,
         None => "GET".into(),
     };
-    if method.is_empty()
-        || !method
-            .bytes()
-            .all(|b| b.is_ascii_uppercase() || b == b'-' || b == b'_')
-    {
+    let parsed = hyper::Method::from_bytes(method.as_bytes())
+        .ok()
+        .filter(|_| {
+            !method.is_empty()
+                && method
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b == b'-' || b == b'_')
+        });
+    let Some(method) = parsed else {
         return Err(cx.err(
             method_node.map(|n| n.pos).unwrap_or(node.pos),
             &join(path, "method"),
@@ -1124,7 +1134,7 @@ fn resolve_http(
                 "'{method}' is not an HTTP method (upper-case letters, e.g. GET, POST, PROPFIND)"
             ),
         ));
-    }
+    };
     let path_node = required(cx, node, "path", path)?;
     let req_path = template(path_node, &join(path, "path"), captures)?;
     // A path may start with a variable: {context}, or a captured Location.

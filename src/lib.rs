@@ -14,7 +14,7 @@ pub mod formats;
 pub mod metrics;
 pub mod protocol;
 pub mod report;
-pub mod runner;
+pub mod run;
 pub mod server;
 pub mod transport;
 pub mod workload;

@@ -212,36 +212,23 @@ pub fn write_eimml<'a>(
     w.finish()
 }
 
-/// One record in EIM-JSON: `key` and `fields` map names to `[type, value]`.
-#[derive(Serialize)]
-struct JsonRecord<'a> {
-    prefix: &'a str,
-    ns: &'a str,
-    key: serde_json::Map<String, serde_json::Value>,
-    fields: serde_json::Map<String, serde_json::Value>,
-}
-
 /// EIM-JSON of an item, as Cosmo's Atom service served it and its clients posted it.
 pub fn to_json(uid: &str, records: &[Record]) -> serde_json::Value {
     let mut out = serde_json::Map::new();
     for r in records {
-        let mut rec = JsonRecord {
-            prefix: &r.prefix,
-            ns: &r.ns,
-            key: serde_json::Map::new(),
-            fields: serde_json::Map::new(),
-        };
+        // `key` and `fields` map names to `[type, value]`.
+        let (mut key, mut fields) = (serde_json::Map::new(), serde_json::Map::new());
         for f in &r.fields {
             let v = serde_json::json!([f.ty, f.value]);
             if f.key {
-                rec.key.insert(f.name.clone(), v);
+                key.insert(f.name.clone(), v);
             } else {
-                rec.fields.insert(f.name.clone(), v);
+                fields.insert(f.name.clone(), v);
             }
         }
         out.insert(
             r.prefix.clone(),
-            serde_json::to_value(rec).unwrap_or_default(),
+            serde_json::json!({"prefix": r.prefix, "ns": r.ns, "key": key, "fields": fields}),
         );
     }
     serde_json::json!({"uuid": uid, "records": out})

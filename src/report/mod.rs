@@ -8,82 +8,133 @@ pub mod compare;
 pub mod csv;
 pub mod html;
 pub mod model;
+pub mod oplog;
 pub mod stats;
 pub mod table;
 pub mod thresholds;
 
-use std::path::Path;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 
 pub use model::{Report, SCHEMA, build};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    #[error("{path}: {message}")]
-    Read { path: String, message: String },
-    #[error("{path}: not a loadmix report: {message}")]
-    Parse { path: String, message: String },
-    #[error("{path}: schema '{found}' is not one this version reads ({SCHEMA})")]
-    Schema { path: String, found: String },
-    #[error("cannot write {path}: {message}")]
-    Write { path: String, message: String },
+    #[error("{}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not a loadmix report: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}: schema '{found}' is not one this version reads ({SCHEMA})", path.display())]
+    Schema { path: PathBuf, found: String },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot render {what}: {message}")]
+    Render { what: &'static str, message: String },
 }
 
 /// Read a saved report.
 pub fn load(path: &Path) -> Result<Report, ReportError> {
-    let p = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ReportError::Read {
-        path: p.clone(),
-        message: e.to_string(),
+    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Read {
+        path: path.to_path_buf(),
+        source,
     })?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| ReportError::Parse {
-        path: p.clone(),
-        message: e.to_string(),
-    })?;
+    let parse = |source| ReportError::Parse {
+        path: path.to_path_buf(),
+        source,
+    };
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(parse)?;
     let found = v
         .get("schema")
         .and_then(|s| s.as_str())
         .unwrap_or("none")
         .to_string();
     if found != SCHEMA {
-        return Err(ReportError::Schema { path: p, found });
+        return Err(ReportError::Schema {
+            path: path.to_path_buf(),
+            found,
+        });
     }
-    serde_json::from_value(v).map_err(|e| ReportError::Parse {
-        path: p,
+    serde_json::from_value(v).map_err(parse)
+}
+
+/// The report as pretty JSON (`run.json`).
+pub fn to_json(r: &Report) -> Result<String, ReportError> {
+    serde_json::to_string_pretty(r).map_err(|e| ReportError::Render {
+        what: "the report as JSON",
         message: e.to_string(),
     })
 }
 
-pub fn to_json(r: &Report) -> String {
-    // Serialising plain data structures cannot fail.
-    serde_json::to_string_pretty(r).unwrap_or_default()
-}
-
-/// Write `run.json` and `report.txt` into `dir` (created if needed).
+/// Write `run.json`, `report.txt` and `report.html` into `dir` (created if needed). Each
+/// file is written whole or not at all ([`write_file`]); the first failure is returned.
 pub fn write_dir(r: &Report, dir: &Path) -> Result<(), ReportError> {
-    let werr = |p: &Path, e: std::io::Error| ReportError::Write {
-        path: p.display().to_string(),
-        message: e.to_string(),
-    };
-    std::fs::create_dir_all(dir).map_err(|e| werr(dir, e))?;
-    let json = dir.join("run.json");
-    std::fs::write(&json, to_json(r) + "\n").map_err(|e| werr(&json, e))?;
-    let txt = dir.join("report.txt");
-    std::fs::write(&txt, table::render(r)).map_err(|e| werr(&txt, e))?;
-    let html = dir.join("report.html");
-    std::fs::write(&html, html::report(r)).map_err(|e| werr(&html, e))?;
+    write_file(&dir.join("run.json"), &(to_json(r)? + "\n"))?;
+    write_file(&dir.join("report.txt"), &table::render(r))?;
+    write_file(&dir.join("report.html"), &html::report(r))?;
     Ok(())
 }
 
-/// Write a file, as a report error when it fails.
+/// Write a file whole or not at all: into a temporary file beside it, flushed to disk,
+/// then renamed over the target. On a full disk no truncated file is left behind, and
+/// the error names the file.
 pub fn write_file(path: &Path, text: &str) -> Result<(), ReportError> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| ReportError::Write {
-            path: dir.display().to_string(),
-            message: e.to_string(),
-        })?;
+    let werr = |p: &Path, source| ReportError::Write {
+        path: p.to_path_buf(),
+        source,
+    };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir).map_err(|e| werr(dir, e))?;
     }
-    std::fs::write(path, text).map_err(|e| ReportError::Write {
-        path: path.display().to_string(),
-        message: e.to_string(),
+    let name = path
+        .file_name()
+        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        werr(path, e)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_that_cannot_be_written_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("sub/a.txt");
+        write_file(&ok, "hello").unwrap();
+        assert_eq!(std::fs::read_to_string(&ok).unwrap(), "hello");
+        write_file(&ok, "again").unwrap();
+        assert_eq!(std::fs::read_to_string(&ok).unwrap(), "again");
+        // A folder where the file should be: the rename fails, the temporary file goes.
+        let blocked = dir.path().join("sub/b");
+        std::fs::create_dir_all(blocked.join("x")).unwrap();
+        let e = write_file(&blocked, "x").unwrap_err();
+        assert!(e.to_string().contains("sub/b"), "{e}");
+        let left: Vec<_> = std::fs::read_dir(dir.path().join("sub"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(left.iter().all(|n| !n.ends_with(".tmp")), "{left:?}");
+    }
 }

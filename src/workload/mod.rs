@@ -468,6 +468,46 @@ impl Workload {
     }
 }
 
+/// A workload file and the flags that override it, as plain data (no clap here).
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    pub path: std::path::PathBuf,
+    /// `KEY=VALUE` overrides, in order.
+    pub set: Vec<String>,
+    /// `CLASS=N,...`
+    pub users: Option<String>,
+    pub duration: Option<String>,
+    pub iterations: Option<String>,
+    pub rounds: Option<String>,
+    pub seed: Option<String>,
+}
+
+impl LoadOptions {
+    /// Load the workload with every override the options ask for, then `extra` (a sweep
+    /// point).
+    pub fn load(&self, extra: &[Override]) -> Result<Workload, WorkloadError> {
+        let mut ovr = Vec::new();
+        for (key, v) in [
+            ("run.duration", &self.duration),
+            ("run.iterations", &self.iterations),
+            ("run.rounds", &self.rounds),
+            ("run.seed", &self.seed),
+        ] {
+            if let Some(v) = v {
+                ovr.push(Override::set(&format!("{key}={v}"))?);
+            }
+        }
+        for s in &self.set {
+            ovr.push(Override::set(s)?);
+        }
+        if let Some(u) = &self.users {
+            ovr.push(Override::users(u)?);
+        }
+        ovr.extend_from_slice(extra);
+        load(&self.path, &ovr)
+    }
+}
+
 /// Read, override and resolve a workload file.
 pub fn load(path: &Path, overrides: &[Override]) -> Result<Workload, WorkloadError> {
     let text = std::fs::read_to_string(path).map_err(|e| WorkloadError::Read {

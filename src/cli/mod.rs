@@ -1,8 +1,8 @@
-//! The command line (DESIGN §2): raw arguments parsed by clap, turned into a resolved
-//! workload and run. Exit codes: 0 success; 1 the run finished but a threshold failed;
-//! 2 usage or workload error (nothing was sent); 3 the target could not be reached or failed
-//! its preflight; 4 the run finished but its report could not be written; 130 interrupted
-//! (the report of what ran is still written).
+//! The command line: clap's definitions, one function per command, and the exit code each
+//! outcome maps to ([`exit::Exit`]). `run` gets plain options ([`crate::run::RunOptions`]),
+//! so nothing below this module knows about clap.
+
+pub mod exit;
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -12,17 +12,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use comfy_table::Table;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 
-use crate::engine::{self};
+use crate::engine;
 use crate::report;
+use crate::run::{RunOptions, StdoutFormat};
 use crate::server::{self, ServerConfig};
-use crate::workload::{self, Override, TargetSpec, Workload, units};
-
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_THRESHOLD: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
-pub const EXIT_UNREACHABLE: i32 = 3;
-pub const EXIT_WRITE: i32 = 4;
-pub const EXIT_INTERRUPTED: i32 = 130;
+use crate::workload::{LoadOptions, TargetSpec, Workload, units};
+pub use exit::Exit;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -209,23 +204,34 @@ where
             return e.exit_code();
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Command::Run(RunArgs {
+        workers: Some(n), ..
+    }) = &cli.command
     {
+        if *n == 0 {
+            return Exit::Usage.fail("--workers: give at least 1").code();
+        }
+        builder.worker_threads(*n);
+    }
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return EXIT_UNREACHABLE;
+            return Exit::Unreachable
+                .fail(format!("cannot start the async runtime: {e}"))
+                .code();
         }
     };
-    rt.block_on(dispatch(cli))
+    rt.block_on(dispatch(cli)).code()
 }
 
 /// Run a parsed command inside an existing tokio runtime.
-pub async fn dispatch(cli: Cli) -> i32 {
+pub async fn dispatch(cli: Cli) -> Exit {
     match cli.command {
-        Command::Run(a) => crate::runner::run(a).await,
+        Command::Run(a) => match crate::run::run(a.into()).await {
+            Ok(f) => Exit::from(f),
+            Err(e) => Exit::from(&e).fail(e),
+        },
         Command::Compare(a) => compare(a),
         Command::Serve(a) => serve(a).await,
         Command::Validate(a) => validate(a),
@@ -234,61 +240,58 @@ pub async fn dispatch(cli: Cli) -> i32 {
     }
 }
 
-fn fail(code: i32, msg: impl std::fmt::Display) -> i32 {
-    eprintln!("error: {msg}");
-    code
+impl From<&WorkloadArgs> for LoadOptions {
+    fn from(a: &WorkloadArgs) -> LoadOptions {
+        LoadOptions {
+            path: a.workload.clone(),
+            set: a.set.clone(),
+            users: a.users.clone(),
+            duration: a.duration.clone(),
+            iterations: a.iterations.clone(),
+            rounds: a.rounds.clone(),
+            seed: a.seed.clone(),
+        }
+    }
+}
+
+impl From<RunArgs> for RunOptions {
+    fn from(a: RunArgs) -> RunOptions {
+        RunOptions {
+            workload: (&a.workload).into(),
+            targets: a.target,
+            sweep: a.sweep,
+            html: a.html,
+            csv: a.csv,
+            out: a.out,
+            format: match a.format {
+                Format::Table => StdoutFormat::Table,
+                Format::Json => StdoutFormat::Json,
+            },
+            preflight: !a.no_preflight,
+            log_ops: a.log_ops,
+            quiet: a.quiet,
+        }
+    }
 }
 
 /// Load the workload with every override the flags ask for.
-pub fn load_workload(a: &WorkloadArgs) -> Result<Workload, workload::WorkloadError> {
-    load_workload_with(a, &[])
+fn load_workload(a: &WorkloadArgs) -> Result<Workload, crate::workload::WorkloadError> {
+    LoadOptions::from(a).load(&[])
 }
 
-/// Load the workload with the flags' overrides, then `extra` (a sweep point).
-pub fn load_workload_with(
-    a: &WorkloadArgs,
-    extra: &[Override],
-) -> Result<Workload, workload::WorkloadError> {
-    let mut ovr = Vec::new();
-    for (key, v) in [
-        ("run.duration", &a.duration),
-        ("run.iterations", &a.iterations),
-        ("run.rounds", &a.rounds),
-        ("run.seed", &a.seed),
-    ] {
-        if let Some(v) = v {
-            ovr.push(Override::set(&format!("{key}={v}"))?);
-        }
-    }
-    for s in &a.set {
-        ovr.push(Override::set(s)?);
-    }
-    if let Some(u) = &a.users {
-        ovr.push(Override::users(u)?);
-    }
-    ovr.extend_from_slice(extra);
-    workload::load(&a.workload, &ovr)
-}
-
-async fn serve(a: ServeArgs) -> i32 {
+async fn serve(a: ServeArgs) -> Exit {
     let store = match TargetSpec::parse(&format!("embedded:{}", a.store)) {
         Ok(TargetSpec::Embedded { store }) => store,
         _ => {
-            return fail(
-                EXIT_USAGE,
-                format!("--store: '{}' is not a store; use memory", a.store),
-            );
+            return Exit::Usage.fail(format!("--store: '{}' is not a store; use memory", a.store));
         }
     };
     let max_body = match units::parse_size(&a.max_body) {
         Ok(n) => n as usize,
-        Err(m) => return fail(EXIT_USAGE, format!("--max-body: {m}")),
+        Err(m) => return Exit::Usage.fail(format!("--max-body: {m}")),
     };
     if !a.context.is_empty() && !a.context.starts_with('/') {
-        return fail(
-            EXIT_USAGE,
-            format!("--context: '{}' must start with '/'", a.context),
-        );
+        return Exit::Usage.fail(format!("--context: '{}' must start with '/'", a.context));
     }
     let cfg = ServerConfig {
         bind: a.bind,
@@ -305,8 +308,8 @@ async fn serve(a: ServeArgs) -> i32 {
     let ctx = cfg.context.clone();
     let h = match server::start(cfg).await {
         Ok(h) => h,
-        Err(e @ server::ServerError::Store { .. }) => return fail(EXIT_USAGE, e),
-        Err(e) => return fail(EXIT_UNREACHABLE, e),
+        Err(e @ server::ServerError::Store { .. }) => return Exit::Usage.fail(e),
+        Err(e) => return Exit::Unreachable.fail(e),
     };
     eprintln!(
         "loadmix serve: {} store, listening on {url}{ctx}\n  CMP {ctx}/cmp/user/NAME · Morse Code {ctx}/mc/collection/UID · Atom {ctx}/atom/collection/UID · CalDAV {ctx}/dav/USER/\n  queue {ctx}/queue/NAME · counters {ctx}/_loadmix/stats{auth}\nCtrl-C stops",
@@ -320,16 +323,16 @@ async fn serve(a: ServeArgs) -> i32 {
     );
     let _ = tokio::signal::ctrl_c().await;
     h.stop().await;
-    EXIT_OK
+    Exit::Ok
 }
 
-fn validate(a: WorkloadArgs) -> i32 {
+fn validate(a: WorkloadArgs) -> Exit {
     let w = match load_workload(&a) {
         Ok(w) => w,
-        Err(e) => return fail(EXIT_USAGE, e),
+        Err(e) => return Exit::Usage.fail(e),
     };
     print!("{}", render_plan(&w));
-    EXIT_OK
+    Exit::Ok
 }
 
 /// The resolved plan, as `validate` prints it.
@@ -415,10 +418,10 @@ pub fn render_plan(w: &Workload) -> String {
     out
 }
 
-fn plan(a: PlanArgs) -> i32 {
+fn plan(a: PlanArgs) -> Exit {
     let w = match load_workload(&a.workload) {
         Ok(w) => w,
-        Err(e) => return fail(EXIT_USAGE, e),
+        Err(e) => return Exit::Usage.fail(e),
     };
     let (class_name, vu) = match &a.vu {
         None => (w.classes[0].name.clone(), 0),
@@ -427,38 +430,30 @@ fn plan(a: PlanArgs) -> i32 {
             match n.parse::<u32>() {
                 Ok(n) => (c.to_string(), n),
                 Err(_) => {
-                    return fail(
-                        EXIT_USAGE,
-                        format!("--vu: '{s}' should be CLASS#N, e.g. morse#3"),
-                    );
+                    return Exit::Usage
+                        .fail(format!("--vu: '{s}' should be CLASS#N, e.g. morse#3"));
                 }
             }
         }
     };
     let Some(class) = w.class(&class_name) else {
         let names: Vec<&str> = w.classes.iter().map(|c| c.name.as_str()).collect();
-        return fail(
-            EXIT_USAGE,
-            format!(
-                "--vu: no class '{class_name}' (classes: {})",
-                names.join(", ")
-            ),
-        );
+        return Exit::Usage.fail(format!(
+            "--vu: no class '{class_name}' (classes: {})",
+            names.join(", ")
+        ));
     };
     if vu >= class.count {
-        return fail(
-            EXIT_USAGE,
-            format!(
-                "--vu: class {class_name} has {} user(s), numbered from 0",
-                class.count
-            ),
-        );
+        return Exit::Usage.fail(format!(
+            "--vu: class {class_name} has {} user(s), numbered from 0",
+            class.count
+        ));
     }
     if a.round == 0 || a.round > w.run.rounds {
-        return fail(
-            EXIT_USAGE,
-            format!("--round: the workload has rounds 1..={}", w.run.rounds),
-        );
+        return Exit::Usage.fail(format!(
+            "--round: the workload has rounds 1..={}",
+            w.run.rounds
+        ));
     }
     println!(
         "# {} {class_name}#{vu} round {} seed {}",
@@ -473,38 +468,44 @@ fn plan(a: PlanArgs) -> i32 {
             p.name
         );
     }
-    EXIT_OK
+    Exit::Ok
 }
 
-fn show_report(a: ReportArgs) -> i32 {
+fn show_report(a: ReportArgs) -> Exit {
     let r = match report::load(&a.run) {
         Ok(r) => r,
-        Err(e) => return fail(EXIT_USAGE, e),
+        Err(e) => return Exit::Usage.fail(e),
     };
     match a.format {
         Format::Table => print!("{}", report::table::render(&r)),
-        Format::Json => println!("{}", report::to_json(&r)),
+        Format::Json => match report::to_json(&r) {
+            Ok(j) => println!("{j}"),
+            Err(e) => return Exit::Write.fail(e),
+        },
     }
-    let mut code = EXIT_OK;
+    let mut code = Exit::Ok;
     if let Some(h) = &a.html
         && let Err(e) = report::write_file(h, &report::html::report(&r))
     {
-        code = fail(EXIT_WRITE, e);
+        code = Exit::Write.fail(e);
     }
-    if let Some(c) = &a.csv
-        && let Err(e) = report::write_file(c, &report::csv::render(&r))
-    {
-        code = fail(EXIT_WRITE, e);
+    if let Some(c) = &a.csv {
+        let written = report::csv::render(&r, true)
+            .map_err(|e| e.to_string())
+            .and_then(|t| report::write_file(c, &t).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            code = Exit::Write.fail(format!("{}: {e}", c.display()));
+        }
     }
     code
 }
 
-fn compare(a: CompareArgs) -> i32 {
+fn compare(a: CompareArgs) -> Exit {
     let mut reports = Vec::new();
     for p in &a.runs {
         match report::load(p) {
             Ok(r) => reports.push(r),
-            Err(e) => return fail(EXIT_USAGE, e),
+            Err(e) => return Exit::Usage.fail(e),
         }
     }
     // Name each run by its target, or by its file when targets repeat.
@@ -515,17 +516,20 @@ fn compare(a: CompareArgs) -> i32 {
     }
     let c = match report::compare::compare(&names, &reports, a.force) {
         Ok(c) => c,
-        Err(e) => return fail(EXIT_USAGE, e),
+        Err(e) => return Exit::Usage.fail(e),
     };
     match a.format {
         CompareFormat::Table => print!("{}", report::compare::render_table(&c)),
         CompareFormat::Md => print!("{}", report::compare::render_markdown(&c)),
-        CompareFormat::Json => println!("{}", serde_json::to_string_pretty(&c).unwrap_or_default()),
+        CompareFormat::Json => match serde_json::to_string_pretty(&c) {
+            Ok(j) => println!("{j}"),
+            Err(e) => return Exit::Write.fail(format!("the comparison as JSON: {e}")),
+        },
     }
     if let Some(h) = &a.html
         && let Err(e) = report::write_file(h, &report::html::comparison(&c))
     {
-        return fail(EXIT_WRITE, e);
+        return Exit::Write.fail(e);
     }
-    EXIT_OK
+    Exit::Ok
 }

@@ -1,0 +1,45 @@
+//! `--log-ops`: every operation of a run as one CSV row, written with the `csv` crate.
+//! Columns: `round,class,vu,seq,op,label,start_us,latency_us,status,error`.
+
+use serde::Serialize;
+
+use crate::engine::OpLogEntry;
+use crate::workload::Workload;
+
+#[derive(Serialize)]
+struct Row<'a> {
+    round: u32,
+    class: &'a str,
+    vu: u32,
+    seq: u64,
+    op: &'a str,
+    label: &'a str,
+    start_us: u64,
+    latency_us: u64,
+    status: u16,
+    error: &'a str,
+}
+
+/// The op log as CSV text with its header line.
+pub fn render(w: &Workload, log: &[OpLogEntry]) -> Result<String, csv::Error> {
+    let rows = log.iter().map(|e| {
+        let c = &w.classes[e.class];
+        Row {
+            round: e.round,
+            class: &c.name,
+            vu: e.vu,
+            seq: e.seq,
+            op: e.op.map_or("(bootstrap)", |o| c.ops[o].name.as_str()),
+            label: c.labels.get(e.label).map_or("", String::as_str),
+            start_us: e.start_us,
+            latency_us: e.latency_us,
+            status: e.status,
+            error: if e.skipped {
+                "skipped"
+            } else {
+                e.error.map_or("", |x| x.name())
+            },
+        }
+    });
+    super::csv::to_text(rows, true)
+}

@@ -1,0 +1,547 @@
+//! What `loadmix run` does around the engine: one or more named targets run round by round
+//! in alternation (A B A B ..., so drift on a shared machine hits them alike), optional
+//! sweeps of one workload value, embedded servers started and stopped, live progress,
+//! Ctrl-C, and every output: per target `run.json`, `report.txt`, `report.html`; a
+//! comparison when there are several targets; a scaling table and chart for a sweep.
+//!
+//! It takes plain [`RunOptions`] (the command line is `cli`'s business) and answers with
+//! what happened ([`Finished`]) or why nothing could run ([`RunError`]); `cli` turns
+//! either into an exit code.
+
+mod progress;
+pub mod sweep;
+pub mod targets;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{EngineConfig, EngineError, RoundResult, Runner};
+use crate::metrics::Live;
+use crate::protocol::ProtocolError;
+use crate::report::{self, Report, compare};
+use crate::server::{self, ServerConfig, ServerHandle};
+use crate::transport::Endpoint;
+use crate::workload::{LoadOptions, Override, StoreSpec, TargetSpec, Workload};
+use progress::{Progress, round_line};
+pub use targets::{NamedTarget, parse_targets};
+
+/// What to print on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StdoutFormat {
+    #[default]
+    Table,
+    Json,
+}
+
+/// Everything `loadmix run` needs, as plain data.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub workload: LoadOptions,
+    /// `--target` values, `[NAME=]SPEC`; empty means the workload's own target.
+    pub targets: Vec<String>,
+    /// `KEY=V1,V2,...`
+    pub sweep: Option<String>,
+    pub html: Option<PathBuf>,
+    pub csv: Option<PathBuf>,
+    pub out: Option<PathBuf>,
+    pub format: StdoutFormat,
+    pub preflight: bool,
+    pub log_ops: Option<PathBuf>,
+    pub quiet: bool,
+}
+
+/// Why a run could not run (or stopped before it measured anything).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The workload, a flag or an account set-up is wrong; nothing was sent.
+    #[error("{0}")]
+    Usage(String),
+    /// A target could not be reached or failed its preflight.
+    #[error("{0}")]
+    Unreachable(String),
+    /// A folder the run needs could not be made.
+    #[error("{0}")]
+    Write(String),
+}
+
+/// How a run that ran ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Finished {
+    pub thresholds_failed: bool,
+    /// Some output could not be written (each failure was printed); the rest was.
+    pub write_failed: bool,
+    /// Stopped by a signal, or before the last sweep point.
+    pub interrupted: bool,
+}
+
+/// JSON for stdout; a value that cannot be serialised is said, not printed as nothing.
+fn json_text<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_string_pretty(v) {
+        Ok(j) => j + "\n",
+        Err(e) => {
+            warn(format!("cannot print the results as JSON: {e}"));
+            String::new()
+        }
+    }
+}
+
+/// A non-fatal problem, printed as it happens; the run goes on.
+fn warn(msg: impl std::fmt::Display) {
+    eprintln!("error: {msg}");
+}
+
+pub fn new_run_id() -> String {
+    let now = chrono::Utc::now();
+    format!(
+        "{}-{:06x}",
+        now.format("%Y%m%dT%H%M%SZ"),
+        rand::random::<u32>() & 0xff_ffff
+    )
+}
+
+fn safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.=".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// One target of one sweep point, ready to run.
+struct Lane {
+    name: String,
+    runner: Runner,
+    live: Arc<Live>,
+    server: Option<ServerHandle>,
+}
+
+/// Everything one point (one workload variant) produced.
+pub(crate) struct PointResult {
+    pub(crate) label: Option<String>,
+    pub(crate) reports: Vec<(String, Report, PathBuf)>,
+    interrupted: bool,
+    thresholds_ok: bool,
+    /// Some output could not be written; the rest was, and the figures still print.
+    write_failed: bool,
+}
+
+pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
+    let sweep = a
+        .sweep
+        .as_deref()
+        .map(sweep::parse_sweep)
+        .transpose()
+        .map_err(RunError::Usage)?;
+    // Every workload variant is checked before anything is sent.
+    let mut points: Vec<(Option<String>, Workload)> = Vec::new();
+    match &sweep {
+        None => points.push((
+            None,
+            a.workload
+                .load(&[])
+                .map_err(|e| RunError::Usage(e.to_string()))?,
+        )),
+        Some((key, values)) => {
+            for v in values {
+                let w = Override::set(&format!("{key}={v}"))
+                    .and_then(|o| a.workload.load(&[o]))
+                    .map_err(|e| RunError::Usage(e.to_string()))?;
+                points.push((Some(format!("{key}={v}")), w));
+            }
+        }
+    }
+    let targets = parse_targets(&a.targets, &points[0].1.target).map_err(RunError::Usage)?;
+    let run_id = new_run_id();
+    let w0 = &points[0].1;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new("reports").join(format!("{}-{run_id}", safe(&w0.name))));
+    let stop = CancellationToken::new();
+    let progress = Progress::new(a.quiet);
+    let watcher = {
+        let stop = stop.clone();
+        let p = progress.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                p.line("interrupted: stopping; the report of what ran will be written");
+                stop.cancel();
+            }
+        })
+    };
+    let ticker = {
+        let p = progress.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                p.tick();
+            }
+        })
+    };
+    if !a.quiet {
+        let names: Vec<String> = targets
+            .iter()
+            .map(|t| format!("{} ({})", t.name, t.spec))
+            .collect();
+        progress.line(&format!(
+            "loadmix: {} against {} · {} users · {} round(s) × {}{} · run {run_id}",
+            w0.name,
+            names.join(", "),
+            w0.total_users(),
+            w0.run.rounds,
+            w0.length_text(),
+            sweep
+                .as_ref()
+                .map(|(k, v)| format!(" · sweep {k} over {}", v.join(",")))
+                .unwrap_or_default()
+        ));
+    }
+    let multi = targets.len() > 1 || sweep.is_some();
+    let mut results: Vec<PointResult> = Vec::new();
+    let mut fatal = None;
+    for (label, w) in &points {
+        if stop.is_cancelled() {
+            break;
+        }
+        let point_dir = match label {
+            Some(l) => out.join(safe(l)),
+            None => out.clone(),
+        };
+        match run_point(
+            &a,
+            w,
+            label.clone(),
+            &targets,
+            &point_dir,
+            multi,
+            &run_id,
+            &stop,
+            &progress,
+        )
+        .await
+        {
+            Ok(p) => results.push(p),
+            Err(e) => {
+                fatal = Some(e);
+                break;
+            }
+        }
+    }
+    ticker.abort();
+    watcher.abort();
+    progress.finish();
+    if let Some(e) = fatal {
+        return Err(e);
+    }
+    Ok(emit(&a, &out, &targets, sweep.as_ref(), &results))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_point(
+    a: &RunOptions,
+    w: &Workload,
+    label: Option<String>,
+    targets: &[NamedTarget],
+    dir: &Path,
+    multi: bool,
+    run_id: &str,
+    stop: &CancellationToken,
+    progress: &Progress,
+) -> Result<PointResult, RunError> {
+    let mut lanes: Vec<Lane> = Vec::new();
+    let stop_all = |lanes: Vec<Lane>| async move {
+        for l in lanes {
+            if let Some(s) = l.server {
+                s.stop().await;
+            }
+        }
+    };
+    for t in targets {
+        let (endpoint, server) = match &t.spec {
+            TargetSpec::Embedded { store } => {
+                let store = match store {
+                    StoreSpec::Sqlite(p) if p.is_empty() => {
+                        if let Err(e) = std::fs::create_dir_all(dir) {
+                            stop_all(lanes).await;
+                            return Err(RunError::Write(format!(
+                                "cannot create {}: {e}",
+                                dir.display()
+                            )));
+                        }
+                        StoreSpec::Sqlite(
+                            dir.join(format!("{}.db", safe(&t.name)))
+                                .display()
+                                .to_string(),
+                        )
+                    }
+                    other => other.clone(),
+                };
+                let cfg = ServerConfig {
+                    store,
+                    context: w.context.clone(),
+                    ..ServerConfig::default()
+                };
+                match server::start(cfg).await {
+                    Ok(h) => (Endpoint::local(h.addr, &t.spec.to_string()), Some(h)),
+                    Err(e) => {
+                        stop_all(lanes).await;
+                        return Err(match e {
+                            server::ServerError::Store { .. } => RunError::Usage(e.to_string()),
+                            _ => RunError::Unreachable(format!("embedded server: {e}")),
+                        });
+                    }
+                }
+            }
+            TargetSpec::Url(u) => match Endpoint::resolve(u) {
+                Ok(e) => (e, None),
+                Err(m) => {
+                    stop_all(lanes).await;
+                    return Err(RunError::Unreachable(format!("target {}: {m}", t.name)));
+                }
+            },
+        };
+        let live = Arc::new(Live::new(w.classes.len()));
+        let name = t.name.clone();
+        let p = progress.clone();
+        let tag = if multi {
+            format!(
+                "{}{}",
+                label
+                    .as_deref()
+                    .map(|l| format!("{l} "))
+                    .unwrap_or_default(),
+                t.name
+            )
+        } else {
+            w.name.clone()
+        };
+        let cfg = EngineConfig {
+            endpoint: Arc::new(endpoint),
+            stop: stop.clone(),
+            log_ops: a.log_ops.is_some(),
+            preflight: a.preflight,
+            run_id: run_id.into(),
+            on_round: Some(Arc::new(move |r: &RoundResult, of: u32| {
+                p.line(&round_line(&tag, r, of))
+            })),
+            live: Some(live.clone()),
+        };
+        match Runner::new(w, cfg).await {
+            Ok(runner) => lanes.push(Lane {
+                name,
+                runner,
+                live,
+                server,
+            }),
+            Err(e) => {
+                if let Some(s) = server {
+                    s.stop().await;
+                }
+                stop_all(lanes).await;
+                let msg = format!("target {}: {e}", t.name);
+                return Err(match &e {
+                    EngineError::Protocol(ProtocolError::Setup(_)) => RunError::Usage(msg),
+                    _ => RunError::Unreachable(msg),
+                });
+            }
+        }
+    }
+    let classes: Vec<String> = w.classes.iter().map(|c| c.name.clone()).collect();
+    'rounds: for r in 1..=w.run.rounds {
+        for lane in lanes.iter_mut() {
+            if stop.is_cancelled() {
+                break 'rounds;
+            }
+            let what = format!(
+                "{}{} round {r}/{}",
+                label
+                    .as_deref()
+                    .map(|l| format!("{l} "))
+                    .unwrap_or_default(),
+                lane.name,
+                w.run.rounds
+            );
+            progress.begin(what, lane.live.clone(), classes.clone(), w.length_text());
+            lane.runner.round(w, r).await;
+        }
+    }
+    let mut reports = Vec::new();
+    let mut interrupted = false;
+    let mut thresholds_ok = true;
+    // A file that cannot be written must not cost the other targets' reports, nor the
+    // table on stdout: note it, carry on, and exit 4 at the end.
+    let mut write_failed = false;
+    for lane in lanes {
+        if let Some(s) = lane.server {
+            s.stop().await;
+        }
+        let result = lane.runner.finish(w);
+        interrupted |= result.interrupted;
+        let target = targets
+            .iter()
+            .find(|t| t.name == lane.name)
+            .map(|t| t.spec.to_string())
+            .unwrap_or_default();
+        let mut rep = report::build(w, &target, &result);
+        thresholds_ok &= report::thresholds::evaluate(&w.thresholds, &mut rep);
+        let tdir = if targets.len() > 1 {
+            dir.join(safe(&lane.name))
+        } else {
+            dir.to_path_buf()
+        };
+        if let Err(e) = report::write_dir(&rep, &tdir) {
+            warn(e);
+            write_failed = true;
+        }
+        if let Some(p) = &a.log_ops {
+            let path = if multi {
+                tdir.join(p.file_name().unwrap_or_else(|| "ops.csv".as_ref()))
+            } else {
+                p.clone()
+            };
+            let written = report::oplog::render(w, &result.op_log)
+                .map_err(|e| e.to_string())
+                .and_then(|text| report::write_file(&path, &text).map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                warn(format!("op log {}: {e}", path.display()));
+                write_failed = true;
+            }
+        }
+        reports.push((lane.name, rep, tdir));
+    }
+    if reports.len() > 1 {
+        let names: Vec<String> = reports.iter().map(|(n, _, _)| n.clone()).collect();
+        let reps: Vec<Report> = reports.iter().map(|(_, r, _)| r.clone()).collect();
+        if let Ok(c) = compare::compare(&names, &reps, false) {
+            let files = [
+                ("compare.txt", Ok(compare::render_table(&c))),
+                ("compare.md", Ok(compare::render_markdown(&c))),
+                ("compare.html", Ok(report::html::comparison(&c))),
+                ("compare.json", serde_json::to_string_pretty(&c)),
+            ];
+            for (f, text) in files {
+                let path = dir.join(f);
+                let written = text
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| report::write_file(&path, &t).map_err(|e| e.to_string()));
+                if let Err(e) = written {
+                    warn(format!("{}: {e}", path.display()));
+                    write_failed = true;
+                }
+            }
+        }
+    }
+    Ok(PointResult {
+        label,
+        reports,
+        interrupted,
+        thresholds_ok,
+        write_failed,
+    })
+}
+
+/// Print the figures and write the outputs that span targets or points.
+fn emit(
+    a: &RunOptions,
+    out: &Path,
+    targets: &[NamedTarget],
+    sweep: Option<&(String, Vec<String>)>,
+    results: &[PointResult],
+) -> Finished {
+    let mut done = Finished {
+        thresholds_failed: results.iter().any(|p| !p.thresholds_ok),
+        write_failed: results.iter().any(|p| p.write_failed),
+        interrupted: results.iter().any(|p| p.interrupted)
+            || results.len() < sweep.map_or(1, |(_, v)| v.len()),
+    };
+    let stdout = match sweep {
+        None => {
+            let Some(p) = results.first() else {
+                return done;
+            };
+            let (text, failed) = single_point(a, p);
+            done.write_failed |= failed;
+            text
+        }
+        Some((key, values)) => {
+            let names: Vec<String> = targets.iter().map(|t| t.name.clone()).collect();
+            let s = sweep::Sweep::new(key, values, &names, results);
+            done.write_failed |= !s.write(out, results);
+            match a.format {
+                StdoutFormat::Table => s.table(),
+                StdoutFormat::Json => json_text(&s),
+            }
+        }
+    };
+    print!("{stdout}");
+    let _ = std::io::stdout().flush();
+    if !a.quiet {
+        eprintln!("reports written to {}", out.display());
+    }
+    done
+}
+
+/// The stdout text of a run without a sweep, and whether `--html` or `--csv` failed.
+fn single_point(a: &RunOptions, p: &PointResult) -> (String, bool) {
+    let mut failed = false;
+    let names: Vec<String> = p.reports.iter().map(|(n, _, _)| n.clone()).collect();
+    let reps: Vec<Report> = p.reports.iter().map(|(_, r, _)| r.clone()).collect();
+    let text = match (a.format, reps.as_slice()) {
+        (StdoutFormat::Table, [one]) => report::table::render(one),
+        (StdoutFormat::Json, [one]) => json_text(one),
+        (StdoutFormat::Table, _) => {
+            let mut s = String::new();
+            for (n, r, _) in &p.reports {
+                s.push_str(&format!("== {n}\n{}\n", report::table::render(r)));
+            }
+            if let Ok(c) = compare::compare(&names, &reps, false) {
+                s.push_str(&compare::render_table(&c));
+            }
+            s
+        }
+        (StdoutFormat::Json, _) => {
+            #[derive(serde::Serialize)]
+            struct Several<'a> {
+                reports: &'a [Report],
+                comparison: Option<compare::Comparison>,
+            }
+            let all = Several {
+                reports: &reps,
+                comparison: compare::compare(&names, &reps, false).ok(),
+            };
+            json_text(&all)
+        }
+    };
+    // --html and --csv name files for the (first) report; the CSV holds every target's rows.
+    if let Some(first) = reps.first() {
+        if let Some(h) = &a.html
+            && let Err(e) = report::write_file(h, &report::html::report(first))
+        {
+            warn(e);
+            failed = true;
+        }
+        if let Some(c) = &a.csv {
+            let text: Result<String, csv::Error> = reps
+                .iter()
+                .enumerate()
+                .map(|(i, r)| report::csv::render(r, i == 0))
+                .collect();
+            let written = text
+                .map_err(|e| e.to_string())
+                .and_then(|t| report::write_file(c, &t).map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                warn(format!("{}: {e}", c.display()));
+                failed = true;
+            }
+        }
+    }
+    (text, failed)
+}

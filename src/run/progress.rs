@@ -1,0 +1,126 @@
+//! The live progress line on a terminal and the per-round summary lines.
+
+use std::io::IsTerminal;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::time::Instant;
+
+use crate::engine::RoundResult;
+use crate::metrics::Live;
+
+/// Progress on a terminal: a spinner line with the current target, round, rate and errors,
+/// and round summaries printed above it without tearing it. Nothing when stderr is not a
+/// terminal or with `--quiet` (round lines still go to stderr unless quiet).
+#[derive(Clone)]
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    quiet: bool,
+    current: Arc<Mutex<Option<Current>>>,
+}
+
+struct Current {
+    label: String,
+    live: Arc<Live>,
+    classes: Vec<String>,
+    started: Instant,
+    length: String,
+    base: Vec<(u64, u64)>,
+}
+
+impl Progress {
+    pub fn new(quiet: bool) -> Progress {
+        let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+            let pb = ProgressBar::new_spinner();
+            pb.set_style(
+                ProgressStyle::with_template("{spinner} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            pb.enable_steady_tick(Duration::from_millis(120));
+            pb
+        });
+        Progress {
+            bar,
+            quiet,
+            current: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    pub fn line(&self, s: &str) {
+        match &self.bar {
+            Some(b) => b.println(s),
+            None if !self.quiet => eprintln!("{s}"),
+            None => {}
+        }
+    }
+
+    pub fn begin(&self, label: String, live: Arc<Live>, classes: Vec<String>, length: String) {
+        let base = live.totals();
+        if let Ok(mut c) = self.current.lock() {
+            *c = Some(Current {
+                label,
+                live,
+                classes,
+                started: Instant::now(),
+                length,
+                base,
+            });
+        }
+    }
+
+    /// Redraw from the live counters (called by a ticker).
+    pub fn tick(&self) {
+        let Some(bar) = &self.bar else { return };
+        let Ok(c) = self.current.lock() else { return };
+        let Some(c) = c.as_ref() else { return };
+        let now = c.live.totals();
+        let secs = c.started.elapsed().as_secs_f64().max(0.001);
+        let (mut req, mut fail) = (0, 0);
+        let mut per = Vec::new();
+        for (i, ((r, f), (r0, f0))) in now.iter().zip(&c.base).enumerate() {
+            req += r - r0;
+            fail += f - f0;
+            per.push(format!(
+                "{} {}",
+                c.classes.get(i).map_or("?", String::as_str),
+                r - r0
+            ));
+        }
+        bar.set_message(format!(
+            "{} · {:.0}s of {} · {:.0} ops/s · {fail} errors · {}",
+            c.label,
+            secs,
+            c.length,
+            req as f64 / secs,
+            per.join(" · ")
+        ));
+    }
+
+    pub fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+pub fn round_line(target: &str, r: &RoundResult, of: u32) -> String {
+    let (mut req, mut ok, mut failed) = (0u64, 0u64, 0u64);
+    for s in &r.stats.ops {
+        req += s.requests;
+        ok += s.successes;
+        failed += s.failures;
+    }
+    let secs = r.measured.as_secs_f64();
+    let rate = if secs > 0.0 { ok as f64 / secs } else { 0.0 };
+    format!(
+        "{target}: round {}/{of}: {req} requests, {failed} failed, {rate:.1} ops/s over {secs:.1}s{}{}",
+        r.index,
+        if r.setup_failures > 0 {
+            format!(", {} user set-ups failed", r.setup_failures)
+        } else {
+            String::new()
+        },
+        if r.interrupted { " (interrupted)" } else { "" }
+    )
+}

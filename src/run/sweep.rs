@@ -1,0 +1,249 @@
+//! `--sweep KEY=V1,V2,...`: the key and its values, and the scaling table, CSV, JSON and
+//! chart written across the sweep's points.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::PointResult;
+use crate::report::{self, Report, compare};
+
+/// `KEY=v1,v2,...`
+pub fn parse_sweep(s: &str) -> Result<(String, Vec<String>), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| {
+        format!("--sweep {s}: expected KEY=V1,V2,..., e.g. users.producer.count=3,5,10")
+    })?;
+    let values: Vec<String> = v
+        .split(',')
+        .map(|x| x.trim().to_string())
+        .filter(|x| !x.is_empty())
+        .collect();
+    if k.trim().is_empty() || values.len() < 2 {
+        return Err(format!("--sweep {s}: give a key and at least two values"));
+    }
+    Ok((k.trim().to_string(), values))
+}
+
+/// The scaling figures of a sweep: per point and target, the total mean ops/s and p99.
+#[derive(Serialize)]
+pub struct Sweep {
+    pub key: String,
+    /// The points that ran (fewer than asked when interrupted).
+    pub values: Vec<String>,
+    pub targets: Vec<String>,
+    /// `[point][target]`, `None` where a target did not run.
+    pub ops_per_sec: Vec<Vec<Option<f64>>>,
+    pub p99_ms: Vec<Vec<Option<f64>>>,
+    pub reports: Vec<Vec<ReportRef>>,
+}
+
+/// Where one point's report for one target was written.
+#[derive(Serialize)]
+pub struct ReportRef {
+    pub point: Option<String>,
+    pub target: String,
+    pub dir: String,
+}
+
+/// One line of `sweep.csv`.
+#[derive(Serialize)]
+struct CsvRow<'a> {
+    value: &'a str,
+    target: &'a str,
+    ops_per_sec: report::csv::Fixed,
+    p99_ms: report::csv::Fixed,
+}
+
+impl Sweep {
+    pub(crate) fn new(
+        key: &str,
+        values: &[String],
+        targets: &[String],
+        results: &[PointResult],
+    ) -> Sweep {
+        let cell = |p: &PointResult, n: &String| {
+            p.reports.iter().find(|(x, _, _)| x == n).map(|(_, r, _)| {
+                let t = &r.summary.total;
+                (
+                    t.across_rounds
+                        .as_ref()
+                        .map_or(t.ops_per_sec, |a| a.ops_per_sec_mean),
+                    t.latency_ms.p99,
+                )
+            })
+        };
+        let table: Vec<Vec<Option<(f64, f64)>>> = results
+            .iter()
+            .map(|p| targets.iter().map(|n| cell(p, n)).collect())
+            .collect();
+        Sweep {
+            key: key.to_string(),
+            values: values.iter().take(results.len()).cloned().collect(),
+            targets: targets.to_vec(),
+            ops_per_sec: table
+                .iter()
+                .map(|row| row.iter().map(|c| c.map(|x| x.0)).collect())
+                .collect(),
+            p99_ms: table
+                .iter()
+                .map(|row| row.iter().map(|c| c.map(|x| x.1)).collect())
+                .collect(),
+            reports: results
+                .iter()
+                .map(|p| {
+                    p.reports
+                        .iter()
+                        .map(|(n, _, d)| ReportRef {
+                            point: p.label.clone(),
+                            target: n.clone(),
+                            dir: d.display().to_string(),
+                        })
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
+    /// The table printed on stdout and written to `sweep.txt`.
+    pub fn table(&self) -> String {
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        let mut header = vec![self.key.clone()];
+        for n in &self.targets {
+            header.push(format!("{n} ops/s"));
+            header.push(format!("{n} p99 ms"));
+        }
+        t.set_header(header);
+        for (i, p) in self.values.iter().enumerate() {
+            let mut row = vec![p.clone()];
+            for j in 0..self.targets.len() {
+                match (self.ops_per_sec[i][j], self.p99_ms[i][j]) {
+                    (Some(ops), Some(p99)) => {
+                        row.push(format!("{ops:.1}"));
+                        row.push(format!("{p99:.2}"));
+                    }
+                    _ => row.extend(["-".to_string(), "-".to_string()]),
+                }
+            }
+            t.add_row(row);
+        }
+        format!("sweep of {}\n{t}\n", self.key)
+    }
+
+    pub fn csv(&self) -> Result<String, csv::Error> {
+        let mut rows = Vec::new();
+        for (i, p) in self.values.iter().enumerate() {
+            for (j, n) in self.targets.iter().enumerate() {
+                if let (Some(ops), Some(p99)) = (self.ops_per_sec[i][j], self.p99_ms[i][j]) {
+                    rows.push(CsvRow {
+                        value: p,
+                        target: n,
+                        ops_per_sec: report::csv::Fixed(ops),
+                        p99_ms: report::csv::Fixed(p99),
+                    });
+                }
+            }
+        }
+        // The first column is named after the swept key.
+        let text = report::csv::to_text(rows, true)?;
+        Ok(match text.split_once(',') {
+            Some((_, rest)) => format!("{},{rest}", self.key),
+            None => text,
+        })
+    }
+
+    pub fn json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string_pretty(self)
+    }
+
+    /// Write `sweep.txt`, `sweep.csv`, `sweep.json` and `sweep.html` into `out`; false
+    /// when any could not be written (each failure is printed).
+    pub(crate) fn write(&self, out: &Path, results: &[PointResult]) -> bool {
+        let comparisons: Vec<(String, compare::Comparison)> = results
+            .iter()
+            .filter(|p| p.reports.len() > 1)
+            .filter_map(|p| {
+                let ns: Vec<String> = p.reports.iter().map(|(n, _, _)| n.clone()).collect();
+                let rs: Vec<Report> = p.reports.iter().map(|(_, r, _)| r.clone()).collect();
+                compare::compare(&ns, &rs, false)
+                    .ok()
+                    .map(|c| (p.label.clone().unwrap_or_default(), c))
+            })
+            .collect();
+        let title = format!(
+            "{} sweep of {}",
+            results
+                .first()
+                .and_then(|p| p.reports.first())
+                .map_or("", |(_, r, _)| r.workload.name.as_str()),
+            self.key
+        );
+        let table: Vec<Vec<Option<(f64, f64)>>> = self
+            .ops_per_sec
+            .iter()
+            .zip(&self.p99_ms)
+            .map(|(o, p)| o.iter().zip(p).map(|(o, p)| o.zip(*p)).collect())
+            .collect();
+        let html = report::html::sweep(
+            &title,
+            &self.key,
+            &self.values,
+            &self.targets,
+            &table,
+            &comparisons,
+        );
+        let files = [
+            ("sweep.txt", Ok(self.table())),
+            ("sweep.csv", self.csv().map_err(|e| e.to_string())),
+            ("sweep.json", self.json().map_err(|e| e.to_string())),
+            ("sweep.html", Ok(html)),
+        ];
+        let mut ok = true;
+        for (f, text) in files {
+            let path = out.join(f);
+            let written =
+                text.and_then(|t| report::write_file(&path, &t).map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                super::warn(format!("{}: {e}", path.display()));
+                ok = false;
+            }
+        }
+        ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweeps_need_a_key_and_two_values() {
+        assert_eq!(
+            parse_sweep("users.a.count=1, 2,3").unwrap(),
+            (
+                "users.a.count".to_string(),
+                vec!["1".into(), "2".into(), "3".into()]
+            )
+        );
+        for bad in ["users.a.count", "=1,2", "k=1", "k=1,,", "k="] {
+            assert!(parse_sweep(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_csv_is_named_after_the_key_and_missing_cells_are_dashes() {
+        let s = Sweep {
+            key: "users.p.mix.send.body.random".into(),
+            values: vec!["1KiB".into(), "a,b".into()],
+            targets: vec!["m".into()],
+            ops_per_sec: vec![vec![Some(10.0)], vec![None]],
+            p99_ms: vec![vec![Some(1.5)], vec![None]],
+            reports: Vec::new(),
+        };
+        assert_eq!(
+            s.csv().unwrap(),
+            "users.p.mix.send.body.random,target,ops_per_sec,p99_ms\n1KiB,m,10.000,1.500\n"
+        );
+        assert!(s.table().contains("┆ -"), "{}", s.table());
+    }
+}

@@ -272,20 +272,25 @@ fn users_only_delete_what_they_created_and_name_it_after_the_run() {
 #[test]
 fn a_rejected_sync_token_triggers_a_counted_full_resync() {
     let rt = runtime();
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = answered.clone();
     // Issues token t1 to an initial sync, and rejects t1 afterwards, as Xandikos does (412).
-    let addr = scripted(&rt, |method, _path, body| match method {
-        "MKCALENDAR" => http_response("201 Created", "text/plain", ""),
-        "REPORT" if body.contains("<D:sync-token>t1</D:sync-token>") => http_response(
-            "412 Precondition Failed",
-            "application/xml",
-            r#"<ns0:error xmlns:ns0="DAV:"><ns0:valid-sync-token /></ns0:error>"#,
-        ),
-        "REPORT" => http_response(
-            "207 Multi-Status",
-            "application/xml",
-            r#"<ns0:multistatus xmlns:ns0="DAV:"><ns0:sync-token>t1</ns0:sync-token></ns0:multistatus>"#,
-        ),
-        _ => http_response("405 Method Not Allowed", "text/plain", ""),
+    let addr = scripted(&rt, move |method, _path, body| {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match method {
+            "MKCALENDAR" => http_response("201 Created", "text/plain", ""),
+            "REPORT" if body.contains("<D:sync-token>t1</D:sync-token>") => http_response(
+                "412 Precondition Failed",
+                "application/xml",
+                r#"<ns0:error xmlns:ns0="DAV:"><ns0:valid-sync-token /></ns0:error>"#,
+            ),
+            "REPORT" => http_response(
+                "207 Multi-Status",
+                "application/xml",
+                r#"<ns0:multistatus xmlns:ns0="DAV:"><ns0:sync-token>t1</ns0:sync-token></ns0:multistatus>"#,
+            ),
+            _ => http_response("405 Method Not Allowed", "text/plain", ""),
+        }
     });
     let tmp = tempdir();
     let w = tmp.path().join("w.yaml");
@@ -309,5 +314,21 @@ fn a_rejected_sync_token_triggers_a_counted_full_resync() {
         count(&r, "c.sync_collection_resync"),
         4,
         "every later sync was rejected and redone"
+    );
+    // Both requests of a resync are in the statuses, so they add up to what the server
+    // answered, request for request.
+    let resync = r
+        .summary
+        .ops
+        .iter()
+        .find(|o| o.op == "c.sync_collection_resync")
+        .unwrap();
+    assert_eq!(resync.status.get("412"), Some(&4), "{:?}", resync.status);
+    assert_eq!(resync.status.get("207"), Some(&4), "{:?}", resync.status);
+    let statuses: u64 = r.summary.ops.iter().flat_map(|o| o.status.values()).sum();
+    assert_eq!(
+        statuses,
+        answered.load(std::sync::atomic::Ordering::SeqCst),
+        "statuses in the report = requests the server answered"
     );
 }

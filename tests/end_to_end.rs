@@ -179,6 +179,76 @@ fn run_executes_exactly_the_planned_sequence() {
     assert_eq!(names, ran[..30].to_vec());
 }
 
+/// A user that bootstraps (its first collection, and again after deleting its last one)
+/// still picks exactly the planned operations after exactly the planned think times: the
+/// op log and `plan` agree field by field.
+#[test]
+fn plan_and_op_log_agree_with_bootstraps_in_between() {
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let log = tmp.path().join("ops.csv");
+    let file = tmp.path().join("w.yaml");
+    std::fs::write(
+        &file,
+        "name: boots\nrun: { iterations: 80, rounds: 1, seed: 11 }\naccounts: { create: cmp }\n\
+         think: { uniform: [0ms, 2ms] }\nusers:\n  - class: m\n    protocol: morse\n    count: 2\n\
+         \x20   params: { collection_size: 3 }\n    mix: { sync: 4, update: 3, delete: 3 }\n",
+    )
+    .unwrap();
+    let code = loadmix(&[
+        "run",
+        &path_str(&file),
+        "--out",
+        &path_str(&out),
+        "--log-ops",
+        &path_str(&log),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    let w = workload::load(&file, &[]).unwrap();
+    let c = w.class("m").unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "round,class,vu,seq,op,label,think_us,start_us,latency_us,status,error"
+    );
+    let mut picks: BTreeMap<u32, Vec<(u64, String, u64)>> = BTreeMap::new();
+    let mut boots = 0;
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        let (vu, seq, op, think) = (
+            f[2].parse::<u32>().unwrap(),
+            f[3].parse::<u64>().unwrap(),
+            f[4],
+            f[6].parse::<u64>().unwrap(),
+        );
+        let mine = picks.entry(vu).or_default();
+        if op == "(bootstrap)" {
+            boots += 1;
+            assert_eq!(
+                seq,
+                mine.len() as u64,
+                "a bootstrap carries the next pick's seq"
+            );
+            continue;
+        }
+        mine.push((seq, op.to_string(), think));
+    }
+    assert!(
+        boots > 2,
+        "deletes made users bootstrap again ({boots} bootstraps)"
+    );
+    for (vu, ran) in &picks {
+        let planned = plan::sequence(w.run.seed, c, *vu, 1, ran.len() as u64);
+        for ((seq, op, think), p) in ran.iter().zip(&planned) {
+            assert_eq!(*seq, p.seq, "m#{vu}");
+            assert_eq!(op, &p.name, "m#{vu} seq {seq}");
+            assert_eq!(*think, p.think.as_micros() as u64, "m#{vu} seq {seq} think");
+        }
+    }
+}
+
 #[test]
 fn same_seed_same_plan_other_seed_other_plan() {
     let file = root().join("fixtures/workloads/mixed-http.yaml");

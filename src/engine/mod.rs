@@ -58,7 +58,11 @@ pub struct OpLogEntry {
     pub round: u32,
     pub class: usize,
     pub vu: u32,
+    /// The number of the table pick, from 0, as `loadmix plan` numbers them; a bootstrap
+    /// carries the number of the pick that follows it.
     pub seq: u64,
+    /// The think time waited before the operation (0 when paced).
+    pub think_us: u64,
     /// Index into the class's operation table (what the VU picked); `None` for a
     /// bootstrap operation, which is not picked from the table.
     pub op: Option<usize>,
@@ -485,7 +489,8 @@ async fn run_round(
         lag: metrics::new_histogram(),
     });
     let cpu = cpu.await.unwrap_or_default();
-    out.log.sort_by_key(|e| (e.class, e.vu, e.seq));
+    // Stable: a VU's rows keep their order (a bootstrap before the pick it precedes).
+    out.log.sort_by_key(|e| (e.class, e.vu));
     out.failures.sort_by_key(|f| f.label);
     out.failures.truncate(MAX_FAILURE_NOTES);
     (
@@ -529,6 +534,7 @@ struct VuSpec {
 
 /// What one operation needs to be recorded.
 struct Timing {
+    think: Duration,
     intended: Instant,
     started: Instant,
     ended: Instant,
@@ -555,6 +561,7 @@ fn record(
                 class: class_index,
                 vu,
                 seq,
+                think_us: t.think.as_micros() as u64,
                 op,
                 label: op.unwrap_or(0),
                 start_us,
@@ -579,6 +586,7 @@ fn record(
         start_us,
         latency_us: latency.as_micros() as u64,
         status: outcome.status.unwrap_or(0),
+        prior_status: outcome.prior_status.unwrap_or(0),
         error: outcome.error,
         bytes_sent: outcome.bytes_sent,
         bytes_received: outcome.bytes_received,
@@ -601,6 +609,7 @@ fn record(
             class: class_index,
             vu,
             seq,
+            think_us: t.think.as_micros() as u64,
             op,
             label,
             start_us,
@@ -625,10 +634,10 @@ async fn one_op(
     conn: &mut Conn,
     rngs: &mut VuRngs,
     class: &UserClass,
-    seq: u64,
+    (seq, boot): (u64, bool),
     cancelled: &mut Cancelled<'_, '_>,
 ) -> Option<(Option<usize>, crate::protocol::Outcome)> {
-    if driver.needs_bootstrap() {
+    if boot {
         tokio::select! {
             o = driver.bootstrap(conn, &mut rngs.data) => Some((None, o)),
             _ = cancelled.as_mut() => None,
@@ -669,19 +678,34 @@ async fn vu_loop(
         (Some(d), Some(u)) => Some(d.min(u)),
         (d, u) => d.or(u),
     };
-    let mut seq = 0u64;
+    // `done` counts every operation (what `iterations` and pacing count); `seq` counts the
+    // picks from the table, which is what `loadmix plan` lists.
+    let (mut done, mut seq) = (0u64, 0u64);
     loop {
-        if spec.iterations.is_some_and(|n| seq >= n) || spec.halted.load(Ordering::Relaxed) {
+        if spec.iterations.is_some_and(|n| done >= n) || spec.halted.load(Ordering::Relaxed) {
             break;
         }
-        // Pacing: operation k is due at begin + k × pacing. Think: due when the think ends.
-        // Checked arithmetic: a schedule past what an Instant can hold simply ends.
-        let due = match class.pacing {
-            Some(p) => u32::try_from(seq)
-                .ok()
-                .and_then(|k| p.checked_mul(k))
-                .and_then(|d| begin.checked_add(d)),
-            None => Instant::now().checked_add(next_think(class, &mut rngs.think)),
+        let boot = driver.needs_bootstrap();
+        // Pacing: operation k is due at begin + k × pacing. Think: due when the think ends,
+        // drawn from the pick's stream or the bootstrap's, so bootstraps shift no pick's
+        // think. Checked arithmetic: a schedule past what an Instant can hold simply ends.
+        let (due, think) = match class.pacing {
+            Some(p) => (
+                u32::try_from(done)
+                    .ok()
+                    .and_then(|k| p.checked_mul(k))
+                    .and_then(|d| begin.checked_add(d)),
+                Duration::ZERO,
+            ),
+            None => {
+                let stream = if boot {
+                    &mut rngs.boot_think
+                } else {
+                    &mut rngs.think
+                };
+                let t = next_think(class, stream);
+                (Instant::now().checked_add(t), t)
+            }
         };
         let Some(intended) = due else { break };
         if end_by.is_some_and(|e| intended >= e) {
@@ -699,7 +723,7 @@ async fn vu_loop(
             &mut conn,
             &mut rngs,
             class,
-            seq,
+            (seq, boot),
             &mut cancelled,
         )
         .await
@@ -708,6 +732,7 @@ async fn vu_loop(
         };
         let ended = Instant::now();
         let timing = Timing {
+            think,
             intended,
             started,
             ended,
@@ -723,7 +748,10 @@ async fn vu_loop(
             &outcome,
             timing,
         );
-        seq += 1;
+        done += 1;
+        if !boot {
+            seq += 1;
+        }
     }
     recorder.flush();
     out.connections = conn.opened;

@@ -166,9 +166,20 @@ async fn session(
     }
     let mut rngs = VuRngs::new(spec.seed, &class.name, id, spec.round);
     let mut intended = arrived;
-    for seq in 0..spec.iterations {
-        if seq > 0 {
-            intended = Instant::now() + next_think(class, &mut rngs.think);
+    // As in the closed loop: `done` counts operations, `seq` the picks from the table, and a
+    // bootstrap's think comes from its own stream. The first operation starts on arrival.
+    let mut seq = 0u64;
+    for done in 0..spec.iterations {
+        let boot = vu.needs_bootstrap();
+        let mut think = Duration::ZERO;
+        if done > 0 {
+            let stream = if boot {
+                &mut rngs.boot_think
+            } else {
+                &mut rngs.think
+            };
+            think = next_think(class, stream);
+            intended = Instant::now() + think;
             if intended >= spec.deadline {
                 break;
             }
@@ -178,8 +189,15 @@ async fn session(
             }
         }
         let started = Instant::now();
-        let Some((op, outcome)) =
-            one_op(&mut vu, &mut conn, &mut rngs, class, seq, &mut cancelled).await
+        let Some((op, outcome)) = one_op(
+            &mut vu,
+            &mut conn,
+            &mut rngs,
+            class,
+            (seq, boot),
+            &mut cancelled,
+        )
+        .await
         else {
             break;
         };
@@ -193,12 +211,16 @@ async fn session(
             op,
             &outcome,
             Timing {
+                think,
                 intended,
                 started,
                 ended,
                 scheduled: true,
             },
         );
+        if !boot {
+            seq += 1;
+        }
     }
     recorder.flush();
     out.connections = conn.opened;

@@ -1,12 +1,14 @@
-//! Where every random choice of a VU comes from. Each VU has three independent streams,
-//! derived from (seed, class name, VU index, round): one picks operations, one picks think
-//! times, one feeds the protocol (payloads, uids). Keeping the operation stream apart is what
-//! makes `loadmix plan` exact: whatever a server answers, and however a driver consumes
-//! randomness, the sequence of operations a VU picks depends only on these four values.
+//! Where every random choice of a VU comes from. Each VU has four independent streams,
+//! derived from (seed, class name, VU index, round): one picks operations, one picks the
+//! think time before each pick, one the think time before each bootstrap (the collection a
+//! user makes outside its table), one feeds the protocol (payloads, uids). Keeping the
+//! operation and think streams apart from everything a server's answers can change is what
+//! makes `loadmix plan` exact: pick k and the think before it depend only on these four
+//! values, however many bootstraps come between picks.
 //!
 //! The derivation uses class *names*, not positions, so adding a class to a workload leaves
 //! the other classes' sequences unchanged; and it is the same whether the VU runs in one
-//! process or in a shard of a split run (DESIGN §9).
+//! process or in a shard of a split run.
 
 use std::time::Duration;
 
@@ -19,6 +21,7 @@ use crate::workload::UserClass;
 pub struct VuRngs {
     pub mix: Xoshiro256PlusPlus,
     pub think: Xoshiro256PlusPlus,
+    pub boot_think: Xoshiro256PlusPlus,
     pub data: Xoshiro256PlusPlus,
 }
 
@@ -31,6 +34,7 @@ impl VuRngs {
             mix: Xoshiro256PlusPlus::seed_from_u64(mix64(base ^ 1)),
             think: Xoshiro256PlusPlus::seed_from_u64(mix64(base ^ 2)),
             data: Xoshiro256PlusPlus::seed_from_u64(mix64(base ^ 3)),
+            boot_think: Xoshiro256PlusPlus::seed_from_u64(mix64(base ^ 4)),
         }
     }
 }

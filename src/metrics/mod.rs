@@ -37,6 +37,8 @@ pub struct Sample {
     pub latency_us: u64,
     /// HTTP status of the last response, 0 when none arrived.
     pub status: u16,
+    /// HTTP status of an earlier request of the same operation, 0 when there was none.
+    pub prior_status: u16,
     pub error: Option<ErrorClass>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -186,6 +188,9 @@ impl Default for OpStats {
 impl OpStats {
     fn record(&mut self, s: &Sample) {
         self.requests += 1;
+        if s.prior_status != 0 {
+            *self.by_status.entry(s.prior_status).or_insert(0) += 1;
+        }
         if s.status != 0 {
             *self.by_status.entry(s.status).or_insert(0) += 1;
         }
@@ -399,6 +404,7 @@ mod tests {
             start_us,
             latency_us,
             status: if error.is_none() { 200 } else { 500 },
+            prior_status: 0,
             error,
             bytes_sent: 10,
             bytes_received: 20,

@@ -232,6 +232,7 @@ impl HttpVu {
             bytes_received: resp.bytes_received,
             latency: resp.elapsed,
             skipped: false,
+            prior_status: None,
         };
         let expected = match &p.expect {
             Some(list) => list.contains(&status),

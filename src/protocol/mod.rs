@@ -36,6 +36,10 @@ pub struct Outcome {
     pub label: Option<usize>,
     /// Status of the last response, if any arrived.
     pub status: Option<u16>,
+    /// The status of an earlier request of the same operation, when it sent two (a sync
+    /// whose token was rejected, then repeated from scratch): counted with the others, so
+    /// the report's statuses add up to what the server answered.
+    pub prior_status: Option<u16>,
     /// `None` is success: the expected status and a body that parses.
     pub error: Option<ErrorClass>,
     /// Why it failed, for the first few failures shown in the report.

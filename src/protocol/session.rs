@@ -263,6 +263,7 @@ impl Outcome {
             bytes_received: resp.bytes_received,
             latency: resp.elapsed,
             skipped: false,
+            prior_status: None,
         }
     }
 
@@ -287,6 +288,7 @@ impl Outcome {
 
     /// Add a second request's cost to this outcome (multi-request operations).
     pub fn add_cost(&mut self, other: &Outcome) {
+        self.prior_status = other.status.or(other.prior_status);
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
         self.latency += other.latency;

@@ -1,5 +1,9 @@
 //! `--log-ops`: every operation of a run as one CSV row, written with the `csv` crate.
-//! Columns: `round,class,vu,seq,op,label,start_us,latency_us,status,error`.
+//! Columns: `round,class,vu,seq,op,label,think_us,start_us,latency_us,status,error`.
+//! `seq` numbers a user's picks from its table as `loadmix plan` does, and `think_us` is
+//! the think time before the operation, so a plan and a log compare line for line. A
+//! bootstrap (`op` is `(bootstrap)`) carries the `seq` of the pick that follows it; a pick
+//! with nothing to act on sent nothing and has `error` `skipped`.
 
 use serde::Serialize;
 
@@ -14,6 +18,7 @@ struct Row<'a> {
     seq: u64,
     op: &'a str,
     label: &'a str,
+    think_us: u64,
     start_us: u64,
     latency_us: u64,
     status: u16,
@@ -31,6 +36,7 @@ pub fn render(w: &Workload, log: &[OpLogEntry]) -> Result<String, csv::Error> {
             seq: e.seq,
             op: e.op.map_or("(bootstrap)", |o| c.ops[o].name.as_str()),
             label: c.labels.get(e.label).map_or("", String::as_str),
+            think_us: e.think_us,
             start_us: e.start_us,
             latency_us: e.latency_us,
             status: e.status,

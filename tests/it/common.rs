@@ -1,8 +1,6 @@
 //! Test harness: an embedded server or a deliberately faulty one on a loopback port, and the
 //! `loadmix` command line run in-process or as the real binary. Each test stays a few lines.
 
-#![allow(dead_code)]
-
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -3,9 +3,7 @@
 //! the same way, the generator reports its own lag and CPU, and a deliberately overloaded
 //! generator is flagged as the limit.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn run_yaml(yaml: &str, extra: &[&str]) -> (i32, loadmix::report::Report) {
     let tmp = tempdir();

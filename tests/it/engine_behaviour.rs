@@ -2,9 +2,7 @@
 //! but not counted, `per_request` opens one connection per request, captured values flow
 //! into later requests, and a missing capture is a `body` failure.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn write(dir: &std::path::Path, yaml: &str) -> String {
     let p = dir.join("w.yaml");

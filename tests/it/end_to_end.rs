@@ -2,11 +2,9 @@
 //! the server answered, the JSON round-trips through `loadmix report`, and `run` executes
 //! exactly the sequence `plan` prints.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use loadmix::engine::plan;
 use loadmix::workload;
 

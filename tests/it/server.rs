@@ -2,13 +2,11 @@
 //! Morse Code, Atom and CalDAV, the same events seen through all three, every error path
 //! of the issue, concurrent updates that must not lose a write, and SQLite restarts.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::runtime;
 use bytes::Bytes;
-use common::runtime;
 use http_body_util::Full;
 use loadmix::server::{self, ServerConfig, ServerHandle};
 use loadmix::transport::{Conn, Endpoint, Request, Response, Timeouts};

@@ -3,11 +3,9 @@
 //! server's own counters agree with the report request for request, and the measured mix
 //! matches the tables (chi-square), with Morse Code sync split 80/20 by token.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use loadmix::server::{self, ServerConfig};
 use loadmix::workload::{self, StoreSpec};
 use statrs::distribution::{ChiSquared, ContinuousCDF};

@@ -3,11 +3,9 @@
 //! mid-request (`reset`), answers too slow for the timeout (`timeout`), answers that are
 //! not HTTP (`body`), and unexpected statuses (`status`). Ctrl-C still writes the report.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// A one-operation GET workload against `url`, `iters` operations per user.
 fn workload(dir: &std::path::Path, url: &str, iters: u32, timeout: &str) -> String {

@@ -3,9 +3,7 @@
 //! different workloads; thresholds and their exit code; two targets interleaved round by
 //! round; a sweep; CSV; self-contained HTML.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use loadmix::report::compare;
 
 fn fixture(name: &str) -> loadmix::report::Report {

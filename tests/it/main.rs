@@ -1,0 +1,15 @@
+//! The integration tests, one binary: each module below is one suite, and `common` is the
+//! harness they share (servers on loopback, the command line in-process or as the binary).
+//! One binary links the crate once instead of once per suite.
+
+mod common;
+
+mod bad_workloads;
+mod comparing;
+mod drivers;
+mod end_to_end;
+mod engine_behaviour;
+mod faults;
+mod mix_fidelity;
+mod open_model;
+mod server;

@@ -1,4 +1,5 @@
-//! The `loadmix` binary: parse the command line, run, exit with the code DESIGN §2 gives.
+//! The `loadmix` binary: parse the command line, run, exit with the code `cli::Exit`
+//! gives (the README lists them).
 
 fn main() {
     std::process::exit(loadmix::cli::main(std::env::args_os()));

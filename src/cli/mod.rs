@@ -16,7 +16,7 @@ use crate::engine;
 use crate::report;
 use crate::run::{RunOptions, StdoutFormat};
 use crate::server::{self, ServerConfig};
-use crate::workload::{LoadOptions, TargetSpec, Workload, units};
+use crate::workload::{EmbeddedStore, LoadOptions, TargetSpec, Workload, units};
 pub use exit::Exit;
 
 #[derive(Debug, Parser)]
@@ -281,9 +281,17 @@ fn load_workload(a: &WorkloadArgs) -> Result<Workload, crate::workload::Workload
 
 async fn serve(a: ServeArgs) -> Exit {
     let store = match TargetSpec::parse(&format!("embedded:{}", a.store)) {
-        Ok(TargetSpec::Embedded { store }) => store,
+        Ok(TargetSpec::Embedded {
+            store: EmbeddedStore::Memory,
+        }) => server::StoreSpec::Memory,
+        Ok(TargetSpec::Embedded {
+            store: EmbeddedStore::Sqlite(p),
+        }) if !p.is_empty() => server::StoreSpec::Sqlite(p),
         _ => {
-            return Exit::Usage.fail(format!("--store: '{}' is not a store; use memory", a.store));
+            return Exit::Usage.fail(format!(
+                "--store: '{}' is not a store; use memory or sqlite:PATH",
+                a.store
+            ));
         }
     };
     let max_body = match units::parse_size(&a.max_body) {

@@ -358,7 +358,11 @@ async fn run_round(
                 run_id: cfg.run_id.clone(),
             };
             let mut driver = drivers[ci].new_vu(w, class, ids);
-            let mut conn = Conn::new(cfg.endpoint.clone(), class.connection, timeouts);
+            let mut conn = Conn::new(
+                cfg.endpoint.clone(),
+                crate::protocol::reuse(class.connection),
+                timeouts,
+            );
             setups.spawn(async move {
                 let res = driver.setup(&mut conn).await;
                 (ci, vu, driver, conn, res)

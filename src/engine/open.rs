@@ -147,7 +147,11 @@ async fn session(
     let cancelled = stop.cancelled();
     tokio::pin!(cancelled);
     let mut recorder = factory.recorder();
-    let mut conn = Conn::new(spec.endpoint.clone(), class.connection, spec.timeouts);
+    let mut conn = Conn::new(
+        spec.endpoint.clone(),
+        crate::protocol::reuse(class.connection),
+        spec.timeouts,
+    );
     let ids = VuIds {
         vu: id,
         round: spec.round,

@@ -24,8 +24,8 @@ use bytes::Bytes;
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 
-use crate::transport::{Conn, Endpoint, ErrorClass, Timeouts};
-use crate::workload::{ClassKind, Operation, UserClass, Workload};
+use crate::transport::{Conn, Endpoint, ErrorClass, Reuse, Timeouts};
+use crate::workload::{ClassKind, Connection, Operation, UserClass, Workload};
 pub use session::{AccountPlan, Session};
 
 /// What one operation did.
@@ -66,6 +66,14 @@ pub enum ProtocolError {
         request: String,
         answer: String,
     },
+}
+
+/// The transport's connection policy for a class's `connection:` setting.
+pub fn reuse(c: Connection) -> Reuse {
+    match c {
+        Connection::KeepAlive => Reuse::KeepAlive,
+        Connection::PerRequest => Reuse::PerRequest,
+    }
 }
 
 /// The statuses an operation accepts: the workload's `expect`, or the protocol's.
@@ -151,7 +159,7 @@ impl ClassDriver {
             round: 0,
             run_id: format!("{run_id}-preflight").into(),
         };
-        let mut conn = Conn::new(endpoint.clone(), class.connection, timeouts);
+        let mut conn = Conn::new(endpoint.clone(), reuse(class.connection), timeouts);
         let s = self.accounts.session(w, class, &ids);
         self.accounts
             .create_account(&s, &mut conn)

@@ -1,4 +1,4 @@
-//! Thresholds (DESIGN §3): rules such as `{ op: morse.sync, p95: "< 200ms" }` or
+//! Thresholds: rules such as `{ op: morse.sync, p95: "< 200ms" }` or
 //! `{ op: total, errors: "< 1%" }`, evaluated on the summary across rounds after the run.
 //! Any failure makes the exit code 1 (CI gating).
 

@@ -24,8 +24,8 @@ use crate::metrics::Live;
 use crate::protocol::ProtocolError;
 use crate::report::{self, Report, compare};
 use crate::server::{self, ServerConfig, ServerHandle};
-use crate::transport::Endpoint;
-use crate::workload::{LoadOptions, Override, StoreSpec, TargetSpec, Workload};
+use crate::transport::{Address, Endpoint};
+use crate::workload::{EmbeddedStore, LoadOptions, Override, TargetSpec, Workload};
 use progress::{Progress, round_line};
 pub use targets::{NamedTarget, parse_targets};
 
@@ -268,7 +268,8 @@ async fn run_point(
         let (endpoint, server) = match &t.spec {
             TargetSpec::Embedded { store } => {
                 let store = match store {
-                    StoreSpec::Sqlite(p) if p.is_empty() => {
+                    EmbeddedStore::Memory => server::StoreSpec::Memory,
+                    EmbeddedStore::Sqlite(p) if p.is_empty() => {
                         if let Err(e) = std::fs::create_dir_all(dir) {
                             stop_all(lanes).await;
                             return Err(RunError::Write(format!(
@@ -276,13 +277,13 @@ async fn run_point(
                                 dir.display()
                             )));
                         }
-                        StoreSpec::Sqlite(
+                        server::StoreSpec::Sqlite(
                             dir.join(format!("{}.db", safe(&t.name)))
                                 .display()
                                 .to_string(),
                         )
                     }
-                    other => other.clone(),
+                    EmbeddedStore::Sqlite(p) => server::StoreSpec::Sqlite(p.clone()),
                 };
                 let cfg = ServerConfig {
                     store,
@@ -300,7 +301,12 @@ async fn run_point(
                     }
                 }
             }
-            TargetSpec::Url(u) => match Endpoint::resolve(u) {
+            TargetSpec::Url(u) => match Endpoint::resolve(Address {
+                host: &u.host,
+                port: u.port,
+                base_path: &u.base_path,
+                raw: &u.raw,
+            }) {
                 Ok(e) => (e, None),
                 Err(m) => {
                     stop_all(lanes).await;

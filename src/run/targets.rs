@@ -1,7 +1,7 @@
 //! `--target` values: `NAME=SPEC` or `SPEC`, parsed into named targets with unique,
 //! file-safe names.
 
-use crate::workload::{StoreSpec, TargetSpec};
+use crate::workload::{EmbeddedStore, TargetSpec};
 
 /// A target as named on the command line (`--target pg=http://...`).
 #[derive(Debug, Clone)]
@@ -48,10 +48,10 @@ pub fn parse_targets(args: &[String], default: &TargetSpec) -> Result<Vec<NamedT
 fn default_name(spec: &TargetSpec) -> String {
     match spec {
         TargetSpec::Embedded {
-            store: StoreSpec::Memory,
+            store: EmbeddedStore::Memory,
         } => "memory".into(),
         TargetSpec::Embedded {
-            store: StoreSpec::Sqlite(_),
+            store: EmbeddedStore::Sqlite(_),
         } => "sqlite".into(),
         TargetSpec::Url(u) => format!("{}-{}", u.host.replace([':', '[', ']'], ""), u.port),
     }

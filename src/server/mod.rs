@@ -1,7 +1,7 @@
 //! The embedded reference server: what `loadmix serve` and `target: embedded` run.
 //!
 //! Cosmo-0.7-compatible services under a context prefix (default `/cosmo`), over a memory or
-//! SQLite store (DESIGN §6):
+//! SQLite store:
 //! - CMP: `PUT {ctx}/cmp/user/{name}` as the admin creates an account;
 //! - Morse Code: `{ctx}/mc/collection/{uid}` ([`morse`]);
 //! - Atom: `{ctx}/atom/collection/{uid}[/{projection}[/{format}]]`, `{ctx}/atom/item/{uid}`
@@ -44,7 +44,6 @@ use axum::routing::{any, get, put};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::workload::StoreSpec;
 use http::{AppState, Settings, safe_segment, text};
 pub use store::{MemoryStore, SqliteStore, Store, StoreError};
 
@@ -180,6 +179,14 @@ impl ServerHandle {
 }
 
 /// Open the store a spec names.
+/// Which store the server keeps its data in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    Memory,
+    /// A SQLite database file (created if absent) that survives restarts.
+    Sqlite(String),
+}
+
 pub fn open_store(spec: &StoreSpec) -> Result<Arc<dyn Store>, ServerError> {
     Ok(match spec {
         StoreSpec::Memory => Arc::new(MemoryStore::new()),

@@ -24,8 +24,6 @@ use tokio::time::Instant;
 
 pub use hyper::{HeaderMap, Method, Request, StatusCode};
 
-use crate::workload::{Connection, TargetUrl};
-
 /// Why a request did not produce a usable answer. Ordered as reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -85,16 +83,35 @@ pub struct Endpoint {
     pub display: String,
 }
 
+/// Whether a connection is kept for the next request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reuse {
+    /// One persistent connection, re-opened after errors.
+    KeepAlive,
+    /// A new TCP connection for every request.
+    PerRequest,
+}
+
+/// Where a target lives, as its URL says it: host, port and base path.
+#[derive(Debug, Clone, Copy)]
+pub struct Address<'a> {
+    pub host: &'a str,
+    pub port: u16,
+    pub base_path: &'a str,
+    /// The URL as given, for messages.
+    pub raw: &'a str,
+}
+
 impl Endpoint {
     /// Resolve a target URL once, up front (name lookups never run on the request path).
-    pub fn resolve(url: &TargetUrl) -> Result<Endpoint, String> {
-        let addr = (url.host.as_str(), url.port)
+    pub fn resolve(url: Address<'_>) -> Result<Endpoint, String> {
+        let addr = (url.host, url.port)
             .to_socket_addrs()
             .map_err(|e| format!("cannot resolve {}: {e}", url.host))?
             .next()
             .ok_or_else(|| format!("{} resolves to no address", url.host))?;
         let host = if url.port == 80 {
-            url.host.clone()
+            url.host.to_string()
         } else if url.host.contains(':') {
             format!("[{}]:{}", url.host, url.port)
         } else {
@@ -104,8 +121,8 @@ impl Endpoint {
             addr,
             host: HeaderValue::from_str(&host)
                 .map_err(|_| format!("'{host}' is not a valid host"))?,
-            base_path: url.base_path.clone(),
-            display: url.raw.clone(),
+            base_path: url.base_path.to_string(),
+            display: url.raw.to_string(),
         })
     }
 
@@ -145,7 +162,7 @@ pub struct Timeouts {
 /// One virtual user's connection.
 pub struct Conn {
     endpoint: Arc<Endpoint>,
-    policy: Connection,
+    policy: Reuse,
     timeouts: Timeouts,
     link: Option<Link>,
     /// Connections opened so far (for the report: reconnects show up here).
@@ -196,7 +213,7 @@ async fn drive<F: Future>(conn: &mut Pin<Box<H1Conn>>, done: &mut bool, fut: F) 
 }
 
 impl Conn {
-    pub fn new(endpoint: Arc<Endpoint>, policy: Connection, timeouts: Timeouts) -> Conn {
+    pub fn new(endpoint: Arc<Endpoint>, policy: Reuse, timeouts: Timeouts) -> Conn {
         Conn {
             endpoint,
             policy,
@@ -218,7 +235,7 @@ impl Conn {
     ) -> Result<Response, TransportError> {
         let headers = req.headers_mut();
         headers.insert(HOST, self.endpoint.host.clone());
-        if self.policy == Connection::PerRequest {
+        if self.policy == Reuse::PerRequest {
             headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
         }
         let sent = request_size(&req);
@@ -233,7 +250,7 @@ impl Conn {
                 bytes_sent: sent,
             }),
         };
-        if result.is_err() || self.policy == Connection::PerRequest {
+        if result.is_err() || self.policy == Reuse::PerRequest {
             self.link = None;
         }
         result.map(|(status, headers, body, received)| Response {

@@ -1,4 +1,4 @@
-//! Distributions for think times, sizes and counts (DESIGN §3): `constant`, `uniform`,
+//! Distributions for think times, sizes and counts: `constant`, `uniform`,
 //! `exponential {mean, max?}`, `normal {mean, stddev}` (truncated at 0), `lognormal
 //! {median, p95}`. Values are plain `f64` in the base unit of what they describe
 //! (microseconds, bytes, items); samplers are built once at resolve time so sampling on the

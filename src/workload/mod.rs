@@ -56,13 +56,15 @@ pub struct Workload {
 pub enum TargetSpec {
     /// The reference server, started in-process on an ephemeral loopback port.
     Embedded {
-        store: StoreSpec,
+        store: EmbeddedStore,
     },
     Url(TargetUrl),
 }
 
+/// The embedded server's store, as a target names it (`embedded:sqlite:PATH`); `run`
+/// hands it to the server, which owns its own configuration type.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StoreSpec {
+pub enum EmbeddedStore {
     Memory,
     Sqlite(String),
 }
@@ -71,13 +73,13 @@ impl std::fmt::Display for TargetSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TargetSpec::Embedded {
-                store: StoreSpec::Memory,
+                store: EmbeddedStore::Memory,
             } => write!(f, "embedded:memory"),
             TargetSpec::Embedded {
-                store: StoreSpec::Sqlite(p),
+                store: EmbeddedStore::Sqlite(p),
             } if p.is_empty() => write!(f, "embedded:sqlite"),
             TargetSpec::Embedded {
-                store: StoreSpec::Sqlite(p),
+                store: EmbeddedStore::Sqlite(p),
             } => write!(f, "embedded:sqlite:{p}"),
             TargetSpec::Url(u) => write!(f, "{}", u.raw),
         }
@@ -101,15 +103,15 @@ impl TargetSpec {
         if let Some(rest) = s.strip_prefix("embedded") {
             return match rest {
                 "" | ":memory" => Ok(TargetSpec::Embedded {
-                    store: StoreSpec::Memory,
+                    store: EmbeddedStore::Memory,
                 }),
                 // A fresh database file for this run, kept beside its report.
                 ":sqlite" => Ok(TargetSpec::Embedded {
-                    store: StoreSpec::Sqlite(String::new()),
+                    store: EmbeddedStore::Sqlite(String::new()),
                 }),
                 r if r.starts_with(":sqlite:") && r.len() > ":sqlite:".len() => {
                     Ok(TargetSpec::Embedded {
-                        store: StoreSpec::Sqlite(r[":sqlite:".len()..].to_string()),
+                        store: EmbeddedStore::Sqlite(r[":sqlite:".len()..].to_string()),
                     })
                 }
                 _ => Err(format!(

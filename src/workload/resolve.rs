@@ -380,7 +380,7 @@ pub(super) fn resolve(
         .transpose()?;
     let target = match root.get("target") {
         None => TargetSpec::Embedded {
-            store: StoreSpec::Memory,
+            store: EmbeddedStore::Memory,
         },
         Some(n) if matches!(n.value, Value::Null) => {
             return Err(cx.err_hint(

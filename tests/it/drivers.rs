@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 
 use crate::common::*;
+use loadmix::server::StoreSpec;
 use loadmix::server::{self, ServerConfig};
-use loadmix::workload::{self, StoreSpec};
+use loadmix::workload;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
 fn p_value(observed: &[f64], expected_share: &[f64]) -> f64 {

@@ -8,9 +8,10 @@ use std::time::Duration;
 use crate::common::runtime;
 use bytes::Bytes;
 use http_body_util::Full;
+use loadmix::server::StoreSpec;
 use loadmix::server::{self, ServerConfig, ServerHandle};
+use loadmix::transport::Reuse;
 use loadmix::transport::{Conn, Endpoint, Request, Response, Timeouts};
-use loadmix::workload::{Connection, StoreSpec};
 
 struct Client {
     rt: Arc<tokio::runtime::Runtime>,
@@ -45,7 +46,7 @@ impl Client {
             rt: rt.clone(),
             conn: Conn::new(
                 ep,
-                Connection::KeepAlive,
+                Reuse::KeepAlive,
                 Timeouts {
                     connect: Duration::from_secs(5),
                     request: Duration::from_secs(30),
@@ -320,7 +321,7 @@ fn concurrent_updates_with_one_token_let_exactly_one_through() {
                 use base64::Engine as _;
                 let mut c = Conn::new(
                     ep,
-                    Connection::KeepAlive,
+                    Reuse::KeepAlive,
                     Timeouts {
                         connect: Duration::from_secs(5),
                         request: Duration::from_secs(30),

@@ -1,12 +1,12 @@
 //! loadmix: weighted populations of protocol clients against calendar and collaboration
 //! servers, timed into throughput reports.
 //!
-//! Data flows one way (DESIGN §4): [`workload`] (YAML → resolved `Workload`, no I/O) →
-//! [`engine`] (virtual users on tokio, rounds, think time) → [`protocol`] (what each operation
-//! sends and how its answer is judged) → [`transport`] (HTTP/1.1 connections, timeouts,
-//! error classes) → [`metrics`] (histograms and counters, merged without locks) →
-//! [`report`] (JSON, table). [`server`] is the embedded reference server. [`cli`] is the
-//! command line the thin binary calls.
+//! Data flows one way (see ARCHITECTURE.md): [`workload`] (YAML → typed `Workload`, no I/O)
+//! → [`run`] (targets, rounds, outputs) → [`engine`] (virtual users on tokio) →
+//! [`protocol`] (what each operation sends and how its answer is judged) → [`transport`]
+//! (HTTP/1.1 connections, timeouts, error classes); samples → [`metrics`] → [`report`].
+//! [`formats`] holds the wire formats both the client and the embedded [`server`] speak;
+//! the server stands beside the client, on `formats` only. [`cli`] is the command line.
 
 pub mod cli;
 pub mod engine;

@@ -1,0 +1,586 @@
+//! One entry of `users:`: its name, protocol, population (count, arrival, ramp, pacing),
+//! think time, connection policy, parameters and probability table, turned into a
+//! [`UserClass`] with typed operations.
+
+use super::*;
+
+pub(super) const CLASS_KEYS: &[&str] = &[
+    "class",
+    "protocol",
+    "count",
+    "arrival",
+    "ramp",
+    "pacing",
+    "iterations",
+    "think",
+    "connection",
+    "mix",
+    "params",
+];
+
+pub(super) const ARRIVAL_KEYS: &[&str] = &["rate", "process", "max_concurrency", "when_full"];
+
+pub(super) const OP_KEYS: &[&str] = &["weight", "params", "expect"];
+
+pub(super) fn resolve_class(
+    cx: &Cx,
+    node: &Node,
+    index: usize,
+    think: &Dist,
+    conn: Connection,
+) -> R<UserClass> {
+    let fallback = format!("users[{index}]");
+    let entries = cx.map(node, &fallback)?;
+    // Name the class in later messages once we know it.
+    let name = class_name(cx, node, &fallback)?;
+    let path = format!("users.{name}");
+    cx.check_keys(entries, CLASS_KEYS, &path)?;
+    let protocol = protocol_of(cx, node, &path)?;
+    let Population {
+        count,
+        arrival,
+        ramp,
+        pacing,
+    } = population(cx, node, &path)?;
+    let iterations = node
+        .get("iterations")
+        .map(|n| {
+            cx.int(n, &format!("{path}.iterations"), 1)
+                .map(|v| v as u64)
+        })
+        .transpose()?;
+    let think = match node.get("think") {
+        Some(n) => cx.dist(n, &format!("{path}.think"), Unit::Duration)?,
+        None => think.clone(),
+    };
+    let connection = match node.get("connection") {
+        Some(n) => connection(cx, n, &format!("{path}.connection"))?,
+        None => conn,
+    };
+    let def = protocol.def();
+    let params = match node.get("params") {
+        Some(n) => resolve_params(cx, n, def.class_params, &format!("{path}.params"))?,
+        None => Params::default(),
+    };
+
+    let Table {
+        ops,
+        op_params,
+        requests,
+        captures,
+        chooser,
+        pos,
+        path: mix_path,
+    } = resolve_table(cx, node, &path, protocol)?;
+    let mut labels: Vec<String> = ops.iter().map(|o| o.name.clone()).collect();
+    let named: Vec<(&str, &Params)> = ops
+        .iter()
+        .map(|o| o.name.as_str())
+        .zip(&op_params)
+        .collect();
+    let kind = match ops::build_class(protocol, &named, &params, &mut labels) {
+        Ok(ClassKind::Http { .. }) => ClassKind::Http { requests },
+        Ok(k) => k,
+        Err(m) => return Err(cx.err(pos, &mix_path, m)),
+    };
+    Ok(UserClass {
+        name,
+        protocol,
+        count,
+        arrival,
+        ramp,
+        pacing,
+        iterations,
+        think,
+        connection,
+        ops,
+        labels,
+        chooser,
+        kind,
+        captures,
+    })
+}
+
+/// The class name: letters, digits, '_' or '-'.
+fn class_name(cx: &Cx, node: &Node, fallback: &str) -> R<String> {
+    let name_node = node.get("class");
+    let name = match name_node {
+        Some(n) => {
+            let s = cx.string(n, &format!("{fallback}.class"))?;
+            if s.is_empty()
+                || !s
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            {
+                return Err(cx.err(
+                    n.pos,
+                    &format!("{fallback}.class"),
+                    format!("class name '{s}' must be letters, digits, '_' or '-'"),
+                ));
+            }
+            s
+        }
+        None => {
+            return Err(cx.err(
+                node.pos,
+                fallback,
+                "missing required key 'class' (the class name)",
+            ));
+        }
+    };
+    Ok(name)
+}
+
+fn protocol_of(cx: &Cx, node: &Node, path: &str) -> R<Protocol> {
+    let proto_node = required(cx, node, "protocol", path)?;
+    let proto_name = cx.string(proto_node, &format!("{path}.protocol"))?;
+    let protocol = Protocol::from_name(&proto_name).ok_or_else(|| {
+        let names: Vec<&str> = Protocol::ALL.iter().map(|p| p.name()).collect();
+        cx.err_hint(
+            proto_node.pos,
+            &format!("{path}.protocol"),
+            format!("unknown protocol '{proto_name}'"),
+            Some(match did_you_mean(&proto_name, names.iter().copied()) {
+                Some(s) => format!("did you mean '{s}'?"),
+                None => format!("known protocols: {}", names.join(", ")),
+            }),
+        )
+    })?;
+    Ok(protocol)
+}
+
+/// The catalog entry of an operation named in a protocol class's table (`None` for an
+/// `http` class, whose operations the workload defines).
+fn op_def(
+    cx: &Cx,
+    k: &Key,
+    op_path: &str,
+    protocol: Protocol,
+) -> R<Option<&'static super::super::catalog::OpDef>> {
+    let def = protocol.def();
+    if protocol == Protocol::Http {
+        if !k
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            || k.name.is_empty()
+        {
+            return Err(cx.err(
+                k.pos,
+                op_path,
+                "operation names are letters, digits, '_' or '-'",
+            ));
+        }
+        Ok(None)
+    } else {
+        let names: Vec<&str> = def.ops.iter().map(|o| o.name).collect();
+        def.op(&k.name)
+            .ok_or_else(|| {
+                cx.err_hint(
+                    k.pos,
+                    op_path,
+                    format!(
+                        "unknown operation '{}' for protocol {}",
+                        k.name,
+                        protocol.name()
+                    ),
+                    Some(match did_you_mean(&k.name, names.iter().copied()) {
+                        Some(s) => format!("did you mean '{s}'?"),
+                        None => format!("{} operations: {}", protocol.name(), names.join(", ")),
+                    }),
+                )
+            })
+            .map(Some)
+    }
+}
+
+/// A capture that no operation reads is harmless; a variable nobody captures is a typo.
+fn check_captures(
+    cx: &Cx,
+    requests: &[HttpRequest],
+    captures: &[String],
+    capture_sites: &[(String, Pos)],
+    mix_path: &str,
+) -> R<()> {
+    let captured: Vec<usize> = requests
+        .iter()
+        .flat_map(|h| h.captures.iter().map(|c| c.var))
+        .collect();
+    for (var, pos) in capture_sites {
+        let idx = captures.iter().position(|c| c == var).unwrap_or(usize::MAX);
+        if !captured.contains(&idx) {
+            let mut known: Vec<&str> = BUILTIN_VARS.to_vec();
+            known.extend(captures.iter().filter(|c| *c != var).map(String::as_str));
+            return Err(cx.err_hint(
+                *pos,
+                mix_path,
+                format!("variable {{{var}}} is neither built in nor captured by any operation of this class"),
+                Some(match did_you_mean(var, known.iter().copied()) {
+                    Some(s) => format!("did you mean {{{s}}}?"),
+                    None => format!("built-in variables: {}", BUILTIN_VARS.join(", ")),
+                }),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Who the class's users are and when they run.
+struct Population {
+    /// Users of a closed class (0 for an open class).
+    count: u32,
+    arrival: Option<Arrival>,
+    ramp: Vec<Stage>,
+    pacing: Option<Duration>,
+}
+
+fn population(cx: &Cx, node: &Node, path: &str) -> R<Population> {
+    // A null count (`--set users.x.count=`) is no count: it lets --set switch a class to arrival.
+    let count_node = node
+        .get("count")
+        .filter(|n| !matches!(n.value, Value::Null));
+    let (count, arrival) = match (count_node, node.get("arrival")) {
+        (Some(_), Some(a)) => {
+            return Err(cx.err(
+                a.pos,
+                &format!("{path}.arrival"),
+                "give either 'count' (a closed population) or 'arrival' (sessions arriving at a rate), not both",
+            ));
+        }
+        (None, None) => {
+            return Err(cx.err_hint(
+                node.pos,
+                path,
+                "missing required key 'count' (or 'arrival' for an open model)",
+                Some("write e.g. count: 10, or arrival: { rate: 50/s }".into()),
+            ));
+        }
+        (Some(count_node), None) => {
+            let count = cx.int(count_node, &format!("{path}.count"), 0)?;
+            let count = u32::try_from(count)
+                .map_err(|_| cx.err(count_node.pos, &format!("{path}.count"), "too many users"))?;
+            (count, None)
+        }
+        (None, Some(a)) => (0, Some(resolve_arrival(cx, a, &format!("{path}.arrival"))?)),
+    };
+    let ramp = match node.get("ramp") {
+        Some(r) => resolve_ramp(cx, r, &format!("{path}.ramp"), arrival.is_some())?,
+        None => Vec::new(),
+    };
+    let pacing = match node.get("pacing") {
+        None => None,
+        Some(n) => {
+            let key = format!("{path}.pacing");
+            if arrival.is_some() {
+                return Err(cx.err(n.pos, &key, "pacing is for closed classes (count); an open class is paced by its arrival rate"));
+            }
+            if node.get("think").is_some() {
+                return Err(cx.err(n.pos, &key, "give either 'pacing' or 'think', not both"));
+            }
+            let d = cx.duration(n, &key)?;
+            if d.is_zero() {
+                return Err(cx.err(n.pos, &key, "must be longer than 0"));
+            }
+            Some(d)
+        }
+    };
+    Ok(Population {
+        count,
+        arrival,
+        ramp,
+        pacing,
+    })
+}
+
+/// A class's probability table, checked: its rows, each row's parameters (still by name,
+/// for [`ops::build_class`]), the requests of an `http` class, captured variable names and
+/// the sampler.
+struct Table {
+    ops: Vec<Operation>,
+    op_params: Vec<Params>,
+    requests: Vec<HttpRequest>,
+    captures: Vec<String>,
+    chooser: WeightedAliasIndex<f64>,
+    /// Where `mix:` is, and its key path, for later messages.
+    pos: Pos,
+    path: String,
+}
+
+fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Table> {
+    let mix_path = format!("{path}.mix");
+    let mix = required(cx, node, "mix", path)?;
+    let mix_entries = match &mix.value {
+        Value::Map(e) => e,
+        Value::Null => return Err(cx.err(mix.pos, &mix_path, "the operation table is empty")),
+        other => {
+            return Err(cx.err(
+                mix.pos,
+                &mix_path,
+                format!(
+                    "expected a mapping of operation: weight, found {}",
+                    other.kind()
+                ),
+            ));
+        }
+    };
+    if mix_entries.is_empty() {
+        return Err(cx.err(mix.pos, &mix_path, "the operation table is empty"));
+    }
+    let mut captures: Vec<String> = Vec::new();
+    let mut ops: Vec<Operation> = Vec::new();
+    let mut capture_sites: Vec<(String, Pos)> = Vec::new();
+    let mut requests: Vec<HttpRequest> = Vec::new();
+    let mut op_params: Vec<Params> = Vec::new();
+    for (i, (k, v)) in mix_entries.iter().enumerate() {
+        let op_path = join(&mix_path, &k.name);
+        if mix_entries[..i].iter().any(|(e, _)| e.name == k.name) {
+            return Err(cx.err(
+                k.pos,
+                &op_path,
+                format!("operation '{}' appears twice", k.name),
+            ));
+        }
+        let op_def = op_def(cx, k, &op_path, protocol)?;
+        let mut op = Operation {
+            name: k.name.clone(),
+            weight: 0.0,
+            probability: 0.0,
+            expect: None,
+        };
+        let mut params = Params::default();
+        let weight_node = match &v.value {
+            Value::Map(e) => {
+                let allowed = if protocol == Protocol::Http {
+                    HTTP_OP_KEYS
+                } else {
+                    OP_KEYS
+                };
+                cx.check_keys(e, allowed, &op_path)?;
+                if let Some(p) = v.get("params") {
+                    let defs = op_def.map(|d| d.params).unwrap_or(&[]);
+                    params = resolve_params(cx, p, defs, &join(&op_path, "params"))?;
+                }
+                if let Some(x) = v.get("expect") {
+                    op.expect = Some(resolve_expect(cx, x, &join(&op_path, "expect"))?);
+                }
+                if protocol == Protocol::Http {
+                    requests.push(resolve_http(
+                        cx,
+                        v,
+                        &op_path,
+                        &mut captures,
+                        &mut capture_sites,
+                    )?);
+                }
+                required(cx, v, "weight", &op_path)?
+            }
+            _ => {
+                if protocol == Protocol::Http {
+                    return Err(cx.err_hint(
+                        v.pos,
+                        &op_path,
+                        "an http operation needs a request, not only a weight",
+                        Some("write e.g. { weight: 1, method: GET, path: \"/status\" }".into()),
+                    ));
+                }
+                v
+            }
+        };
+        let w = cx.number(weight_node, &join(&op_path, "weight"))?;
+        if w < 0.0 {
+            return Err(cx.err(
+                weight_node.pos,
+                &op_path,
+                format!("weight must not be negative, got {w}"),
+            ));
+        }
+        op.weight = w;
+        ops.push(op);
+        op_params.push(params);
+    }
+    let total: f64 = ops.iter().map(|o| o.weight).sum();
+    if total <= 0.0 {
+        return Err(cx.err_hint(
+            mix.pos,
+            &mix_path,
+            "all weights are zero: no operation could ever be picked",
+            Some("give at least one operation a positive weight".into()),
+        ));
+    }
+    for op in &mut ops {
+        op.probability = op.weight / total;
+    }
+    check_captures(cx, &requests, &captures, &capture_sites, &mix_path)?;
+    let chooser = WeightedAliasIndex::new(ops.iter().map(|o| o.weight).collect()).map_err(|e| {
+        cx.err(
+            mix.pos,
+            &mix_path,
+            format!("cannot build the weighted table: {e}"),
+        )
+    })?;
+    Ok(Table {
+        ops,
+        op_params,
+        requests,
+        captures,
+        chooser,
+        pos: mix.pos,
+        path: mix_path,
+    })
+}
+
+pub(super) fn resolve_arrival(cx: &Cx, node: &Node, path: &str) -> R<Arrival> {
+    let entries = cx.map(node, path)?;
+    cx.check_keys(entries, ARRIVAL_KEYS, path)?;
+    let rate_node = required(cx, node, "rate", path)?;
+    let rate_text = rate_node.scalar_text().unwrap_or_default();
+    let rate =
+        units::parse_rate(&rate_text).map_err(|m| cx.err(rate_node.pos, &join(path, "rate"), m))?;
+    let process = match node.get("process") {
+        None => ArrivalProcess::Poisson,
+        Some(n) => match cx.string(n, &join(path, "process"))?.as_str() {
+            "poisson" => ArrivalProcess::Poisson,
+            "constant" => ArrivalProcess::Constant,
+            other => {
+                return Err(cx.err_hint(
+                    n.pos,
+                    &join(path, "process"),
+                    format!("unknown arrival process '{other}'"),
+                    Some("use poisson or constant".into()),
+                ));
+            }
+        },
+    };
+    let max_concurrency = match node.get("max_concurrency") {
+        None => 10_000,
+        Some(n) => u32::try_from(cx.int(n, &join(path, "max_concurrency"), 1)?).unwrap_or(u32::MAX),
+    };
+    let when_full = match node.get("when_full") {
+        None => WhenFull::Queue,
+        Some(n) => match cx.string(n, &join(path, "when_full"))?.as_str() {
+            "queue" => WhenFull::Queue,
+            "drop" => WhenFull::Drop,
+            other => {
+                return Err(cx.err_hint(
+                    n.pos,
+                    &join(path, "when_full"),
+                    format!("unknown policy '{other}'"),
+                    Some("use queue or drop".into()),
+                ));
+            }
+        },
+    };
+    Ok(Arrival {
+        rate,
+        process,
+        max_concurrency,
+        when_full,
+    })
+}
+
+/// `[ { to: 100, over: 30s }, { hold: 2m } ]`; `to` is a count, or a rate for an open class.
+pub(super) fn resolve_ramp(cx: &Cx, node: &Node, path: &str, open: bool) -> R<Vec<Stage>> {
+    let Value::Seq(items) = &node.value else {
+        return Err(cx.err(
+            node.pos,
+            path,
+            format!("expected a list of stages, found {}", node.value.kind()),
+        ));
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let sp = format!("{path}[{i}]");
+        let e = cx.map(item, &sp)?;
+        cx.check_keys(e, &["to", "over", "hold"], &sp)?;
+        let stage = match (item.get("to"), item.get("over"), item.get("hold")) {
+            (Some(to), Some(over), None) => {
+                let v = if open {
+                    let t = to.scalar_text().unwrap_or_default();
+                    units::parse_rate(&t).map_err(|m| cx.err(to.pos, &join(&sp, "to"), m))?
+                } else {
+                    cx.int(to, &join(&sp, "to"), 0)? as f64
+                };
+                Stage {
+                    to: Some(v),
+                    over: cx.duration(over, &join(&sp, "over"))?,
+                }
+            }
+            (None, None, Some(h)) => Stage {
+                to: None,
+                over: cx.duration(h, &join(&sp, "hold"))?,
+            },
+            _ => {
+                return Err(cx.err(
+                    item.pos,
+                    &sp,
+                    "a stage is { to: N, over: DURATION } or { hold: DURATION }",
+                ));
+            }
+        };
+        out.push(stage);
+    }
+    Ok(out)
+}
+
+pub(super) fn resolve_params(cx: &Cx, node: &Node, defs: &[ParamDef], path: &str) -> R<Params> {
+    let entries = cx.map(node, path)?;
+    let allowed: Vec<&str> = defs.iter().map(|d| d.name).collect();
+    if allowed.is_empty() && !entries.is_empty() {
+        let (k, _) = &entries[0];
+        return Err(cx.err(
+            k.pos,
+            &join(path, &k.name),
+            format!("unknown parameter '{}': this takes no parameters", k.name),
+        ));
+    }
+    cx.check_keys(entries, &allowed, path)?;
+    let mut out = Vec::new();
+    for (k, v) in entries {
+        let Some(def) = defs.iter().find(|d| d.name == k.name) else {
+            continue;
+        };
+        let kp = join(path, &k.name);
+        let value = match def.kind {
+            ParamKind::Probability => {
+                let p = cx.number(v, &kp)?;
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(cx.err(
+                        v.pos,
+                        &kp,
+                        format!("a probability is between 0 and 1, got {p}"),
+                    ));
+                }
+                ParamValue::Number(p)
+            }
+            ParamKind::Integer => ParamValue::Number(cx.int(v, &kp, 0)? as f64),
+            ParamKind::Dist(unit) => ParamValue::Dist(cx.dist(v, &kp, unit)?),
+            ParamKind::Text => ParamValue::Text(cx.string(v, &kp)?),
+        };
+        out.push((k.name.clone(), value));
+    }
+    Ok(Params(out))
+}
+
+pub(super) fn resolve_expect(cx: &Cx, node: &Node, path: &str) -> R<Vec<u16>> {
+    let items: Vec<&Node> = match &node.value {
+        Value::Seq(items) => items.iter().collect(),
+        _ => vec![node],
+    };
+    if items.is_empty() {
+        return Err(cx.err(node.pos, path, "expect needs at least one status code"));
+    }
+    items
+        .into_iter()
+        .map(|n| {
+            let code = cx.int(n, path, 100)?;
+            if code > 599 {
+                return Err(cx.err(
+                    n.pos,
+                    path,
+                    format!("{code} is not an HTTP status code (100-599)"),
+                ));
+            }
+            Ok(code as u16)
+        })
+        .collect()
+}

@@ -1,0 +1,172 @@
+//! The request of a generic `http` operation: method, path, headers, body, expected
+//! statuses and captures.
+
+use super::*;
+
+pub(super) const HTTP_OP_KEYS: &[&str] = &[
+    "weight", "method", "path", "headers", "body", "expect", "capture",
+];
+
+pub(super) fn resolve_http(
+    cx: &Cx,
+    node: &Node,
+    path: &str,
+    captures: &mut Vec<String>,
+    sites: &mut Vec<(String, Pos)>,
+) -> R<HttpRequest> {
+    let mut template = |n: &Node, key: &str, captures: &mut Vec<String>| -> R<Template> {
+        let text = cx.string(n, key)?;
+        let before = captures.len();
+        let t = Template::parse(&text, captures).map_err(|m| cx.err(n.pos, key, m))?;
+        for v in t.vars_used() {
+            let name = captures[v].clone();
+            if v >= before || !sites.iter().any(|(s, _)| *s == name) {
+                sites.push((name, n.pos));
+            }
+        }
+        Ok(t)
+    };
+    let method_node = node.get("method");
+    let method = match method_node {
+        Some(n) => cx.string(n, &join(path, "method"))?,
+        None => "GET".into(),
+    };
+    let parsed = hyper::Method::from_bytes(method.as_bytes())
+        .ok()
+        .filter(|_| {
+            !method.is_empty()
+                && method
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b == b'-' || b == b'_')
+        });
+    let Some(method) = parsed else {
+        return Err(cx.err(
+            method_node.map(|n| n.pos).unwrap_or(node.pos),
+            &join(path, "method"),
+            format!(
+                "'{method}' is not an HTTP method (upper-case letters, e.g. GET, POST, PROPFIND)"
+            ),
+        ));
+    };
+    let path_node = required(cx, node, "path", path)?;
+    let req_path = template(path_node, &join(path, "path"), captures)?;
+    // A path may start with a variable: {context}, or a captured Location.
+    if !req_path.source.starts_with('/') && !req_path.source.starts_with('{') {
+        return Err(cx.err(
+            path_node.pos,
+            &join(path, "path"),
+            "the path must start with '/' or a variable such as {context}",
+        ));
+    }
+    let mut headers = Vec::new();
+    if let Some(h) = node.get("headers") {
+        let hp = join(path, "headers");
+        for (k, v) in cx.map(h, &hp)? {
+            if k.name.is_empty()
+                || !k
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
+            {
+                return Err(cx.err(
+                    k.pos,
+                    &join(&hp, &k.name),
+                    format!("'{}' is not a valid header name", k.name),
+                ));
+            }
+            headers.push((k.name.clone(), template(v, &join(&hp, &k.name), captures)?));
+        }
+    }
+    let body = match node.get("body") {
+        None => Body::None,
+        Some(b) => {
+            let bp = join(path, "body");
+            match &b.value {
+                Value::Map(e) => {
+                    cx.check_keys(e, &["file", "random"], &bp)?;
+                    if e.len() != 1 {
+                        return Err(cx.err(
+                            b.pos,
+                            &bp,
+                            "body takes one of: a template string, {file: PATH}, {random: SIZE}",
+                        ));
+                    }
+                    if let Some(f) = b.get("file") {
+                        let rel = cx.string(f, &join(&bp, "file"))?;
+                        let full = match cx.base_dir {
+                            Some(d) => d.join(&rel),
+                            None => Path::new(&rel).to_path_buf(),
+                        };
+                        let bytes = std::fs::read(&full).map_err(|e| {
+                            cx.err(
+                                f.pos,
+                                &join(&bp, "file"),
+                                format!("cannot read {}: {e}", full.display()),
+                            )
+                        })?;
+                        Body::File {
+                            path: rel,
+                            bytes: Bytes::from(bytes),
+                        }
+                    } else {
+                        let r = b.get("random").unwrap_or(b);
+                        let text = r.scalar_text().unwrap_or_default();
+                        Body::Random(
+                            units::parse_size(&text)
+                                .map_err(|m| cx.err(r.pos, &join(&bp, "random"), m))?,
+                        )
+                    }
+                }
+                _ => Body::Template(template(b, &bp, captures)?),
+            }
+        }
+    };
+    let mut caps = Vec::new();
+    if let Some(c) = node.get("capture") {
+        let cp = join(path, "capture");
+        for (k, v) in cx.map(c, &cp)? {
+            let kp = join(&cp, &k.name);
+            if BUILTIN_VARS.contains(&k.name.as_str()) {
+                return Err(cx.err(
+                    k.pos,
+                    &kp,
+                    format!("'{}' is a built-in variable; choose another name", k.name),
+                ));
+            }
+            let e = cx.map(v, &kp)?;
+            cx.check_keys(e, &["header", "json"], &kp)?;
+            let from = match (v.get("header"), v.get("json")) {
+                (Some(h), None) => CaptureFrom::Header(cx.string(h, &join(&kp, "header"))?),
+                (None, Some(j)) => {
+                    let p = cx.string(j, &join(&kp, "json"))?;
+                    if !p.is_empty() && !p.starts_with('/') {
+                        return Err(cx.err(
+                            j.pos,
+                            &join(&kp, "json"),
+                            format!("'{p}' is not a JSON pointer; write e.g. /id or /items/0/id"),
+                        ));
+                    }
+                    CaptureFrom::JsonPointer(p)
+                }
+                _ => {
+                    return Err(cx.err(v.pos, &kp, "a capture takes exactly one of: header, json"));
+                }
+            };
+            let var = match captures.iter().position(|c| *c == k.name) {
+                Some(i) => i,
+                None => {
+                    captures.push(k.name.clone());
+                    captures.len() - 1
+                }
+            };
+            caps.push(Capture { var, from });
+        }
+    }
+    Ok(HttpRequest {
+        method,
+        path: req_path,
+        headers,
+        body,
+        captures: caps,
+    })
+}

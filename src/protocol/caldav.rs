@@ -19,7 +19,7 @@ use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
 
 use super::session::{Exchange, Session};
-use super::{Outcome, VuIds, bootstrap_expect, data, expect_of};
+use super::{Outcome, SetupError, VuIds, bootstrap_expect, data, expect_of};
 use crate::formats::dav::{CALDAV, DAV, Multistatus, find_prop_href, href_path, parse_multistatus};
 use crate::formats::{ical, xml};
 use crate::transport::{Conn, Response};
@@ -143,7 +143,7 @@ impl CaldavVu {
     }
 
     /// Find the calendar home (untimed set-up).
-    pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), String> {
+    pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
         if let Some(h) = &self.class.params.calendar_home {
             let mut h = self.template(h);
             if !h.ends_with('/') {
@@ -180,7 +180,12 @@ impl CaldavVu {
         body: &'static str,
         ns: &str,
         prop: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, SetupError> {
+        let full = format!("{}{path}", conn.endpoint().base_path);
+        let fail = |answer: String| SetupError::Discovery {
+            request: format!("PROPFIND {full} ({prop})"),
+            answer,
+        };
         let r = match self
             .s
             .send(
@@ -193,15 +198,15 @@ impl CaldavVu {
             .await
         {
             Exchange::Answer(r) => r,
-            Exchange::Failed(o) => return Err(o.detail.unwrap_or_default()),
+            Exchange::Failed(o) => return Err(fail(o.detail.unwrap_or_default())),
         };
         if r.status.as_u16() != 207 {
-            return Err(format!("PROPFIND {path} ({prop}) -> {}", r.status));
+            return Err(fail(r.status.to_string()));
         }
-        let text = std::str::from_utf8(&r.body).map_err(|e| e.to_string())?;
-        let root = xml::parse(text)?;
-        let href = find_prop_href(&root, ns, prop)
-            .ok_or_else(|| format!("PROPFIND {path}: no {prop} in the answer"))?;
+        let text = std::str::from_utf8(&r.body).map_err(|e| fail(format!("207, {e}")))?;
+        let root = xml::parse(text).map_err(|e| fail(format!("207, {e}")))?;
+        let href =
+            find_prop_href(&root, ns, prop).ok_or_else(|| fail(format!("207 without {prop}")))?;
         Ok(self.relative(conn, &href))
     }
 

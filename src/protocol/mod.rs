@@ -52,6 +52,31 @@ pub struct Outcome {
     pub skipped: bool,
 }
 
+/// Why a user's untimed set-up failed: the request that failed and what came back.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SetupError {
+    /// Creating the user's account (CMP).
+    #[error("account creation: {request} -> {answer}")]
+    Account { request: String, answer: String },
+    /// Finding the calendar home (CalDAV).
+    #[error("calendar home discovery: {request} -> {answer}")]
+    Discovery { request: String, answer: String },
+}
+
+impl SetupError {
+    /// The request and the answer, for a preflight message.
+    fn parts(self) -> (String, String) {
+        match self {
+            SetupError::Account { request, answer } => {
+                (format!("account creation: {request}"), answer)
+            }
+            SetupError::Discovery { request, answer } => {
+                (format!("calendar home discovery: {request}"), answer)
+            }
+        }
+    }
+}
+
 /// Errors that stop a run before it starts.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ProtocolError {
@@ -164,7 +189,10 @@ impl ClassDriver {
         self.accounts
             .create_account(&s, &mut conn)
             .await
-            .map_err(|a| fail("account creation (CMP)".into(), a))?;
+            .map_err(|e| {
+                let (request, answer) = e.parts();
+                fail(request, answer)
+            })?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         match &self.kind {
             Kind::Http(_) => Ok(()),
@@ -189,9 +217,10 @@ impl ClassDriver {
             }
             Kind::Caldav(c) => {
                 let mut vu = caldav::CaldavVu::new(c.clone(), s, ids);
-                vu.setup(&mut conn)
-                    .await
-                    .map_err(|a| fail("calendar home discovery".into(), a))
+                vu.setup(&mut conn).await.map_err(|e| {
+                    let (request, answer) = e.parts();
+                    fail(request, answer)
+                })
             }
         }
     }
@@ -240,7 +269,7 @@ pub struct VuDriver {
 
 impl VuDriver {
     /// Untimed preparation before the round's clock starts: the account, discovery.
-    pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), String> {
+    pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
         if !matches!(self.state, VuState::Http(_)) {
             self.accounts.create_account(&self.session, conn).await?;
         }

@@ -10,7 +10,8 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{HeaderName, HeaderValue};
 
-use super::{Outcome, ProtocolError, VuIds};
+use super::{Outcome, ProtocolError, SetupError, VuIds};
+use crate::formats::xml::XmlWriter;
 use crate::transport::{Conn, ErrorClass, Method, Request, Response};
 use crate::workload::{AccountMode, Accounts, UserClass, Workload};
 
@@ -154,31 +155,36 @@ impl AccountPlan {
     }
 
     /// Create the VU's account when the plan says so (untimed, before the round's clock).
-    pub async fn create_account(&self, s: &Session, conn: &mut Conn) -> Result<(), String> {
+    pub async fn create_account(&self, s: &Session, conn: &mut Conn) -> Result<(), SetupError> {
         let AccountPlan::Cmp { admin, .. } = self else {
             return Ok(());
         };
-        let body = format!(
-            r#"<user xmlns="http://osafoundation.org/cosmo/CMP"><username>{u}</username><password>{p}</password><firstName>loadmix</firstName><lastName>{u}</lastName><email>{u}@loadmix.invalid</email></user>"#,
-            u = s.user,
-            p = s.password
-        );
-        let admin_auth =
-            HeaderValue::from_str(&basic(&admin.0, &admin.1)).map_err(|e| e.to_string())?;
+        let mut w = XmlWriter::fragment();
+        w.open("user", &[("xmlns", "http://osafoundation.org/cosmo/CMP")])
+            .leaf("username", &s.user)
+            .leaf("password", &s.password)
+            .leaf("firstName", "loadmix")
+            .leaf("lastName", &s.user)
+            .leaf("email", &format!("{}@loadmix.invalid", s.user))
+            .close("user");
+        let uri = format!("{}/cmp/user/{}", s.context_path(conn), s.user);
+        let fail = |answer: String| SetupError::Account {
+            request: format!("PUT {uri} as {}", admin.0),
+            answer,
+        };
+        let admin_auth = HeaderValue::from_str(&basic(&admin.0, &admin.1))
+            .map_err(|_| fail("the admin credentials cannot be sent in a header".into()))?;
         let req = Request::builder()
             .method(Method::PUT)
-            .uri(format!("{}/cmp/user/{}", s.context_path(conn), s.user))
+            .uri(uri.as_str())
             .header(hyper::header::AUTHORIZATION, admin_auth)
             .header(hyper::header::CONTENT_TYPE, "text/xml")
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| e.to_string())?;
+            .body(Full::new(Bytes::from(w.finish())))
+            .map_err(|e| fail(format!("cannot build the request: {e}")))?;
         match conn.send(req).await {
             Ok(r) if r.status.as_u16() == 201 || r.status.as_u16() == 204 => Ok(()),
-            Ok(r) => Err(format!(
-                "PUT cmp/user/{} as {} -> {}",
-                s.user, admin.0, r.status
-            )),
-            Err(e) => Err(format!("PUT cmp/user/{}: {}", s.user, e.message)),
+            Ok(r) => Err(fail(r.status.to_string())),
+            Err(e) => Err(fail(e.message)),
         }
     }
 }
@@ -212,9 +218,13 @@ impl Session {
         body: Bytes,
     ) -> Exchange {
         let full = format!("{}{}", conn.endpoint().base_path, path);
-        let mut b = Request::builder()
-            .method(Method::from_bytes(method.as_bytes()).unwrap_or(Method::GET))
-            .uri(full.as_str());
+        let Ok(m) = Method::from_bytes(method.as_bytes()) else {
+            return Exchange::Failed(Outcome::failed(
+                ErrorClass::Body,
+                format!("'{method}' is not an HTTP method"),
+            ));
+        };
+        let mut b = Request::builder().method(m).uri(full.as_str());
         if let Some(a) = &self.auth {
             b = b.header(hyper::header::AUTHORIZATION, a.clone());
         }

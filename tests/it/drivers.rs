@@ -4,6 +4,7 @@
 //! matches the tables (chi-square), with Morse Code sync split 80/20 by token.
 
 use std::collections::BTreeMap;
+use std::process::Command;
 
 use crate::common::*;
 use loadmix::server::StoreSpec;
@@ -219,7 +220,7 @@ fn a_target_without_the_protocol_fails_preflight_naming_class_request_and_answer
         "{err}"
     );
     assert!(
-        err.contains("account creation (CMP)") && err.contains("404"),
+        err.contains("account creation: PUT /cosmo/cmp/user/") && err.contains("-> 404"),
         "{err}"
     );
     rt.block_on(srv.stop());
@@ -330,4 +331,39 @@ fn a_rejected_sync_token_triggers_a_counted_full_resync() {
         answered.load(std::sync::atomic::Ordering::SeqCst),
         "statuses in the report = requests the server answered"
     );
+}
+
+/// Passwords are data, not markup: one with XML's special characters still makes an
+/// account through CMP and logs in.
+#[test]
+fn a_password_with_markup_characters_creates_and_uses_its_account() {
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let o = Command::new(env!("CARGO_BIN_EXE_loadmix"))
+        .current_dir(root())
+        .env("LOADMIX_PASSWORD", "p<&>\"' ]]> x")
+        .args([
+            "run",
+            "workloads/cosmo-0.7.yaml",
+            "--iterations",
+            "3",
+            "--rounds",
+            "1",
+            "--set",
+            "think=0ms",
+            "--out",
+            &path_str(&out),
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = read_report(&out);
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures);
+    assert!(r.summary.total.requests >= 15);
 }

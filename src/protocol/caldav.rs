@@ -14,14 +14,15 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use hyper::header::{CONTENT_TYPE, ETAG, HeaderName, HeaderValue};
+use hyper::header::{CONTENT_TYPE, ETAG, HeaderName, HeaderValue, IF_MATCH, IF_NONE_MATCH};
 use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
 
 use super::session::{Exchange, Session};
 use super::{Outcome, SetupError, VuIds, bootstrap_expect, data, expect_of};
 use crate::formats::dav::{CALDAV, DAV, Multistatus, find_prop_href, href_path, parse_multistatus};
-use crate::formats::{ical, xml};
+use crate::formats::ical;
+use crate::formats::xml::{self, XmlWriter};
 use crate::transport::{Conn, Response};
 use crate::workload::ops::{self, CaldavParams};
 use crate::workload::{CaldavOp, UserClass};
@@ -81,6 +82,11 @@ pub struct CaldavVu {
     ids: VuIds,
     home: Option<String>,
     cals: Vec<Calendar>,
+}
+
+/// A random event of a calendar, if it has any.
+fn pick_event(cal: &Calendar, rng: &mut Xoshiro256PlusPlus) -> Option<usize> {
+    (!cal.events.is_empty()).then(|| (rng.next_u64() % cal.events.len() as u64) as usize)
 }
 
 fn xml_ct() -> (HeaderName, HeaderValue) {
@@ -239,11 +245,19 @@ impl CaldavVu {
             );
         };
         let path = format!("{home}{}/", data::uid(rng, &self.ids.run_id));
-        let body = format!(
-            r#"<?xml version="1.0" encoding="utf-8"?><C:mkcalendar xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:set><D:prop><D:displayname>loadmix {} {}</D:displayname><C:calendar-description xml:lang="en">Calendar restricted to events.</C:calendar-description></D:prop></D:set></C:mkcalendar>"#,
-            self.s.user,
-            data::string(rng, 8)
-        );
+        let name = format!("loadmix {} {}", self.s.user, data::string(rng, 8));
+        let mut w = XmlWriter::new();
+        w.open("C:mkcalendar", &[("xmlns:D", DAV), ("xmlns:C", CALDAV)])
+            .open("D:set", &[])
+            .open("D:prop", &[])
+            .leaf("D:displayname", &name)
+            .open("C:calendar-description", &[("xml:lang", "en")])
+            .text("Calendar restricted to events.")
+            .close("C:calendar-description")
+            .close("D:prop")
+            .close("D:set")
+            .close("C:mkcalendar");
+        let body = w.finish();
         let r = match self
             .s
             .send(conn, "MKCALENDAR", &path, &[xml_ct()], Bytes::from(body))
@@ -278,110 +292,70 @@ impl CaldavVu {
             return Outcome::skipped();
         }
         let ci = (rng.next_u64() % self.cals.len() as u64) as usize;
-        let pick_event = |cal: &Calendar, rng: &mut Xoshiro256PlusPlus| {
-            (!cal.events.is_empty()).then(|| (rng.next_u64() % cal.events.len() as u64) as usize)
-        };
         match &class.ops[op] {
             CaldavOp::CreateCalendar => Outcome::skipped(),
-            CaldavOp::PutEvent { size, .. } | CaldavOp::UpdateEvent { size } => {
-                let put = matches!(class.ops[op], CaldavOp::PutEvent { .. });
-                let recurring = match class.ops[op] {
-                    CaldavOp::PutEvent { recurring, .. } => recurring,
-                    _ => ops::defaults::RECURRING,
-                };
-                let (uid, path, if_match) = if put {
-                    let uid = data::uid(rng, &self.ids.run_id);
-                    let path = format!("{}{uid}.ics", self.cals[ci].path);
-                    (uid, path, None)
-                } else {
-                    let Some(ei) = pick_event(&self.cals[ci], rng) else {
-                        return Outcome::skipped();
-                    };
-                    let e = &self.cals[ci].events[ei];
-                    (e.uid.clone(), e.path.clone(), e.etag.clone())
-                };
+            CaldavOp::PutEvent { size, recurring } => {
+                let uid = data::uid(rng, &self.ids.run_id);
+                let path = format!("{}{uid}.ics", self.cals[ci].path);
                 let size = size.as_ref().map_or(0, |d| d.sample(rng) as usize);
-                let body = data::ics_event(rng, &uid, size, recurring);
-                let mut headers = vec![(
-                    CONTENT_TYPE,
-                    HeaderValue::from_static("text/calendar; charset=utf-8"),
-                )];
-                match &if_match {
-                    Some(e) => {
-                        if let Ok(v) = HeaderValue::from_str(e) {
-                            headers.push((hyper::header::IF_MATCH, v));
-                        }
-                    }
-                    // Never overwrite a resource loadmix did not create.
-                    None if put => {
-                        headers.push((hyper::header::IF_NONE_MATCH, HeaderValue::from_static("*")))
-                    }
-                    None => {}
-                }
-                let r = match self
-                    .s
-                    .send(conn, "PUT", &path, &headers, Bytes::from(body))
-                    .await
-                {
-                    Exchange::Answer(r) => r,
-                    Exchange::Failed(o) => return o,
-                };
-                let o = Outcome::of(&r, expect, &format!("PUT {path}"));
-                if o.is_ok() {
-                    let etag = etag_of(&r);
-                    let cal = &mut self.cals[ci];
-                    match cal.events.iter_mut().find(|e| e.path == path) {
-                        Some(e) => e.etag = etag,
-                        None => cal.events.push(Event { path, uid, etag }),
-                    }
-                }
-                o
+                let body = data::ics_event(rng, &uid, size, *recurring);
+                // Never overwrite a resource loadmix did not create.
+                let cond = (IF_NONE_MATCH, HeaderValue::from_static("*"));
+                self.put_event(
+                    conn,
+                    ci,
+                    Event {
+                        path,
+                        uid,
+                        etag: None,
+                    },
+                    body,
+                    Some(cond),
+                    expect,
+                )
+                .await
             }
-            CaldavOp::GetEvent | CaldavOp::DeleteEvent => {
+            CaldavOp::UpdateEvent { size } => {
                 let Some(ei) = pick_event(&self.cals[ci], rng) else {
                     return Outcome::skipped();
                 };
-                let path = self.cals[ci].events[ei].path.clone();
-                let method = if class.ops[op] == CaldavOp::GetEvent {
-                    "GET"
-                } else {
-                    "DELETE"
+                let e = &self.cals[ci].events[ei];
+                let event = Event {
+                    path: e.path.clone(),
+                    uid: e.uid.clone(),
+                    etag: e.etag.clone(),
                 };
-                let r = match self.s.send(conn, method, &path, &[], Bytes::new()).await {
-                    Exchange::Answer(r) => r,
-                    Exchange::Failed(o) => return o,
-                };
-                let o = Outcome::of(&r, expect, &format!("{method} {path}"));
-                if !o.is_ok() {
-                    return o;
-                }
-                if method == "DELETE" {
-                    self.cals[ci].events.remove(ei);
-                    return o;
-                }
-                let parsed = std::str::from_utf8(&r.body)
-                    .map_err(|e| e.to_string())
-                    .and_then(ical::parse);
-                match parsed {
-                    Ok(_) => {
-                        if let Some(e) = etag_of(&r) {
-                            self.cals[ci].events[ei].etag = Some(e);
-                        }
-                        o
-                    }
-                    Err(m) => o.body_error(format!("GET {path}: not iCalendar: {m}")),
-                }
+                let size = size.as_ref().map_or(0, |d| d.sample(rng) as usize);
+                let body = data::ics_event(rng, &event.uid, size, ops::defaults::RECURRING);
+                let cond = event
+                    .etag
+                    .as_deref()
+                    .and_then(|t| HeaderValue::from_str(t).ok())
+                    .map(|v| (IF_MATCH, v));
+                self.put_event(conn, ci, event, body, cond, expect).await
             }
+            CaldavOp::GetEvent => self.get_event(conn, rng, ci, expect).await,
+            CaldavOp::DeleteEvent => self.delete_event(conn, rng, ci, expect).await,
             CaldavOp::TimeRangeReport { range } => {
                 let len = chrono::Duration::microseconds(range.sample(rng) as i64);
-                let (s, e) = data::week(rng, len);
+                let (start, end) = data::week(rng, len);
                 let f = "%Y%m%dT%H%M%SZ";
-                let body = format!(
-                    r#"<?xml version="1.0" encoding="utf-8"?><C:calendar-query xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop xmlns:D="DAV:"><D:getetag/><C:calendar-data/></D:prop><C:filter><C:comp-filter name="VCALENDAR"><C:comp-filter name="VEVENT"><C:time-range start="{}" end="{}"/></C:comp-filter></C:comp-filter></C:filter></C:calendar-query>"#,
-                    s.format(f),
-                    e.format(f)
-                );
-                self.report(conn, ci, body, expect).await.0
+                let (start, end) = (start.format(f).to_string(), end.format(f).to_string());
+                let mut w = XmlWriter::new();
+                w.open("C:calendar-query", &[("xmlns:C", CALDAV), ("xmlns:D", DAV)])
+                    .open("D:prop", &[])
+                    .empty("D:getetag", &[])
+                    .empty("C:calendar-data", &[])
+                    .close("D:prop")
+                    .open("C:filter", &[])
+                    .open("C:comp-filter", &[("name", "VCALENDAR")])
+                    .open("C:comp-filter", &[("name", "VEVENT")])
+                    .empty("C:time-range", &[("start", &start), ("end", &end)])
+                    .close("C:comp-filter")
+                    .close("C:comp-filter")
+                    .close("C:filter")
+                    .close("C:calendar-query");
+                self.report(conn, ci, w.finish(), expect).await.0
             }
             CaldavOp::Multiget { count } => {
                 let cal = &self.cals[ci];
@@ -391,42 +365,23 @@ impl CaldavVu {
                 let n = (*count as usize).min(cal.events.len());
                 let start = (rng.next_u64() % cal.events.len() as u64) as usize;
                 let base = &conn.endpoint().base_path;
-                let hrefs: String = (0..n)
-                    .map(|i| {
-                        format!(
-                            "<D:href>{}</D:href>",
-                            xml::esc(&format!(
-                                "{base}{}",
-                                cal.events[(start + i) % cal.events.len()].path
-                            ))
-                        )
-                    })
-                    .collect();
-                let body = format!(
-                    r#"<?xml version="1.0" encoding="utf-8"?><C:calendar-multiget xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><D:getetag/><C:calendar-data/></D:prop>{hrefs}</C:calendar-multiget>"#
-                );
-                self.report(conn, ci, body, expect).await.0
+                let mut w = XmlWriter::new();
+                w.open(
+                    "C:calendar-multiget",
+                    &[("xmlns:D", DAV), ("xmlns:C", CALDAV)],
+                )
+                .open("D:prop", &[])
+                .empty("D:getetag", &[])
+                .empty("C:calendar-data", &[])
+                .close("D:prop");
+                for i in 0..n {
+                    let e = &cal.events[(start + i) % cal.events.len()];
+                    w.leaf("D:href", &format!("{base}{}", e.path));
+                }
+                w.close("C:calendar-multiget");
+                self.report(conn, ci, w.finish(), expect).await.0
             }
-            CaldavOp::Propfind => {
-                let path = self.cals[ci].path.clone();
-                let body = r#"<?xml version="1.0" encoding="utf-8"?><D:propfind xmlns:D="DAV:"><D:prop><D:getetag/><D:resourcetype/><D:displayname/></D:prop></D:propfind>"#;
-                let r = match self
-                    .s
-                    .send(
-                        conn,
-                        "PROPFIND",
-                        &path,
-                        &[xml_ct(), depth("1")],
-                        Bytes::from_static(body.as_bytes()),
-                    )
-                    .await
-                {
-                    Exchange::Answer(r) => r,
-                    Exchange::Failed(o) => return o,
-                };
-                let what = format!("PROPFIND {path}");
-                multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what).0
-            }
+            CaldavOp::Propfind => self.propfind(conn, ci, expect).await,
             CaldavOp::SyncCollection => {
                 let token = self.cals[ci].sync_token.clone().unwrap_or_default();
                 let (o, rejected) = self.sync(conn, ci, &token, expect).await;
@@ -440,6 +395,127 @@ impl CaldavVu {
                 again
             }
         }
+    }
+
+    /// PUT an event into calendar `ci` under a precondition; remember it and its ETag.
+    async fn put_event(
+        &mut self,
+        conn: &mut Conn,
+        ci: usize,
+        event: Event,
+        body: String,
+        condition: Option<(HeaderName, HeaderValue)>,
+        expect: &[u16],
+    ) -> Outcome {
+        let mut headers = vec![(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/calendar; charset=utf-8"),
+        )];
+        headers.extend(condition);
+        let r = match self
+            .s
+            .send(conn, "PUT", &event.path, &headers, Bytes::from(body))
+            .await
+        {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return o,
+        };
+        let o = Outcome::of(&r, expect, &format!("PUT {}", event.path));
+        if o.is_ok() {
+            let etag = etag_of(&r);
+            let cal = &mut self.cals[ci];
+            match cal.events.iter_mut().find(|e| e.path == event.path) {
+                Some(e) => e.etag = etag,
+                None => cal.events.push(Event { etag, ..event }),
+            }
+        }
+        o
+    }
+
+    /// GET an event of calendar `ci` and check it is iCalendar; learn its ETag.
+    async fn get_event(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        ci: usize,
+        expect: &[u16],
+    ) -> Outcome {
+        let Some(ei) = pick_event(&self.cals[ci], rng) else {
+            return Outcome::skipped();
+        };
+        let path = self.cals[ci].events[ei].path.clone();
+        let r = match self.s.send(conn, "GET", &path, &[], Bytes::new()).await {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return o,
+        };
+        let o = Outcome::of(&r, expect, &format!("GET {path}"));
+        if !o.is_ok() {
+            return o;
+        }
+        let parsed = std::str::from_utf8(&r.body)
+            .map_err(|e| e.to_string())
+            .and_then(ical::parse);
+        match parsed {
+            Ok(_) => {
+                if let Some(e) = etag_of(&r) {
+                    self.cals[ci].events[ei].etag = Some(e);
+                }
+                o
+            }
+            Err(m) => o.body_error(format!("GET {path}: not iCalendar: {m}")),
+        }
+    }
+
+    /// DELETE an event of calendar `ci` (one this user created) and forget it.
+    async fn delete_event(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        ci: usize,
+        expect: &[u16],
+    ) -> Outcome {
+        let Some(ei) = pick_event(&self.cals[ci], rng) else {
+            return Outcome::skipped();
+        };
+        let path = self.cals[ci].events[ei].path.clone();
+        let r = match self.s.send(conn, "DELETE", &path, &[], Bytes::new()).await {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return o,
+        };
+        let o = Outcome::of(&r, expect, &format!("DELETE {path}"));
+        if o.is_ok() {
+            self.cals[ci].events.remove(ei);
+        }
+        o
+    }
+
+    /// PROPFIND depth 1 on calendar `ci`; the answer must be a multistatus.
+    async fn propfind(&mut self, conn: &mut Conn, ci: usize, expect: &[u16]) -> Outcome {
+        let path = self.cals[ci].path.clone();
+        let mut w = XmlWriter::new();
+        w.open("D:propfind", &[("xmlns:D", DAV)])
+            .open("D:prop", &[])
+            .empty("D:getetag", &[])
+            .empty("D:resourcetype", &[])
+            .empty("D:displayname", &[])
+            .close("D:prop")
+            .close("D:propfind");
+        let r = match self
+            .s
+            .send(
+                conn,
+                "PROPFIND",
+                &path,
+                &[xml_ct(), depth("1")],
+                Bytes::from(w.finish()),
+            )
+            .await
+        {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return o,
+        };
+        let what = format!("PROPFIND {path}");
+        multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what).0
     }
 
     /// Send a REPORT with `body` to calendar `ci`: its answer and path, or the failure.
@@ -489,10 +565,15 @@ impl CaldavVu {
         token: &str,
         expect: &[u16],
     ) -> (Outcome, bool) {
-        let body = format!(
-            r#"<?xml version="1.0" encoding="utf-8"?><D:sync-collection xmlns:D="DAV:"><D:sync-token>{}</D:sync-token><D:sync-level>1</D:sync-level><D:prop><D:getetag/></D:prop></D:sync-collection>"#,
-            xml::esc(token)
-        );
+        let mut w = XmlWriter::new();
+        w.open("D:sync-collection", &[("xmlns:D", DAV)])
+            .leaf("D:sync-token", token)
+            .leaf("D:sync-level", "1")
+            .open("D:prop", &[])
+            .empty("D:getetag", &[])
+            .close("D:prop")
+            .close("D:sync-collection");
+        let body = w.finish();
         let (r, path) = match self.send_report(conn, ci, body).await {
             Ok(x) => x,
             Err(o) => return (o, false),

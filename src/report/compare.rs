@@ -62,10 +62,8 @@ pub fn welch_p(a: &[f64], b: &[f64]) -> Option<f64> {
         return None;
     }
     let stats = |x: &[f64]| {
-        let n = x.len() as f64;
-        let m = x.iter().sum::<f64>() / n;
-        let v = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0);
-        (n, m, v)
+        let (m, v) = super::stats::mean_var(x);
+        (x.len() as f64, m, v)
     };
     let (na, ma, va) = stats(a);
     let (nb, mb, vb) = stats(b);

@@ -2,6 +2,12 @@
 //! interval of the mean from Student's t distribution (rounds are few, so not the normal).
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
+use statrs::statistics::Statistics;
+
+/// Mean and sample variance (n − 1 in the denominator) of at least two values.
+pub fn mean_var(xs: &[f64]) -> (f64, f64) {
+    (xs.iter().mean(), xs.iter().variance())
+}
 
 /// Mean, sample standard deviation and 95 % CI of `xs`. The CI is `None` below two values.
 pub fn mean_ci95(xs: &[f64]) -> (f64, f64, Option<(f64, f64)>) {
@@ -9,11 +15,10 @@ pub fn mean_ci95(xs: &[f64]) -> (f64, f64, Option<(f64, f64)>) {
     if n == 0 {
         return (0.0, 0.0, None);
     }
-    let mean = xs.iter().sum::<f64>() / n as f64;
     if n < 2 {
-        return (mean, 0.0, None);
+        return (xs[0], 0.0, None);
     }
-    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let (mean, var) = mean_var(xs);
     let sd = var.sqrt();
     let t = t_quantile_975(n - 1);
     let half = t * sd / (n as f64).sqrt();

@@ -329,7 +329,8 @@ async fn serve(a: ServeArgs) -> Exit {
             ""
         }
     );
-    let _ = tokio::signal::ctrl_c().await;
+    let sig = crate::run::signals::Signals::install().next().await;
+    eprintln!("{}: stopping the server", sig.name());
     h.stop().await;
     Exit::Ok
 }

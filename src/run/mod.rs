@@ -9,6 +9,7 @@
 //! either into an exit code.
 
 mod progress;
+pub mod signals;
 pub mod sweep;
 pub mod targets;
 
@@ -170,11 +171,17 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
     let watcher = {
         let stop = stop.clone();
         let p = progress.clone();
+        let mut signals = signals::Signals::install();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                p.line("interrupted: stopping; the report of what ran will be written");
-                stop.cancel();
-            }
+            let first = signals.next().await;
+            p.line(&format!(
+                "interrupted ({}): stopping; the report of what ran will be written (signal again to quit at once)",
+                first.name()
+            ));
+            stop.cancel();
+            let second = signals.next().await;
+            eprintln!("{}: quitting at once, without the report", second.name());
+            std::process::exit(second.exit_status());
         })
     };
     let ticker = {

@@ -1,7 +1,7 @@
 //! A faulty target is counted and classified, and the run goes on: refused connections
 //! (preflight exit 3, or `connect` errors when the probe is skipped), connections closed
 //! mid-request (`reset`), answers too slow for the timeout (`timeout`), answers that are
-//! not HTTP (`body`), and unexpected statuses (`status`). Ctrl-C still writes the report.
+//! not HTTP (`body`), and unexpected statuses (`status`). Ctrl-C, SIGTERM and SIGHUP still write the report.
 
 use std::time::Duration;
 
@@ -123,6 +123,17 @@ fn unexpected_statuses_are_status_errors_keyed_by_code() {
 
 #[test]
 fn ctrl_c_stops_the_run_and_still_writes_the_report() {
+    a_signal_stops_the_run_and_still_writes_the_report("-INT");
+}
+
+/// What `timeout`, systemd and Kubernetes send, and what a closed terminal sends.
+#[test]
+fn sigterm_and_sighup_stop_the_run_as_ctrl_c_does() {
+    a_signal_stops_the_run_and_still_writes_the_report("-TERM");
+    a_signal_stops_the_run_and_still_writes_the_report("-HUP");
+}
+
+fn a_signal_stops_the_run_and_still_writes_the_report(signal: &str) {
     let tmp = tempdir();
     let out = out_dir(&tmp);
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_loadmix"))
@@ -145,7 +156,7 @@ fn ctrl_c_stops_the_run_and_still_writes_the_report() {
     // Let it measure something, then interrupt it as a terminal would.
     std::thread::sleep(Duration::from_millis(1500));
     let killed = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([signal, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
@@ -153,7 +164,7 @@ fn ctrl_c_stops_the_run_and_still_writes_the_report() {
     assert_eq!(
         output.status.code(),
         Some(130),
-        "{}",
+        "{signal}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     let r = read_report(&out);

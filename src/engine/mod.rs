@@ -98,6 +98,9 @@ pub struct RoundResult {
     pub stats: RoundStats,
     pub vus: u64,
     pub connections_opened: u64,
+    /// Requests sent again on a new connection because the server never took them (it had
+    /// closed the kept connection).
+    pub requests_retried: u64,
     /// VUs whose set-up (account, discovery) failed; they ran anyway, and failed visibly.
     pub setup_failures: u64,
     pub interrupted: bool,
@@ -237,6 +240,7 @@ struct VuOutput {
     log: Vec<OpLogEntry>,
     failures: Vec<FailureNote>,
     connections: u64,
+    retried: u64,
     /// Open model: arrivals that found every slot taken and gave up, or waited.
     dropped: u64,
     late: u64,
@@ -248,6 +252,7 @@ impl VuOutput {
         self.log.extend(o.log);
         self.failures.extend(o.failures);
         self.connections += o.connections;
+        self.retried += o.retried;
         self.dropped += o.dropped;
         self.late += o.late;
         self.sessions += o.sessions;
@@ -506,6 +511,7 @@ async fn run_round(
             stats,
             vus: vus + out.sessions,
             connections_opened: out.connections,
+            requests_retried: out.retried,
             setup_failures,
             interrupted: cfg.stop.is_cancelled(),
             cpu_percent: cpu,
@@ -759,6 +765,7 @@ async fn vu_loop(
     }
     recorder.flush();
     out.connections = conn.opened;
+    out.retried = conn.retried;
     out
 }
 

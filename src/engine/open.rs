@@ -228,5 +228,6 @@ async fn session(
     }
     recorder.flush();
     out.connections = conn.opened;
+    out.retried = conn.retried;
     out
 }

@@ -209,17 +209,18 @@ pub fn report(r: &Report) -> String {
     b.push_str(&figure("rounds", charts::rounds(r)));
     b.push_str(&figure("errors", charts::errors(r)));
 
-    b.push_str("<h2>Rounds</h2><table><tr><th>round</th><th>started</th><th>measured s</th><th>users</th><th>connections</th><th>warm-up ops</th><th>requests</th><th>failed</th><th>ops/s</th><th>p99 ms</th></tr>");
+    b.push_str("<h2>Rounds</h2><table><tr><th>round</th><th>started</th><th>measured s</th><th>users</th><th>connections</th><th>retried</th><th>warm-up ops</th><th>requests</th><th>failed</th><th>ops/s</th><th>p99 ms</th></tr>");
     for x in &r.rounds {
         let _ = write!(
             b,
-            "<tr><td>{}{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td></tr>",
+            "<tr><td>{}{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td></tr>",
             x.index,
             if x.interrupted { " (interrupted)" } else { "" },
             esc(&x.started_at),
             x.measured_s,
             x.vus,
             x.connections_opened,
+            x.requests_retried,
             x.warmup_requests,
             x.total.requests,
             x.total.failures,

@@ -99,6 +99,10 @@ pub struct RoundReport {
     pub measured_s: f64,
     pub vus: u64,
     pub connections_opened: u64,
+    /// Requests sent again on a new connection because the server had closed the kept one
+    /// without taking them (not failures, not in the latency).
+    #[serde(default)]
+    pub requests_retried: u64,
     pub warmup_requests: u64,
     /// Seconds at the start of the timeline that were warm-up.
     #[serde(default)]
@@ -280,6 +284,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
             measured_s: secs,
             vus: r.vus,
             connections_opened: r.connections_opened,
+            requests_retried: r.requests_retried,
             warmup_requests: r.stats.warmup_requests,
             warmup_s: w.run.warmup.as_secs_f64(),
             setup_failures: r.setup_failures,

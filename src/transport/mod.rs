@@ -6,6 +6,13 @@
 //! A VU owns its [`Conn`] outright: no pool is shared between users, so the number of open
 //! connections is exactly the number of users, as in the system being simulated. The VU's
 //! task also drives the connection while it waits for an answer (no task per connection).
+//!
+//! Servers close idle keep-alive connections without a word (Apache after
+//! `KeepAliveTimeout`, or after every response). Before a kept connection is reused, the
+//! socket is checked for the peer's close; a request the server never took (hyper hands
+//! it back unsent, or a replayable request on a reused connection met a close before any
+//! answer) is sent once more on a new connection. That is counted as a retry and a
+//! reconnect, not as a failure, and its latency starts at the retry.
 
 use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -159,6 +166,9 @@ pub struct Timeouts {
     pub request: Duration,
 }
 
+/// A completed exchange before it is a [`Response`]: status, headers, body, bytes read.
+type Exchanged = (StatusCode, HeaderMap, Bytes, u64);
+
 /// One virtual user's connection.
 pub struct Conn {
     endpoint: Arc<Endpoint>,
@@ -167,6 +177,8 @@ pub struct Conn {
     link: Option<Link>,
     /// Connections opened so far (for the report: reconnects show up here).
     pub opened: u64,
+    /// Requests sent a second time because the server never took the first.
+    pub retried: u64,
 }
 
 type H1Conn = hyper::client::conn::http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
@@ -179,6 +191,12 @@ struct Link {
     conn: Pin<Box<H1Conn>>,
     /// The connection future finished (closed, or failed): it must not be polled again.
     done: bool,
+    /// The socket, to look for the peer's close without going through the reactor.
+    #[cfg(unix)]
+    fd: std::os::fd::RawFd,
+    /// An exchange has completed on it, so a close now is the server dropping an idle
+    /// connection rather than refusing this request.
+    reused: bool,
 }
 
 impl Link {
@@ -196,20 +214,92 @@ impl Link {
 
     fn usable(&mut self) -> bool {
         self.settle();
-        !self.done && !self.sender.is_closed()
+        !self.done && !self.sender.is_closed() && !self.peer_closed()
+    }
+
+    /// True when the peer has closed (or reset) the socket, or sent something unasked
+    /// while idle. A non-blocking peek asks the kernel directly: the reactor may not have
+    /// seen a FIN that has already arrived.
+    #[cfg(unix)]
+    fn peer_closed(&self) -> bool {
+        let mut byte = 0u8;
+        // SAFETY: `fd` is the connection's socket, owned by `conn`, which is alive; the
+        // buffer is one valid byte; MSG_PEEK leaves the data where it is.
+        let n = unsafe {
+            libc::recv(
+                self.fd,
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            return !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            );
+        }
+        // 0: the peer closed; > 0: bytes nobody asked for, so the stream is out of step.
+        true
+    }
+
+    #[cfg(not(unix))]
+    fn peer_closed(&self) -> bool {
+        false
     }
 }
 
-/// Poll `fut` to completion while also driving `conn`, in the calling task.
-async fn drive<F: Future>(conn: &mut Pin<Box<H1Conn>>, done: &mut bool, fut: F) -> F::Output {
+/// Poll `fut` to completion while also driving `conn`, in the calling task. `None` when
+/// the connection ended while `fut` still waited on it: nothing more can arrive, and
+/// waiting would only run into the timeout.
+async fn drive<F: Future>(
+    conn: &mut Pin<Box<H1Conn>>,
+    done: &mut bool,
+    fut: F,
+) -> Option<F::Output> {
     let mut fut = std::pin::pin!(fut);
     std::future::poll_fn(|cx| {
         if !*done && conn.as_mut().poll(cx).is_ready() {
             *done = true;
         }
-        fut.as_mut().poll(cx)
+        match fut.as_mut().poll(cx) {
+            std::task::Poll::Ready(v) => std::task::Poll::Ready(Some(v)),
+            std::task::Poll::Pending if *done => std::task::Poll::Ready(None),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
     })
     .await
+}
+
+/// Why an exchange failed, and whether the request may be sent again on a new
+/// connection: hyper gave it back unsent, or a replayable request on a reused connection
+/// met a close before any answer.
+struct Failure {
+    error: TransportError,
+    retry: Option<Request<Full<Bytes>>>,
+}
+
+/// Methods whose repetition cannot change the server's state beyond a first success
+/// (RFC 9110 §9.2.2, and the WebDAV reads).
+fn replayable(m: &Method) -> bool {
+    matches!(
+        m.as_str(),
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE" | "PROPFIND" | "REPORT"
+    )
+}
+
+fn copy_of(req: &Request<Full<Bytes>>) -> Request<Full<Bytes>> {
+    let mut b = Request::builder()
+        .method(req.method().clone())
+        .uri(req.uri().clone())
+        .version(req.version());
+    if let Some(h) = b.headers_mut() {
+        *h = req.headers().clone();
+    }
+    // Every part comes from a valid request, so building cannot fail; fall back to an
+    // empty request that the caller never sends (it only replays on `Some`).
+    b.body(req.body().clone()).unwrap_or_default()
 }
 
 impl Conn {
@@ -220,6 +310,7 @@ impl Conn {
             timeouts,
             link: None,
             opened: 0,
+            retried: 0,
         }
     }
 
@@ -239,17 +330,19 @@ impl Conn {
             headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
         }
         let sent = request_size(&req);
-        let start = Instant::now();
-        let deadline = start + self.timeouts.request;
-        let result = tokio::time::timeout_at(deadline, self.exchange(req, sent)).await;
-        let result = match result {
-            Ok(r) => r,
-            Err(_) => Err(TransportError {
-                class: ErrorClass::Timeout,
-                message: format!("no complete answer within {:?}", self.timeouts.request),
-                bytes_sent: sent,
-            }),
-        };
+        let mut start = Instant::now();
+        let mut result = self.timed(req, sent, start).await;
+        if let Err(Failure {
+            retry: Some(again), ..
+        }) = result
+        {
+            // The server never took it: once more on a new connection, timed afresh.
+            self.link = None;
+            self.retried += 1;
+            start = Instant::now();
+            result = self.timed(again, sent, start).await;
+        }
+        let result = result.map_err(|f| f.error);
         if result.is_err() || self.policy == Reuse::PerRequest {
             self.link = None;
         }
@@ -263,39 +356,103 @@ impl Conn {
         })
     }
 
+    /// One attempt within the request timeout.
+    async fn timed(
+        &mut self,
+        req: Request<Full<Bytes>>,
+        sent: u64,
+        start: Instant,
+    ) -> Result<Exchanged, Failure> {
+        let deadline = start + self.timeouts.request;
+        match tokio::time::timeout_at(deadline, self.exchange(req, sent)).await {
+            Ok(r) => r,
+            Err(_) => Err(Failure {
+                error: TransportError {
+                    class: ErrorClass::Timeout,
+                    message: format!("no complete answer within {:?}", self.timeouts.request),
+                    bytes_sent: sent,
+                },
+                retry: None,
+            }),
+        }
+    }
+
     async fn exchange(
         &mut self,
         req: Request<Full<Bytes>>,
         sent: u64,
-    ) -> Result<(StatusCode, HeaderMap, Bytes, u64), TransportError> {
+    ) -> Result<Exchanged, Failure> {
+        let fail = |error| Failure { error, retry: None };
         // A kept-alive connection the server has since closed is not an error of this
         // request: open a new one, as any HTTP client would.
         if !self.link.as_mut().is_some_and(Link::usable) {
-            self.link = Some(self.connect(sent).await?);
+            self.link = Some(self.connect(sent).await.map_err(fail)?);
         }
-        let Some(Link { sender, conn, done }) = self.link.as_mut() else {
-            return Err(TransportError {
+        let Some(link) = self.link.as_mut() else {
+            return Err(fail(TransportError {
                 class: ErrorClass::Connect,
                 message: "no connection".into(),
                 bytes_sent: 0,
-            });
+            }));
         };
-        drive(conn, done, async {
-            sender.ready().await.map_err(|e| classify_hyper(&e, sent))?;
-            let resp = sender
-                .send_request(req)
-                .await
-                .map_err(|e| classify_hyper(&e, sent))?;
+        let reused = link.reused;
+        // A copy to replay only where replaying is safe; hyper hands back any request it
+        // never wrote.
+        let mut copy = (reused && replayable(req.method())).then(|| copy_of(&req));
+        let Link {
+            sender, conn, done, ..
+        } = link;
+        let outcome = drive(conn, done, async {
+            if sender.ready().await.is_err() {
+                return Err(Failure {
+                    error: TransportError {
+                        class: ErrorClass::Reset,
+                        message: "the connection closed before the request was sent".into(),
+                        bytes_sent: 0,
+                    },
+                    retry: Some(req),
+                });
+            }
+            let resp = match sender.try_send_request(req).await {
+                Ok(r) => r,
+                Err(mut e) => {
+                    let unsent = e.take_message();
+                    let error = classify_hyper(e.error(), if unsent.is_some() { 0 } else { sent });
+                    let closed_early = e.error().is_incomplete_message()
+                        || (error.class == ErrorClass::Reset && !e.error().is_timeout());
+                    return Err(Failure {
+                        error,
+                        retry: unsent.or(if closed_early { copy.take() } else { None }),
+                    });
+                }
+            };
             let (parts, body) = resp.into_parts();
             let body = body
                 .collect()
                 .await
-                .map_err(|e| classify_hyper(&e, sent))?
+                .map_err(|e| fail(classify_hyper(&e, sent)))?
                 .to_bytes();
             let received = response_size(parts.status, &parts.headers, body.len());
             Ok((parts.status, parts.headers, body, received))
         })
-        .await
+        .await;
+        match outcome {
+            Some(Ok(x)) => {
+                link.reused = true;
+                Ok(x)
+            }
+            Some(Err(f)) => Err(f),
+            // The connection ended under the request: nothing more will come. On a reused
+            // connection that is the server dropping it as the request went out.
+            None => Err(Failure {
+                error: TransportError {
+                    class: ErrorClass::Reset,
+                    message: "the connection closed before the answer was complete".into(),
+                    bytes_sent: sent,
+                },
+                retry: copy,
+            }),
+        }
     }
 
     async fn connect(&mut self, sent: u64) -> Result<Link, TransportError> {
@@ -318,6 +475,8 @@ impl Conn {
             };
         // Small requests must not wait for Nagle.
         let _ = stream.set_nodelay(true);
+        #[cfg(unix)]
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| classify_hyper(&e, sent))?;
@@ -326,6 +485,9 @@ impl Conn {
             sender,
             conn: Box::pin(conn),
             done: false,
+            #[cfg(unix)]
+            fd,
+            reused: false,
         })
     }
 }

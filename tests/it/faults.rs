@@ -208,3 +208,129 @@ fn a_report_that_cannot_be_written_exits_4_but_still_prints_the_figures() {
         "{table}"
     );
 }
+
+/// A keep-alive server that answers each request and then closes the connection without
+/// saying so (no `Connection: close`), immediately (`idle: None`) or after the connection
+/// has been idle for `idle`. Returns its address and the number of requests it answered.
+fn silent_closer(
+    rt: &tokio::runtime::Runtime,
+    idle: Option<Duration>,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let answered = std::sync::Arc::new(AtomicU64::new(0));
+    let counter = answered.clone();
+    let addr = rt.block_on(async move {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        // Wait for a whole request head; an idle connection is closed after
+                        // `idle`, silently.
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            let read = match idle {
+                                Some(d) => {
+                                    match tokio::time::timeout(d, s.read(&mut chunk)).await {
+                                        Ok(r) => r,
+                                        Err(_) => return,
+                                    }
+                                }
+                                None => s.read(&mut chunk).await,
+                            };
+                            match read {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                        buf.drain(..end);
+                        let body = "ok";
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if s.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        if idle.is_none() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    });
+    (addr, answered)
+}
+
+fn closer_workload(
+    dir: &std::path::Path,
+    addr: std::net::SocketAddr,
+    iters: u32,
+    think: &str,
+) -> String {
+    let p = dir.join("w.yaml");
+    std::fs::write(
+        &p,
+        format!(
+            "name: closer\ntarget: http://{addr}\ncontext: ''\nrun: {{ iterations: {iters}, timeout: 10s }}\nthink: {think}\nusers:\n  - class: c\n    protocol: http\n    count: 2\n    mix:\n      get: {{ weight: 1, path: /thing }}\n"
+        ),
+    )
+    .unwrap();
+    path_str(&p)
+}
+
+/// The report agrees with a server that closes kept connections without a word: no
+/// timeouts, no resets, and exactly the requests the server answered.
+fn run_against_closer(idle: Option<Duration>, iters: u32, think: &str) {
+    let rt = runtime();
+    let (addr, answered) = silent_closer(&rt, idle);
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let w = closer_workload(tmp.path(), addr, iters, think);
+    let code = loadmix(&[
+        "run",
+        &w,
+        "--out",
+        &path_str(&out),
+        "--quiet",
+        "--no-preflight",
+    ]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    let t = &r.summary.total;
+    assert_eq!(t.failures, 0, "{:?} {:?}", t.errors, r.failures);
+    assert_eq!(t.requests, 2 * iters as u64);
+    assert_eq!(
+        t.successes,
+        answered.load(std::sync::atomic::Ordering::SeqCst),
+        "the report counts what the server answered"
+    );
+    let round = &r.rounds[0];
+    assert!(
+        round.connections_opened > 2,
+        "the closes were noticed and reconnected"
+    );
+    // Nothing waited for the timeout.
+    assert!(t.latency_ms.max < 5_000.0, "{}", t.latency_ms.max);
+}
+
+#[test]
+fn a_server_that_closes_after_every_response_costs_no_failure() {
+    run_against_closer(None, 150, "0ms");
+}
+
+#[test]
+fn a_server_that_closes_idle_connections_costs_no_failure() {
+    run_against_closer(Some(Duration::from_millis(200)), 4, "500ms");
+}

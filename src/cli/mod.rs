@@ -312,6 +312,7 @@ async fn serve(a: ServeArgs) -> Exit {
             .clone()
             .unwrap_or_else(|| server::DEFAULT_ADMIN.1.to_string()),
         no_auth: a.no_auth,
+        ..ServerConfig::default()
     };
     let ctx = cfg.context.clone();
     let h = match server::start(cfg).await {

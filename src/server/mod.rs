@@ -25,6 +25,7 @@ pub mod atom;
 pub mod cmp;
 pub mod dav;
 pub mod http;
+mod listen;
 pub mod model;
 pub mod morse;
 pub mod store;
@@ -71,6 +72,8 @@ pub struct ServerConfig {
     pub admin_password: String,
     /// Accept any credentials, skip ownership checks (quick local use).
     pub no_auth: bool,
+    /// How long a client may take to send a request head, or stay idle between requests.
+    pub header_timeout: std::time::Duration,
 }
 
 /// Cosmo's default administrator.
@@ -86,6 +89,7 @@ impl Default for ServerConfig {
             admin_user: DEFAULT_ADMIN.0.into(),
             admin_password: DEFAULT_ADMIN.1.into(),
             no_auth: false,
+            header_timeout: listen::HEADER_READ_TIMEOUT,
         }
     }
 }
@@ -178,7 +182,6 @@ impl ServerHandle {
     }
 }
 
-/// Open the store a spec names.
 /// Which store the server keeps its data in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreSpec {
@@ -187,6 +190,7 @@ pub enum StoreSpec {
     Sqlite(String),
 }
 
+/// Open the store a spec names.
 pub fn open_store(spec: &StoreSpec) -> Result<Arc<dyn Store>, ServerError> {
     Ok(match spec {
         StoreSpec::Memory => Arc::new(MemoryStore::new()),
@@ -230,11 +234,7 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
     })?;
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
-    let task = tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { token.cancelled().await })
-            .await;
-    });
+    let task = tokio::spawn(listen::serve(listener, app, cfg.header_timeout, token));
     Ok(ServerHandle {
         addr,
         stats,
@@ -291,6 +291,7 @@ fn router(cfg: &ServerConfig, state: AppState) -> Router {
         .route("/.well-known/caldav", any(dav::well_known))
         .fallback(|| async { text(StatusCode::NOT_FOUND, "not found") })
         .layer(DefaultBodyLimit::max(cfg.max_body))
+        .layer(middleware::from_fn(listen::catch_panic))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             count_requests,

@@ -1,0 +1,185 @@
+//! The accept loop: every connection is served by hyper's HTTP/1.1 server with limits no
+//! client can talk its way around. A request head must arrive within the header timeout
+//! (default [`HEADER_READ_TIMEOUT`]), which also closes connections left idle that long between
+//! requests (slowloris, and clients that open and never speak); at most
+//! [`MAX_CONNECTIONS`] are served at once, and further ones wait in the kernel's backlog;
+//! a handler that panics answers 500 and the server goes on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// How long a client may take to send a request head, or stay silent between requests
+/// (the default of `ServerConfig::header_timeout`).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once.
+pub const MAX_CONNECTIONS: usize = 10_000;
+/// How long in-flight requests may take to finish once the server is asked to stop.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// A middleware that turns a panic in a handler into a 500 (and a line on stderr) instead
+/// of a connection closed with no answer.
+pub async fn catch_panic(req: Request<Body>, next: axum::middleware::Next) -> Response {
+    let what = format!("{} {}", req.method(), req.uri().path());
+    match std::panic::AssertUnwindSafe(next.run(req))
+        .catch_unwind()
+        .await
+    {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            eprintln!("loadmix serve: {what}: handler panicked: {msg}");
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
+        }
+    }
+}
+
+/// Serve `app` on `listener` until `stop` is cancelled, then let requests in flight
+/// finish (up to [`DRAIN`]).
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    header_timeout: Duration,
+    stop: CancellationToken,
+) {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(true);
+    let builder = Arc::new(builder);
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut conns = JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = stop.cancelled() => break,
+        };
+        let (stream, _) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                // Out of descriptors or similar: the next accept may succeed.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let builder = builder.clone();
+        let stop = stop.clone();
+        conns.spawn(async move {
+            let _permit = permit;
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stop.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+        // Reap finished connections so the set does not grow with every one served.
+        while conns.try_join_next().is_some() {}
+    }
+    let _ = tokio::time::timeout(DRAIN, async { while conns.join_next().await.is_some() {} }).await;
+    conns.abort_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn started(
+        app: Router,
+        header_timeout: Duration,
+    ) -> (std::net::SocketAddr, CancellationToken) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        tokio::spawn(serve(l, app, header_timeout, stop.clone()));
+        (addr, stop)
+    }
+
+    async fn read_all(s: &mut tokio::net::TcpStream) -> String {
+        let mut out = Vec::new();
+        // Generous: the server closes long before; a hang fails the test, not a timing.
+        let _ = tokio::time::timeout(Duration::from_secs(60), s.read_to_end(&mut out)).await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    async fn boom() -> &'static str {
+        panic!("boom")
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_answers_500_and_the_server_goes_on() {
+        let app = Router::new()
+            .route("/boom", get(boom))
+            .route("/ok", get(|| async { "fine" }))
+            .layer(axum::middleware::from_fn(catch_panic));
+        let (addr, stop) = started(app, Duration::from_secs(10)).await;
+        for (path, want) in [("/boom", "500 Internal Server Error"), ("/ok", "200 OK")] {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(
+                format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+            )
+            .await
+            .unwrap();
+            let answer = read_all(&mut s).await;
+            assert!(
+                answer.starts_with(&format!("HTTP/1.1 {want}")),
+                "{path}: {answer}"
+            );
+        }
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn half_sent_and_silent_connections_are_closed() {
+        let app = Router::new().route("/ok", get(|| async { "fine" }));
+        let (addr, stop) = started(app, Duration::from_millis(200)).await;
+        // Half a request head, then nothing; and a connection that never speaks.
+        let mut half = tokio::net::TcpStream::connect(addr).await.unwrap();
+        half.write_all(b"GET /ok HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // An idle keep-alive connection after one answer.
+        let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+        idle.write_all(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        for s in [&mut half, &mut silent] {
+            let answer = read_all(s).await;
+            assert!(!answer.starts_with("HTTP/1.1 200"), "{answer}");
+        }
+        let answer = read_all(&mut idle).await;
+        assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+        assert!(answer.ends_with("fine"), "{answer}");
+        stop.cancel();
+    }
+}

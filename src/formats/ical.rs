@@ -22,10 +22,15 @@ pub struct Component {
     pub rrule: Option<String>,
 }
 
+/// The deepest nesting of components [`parse`] accepts (VCALENDAR > VEVENT > VALARM is
+/// three). The parser recurses per level, so a hostile body must not choose the depth.
+pub const MAX_DEPTH: usize = 16;
+
 /// Parse a calendar object and return its first VEVENT, VTODO or VJOURNAL, which must
 /// have a UID. The message says what is wrong, for a 400 or a failed operation.
 pub fn parse(text: &str) -> Result<Component, String> {
     let unfolded = icalendar::parser::unfold(text);
+    check_depth(&unfolded)?;
     let cal = icalendar::parser::read_calendar(&unfolded)
         .map_err(|e| format!("not iCalendar: {}", e.lines().next().unwrap_or("")))?;
     let comp = cal
@@ -47,6 +52,25 @@ pub fn parse(text: &str) -> Result<Component, String> {
         duration: prop("DURATION"),
         rrule: prop("RRULE"),
     })
+}
+
+/// Refuse components nested deeper than [`MAX_DEPTH`] before the recursive parser sees them.
+fn check_depth(unfolded: &str) -> Result<(), String> {
+    let mut depth = 0usize;
+    for line in unfolded.lines() {
+        let name = line.split([':', ';']).next().unwrap_or("").trim();
+        if name.eq_ignore_ascii_case("BEGIN") {
+            depth += 1;
+            if depth > MAX_DEPTH {
+                return Err(format!(
+                    "not iCalendar: components nested deeper than {MAX_DEPTH} levels"
+                ));
+            }
+        } else if name.eq_ignore_ascii_case("END") {
+            depth = depth.saturating_sub(1);
+        }
+    }
+    Ok(())
 }
 
 /// Escape a TEXT value (RFC 5545 §3.3.11).
@@ -145,6 +169,28 @@ mod tests {
             );
             assert_eq!(parse(&ics).unwrap().summary.as_deref(), Some(t), "{t:?}");
         }
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let nest = |n: usize| {
+            let mut s = String::from("BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nUID:u\r\n");
+            for _ in 0..n {
+                s.push_str("BEGIN:X\r\n");
+            }
+            for _ in 0..n {
+                s.push_str("END:X\r\n");
+            }
+            s + "END:VEVENT\r\nEND:VCALENDAR\r\n"
+        };
+        assert!(parse(&nest(MAX_DEPTH - 2)).is_ok());
+        assert!(
+            parse(&nest(MAX_DEPTH - 1))
+                .unwrap_err()
+                .contains("nested deeper")
+        );
+        // What crashed the server before: 20,000 levels.
+        assert!(parse(&nest(20_000)).is_err());
     }
 
     #[test]

@@ -42,6 +42,11 @@ impl El {
     }
 }
 
+/// The deepest nesting [`parse`] accepts. WebDAV, EIMML and CMP bodies are a few levels
+/// deep; a limit keeps a hostile document from building a tree whose drop (recursive)
+/// would overflow the stack.
+pub const MAX_DEPTH: usize = 64;
+
 /// Parse a document into its root element. The message says what is wrong, for a 400.
 pub fn parse(text: &str) -> Result<El, String> {
     let mut reader = NsReader::from_str(text);
@@ -102,6 +107,11 @@ pub fn parse(text: &str) -> Result<El, String> {
                 if matches!(ev, Event::Empty(_)) {
                     close(&mut stack, &mut root, el);
                 } else {
+                    if stack.len() >= MAX_DEPTH {
+                        return Err(format!(
+                            "malformed XML: elements nested deeper than {MAX_DEPTH} levels"
+                        ));
+                    }
                     stack.push(el);
                 }
             }
@@ -155,6 +165,31 @@ pub fn parse(text: &str) -> Result<El, String> {
         return Err("malformed XML: unclosed element".into());
     }
     root.ok_or_else(|| "malformed XML: no root element".into())
+}
+
+/// Refuse a document nested deeper than [`MAX_DEPTH`] without building anything, before it
+/// goes to a parser that recurses per level (`atom_syndication`'s extensions). Other
+/// mistakes are left to that parser.
+pub fn check_depth(bytes: &[u8]) -> Result<(), String> {
+    let mut reader = quick_xml::Reader::from_reader(bytes);
+    let mut buf = Vec::new();
+    let mut depth = 0usize;
+    loop {
+        match reader.read_event_into(&mut buf) {
+            Ok(Event::Start(_)) => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(format!(
+                        "malformed XML: elements nested deeper than {MAX_DEPTH} levels"
+                    ));
+                }
+            }
+            Ok(Event::End(_)) => depth = depth.saturating_sub(1),
+            Ok(Event::Eof) | Err(_) => return Ok(()),
+            Ok(_) => {}
+        }
+        buf.clear();
+    }
 }
 
 fn close(stack: &mut [El], root: &mut Option<El>, el: El) {
@@ -284,6 +319,18 @@ mod tests {
         assert_eq!(el.attr(None, "k"), Some("1 & \"2\""));
         assert_eq!(el.child(DAV, "b").unwrap().text, "x < y & z");
         assert!(el.child(DAV, "c").unwrap().children.is_empty());
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let nest = |n: usize| format!("{}{}", "<a>".repeat(n), "</a>".repeat(n));
+        assert!(parse(&nest(MAX_DEPTH)).is_ok());
+        let e = parse(&nest(MAX_DEPTH + 1)).unwrap_err();
+        assert!(e.contains("nested deeper"), "{e}");
+        // What crashed the server before: 60,000 levels.
+        assert!(parse(&nest(60_000)).is_err());
+        assert!(check_depth(nest(MAX_DEPTH).as_bytes()).is_ok());
+        assert!(check_depth(nest(60_000).as_bytes()).is_err());
     }
 
     #[test]

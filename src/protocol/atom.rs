@@ -13,6 +13,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 
 use super::session::{Exchange, Session};
 use super::{Outcome, VuIds, data, expect_of, morse};
+use crate::formats::xml;
 use crate::transport::{Conn, Response};
 use crate::workload::ops::AtomParams;
 use crate::workload::{AtomOp, UserClass};
@@ -62,6 +63,7 @@ fn check_feed(r: &Response, o: Outcome, what: &str) -> Outcome {
     }
     match std::str::from_utf8(&r.body)
         .map_err(|e| e.to_string())
+        .and_then(|t| xml::check_depth(t.as_bytes()).map(|()| t))
         .and_then(|t| {
             t.parse::<atom_syndication::Feed>()
                 .map_err(|e| e.to_string())
@@ -75,7 +77,9 @@ fn check_entry(r: &Response, o: Outcome, what: &str) -> Outcome {
     if !o.is_ok() {
         return o;
     }
-    match atom_syndication::Entry::read_from(&r.body[..]) {
+    let parsed = xml::check_depth(&r.body)
+        .and_then(|()| atom_syndication::Entry::read_from(&r.body[..]).map_err(|e| e.to_string()));
+    match parsed {
         Ok(_) => o,
         Err(m) => o.body_error(format!("{what}: not an Atom entry: {m}")),
     }

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Duration, FixedOffset, TimeZone, Utc};
 
 use super::http::*;
-use super::model::{self, ItemData};
+use super::model::{self, ItemData, TooDense};
 use super::store::{CollectionInfo, Item, ItemOp, Precondition, WriteOutcome};
 
 const ATOM: &str = "application/atom+xml";
@@ -61,7 +61,7 @@ pub async fn feed_default(
     q: Query<HashMap<String, String>>,
     h: HeaderMap,
 ) -> Response {
-    feed(st, uid, "full", None, q, h)
+    off_thread(move || feed(st, uid, "full", None, q, h)).await
 }
 
 pub async fn feed_projection(
@@ -70,7 +70,7 @@ pub async fn feed_projection(
     q: Query<HashMap<String, String>>,
     h: HeaderMap,
 ) -> Response {
-    feed(st, uid, &p, None, q, h)
+    off_thread(move || feed(st, uid, &p, None, q, h)).await
 }
 
 pub async fn feed_projection_format(
@@ -79,7 +79,15 @@ pub async fn feed_projection_format(
     q: Query<HashMap<String, String>>,
     h: HeaderMap,
 ) -> Response {
-    feed(st, uid, &p, Some(&f), q, h)
+    off_thread(move || feed(st, uid, &p, Some(&f), q, h)).await
+}
+
+/// Run a feed off the threads that serve other requests: expanding recurrences is bounded
+/// ([`model::SCAN_LIMIT`]) but can still take a while.
+async fn off_thread(f: impl FnOnce() -> Response + Send + 'static) -> Response {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))
 }
 
 fn parse_time(s: &str) -> Option<DateTime<Utc>> {
@@ -136,16 +144,30 @@ fn feed(
         Ok(None) => return text(StatusCode::NOT_FOUND, "no such collection"),
         Err(e) => return store_error(e),
     };
-    // (item, occurrence start) pairs to show.
-    let mut shown: Vec<(&Item, Option<DateTime<Utc>>)> = Vec::new();
-    let now = Utc::now();
-    for item in &items {
+    match shown(&items, proj, range, Utc::now()) {
+        Ok(shown) => render_feed(&st, &info, &items, proj, fmt, shown),
+        Err(e) => text(StatusCode::INSUFFICIENT_STORAGE, e.to_string()),
+    }
+}
+
+/// An item a feed shows, with the start of the occurrence when it is one of a recurrence.
+type Shown<'a> = (&'a Item, Option<DateTime<Utc>>);
+
+/// What a feed shows: every item, the occurrences in a range, or a dashboard's selection.
+fn shown(
+    items: &[Item],
+    proj: Projection,
+    range: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Shown<'_>>, TooDense> {
+    let mut shown: Vec<Shown> = Vec::new();
+    for item in items {
         let Some(data) = &item.data else { continue };
         let timing = data.timing();
         let recurring = timing.as_ref().is_some_and(|t| t.rrule.is_some());
         if let Some((s, e)) = range {
             if let Some(t) = &timing {
-                for occ in t.occurrences(s, e, 100) {
+                for occ in t.occurrences(s, e, 100)? {
                     shown.push((item, recurring.then_some(occ)));
                 }
             }
@@ -156,7 +178,7 @@ fn feed(
             Projection::Now => {
                 if recurring {
                     if let Some(t) = &timing
-                        && let Some(o) = t.occurrences(now, now + Duration::seconds(1), 1).first()
+                        && let Some(o) = t.occurrences(now, now + Duration::seconds(1), 1)?.first()
                     {
                         shown.push((item, Some(*o)));
                     }
@@ -167,7 +189,7 @@ fn feed(
             Projection::Later => {
                 if recurring {
                     if let Some(t) = &timing
-                        && let Some(o) = t.occurrences(now, now + Duration::days(30), 1).first()
+                        && let Some(o) = t.occurrences(now, now + Duration::days(30), 1)?.first()
                     {
                         shown.push((item, Some(*o)));
                     }
@@ -178,7 +200,7 @@ fn feed(
             Projection::Done => {
                 if recurring {
                     if let Some(t) = &timing
-                        && let Some(o) = t.occurrences(now - Duration::days(30), now, 1000).last()
+                        && let Some(o) = t.occurrences(now - Duration::days(30), now, 1000)?.last()
                     {
                         shown.push((item, Some(*o)));
                     }
@@ -197,6 +219,18 @@ fn feed(
             .cmp(&a.0.modified_ms)
             .then_with(|| a.1.cmp(&b.1))
     });
+    Ok(shown)
+}
+
+/// The feed document for the items `shown`.
+fn render_feed(
+    st: &AppState,
+    info: &CollectionInfo,
+    items: &[Item],
+    proj: Projection,
+    fmt: Format,
+    shown: Vec<Shown>,
+) -> Response {
     let fmt = if proj == Projection::Basic {
         Format::Text
     } else {
@@ -301,6 +335,8 @@ fn read_entry(headers: &HeaderMap, body: &[u8]) -> Result<(String, ItemData), Re
             format!("Content-Type must be {ATOM}"),
         ));
     }
+    crate::formats::xml::check_depth(body)
+        .map_err(|m| text(StatusCode::BAD_REQUEST, format!("not an Atom entry: {m}")))?;
     let e = Entry::read_from(body)
         .map_err(|m| text(StatusCode::BAD_REQUEST, format!("not an Atom entry: {m}")))?;
     let content = e

@@ -94,7 +94,23 @@ pub async fn handle(State(st): State<AppState>, req: Request) -> Response {
         }
         ("DELETE", Target::Resource(u, c, n)) => d.delete(u, c, n),
         ("DELETE", Target::Calendar(u, c)) => d.delete_calendar(u, c),
-        ("REPORT", Target::Calendar(u, c)) => d.report(u, c, &body),
+        ("REPORT", Target::Calendar(u, c)) => {
+            // Expanding recurrences is bounded but can take a while: off the threads that
+            // serve other requests.
+            let (st, caller, prefix) = (st.clone(), caller.clone(), prefix.clone());
+            let (headers, u, c) = (parts.headers.clone(), u.clone(), c.clone());
+            tokio::task::spawn_blocking(move || {
+                let d = Dav {
+                    st: &st,
+                    caller: &caller,
+                    prefix: &prefix,
+                    headers: &headers,
+                };
+                d.report(&u, &c, &body)
+            })
+            .await
+            .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))
+        }
         _ => method_not_allowed(),
     }
 }
@@ -678,8 +694,17 @@ impl Dav<'_> {
                 }
                 if let Some((start, end)) = range {
                     let Some(t) = d.timing() else { continue };
-                    if t.occurrences(start, end, 1).is_empty() {
-                        continue;
+                    match t.occurrences(start, end, 1) {
+                        Ok(o) if o.is_empty() => continue,
+                        Ok(_) => {}
+                        // Answering without this item would be a wrong answer, not a short one.
+                        Err(_) => {
+                            return dav_error(
+                                StatusCode::INSUFFICIENT_STORAGE,
+                                DAV,
+                                "number-of-matches-within-limits",
+                            );
+                        }
                     }
                 }
                 emit(&mut out, item);

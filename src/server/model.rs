@@ -57,7 +57,7 @@ impl ItemData {
         let w = self.when.as_ref()?;
         let end = match w.rrule {
             Some(_) => None,
-            None => Some(w.start_ms + w.duration_s * 1000),
+            None => Some(w.start_ms.saturating_add(w.duration_s.saturating_mul(1000))),
         };
         Some((w.start_ms, end))
     }
@@ -98,7 +98,7 @@ impl ItemData {
         match &self.when {
             Some(w) => Some(Timing {
                 start: Utc.timestamp_millis_opt(w.start_ms).single()?,
-                duration: Duration::seconds(w.duration_s),
+                duration: Duration::try_seconds(w.duration_s).unwrap_or_else(Duration::zero),
                 rrule: w.rrule.clone(),
             }),
             None => self.compute_timing(),
@@ -304,53 +304,124 @@ fn timing_from_ics(ics: &str) -> Option<Timing> {
     })
 }
 
+/// How many occurrences of one rule a query may look at. A rule is first moved forward to
+/// just before the range where that is exact (see [`Timing::occurrences`]), so only rules
+/// with BY-parts that match very often come near this.
+pub const SCAN_LIMIT: u32 = 100_000;
+
+/// A recurrence that cannot be expanded within [`SCAN_LIMIT`] occurrences.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("the recurrence rule '{rule}' has more than {SCAN_LIMIT} occurrences before the range")]
+pub struct TooDense {
+    pub rule: String,
+}
+
+/// The seconds one FREQ step takes, for the frequencies whose steps are all equal in UTC.
+fn fixed_step(freq: &str) -> Option<i64> {
+    Some(match freq {
+        "SECONDLY" => 1,
+        "MINUTELY" => 60,
+        "HOURLY" => 3_600,
+        "DAILY" => 86_400,
+        "WEEKLY" => 604_800,
+        _ => return None,
+    })
+}
+
+/// A plain rule (FREQ with fixed steps, INTERVAL, COUNT, UNTIL, WKST and nothing else)
+/// moved `k` steps forward: its new start, and the rule text with COUNT reduced. `None`
+/// when the rule is not plain, or has no occurrence left.
+fn advance(start: DateTime<Utc>, rule: &str, lo: DateTime<Utc>) -> Option<(DateTime<Utc>, String)> {
+    let mut step = None;
+    let mut interval = 1i64;
+    let mut count: Option<i64> = None;
+    for part in rule.split(';') {
+        let (k, v) = part.split_once('=')?;
+        match k.to_ascii_uppercase().as_str() {
+            "FREQ" => step = fixed_step(&v.to_ascii_uppercase()),
+            "INTERVAL" => interval = v.parse().ok().filter(|i: &i64| *i > 0)?,
+            "COUNT" => count = Some(v.parse().ok()?),
+            "UNTIL" | "WKST" => {}
+            _ => return None,
+        }
+    }
+    let period = step?.checked_mul(interval)?;
+    let behind = lo.signed_duration_since(start).num_seconds();
+    // One step short of `lo`, so the first occurrence that can overlap is still produced.
+    let k = (behind / period).checked_sub(1).filter(|k| *k > 0)?;
+    let start = start.checked_add_signed(Duration::try_seconds(k.checked_mul(period)?)?)?;
+    let rule = match count {
+        None => rule.to_string(),
+        Some(c) if c > k => rule
+            .split(';')
+            .map(|p| match p.split_once('=') {
+                Some((n, _)) if n.eq_ignore_ascii_case("COUNT") => format!("COUNT={}", c - k),
+                _ => p.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(";"),
+        // Every occurrence is before the range.
+        Some(_) => return Some((start, "FREQ=YEARLY;COUNT=0".into())),
+    };
+    Some((start, rule))
+}
+
 impl Timing {
     /// Occurrence starts that overlap [from, to), at most `limit`. A non-recurring event has
-    /// one occurrence; an RRULE the server cannot expand counts its first occurrence only.
+    /// one occurrence; an RRULE the server cannot parse counts its first occurrence only.
+    /// All date arithmetic is checked: open-ended ranges come as the extreme dates. A plain
+    /// rule is first moved to just before the range, so a `FREQ=SECONDLY` event from 1970
+    /// costs no more to query in 2030 than one from last week; other rules are expanded
+    /// from their start, at most [`SCAN_LIMIT`] occurrences.
     pub fn occurrences(
         &self,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
         limit: u16,
-    ) -> Vec<DateTime<Utc>> {
+    ) -> Result<Vec<DateTime<Utc>>, TooDense> {
         let overlaps = |s: DateTime<Utc>| {
-            let e = s + self.duration;
+            let e = s
+                .checked_add_signed(self.duration)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC);
             s < to && (e > from || (self.duration.is_zero() && s >= from))
         };
-        let Some(rule) = &self.rrule else {
-            return if overlaps(self.start) {
+        let single = || {
+            if overlaps(self.start) {
                 vec![self.start]
             } else {
                 Vec::new()
-            };
-        };
-        let text = format!(
-            "DTSTART:{}\nRRULE:{}",
-            self.start.format("%Y%m%dT%H%M%SZ"),
-            rule
-        );
-        let set: rrule::RRuleSet = match text.parse() {
-            Ok(s) => s,
-            Err(_) => {
-                return if overlaps(self.start) {
-                    vec![self.start]
-                } else {
-                    Vec::new()
-                };
             }
         };
-        let tz = rrule::Tz::UTC;
-        let lo = from - self.duration - Duration::seconds(1);
-        let res = set
-            .after(lo.with_timezone(&tz))
-            .before(to.with_timezone(&tz))
-            .all(limit.saturating_mul(2).max(2));
-        res.dates
-            .into_iter()
-            .map(|d| d.with_timezone(&Utc))
-            .filter(|s| overlaps(*s))
-            .take(limit as usize)
-            .collect()
+        let Some(rule) = &self.rrule else {
+            return Ok(single());
+        };
+        // The earliest start whose occurrence can still reach into the range.
+        let lo = from
+            .checked_sub_signed(self.duration)
+            .and_then(|t| t.checked_sub_signed(Duration::seconds(1)))
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let (start, rule) = advance(self.start, rule, lo).unwrap_or((self.start, rule.clone()));
+        let text = format!("DTSTART:{}\nRRULE:{rule}", start.format("%Y%m%dT%H%M%SZ"));
+        let Ok(set) = text.parse::<rrule::RRuleSet>() else {
+            return Ok(single());
+        };
+        let set = set.limit();
+        let mut out = Vec::new();
+        let mut scanned = 0u32;
+        for d in &set {
+            let d = d.with_timezone(&Utc);
+            if d >= to || out.len() >= limit as usize {
+                break;
+            }
+            scanned += 1;
+            if scanned > SCAN_LIMIT {
+                return Err(TooDense { rule });
+            }
+            if d >= lo && overlaps(d) {
+                out.push(d);
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -401,16 +472,19 @@ mod tests {
         let d = |s: &str| parse_ical_datetime(s).unwrap();
         assert_eq!(
             t.occurrences(d("20070314T000000Z"), d("20070315T000000Z"), 5)
+                .unwrap()
                 .len(),
             1
         );
         assert!(
             t.occurrences(d("20070315T000000Z"), d("20070316T000000Z"), 5)
+                .unwrap()
                 .is_empty()
         );
         // Overlap at the edge: the event runs 10:15-11:15.
         assert_eq!(
             t.occurrences(d("20070314T110000Z"), d("20070314T120000Z"), 5)
+                .unwrap()
                 .len(),
             1
         );
@@ -421,18 +495,82 @@ mod tests {
         assert_eq!(
             weekly
                 .occurrences(d("20070501T000000Z"), d("20070508T000000Z"), 5)
+                .unwrap()
                 .len(),
             1
         );
         assert_eq!(
             weekly
                 .occurrences(d("20070501T000000Z"), d("20070601T000000Z"), 10)
+                .unwrap()
                 .len(),
             5
         );
         assert!(
             weekly
                 .occurrences(d("20060101T000000Z"), d("20070301T000000Z"), 5)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn plain_rules_jump_to_the_range_and_dense_ones_are_refused() {
+        let d = |s: &str| parse_ical_datetime(s).unwrap();
+        let every_second = Timing {
+            start: d("19700101T000000Z"),
+            duration: Duration::seconds(1),
+            rrule: Some("FREQ=SECONDLY".into()),
+        };
+        let got = every_second
+            .occurrences(d("20300101T000000Z"), d("20300101T000005Z"), 100)
+            .unwrap();
+        assert_eq!(got.len(), 5);
+        assert_eq!(got[0], d("20300101T000000Z"));
+        // COUNT still counts from the real start.
+        let counted = Timing {
+            rrule: Some("FREQ=DAILY;COUNT=10".into()),
+            ..every_second.clone()
+        };
+        assert!(
+            counted
+                .occurrences(d("19700110T000000Z"), d("19700120T000000Z"), 100)
+                .unwrap()
+                .len()
+                == 1
+        );
+        assert!(
+            counted
+                .occurrences(d("20300101T000000Z"), d("20300102T000000Z"), 100)
+                .unwrap()
+                .is_empty()
+        );
+        // A rule with BY-parts is expanded from its start, within the budget.
+        let dense = Timing {
+            rrule: Some("FREQ=SECONDLY;BYMINUTE=1,2,3,4,5,6,7,8,9,10".into()),
+            ..every_second.clone()
+        };
+        assert!(
+            dense
+                .occurrences(d("20300101T000000Z"), d("20300102T000000Z"), 10)
+                .is_err()
+        );
+        // Open-ended ranges and extreme dates do not overflow.
+        let weekly = Timing {
+            rrule: Some("FREQ=WEEKLY".into()),
+            ..every_second
+        };
+        assert_eq!(
+            weekly
+                .occurrences(DateTime::<Utc>::MIN_UTC, d("19700120T000000Z"), 10)
+                .unwrap()
+                .len(),
+            3
+        );
+        assert!(
+            !weekly
+                .occurrences(d("20300101T000000Z"), DateTime::<Utc>::MAX_UTC, 1)
+                .unwrap()
                 .is_empty()
         );
     }

@@ -1020,3 +1020,82 @@ fn sqlite_data_survives_a_restart() {
     assert_eq!(r.status, 204, "the old token is still the newest");
     rt.block_on(srv.stop());
 }
+
+/// One authenticated user cannot crash or hang the server: deeply nested XML and
+/// iCalendar, a SECONDLY event since 1970 queried in 2030 (CalDAV and Atom), an absurd
+/// DURATION, and open-ended time ranges. Each gets an answer, and the server goes on.
+#[test]
+fn hostile_bodies_get_answers_and_the_server_goes_on() {
+    each_store(|_, _, alice, _| {
+        let nest = |n: usize| format!("{}{}", "<a>".repeat(n), "</a>".repeat(n));
+        let deep = nest(20_000);
+        for (method, path, ctype) in [
+            ("PROPFIND", "/cosmo/dav/alice/", "application/xml"),
+            ("MKCALENDAR", "/cosmo/dav/alice/deep/", "application/xml"),
+            ("PUT", "/cosmo/mc/collection/deep", "application/eim+xml"),
+        ] {
+            let r = alice.send(method, path, &[("content-type", ctype)], &deep);
+            assert_eq!(r.status, 400, "{method} {path}: {}", r.body);
+        }
+        assert_eq!(
+            alice
+                .send("MKCALENDAR", "/cosmo/dav/alice/h/", &[], "")
+                .status,
+            201
+        );
+        let r = alice.send("REPORT", "/cosmo/dav/alice/h/", &[XML], &deep);
+        assert_eq!(r.status, 400, "{}", r.body);
+        let mut nested_ics = String::from("BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nUID:n\r\n");
+        nested_ics.push_str(&"BEGIN:X\r\n".repeat(5_000));
+        nested_ics.push_str(&"END:X\r\n".repeat(5_000));
+        nested_ics.push_str("END:VEVENT\r\nEND:VCALENDAR\r\n");
+        let r = alice.send("PUT", "/cosmo/dav/alice/h/n.ics", &[TEXT_CAL], &nested_ics);
+        assert_eq!(r.status, 400, "{}", r.body);
+        // Every second since 1970, queried for a day in 2030: found, and quickly.
+        let secondly = ics("s", "19700101T000000Z", "tick", false)
+            .replace("DURATION:PT30M\r\n", "DURATION:PT1S\r\n")
+            .replace("END:VEVENT", "RRULE:FREQ=SECONDLY\r\nEND:VEVENT");
+        let r = alice.send("PUT", "/cosmo/dav/alice/h/s.ics", &[TEXT_CAL], &secondly);
+        assert_eq!(r.status, 201, "{}", r.body);
+        let r = alice.send(
+            "REPORT",
+            "/cosmo/dav/alice/h/",
+            &[XML],
+            &query("20300101T000000Z", "20300102T000000Z"),
+        );
+        assert_eq!(r.status, 207, "{}", r.body);
+        assert!(r.body.contains("s.ics"), "{}", r.body);
+        // Open-ended ranges (RFC 4791 allows either end alone).
+        for q in [
+            r#"<C:calendar-query xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop xmlns:D="DAV:"><D:getetag/></D:prop><C:filter><C:comp-filter name="VCALENDAR"><C:comp-filter name="VEVENT"><C:time-range end="20300101T000000Z"/></C:comp-filter></C:comp-filter></C:filter></C:calendar-query>"#,
+            r#"<C:calendar-query xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop xmlns:D="DAV:"><D:getetag/></D:prop><C:filter><C:comp-filter name="VCALENDAR"><C:comp-filter name="VEVENT"><C:time-range start="20300101T000000Z"/></C:comp-filter></C:comp-filter></C:filter></C:calendar-query>"#,
+        ] {
+            let r = alice.send("REPORT", "/cosmo/dav/alice/h/", &[XML], q);
+            assert_eq!(r.status, 207, "{q}: {}", r.body);
+            assert!(r.body.contains("s.ics"), "{}", r.body);
+        }
+        // The same event through Atom: a time-range feed and the dashboards.
+        let r = alice
+            .get("/cosmo/atom/collection/h?start=2030-01-01T00:00:00Z&end=2030-01-01T00:00:03Z");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(feed_titles(&r.body).len(), 3, "one occurrence a second");
+        for p in ["dashboard-now", "dashboard-later", "dashboard-done"] {
+            let r = alice.get(&format!("/cosmo/atom/collection/h/{p}"));
+            assert_eq!(r.status, 200, "{p}: {}", r.body);
+        }
+        // A DURATION no clock can hold is refused or ignored, never a crash.
+        let huge = ics("d", "20070101T000000Z", "long", true)
+            .replace("DURATION:PT30M\r\n", "DURATION:P99999999999999W\r\n");
+        let r = alice.send("PUT", "/cosmo/dav/alice/h/d.ics", &[TEXT_CAL], &huge);
+        assert!(r.status < 500, "{}: {}", r.status, r.body);
+        let r = alice.send(
+            "REPORT",
+            "/cosmo/dav/alice/h/",
+            &[XML],
+            &query("20070101T000000Z", "20070201T000000Z"),
+        );
+        assert_eq!(r.status, 207, "{}", r.body);
+        // Still answering.
+        assert_eq!(alice.get("/cosmo/_loadmix/stats").status, 200);
+    });
+}

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::{EngineConfig, EngineError, RoundResult, Runner};
 use crate::metrics::Live;
-use crate::protocol::ProtocolError;
+use crate::protocol::{AccountPlan, ProtocolError};
 use crate::report::{self, Report, compare};
 use crate::server::{self, ServerConfig, ServerHandle};
 use crate::transport::{Address, Endpoint};
@@ -292,11 +292,18 @@ async fn run_point(
                     }
                     EmbeddedStore::Sqlite(p) => server::StoreSpec::Sqlite(p.clone()),
                 };
-                let cfg = ServerConfig {
+                let mut cfg = ServerConfig {
                     store,
                     context: w.context.clone(),
                     ..ServerConfig::default()
                 };
+                // The in-process server knows the admin the workload's users will ask for
+                // (`accounts.admin`, `$LOADMIX_ADMIN_PASSWORD`), so the two always agree.
+                if let Ok(AccountPlan::Cmp { admin, .. }) =
+                    AccountPlan::resolve(w, Path::new(&w.file).parent())
+                {
+                    (cfg.admin_user, cfg.admin_password) = admin;
+                }
                 match server::start(cfg).await {
                     Ok(h) => (Endpoint::local(h.addr, &t.spec.to_string()), Some(h)),
                     Err(e) => {

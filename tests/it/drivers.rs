@@ -334,7 +334,8 @@ fn a_rejected_sync_token_triggers_a_counted_full_resync() {
 }
 
 /// Passwords are data, not markup: one with XML's special characters still makes an
-/// account through CMP and logs in.
+/// account through CMP and logs in. The in-process server takes the admin password the
+/// users will ask for, so `$LOADMIX_ADMIN_PASSWORD` works with the default target.
 #[test]
 fn a_password_with_markup_characters_creates_and_uses_its_account() {
     let tmp = tempdir();
@@ -342,6 +343,7 @@ fn a_password_with_markup_characters_creates_and_uses_its_account() {
     let o = Command::new(env!("CARGO_BIN_EXE_loadmix"))
         .current_dir(root())
         .env("LOADMIX_PASSWORD", "p<&>\"' ]]> x")
+        .env("LOADMIX_ADMIN_PASSWORD", "adm:in <&> pw")
         .args([
             "run",
             "workloads/cosmo-0.7.yaml",

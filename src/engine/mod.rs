@@ -762,6 +762,10 @@ async fn vu_loop(
         if !boot {
             seq += 1;
         }
+        if outcome.skipped {
+            // Nothing was sent, so nothing awaited: let the other users of this thread run.
+            tokio::task::yield_now().await;
+        }
     }
     recorder.flush();
     out.connections = conn.opened;

@@ -152,13 +152,10 @@ impl HttpVu {
         path_buf.clear();
         path_buf.push_str(&conn.endpoint().base_path);
         let base_len = path_buf.len();
-        if let Err(m) = p.path.render(&mut ctx, path_buf) {
-            let name = class.vars.get(m.0).map_or("?", String::as_str);
-            return failure(
-                ErrorClass::Body,
-                format!("{{{name}}} has no captured value yet"),
-                0,
-            );
+        // A variable with no captured value yet: the operation cannot be sent, so it is not
+        // a request (as a driver's operation with nothing to act on).
+        if p.path.render(&mut ctx, path_buf).is_err() {
+            return Outcome::skipped();
         }
         // A captured Location may be an absolute URL: keep its path, the connection is ours.
         let rendered = &path_buf[base_len..];
@@ -179,11 +176,7 @@ impl HttpVu {
                 HeaderPart::Template(t) => {
                     let mut s = String::new();
                     if t.render(&mut ctx, &mut s).is_err() {
-                        return failure(
-                            ErrorClass::Body,
-                            format!("header {name}: a captured variable has no value yet"),
-                            0,
-                        );
+                        return Outcome::skipped();
                     }
                     builder = builder.header(name, s);
                 }
@@ -195,11 +188,7 @@ impl HttpVu {
             PreparedBody::Template(t) => {
                 let mut s = String::new();
                 if t.render(&mut ctx, &mut s).is_err() {
-                    return failure(
-                        ErrorClass::Body,
-                        "body: a captured variable has no value yet".into(),
-                        0,
-                    );
+                    return Outcome::skipped();
                 }
                 Bytes::from(s)
             }

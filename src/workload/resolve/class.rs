@@ -225,6 +225,72 @@ fn check_captures(
     Ok(())
 }
 
+/// Every operation that can be picked must be sendable some time: the variables it reads
+/// must be captured by operations that can themselves be sent, starting from those that
+/// read none. Two operations that each need the other's capture could never send
+/// anything, and a run would only spin.
+fn check_sendable(
+    cx: &Cx,
+    ops: &[Operation],
+    requests: &[HttpRequest],
+    captures: &[String],
+    op_pos: &[Pos],
+    mix_path: &str,
+) -> R<()> {
+    let uses: Vec<Vec<usize>> = requests
+        .iter()
+        .map(|h| {
+            let mut v: Vec<usize> = h.path.vars_used().collect();
+            for (_, t) in &h.headers {
+                v.extend(t.vars_used());
+            }
+            if let Body::Template(t) = &h.body {
+                v.extend(t.vars_used());
+            }
+            v
+        })
+        .collect();
+    let mut available = vec![false; captures.len()];
+    let mut sendable = vec![false; requests.len()];
+    loop {
+        let mut changed = false;
+        for (i, h) in requests.iter().enumerate() {
+            if sendable[i] || ops[i].weight <= 0.0 || !uses[i].iter().all(|v| available[*v]) {
+                continue;
+            }
+            sendable[i] = true;
+            changed = true;
+            for c in &h.captures {
+                available[c.var] = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    for (i, op) in ops.iter().enumerate() {
+        if op.weight <= 0.0 || sendable.get(i).copied().unwrap_or(true) {
+            continue;
+        }
+        let missing: Vec<String> = uses[i]
+            .iter()
+            .filter(|v| !available[**v])
+            .map(|v| format!("{{{}}}", captures[*v]))
+            .collect();
+        return Err(cx.err_hint(
+            op_pos[i],
+            &join(mix_path, &op.name),
+            format!(
+                "operation '{}' can never be sent: {} is only captured by operations that need a capture first",
+                op.name,
+                missing.join(", ")
+            ),
+            Some("let an operation that reads no captured value capture it first".into()),
+        ));
+    }
+    Ok(())
+}
+
 /// Who the class's users are and when they run.
 struct Population {
     /// Users of a closed class (0 for an open class).
@@ -331,6 +397,7 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
     let mut capture_sites: Vec<(String, Pos)> = Vec::new();
     let mut requests: Vec<HttpRequest> = Vec::new();
     let mut op_params: Vec<Params> = Vec::new();
+    let mut op_pos: Vec<Pos> = Vec::new();
     for (i, (k, v)) in mix_entries.iter().enumerate() {
         let op_path = join(&mix_path, &k.name);
         if mix_entries[..i].iter().any(|(e, _)| e.name == k.name) {
@@ -397,6 +464,7 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
         op.weight = w;
         ops.push(op);
         op_params.push(params);
+        op_pos.push(k.pos);
     }
     let total: f64 = ops.iter().map(|o| o.weight).sum();
     if total <= 0.0 {
@@ -411,6 +479,7 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
         op.probability = op.weight / total;
     }
     check_captures(cx, &requests, &captures, &capture_sites, &mix_path)?;
+    check_sendable(cx, &ops, &requests, &captures, &op_pos, &mix_path)?;
     let chooser = WeightedAliasIndex::new(ops.iter().map(|o| o.weight).collect()).map_err(|e| {
         cx.err(
             mix.pos,

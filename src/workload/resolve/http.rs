@@ -74,7 +74,23 @@ pub(super) fn resolve_http(
                     format!("'{}' is not a valid header name", k.name),
                 ));
             }
-            headers.push((k.name.clone(), template(v, &join(&hp, &k.name), captures)?));
+            let t = template(v, &join(&hp, &k.name), captures)?;
+            // A line break would end the header (and start another): never sent as written.
+            if t.source.contains(['\r', '\n', '\0']) {
+                return Err(cx.err(
+                    v.pos,
+                    &join(&hp, &k.name),
+                    "a header value cannot contain a line break or NUL",
+                ));
+            }
+            if t.is_literal() && hyper::header::HeaderValue::from_str(&t.source).is_err() {
+                return Err(cx.err(
+                    v.pos,
+                    &join(&hp, &k.name),
+                    format!("'{}' is not a valid header value", t.source.escape_debug()),
+                ));
+            }
+            headers.push((k.name.clone(), t));
         }
     }
     let body = match node.get("body") {

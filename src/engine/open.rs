@@ -5,8 +5,9 @@
 //! omission, as wrk2 corrects it); the service time is recorded beside it.
 //!
 //! At most `max_concurrency` sessions run at once. An arrival that finds them all busy
-//! waits for a slot (`queue`, counted as late) or gives up (`drop`, counted): arrivals are
-//! never silently skipped.
+//! waits for a slot (`queue`, counted as late) or gives up (`drop`, counted). The schedule
+//! ends with the round: an arrival still waiting for a slot then, and every later one due
+//! before the deadline, is counted as dropped. Arrivals are never silently skipped.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +42,28 @@ pub(super) struct OpenSpec {
     pub timeouts: Timeouts,
 }
 
+/// The timer's resolution: a sleep for less than this may last this long.
+const TICK: Duration = Duration::from_millis(1);
+
+/// Wait for `at`: sleep while it is more than a timer tick away, then yield until it comes,
+/// so closely spaced arrivals are not each rounded up to a whole tick. False when stopped.
+async fn wait_until(at: Instant, stop: &CancellationToken) -> bool {
+    let now = Instant::now();
+    if at > now + 2 * TICK {
+        tokio::select! {
+            _ = tokio::time::sleep_until(at - TICK) => {}
+            _ = stop.cancelled() => return false,
+        }
+    }
+    while Instant::now() < at {
+        if stop.is_cancelled() {
+            return false;
+        }
+        tokio::task::yield_now().await;
+    }
+    true
+}
+
 /// Schedule arrivals until the deadline, then wait for the sessions in flight.
 pub(super) async fn arrivals(
     spec: OpenSpec,
@@ -62,6 +85,10 @@ pub(super) async fn arrivals(
     let at = |t: f64| Duration::try_from_secs_f64(t).ok();
     let mut t = 0.0f64;
     let mut n = 0u32;
+    // Once the round's time is up, the rest of the schedule is only counted: arrivals due
+    // before the deadline that could not start are dropped, never silently skipped, and
+    // the round ends on time however far behind the generator or the server has fallen.
+    let mut closing = false;
     while let Some(now) = at(t) {
         let rate = ramp_value(spec.arrival.rate, &spec.class.ramp, now);
         if rate <= 0.0 {
@@ -82,9 +109,16 @@ pub(super) async fn arrivals(
         if intended >= spec.deadline {
             break;
         }
-        tokio::select! {
-            _ = tokio::time::sleep_until(intended) => {}
-            _ = stop.cancelled() => break,
+        if closing || Instant::now() >= spec.deadline || n == u32::MAX || stop.is_cancelled() {
+            closing = true;
+            if !stop.is_cancelled() {
+                out.dropped += 1;
+            }
+            continue;
+        }
+        if !wait_until(intended, &stop).await {
+            closing = true;
+            continue;
         }
         let permit = match slots.clone().try_acquire_owned() {
             Ok(p) => p,
@@ -94,13 +128,24 @@ pub(super) async fn arrivals(
                     continue;
                 }
                 WhenFull::Queue => {
-                    out.late += 1;
                     tokio::select! {
                         p = slots.clone().acquire_owned() => match p {
-                            Ok(p) => p,
+                            Ok(p) => {
+                                out.late += 1;
+                                p
+                            }
                             Err(_) => break,
                         },
-                        _ = stop.cancelled() => break,
+                        // A queue that does not drain within the round ends with it.
+                        _ = tokio::time::sleep_until(spec.deadline) => {
+                            out.dropped += 1;
+                            closing = true;
+                            continue;
+                        }
+                        _ = stop.cancelled() => {
+                            closing = true;
+                            continue;
+                        }
                     }
                 }
             },

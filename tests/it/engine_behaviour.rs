@@ -131,6 +131,10 @@ users:
     assert_eq!(skipped, first_create, "{ops}");
     let read = op(&r, "api.read");
     assert_eq!(read.failures, 0);
-    assert_eq!(read.requests as usize, reads.len(), "requests = what the server saw");
+    assert_eq!(
+        read.requests as usize,
+        reads.len(),
+        "requests = what the server saw"
+    );
     assert_eq!(read.successes as usize, reads.len());
 }

@@ -67,12 +67,12 @@ fn an_open_model_run_achieves_its_arrival_count() {
 fn a_stalling_server_shows_in_corrected_latency_not_in_service_time() {
     let rt = runtime();
     let srv = embedded(&rt);
-    // The server freezes for the last 1.2 s of every 4 s; four slots at most, as a client
-    // with four connections. Arrivals during the freeze wait for a slot: their service
-    // time is short, but they were due long before.
+    // The server freezes from 2.8 s to 4 s; four slots at most, as a client with four
+    // connections. Arrivals during the freeze wait for a slot: their service time is short,
+    // but they were due long before. The round goes on after the freeze, so they run.
     let (code, r) = run_yaml(
         &format!(
-            "target: {}\nrun: {{ duration: 4s }}\nusers:\n  - class: s\n    protocol: http\n    arrival: {{ rate: 200/s, process: constant, max_concurrency: 4, when_full: queue }}\n    mix:\n      get: {{ weight: 1, path: '{{context}}/_loadmix/stall/4000/1200' }}\n",
+            "target: {}\nrun: {{ duration: 5s }}\nusers:\n  - class: s\n    protocol: http\n    arrival: {{ rate: 200/s, process: constant, max_concurrency: 4, when_full: queue }}\n    mix:\n      get: {{ weight: 1, path: '{{context}}/_loadmix/stall/4000/1200' }}\n",
             srv.url()
         ),
         &[],
@@ -160,4 +160,51 @@ fn an_overloaded_generator_is_flagged() {
     )));
     assert!(!r.summary.generator_warnings.is_empty());
     assert!(r.rounds[0].generator.lag_p99_ms > 10.0 || r.rounds[0].generator.late > 0);
+}
+
+/// A rate faster than the server (and maybe the generator) can go: every arrival of the
+/// schedule is accounted for (run, or dropped when all slots are busy), and the round ends
+/// with its schedule plus at most the request timeout for operations in flight.
+#[test]
+fn a_rate_beyond_the_server_ends_on_time_with_every_arrival_counted() {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let (code, r) = run_yaml(
+        &format!(
+            "target: {}\nrun: {{ duration: 1s, timeout: 2s, seed: 3 }}\nusers:\n  - class: q\n    protocol: http\n    arrival: {{ rate: 20000/s, process: constant, max_concurrency: 20, when_full: drop }}\n    mix:\n      get: {{ weight: 1, path: '{{context}}/_loadmix/delay/5' }}\n",
+            srv.url()
+        ),
+        &[],
+    );
+    assert_eq!(code, 0);
+    let round = &r.rounds[0];
+    let g = &round.generator;
+    let accounted = round.vus + g.dropped;
+    assert!(
+        (19_000..=20_000).contains(&accounted),
+        "{} sessions + {} dropped",
+        round.vus,
+        g.dropped
+    );
+    assert!(
+        g.dropped > 0,
+        "20 slots cannot take 20,000 arrivals of 5 ms each"
+    );
+    assert_eq!(srv.stats.count("GET", 200), r.summary.total.successes);
+    // The schedule's second, plus at most the timeout for operations in flight.
+    assert!(round.elapsed_s < 1.0 + 2.0 + 1.0, "{}", round.elapsed_s);
+    rt.block_on(srv.stop());
+}
+
+#[test]
+fn an_impossible_rate_is_refused_before_anything_is_sent() {
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        "users:\n  - class: q\n    protocol: http\n    arrival: { rate: 1000000000000/s }\n    mix:\n      get: { weight: 1, path: /x }\n",
+    )
+    .unwrap();
+    assert_eq!(loadmix(&["validate", w.to_str().unwrap()]), 2);
+    assert_eq!(loadmix(&["run", w.to_str().unwrap(), "--quiet"]), 2);
 }

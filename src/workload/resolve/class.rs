@@ -498,13 +498,29 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
     })
 }
 
+/// The most sessions a second one class may ask for. One process cannot start sessions
+/// much faster than this, and a schedule it cannot keep would measure the generator.
+pub(super) const MAX_ARRIVAL_RATE: f64 = 200_000.0;
+
+/// A rate of arrivals, within what one process can start.
+fn arrival_rate(text: &str) -> Result<f64, String> {
+    let r = units::parse_rate(text)?;
+    if r > MAX_ARRIVAL_RATE {
+        return Err(format!(
+            "{text} is more sessions than one process can start (at most {}/s per class); split the load over several classes or processes",
+            MAX_ARRIVAL_RATE as u64
+        ));
+    }
+    Ok(r)
+}
+
 pub(super) fn resolve_arrival(cx: &Cx, node: &Node, path: &str) -> R<Arrival> {
     let entries = cx.map(node, path)?;
     cx.check_keys(entries, ARRIVAL_KEYS, path)?;
     let rate_node = required(cx, node, "rate", path)?;
     let rate_text = rate_node.scalar_text().unwrap_or_default();
     let rate =
-        units::parse_rate(&rate_text).map_err(|m| cx.err(rate_node.pos, &join(path, "rate"), m))?;
+        arrival_rate(&rate_text).map_err(|m| cx.err(rate_node.pos, &join(path, "rate"), m))?;
     let process = match node.get("process") {
         None => ArrivalProcess::Poisson,
         Some(n) => match cx.string(n, &join(path, "process"))?.as_str() {
@@ -565,7 +581,7 @@ pub(super) fn resolve_ramp(cx: &Cx, node: &Node, path: &str, open: bool) -> R<Ve
             (Some(to), Some(over), None) => {
                 let v = if open {
                     let t = to.scalar_text().unwrap_or_default();
-                    units::parse_rate(&t).map_err(|m| cx.err(to.pos, &join(&sp, "to"), m))?
+                    arrival_rate(&t).map_err(|m| cx.err(to.pos, &join(&sp, "to"), m))?
                 } else {
                     cx.int(to, &join(&sp, "to"), 0)? as f64
                 };

@@ -465,19 +465,28 @@ fn plan(a: PlanArgs) -> Exit {
             w.run.rounds
         ));
     }
-    println!(
-        "# {} {class_name}#{vu} round {} seed {}",
+    // Streamed: any --ops prints in constant memory, and stops when stdout closes.
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let _ = writeln!(
+        out,
+        "# {} {class_name}#{vu} round {} seed {}\nseq\tthink\top",
         w.name, a.round, w.run.seed
     );
-    println!("seq\tthink\top");
-    for p in engine::plan::sequence(w.run.seed, class, vu, a.round, a.ops) {
-        println!(
+    for p in engine::plan::picks(w.run.seed, class, vu, a.round).take(a.ops as usize) {
+        if writeln!(
+            out,
             "{}\t{:.3}ms\t{}",
             p.seq,
             p.think.as_secs_f64() * 1e3,
             p.name
-        );
+        )
+        .is_err()
+        {
+            break;
+        }
     }
+    let _ = out.flush();
     Exit::Ok
 }
 

@@ -8,6 +8,7 @@
 //! what happened ([`Finished`]) or why nothing could run ([`RunError`]); `cli` turns
 //! either into an exit code.
 
+mod capacity;
 mod progress;
 pub mod signals;
 pub mod sweep;
@@ -158,6 +159,9 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
                 points.push((Some(format!("{key}={v}")), w));
             }
         }
+    }
+    for (_, w) in &points {
+        capacity::check(w).map_err(RunError::Usage)?;
     }
     let targets = parse_targets(&a.targets, &points[0].1.target).map_err(RunError::Usage)?;
     let run_id = new_run_id();

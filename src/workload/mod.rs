@@ -511,11 +511,40 @@ impl LoadOptions {
 }
 
 /// Read, override and resolve a workload file.
+/// Workload files larger than this are not workloads (a log, an image, a database).
+pub const MAX_FILE: u64 = 4 * 1024 * 1024;
+
 pub fn load(path: &Path, overrides: &[Override]) -> Result<Workload, WorkloadError> {
-    let text = std::fs::read_to_string(path).map_err(|e| WorkloadError::Read {
+    let fail = |message: String| WorkloadError::Read {
         path: path.display().to_string(),
-        message: e.to_string(),
+        message,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
+    if meta.is_dir() {
+        return Err(fail("is a folder; give the workload's YAML file".into()));
+    }
+    if meta.len() > MAX_FILE {
+        return Err(fail(format!(
+            "{} bytes is too large for a workload (at most {} MiB)",
+            meta.len(),
+            MAX_FILE / 1024 / 1024
+        )));
+    }
+    let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        // Where the first byte that is not UTF-8 is, as an editor counts lines and columns.
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let text = String::from_utf8_lossy(good);
+        let line = text.matches('\n').count() + 1;
+        let column = text.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        WorkloadError::Read {
+            path: format!("{}:{line}:{column}", path.display()),
+            message: "not UTF-8 text (is this a YAML file?)".into(),
+        }
     })?;
+    if text.contains('\0') {
+        return Err(fail("contains NUL bytes: not a YAML text file".into()));
+    }
     load_str(&path.display().to_string(), &text, overrides, path.parent())
 }
 

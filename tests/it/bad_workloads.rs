@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::common::{loadmix_bin, tempdir};
+
 fn fixtures() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bad-workloads");
     let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -155,4 +157,27 @@ fn bad_overrides_exit_2_too() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean 'producer'?"));
+}
+
+/// Files that are not workload text: named with where the problem is, exit 2.
+#[test]
+fn files_that_are_not_yaml_text_are_refused_with_a_position() {
+    let tmp = tempdir();
+    let bad = tmp.path().join("latin1.yaml");
+    std::fs::write(&bad, b"users:\n  - class: caf\xe9\n").unwrap();
+    let nul = tmp.path().join("nul.yaml");
+    std::fs::write(&nul, b"users:\0\n").unwrap();
+    for (path, want) in [
+        (
+            bad.clone(),
+            "latin1.yaml:2:15: cannot read workload file: not UTF-8".to_string(),
+        ),
+        (nul, "contains NUL bytes".into()),
+        (tmp.path().to_path_buf(), "is a folder".into()),
+    ] {
+        let out = loadmix_bin(&["validate", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&want), "{want}: {err}");
+    }
 }

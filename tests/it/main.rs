@@ -10,6 +10,7 @@ mod drivers;
 mod end_to_end;
 mod engine_behaviour;
 mod faults;
+mod fuzz;
 mod mix_fidelity;
 mod open_model;
 mod server;

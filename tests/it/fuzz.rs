@@ -1,0 +1,183 @@
+//! Property tests over everything that reads hostile bytes: the workload loader, the XML,
+//! WebDAV, iCalendar, EIMML and EIM-JSON parsers, and the embedded server's handlers. No
+//! input may panic or hang; the server answers every request and never with a 500 (which
+//! its panic guard would turn a crash into). Each property runs a fixed, bounded number of
+//! cases from a fixed seed, so the test command stays deterministic.
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+use crate::common::*;
+use loadmix::formats::{dav, eim, ical, xml};
+
+/// A runner with a fixed seed and `cases` cases.
+fn runner(cases: u32) -> TestRunner {
+    TestRunner::new_with_rng(
+        Config {
+            cases,
+            failure_persistence: None,
+            ..Config::default()
+        },
+        TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]),
+    )
+}
+
+/// Valid documents of each format, to mutate: most interesting inputs are near misses.
+const SEEDS: &[&str] = &[
+    r#"<?xml version="1.0"?><D:multistatus xmlns:D="DAV:"><D:response><D:href>/a</D:href><D:propstat><D:prop><D:getetag>"1"</D:getetag></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response><D:sync-token>t</D:sync-token></D:multistatus>"#,
+    r#"<eim:collection uuid="C" xmlns:eim="http://osafoundation.org/eim/0"><eim:recordset uuid="I"><item:record xmlns:item="http://osafoundation.org/eim/item/0"><item:uuid eim:key="true" eim:type="text">I</item:uuid></item:record></eim:recordset></eim:collection>"#,
+    "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nBEGIN:VEVENT\r\nUID:u\r\nDTSTART:20070101T100000Z\r\nDURATION:PT1H\r\nRRULE:FREQ=WEEKLY;COUNT=3\r\nSUMMARY:a\\, b\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+    r#"{"uuid":"u","records":{"item":{"prefix":"item","ns":"urn:x","key":{"uuid":["text","u"]},"fields":{"title":["text",null]}}}}"#,
+    "users:\n  - class: a\n    protocol: http\n    count: 2\n    think: { uniform: [0ms, 5ms] }\n    mix:\n      get: { weight: 1, path: \"/x/{vu}\", capture: { id: { json: /id } } }\n      put: { weight: 2, method: PUT, path: \"/x/{id}\", body: { random: 1KiB } }\nthresholds:\n  - { op: a.get, p95: \"< 10ms\" }\n",
+];
+
+/// Either arbitrary text, or one of the seeds with a few bytes replaced, inserted or cut.
+fn hostile_text() -> impl Strategy<Value = String> {
+    let mutated = (
+        0..SEEDS.len(),
+        proptest::collection::vec((any::<u16>(), any::<u8>(), 0u8..3), 1..8),
+    )
+        .prop_map(|(i, edits)| {
+            let mut b = SEEDS[i].as_bytes().to_vec();
+            for (at, byte, kind) in edits {
+                let at = at as usize % (b.len() + 1);
+                match kind {
+                    0 if at < b.len() => b[at] = byte,
+                    1 => b.insert(at, byte),
+                    _ => b.truncate(at),
+                }
+            }
+            String::from_utf8_lossy(&b).into_owned()
+        });
+    prop_oneof![
+        mutated,
+        any::<String>(),
+        "[<>{}\\[\\]:;,=&\"' \r\n-]{0,200}"
+    ]
+}
+
+#[test]
+fn the_parsers_never_panic() {
+    runner(600)
+        .run(&hostile_text(), |text| {
+            let _ = xml::parse(&text);
+            let _ = xml::check_depth(text.as_bytes());
+            let _ = dav::parse_multistatus(text.as_bytes());
+            let _ = eim::parse_eimml(&text);
+            let _ = eim::from_json(&text);
+            if let Ok(c) = ical::parse(&text) {
+                let _ = c.dtstart.as_deref().map(ical::parse_datetime);
+                let _ = c.duration.as_deref().map(ical::parse_duration);
+            }
+            let _ = loadmix::server::model::parse_ics(&text).map(|(_, d)| d.timing());
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn the_workload_loader_never_panics() {
+    runner(400)
+        .run(&hostile_text(), |text| {
+            let _ = loadmix::workload::load_str("fuzz.yaml", &text, &[], None);
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// The requests a user may send to the embedded server: any method and body to each
+/// service, as an authenticated user.
+#[test]
+fn the_embedded_server_answers_every_hostile_request_without_a_500() {
+    let rt = std::sync::Arc::new(runtime());
+    let srv = rt
+        .block_on(loadmix::server::start(loadmix::server::ServerConfig {
+            no_auth: true,
+            max_body: 64 * 1024,
+            ..Default::default()
+        }))
+        .unwrap();
+    let addr = srv.addr;
+    let paths = [
+        "/cosmo/cmp/user/fuzz",
+        "/cosmo/mc/collection/fuzz",
+        "/cosmo/atom/collection/fuzz",
+        "/cosmo/atom/collection/fuzz/dashboard-now",
+        "/cosmo/atom/collection/fuzz?start=2007-01-01T00:00:00Z&end=2008-01-01T00:00:00Z",
+        "/cosmo/atom/item/fuzz",
+        "/cosmo/dav/anyone/",
+        "/cosmo/dav/anyone/cal/",
+        "/cosmo/dav/anyone/cal/e.ics",
+        "/cosmo/queue/fuzz",
+    ];
+    let methods = [
+        "GET",
+        "PUT",
+        "POST",
+        "DELETE",
+        "PROPFIND",
+        "PROPPATCH",
+        "REPORT",
+        "MKCALENDAR",
+        "OPTIONS",
+    ];
+    let types = [
+        "application/xml",
+        "application/eim+xml",
+        "application/atom+xml",
+        "text/calendar",
+        "text/xml",
+    ];
+    // Make the collection and calendar exist, so bodies reach the parsers behind them.
+    let send = |method: &str, path: &str, ctype: &str, body: &str| -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+            .unwrap();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YW55b25lOng=\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nDepth: 1\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(body.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    };
+    let _ = send(
+        "MKCALENDAR",
+        "/cosmo/dav/anyone/cal/",
+        "application/xml",
+        "",
+    );
+    let strategy = (
+        0..paths.len(),
+        0..methods.len(),
+        0..types.len(),
+        hostile_text(),
+    );
+    runner(300)
+        .run(&strategy, |(p, m, t, body)| {
+            let answer = send(methods[m], paths[p], types[t], &body);
+            prop_assert!(
+                answer.starts_with("HTTP/1.1 "),
+                "{} {}: no answer",
+                methods[m],
+                paths[p]
+            );
+            prop_assert!(
+                !answer.starts_with("HTTP/1.1 5"),
+                "{} {} ({}): {}",
+                methods[m],
+                paths[p],
+                types[t],
+                answer.lines().next().unwrap_or("")
+            );
+            Ok(())
+        })
+        .unwrap();
+    // Still serving.
+    assert!(send("GET", "/cosmo/_loadmix/stats", "text/plain", "").starts_with("HTTP/1.1 200"));
+    let rt2 = rt.clone();
+    rt2.block_on(srv.stop());
+}

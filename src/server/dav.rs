@@ -11,10 +11,10 @@
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
 
+use super::filter::{self, CompFilter, FilterError};
 use super::http::*;
-use super::model::{self, parse_ical_datetime};
+use super::model::{self, ItemData, TooDense};
 use super::store::{CollectionInfo, CreateOutcome, Item, ItemOp, Precondition, WriteOutcome};
 use crate::formats::dav::{CALDAV, CS, DAV, MultistatusWriter, Prop, PropName, error_body};
 use crate::formats::xml::{self, El};
@@ -670,11 +670,14 @@ impl Dav<'_> {
             out.response(&self.item_href(user, cal, &item.name), &props);
         };
         if root.is(CALDAV, "calendar-query") {
-            let (comp, range) = match query_filter(&root) {
-                Ok(x) => x,
-                Err(m) => return text(StatusCode::BAD_REQUEST, m),
+            let f = match filter::parse(&root) {
+                Ok(f) => f,
+                Err(FilterError::Bad(m)) => return text(StatusCode::BAD_REQUEST, m),
+                Err(FilterError::Unsupported { condition, .. }) => {
+                    return dav_error(StatusCode::FORBIDDEN, CALDAV, condition);
+                }
             };
-            let listed = match range {
+            let listed = match f.as_ref().and_then(filter::CompFilter::range) {
                 Some((s, e)) => {
                     self.st
                         .store
@@ -689,25 +692,22 @@ impl Dav<'_> {
             };
             for item in &items {
                 let Some(d) = &item.data else { continue };
-                if comp.as_deref().is_some_and(|want| want != d.component()) {
-                    continue;
-                }
-                if let Some((start, end)) = range {
-                    let Some(t) = d.timing() else { continue };
-                    match t.occurrences(start, end, 1) {
-                        Ok(o) if o.is_empty() => continue,
-                        Ok(_) => {}
-                        // Answering without this item would be a wrong answer, not a short one.
-                        Err(_) => {
-                            return dav_error(
-                                StatusCode::INSUFFICIENT_STORAGE,
-                                DAV,
-                                "number-of-matches-within-limits",
-                            );
-                        }
+                let matched = match &f {
+                    None => Ok(true),
+                    Some(f) => query_matches(f, d, &item.uid),
+                };
+                match matched {
+                    Ok(true) => emit(&mut out, item),
+                    Ok(false) => {}
+                    // Answering without this item would be a wrong answer, not a short one.
+                    Err(_) => {
+                        return dav_error(
+                            StatusCode::INSUFFICIENT_STORAGE,
+                            DAV,
+                            "number-of-matches-within-limits",
+                        );
                     }
                 }
-                emit(&mut out, item);
             }
             multistatus(out)
         } else if root.is(CALDAV, "calendar-multiget") {
@@ -767,40 +767,29 @@ impl Dav<'_> {
     }
 }
 
-type Range = Option<(DateTime<Utc>, DateTime<Utc>)>;
-
-/// The component a calendar-query asks for and its time range.
-fn query_filter(root: &El) -> Result<(Option<String>, Range), String> {
-    let Some(filter) = root.child(CALDAV, "filter") else {
-        return Ok((None, None));
-    };
-    let Some(vcal) = filter.child(CALDAV, "comp-filter") else {
-        return Ok((None, None));
-    };
-    if vcal.attr(None, "name") != Some("VCALENDAR") {
-        return Err("the outer comp-filter must name VCALENDAR".into());
-    }
-    let Some(inner) = vcal.child(CALDAV, "comp-filter") else {
-        return Ok((None, None));
-    };
-    let comp = inner.attr(None, "name").map(str::to_string);
-    let range = match inner.child(CALDAV, "time-range") {
-        None => None,
-        Some(tr) => {
-            let parse = |k: &str| -> Result<Option<DateTime<Utc>>, String> {
-                match tr.attr(None, k) {
-                    None => Ok(None),
-                    Some(v) => parse_ical_datetime(v)
-                        .map(Some)
-                        .ok_or_else(|| format!("bad time-range {k} '{v}'")),
-                }
-            };
-            let start = parse("start")?.unwrap_or(DateTime::<Utc>::MIN_UTC);
-            let end = parse("end")?.unwrap_or(DateTime::<Utc>::MAX_UTC);
-            Some((start, end))
+/// Whether an item matches a calendar-query filter. The common query (a component and a
+/// time range) is answered from the stored timing; anything more from the parsed
+/// calendar text.
+fn query_matches(f: &CompFilter, d: &ItemData, uid: &str) -> Result<bool, TooDense> {
+    if let Some((comp, range)) = f.simple() {
+        if comp.is_some_and(|want| want != d.component()) {
+            return Ok(false);
         }
-    };
-    Ok((comp, range))
+        return match range {
+            None => Ok(true),
+            Some((start, end)) => match d.timing() {
+                Some(t) => Ok(!t.occurrences(start, end, 1)?.is_empty()),
+                None => Ok(false),
+            },
+        };
+    }
+    let ics = d.to_ics(uid);
+    let unfolded = icalendar::parser::unfold(&ics);
+    match icalendar::parser::read_calendar(&unfolded) {
+        Ok(cal) => filter::matches(f, &cal, d),
+        // Stored text that no longer parses matches nothing.
+        Err(_) => Ok(false),
+    }
 }
 
 /// `.well-known/caldav` points clients at the DAV root.

@@ -31,6 +31,14 @@ pub async fn put_user(
     if !safe_segment(&name) || name == st.settings.admin_user {
         return bad_segment();
     }
+    // HTTP Basic credentials are `user:password`: a user name with a colon, or a control
+    // character, could never log in.
+    if name.contains(':') || name.chars().any(char::is_control) {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "a user name cannot contain ':' or control characters (it could never log in)",
+        );
+    }
     if let Err(r) = require_length(&headers) {
         return r;
     }

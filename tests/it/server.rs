@@ -160,6 +160,12 @@ fn cmp_creates_accounts_as_admin_only() {
             403
         );
         let mut admin = Client::new(rt, srv, Some(("root", "cosmo")));
+        // A name with a colon could never log in with Basic credentials.
+        let colon = CMP_USER.replace("NAME", "a:b");
+        assert_eq!(
+            admin.send("PUT", "/cosmo/cmp/user/a:b", &ct, &colon).status,
+            400
+        );
         assert_eq!(
             admin
                 .send("PUT", "/cosmo/cmp/user/carol", &ct, &body)

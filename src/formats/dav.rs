@@ -259,6 +259,12 @@ impl MultistatusWriter {
 
 /// A `DAV:error` body naming one precondition, e.g. `valid-sync-token`.
 pub fn error_body(ns: &str, condition: &str) -> String {
+    error_body_with_href(ns, condition, None)
+}
+
+/// A `DAV:error` body naming one precondition, with the resource it concerns (as
+/// `no-uid-conflict` names the resource that already holds the UID).
+pub fn error_body_with_href(ns: &str, condition: &str, href: Option<&str>) -> String {
     let mut w = XmlWriter::new();
     let (el, decl) = match prefix(ns) {
         Some("D") => (format!("D:{condition}"), None),
@@ -268,7 +274,16 @@ pub fn error_body(ns: &str, condition: &str) -> String {
     if let Some(d) = decl {
         attrs.push(("xmlns:X", d));
     }
-    w.open("D:error", &attrs).empty(&el, &[]).close("D:error");
+    w.open("D:error", &attrs);
+    match href {
+        Some(h) => {
+            w.open(&el, &[]).leaf("D:href", h).close(&el);
+        }
+        None => {
+            w.empty(&el, &[]);
+        }
+    }
+    w.close("D:error");
     w.finish()
 }
 

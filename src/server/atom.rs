@@ -438,6 +438,7 @@ pub async fn create(
         name: None,
         data: data.clone(),
         merge: false,
+        global_uid: true,
     };
     let pre = Precondition::ItemAbsent {
         uid: item_uid.clone(),
@@ -468,17 +469,17 @@ fn owned_item(
     if !safe_segment(uid) {
         return Err(bad_segment());
     }
-    let (col, item) = match st.store.item_by_uid(uid) {
-        Ok(Some(x)) => x,
-        Ok(None) => return Err(text(StatusCode::NOT_FOUND, "no such item")),
-        Err(e) => return Err(store_error(e)),
-    };
-    match st.store.collection(&col) {
-        Ok(Some(c)) if st.may_access(&caller, &c.owner) => Ok((c, item)),
-        Ok(Some(_)) => Err(text(StatusCode::FORBIDDEN, "not your item")),
-        Ok(None) => Err(text(StatusCode::NOT_FOUND, "no such item")),
-        Err(e) => Err(store_error(e)),
+    let found = st.store.items_by_uid(uid).map_err(store_error)?;
+    // The caller's own item, if several collections hold the uid (CalDAV calendars may).
+    // Another user's item is answered as absent: a 403 would tell that it exists.
+    for (col, item) in found {
+        match st.store.collection(&col) {
+            Ok(Some(c)) if st.may_access(&caller, &c.owner) => return Ok((c, item)),
+            Ok(_) => {}
+            Err(e) => return Err(store_error(e)),
+        }
     }
+    Err(text(StatusCode::NOT_FOUND, "no such item"))
 }
 
 pub async fn get_item(
@@ -544,6 +545,7 @@ pub async fn update(
         name: None,
         data: data.clone(),
         merge: true,
+        global_uid: true,
     };
     match st.store.write(&col.uid, vec![op], pre) {
         Ok(o) => outcome(o, StatusCode::OK, &st.settings.context, &uid, &data),

@@ -16,7 +16,9 @@ use super::filter::{self, CompFilter, FilterError};
 use super::http::*;
 use super::model::{self, ItemData, TooDense};
 use super::store::{CollectionInfo, CreateOutcome, Item, ItemOp, Precondition, WriteOutcome};
-use crate::formats::dav::{CALDAV, CS, DAV, MultistatusWriter, Prop, PropName, error_body};
+use crate::formats::dav::{
+    CALDAV, CS, DAV, MultistatusWriter, Prop, PropName, error_body, error_body_with_href,
+};
 use crate::formats::xml::{self, El};
 
 const ALLOW: &str =
@@ -147,6 +149,15 @@ fn dav_error(status: StatusCode, ns: &str, cond: &str) -> Response {
         status,
         [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
         error_body(ns, cond),
+    )
+        .into_response()
+}
+
+fn no_uid_conflict(href: Option<&str>) -> Response {
+    (
+        StatusCode::CONFLICT,
+        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+        error_body_with_href(CALDAV, "no-uid-conflict", href),
     )
         .into_response()
 }
@@ -492,26 +503,33 @@ impl Dav<'_> {
             Ok(i) => i,
             Err(e) => return store_error(e),
         };
-        if let Some(e) = &existing
-            && e.uid != uid
-        {
-            return dav_error(StatusCode::CONFLICT, CALDAV, "no-uid-conflict");
-        }
+        // Preconditions concern the URL (RFC 9110): If-None-Match: * fails when something
+        // is there, whatever its UID; a UID held by another resource is a 409 below.
         let pre = if let Some(m) = header_str(self.headers, "if-match") {
             Precondition::ItemEtag {
                 uid: uid.clone(),
                 etag: m.trim().to_string(),
             }
         } else if header_str(self.headers, "if-none-match").is_some_and(|v| v.trim() == "*") {
-            Precondition::ItemAbsent { uid: uid.clone() }
+            if existing.as_ref().is_some_and(|e| e.data.is_some()) {
+                return text(StatusCode::PRECONDITION_FAILED, "precondition failed");
+            }
+            Precondition::None
         } else {
             Precondition::None
         };
+        // The URL holds another UID: replacing it would change the resource's identity.
+        if let Some(e) = &existing
+            && e.uid != uid
+        {
+            return no_uid_conflict(None);
+        }
         let op = ItemOp::Put {
             uid: uid.clone(),
             name: Some(name.to_string()),
             data,
             merge: false,
+            global_uid: false,
         };
         match self.st.store.write(&c.uid, vec![op], pre) {
             Ok(WriteOutcome::Done { etags, .. }) => {
@@ -532,7 +550,16 @@ impl Dav<'_> {
                 text(StatusCode::PRECONDITION_FAILED, "precondition failed")
             }
             Ok(WriteOutcome::Conflict(_)) => {
-                dav_error(StatusCode::CONFLICT, CALDAV, "no-uid-conflict")
+                // The resource holding the UID is in this calendar, which the caller may
+                // see: name it, as RFC 4791 asks.
+                let href = self
+                    .st
+                    .store
+                    .items_by_uid(&uid)
+                    .ok()
+                    .and_then(|v| v.into_iter().find(|(col, _)| col == cal))
+                    .map(|(_, i)| self.item_href(user, cal, &i.name));
+                no_uid_conflict(href.as_deref())
             }
             Ok(_) => text(StatusCode::CONFLICT, "the calendar does not exist"),
             Err(e) => store_error(e),

@@ -114,12 +114,12 @@ impl AppState {
 
     /// 409 when an item uid is already used by any collection.
     pub fn uid_free(&self, uid: &str) -> Result<(), Response> {
-        match self.store.item_by_uid(uid) {
-            Ok(Some(_)) => Err(text(
+        match self.store.items_by_uid(uid) {
+            Ok(found) if !found.is_empty() => Err(text(
                 StatusCode::CONFLICT,
                 format!("item uid {uid} is in use"),
             )),
-            Ok(None) => Ok(()),
+            Ok(_) => Ok(()),
             Err(e) => Err(store_error(e)),
         }
     }

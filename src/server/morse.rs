@@ -169,6 +169,7 @@ pub async fn update(
                 name: None,
                 data,
                 merge: true,
+                global_uid: true,
             },
             None => ItemOp::Delete {
                 uid: u,

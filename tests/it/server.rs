@@ -1105,3 +1105,43 @@ fn hostile_bodies_get_answers_and_the_server_goes_on() {
         assert_eq!(alice.get("/cosmo/_loadmix/stats").status, 200);
     });
 }
+
+/// RFC 4791 scopes UIDs to a calendar: the same UID may live in two calendars, a
+/// precondition concerns the URL, and a UID already in the calendar under another URL is
+/// a 409 no-uid-conflict that names the resource holding it. Another user's item is
+/// answered as absent through Atom, never as forbidden (that would say it exists).
+#[test]
+fn uids_are_per_calendar_and_preconditions_concern_the_url() {
+    each_store(|_, _, alice, bob| {
+        for cal in ["one", "two"] {
+            let r = alice.send("MKCALENDAR", &format!("/cosmo/dav/alice/{cal}/"), &[], "");
+            assert_eq!(r.status, 201);
+        }
+        let e = ics("same", "20070521T100000Z", "Twice", false);
+        let nm = ("if-none-match", "*");
+        for cal in ["one", "two"] {
+            let r = alice.send(
+                "PUT",
+                &format!("/cosmo/dav/alice/{cal}/a.ics"),
+                &[TEXT_CAL, nm],
+                &e,
+            );
+            assert_eq!(r.status, 201, "{cal}: {}", r.body);
+        }
+        // The same UID at another URL of the same calendar.
+        let r = alice.send("PUT", "/cosmo/dav/alice/one/b.ics", &[TEXT_CAL, nm], &e);
+        assert_eq!(r.status, 409, "{}", r.body);
+        let err = loadmix::formats::xml::parse(&r.body).unwrap();
+        let href = err
+            .child("urn:ietf:params:xml:ns:caldav", "no-uid-conflict")
+            .and_then(|c| c.child("DAV:", "href"))
+            .map(|h| h.text.clone());
+        assert_eq!(href.as_deref(), Some("/cosmo/dav/alice/one/a.ics"));
+        // Something at the URL already: the precondition fails, whatever the UID.
+        let other = ics("other", "20070521T100000Z", "x", false);
+        let r = alice.send("PUT", "/cosmo/dav/alice/one/a.ics", &[TEXT_CAL, nm], &other);
+        assert_eq!(r.status, 412);
+        // Bob asks Atom for Alice's item: not found, not forbidden.
+        assert_eq!(bob.get("/cosmo/atom/item/same").status, 404);
+    });
+}

@@ -21,7 +21,9 @@ struct State {
     users: HashMap<String, User>,
     cols: HashMap<String, Col>,
     /// Live item uid -> collection uid.
-    index: HashMap<String, String>,
+    /// Item uid to the collections holding it live (one, unless CalDAV calendars share
+    /// a UID).
+    index: HashMap<String, Vec<String>>,
     queues: HashMap<String, VecDeque<Bytes>>,
     last_epoch: u64,
 }
@@ -73,7 +75,11 @@ impl WriteView for View<'_> {
             .cloned())
     }
     fn uid_elsewhere(&self, uid: &str) -> Result<bool, StoreError> {
-        Ok(self.st.index.get(uid).is_some_and(|c| c != self.col))
+        Ok(self
+            .st
+            .index
+            .get(uid)
+            .is_some_and(|cs| cs.iter().any(|c| c != self.col)))
     }
 }
 
@@ -130,7 +136,10 @@ impl Store for MemoryStore {
         for (item_uid, data) in items {
             let n = default_name(&item_uid);
             col.names.insert(n.clone(), item_uid.clone());
-            st.index.insert(item_uid.clone(), uid.into());
+            st.index
+                .entry(item_uid.clone())
+                .or_default()
+                .push(uid.into());
             col.items.insert(
                 item_uid.clone(),
                 Item {
@@ -168,7 +177,7 @@ impl Store for MemoryStore {
             Some(c) => {
                 for (u, i) in &c.items {
                     if i.data.is_some() {
-                        st.index.remove(u);
+                        unindex(&mut st.index, u, uid);
                     }
                 }
                 Ok(c.info.is_some())
@@ -205,9 +214,12 @@ impl Store for MemoryStore {
         for a in applies {
             let live = a.data.is_some();
             if live {
-                st.index.insert(a.uid.clone(), collection.into());
+                let cs = st.index.entry(a.uid.clone()).or_default();
+                if !cs.iter().any(|c| c == collection) {
+                    cs.push(collection.into());
+                }
             } else {
-                st.index.remove(&a.uid);
+                unindex(&mut st.index, &a.uid, collection);
             }
             let col = st
                 .cols
@@ -297,17 +309,21 @@ impl Store for MemoryStore {
         Ok(col.names.get(name).and_then(|u| col.items.get(u)).cloned())
     }
 
-    fn item_by_uid(&self, uid: &str) -> Result<Option<(String, Item)>, StoreError> {
+    fn items_by_uid(&self, uid: &str) -> Result<Vec<(String, Item)>, StoreError> {
         let st = self.read()?;
-        let Some(col) = st.index.get(uid) else {
-            return Ok(None);
+        let Some(cols) = st.index.get(uid) else {
+            return Ok(Vec::new());
         };
-        Ok(st
-            .cols
-            .get(col)
-            .and_then(|c| c.items.get(uid))
-            .filter(|i| i.data.is_some())
-            .map(|i| (col.clone(), i.clone())))
+        Ok(cols
+            .iter()
+            .filter_map(|col| {
+                st.cols
+                    .get(col)
+                    .and_then(|c| c.items.get(uid))
+                    .filter(|i| i.data.is_some())
+                    .map(|i| (col.clone(), i.clone()))
+            })
+            .collect())
     }
 
     fn queue_push(&self, queue: &str, message: Bytes) -> Result<u64, StoreError> {
@@ -323,5 +339,15 @@ impl Store for MemoryStore {
             .queues
             .get_mut(queue)
             .and_then(VecDeque::pop_front))
+    }
+}
+
+/// Forget that `collection` holds `uid` live.
+fn unindex(index: &mut HashMap<String, Vec<String>>, uid: &str, collection: &str) {
+    if let Some(cs) = index.get_mut(uid) {
+        cs.retain(|c| c != collection);
+        if cs.is_empty() {
+            index.remove(uid);
+        }
     }
 }

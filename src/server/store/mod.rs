@@ -91,6 +91,9 @@ pub enum ItemOp {
         name: Option<String>,
         data: ItemData,
         merge: bool,
+        /// Cosmo's item identity (Morse Code, Atom): the uid may live in one collection
+        /// only. CalDAV scopes UIDs to their calendar (RFC 4791), so it sets this false.
+        global_uid: bool,
     },
     /// Delete; a missing item is an error only when `must_exist` (CalDAV DELETE), not in
     /// a Morse Code batch that tombstones an item already gone.
@@ -183,7 +186,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Option<(CollectionInfo, Vec<Item>)>, StoreError>;
     fn item_by_name(&self, collection: &str, name: &str) -> Result<Option<Item>, StoreError>;
     /// A live item by uid in any collection, with its collection's uid.
-    fn item_by_uid(&self, uid: &str) -> Result<Option<(String, Item)>, StoreError>;
+    /// Every live item with this uid, with its collection: one for Cosmo's items, several
+    /// when CalDAV calendars hold the same UID.
+    fn items_by_uid(&self, uid: &str) -> Result<Vec<(String, Item)>, StoreError>;
 
     /// Append a message; returns the queue's depth afterwards.
     fn queue_push(&self, queue: &str, message: Bytes) -> Result<u64, StoreError>;
@@ -252,8 +257,9 @@ pub(crate) fn decide(
                 name,
                 data,
                 merge,
+                global_uid,
             } => {
-                if view.uid_elsewhere(&uid)? {
+                if global_uid && view.uid_elsewhere(&uid)? {
                     return Ok(Err(WriteOutcome::Conflict(format!(
                         "uid {uid} is in use in another collection"
                     ))));

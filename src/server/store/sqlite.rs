@@ -422,16 +422,29 @@ impl Store for SqliteStore {
             .transpose()
     }
 
-    fn item_by_uid(&self, uid: &str) -> Result<Option<(String, Item)>, StoreError> {
+    fn items_by_uid(&self, uid: &str) -> Result<Vec<(String, Item)>, StoreError> {
         let conn = self.lock()?;
-        let row = conn
-            .query_row(
-                &format!("SELECT collection, {ITEM_COLS} FROM items WHERE uid = ?1 AND data IS NOT NULL LIMIT 1"),
-                [uid],
-                |r| Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?, r.get::<_, i64>(3)? as u64, r.get(4)?, r.get::<_, i64>(5)? as u64))),
-            )
-            .optional()?;
-        row.map(|(c, i)| to_item(i).map(|i| (c, i))).transpose()
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT collection, {ITEM_COLS} FROM items WHERE uid = ?1 AND data IS NOT NULL ORDER BY collection"
+        ))?;
+        let rows = stmt.query_map([uid], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                (
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get::<_, i64>(3)? as u64,
+                    r.get(4)?,
+                    r.get::<_, i64>(5)? as u64,
+                ),
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (c, i) = row?;
+            out.push((c, to_item(i)?));
+        }
+        Ok(out)
     }
 
     fn queue_push(&self, queue: &str, message: Bytes) -> Result<u64, StoreError> {

@@ -25,6 +25,7 @@ fn put(uid: &str, title: &str) -> ItemOp {
         name: None,
         data: data(title),
         merge: false,
+        global_uid: true,
     }
 }
 
@@ -103,8 +104,8 @@ fn collections_items_versions_and_tombstones() {
                 .title(),
             "A2"
         );
-        assert_eq!(s.item_by_uid("c").unwrap().unwrap().0, "c1");
-        assert!(s.item_by_uid("b").unwrap().is_none());
+        assert_eq!(s.items_by_uid("c").unwrap()[0].0, "c1");
+        assert!(s.items_by_uid("b").unwrap().is_empty());
         // The same uid cannot live in two collections.
         s.create_collection("c2", "alice", "Other", "", vec![])
             .unwrap();
@@ -156,7 +157,7 @@ fn collections_items_versions_and_tombstones() {
         // Deleting the collection drops its items and frees their uids.
         assert!(s.delete_collection("c1").unwrap());
         assert!(s.collection("c1").unwrap().is_none());
-        assert!(s.item_by_uid("a").unwrap().is_none());
+        assert!(s.items_by_uid("a").unwrap().is_empty());
         assert_eq!(s.collections_of("alice").unwrap().len(), 1);
     });
 }

@@ -12,9 +12,10 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use super::expand;
 use super::filter::{self, CompFilter, FilterError};
 use super::http::*;
-use super::model::{self, ItemData, TooDense};
+use super::model::{self, ItemData, TooDense, parse_ical_datetime};
 use super::store::{CollectionInfo, CreateOutcome, Item, ItemOp, Precondition, WriteOutcome};
 use crate::formats::dav::{
     CALDAV, CS, DAV, MultistatusWriter, Prop, PropName, error_body, error_body_with_href,
@@ -691,10 +692,32 @@ impl Dav<'_> {
         };
         let req =
             requested_props(Some(&root)).or_else(|| Some(vec![(DAV.into(), "getetag".into())]));
+        let shape = match data_shape(&root) {
+            Ok(s) => s,
+            Err(m) => return text(StatusCode::BAD_REQUEST, m),
+        };
         let mut out = MultistatusWriter::new();
-        let emit = |out: &mut MultistatusWriter, item: &Item| {
-            let props = Self::props(&req, &[], |ns, n| self.item_prop(&c, item, ns, n));
+        // `Err` when an item's calendar data cannot be shaped within the bounds.
+        let emit = |out: &mut MultistatusWriter, item: &Item| -> Result<(), TooDense> {
+            let mut props = Self::props(&req, &[], |ns, n| self.item_prop(&c, item, ns, n));
+            if let (Some(how), Some(d)) = (shape, &item.data) {
+                for ((ns, n), v) in props.iter_mut() {
+                    if let (CALDAV, "calendar-data", Some(Prop::Text(t))) =
+                        (ns.as_str(), n.as_str(), v.as_mut())
+                    {
+                        *t = expand::shape(t, d.timing().as_ref(), how)?;
+                    }
+                }
+            }
             out.response(&self.item_href(user, cal, &item.name), &props);
+            Ok(())
+        };
+        let too_dense = || {
+            dav_error(
+                StatusCode::INSUFFICIENT_STORAGE,
+                DAV,
+                "number-of-matches-within-limits",
+            )
         };
         if root.is(CALDAV, "calendar-query") {
             let f = match filter::parse(&root) {
@@ -724,16 +747,14 @@ impl Dav<'_> {
                     Some(f) => query_matches(f, d, &item.uid),
                 };
                 match matched {
-                    Ok(true) => emit(&mut out, item),
+                    Ok(true) => {
+                        if emit(&mut out, item).is_err() {
+                            return too_dense();
+                        }
+                    }
                     Ok(false) => {}
                     // Answering without this item would be a wrong answer, not a short one.
-                    Err(_) => {
-                        return dav_error(
-                            StatusCode::INSUFFICIENT_STORAGE,
-                            DAV,
-                            "number-of-matches-within-limits",
-                        );
-                    }
+                    Err(_) => return too_dense(),
                 }
             }
             multistatus(out)
@@ -751,7 +772,11 @@ impl Dav<'_> {
                     None => None,
                 };
                 match item {
-                    Some(i) => emit(&mut out, &i),
+                    Some(i) => {
+                        if emit(&mut out, &i).is_err() {
+                            return too_dense();
+                        }
+                    }
                     None => {
                         out.status(href, "404 Not Found");
                     }
@@ -781,7 +806,9 @@ impl Dav<'_> {
             };
             for item in &items {
                 if item.data.is_some() {
-                    emit(&mut out, item);
+                    if emit(&mut out, item).is_err() {
+                        return too_dense();
+                    }
                 } else {
                     out.status(&self.item_href(user, cal, &item.name), "404 Not Found");
                 }
@@ -792,6 +819,36 @@ impl Dav<'_> {
             dav_error(StatusCode::FORBIDDEN, DAV, "supported-report")
         }
     }
+}
+
+/// How the request wants calendar data shaped: `expand` or `limit-recurrence-set` inside
+/// `calendar-data`, each with a range whose start and end are both required.
+fn data_shape(root: &El) -> Result<Option<expand::Shape>, String> {
+    let Some(data) = root
+        .child(DAV, "prop")
+        .and_then(|p| p.child(CALDAV, "calendar-data"))
+    else {
+        return Ok(None);
+    };
+    let range = |el: &El| -> Result<filter::Range, String> {
+        let at = |k: &str| {
+            el.attr(None, k)
+                .and_then(parse_ical_datetime)
+                .ok_or_else(|| format!("{} needs a UTC {k}", el.name))
+        };
+        let (s, e) = (at("start")?, at("end")?);
+        if s >= e {
+            return Err(format!("{} ends before it starts", el.name));
+        }
+        Ok((s, e))
+    };
+    if let Some(x) = data.child(CALDAV, "expand") {
+        return Ok(Some(expand::Shape::Expand(range(x)?)));
+    }
+    if let Some(x) = data.child(CALDAV, "limit-recurrence-set") {
+        return Ok(Some(expand::Shape::LimitRecurrenceSet(range(x)?)));
+    }
+    Ok(None)
 }
 
 /// Whether an item matches a calendar-query filter. The common query (a component and a

@@ -24,6 +24,7 @@
 pub mod atom;
 pub mod cmp;
 pub mod dav;
+pub mod expand;
 pub mod filter;
 pub mod http;
 mod listen;

@@ -1145,3 +1145,25 @@ fn uids_are_per_calendar_and_preconditions_concern_the_url() {
         assert_eq!(bob.get("/cosmo/atom/item/same").status, 404);
     });
 }
+
+/// `<C:expand>` in calendar-data answers one instance per occurrence in its range, not
+/// the master with its rule.
+#[test]
+fn expand_in_calendar_data_returns_instances() {
+    each_store(|_, _, alice, _| {
+        assert_eq!(
+            alice
+                .send("MKCALENDAR", "/cosmo/dav/alice/x/", &[], "")
+                .status,
+            201
+        );
+        let weekly = ics("wk", "20070507T100000Z", "Weekly", true);
+        let r = alice.send("PUT", "/cosmo/dav/alice/x/wk.ics", &[TEXT_CAL], &weekly);
+        assert_eq!(r.status, 201);
+        let q = r#"<C:calendar-query xmlns:C="urn:ietf:params:xml:ns:caldav" xmlns:D="DAV:"><D:prop><C:calendar-data><C:expand start="20070501T000000Z" end="20070522T000000Z"/></C:calendar-data></D:prop><C:filter><C:comp-filter name="VCALENDAR"><C:comp-filter name="VEVENT"><C:time-range start="20070501T000000Z" end="20070522T000000Z"/></C:comp-filter></C:comp-filter></C:filter></C:calendar-query>"#;
+        let r = alice.send("REPORT", "/cosmo/dav/alice/x/", &[XML], q);
+        assert_eq!(r.status, 207, "{}", r.body);
+        assert_eq!(r.body.matches("RECURRENCE-ID:").count(), 3, "{}", r.body);
+        assert!(!r.body.contains("RRULE"), "{}", r.body);
+    });
+}

@@ -104,7 +104,7 @@ pub enum Prop {
     /// `current-user-privilege-set`: one `D:privilege` per privilege, by qualified name.
     Privileges(&'static [&'static str]),
     /// `supported-calendar-component-set`: one `C:comp` per component name.
-    Components(&'static [&'static str]),
+    Components(Vec<String>),
 }
 
 /// A property by namespace and local name, as a client asked for it.
@@ -179,8 +179,8 @@ impl MultistatusWriter {
                         }
                     }
                     Prop::Components(comps) => {
-                        for c in *comps {
-                            w.empty("C:comp", &[("name", c)]);
+                        for c in comps {
+                            w.empty("C:comp", &[("name", c.as_str())]);
                         }
                     }
                 }
@@ -234,6 +234,16 @@ impl MultistatusWriter {
         self.w.open("D:response", &[]).leaf("D:href", href);
         for p in props {
             self.propstat(std::iter::once((p, None)), status);
+        }
+        self.w.close("D:response");
+    }
+
+    /// One response with a propstat per property, each with its own status (a PROPPATCH
+    /// that fails: the refused ones 403, the others 424).
+    pub fn propstats(&mut self, href: &str, props: &[PropName], statuses: &[&str]) {
+        self.w.open("D:response", &[]).leaf("D:href", href);
+        for (p, st) in props.iter().zip(statuses) {
+            self.propstat(std::iter::once((p, None)), st);
         }
         self.w.close("D:response");
     }

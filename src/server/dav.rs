@@ -20,6 +20,7 @@ use super::store::{CollectionInfo, CreateOutcome, Item, ItemOp, Precondition, Wr
 use crate::formats::dav::{
     CALDAV, CS, DAV, MultistatusWriter, Prop, PropName, error_body, error_body_with_href,
 };
+use crate::formats::ical::COMPONENTS;
 use crate::formats::xml::{self, El};
 
 const ALLOW: &str =
@@ -154,6 +155,37 @@ fn dav_error(status: StatusCode, ns: &str, cond: &str) -> Response {
         .into_response()
 }
 
+/// Where a calendar's component set is kept among its properties.
+const COMPONENT_SET: &str = "{urn:ietf:params:xml:ns:caldav}supported-calendar-component-set";
+/// Apple's calendar colour and order, which clients set with PROPPATCH.
+const ICAL: &str = "http://apple.com/ns/ical/";
+
+/// A property's Clark name, `{namespace}local`.
+fn clark(ns: &str, name: &str) -> String {
+    format!("{{{ns}}}{name}")
+}
+
+/// The components a calendar accepts: what MKCALENDAR set, else events and to-dos.
+fn components_of(c: &CollectionInfo) -> Vec<String> {
+    match c.props.get(COMPONENT_SET) {
+        Some(v) => v.split(',').map(str::to_string).collect(),
+        None => vec!["VEVENT".into(), "VTODO".into()],
+    }
+}
+
+/// Properties a client may set on a calendar: its name, description, Apple's colour and
+/// order, and dead properties in namespaces the server does not define. The rest (DAV:
+/// and CalDAV live properties, the component set after creation) are protected.
+fn writable((ns, name): &PropName) -> bool {
+    match ns.as_str() {
+        DAV => name == "displayname",
+        CALDAV => name == "calendar-description",
+        CS => false,
+        ICAL => matches!(name.as_str(), "calendar-color" | "calendar-order"),
+        _ => !ns.is_empty(),
+    }
+}
+
 fn no_uid_conflict(href: Option<&str>) -> Response {
     (
         StatusCode::CONFLICT,
@@ -265,10 +297,14 @@ impl Dav<'_> {
                 "D:sync-collection",
             ])),
             (CALDAV, "supported-calendar-component-set") => {
-                Some(Prop::Components(&["VEVENT", "VTODO"]))
+                Some(Prop::Components(components_of(c)))
             }
             (DAV, "current-user-privilege-set") => Some(Prop::Privileges(PRIVILEGES)),
-            _ => self.common_prop(ns, name),
+            _ => c
+                .props
+                .get(&clark(ns, name))
+                .map(|v| Prop::Text(v.clone()))
+                .or_else(|| self.common_prop(ns, name)),
         }
     }
 
@@ -419,15 +455,83 @@ impl Dav<'_> {
             }
             Err(r) => return r,
         };
-        let names: Vec<PropName> = root
-            .children
+        let Target::Calendar(user, cal) = target else {
+            // A calendar home's properties are not writable.
+            let names: Vec<PropName> = root
+                .children
+                .iter()
+                .flat_map(|op| op.children_named(DAV, "prop"))
+                .flat_map(|prop| prop.children.iter())
+                .map(|p| (p.ns.clone(), p.name.clone()))
+                .collect();
+            let mut out = MultistatusWriter::new();
+            out.propstat_response(path, &names, "403 Forbidden");
+            return multistatus(out);
+        };
+        if let Err(r) = self.calendar(user, cal) {
+            return r;
+        }
+        // Every change in document order; all or none apply (RFC 4918 §9.2).
+        let mut changes: Vec<(PropName, Option<String>)> = Vec::new();
+        for op in &root.children {
+            let set = if op.is(DAV, "set") {
+                true
+            } else if op.is(DAV, "remove") {
+                false
+            } else {
+                continue;
+            };
+            for prop in op.children_named(DAV, "prop") {
+                for p in &prop.children {
+                    let value = set.then(|| p.text.clone());
+                    changes.push(((p.ns.clone(), p.name.clone()), value));
+                }
+            }
+        }
+        let refused: Vec<&PropName> = changes
             .iter()
-            .flat_map(|op| op.children_named(DAV, "prop"))
-            .flat_map(|prop| prop.children.iter())
-            .map(|p| (p.ns.clone(), p.name.clone()))
+            .filter(|(n, _)| !writable(n))
+            .map(|(n, _)| n)
             .collect();
         let mut out = MultistatusWriter::new();
-        out.propstat_response(path, &names, "403 Forbidden");
+        if !refused.is_empty() {
+            let names: Vec<PropName> = changes.iter().map(|(n, _)| n.clone()).collect();
+            let statuses: Vec<&str> = names
+                .iter()
+                .map(|n| {
+                    if refused.contains(&n) {
+                        "403 Forbidden"
+                    } else {
+                        "424 Failed Dependency"
+                    }
+                })
+                .collect();
+            out.propstats(path, &names, &statuses);
+            return multistatus(out);
+        }
+        let mut name = None;
+        let mut description = None;
+        let mut props = Vec::new();
+        for ((ns, n), v) in &changes {
+            match (ns.as_str(), n.as_str()) {
+                (DAV, "displayname") => name = Some(v.clone().unwrap_or_default()),
+                (CALDAV, "calendar-description") => {
+                    description = Some(v.clone().unwrap_or_default())
+                }
+                _ => props.push((clark(ns, n), v.clone())),
+            }
+        }
+        match self
+            .st
+            .store
+            .update_collection(cal, name.as_deref(), description.as_deref(), &props)
+        {
+            Ok(true) => {}
+            Ok(false) => return text(StatusCode::NOT_FOUND, "no such calendar"),
+            Err(e) => return store_error(e),
+        }
+        let names: Vec<PropName> = changes.into_iter().map(|(n, _)| n).collect();
+        out.propstat_response(path, &names, "200 OK");
         multistatus(out)
     }
 
@@ -438,17 +542,45 @@ impl Dav<'_> {
         };
         let mut name = String::new();
         let mut description = String::new();
+        let mut props: Vec<(String, Option<String>)> = Vec::new();
         if let Some(r) = &root {
             if !(r.is(CALDAV, "mkcalendar") || r.is(DAV, "mkcol")) {
                 return text(StatusCode::BAD_REQUEST, "expected a mkcalendar body");
             }
             for set in r.children_named(DAV, "set") {
                 for prop in set.children_named(DAV, "prop") {
-                    if let Some(d) = prop.child(DAV, "displayname") {
-                        name = d.text.clone();
-                    }
-                    if let Some(d) = prop.child(CALDAV, "calendar-description") {
-                        description = d.text.clone();
+                    for p in &prop.children {
+                        match (p.ns.as_str(), p.name.as_str()) {
+                            (DAV, "displayname") => name = p.text.clone(),
+                            (CALDAV, "calendar-description") => description = p.text.clone(),
+                            (CALDAV, "supported-calendar-component-set") => {
+                                let comps: Vec<String> = p
+                                    .children_named(CALDAV, "comp")
+                                    .filter_map(|c| c.attr(None, "name"))
+                                    .map(|n| n.trim().to_ascii_uppercase())
+                                    .collect();
+                                if comps.is_empty()
+                                    || comps.iter().any(|c| !COMPONENTS.contains(&c.as_str()))
+                                {
+                                    return dav_error(
+                                        StatusCode::FORBIDDEN,
+                                        CALDAV,
+                                        "supported-calendar-component",
+                                    );
+                                }
+                                props.push((COMPONENT_SET.to_string(), Some(comps.join(","))));
+                            }
+                            _ if writable(&(p.ns.clone(), p.name.clone())) => {
+                                props.push((clark(&p.ns, &p.name), Some(p.text.clone())));
+                            }
+                            _ => {
+                                return dav_error(
+                                    StatusCode::FORBIDDEN,
+                                    DAV,
+                                    "cannot-modify-protected-property",
+                                );
+                            }
+                        }
                     }
                 }
             }
@@ -459,6 +591,11 @@ impl Dav<'_> {
             .create_collection(cal, user, &name, &description, Vec::new())
         {
             Ok(CreateOutcome::Created(_)) => {
+                if !props.is_empty()
+                    && let Err(e) = self.st.store.update_collection(cal, None, None, &props)
+                {
+                    return store_error(e);
+                }
                 let mut r = StatusCode::CREATED.into_response();
                 r.headers_mut()
                     .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -500,6 +637,13 @@ impl Dav<'_> {
                 return r;
             }
         };
+        if !components_of(&c).iter().any(|k| k == data.component()) {
+            return dav_error(
+                StatusCode::FORBIDDEN,
+                CALDAV,
+                "supported-calendar-component",
+            );
+        }
         let existing = match self.st.store.item_by_name(cal, name) {
             Ok(i) => i,
             Err(e) => return store_error(e),

@@ -1167,3 +1167,71 @@ fn expand_in_calendar_data_returns_instances() {
         assert!(!r.body.contains("RRULE"), "{}", r.body);
     });
 }
+
+/// A calendar's name, description, colour and order are set with PROPPATCH (all or none:
+/// a protected property fails the whole request), and a VTODO-only calendar refuses an
+/// event.
+#[test]
+fn proppatch_and_the_component_set() {
+    each_store(|_, _, alice, _| {
+        let mk = r#"<C:mkcalendar xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:set><D:prop><D:displayname>Tasks</D:displayname><C:supported-calendar-component-set><C:comp name="VTODO"/></C:supported-calendar-component-set></D:prop></D:set></C:mkcalendar>"#;
+        assert_eq!(
+            alice
+                .send("MKCALENDAR", "/cosmo/dav/alice/t/", &[XML], mk)
+                .status,
+            201
+        );
+        let ev = ics("e", "20070521T100000Z", "An event", false);
+        let r = alice.send("PUT", "/cosmo/dav/alice/t/e.ics", &[TEXT_CAL], &ev);
+        assert_eq!(r.status, 403, "{}", r.body);
+        assert!(
+            r.body.contains("supported-calendar-component"),
+            "{}",
+            r.body
+        );
+        let todo = ev.replace("VEVENT", "VTODO");
+        let r = alice.send("PUT", "/cosmo/dav/alice/t/t.ics", &[TEXT_CAL], &todo);
+        assert_eq!(r.status, 201, "{}", r.body);
+        let patch = r#"<D:propertyupdate xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav" xmlns:I="http://apple.com/ns/ical/"><D:set><D:prop><D:displayname>Chores</D:displayname><C:calendar-description>Things &amp; more</C:calendar-description><I:calendar-color>#FF0000FF</I:calendar-color><I:calendar-order>3</I:calendar-order></D:prop></D:set></D:propertyupdate>"#;
+        let r = alice.send("PROPPATCH", "/cosmo/dav/alice/t/", &[XML], patch);
+        assert_eq!(r.status, 207, "{}", r.body);
+        assert!(
+            r.body.contains("200 OK") && !r.body.contains("403"),
+            "{}",
+            r.body
+        );
+        let find = r#"<D:propfind xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav" xmlns:I="http://apple.com/ns/ical/"><D:prop><D:displayname/><C:calendar-description/><I:calendar-color/><I:calendar-order/><C:supported-calendar-component-set/></D:prop></D:propfind>"#;
+        let r = alice.send(
+            "PROPFIND",
+            "/cosmo/dav/alice/t/",
+            &[XML, ("depth", "0")],
+            find,
+        );
+        assert_eq!(r.status, 207);
+        for want in [
+            "Chores",
+            "Things &amp; more",
+            "#FF0000FF",
+            ">3<",
+            r#"name="VTODO""#,
+        ] {
+            assert!(r.body.contains(want), "{want}: {}", r.body);
+        }
+        assert!(!r.body.contains(r#"name="VEVENT""#), "{}", r.body);
+        // A protected property fails the request: nothing changes.
+        let bad = r#"<D:propertyupdate xmlns:D="DAV:"><D:set><D:prop><D:displayname>X</D:displayname><D:getetag>"1"</D:getetag></D:prop></D:set></D:propertyupdate>"#;
+        let r = alice.send("PROPPATCH", "/cosmo/dav/alice/t/", &[XML], bad);
+        assert!(
+            r.body.contains("403 Forbidden") && r.body.contains("424 Failed Dependency"),
+            "{}",
+            r.body
+        );
+        let r = alice.send(
+            "PROPFIND",
+            "/cosmo/dav/alice/t/",
+            &[XML, ("depth", "0")],
+            find,
+        );
+        assert!(r.body.contains("Chores"), "{}", r.body);
+    });
+}

@@ -127,6 +127,7 @@ impl Store for MemoryStore {
             description: description.into(),
             epoch,
             version,
+            props: Default::default(),
         };
         let now = now_ms();
         let mut col = Col {
@@ -157,6 +158,32 @@ impl Store for MemoryStore {
 
     fn collection(&self, uid: &str) -> Result<Option<CollectionInfo>, StoreError> {
         Ok(self.read()?.cols.get(uid).and_then(|c| c.info.clone()))
+    }
+
+    fn update_collection(
+        &self,
+        uid: &str,
+        name: Option<&str>,
+        description: Option<&str>,
+        props: &[(String, Option<String>)],
+    ) -> Result<bool, StoreError> {
+        let mut st = self.write_lock()?;
+        let Some(info) = st.cols.get_mut(uid).and_then(|c| c.info.as_mut()) else {
+            return Ok(false);
+        };
+        if let Some(n) = name {
+            info.name = n.to_string();
+        }
+        if let Some(d) = description {
+            info.description = d.to_string();
+        }
+        for (k, v) in props {
+            match v {
+                Some(v) => info.props.insert(k.clone(), v.clone()),
+                None => info.props.remove(k),
+            };
+        }
+        Ok(true)
     }
 
     fn collections_of(&self, owner: &str) -> Result<Vec<CollectionInfo>, StoreError> {

@@ -13,6 +13,7 @@ use bytes::Bytes;
 pub use memory::MemoryStore;
 use serde::{Deserialize, Serialize};
 pub use sqlite::SqliteStore;
+use std::collections::BTreeMap;
 
 use super::model::ItemData;
 
@@ -47,6 +48,9 @@ pub struct CollectionInfo {
     pub epoch: u64,
     /// Bumped by every change to an item of the collection.
     pub version: u64,
+    /// Further properties a client set (CalDAV's component set, colour, order and dead
+    /// properties), by Clark name `{namespace}local`.
+    pub props: BTreeMap<String, String>,
 }
 
 impl CollectionInfo {
@@ -159,6 +163,15 @@ pub trait Store: Send + Sync + 'static {
         items: Vec<(String, ItemData)>,
     ) -> Result<CreateOutcome, StoreError>;
     fn collection(&self, uid: &str) -> Result<Option<CollectionInfo>, StoreError>;
+    /// Change a collection's name or description (when given) and set or remove further
+    /// properties (`None` removes). False when there is no such collection.
+    fn update_collection(
+        &self,
+        uid: &str,
+        name: Option<&str>,
+        description: Option<&str>,
+        props: &[(String, Option<String>)],
+    ) -> Result<bool, StoreError>;
     fn collections_of(&self, owner: &str) -> Result<Vec<CollectionInfo>, StoreError>;
     fn delete_collection(&self, uid: &str) -> Result<bool, StoreError>;
 

@@ -43,6 +43,15 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
+        // Databases made before collections had further properties gain the column.
+        let has_props = conn
+            .prepare("SELECT 1 FROM pragma_table_info('collections') WHERE name = 'props'")?
+            .exists([])?;
+        if !has_props {
+            conn.execute_batch(
+                "ALTER TABLE collections ADD COLUMN props TEXT NOT NULL DEFAULT '{}'",
+            )?;
+        }
         Ok(SqliteStore {
             conn: Mutex::new(conn),
         })
@@ -63,10 +72,12 @@ fn info_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CollectionInfo> {
         description: r.get(3)?,
         epoch: r.get::<_, i64>(4)? as u64,
         version: r.get::<_, i64>(5)? as u64,
+        // Written by this store as a JSON object; anything else reads as none.
+        props: serde_json::from_str(&r.get::<_, String>(6)?).unwrap_or_default(),
     })
 }
 
-const INFO_COLS: &str = "uid, owner, name, description, epoch, version";
+const INFO_COLS: &str = "uid, owner, name, description, epoch, version, props";
 const ITEM_COLS: &str = "uid, name, version, data, modified";
 
 fn item_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, String, u64, Option<String>, u64)> {
@@ -261,11 +272,46 @@ impl Store for SqliteStore {
             description: description.into(),
             epoch,
             version,
+            props: Default::default(),
         }))
     }
 
     fn collection(&self, uid: &str) -> Result<Option<CollectionInfo>, StoreError> {
         collection_of(&*self.lock()?, uid)
+    }
+
+    fn update_collection(
+        &self,
+        uid: &str,
+        name: Option<&str>,
+        description: Option<&str>,
+        props: &[(String, Option<String>)],
+    ) -> Result<bool, StoreError> {
+        let mut conn = self.lock()?;
+        let tx = conn.transaction()?;
+        let Some(mut info) = collection_of(&tx, uid)? else {
+            return Ok(false);
+        };
+        if let Some(n) = name {
+            info.name = n.to_string();
+        }
+        if let Some(d) = description {
+            info.description = d.to_string();
+        }
+        for (k, v) in props {
+            match v {
+                Some(v) => info.props.insert(k.clone(), v.clone()),
+                None => info.props.remove(k),
+            };
+        }
+        let json = serde_json::to_string(&info.props)
+            .map_err(|e| StoreError::Corrupt(format!("collection properties: {e}")))?;
+        tx.execute(
+            "UPDATE collections SET name = ?2, description = ?3, props = ?4 WHERE uid = ?1",
+            rusqlite::params![uid, info.name, info.description, json],
+        )?;
+        tx.commit()?;
+        Ok(true)
     }
 
     fn collections_of(&self, owner: &str) -> Result<Vec<CollectionInfo>, StoreError> {

@@ -294,6 +294,7 @@ impl Dav<'_> {
             (DAV, "supported-report-set") => Some(Prop::Reports(&[
                 "C:calendar-query",
                 "C:calendar-multiget",
+                "C:free-busy-query",
                 "D:sync-collection",
             ])),
             (CALDAV, "supported-calendar-component-set") => {
@@ -959,9 +960,93 @@ impl Dav<'_> {
             }
             out.sync_token(&sync_token(&now));
             multistatus(out)
+        } else if root.is(CALDAV, "free-busy-query") {
+            self.free_busy(cal, &root)
         } else {
             dav_error(StatusCode::FORBIDDEN, DAV, "supported-report")
         }
+    }
+
+    /// RFC 4791 §7.10: the busy time of a calendar's events in a range, as a VFREEBUSY.
+    /// Transparent and cancelled events take no time; recurrences are expanded.
+    fn free_busy(&self, cal: &str, root: &El) -> Response {
+        let Some(tr) = root.child(CALDAV, "time-range") else {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "a free-busy-query needs a time-range",
+            );
+        };
+        let at = |k: &str| tr.attr(None, k).and_then(parse_ical_datetime);
+        let (Some(start), Some(end)) = (at("start"), at("end")) else {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "the time-range of a free-busy-query needs a UTC start and end",
+            );
+        };
+        if start >= end {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "the time-range ends before it starts",
+            );
+        }
+        let items = match self.st.store.items_overlapping(
+            cal,
+            start.timestamp_millis(),
+            end.timestamp_millis(),
+        ) {
+            Ok(Some((_, items))) => items,
+            Ok(None) => Vec::new(),
+            Err(e) => return store_error(e),
+        };
+        let mut busy: Vec<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> =
+            Vec::new();
+        for item in &items {
+            let Some(d) = &item.data else { continue };
+            if d.component() != "VEVENT" || !d.takes_time() {
+                continue;
+            }
+            let Some(t) = d.timing() else { continue };
+            let occurrences = match t.occurrences(start, end, expand::MAX_INSTANCES) {
+                Ok(o) => o,
+                Err(_) => {
+                    return dav_error(
+                        StatusCode::INSUFFICIENT_STORAGE,
+                        DAV,
+                        "number-of-matches-within-limits",
+                    );
+                }
+            };
+            for o in occurrences {
+                let e = o.checked_add_signed(t.duration).unwrap_or(end);
+                busy.push((o.max(start), e.min(end)));
+            }
+        }
+        // Merge overlapping periods, as a reader of FREEBUSY expects.
+        busy.sort();
+        let mut merged: Vec<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> =
+            Vec::new();
+        for (s, e) in busy {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        let f = |t: chrono::DateTime<chrono::Utc>| t.format("%Y%m%dT%H%M%SZ").to_string();
+        let mut body = String::from(
+            "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//loadmix//embedded server//EN\r\nBEGIN:VFREEBUSY\r\n",
+        );
+        body.push_str(&format!("DTSTAMP:{}\r\n", f(chrono::Utc::now())));
+        body.push_str(&format!("DTSTART:{}\r\nDTEND:{}\r\n", f(start), f(end)));
+        for (s, e) in merged {
+            body.push_str(&format!("FREEBUSY;FBTYPE=BUSY:{}/{}\r\n", f(s), f(e)));
+        }
+        body.push_str("END:VFREEBUSY\r\nEND:VCALENDAR\r\n");
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/calendar; charset=utf-8")],
+            body,
+        )
+            .into_response()
     }
 }
 

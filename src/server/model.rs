@@ -154,6 +154,17 @@ impl ItemData {
         s
     }
 
+    /// Whether the event blocks time in a free-busy answer: not when it is transparent or
+    /// cancelled.
+    pub fn takes_time(&self) -> bool {
+        let Some(ics) = &self.ics else { return true };
+        let unfolded = icalendar::parser::unfold(ics);
+        !unfolded.lines().any(|l| {
+            let l = l.trim_end_matches('\r').to_ascii_uppercase();
+            l == "TRANSP:TRANSPARENT" || l == "STATUS:CANCELLED"
+        })
+    }
+
     /// The component type the item is (for calendar-query comp-filters).
     pub fn component(&self) -> &'static str {
         match &self.ics {

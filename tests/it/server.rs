@@ -1235,3 +1235,46 @@ fn proppatch_and_the_component_set() {
         assert!(r.body.contains("Chores"), "{}", r.body);
     });
 }
+
+/// free-busy-query answers the busy periods of a range, recurrences expanded, merged, and
+/// without transparent events.
+#[test]
+fn free_busy_query_answers_busy_periods() {
+    each_store(|_, _, alice, _| {
+        assert_eq!(
+            alice
+                .send("MKCALENDAR", "/cosmo/dav/alice/fb/", &[], "")
+                .status,
+            201
+        );
+        let weekly = ics("w", "20070507T100000Z", "Weekly", true);
+        let free = ics("f", "20070508T100000Z", "Free", false)
+            .replace("END:VEVENT", "TRANSP:TRANSPARENT\r\nEND:VEVENT");
+        for (n, body) in [("w", &weekly), ("f", &free)] {
+            let r = alice.send(
+                "PUT",
+                &format!("/cosmo/dav/alice/fb/{n}.ics"),
+                &[TEXT_CAL],
+                body,
+            );
+            assert_eq!(r.status, 201);
+        }
+        let q = r#"<C:free-busy-query xmlns:C="urn:ietf:params:xml:ns:caldav"><C:time-range start="20070501T000000Z" end="20070516T000000Z"/></C:free-busy-query>"#;
+        let r = alice.send("REPORT", "/cosmo/dav/alice/fb/", &[XML], q);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.body.contains("BEGIN:VFREEBUSY"), "{}", r.body);
+        let periods: Vec<&str> = r
+            .body
+            .lines()
+            .filter(|l| l.starts_with("FREEBUSY"))
+            .collect();
+        assert_eq!(
+            periods,
+            [
+                "FREEBUSY;FBTYPE=BUSY:20070507T100000Z/20070507T103000Z\r",
+                "FREEBUSY;FBTYPE=BUSY:20070514T100000Z/20070514T103000Z\r"
+            ]
+            .map(|p| p.trim_end_matches('\r'))
+        );
+    });
+}

@@ -20,6 +20,8 @@ pub struct Component {
     pub dtend: Option<String>,
     pub duration: Option<String>,
     pub rrule: Option<String>,
+    /// Every EXDATE value, each list split into its dates.
+    pub exdates: Vec<String>,
 }
 
 /// The deepest nesting of components [`parse`] accepts (VCALENDAR > VEVENT > VALARM is
@@ -51,6 +53,13 @@ pub fn parse(text: &str) -> Result<Component, String> {
         dtend: prop("DTEND"),
         duration: prop("DURATION"),
         rrule: prop("RRULE"),
+        exdates: comp
+            .properties
+            .iter()
+            .filter(|p| p.name.as_str().eq_ignore_ascii_case("EXDATE"))
+            .flat_map(|p| p.val.as_str().split(',').map(|v| v.trim().to_string()))
+            .filter(|v| !v.is_empty())
+            .collect(),
     })
 }
 

@@ -32,6 +32,9 @@ pub struct When {
     pub duration_s: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rrule: Option<String>,
+    /// Starts the recurrence excludes (EXDATE), in ms.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exdates_ms: Vec<i64>,
 }
 
 impl ItemData {
@@ -45,6 +48,7 @@ impl ItemData {
         d.when = d.compute_timing().map(|t| When {
             start_ms: t.start.timestamp_millis(),
             duration_s: t.duration.num_seconds(),
+            exdates_ms: t.exdates.iter().map(|x| x.timestamp_millis()).collect(),
             rrule: t.rrule,
         });
         d
@@ -100,6 +104,11 @@ impl ItemData {
                 start: Utc.timestamp_millis_opt(w.start_ms).single()?,
                 duration: Duration::try_seconds(w.duration_s).unwrap_or_else(Duration::zero),
                 rrule: w.rrule.clone(),
+                exdates: w
+                    .exdates_ms
+                    .iter()
+                    .filter_map(|ms| Utc.timestamp_millis_opt(*ms).single())
+                    .collect(),
             }),
             None => self.compute_timing(),
         }
@@ -120,6 +129,7 @@ impl ItemData {
             start: parse_ical_datetime(strip_eim_params(start))?,
             duration: parse_duration(dur).unwrap_or_else(Duration::zero),
             rrule,
+            exdates: Vec::new(),
         })
     }
 
@@ -290,6 +300,8 @@ pub struct Timing {
     pub start: DateTime<Utc>,
     pub duration: Duration,
     pub rrule: Option<String>,
+    /// Occurrence starts the recurrence excludes (EXDATE).
+    pub exdates: Vec<DateTime<Utc>>,
 }
 
 fn timing_from_ics(ics: &str) -> Option<Timing> {
@@ -312,6 +324,12 @@ fn timing_from_ics(ics: &str) -> Option<Timing> {
         start,
         duration,
         rrule: c.rrule,
+        // DATE or DATE-TIME values; a TZID'd one is read as UTC, like every floating time.
+        exdates: c
+            .exdates
+            .iter()
+            .filter_map(|x| parse_ical_datetime(x))
+            .collect(),
     })
 }
 
@@ -428,7 +446,7 @@ impl Timing {
             if scanned > SCAN_LIMIT {
                 return Err(TooDense { rule });
             }
-            if d >= lo && overlaps(d) {
+            if d >= lo && overlaps(d) && !self.exdates.contains(&d) {
                 out.push(d);
             }
         }
@@ -532,6 +550,7 @@ mod tests {
             start: d("19700101T000000Z"),
             duration: Duration::seconds(1),
             rrule: Some("FREQ=SECONDLY".into()),
+            exdates: Vec::new(),
         };
         let got = every_second
             .occurrences(d("20300101T000000Z"), d("20300101T000005Z"), 100)
@@ -584,6 +603,23 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn excluded_dates_are_no_occurrences() {
+        let d = |s: &str| parse_ical_datetime(s).unwrap();
+        let ics = "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nUID:x\r\nDTSTART:20070507T100000Z\r\nDURATION:PT1H\r\nRRULE:FREQ=WEEKLY\r\nEXDATE:20070514T100000Z,20070528T100000Z\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n";
+        let (_, data) = parse_ics(ics).unwrap();
+        let got = data
+            .timing()
+            .unwrap()
+            .occurrences(d("20070501T000000Z"), d("20070601T000000Z"), 10)
+            .unwrap();
+        assert_eq!(got, [d("20070507T100000Z"), d("20070521T100000Z")]);
+        // Kept through the stored form.
+        let stored: ItemData =
+            serde_json::from_str(&serde_json::to_string(&data).unwrap()).unwrap();
+        assert_eq!(stored.timing(), data.timing());
     }
 
     #[test]

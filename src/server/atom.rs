@@ -135,9 +135,9 @@ fn feed(
     let listed = match range {
         Some((s, e)) => {
             st.store
-                .items_overlapping(&uid, s.timestamp_millis(), e.timestamp_millis())
+                .items_overlapping(&info.uid, s.timestamp_millis(), e.timestamp_millis())
         }
-        None => st.store.items(&uid, None),
+        None => st.store.items(&info.uid, None),
     };
     let items = match listed {
         Ok(Some((_, items))) => items,
@@ -238,9 +238,10 @@ fn render_feed(
     };
     let ctx = &st.settings.context;
     let mut f = Feed::default();
-    f.set_id(format!("urn:uuid:{}", info.uid));
+    let uid = public_uid(&info.uid);
+    f.set_id(format!("urn:uuid:{uid}"));
     f.set_title(if info.name.is_empty() {
-        info.uid.clone()
+        uid.to_string()
     } else {
         info.name.clone()
     });
@@ -248,7 +249,7 @@ fn render_feed(
         items.iter().map(|i| i.modified_ms).max().unwrap_or(0),
     ));
     let mut self_link = Link::default();
-    self_link.set_href(format!("{ctx}/atom/collection/{}", info.uid));
+    self_link.set_href(format!("{ctx}/atom/collection/{uid}"));
     self_link.set_rel("self");
     f.set_links(vec![self_link]);
     f.set_entries(
@@ -417,9 +418,10 @@ pub async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Err(r) = st.owned_collection(&headers, &uid) {
-        return r;
-    }
+    let info = match st.owned_collection(&headers, &uid) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
     let (item_uid, data) = match read_entry(&headers, &body) {
         Ok(x) => x,
         Err(r) => return r,
@@ -427,10 +429,10 @@ pub async fn create(
     if !safe_segment(&item_uid) {
         return text(StatusCode::BAD_REQUEST, "bad item uuid");
     }
-    if let Err(r) = st.uid_free(&item_uid) {
+    if let Err(r) = st.uid_free(&info.owner, &item_uid) {
         return r;
     }
-    let Some(_lock) = st.try_lock(&uid) else {
+    let Some(_lock) = st.try_lock(&info.uid) else {
         return text(StatusCode::LOCKED, "the collection is being updated");
     };
     let op = ItemOp::Put {
@@ -443,7 +445,7 @@ pub async fn create(
     let pre = Precondition::ItemAbsent {
         uid: item_uid.clone(),
     };
-    match st.store.write(&uid, vec![op], pre) {
+    match st.store.write(&info.uid, vec![op], pre) {
         Ok(WriteOutcome::PreconditionFailed) => text(
             StatusCode::CONFLICT,
             format!("item uid {item_uid} is in use"),
@@ -473,9 +475,12 @@ fn owned_item(
     // The caller's own item, if several collections hold the uid (CalDAV calendars may).
     // Another user's item is answered as absent: a 403 would tell that it exists.
     for (col, item) in found {
+        if !owned_by(&col, &caller.name) {
+            continue;
+        }
         match st.store.collection(&col) {
-            Ok(Some(c)) if st.may_access(&caller, &c.owner) => return Ok((c, item)),
-            Ok(_) => {}
+            Ok(Some(c)) => return Ok((c, item)),
+            Ok(None) => {}
             Err(e) => return Err(store_error(e)),
         }
     }

@@ -253,7 +253,7 @@ impl Dav<'_> {
 
     /// The calendar `cal` of `user`, or the response to send.
     fn calendar(&self, user: &str, cal: &str) -> Result<CollectionInfo, Response> {
-        match self.st.store.collection(cal) {
+        match self.st.store.collection(&ckey(user, cal)) {
             Ok(Some(c)) if c.owner == user || self.st.settings.no_auth => Ok(c),
             Ok(_) => Err(text(StatusCode::NOT_FOUND, "no such calendar")),
             Err(e) => Err(store_error(e)),
@@ -285,7 +285,12 @@ impl Dav<'_> {
         match (ns, name) {
             (DAV, "resourcetype") => Some(Prop::Marks(&["D:collection", "C:calendar"])),
             (DAV, "displayname") => Some(Prop::Text(
-                if c.name.is_empty() { &c.uid } else { &c.name }.clone(),
+                if c.name.is_empty() {
+                    public_uid(&c.uid)
+                } else {
+                    &c.name
+                }
+                .to_string(),
             )),
             (CALDAV, "calendar-description") => Some(Prop::Text(c.description.clone())),
             (CS, "getctag") | (DAV, "getetag") => Some(Prop::Text(format!("\"{}\"", c.token()))),
@@ -401,7 +406,7 @@ impl Dav<'_> {
                     };
                     for c in cals {
                         let props = Self::props(&req, CAL_ALL, |ns, n| self.cal_prop(&c, ns, n));
-                        out.response(&self.cal_href(user, &c.uid), &props);
+                        out.response(&self.cal_href(user, public_uid(&c.uid)), &props);
                     }
                 }
             }
@@ -413,7 +418,7 @@ impl Dav<'_> {
                 let props = Self::props(&req, CAL_ALL, |ns, n| self.cal_prop(&c, ns, n));
                 out.response(&self.cal_href(user, cal), &props);
                 if depth1 {
-                    let items = match self.st.store.items(cal, None) {
+                    let items = match self.st.store.items(&ckey(user, cal), None) {
                         Ok(Some((_, items))) => items,
                         Ok(None) => Vec::new(),
                         Err(e) => return store_error(e),
@@ -430,7 +435,7 @@ impl Dav<'_> {
                     Ok(c) => c,
                     Err(r) => return r,
                 };
-                let item = match self.st.store.item_by_name(cal, name) {
+                let item = match self.st.store.item_by_name(&ckey(user, cal), name) {
                     Ok(Some(i)) => i,
                     Ok(None) => return text(StatusCode::NOT_FOUND, "no such resource"),
                     Err(e) => return store_error(e),
@@ -522,11 +527,12 @@ impl Dav<'_> {
                 _ => props.push((clark(ns, n), v.clone())),
             }
         }
-        match self
-            .st
-            .store
-            .update_collection(cal, name.as_deref(), description.as_deref(), &props)
-        {
+        match self.st.store.update_collection(
+            &ckey(user, cal),
+            name.as_deref(),
+            description.as_deref(),
+            &props,
+        ) {
             Ok(true) => {}
             Ok(false) => return text(StatusCode::NOT_FOUND, "no such calendar"),
             Err(e) => return store_error(e),
@@ -586,14 +592,19 @@ impl Dav<'_> {
                 }
             }
         }
-        match self
-            .st
-            .store
-            .create_collection(cal, user, &name, &description, Vec::new())
-        {
+        match self.st.store.create_collection(
+            &ckey(user, cal),
+            user,
+            &name,
+            &description,
+            Vec::new(),
+        ) {
             Ok(CreateOutcome::Created(_)) => {
                 if !props.is_empty()
-                    && let Err(e) = self.st.store.update_collection(cal, None, None, &props)
+                    && let Err(e) =
+                        self.st
+                            .store
+                            .update_collection(&ckey(user, cal), None, None, &props)
                 {
                     return store_error(e);
                 }
@@ -645,7 +656,7 @@ impl Dav<'_> {
                 "supported-calendar-component",
             );
         }
-        let existing = match self.st.store.item_by_name(cal, name) {
+        let existing = match self.st.store.item_by_name(&ckey(user, cal), name) {
             Ok(i) => i,
             Err(e) => return store_error(e),
         };
@@ -703,7 +714,7 @@ impl Dav<'_> {
                     .store
                     .items_by_uid(&uid)
                     .ok()
-                    .and_then(|v| v.into_iter().find(|(col, _)| col == cal))
+                    .and_then(|v| v.into_iter().find(|(col, _)| *col == ckey(user, cal)))
                     .map(|(_, i)| self.item_href(user, cal, &i.name));
                 no_uid_conflict(href.as_deref())
             }
@@ -717,7 +728,7 @@ impl Dav<'_> {
             Ok(c) => c,
             Err(r) => return r,
         };
-        let item = match self.st.store.item_by_name(cal, name) {
+        let item = match self.st.store.item_by_name(&ckey(user, cal), name) {
             Ok(Some(i)) => i,
             Ok(None) => return text(StatusCode::NOT_FOUND, "no such resource"),
             Err(e) => return store_error(e),
@@ -747,7 +758,7 @@ impl Dav<'_> {
         if let Err(r) = self.calendar(user, cal) {
             return r;
         }
-        let items = match self.st.store.items(cal, None) {
+        let items = match self.st.store.items(&ckey(user, cal), None) {
             Ok(Some((_, items))) => items,
             Ok(None) => return text(StatusCode::NOT_FOUND, "no such calendar"),
             Err(e) => return store_error(e),
@@ -785,7 +796,7 @@ impl Dav<'_> {
             Ok(c) => c,
             Err(r) => return r,
         };
-        let item = match self.st.store.item_by_name(cal, name) {
+        let item = match self.st.store.item_by_name(&ckey(user, cal), name) {
             Ok(Some(i)) => i,
             Ok(None) => return text(StatusCode::NOT_FOUND, "no such resource"),
             Err(e) => return store_error(e),
@@ -818,7 +829,7 @@ impl Dav<'_> {
         if let Err(r) = self.calendar(user, cal) {
             return r;
         }
-        match self.st.store.delete_collection(cal) {
+        match self.st.store.delete_collection(&ckey(user, cal)) {
             Ok(true) => StatusCode::NO_CONTENT.into_response(),
             Ok(false) => text(StatusCode::NOT_FOUND, "no such calendar"),
             Err(e) => store_error(e),
@@ -873,12 +884,12 @@ impl Dav<'_> {
                 }
             };
             let listed = match f.as_ref().and_then(filter::CompFilter::range) {
-                Some((s, e)) => {
-                    self.st
-                        .store
-                        .items_overlapping(cal, s.timestamp_millis(), e.timestamp_millis())
-                }
-                None => self.st.store.items(cal, None),
+                Some((s, e)) => self.st.store.items_overlapping(
+                    &ckey(user, cal),
+                    s.timestamp_millis(),
+                    e.timestamp_millis(),
+                ),
+                None => self.st.store.items(&ckey(user, cal), None),
             };
             let items = match listed {
                 Ok(Some((_, items))) => items,
@@ -911,7 +922,10 @@ impl Dav<'_> {
                     .strip_prefix(&base)
                     .and_then(percent_decode)
                     .filter(|n| safe_segment(n));
-                let item = match name.as_deref().map(|n| self.st.store.item_by_name(cal, n)) {
+                let item = match name
+                    .as_deref()
+                    .map(|n| self.st.store.item_by_name(&ckey(user, cal), n))
+                {
                     Some(Ok(i)) => i,
                     Some(Err(e)) => return store_error(e),
                     None => None,
@@ -944,7 +958,7 @@ impl Dav<'_> {
                     None => return dav_error(StatusCode::FORBIDDEN, DAV, "valid-sync-token"),
                 }
             };
-            let (now, items) = match self.st.store.items(cal, since) {
+            let (now, items) = match self.st.store.items(&ckey(user, cal), since) {
                 Ok(Some(x)) => x,
                 Ok(None) => return text(StatusCode::NOT_FOUND, "no such calendar"),
                 Err(e) => return store_error(e),
@@ -961,7 +975,7 @@ impl Dav<'_> {
             out.sync_token(&sync_token(&now));
             multistatus(out)
         } else if root.is(CALDAV, "free-busy-query") {
-            self.free_busy(cal, &root)
+            self.free_busy(&ckey(user, cal), &root)
         } else {
             dav_error(StatusCode::FORBIDDEN, DAV, "supported-report")
         }

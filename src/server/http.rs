@@ -93,6 +93,23 @@ impl AppState {
     }
 }
 
+/// The store's key of a collection: its owner and uid. Each user has a namespace of their
+/// own, so one user's collection uids neither clash with nor reveal another's. ('/' is in
+/// no safe segment, so the key is unambiguous.)
+pub fn ckey(owner: &str, uid: &str) -> String {
+    format!("{owner}/{uid}")
+}
+
+/// The uid of a collection as its users see it, from its store key.
+pub fn public_uid(key: &str) -> &str {
+    key.rsplit_once('/').map_or(key, |(_, u)| u)
+}
+
+/// Whether a store key belongs to `owner`'s namespace.
+pub fn owned_by(key: &str, owner: &str) -> bool {
+    key.split_once('/').is_some_and(|(o, _)| o == owner)
+}
+
 impl AppState {
     /// Authenticate, check the uid, and load a collection the caller may use.
     pub fn owned_collection(
@@ -104,18 +121,20 @@ impl AppState {
         if !safe_segment(uid) {
             return Err(bad_segment());
         }
-        match self.store.collection(uid) {
-            Ok(Some(c)) if self.may_access(&caller, &c.owner) => Ok(c),
-            Ok(Some(_)) => Err(text(StatusCode::FORBIDDEN, "not your collection")),
+        // Only the caller's own namespace is looked in: another user's collection with the
+        // same uid is not there for this caller, and nothing says it exists.
+        match self.store.collection(&ckey(&caller.name, uid)) {
+            Ok(Some(c)) => Ok(c),
             Ok(None) => Err(text(StatusCode::NOT_FOUND, "no such collection")),
             Err(e) => Err(store_error(e)),
         }
     }
 
-    /// 409 when an item uid is already used by any collection.
-    pub fn uid_free(&self, uid: &str) -> Result<(), Response> {
+    /// 409 when an item uid is already used by one of `owner`'s collections (Cosmo's item
+    /// identity, within the owner's namespace).
+    pub fn uid_free(&self, owner: &str, uid: &str) -> Result<(), Response> {
         match self.store.items_by_uid(uid) {
-            Ok(found) if !found.is_empty() => Err(text(
+            Ok(found) if found.iter().any(|(k, _)| owned_by(k, owner)) => Err(text(
                 StatusCode::CONFLICT,
                 format!("item uid {uid} is in use"),
             )),

@@ -72,7 +72,7 @@ pub async fn publish(
     let mut items: Vec<(String, ItemData)> = Vec::new();
     for (item_uid, data) in e.recordsets {
         if let Some(d) = data {
-            if let Err(r) = st.uid_free(&item_uid) {
+            if let Err(r) = st.uid_free(&caller.name, &item_uid) {
                 return r;
             }
             if items.iter().any(|(u, _)| *u == item_uid) {
@@ -87,7 +87,7 @@ pub async fn publish(
     let name = e.name.unwrap_or_default();
     match st
         .store
-        .create_collection(&uid, &caller.name, &name, "", items)
+        .create_collection(&ckey(&caller.name, &uid), &caller.name, &name, "", items)
     {
         Ok(CreateOutcome::Created(info)) => with_token(StatusCode::CREATED, &info.token(), None),
         Ok(CreateOutcome::Exists) => text(StatusCode::CONFLICT, "collection uid is in use"),
@@ -116,10 +116,10 @@ pub async fn subscribe_or_sync(
             }
         },
     };
-    match st.store.items(&uid, since) {
+    match st.store.items(&info.uid, since) {
         Ok(Some((info, items))) => {
             let body = model::write_eimml(
-                &info.uid,
+                public_uid(&info.uid),
                 &info.name,
                 items.iter().map(|i| (i.uid.as_str(), i.data.as_ref())),
             );
@@ -154,7 +154,7 @@ pub async fn update(
     let Some(version) = info.token_version(token) else {
         return with_token(StatusCode::RESET_CONTENT, &info.token(), None);
     };
-    let Some(_lock) = st.try_lock(&uid) else {
+    let Some(_lock) = st.try_lock(&info.uid) else {
         return text(
             StatusCode::LOCKED,
             "another update of this collection is in progress",
@@ -177,12 +177,15 @@ pub async fn update(
             },
         })
         .collect();
-    match st.store.write(&uid, ops, Precondition::Version(version)) {
+    match st
+        .store
+        .write(&info.uid, ops, Precondition::Version(version))
+    {
         Ok(WriteOutcome::Done { version, .. }) => {
             let token = CollectionInfo { version, ..info }.token();
             with_token(StatusCode::NO_CONTENT, &token, None)
         }
-        Ok(WriteOutcome::Stale) => match st.store.collection(&uid) {
+        Ok(WriteOutcome::Stale) => match st.store.collection(&info.uid) {
             Ok(Some(now)) => with_token(StatusCode::RESET_CONTENT, &now.token(), None),
             _ => text(StatusCode::NOT_FOUND, "no such collection"),
         },
@@ -198,10 +201,11 @@ pub async fn delete(
     Path(uid): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = st.owned_collection(&headers, &uid) {
-        return r;
-    }
-    match st.store.delete_collection(&uid) {
+    let info = match st.owned_collection(&headers, &uid) {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    match st.store.delete_collection(&info.uid) {
         Ok(true) => StatusCode::NO_CONTENT.into_response(),
         Ok(false) => text(StatusCode::NOT_FOUND, "no such collection"),
         Err(e) => store_error(e),

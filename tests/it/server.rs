@@ -255,7 +255,9 @@ fn morse_code_publish_subscribe_sync_update_delete() {
         assert_eq!(r.status, 200);
         assert_eq!(r.header(TOKEN), t1);
         assert!(r.body.contains("Lunch") && r.body.contains("Dinner"));
-        assert_eq!(bob.get(p).status, 403, "not bob's collection");
+        // Each user has a namespace of collections: Alice's is not there for Bob, and
+        // nothing says it exists.
+        assert_eq!(bob.get(p).status, 404, "not in bob's namespace");
         // Sync with the newest token: no records, still a token.
         let r = alice.send("GET", p, &[(TOKEN, &t1)], "");
         assert_eq!(r.status, 200);
@@ -451,7 +453,7 @@ fn atom_feeds_queries_dashboards_create_and_update() {
                 &atom_entry("E9", "x", "20070101T090000Z", false)
             )
             .status,
-            403
+            404
         );
         // The full feed (default format eim-json) has both.
         let r = alice.get("/cosmo/atom/collection/A1/full");
@@ -1275,6 +1277,66 @@ fn free_busy_query_answers_busy_periods() {
                 "FREEBUSY;FBTYPE=BUSY:20070514T100000Z/20070514T103000Z\r"
             ]
             .map(|p| p.trim_end_matches('\r'))
+        );
+    });
+}
+
+/// Users have namespaces of their own: the same collection uid, calendar name or item
+/// uid used by another user neither clashes nor shows; 403 and 409 never tell that
+/// someone else's exists.
+#[test]
+fn another_users_collections_and_items_are_neither_seen_nor_revealed() {
+    each_store(|_, _, alice, bob| {
+        let body = eimml("SAME", &[("ITEM", "AliceItem", "20070314T101500Z")], &[]);
+        assert_eq!(
+            alice
+                .send("PUT", "/cosmo/mc/collection/SAME", &[EIM], &body)
+                .status,
+            201
+        );
+        let body = eimml("SAME", &[("ITEM", "BobItem", "20070314T101500Z")], &[]);
+        assert_eq!(
+            bob.send("PUT", "/cosmo/mc/collection/SAME", &[EIM], &body)
+                .status,
+            201
+        );
+        let a = alice.get("/cosmo/mc/collection/SAME");
+        let b = bob.get("/cosmo/mc/collection/SAME");
+        assert!(
+            a.body.contains("AliceItem") && !a.body.contains("BobItem"),
+            "{}",
+            a.body
+        );
+        assert!(
+            b.body.contains("BobItem") && !b.body.contains("AliceItem"),
+            "{}",
+            b.body
+        );
+        for who in [&mut *alice, &mut *bob] {
+            let r = who.send("MKCALENDAR", "/cosmo/dav/x/", &[], "");
+            assert_eq!(r.status, 403, "the path names another home");
+        }
+        assert_eq!(
+            alice
+                .send("MKCALENDAR", "/cosmo/dav/alice/cal/", &[], "")
+                .status,
+            201
+        );
+        assert_eq!(
+            bob.send("MKCALENDAR", "/cosmo/dav/bob/cal/", &[], "")
+                .status,
+            201
+        );
+        assert_eq!(bob.get("/cosmo/atom/collection/SAME").status, 200);
+        assert_eq!(
+            bob.send("DELETE", "/cosmo/mc/collection/SAME", &[], "")
+                .status,
+            204
+        );
+        assert_eq!(
+            alice.get("/cosmo/mc/collection/SAME").status,
+            200,
+            "Alice's is untouched"
         );
     });
 }

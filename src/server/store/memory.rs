@@ -75,11 +75,12 @@ impl WriteView for View<'_> {
             .cloned())
     }
     fn uid_elsewhere(&self, uid: &str) -> Result<bool, StoreError> {
+        let ns = namespace(self.col);
         Ok(self
             .st
             .index
             .get(uid)
-            .is_some_and(|cs| cs.iter().any(|c| c != self.col)))
+            .is_some_and(|cs| cs.iter().any(|c| c != self.col && namespace(c) == ns)))
     }
 }
 
@@ -112,7 +113,12 @@ impl Store for MemoryStore {
         if st.cols.get(uid).is_some_and(|c| c.info.is_some()) {
             return Ok(CreateOutcome::Exists);
         }
-        if let Some((u, _)) = items.iter().find(|(u, _)| st.index.contains_key(u)) {
+        let ns = namespace(uid);
+        if let Some((u, _)) = items.iter().find(|(u, _)| {
+            st.index
+                .get(u)
+                .is_some_and(|cs| cs.iter().any(|c| namespace(c) == ns))
+        }) {
             return Err(StoreError::Corrupt(format!(
                 "uid {u} is in use in another collection"
             )));

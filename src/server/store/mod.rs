@@ -144,6 +144,15 @@ pub enum CreateOutcome {
     Exists,
 }
 
+/// The namespace (owner) part of a collection key `owner/uid`; keys without one share
+/// the empty namespace. Cosmo's item identity holds within one namespace.
+pub fn namespace(key: &str) -> &str {
+    key.split_once('/').map_or("", |(o, _)| o)
+}
+
+/// SQL for the namespace of the `collection` column, as [`namespace`] computes it.
+pub(crate) const NAMESPACE_SQL: &str = "(CASE WHEN instr(collection, '/') > 0 THEN substr(collection, 1, instr(collection, '/') - 1) ELSE '' END)";
+
 /// Storage behind the embedded server's services.
 pub trait Store: Send + Sync + 'static {
     /// Short name for reports: `memory`, `sqlite`.

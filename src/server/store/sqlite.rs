@@ -148,7 +148,12 @@ impl WriteView for View<'_> {
     fn uid_elsewhere(&self, uid: &str) -> Result<bool, StoreError> {
         Ok(self
             .conn
-            .query_row("SELECT 1 FROM items WHERE uid = ?1 AND collection <> ?2 AND data IS NOT NULL LIMIT 1", [uid, self.col], |_| Ok(()))
+            .query_row(
+                // The same namespace: keys `owner/uid` of this collection's owner.
+                &format!("SELECT 1 FROM items WHERE uid = ?1 AND collection <> ?2 AND data IS NOT NULL AND {NAMESPACE_SQL} = ?3 LIMIT 1"),
+                [uid, self.col, namespace(self.col)],
+                |_| Ok(()),
+            )
             .optional()?
             .is_some())
     }
@@ -240,8 +245,8 @@ impl Store for SqliteStore {
             for (item_uid, data) in &items {
                 let taken = tx
                     .query_row(
-                        "SELECT 1 FROM items WHERE uid = ?1 AND data IS NOT NULL LIMIT 1",
-                        [item_uid],
+                        &format!("SELECT 1 FROM items WHERE uid = ?1 AND data IS NOT NULL AND {NAMESPACE_SQL} = ?2 LIMIT 1"),
+                        [item_uid.as_str(), namespace(uid)],
                         |_| Ok(()),
                     )
                     .optional()?

@@ -177,18 +177,7 @@ impl Store for MemoryStore {
         let Some(info) = st.cols.get_mut(uid).and_then(|c| c.info.as_mut()) else {
             return Ok(false);
         };
-        if let Some(n) = name {
-            info.name = n.to_string();
-        }
-        if let Some(d) = description {
-            info.description = d.to_string();
-        }
-        for (k, v) in props {
-            match v {
-                Some(v) => info.props.insert(k.clone(), v.clone()),
-                None => info.props.remove(k),
-            };
-        }
+        info.update(name, description, props);
         Ok(true)
     }
 

@@ -54,6 +54,28 @@ pub struct CollectionInfo {
 }
 
 impl CollectionInfo {
+    /// Apply an update: a new name or description when given; properties set, or removed
+    /// where the value is `None`.
+    pub fn update(
+        &mut self,
+        name: Option<&str>,
+        description: Option<&str>,
+        props: &[(String, Option<String>)],
+    ) {
+        if let Some(n) = name {
+            self.name = n.to_string();
+        }
+        if let Some(d) = description {
+            self.description = d.to_string();
+        }
+        for (k, v) in props {
+            match v {
+                Some(v) => self.props.insert(k.clone(), v.clone()),
+                None => self.props.remove(k),
+            };
+        }
+    }
+
     /// `epoch-version`: the Morse Code sync token, CalDAV sync token and ctag in one.
     pub fn token(&self) -> String {
         format!("{}-{}", self.epoch, self.version)

@@ -297,18 +297,7 @@ impl Store for SqliteStore {
         let Some(mut info) = collection_of(&tx, uid)? else {
             return Ok(false);
         };
-        if let Some(n) = name {
-            info.name = n.to_string();
-        }
-        if let Some(d) = description {
-            info.description = d.to_string();
-        }
-        for (k, v) in props {
-            match v {
-                Some(v) => info.props.insert(k.clone(), v.clone()),
-                None => info.props.remove(k),
-            };
-        }
+        info.update(name, description, props);
         let json = serde_json::to_string(&info.props)
             .map_err(|e| StoreError::Corrupt(format!("collection properties: {e}")))?;
         tx.execute(

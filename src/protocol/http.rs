@@ -167,19 +167,16 @@ impl HttpVu {
             path_buf.truncate(base_len);
             path_buf.push_str(&path);
         }
-        let mut builder = Request::builder()
-            .method(p.method.clone())
-            .uri(path_buf.as_str());
-        for (name, part) in &p.headers {
-            match part {
-                HeaderPart::Fixed(v) => builder = builder.header(name, v.clone()),
-                HeaderPart::Template(t) => {
-                    let mut s = String::new();
-                    if t.render(&mut ctx, &mut s).is_err() {
-                        return Outcome::skipped();
-                    }
-                    builder = builder.header(name, s);
+        // Template headers rendered once; the request is built from these parts, and built
+        // again only if the server drops a kept connection under it.
+        let mut rendered: Vec<String> = Vec::new();
+        for (_, part) in &p.headers {
+            if let HeaderPart::Template(t) = part {
+                let mut s = String::new();
+                if t.render(&mut ctx, &mut s).is_err() {
+                    return Outcome::skipped();
                 }
+                rendered.push(s);
             }
         }
         let body = match &p.body {
@@ -193,7 +190,21 @@ impl HttpVu {
                 Bytes::from(s)
             }
         };
-        let req = match builder.body(Full::new(body)) {
+        let path: &str = path_buf;
+        let build = || {
+            let mut builder = Request::builder().method(p.method.clone()).uri(path);
+            let mut values = rendered.iter();
+            for (name, part) in &p.headers {
+                builder = match part {
+                    HeaderPart::Fixed(v) => builder.header(name, v.clone()),
+                    HeaderPart::Template(_) => {
+                        builder.header(name, values.next().map_or("", String::as_str))
+                    }
+                };
+            }
+            builder.body(Full::new(body.clone()))
+        };
+        let req = match build() {
             Ok(r) => r,
             Err(e) => {
                 return failure(
@@ -203,7 +214,7 @@ impl HttpVu {
                 );
             }
         };
-        let resp = match conn.send(req).await {
+        let resp = match conn.send_with(req, Some(|| build().ok())).await {
             Ok(r) => r,
             Err(e) => {
                 let mut o = failure(e.class, e.message, e.bytes_sent);

@@ -224,14 +224,17 @@ impl Session {
                 format!("'{method}' is not an HTTP method"),
             ));
         };
-        let mut b = Request::builder().method(m).uri(full.as_str());
-        if let Some(a) = &self.auth {
-            b = b.header(hyper::header::AUTHORIZATION, a.clone());
-        }
-        for (k, v) in headers {
-            b = b.header(k, v.clone());
-        }
-        let req = match b.body(Full::new(body)) {
+        let build = || {
+            let mut b = Request::builder().method(m.clone()).uri(full.as_str());
+            if let Some(a) = &self.auth {
+                b = b.header(hyper::header::AUTHORIZATION, a.clone());
+            }
+            for (k, v) in headers {
+                b = b.header(k, v.clone());
+            }
+            b.body(Full::new(body.clone()))
+        };
+        let req = match build() {
             Ok(r) => r,
             Err(e) => {
                 return Exchange::Failed(Outcome::failed(
@@ -240,7 +243,8 @@ impl Session {
                 ));
             }
         };
-        match conn.send(req).await {
+        // Built again only if the server dropped a kept connection under it.
+        match conn.send_with(req, Some(|| build().ok())).await {
             Ok(r) => Exchange::Answer(r),
             Err(e) => {
                 let mut o = Outcome::failed(e.class, format!("{method} {full}: {}", e.message));

@@ -272,12 +272,23 @@ async fn drive<F: Future>(
     .await
 }
 
-/// Why an exchange failed, and whether the request may be sent again on a new
-/// connection: hyper gave it back unsent, or a replayable request on a reused connection
-/// met a close before any answer.
+/// Why an exchange failed, and what may be sent again on a new connection: the request
+/// itself when hyper gave it back unsent; and whether a reused connection closed before
+/// any answer, when a replayable request may be built anew and sent once more.
 struct Failure {
     error: TransportError,
-    retry: Option<Request<Full<Bytes>>>,
+    unsent: Option<Request<Full<Bytes>>>,
+    closed_early: bool,
+}
+
+impl Failure {
+    fn of(error: TransportError) -> Failure {
+        Failure {
+            error,
+            unsent: None,
+            closed_early: false,
+        }
+    }
 }
 
 /// Methods whose repetition cannot change the server's state beyond a first success
@@ -287,19 +298,6 @@ fn replayable(m: &Method) -> bool {
         m.as_str(),
         "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE" | "PROPFIND" | "REPORT"
     )
-}
-
-fn copy_of(req: &Request<Full<Bytes>>) -> Request<Full<Bytes>> {
-    let mut b = Request::builder()
-        .method(req.method().clone())
-        .uri(req.uri().clone())
-        .version(req.version());
-    if let Some(h) = b.headers_mut() {
-        *h = req.headers().clone();
-    }
-    // Every part comes from a valid request, so building cannot fail; fall back to an
-    // empty request that the caller never sends (it only replays on `Some`).
-    b.body(req.body().clone()).unwrap_or_default()
 }
 
 impl Conn {
@@ -319,28 +317,48 @@ impl Conn {
     }
 
     /// Send one request and read the whole answer, within the request timeout. After any
-    /// error the connection is dropped, so the next request starts on a fresh one.
-    pub async fn send(
+    /// error the connection is dropped, so the next request starts on a fresh one. A
+    /// request hyper hands back unsent is sent once more on a new connection.
+    pub async fn send(&mut self, req: Request<Full<Bytes>>) -> Result<Response, TransportError> {
+        self.send_with(req, None::<fn() -> Option<Request<Full<Bytes>>>>)
+            .await
+    }
+
+    /// As [`Conn::send`]; and when the request is replayable (GET, PUT, DELETE, PROPFIND,
+    /// ...) and a reused connection closed before any answer (the server dropped it as the
+    /// request went out), `again` builds it anew to be sent once more. Building is left
+    /// to the caller so that no request is copied in case it fails.
+    pub async fn send_with<F>(
         &mut self,
         mut req: Request<Full<Bytes>>,
-    ) -> Result<Response, TransportError> {
-        let headers = req.headers_mut();
-        headers.insert(HOST, self.endpoint.host.clone());
-        if self.policy == Reuse::PerRequest {
-            headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-        }
+        again: Option<F>,
+    ) -> Result<Response, TransportError>
+    where
+        F: FnOnce() -> Option<Request<Full<Bytes>>>,
+    {
+        let replayable = replayable(req.method());
+        self.prepare(&mut req);
         let sent = request_size(&req);
         let mut start = Instant::now();
         let mut result = self.timed(req, sent, start).await;
-        if let Err(Failure {
-            retry: Some(again), ..
-        }) = result
-        {
-            // The server never took it: once more on a new connection, timed afresh.
-            self.link = None;
-            self.retried += 1;
-            start = Instant::now();
-            result = self.timed(again, sent, start).await;
+        if let Err(f) = &mut result {
+            let retry = f.unsent.take().or_else(|| {
+                (f.closed_early && replayable)
+                    .then_some(again)
+                    .flatten()
+                    .and_then(|a| a())
+                    .map(|mut r| {
+                        self.prepare(&mut r);
+                        r
+                    })
+            });
+            if let Some(again) = retry {
+                // The server never took it: once more on a new connection, timed afresh.
+                self.link = None;
+                self.retried += 1;
+                start = Instant::now();
+                result = self.timed(again, sent, start).await;
+            }
         }
         let result = result.map_err(|f| f.error);
         if result.is_err() || self.policy == Reuse::PerRequest {
@@ -356,6 +374,16 @@ impl Conn {
         })
     }
 
+    /// The headers this connection adds to every request: Host, and `Connection: close`
+    /// when each request has its own connection.
+    fn prepare(&self, req: &mut Request<Full<Bytes>>) {
+        let headers = req.headers_mut();
+        headers.insert(HOST, self.endpoint.host.clone());
+        if self.policy == Reuse::PerRequest {
+            headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        }
+    }
+
     /// One attempt within the request timeout.
     async fn timed(
         &mut self,
@@ -366,14 +394,11 @@ impl Conn {
         let deadline = start + self.timeouts.request;
         match tokio::time::timeout_at(deadline, self.exchange(req, sent)).await {
             Ok(r) => r,
-            Err(_) => Err(Failure {
-                error: TransportError {
-                    class: ErrorClass::Timeout,
-                    message: format!("no complete answer within {:?}", self.timeouts.request),
-                    bytes_sent: sent,
-                },
-                retry: None,
-            }),
+            Err(_) => Err(Failure::of(TransportError {
+                class: ErrorClass::Timeout,
+                message: format!("no complete answer within {:?}", self.timeouts.request),
+                bytes_sent: sent,
+            })),
         }
     }
 
@@ -382,7 +407,7 @@ impl Conn {
         req: Request<Full<Bytes>>,
         sent: u64,
     ) -> Result<Exchanged, Failure> {
-        let fail = |error| Failure { error, retry: None };
+        let fail = Failure::of;
         // A kept-alive connection the server has since closed is not an error of this
         // request: open a new one, as any HTTP client would.
         if !self.link.as_mut().is_some_and(Link::usable) {
@@ -395,10 +420,9 @@ impl Conn {
                 bytes_sent: 0,
             }));
         };
+        // A close before any answer on a reused connection is the server dropping it as the
+        // request went out; on a fresh one it is the server refusing the request.
         let reused = link.reused;
-        // A copy to replay only where replaying is safe; hyper hands back any request it
-        // never wrote.
-        let mut copy = (reused && replayable(req.method())).then(|| copy_of(&req));
         let Link {
             sender, conn, done, ..
         } = link;
@@ -410,7 +434,8 @@ impl Conn {
                         message: "the connection closed before the request was sent".into(),
                         bytes_sent: 0,
                     },
-                    retry: Some(req),
+                    unsent: Some(req),
+                    closed_early: false,
                 });
             }
             let resp = match sender.try_send_request(req).await {
@@ -418,11 +443,10 @@ impl Conn {
                 Err(mut e) => {
                     let unsent = e.take_message();
                     let error = classify_hyper(e.error(), if unsent.is_some() { 0 } else { sent });
-                    let closed_early = e.error().is_incomplete_message()
-                        || (error.class == ErrorClass::Reset && !e.error().is_timeout());
                     return Err(Failure {
+                        closed_early: reused && error.class == ErrorClass::Reset,
                         error,
-                        retry: unsent.or(if closed_early { copy.take() } else { None }),
+                        unsent,
                     });
                 }
             };
@@ -450,7 +474,8 @@ impl Conn {
                     message: "the connection closed before the answer was complete".into(),
                     bytes_sent: sent,
                 },
-                retry: copy,
+                unsent: None,
+                closed_early: reused,
             }),
         }
     }

@@ -24,7 +24,7 @@ use crate::metrics::{self, LabelTable, RoundStats, Sample};
 use crate::protocol::{AccountPlan, ClassDriver, ProtocolError, VuDriver, VuIds};
 use crate::transport::{Conn, Endpoint, ErrorClass, Timeouts};
 use crate::workload::{Stop, UserClass, Workload};
-use seed::{VuRngs, class_seed, next_op, next_think};
+use seed::{VuRngs, class_seed, next_op};
 
 /// How to run, beyond what the workload says.
 #[derive(Clone)]
@@ -708,12 +708,7 @@ async fn vu_loop(
                 Duration::ZERO,
             ),
             None => {
-                let stream = if boot {
-                    &mut rngs.boot_think
-                } else {
-                    &mut rngs.think
-                };
-                let t = next_think(class, stream);
+                let t = rngs.think_before(class, boot);
                 (Instant::now().checked_add(t), t)
             }
         };

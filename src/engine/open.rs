@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::seed::{VuRngs, next_think};
+use super::seed::VuRngs;
 use super::{FailureNote, Timing, VuOutput, one_op, record};
 use crate::metrics::RecorderFactory;
 use crate::protocol::{ClassDriver, VuIds};
@@ -109,16 +109,17 @@ pub(super) async fn arrivals(
         if intended >= spec.deadline {
             break;
         }
-        if closing || Instant::now() >= spec.deadline || n == u32::MAX || stop.is_cancelled() {
+        // Stopped (Ctrl-C): the round ends here; nothing after is due any more.
+        if stop.is_cancelled() {
+            break;
+        }
+        if closing || Instant::now() >= spec.deadline || n == u32::MAX {
             closing = true;
-            if !stop.is_cancelled() {
-                out.dropped += 1;
-            }
+            out.dropped += 1;
             continue;
         }
         if !wait_until(intended, &stop).await {
-            closing = true;
-            continue;
+            break;
         }
         let permit = match slots.clone().try_acquire_owned() {
             Ok(p) => p,
@@ -142,10 +143,7 @@ pub(super) async fn arrivals(
                             closing = true;
                             continue;
                         }
-                        _ = stop.cancelled() => {
-                            closing = true;
-                            continue;
-                        }
+                        _ = stop.cancelled() => break,
                     }
                 }
             },
@@ -222,12 +220,7 @@ async fn session(
         let boot = vu.needs_bootstrap();
         let mut think = Duration::ZERO;
         if done > 0 {
-            let stream = if boot {
-                &mut rngs.boot_think
-            } else {
-                &mut rngs.think
-            };
-            think = next_think(class, stream);
+            think = rngs.think_before(class, boot);
             intended = Instant::now() + think;
             if intended >= spec.deadline {
                 break;

@@ -44,6 +44,20 @@ pub fn next_op(class: &UserClass, mix: &mut Xoshiro256PlusPlus) -> usize {
     class.chooser.sample(mix)
 }
 
+impl VuRngs {
+    /// The think time before the next operation: from the picks' stream, or from the
+    /// bootstraps' own when the operation is a bootstrap, so that bootstraps shift no
+    /// pick's think time.
+    pub fn think_before(&mut self, class: &UserClass, bootstrap: bool) -> Duration {
+        let stream = if bootstrap {
+            &mut self.boot_think
+        } else {
+            &mut self.think
+        };
+        next_think(class, stream)
+    }
+}
+
 /// The next think time of a VU of `class`.
 pub fn next_think(class: &UserClass, think: &mut Xoshiro256PlusPlus) -> Duration {
     let us = class.think.sample(think);

@@ -432,6 +432,30 @@ impl CaldavVu {
         o
     }
 
+    /// Send `method` with no body to a random event of calendar `ci`: the event's index,
+    /// the answer and its outcome; `Err` with the outcome to report when nothing came back
+    /// (or the calendar has no event: skipped).
+    async fn send_to_event(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        ci: usize,
+        method: &str,
+        expect: &[u16],
+    ) -> Result<(usize, Response, Outcome), Outcome> {
+        let Some(ei) = pick_event(&self.cals[ci], rng) else {
+            return Err(Outcome::skipped());
+        };
+        let path = &self.cals[ci].events[ei].path;
+        match self.s.send(conn, method, path, &[], Bytes::new()).await {
+            Exchange::Answer(r) => {
+                let o = Outcome::of(&r, expect, &format!("{method} {path}"));
+                Ok((ei, r, o))
+            }
+            Exchange::Failed(o) => Err(o),
+        }
+    }
+
     /// GET an event of calendar `ci` and check it is iCalendar; learn its ETag.
     async fn get_event(
         &mut self,
@@ -440,15 +464,10 @@ impl CaldavVu {
         ci: usize,
         expect: &[u16],
     ) -> Outcome {
-        let Some(ei) = pick_event(&self.cals[ci], rng) else {
-            return Outcome::skipped();
+        let (ei, r, o) = match self.send_to_event(conn, rng, ci, "GET", expect).await {
+            Ok(x) => x,
+            Err(o) => return o,
         };
-        let path = self.cals[ci].events[ei].path.clone();
-        let r = match self.s.send(conn, "GET", &path, &[], Bytes::new()).await {
-            Exchange::Answer(r) => r,
-            Exchange::Failed(o) => return o,
-        };
-        let o = Outcome::of(&r, expect, &format!("GET {path}"));
         if !o.is_ok() {
             return o;
         }
@@ -462,7 +481,10 @@ impl CaldavVu {
                 }
                 o
             }
-            Err(m) => o.body_error(format!("GET {path}: not iCalendar: {m}")),
+            Err(m) => {
+                let path = &self.cals[ci].events[ei].path;
+                o.body_error(format!("GET {path}: not iCalendar: {m}"))
+            }
         }
     }
 
@@ -474,19 +496,15 @@ impl CaldavVu {
         ci: usize,
         expect: &[u16],
     ) -> Outcome {
-        let Some(ei) = pick_event(&self.cals[ci], rng) else {
-            return Outcome::skipped();
-        };
-        let path = self.cals[ci].events[ei].path.clone();
-        let r = match self.s.send(conn, "DELETE", &path, &[], Bytes::new()).await {
-            Exchange::Answer(r) => r,
-            Exchange::Failed(o) => return o,
-        };
-        let o = Outcome::of(&r, expect, &format!("DELETE {path}"));
-        if o.is_ok() {
-            self.cals[ci].events.remove(ei);
+        match self.send_to_event(conn, rng, ci, "DELETE", expect).await {
+            Ok((ei, _, o)) => {
+                if o.is_ok() {
+                    self.cals[ci].events.remove(ei);
+                }
+                o
+            }
+            Err(o) => o,
         }
-        o
     }
 
     /// PROPFIND depth 1 on calendar `ci`; the answer must be a multistatus.

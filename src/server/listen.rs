@@ -31,7 +31,8 @@ const DRAIN: Duration = Duration::from_secs(5);
 /// A middleware that turns a panic in a handler into a 500 (and a line on stderr) instead
 /// of a connection closed with no answer.
 pub async fn catch_panic(req: Request<Body>, next: axum::middleware::Next) -> Response {
-    let what = format!("{} {}", req.method(), req.uri().path());
+    // Kept (cheap clones) to name the request if it panics; formatted only then.
+    let (method, uri) = (req.method().clone(), req.uri().clone());
     match std::panic::AssertUnwindSafe(next.run(req))
         .catch_unwind()
         .await
@@ -43,7 +44,10 @@ pub async fn catch_panic(req: Request<Body>, next: axum::middleware::Next) -> Re
                 .map(|s| s.to_string())
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            eprintln!("loadmix serve: {what}: handler panicked: {msg}");
+            eprintln!(
+                "loadmix serve: {method} {}: handler panicked: {msg}",
+                uri.path()
+            );
             (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
         }
     }

@@ -61,7 +61,8 @@ pub async fn feed_default(
     q: Query<HashMap<String, String>>,
     h: HeaderMap,
 ) -> Response {
-    off_thread(move || feed(st, uid, "full", None, q, h)).await
+    let expands = expands("full", &q);
+    in_place_or_off_thread(expands, move || feed(st, uid, "full", None, q, h)).await
 }
 
 pub async fn feed_projection(
@@ -70,7 +71,8 @@ pub async fn feed_projection(
     q: Query<HashMap<String, String>>,
     h: HeaderMap,
 ) -> Response {
-    off_thread(move || feed(st, uid, &p, None, q, h)).await
+    let expands = expands(&p, &q);
+    in_place_or_off_thread(expands, move || feed(st, uid, &p, None, q, h)).await
 }
 
 pub async fn feed_projection_format(
@@ -79,12 +81,25 @@ pub async fn feed_projection_format(
     q: Query<HashMap<String, String>>,
     h: HeaderMap,
 ) -> Response {
-    off_thread(move || feed(st, uid, &p, Some(&f), q, h)).await
+    let expands = expands(&p, &q);
+    in_place_or_off_thread(expands, move || feed(st, uid, &p, Some(&f), q, h)).await
 }
 
-/// Run a feed off the threads that serve other requests: expanding recurrences is bounded
-/// ([`model::SCAN_LIMIT`]) but can still take a while.
-async fn off_thread(f: impl FnOnce() -> Response + Send + 'static) -> Response {
+/// Whether a feed expands recurrences: a time range, or a dashboard.
+fn expands(proj: &str, q: &HashMap<String, String>) -> bool {
+    proj.starts_with("dashboard") || q.contains_key("start") || q.contains_key("end")
+}
+
+/// Run a feed that expands recurrences (a time range, or a dashboard) off the threads that
+/// serve other requests: expansion is bounded ([`model::SCAN_LIMIT`]) but can still take a
+/// while. Other feeds run in place, without a thread hop.
+async fn in_place_or_off_thread(
+    expands: bool,
+    f: impl FnOnce() -> Response + Send + 'static,
+) -> Response {
+    if !expands {
+        return f();
+    }
     tokio::task::spawn_blocking(f)
         .await
         .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))

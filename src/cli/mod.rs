@@ -16,6 +16,7 @@ use crate::engine;
 use crate::report;
 use crate::run::{RunOptions, StdoutFormat};
 use crate::server::{self, ServerConfig};
+use crate::transport::TlsOptions;
 use crate::workload::{EmbeddedStore, LoadOptions, TargetSpec, Workload, units};
 pub use exit::Exit;
 
@@ -33,7 +34,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a workload and write its report.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Run the embedded reference server until Ctrl-C.
     Serve(ServeArgs),
     /// Check a workload and print the resolved plan.
@@ -44,6 +45,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare runs of one workload: ops/s with CIs, percentiles, ratios, significance.
     Compare(CompareArgs),
+    /// Make a CA and a server certificate signed by it, for https on loopback (`serve
+    /// --tls-cert/--tls-key`, nginx, `run --ca-cert`).
+    Cert(CertArgs),
 }
 
 #[derive(Debug, Args)]
@@ -81,7 +85,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
     /// Where to send the load: embedded, embedded:memory, embedded:sqlite[:PATH], or
-    /// http://host:port[/base], optionally named (NAME=...). Repeat it to compare targets:
+    /// http[s]://host:port[/base], optionally named (NAME=...). Repeat it to compare targets:
     /// rounds then alternate between them (A B A B ...). Overrides the workload's.
     #[arg(long, value_name = "[NAME=]TARGET")]
     pub target: Vec<String>,
@@ -115,6 +119,35 @@ pub struct RunArgs {
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// TLS settings of `https://` targets.
+#[derive(Debug, Args)]
+pub struct TlsArgs {
+    /// Trust the CA certificates of this PEM file instead of the system's roots.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// Client certificate chain (PEM) for servers that ask for one (mutual TLS).
+    #[arg(long, value_name = "FILE", requires = "client_key")]
+    pub client_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "client_cert")]
+    pub client_key: Option<PathBuf>,
+    /// Accept any server certificate (not verified; the report records it).
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CertArgs {
+    /// Folder to write ca.pem, cert.pem and key.pem into.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Names the certificate is valid for (repeatable).
+    #[arg(long = "name", value_name = "HOST", default_values_t = ["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()])]
+    pub names: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -138,6 +171,12 @@ pub struct ServeArgs {
     /// Largest request body accepted, e.g. 16MiB; larger ones get 413.
     #[arg(long, default_value = "16MiB")]
     pub max_body: String,
+    /// Serve https with this certificate chain (PEM); `loadmix cert` makes one.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -205,9 +244,8 @@ where
         }
     };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Command::Run(RunArgs {
-        workers: Some(n), ..
-    }) = &cli.command
+    if let Command::Run(a) = &cli.command
+        && let Some(n) = &a.workers
     {
         if *n == 0 {
             return Exit::Usage.fail("--workers: give at least 1").code();
@@ -228,7 +266,7 @@ where
 /// Run a parsed command inside an existing tokio runtime.
 pub async fn dispatch(cli: Cli) -> Exit {
     match cli.command {
-        Command::Run(a) => match crate::run::run(a.into()).await {
+        Command::Run(a) => match crate::run::run((*a).into()).await {
             Ok(f) => Exit::from(f),
             Err(e) => Exit::from(&e).fail(e),
         },
@@ -237,6 +275,22 @@ pub async fn dispatch(cli: Cli) -> Exit {
         Command::Validate(a) => validate(a),
         Command::Plan(a) => plan(a),
         Command::Report(a) => show_report(a),
+        Command::Cert(a) => cert(a),
+    }
+}
+
+fn cert(a: CertArgs) -> Exit {
+    match server::certs::write_pair(&a.out, &a.names) {
+        Ok(files) => {
+            eprintln!(
+                "wrote {} (trust it: --ca-cert), {} and {} (serve --tls-cert/--tls-key)",
+                files.ca.display(),
+                files.cert.display(),
+                files.key.display()
+            );
+            Exit::Ok
+        }
+        Err(e) => Exit::Write.fail(e),
     }
 }
 
@@ -270,6 +324,12 @@ impl From<RunArgs> for RunOptions {
             preflight: !a.no_preflight,
             log_ops: a.log_ops,
             quiet: a.quiet,
+            tls: TlsOptions {
+                ca_cert: a.tls.ca_cert,
+                client_cert: a.tls.client_cert,
+                client_key: a.tls.client_key,
+                insecure: a.tls.insecure,
+            },
         }
     }
 }
@@ -301,8 +361,16 @@ async fn serve(a: ServeArgs) -> Exit {
     if !a.context.is_empty() && !a.context.starts_with('/') {
         return Exit::Usage.fail(format!("--context: '{}' must start with '/'", a.context));
     }
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(c), Some(k)) => match server::certs::server_config(c, k) {
+            Ok(t) => Some(t),
+            Err(e) => return Exit::Usage.fail(e),
+        },
+        _ => None,
+    };
     let cfg = ServerConfig {
         bind: a.bind,
+        tls,
         store,
         context: a.context.trim_end_matches('/').to_string(),
         max_body,

@@ -363,11 +363,7 @@ async fn run_round(
                 run_id: cfg.run_id.clone(),
             };
             let mut driver = drivers[ci].new_vu(w, class, ids);
-            let mut conn = Conn::new(
-                cfg.endpoint.clone(),
-                crate::protocol::reuse(class.connection),
-                timeouts,
-            );
+            let mut conn = crate::protocol::connection(&cfg.endpoint, class, timeouts);
             setups.spawn(async move {
                 let res = driver.setup(&mut conn).await;
                 (ci, vu, driver, conn, res)
@@ -603,6 +599,9 @@ fn record(
         corrected_us: t.ended.duration_since(t.intended).as_micros() as u64,
         lag_us: t.started.saturating_duration_since(t.intended).as_micros() as u64,
         scheduled: t.scheduled,
+        connect_us: outcome.handshake.map(|h| micros32(h.connect)),
+        tls_us: outcome.handshake.and_then(|h| h.tls).map(micros32),
+        tls_resumed: outcome.handshake.is_some_and(|h| h.resumed),
     };
     recorder.record(sample, t.ended);
     if let (Some(e), true) = (outcome.error, out.failures.len() < FAILURE_NOTES_PER_VU) {
@@ -766,6 +765,12 @@ async fn vu_loop(
     out.connections = conn.opened;
     out.retried = conn.retried;
     out
+}
+
+/// Microseconds in 32 bits (over an hour saturates; connect and handshake times are
+/// bounded by the connect timeout long before).
+fn micros32(d: Duration) -> u32 {
+    u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

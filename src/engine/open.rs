@@ -23,7 +23,7 @@ use super::seed::VuRngs;
 use super::{FailureNote, Timing, VuOutput, one_op, record};
 use crate::metrics::RecorderFactory;
 use crate::protocol::{ClassDriver, VuIds};
-use crate::transport::{Conn, Endpoint, ErrorClass, Timeouts};
+use crate::transport::{Endpoint, ErrorClass, Timeouts};
 use crate::workload::{Arrival, ArrivalProcess, UserClass, WhenFull, Workload, ramp_value};
 
 pub(super) struct OpenSpec {
@@ -190,11 +190,7 @@ async fn session(
     let cancelled = stop.cancelled();
     tokio::pin!(cancelled);
     let mut recorder = factory.recorder();
-    let mut conn = Conn::new(
-        spec.endpoint.clone(),
-        crate::protocol::reuse(class.connection),
-        spec.timeouts,
-    );
+    let mut conn = crate::protocol::connection(&spec.endpoint, class, spec.timeouts);
     let ids = VuIds {
         vu: id,
         round: spec.round,

@@ -50,6 +50,12 @@ pub struct Sample {
     /// The class runs on a schedule (open model or pacing): its corrected latency is
     /// reported beside the service time.
     pub scheduled: bool,
+    /// A new connection was opened for it: the TCP connect time (µs), part of the latency.
+    pub connect_us: Option<u32>,
+    /// And the TLS handshake on it (µs), for https.
+    pub tls_us: Option<u32>,
+    /// That handshake resumed an earlier session.
+    pub tls_resumed: bool,
 }
 
 /// Samples per hand-over: large enough to make the channel cost negligible, small enough
@@ -154,6 +160,13 @@ pub struct OpStats {
     pub sum_sq_us: f64,
     /// Per second since the round started: requests, successes, failures, latency sum (µs).
     pub timeline: Vec<TimelineBucket>,
+    /// TCP connect times of the new connections operations opened (µs), as k6's
+    /// `http_req_connecting`: a slow connect is not a slow server.
+    pub connecting: Histogram<u64>,
+    /// TLS handshake times on them (µs), as k6's `http_req_tls_handshaking`.
+    pub tls_handshaking: Histogram<u64>,
+    /// How many of those handshakes resumed an earlier session.
+    pub tls_resumed: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -181,6 +194,9 @@ impl Default for OpStats {
             sum_us: 0.0,
             sum_sq_us: 0.0,
             timeline: Vec::new(),
+            connecting: new_histogram(),
+            tls_handshaking: new_histogram(),
+            tls_resumed: 0,
         }
     }
 }
@@ -197,6 +213,17 @@ impl OpStats {
         self.bytes_sent += s.bytes_sent;
         self.bytes_received += s.bytes_received;
         self.record_timeline(s);
+        if let Some(c) = s.connect_us {
+            let _ = self
+                .connecting
+                .record(u64::from(c).clamp(HIST_LOW, HIST_HIGH));
+        }
+        if let Some(t) = s.tls_us {
+            let _ = self
+                .tls_handshaking
+                .record(u64::from(t).clamp(HIST_LOW, HIST_HIGH));
+            self.tls_resumed += u64::from(s.tls_resumed);
+        }
         match s.error {
             None => {
                 self.successes += 1;
@@ -259,6 +286,9 @@ impl OpStats {
         // Same bounds everywhere, so adding cannot fail.
         let _ = self.latency.add(&other.latency);
         let _ = self.latency_corrected.add(&other.latency_corrected);
+        let _ = self.connecting.add(&other.connecting);
+        let _ = self.tls_handshaking.add(&other.tls_handshaking);
+        self.tls_resumed += other.tls_resumed;
         self.scheduled |= other.scheduled;
         self.clamped += other.clamped;
         self.sum_us += other.sum_us;
@@ -411,6 +441,9 @@ mod tests {
             corrected_us: latency_us,
             lag_us: 0,
             scheduled: false,
+            connect_us: None,
+            tls_us: None,
+            tls_resumed: false,
         }
     }
 

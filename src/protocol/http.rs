@@ -233,6 +233,7 @@ impl HttpVu {
             latency: resp.elapsed,
             skipped: false,
             prior_status: None,
+            handshake: resp.handshake,
         };
         let expected = match &p.expect {
             Some(list) => list.contains(&status),

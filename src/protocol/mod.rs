@@ -24,7 +24,7 @@ use bytes::Bytes;
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 
-use crate::transport::{Conn, Endpoint, ErrorClass, Reuse, Timeouts};
+use crate::transport::{Conn, Endpoint, ErrorClass, Handshake, Reuse, Timeouts};
 use crate::workload::{ClassKind, Connection, Operation, UserClass, Workload};
 pub use session::{AccountPlan, Session};
 
@@ -50,6 +50,9 @@ pub struct Outcome {
     pub latency: Duration,
     /// Nothing to act on, nothing sent, nothing recorded (a get on an empty calendar).
     pub skipped: bool,
+    /// Time spent opening connections for its requests (TCP connect, TLS handshake), part
+    /// of `latency`; `None` when every request went out on an open connection.
+    pub handshake: Option<Handshake>,
 }
 
 /// Why a user's untimed set-up failed: the request that failed and what came back.
@@ -93,11 +96,18 @@ pub enum ProtocolError {
     },
 }
 
-/// The transport's connection policy for a class's `connection:` setting.
-pub fn reuse(c: Connection) -> Reuse {
-    match c {
+/// A user's connection to the target, as its class says: kept alive or one per request,
+/// and whether new TLS connections may resume a session.
+pub fn connection(endpoint: &Arc<Endpoint>, class: &UserClass, timeouts: Timeouts) -> Conn {
+    let reuse = match class.connection {
         Connection::KeepAlive => Reuse::KeepAlive,
         Connection::PerRequest => Reuse::PerRequest,
+    };
+    let conn = Conn::new(endpoint.clone(), reuse, timeouts);
+    if class.tls_resumption {
+        conn
+    } else {
+        conn.without_tls_resumption()
     }
 }
 
@@ -174,17 +184,24 @@ impl ClassDriver {
             request,
             answer,
         };
+        // Something listens, and for https the certificate is trusted: said plainly here
+        // rather than as every request's failure.
+        let what = match endpoint.tls {
+            Some(_) => "TLS connection to",
+            None => "TCP connect to",
+        };
+        crate::transport::probe(endpoint, timeouts.connect)
+            .await
+            .map_err(|a| fail(format!("{what} {}", endpoint.display), a.to_string()))?;
         if let Kind::Http(_) = self.kind {
-            return crate::transport::probe(endpoint, timeouts.connect)
-                .await
-                .map_err(|a| fail(format!("TCP connect to {}", endpoint.display), a));
+            return Ok(());
         }
         let ids = VuIds {
             vu: 0,
             round: 0,
             run_id: format!("{run_id}-preflight").into(),
         };
-        let mut conn = Conn::new(endpoint.clone(), reuse(class.connection), timeouts);
+        let mut conn = connection(endpoint, class, timeouts);
         let s = self.accounts.session(w, class, &ids);
         self.accounts
             .create_account(&s, &mut conn)

@@ -12,7 +12,7 @@ use hyper::header::{HeaderName, HeaderValue};
 
 use super::{Outcome, ProtocolError, SetupError, VuIds};
 use crate::formats::xml::XmlWriter;
-use crate::transport::{Conn, ErrorClass, Method, Request, Response};
+use crate::transport::{Conn, ErrorClass, Handshake, Method, Request, Response};
 use crate::workload::{AccountMode, Accounts, UserClass, Workload};
 
 /// Credentials and paths of one VU.
@@ -278,6 +278,7 @@ impl Outcome {
             latency: resp.elapsed,
             skipped: false,
             prior_status: None,
+            handshake: resp.handshake,
         }
     }
 
@@ -306,5 +307,16 @@ impl Outcome {
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
         self.latency += other.latency;
+        self.handshake = match (self.handshake, other.handshake) {
+            (Some(a), Some(b)) => Some(Handshake {
+                connect: a.connect + b.connect,
+                tls: match (a.tls, b.tls) {
+                    (Some(x), Some(y)) => Some(x + y),
+                    (x, y) => x.or(y),
+                },
+                resumed: a.resumed || b.resumed,
+            }),
+            (a, b) => a.or(b),
+        };
     }
 }

@@ -16,7 +16,7 @@ pub mod thresholds;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-pub use model::{Report, SCHEMA, build};
+pub use model::{Report, SCHEMA, TlsInfo, build};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {

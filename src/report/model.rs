@@ -26,6 +26,9 @@ pub struct Report {
     /// Stopped early (Ctrl-C): the figures cover what ran.
     pub interrupted: bool,
     pub target: String,
+    /// How an https target's certificate was checked; absent for http.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsInfo>,
     pub seed: u64,
     pub workload: WorkloadInfo,
     pub rounds: Vec<RoundReport>,
@@ -33,6 +36,17 @@ pub struct Report {
     pub thresholds: Vec<ThresholdInfo>,
     /// The first failures, with what came back.
     pub failures: Vec<FailureInfo>,
+}
+
+/// TLS settings of an https run, so a report says whether its server was verified.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TlsInfo {
+    /// False under `--insecure`: any certificate was accepted.
+    pub verified: bool,
+    /// The CA file trusted instead of the system's roots.
+    pub ca_cert: Option<String>,
+    /// A client certificate was offered (mutual TLS).
+    pub client_certificate: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -147,6 +161,16 @@ pub struct OpReport {
     pub latency_corrected_ms: Option<Latency>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub histogram_corrected: Option<String>,
+    /// TCP connect time of the connections its operations had to open (part of the
+    /// latency above); absent when none were opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_ms: Option<Phase>,
+    /// TLS handshake time on those connections (https; part of the latency above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_handshake_ms: Option<Phase>,
+    /// How many of those TLS handshakes resumed an earlier session.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tls_resumed: u64,
     /// Across rounds only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub across_rounds: Option<AcrossRounds>,
@@ -167,6 +191,20 @@ pub struct Latency {
     pub p99: f64,
     pub p999: f64,
     pub max: f64,
+}
+
+/// A part of the latency measured on its own (opening connections), in milliseconds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Phase {
+    /// How many times it happened (connections opened).
+    pub count: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// HdrHistogram (µs), as `histogram`.
+    pub histogram: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -331,6 +369,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
         finished_at: rfc3339(run.finished_at),
         interrupted: run.interrupted,
         target: target.to_string(),
+        tls: None,
         seed: w.run.seed,
         workload: workload_info(w),
         rounds,
@@ -448,6 +487,9 @@ fn op_report(
         latency_corrected_ms: (s.scheduled && s.successes > 0)
             .then(|| latency_of(&s.latency_corrected)),
         histogram_corrected: s.scheduled.then(|| encode_histogram(&s.latency_corrected)),
+        connect_ms: phase(&s.connecting),
+        tls_handshake_ms: phase(&s.tls_handshaking),
+        tls_resumed: s.tls_resumed,
         across_rounds: None,
         timeline: if with_timeline {
             s.timeline.clone()
@@ -455,6 +497,23 @@ fn op_report(
             Vec::new()
         },
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn phase(h: &hdrhistogram::Histogram<u64>) -> Option<Phase> {
+    let ms = |us: u64| us as f64 / 1000.0;
+    (!h.is_empty()).then(|| Phase {
+        count: h.len(),
+        mean: h.mean() / 1000.0,
+        p50: ms(h.value_at_quantile(0.50)),
+        p95: ms(h.value_at_quantile(0.95)),
+        p99: ms(h.value_at_quantile(0.99)),
+        max: ms(h.max()),
+        histogram: encode_histogram(h),
+    })
 }
 
 fn latency_of(h: &hdrhistogram::Histogram<u64>) -> Latency {

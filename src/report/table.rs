@@ -139,6 +139,7 @@ pub fn render(r: &Report) -> String {
             "\nlatency from the intended start (coordinated-omission corrected) beside the service time, ms:\n{c}"
         );
     }
+    out.push_str(&connections_table(s));
     if let Some(g) = r.rounds.first().map(|x| &x.generator) {
         let lag = r
             .rounds
@@ -244,4 +245,56 @@ fn bytes(n: u64) -> String {
 
 fn short_hash(h: &str) -> &str {
     h.get(..12).unwrap_or(h)
+}
+
+/// Connect and TLS-handshake times of the connections operations opened, apart from the
+/// latency they are part of (empty when no operation had to open one).
+fn connections_table(s: &crate::report::model::Summary) -> String {
+    let opened: Vec<&OpReport> = s
+        .ops
+        .iter()
+        .chain(std::iter::once(&s.total))
+        .filter(|o| o.connect_ms.is_some())
+        .collect();
+    if opened.is_empty() {
+        return String::new();
+    }
+    let tls = opened.iter().any(|o| o.tls_handshake_ms.is_some());
+    let mut c = Table::new();
+    c.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Disabled);
+    let mut header = vec!["operation", "connections", "connect p50", "p95", "max"];
+    if tls {
+        header.extend(["TLS p50", "p95", "max", "resumed"]);
+    }
+    c.set_header(header);
+    let cells = |p: Option<&crate::report::model::Phase>| match p {
+        Some(p) => vec![
+            format!("{:.2}", p.p50),
+            format!("{:.2}", p.p95),
+            format!("{:.2}", p.max),
+        ],
+        None => vec!["-".into(), "-".into(), "-".into()],
+    };
+    for o in opened {
+        let mut row = vec![
+            o.op.clone(),
+            o.connect_ms.as_ref().map_or(0, |p| p.count).to_string(),
+        ];
+        row.extend(cells(o.connect_ms.as_ref()));
+        if tls {
+            row.extend(cells(o.tls_handshake_ms.as_ref()));
+            row.push(o.tls_resumed.to_string());
+        }
+        c.add_row(row);
+    }
+    for i in 1..c.column_count() {
+        if let Some(col) = c.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    format!(
+        "\nnew connections: connect{} time, ms (part of the latency above):\n{c}\n",
+        if tls { " and TLS handshake" } else { "" }
+    )
 }

@@ -24,9 +24,10 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::{EngineConfig, EngineError, RoundResult, Runner};
 use crate::metrics::Live;
 use crate::protocol::{AccountPlan, ProtocolError};
-use crate::report::{self, Report, compare};
+use crate::report::{self, Report, TlsInfo, compare};
 use crate::server::{self, ServerConfig, ServerHandle};
 use crate::transport::{Address, Endpoint};
+use crate::transport::{EndpointError, TlsClient, TlsOptions};
 use crate::workload::{EmbeddedStore, LoadOptions, Override, TargetSpec, Workload};
 use progress::{Progress, round_line};
 pub use targets::{NamedTarget, parse_targets};
@@ -54,6 +55,8 @@ pub struct RunOptions {
     pub preflight: bool,
     pub log_ops: Option<PathBuf>,
     pub quiet: bool,
+    /// TLS settings of `https://` targets.
+    pub tls: TlsOptions,
 }
 
 /// Why a run could not run (or stopped before it measured anything).
@@ -164,6 +167,19 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
         capacity::check(w).map_err(RunError::Usage)?;
     }
     let targets = parse_targets(&a.targets, &points[0].1.target).map_err(RunError::Usage)?;
+    let https = targets
+        .iter()
+        .any(|t| matches!(&t.spec, TargetSpec::Url(u) if u.https));
+    // Certificates and keys are checked before anything is sent, whichever target uses them.
+    if https || a.tls != TlsOptions::default() {
+        TlsClient::new("localhost", &a.tls).map_err(|e| RunError::Usage(e.to_string()))?;
+    }
+    // Said even under --quiet: it changes what the figures can be trusted for.
+    if https && a.tls.insecure {
+        eprintln!(
+            "warning: --insecure: server certificates are not verified (the report records it)"
+        );
+    }
     let run_id = new_run_id();
     let w0 = &points[0].1;
     let out = a
@@ -319,16 +335,24 @@ async fn run_point(
                     }
                 }
             }
-            TargetSpec::Url(u) => match Endpoint::resolve(Address {
-                host: &u.host,
-                port: u.port,
-                base_path: &u.base_path,
-                raw: &u.raw,
-            }) {
+            TargetSpec::Url(u) => match Endpoint::resolve(
+                Address {
+                    host: &u.host,
+                    port: u.port,
+                    base_path: &u.base_path,
+                    raw: &u.raw,
+                    https: u.https,
+                },
+                &a.tls,
+            ) {
                 Ok(e) => (e, None),
-                Err(m) => {
+                Err(e) => {
                     stop_all(lanes).await;
-                    return Err(RunError::Unreachable(format!("target {}: {m}", t.name)));
+                    let m = format!("target {}: {e}", t.name);
+                    return Err(match e {
+                        EndpointError::Tls(_) => RunError::Usage(m),
+                        EndpointError::Resolve(_) => RunError::Unreachable(m),
+                    });
                 }
             },
         };
@@ -415,6 +439,13 @@ async fn run_point(
             .map(|t| t.spec.to_string())
             .unwrap_or_default();
         let mut rep = report::build(w, &target, &result);
+        if target.starts_with("https://") {
+            rep.tls = Some(TlsInfo {
+                verified: !a.tls.insecure,
+                ca_cert: a.tls.ca_cert.as_ref().map(|p| p.display().to_string()),
+                client_certificate: a.tls.client_cert.is_some(),
+            });
+        }
         thresholds_ok &= report::thresholds::evaluate(&w.thresholds, &mut rep);
         let tdir = if targets.len() > 1 {
             dir.join(safe(&lane.name))

@@ -3,7 +3,8 @@
 //! (default [`HEADER_READ_TIMEOUT`]), which also closes connections left idle that long between
 //! requests (slowloris, and clients that open and never speak); at most
 //! [`MAX_CONNECTIONS`] are served at once, and further ones wait in the kernel's backlog;
-//! a handler that panics answers 500 and the server goes on.
+//! a handler that panics answers 500 and the server goes on. With TLS settings, every
+//! connection first completes a TLS handshake, within the same header timeout.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 /// How long a client may take to send a request head, or stay silent between requests
@@ -59,6 +61,7 @@ pub async fn serve(
     listener: TcpListener,
     app: Router,
     header_timeout: Duration,
+    tls: Option<TlsAcceptor>,
     stop: CancellationToken,
 ) {
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -92,15 +95,18 @@ pub async fn serve(
         let service = TowerToHyperService::new(app.clone());
         let builder = builder.clone();
         let stop = stop.clone();
+        let tls = tls.clone();
         conns.spawn(async move {
             let _permit = permit;
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stop.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
+            match tls {
+                None => serve_one(&builder, stream, service, &stop).await,
+                Some(acceptor) => {
+                    // A client that never finishes its handshake is cut off like one that
+                    // never finishes its request head.
+                    let handshake = tokio::time::timeout(header_timeout, acceptor.accept(stream));
+                    if let Ok(Ok(s)) = handshake.await {
+                        serve_one(&builder, s, service, &stop).await;
+                    }
                 }
             }
         });
@@ -109,6 +115,26 @@ pub async fn serve(
     }
     let _ = tokio::time::timeout(DRAIN, async { while conns.join_next().await.is_some() {} }).await;
     conns.abort_all();
+}
+
+/// Serve one connection until it ends, or shut it down gracefully when asked to stop.
+async fn serve_one<S>(
+    builder: &hyper::server::conn::http1::Builder,
+    stream: S,
+    service: TowerToHyperService<Router>,
+    stop: &CancellationToken,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -124,7 +150,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let stop = CancellationToken::new();
-        tokio::spawn(serve(l, app, header_timeout, stop.clone()));
+        tokio::spawn(serve(l, app, header_timeout, None, stop.clone()));
         (addr, stop)
     }
 

@@ -22,6 +22,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod atom;
+pub mod certs;
 pub mod cmp;
 pub mod dav;
 pub mod expand;
@@ -76,6 +77,8 @@ pub struct ServerConfig {
     pub no_auth: bool,
     /// How long a client may take to send a request head, or stay idle between requests.
     pub header_timeout: std::time::Duration,
+    /// Serve https with these settings (`certs::server_config`); plain http when `None`.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// Cosmo's default administrator.
@@ -92,6 +95,7 @@ impl Default for ServerConfig {
             admin_password: DEFAULT_ADMIN.1.into(),
             no_auth: false,
             header_timeout: listen::HEADER_READ_TIMEOUT,
+            tls: None,
         }
     }
 }
@@ -168,6 +172,8 @@ pub struct ServerHandle {
     pub stats: Arc<ServerStats>,
     pub store: Arc<dyn Store>,
     pub store_kind: &'static str,
+    /// Serving https.
+    pub tls: bool,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
@@ -179,8 +185,10 @@ impl ServerHandle {
         let _ = self.task.await;
     }
 
+    /// The server's root URL, scheme included.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 }
 
@@ -236,12 +244,21 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
     })?;
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
-    let task = tokio::spawn(listen::serve(listener, app, cfg.header_timeout, token));
+    let tls = cfg.tls.is_some();
+    let acceptor = cfg.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    let task = tokio::spawn(listen::serve(
+        listener,
+        app,
+        cfg.header_timeout,
+        acceptor,
+        token,
+    ));
     Ok(ServerHandle {
         addr,
         stats,
         store,
         store_kind,
+        tls,
         shutdown,
         task,
     })

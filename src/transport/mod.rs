@@ -2,6 +2,8 @@
 //! request (`per_request`, as the 2007 Cosmo client did), connect and whole-request timeouts,
 //! reconnection after errors, any method name, and the classification of every failure into
 //! `connect`, `timeout`, `reset` or `body` (an unexpected status is the protocol's call).
+//! `https://` targets run the same HTTP/1.1 over a TLS stream ([`tls`]); the time spent
+//! opening the TCP connection and in the TLS handshake is reported apart from the request.
 //!
 //! A VU owns its [`Conn`] outright: no pool is shared between users, so the number of open
 //! connections is exactly the number of users, as in the system being simulated. The VU's
@@ -14,11 +16,13 @@
 //! answer) is sent once more on a new connection. That is counted as a retry and a
 //! reconnect, not as a failure, and its latency starts at the retry.
 
+pub mod tls;
+
 use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Context;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -26,8 +30,11 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper::header::{HOST, HeaderValue};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+
+pub use tls::{TlsClient, TlsError, TlsOptions};
 
 pub use hyper::{HeaderMap, Method, Request, StatusCode};
 
@@ -88,6 +95,19 @@ pub struct Endpoint {
     pub base_path: String,
     /// How the target is shown in reports.
     pub display: String,
+    /// `https://` targets: the TLS client every user of this target shares.
+    pub tls: Option<TlsClient>,
+}
+
+/// Why a target URL cannot be used.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EndpointError {
+    /// The host name does not resolve.
+    #[error("{0}")]
+    Resolve(String),
+    /// The TLS options cannot work (bad PEM, a key that is not the certificate's).
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 /// Whether a connection is kept for the next request.
@@ -107,29 +127,39 @@ pub struct Address<'a> {
     pub base_path: &'a str,
     /// The URL as given, for messages.
     pub raw: &'a str,
+    /// `https://`.
+    pub https: bool,
 }
 
 impl Endpoint {
     /// Resolve a target URL once, up front (name lookups never run on the request path).
-    pub fn resolve(url: Address<'_>) -> Result<Endpoint, String> {
+    pub fn resolve(url: Address<'_>, tls: &TlsOptions) -> Result<Endpoint, EndpointError> {
         let addr = (url.host, url.port)
             .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {}: {e}", url.host))?
+            .map_err(|e| EndpointError::Resolve(format!("cannot resolve {}: {e}", url.host)))?
             .next()
-            .ok_or_else(|| format!("{} resolves to no address", url.host))?;
-        let host = if url.port == 80 {
+            .ok_or_else(|| {
+                EndpointError::Resolve(format!("{} resolves to no address", url.host))
+            })?;
+        let default_port = if url.https { 443 } else { 80 };
+        let host = if url.port == default_port {
             url.host.to_string()
         } else if url.host.contains(':') {
             format!("[{}]:{}", url.host, url.port)
         } else {
             format!("{}:{}", url.host, url.port)
         };
+        let tls = match url.https {
+            true => Some(TlsClient::new(url.host, tls)?),
+            false => None,
+        };
         Ok(Endpoint {
             addr,
             host: HeaderValue::from_str(&host)
-                .map_err(|_| format!("'{host}' is not a valid host"))?,
+                .map_err(|_| EndpointError::Resolve(format!("'{host}' is not a valid host")))?,
             base_path: url.base_path.to_string(),
             display: url.raw.to_string(),
+            tls,
         })
     }
 
@@ -140,6 +170,81 @@ impl Endpoint {
                 .unwrap_or(HeaderValue::from_static("localhost")),
             base_path: String::new(),
             display: display.to_string(),
+            tls: None,
+        }
+    }
+}
+
+/// The time it took to open the connection a request went out on, when it needed a new
+/// one: TCP connect, and the TLS handshake for https.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handshake {
+    pub connect: Duration,
+    pub tls: Option<Duration>,
+    /// The TLS handshake resumed an earlier session (abbreviated handshake).
+    pub resumed: bool,
+}
+
+/// A connection's byte stream: plain TCP, or TLS over TCP.
+enum Io {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Io::Plain(s) => s.is_write_vectored(),
+            Io::Tls(s) => s.is_write_vectored(),
         }
     }
 }
@@ -157,6 +262,8 @@ pub struct Response {
     /// From just before the request was written (or the connection opened, when it had to
     /// be) to the last byte of the body.
     pub elapsed: Duration,
+    /// The part of `elapsed` spent opening a new connection, when it needed one.
+    pub handshake: Option<Handshake>,
 }
 
 /// Timeouts of a connection.
@@ -179,9 +286,13 @@ pub struct Conn {
     pub opened: u64,
     /// Requests sent a second time because the server never took the first.
     pub retried: u64,
+    /// A new TLS connection may resume an earlier session of this target.
+    resume_tls: bool,
+    /// The connection opened for the request under way, if one was.
+    opening: Option<Handshake>,
 }
 
-type H1Conn = hyper::client::conn::http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
+type H1Conn = hyper::client::conn::http1::Connection<TokioIo<Io>, Full<Bytes>>;
 
 /// An open HTTP/1.1 connection: the request side and the connection itself, which the VU's
 /// own task drives while it waits for an answer. No second task per connection means no
@@ -197,6 +308,9 @@ struct Link {
     /// An exchange has completed on it, so a close now is the server dropping an idle
     /// connection rather than refusing this request.
     reused: bool,
+    /// TLS: bytes waiting on an idle socket can be the server's session tickets, which
+    /// only the TLS layer reads, so only a close counts.
+    tls: bool,
 }
 
 impl Link {
@@ -240,8 +354,10 @@ impl Link {
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
             );
         }
-        // 0: the peer closed; > 0: bytes nobody asked for, so the stream is out of step.
-        true
+        // 0: the peer closed; > 0 on plain HTTP: bytes nobody asked for, so the stream is
+        // out of step (on TLS they may be session tickets or a close_notify, which the
+        // request then meets as a close and is sent again).
+        n == 0 || !self.tls
     }
 
     #[cfg(not(unix))]
@@ -309,7 +425,15 @@ impl Conn {
             link: None,
             opened: 0,
             retried: 0,
+            resume_tls: true,
+            opening: None,
         }
+    }
+
+    /// Every new TLS connection makes a full handshake (no session resumption).
+    pub fn without_tls_resumption(mut self) -> Conn {
+        self.resume_tls = false;
+        self
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -339,6 +463,7 @@ impl Conn {
         let replayable = replayable(req.method());
         self.prepare(&mut req);
         let sent = request_size(&req);
+        self.opening = None;
         let mut start = Instant::now();
         let mut result = self.timed(req, sent, start).await;
         if let Err(f) = &mut result {
@@ -356,6 +481,7 @@ impl Conn {
                 // The server never took it: once more on a new connection, timed afresh.
                 self.link = None;
                 self.retried += 1;
+                self.opening = None;
                 start = Instant::now();
                 result = self.timed(again, sent, start).await;
             }
@@ -371,6 +497,7 @@ impl Conn {
             bytes_sent: sent,
             bytes_received: received,
             elapsed: start.elapsed(),
+            handshake: self.opening,
         })
     }
 
@@ -481,31 +608,26 @@ impl Conn {
     }
 
     async fn connect(&mut self, sent: u64) -> Result<Link, TransportError> {
-        let addr = self.endpoint.addr;
-        let connect_err = |message: String| TransportError {
-            class: ErrorClass::Connect,
-            message,
-            bytes_sent: 0,
-        };
-        let stream =
-            match tokio::time::timeout(self.timeouts.connect, TcpStream::connect(addr)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => return Err(connect_err(format!("connect to {addr}: {e}"))),
-                Err(_) => {
-                    return Err(connect_err(format!(
-                        "connect to {addr}: no answer within {:?}",
-                        self.timeouts.connect
-                    )));
-                }
-            };
-        // Small requests must not wait for Nagle.
-        let _ = stream.set_nodelay(true);
+        let began = Instant::now();
+        let (io, handshake) = open(&self.endpoint, self.timeouts.connect, self.resume_tls)
+            .await
+            .map_err(|e| TransportError {
+                class: ErrorClass::Connect,
+                message: e.message(&self.endpoint),
+                bytes_sent: 0,
+            })?;
+        let tls = matches!(io, Io::Tls(_));
         #[cfg(unix)]
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        let fd = match &io {
+            Io::Plain(s) => std::os::fd::AsRawFd::as_raw_fd(s),
+            Io::Tls(s) => std::os::fd::AsRawFd::as_raw_fd(s.get_ref().0),
+        };
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
             .await
             .map_err(|e| classify_hyper(&e, sent))?;
         self.opened += 1;
+        debug_assert!(began.elapsed() >= handshake.connect);
+        self.opening = Some(handshake);
         Ok(Link {
             sender,
             conn: Box::pin(conn),
@@ -513,19 +635,105 @@ impl Conn {
             #[cfg(unix)]
             fd,
             reused: false,
+            tls,
         })
     }
 }
 
-/// Probe that something accepts TCP connections at the endpoint (preflight).
-pub async fn probe(endpoint: &Endpoint, timeout: Duration) -> Result<(), String> {
-    match tokio::time::timeout(timeout, TcpStream::connect(endpoint.addr)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(format!("connect to {}: {e}", endpoint.addr)),
-        Err(_) => Err(format!(
-            "connect to {}: no answer within {timeout:?}",
-            endpoint.addr
-        )),
+/// Why a connection could not be opened.
+#[derive(Debug)]
+enum OpenError {
+    Tcp(std::io::Error),
+    TcpTimeout(Duration),
+    Tls(std::io::Error),
+    TlsTimeout(Duration),
+}
+
+impl OpenError {
+    fn message(&self, endpoint: &Endpoint) -> String {
+        let addr = endpoint.addr;
+        match self {
+            OpenError::Tcp(_) | OpenError::TcpTimeout(_) => {
+                format!("connect to {addr}: {}", self.reason())
+            }
+            OpenError::Tls(_) | OpenError::TlsTimeout(_) => {
+                format!("TLS with {}: {}", endpoint.display, self.reason())
+            }
+        }
+    }
+
+    fn reason(&self) -> String {
+        match self {
+            OpenError::Tcp(e) => e.to_string(),
+            OpenError::TcpTimeout(t) => format!("no answer within {t:?}"),
+            OpenError::Tls(e) => tls::explain(e),
+            OpenError::TlsTimeout(t) => format!("no completed handshake within {t:?}"),
+        }
+    }
+}
+
+/// Open a TCP connection, and run the TLS handshake on it for https; each within
+/// `timeout`, each timed.
+async fn open(
+    endpoint: &Endpoint,
+    timeout: Duration,
+    resume: bool,
+) -> Result<(Io, Handshake), OpenError> {
+    let t0 = Instant::now();
+    let tcp = match tokio::time::timeout(timeout, TcpStream::connect(endpoint.addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(OpenError::Tcp(e)),
+        Err(_) => return Err(OpenError::TcpTimeout(timeout)),
+    };
+    let connect = t0.elapsed();
+    // Small requests must not wait for Nagle.
+    let _ = tcp.set_nodelay(true);
+    let Some(tls) = &endpoint.tls else {
+        return Ok((
+            Io::Plain(tcp),
+            Handshake {
+                connect,
+                tls: None,
+                resumed: false,
+            },
+        ));
+    };
+    let t1 = Instant::now();
+    match tokio::time::timeout(timeout, tls.handshake(tcp, resume)).await {
+        Ok(Ok(s)) => {
+            let tls = Some(t1.elapsed());
+            let resumed = s.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+            Ok((
+                Io::Tls(Box::new(s)),
+                Handshake {
+                    connect,
+                    tls,
+                    resumed,
+                },
+            ))
+        }
+        Ok(Err(e)) => Err(OpenError::Tls(e)),
+        Err(_) => Err(OpenError::TlsTimeout(timeout)),
+    }
+}
+
+/// Why a preflight probe failed: nothing listens, or the TLS handshake failed (a
+/// certificate problem, said plainly).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProbeError {
+    #[error("{0}")]
+    Connect(String),
+    #[error("{0}")]
+    Tls(String),
+}
+
+/// Probe that something accepts connections at the endpoint, and for https that the TLS
+/// handshake succeeds (preflight).
+pub async fn probe(endpoint: &Endpoint, timeout: Duration) -> Result<(), ProbeError> {
+    match open(endpoint, timeout, true).await {
+        Ok(_) => Ok(()),
+        Err(e @ (OpenError::Tls(_) | OpenError::TlsTimeout(_))) => Err(ProbeError::Tls(e.reason())),
+        Err(e) => Err(ProbeError::Connect(e.message(endpoint))),
     }
 }
 
@@ -544,7 +752,14 @@ fn classify_hyper(e: &hyper::Error, sent: u64) -> TransportError {
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         message.push_str(": ");
-        message.push_str(&s.to_string());
+        // A TLS alert (the server refused a client certificate, say) in plain words.
+        match s.downcast_ref::<std::io::Error>() {
+            Some(io) if io.get_ref().is_some_and(|i| i.is::<rustls::Error>()) => {
+                message.push_str(&tls::explain(io));
+                break;
+            }
+            _ => message.push_str(&s.to_string()),
+        }
         source = s.source();
     }
     TransportError {

@@ -86,7 +86,7 @@ impl std::fmt::Display for TargetSpec {
     }
 }
 
-/// An `http://host:port/base` target.
+/// An `http://host:port/base` or `https://host:port/base` target.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetUrl {
     pub raw: String,
@@ -94,10 +94,12 @@ pub struct TargetUrl {
     pub port: u16,
     /// Path prefix without a trailing slash ("" for none).
     pub base_path: String,
+    /// `https://`: TLS on every connection.
+    pub https: bool,
 }
 
 impl TargetSpec {
-    /// Parse `embedded`, `embedded:memory`, `embedded:sqlite[:PATH]` or `http://host[:port][/base]`.
+    /// Parse `embedded`, `embedded:memory`, `embedded:sqlite[:PATH]` or `http[s]://host[:port][/base]`.
     pub fn parse(s: &str) -> Result<TargetSpec, String> {
         let s = s.trim();
         if let Some(rest) = s.strip_prefix("embedded") {
@@ -115,18 +117,19 @@ impl TargetSpec {
                     })
                 }
                 _ => Err(format!(
-                    "'{s}' is not a target; use embedded, embedded:memory, embedded:sqlite:PATH or http://host:port"
+                    "'{s}' is not a target; use embedded, embedded:memory, embedded:sqlite:PATH or http[s]://host:port"
                 )),
             };
         }
-        if s.starts_with("https://") {
-            return Err(format!(
-                "'{s}': https targets are not supported yet; use http://"
-            ));
-        }
-        let rest = s.strip_prefix("http://").ok_or_else(|| {
-            format!("'{s}' is not a target; use embedded, embedded:sqlite:PATH or http://host:port[/path]")
-        })?;
+        let (https, rest) = match (s.strip_prefix("http://"), s.strip_prefix("https://")) {
+            (Some(r), _) => (false, r),
+            (_, Some(r)) => (true, r),
+            _ => {
+                return Err(format!(
+                    "'{s}' is not a target; use embedded, embedded:sqlite:PATH or http[s]://host:port[/path]"
+                ));
+            }
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, ""),
@@ -147,7 +150,7 @@ impl TargetSpec {
             return Err(format!("'{s}' has no host"));
         }
         let port = if port.is_empty() {
-            80
+            if https { 443 } else { 80 }
         } else {
             port.parse::<u16>()
                 .ok()
@@ -159,6 +162,7 @@ impl TargetSpec {
             host,
             port,
             base_path: path.trim_end_matches('/').to_string(),
+            https,
         }))
     }
 }
@@ -244,6 +248,9 @@ pub struct UserClass {
     pub iterations: Option<u64>,
     pub think: Dist,
     pub connection: Connection,
+    /// https: a new connection may resume an earlier TLS session (default); `false` makes
+    /// every connection pay a full handshake.
+    pub tls_resumption: bool,
     pub ops: Vec<Operation>,
     /// Every label this class may report: its operations first, in table order, then the
     /// protocol's extra labels. Metrics are indexed by position in this list.

@@ -14,3 +14,4 @@ mod fuzz;
 mod mix_fidelity;
 mod open_model;
 mod server;
+mod tls;

@@ -14,6 +14,7 @@ pub(super) const CLASS_KEYS: &[&str] = &[
     "iterations",
     "think",
     "connection",
+    "tls_resumption",
     "mix",
     "params",
 ];
@@ -57,6 +58,11 @@ pub(super) fn resolve_class(
         Some(n) => connection(cx, n, &format!("{path}.connection"))?,
         None => conn,
     };
+    let tls_resumption = node
+        .get("tls_resumption")
+        .map(|n| cx.boolean(n, &format!("{path}.tls_resumption")))
+        .transpose()?
+        .unwrap_or(true);
     let def = protocol.def();
     let params = match node.get("params") {
         Some(n) => resolve_params(cx, n, def.class_params, &format!("{path}.params"))?,
@@ -93,6 +99,7 @@ pub(super) fn resolve_class(
         iterations,
         think,
         connection,
+        tls_resumption,
         ops,
         labels,
         chooser,

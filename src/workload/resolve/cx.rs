@@ -119,6 +119,19 @@ impl Cx<'_> {
         Ok(v)
     }
 
+    pub(super) fn boolean(&self, node: &Node, key: &str) -> R<bool> {
+        match &node.value {
+            Value::Bool(b) => Ok(*b),
+            // `--set key=false` arrives as text.
+            Value::Str(s) if s == "true" || s == "false" => Ok(s == "true"),
+            other => Err(self.err(
+                node.pos,
+                key,
+                format!("expected true or false, found {}", describe(node, other)),
+            )),
+        }
+    }
+
     pub(super) fn number(&self, node: &Node, key: &str) -> R<f64> {
         match &node.value {
             Value::Int(i) => Ok(*i as f64),

@@ -1,0 +1,59 @@
+//! PEM files: certificate chains and private keys, for the TLS client (`--ca-cert`,
+//! `--client-cert/--client-key`) and the embedded server (`serve --tls-cert/--tls-key`).
+//! A file that holds nothing usable is an error naming the file, never an empty list.
+
+use std::path::Path;
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// A PEM file that cannot be used, and why.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct PemError {
+    pub path: String,
+    pub reason: String,
+}
+
+fn err(path: &Path, reason: impl std::fmt::Display) -> PemError {
+    PemError {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Largest PEM file read: a chain of a few certificates is a few KiB.
+const MAX_PEM: u64 = 1024 * 1024;
+
+fn read(path: &Path) -> Result<Vec<u8>, PemError> {
+    let meta = std::fs::metadata(path).map_err(|e| err(path, e))?;
+    if meta.len() > MAX_PEM {
+        return Err(err(
+            path,
+            format!("{} bytes is too large for a PEM file", meta.len()),
+        ));
+    }
+    std::fs::read(path).map_err(|e| err(path, e))
+}
+
+/// Every certificate in a PEM file, in order.
+pub fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, PemError> {
+    let text = read(path)?;
+    let certs = CertificateDer::pem_slice_iter(&text)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| err(path, format!("not a readable PEM certificate file ({e})")))?;
+    if certs.is_empty() {
+        return Err(err(
+            path,
+            "holds no certificate (no '-----BEGIN CERTIFICATE-----' block)",
+        ));
+    }
+    Ok(certs)
+}
+
+/// The private key of a PEM file (PKCS#8, PKCS#1 or SEC1).
+pub fn key(path: &Path) -> Result<PrivateKeyDer<'static>, PemError> {
+    let text = read(path)?;
+    PrivateKeyDer::from_pem_slice(&text)
+        .map_err(|e| err(path, format!("holds no readable PEM private key ({e})")))
+}

@@ -7,6 +7,7 @@
 //! (HTTP/1.1 connections, timeouts, error classes); samples → [`metrics`] → [`report`].
 //! [`formats`] holds the wire formats both the client and the embedded [`server`] speak;
 //! the server stands beside the client, on `formats` only. [`cli`] is the command line.
+//! [`secrets`] masks every credential in whatever any layer writes out.
 
 pub mod cli;
 pub mod engine;
@@ -15,6 +16,7 @@ pub mod metrics;
 pub mod protocol;
 pub mod report;
 pub mod run;
+pub mod secrets;
 pub mod server;
 pub mod transport;
 pub mod workload;

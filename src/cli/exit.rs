@@ -26,7 +26,7 @@ impl Exit {
 
     /// Print `error: msg` and return this code.
     pub fn fail(self, msg: impl std::fmt::Display) -> Exit {
-        eprintln!("error: {msg}");
+        eprintln!("error: {}", crate::secrets::redact(&msg.to_string()));
         self
     }
 }

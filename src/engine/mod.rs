@@ -592,7 +592,7 @@ fn record(
         start_us,
         latency_us: latency.as_micros() as u64,
         status: outcome.status.unwrap_or(0),
-        prior_status: outcome.prior_status.unwrap_or(0),
+        prior_statuses: prior_statuses(&outcome.prior_statuses),
         error: outcome.error,
         bytes_sent: outcome.bytes_sent,
         bytes_received: outcome.bytes_received,
@@ -764,6 +764,15 @@ async fn vu_loop(
     recorder.flush();
     out.connections = conn.opened;
     out.retried = conn.retried;
+    out
+}
+
+/// Up to [`crate::metrics::PRIOR_STATUSES`] earlier statuses of an operation, 0 for none.
+fn prior_statuses(list: &[u16]) -> [u16; crate::metrics::PRIOR_STATUSES] {
+    let mut out = [0; crate::metrics::PRIOR_STATUSES];
+    for (o, s) in out.iter_mut().zip(list) {
+        *o = *s;
+    }
     out
 }
 

@@ -37,8 +37,9 @@ pub struct Sample {
     pub latency_us: u64,
     /// HTTP status of the last response, 0 when none arrived.
     pub status: u16,
-    /// HTTP status of an earlier request of the same operation, 0 when there was none.
-    pub prior_status: u16,
+    /// HTTP statuses of earlier requests of the same operation (a rejected sync token, an
+    /// authentication challenge), 0 where there was none.
+    pub prior_statuses: [u16; PRIOR_STATUSES],
     pub error: Option<ErrorClass>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -57,6 +58,10 @@ pub struct Sample {
     /// That handshake resumed an earlier session.
     pub tls_resumed: bool,
 }
+
+/// Earlier requests of one operation whose statuses a sample carries: a challenge, a
+/// resync, and a challenge of the resync.
+pub const PRIOR_STATUSES: usize = 3;
 
 /// Samples per hand-over: large enough to make the channel cost negligible, small enough
 /// that 100,000 VUs do not hold much memory.
@@ -204,8 +209,8 @@ impl Default for OpStats {
 impl OpStats {
     fn record(&mut self, s: &Sample) {
         self.requests += 1;
-        if s.prior_status != 0 {
-            *self.by_status.entry(s.prior_status).or_insert(0) += 1;
+        for &p in s.prior_statuses.iter().filter(|p| **p != 0) {
+            *self.by_status.entry(p).or_insert(0) += 1;
         }
         if s.status != 0 {
             *self.by_status.entry(s.status).or_insert(0) += 1;
@@ -434,7 +439,7 @@ mod tests {
             start_us,
             latency_us,
             status: if error.is_none() { 200 } else { 500 },
-            prior_status: 0,
+            prior_statuses: [0; PRIOR_STATUSES],
             error,
             bytes_sent: 10,
             bytes_received: 20,

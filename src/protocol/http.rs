@@ -11,6 +11,8 @@ use rand::Rng;
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 
+use super::auth::Auth;
+use super::session::send_authenticated;
 use super::{Outcome, VuIds};
 use crate::transport::{Conn, ErrorClass, Method, Request};
 use crate::workload::template::Ctx;
@@ -100,10 +102,11 @@ impl HttpClass {
         }
     }
 
-    pub fn new_vu(self: &Arc<HttpClass>, ids: VuIds) -> HttpVu {
+    pub fn new_vu(self: &Arc<HttpClass>, ids: VuIds, auth: Option<Auth>) -> HttpVu {
         HttpVu {
             class: self.clone(),
             ids,
+            auth,
             vars: vec![None; self.vars.len()],
             path_buf: String::new(),
         }
@@ -117,6 +120,8 @@ pub struct HttpVu {
     vars: Vec<Option<String>>,
     /// Reused for every request path, so rendering does not allocate once warm.
     path_buf: String,
+    /// The user's credentials, when the class authenticates.
+    auth: Option<Auth>,
 }
 
 impl HttpVu {
@@ -134,6 +139,7 @@ impl HttpVu {
             ids,
             vars,
             path_buf,
+            auth,
         } = self;
         let class: &HttpClass = class;
         let Some(p) = class.ops.get(op) else {
@@ -191,8 +197,11 @@ impl HttpVu {
             }
         };
         let path: &str = path_buf;
-        let build = || {
+        let build = |authorization: Option<&HeaderValue>| {
             let mut builder = Request::builder().method(p.method.clone()).uri(path);
+            if let Some(a) = authorization {
+                builder = builder.header(hyper::header::AUTHORIZATION, a.clone());
+            }
             let mut values = rendered.iter();
             for (name, part) in &p.headers {
                 builder = match part {
@@ -204,22 +213,33 @@ impl HttpVu {
             }
             builder.body(Full::new(body.clone()))
         };
-        let req = match build() {
-            Ok(r) => r,
-            Err(e) => {
-                return failure(
-                    ErrorClass::Body,
-                    format!("cannot build the request: {e}"),
-                    0,
-                );
+        let resp = if let Some(auth) = auth.as_ref() {
+            match send_authenticated(conn, Some(auth), &p.method, path, &body, build).await {
+                Ok(r) => r,
+                Err(mut o) => {
+                    o.latency = std::time::Duration::ZERO;
+                    return o;
+                }
             }
-        };
-        let resp = match conn.send_with(req, Some(|| build().ok())).await {
-            Ok(r) => r,
-            Err(e) => {
-                let mut o = failure(e.class, e.message, e.bytes_sent);
-                o.latency = std::time::Duration::ZERO;
-                return o;
+        } else {
+            // No credentials: the request path stays as lean as it was.
+            let req = match build(None) {
+                Ok(r) => r,
+                Err(e) => {
+                    return failure(
+                        ErrorClass::Body,
+                        format!("cannot build the request: {e}"),
+                        0,
+                    );
+                }
+            };
+            match conn.send_with(req, Some(|| build(None).ok())).await {
+                Ok(r) => r,
+                Err(e) => {
+                    let mut o = failure(e.class, e.message, e.bytes_sent);
+                    o.latency = std::time::Duration::ZERO;
+                    return o;
+                }
             }
         };
         let status = resp.status.as_u16();
@@ -232,7 +252,7 @@ impl HttpVu {
             bytes_received: resp.bytes_received,
             latency: resp.elapsed,
             skipped: false,
-            prior_status: None,
+            prior_statuses: resp.earlier.clone(),
             handshake: resp.handshake,
         };
         let expected = match &p.expect {

@@ -11,6 +11,7 @@
 //! cannot disagree on a grammar.
 
 pub mod atom;
+pub mod auth;
 pub mod caldav;
 pub mod data;
 pub mod http;
@@ -36,10 +37,11 @@ pub struct Outcome {
     pub label: Option<usize>,
     /// Status of the last response, if any arrived.
     pub status: Option<u16>,
-    /// The status of an earlier request of the same operation, when it sent two (a sync
-    /// whose token was rejected, then repeated from scratch): counted with the others, so
-    /// the report's statuses add up to what the server answered.
-    pub prior_status: Option<u16>,
+    /// The statuses of earlier requests of the same operation, when it sent more than one
+    /// (a sync whose token was rejected, then repeated from scratch; a 401 challenge, then
+    /// the request with its answer): counted with the others, so the report's statuses add
+    /// up to what the server answered.
+    pub prior_statuses: Vec<u16>,
     /// `None` is success: the expected status and a body that parses.
     pub error: Option<ErrorClass>,
     /// Why it failed, for the first few failures shown in the report.
@@ -67,6 +69,20 @@ pub enum SetupError {
 }
 
 impl SetupError {
+    /// The same failure with the reason a 401 stood added to its answer.
+    fn explained(self, why: &str) -> SetupError {
+        match self {
+            SetupError::Account { request, answer } => SetupError::Account {
+                request,
+                answer: format!("{answer}: {why}"),
+            },
+            SetupError::Discovery { request, answer } => SetupError::Discovery {
+                request,
+                answer: format!("{answer}: {why}"),
+            },
+        }
+    }
+
     /// The request and the answer, for a preflight message.
     fn parts(self) -> (String, String) {
         match self {
@@ -216,9 +232,13 @@ impl ClassDriver {
             Kind::Morse(_) | Kind::Atom(_) => {
                 let (o, created) = morse::publish(&s, &ids, &mut conn, &mut rng, 0, &[201]).await;
                 let Some((uid, _, _)) = created else {
+                    let why = s.auth.as_ref().and_then(|a| a.take_refusal());
                     return Err(fail(
                         format!("Morse Code publish (PUT {}/mc/collection/…)", s.context),
-                        o.detail.unwrap_or_default(),
+                        match why {
+                            Some(w) => format!("{}: {w}", o.detail.unwrap_or_default()),
+                            None => o.detail.unwrap_or_default(),
+                        },
                     ));
                 };
                 let path = format!("{}/mc/collection/{uid}", s.context);
@@ -233,8 +253,13 @@ impl ClassDriver {
                 }
             }
             Kind::Caldav(c) => {
+                let auth = s.auth.clone();
                 let mut vu = caldav::CaldavVu::new(c.clone(), s, ids);
                 vu.setup(&mut conn).await.map_err(|e| {
+                    let e = match auth.as_ref().and_then(|a| a.take_refusal()) {
+                        Some(why) => e.explained(&why),
+                        None => e,
+                    };
                     let (request, answer) = e.parts();
                     fail(request, answer)
                 })
@@ -247,7 +272,7 @@ impl ClassDriver {
         let s = self.accounts.session(w, class, &ids);
         let accounts = self.accounts.clone();
         let state = match &self.kind {
-            Kind::Http(c) => VuState::Http(c.new_vu(ids)),
+            Kind::Http(c) => VuState::Http(c.new_vu(ids, s.auth.clone())),
             Kind::Morse(c) => VuState::Morse(morse::MorseVu::new(c.clone(), s.clone(), ids)),
             Kind::Atom(c) => VuState::Atom(atom::AtomVu::new(c.clone(), s.clone(), ids)),
             Kind::Caldav(c) => VuState::Caldav(caldav::CaldavVu::new(c.clone(), s.clone(), ids)),
@@ -290,10 +315,31 @@ impl VuDriver {
         if !matches!(self.state, VuState::Http(_)) {
             self.accounts.create_account(&self.session, conn).await?;
         }
-        match &mut self.state {
+        let done = match &mut self.state {
             VuState::Caldav(v) => v.setup(conn).await,
             _ => Ok(()),
+        };
+        done.map_err(|e| match self.refusal() {
+            Some(why) => e.explained(&why),
+            None => e,
+        })
+    }
+
+    /// Why the last 401 stood, if one did since this was last asked.
+    fn refusal(&self) -> Option<String> {
+        self.session.auth.as_ref().and_then(|a| a.take_refusal())
+    }
+
+    /// A 401 failure says what the server asked for and whether the credentials were
+    /// refused, not just "401".
+    fn explained(&self, mut o: Outcome) -> Outcome {
+        if let Some(why) = self.refusal()
+            && o.status == Some(401)
+            && o.error.is_some()
+        {
+            o.detail = Some(format!("{}: {why}", o.detail.unwrap_or_default()));
         }
+        o
     }
 
     /// True when the VU must first make a collection (outside its table).
@@ -308,12 +354,13 @@ impl VuDriver {
 
     /// Make the first collection; the outcome's label says which operation it counts as.
     pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
-        match &mut self.state {
+        let o = match &mut self.state {
             VuState::Http(_) => Outcome::skipped(),
             VuState::Morse(v) => v.bootstrap(conn, rng).await,
             VuState::Atom(v) => v.bootstrap(conn, rng).await,
             VuState::Caldav(v) => v.bootstrap(conn, rng).await,
-        }
+        };
+        self.explained(o)
     }
 
     /// Run operation `op` (index into the class's table). `seq` counts this VU's operations.
@@ -324,11 +371,16 @@ impl VuDriver {
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Outcome {
-        match &mut self.state {
+        let o = match &mut self.state {
             VuState::Http(v) => v.execute(op, seq, conn, rng).await,
             VuState::Morse(v) => v.execute(op, conn, rng).await,
             VuState::Atom(v) => v.execute(op, conn, rng).await,
             VuState::Caldav(v) => v.execute(op, conn, rng).await,
+        };
+        if o.status == Some(401) {
+            self.explained(o)
+        } else {
+            o
         }
     }
 }

@@ -10,17 +10,20 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{HeaderName, HeaderValue};
 
+use super::auth::Auth;
 use super::{Outcome, ProtocolError, SetupError, VuIds};
 use crate::formats::xml::XmlWriter;
-use crate::transport::{Conn, ErrorClass, Handshake, Method, Request, Response};
-use crate::workload::{AccountMode, Accounts, UserClass, Workload};
+use crate::secrets::Secret;
+use crate::transport::{Conn, ErrorClass, Method, Request, Response};
+use crate::workload::{AccountMode, Accounts, AuthScheme, UserClass, Workload};
 
 /// Credentials and paths of one VU.
 #[derive(Clone)]
 pub struct Session {
     pub user: String,
     pub password: String,
-    auth: Option<HeaderValue>,
+    /// How requests are authenticated; `None` sends no credentials.
+    pub auth: Option<Auth>,
     pub context: Arc<str>,
 }
 
@@ -52,7 +55,10 @@ fn password(
 ) -> Result<String, ProtocolError> {
     let name = var.map_or(default_var, String::as_str);
     match (std::env::var(name), fallback) {
-        (Ok(v), _) => Ok(v),
+        (Ok(v), _) => {
+            crate::secrets::register(&v);
+            Ok(v)
+        }
         (Err(_), Some(f)) => Ok(f.to_string()),
         (Err(_), None) => Err(ProtocolError::Setup(format!(
             "environment variable {name} (a password) is not set"
@@ -142,10 +148,17 @@ impl AccountPlan {
             ),
             AccountPlan::Shared { user, password } => (user.clone(), password.clone()),
         };
-        let auth = match self {
-            AccountPlan::None => None,
-            _ => HeaderValue::from_str(&basic(&user, &password)).ok(),
+        // The drivers have always sent Basic when there are accounts; `http` classes send
+        // credentials only when the workload says how.
+        let scheme = match (&class.auth, self) {
+            (Some(a), _) => Some(a.scheme),
+            (None, AccountPlan::None) => None,
+            (None, _) if class.protocol == crate::workload::Protocol::Http => None,
+            (None, _) => Some(AuthScheme::Basic),
         };
+        let token = class.auth.as_ref().and_then(|a| a.token.clone());
+        // Registered for masking where it was read (`password`).
+        let auth = scheme.map(|s| Auth::new(s, &user, Secret::held(&password), token));
         Session {
             user,
             password,
@@ -224,9 +237,9 @@ impl Session {
                 format!("'{method}' is not an HTTP method"),
             ));
         };
-        let build = || {
+        let build = |authorization: Option<&HeaderValue>| {
             let mut b = Request::builder().method(m.clone()).uri(full.as_str());
-            if let Some(a) = &self.auth {
+            if let Some(a) = authorization {
                 b = b.header(hyper::header::AUTHORIZATION, a.clone());
             }
             for (k, v) in headers {
@@ -234,25 +247,73 @@ impl Session {
             }
             b.body(Full::new(body.clone()))
         };
-        let req = match build() {
-            Ok(r) => r,
-            Err(e) => {
-                return Exchange::Failed(Outcome::failed(
-                    ErrorClass::Body,
-                    format!("cannot build {method} {full}: {e}"),
-                ));
-            }
-        };
-        // Built again only if the server dropped a kept connection under it.
-        match conn.send_with(req, Some(|| build().ok())).await {
+        match send_authenticated(conn, self.auth.as_ref(), &m, &full, &body, build).await {
             Ok(r) => Exchange::Answer(r),
-            Err(e) => {
-                let mut o = Outcome::failed(e.class, format!("{method} {full}: {}", e.message));
-                o.bytes_sent = e.bytes_sent;
-                Exchange::Failed(o)
-            }
+            Err(o) => Exchange::Failed(o),
         }
     }
+}
+
+/// Send a request with the user's credentials, built by `build` around the
+/// `Authorization` value to send. A 401 whose challenge tells the user something new (the
+/// first Digest nonce, a stale one, the scheme `auto` waited for) sends it once more; the
+/// answer then includes both exchanges. A 401 that stands leaves its explanation with the
+/// user's [`Auth`] for the failure's detail.
+pub async fn send_authenticated<B>(
+    conn: &mut Conn,
+    auth: Option<&Auth>,
+    method: &Method,
+    uri: &str,
+    body: &[u8],
+    build: B,
+) -> Result<Response, Outcome>
+where
+    B: Fn(Option<&HeaderValue>) -> Result<Request<Full<Bytes>>, hyper::http::Error>,
+{
+    let attempt = |authorization: Option<HeaderValue>| {
+        let req = build(authorization.as_ref()).map_err(|e| {
+            Outcome::failed(
+                ErrorClass::Body,
+                format!("cannot build {method} {uri}: {e}"),
+            )
+        });
+        (req, authorization)
+    };
+    let failed = |e: crate::transport::TransportError| {
+        let mut o = Outcome::failed(e.class, format!("{method} {uri}: {}", e.message));
+        o.bytes_sent = e.bytes_sent;
+        o
+    };
+    let header = auth.and_then(|a| a.header(method.as_str(), uri, body));
+    let (req, header) = attempt(header);
+    // Built again only if the server dropped a kept connection under it.
+    let first = conn
+        .send_with(req?, Some(|| build(header.as_ref()).ok()))
+        .await
+        .map_err(failed)?;
+    let Some(auth) = auth.filter(|_| first.status == hyper::StatusCode::UNAUTHORIZED) else {
+        return Ok(first);
+    };
+    if !auth.challenged(&first.headers) {
+        auth.refused(&first.headers);
+        return Ok(first);
+    }
+    let (req, header) = attempt(auth.header(method.as_str(), uri, body));
+    let second = conn
+        .send_with(req?, Some(|| build(header.as_ref()).ok()))
+        .await
+        .map_err(|e| {
+            let mut o = failed(e);
+            // The challenge was answered on the wire: it counts with the operation.
+            o.prior_statuses.push(first.status.as_u16());
+            o.bytes_sent += first.bytes_sent;
+            o.bytes_received += first.bytes_received;
+            o
+        })?;
+    if second.status == hyper::StatusCode::UNAUTHORIZED {
+        auth.refused(&second.headers);
+    }
+    Ok(second.after(first))
 }
 
 impl Outcome {
@@ -277,7 +338,7 @@ impl Outcome {
             bytes_received: resp.bytes_received,
             latency: resp.elapsed,
             skipped: false,
-            prior_status: None,
+            prior_statuses: resp.earlier.clone(),
             handshake: resp.handshake,
         }
     }
@@ -303,19 +364,13 @@ impl Outcome {
 
     /// Add a second request's cost to this outcome (multi-request operations).
     pub fn add_cost(&mut self, other: &Outcome) {
-        self.prior_status = other.status.or(other.prior_status);
+        self.prior_statuses
+            .extend(other.prior_statuses.iter().copied().chain(other.status));
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
         self.latency += other.latency;
         self.handshake = match (self.handshake, other.handshake) {
-            (Some(a), Some(b)) => Some(Handshake {
-                connect: a.connect + b.connect,
-                tls: match (a.tls, b.tls) {
-                    (Some(x), Some(y)) => Some(x + y),
-                    (x, y) => x.or(y),
-                },
-                resumed: a.resumed || b.resumed,
-            }),
+            (Some(a), Some(b)) => Some(a.plus(b)),
             (a, b) => a.or(b),
         };
     }

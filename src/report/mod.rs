@@ -1,7 +1,8 @@
 //! Reports: the JSON model (`loadmix/report/v1`, the source of truth) and what is rendered
 //! from it: the console table, CSV, HTML pages with SVG charts, comparisons of runs, and
 //! threshold verdicts. `--out DIR` writes `run.json`, `report.txt` and `report.html`;
-//! `loadmix report RUN.json` renders a saved run again.
+//! `loadmix report RUN.json` renders a saved run again. Every file is written through
+//! [`write_file`], which masks registered secrets ([`crate::secrets`]).
 
 pub mod charts;
 pub mod compare;
@@ -90,6 +91,8 @@ pub fn write_dir(r: &Report, dir: &Path) -> Result<(), ReportError> {
 /// then renamed over the target. On a full disk no truncated file is left behind, and
 /// the error names the file.
 pub fn write_file(path: &Path, text: &str) -> Result<(), ReportError> {
+    // Every file loadmix writes goes through here: no credential reaches one.
+    let text = crate::secrets::redact(text);
     let werr = |p: &Path, source| ReportError::Write {
         path: p.to_path_buf(),
         source,

@@ -651,7 +651,7 @@ fn workload_info(w: &Workload) -> WorkloadInfo {
                     .collect(),
             })
             .collect(),
-        source: w.source_text.clone(),
+        source: crate::secrets::redact_source(&w.source_text),
     }
 }
 

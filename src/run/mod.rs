@@ -96,7 +96,7 @@ fn json_text<T: serde::Serialize>(v: &T) -> String {
 
 /// A non-fatal problem, printed as it happens; the run goes on.
 fn warn(msg: impl std::fmt::Display) {
-    eprintln!("error: {msg}");
+    eprintln!("error: {}", crate::secrets::redact(&msg.to_string()));
 }
 
 pub fn new_run_id() -> String {
@@ -536,7 +536,7 @@ fn emit(
             }
         }
     };
-    print!("{stdout}");
+    print!("{}", crate::secrets::redact(&stdout));
     let _ = std::io::stdout().flush();
     if !a.quiet {
         eprintln!("reports written to {}", out.display());

@@ -48,6 +48,8 @@ impl Progress {
     }
 
     pub fn line(&self, s: &str) {
+        let s = crate::secrets::redact(s);
+        let s = s.as_ref();
         match &self.bar {
             Some(b) => b.println(s),
             None if !self.quiet => eprintln!("{s}"),

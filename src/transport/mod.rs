@@ -264,6 +264,39 @@ pub struct Response {
     pub elapsed: Duration,
     /// The part of `elapsed` spent opening a new connection, when it needed one.
     pub handshake: Option<Handshake>,
+    /// Statuses of earlier exchanges folded into this one (an authentication challenge
+    /// answered by sending the request again): their bytes and time are included above.
+    pub earlier: Vec<u16>,
+}
+
+impl Response {
+    /// Fold an earlier exchange of the same request into this one.
+    pub fn after(mut self, first: Response) -> Response {
+        self.earlier.extend(first.earlier);
+        self.earlier.push(first.status.as_u16());
+        self.bytes_sent += first.bytes_sent;
+        self.bytes_received += first.bytes_received;
+        self.elapsed += first.elapsed;
+        self.handshake = match (first.handshake, self.handshake) {
+            (Some(a), Some(b)) => Some(a.plus(b)),
+            (a, b) => a.or(b),
+        };
+        self
+    }
+}
+
+impl Handshake {
+    /// Two connections' opening times together (an operation that opened two).
+    pub fn plus(self, other: Handshake) -> Handshake {
+        Handshake {
+            connect: self.connect + other.connect,
+            tls: match (self.tls, other.tls) {
+                (Some(x), Some(y)) => Some(x + y),
+                (x, y) => x.or(y),
+            },
+            resumed: self.resumed || other.resumed,
+        }
+    }
 }
 
 /// Timeouts of a connection.
@@ -498,6 +531,7 @@ impl Conn {
             bytes_received: received,
             elapsed: start.elapsed(),
             handshake: self.opening,
+            earlier: Vec::new(),
         })
     }
 

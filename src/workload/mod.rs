@@ -206,6 +206,37 @@ impl Connection {
     }
 }
 
+/// How a user proves who it is (`auth:`, per workload or per class).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthScheme {
+    /// User and password with every request.
+    Basic,
+    /// RFC 7616 Digest: the server's nonce, reused with a counted `nc`.
+    Digest,
+    /// A token (`token: '{env:NAME}'`) with every request.
+    Bearer,
+    /// Whatever the server's first 401 asks for.
+    Auto,
+}
+
+impl AuthScheme {
+    pub fn name(self) -> &'static str {
+        match self {
+            AuthScheme::Basic => "Basic",
+            AuthScheme::Digest => "Digest",
+            AuthScheme::Bearer => "Bearer",
+            AuthScheme::Auto => "auto",
+        }
+    }
+}
+
+/// `auth:` resolved: the scheme, and the bearer token read from the environment or a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuthSpec {
+    pub scheme: AuthScheme,
+    pub token: Option<crate::secrets::Secret>,
+}
+
 /// How accounts come to exist on the target (used by the protocol drivers).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Accounts {
@@ -251,6 +282,9 @@ pub struct UserClass {
     /// https: a new connection may resume an earlier TLS session (default); `false` makes
     /// every connection pay a full handshake.
     pub tls_resumption: bool,
+    /// How its users authenticate; `None`: the protocol's default (Basic for the drivers
+    /// when there are accounts, nothing for `http`).
+    pub auth: Option<AuthSpec>,
     pub ops: Vec<Operation>,
     /// Every label this class may report: its operations first, in table order, then the
     /// protocol's extra labels. Metrics are indexed by position in this list.

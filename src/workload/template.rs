@@ -1,6 +1,8 @@
 //! Request templates of the generic `http` protocol: text with `{vu} {round} {seq} {uuid}
 //! {rand:N} {now} {now_ms} {context} {run_id}` and `{name}` for values captured from earlier
-//! responses.
+//! responses, and `{env:NAME}` / `{file:PATH}` for secrets, read once when the workload is
+//! loaded (a missing variable or file is an error then, not an empty string later) and
+//! registered with [`crate::secrets`] so no output shows them.
 //!
 //! A `{` starts a variable only when it is followed by a name and `}` (or `:N}`), so JSON
 //! bodies such as `{"id": {seq}}` need no escaping; `{{` writes a literal `{`. Templates are
@@ -32,6 +34,51 @@ enum Seg {
     Class,
     /// Index into the class's capture table.
     Var(usize),
+    /// A value read from the environment or a file when the workload was loaded.
+    Secret(std::sync::Arc<str>),
+}
+
+/// Where a secret comes from: `{env:NAME}` or `{file:PATH}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretRef<'a> {
+    Env(&'a str),
+    File(&'a str),
+}
+
+/// Read a secret: an environment variable that must be set, or a file (relative to
+/// `base`, the workload's folder) whose text is the value without its final line break.
+/// The value is registered so that it is masked in every output.
+pub fn read_secret(r: SecretRef<'_>, base: Option<&std::path::Path>) -> Result<String, String> {
+    /// Largest secret file read: a token or a password, not a document.
+    const MAX_SECRET_FILE: u64 = 64 * 1024;
+    let value = match r {
+        SecretRef::Env(name) => std::env::var(name).map_err(|_| {
+            format!("environment variable {name} is not set (it holds a secret this workload uses)")
+        })?,
+        SecretRef::File(p) => {
+            let path = match base {
+                Some(b) => b.join(p),
+                None => std::path::PathBuf::from(p),
+            };
+            let size = std::fs::metadata(&path)
+                .map_err(|e| format!("secret file {}: {e}", path.display()))?
+                .len();
+            if size > MAX_SECRET_FILE {
+                return Err(format!(
+                    "secret file {}: {size} bytes is too large for a secret",
+                    path.display()
+                ));
+            }
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("secret file {}: {e}", path.display()))?;
+            text.strip_suffix('\n')
+                .map(|t| t.strip_suffix('\r').unwrap_or(t))
+                .unwrap_or(&text)
+                .to_string()
+        }
+    };
+    crate::secrets::register(&value);
+    Ok(value)
 }
 
 /// Names every template can use without a capture.
@@ -66,8 +113,18 @@ impl Template {
     }
 
     /// Parse `text`. Capture names are registered in `vars` (created on first use) so the
-    /// resolver can check afterwards that each one is captured by some operation.
+    /// resolver can check afterwards that each one is captured by some operation. Secrets
+    /// are read relative to the current directory.
     pub fn parse(text: &str, vars: &mut Vec<String>) -> Result<Template, String> {
+        Template::parse_in(text, vars, None)
+    }
+
+    /// As [`Template::parse`], reading `{file:PATH}` relative to `base`.
+    pub fn parse_in(
+        text: &str,
+        vars: &mut Vec<String>,
+        base: Option<&std::path::Path>,
+    ) -> Result<Template, String> {
         let mut segs = Vec::new();
         let mut lit = String::new();
         let mut rest = text;
@@ -91,6 +148,17 @@ impl Template {
                         ("context", None) => Seg::Context,
                         ("run_id", None) => Seg::RunId,
                         ("class", None) => Seg::Class,
+                        ("env", Some(n)) => {
+                            Seg::Secret(read_secret(SecretRef::Env(n), base)?.into())
+                        }
+                        ("file", Some(p)) => {
+                            Seg::Secret(read_secret(SecretRef::File(p), base)?.into())
+                        }
+                        ("env" | "file", None) => {
+                            return Err(format!(
+                                "{{{name}}} needs what to read: {{env:VARIABLE}} or {{file:PATH}}"
+                            ));
+                        }
                         ("rand", Some(n)) => {
                             let n: u64 = n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
                                 format!("{{rand:{n}}} needs a positive integer bound, e.g. {{rand:1000}}")
@@ -193,6 +261,10 @@ impl Template {
                     out.push_str(ctx.class);
                     Ok(())
                 }
+                Seg::Secret(v) => {
+                    out.push_str(v);
+                    Ok(())
+                }
                 Seg::Var(i) => match ctx.vars.get(*i).and_then(|v| v.as_deref()) {
                     Some(v) => {
                         out.push_str(v);
@@ -222,8 +294,14 @@ fn variable_at(s: &str) -> Option<(&str, Option<&str>, usize)> {
     if !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return None;
     }
+    // `{file:PATH}` takes a path; every other argument is a name or a number.
+    let arg_char = |c: char| match name {
+        "file" => !c.is_whitespace() && c != '{',
+        "env" => c.is_ascii_alphanumeric() || c == '_',
+        _ => c.is_ascii_alphanumeric(),
+    };
     if let Some(a) = arg
-        && (a.is_empty() || !a.chars().all(|c| c.is_ascii_alphanumeric()))
+        && (a.is_empty() || !a.chars().all(arg_char))
     {
         return None;
     }

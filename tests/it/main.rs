@@ -4,6 +4,8 @@
 
 mod common;
 
+mod auth;
+
 mod bad_workloads;
 mod comparing;
 mod drivers;
@@ -13,5 +15,6 @@ mod faults;
 mod fuzz;
 mod mix_fidelity;
 mod open_model;
+mod secrets;
 mod server;
 mod tls;

@@ -15,6 +15,7 @@ pub(super) const CLASS_KEYS: &[&str] = &[
     "think",
     "connection",
     "tls_resumption",
+    "auth",
     "mix",
     "params",
 ];
@@ -100,6 +101,8 @@ pub(super) fn resolve_class(
         think,
         connection,
         tls_resumption,
+        // Filled in by the caller, which knows the workload's default and its accounts.
+        auth: None,
         ops,
         labels,
         chooser,

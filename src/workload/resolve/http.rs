@@ -17,7 +17,8 @@ pub(super) fn resolve_http(
     let mut template = |n: &Node, key: &str, captures: &mut Vec<String>| -> R<Template> {
         let text = cx.string(n, key)?;
         let before = captures.len();
-        let t = Template::parse(&text, captures).map_err(|m| cx.err(n.pos, key, m))?;
+        let t =
+            Template::parse_in(&text, captures, cx.base_dir).map_err(|m| cx.err(n.pos, key, m))?;
         for v in t.vars_used() {
             let name = captures[v].clone();
             if v >= before || !sites.iter().any(|(s, _)| *s == name) {
@@ -88,6 +89,18 @@ pub(super) fn resolve_http(
                     v.pos,
                     &join(&hp, &k.name),
                     format!("'{}' is not a valid header value", t.source.escape_debug()),
+                ));
+            }
+            // Credentials in the YAML text would travel with every report of the run.
+            let lower = k.name.to_ascii_lowercase();
+            if t.is_literal() && lower.contains("authorization") && !t.source.trim().is_empty() {
+                return Err(cx.err(
+                    v.pos,
+                    &join(&hp, &k.name),
+                    format!(
+                        "a credential cannot be written in the workload: take it from the environment or a file, e.g. {}: 'Bearer {{env:API_TOKEN}}', or use auth: (basic, digest, bearer) with $LOADMIX_PASSWORD",
+                        k.name
+                    ),
                 ));
             }
             headers.push((k.name.clone(), t));

@@ -15,10 +15,11 @@ use super::catalog::{ParamDef, ParamKind, Protocol};
 use super::dist::{Dist, DistSpec, Unit};
 use super::error::{Diagnostic, WorkloadError, did_you_mean};
 use super::overrides::{self, Override};
-use super::template::{BUILTIN_VARS, Template};
+use super::template::{BUILTIN_VARS, SecretRef, Template, read_secret};
 use super::units;
 use super::yaml::{self, Key, Node, Pos, Value};
 use super::*;
+use crate::secrets::Secret;
 
 mod class;
 mod cx;
@@ -41,6 +42,7 @@ const TOP_KEYS: &[&str] = &[
     "context",
     "run",
     "accounts",
+    "auth",
     "connection",
     "think",
     "users",
@@ -164,9 +166,22 @@ pub(super) fn resolve(
     if items.is_empty() {
         return Err(cx.err(users.pos, "users", "no user classes: the list is empty"));
     }
+    let auth = root
+        .get("auth")
+        .map(|n| resolve_auth(&cx, n, "auth", accounts.as_ref()))
+        .transpose()?;
     let mut classes: Vec<UserClass> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let c = resolve_class(&cx, item, i, &think, connection)?;
+        let mut c = resolve_class(&cx, item, i, &think, connection)?;
+        c.auth = match item.get("auth") {
+            Some(n) => Some(resolve_auth(
+                &cx,
+                n,
+                &format!("users.{}.auth", c.name),
+                accounts.as_ref(),
+            )?),
+            None => auth.clone(),
+        };
         if let Some(prev) = classes.iter().find(|p| p.name == c.name) {
             let pos = item.get("class").map(|n| n.pos).unwrap_or(item.pos);
             return Err(cx.err(

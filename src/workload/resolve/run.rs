@@ -135,3 +135,96 @@ pub(super) fn resolve_accounts(cx: &Cx, node: &Node) -> R<Accounts> {
     }
     Ok(accounts)
 }
+
+const AUTH_KEYS: &[&str] = &["scheme", "token"];
+
+/// `auth: digest`, or `auth: { scheme: bearer, token: '{env:API_TOKEN}' }`.
+pub(super) fn resolve_auth(
+    cx: &Cx,
+    node: &Node,
+    key: &str,
+    accounts: Option<&Accounts>,
+) -> R<AuthSpec> {
+    let (scheme_node, token_node) = match &node.value {
+        Value::Map(entries) => {
+            cx.check_keys(entries, AUTH_KEYS, key)?;
+            (required(cx, node, "scheme", key)?, node.get("token"))
+        }
+        _ => (node, None),
+    };
+    let skey = if token_node.is_some() || matches!(node.value, Value::Map(_)) {
+        join(key, "scheme")
+    } else {
+        key.to_string()
+    };
+    let scheme = match cx.string(scheme_node, &skey)?.to_ascii_lowercase().as_str() {
+        "basic" => AuthScheme::Basic,
+        "digest" => AuthScheme::Digest,
+        "bearer" => AuthScheme::Bearer,
+        "auto" => AuthScheme::Auto,
+        other => {
+            return Err(cx.err_hint(
+                scheme_node.pos,
+                &skey,
+                format!("unknown authentication scheme '{other}'"),
+                Some("use basic, digest, bearer or auto".into()),
+            ));
+        }
+    };
+    let token = match token_node {
+        None => None,
+        Some(t) => {
+            let tkey = join(key, "token");
+            let text = cx.string(t, &tkey)?;
+            let reference = text
+                .strip_prefix('{')
+                .and_then(|r| r.strip_suffix('}'))
+                .and_then(|r| r.split_once(':'));
+            let value = match reference {
+                Some(("env", name)) => read_secret(SecretRef::Env(name), cx.base_dir),
+                Some(("file", path)) => read_secret(SecretRef::File(path), cx.base_dir),
+                _ => {
+                    return Err(cx.err(
+                        t.pos,
+                        &tkey,
+                        "a token cannot be written in the workload: give '{env:VARIABLE}' or '{file:PATH}'",
+                    ));
+                }
+            };
+            Some(Secret::new(&value.map_err(|m| cx.err(t.pos, &tkey, m))?))
+        }
+    };
+    if scheme == AuthScheme::Bearer && token.is_none() {
+        return Err(cx.err(
+            node.pos,
+            key,
+            "bearer needs a token: auth: { scheme: bearer, token: '{env:API_TOKEN}' }",
+        ));
+    }
+    let has_accounts = accounts.is_some_and(|a| a.create != AccountMode::None);
+    if matches!(scheme, AuthScheme::Basic | AuthScheme::Digest) && !has_accounts {
+        return Err(cx.err_hint(
+            node.pos,
+            key,
+            format!(
+                "{} needs a user name and password, and the workload has no accounts",
+                scheme.name()
+            ),
+            Some(
+                "add accounts: { create: shared, username: NAME } and set $LOADMIX_PASSWORD".into(),
+            ),
+        ));
+    }
+    if scheme == AuthScheme::Auto && !has_accounts && token.is_none() {
+        return Err(cx.err_hint(
+            node.pos,
+            key,
+            "auto needs credentials to offer: accounts (user and $LOADMIX_PASSWORD) or a token",
+            Some(
+                "add accounts: { create: shared, username: NAME }, or token: '{env:API_TOKEN}'"
+                    .into(),
+            ),
+        ));
+    }
+    Ok(AuthSpec { scheme, token })
+}

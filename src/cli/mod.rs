@@ -72,6 +72,10 @@ pub struct WorkloadArgs {
     /// Seed of every random choice.
     #[arg(long, value_name = "N")]
     pub seed: Option<String>,
+    /// Run every user as this existing account (password from $LOADMIX_PASSWORD), as
+    /// against a server whose accounts loadmix cannot create.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -304,6 +308,7 @@ impl From<&WorkloadArgs> for LoadOptions {
             iterations: a.iterations.clone(),
             rounds: a.rounds.clone(),
             seed: a.seed.clone(),
+            user: a.user.clone(),
         }
     }
 }

@@ -120,6 +120,12 @@ fn multistatus_outcome(r: &Response, o: Outcome, what: &str) -> (Outcome, Option
     }
 }
 
+/// Redirects followed from one discovery request (RFC 6764's well-known URI redirects).
+const MAX_REDIRECTS: usize = 5;
+const PRINCIPAL: &str =
+    r#"<D:propfind xmlns:D="DAV:"><D:prop><D:current-user-principal/></D:prop></D:propfind>"#;
+const HOME_SET: &str = r#"<D:propfind xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><C:calendar-home-set/></D:prop></D:propfind>"#;
+
 impl CaldavVu {
     pub fn new(class: Arc<CaldavClass>, s: Session, ids: VuIds) -> CaldavVu {
         CaldavVu {
@@ -148,7 +154,11 @@ impl CaldavVu {
             .unwrap_or(p)
     }
 
-    /// Find the calendar home (untimed set-up).
+    /// Find the calendar home (untimed set-up): the class's `calendar_home` if it gives
+    /// one; else the principal (`current-user-principal`) from the class's `discovery`
+    /// path, or, by RFC 6764, from `/.well-known/caldav` at the server's root (following
+    /// its redirect) and then from the service's own root; then the principal's
+    /// `calendar-home-set`.
     pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
         if let Some(h) = &self.class.params.calendar_home {
             let mut h = self.template(h);
@@ -158,15 +168,50 @@ impl CaldavVu {
             self.home = Some(h);
             return Ok(());
         }
-        let start = self.template(&self.class.params.discovery);
-        let principal = self
-            .find_href(conn, &start, r#"<D:propfind xmlns:D="DAV:"><D:prop><D:current-user-principal/></D:prop></D:propfind>"#, DAV, "current-user-principal")
-            .await?;
+        let base = conn.endpoint().base_path.clone();
+        let starts: Vec<String> = match &self.class.params.discovery {
+            Some(d) => vec![format!("{base}{}", self.template(d))],
+            None => vec![
+                "/.well-known/caldav".to_string(),
+                format!("{base}{}/", self.s.context),
+            ],
+        };
+        let mut tried = Vec::new();
+        let mut principal = None;
+        for start in &starts {
+            match self
+                .find_href(conn, start, PRINCIPAL, DAV, "current-user-principal")
+                .await
+            {
+                Ok(p) => {
+                    principal = Some(p);
+                    break;
+                }
+                Err(e) => tried.push(e),
+            }
+        }
+        let Some(principal) = principal else {
+            // Every start failed: say what each one answered.
+            let request = tried
+                .iter()
+                .map(|e| e.request().to_string())
+                .collect::<Vec<_>>()
+                .join(", then ");
+            let answer = tried
+                .iter()
+                .map(|e| e.answer().to_string())
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(SetupError::Discovery {
+                request,
+                answer: format!("{answer} (give the class's calendar_home, or discovery: PATH)"),
+            });
+        };
         let home = self
             .find_href(
                 conn,
-                &principal,
-                r#"<D:propfind xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><C:calendar-home-set/></D:prop></D:propfind>"#,
+                &format!("{base}{principal}"),
+                HOME_SET,
                 CALDAV,
                 "calendar-home-set",
             )
@@ -179,6 +224,9 @@ impl CaldavVu {
         Ok(())
     }
 
+    /// PROPFIND `path` (on the server, base path included) for one href-valued property,
+    /// following up to [`MAX_REDIRECTS`] redirects on the same server. The href comes back
+    /// relative to the target's base path.
     async fn find_href(
         &self,
         conn: &mut Conn,
@@ -187,33 +235,54 @@ impl CaldavVu {
         ns: &str,
         prop: &str,
     ) -> Result<String, SetupError> {
-        let full = format!("{}{path}", conn.endpoint().base_path);
-        let fail = |answer: String| SetupError::Discovery {
-            request: format!("PROPFIND {full} ({prop})"),
-            answer,
-        };
-        let r = match self
-            .s
-            .send(
-                conn,
-                "PROPFIND",
-                path,
-                &[xml_ct(), depth("0")],
-                Bytes::from_static(body.as_bytes()),
-            )
-            .await
-        {
-            Exchange::Answer(r) => r,
-            Exchange::Failed(o) => return Err(fail(o.detail.unwrap_or_default())),
-        };
-        if r.status.as_u16() != 207 {
-            return Err(fail(r.status.to_string()));
+        let mut path = path.to_string();
+        for _ in 0..=MAX_REDIRECTS {
+            let url = conn.endpoint().url_of(&path);
+            let fail = |answer: String| SetupError::Discovery {
+                request: format!("PROPFIND {url} ({prop})"),
+                answer,
+            };
+            let r = match self
+                .s
+                .send_to(
+                    conn,
+                    "PROPFIND",
+                    &path,
+                    &[xml_ct(), depth("0")],
+                    Bytes::from_static(body.as_bytes()),
+                )
+                .await
+            {
+                Exchange::Answer(r) => r,
+                Exchange::Failed(o) => return Err(fail(o.detail.unwrap_or_default())),
+            };
+            let status = r.status.as_u16();
+            if matches!(status, 301 | 302 | 303 | 307 | 308) {
+                let location = r
+                    .headers
+                    .get(hyper::header::LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                path = conn.endpoint().same_origin_path(location).ok_or_else(|| {
+                    fail(format!(
+                        "{status} to '{location}', another server: give that URL as --target"
+                    ))
+                })?;
+                continue;
+            }
+            if status != 207 {
+                return Err(fail(r.status.to_string()));
+            }
+            let text = std::str::from_utf8(&r.body).map_err(|e| fail(format!("207, {e}")))?;
+            let root = xml::parse(text).map_err(|e| fail(format!("207, {e}")))?;
+            let href = find_prop_href(&root, ns, prop)
+                .ok_or_else(|| fail(format!("207 without {prop}")))?;
+            return Ok(self.relative(conn, &href));
         }
-        let text = std::str::from_utf8(&r.body).map_err(|e| fail(format!("207, {e}")))?;
-        let root = xml::parse(text).map_err(|e| fail(format!("207, {e}")))?;
-        let href =
-            find_prop_href(&root, ns, prop).ok_or_else(|| fail(format!("207 without {prop}")))?;
-        Ok(self.relative(conn, &href))
+        Err(SetupError::Discovery {
+            request: format!("PROPFIND {} ({prop})", conn.endpoint().url_of(&path)),
+            answer: format!("more than {MAX_REDIRECTS} redirects"),
+        })
     }
 
     pub fn needs_bootstrap(&self) -> bool {

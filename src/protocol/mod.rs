@@ -69,6 +69,20 @@ pub enum SetupError {
 }
 
 impl SetupError {
+    /// The request that failed.
+    pub fn request(&self) -> &str {
+        match self {
+            SetupError::Account { request, .. } | SetupError::Discovery { request, .. } => request,
+        }
+    }
+
+    /// What came back.
+    pub fn answer(&self) -> &str {
+        match self {
+            SetupError::Account { answer, .. } | SetupError::Discovery { answer, .. } => answer,
+        }
+    }
+
     /// The same failure with the reason a 401 stood added to its answer.
     fn explained(self, why: &str) -> SetupError {
         match self {

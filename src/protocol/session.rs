@@ -231,6 +231,19 @@ impl Session {
         body: Bytes,
     ) -> Exchange {
         let full = format!("{}{}", conn.endpoint().base_path, path);
+        self.send_to(conn, method, &full, headers, body).await
+    }
+
+    /// As [`Session::send`], to a path on the server as it is (no base path prepended):
+    /// the well-known URIs live at the server's root whatever the target's path.
+    pub async fn send_to(
+        &self,
+        conn: &mut Conn,
+        method: &str,
+        full: &str,
+        headers: &[(HeaderName, HeaderValue)],
+        body: Bytes,
+    ) -> Exchange {
         let Ok(m) = Method::from_bytes(method.as_bytes()) else {
             return Exchange::Failed(Outcome::failed(
                 ErrorClass::Body,
@@ -238,7 +251,7 @@ impl Session {
             ));
         };
         let build = |authorization: Option<&HeaderValue>| {
-            let mut b = Request::builder().method(m.clone()).uri(full.as_str());
+            let mut b = Request::builder().method(m.clone()).uri(full);
             if let Some(a) = authorization {
                 b = b.header(hyper::header::AUTHORIZATION, a.clone());
             }
@@ -247,7 +260,7 @@ impl Session {
             }
             b.body(Full::new(body.clone()))
         };
-        match send_authenticated(conn, self.auth.as_ref(), &m, &full, &body, build).await {
+        match send_authenticated(conn, self.auth.as_ref(), &m, full, &body, build).await {
             Ok(r) => Exchange::Answer(r),
             Err(o) => Exchange::Failed(o),
         }

@@ -123,6 +123,8 @@ fn safe(name: &str) -> String {
 /// One target of one sweep point, ready to run.
 struct Lane {
     name: String,
+    /// The workload as this target runs it (see [`for_target`]).
+    workload: Workload,
     runner: Runner,
     live: Arc<Live>,
     server: Option<ServerHandle>,
@@ -271,6 +273,20 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
     Ok(emit(&a, &out, &targets, sweep.as_ref(), &results))
 }
 
+/// The workload as one target runs it. A target URL with a path names where the server's
+/// services live (`loadmix serve` prints such a URL), so it replaces the workload's
+/// `context` rather than having it appended: `--target http://host:8080/cosmo` and
+/// `context: /cosmo` mean `/cosmo/...`, not `/cosmo/cosmo/...`.
+pub fn for_target(w: &Workload, spec: &TargetSpec) -> Workload {
+    let mut wt = w.clone();
+    if let TargetSpec::Url(u) = spec
+        && !u.base_path.is_empty()
+    {
+        wt.context = String::new();
+    }
+    wt
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn run_point(
     a: &RunOptions,
@@ -292,6 +308,7 @@ async fn run_point(
         }
     };
     for t in targets {
+        let wt = for_target(w, &t.spec);
         let (endpoint, server) = match &t.spec {
             TargetSpec::Embedded { store } => {
                 let store = match store {
@@ -382,9 +399,10 @@ async fn run_point(
             })),
             live: Some(live.clone()),
         };
-        match Runner::new(w, cfg).await {
+        match Runner::new(&wt, cfg).await {
             Ok(runner) => lanes.push(Lane {
                 name,
+                workload: wt,
                 runner,
                 live,
                 server,
@@ -418,7 +436,7 @@ async fn run_point(
                 w.run.rounds
             );
             progress.begin(what, lane.live.clone(), classes.clone(), w.length_text());
-            lane.runner.round(w, r).await;
+            lane.runner.round(&lane.workload, r).await;
         }
     }
     let mut reports = Vec::new();
@@ -431,6 +449,7 @@ async fn run_point(
         if let Some(s) = lane.server {
             s.stop().await;
         }
+        let w = &lane.workload;
         let result = lane.runner.finish(w);
         interrupted |= result.interrupted;
         let target = targets
@@ -599,4 +618,25 @@ fn single_point(a: &RunOptions, p: &PointResult) -> (String, bool) {
         }
     }
     (text, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_path_replaces_the_context() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("w.yaml");
+        std::fs::write(
+            &f,
+            "context: /cosmo\nusers: [{class: a, protocol: http, count: 1, mix: {g: {weight: 1, path: /}}}]\n",
+        )
+        .unwrap();
+        let w = crate::workload::load(&f, &[]).unwrap();
+        let with_path = TargetSpec::parse("http://127.0.0.1:8080/cosmo").unwrap();
+        let without = TargetSpec::parse("http://127.0.0.1:8080").unwrap();
+        assert_eq!(for_target(&w, &with_path).context, "");
+        assert_eq!(for_target(&w, &without).context, "/cosmo");
+    }
 }

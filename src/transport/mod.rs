@@ -99,6 +99,29 @@ pub struct Endpoint {
     pub tls: Option<TlsClient>,
 }
 
+impl Endpoint {
+    /// The full URL of `path` (a path on the server), for messages.
+    pub fn url_of(&self, path: &str) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}{path}", self.host.to_str().unwrap_or("?"))
+    }
+
+    /// The path of `location` (a `Location` header: a path, or an absolute URL) when it
+    /// is on this server; `None` for another server.
+    pub fn same_origin_path(&self, location: &str) -> Option<String> {
+        if location.starts_with('/') {
+            return Some(location.to_string());
+        }
+        let prefix = self.url_of("");
+        let rest = location.strip_prefix(&prefix)?;
+        match rest.chars().next() {
+            None => Some("/".into()),
+            Some('/') => Some(rest.to_string()),
+            _ => None,
+        }
+    }
+}
+
 /// Why a target URL cannot be used.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EndpointError {
@@ -830,4 +853,37 @@ fn response_size(status: StatusCode, headers: &HeaderMap, body: usize) -> u64 {
         .map(|(n, v)| n.as_str().len() + v.len() + 4)
         .sum();
     (line + h + 2 + body) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirects_are_followed_only_on_the_same_server() {
+        let e = Endpoint::resolve(
+            Address {
+                host: "127.0.0.1",
+                port: 5232,
+                base_path: "/dav",
+                raw: "http://127.0.0.1:5232/dav",
+                https: false,
+            },
+            &TlsOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(e.url_of("/x"), "http://127.0.0.1:5232/x");
+        assert_eq!(e.same_origin_path("/caldav/").as_deref(), Some("/caldav/"));
+        assert_eq!(
+            e.same_origin_path("http://127.0.0.1:5232/p/").as_deref(),
+            Some("/p/")
+        );
+        assert_eq!(
+            e.same_origin_path("http://127.0.0.1:5232").as_deref(),
+            Some("/")
+        );
+        assert_eq!(e.same_origin_path("http://127.0.0.1:52320/p/"), None);
+        assert_eq!(e.same_origin_path("https://127.0.0.1:5232/p/"), None);
+        assert_eq!(e.same_origin_path("http://evil.example/p/"), None);
+    }
 }

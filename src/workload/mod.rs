@@ -523,6 +523,9 @@ pub struct LoadOptions {
     pub iterations: Option<String>,
     pub rounds: Option<String>,
     pub seed: Option<String>,
+    /// An existing account every user shares (`accounts.create=shared`,
+    /// `accounts.username=NAME`); its password from `$LOADMIX_PASSWORD`.
+    pub user: Option<String>,
 }
 
 impl LoadOptions {
@@ -539,6 +542,10 @@ impl LoadOptions {
             if let Some(v) = v {
                 ovr.push(Override::set(&format!("{key}={v}"))?);
             }
+        }
+        if let Some(u) = &self.user {
+            ovr.push(Override::set("accounts.create=shared")?);
+            ovr.push(Override::set(&format!("accounts.username={u}"))?);
         }
         for s in &self.set {
             ovr.push(Override::set(s)?);

@@ -26,8 +26,6 @@ pub mod defaults {
     pub const RECURRING: f64 = 0.05;
     /// CalDAV: events per multiget.
     pub const MULTIGET_COUNT: u32 = 10;
-    /// CalDAV: where discovery starts when the class names no `discovery` path.
-    pub const DISCOVERY: &str = "{context}/dav/";
 }
 
 /// Durations are sampled in microseconds, like every duration distribution.
@@ -207,8 +205,9 @@ pub struct CaldavParams {
     /// The calendar home, as a template (`{user}`, `{vu}`, `{run_id}`, `{context}`);
     /// discovered when `None`.
     pub calendar_home: Option<String>,
-    /// Where discovery starts (a template).
-    pub discovery: String,
+    /// Where discovery starts (a template); `None`: `/.well-known/caldav`, then the
+    /// context's root.
+    pub discovery: Option<String>,
     /// A sync whose token the server rejected, repeated from scratch.
     pub label_resync: usize,
     /// The first calendar, made outside the table.
@@ -311,10 +310,7 @@ pub(super) fn build_class(
             ops: each(ops, CaldavOp::build)?,
             params: CaldavParams {
                 calendar_home: class_params.text("calendar_home").map(str::to_string),
-                discovery: class_params
-                    .text("discovery")
-                    .unwrap_or(defaults::DISCOVERY)
-                    .to_string(),
+                discovery: class_params.text("discovery").map(str::to_string),
                 label_resync: label_index(labels, "sync_collection_resync"),
                 label_create_calendar: label_index(labels, "create_calendar"),
             },

@@ -95,8 +95,9 @@ fn cosmo_mix_runs_clean_and_agrees_with_the_server_on_both_stores() {
         }
         // What the server answered, request for request. Set-up is not in the report: one
         // CMP account per user and per preflight (3 classes), the Morse Code and Atom
-        // preflights' publish and delete, and two discovery PROPFINDs per CalDAV user and
-        // for the CalDAV preflight.
+        // preflights' publish and delete, and three discovery PROPFINDs per CalDAV user and
+        // for the CalDAV preflight (`/.well-known/caldav`, redirected; the principal; the
+        // calendar home).
         let s = &srv.stats;
         let accounts = 15 + 3;
         assert_eq!(
@@ -123,6 +124,11 @@ fn cosmo_mix_runs_clean_and_agrees_with_the_server_on_both_stores() {
             count(&r, "caldav.time_range_report")
         );
         assert_eq!(s.count("PROPFIND", 207), 2 * 2 + 2);
+        assert_eq!(
+            s.count("PROPFIND", 301),
+            2 + 1,
+            "one well-known redirect each"
+        );
         let gets = [
             "morse.sync",
             "morse.sync_no_change",
@@ -139,7 +145,7 @@ fn cosmo_mix_runs_clean_and_agrees_with_the_server_on_both_stores() {
         let answered: u64 = s.snapshot().iter().map(|(_, _, n)| n).sum();
         assert_eq!(
             answered,
-            r.summary.total.requests + accounts + 4 + 6,
+            r.summary.total.requests + accounts + 4 + 6 + 3,
             "nothing else reached the server"
         );
 

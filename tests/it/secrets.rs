@@ -114,27 +114,27 @@ fn credentials_cannot_be_written_in_a_workload_and_missing_ones_are_named() {
     let tmp = tempdir();
     let cases = [
         (
-            "users: [{class: a, protocol: http, count: 1, mix: {g: {path: /, headers: {Authorization: 'Basic dXNlcjpwYXNz'}}}}]",
+            "users: [{class: a, protocol: http, count: 1, mix: {g: {weight: 1, path: /, headers: {Authorization: 'Basic dXNlcjpwYXNz'}}}}]",
             "a credential cannot be written in the workload",
         ),
         (
-            "auth: {scheme: bearer, token: abc123}\nusers: [{class: a, protocol: http, count: 1, mix: {g: {path: /}}}]",
+            "auth: {scheme: bearer, token: abc123}\nusers: [{class: a, protocol: http, count: 1, mix: {g: {weight: 1, path: /}}}]",
             "a token cannot be written in the workload",
         ),
         (
-            "users: [{class: a, protocol: http, count: 1, mix: {g: {path: '/x?k={env:LOADMIX_SURELY_UNSET_VAR}'}}}]",
+            "users: [{class: a, protocol: http, count: 1, mix: {g: {weight: 1, path: '/x?k={env:LOADMIX_SURELY_UNSET_VAR}'}}}]",
             "LOADMIX_SURELY_UNSET_VAR is not set",
         ),
         (
-            "users: [{class: a, protocol: http, count: 1, mix: {g: {path: '/x?k={file:no-such-secret}'}}}]",
+            "users: [{class: a, protocol: http, count: 1, mix: {g: {weight: 1, path: '/x?k={file:no-such-secret}'}}}]",
             "no-such-secret",
         ),
         (
-            "auth: kerberos\nusers: [{class: a, protocol: http, count: 1, mix: {g: {path: /}}}]",
+            "auth: kerberos\nusers: [{class: a, protocol: http, count: 1, mix: {g: {weight: 1, path: /}}}]",
             "unknown authentication scheme 'kerberos'",
         ),
         (
-            "auth: digest\nusers: [{class: a, protocol: http, count: 1, mix: {g: {path: /}}}]",
+            "auth: digest\nusers: [{class: a, protocol: http, count: 1, mix: {g: {weight: 1, path: /}}}]",
             "has no accounts",
         ),
     ];

@@ -353,7 +353,10 @@ mod tests {
             panic!()
         };
         assert_eq!(params.calendar_home.as_deref(), Some("/h/{user}/"));
-        assert_eq!(params.discovery, "{context}/dav/");
+        assert_eq!(
+            params.discovery, None,
+            "discovery starts at /.well-known/caldav"
+        );
         match &ops[0] {
             CaldavOp::PutEvent { size, recurring } => {
                 assert_eq!(

@@ -113,6 +113,10 @@ pub struct RunArgs {
     /// Skip the protocol probe before the clock starts.
     #[arg(long)]
     pub no_preflight: bool,
+    /// Leave on the target what each round made (calendars, collections, pool entries);
+    /// by default it is deleted when the round ends, untimed.
+    #[arg(long)]
+    pub keep_data: bool,
     /// Write every operation (round, class, vu, seq, op, label, start, latency, status,
     /// error) to this CSV file.
     #[arg(long, value_name = "FILE")]
@@ -329,6 +333,7 @@ impl From<RunArgs> for RunOptions {
             preflight: !a.no_preflight,
             log_ops: a.log_ops,
             quiet: a.quiet,
+            keep_data: a.keep_data,
             tls: TlsOptions {
                 ca_cert: a.tls.ca_cert,
                 client_cert: a.tls.client_cert,

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{self, LabelTable, RoundStats, Sample};
+use crate::protocol::cleanup::CleanupStats;
 use crate::protocol::{AccountPlan, ClassDriver, ProtocolError, VuDriver, VuIds};
 use crate::transport::{Conn, Endpoint, ErrorClass, Timeouts};
 use crate::workload::{Stop, UserClass, Workload};
@@ -41,6 +42,8 @@ pub struct EngineConfig {
     pub on_round: Option<RoundCallback>,
     /// Running totals per class, for a progress display.
     pub live: Option<Arc<metrics::Live>>,
+    /// Leave what each round made on the target (`--keep-data`).
+    pub keep_data: bool,
 }
 
 /// Called with a finished round and the number of rounds planned.
@@ -109,6 +112,8 @@ pub struct RoundResult {
     /// Open model: arrivals dropped, or started late, because every slot was busy.
     pub dropped: u64,
     pub late: u64,
+    /// Removing what the round made, after its clock stopped.
+    pub cleanup: CleanupStats,
 }
 
 /// Everything a run produced.
@@ -245,10 +250,13 @@ struct VuOutput {
     dropped: u64,
     late: u64,
     sessions: u64,
+    /// What its users made, for the end of the round to remove.
+    leftovers: Vec<crate::protocol::cleanup::Leftovers>,
 }
 
 impl VuOutput {
     fn absorb(&mut self, o: VuOutput) {
+        self.leftovers.extend(o.leftovers);
         self.log.extend(o.log);
         self.failures.extend(o.failures);
         self.connections += o.connections;
@@ -486,6 +494,17 @@ async fn run_round(
         }
     }
     let elapsed = start.elapsed();
+    // After the clock: what the round made goes, unless the run keeps it.
+    let cleanup = if cfg.keep_data {
+        CleanupStats::default()
+    } else {
+        crate::protocol::cleanup::run(
+            cfg.endpoint.clone(),
+            timeouts,
+            std::mem::take(&mut out.leftovers),
+        )
+        .await
+    };
     round_over.cancel();
     cpu_done.cancel();
     let stats = aggregator.await.unwrap_or(RoundStats {
@@ -513,6 +532,7 @@ async fn run_round(
             cpu_percent: cpu,
             dropped: out.dropped,
             late: out.late,
+            cleanup,
         },
         out.log,
         out.failures,
@@ -764,6 +784,7 @@ async fn vu_loop(
     recorder.flush();
     out.connections = conn.opened;
     out.retried = conn.retried;
+    out.leftovers.extend(driver.leftovers());
     out
 }
 

@@ -263,5 +263,6 @@ async fn session(
     recorder.flush();
     out.connections = conn.opened;
     out.retried = conn.retried;
+    out.leftovers.extend(vu.leftovers());
     out
 }

@@ -110,6 +110,19 @@ impl AtomVu {
         o
     }
 
+    /// The collection this user published (through Morse Code, as it was made).
+    pub fn leftovers(&self) -> Vec<(crate::transport::Method, String)> {
+        self.collection
+            .iter()
+            .map(|(uid, _)| {
+                (
+                    crate::transport::Method::DELETE,
+                    format!("{}/mc/collection/{uid}", self.s.context),
+                )
+            })
+            .collect()
+    }
+
     pub async fn execute(
         &mut self,
         op: usize,

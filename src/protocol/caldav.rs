@@ -289,6 +289,14 @@ impl CaldavVu {
         self.cals.is_empty()
     }
 
+    /// The calendars this user made (their events go with them).
+    pub fn leftovers(&self) -> Vec<(crate::transport::Method, String)> {
+        self.cals
+            .iter()
+            .map(|c| (crate::transport::Method::DELETE, c.path.clone()))
+            .collect()
+    }
+
     pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
         let expect = bootstrap_expect(
             &self.class.ops,

@@ -1,22 +1,33 @@
 //! The generic `http` protocol: each operation is a request template from the workload
 //! (method, path, headers, body, expected statuses, captures). It is how users drive servers
-//! that no built-in driver speaks, such as a REST message queue.
+//! that no built-in driver speaks, such as a REST message queue or a WebDAV share.
+//!
+//! Operations can act on what earlier ones made: `remember:` keeps a created resource's
+//! path (or a captured value) in a per-user pool, `pick:` takes one back into a variable,
+//! `forget:` drops it once deleted. An operation whose pool is empty sends nothing and is
+//! not counted, like a driver's operation with nothing to act on. At the end of a round,
+//! what is left in a pool with a `cleanup:` method is removed, untimed.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{HeaderName, HeaderValue};
-use rand::Rng;
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
+use rand::{Rng, RngExt};
 
 use super::auth::Auth;
 use super::session::send_authenticated;
 use super::{Outcome, VuIds};
 use crate::transport::{Conn, ErrorClass, Method, Request};
 use crate::workload::template::Ctx;
-use crate::workload::{Body, CaptureFrom, HttpRequest, Template, UserClass, Workload};
+use std::collections::VecDeque;
+
+use crate::workload::{
+    Body, CaptureFrom, HttpRequest, MAX_POOL, Pick, PickOrder, Pool, Remember, Template, UserClass,
+    Workload,
+};
 
 /// An operation with everything that does not change between requests prepared once.
 struct PreparedOp {
@@ -26,6 +37,9 @@ struct PreparedOp {
     body: PreparedBody,
     expect: Option<Vec<u16>>,
     captures: Vec<(usize, CaptureFrom)>,
+    remember: Option<Remember>,
+    pick: Option<Pick>,
+    forget: bool,
 }
 
 enum HeaderPart {
@@ -45,6 +59,7 @@ pub struct HttpClass {
     class: Arc<str>,
     /// Names of the captured variables, by index.
     vars: Vec<String>,
+    pools: Vec<Pool>,
 }
 
 impl HttpClass {
@@ -52,6 +67,7 @@ impl HttpClass {
         workload: &Workload,
         class: &UserClass,
         requests: &[HttpRequest],
+        pools: &[Pool],
         seed: u64,
     ) -> HttpClass {
         // Random bodies are made once per class: their content does not matter to a server,
@@ -92,6 +108,9 @@ impl HttpClass {
                 },
                 expect: op.expect.clone(),
                 captures: h.captures.iter().map(|c| (c.var, c.from.clone())).collect(),
+                remember: h.remember.clone(),
+                pick: h.pick.clone(),
+                forget: h.forget,
             })
             .collect();
         HttpClass {
@@ -99,6 +118,7 @@ impl HttpClass {
             context: workload.context.as_str().into(),
             class: class.name.as_str().into(),
             vars: class.captures.clone(),
+            pools: pools.to_vec(),
         }
     }
 
@@ -108,6 +128,7 @@ impl HttpClass {
             ids,
             auth,
             vars: vec![None; self.vars.len()],
+            pools: vec![VecDeque::new(); self.pools.len()],
             path_buf: String::new(),
         }
     }
@@ -122,6 +143,22 @@ pub struct HttpVu {
     path_buf: String,
     /// The user's credentials, when the class authenticates.
     auth: Option<Auth>,
+    /// What it made, by pool, oldest first.
+    pools: Vec<VecDeque<String>>,
+}
+
+impl HttpVu {
+    /// What the end of the round removes: `(method, path)` for every entry still held in
+    /// a pool that has a cleanup method. Paths are as remembered (without the base path).
+    pub fn leftovers(&self) -> Vec<(Method, String)> {
+        self.class
+            .pools
+            .iter()
+            .zip(&self.pools)
+            .filter_map(|(def, held)| def.cleanup.as_ref().map(|m| (m, held)))
+            .flat_map(|(m, held)| held.iter().map(move |p| (m.clone(), p.clone())))
+            .collect()
+    }
 }
 
 impl HttpVu {
@@ -140,10 +177,28 @@ impl HttpVu {
             vars,
             path_buf,
             auth,
+            pools,
         } = self;
         let class: &HttpClass = class;
         let Some(p) = class.ops.get(op) else {
             return failure(ErrorClass::Body, format!("no operation {op}"), 0);
+        };
+        // Something made earlier to act on, or nothing to do.
+        let picked = match &p.pick {
+            None => None,
+            Some(pick) => {
+                let held = &pools[pick.pool];
+                if held.is_empty() {
+                    return Outcome::skipped();
+                }
+                let i = match pick.order {
+                    PickOrder::Oldest => 0,
+                    PickOrder::Newest => held.len() - 1,
+                    PickOrder::Random => rng.random_range(0..held.len()),
+                };
+                vars[pick.var] = held.get(i).cloned();
+                Some(i)
+            }
         };
         let mut ctx = Ctx {
             vu: ids.vu,
@@ -259,6 +314,12 @@ impl HttpVu {
             Some(list) => list.contains(&status),
             None => resp.status.is_success(),
         };
+        // A deleted entry is gone whether this delete did it or an earlier one did.
+        if let (Some(i), Some(pick), true) = (picked, &p.pick, p.forget)
+            && (expected || status == 404 || status == 410)
+        {
+            pools[pick.pool].remove(i);
+        }
         if !expected {
             out.error = Some(ErrorClass::Status);
             out.detail = Some(format!("{} {} -> {status}", p.method, path_buf));
@@ -273,6 +334,33 @@ impl HttpVu {
                     return out;
                 }
             }
+        }
+        if let Some(r) = &p.remember {
+            let value = match &r.value {
+                None => path_buf[base_len..].to_string(),
+                Some(t) => {
+                    let mut ctx = Ctx {
+                        vu: ids.vu,
+                        round: ids.round,
+                        seq,
+                        context: &class.context,
+                        run_id: &ids.run_id,
+                        class: &class.class,
+                        vars: &*vars,
+                        rng,
+                    };
+                    let mut s = String::new();
+                    if t.render(&mut ctx, &mut s).is_err() {
+                        return out;
+                    }
+                    s
+                }
+            };
+            let held = &mut pools[r.pool];
+            if held.len() >= MAX_POOL {
+                held.pop_front();
+            }
+            held.push_back(value);
         }
         out
     }

@@ -13,6 +13,7 @@
 pub mod atom;
 pub mod auth;
 pub mod caldav;
+pub mod cleanup;
 pub mod data;
 pub mod http;
 pub mod morse;
@@ -181,8 +182,8 @@ impl ClassDriver {
         accounts: AccountPlan,
     ) -> ClassDriver {
         let kind = match &class.kind {
-            ClassKind::Http { requests } => Kind::Http(Arc::new(http::HttpClass::new(
-                workload, class, requests, seed,
+            ClassKind::Http { requests, pools } => Kind::Http(Arc::new(http::HttpClass::new(
+                workload, class, requests, pools, seed,
             ))),
             ClassKind::Morse { params, ops } => {
                 Kind::Morse(Arc::new(morse::MorseClass::new(class, ops, params)))
@@ -336,6 +337,20 @@ impl VuDriver {
         done.map_err(|e| match self.refusal() {
             Some(why) => e.explained(&why),
             None => e,
+        })
+    }
+
+    /// What this user made and the end of the round removes; `None` when nothing.
+    pub fn leftovers(&self) -> Option<cleanup::Leftovers> {
+        let items = match &self.state {
+            VuState::Http(v) => v.leftovers(),
+            VuState::Morse(v) => v.leftovers(),
+            VuState::Atom(v) => v.leftovers(),
+            VuState::Caldav(v) => v.leftovers(),
+        };
+        (!items.is_empty()).then(|| cleanup::Leftovers {
+            session: self.session.clone(),
+            items,
         })
     }
 

@@ -143,6 +143,19 @@ impl MorseVu {
         self.cols.is_empty()
     }
 
+    /// The collections this user published and has not deleted.
+    pub fn leftovers(&self) -> Vec<(crate::transport::Method, String)> {
+        self.cols
+            .iter()
+            .map(|c| {
+                (
+                    crate::transport::Method::DELETE,
+                    format!("{}/mc/collection/{}", self.s.context, c.uid),
+                )
+            })
+            .collect()
+    }
+
     pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
         let expect = bootstrap_expect(
             &self.class.ops,

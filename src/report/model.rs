@@ -127,6 +127,9 @@ pub struct RoundReport {
     /// How the load generator itself fared.
     #[serde(default)]
     pub generator: Generator,
+    /// Deleting what the round made, after its clock stopped (not in any figure above).
+    #[serde(default)]
+    pub cleanup: Cleanup,
     pub interrupted: bool,
     pub ops: Vec<OpReport>,
     pub total: OpReport,
@@ -215,6 +218,15 @@ pub struct AcrossRounds {
     pub ops_per_sec_stddev: f64,
     /// 95 % confidence interval of the mean ops/sec (Student's t); absent for one round.
     pub ops_per_sec_ci95: Option<[f64; 2]>,
+}
+
+/// What removing a round's data cost and where it failed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Cleanup {
+    pub requests: u64,
+    pub failures: u64,
+    /// The first failures: request and answer.
+    pub failed: Vec<String>,
 }
 
 /// The generator watching itself: was it, not the server, the limit?
@@ -327,6 +339,11 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
             warmup_s: w.run.warmup.as_secs_f64(),
             setup_failures: r.setup_failures,
             generator: generator(r, embedded),
+            cleanup: Cleanup {
+                requests: r.cleanup.requests,
+                failures: r.cleanup.failures,
+                failed: r.cleanup.notes.clone(),
+            },
             interrupted: r.interrupted,
             total: op_report("total", None, &total, rate(total.successes, secs), true),
             ops,

@@ -164,6 +164,18 @@ pub fn render(r: &Report) -> String {
     for w in &s.generator_warnings {
         let _ = writeln!(out, "WARNING: {w}");
     }
+    let (cleaned, cleanup_failed) = r.rounds.iter().fold((0, 0), |a, x| {
+        (a.0 + x.cleanup.requests, a.1 + x.cleanup.failures)
+    });
+    if cleaned > 0 {
+        let _ = writeln!(
+            out,
+            "cleanup: {cleaned} request(s) after the rounds deleted what they made, {cleanup_failed} failed"
+        );
+        for f in r.rounds.iter().flat_map(|x| &x.cleanup.failed).take(5) {
+            let _ = writeln!(out, "  cleanup failed: {f}");
+        }
+    }
     out.push_str(&super::thresholds::render(r));
     let failing: Vec<&OpReport> = s.ops.iter().filter(|o| o.failures > 0).collect();
     if !failing.is_empty() {

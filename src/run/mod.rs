@@ -57,6 +57,8 @@ pub struct RunOptions {
     pub quiet: bool,
     /// TLS settings of `https://` targets.
     pub tls: TlsOptions,
+    /// Leave what the run made on the target.
+    pub keep_data: bool,
 }
 
 /// Why a run could not run (or stopped before it measured anything).
@@ -398,6 +400,7 @@ async fn run_point(
                 p.line(&round_line(&tag, r, of))
             })),
             live: Some(live.clone()),
+            keep_data: a.keep_data,
         };
         match Runner::new(&wt, cfg).await {
             Ok(runner) => lanes.push(Lane {

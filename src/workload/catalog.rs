@@ -210,7 +210,7 @@ mod tests {
             let kind = crate::workload::ops::build_class(proto, &ops, &params, &mut labels)
                 .unwrap_or_else(|e| panic!("{}: {e}", proto.name()));
             let built = match &kind {
-                ClassKind::Http { requests } => requests.len(),
+                ClassKind::Http { requests, .. } => requests.len(),
                 ClassKind::Morse { ops, .. } => ops.len(),
                 ClassKind::Atom { ops, .. } => ops.len(),
                 ClassKind::Caldav { ops, .. } => ops.len(),

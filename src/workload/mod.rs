@@ -404,6 +404,51 @@ pub struct HttpRequest {
     pub headers: Vec<(String, Template)>,
     pub body: Body,
     pub captures: Vec<Capture>,
+    /// After a success, keep what the request made in a per-user pool.
+    pub remember: Option<Remember>,
+    /// Before sending, take an entry of a pool into a variable; an empty pool skips the
+    /// operation (nothing sent, nothing counted).
+    pub pick: Option<Pick>,
+    /// After a success (or a 404/410: it is gone either way), drop the picked entry.
+    pub forget: bool,
+}
+
+/// `remember:` of an http operation.
+#[derive(Debug, Clone)]
+pub struct Remember {
+    /// Index into the class's pools.
+    pub pool: usize,
+    /// What to keep; `None` keeps the request's path as sent (without the target's base).
+    pub value: Option<Template>,
+}
+
+/// `pick:` of an http operation.
+#[derive(Debug, Clone)]
+pub struct Pick {
+    pub pool: usize,
+    pub order: PickOrder,
+    /// Index into the class's captures: the variable the entry is read into.
+    pub var: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PickOrder {
+    Random,
+    Oldest,
+    Newest,
+}
+
+/// Most entries one user keeps in one pool; the oldest goes when a new one comes (and is
+/// then neither picked nor cleaned up).
+pub const MAX_POOL: usize = 100_000;
+
+/// A per-user pool of what a class's operations created.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    pub name: String,
+    /// At the end of each round, send this method to every entry still in the pool (its
+    /// entries are paths), untimed: what the run made, it removes.
+    pub cleanup: Option<hyper::Method>,
 }
 
 #[derive(Debug, Clone)]

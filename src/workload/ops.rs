@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::dist::{Dist, DistSpec};
-use super::{HttpRequest, Params};
+use super::{HttpRequest, Params, Pool};
 
 /// The defaults, one place: the catalog's help and the README quote these values.
 pub mod defaults {
@@ -220,6 +220,7 @@ pub struct CaldavParams {
 pub enum ClassKind {
     Http {
         requests: Vec<HttpRequest>,
+        pools: Vec<Pool>,
     },
     Morse {
         params: MorseParams,
@@ -269,6 +270,7 @@ pub(super) fn build_class(
     Ok(match protocol {
         Protocol::Http => ClassKind::Http {
             requests: Vec::new(),
+            pools: Vec::new(),
         },
         Protocol::Morse => {
             let ops = each(ops, |n, _| MorseOp::ALL.into_iter().find(|o| o.name() == n))?;
@@ -331,7 +333,7 @@ impl ClassKind {
             }
         };
         match self {
-            ClassKind::Http { requests } => requests
+            ClassKind::Http { requests, .. } => requests
                 .get(i)
                 .map(|h| format!("{} {}", h.method, h.path.source))
                 .unwrap_or_default(),

@@ -83,7 +83,8 @@ pub fn read_secret(r: SecretRef<'_>, base: Option<&std::path::Path>) -> Result<S
 
 /// Names every template can use without a capture.
 pub const BUILTIN_VARS: &[&str] = &[
-    "vu", "round", "seq", "uuid", "rand", "now", "now_ms", "context", "run_id", "class",
+    "vu", "round", "seq", "uuid", "rand", "now", "now_ms", "context", "run_id", "class", "env",
+    "file",
 ];
 
 /// What a template is rendered with.

@@ -108,9 +108,13 @@ fn cosmo_mix_runs_clean_and_agrees_with_the_server_on_both_stores() {
                 + 2
                 + accounts
         );
+        // After each round, every collection and calendar a user made is deleted.
+        let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
+        assert!(cleanup >= 15, "{cleanup}");
+        assert_eq!(r.rounds.iter().map(|x| x.cleanup.failures).sum::<u64>(), 0);
         assert_eq!(
             s.count("DELETE", 204),
-            count(&r, "morse.delete") + count(&r, "caldav.delete_event") + 2
+            count(&r, "morse.delete") + count(&r, "caldav.delete_event") + 2 + cleanup
         );
         assert_eq!(s.count("POST", 204), count(&r, "morse.update"));
         assert_eq!(s.count("POST", 201), count(&r, "atom.create_event"));
@@ -145,7 +149,7 @@ fn cosmo_mix_runs_clean_and_agrees_with_the_server_on_both_stores() {
         let answered: u64 = s.snapshot().iter().map(|(_, _, n)| n).sum();
         assert_eq!(
             answered,
-            r.summary.total.requests + accounts + 4 + 6 + 3,
+            r.summary.total.requests + accounts + 4 + 6 + 3 + cleanup,
             "nothing else reached the server"
         );
 
@@ -235,15 +239,17 @@ fn a_target_without_the_protocol_fails_preflight_naming_class_request_and_answer
 #[test]
 fn users_only_delete_what_they_created_and_name_it_after_the_run() {
     let rt = runtime();
-    let srv = rt.block_on(server::start(ServerConfig::default())).unwrap();
-    let tmp = tempdir();
-    let out = out_dir(&tmp);
-    assert_eq!(
-        loadmix(&[
+    let run = |keep: bool| {
+        let srv = rt.block_on(server::start(ServerConfig::default())).unwrap();
+        let tmp = tempdir();
+        let out = out_dir(&tmp);
+        let out_s = path_str(&out);
+        let url = srv.url();
+        let mut args = vec![
             "run",
             "workloads/cosmo-0.7-saturate.yaml",
             "--target",
-            &srv.url(),
+            &url,
             "--iterations",
             "100",
             "--rounds",
@@ -251,28 +257,35 @@ fn users_only_delete_what_they_created_and_name_it_after_the_run() {
             "--set",
             "run.warmup=0s",
             "--out",
-            &path_str(&out),
-            "--quiet"
-        ]),
-        0
-    );
-    let r = read_report(&out);
-    // Every collection left on the server was created by this run and carries its id.
-    let mut owners = 0;
-    for class in ["morse", "atom", "caldav"] {
-        for vu in 0..10 {
-            let user = format!("lm-{}-r1-{class}-{vu}", r.run_id);
-            for c in srv.store.collections_of(&user).unwrap() {
-                owners += 1;
-                assert!(c.uid.starts_with(&format!("lm-{}-", r.run_id)), "{}", c.uid);
+            &out_s,
+            "--quiet",
+        ];
+        if keep {
+            args.push("--keep-data");
+        }
+        assert_eq!(loadmix(&args), 0);
+        let r = read_report(&out);
+        // Every collection left on the server was created by this run and carries its id.
+        let mut left = 0;
+        for class in ["morse", "atom", "caldav"] {
+            for vu in 0..10 {
+                let user = format!("lm-{}-r1-{class}-{vu}", r.run_id);
+                for c in srv.store.collections_of(&user).unwrap() {
+                    left += 1;
+                    assert!(c.uid.starts_with(&format!("lm-{}-", r.run_id)), "{}", c.uid);
+                }
             }
         }
-    }
-    assert!(
-        owners >= 15,
-        "each user still has its collection(s): {owners}"
-    );
-    rt.block_on(srv.stop());
+        rt.block_on(srv.stop());
+        (r, left)
+    };
+    let (kept, left) = run(true);
+    assert!(left >= 15, "each user still has its collection(s): {left}");
+    assert_eq!(kept.rounds[0].cleanup.requests, 0);
+    let (cleaned, left) = run(false);
+    assert_eq!(left, 0, "the round's cleanup deleted every collection");
+    assert!(cleaned.rounds[0].cleanup.requests >= 15);
+    assert_eq!(cleaned.rounds[0].cleanup.failures, 0);
 }
 
 #[test]
@@ -332,10 +345,15 @@ fn a_rejected_sync_token_triggers_a_counted_full_resync() {
     assert_eq!(resync.status.get("412"), Some(&4), "{:?}", resync.status);
     assert_eq!(resync.status.get("207"), Some(&4), "{:?}", resync.status);
     let statuses: u64 = r.summary.ops.iter().flat_map(|o| o.status.values()).sum();
+    let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
     assert_eq!(
-        statuses,
+        cleanup, 1,
+        "the calendar it made is deleted after the round"
+    );
+    assert_eq!(
+        statuses + cleanup,
         answered.load(std::sync::atomic::Ordering::SeqCst),
-        "statuses in the report = requests the server answered"
+        "statuses in the report and cleanup = requests the server answered"
     );
 }
 

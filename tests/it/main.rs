@@ -15,6 +15,7 @@ mod faults;
 mod fuzz;
 mod mix_fidelity;
 mod open_model;
+mod pools;
 mod secrets;
 mod server;
 mod tls;

@@ -16,6 +16,7 @@ pub(super) const CLASS_KEYS: &[&str] = &[
     "connection",
     "tls_resumption",
     "auth",
+    "cleanup",
     "mix",
     "params",
 ];
@@ -75,6 +76,7 @@ pub(super) fn resolve_class(
         op_params,
         requests,
         captures,
+        pools,
         chooser,
         pos,
         path: mix_path,
@@ -86,7 +88,10 @@ pub(super) fn resolve_class(
         .zip(&op_params)
         .collect();
     let kind = match ops::build_class(protocol, &named, &params, &mut labels) {
-        Ok(ClassKind::Http { .. }) => ClassKind::Http { requests },
+        Ok(ClassKind::Http { .. }) => ClassKind::Http {
+            pools: resolve_cleanup(cx, node, &path, &pools)?,
+            requests,
+        },
         Ok(k) => k,
         Err(m) => return Err(cx.err(pos, &mix_path, m)),
     };
@@ -214,7 +219,12 @@ fn check_captures(
 ) -> R<()> {
     let captured: Vec<usize> = requests
         .iter()
-        .flat_map(|h| h.captures.iter().map(|c| c.var))
+        .flat_map(|h| {
+            h.captures
+                .iter()
+                .map(|c| c.var)
+                .chain(h.pick.as_ref().map(|p| p.var))
+        })
         .collect();
     for (var, pos) in capture_sites {
         let idx = captures.iter().position(|c| c == var).unwrap_or(usize::MAX);
@@ -235,6 +245,76 @@ fn check_captures(
     Ok(())
 }
 
+/// Every pool an operation picks from must be filled by some operation's `remember`.
+fn check_pools(
+    cx: &Cx,
+    requests: &[HttpRequest],
+    pools: &[(String, Pos)],
+    mix_path: &str,
+) -> R<()> {
+    for (i, (name, pos)) in pools.iter().enumerate() {
+        if !requests
+            .iter()
+            .any(|h| h.remember.as_ref().is_some_and(|r| r.pool == i))
+        {
+            return Err(cx.err_hint(
+                *pos,
+                mix_path,
+                format!("no operation fills pool '{name}': nothing would ever be picked from it"),
+                Some(format!(
+                    "give the operation that creates things remember: {name}"
+                )),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `cleanup: { POOL: METHOD }` of an http class: what to send, at the end of each round,
+/// to every entry its users still hold in a pool.
+fn resolve_cleanup(cx: &Cx, node: &Node, path: &str, pools: &[(String, Pos)]) -> R<Vec<Pool>> {
+    let mut out: Vec<Pool> = pools
+        .iter()
+        .map(|(name, _)| Pool {
+            name: name.clone(),
+            cleanup: None,
+        })
+        .collect();
+    let Some(c) = node.get("cleanup") else {
+        return Ok(out);
+    };
+    let ck = join(path, "cleanup");
+    for (k, v) in cx.map(c, &ck)? {
+        let kp = join(&ck, &k.name);
+        let Some(pool) = out.iter_mut().find(|p| p.name == k.name) else {
+            let names: Vec<&str> = pools.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(cx.err_hint(
+                k.pos,
+                &kp,
+                format!("no operation remembers into a pool '{}'", k.name),
+                Some(if names.is_empty() {
+                    "cleanup names pools that operations fill with remember: POOL".into()
+                } else {
+                    format!("pools of this class: {}", names.join(", "))
+                }),
+            ));
+        };
+        let m = cx.string(v, &kp)?;
+        let method = hyper::Method::from_bytes(m.as_bytes())
+            .ok()
+            .filter(|_| !m.is_empty() && m.bytes().all(|b| b.is_ascii_uppercase()))
+            .ok_or_else(|| {
+                cx.err(
+                    v.pos,
+                    &kp,
+                    format!("'{m}' is not an HTTP method, e.g. DELETE"),
+                )
+            })?;
+        pool.cleanup = Some(method);
+    }
+    Ok(out)
+}
+
 /// Every operation that can be picked must be sendable some time: the variables it reads
 /// must be captured by operations that can themselves be sent, starting from those that
 /// read none. Two operations that each need the other's capture could never send
@@ -244,9 +324,12 @@ fn check_sendable(
     ops: &[Operation],
     requests: &[HttpRequest],
     captures: &[String],
+    pools: usize,
     op_pos: &[Pos],
     mix_path: &str,
 ) -> R<()> {
+    // What each operation reads: its templates' variables, except the one its own pick
+    // fills; and the pool it picks from, which some sendable operation must fill.
     let uses: Vec<Vec<usize>> = requests
         .iter()
         .map(|h| {
@@ -257,21 +340,38 @@ fn check_sendable(
             if let Body::Template(t) = &h.body {
                 v.extend(t.vars_used());
             }
+            if let Some(r) = h.remember.as_ref().and_then(|r| r.value.as_ref()) {
+                v.extend(r.vars_used());
+            }
+            let own = h.pick.as_ref().map(|p| p.var);
+            v.retain(|x| Some(*x) != own);
             v
         })
         .collect();
     let mut available = vec![false; captures.len()];
+    let mut filled = vec![false; pools];
     let mut sendable = vec![false; requests.len()];
     loop {
         let mut changed = false;
         for (i, h) in requests.iter().enumerate() {
-            if sendable[i] || ops[i].weight <= 0.0 || !uses[i].iter().all(|v| available[*v]) {
+            let pool_ok = h.pick.as_ref().is_none_or(|p| filled[p.pool]);
+            if sendable[i]
+                || ops[i].weight <= 0.0
+                || !pool_ok
+                || !uses[i].iter().all(|v| available[*v])
+            {
                 continue;
             }
             sendable[i] = true;
             changed = true;
             for c in &h.captures {
                 available[c.var] = true;
+            }
+            if let Some(p) = &h.pick {
+                available[p.var] = true;
+            }
+            if let Some(r) = &h.remember {
+                filled[r.pool] = true;
             }
         }
         if !changed {
@@ -376,6 +476,8 @@ struct Table {
     op_params: Vec<Params>,
     requests: Vec<HttpRequest>,
     captures: Vec<String>,
+    /// http pools, by name, with where each was first named.
+    pools: Vec<(String, Pos)>,
     chooser: WeightedAliasIndex<f64>,
     /// Where `mix:` is, and its key path, for later messages.
     pos: Pos,
@@ -406,6 +508,7 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
     let mut ops: Vec<Operation> = Vec::new();
     let mut capture_sites: Vec<(String, Pos)> = Vec::new();
     let mut requests: Vec<HttpRequest> = Vec::new();
+    let mut pools: Vec<(String, Pos)> = Vec::new();
     let mut op_params: Vec<Params> = Vec::new();
     let mut op_pos: Vec<Pos> = Vec::new();
     for (i, (k, v)) in mix_entries.iter().enumerate() {
@@ -447,6 +550,7 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
                         &op_path,
                         &mut captures,
                         &mut capture_sites,
+                        &mut pools,
                     )?);
                 }
                 required(cx, v, "weight", &op_path)?
@@ -488,8 +592,17 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
     for op in &mut ops {
         op.probability = op.weight / total;
     }
+    check_pools(cx, &requests, &pools, &mix_path)?;
     check_captures(cx, &requests, &captures, &capture_sites, &mix_path)?;
-    check_sendable(cx, &ops, &requests, &captures, &op_pos, &mix_path)?;
+    check_sendable(
+        cx,
+        &ops,
+        &requests,
+        &captures,
+        pools.len(),
+        &op_pos,
+        &mix_path,
+    )?;
     let chooser = WeightedAliasIndex::new(ops.iter().map(|o| o.weight).collect()).map_err(|e| {
         cx.err(
             mix.pos,
@@ -502,6 +615,7 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
         op_params,
         requests,
         captures,
+        pools,
         chooser,
         pos: mix.pos,
         path: mix_path,

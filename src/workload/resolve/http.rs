@@ -4,8 +4,32 @@
 use super::*;
 
 pub(super) const HTTP_OP_KEYS: &[&str] = &[
-    "weight", "method", "path", "headers", "body", "expect", "capture",
+    "weight", "method", "path", "headers", "body", "expect", "capture", "remember", "pick",
+    "forget",
 ];
+
+/// A pool's index by name, registered on first use.
+fn pool_index(pools: &mut Vec<(String, Pos)>, name: &str, pos: Pos) -> usize {
+    match pools.iter().position(|(p, _)| p == name) {
+        Some(i) => i,
+        None => {
+            pools.push((name.to_string(), pos));
+            pools.len() - 1
+        }
+    }
+}
+
+fn pool_name(cx: &Cx, n: &Node, key: &str) -> R<String> {
+    let name = cx.string(n, key)?;
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(cx.err(
+            n.pos,
+            key,
+            format!("pool name '{name}' must be letters, digits or '_'"),
+        ));
+    }
+    Ok(name)
+}
 
 pub(super) fn resolve_http(
     cx: &Cx,
@@ -13,6 +37,7 @@ pub(super) fn resolve_http(
     path: &str,
     captures: &mut Vec<String>,
     sites: &mut Vec<(String, Pos)>,
+    pools: &mut Vec<(String, Pos)>,
 ) -> R<HttpRequest> {
     let mut template = |n: &Node, key: &str, captures: &mut Vec<String>| -> R<Template> {
         let text = cx.string(n, key)?;
@@ -191,11 +216,106 @@ pub(super) fn resolve_http(
             caps.push(Capture { var, from });
         }
     }
+    let remember = match node.get("remember") {
+        None => None,
+        Some(r) => {
+            let rk = join(path, "remember");
+            let (pool_node, value) = match &r.value {
+                Value::Map(e) => {
+                    cx.check_keys(e, &["pool", "value"], &rk)?;
+                    let value = match r.get("value") {
+                        Some(v) => Some(template(v, &join(&rk, "value"), captures)?),
+                        None => None,
+                    };
+                    (required(cx, r, "pool", &rk)?, value)
+                }
+                _ => (r, None),
+            };
+            let name = pool_name(cx, pool_node, &rk)?;
+            Some(Remember {
+                pool: pool_index(pools, &name, pool_node.pos),
+                value,
+            })
+        }
+    };
+    let pick = match node.get("pick") {
+        None => None,
+        Some(p) => {
+            let pk = join(path, "pick");
+            let (pool_node, order, var) = match &p.value {
+                Value::Map(e) => {
+                    cx.check_keys(e, &["pool", "order", "as"], &pk)?;
+                    let order = match p.get("order") {
+                        None => PickOrder::Random,
+                        Some(o) => match cx.string(o, &join(&pk, "order"))?.as_str() {
+                            "random" => PickOrder::Random,
+                            "oldest" => PickOrder::Oldest,
+                            "newest" => PickOrder::Newest,
+                            other => {
+                                return Err(cx.err_hint(
+                                    o.pos,
+                                    &join(&pk, "order"),
+                                    format!("unknown order '{other}'"),
+                                    Some("use random, oldest or newest".into()),
+                                ));
+                            }
+                        },
+                    };
+                    let var = p
+                        .get("as")
+                        .map(|a| pool_name(cx, a, &join(&pk, "as")))
+                        .transpose()?;
+                    (required(cx, p, "pool", &pk)?, order, var)
+                }
+                _ => (p, PickOrder::Random, None),
+            };
+            let name = pool_name(cx, pool_node, &pk)?;
+            let var_name = var.unwrap_or_else(|| name.clone());
+            if BUILTIN_VARS.contains(&var_name.as_str()) {
+                return Err(cx.err(
+                    pool_node.pos,
+                    &pk,
+                    format!(
+                        "'{var_name}' is a built-in variable; name the picked value with as: NAME"
+                    ),
+                ));
+            }
+            let var = match captures.iter().position(|c| *c == var_name) {
+                Some(i) => i,
+                None => {
+                    captures.push(var_name);
+                    captures.len() - 1
+                }
+            };
+            Some(Pick {
+                pool: pool_index(pools, &name, pool_node.pos),
+                order,
+                var,
+            })
+        }
+    };
+    let forget = match node.get("forget") {
+        None => false,
+        Some(f) => {
+            let v = cx.boolean(f, &join(path, "forget"))?;
+            if v && pick.is_none() {
+                return Err(cx.err(
+                    f.pos,
+                    &join(path, "forget"),
+                    "forget drops the picked entry: the operation needs pick: POOL",
+                ));
+            }
+            v
+        }
+    };
     Ok(HttpRequest {
         method,
         path: req_path,
         headers,
         body,
         captures: caps,
+        remember,
+        pick,
+        forget,
     })
 }

@@ -401,7 +401,7 @@ mod tests {
         assert_eq!(w.classes[0].arrival.as_ref().unwrap().rate, 5.0);
         assert_eq!(w.classes[0].iterations, Some(2));
         assert_eq!(w.classes[1].pacing, Some(Duration::from_millis(100)));
-        let ClassKind::Http { requests } = &w.classes[1].kind else {
+        let ClassKind::Http { requests, .. } = &w.classes[1].kind else {
             panic!()
         };
         assert_eq!(requests[0].method.as_str(), "PROPFIND");

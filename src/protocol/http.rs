@@ -122,6 +122,26 @@ impl HttpClass {
         }
     }
 
+    /// What a user's templates are rendered with.
+    fn ctx<'a>(
+        &'a self,
+        ids: &'a VuIds,
+        seq: u64,
+        vars: &'a [Option<String>],
+        rng: &'a mut Xoshiro256PlusPlus,
+    ) -> Ctx<'a, Xoshiro256PlusPlus> {
+        Ctx {
+            vu: ids.vu,
+            round: ids.round,
+            seq,
+            context: &self.context,
+            run_id: &ids.run_id,
+            class: &self.class,
+            vars,
+            rng,
+        }
+    }
+
     pub fn new_vu(self: &Arc<HttpClass>, ids: VuIds, auth: Option<Auth>) -> HttpVu {
         HttpVu {
             class: self.clone(),
@@ -200,16 +220,7 @@ impl HttpVu {
                 Some(i)
             }
         };
-        let mut ctx = Ctx {
-            vu: ids.vu,
-            round: ids.round,
-            seq,
-            context: &class.context,
-            run_id: &ids.run_id,
-            class: &class.class,
-            vars: &*vars,
-            rng,
-        };
+        let mut ctx = class.ctx(ids, seq, vars, rng);
         path_buf.clear();
         path_buf.push_str(&conn.endpoint().base_path);
         let base_len = path_buf.len();
@@ -339,16 +350,7 @@ impl HttpVu {
             let value = match &r.value {
                 None => path_buf[base_len..].to_string(),
                 Some(t) => {
-                    let mut ctx = Ctx {
-                        vu: ids.vu,
-                        round: ids.round,
-                        seq,
-                        context: &class.context,
-                        run_id: &ids.run_id,
-                        class: &class.class,
-                        vars: &*vars,
-                        rng,
-                    };
+                    let mut ctx = class.ctx(ids, seq, vars, rng);
                     let mut s = String::new();
                     if t.render(&mut ctx, &mut s).is_err() {
                         return out;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh checkout: formatting, lints, unit and integration
 # tests, a real CalDAV client (the Python `caldav` library) against the embedded server on
-# both stores, and the CalDAV driver against two real servers (Radicale, Xandikos). The
-# Python packages are installed in venvs under .tools/ (git-ignored); Debian's chromium and
-# npm's playwright-core for the HTML check. CI runs exactly this (.ci/run).
+# both stores, the CalDAV driver against two real servers (Radicale, Xandikos), and
+# https, Digest, WebDAV and other people's data against nginx, Apache and Radicale. The
+# Python packages are installed in venvs under .tools/ (git-ignored); Debian's nginx,
+# libnginx-mod-http-dav-ext, apache2 and chromium, and npm's playwright-core, when missing. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +24,9 @@ scripts/caldav_client_check.sh
 
 echo "== caldav-sync.yaml against real CalDAV servers (Radicale, Xandikos)"
 scripts/peers_check.sh
+
+echo "== real servers: nginx TLS + Radicale, nginx WebDAV, Apache Digest, embedded https"
+scripts/servers_check.sh
 
 echo "== HTML pages in headless Chromium"
 scripts/html_check.sh

@@ -4,7 +4,8 @@
 # both stores, the CalDAV driver against two real servers (Radicale, Xandikos), and
 # https, Digest, WebDAV and other people's data against nginx, Apache and Radicale. The
 # Python packages are installed in venvs under .tools/ (git-ignored); Debian's nginx,
-# libnginx-mod-http-dav-ext, apache2 and chromium, and npm's playwright-core, when missing. CI runs exactly this (.ci/run).
+# libnginx-mod-http-dav-ext, apache2 and chromium, and npm's playwright-core, when
+# missing. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

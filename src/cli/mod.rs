@@ -20,6 +20,14 @@ use crate::transport::TlsOptions;
 use crate::workload::{EmbeddedStore, LoadOptions, TargetSpec, Workload, units};
 pub use exit::Exit;
 
+/// Shown under `loadmix run --help`: the servers users own, in one screen.
+const RUN_EXAMPLES: &str = "Examples (the password comes from $LOADMIX_PASSWORD):
+  loadmix run workloads/cosmo-0.7.yaml --duration 10s --rounds 3          # embedded server
+  loadmix run workloads/caldav-saturate.yaml --target https://cal.example.net --user alice --ca-cert ca.pem
+  loadmix run workloads/caldav-sync.yaml --target https://dav.example.net/caldav.php --user alice   # DAViCal
+  loadmix run workloads/webdav.yaml --target https://files.example.net/dav --user alice --set auth=digest
+  loadmix run W.yaml --target a=http://10.0.0.5:8080 --target b=http://10.0.0.6:8080  # compare two";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "loadmix",
@@ -34,6 +42,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a workload and write its report.
+    #[command(after_help = RUN_EXAMPLES)]
     Run(Box<RunArgs>),
     /// Run the embedded reference server until Ctrl-C.
     Serve(ServeArgs),

@@ -111,13 +111,13 @@ impl AtomVu {
     }
 
     /// The collection this user published (through Morse Code, as it was made).
-    pub fn leftovers(&self) -> Vec<(crate::transport::Method, String)> {
+    pub fn leftovers(&self) -> Vec<(crate::transport::Method, super::cleanup::Place)> {
         self.collection
             .iter()
             .map(|(uid, _)| {
                 (
                     crate::transport::Method::DELETE,
-                    format!("{}/mc/collection/{uid}", self.s.context),
+                    super::cleanup::Place::Base(format!("{}/mc/collection/{uid}", self.s.context)),
                 )
             })
             .collect()

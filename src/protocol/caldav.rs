@@ -18,6 +18,7 @@ use hyper::header::{CONTENT_TYPE, ETAG, HeaderName, HeaderValue, IF_MATCH, IF_NO
 use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
 
+use super::cleanup::Place;
 use super::session::{Exchange, Session};
 use super::{Outcome, SetupError, VuIds, bootstrap_expect, data, expect_of};
 use crate::formats::dav::{CALDAV, DAV, Multistatus, find_prop_href, href_path, parse_multistatus};
@@ -64,7 +65,7 @@ impl CaldavClass {
 }
 
 struct Event {
-    /// Path relative to the target's base path.
+    /// Path on the server (as its hrefs give it; the target's base path included).
     path: String,
     uid: String,
     etag: Option<String>,
@@ -144,31 +145,21 @@ impl CaldavVu {
             .replace("{context}", &self.s.context)
     }
 
-    /// Strip the target's base path from a server href, so it can be sent again.
-    fn relative(&self, conn: &Conn, href: &str) -> String {
-        let p = href_path(href);
-        let base = &conn.endpoint().base_path;
-        p.strip_prefix(base.as_str())
-            .filter(|_| !base.is_empty())
-            .map(str::to_string)
-            .unwrap_or(p)
-    }
-
     /// Find the calendar home (untimed set-up): the class's `calendar_home` if it gives
     /// one; else the principal (`current-user-principal`) from the class's `discovery`
     /// path, or, by RFC 6764, from `/.well-known/caldav` at the server's root (following
     /// its redirect) and then from the service's own root; then the principal's
     /// `calendar-home-set`.
     pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
+        let base = conn.endpoint().base_path.clone();
         if let Some(h) = &self.class.params.calendar_home {
-            let mut h = self.template(h);
+            let mut h = format!("{base}{}", self.template(h));
             if !h.ends_with('/') {
                 h.push('/');
             }
             self.home = Some(h);
             return Ok(());
         }
-        let base = conn.endpoint().base_path.clone();
         let starts: Vec<String> = match &self.class.params.discovery {
             Some(d) => vec![format!("{base}{}", self.template(d))],
             None => vec![
@@ -176,21 +167,30 @@ impl CaldavVu {
                 format!("{base}{}/", self.s.context),
             ],
         };
+        // A start that leads nowhere (a well-known URI a proxy maps oddly, a root that is
+        // not the service's) is not the end: the next one may work.
         let mut tried = Vec::new();
-        let mut principal = None;
+        let mut found = None;
         for start in &starts {
-            match self
+            let home = match self
                 .find_href(conn, start, PRINCIPAL, DAV, "current-user-principal")
                 .await
             {
-                Ok(p) => {
-                    principal = Some(p);
+                Ok(principal) => {
+                    self.find_href(conn, &principal, HOME_SET, CALDAV, "calendar-home-set")
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            match home {
+                Ok(h) => {
+                    found = Some(h);
                     break;
                 }
                 Err(e) => tried.push(e),
             }
         }
-        let Some(principal) = principal else {
+        let Some(home) = found else {
             // Every start failed: say what each one answered.
             let request = tried
                 .iter()
@@ -207,15 +207,6 @@ impl CaldavVu {
                 answer: format!("{answer} (give the class's calendar_home, or discovery: PATH)"),
             });
         };
-        let home = self
-            .find_href(
-                conn,
-                &format!("{base}{principal}"),
-                HOME_SET,
-                CALDAV,
-                "calendar-home-set",
-            )
-            .await?;
         self.home = Some(if home.ends_with('/') {
             home
         } else {
@@ -226,7 +217,8 @@ impl CaldavVu {
 
     /// PROPFIND `path` (on the server, base path included) for one href-valued property,
     /// following up to [`MAX_REDIRECTS`] redirects on the same server. The href comes back
-    /// relative to the target's base path.
+    /// as a path on the server: CalDAV users work with the server's own hrefs throughout,
+    /// which need not lie under the target's path.
     async fn find_href(
         &self,
         conn: &mut Conn,
@@ -277,7 +269,7 @@ impl CaldavVu {
             let root = xml::parse(text).map_err(|e| fail(format!("207, {e}")))?;
             let href = find_prop_href(&root, ns, prop)
                 .ok_or_else(|| fail(format!("207 without {prop}")))?;
-            return Ok(self.relative(conn, &href));
+            return Ok(href_path(&href));
         }
         Err(SetupError::Discovery {
             request: format!("PROPFIND {} ({prop})", conn.endpoint().url_of(&path)),
@@ -290,10 +282,15 @@ impl CaldavVu {
     }
 
     /// The calendars this user made (their events go with them).
-    pub fn leftovers(&self) -> Vec<(crate::transport::Method, String)> {
+    pub fn leftovers(&self) -> Vec<(crate::transport::Method, Place)> {
         self.cals
             .iter()
-            .map(|c| (crate::transport::Method::DELETE, c.path.clone()))
+            .map(|c| {
+                (
+                    crate::transport::Method::DELETE,
+                    Place::Server(c.path.clone()),
+                )
+            })
             .collect()
     }
 
@@ -337,7 +334,7 @@ impl CaldavVu {
         let body = w.finish();
         let r = match self
             .s
-            .send(conn, "MKCALENDAR", &path, &[xml_ct()], Bytes::from(body))
+            .send_to(conn, "MKCALENDAR", &path, &[xml_ct()], Bytes::from(body))
             .await
         {
             Exchange::Answer(r) => r,
@@ -441,7 +438,6 @@ impl CaldavVu {
                 }
                 let n = (*count as usize).min(cal.events.len());
                 let start = (rng.next_u64() % cal.events.len() as u64) as usize;
-                let base = &conn.endpoint().base_path;
                 let mut w = XmlWriter::new();
                 w.open(
                     "C:calendar-multiget",
@@ -453,7 +449,7 @@ impl CaldavVu {
                 .close("D:prop");
                 for i in 0..n {
                     let e = &cal.events[(start + i) % cal.events.len()];
-                    w.leaf("D:href", &format!("{base}{}", e.path));
+                    w.leaf("D:href", &e.path);
                 }
                 w.close("C:calendar-multiget");
                 self.report(conn, ci, w.finish(), expect).await.0
@@ -491,7 +487,7 @@ impl CaldavVu {
         headers.extend(condition);
         let r = match self
             .s
-            .send(conn, "PUT", &event.path, &headers, Bytes::from(body))
+            .send_to(conn, "PUT", &event.path, &headers, Bytes::from(body))
             .await
         {
             Exchange::Answer(r) => r,
@@ -524,7 +520,7 @@ impl CaldavVu {
             return Err(Outcome::skipped());
         };
         let path = &self.cals[ci].events[ei].path;
-        match self.s.send(conn, method, path, &[], Bytes::new()).await {
+        match self.s.send_to(conn, method, path, &[], Bytes::new()).await {
             Exchange::Answer(r) => {
                 let o = Outcome::of(&r, expect, &format!("{method} {path}"));
                 Ok((ei, r, o))
@@ -597,7 +593,7 @@ impl CaldavVu {
             .close("D:propfind");
         let r = match self
             .s
-            .send(
+            .send_to(
                 conn,
                 "PROPFIND",
                 &path,
@@ -623,7 +619,7 @@ impl CaldavVu {
         let path = self.cals[ci].path.clone();
         match self
             .s
-            .send(
+            .send_to(
                 conn,
                 "REPORT",
                 &path,
@@ -690,15 +686,9 @@ impl CaldavVu {
             );
         };
         // Learn ETags of members that changed; drop members the server reports gone.
-        let base = conn.endpoint().base_path.clone();
         let cal = &mut self.cals[ci];
         for (href, st, etag) in &m.responses {
             let p = href_path(href);
-            let p = p
-                .strip_prefix(base.as_str())
-                .filter(|_| !base.is_empty())
-                .unwrap_or(&p)
-                .to_string();
             if *st == 404 {
                 cal.events.retain(|e| e.path != p);
             } else if let Some(e) = cal.events.iter_mut().find(|e| e.path == p) {

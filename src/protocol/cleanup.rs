@@ -18,10 +18,19 @@ pub const MAX_NOTES: usize = 20;
 /// Users cleaning up at once.
 const PARALLEL: usize = 64;
 
-/// One user's leftovers: who it was, and what to send where (paths without the base).
+/// Where a leftover is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// A path under the target's base path (what the workload's templates name).
+    Base(String),
+    /// A path on the server as it is (a CalDAV href).
+    Server(String),
+}
+
+/// One user's leftovers: who it was, and what to send where.
 pub struct Leftovers {
     pub session: Session,
-    pub items: Vec<(Method, String)>,
+    pub items: Vec<(Method, Place)>,
 }
 
 /// What cleaning up did.
@@ -73,12 +82,16 @@ pub async fn run(
 async fn one_user(endpoint: Arc<Endpoint>, timeouts: Timeouts, l: Leftovers) -> CleanupStats {
     let mut conn = Conn::new(endpoint.clone(), Reuse::KeepAlive, timeouts);
     let mut stats = CleanupStats::default();
-    for (method, path) in &l.items {
+    for (method, place) in &l.items {
         stats.requests += 1;
-        let url = endpoint.url_of(&format!("{}{path}", endpoint.base_path));
+        let path = match place {
+            Place::Base(p) => format!("{}{p}", endpoint.base_path),
+            Place::Server(p) => p.clone(),
+        };
+        let url = endpoint.url_of(&path);
         let failed = match l
             .session
-            .send(&mut conn, method.as_str(), path, &[], Bytes::new())
+            .send_to(&mut conn, method.as_str(), &path, &[], Bytes::new())
             .await
         {
             // Gone already (the user deleted it, or its collection went first) is done.

@@ -170,13 +170,16 @@ pub struct HttpVu {
 impl HttpVu {
     /// What the end of the round removes: `(method, path)` for every entry still held in
     /// a pool that has a cleanup method. Paths are as remembered (without the base path).
-    pub fn leftovers(&self) -> Vec<(Method, String)> {
+    pub fn leftovers(&self) -> Vec<(Method, super::cleanup::Place)> {
         self.class
             .pools
             .iter()
             .zip(&self.pools)
             .filter_map(|(def, held)| def.cleanup.as_ref().map(|m| (m, held)))
-            .flat_map(|(m, held)| held.iter().map(move |p| (m.clone(), p.clone())))
+            .flat_map(|(m, held)| {
+                held.iter()
+                    .map(move |p| (m.clone(), super::cleanup::Place::Base(p.clone())))
+            })
             .collect()
     }
 }

@@ -144,13 +144,16 @@ impl MorseVu {
     }
 
     /// The collections this user published and has not deleted.
-    pub fn leftovers(&self) -> Vec<(crate::transport::Method, String)> {
+    pub fn leftovers(&self) -> Vec<(crate::transport::Method, super::cleanup::Place)> {
         self.cols
             .iter()
             .map(|c| {
                 (
                     crate::transport::Method::DELETE,
-                    format!("{}/mc/collection/{}", self.s.context, c.uid),
+                    super::cleanup::Place::Base(format!(
+                        "{}/mc/collection/{}",
+                        self.s.context, c.uid
+                    )),
                 )
             })
             .collect()

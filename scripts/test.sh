@@ -4,8 +4,8 @@
 # both stores, the CalDAV driver against two real servers (Radicale, Xandikos), and
 # https, Digest, WebDAV and other people's data against nginx, Apache and Radicale. The
 # Python packages are installed in venvs under .tools/ (git-ignored); Debian's nginx,
-# libnginx-mod-http-dav-ext, apache2 and chromium, and npm's playwright-core, when
-# missing. CI runs exactly this (.ci/run).
+# libnginx-mod-http-dav-ext, apache2, davical, postgresql, libapache2-mod-php and
+# chromium, and npm's playwright-core, when missing. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +26,7 @@ scripts/caldav_client_check.sh
 echo "== caldav-sync.yaml against real CalDAV servers (Radicale, Xandikos)"
 scripts/peers_check.sh
 
-echo "== real servers: nginx TLS + Radicale, nginx WebDAV, Apache Digest, embedded https"
+echo "== real servers: nginx TLS + Radicale, nginx WebDAV, Apache Digest, embedded https, DAViCal"
 scripts/servers_check.sh
 
 echo "== HTML pages in headless Chromium"

@@ -119,14 +119,22 @@ pub(super) fn resolve_http(
             // Credentials in the YAML text would travel with every report of the run.
             let lower = k.name.to_ascii_lowercase();
             if t.is_literal() && lower.contains("authorization") && !t.source.trim().is_empty() {
-                return Err(cx.err(
+                let mut e = cx.err(
                     v.pos,
                     &join(&hp, &k.name),
                     format!(
                         "a credential cannot be written in the workload: take it from the environment or a file, e.g. {}: 'Bearer {{env:API_TOKEN}}', or use auth: (basic, digest, bearer) with $LOADMIX_PASSWORD",
                         k.name
                     ),
-                ));
+                );
+                // Not even the refusal repeats it.
+                if let WorkloadError::Invalid(d) = &mut e {
+                    d.source_line = d
+                        .source_line
+                        .take()
+                        .map(|l| l.replace(t.source.as_str(), crate::secrets::MASK));
+                }
+                return Err(e);
             }
             headers.push((k.name.clone(), t));
         }

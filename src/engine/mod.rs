@@ -622,8 +622,36 @@ fn record(
         connect_us: outcome.handshake.map(|h| micros32(h.connect)),
         tls_us: outcome.handshake.and_then(|h| h.tls).map(micros32),
         tls_resumed: outcome.handshake.is_some_and(|h| h.resumed),
+        step: false,
     };
     recorder.record(sample, t.ended);
+    // The steps of a sequence, each under its own label, one after the other from the
+    // operation's start (left out of the totals, which count the operation once).
+    let mut step_start = start_us;
+    for (step_label, o) in &outcome.steps {
+        let latency_us = o.latency.as_micros() as u64;
+        recorder.record(
+            Sample {
+                label: label_base + *step_label as u32,
+                start_us: step_start,
+                latency_us,
+                status: o.status.unwrap_or(0),
+                prior_statuses: prior_statuses(&o.prior_statuses),
+                error: o.error,
+                bytes_sent: o.bytes_sent,
+                bytes_received: o.bytes_received,
+                corrected_us: latency_us,
+                lag_us: 0,
+                scheduled: false,
+                connect_us: o.handshake.map(|h| micros32(h.connect)),
+                tls_us: o.handshake.and_then(|h| h.tls).map(micros32),
+                tls_resumed: o.handshake.is_some_and(|h| h.resumed),
+                step: true,
+            },
+            t.ended,
+        );
+        step_start += latency_us;
+    }
     if let (Some(e), true) = (outcome.error, out.failures.len() < FAILURE_NOTES_PER_VU) {
         out.failures.push(FailureNote {
             round,

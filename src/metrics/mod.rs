@@ -57,11 +57,15 @@ pub struct Sample {
     pub tls_us: Option<u32>,
     /// That handshake resumed an earlier session.
     pub tls_resumed: bool,
+    /// One step of an operation made of steps: counted under its own label only (not a
+    /// warm-up operation, no scheduling lag of its own).
+    pub step: bool,
 }
 
 /// Earlier requests of one operation whose statuses a sample carries: a challenge, a
-/// resync, and a challenge of the resync.
-pub const PRIOR_STATUSES: usize = 3;
+/// resync, a challenge of the resync; the steps of a sequence (at most `MAX_STEPS`, each
+/// possibly challenged).
+pub const PRIOR_STATUSES: usize = 8;
 
 /// Samples per hand-over: large enough to make the channel cost negligible, small enough
 /// that 100,000 VUs do not hold much memory.
@@ -384,7 +388,7 @@ pub fn aggregator(
         while let Some(batch) = rx.recv().await {
             if let Some((live, class_of)) = &live {
                 use std::sync::atomic::Ordering::Relaxed;
-                for s in &batch {
+                for s in batch.iter().filter(|s| !s.step) {
                     if let Some(c) = class_of.get(s.label as usize) {
                         live.requests[*c].fetch_add(1, Relaxed);
                         if s.error.is_some() {
@@ -394,14 +398,16 @@ pub fn aggregator(
                 }
             }
             for s in &batch {
-                let _ = stats.lag.record(s.lag_us.clamp(HIST_LOW, HIST_HIGH));
+                if !s.step {
+                    let _ = stats.lag.record(s.lag_us.clamp(HIST_LOW, HIST_HIGH));
+                }
                 let Some(op) = stats.ops.get_mut(s.label as usize) else {
                     continue;
                 };
                 if s.start_us < warmup_us {
                     // Kept out of the statistics, but on the timeline: warm-up effects
                     // must be visible.
-                    stats.warmup_requests += 1;
+                    stats.warmup_requests += u64::from(!s.step);
                     op.record_timeline(s);
                     continue;
                 }
@@ -449,6 +455,7 @@ mod tests {
             connect_us: None,
             tls_us: None,
             tls_resumed: false,
+            step: false,
         }
     }
 

@@ -40,6 +40,8 @@ struct PreparedOp {
     remember: Option<Remember>,
     pick: Option<Pick>,
     forget: bool,
+    /// A sequence: its steps (each with its label), sent in order instead of this.
+    steps: Vec<(usize, PreparedOp)>,
 }
 
 enum HeaderPart {
@@ -62,6 +64,46 @@ pub struct HttpClass {
     pools: Vec<Pool>,
 }
 
+/// A request with everything that does not change between sends made once.
+fn prepare(h: &HttpRequest, expect: Option<Vec<u16>>, rng: &mut Xoshiro256PlusPlus) -> PreparedOp {
+    PreparedOp {
+        method: h.method.clone(),
+        path: h.path.clone(),
+        headers: h
+            .headers
+            .iter()
+            .filter_map(|(n, t)| {
+                let name = HeaderName::from_bytes(n.as_bytes()).ok()?;
+                let part = if t.is_literal() {
+                    HeaderPart::Fixed(HeaderValue::from_str(&t.source).ok()?)
+                } else {
+                    HeaderPart::Template(t.clone())
+                };
+                Some((name, part))
+            })
+            .collect(),
+        body: match &h.body {
+            Body::None => PreparedBody::None,
+            Body::File { bytes, .. } => PreparedBody::Fixed(bytes.clone()),
+            Body::Random(n) => {
+                let mut b = vec![0u8; *n as usize];
+                rng.fill_bytes(&mut b);
+                PreparedBody::Fixed(Bytes::from(b))
+            }
+            Body::Template(t) if t.is_literal() => {
+                PreparedBody::Fixed(Bytes::from(t.source.clone()))
+            }
+            Body::Template(t) => PreparedBody::Template(t.clone()),
+        },
+        expect,
+        captures: h.captures.iter().map(|c| (c.var, c.from.clone())).collect(),
+        remember: h.remember.clone(),
+        pick: h.pick.clone(),
+        forget: h.forget,
+        steps: Vec::new(),
+    }
+}
+
 impl HttpClass {
     pub fn new(
         workload: &Workload,
@@ -77,40 +119,14 @@ impl HttpClass {
             .ops
             .iter()
             .zip(requests)
-            .map(|(op, h)| PreparedOp {
-                method: h.method.clone(),
-                path: h.path.clone(),
-                headers: h
-                    .headers
+            .map(|(op, h)| {
+                let mut p = prepare(h, op.expect.clone(), &mut rng);
+                p.steps = h
+                    .steps
                     .iter()
-                    .filter_map(|(n, t)| {
-                        let name = HeaderName::from_bytes(n.as_bytes()).ok()?;
-                        let part = if t.is_literal() {
-                            HeaderPart::Fixed(HeaderValue::from_str(&t.source).ok()?)
-                        } else {
-                            HeaderPart::Template(t.clone())
-                        };
-                        Some((name, part))
-                    })
-                    .collect(),
-                body: match &h.body {
-                    Body::None => PreparedBody::None,
-                    Body::File { bytes, .. } => PreparedBody::Fixed(bytes.clone()),
-                    Body::Random(n) => {
-                        let mut b = vec![0u8; *n as usize];
-                        rng.fill_bytes(&mut b);
-                        PreparedBody::Fixed(Bytes::from(b))
-                    }
-                    Body::Template(t) if t.is_literal() => {
-                        PreparedBody::Fixed(Bytes::from(t.source.clone()))
-                    }
-                    Body::Template(t) => PreparedBody::Template(t.clone()),
-                },
-                expect: op.expect.clone(),
-                captures: h.captures.iter().map(|c| (c.var, c.from.clone())).collect(),
-                remember: h.remember.clone(),
-                pick: h.pick.clone(),
-                forget: h.forget,
+                    .map(|st| (st.label, prepare(&st.request, st.expect.clone(), &mut rng)))
+                    .collect();
+                p
             })
             .collect();
         HttpClass {
@@ -206,6 +222,76 @@ impl HttpVu {
         let Some(p) = class.ops.get(op) else {
             return failure(ErrorClass::Body, format!("no operation {op}"), 0);
         };
+        let mut st = VuData {
+            vars,
+            path_buf,
+            pools,
+        };
+        if p.steps.is_empty() {
+            return request(class, ids, auth.as_ref(), &mut st, p, seq, conn, rng).await;
+        }
+        // A sequence: timed as one operation, each step also reported under its own
+        // label. It stops at the first step that fails.
+        let mut done: Option<Outcome> = None;
+        let mut steps = Vec::with_capacity(p.steps.len());
+        for (label, step) in &p.steps {
+            let mut o = request(class, ids, auth.as_ref(), &mut st, step, seq, conn, rng).await;
+            if o.skipped {
+                if done.is_none() {
+                    // Nothing to act on, nothing sent: the whole operation is skipped.
+                    return o;
+                }
+                o = Outcome::failed(
+                    ErrorClass::Body,
+                    "a step found nothing to act on after earlier steps ran".into(),
+                );
+            }
+            steps.push((*label, o.clone()));
+            let failed = o.error.is_some();
+            if let Some(before) = &done {
+                o.add_cost(before);
+                if o.error.is_none() {
+                    o.error = before.error;
+                    o.detail = before.detail.clone();
+                }
+            }
+            done = Some(o);
+            if failed {
+                break;
+            }
+        }
+        let mut o = done.unwrap_or_else(Outcome::skipped);
+        o.steps = steps;
+        o
+    }
+}
+
+/// A user's mutable state that its requests read and write.
+struct VuData<'a> {
+    vars: &'a mut Vec<Option<String>>,
+    path_buf: &'a mut String,
+    pools: &'a mut Vec<VecDeque<String>>,
+}
+
+/// One request of an operation (or of one step of it): pick, render, send, judge,
+/// capture, remember.
+#[allow(clippy::too_many_arguments)]
+async fn request(
+    class: &HttpClass,
+    ids: &VuIds,
+    auth: Option<&Auth>,
+    st: &mut VuData<'_>,
+    p: &PreparedOp,
+    seq: u64,
+    conn: &mut Conn,
+    rng: &mut Xoshiro256PlusPlus,
+) -> Outcome {
+    let VuData {
+        vars,
+        path_buf,
+        pools,
+    } = st;
+    {
         // Something made earlier to act on, or nothing to do.
         let picked = match &p.pick {
             None => None,
@@ -282,7 +368,7 @@ impl HttpVu {
             }
             builder.body(Full::new(body.clone()))
         };
-        let resp = if let Some(auth) = auth.as_ref() {
+        let resp = if let Some(auth) = auth {
             match send_authenticated(conn, Some(auth), &p.method, path, &body, build).await {
                 Ok(r) => r,
                 Err(mut o) => {
@@ -323,6 +409,7 @@ impl HttpVu {
             skipped: false,
             prior_statuses: resp.earlier.clone(),
             handshake: resp.handshake,
+            steps: Vec::new(),
         };
         let expected = match &p.expect {
             Some(list) => list.contains(&status),

@@ -56,6 +56,9 @@ pub struct Outcome {
     /// Time spent opening connections for its requests (TCP connect, TLS handshake), part
     /// of `latency`; `None` when every request went out on an open connection.
     pub handshake: Option<Handshake>,
+    /// An operation made of steps: each step's own outcome and label (reported apart,
+    /// left out of the totals, which count the operation once).
+    pub steps: Vec<(usize, Outcome)>,
 }
 
 /// Why a user's untimed set-up failed: the request that failed and what came back.

@@ -353,6 +353,7 @@ impl Outcome {
             skipped: false,
             prior_statuses: resp.earlier.clone(),
             handshake: resp.handshake,
+            steps: Vec::new(),
         }
     }
 

@@ -313,7 +313,10 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
         let mut total = OpStats::default();
         for (i, (_, class, label)) in labels.iter().enumerate() {
             let s = r.stats.ops.get(i).cloned().unwrap_or_default();
-            total.merge(&s);
+            // A step is part of its operation, which the total counts once.
+            if !crate::workload::is_step_label(label) {
+                total.merge(&s);
+            }
             merged[i].merge(&s);
             per_round_rates[i].push(rate(s.successes, secs));
             if listed[i] {
@@ -353,7 +356,9 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
     let mut summary_ops = Vec::new();
     let mut total = OpStats::default();
     for (i, (_, class, label)) in labels.iter().enumerate() {
-        total.merge(&merged[i]);
+        if !crate::workload::is_step_label(label) {
+            total.merge(&merged[i]);
+        }
         if listed[i] {
             summary_ops.push(summary_op(
                 &format!("{class}.{label}"),

@@ -411,6 +411,27 @@ pub struct HttpRequest {
     pub pick: Option<Pick>,
     /// After a success (or a 404/410: it is gone either way), drop the picked entry.
     pub forget: bool,
+    /// `steps:` an operation that is a short sequence of requests, timed as one; when
+    /// given, they are sent instead of this request (whose own fields are then unused).
+    pub steps: Vec<HttpStep>,
+}
+
+/// Most steps in one operation.
+pub const MAX_STEPS: usize = 4;
+
+/// One step of an http operation made of steps.
+#[derive(Debug, Clone)]
+pub struct HttpStep {
+    pub name: String,
+    /// Its label in the class (`op.step`), reported apart from the operation.
+    pub label: usize,
+    pub expect: Option<Vec<u16>>,
+    pub request: HttpRequest,
+}
+
+/// Step labels are `operation.step`; operation names cannot hold a '.'.
+pub fn is_step_label(label: &str) -> bool {
+    label.contains('.')
 }
 
 /// `remember:` of an http operation.

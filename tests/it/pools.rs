@@ -139,6 +139,18 @@ fn pools_are_checked_before_anything_is_sent() {
             "users: [{class: a, protocol: http, count: 1, mix: {p: {weight: 1, method: PUT, path: /x, remember: files}, g: {weight: 1, path: '{x}', pick: {pool: files, as: file}}}}]",
             "'file' is a built-in variable",
         ),
+        (
+            "users: [{class: a, protocol: http, count: 1, mix: {s: {weight: 1, steps: [{name: a, path: /1}, {name: b, path: /2}, {name: c, path: /3}, {name: d, path: /4}, {name: e, path: /5}]}}}]",
+            "an operation has 1 to 4 steps, found 5",
+        ),
+        (
+            "users: [{class: a, protocol: http, count: 1, mix: {s: {weight: 1, steps: [{name: a, path: /1}, {name: a, path: /2}]}}}]",
+            "step 'a' appears twice",
+        ),
+        (
+            "users: [{class: a, protocol: http, count: 1, mix: {s: {weight: 1, method: GET, steps: [{name: a, path: /1}]}}}]",
+            "unknown key",
+        ),
     ];
     for (i, (yaml, said)) in cases.iter().enumerate() {
         let f = tmp.path().join(format!("p{i}.yaml"));
@@ -149,4 +161,81 @@ fn pools_are_checked_before_anything_is_sent() {
         assert!(err.contains(said), "{yaml}: {err}");
         assert!(err.contains(&format!("p{i}.yaml:")), "{err}");
     }
+}
+
+#[test]
+fn an_operation_of_steps_is_timed_once_and_each_step_reported_apart() {
+    let rt = runtime();
+    let share = Arc::new(Share::default());
+    let app = Router::new().fallback(handle).with_state(share.clone());
+    let l = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = l.local_addr().unwrap();
+    rt.spawn(async move { axum::serve(l, app).await });
+    let tmp = tempdir();
+    let w = tmp.path().join("steps.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            r#"
+target: http://{addr}
+context: ""
+run: {{ iterations: 40, rounds: 1, warmup: 0s }}
+users:
+  - class: c
+    protocol: http
+    count: 3
+    cleanup: {{ files: DELETE }}
+    mix:
+      put_get:
+        weight: 3
+        steps:
+          - {{ name: put, method: PUT, path: "/f-{{vu}}-{{seq}}", body: x, expect: [201], remember: files }}
+          - {{ name: get, path: "/f-{{vu}}-{{seq}}", expect: [200] }}
+      missing:
+        weight: 1
+        steps:
+          - {{ name: get, path: "/nowhere-{{seq}}", expect: [200] }}
+          - {{ name: never, path: /x }}
+"#
+        ),
+    )
+    .unwrap();
+    let out = out_dir(&tmp);
+    let o = loadmix_bin(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = read_report(&out);
+    let row = |name: &str| {
+        r.summary
+            .ops
+            .iter()
+            .find(|o| o.op == name)
+            .unwrap_or_else(|| panic!("no row {name}"))
+    };
+    let (op, put, get) = (row("c.put_get"), row("c.put_get.put"), row("c.put_get.get"));
+    assert_eq!(op.requests, put.requests);
+    assert_eq!(op.requests, get.requests);
+    assert_eq!(op.failures, 0);
+    // The operation's latency is its steps' together.
+    assert!(op.latency_ms.mean >= put.latency_ms.mean + get.latency_ms.mean - 0.01);
+    // A failing first step stops the sequence: the second step never runs.
+    let missing = row("c.missing");
+    assert_eq!(missing.failures, missing.requests);
+    assert_eq!(row("c.missing.get").failures, missing.requests);
+    assert!(
+        r.summary
+            .ops
+            .iter()
+            .all(|o| o.op != "c.missing.never" || o.requests == 0)
+    );
+    // The total counts each operation once, not its steps again.
+    assert_eq!(r.summary.total.requests, 3 * 40);
+    assert_eq!(r.summary.total.requests, op.requests + missing.requests);
+    // Every request the server answered is in the statuses, cleanup apart.
+    let answered: u64 = share.answered.lock().unwrap().values().sum();
+    let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
+    let total_statuses: u64 = r.summary.total.status.values().sum();
+    assert_eq!(total_statuses + cleanup, answered);
+    assert!(share.files.lock().unwrap().is_empty());
 }

@@ -88,10 +88,20 @@ pub(super) fn resolve_class(
         .zip(&op_params)
         .collect();
     let kind = match ops::build_class(protocol, &named, &params, &mut labels) {
-        Ok(ClassKind::Http { .. }) => ClassKind::Http {
-            pools: resolve_cleanup(cx, node, &path, &pools)?,
-            requests,
-        },
+        Ok(ClassKind::Http { .. }) => {
+            // Each step is reported under `operation.step`, after the table's labels.
+            let mut requests = requests;
+            for (op, h) in ops.iter().zip(requests.iter_mut()) {
+                for st in &mut h.steps {
+                    st.label = labels.len();
+                    labels.push(format!("{}.{}", op.name, st.name));
+                }
+            }
+            ClassKind::Http {
+                pools: resolve_cleanup(cx, node, &path, &pools)?,
+                requests,
+            }
+        }
         Ok(k) => k,
         Err(m) => return Err(cx.err(pos, &mix_path, m)),
     };
@@ -219,6 +229,7 @@ fn check_captures(
 ) -> R<()> {
     let captured: Vec<usize> = requests
         .iter()
+        .flat_map(parts)
         .flat_map(|h| {
             h.captures
                 .iter()
@@ -245,6 +256,104 @@ fn check_captures(
     Ok(())
 }
 
+/// The requests an operation sends: its steps, or itself.
+fn parts(h: &HttpRequest) -> Vec<&HttpRequest> {
+    if h.steps.is_empty() {
+        vec![h]
+    } else {
+        h.steps.iter().map(|s| &s.request).collect()
+    }
+}
+
+/// Where a class's templates register their variables and pools.
+struct Sites<'a> {
+    captures: &'a mut Vec<String>,
+    capture_sites: &'a mut Vec<(String, Pos)>,
+    pools: &'a mut Vec<(String, Pos)>,
+}
+
+const STEP_KEYS: &[&str] = &[
+    "name", "method", "path", "headers", "body", "expect", "capture", "remember", "pick", "forget",
+];
+
+/// `steps:` of an http operation: a list of named requests (at most [`MAX_STEPS`]).
+/// Labels are given later, once the class's labels are known.
+fn resolve_steps(cx: &Cx, node: &Node, path: &str, sites: &mut Sites<'_>) -> R<HttpRequest> {
+    let Value::Seq(items) = &node.value else {
+        return Err(cx.err(
+            node.pos,
+            path,
+            format!("expected a list of steps, found {}", node.value.kind()),
+        ));
+    };
+    if items.is_empty() || items.len() > MAX_STEPS {
+        return Err(cx.err(
+            node.pos,
+            path,
+            format!(
+                "an operation has 1 to {MAX_STEPS} steps, found {}",
+                items.len()
+            ),
+        ));
+    }
+    let mut steps: Vec<HttpStep> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let fallback = format!("{path}[{i}]");
+        let entries = cx.map(item, &fallback)?;
+        cx.check_keys(entries, STEP_KEYS, &fallback)?;
+        let name_node = required(cx, item, "name", &fallback)?;
+        let name = cx.string(name_node, &join(&fallback, "name"))?;
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(cx.err(
+                name_node.pos,
+                &join(&fallback, "name"),
+                "step names are letters, digits, '_' or '-'",
+            ));
+        }
+        if steps.iter().any(|s| s.name == name) {
+            return Err(cx.err(
+                name_node.pos,
+                &join(&fallback, "name"),
+                format!("step '{name}' appears twice"),
+            ));
+        }
+        let sp = format!("{path}.{name}");
+        let expect = item
+            .get("expect")
+            .map(|x| resolve_expect(cx, x, &join(&sp, "expect")))
+            .transpose()?;
+        let request = resolve_http(
+            cx,
+            item,
+            &sp,
+            sites.captures,
+            sites.capture_sites,
+            sites.pools,
+        )?;
+        steps.push(HttpStep {
+            name,
+            label: usize::MAX,
+            expect,
+            request,
+        });
+    }
+    Ok(HttpRequest {
+        method: hyper::Method::GET,
+        path: Template::literal("/"),
+        headers: Vec::new(),
+        body: Body::None,
+        captures: Vec::new(),
+        remember: None,
+        pick: None,
+        forget: false,
+        steps,
+    })
+}
+
 /// Every pool an operation picks from must be filled by some operation's `remember`.
 fn check_pools(
     cx: &Cx,
@@ -255,6 +364,7 @@ fn check_pools(
     for (i, (name, pos)) in pools.iter().enumerate() {
         if !requests
             .iter()
+            .flat_map(parts)
             .any(|h| h.remember.as_ref().is_some_and(|r| r.pool == i))
         {
             return Err(cx.err_hint(
@@ -330,21 +440,40 @@ fn check_sendable(
 ) -> R<()> {
     // What each operation reads: its templates' variables, except the one its own pick
     // fills; and the pool it picks from, which some sendable operation must fill.
+    // A step may read what an earlier step of its own operation captured or picked, and
+    // pick from a pool an earlier step filled.
+    let mut outside_pools: Vec<Vec<usize>> = Vec::new();
     let uses: Vec<Vec<usize>> = requests
         .iter()
-        .map(|h| {
-            let mut v: Vec<usize> = h.path.vars_used().collect();
-            for (_, t) in &h.headers {
-                v.extend(t.vars_used());
+        .map(|op| {
+            let mut v = Vec::new();
+            let mut own: Vec<usize> = Vec::new();
+            let mut filled_here: Vec<usize> = Vec::new();
+            let mut needs_pools: Vec<usize> = Vec::new();
+            for h in parts(op) {
+                if let Some(p) = &h.pick {
+                    if !filled_here.contains(&p.pool) {
+                        needs_pools.push(p.pool);
+                    }
+                    own.push(p.var);
+                }
+                let mut u: Vec<usize> = h.path.vars_used().collect();
+                for (_, t) in &h.headers {
+                    u.extend(t.vars_used());
+                }
+                if let Body::Template(t) = &h.body {
+                    u.extend(t.vars_used());
+                }
+                if let Some(r) = h.remember.as_ref().and_then(|r| r.value.as_ref()) {
+                    u.extend(r.vars_used());
+                }
+                v.extend(u.into_iter().filter(|x| !own.contains(x)));
+                own.extend(h.captures.iter().map(|c| c.var));
+                if let Some(r) = &h.remember {
+                    filled_here.push(r.pool);
+                }
             }
-            if let Body::Template(t) = &h.body {
-                v.extend(t.vars_used());
-            }
-            if let Some(r) = h.remember.as_ref().and_then(|r| r.value.as_ref()) {
-                v.extend(r.vars_used());
-            }
-            let own = h.pick.as_ref().map(|p| p.var);
-            v.retain(|x| Some(*x) != own);
+            outside_pools.push(needs_pools);
             v
         })
         .collect();
@@ -353,8 +482,8 @@ fn check_sendable(
     let mut sendable = vec![false; requests.len()];
     loop {
         let mut changed = false;
-        for (i, h) in requests.iter().enumerate() {
-            let pool_ok = h.pick.as_ref().is_none_or(|p| filled[p.pool]);
+        for (i, op) in requests.iter().enumerate() {
+            let pool_ok = outside_pools[i].iter().all(|p| filled[*p]);
             if sendable[i]
                 || ops[i].weight <= 0.0
                 || !pool_ok
@@ -364,14 +493,16 @@ fn check_sendable(
             }
             sendable[i] = true;
             changed = true;
-            for c in &h.captures {
-                available[c.var] = true;
-            }
-            if let Some(p) = &h.pick {
-                available[p.var] = true;
-            }
-            if let Some(r) = &h.remember {
-                filled[r.pool] = true;
+            for h in parts(op) {
+                for c in &h.captures {
+                    available[c.var] = true;
+                }
+                if let Some(p) = &h.pick {
+                    available[p.var] = true;
+                }
+                if let Some(r) = &h.remember {
+                    filled[r.pool] = true;
+                }
             }
         }
         if !changed {
@@ -535,6 +666,11 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
                 } else {
                     OP_KEYS
                 };
+                let allowed = if v.get("steps").is_some() {
+                    &["weight", "steps"][..]
+                } else {
+                    allowed
+                };
                 cx.check_keys(e, allowed, &op_path)?;
                 if let Some(p) = v.get("params") {
                     let defs = op_def.map(|d| d.params).unwrap_or(&[]);
@@ -544,14 +680,24 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
                     op.expect = Some(resolve_expect(cx, x, &join(&op_path, "expect"))?);
                 }
                 if protocol == Protocol::Http {
-                    requests.push(resolve_http(
-                        cx,
-                        v,
-                        &op_path,
-                        &mut captures,
-                        &mut capture_sites,
-                        &mut pools,
-                    )?);
+                    let mut sites = Sites {
+                        captures: &mut captures,
+                        capture_sites: &mut capture_sites,
+                        pools: &mut pools,
+                    };
+                    requests.push(match v.get("steps") {
+                        Some(steps) => {
+                            resolve_steps(cx, steps, &join(&op_path, "steps"), &mut sites)?
+                        }
+                        None => resolve_http(
+                            cx,
+                            v,
+                            &op_path,
+                            sites.captures,
+                            sites.capture_sites,
+                            sites.pools,
+                        )?,
+                    });
                 }
                 required(cx, v, "weight", &op_path)?
             }

@@ -325,5 +325,6 @@ pub(super) fn resolve_http(
         remember,
         pick,
         forget,
+        steps: Vec::new(),
     })
 }

@@ -126,6 +126,12 @@ pub struct RunArgs {
     /// by default it is deleted when the round ends, untimed.
     #[arg(long)]
     pub keep_data: bool,
+    /// What this configuration is, in words, kept in run.json (e.g. "synchronous_commit=off").
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
+    /// A setting of this configuration, kept in run.json and shown by compare (repeatable).
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
     /// Write every operation (round, class, vu, seq, op, label, start, latency, status,
     /// error) to this CSV file.
     #[arg(long, value_name = "FILE")]
@@ -247,6 +253,23 @@ pub struct CompareArgs {
     pub force: bool,
 }
 
+/// `KEY=VALUE` of `--label`: a key of letters, digits, '_', '-' or '.'.
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}' is not KEY=VALUE"))?;
+    if k.is_empty()
+        || !k
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+    {
+        return Err(format!(
+            "'{k}': label keys are letters, digits, '_', '-' or '.'"
+        ));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
 /// Parse `args` and run; returns the process exit code.
 pub fn main<I, T>(args: I) -> i32
 where
@@ -343,6 +366,8 @@ impl From<RunArgs> for RunOptions {
             log_ops: a.log_ops,
             quiet: a.quiet,
             keep_data: a.keep_data,
+            note: a.note,
+            labels: a.labels,
             tls: TlsOptions {
                 ca_cert: a.tls.ca_cert,
                 client_cert: a.tls.client_cert,
@@ -606,6 +631,33 @@ fn show_report(a: ReportArgs) -> Exit {
     code
 }
 
+/// What to call each run in a comparison: the target's name stored in the report, else
+/// its target, else the folder its run.json is in, else the file; the first of these that
+/// tells all the runs apart (`compare` shortens long ones for its tables).
+fn run_names(reports: &[report::Report], files: &[PathBuf]) -> Vec<String> {
+    let unique = |v: &[String]| v.iter().collect::<std::collections::HashSet<_>>().len() == v.len();
+    let candidates: [Vec<String>; 3] = [
+        reports
+            .iter()
+            .map(|r| r.name.clone().unwrap_or_default())
+            .collect(),
+        reports.iter().map(|r| r.target.clone()).collect(),
+        files
+            .iter()
+            .map(|p| {
+                p.parent()
+                    .and_then(|d| d.file_name())
+                    .map(|d| d.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
+            .collect(),
+    ];
+    candidates
+        .into_iter()
+        .find(|c| c.iter().all(|n| !n.is_empty()) && unique(c))
+        .unwrap_or_else(|| files.iter().map(|p| p.display().to_string()).collect())
+}
+
 fn compare(a: CompareArgs) -> Exit {
     let mut reports = Vec::new();
     for p in &a.runs {
@@ -614,12 +666,7 @@ fn compare(a: CompareArgs) -> Exit {
             Err(e) => return Exit::Usage.fail(e),
         }
     }
-    // Name each run by its target, or by its file when targets repeat.
-    let mut names: Vec<String> = reports.iter().map(|r| r.target.clone()).collect();
-    let unique = names.iter().collect::<std::collections::HashSet<_>>().len() == names.len();
-    if !unique {
-        names = a.runs.iter().map(|p| p.display().to_string()).collect();
-    }
+    let names = run_names(&reports, &a.runs);
     let c = match report::compare::compare(&names, &reports, a.force) {
         Ok(c) => c,
         Err(e) => return Exit::Usage.fail(e),

@@ -8,7 +8,7 @@
 use std::fmt::Write;
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{CellAlignment, Table};
+use comfy_table::{CellAlignment, ContentArrangement, Table};
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
@@ -23,7 +23,40 @@ pub struct Comparison {
     pub method: String,
     /// Target (or file) of each run, first is the baseline.
     pub runs: Vec<String>,
+    /// What each run was: its target, note and labels, in the order of `runs`.
+    #[serde(default)]
+    pub details: Vec<RunDetails>,
     pub rows: Vec<Row>,
+}
+
+/// What a compared run was, as its report recorded it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RunDetails {
+    /// As the tables show it.
+    pub name: String,
+    /// As it was given.
+    pub full_name: String,
+    pub target: String,
+    pub note: Option<String>,
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+impl RunDetails {
+    /// `name = target (note; key=value, ...)`, for a legend under a table.
+    pub fn legend(&self) -> String {
+        let mut extra: Vec<String> = self.note.iter().cloned().collect();
+        extra.extend(self.labels.iter().map(|(k, v)| format!("{k}={v}")));
+        let who = if self.full_name == self.name {
+            self.name.clone()
+        } else {
+            format!("{} = {}", self.name, self.full_name)
+        };
+        if extra.is_empty() {
+            format!("{who}: {}", self.target)
+        } else {
+            format!("{who}: {} ({})", self.target, extra.join("; "))
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -121,12 +154,14 @@ fn cell(o: &OpReport, base: Option<&OpReport>) -> Cell {
     }
 }
 
-/// Compare `reports` (named by `names`), the first being the baseline.
+/// Compare `reports` (named by `names`, shortened for tables by [`short_names`]), the
+/// first being the baseline.
 pub fn compare(
     names: &[String],
     reports: &[Report],
     force: bool,
 ) -> Result<Comparison, CompareError> {
+    let short = short_names(names);
     if reports.len() < 2 {
         return Err(CompareError::TooFew);
     }
@@ -182,7 +217,19 @@ pub fn compare(
         method: format!(
             "throughput: mean ops/s over rounds ± 95 % CI (Student's t); difference to the first run tested with Welch's t-test over per-round ops/s, two-sided, significant when p < {ALPHA}; latency percentiles from merged histograms, shown as ratios, not tested"
         ),
-        runs: names.to_vec(),
+        runs: short.clone(),
+        details: short
+            .iter()
+            .zip(names)
+            .zip(reports)
+            .map(|((n, full), r)| RunDetails {
+                name: n.clone(),
+                full_name: full.clone(),
+                target: r.target.clone(),
+                note: r.note.clone(),
+                labels: r.labels.clone(),
+            })
+            .collect(),
         rows,
     })
 }
@@ -203,50 +250,127 @@ fn verdict(c: &Cell) -> String {
     }
 }
 
-/// Console table.
+/// Console table: one row per operation and run, so it stays as narrow with four runs as
+/// with two, and wraps to the terminal's width (120 columns when it has none).
 pub fn render_table(c: &Comparison) -> String {
     let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    let mut header = vec!["operation".to_string()];
-    for (i, n) in c.runs.iter().enumerate() {
-        header.push(format!("{n} ops/s"));
-        header.push(format!("{n} p50/p95/p99 ms"));
-        if i > 0 {
-            header.push(format!("vs {}", c.runs[0]));
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    // $COLUMNS when the shell exports it, else the terminal's width, else 120.
+    match std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse::<u16>().ok())
+    {
+        Some(w) if w >= 40 => {
+            t.set_width(w);
         }
+        _ if t.width().is_none() => {
+            t.set_width(120);
+        }
+        _ => {}
     }
-    t.set_header(header);
+    t.set_header(vec![
+        "operation",
+        "run",
+        "ops/s",
+        "p50 ms",
+        "p99 ms",
+        &format!("vs {}", c.runs[0]),
+    ]);
     for row in &c.rows {
-        let mut cells = vec![row.op.clone()];
         for (i, cell) in row.cells.iter().enumerate() {
+            let op = if i == 0 {
+                row.op.clone()
+            } else {
+                String::new()
+            };
+            let mut cells = vec![op, c.runs[i].clone()];
             match cell {
                 Some(x) => {
                     cells.push(rate(x));
-                    cells.push(format!("{:.2}/{:.2}/{:.2}", x.p50_ms, x.p95_ms, x.p99_ms));
-                    if i > 0 {
-                        cells.push(verdict(x));
-                    }
+                    cells.push(format!("{:.2}", x.p50_ms));
+                    cells.push(format!("{:.2}", x.p99_ms));
+                    cells.push(verdict(x));
                 }
-                None => cells.extend(std::iter::repeat_n(
-                    "-".to_string(),
-                    if i > 0 { 3 } else { 2 },
-                )),
+                None => cells.extend(std::iter::repeat_n("-".to_string(), 4)),
             }
+            t.add_row(cells);
         }
-        t.add_row(cells);
     }
-    for i in 1..t.column_count() {
+    for i in 2..t.column_count() {
         if let Some(col) = t.column_mut(i) {
             col.set_cell_alignment(CellAlignment::Right);
         }
     }
+    let legend: Vec<String> = c
+        .details
+        .iter()
+        .map(|d| format!("  {}", d.legend()))
+        .collect();
     format!(
-        "comparison of {} runs of {}\n{t}\nmethod: {}\n",
+        "comparison of {} runs of {}\n{}\n{t}\nmethod: {}\n",
         c.runs.len(),
         c.workload,
+        legend.join("\n"),
         c.method
     )
 }
+
+/// Names for runs in tables: each at most [`NAME_WIDTH`] characters where that keeps them
+/// apart. Words every name shares (`synchronous_commit` in `synchronous_commit-on` and
+/// `synchronous_commit-off`) are left out first, then long names are cut in the middle,
+/// the same way everywhere. The full names are in the legend.
+pub fn short_names(names: &[String]) -> Vec<String> {
+    let unique = |v: &[String]| v.iter().collect::<std::collections::HashSet<_>>().len() == v.len();
+    if names.iter().all(|n| n.chars().count() <= NAME_WIDTH) || !unique(names) {
+        return names.to_vec();
+    }
+    let words = |n: &str| -> Vec<String> {
+        n.split(['-', '_', '.', '=', ',', ' '])
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let all: Vec<Vec<String>> = names.iter().map(|n| words(n)).collect();
+    let shared = |w: &String| all.iter().all(|ws| ws.contains(w));
+    let distinct: Vec<String> = names
+        .iter()
+        .zip(&all)
+        .map(|(n, ws)| {
+            let kept: Vec<&str> = ws
+                .iter()
+                .filter(|w| !shared(w))
+                .map(String::as_str)
+                .collect();
+            if kept.is_empty() || names.len() < 2 {
+                n.clone()
+            } else {
+                kept.join("-")
+            }
+        })
+        .collect();
+    let base = if unique(&distinct) {
+        distinct
+    } else {
+        names.to_vec()
+    };
+    let cut = |n: &str| -> String {
+        let chars: Vec<char> = n.chars().collect();
+        if chars.len() <= NAME_WIDTH {
+            return n.to_string();
+        }
+        let head: String = chars[..NAME_WIDTH / 2 - 1].iter().collect();
+        let tail: String = chars[chars.len() - (NAME_WIDTH - NAME_WIDTH / 2)..]
+            .iter()
+            .collect();
+        format!("{head}…{tail}")
+    };
+    let short: Vec<String> = base.iter().map(|n| cut(n)).collect();
+    if unique(&short) { short } else { base }
+}
+
+/// Longest run name shown in a table.
+pub const NAME_WIDTH: usize = 16;
 
 /// Markdown, for pasting into a review.
 pub fn render_markdown(c: &Comparison) -> String {

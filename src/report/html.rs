@@ -297,6 +297,13 @@ pub fn comparison(c: &Comparison) -> String {
         esc(&c.runs.join(" vs ")),
         esc(&c.method)
     );
+    if !c.details.is_empty() {
+        b.push_str("<ul class=\"runs\">");
+        for d in &c.details {
+            let _ = write!(b, "<li>{}</li>", esc(&d.legend()));
+        }
+        b.push_str("</ul>");
+    }
     b.push_str(&figure("compare-throughput", charts::compare_throughput(c)));
     b.push_str(&compare_table(c));
     page(&format!("loadmix compare: {}", c.workload), &b)

@@ -26,6 +26,15 @@ pub struct Report {
     /// Stopped early (Ctrl-C): the figures cover what ran.
     pub interrupted: bool,
     pub target: String,
+    /// The target's name (`--target NAME=URL`, or the one loadmix gave it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// What this configuration was, in the user's words (`--note`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// `--label KEY=VALUE`: the configuration's settings, for comparisons.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
     /// How an https target's certificate was checked; absent for http.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsInfo>,
@@ -391,6 +400,9 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
         finished_at: rfc3339(run.finished_at),
         interrupted: run.interrupted,
         target: target.to_string(),
+        name: None,
+        note: None,
+        labels: BTreeMap::new(),
         tls: None,
         seed: w.run.seed,
         workload: workload_info(w),

@@ -59,6 +59,10 @@ pub struct RunOptions {
     pub tls: TlsOptions,
     /// Leave what the run made on the target.
     pub keep_data: bool,
+    /// `--note TEXT`, stored in every report of the run.
+    pub note: Option<String>,
+    /// `--label KEY=VALUE`, stored in every report of the run.
+    pub labels: Vec<(String, String)>,
 }
 
 /// Why a run could not run (or stopped before it measured anything).
@@ -461,6 +465,9 @@ async fn run_point(
             .map(|t| t.spec.to_string())
             .unwrap_or_default();
         let mut rep = report::build(w, &target, &result);
+        rep.name = Some(lane.name.clone());
+        rep.note = a.note.clone();
+        rep.labels = a.labels.iter().cloned().collect();
         if target.starts_with("https://") {
             rep.tls = Some(TlsInfo {
                 verified: !a.tls.insecure,
@@ -495,7 +502,12 @@ async fn run_point(
         reports.push((lane.name, rep, tdir));
     }
     if reports.len() > 1 {
-        let names: Vec<String> = reports.iter().map(|(n, _, _)| n.clone()).collect();
+        let names: Vec<String> = compare::short_names(
+            &reports
+                .iter()
+                .map(|(n, _, _)| n.clone())
+                .collect::<Vec<_>>(),
+        );
         let reps: Vec<Report> = reports.iter().map(|(_, r, _)| r.clone()).collect();
         if let Ok(c) = compare::compare(&names, &reps, false) {
             let files = [
@@ -569,7 +581,12 @@ fn emit(
 /// The stdout text of a run without a sweep, and whether `--html` or `--csv` failed.
 fn single_point(a: &RunOptions, p: &PointResult) -> (String, bool) {
     let mut failed = false;
-    let names: Vec<String> = p.reports.iter().map(|(n, _, _)| n.clone()).collect();
+    let names: Vec<String> = compare::short_names(
+        &p.reports
+            .iter()
+            .map(|(n, _, _)| n.clone())
+            .collect::<Vec<_>>(),
+    );
     let reps: Vec<Report> = p.reports.iter().map(|(_, r, _)| r.clone()).collect();
     let text = match (a.format, reps.as_slice()) {
         (StdoutFormat::Table, [one]) => report::table::render(one),

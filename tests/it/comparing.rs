@@ -260,3 +260,60 @@ fn html_pages_are_self_contained_and_carry_every_chart() {
         assert!(!page.contains(outside), "{outside} would load something");
     }
 }
+
+#[test]
+fn four_runs_compare_in_a_narrow_table_named_by_their_targets_with_notes_and_labels() {
+    let tmp = tempdir();
+    let mut files = Vec::new();
+    for (i, (name, note)) in [
+        ("synchronous_commit-on-shared_buffers-128MB", "baseline"),
+        (
+            "synchronous_commit-off-shared_buffers-128MB",
+            "async commit",
+        ),
+        ("synchronous_commit-on-shared_buffers-1GB", "more buffers"),
+        ("synchronous_commit-off-shared_buffers-1GB", "both"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut r = fixture(if i % 2 == 0 {
+            "queue-memory.json"
+        } else {
+            "queue-sqlite.json"
+        });
+        r.name = Some(name.to_string());
+        r.note = Some(note.to_string());
+        r.labels.insert("run".into(), i.to_string());
+        let dir = tmp.path().join(format!("r{i}"));
+        loadmix::report::write_dir(&r, &dir).unwrap();
+        files.push(path_str(&dir.join("run.json")));
+    }
+    let mut args = vec!["compare"];
+    args.extend(files.iter().map(String::as_str));
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_loadmix"))
+        .args(&args)
+        .env("COLUMNS", "120")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for line in out.lines().filter(|l| l.starts_with(['│', '┌', '╞', '└'])) {
+        assert!(
+            line.chars().count() <= 120,
+            "{} wide: {line}",
+            line.chars().count()
+        );
+    }
+    // Names, not paths, shortened the same way everywhere; the legend has them whole.
+    assert!(!out.contains("run.json"), "{out}");
+    // The words all four share are left out of the table's names.
+    for short in ["on-128MB", "off-128MB", "on-1GB", "off-1GB"] {
+        assert!(out.contains(&format!(" {short} ")), "{short}: {out}");
+    }
+    assert!(
+        out.contains("off-128MB = synchronous_commit-off-shared_buffers-128MB: embedded"),
+        "{out}"
+    );
+    assert!(out.contains("(async commit; run=1)"), "{out}");
+}

@@ -88,6 +88,13 @@ pub struct WorkloadArgs {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum OrderArg {
+    Alternate,
+    Balanced,
+    Shuffle,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum Format {
     Table,
     Json,
@@ -132,6 +139,10 @@ pub struct RunArgs {
     /// A setting of this configuration, kept in run.json and shown by compare (repeatable).
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
+    /// The order of several targets' rounds: alternate (A B A B), balanced (A B B A, the
+    /// default: a steady drift of the host falls on both alike) or shuffle (seeded).
+    #[arg(long, value_enum)]
+    pub order: Option<OrderArg>,
     /// Write every operation (round, class, vu, seq, op, label, start, latency, status,
     /// error) to this CSV file.
     #[arg(long, value_name = "FILE")]
@@ -368,6 +379,11 @@ impl From<RunArgs> for RunOptions {
             keep_data: a.keep_data,
             note: a.note,
             labels: a.labels,
+            order: a.order.map(|o| match o {
+                OrderArg::Alternate => crate::run::Order::Alternate,
+                OrderArg::Balanced => crate::run::Order::Balanced,
+                OrderArg::Shuffle => crate::run::Order::Shuffle,
+            }),
             tls: TlsOptions {
                 ca_cert: a.tls.ca_cert,
                 client_cert: a.tls.client_cert,

@@ -124,9 +124,22 @@ pub struct RunResult {
     pub finished_at: SystemTime,
     pub labels: LabelTable,
     pub rounds: Vec<RoundResult>,
+    /// Warm-up rounds, thrown away: what each did.
+    pub warmups: Vec<WarmupRound>,
     pub interrupted: bool,
     pub op_log: Vec<OpLogEntry>,
     pub failures: Vec<FailureNote>,
+}
+
+/// A warm-up round's headline figures (the round itself is not in the report).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WarmupRound {
+    /// From 1.
+    pub index: u32,
+    pub elapsed: Duration,
+    pub successes: u64,
+    pub failures: u64,
+    pub ops_per_sec: f64,
 }
 
 /// The label table of a workload: each class's labels, in order.
@@ -175,6 +188,7 @@ pub struct Runner {
     labels: LabelTable,
     started_at: SystemTime,
     rounds: Vec<RoundResult>,
+    warmups: Vec<WarmupRound>,
     op_log: Vec<OpLogEntry>,
     failures: Vec<FailureNote>,
 }
@@ -189,9 +203,35 @@ impl Runner {
             drivers,
             started_at: SystemTime::now(),
             rounds: Vec::new(),
+            warmups: Vec::new(),
             op_log: Vec::new(),
             failures: Vec::new(),
         })
+    }
+
+    /// Run warm-up round `k` (from 1): a whole round, thrown away but for its headline
+    /// figures. It is numbered after the measured rounds, so the measured rounds' users
+    /// draw the same random streams with or without warm-up rounds.
+    pub async fn warmup_round(&mut self, w: &Workload, k: u32) {
+        let index = w.run.rounds.saturating_add(k);
+        let (round, _, _) = run_round(w, &self.cfg, &self.drivers, &self.labels, index).await;
+        let total = round
+            .stats
+            .ops
+            .iter()
+            .fold((0u64, 0u64), |a, s| (a.0 + s.successes, a.1 + s.failures));
+        let secs = round.measured.as_secs_f64();
+        self.warmups.push(WarmupRound {
+            index: k,
+            elapsed: round.elapsed,
+            successes: total.0,
+            failures: total.1,
+            ops_per_sec: if secs > 0.0 {
+                total.0 as f64 / secs
+            } else {
+                0.0
+            },
+        });
     }
 
     /// Run round `r` (from 1); `on_round` hears of it.
@@ -218,6 +258,7 @@ impl Runner {
             labels: self.labels,
             interrupted: self.cfg.stop.is_cancelled() || self.rounds.len() < w.run.rounds as usize,
             rounds: self.rounds,
+            warmups: self.warmups,
             op_log: self.op_log,
             failures: self.failures,
         }

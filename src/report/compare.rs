@@ -26,6 +26,10 @@ pub struct Comparison {
     /// What each run was: its target, note and labels, in the order of `runs`.
     #[serde(default)]
     pub details: Vec<RunDetails>,
+    /// What may make a difference less than it looks: a run whose rounds drifted, a
+    /// generator that may have set the pace. Named by run.
+    #[serde(default)]
+    pub warnings: Vec<String>,
     pub rows: Vec<Row>,
 }
 
@@ -230,6 +234,22 @@ pub fn compare(
                 labels: r.labels.clone(),
             })
             .collect(),
+        warnings: short
+            .iter()
+            .zip(reports)
+            .flat_map(|(n, r)| {
+                r.summary
+                    .drift
+                    .iter()
+                    .map(move |d| format!("{n}: drift: {}", d.message))
+                    .chain(
+                        r.summary
+                            .generator_warnings
+                            .iter()
+                            .map(move |w| format!("{n}: {w}")),
+                    )
+            })
+            .collect(),
         rows,
     })
 }
@@ -307,8 +327,13 @@ pub fn render_table(c: &Comparison) -> String {
         .iter()
         .map(|d| format!("  {}", d.legend()))
         .collect();
+    let warnings: String = c
+        .warnings
+        .iter()
+        .map(|w| format!("WARNING: {w}\n"))
+        .collect();
     format!(
-        "comparison of {} runs of {}\n{}\n{t}\nmethod: {}\n",
+        "comparison of {} runs of {}\n{}\n{t}\nmethod: {}\n{warnings}",
         c.runs.len(),
         c.workload,
         legend.join("\n"),

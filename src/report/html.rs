@@ -123,6 +123,9 @@ pub fn report(r: &Report) -> String {
     for w in &r.summary.generator_warnings {
         let _ = write!(b, "<p class=\"warn\">{}</p>", esc(w));
     }
+    if let Some(d) = &r.summary.drift {
+        let _ = write!(b, "<p class=\"warn\">drift: {}</p>", esc(&d.message));
+    }
 
     b.push_str("<h2>Summary</h2><table><tr><th>operation</th><th>requests</th><th>ok</th><th>failed</th><th>ops/s (95% CI)</th><th>mean ms</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>sent B</th><th>received B</th></tr>");
     for o in r
@@ -303,6 +306,9 @@ pub fn comparison(c: &Comparison) -> String {
             let _ = write!(b, "<li>{}</li>", esc(&d.legend()));
         }
         b.push_str("</ul>");
+    }
+    for w in &c.warnings {
+        let _ = write!(b, "<p class=\"warn\">{}</p>", esc(w));
     }
     b.push_str(&figure("compare-throughput", charts::compare_throughput(c)));
     b.push_str(&compare_table(c));

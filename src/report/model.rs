@@ -40,11 +40,28 @@ pub struct Report {
     pub tls: Option<TlsInfo>,
     pub seed: u64,
     pub workload: WorkloadInfo,
+    /// Whole rounds run first and thrown away (`run.warmup_rounds`): what each did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warmup_rounds: Vec<WarmupRoundInfo>,
+    /// With several targets: the order their rounds took (`alternate`, `balanced`,
+    /// `shuffle`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
     pub rounds: Vec<RoundReport>,
     pub summary: Summary,
     pub thresholds: Vec<ThresholdInfo>,
     /// The first failures, with what came back.
     pub failures: Vec<FailureInfo>,
+}
+
+/// A warm-up round: run, thrown away, and recorded as such.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WarmupRoundInfo {
+    pub index: u32,
+    pub elapsed_s: f64,
+    pub successes: u64,
+    pub failures: u64,
+    pub ops_per_sec: f64,
 }
 
 /// TLS settings of an https run, so a report says whether its server was verified.
@@ -268,6 +285,53 @@ pub struct Summary {
     /// Every round's generator warnings, once each.
     #[serde(default)]
     pub generator_warnings: Vec<String>,
+    /// Throughput moved steadily over the measured rounds: still warming up, or something
+    /// piling up. `None` when the rounds show no significant trend (or are too few).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Drift>,
+}
+
+/// A significant trend in total ops/s over a target's measured rounds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Drift {
+    pub rounds: usize,
+    /// From the first round to the last along the fitted line, percent.
+    pub change_pct: f64,
+    /// Two-sided p-value of the slope (least squares, Student's t with n − 2 df).
+    pub p_value: f64,
+    pub message: String,
+}
+
+/// A trend is flagged when its slope is significant at this level…
+const DRIFT_ALPHA: f64 = 0.05;
+/// …and it moves throughput by at least this much from the first round to the last.
+const DRIFT_MIN_CHANGE: f64 = 0.05;
+
+/// The drift of per-round total ops/s, when there is one worth a warning.
+pub fn drift(rates: &[f64]) -> Option<Drift> {
+    let t = super::stats::trend(rates)?;
+    if t.p_value >= DRIFT_ALPHA || t.change.abs() < DRIFT_MIN_CHANGE {
+        return None;
+    }
+    let n = rates.len();
+    let pct = t.change * 100.0;
+    let message = if t.change > 0.0 {
+        format!(
+            "throughput rose {pct:.0} % from round 1 to {n} (trend p = {:.3}): the server was still warming up, or load is accumulating; consider run.warmup_rounds",
+            t.p_value
+        )
+    } else {
+        format!(
+            "throughput fell {:.0} % from round 1 to {n} (trend p = {:.3}): data or state is piling up on the server, or it is running out of something; compare rounds with care",
+            -pct, t.p_value
+        )
+    };
+    Some(Drift {
+        rounds: n,
+        change_pct: pct,
+        p_value: t.p_value,
+        message,
+    })
 }
 
 /// A threshold and how the run fared against it.
@@ -406,6 +470,18 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
         tls: None,
         seed: w.run.seed,
         workload: workload_info(w),
+        warmup_rounds: run
+            .warmups
+            .iter()
+            .map(|x| WarmupRoundInfo {
+                index: x.index,
+                elapsed_s: x.elapsed.as_secs_f64(),
+                successes: x.successes,
+                failures: x.failures,
+                ops_per_sec: x.ops_per_sec,
+            })
+            .collect(),
+        order: None,
         rounds,
         summary: Summary {
             rounds: run.rounds.len(),
@@ -418,6 +494,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
             ops: summary_ops,
             total: total_report,
             generator_warnings,
+            drift: drift(&total_rates),
         },
         thresholds: w
             .thresholds

@@ -1,5 +1,6 @@
-//! Small statistics over rounds: mean, sample standard deviation, and the 95 % confidence
-//! interval of the mean from Student's t distribution (rounds are few, so not the normal).
+//! Small statistics over rounds: mean, sample standard deviation, the 95 % confidence
+//! interval of the mean from Student's t distribution (rounds are few, so not the normal),
+//! and a trend test over a target's rounds (drift).
 
 use statrs::distribution::{ContinuousCDF, StudentsT};
 use statrs::statistics::Statistics;
@@ -55,5 +56,74 @@ mod tests {
         let half = 3.182_446 * sd / 2.0;
         assert!((lo - (10.0 - half)).abs() < 1e-4 && (hi - (10.0 + half)).abs() < 1e-4);
         assert_eq!(mean_ci95(&[5.0]).2, None);
+    }
+}
+
+/// A trend over rounds: the least-squares line through (round, value), the change it
+/// implies from the first round to the last, and the two-sided p-value of its slope
+/// (Student's t with n − 2 degrees of freedom).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Trend {
+    pub slope: f64,
+    /// (fitted last − fitted first) ÷ fitted first.
+    pub change: f64,
+    pub p_value: f64,
+}
+
+/// The trend of `ys` over rounds 1..=n; `None` below three rounds or without variation.
+pub fn trend(ys: &[f64]) -> Option<Trend> {
+    let n = ys.len();
+    if n < 3 || ys.iter().any(|y| !y.is_finite()) {
+        return None;
+    }
+    let nf = n as f64;
+    let mx = (nf + 1.0) / 2.0;
+    let my = ys.iter().sum::<f64>() / nf;
+    let (mut sxx, mut sxy) = (0.0, 0.0);
+    for (i, y) in ys.iter().enumerate() {
+        let dx = (i + 1) as f64 - mx;
+        sxx += dx * dx;
+        sxy += dx * (y - my);
+    }
+    let slope = sxy / sxx;
+    let fit = |x: f64| my + slope * (x - mx);
+    let sse: f64 = ys
+        .iter()
+        .enumerate()
+        .map(|(i, y)| (y - fit((i + 1) as f64)).powi(2))
+        .sum();
+    let first = fit(1.0);
+    if first <= 0.0 || slope == 0.0 {
+        return None;
+    }
+    let change = (fit(nf) - first) / first;
+    let se = (sse / (nf - 2.0) / sxx).sqrt();
+    let p_value = if se == 0.0 {
+        0.0
+    } else {
+        let t = (slope / se).abs();
+        let dist = StudentsT::new(0.0, 1.0, nf - 2.0).ok()?;
+        2.0 * (1.0 - dist.cdf(t))
+    };
+    Some(Trend {
+        slope,
+        change,
+        p_value,
+    })
+}
+
+#[cfg(test)]
+mod trend_tests {
+    use super::*;
+
+    #[test]
+    fn a_warming_jvm_is_a_trend_and_noise_is_not() {
+        // The cold JVM: 1,690 → 2,460 → 3,430 → 3,620 ops/s.
+        let t = trend(&[1690.0, 2460.0, 3430.0, 3620.0]).unwrap();
+        assert!(t.p_value < 0.05, "{t:?}");
+        assert!(t.change > 1.0, "{t:?}");
+        let flat = trend(&[3000.0, 3100.0, 2950.0, 3050.0, 2990.0]).unwrap();
+        assert!(flat.p_value > 0.05, "{flat:?}");
+        assert!(trend(&[1.0, 2.0]).is_none());
     }
 }

@@ -164,6 +164,21 @@ pub fn render(r: &Report) -> String {
     for w in &s.generator_warnings {
         let _ = writeln!(out, "WARNING: {w}");
     }
+    if !r.warmup_rounds.is_empty() {
+        let list: Vec<String> = r
+            .warmup_rounds
+            .iter()
+            .map(|w| format!("{:.1}", w.ops_per_sec))
+            .collect();
+        let _ = writeln!(
+            out,
+            "warm-up rounds (run first, not counted): {} ops/s",
+            list.join(", ")
+        );
+    }
+    if let Some(d) = &s.drift {
+        let _ = writeln!(out, "WARNING: drift: {}", d.message);
+    }
     let (cleaned, cleanup_failed) = r.rounds.iter().fold((0, 0), |a, x| {
         (a.0 + x.cleanup.requests, a.1 + x.cleanup.failures)
     });

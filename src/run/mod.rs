@@ -63,6 +63,51 @@ pub struct RunOptions {
     pub note: Option<String>,
     /// `--label KEY=VALUE`, stored in every report of the run.
     pub labels: Vec<(String, String)>,
+    /// The order of several targets' rounds; `None`: balanced.
+    pub order: Option<Order>,
+}
+
+/// In which order several targets take their rounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// A B A B ...: the same target always goes first.
+    Alternate,
+    /// A B, B A, A B, ...: a linear drift of the host falls on every target alike.
+    Balanced,
+    /// A seeded random order each round (the workload's seed).
+    Shuffle,
+}
+
+impl Order {
+    pub fn name(self) -> &'static str {
+        match self {
+            Order::Alternate => "alternate",
+            Order::Balanced => "balanced",
+            Order::Shuffle => "shuffle",
+        }
+    }
+
+    /// The targets' indices in the order they run round `r` (from 1).
+    pub fn sequence(self, targets: usize, r: u32, seed: u64) -> Vec<usize> {
+        let mut v: Vec<usize> = (0..targets).collect();
+        match self {
+            Order::Alternate => {}
+            Order::Balanced => {
+                if r.is_multiple_of(2) {
+                    v.reverse();
+                }
+            }
+            Order::Shuffle => {
+                use rand::SeedableRng;
+                use rand::seq::SliceRandom;
+                let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(
+                    seed ^ 0x6f72_6465_7200_0000 ^ u64::from(r),
+                );
+                v.shuffle(&mut rng);
+            }
+        }
+        v
+    }
 }
 
 /// Why a run could not run (or stopped before it measured anything).
@@ -175,6 +220,11 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
         capacity::check(w).map_err(RunError::Usage)?;
     }
     let targets = parse_targets(&a.targets, &points[0].1.target).map_err(RunError::Usage)?;
+    if a.order.is_some() && targets.len() < 2 {
+        return Err(RunError::Usage(
+            "--order sets the order of several targets' rounds; give two or more --target".into(),
+        ));
+    }
     let https = targets
         .iter()
         .any(|t| matches!(&t.spec, TargetSpec::Url(u) if u.https));
@@ -428,11 +478,33 @@ async fn run_point(
         }
     }
     let classes: Vec<String> = w.classes.iter().map(|c| c.name.clone()).collect();
+    let order = a.order.unwrap_or(Order::Balanced);
+    // Warm-up rounds first, in the same order, thrown away.
+    'warmups: for k in 1..=w.run.warmup_rounds {
+        for i in order.sequence(lanes.len(), k, w.run.seed) {
+            if stop.is_cancelled() {
+                break 'warmups;
+            }
+            let lane = &mut lanes[i];
+            let what = format!(
+                "{}{} warm-up round {k}/{} (not counted)",
+                label
+                    .as_deref()
+                    .map(|l| format!("{l} "))
+                    .unwrap_or_default(),
+                lane.name,
+                w.run.warmup_rounds
+            );
+            progress.begin(what, lane.live.clone(), classes.clone(), w.length_text());
+            lane.runner.warmup_round(&lane.workload, k).await;
+        }
+    }
     'rounds: for r in 1..=w.run.rounds {
-        for lane in lanes.iter_mut() {
+        for i in order.sequence(lanes.len(), r, w.run.seed) {
             if stop.is_cancelled() {
                 break 'rounds;
             }
+            let lane = &mut lanes[i];
             let what = format!(
                 "{}{} round {r}/{}",
                 label
@@ -466,6 +538,9 @@ async fn run_point(
             .unwrap_or_default();
         let mut rep = report::build(w, &target, &result);
         rep.name = Some(lane.name.clone());
+        if targets.len() > 1 {
+            rep.order = Some(order.name().to_string());
+        }
         rep.note = a.note.clone();
         rep.labels = a.labels.iter().cloned().collect();
         if target.starts_with("https://") {
@@ -643,6 +718,23 @@ fn single_point(a: &RunOptions, p: &PointResult) -> (String, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn orders_balance_and_shuffle_reproducibly() {
+        assert_eq!(Order::Alternate.sequence(2, 2, 1), [0, 1]);
+        assert_eq!(Order::Balanced.sequence(2, 1, 1), [0, 1]);
+        assert_eq!(Order::Balanced.sequence(2, 2, 1), [1, 0]);
+        assert_eq!(Order::Balanced.sequence(3, 4, 1), [2, 1, 0]);
+        let a: Vec<Vec<usize>> = (1..=6).map(|r| Order::Shuffle.sequence(4, r, 7)).collect();
+        let b: Vec<Vec<usize>> = (1..=6).map(|r| Order::Shuffle.sequence(4, r, 7)).collect();
+        assert_eq!(a, b, "seeded");
+        assert!(a.iter().any(|s| s != &vec![0, 1, 2, 3]), "{a:?}");
+        for s in &a {
+            let mut sorted = s.clone();
+            sorted.sort();
+            assert_eq!(sorted, [0, 1, 2, 3]);
+        }
+    }
 
     #[test]
     fn a_target_path_replaces_the_context() {

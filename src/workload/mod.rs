@@ -174,6 +174,9 @@ pub struct RunSpec {
     pub rounds: u32,
     /// Operations that start within the warm-up are executed but not counted.
     pub warmup: Duration,
+    /// Whole rounds run first for every target and thrown away (a cold JVM, an empty
+    /// cache), recorded as such.
+    pub warmup_rounds: u32,
     pub seed: u64,
     /// Whole-request timeout (connect, send, response head and body).
     pub timeout: Duration,

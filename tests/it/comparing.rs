@@ -134,6 +134,72 @@ fn thresholds_pass_or_fail_the_run() {
     assert_eq!(r.thresholds.iter().filter(|t| t.passed).count(), 1);
 }
 
+/// Which target each round belonged to, in the order the rounds started.
+fn started_in_order(
+    mem: &loadmix::report::Report,
+    sql: &loadmix::report::Report,
+) -> Vec<&'static str> {
+    let mut starts: Vec<(String, &str)> = mem
+        .rounds
+        .iter()
+        .map(|r| (r.started_at.clone(), "mem"))
+        .chain(sql.rounds.iter().map(|r| (r.started_at.clone(), "sql")))
+        .collect();
+    starts.sort();
+    starts.into_iter().map(|(_, n)| n).collect()
+}
+
+#[test]
+fn warm_up_rounds_are_run_first_and_thrown_away_and_order_can_alternate() {
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let code = loadmix(&[
+        "run",
+        "workloads/queue-sizes.yaml",
+        "--target",
+        "mem=embedded:memory",
+        "--target",
+        "sql=embedded:sqlite",
+        "--rounds",
+        "2",
+        "--iterations",
+        "20",
+        "--set",
+        "run.warmup_rounds=2",
+        "--order",
+        "alternate",
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    let mem = read_report(&out.join("mem"));
+    let sql = read_report(&out.join("sql"));
+    assert_eq!(started_in_order(&mem, &sql), ["mem", "sql", "mem", "sql"]);
+    assert_eq!(mem.order.as_deref(), Some("alternate"));
+    for r in [&mem, &sql] {
+        assert_eq!(r.rounds.len(), 2, "warm-up rounds are not measured rounds");
+        assert_eq!(r.warmup_rounds.len(), 2);
+        assert!(r.warmup_rounds.iter().all(|w| w.successes > 0));
+        // 4 producers × 20 sends per measured round, nothing from the warm-ups.
+        let send = op(r, "producer.send");
+        assert_eq!(send.requests, 2 * 4 * 20);
+        // Warm-up rounds ran before every measured round.
+        assert!(r.rounds[0].started_at > r.started_at);
+    }
+    // --order with one target is a usage error.
+    let o = loadmix_bin(&[
+        "run",
+        "workloads/queue-sizes.yaml",
+        "--order",
+        "shuffle",
+        "--iterations",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("two or more --target"));
+}
+
 #[test]
 fn two_targets_alternate_round_by_round_and_are_compared() {
     let tmp = tempdir();
@@ -175,18 +241,12 @@ fn two_targets_alternate_round_by_round_and_are_compared() {
     assert_eq!(mem.target, "embedded:memory");
     assert_eq!(sql.target, "embedded:sqlite");
     assert_eq!(mem.run_id, sql.run_id);
-    // A B A B A B: every round of one target starts between two rounds of the other.
-    let starts: Vec<(&str, &str)> = (0..3)
-        .flat_map(|i| {
-            [
-                (mem.rounds[i].started_at.as_str(), "mem"),
-                (sql.rounds[i].started_at.as_str(), "sql"),
-            ]
-        })
-        .collect();
-    let mut sorted = starts.clone();
-    sorted.sort();
-    assert_eq!(sorted, starts, "rounds interleave");
+    // Balanced by default: A B, B A, A B.
+    assert_eq!(
+        started_in_order(&mem, &sql),
+        ["mem", "sql", "sql", "mem", "mem", "sql"]
+    );
+    assert_eq!(mem.order.as_deref(), Some("balanced"));
     // The CSV holds both targets: (2 ops + total) x 3 rounds each, plus the header.
     let csv = std::fs::read_to_string(tmp.path().join("all.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 2 * 3 * 3);
@@ -316,4 +376,28 @@ fn four_runs_compare_in_a_narrow_table_named_by_their_targets_with_notes_and_lab
         "{out}"
     );
     assert!(out.contains("(async commit; run=1)"), "{out}");
+}
+
+#[test]
+fn a_run_still_warming_up_is_flagged_in_its_report_and_in_the_comparison() {
+    let mem = fixture("queue-memory.json");
+    let mut warming = mem.clone();
+    // A cold JVM's rounds (the issue's): 1,690 → 2,460 → 3,430 → 3,620 ops/s.
+    warming.summary.drift = loadmix::report::model::drift(&[1690.0, 2460.0, 3430.0, 3620.0]);
+    let d = warming.summary.drift.as_ref().expect("a significant rise");
+    assert!(
+        d.message.contains("rose") && d.message.contains("warmup_rounds"),
+        "{}",
+        d.message
+    );
+    assert!(loadmix::report::table::render(&warming).contains("WARNING: drift: throughput rose"));
+    assert!(
+        loadmix::report::model::drift(&[3000.0, 3100.0, 2950.0, 3050.0]).is_none(),
+        "noise is not drift"
+    );
+    let c = compare::compare(&["steady".into(), "cold".into()], &[mem, warming], false).unwrap();
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    assert!(c.warnings[0].starts_with("cold: drift: throughput rose"));
+    assert!(compare::render_table(&c).contains("WARNING: cold: drift"));
+    assert!(loadmix::report::html::comparison(&c).contains("cold: drift"));
 }

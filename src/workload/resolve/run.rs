@@ -7,10 +7,14 @@ pub(super) const RUN_KEYS: &[&str] = &[
     "iterations",
     "rounds",
     "warmup",
+    "warmup_rounds",
     "seed",
     "timeout",
     "connect_timeout",
 ];
+
+/// Rounds a run may throw away per target before measuring.
+const MAX_WARMUP_ROUNDS: i64 = 100;
 
 pub(super) const ACCOUNT_KEYS: &[&str] = &["create", "admin", "password_env", "username", "file"];
 
@@ -21,6 +25,7 @@ pub(super) fn resolve_run(cx: &Cx, node: Option<&Node>) -> R<RunSpec> {
         stop: Stop::Duration(Duration::from_secs(30)),
         rounds: 1,
         warmup: Duration::ZERO,
+        warmup_rounds: 0,
         seed: 1,
         timeout: Duration::from_secs(30),
         connect_timeout: Duration::from_secs(5),
@@ -77,6 +82,17 @@ pub(super) fn resolve_run(cx: &Cx, node: Option<&Node>) -> R<RunSpec> {
         if run.timeout.is_zero() {
             return Err(cx.err(n.pos, "run.timeout", "must be longer than 0"));
         }
+    }
+    if let Some(n) = node.get("warmup_rounds") {
+        let k = cx.int(n, "run.warmup_rounds", 0)?;
+        if k > MAX_WARMUP_ROUNDS {
+            return Err(cx.err(
+                n.pos,
+                "run.warmup_rounds",
+                format!("at most {MAX_WARMUP_ROUNDS} warm-up rounds, got {k}"),
+            ));
+        }
+        run.warmup_rounds = k as u32;
     }
     if let Some(n) = node.get("connect_timeout") {
         run.connect_timeout = cx.duration(n, "run.connect_timeout")?;

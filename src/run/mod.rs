@@ -479,43 +479,32 @@ async fn run_point(
     }
     let classes: Vec<String> = w.classes.iter().map(|c| c.name.clone()).collect();
     let order = a.order.unwrap_or(Order::Balanced);
-    // Warm-up rounds first, in the same order, thrown away.
-    'warmups: for k in 1..=w.run.warmup_rounds {
-        for i in order.sequence(lanes.len(), k, w.run.seed) {
-            if stop.is_cancelled() {
-                break 'warmups;
-            }
-            let lane = &mut lanes[i];
-            let what = format!(
-                "{}{} warm-up round {k}/{} (not counted)",
-                label
-                    .as_deref()
-                    .map(|l| format!("{l} "))
-                    .unwrap_or_default(),
-                lane.name,
-                w.run.warmup_rounds
-            );
-            progress.begin(what, lane.live.clone(), classes.clone(), w.length_text());
-            lane.runner.warmup_round(&lane.workload, k).await;
-        }
-    }
-    'rounds: for r in 1..=w.run.rounds {
+    // Warm-up rounds first, in the same order and thrown away; then the measured rounds.
+    let prefix = label
+        .as_deref()
+        .map(|l| format!("{l} "))
+        .unwrap_or_default();
+    let schedule = (1..=w.run.warmup_rounds)
+        .map(|k| (true, k))
+        .chain((1..=w.run.rounds).map(|r| (false, r)));
+    'rounds: for (warmup, r) in schedule {
         for i in order.sequence(lanes.len(), r, w.run.seed) {
             if stop.is_cancelled() {
                 break 'rounds;
             }
             let lane = &mut lanes[i];
-            let what = format!(
-                "{}{} round {r}/{}",
-                label
-                    .as_deref()
-                    .map(|l| format!("{l} "))
-                    .unwrap_or_default(),
-                lane.name,
-                w.run.rounds
-            );
+            let what = match warmup {
+                true => format!(
+                    "{prefix}{} warm-up round {r}/{} (not counted)",
+                    lane.name, w.run.warmup_rounds
+                ),
+                false => format!("{prefix}{} round {r}/{}", lane.name, w.run.rounds),
+            };
             progress.begin(what, lane.live.clone(), classes.clone(), w.length_text());
-            lane.runner.round(&lane.workload, r).await;
+            match warmup {
+                true => lane.runner.warmup_round(&lane.workload, r).await,
+                false => lane.runner.round(&lane.workload, r).await,
+            }
         }
     }
     let mut reports = Vec::new();

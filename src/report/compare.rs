@@ -50,15 +50,18 @@ impl RunDetails {
     pub fn legend(&self) -> String {
         let mut extra: Vec<String> = self.note.iter().cloned().collect();
         extra.extend(self.labels.iter().map(|(k, v)| format!("{k}={v}")));
-        let who = if self.full_name == self.name {
+        let mut who = if self.full_name == self.name {
             self.name.clone()
         } else {
             format!("{} = {}", self.name, self.full_name)
         };
+        if self.target != self.full_name {
+            who = format!("{who}: {}", self.target);
+        }
         if extra.is_empty() {
-            format!("{who}: {}", self.target)
+            who
         } else {
-            format!("{who}: {} ({})", self.target, extra.join("; "))
+            format!("{who} ({})", extra.join("; "))
         }
     }
 }
@@ -83,6 +86,29 @@ pub struct Cell {
     /// either side has fewer than two rounds.
     pub p_value: Option<f64>,
     pub significant: Option<bool>,
+    /// p50 against the first run's, and Welch's p-value over the rounds' p50s.
+    #[serde(default)]
+    pub p50_ratio: Option<f64>,
+    #[serde(default)]
+    pub p50_p_value: Option<f64>,
+    /// Welch's p-value over the rounds' p99s (`p99_ratio` is the ratio).
+    #[serde(default)]
+    pub p99_p_value: Option<f64>,
+}
+
+/// Each round's (p50, p99) of one operation, in ms, for the rounds it succeeded in.
+fn round_percentiles(r: &Report, op: &str) -> (Vec<f64>, Vec<f64>) {
+    r.rounds
+        .iter()
+        .filter_map(|round| {
+            let o = if op == "total" {
+                Some(&round.total)
+            } else {
+                round.ops.iter().find(|o| o.op == op)
+            }?;
+            (o.successes > 0).then_some((o.latency_ms.p50, o.latency_ms.p99))
+        })
+        .unzip()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -119,7 +145,14 @@ pub fn welch_p(a: &[f64], b: &[f64]) -> Option<f64> {
     Some(2.0 * (1.0 - dist.cdf(t.abs())))
 }
 
-fn cell(o: &OpReport, base: Option<&OpReport>) -> Cell {
+/// An operation's cell: its figures, and against the baseline's (`base`, with the
+/// baseline's and this run's per-round percentiles) the ratios and tests.
+fn cell(
+    o: &OpReport,
+    base: Option<&OpReport>,
+    rounds: &(Vec<f64>, Vec<f64>),
+    base_rounds: &(Vec<f64>, Vec<f64>),
+) -> Cell {
     let a = o.across_rounds.as_ref();
     let rates = a
         .map(|a| a.ops_per_sec_per_round.clone())
@@ -155,6 +188,11 @@ fn cell(o: &OpReport, base: Option<&OpReport>) -> Cell {
         p99_ratio,
         significant: p_value.map(|p| p < ALPHA),
         p_value,
+        p50_ratio: base
+            .filter(|b| b.latency_ms.p50 > 0.0)
+            .map(|b| o.latency_ms.p50 / b.latency_ms.p50),
+        p50_p_value: base.and_then(|_| welch_p(&base_rounds.0, &rounds.0)),
+        p99_p_value: base.and_then(|_| welch_p(&base_rounds.1, &rounds.1)),
     }
 }
 
@@ -204,13 +242,22 @@ pub fn compare(
         .iter()
         .map(|op| {
             let base = find(&reports[0], op);
+            let base_rounds = round_percentiles(&reports[0], op);
             Row {
                 op: op.clone(),
                 cells: reports
                     .iter()
                     .enumerate()
                     .map(|(i, r)| {
-                        find(r, op).map(|o| cell(&o, if i == 0 { None } else { base.as_ref() }))
+                        let mine = round_percentiles(r, op);
+                        find(r, op).map(|o| {
+                            cell(
+                                &o,
+                                if i == 0 { None } else { base.as_ref() },
+                                &mine,
+                                &base_rounds,
+                            )
+                        })
                     })
                     .collect(),
             }
@@ -219,7 +266,7 @@ pub fn compare(
     Ok(Comparison {
         workload: reports[0].workload.name.clone(),
         method: format!(
-            "throughput: mean ops/s over rounds ± 95 % CI (Student's t); difference to the first run tested with Welch's t-test over per-round ops/s, two-sided, significant when p < {ALPHA}; latency percentiles from merged histograms, shown as ratios, not tested"
+            "throughput: mean ops/s over rounds ± 95 % CI (Student's t); difference to the first run tested with Welch's t-test over per-round ops/s, two-sided, significant when p < {ALPHA}; latency: p50 and p99 from merged histograms, their ratios to the first run tested with Welch's t-test over the rounds' own p50s and p99s (* when p < {ALPHA})"
         ),
         runs: short.clone(),
         details: short
@@ -296,6 +343,7 @@ pub fn render_table(c: &Comparison) -> String {
         "p50 ms",
         "p99 ms",
         &format!("vs {}", c.runs[0]),
+        "latency vs",
     ]);
     for row in &c.rows {
         for (i, cell) in row.cells.iter().enumerate() {
@@ -311,8 +359,9 @@ pub fn render_table(c: &Comparison) -> String {
                     cells.push(format!("{:.2}", x.p50_ms));
                     cells.push(format!("{:.2}", x.p99_ms));
                     cells.push(verdict(x));
+                    cells.push(latency_verdict(x));
                 }
-                None => cells.extend(std::iter::repeat_n("-".to_string(), 4)),
+                None => cells.extend(std::iter::repeat_n("-".to_string(), 5)),
             }
             t.add_row(cells);
         }
@@ -333,12 +382,38 @@ pub fn render_table(c: &Comparison) -> String {
         .map(|w| format!("WARNING: {w}\n"))
         .collect();
     format!(
-        "comparison of {} runs of {}\n{}\n{t}\nmethod: {}\n{warnings}",
+        "comparison of {} runs of {}\n{}\n{t}\nlatency vs: * the rounds' percentiles differ significantly, ? one round (not tested)\nmethod: {}\n{warnings}",
         c.runs.len(),
         c.workload,
         legend.join("\n"),
         c.method
     )
+}
+
+/// p50 and p99 against the baseline: ratios, starred when the rounds' own percentiles
+/// differ significantly.
+pub fn latency_verdict(c: &Cell) -> String {
+    let one = |name: &str, ratio: Option<f64>, p: Option<f64>| -> Option<String> {
+        let r = ratio?;
+        let mark = match p {
+            Some(p) if p < ALPHA => "*",
+            Some(_) => "",
+            None => "?",
+        };
+        Some(format!("{name} {r:.2}×{mark}"))
+    };
+    let parts: Vec<String> = [
+        one("p50", c.p50_ratio, c.p50_p_value),
+        one("p99", c.p99_ratio, c.p99_p_value),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        "baseline".into()
+    } else {
+        parts.join(" ")
+    }
 }
 
 /// Names for runs in tables: each at most [`NAME_WIDTH`] characters where that keeps them

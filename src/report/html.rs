@@ -355,7 +355,11 @@ fn compare_table(c: &Comparison) -> String {
                     (Some(r), _, _) => format!("{r:.2}× (one round: not tested)"),
                     (None, _, _) => "-".to_string(),
                 };
-                let _ = write!(b, "<td>{verdict}</td>");
+                let _ = write!(
+                    b,
+                    "<td>{verdict}<br>latency {}</td>",
+                    esc(&compare::latency_verdict(x))
+                );
             }
         }
         b.push_str("</tr>");

@@ -401,3 +401,34 @@ fn a_run_still_warming_up_is_flagged_in_its_report_and_in_the_comparison() {
     assert!(compare::render_table(&c).contains("WARNING: cold: drift"));
     assert!(loadmix::report::html::comparison(&c).contains("cold: drift"));
 }
+
+#[test]
+fn latency_differences_are_tested_over_rounds_too() {
+    let (mem, sql) = (fixture("queue-memory.json"), fixture("queue-sqlite.json"));
+    let c = compare::compare(
+        &["memory".into(), "sqlite".into()],
+        &[mem.clone(), sql],
+        false,
+    )
+    .unwrap();
+    let send = c.rows.iter().find(|r| r.op == "producer.send").unwrap();
+    let x = send.cells[1].as_ref().unwrap();
+    // SQLite's p50 is several times memory's in every round: a significant difference.
+    assert!(x.p50_ratio.unwrap() > 2.0, "{x:?}");
+    assert!(x.p50_p_value.unwrap() < 0.05, "{x:?}");
+    assert!(x.p99_p_value.is_some());
+    assert!(
+        c.method.contains("the rounds' own p50s and p99s"),
+        "{}",
+        c.method
+    );
+    let table = compare::render_table(&c);
+    assert!(table.contains("p50 ") && table.contains("×*"), "{table}");
+    // The same run twice: ratios of 1, nothing significant.
+    let same = compare::compare(&["a".into(), "b".into()], &[mem.clone(), mem], false).unwrap();
+    for row in &same.rows {
+        let x = row.cells[1].as_ref().unwrap();
+        assert_eq!(x.p50_ratio, Some(1.0), "{}", row.op);
+        assert!(x.p50_p_value.is_none_or(|p| p >= 0.05), "{}: {x:?}", row.op);
+    }
+}

@@ -9,6 +9,7 @@
 //!
 //! The engine knows nothing of any protocol: it calls [`VuDriver::execute`].
 
+pub mod host;
 mod open;
 pub mod plan;
 pub mod seed;
@@ -109,6 +110,8 @@ pub struct RoundResult {
     pub interrupted: bool,
     /// This process's CPU use, per second of the round, in percent of one core.
     pub cpu_percent: Vec<f64>,
+    /// The machine around it, per second: how busy, how much stolen, the run queue.
+    pub host: host::HostSamples,
     /// Open model: arrivals dropped, or started late, because every slot was busy.
     pub dropped: u64,
     pub late: u64,
@@ -355,41 +358,6 @@ fn active_windows(class: &UserClass) -> Vec<(Duration, Option<Duration>)> {
 }
 
 /// Process CPU time (user + system) so far.
-fn cpu_time() -> Duration {
-    // SAFETY: getrusage fills the struct we pass and reads nothing else; a zeroed rusage is
-    // a valid value of that plain C struct.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
-    };
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
-
-/// Samples this process's CPU use once a second until `done`: percent of one core.
-fn cpu_sampler(done: CancellationToken) -> tokio::task::JoinHandle<Vec<f64>> {
-    tokio::spawn(async move {
-        let mut out = Vec::new();
-        let mut last = (Instant::now(), cpu_time());
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                _ = done.cancelled() => break,
-            }
-            let now = (Instant::now(), cpu_time());
-            let wall = now.0.duration_since(last.0).as_secs_f64();
-            if wall > 0.0 {
-                out.push((now.1.saturating_sub(last.1)).as_secs_f64() / wall * 100.0);
-            }
-            last = now;
-        }
-        out
-    })
-}
-
 async fn run_round(
     w: &Workload,
     cfg: &EngineConfig,
@@ -444,7 +412,7 @@ async fn run_round(
         .map(|l| (l, labels.iter().map(|(ci, _, _)| ci).collect()));
     let (factory, aggregator) = metrics::aggregator(labels.len(), w.run.warmup, live);
     let cpu_done = CancellationToken::new();
-    let cpu = cpu_sampler(cpu_done.clone());
+    let cpu = host::sampler(cpu_done.clone());
     let started_at = SystemTime::now();
     let start = Instant::now();
     let deadline = match w.run.stop {
@@ -553,7 +521,7 @@ async fn run_round(
         warmup_requests: 0,
         lag: metrics::new_histogram(),
     });
-    let cpu = cpu.await.unwrap_or_default();
+    let host = cpu.await.unwrap_or_default();
     // Stable: a VU's rows keep their order (a bootstrap before the pick it precedes).
     out.log.sort_by_key(|e| (e.class, e.vu));
     out.failures.sort_by_key(|f| f.label);
@@ -570,7 +538,8 @@ async fn run_round(
             requests_retried: out.retried,
             setup_failures,
             interrupted: cfg.stop.is_cancelled(),
-            cpu_percent: cpu,
+            cpu_percent: host.process_cpu.clone(),
+            host,
             dropped: out.dropped,
             late: out.late,
             cleanup,

@@ -159,6 +159,18 @@ pub fn render(r: &Report) -> String {
         if dropped + late > 0 {
             let _ = write!(out, " · arrivals dropped {dropped}, late {late}");
         }
+        let n = r.rounds.len().max(1) as f64;
+        let busy = r
+            .rounds
+            .iter()
+            .map(|x| x.generator.host_busy_mean)
+            .sum::<f64>()
+            / n;
+        let steal = r.rounds.iter().map(|x| x.generator.steal_mean).sum::<f64>() / n;
+        let _ = write!(out, " · host {busy:.0}% busy");
+        if steal >= 1.0 {
+            let _ = write!(out, ", {steal:.0}% stolen");
+        }
         out.push('\n');
     }
     for w in &s.generator_warnings {

@@ -150,8 +150,9 @@ fn an_overloaded_generator_is_flagged() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(
-        stdout.contains("WARNING: generator-limited")
-            || stdout.contains("WARNING: arrivals could not start on time"),
+        stdout.contains("WARNING: round 1: ")
+            && (stdout.contains("started late")
+                || stdout.contains("arrivals could not start on time")),
         "{stdout}"
     );
     let r = read_report(std::path::Path::new(concat!(

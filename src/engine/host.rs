@@ -1,0 +1,129 @@
+//! The machine the generator runs on, sampled once a second during a round: this
+//! process's CPU, and the host's (busy share of all cores, the share the hypervisor took as
+//! steal, the run queue), so a late start can be blamed on the right party: loadmix itself,
+//! or other processes crowding the cores, or the hypervisor.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// One round's samples, one per second.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostSamples {
+    /// This process's CPU, percent of one core.
+    pub process_cpu: Vec<f64>,
+    /// The host's busy CPU (everything but idle and I/O wait), percent of all cores.
+    pub host_busy: Vec<f64>,
+    /// CPU the hypervisor gave to others (steal), percent of all cores.
+    pub steal: Vec<f64>,
+    /// Processes runnable at the sample (`procs_running`, this one included).
+    pub run_queue: Vec<u32>,
+}
+
+/// This process's user and system CPU time so far.
+pub fn cpu_time() -> Duration {
+    // SAFETY: getrusage fills the struct we pass and reads nothing else; a zeroed rusage is
+    // a valid value of that plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// The host's CPU counters (jiffies since boot: all, busy, steal) and the run queue, from
+/// `/proc/stat`; `None` where there is no such file.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Stat {
+    total: u64,
+    busy: u64,
+    steal: u64,
+    running: u32,
+}
+
+fn read_stat() -> Option<Stat> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_stat(&text)
+}
+
+fn parse_stat(text: &str) -> Option<Stat> {
+    let mut s = Stat::default();
+    let mut seen = false;
+    for line in text.lines() {
+        let mut f = line.split_ascii_whitespace();
+        match f.next() {
+            Some("cpu") => {
+                let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+                // user nice system idle iowait irq softirq steal [guest guest_nice]
+                if v.len() < 8 {
+                    return None;
+                }
+                // guest time is already counted in user; leave it out of the total.
+                s.total = v[..8].iter().sum();
+                s.busy = s.total - v[3] - v[4];
+                s.steal = v[7];
+                seen = true;
+            }
+            Some("procs_running") => {
+                s.running = f.next().and_then(|x| x.parse().ok()).unwrap_or(0);
+            }
+            _ => {}
+        }
+    }
+    seen.then_some(s)
+}
+
+/// Sample once a second until `done`.
+pub fn sampler(done: CancellationToken) -> tokio::task::JoinHandle<HostSamples> {
+    tokio::spawn(async move {
+        let mut out = HostSamples::default();
+        let mut last = (Instant::now(), cpu_time(), read_stat());
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = done.cancelled() => break,
+            }
+            let now = (Instant::now(), cpu_time(), read_stat());
+            let wall = now.0.duration_since(last.0).as_secs_f64();
+            if wall > 0.0 {
+                out.process_cpu
+                    .push((now.1.saturating_sub(last.1)).as_secs_f64() / wall * 100.0);
+            }
+            if let (Some(a), Some(b)) = (last.2, now.2) {
+                let total = b.total.saturating_sub(a.total);
+                if total > 0 {
+                    let pct = |x: u64, y: u64| y.saturating_sub(x) as f64 / total as f64 * 100.0;
+                    out.host_busy.push(pct(a.busy, b.busy));
+                    out.steal.push(pct(a.steal, b.steal));
+                    out.run_queue.push(b.running);
+                }
+            }
+            last = now;
+        }
+        out
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_is_read_as_busy_steal_and_run_queue() {
+        let s = parse_stat(
+            "cpu  100 0 50 800 20 0 10 20 0 0\ncpu0 50 0 25 400 10 0 5 10 0 0\nintr 1\nprocs_running 3\nprocs_blocked 0\n",
+        )
+        .unwrap();
+        assert_eq!(s.total, 1000);
+        assert_eq!(s.busy, 180);
+        assert_eq!(s.steal, 20);
+        assert_eq!(s.running, 3);
+        assert!(parse_stat("nothing here").is_none());
+        assert!(parse_stat("cpu 1 2").is_none());
+    }
+}

@@ -7,12 +7,14 @@
 //! (HTTP/1.1 connections, timeouts, error classes); samples → [`metrics`] → [`report`].
 //! [`formats`] holds the wire formats both the client and the embedded [`server`] speak;
 //! the server stands beside the client, on `formats` only. [`cli`] is the command line.
-//! [`secrets`] masks every credential in whatever any layer writes out.
+//! [`secrets`] masks every credential in whatever any layer writes out. [`monitor`]
+//! watches the server's processes on the rounds' clock.
 
 pub mod cli;
 pub mod engine;
 pub mod formats;
 pub mod metrics;
+pub mod monitor;
 pub mod protocol;
 pub mod report;
 pub mod run;

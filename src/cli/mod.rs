@@ -143,6 +143,10 @@ pub struct RunArgs {
     /// default: a steady drift of the host falls on both alike) or shuffle (seeded).
     #[arg(long, value_enum)]
     pub order: Option<OrderArg>,
+    /// Watch a server process during every round (CPU, memory, threads, I/O from /proc):
+    /// its name (every process of that name: postgres, java) or PID (repeatable).
+    #[arg(long = "monitor-process", value_name = "NAME|PID")]
+    pub monitor_process: Vec<String>,
     /// Write every operation (round, class, vu, seq, op, label, start, latency, status,
     /// error) to this CSV file.
     #[arg(long, value_name = "FILE")]
@@ -379,6 +383,7 @@ impl From<RunArgs> for RunOptions {
             keep_data: a.keep_data,
             note: a.note,
             labels: a.labels,
+            monitor_process: a.monitor_process,
             order: a.order.map(|o| match o {
                 OrderArg::Alternate => crate::run::Order::Alternate,
                 OrderArg::Balanced => crate::run::Order::Balanced,

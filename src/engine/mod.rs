@@ -45,6 +45,8 @@ pub struct EngineConfig {
     pub live: Option<Arc<metrics::Live>>,
     /// Leave what each round made on the target (`--keep-data`).
     pub keep_data: bool,
+    /// The server's processes to watch during every round.
+    pub monitors: Vec<crate::monitor::ProcessSpec>,
 }
 
 /// Called with a finished round and the number of rounds planned.
@@ -112,6 +114,8 @@ pub struct RoundResult {
     pub cpu_percent: Vec<f64>,
     /// The machine around it, per second: how busy, how much stolen, the run queue.
     pub host: host::HostSamples,
+    /// The server's watched processes over the round.
+    pub server: Vec<crate::monitor::ProcessRound>,
     /// Open model: arrivals dropped, or started late, because every slot was busy.
     pub dropped: u64,
     pub late: u64,
@@ -413,6 +417,8 @@ async fn run_round(
     let (factory, aggregator) = metrics::aggregator(labels.len(), w.run.warmup, live);
     let cpu_done = CancellationToken::new();
     let cpu = host::sampler(cpu_done.clone());
+    let server = (!cfg.monitors.is_empty())
+        .then(|| crate::monitor::sampler(cfg.monitors.clone(), cpu_done.clone()));
     let started_at = SystemTime::now();
     let start = Instant::now();
     let deadline = match w.run.stop {
@@ -522,6 +528,10 @@ async fn run_round(
         lag: metrics::new_histogram(),
     });
     let host = cpu.await.unwrap_or_default();
+    let server = match server {
+        Some(s) => s.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
     // Stable: a VU's rows keep their order (a bootstrap before the pick it precedes).
     out.log.sort_by_key(|e| (e.class, e.vu));
     out.failures.sort_by_key(|f| f.label);
@@ -540,6 +550,7 @@ async fn run_round(
             interrupted: cfg.stop.is_cancelled(),
             cpu_percent: host.process_cpu.clone(),
             host,
+            server,
             dropped: out.dropped,
             late: out.late,
             cleanup,

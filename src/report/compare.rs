@@ -43,6 +43,9 @@ pub struct RunDetails {
     pub target: String,
     pub note: Option<String>,
     pub labels: std::collections::BTreeMap<String, String>,
+    /// What each operation cost each watched server process (CPU ms per operation).
+    #[serde(default)]
+    pub server_cpu_ms_per_op: Vec<(String, f64)>,
 }
 
 impl RunDetails {
@@ -58,6 +61,11 @@ impl RunDetails {
         if self.target != self.full_name {
             who = format!("{who}: {}", self.target);
         }
+        extra.extend(
+            self.server_cpu_ms_per_op
+                .iter()
+                .map(|(p, ms)| format!("server {p}: {ms:.2} ms CPU/op")),
+        );
         if extra.is_empty() {
             who
         } else {
@@ -279,6 +287,12 @@ pub fn compare(
                 target: r.target.clone(),
                 note: r.note.clone(),
                 labels: r.labels.clone(),
+                server_cpu_ms_per_op: r
+                    .summary
+                    .server
+                    .iter()
+                    .map(|p| (p.process.clone(), p.cpu_ms_per_op))
+                    .collect(),
             })
             .collect(),
         warnings: short

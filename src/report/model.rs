@@ -156,6 +156,9 @@ pub struct RoundReport {
     /// Deleting what the round made, after its clock stopped (not in any figure above).
     #[serde(default)]
     pub cleanup: Cleanup,
+    /// The server's watched processes during the round (`monitor.process`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server: Vec<ServerProcess>,
     pub interrupted: bool,
     pub ops: Vec<OpReport>,
     pub total: OpReport,
@@ -246,6 +249,89 @@ pub struct AcrossRounds {
     pub ops_per_sec_ci95: Option<[f64; 2]>,
 }
 
+/// A watched server process (or all the processes of one name) over a round, or over the
+/// whole run in the summary.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ServerProcess {
+    /// The name or `pid N` as given.
+    pub process: String,
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    /// CPU per successful operation, milliseconds: what each operation cost the server.
+    pub cpu_ms_per_op: f64,
+    /// Mean CPU over the measured time, in cores.
+    pub cores_used: f64,
+    /// Per second of the round: CPU, percent of one core (rounds only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_percent: Vec<f64>,
+    pub rss_peak_mib: f64,
+    pub threads_max: u64,
+    pub processes_max: u32,
+    pub context_switches: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Why the figures are missing or partial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+impl ServerProcess {
+    fn of(p: &crate::monitor::ProcessRound, successes: u64, secs: f64) -> ServerProcess {
+        let cpu = p.cpu_user_s + p.cpu_system_s;
+        ServerProcess {
+            process: p.label.clone(),
+            cpu_user_s: p.cpu_user_s,
+            cpu_system_s: p.cpu_system_s,
+            cpu_ms_per_op: if successes > 0 {
+                cpu * 1000.0 / successes as f64
+            } else {
+                0.0
+            },
+            cores_used: if secs > 0.0 { cpu / secs } else { 0.0 },
+            cpu_percent: p.cpu_percent.clone(),
+            rss_peak_mib: p.rss_peak_bytes as f64 / (1024.0 * 1024.0),
+            threads_max: p.threads_max,
+            processes_max: p.processes_max,
+            context_switches: p.context_switches,
+            read_bytes: p.read_bytes,
+            write_bytes: p.write_bytes,
+            problem: p.problem.clone(),
+        }
+    }
+
+    /// The run's figures from its rounds': sums, maxima, and cost per operation over all.
+    fn over(rounds: &[&ServerProcess], successes: u64, secs: f64) -> ServerProcess {
+        let mut s = ServerProcess {
+            process: rounds
+                .first()
+                .map(|r| r.process.clone())
+                .unwrap_or_default(),
+            ..ServerProcess::default()
+        };
+        for r in rounds {
+            s.cpu_user_s += r.cpu_user_s;
+            s.cpu_system_s += r.cpu_system_s;
+            s.rss_peak_mib = s.rss_peak_mib.max(r.rss_peak_mib);
+            s.threads_max = s.threads_max.max(r.threads_max);
+            s.processes_max = s.processes_max.max(r.processes_max);
+            s.context_switches += r.context_switches;
+            s.read_bytes += r.read_bytes;
+            s.write_bytes += r.write_bytes;
+            if s.problem.is_none() {
+                s.problem = r.problem.clone();
+            }
+        }
+        let cpu = s.cpu_user_s + s.cpu_system_s;
+        s.cpu_ms_per_op = if successes > 0 {
+            cpu * 1000.0 / successes as f64
+        } else {
+            0.0
+        };
+        s.cores_used = if secs > 0.0 { cpu / secs } else { 0.0 };
+        s
+    }
+}
+
 /// What removing a round's data cost and where it failed.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Cleanup {
@@ -293,6 +379,10 @@ pub struct Summary {
     /// Every round's generator warnings, once each.
     #[serde(default)]
     pub generator_warnings: Vec<String>,
+    /// The watched server processes over the whole run: CPU per successful operation is
+    /// the server's cost of the work measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server: Vec<ServerProcess>,
     /// Throughput moved steadily over the measured rounds: still warming up, or something
     /// piling up. `None` when the rounds show no significant trend (or are too few).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -308,6 +398,25 @@ pub struct Drift {
     /// Two-sided p-value of the slope (least squares, Student's t with n − 2 df).
     pub p_value: f64,
     pub message: String,
+}
+
+/// Each watched process over all rounds.
+fn server_summary(rounds: &[RoundReport], successes: u64) -> Vec<ServerProcess> {
+    let names: Vec<String> = rounds
+        .first()
+        .map(|r| r.server.iter().map(|p| p.process.clone()).collect())
+        .unwrap_or_default();
+    let secs: f64 = rounds.iter().map(|r| r.elapsed_s).sum();
+    names
+        .iter()
+        .map(|n| {
+            let per: Vec<&ServerProcess> = rounds
+                .iter()
+                .filter_map(|r| r.server.iter().find(|p| &p.process == n))
+                .collect();
+            ServerProcess::over(&per, successes, secs)
+        })
+        .collect()
 }
 
 /// A trend is flagged when its slope is significant at this level…
@@ -428,6 +537,12 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
                 failures: r.cleanup.failures,
                 failed: r.cleanup.notes.clone(),
             },
+            // Over the whole round (warm-up included): the sampler cannot tell them apart.
+            server: r
+                .server
+                .iter()
+                .map(|p| ServerProcess::of(p, total.successes, r.elapsed.as_secs_f64()))
+                .collect(),
             interrupted: r.interrupted,
             total: op_report("total", None, &total, rate(total.successes, secs), true),
             ops,
@@ -459,6 +574,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
         }
     }
     let measured: f64 = run.rounds.iter().map(|r| r.measured.as_secs_f64()).sum();
+    let server = server_summary(&rounds, total.successes);
 
     Report {
         schema: SCHEMA.to_string(),
@@ -503,6 +619,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
             total: total_report,
             generator_warnings,
             drift: drift(&total_rates),
+            server,
         },
         thresholds: w
             .thresholds
@@ -864,6 +981,7 @@ mod tests {
             dropped: 0,
             late: 0,
             cleanup: Default::default(),
+            server: Vec::new(),
         }
     }
 

@@ -176,6 +176,25 @@ pub fn render(r: &Report) -> String {
     for w in &s.generator_warnings {
         let _ = writeln!(out, "WARNING: {w}");
     }
+    for p in &s.server {
+        let _ = writeln!(
+            out,
+            "server {}: {:.2} ms CPU per operation · {:.2} cores · {:.1} CPU-s ({:.1} user, {:.1} system) · peak RSS {:.0} MiB · {} threads · {} process(es) · {} context switches",
+            p.process,
+            p.cpu_ms_per_op,
+            p.cores_used,
+            p.cpu_user_s + p.cpu_system_s,
+            p.cpu_user_s,
+            p.cpu_system_s,
+            p.rss_peak_mib,
+            p.threads_max,
+            p.processes_max,
+            p.context_switches
+        );
+        if let Some(problem) = &p.problem {
+            let _ = writeln!(out, "WARNING: monitor: {problem}");
+        }
+    }
     if !r.warmup_rounds.is_empty() {
         let list: Vec<String> = r
             .warmup_rounds

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::{EngineConfig, EngineError, RoundResult, Runner};
 use crate::metrics::Live;
+use crate::monitor::ProcessSpec;
 use crate::protocol::{AccountPlan, ProtocolError};
 use crate::report::{self, Report, TlsInfo, compare};
 use crate::server::{self, ServerConfig, ServerHandle};
@@ -65,6 +66,9 @@ pub struct RunOptions {
     pub labels: Vec<(String, String)>,
     /// The order of several targets' rounds; `None`: balanced.
     pub order: Option<Order>,
+    /// `--monitor-process NAME|PID`: the server's processes to watch, beside the
+    /// workload's `monitor.process`.
+    pub monitor_process: Vec<String>,
 }
 
 /// In which order several targets take their rounds.
@@ -329,6 +333,22 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
     Ok(emit(&a, &out, &targets, sweep.as_ref(), &results))
 }
 
+/// The processes to watch: the workload's `monitor.process`, then `--monitor-process`.
+/// One that is not running now is said, not fatal: it is looked for every second.
+fn monitors_of(a: &RunOptions, w: &Workload) -> Result<Vec<ProcessSpec>, RunError> {
+    let mut out = Vec::new();
+    for s in w.monitor_processes.iter().chain(&a.monitor_process) {
+        let spec = ProcessSpec::parse(s).map_err(|m| RunError::Usage(format!("monitor: {m}")))?;
+        if let Err(m) = spec.check() {
+            eprintln!("warning: {m}; it is looked for every second of every round");
+        }
+        if !out.contains(&spec) {
+            out.push(spec);
+        }
+    }
+    Ok(out)
+}
+
 /// The workload as one target runs it. A target URL with a path names where the server's
 /// services live (`loadmix serve` prints such a URL), so it replaces the workload's
 /// `context` rather than having it appended: `--target http://host:8080/cosmo` and
@@ -355,6 +375,7 @@ async fn run_point(
     stop: &CancellationToken,
     progress: &Progress,
 ) -> Result<PointResult, RunError> {
+    let monitors = monitors_of(a, w)?;
     let mut lanes: Vec<Lane> = Vec::new();
     let stop_all = |lanes: Vec<Lane>| async move {
         for l in lanes {
@@ -455,6 +476,7 @@ async fn run_point(
             })),
             live: Some(live.clone()),
             keep_data: a.keep_data,
+            monitors: monitors.clone(),
         };
         match Runner::new(&wt, cfg).await {
             Ok(runner) => lanes.push(Lane {

@@ -49,6 +49,8 @@ pub struct Workload {
     pub accounts: Option<Accounts>,
     pub classes: Vec<UserClass>,
     pub thresholds: Vec<Threshold>,
+    /// `monitor.process`: the server's processes to watch (names or PIDs, as written).
+    pub monitor_processes: Vec<String>,
 }
 
 /// Where the load goes.

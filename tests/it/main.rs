@@ -14,6 +14,7 @@ mod engine_behaviour;
 mod faults;
 mod fuzz;
 mod mix_fidelity;
+mod monitor;
 mod open_model;
 mod pools;
 mod secrets;

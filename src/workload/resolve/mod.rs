@@ -43,6 +43,7 @@ const TOP_KEYS: &[&str] = &[
     "run",
     "accounts",
     "auth",
+    "monitor",
     "connection",
     "think",
     "users",
@@ -221,6 +222,10 @@ pub(super) fn resolve(
         accounts,
         classes,
         thresholds,
+        monitor_processes: match root.get("monitor") {
+            Some(m) => resolve_monitor(&cx, m)?,
+            None => Vec::new(),
+        },
     })
 }
 

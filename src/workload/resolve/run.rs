@@ -244,3 +244,30 @@ pub(super) fn resolve_auth(
     }
     Ok(AuthSpec { scheme, token })
 }
+
+/// `monitor: { process: [postgres, 1234] }`: names or PIDs of the server's processes.
+pub(super) fn resolve_monitor(cx: &Cx, node: &Node) -> R<Vec<String>> {
+    let entries = cx.map(node, "monitor")?;
+    cx.check_keys(entries, &["process"], "monitor")?;
+    let Some(p) = node.get("process") else {
+        return Ok(Vec::new());
+    };
+    let items: Vec<&Node> = match &p.value {
+        Value::Seq(items) => items.iter().collect(),
+        _ => vec![p],
+    };
+    let mut out = Vec::new();
+    for item in items {
+        let s = cx.string(item, "monitor.process")?;
+        if s.trim().is_empty() || s.contains('/') {
+            return Err(cx.err_hint(
+                item.pos,
+                "monitor.process",
+                format!("'{s}' is not a process name or PID"),
+                Some("give the program's name (postgres, java) or a PID".into()),
+            ));
+        }
+        out.push(s.trim().to_string());
+    }
+    Ok(out)
+}

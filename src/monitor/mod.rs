@@ -1,0 +1,336 @@
+//! The server's side of a run: local processes (the target, its database), named by PID or
+//! by name, sampled from `/proc` once a second during every round, on the round's clock.
+//! Per round: CPU seconds (user and system), CPU per second, peak resident memory, most
+//! threads, context switches and bytes read and written.
+//!
+//! A name matches every process whose command name or program file is that name
+//! (`postgres` is the postmaster and all its backends), looked up again every second, so
+//! processes that come and go (a backend per connection) are counted while they live. A
+//! process born during a second counts all its CPU; one that ends during a second loses
+//! that second's last part: a sampler cannot see it.
+//!
+//! Nothing here can stop a run: a process that cannot be found or read is reported as
+//! such, and the load figures stand.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Threads of one process whose context switches are read each second.
+const MAX_THREADS_READ: usize = 1024;
+
+/// A process to watch, as the user named it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessSpec {
+    Pid(u32),
+    Name(String),
+}
+
+impl ProcessSpec {
+    /// `1234` or `pid:1234` is a PID; anything else a process name.
+    pub fn parse(s: &str) -> Result<ProcessSpec, String> {
+        let s = s.trim();
+        let digits = s.strip_prefix("pid:").unwrap_or(s);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            return digits
+                .parse()
+                .map(ProcessSpec::Pid)
+                .map_err(|_| format!("'{s}' is not a process id"));
+        }
+        if s.is_empty() || s.contains('/') || s.len() > 255 {
+            return Err(format!(
+                "'{s}' is not a process name (give the program's name, e.g. postgres, or its PID)"
+            ));
+        }
+        Ok(ProcessSpec::Name(s.to_string()))
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            ProcessSpec::Pid(p) => format!("pid {p}"),
+            ProcessSpec::Name(n) => n.clone(),
+        }
+    }
+
+    /// Whether anything matches now: a message for the user when not.
+    pub fn check(&self) -> Result<(), String> {
+        if matching(self).is_empty() {
+            Err(match self {
+                ProcessSpec::Pid(p) => format!("monitor: no process with PID {p}"),
+                ProcessSpec::Name(n) => format!("monitor: no process named '{n}' is running"),
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// One monitored process (or group of processes) over one round.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcessRound {
+    pub label: String,
+    /// Most processes matched at once.
+    pub processes_max: u32,
+    /// User and system CPU over the round, seconds.
+    pub cpu_user_s: f64,
+    pub cpu_system_s: f64,
+    /// Per second of the round: CPU, percent of one core.
+    pub cpu_percent: Vec<f64>,
+    pub rss_peak_bytes: u64,
+    pub threads_max: u64,
+    pub context_switches: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Why nothing (or not everything) could be measured.
+    pub problem: Option<String>,
+}
+
+/// What one process reads as at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Reading {
+    utime: u64,
+    stime: u64,
+    /// Clock ticks after boot when the process started.
+    start: u64,
+    threads: u64,
+    rss_pages: u64,
+    ctx: u64,
+    read_bytes: u64,
+    write_bytes: u64,
+}
+
+fn sysconf(name: libc::c_int, fallback: u64) -> u64 {
+    // SAFETY: sysconf reads a system constant and has no other effect.
+    let v = unsafe { libc::sysconf(name) };
+    if v > 0 { v as u64 } else { fallback }
+}
+
+/// The fields of `/proc/PID/stat` that matter, after the command name (which may hold
+/// spaces and parentheses: the last ')' ends it).
+fn parse_stat(text: &str) -> Option<Reading> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // After ')': state is field 3 of the file, so field N is f[N - 3].
+    let n = |i: usize| f.get(i - 3).and_then(|x| x.parse::<u64>().ok());
+    Some(Reading {
+        utime: n(14)?,
+        stime: n(15)?,
+        threads: n(20)?,
+        start: n(22)?,
+        rss_pages: n(24)?,
+        ..Reading::default()
+    })
+}
+
+fn read(pid: u32) -> Option<Reading> {
+    let mut r = parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+    // Context switches are counted per thread: add up the process's threads (bounded, so a
+    // process with a huge thread count costs a bounded look).
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.filter_map(Result::ok).take(MAX_THREADS_READ) {
+            let Ok(status) = std::fs::read_to_string(t.path().join("status")) else {
+                continue;
+            };
+            for line in status.lines() {
+                if let Some(v) = line
+                    .strip_prefix("voluntary_ctxt_switches:")
+                    .or_else(|| line.strip_prefix("nonvoluntary_ctxt_switches:"))
+                {
+                    r.ctx += v.trim().parse::<u64>().unwrap_or(0);
+                }
+            }
+        }
+    }
+    // Another user's process: its I/O is not ours to read; the rest still is.
+    if let Ok(io) = std::fs::read_to_string(format!("/proc/{pid}/io")) {
+        for line in io.lines() {
+            if let Some(v) = line.strip_prefix("read_bytes:") {
+                r.read_bytes = v.trim().parse().unwrap_or(0);
+            } else if let Some(v) = line.strip_prefix("write_bytes:") {
+                r.write_bytes = v.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    Some(r)
+}
+
+/// The PIDs a spec matches now.
+fn matching(spec: &ProcessSpec) -> Vec<u32> {
+    match spec {
+        ProcessSpec::Pid(p) => {
+            if std::path::Path::new(&format!("/proc/{p}/stat")).exists() {
+                vec![*p]
+            } else {
+                Vec::new()
+            }
+        }
+        ProcessSpec::Name(name) => {
+            let Ok(dir) = std::fs::read_dir("/proc") else {
+                return Vec::new();
+            };
+            // The kernel keeps 15 bytes of a command name.
+            let comm_name: String = name.chars().take(15).collect();
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|pid| {
+                    let comm =
+                        std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                    if comm.trim_end() == comm_name {
+                        return true;
+                    }
+                    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                    let argv0 = cmdline.split(|b| *b == 0).next().unwrap_or(&[]);
+                    let argv0 = String::from_utf8_lossy(argv0);
+                    argv0.rsplit('/').next() == Some(name.as_str())
+                })
+                .collect()
+        }
+    }
+}
+
+/// Seconds since boot, in clock ticks (to tell processes born after a sample).
+fn uptime_ticks(hz: u64) -> u64 {
+    std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|t| t.split_ascii_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0, |s| (s * hz as f64) as u64)
+}
+
+/// Watch `specs` once a second until `done`; one result per spec.
+pub fn sampler(
+    specs: Vec<ProcessSpec>,
+    done: CancellationToken,
+) -> tokio::task::JoinHandle<Vec<ProcessRound>> {
+    tokio::task::spawn(async move {
+        let hz = sysconf(libc::_SC_CLK_TCK, 100);
+        let page = sysconf(libc::_SC_PAGESIZE, 4096);
+        let mut out: Vec<ProcessRound> = specs
+            .iter()
+            .map(|s| ProcessRound {
+                label: s.label(),
+                ..ProcessRound::default()
+            })
+            .collect();
+        let mut last: Vec<HashMap<u32, Reading>> = vec![HashMap::new(); specs.len()];
+        let mut last_tick = uptime_ticks(hz);
+        let mut missing = vec![0u32; specs.len()];
+        let mut seconds = 0u32;
+        let mut last_at = Instant::now();
+        // The first look sets each process's starting point.
+        for (i, s) in specs.iter().enumerate() {
+            for pid in matching(s) {
+                if let Some(r) = read(pid) {
+                    last[i].insert(pid, r);
+                }
+            }
+        }
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = done.cancelled() => break,
+            }
+            let now_tick = uptime_ticks(hz);
+            let wall = last_at.elapsed().as_secs_f64();
+            last_at = Instant::now();
+            for (i, s) in specs.iter().enumerate() {
+                let o = &mut out[i];
+                let mut now: HashMap<u32, Reading> = HashMap::new();
+                for pid in matching(s) {
+                    if let Some(r) = read(pid) {
+                        now.insert(pid, r);
+                    }
+                }
+                let (mut user, mut system, mut ctx, mut rd, mut wr) = (0u64, 0, 0, 0, 0);
+                let (mut rss, mut threads) = (0u64, 0u64);
+                for (pid, r) in &now {
+                    let before = match last[i].get(pid) {
+                        Some(b) => *b,
+                        // Born since the last look: everything it did is new.
+                        None if r.start >= last_tick => Reading::default(),
+                        // Running before, unseen (it matched only now): from here on.
+                        None => *r,
+                    };
+                    user += r.utime.saturating_sub(before.utime);
+                    system += r.stime.saturating_sub(before.stime);
+                    ctx += r.ctx.saturating_sub(before.ctx);
+                    rd += r.read_bytes.saturating_sub(before.read_bytes);
+                    wr += r.write_bytes.saturating_sub(before.write_bytes);
+                    rss += r.rss_pages * page;
+                    threads += r.threads;
+                }
+                o.cpu_user_s += user as f64 / hz as f64;
+                o.cpu_system_s += system as f64 / hz as f64;
+                if wall > 0.0 {
+                    o.cpu_percent
+                        .push((user + system) as f64 / hz as f64 / wall * 100.0);
+                }
+                o.context_switches += ctx;
+                o.read_bytes += rd;
+                o.write_bytes += wr;
+                o.rss_peak_bytes = o.rss_peak_bytes.max(rss);
+                o.threads_max = o.threads_max.max(threads);
+                o.processes_max = o.processes_max.max(now.len() as u32);
+                missing[i] += u32::from(now.is_empty());
+                last[i] = now;
+            }
+            seconds += 1;
+            last_tick = now_tick;
+        }
+        for (o, m) in out.iter_mut().zip(missing) {
+            o.problem = match (o.processes_max, m) {
+                (0, _) if seconds > 0 => {
+                    Some(format!("no process matched {} during the round", o.label))
+                }
+                (_, m) if m > 0 => Some(format!(
+                    "{} was not running for {m} of {seconds} seconds",
+                    o.label
+                )),
+                _ => None,
+            };
+        }
+        out
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_are_pids_or_names() {
+        assert_eq!(ProcessSpec::parse("1234"), Ok(ProcessSpec::Pid(1234)));
+        assert_eq!(ProcessSpec::parse("pid:7"), Ok(ProcessSpec::Pid(7)));
+        assert_eq!(
+            ProcessSpec::parse("postgres"),
+            Ok(ProcessSpec::Name("postgres".into()))
+        );
+        assert!(ProcessSpec::parse("/usr/bin/x").is_err());
+        assert!(ProcessSpec::parse("").is_err());
+        assert!(ProcessSpec::parse("99999999999999999999").is_err());
+    }
+
+    #[test]
+    fn a_stat_line_with_a_hostile_command_name_is_read() {
+        let line = "42 (we ird) (x)) S 1 42 42 0 -1 4194560 100 0 0 0 150 30 0 0 20 0 7 0 5000 100000 321 18446744073709551615";
+        let r = parse_stat(line).unwrap();
+        assert_eq!(
+            (r.utime, r.stime, r.threads, r.start, r.rss_pages),
+            (150, 30, 7, 5000, 321)
+        );
+        assert!(parse_stat("garbage").is_none());
+        assert!(parse_stat("1 (x) S 2").is_none());
+    }
+
+    #[test]
+    fn this_process_can_be_watched() {
+        let me = ProcessSpec::Pid(std::process::id());
+        assert!(me.check().is_ok());
+        assert!(read(std::process::id()).is_some_and(|r| r.threads >= 1 && r.rss_pages > 0));
+        assert!(
+            ProcessSpec::Name("no-such-program-xyz".into())
+                .check()
+                .is_err()
+        );
+    }
+}

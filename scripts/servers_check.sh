@@ -16,6 +16,8 @@
 #      byte-for-byte unchanged afterwards, and nothing the runs made is left.
 #   6. DAViCal on PostgreSQL (Apache, mod_php): caldav-sync.yaml with nothing but
 #      --target .../caldav.php and --user, 0 failures, nothing left behind.
+#   7. The recipe examples/davical-postgres (synchronous_commit on vs off), briefly: both
+#      configurations compared, PostgreSQL's and Apache's CPU per operation filled in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -348,4 +350,29 @@ print(f"   {t['requests']} requests, 0 failures, {c['requests']} calendars delet
 PY
 left=$(psql -h "$WORK/pgsock" -p "$PGPORT" -U postgres -qAt -c "SELECT count(*) FROM collection WHERE dav_name LIKE '/admin/lm-%'" davical)
 [ "$left" = 0 ] || fail "$left calendar(s) the run made are left in DAViCal"
+echo "== 7. examples/davical-postgres, briefly"
+LOADMIX_BIN="$BIN" examples/davical-postgres/run.sh "$WORK/recipe" 2 3s >"$WORK/recipe.txt" 2>&1 \
+    || { cat "$WORK/recipe.txt"; fail "the DAViCal recipe failed"; }
+python3 - "$WORK/recipe" <<'PY'
+import json, sys
+problems = []
+for variant in ["sync-on", "sync-off"]:
+    r = json.load(open(f"{sys.argv[1]}/{variant}/run.json"))
+    t = r["summary"]["total"]
+    if t["failures"] or not t["successes"]:
+        problems.append(f"{variant}: {t['failures']} failures of {t['requests']}")
+    server = {p["process"]: p for p in r["summary"].get("server", [])}
+    for name in ["postgres", "apache2"]:
+        p = server.get(name)
+        if not p or p["cpu_ms_per_op"] <= 0 or p["rss_peak_mib"] <= 0 or p.get("problem"):
+            problems.append(f"{variant}: server column {name} not filled: {p}")
+    if len(r.get("warmup_rounds", [])) != 1 or r.get("order") != "balanced":
+        problems.append(f"{variant}: warm-up rounds {r.get('warmup_rounds')} order {r.get('order')}")
+compare = open(f"{sys.argv[1]}/compare.txt").read()
+if "ms CPU/op" not in compare:
+    problems.append("compare.txt lacks the server's CPU per operation")
+if problems:
+    print("DAViCal recipe: " + "; ".join(problems)); sys.exit(1)
+print("   both configurations compared; postgres and apache2 CPU per operation filled in")
+PY
 echo "== servers_check: all passed"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The recipe in one command: two DAViCal servers that differ only in PostgreSQL's
+# synchronous_commit (setup.sh), compared by loadmix over interleaved, balanced rounds with
+# a warm-up round each, PostgreSQL's and Apache's processes watched, then torn down.
+#
+# Usage: examples/davical-postgres/run.sh [OUT=reports/davical-postgres] [ROUNDS=6] [DURATION=20s]
+# The report is OUT/compare.txt (and one folder per configuration).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${1:-reports/davical-postgres}
+ROUNDS=${2:-6}
+DURATION=${3:-20s}
+export LOADMIX_PASSWORD=${LOADMIX_PASSWORD:-loadmix-recipe-$$}
+BIN=${LOADMIX_BIN:-target/release/loadmix}
+[ -x "$BIN" ] || cargo build --release --locked -q
+WORK=$(mktemp -d)
+trap 'examples/davical-postgres/stop.sh "$WORK"; rm -rf "$WORK"' EXIT
+examples/davical-postgres/setup.sh "$WORK" >/dev/null
+# shellcheck disable=SC1091
+. "$WORK/targets.env"
+"$BIN" run workloads/caldav-saturate.yaml \
+    --target "sync-on=$URL_ON" --target "sync-off=$URL_OFF" --user admin \
+    --set users.caldav.count=4 --set run.warmup=2s --set run.warmup_rounds=1 \
+    --rounds "$ROUNDS" --duration "$DURATION" \
+    --monitor-process postgres --monitor-process apache2 \
+    --note "DAViCal on PostgreSQL, synchronous_commit on vs off" \
+    --label postgres.shared_buffers=128MB \
+    --quiet --out "$OUT" >/dev/null
+cat "$OUT/compare.txt"

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Two DAViCal servers on loopback, identical but for one PostgreSQL setting, each on a
+# PostgreSQL cluster of its own, from Debian's packages (installed when missing):
+#   on:  synchronous_commit = on   (every commit waits for its WAL flush)
+#   off: synchronous_commit = off  (commits return before the flush)
+# Both clusters get the same shared_buffers; DAViCal's database is made by DAViCal's own
+# script, with the admin account's password set to $LOADMIX_PASSWORD.
+#
+# Usage: setup.sh WORKDIR   (writes WORKDIR/targets.env: URL_ON, URL_OFF; stop.sh WORKDIR
+# stops everything). Must run as root (PostgreSQL runs as the postgres user).
+set -euo pipefail
+WORK=${1:?usage: setup.sh WORKDIR}
+: "${LOADMIX_PASSWORD:?set LOADMIX_PASSWORD: it becomes the DAViCal admin password}"
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+
+need=()
+[ -f /usr/share/davical/dba/create-database.sh ] || need+=(davical)
+[ -d /usr/lib/postgresql ] || need+=(postgresql)
+command -v apache2 >/dev/null || need+=(apache2)
+ls /usr/lib/apache2/modules/libphp*.so >/dev/null 2>&1 || need+=(libapache2-mod-php)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "installing ${need[*]}" >&2
+    # Packages must not start system services in a container.
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    (apt-get install -y -qq "${need[@]}" || (apt-get update -qq && apt-get install -y -qq "${need[@]}")) >/dev/null
+    rm -f /usr/sbin/policy-rc.d
+fi
+PG=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+M=/usr/lib/apache2/modules
+PHP=$(ls $M/libphp*.so | head -1)
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_port() {
+    for _ in $(seq 1 200); do
+        python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 1)" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "nothing listens on port $1" >&2; return 1
+}
+chmod 755 "$WORK"
+: >"$WORK/targets.env"
+for variant in on off; do
+    D="$WORK/$variant"
+    mkdir -p "$D/pg" "$D/sock" "$D/apache"
+    chown postgres "$D/pg" "$D/sock"
+    PGPORT=$(free_port)
+    su postgres -c "$PG/initdb -D $D/pg --auth=trust -U postgres" >"$D/initdb.log" 2>&1
+    cat >>"$D/pg/postgresql.conf" <<CONF
+synchronous_commit = $variant
+shared_buffers = 128MB
+max_connections = 200
+CONF
+    su postgres -c "$PG/pg_ctl -D $D/pg -l $D/pg/server.log -w -o '-k $D/sock -p $PGPORT -c listen_addresses=' start" >/dev/null
+    su postgres -c "PGHOST=$D/sock PGPORT=$PGPORT /usr/share/davical/dba/create-database.sh davical '$LOADMIX_PASSWORD'" >"$D/davical-db.log" 2>&1
+    NAME="davical-$variant-$$"
+    cat >"/etc/davical/$NAME-conf.php" <<CONF
+<?php
+\$c->pg_connect[] = "dbname=davical user=davical_app host=$D/sock port=$PGPORT";
+\$c->system_name = "DAViCal, synchronous_commit=$variant";
+\$c->admin_email = "admin@loadmix.invalid";
+CONF
+    echo "/etc/davical/$NAME-conf.php" >>"$WORK/conf-files"
+    PORT=$(free_port)
+    cat >"$D/apache/httpd.conf" <<CONF
+ServerRoot $D/apache
+ServerName $NAME
+PidFile $D/apache/httpd.pid
+Listen 127.0.0.1:$PORT
+LoadModule mpm_prefork_module $M/mod_mpm_prefork.so
+LoadModule authz_core_module $M/mod_authz_core.so
+LoadModule alias_module $M/mod_alias.so
+LoadModule mime_module $M/mod_mime.so
+TypesConfig /etc/mime.types
+LoadModule php_module $PHP
+ErrorLog $D/apache/error.log
+UseCanonicalName On
+DocumentRoot /usr/share/davical/htdocs
+AcceptPathInfo On
+StartServers 4
+MaxRequestWorkers 32
+<Directory /usr/share/davical/htdocs>
+  Require all granted
+</Directory>
+<FilesMatch "\.php\$">
+  SetHandler application/x-httpd-php
+</FilesMatch>
+php_value include_path /usr/share/awl/inc
+php_value error_reporting "E_ALL & ~E_NOTICE & ~E_DEPRECATED"
+Redirect 301 /.well-known/caldav /caldav.php/
+CONF
+    apache2 -f "$D/apache/httpd.conf" -k start
+    wait_port "$PORT"
+    echo "URL_$(echo $variant | tr a-z A-Z)=http://127.0.0.1:$PORT/caldav.php" >>"$WORK/targets.env"
+done
+cat "$WORK/targets.env"

@@ -206,6 +206,161 @@ pub fn latency(r: &Report) -> String {
     })
 }
 
+/// The latency percentile spectrum, as HdrHistogram plots it: latency (log) against
+/// 1/(1−q) (log), so the median, the 99th and the 99.99th percentile each get room. One
+/// line per operation (the six busiest) and the total, from the merged histograms.
+pub fn spectrum(r: &Report) -> String {
+    let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let ops = busiest(&r.summary.ops, 6);
+    for o in ops.into_iter().chain(std::iter::once(&r.summary.total)) {
+        let Some(h) = super::model::decode_histogram(&o.histogram) else {
+            continue;
+        };
+        if h.is_empty() {
+            continue;
+        }
+        // Quantiles up to what the sample count can support.
+        let max_q = 1.0 - 1.0 / h.len().max(2) as f64;
+        let pts: Vec<(f64, f64)> = SPECTRUM_QUANTILES
+            .iter()
+            .copied()
+            .filter(|q| *q <= max_q)
+            .map(|q| {
+                (
+                    1.0 / (1.0 - q),
+                    (h.value_at_quantile(q) as f64 / 1000.0).max(0.001),
+                )
+            })
+            .collect();
+        if !pts.is_empty() {
+            lines.push((o.op.clone(), pts));
+        }
+    }
+    if lines.is_empty() {
+        return "<p class=\"note\">no successful operation: no latency spectrum</p>".into();
+    }
+    let xmax = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|(x, _)| *x))
+        .fold(10.0, f64::max);
+    let ymax = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
+        .fold(0.01, f64::max)
+        * 2.0;
+    let ymin = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
+        .fold(f64::MAX, f64::min)
+        .clamp(0.001, 1.0)
+        / 2.0;
+    svg(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "latency by percentile (ms, log; x: 1/(1−q): 2 = p50, 100 = p99, 10,000 = p99.99)",
+                ("sans-serif", 15),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(55)
+            .build_cartesian_2d((1f64..xmax).log_scale(), (ymin..ymax).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc("1/(1−q)")
+            .y_desc("ms")
+            .x_label_formatter(&|x| percentile_label(*x))
+            .draw()?;
+        for (i, (name, pts)) in lines.iter().enumerate() {
+            let c = if name == "total" { BLACK } else { color(i) };
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                });
+        }
+        legend(&mut chart)?;
+        root.present()?;
+        Ok(())
+    })
+}
+
+/// Quantiles drawn in the spectrum: dense where the tail bends.
+const SPECTRUM_QUANTILES: [f64; 16] = [
+    0.0, 0.25, 0.5, 0.75, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99995,
+    0.99999, 0.999999,
+];
+
+/// The percentile an x of the spectrum stands for, e.g. 100 → "p99".
+fn percentile_label(x: f64) -> String {
+    if x <= 1.0 {
+        return "p0".into();
+    }
+    let q = (1.0 - 1.0 / x) * 100.0;
+    let text = format!("{q:.4}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("p{text}")
+}
+
+/// The watched server processes' CPU per second, on the throughput chart's time axis
+/// (rounds in sequence), in cores.
+pub fn server(r: &Report) -> Option<String> {
+    let names: Vec<String> = r.summary.server.iter().map(|p| p.process.clone()).collect();
+    if names.is_empty() {
+        return None;
+    }
+    let mut series: Vec<(String, Vec<(f64, f64)>)> =
+        names.iter().map(|n| (n.clone(), Vec::new())).collect();
+    let mut offset = 0.0;
+    for round in &r.rounds {
+        let len = round.total.timeline.len().max(1) as f64;
+        for (name, pts) in series.iter_mut() {
+            if let Some(p) = round.server.iter().find(|p| &p.process == name) {
+                for (i, pct) in p.cpu_percent.iter().enumerate() {
+                    pts.push((offset + i as f64 + 1.0, pct / 100.0));
+                }
+            }
+        }
+        offset += len;
+    }
+    let ymax = series
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
+        .fold(0.1, f64::max)
+        * 1.15;
+    let xmax = offset.max(1.0);
+    Some(svg(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "server CPU over time (cores; rounds in sequence, as the throughput chart)",
+                ("sans-serif", 15),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds")
+            .y_desc("cores")
+            .draw()?;
+        for (i, (name, pts)) in series.iter().enumerate() {
+            let c = color(i);
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                });
+        }
+        legend(&mut chart)?;
+        root.present()?;
+        Ok(())
+    }))
+}
+
 /// Total ops/s of each round, with the mean and its 95 % confidence interval.
 pub fn rounds(r: &Report) -> String {
     let a = r.summary.total.across_rounds.clone();

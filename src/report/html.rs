@@ -209,6 +209,10 @@ pub fn report(r: &Report) -> String {
     b.push_str("<h2>Charts</h2>");
     b.push_str(&figure("throughput", charts::throughput(r)));
     b.push_str(&figure("latency", charts::latency(r)));
+    b.push_str(&figure("spectrum", charts::spectrum(r)));
+    if let Some(svg) = charts::server(r) {
+        b.push_str(&figure("server", svg));
+    }
     b.push_str(&figure("rounds", charts::rounds(r)));
     b.push_str(&figure("errors", charts::errors(r)));
 

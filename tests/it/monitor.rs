@@ -81,6 +81,12 @@ fn a_watched_server_process_reports_its_cpu_per_operation() {
             .unwrap();
         assert!(!p.cpu_percent.is_empty());
     }
+    // The server's CPU is drawn on the request timeline's time axis.
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        page.contains("<figure data-chart=\"server\"><svg"),
+        "no server chart"
+    );
     let table = std::fs::read_to_string(out.join("report.txt")).unwrap();
     assert!(table.contains("ms CPU per operation"), "{table}");
     assert!(table.contains("WARNING: monitor: no process matched no-such-program-xyz"));

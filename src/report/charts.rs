@@ -496,63 +496,90 @@ pub fn compare_throughput(c: &Comparison) -> String {
         .fold(1.0, f64::max)
         * 1.15;
     let labels: Vec<String> = rows.iter().map(|r| r.op.clone()).collect();
-    svg(|root| {
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "ops/s per operation, each run with its 95 % CI",
-                ("sans-serif", 15),
-            )
-            .margin(10)
-            .x_label_area_size(70)
-            .y_label_area_size(55)
-            .build_cartesian_2d(0f64..n, 0f64..ymax)?;
-        chart
-            .configure_mesh()
-            .x_labels(2 * rows.len() + 1)
-            .x_label_formatter(&|x| centred_label(&labels, *x))
-            .x_label_style(
-                ("sans-serif", 10)
-                    .into_font()
-                    .transform(FontTransform::Rotate90),
-            )
-            .disable_x_mesh()
-            .draw()?;
-        for (j, name) in c.runs.iter().enumerate() {
-            let col = color(j);
-            let w = 0.8 / k;
-            let cells: Vec<(f64, f64, Option<[f64; 2]>)> = rows
-                .iter()
-                .enumerate()
-                .filter_map(|(i, r)| {
-                    r.cells[j]
-                        .as_ref()
-                        .map(|x| (i as f64 + 0.1 + j as f64 * w, x.ops_per_sec, x.ci95))
-                })
-                .collect();
+    // Operations down the side with their names written level (bars run across), so no
+    // label crosses a bar however many operations or runs there are. The first operation
+    // is at the top.
+    let label_width = labels
+        .iter()
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(8)
+        .clamp(8, 40) as u32
+        * 7
+        + 10;
+    let height = (H as f64).max(60.0 + n * (14.0 * k + 10.0)) as u32;
+    let flip = |i: usize| n - 1.0 - i as f64;
+    let mut out = String::new();
+    let res = {
+        let root = SVGBackend::with_string(&mut out, (W, height)).into_drawing_area();
+        (|| -> Result<(), Box<dyn std::error::Error + '_>> {
+            root.fill(&WHITE)?;
+            let mut chart = ChartBuilder::on(&root)
+                .caption(
+                    "ops/s per operation, each run with its 95 % CI",
+                    ("sans-serif", 15),
+                )
+                .margin(10)
+                .x_label_area_size(30)
+                .y_label_area_size(label_width)
+                .build_cartesian_2d(0f64..ymax, 0f64..n)?;
             chart
-                .draw_series(cells.iter().map(|(x0, v, _)| {
-                    Rectangle::new([(*x0, 0.0), (*x0 + w * 0.9, *v)], col.filled())
-                }))?
-                .label(name.clone())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], col.filled()));
-            chart.draw_series(cells.iter().filter_map(|(x0, v, ci)| {
-                ci.map(|[lo, hi]| {
-                    ErrorBar::new_vertical(
-                        *x0 + w * 0.45,
-                        lo.max(0.0),
-                        *v,
-                        hi,
-                        BLACK.stroke_width(1),
-                        6,
-                    )
+                .configure_mesh()
+                .y_labels(2 * rows.len() + 1)
+                .y_label_formatter(&|y| {
+                    // Row i is drawn at n - 1 - i: name the rows back in table order.
+                    centred_label(&labels, n - 1.0 - y.floor() + y.fract())
                 })
-            }))?;
-        }
-        legend(&mut chart)?;
-        root.present()?;
-        Ok(())
-    })
+                .y_label_style(("sans-serif", 11))
+                .x_desc("ops/s")
+                .disable_y_mesh()
+                .draw()?;
+            for (j, name) in c.runs.iter().enumerate() {
+                let col = color(j);
+                let h = 0.8 / k;
+                let cells: Vec<(f64, f64, Option<[f64; 2]>)> = rows
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, r)| {
+                        r.cells[j]
+                            .as_ref()
+                            .map(|x| (flip(i) + 0.9 - (j as f64 + 1.0) * h, x.ops_per_sec, x.ci95))
+                    })
+                    .collect();
+                chart
+                    .draw_series(cells.iter().map(|(y0, v, _)| {
+                        Rectangle::new([(0.0, *y0), (*v, *y0 + h * 0.9)], col.filled())
+                    }))?
+                    .label(name.clone())
+                    .legend(move |(x, y)| {
+                        Rectangle::new([(x, y - 5), (x + 10, y + 5)], col.filled())
+                    });
+                chart.draw_series(cells.iter().filter_map(|(y0, v, ci)| {
+                    ci.map(|[lo, hi]| {
+                        ErrorBar::new_horizontal(
+                            *y0 + h * 0.45,
+                            lo.max(0.0),
+                            *v,
+                            hi,
+                            BLACK.stroke_width(1),
+                            6,
+                        )
+                    })
+                }))?;
+            }
+            legend(&mut chart)?;
+            root.present()?;
+            Ok(())
+        })()
+        .map_err(|e| e.to_string())
+    };
+    match res {
+        Ok(()) => out,
+        Err(e) => format!(
+            "<p class=\"note\">chart not drawn: {}</p>",
+            crate::formats::xml::esc(&e)
+        ),
+    }
 }
 
 /// A scaling chart for sweeps: one line per target of `value(point)` against the swept value.

@@ -147,6 +147,11 @@ pub struct RunArgs {
     /// its name (every process of that name: postgres, java) or PID (repeatable).
     #[arg(long = "monitor-process", value_name = "NAME|PID")]
     pub monitor_process: Vec<String>,
+    /// Scrape a Prometheus metrics page during every round and keep the named series
+    /// (counters as rates, gauges as mean and max), e.g.
+    /// http://127.0.0.1:9187/metrics#pg_stat_database_xact_commit (repeatable).
+    #[arg(long = "monitor-prometheus", value_name = "URL#SERIES,...")]
+    pub monitor_prometheus: Vec<String>,
     /// Write every operation (round, class, vu, seq, op, label, start, latency, status,
     /// error) to this CSV file.
     #[arg(long, value_name = "FILE")]
@@ -384,6 +389,7 @@ impl From<RunArgs> for RunOptions {
             note: a.note,
             labels: a.labels,
             monitor_process: a.monitor_process,
+            monitor_prometheus: a.monitor_prometheus,
             order: a.order.map(|o| match o {
                 OrderArg::Alternate => crate::run::Order::Alternate,
                 OrderArg::Balanced => crate::run::Order::Balanced,
@@ -454,7 +460,7 @@ async fn serve(a: ServeArgs) -> Exit {
         Err(e) => return Exit::Unreachable.fail(e),
     };
     eprintln!(
-        "loadmix serve: {} store, listening on {url}{ctx}\n  CMP {ctx}/cmp/user/NAME · Morse Code {ctx}/mc/collection/UID · Atom {ctx}/atom/collection/UID · CalDAV {ctx}/dav/USER/\n  queue {ctx}/queue/NAME · counters {ctx}/_loadmix/stats{auth}\nCtrl-C stops",
+        "loadmix serve: {} store, listening on {url}{ctx}\n  CMP {ctx}/cmp/user/NAME · Morse Code {ctx}/mc/collection/UID · Atom {ctx}/atom/collection/UID · CalDAV {ctx}/dav/USER/\n  queue {ctx}/queue/NAME · counters {ctx}/_loadmix/stats · metrics {ctx}/_loadmix/metrics{auth}\nCtrl-C stops",
         h.store_kind,
         url = h.url(),
         auth = if a.no_auth {

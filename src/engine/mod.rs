@@ -47,6 +47,8 @@ pub struct EngineConfig {
     pub keep_data: bool,
     /// The server's processes to watch during every round.
     pub monitors: Vec<crate::monitor::ProcessSpec>,
+    /// The server's metrics endpoints to scrape during every round.
+    pub metrics: Vec<crate::monitor::prometheus::MetricsSpec>,
 }
 
 /// Called with a finished round and the number of rounds planned.
@@ -116,6 +118,8 @@ pub struct RoundResult {
     pub host: host::HostSamples,
     /// The server's watched processes over the round.
     pub server: Vec<crate::monitor::ProcessRound>,
+    /// The server's scraped metrics over the round.
+    pub metrics: Vec<crate::monitor::prometheus::SeriesRound>,
     /// Open model: arrivals dropped, or started late, because every slot was busy.
     pub dropped: u64,
     pub late: u64,
@@ -419,6 +423,8 @@ async fn run_round(
     let cpu = host::sampler(cpu_done.clone());
     let server = (!cfg.monitors.is_empty())
         .then(|| crate::monitor::sampler(cfg.monitors.clone(), cpu_done.clone()));
+    let scraped = (!cfg.metrics.is_empty())
+        .then(|| crate::monitor::prometheus::sampler(cfg.metrics.clone(), cpu_done.clone()));
     let started_at = SystemTime::now();
     let start = Instant::now();
     let deadline = match w.run.stop {
@@ -532,6 +538,10 @@ async fn run_round(
         Some(s) => s.await.unwrap_or_default(),
         None => Vec::new(),
     };
+    let metrics = match scraped {
+        Some(s) => s.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
     // Stable: a VU's rows keep their order (a bootstrap before the pick it precedes).
     out.log.sort_by_key(|e| (e.class, e.vu));
     out.failures.sort_by_key(|f| f.label);
@@ -551,6 +561,7 @@ async fn run_round(
             cpu_percent: host.process_cpu.clone(),
             host,
             server,
+            metrics,
             dropped: out.dropped,
             late: out.late,
             cleanup,

@@ -7,10 +7,12 @@
 //! (`postgres` is the postmaster and all its backends), looked up again every second, so
 //! processes that come and go (a backend per connection) are counted while they live. A
 //! process born during a second counts all its CPU; one that ends during a second loses
-//! that second's last part: a sampler cannot see it.
+//! that second's last part: a sampler cannot see it. The round's end takes one last look.
 //!
 //! Nothing here can stop a run: a process that cannot be found or read is reported as
-//! such, and the load figures stand.
+//! such, and the load figures stand. [`prometheus`] scrapes the metrics servers publish.
+
+pub mod prometheus;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -225,10 +227,12 @@ pub fn sampler(
                 }
             }
         }
-        loop {
+        let mut finishing = false;
+        while !finishing {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                _ = done.cancelled() => break,
+                // The round is over: one last look, so its last part second counts.
+                _ = done.cancelled() => finishing = true,
             }
             let now_tick = uptime_ticks(hz);
             let wall = last_at.elapsed().as_secs_f64();

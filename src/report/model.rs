@@ -159,6 +159,9 @@ pub struct RoundReport {
     /// The server's watched processes during the round (`monitor.process`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server: Vec<ServerProcess>,
+    /// The server's scraped metrics during the round (`monitor.prometheus`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<ServerSeries>,
     pub interrupted: bool,
     pub ops: Vec<OpReport>,
     pub total: OpReport,
@@ -332,6 +335,92 @@ impl ServerProcess {
     }
 }
 
+/// A series scraped from a server's metrics page, over a round (or the run).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ServerSeries {
+    pub url: String,
+    pub series: String,
+    /// `counter` (figures are rates per second) or `gauge`.
+    pub kind: String,
+    pub mean: f64,
+    pub max: f64,
+    /// A counter's increase over the round (or the run).
+    pub increase: f64,
+    /// A counter's increase per 1,000 successful operations (GC pauses, commits, ...).
+    pub per_1000_ops: f64,
+    /// Per second (rounds only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+impl ServerSeries {
+    fn of(s: &crate::monitor::prometheus::SeriesRound, successes: u64) -> ServerSeries {
+        ServerSeries {
+            url: s.url.clone(),
+            series: s.series.clone(),
+            kind: s.kind.clone(),
+            mean: s.mean,
+            max: s.max,
+            increase: s.increase,
+            per_1000_ops: per_1000(s.increase, successes),
+            values: s.values.clone(),
+            problem: s.problem.clone(),
+        }
+    }
+}
+
+fn per_1000(increase: f64, successes: u64) -> f64 {
+    if successes > 0 {
+        increase * 1000.0 / successes as f64
+    } else {
+        0.0
+    }
+}
+
+/// Each scraped series over all rounds: increases add, the mean is over every second.
+fn series_summary(rounds: &[RoundReport], successes: u64) -> Vec<ServerSeries> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    first
+        .metrics
+        .iter()
+        .map(|m| {
+            let per: Vec<&ServerSeries> = rounds
+                .iter()
+                .filter_map(|r| {
+                    r.metrics
+                        .iter()
+                        .find(|x| x.url == m.url && x.series == m.series)
+                })
+                .collect();
+            let values: Vec<f64> = per.iter().flat_map(|x| x.values.iter().copied()).collect();
+            let increase: f64 = per.iter().map(|x| x.increase).sum();
+            ServerSeries {
+                url: m.url.clone(),
+                series: m.series.clone(),
+                kind: per
+                    .iter()
+                    .map(|x| x.kind.clone())
+                    .find(|k| !k.is_empty())
+                    .unwrap_or_default(),
+                mean: if values.is_empty() {
+                    0.0
+                } else {
+                    values.iter().sum::<f64>() / values.len() as f64
+                },
+                max: values.iter().copied().fold(0.0, f64::max),
+                increase,
+                per_1000_ops: per_1000(increase, successes),
+                values: Vec::new(),
+                problem: per.iter().find_map(|x| x.problem.clone()),
+            }
+        })
+        .collect()
+}
+
 /// What removing a round's data cost and where it failed.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Cleanup {
@@ -383,6 +472,9 @@ pub struct Summary {
     /// the server's cost of the work measured.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server: Vec<ServerProcess>,
+    /// The scraped series over the whole run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<ServerSeries>,
     /// Throughput moved steadily over the measured rounds: still warming up, or something
     /// piling up. `None` when the rounds show no significant trend (or are too few).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -543,6 +635,11 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
                 .iter()
                 .map(|p| ServerProcess::of(p, total.successes, r.elapsed.as_secs_f64()))
                 .collect(),
+            metrics: r
+                .metrics
+                .iter()
+                .map(|s| ServerSeries::of(s, total.successes))
+                .collect(),
             interrupted: r.interrupted,
             total: op_report("total", None, &total, rate(total.successes, secs), true),
             ops,
@@ -575,6 +672,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
     }
     let measured: f64 = run.rounds.iter().map(|r| r.measured.as_secs_f64()).sum();
     let server = server_summary(&rounds, total.successes);
+    let metrics = series_summary(&rounds, total.successes);
 
     Report {
         schema: SCHEMA.to_string(),
@@ -620,6 +718,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
             generator_warnings,
             drift: drift(&total_rates),
             server,
+            metrics,
         },
         thresholds: w
             .thresholds
@@ -982,6 +1081,7 @@ mod tests {
             late: 0,
             cleanup: Default::default(),
             server: Vec::new(),
+            metrics: Vec::new(),
         }
     }
 

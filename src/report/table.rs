@@ -195,6 +195,27 @@ pub fn render(r: &Report) -> String {
             let _ = writeln!(out, "WARNING: monitor: {problem}");
         }
     }
+    for m in &s.metrics {
+        match m.kind.as_str() {
+            "counter" => {
+                let _ = writeln!(
+                    out,
+                    "metric {}: {:.1} per second (max {:.1}) · {:.1} in all · {:.2} per 1,000 operations",
+                    m.series, m.mean, m.max, m.increase, m.per_1000_ops
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    out,
+                    "metric {}: mean {:.1} · max {:.1}",
+                    m.series, m.mean, m.max
+                );
+            }
+        }
+        if let Some(problem) = &m.problem {
+            let _ = writeln!(out, "WARNING: monitor: {problem}");
+        }
+    }
     if !r.warmup_rounds.is_empty() {
         let list: Vec<String> = r
             .warmup_rounds

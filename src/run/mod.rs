@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::engine::{EngineConfig, EngineError, RoundResult, Runner};
 use crate::metrics::Live;
 use crate::monitor::ProcessSpec;
+use crate::monitor::prometheus::MetricsSpec;
 use crate::protocol::{AccountPlan, ProtocolError};
 use crate::report::{self, Report, TlsInfo, compare};
 use crate::server::{self, ServerConfig, ServerHandle};
@@ -69,6 +70,8 @@ pub struct RunOptions {
     /// `--monitor-process NAME|PID`: the server's processes to watch, beside the
     /// workload's `monitor.process`.
     pub monitor_process: Vec<String>,
+    /// `--monitor-prometheus URL#SERIES,...`: metrics to scrape, beside the workload's.
+    pub monitor_prometheus: Vec<String>,
 }
 
 /// In which order several targets take their rounds.
@@ -349,6 +352,26 @@ fn monitors_of(a: &RunOptions, w: &Workload) -> Result<Vec<ProcessSpec>, RunErro
     Ok(out)
 }
 
+/// The metrics to scrape: the workload's `monitor.prometheus`, then
+/// `--monitor-prometheus URL#SERIES,SERIES`.
+fn metrics_of(a: &RunOptions, w: &Workload) -> Result<Vec<MetricsSpec>, RunError> {
+    let usage = |m: String| RunError::Usage(format!("monitor: {m}"));
+    let mut out = Vec::new();
+    for (url, series) in &w.monitor_metrics {
+        out.push(MetricsSpec::new(url, series.clone()).map_err(usage)?);
+    }
+    for flag in &a.monitor_prometheus {
+        let (url, series) = flag.split_once('#').ok_or_else(|| {
+            usage(format!(
+                "--monitor-prometheus {flag}: name the series after '#', e.g. http://127.0.0.1:9187/metrics#pg_stat_database_xact_commit"
+            ))
+        })?;
+        let series = series.split(',').map(|s| s.trim().to_string()).collect();
+        out.push(MetricsSpec::new(url, series).map_err(usage)?);
+    }
+    Ok(out)
+}
+
 /// The workload as one target runs it. A target URL with a path names where the server's
 /// services live (`loadmix serve` prints such a URL), so it replaces the workload's
 /// `context` rather than having it appended: `--target http://host:8080/cosmo` and
@@ -376,6 +399,7 @@ async fn run_point(
     progress: &Progress,
 ) -> Result<PointResult, RunError> {
     let monitors = monitors_of(a, w)?;
+    let metrics = metrics_of(a, w)?;
     let mut lanes: Vec<Lane> = Vec::new();
     let stop_all = |lanes: Vec<Lane>| async move {
         for l in lanes {
@@ -477,6 +501,7 @@ async fn run_point(
             live: Some(live.clone()),
             keep_data: a.keep_data,
             monitors: monitors.clone(),
+            metrics: metrics.clone(),
         };
         match Runner::new(&wt, cfg).await {
             Ok(runner) => lanes.push(Lane {

@@ -272,6 +272,7 @@ fn router(cfg: &ServerConfig, state: AppState) -> Router {
             get(queue_pop).post(queue_push),
         )
         .route(&format!("{ctx}/_loadmix/stats"), get(stats_json))
+        .route(&format!("{ctx}/_loadmix/metrics"), get(metrics_text))
         .route(&format!("{ctx}/_loadmix/delay/{{ms}}"), any(delay))
         .route(
             &format!("{ctx}/_loadmix/stall/{{period_ms}}/{{stall_ms}}"),
@@ -409,6 +410,55 @@ async fn stall(
         tokio::time::sleep(std::time::Duration::from_millis(period - into)).await;
     }
     StatusCode::OK.into_response()
+}
+
+/// The server's own counters and process figures in the Prometheus text format, so the
+/// embedded server can be watched as any server is (`monitor.prometheus`).
+async fn metrics_text(State(st): State<AppState>) -> Response {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "# HELP loadmix_server_requests_total Requests answered, by method and status.\n# TYPE loadmix_server_requests_total counter\n",
+    );
+    for (m, s, n) in st.stats.snapshot() {
+        let _ = writeln!(
+            out,
+            "loadmix_server_requests_total{{method=\"{m}\",status=\"{s}\"}} {n}"
+        );
+    }
+    // SAFETY: getrusage fills the struct we pass and reads nothing else; a zeroed rusage
+    // is a valid value of that plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } == 0 {
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        let _ = writeln!(
+            out,
+            "# HELP process_cpu_seconds_total User and system CPU time.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {}",
+            secs(ru.ru_utime) + secs(ru.ru_stime)
+        );
+    }
+    if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
+        // SAFETY: sysconf reads a system constant.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+        if let Some(rss) = statm
+            .split_ascii_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u64>().ok())
+        {
+            let _ = writeln!(
+                out,
+                "# HELP process_resident_memory_bytes Resident memory.\n# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {}",
+                rss * page
+            );
+        }
+    }
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        out,
+    )
+        .into_response()
 }
 
 async fn stats_json(State(st): State<AppState>) -> Response {

@@ -51,6 +51,8 @@ pub struct Workload {
     pub thresholds: Vec<Threshold>,
     /// `monitor.process`: the server's processes to watch (names or PIDs, as written).
     pub monitor_processes: Vec<String>,
+    /// `monitor.prometheus`: metrics endpoints and the series to keep from each.
+    pub monitor_metrics: Vec<(String, Vec<String>)>,
 }
 
 /// Where the load goes.

@@ -91,3 +91,69 @@ fn a_watched_server_process_reports_its_cpu_per_operation() {
     assert!(table.contains("ms CPU per operation"), "{table}");
     assert!(table.contains("WARNING: monitor: no process matched no-such-program-xyz"));
 }
+
+#[test]
+fn the_embedded_servers_own_metrics_are_scraped_and_a_wrong_endpoint_is_said_plainly() {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let base = srv.url();
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "context: /cosmo\nmonitor:\n  prometheus:\n    - {{ url: '{base}/cosmo/_loadmix/metrics', series: [loadmix_server_requests_total, process_resident_memory_bytes, no_such_series] }}\n    - {{ url: '{base}/cosmo/queue/nothing', series: [x] }}\nrun: {{ duration: 2s, rounds: 1 }}\nusers:\n  - {{ class: q, protocol: http, count: 2, mix: {{ send: {{ weight: 1, method: POST, path: '{{context}}/queue/m', body: x, expect: [201] }} }} }}\n"
+        ),
+    )
+    .unwrap();
+    let out = out_dir(&tmp);
+    let o = loadmix_bin(&[
+        "run",
+        &path_str(&w),
+        "--target",
+        &base,
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = read_report(&out);
+    let m = &r.summary.metrics;
+    let find = |s: &str| m.iter().find(|x| x.series == s).unwrap();
+    let requests = find("loadmix_server_requests_total");
+    assert_eq!(requests.kind, "counter");
+    assert!(requests.problem.is_none(), "{requests:?}");
+    // The server's request counter rose by what was sent (the round's end takes a last
+    // look), so about 1,000 per 1,000 operations; the scrapes themselves are not counted.
+    let sent = r.summary.total.requests as f64;
+    assert!(
+        (requests.increase - sent).abs() <= 0.02 * sent + 8.0,
+        "{requests:?} vs {sent}"
+    );
+    // Per second in the round: the rate.
+    let per_second = &r.rounds[0]
+        .metrics
+        .iter()
+        .find(|x| x.series == "loadmix_server_requests_total")
+        .unwrap()
+        .values;
+    assert!(
+        !per_second.is_empty() && per_second.iter().all(|v| *v > 0.0),
+        "{per_second:?}"
+    );
+    let rss = find("process_resident_memory_bytes");
+    assert_eq!(rss.kind, "gauge");
+    assert!(rss.max > 1e6);
+    assert!(
+        find("no_such_series")
+            .problem
+            .as_deref()
+            .unwrap_or("")
+            .contains("has no series")
+    );
+    assert!(
+        find("x").problem.is_some(),
+        "a page that is not metrics is reported"
+    );
+    rt.block_on(srv.stop());
+}

@@ -226,6 +226,10 @@ pub(super) fn resolve(
             Some(m) => resolve_monitor(&cx, m)?,
             None => Vec::new(),
         },
+        monitor_metrics: match root.get("monitor").and_then(|m| m.get("prometheus")) {
+            Some(p) => resolve_prometheus(&cx, p)?,
+            None => Vec::new(),
+        },
     })
 }
 

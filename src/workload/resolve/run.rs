@@ -248,7 +248,7 @@ pub(super) fn resolve_auth(
 /// `monitor: { process: [postgres, 1234] }`: names or PIDs of the server's processes.
 pub(super) fn resolve_monitor(cx: &Cx, node: &Node) -> R<Vec<String>> {
     let entries = cx.map(node, "monitor")?;
-    cx.check_keys(entries, &["process"], "monitor")?;
+    cx.check_keys(entries, &["process", "prometheus"], "monitor")?;
     let Some(p) = node.get("process") else {
         return Ok(Vec::new());
     };
@@ -268,6 +268,46 @@ pub(super) fn resolve_monitor(cx: &Cx, node: &Node) -> R<Vec<String>> {
             ));
         }
         out.push(s.trim().to_string());
+    }
+    Ok(out)
+}
+
+/// `monitor.prometheus: { url: http://..., series: [a, b] }` (or a list of them).
+pub(super) fn resolve_prometheus(cx: &Cx, node: &Node) -> R<Vec<(String, Vec<String>)>> {
+    let items: Vec<&Node> = match &node.value {
+        Value::Seq(items) => items.iter().collect(),
+        _ => vec![node],
+    };
+    let key = "monitor.prometheus";
+    let mut out = Vec::new();
+    for item in items {
+        let entries = cx.map(item, key)?;
+        cx.check_keys(entries, &["url", "series"], key)?;
+        let url_node = required(cx, item, "url", key)?;
+        let url = cx.string(url_node, &join(key, "url"))?;
+        if !url.starts_with("http://") {
+            return Err(cx.err(
+                url_node.pos,
+                &join(key, "url"),
+                format!("'{url}': metrics are scraped over http://host:port/path"),
+            ));
+        }
+        let series_node = required(cx, item, "series", key)?;
+        let series: Vec<String> = match &series_node.value {
+            Value::Seq(s) => s
+                .iter()
+                .map(|n| cx.string(n, &join(key, "series")))
+                .collect::<R<_>>()?,
+            _ => vec![cx.string(series_node, &join(key, "series"))?],
+        };
+        if series.is_empty() || series.iter().any(|s| s.trim().is_empty()) {
+            return Err(cx.err(
+                series_node.pos,
+                &join(key, "series"),
+                "name the series to keep, e.g. [process_cpu_seconds_total]",
+            ));
+        }
+        out.push((url, series));
     }
     Ok(out)
 }

@@ -46,6 +46,10 @@ pub struct RunDetails {
     /// What each operation cost each watched server process (CPU ms per operation).
     #[serde(default)]
     pub server_cpu_ms_per_op: Vec<(String, f64)>,
+    /// Scraped counters per 1,000 successful operations (GC pauses, commits, ...), and
+    /// scraped gauges' means.
+    #[serde(default)]
+    pub server_metrics: Vec<(String, String)>,
 }
 
 impl RunDetails {
@@ -65,6 +69,11 @@ impl RunDetails {
             self.server_cpu_ms_per_op
                 .iter()
                 .map(|(p, ms)| format!("server {p}: {ms:.2} ms CPU/op")),
+        );
+        extra.extend(
+            self.server_metrics
+                .iter()
+                .map(|(name, v)| format!("{name}: {v}")),
         );
         if extra.is_empty() {
             who
@@ -292,6 +301,19 @@ pub fn compare(
                     .server
                     .iter()
                     .map(|p| (p.process.clone(), p.cpu_ms_per_op))
+                    .collect(),
+                server_metrics: r
+                    .summary
+                    .metrics
+                    .iter()
+                    .filter_map(|m| match m.kind.as_str() {
+                        "counter" => Some((
+                            m.series.clone(),
+                            format!("{:.2} per 1,000 ops", m.per_1000_ops),
+                        )),
+                        "gauge" => Some((m.series.clone(), format!("mean {:.1}", m.mean))),
+                        _ => None,
+                    })
                     .collect(),
             })
             .collect(),

@@ -155,5 +155,15 @@ fn the_embedded_servers_own_metrics_are_scraped_and_a_wrong_endpoint_is_said_pla
         find("x").problem.is_some(),
         "a page that is not metrics is reported"
     );
+    // compare lists each run's scraped figures beside its name.
+    let c = loadmix::report::compare::compare(
+        &["a".into(), "b".into()],
+        &[r.clone(), r.clone()],
+        false,
+    )
+    .unwrap();
+    let table = loadmix::report::compare::render_table(&c);
+    assert!(table.contains("loadmix_server_requests_total: "), "{table}");
+    assert!(table.contains("per 1,000 ops"), "{table}");
     rt.block_on(srv.stop());
 }

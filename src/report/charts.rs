@@ -64,49 +64,48 @@ fn busiest(ops: &[OpReport], n: usize) -> Vec<&OpReport> {
     v
 }
 
-/// Successful operations per second over the run, rounds one after another, warm-up
-/// shaded, one line per operation (the eight busiest) and the total.
-pub fn throughput(r: &Report) -> String {
-    let names: Vec<String> = busiest(&r.summary.ops, 8)
-        .iter()
-        .map(|o| o.op.clone())
-        .collect();
-    // (x offset of each round, its length, its warm-up)
-    let mut series: Vec<(String, Vec<(f64, f64)>)> =
-        names.iter().map(|n| (n.clone(), Vec::new())).collect();
-    series.push(("total".into(), Vec::new()));
+/// One line per name over the whole run, rounds laid end to end on one time axis (a round
+/// is as long as its timeline). `points(round, name)` gives a round's points, x in seconds
+/// from the round's start. Returns the lines, each round's (start, end of warm-up, end) and
+/// the axis's length.
+type Line = (String, Vec<(f64, f64)>);
+type Band = (f64, f64, f64);
+
+fn rounds_in_sequence(
+    r: &Report,
+    names: &[String],
+    points: impl Fn(&super::model::RoundReport, &str) -> Vec<(f64, f64)>,
+) -> (Vec<Line>, Vec<Band>, f64) {
+    let mut lines: Vec<Line> = names.iter().map(|n| (n.clone(), Vec::new())).collect();
     let mut bands = Vec::new();
     let mut offset = 0.0;
     for round in &r.rounds {
         let len = round.total.timeline.len().max(1) as f64;
         bands.push((offset, offset + round.warmup_s.min(len), offset + len));
-        for (name, pts) in series.iter_mut() {
-            let op = if name == "total" {
-                Some(&round.total)
-            } else {
-                round.ops.iter().find(|o| &o.op == name)
-            };
-            if let Some(op) = op {
-                for (i, b) in op.timeline.iter().enumerate() {
-                    pts.push((offset + i as f64 + 0.5, b.successes as f64));
-                }
-            }
+        for (name, pts) in lines.iter_mut() {
+            pts.extend(
+                points(round, name)
+                    .into_iter()
+                    .map(|(x, y)| (offset + x, y)),
+            );
         }
         offset += len;
     }
-    let ymax = series
+    (lines, bands, offset.max(1.0))
+}
+
+/// Lines over the run's time axis, each round's end marked and its warm-up shaded. A line
+/// named `total` is drawn black and thicker.
+fn time_chart(caption: &str, y_desc: &str, lines: &[Line], bands: &[Band], xmax: f64) -> String {
+    let ymax = lines
         .iter()
         .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
-        .fold(1.0, f64::max)
-        * 1.1;
-    let xmax = offset.max(1.0);
+        .fold(0.1, f64::max)
+        * 1.15;
     svg(|root| {
         root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "throughput over time (successes per second; warm-up shaded; rounds in sequence)",
-                ("sans-serif", 15),
-            )
+            .caption(caption, ("sans-serif", 15))
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(55)
@@ -114,10 +113,10 @@ pub fn throughput(r: &Report) -> String {
         chart
             .configure_mesh()
             .x_desc("seconds")
-            .y_desc("ops/s")
+            .y_desc(y_desc)
             .light_line_style(WHITE.mix(0.0))
             .draw()?;
-        for (start, warm_end, end) in &bands {
+        for (start, warm_end, end) in bands {
             if warm_end > start {
                 chart.draw_series(std::iter::once(Rectangle::new(
                     [(*start, 0.0), (*warm_end, ymax)],
@@ -129,9 +128,12 @@ pub fn throughput(r: &Report) -> String {
                 BLACK.mix(0.3),
             )))?;
         }
-        for (i, (name, pts)) in series.iter().enumerate() {
-            let c = if name == "total" { BLACK } else { color(i) };
-            let width = if name == "total" { 2 } else { 1 };
+        for (i, (name, pts)) in lines.iter().enumerate() {
+            let (c, width) = if name == "total" {
+                (BLACK, 2)
+            } else {
+                (color(i), 1)
+            };
             chart
                 .draw_series(LineSeries::new(pts.clone(), c.stroke_width(width)))?
                 .label(name.clone())
@@ -143,6 +145,38 @@ pub fn throughput(r: &Report) -> String {
         root.present()?;
         Ok(())
     })
+}
+
+/// Successful operations per second over the run, rounds one after another, warm-up
+/// shaded, one line per operation (the eight busiest) and the total.
+pub fn throughput(r: &Report) -> String {
+    let mut names: Vec<String> = busiest(&r.summary.ops, 8)
+        .iter()
+        .map(|o| o.op.clone())
+        .collect();
+    names.push("total".into());
+    let (lines, bands, xmax) = rounds_in_sequence(r, &names, |round, name| {
+        let op = if name == "total" {
+            Some(&round.total)
+        } else {
+            round.ops.iter().find(|o| o.op == name)
+        };
+        op.map(|op| {
+            op.timeline
+                .iter()
+                .enumerate()
+                .map(|(i, b)| (i as f64 + 0.5, b.successes as f64))
+                .collect()
+        })
+        .unwrap_or_default()
+    });
+    time_chart(
+        "throughput over time (successes per second; warm-up shaded; rounds in sequence)",
+        "ops/s",
+        &lines,
+        &bands,
+        xmax,
+    )
 }
 
 /// p50, p90, p99 and p99.9 per operation, on a log scale.
@@ -310,55 +344,27 @@ pub fn server(r: &Report) -> Option<String> {
     if names.is_empty() {
         return None;
     }
-    let mut series: Vec<(String, Vec<(f64, f64)>)> =
-        names.iter().map(|n| (n.clone(), Vec::new())).collect();
-    let mut offset = 0.0;
-    for round in &r.rounds {
-        let len = round.total.timeline.len().max(1) as f64;
-        for (name, pts) in series.iter_mut() {
-            if let Some(p) = round.server.iter().find(|p| &p.process == name) {
-                for (i, pct) in p.cpu_percent.iter().enumerate() {
-                    pts.push((offset + i as f64 + 1.0, pct / 100.0));
-                }
-            }
-        }
-        offset += len;
-    }
-    let ymax = series
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
-        .fold(0.1, f64::max)
-        * 1.15;
-    let xmax = offset.max(1.0);
-    Some(svg(|root| {
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "server CPU over time (cores; rounds in sequence, as the throughput chart)",
-                ("sans-serif", 15),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(55)
-            .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
-        chart
-            .configure_mesh()
-            .x_desc("seconds")
-            .y_desc("cores")
-            .draw()?;
-        for (i, (name, pts)) in series.iter().enumerate() {
-            let c = color(i);
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
-                .label(name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
-                });
-        }
-        legend(&mut chart)?;
-        root.present()?;
-        Ok(())
-    }))
+    let (lines, bands, xmax) = rounds_in_sequence(r, &names, |round, name| {
+        round
+            .server
+            .iter()
+            .find(|p| p.process == name)
+            .map(|p| {
+                p.cpu_percent
+                    .iter()
+                    .enumerate()
+                    .map(|(i, pct)| (i as f64 + 1.0, pct / 100.0))
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    Some(time_chart(
+        "server CPU over time (cores; rounds in sequence, as the throughput chart)",
+        "cores",
+        &lines,
+        &bands,
+        xmax,
+    ))
 }
 
 /// Total ops/s of each round, with the mean and its 95 % confidence interval.

@@ -26,9 +26,6 @@ command -v nginx >/dev/null || need+=(nginx)
 [ -f /usr/lib/nginx/modules/ngx_http_dav_ext_module.so ] || need+=(libnginx-mod-http-dav-ext)
 command -v apache2 >/dev/null || need+=(apache2)
 command -v openssl >/dev/null || need+=(openssl)
-[ -f /usr/share/davical/dba/create-database.sh ] || need+=(davical)
-[ -d /usr/lib/postgresql ] || need+=(postgresql)
-ls /usr/lib/apache2/modules/libphp*.so >/dev/null 2>&1 || need+=(libapache2-mod-php)
 if [ ${#need[@]} -gt 0 ]; then
     echo "installing ${need[*]}"
     # Packages must not start system services on port 80 in a container.
@@ -45,14 +42,11 @@ BIN=${CARGO_TARGET_DIR:-target}/debug/loadmix
 
 WORK=$(mktemp -d)
 PIDS=()
-PG=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
     [ -f "$WORK/apache/httpd.pid" ] && kill "$(cat "$WORK/apache/httpd.pid")" 2>/dev/null || true
-    [ -f "$WORK/davical/httpd.pid" ] && kill "$(cat "$WORK/davical/httpd.pid")" 2>/dev/null || true
-    [ -d "$WORK/pg" ] && su postgres -c "$PG/pg_ctl -D $WORK/pg -m immediate stop" >/dev/null 2>&1 || true
-    rm -f "${DAVICAL_CONF:-/nonexistent}"
+    [ -d "$WORK/davical" ] && examples/davical-postgres/stop.sh "$WORK/davical"
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -285,60 +279,16 @@ left=$(find "$WORK/radicale-data/collection-root/loadmix" -mindepth 1 -maxdepth 
 [ "$left" = 0 ] || { ls "$WORK/radicale-data/collection-root/loadmix"; fail "$left calendar(s) the runs made are left"; }
 echo "   the pre-filled calendar is byte-for-byte unchanged; nothing the runs made is left"
 echo "== 6. DAViCal on PostgreSQL: only the URL and a user"
-# A PostgreSQL cluster of its own (the server runs as the postgres user), DAViCal's
-# database made by its own script, the admin account's password set to ours.
-mkdir -p "$WORK/pg" "$WORK/pgsock" "$WORK/davical"
-chown postgres "$WORK/pg" "$WORK/pgsock"
+# The recipe's own set-up (examples/davical-postgres): its first server is enough here.
+# PostgreSQL runs as its own user, which must reach the folder.
 chmod 755 "$WORK"
-PGPORT=$(free_port)
-su postgres -c "$PG/initdb -D $WORK/pg --auth=trust -U postgres" >"$WORK/initdb.log" 2>&1 || { cat "$WORK/initdb.log"; fail "initdb failed"; }
-su postgres -c "$PG/pg_ctl -D $WORK/pg -l $WORK/pg/server.log -w -o '-k $WORK/pgsock -p $PGPORT -c listen_addresses=' start" >/dev/null \
-    || { cat "$WORK/pg/server.log"; fail "PostgreSQL did not start"; }
-su postgres -c "PGHOST=$WORK/pgsock PGPORT=$PGPORT /usr/share/davical/dba/create-database.sh davical '$PASSWORD'" >"$WORK/davical-db.log" 2>&1 \
-    || { cat "$WORK/davical-db.log"; fail "DAViCal's database could not be made"; }
-# DAViCal reads /etc/davical/HOST-conf.php for the server name Apache gives it.
-DAVICAL_CONF=/etc/davical/davical-loadmix-$$-conf.php
-cat >"$DAVICAL_CONF" <<CONF
-<?php
-\$c->pg_connect[] = "dbname=davical user=davical_app host=$WORK/pgsock port=$PGPORT";
-\$c->system_name = "DAViCal for loadmix tests";
-\$c->admin_email = "admin@loadmix.invalid";
-CONF
-DVPORT=$(free_port)
-PHP=$(ls /usr/lib/apache2/modules/libphp*.so | head -1)
-cat >"$WORK/davical/httpd.conf" <<CONF
-ServerRoot $WORK/davical
-ServerName davical-loadmix-$$
-PidFile $WORK/davical/httpd.pid
-Listen 127.0.0.1:$DVPORT
-LoadModule mpm_prefork_module $M/mod_mpm_prefork.so
-LoadModule authz_core_module $M/mod_authz_core.so
-LoadModule alias_module $M/mod_alias.so
-LoadModule mime_module $M/mod_mime.so
-TypesConfig /etc/mime.types
-LoadModule php_module $PHP
-ErrorLog $WORK/davical/error.log
-LogFormat "%m %>s" plain
-CustomLog $WORK/davical/access.log plain
-UseCanonicalName On
-DocumentRoot /usr/share/davical/htdocs
-AcceptPathInfo On
-<Directory /usr/share/davical/htdocs>
-  Require all granted
-</Directory>
-<FilesMatch "\.php\$">
-  SetHandler application/x-httpd-php
-</FilesMatch>
-php_value include_path /usr/share/awl/inc
-php_value error_reporting "E_ALL & ~E_NOTICE & ~E_DEPRECATED"
-# As DAViCal's own documentation sets it up (RFC 6764).
-Redirect 301 /.well-known/caldav /caldav.php/
-CONF
-apache2 -f "$WORK/davical/httpd.conf" -k start >"$WORK/davical.log" 2>&1 || { cat "$WORK/davical.log"; fail "Apache for DAViCal did not start"; }
-wait_port "$DVPORT" davical
-"$BIN" run workloads/caldav-sync.yaml --target "http://127.0.0.1:$DVPORT/caldav.php" --user admin \
+examples/davical-postgres/setup.sh "$WORK/davical" >"$WORK/davical-setup.log" 2>&1 \
+    || { cat "$WORK/davical-setup.log" "$WORK"/davical/*/*.log 2>/dev/null; fail "DAViCal could not be set up"; }
+# shellcheck disable=SC1091
+. "$WORK/davical/targets.env"
+"$BIN" run workloads/caldav-sync.yaml --target "$URL_ON" --user admin \
     --duration 4s --rounds 1 --quiet --out "$WORK/davical-run" >"$WORK/davical-run.txt" 2>&1 \
-    || { cat "$WORK/davical-run.txt" "$WORK/davical/error.log"; fail "caldav-sync.yaml against DAViCal failed"; }
+    || { cat "$WORK/davical-run.txt" "$WORK/davical/on/apache/error.log"; fail "caldav-sync.yaml against DAViCal failed"; }
 python3 - "$WORK/davical-run/run.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -348,8 +298,9 @@ if t["failures"] or c["failures"] or t["requests"] == 0:
     print(f"DAViCal: {t['failures']} failures {r['failures'][:3]}, cleanup {c}"); sys.exit(1)
 print(f"   {t['requests']} requests, 0 failures, {c['requests']} calendars deleted after the round")
 PY
-left=$(psql -h "$WORK/pgsock" -p "$PGPORT" -U postgres -qAt -c "SELECT count(*) FROM collection WHERE dav_name LIKE '/admin/lm-%'" davical)
+left=$(psql -h "$PGSOCK_ON" -p "$PGPORT_ON" -U postgres -qAt -c "SELECT count(*) FROM collection WHERE dav_name LIKE '/admin/lm-%'" davical)
 [ "$left" = 0 ] || fail "$left calendar(s) the run made are left in DAViCal"
+examples/davical-postgres/stop.sh "$WORK/davical"
 echo "== 7. examples/davical-postgres, briefly"
 LOADMIX_BIN="$BIN" examples/davical-postgres/run.sh "$WORK/recipe" 2 3s >"$WORK/recipe.txt" 2>&1 \
     || { cat "$WORK/recipe.txt"; fail "the DAViCal recipe failed"; }

@@ -6,7 +6,8 @@
 # Both clusters get the same shared_buffers; DAViCal's database is made by DAViCal's own
 # script, with the admin account's password set to $LOADMIX_PASSWORD.
 #
-# Usage: setup.sh WORKDIR   (writes WORKDIR/targets.env: URL_ON, URL_OFF; stop.sh WORKDIR
+# Usage: setup.sh WORKDIR   (writes WORKDIR/targets.env: URL_ON, URL_OFF, and each
+# database's PGSOCK_ON/PGPORT_ON, PGSOCK_OFF/PGPORT_OFF; stop.sh WORKDIR
 # stops everything). Must run as root (PostgreSQL runs as the postgres user).
 set -euo pipefail
 WORK=${1:?usage: setup.sh WORKDIR}
@@ -90,6 +91,11 @@ Redirect 301 /.well-known/caldav /caldav.php/
 CONF
     apache2 -f "$D/apache/httpd.conf" -k start
     wait_port "$PORT"
-    echo "URL_$(echo $variant | tr a-z A-Z)=http://127.0.0.1:$PORT/caldav.php" >>"$WORK/targets.env"
+    V=$(echo $variant | tr a-z A-Z)
+    {
+        echo "URL_$V=http://127.0.0.1:$PORT/caldav.php"
+        echo "PGSOCK_$V=$D/sock"
+        echo "PGPORT_$V=$PGPORT"
+    } >>"$WORK/targets.env"
 done
 cat "$WORK/targets.env"

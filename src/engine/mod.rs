@@ -515,17 +515,8 @@ async fn run_round(
         }
     }
     let elapsed = start.elapsed();
-    // After the clock: what the round made goes, unless the run keeps it.
-    let cleanup = if cfg.keep_data {
-        CleanupStats::default()
-    } else {
-        crate::protocol::cleanup::run(
-            cfg.endpoint.clone(),
-            timeouts,
-            std::mem::take(&mut out.leftovers),
-        )
-        .await
-    };
+    // The samplers stop with the round's clock: the host's and the server's figures are
+    // those of the measured work, not of the cleanup that follows.
     round_over.cancel();
     cpu_done.cancel();
     let stats = aggregator.await.unwrap_or(RoundStats {
@@ -541,6 +532,17 @@ async fn run_round(
     let metrics = match scraped {
         Some(s) => s.await.unwrap_or_default(),
         None => Vec::new(),
+    };
+    // After the clock: what the round made goes, unless the run keeps it.
+    let cleanup = if cfg.keep_data {
+        CleanupStats::default()
+    } else {
+        crate::protocol::cleanup::run(
+            cfg.endpoint.clone(),
+            timeouts,
+            std::mem::take(&mut out.leftovers),
+        )
+        .await
     };
     // Stable: a VU's rows keep their order (a bootstrap before the pick it precedes).
     out.log.sort_by_key(|e| (e.class, e.vu));

@@ -102,7 +102,7 @@ fn the_embedded_servers_own_metrics_are_scraped_and_a_wrong_endpoint_is_said_pla
     std::fs::write(
         &w,
         format!(
-            "context: /cosmo\nmonitor:\n  prometheus:\n    - {{ url: '{base}/cosmo/_loadmix/metrics', series: [loadmix_server_requests_total, process_resident_memory_bytes, no_such_series] }}\n    - {{ url: '{base}/cosmo/queue/nothing', series: [x] }}\nrun: {{ duration: 2s, rounds: 1 }}\nusers:\n  - {{ class: q, protocol: http, count: 2, mix: {{ send: {{ weight: 1, method: POST, path: '{{context}}/queue/m', body: x, expect: [201] }} }} }}\n"
+            "context: /cosmo\nmonitor:\n  prometheus:\n    - {{ url: '{base}/cosmo/_loadmix/metrics', series: [loadmix_server_requests_total, process_resident_memory_bytes, no_such_series] }}\n    - {{ url: '{base}/cosmo/queue/nothing', series: [x] }}\nrun: {{ duration: 2s, rounds: 1 }}\nusers:\n  - {{ class: q, protocol: http, count: 2, cleanup: {{ sent: DELETE }}, mix: {{ send: {{ weight: 1, method: POST, path: '{{context}}/queue/m', body: x, expect: [201], remember: sent }} }} }}\n"
         ),
     )
     .unwrap();
@@ -124,7 +124,9 @@ fn the_embedded_servers_own_metrics_are_scraped_and_a_wrong_endpoint_is_said_pla
     assert_eq!(requests.kind, "counter");
     assert!(requests.problem.is_none(), "{requests:?}");
     // The server's request counter rose by what was sent (the round's end takes a last
-    // look), so about 1,000 per 1,000 operations; the scrapes themselves are not counted.
+    // look), so about 1,000 per 1,000 operations; the scrapes themselves are not counted,
+    // and neither is the cleanup after the round (a DELETE for every message sent).
+    assert!(r.rounds[0].cleanup.requests > 0);
     let sent = r.summary.total.requests as f64;
     assert!(
         (requests.increase - sent).abs() <= 0.02 * sent + 8.0,

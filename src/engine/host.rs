@@ -19,6 +19,9 @@ pub struct HostSamples {
     pub steal: Vec<f64>,
     /// Processes runnable at the sample (`procs_running`, this one included).
     pub run_queue: Vec<u32>,
+    /// Users active at the sample: closed users inside their active window, open sessions
+    /// in progress.
+    pub users: Vec<u64>,
 }
 
 /// This process's user and system CPU time so far.
@@ -79,7 +82,10 @@ fn parse_stat(text: &str) -> Option<Stat> {
 }
 
 /// Sample once a second until `done`.
-pub fn sampler(done: CancellationToken) -> tokio::task::JoinHandle<HostSamples> {
+pub fn sampler(
+    done: CancellationToken,
+    users: std::sync::Arc<std::sync::atomic::AtomicU64>,
+) -> tokio::task::JoinHandle<HostSamples> {
     tokio::spawn(async move {
         let mut out = HostSamples::default();
         let mut last = (Instant::now(), cpu_time(), read_stat());
@@ -89,6 +95,8 @@ pub fn sampler(done: CancellationToken) -> tokio::task::JoinHandle<HostSamples> 
                 _ = done.cancelled() => break,
             }
             let now = (Instant::now(), cpu_time(), read_stat());
+            out.users
+                .push(users.load(std::sync::atomic::Ordering::Relaxed));
             let wall = now.0.duration_since(last.0).as_secs_f64();
             if wall > 0.0 {
                 out.process_cpu

@@ -15,7 +15,7 @@ pub mod plan;
 pub mod seed;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -418,9 +418,12 @@ async fn run_round(
         .live
         .clone()
         .map(|l| (l, labels.iter().map(|(ci, _, _)| ci).collect()));
-    let (factory, aggregator) = metrics::aggregator(labels.len(), w.run.warmup, live);
+    let (factory, aggregator) =
+        metrics::aggregator(labels.len(), w.run.warmup, w.run.timeout, live);
     let cpu_done = CancellationToken::new();
-    let cpu = host::sampler(cpu_done.clone());
+    // Closed users inside their active window and open sessions in progress.
+    let users = Arc::new(AtomicU64::new(0));
+    let cpu = host::sampler(cpu_done.clone(), users.clone());
     let server = (!cfg.monitors.is_empty())
         .then(|| crate::monitor::sampler(cfg.monitors.clone(), cpu_done.clone()));
     let scraped = (!cfg.metrics.is_empty())
@@ -471,6 +474,7 @@ async fn run_round(
             label_base: labels.index(ci, 0),
             log_ops: cfg.log_ops,
             halted: halted.clone(),
+            users: users.clone(),
         };
         let recorder = factory.recorder();
         let stop = cfg.stop.clone();
@@ -497,6 +501,7 @@ async fn run_round(
             run_id: cfg.run_id.clone(),
             endpoint: cfg.endpoint.clone(),
             timeouts,
+            users: users.clone(),
         };
         tasks.spawn(open::arrivals(
             spec,
@@ -519,11 +524,7 @@ async fn run_round(
     // those of the measured work, not of the cleanup that follows.
     round_over.cancel();
     cpu_done.cancel();
-    let stats = aggregator.await.unwrap_or(RoundStats {
-        ops: Vec::new(),
-        warmup_requests: 0,
-        lag: metrics::new_histogram(),
-    });
+    let stats = aggregator.await.unwrap_or_else(|_| RoundStats::empty());
     let host = cpu.await.unwrap_or_default();
     let server = match server {
         Some(s) => s.await.unwrap_or_default(),
@@ -590,6 +591,23 @@ struct VuSpec {
     /// Set once the run is stopped. Checked between operations instead of the token, whose
     /// `is_cancelled` takes a lock that every VU would share.
     halted: Arc<AtomicBool>,
+    users: Arc<AtomicU64>,
+}
+
+/// Counts a user as active while it lives: the per-second "active users" figure.
+pub(crate) struct Active(Arc<AtomicU64>);
+
+impl Active {
+    pub(crate) fn enter(users: &Arc<AtomicU64>) -> Active {
+        users.fetch_add(1, Ordering::Relaxed);
+        Active(users.clone())
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// What one operation needs to be recorded.
@@ -765,6 +783,7 @@ async fn vu_loop(
             _ = &mut cancelled => return out,
         }
     }
+    let _active = Active::enter(&spec.users);
     let end_by = match (spec.deadline, spec.active_until) {
         (Some(d), Some(u)) => Some(d.min(u)),
         (d, u) => d.or(u),
@@ -797,7 +816,9 @@ async fn vu_loop(
         if end_by.is_some_and(|e| intended >= e) {
             break;
         }
-        if intended > Instant::now() {
+        let now = Instant::now();
+        if intended > now {
+            recorder.flush_before_wait(intended - now);
             tokio::select! {
                 _ = tokio::time::sleep_until(intended) => {}
                 _ = &mut cancelled => break,

@@ -40,6 +40,8 @@ pub(super) struct OpenSpec {
     pub run_id: Arc<str>,
     pub endpoint: Arc<Endpoint>,
     pub timeouts: Timeouts,
+    /// Sessions in progress, for the per-second count of active users.
+    pub users: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The timer's resolution: a sleep for less than this may last this long.
@@ -187,6 +189,7 @@ async fn session(
 ) -> VuOutput {
     let class = &spec.class;
     let mut out = VuOutput::default();
+    let _active = super::Active::enter(&spec.users);
     let cancelled = stop.cancelled();
     tokio::pin!(cancelled);
     let mut recorder = factory.recorder();
@@ -221,6 +224,7 @@ async fn session(
             if intended >= spec.deadline {
                 break;
             }
+            recorder.flush_before_wait(think);
             tokio::select! {
                 _ = tokio::time::sleep_until(intended) => {}
                 _ = &mut cancelled => break,

@@ -103,6 +103,14 @@ impl Recorder {
     pub fn flush(&mut self) {
         self.flush_at(tokio::time::Instant::now());
     }
+
+    /// Before a user waits (think time, pacing): hand over what it holds, so its samples
+    /// reach the aggregator within about one operation of their end, not one think time.
+    pub fn flush_before_wait(&mut self, wait: Duration) {
+        if wait >= Duration::from_millis(100) && !self.buf.is_empty() {
+            self.flush();
+        }
+    }
 }
 
 impl Drop for Recorder {
@@ -341,6 +349,138 @@ pub struct RoundStats {
     pub warmup_requests: u64,
     /// Scheduling lag of every operation (µs): how late the generator started it.
     pub lag: Histogram<u64>,
+    /// Second by second over all operations (warm-up included, steps left out).
+    pub seconds: Vec<Second>,
+    /// Successes that arrived after their second's percentiles were taken: counted
+    /// everywhere else, missing only from `seconds`' percentiles.
+    pub seconds_late: u64,
+}
+
+impl RoundStats {
+    pub fn empty() -> RoundStats {
+        RoundStats {
+            ops: Vec::new(),
+            warmup_requests: 0,
+            lag: new_histogram(),
+            seconds: Vec::new(),
+            seconds_late: 0,
+        }
+    }
+}
+
+/// One second of a round over all operations: what latency, errors and concurrency over
+/// time are drawn from. Percentiles do not add, so they are kept here, per round, rather
+/// than in each label's timeline.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Second {
+    /// Latency percentiles of the successes that started in this second (µs; two
+    /// significant digits), `None` when none did.
+    pub p50_us: Option<u64>,
+    pub p99_us: Option<u64>,
+    /// Failures that started in this second, by error class (`ErrorClass::index`).
+    pub errors: [u64; 5],
+    /// Time operations spent in flight within this second (µs): divided by a second, the
+    /// mean number of operations in flight.
+    pub busy_us: u64,
+}
+
+/// Precision of the per-second histograms: enough for a chart, small enough (13 KiB) to
+/// keep a few minutes of seconds open at once.
+const SECOND_SIGFIG: u8 = 2;
+
+/// Builds [`Second`]s from samples that may arrive out of order. A second's histogram stays
+/// open while samples for it can still come: a sample reaches the aggregator at most about
+/// two request timeouts after its start (its own latency, then the next operation of the
+/// same user before the buffer is handed over). Older seconds are reduced to their
+/// percentiles so a long round holds a bounded number of histograms; a sample later still
+/// is counted in `late` and left out of the percentiles only.
+struct Seconds {
+    done: Vec<Second>,
+    open: BTreeMap<usize, Histogram<u32>>,
+    /// Seconds before this one are closed.
+    closed_below: usize,
+    window: usize,
+    late: u64,
+}
+
+impl Seconds {
+    fn new(window: Duration) -> Seconds {
+        Seconds {
+            done: Vec::new(),
+            open: BTreeMap::new(),
+            closed_below: 0,
+            window: usize::try_from(window.as_secs())
+                .unwrap_or(usize::MAX)
+                .max(10),
+            late: 0,
+        }
+    }
+
+    fn at(&mut self, sec: usize) -> &mut Second {
+        if self.done.len() <= sec {
+            self.done.resize(sec + 1, Second::default());
+        }
+        &mut self.done[sec]
+    }
+
+    fn record(&mut self, s: &Sample) {
+        // A start beyond any real round (a corrupt clock) must not size a vector.
+        const MAX_SECONDS: u64 = 366 * 24 * 3600;
+        let sec_u = s.start_us / 1_000_000;
+        if sec_u >= MAX_SECONDS {
+            return;
+        }
+        let sec = sec_u as usize;
+        // Spread the operation's time over the seconds it spanned.
+        let end = s
+            .start_us
+            .saturating_add(s.latency_us)
+            .min(MAX_SECONDS * 1_000_000);
+        let mut t = s.start_us;
+        while t < end {
+            let next = (t / 1_000_000 + 1) * 1_000_000;
+            let upto = next.min(end);
+            self.at((t / 1_000_000) as usize).busy_us += upto - t;
+            t = upto;
+        }
+        let second = self.at(sec);
+        match s.error {
+            Some(e) => second.errors[e.index()] += 1,
+            None if sec < self.closed_below => self.late += 1,
+            None => {
+                let h = self.open.entry(sec).or_insert_with(|| {
+                    Histogram::new_with_bounds(HIST_LOW, HIST_HIGH, SECOND_SIGFIG)
+                        .expect("valid histogram bounds")
+                });
+                // Saturating: a u32 count overflows only past 4 billion in one second.
+                h.saturating_record(s.latency_us.clamp(HIST_LOW, HIST_HIGH));
+                let newest = sec;
+                while let Some((&first, _)) = self.open.first_key_value() {
+                    if first.saturating_add(self.window) >= newest {
+                        break;
+                    }
+                    self.close(first);
+                }
+            }
+        }
+    }
+
+    fn close(&mut self, sec: usize) {
+        if let Some(h) = self.open.remove(&sec) {
+            let second = self.at(sec);
+            second.p50_us = Some(h.value_at_quantile(0.5));
+            second.p99_us = Some(h.value_at_quantile(0.99));
+        }
+        self.closed_below = self.closed_below.max(sec + 1);
+    }
+
+    fn finish(mut self) -> (Vec<Second>, u64) {
+        let keys: Vec<usize> = self.open.keys().copied().collect();
+        for k in keys {
+            self.close(k);
+        }
+        (self.done, self.late)
+    }
 }
 
 /// Running totals per class for live progress, written only by the aggregator (so the
@@ -372,9 +512,13 @@ impl Live {
 
 /// Start a round's aggregator. Returns the sender VUs' recorders are built from, and the
 /// task that yields the round's figures once every recorder is dropped.
+///
+/// `timeout` is the request timeout: how long a second's percentiles must wait for late
+/// samples (see [`Seconds`]).
 pub fn aggregator(
     labels: usize,
     warmup: Duration,
+    timeout: Duration,
     live: Option<(std::sync::Arc<Live>, Vec<usize>)>,
 ) -> (RecorderFactory, tokio::task::JoinHandle<RoundStats>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<Sample>>();
@@ -382,9 +526,13 @@ pub fn aggregator(
     let handle = tokio::spawn(async move {
         let mut stats = RoundStats {
             ops: (0..labels).map(|_| OpStats::default()).collect(),
-            warmup_requests: 0,
-            lag: new_histogram(),
+            ..RoundStats::empty()
         };
+        let mut seconds = Seconds::new(
+            timeout
+                .saturating_mul(2)
+                .saturating_add(Duration::from_secs(5)),
+        );
         while let Some(batch) = rx.recv().await {
             if let Some((live, class_of)) = &live {
                 use std::sync::atomic::Ordering::Relaxed;
@@ -400,6 +548,7 @@ pub fn aggregator(
             for s in &batch {
                 if !s.step {
                     let _ = stats.lag.record(s.lag_us.clamp(HIST_LOW, HIST_HIGH));
+                    seconds.record(s);
                 }
                 let Some(op) = stats.ops.get_mut(s.label as usize) else {
                     continue;
@@ -414,6 +563,7 @@ pub fn aggregator(
                 op.record(s);
             }
         }
+        (stats.seconds, stats.seconds_late) = seconds.finish();
         stats
     });
     (RecorderFactory { tx }, handle)
@@ -461,7 +611,8 @@ mod tests {
 
     #[tokio::test]
     async fn aggregates_counts_latency_timeline_and_warmup() {
-        let (factory, handle) = aggregator(2, Duration::from_secs(1), None);
+        let (factory, handle) =
+            aggregator(2, Duration::from_secs(1), Duration::from_secs(60), None);
         let mut r = factory.recorder();
         let now = tokio::time::Instant::now();
         r.record(sample(0, 500_000, 1_000, None), now); // warm-up: left out
@@ -492,6 +643,57 @@ mod tests {
         assert_eq!(b.by_status[&500], 1);
         assert_eq!(b.clamped, 1);
         assert_eq!(b.bytes_received, 40);
+    }
+
+    #[test]
+    fn seconds_take_percentiles_errors_and_time_in_flight() {
+        let mut secs = Seconds::new(Duration::from_secs(10));
+        // Second 0: 100 successes of 1..=100 ms, arriving out of order with second 1's.
+        for i in (1..=100u64).rev() {
+            secs.record(&sample(0, 10_000 * i, i * 1_000, None));
+            secs.record(&sample(0, 1_000_000 + i, 5_000, None));
+        }
+        // A failure in second 2, and an operation from 2.5 s lasting 1.5 s: in flight for
+        // 0.5 s of second 2 and 1 s of second 3.
+        secs.record(&sample(0, 2_100_000, 10, Some(ErrorClass::Timeout)));
+        secs.record(&sample(0, 2_500_000, 1_500_000, None));
+        let (done, late) = secs.finish();
+        assert_eq!(late, 0);
+        assert_eq!(done.len(), 4);
+        let p50 = done[0].p50_us.unwrap();
+        assert!((49_000..=51_000).contains(&p50), "{p50}");
+        let p99 = done[0].p99_us.unwrap();
+        assert!((98_000..=100_500).contains(&p99), "{p99}");
+        assert_eq!(done[1].p50_us.map(|v| v / 100), Some(50));
+        assert_eq!(done[2].errors[ErrorClass::Timeout.index()], 1);
+        assert_eq!(done[2].busy_us, 10 + 500_000);
+        assert_eq!(done[3].busy_us, 1_000_000);
+        assert_eq!(
+            done[3].p50_us, None,
+            "the long operation started in second 2"
+        );
+        assert!(done[2].p50_us.unwrap() >= 1_490_000);
+    }
+
+    #[test]
+    fn seconds_close_behind_a_window_and_count_what_comes_later() {
+        let mut secs = Seconds::new(Duration::from_secs(10));
+        secs.record(&sample(0, 0, 1_000, None));
+        // Eleven seconds on, second 0 is closed…
+        secs.record(&sample(0, 11_000_000, 1_000, None));
+        assert!(secs.open.len() == 1 && secs.closed_below == 1);
+        // …so a success for it arriving now is counted as late, a failure still counted.
+        secs.record(&sample(0, 500_000, 2_000, None));
+        secs.record(&sample(0, 600_000, 2_000, Some(ErrorClass::Reset)));
+        let (done, late) = secs.finish();
+        assert_eq!(late, 1);
+        assert_eq!(done[0].p50_us.map(|v| v / 10), Some(100));
+        assert_eq!(done[0].errors[ErrorClass::Reset.index()], 1);
+        assert_eq!(done[0].busy_us, 5_000);
+        // A start no round can have is ignored rather than sizing a vector.
+        let mut secs = Seconds::new(Duration::from_secs(10));
+        secs.record(&sample(0, u64::MAX - 5, 10, None));
+        assert!(secs.finish().0.is_empty());
     }
 
     #[test]

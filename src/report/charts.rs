@@ -4,7 +4,7 @@
 use plotters::prelude::*;
 
 use super::compare::Comparison;
-use super::model::{OpReport, Report};
+use super::model::{OpReport, PerSecond, Report};
 
 const W: u32 = 920;
 const H: u32 = 340;
@@ -367,6 +367,127 @@ pub fn server(r: &Report) -> Option<String> {
     ))
 }
 
+/// A chart of the rounds' per-second figures: one line per name, `pick` giving a second's
+/// value for it (`None` leaves the second out); `empty` when no line has a point.
+fn per_second_chart(
+    r: &Report,
+    names: &[String],
+    pick: impl Fn(&PerSecond, &str) -> Option<f64>,
+    (caption, unit): (&str, &str),
+    empty: &str,
+) -> String {
+    let (lines, bands, xmax) = rounds_in_sequence(r, names, |round, name| {
+        round
+            .per_second
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| pick(s, name).map(|v| (i as f64 + 0.5, v)))
+            .collect()
+    });
+    if lines.iter().all(|(_, p)| p.is_empty()) {
+        return format!("<p class=\"note\" data-empty=\"1\">{empty}</p>");
+    }
+    time_chart(caption, unit, &lines, &bands, xmax)
+}
+
+/// p50 and p99 of all operations, second by second (by the second each operation
+/// started), on the throughput chart's time axis.
+pub fn latency_over_time(r: &Report) -> String {
+    per_second_chart(
+        r,
+        &["p50".into(), "p99".into()],
+        |s, name| if name == "p50" { s.p50_ms } else { s.p99_ms },
+        (
+            "latency over time (ms, all operations, by the second they started; rounds in sequence)",
+            "ms",
+        ),
+        "no per-second latency in this report",
+    )
+}
+
+/// Failures per second by error class; a note when nothing failed.
+pub fn errors_over_time(r: &Report) -> String {
+    let mut names: Vec<String> = Vec::new();
+    for s in r.rounds.iter().flat_map(|round| &round.per_second) {
+        for k in s.errors.keys() {
+            if !names.contains(k) {
+                names.push(k.clone());
+            }
+        }
+    }
+    per_second_chart(
+        r,
+        &names,
+        |s, name| Some(s.errors.get(name).copied().unwrap_or(0) as f64),
+        (
+            "failures over time by class (per second; rounds in sequence)",
+            "failures/s",
+        ),
+        "no failures over time: nothing failed",
+    )
+}
+
+/// Active users (at each second's end) and operations in flight (the second's mean) over
+/// time: the load the server was under.
+pub fn concurrency(r: &Report) -> String {
+    per_second_chart(
+        r,
+        &["active users".into(), "in flight".into()],
+        |s, name| {
+            if name == "in flight" {
+                Some(s.in_flight)
+            } else {
+                s.users.map(|u| u as f64)
+            }
+        },
+        (
+            "active users and operations in flight (per second; rounds in sequence)",
+            "count",
+        ),
+        "no per-second figures in this report",
+    )
+}
+
+/// At most this many scraped series get a chart of their own.
+const MAX_SERIES_CHARTS: usize = 8;
+
+/// Each scraped series over time (counters as rates per second, gauges as read), one
+/// chart per series, on the throughput chart's time axis: (series, chart).
+pub fn scraped(r: &Report) -> Vec<(String, String)> {
+    r.summary
+        .metrics
+        .iter()
+        .take(MAX_SERIES_CHARTS)
+        .map(|m| {
+            let name = vec![m.series.clone()];
+            let (lines, bands, xmax) = rounds_in_sequence(r, &name, |round, _| {
+                round
+                    .metrics
+                    .iter()
+                    .find(|x| x.series == m.series && x.url == m.url)
+                    .map(|x| {
+                        x.values
+                            .iter()
+                            .enumerate()
+                            .map(|(i, v)| (i as f64 + 1.0, *v))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            });
+            let what = if m.kind == "counter" {
+                "per second"
+            } else {
+                "as read"
+            };
+            let caption = format!("{} ({what}; rounds in sequence)", m.series);
+            (
+                m.series.clone(),
+                time_chart(&caption, what, &lines, &bands, xmax),
+            )
+        })
+        .collect()
+}
+
 /// Total ops/s of each round, with the mean and its 95 % confidence interval.
 pub fn rounds(r: &Report) -> String {
     let a = r.summary.total.across_rounds.clone();
@@ -586,6 +707,41 @@ pub fn compare_throughput(c: &Comparison) -> String {
             crate::formats::xml::esc(&e)
         ),
     }
+}
+
+/// Each run's total successes per second (or p99 per second), rounds laid end to end: a
+/// run that warmed up, stalled or degraded shows its shape beside the others.
+pub fn compare_over_time(c: &Comparison, p99: bool) -> String {
+    let lines: Vec<Line> = c
+        .runs
+        .iter()
+        .zip(&c.over_time)
+        .map(|(name, t)| {
+            let pts = if p99 { &t.p99_ms } else { &t.successes };
+            (name.clone(), pts.clone())
+        })
+        .filter(|(_, p)| !p.is_empty())
+        .collect();
+    if lines.is_empty() {
+        return "<p class=\"note\">no per-second figures in these reports</p>".into();
+    }
+    let xmax = lines
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|(x, _)| *x))
+        .fold(1.0, f64::max)
+        + 0.5;
+    let (caption, unit) = if p99 {
+        (
+            "p99 latency over time per run (ms, all operations; rounds in sequence)",
+            "ms",
+        )
+    } else {
+        (
+            "throughput over time per run (successes per second; rounds in sequence)",
+            "ops/s",
+        )
+    };
+    time_chart(caption, unit, &lines, &[], xmax)
 }
 
 /// A scaling chart for sweeps: one line per target of `value(point)` against the swept value.

@@ -13,6 +13,7 @@ use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::model::{OpReport, Report};
+use super::stats;
 
 /// Significance level of the tests.
 pub const ALPHA: f64 = 0.05;
@@ -31,6 +32,166 @@ pub struct Comparison {
     #[serde(default)]
     pub warnings: Vec<String>,
     pub rows: Vec<Row>,
+    /// What the work cost the server, per run: each watched process's CPU per operation
+    /// and each scraped series, tested over rounds like ops/s.
+    #[serde(default)]
+    pub server: Vec<ServerRow>,
+    /// Each run's figures second by second, rounds in sequence, for the charts.
+    #[serde(skip)]
+    pub over_time: Vec<OverTime>,
+}
+
+/// One run's total throughput and latency per second, its rounds laid end to end.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OverTime {
+    pub successes: Vec<(f64, f64)>,
+    pub p99_ms: Vec<(f64, f64)>,
+}
+
+impl OverTime {
+    fn of(r: &Report) -> OverTime {
+        let mut out = OverTime::default();
+        let mut offset = 0.0;
+        for round in &r.rounds {
+            for (i, b) in round.total.timeline.iter().enumerate() {
+                out.successes
+                    .push((offset + i as f64 + 0.5, b.successes as f64));
+            }
+            for (i, s) in round.per_second.iter().enumerate() {
+                if let Some(v) = s.p99_ms {
+                    out.p99_ms.push((offset + i as f64 + 0.5, v));
+                }
+            }
+            offset += round.total.timeline.len().max(1) as f64;
+        }
+        out
+    }
+}
+
+/// One server figure across the runs: `CPU ms/op (postgres)`, or a scraped series.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ServerRow {
+    pub measure: String,
+    pub unit: String,
+    pub cells: Vec<Option<ServerCell>>,
+}
+
+/// A server figure's mean over a run's rounds, and how it differs from the first run's.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ServerCell {
+    pub rounds: usize,
+    pub mean: f64,
+    pub ci95: Option<[f64; 2]>,
+    pub ratio: Option<f64>,
+    /// Welch's two-sided p-value over the rounds' values against the first run's.
+    pub p_value: Option<f64>,
+}
+
+/// The server figures every round of a run recorded, keyed by measure: per round, CPU ms
+/// per successful operation of each process, counters per 1,000 operations, gauges' means.
+fn server_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
+    let mut out: Vec<(String, String, Vec<f64>)> = Vec::new();
+    let mut add = |measure: String, unit: &str, v: f64| match out
+        .iter_mut()
+        .find(|(m, _, _)| *m == measure)
+    {
+        Some((_, _, vs)) => vs.push(v),
+        None => out.push((measure, unit.to_string(), vec![v])),
+    };
+    for round in &r.rounds {
+        if round.total.successes == 0 {
+            continue;
+        }
+        for p in round.server.iter().filter(|p| p.problem.is_none()) {
+            add(format!("CPU {}", p.process), "ms/op", p.cpu_ms_per_op);
+        }
+        for m in round.metrics.iter().filter(|m| m.problem.is_none()) {
+            match m.kind.as_str() {
+                "counter" => add(m.series.clone(), "per 1,000 ops", m.per_1000_ops),
+                "gauge" => add(m.series.clone(), "mean", m.mean),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+fn server_rows(reports: &[Report]) -> Vec<ServerRow> {
+    let per_run: Vec<Vec<(String, String, Vec<f64>)>> = reports.iter().map(server_rounds).collect();
+    let mut measures: Vec<(String, String)> = Vec::new();
+    for run in &per_run {
+        for (m, u, _) in run {
+            if !measures.iter().any(|(x, _)| x == m) {
+                measures.push((m.clone(), u.clone()));
+            }
+        }
+    }
+    measures
+        .into_iter()
+        .map(|(measure, unit)| {
+            let values: Vec<Option<&Vec<f64>>> = per_run
+                .iter()
+                .map(|run| run.iter().find(|(m, _, _)| *m == measure).map(|x| &x.2))
+                .collect();
+            let base = values[0];
+            let base_mean = base.map(|b| stats::mean_ci95(b).0);
+            let cells = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let v = (*v)?;
+                    let (mean, _, ci) = stats::mean_ci95(v);
+                    let against = if i == 0 { None } else { base };
+                    Some(ServerCell {
+                        rounds: v.len(),
+                        mean,
+                        ci95: ci.map(|(lo, hi)| [lo, hi]),
+                        ratio: against
+                            .and(base_mean)
+                            .filter(|b| *b > 0.0)
+                            .map(|b| mean / b),
+                        p_value: against.and_then(|b| welch_p(b, v)),
+                    })
+                })
+                .collect();
+            ServerRow {
+                measure,
+                unit,
+                cells,
+            }
+        })
+        .collect()
+}
+
+/// A server figure against the baseline's, like ops/s: ratio, and significance.
+pub fn server_verdict(c: &ServerCell) -> String {
+    match (c.ratio, c.p_value) {
+        (None, _) => "baseline".into(),
+        (Some(r), Some(p)) if p < ALPHA => format!("{r:.2}× significant (p={p:.3})"),
+        (Some(r), Some(p)) => format!("{r:.2}× no significant difference (p={p:.2})"),
+        (Some(r), None) => format!("{r:.2}× (one round: not tested)"),
+    }
+}
+
+pub fn server_value(c: &ServerCell) -> String {
+    match c.ci95 {
+        Some([lo, hi]) => format!("{} ±{}", sig(c.mean), sig((hi - lo) / 2.0)),
+        None => sig(c.mean),
+    }
+}
+
+/// Four significant figures at most, without a needless exponent.
+fn sig(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1000.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 0.1 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.5}")
+    }
 }
 
 /// What a compared run was, as its report recorded it.
@@ -43,13 +204,6 @@ pub struct RunDetails {
     pub target: String,
     pub note: Option<String>,
     pub labels: std::collections::BTreeMap<String, String>,
-    /// What each operation cost each watched server process (CPU ms per operation).
-    #[serde(default)]
-    pub server_cpu_ms_per_op: Vec<(String, f64)>,
-    /// Scraped counters per 1,000 successful operations (GC pauses, commits, ...), and
-    /// scraped gauges' means.
-    #[serde(default)]
-    pub server_metrics: Vec<(String, String)>,
 }
 
 impl RunDetails {
@@ -65,16 +219,6 @@ impl RunDetails {
         if self.target != self.full_name {
             who = format!("{who}: {}", self.target);
         }
-        extra.extend(
-            self.server_cpu_ms_per_op
-                .iter()
-                .map(|(p, ms)| format!("server {p}: {ms:.2} ms CPU/op")),
-        );
-        extra.extend(
-            self.server_metrics
-                .iter()
-                .map(|(name, v)| format!("{name}: {v}")),
-        );
         if extra.is_empty() {
             who
         } else {
@@ -280,11 +424,16 @@ pub fn compare(
             }
         })
         .collect();
+    let server = server_rows(reports);
+    let mut method = format!(
+        "throughput: mean ops/s over rounds ± 95 % CI (Student's t); difference to the first run tested with Welch's t-test over per-round ops/s, two-sided, significant when p < {ALPHA}; latency: p50 and p99 from merged histograms, their ratios to the first run tested with Welch's t-test over the rounds' own p50s and p99s (* when p < {ALPHA})"
+    );
+    if !server.is_empty() {
+        method.push_str("; server: each round's CPU per successful operation and scraped series (counters per 1,000 operations, gauges' means), mean over rounds ± 95 % CI, tested as ops/s");
+    }
     Ok(Comparison {
         workload: reports[0].workload.name.clone(),
-        method: format!(
-            "throughput: mean ops/s over rounds ± 95 % CI (Student's t); difference to the first run tested with Welch's t-test over per-round ops/s, two-sided, significant when p < {ALPHA}; latency: p50 and p99 from merged histograms, their ratios to the first run tested with Welch's t-test over the rounds' own p50s and p99s (* when p < {ALPHA})"
-        ),
+        method,
         runs: short.clone(),
         details: short
             .iter()
@@ -296,25 +445,6 @@ pub fn compare(
                 target: r.target.clone(),
                 note: r.note.clone(),
                 labels: r.labels.clone(),
-                server_cpu_ms_per_op: r
-                    .summary
-                    .server
-                    .iter()
-                    .map(|p| (p.process.clone(), p.cpu_ms_per_op))
-                    .collect(),
-                server_metrics: r
-                    .summary
-                    .metrics
-                    .iter()
-                    .filter_map(|m| match m.kind.as_str() {
-                        "counter" => Some((
-                            m.series.clone(),
-                            format!("{:.2} per 1,000 ops", m.per_1000_ops),
-                        )),
-                        "gauge" => Some((m.series.clone(), format!("mean {:.1}", m.mean))),
-                        _ => None,
-                    })
-                    .collect(),
             })
             .collect(),
         warnings: short
@@ -333,6 +463,8 @@ pub fn compare(
                     )
             })
             .collect(),
+        server,
+        over_time: reports.iter().map(OverTime::of).collect(),
         rows,
     })
 }
@@ -418,12 +550,55 @@ pub fn render_table(c: &Comparison) -> String {
         .map(|w| format!("WARNING: {w}\n"))
         .collect();
     format!(
-        "comparison of {} runs of {}\n{}\n{t}\nlatency vs: * the rounds' percentiles differ significantly, ? one round (not tested)\nmethod: {}\n{warnings}",
+        "comparison of {} runs of {}\n{}\n{t}\nlatency vs: * the rounds' percentiles differ significantly, ? one round (not tested)\n{}method: {}\n{warnings}",
         c.runs.len(),
         c.workload,
         legend.join("\n"),
+        server_table(c),
         c.method
     )
+}
+
+/// The server's cost per run, one row per measure and run, tested like ops/s.
+fn server_table(c: &Comparison) -> String {
+    if c.server.is_empty() {
+        return String::new();
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    if let Some(w) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse::<u16>().ok())
+    {
+        t.set_width(w.max(40));
+    } else if t.width().is_none() {
+        t.set_width(120);
+    }
+    t.set_header(vec![
+        "server".to_string(),
+        "run".to_string(),
+        "mean ± 95 % CI".to_string(),
+        format!("vs {}", c.runs[0]),
+    ]);
+    for row in &c.server {
+        for (i, cell) in row.cells.iter().enumerate() {
+            let what = if i == 0 {
+                format!("{} ({})", row.measure, row.unit)
+            } else {
+                String::new()
+            };
+            let (value, vs) = match cell {
+                Some(x) => (server_value(x), server_verdict(x)),
+                None => ("-".into(), "-".into()),
+            };
+            t.add_row(vec![what, c.runs[i].clone(), value, vs]);
+        }
+    }
+    if let Some(col) = t.column_mut(2) {
+        col.set_cell_alignment(CellAlignment::Right);
+    }
+    format!("{t}\n")
 }
 
 /// p50 and p99 against the baseline: ratios, starred when the rounds' own percentiles
@@ -540,6 +715,22 @@ pub fn render_markdown(c: &Comparison) -> String {
             }
         }
         out.push('\n');
+    }
+    if !c.server.is_empty() {
+        out.push_str("\n| server | run | mean ± 95 % CI | vs first |\n|---|---|---:|---|\n");
+        for row in &c.server {
+            for (i, cell) in row.cells.iter().enumerate() {
+                let (value, vs) = match cell {
+                    Some(x) => (server_value(x), server_verdict(x)),
+                    None => ("-".into(), "-".into()),
+                };
+                let _ = writeln!(
+                    out,
+                    "| {} ({}) | {} | {value} | {vs} |",
+                    row.measure, row.unit, c.runs[i]
+                );
+            }
+        }
     }
     let _ = write!(out, "\n_{}_\n", c.method);
     out

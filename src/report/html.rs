@@ -208,11 +208,17 @@ pub fn report(r: &Report) -> String {
 
     b.push_str("<h2>Charts</h2>");
     b.push_str(&figure("throughput", charts::throughput(r)));
-    b.push_str(&figure("latency", charts::latency(r)));
-    b.push_str(&figure("spectrum", charts::spectrum(r)));
+    b.push_str(&figure("latency-over-time", charts::latency_over_time(r)));
+    b.push_str(&figure("concurrency", charts::concurrency(r)));
+    b.push_str(&figure("errors-over-time", charts::errors_over_time(r)));
     if let Some(svg) = charts::server(r) {
         b.push_str(&figure("server", svg));
     }
+    for (i, (_, svg)) in charts::scraped(r).into_iter().enumerate() {
+        b.push_str(&figure(&format!("series-{}", i + 1), svg));
+    }
+    b.push_str(&figure("latency", charts::latency(r)));
+    b.push_str(&figure("spectrum", charts::spectrum(r)));
     b.push_str(&figure("rounds", charts::rounds(r)));
     b.push_str(&figure("errors", charts::errors(r)));
 
@@ -316,6 +322,15 @@ pub fn comparison(c: &Comparison) -> String {
     }
     b.push_str(&figure("compare-throughput", charts::compare_throughput(c)));
     b.push_str(&compare_table(c));
+    b.push_str(&server_table(c));
+    b.push_str(&figure(
+        "compare-throughput-over-time",
+        charts::compare_over_time(c, false),
+    ));
+    b.push_str(&figure(
+        "compare-p99-over-time",
+        charts::compare_over_time(c, true),
+    ));
     page(&format!("loadmix compare: {}", c.workload), &b)
 }
 
@@ -373,6 +388,38 @@ fn compare_table(c: &Comparison) -> String {
         "</table><p class=\"note\">significance level {}</p>",
         compare::ALPHA
     );
+    b
+}
+
+/// What the work cost the server in each run, tested over rounds.
+fn server_table(c: &Comparison) -> String {
+    if c.server.is_empty() {
+        return String::new();
+    }
+    let mut b = String::from(
+        "<h2>Server</h2><table><tr><th>measure</th><th>run</th><th>mean ± 95 % CI</th><th>vs first</th></tr>",
+    );
+    for row in &c.server {
+        for (i, cell) in row.cells.iter().enumerate() {
+            let what = if i == 0 {
+                format!("{} ({})", esc(&row.measure), esc(&row.unit))
+            } else {
+                String::new()
+            };
+            let (value, vs) = match cell {
+                Some(x) => (compare::server_value(x), compare::server_verdict(x)),
+                None => ("-".into(), "-".into()),
+            };
+            let _ = write!(
+                b,
+                "<tr><td>{what}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&c.runs[i]),
+                esc(&value),
+                esc(&vs)
+            );
+        }
+    }
+    b.push_str("</table>");
     b
 }
 

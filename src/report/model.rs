@@ -162,9 +162,52 @@ pub struct RoundReport {
     /// The server's scraped metrics during the round (`monitor.prometheus`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<ServerSeries>,
+    /// Second by second over all operations, warm-up included: latency percentiles,
+    /// failures by class, operations in flight, active users.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_second: Vec<PerSecond>,
+    /// Successes that reached the aggregator after their second's percentiles were taken
+    /// (counted in every other figure).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub per_second_late: u64,
     pub interrupted: bool,
     pub ops: Vec<OpReport>,
     pub total: OpReport,
+}
+
+/// One second of a round (second `i` of the vector starts `i` s after the round).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PerSecond {
+    /// Latency of the successes that started in this second, ms (two significant digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ms: Option<f64>,
+    /// Failures that started in this second, by error class.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, u64>,
+    /// Mean number of operations in flight during the second.
+    pub in_flight: f64,
+    /// Users active at the second's end (closed users in their window, open sessions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<u64>,
+}
+
+impl PerSecond {
+    fn of(s: &crate::metrics::Second, users: Option<u64>) -> PerSecond {
+        let ms = |us: u64| us as f64 / 1000.0;
+        PerSecond {
+            p50_ms: s.p50_us.map(ms),
+            p99_ms: s.p99_us.map(ms),
+            errors: ErrorClass::ALL
+                .iter()
+                .filter(|c| s.errors[c.index()] > 0)
+                .map(|c| (c.name().to_string(), s.errors[c.index()]))
+                .collect(),
+            in_flight: s.busy_us as f64 / 1e6,
+            users,
+        }
+    }
 }
 
 /// Figures of one operation label (or of the total) in one round or across all rounds.
@@ -492,6 +535,19 @@ pub struct Drift {
     pub message: String,
 }
 
+/// The round's seconds, as long as the longer of the samples' and the user counts'.
+fn per_second(seconds: &[crate::metrics::Second], users: &[u64]) -> Vec<PerSecond> {
+    let n = seconds.len().max(users.len());
+    (0..n)
+        .map(|i| {
+            PerSecond::of(
+                &seconds.get(i).copied().unwrap_or_default(),
+                users.get(i).copied(),
+            )
+        })
+        .collect()
+}
+
 /// Each watched process over all rounds.
 fn server_summary(rounds: &[RoundReport], successes: u64) -> Vec<ServerProcess> {
     let names: Vec<String> = rounds
@@ -640,6 +696,8 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
                 .iter()
                 .map(|s| ServerSeries::of(s, total.successes))
                 .collect(),
+            per_second: per_second(&r.stats.seconds, &r.host.users),
+            per_second_late: r.stats.seconds_late,
             interrupted: r.interrupted,
             total: op_report("total", None, &total, rate(total.successes, secs), true),
             ops,
@@ -1061,9 +1119,8 @@ mod tests {
             elapsed: std::time::Duration::from_secs(3),
             measured: std::time::Duration::from_secs(3),
             stats: RoundStats {
-                ops: Vec::new(),
-                warmup_requests: 0,
                 lag,
+                ..RoundStats::empty()
             },
             vus: 10,
             connections_opened: 0,
@@ -1076,6 +1133,7 @@ mod tests {
                 host_busy: vec![busy; 3],
                 steal: vec![steal; 3],
                 run_queue: vec![2; 3],
+                users: vec![10; 3],
             },
             dropped: 0,
             late: 0,

@@ -96,6 +96,16 @@ fn slow_answers_past_the_timeout_are_timeouts() {
     let round = &r.as_ref().unwrap().rounds[0];
     let tl: u64 = round.ops[0].timeline.iter().map(|b| b.failures).sum();
     assert_eq!(tl, 4);
+    // And in the per-second figures, by class; each spent its 300 ms in flight.
+    let per_second: u64 = round
+        .per_second
+        .iter()
+        .map(|s| s.errors.get("timeout").copied().unwrap_or(0))
+        .sum();
+    assert_eq!(per_second, 4);
+    let in_flight: f64 = round.per_second.iter().map(|s| s.in_flight).sum();
+    assert!((1.2..1.4).contains(&in_flight), "{in_flight}");
+    assert!(round.per_second.iter().all(|s| s.p50_ms.is_none()));
 }
 
 #[test]

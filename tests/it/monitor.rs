@@ -90,6 +90,25 @@ fn a_watched_server_process_reports_its_cpu_per_operation() {
     let table = std::fs::read_to_string(out.join("report.txt")).unwrap();
     assert!(table.contains("ms CPU per operation"), "{table}");
     assert!(table.contains("WARNING: monitor: no process matched no-such-program-xyz"));
+    // compare tests the server's cost over rounds like ops/s: a run against itself is the
+    // same, and the process that was never found is no row.
+    let c = loadmix::report::compare::compare(
+        &["a".into(), "b".into()],
+        &[r.clone(), r.clone()],
+        false,
+    )
+    .unwrap();
+    assert_eq!(c.server.len(), 1, "{:?}", c.server);
+    let row = &c.server[0];
+    assert_eq!(row.measure, format!("CPU {}", srv.process));
+    let b = row.cells[1].as_ref().unwrap();
+    assert_eq!((b.rounds, b.ratio, b.p_value), (2, Some(1.0), Some(1.0)));
+    let table = loadmix::report::compare::render_table(&c);
+    assert!(
+        table.contains(&format!("CPU {} (ms/op)", srv.process))
+            && table.contains("1.00× no significant difference (p=1.00)"),
+        "{table}"
+    );
 }
 
 #[test]
@@ -165,7 +184,17 @@ fn the_embedded_servers_own_metrics_are_scraped_and_a_wrong_endpoint_is_said_pla
     )
     .unwrap();
     let table = loadmix::report::compare::render_table(&c);
-    assert!(table.contains("loadmix_server_requests_total: "), "{table}");
-    assert!(table.contains("per 1,000 ops"), "{table}");
+    assert!(
+        table.contains("loadmix_server_requests_total (per 1,000 ops)"),
+        "{table}"
+    );
+    assert!(table.contains("(one round: not tested)"), "{table}");
+    assert!(
+        !table.contains("no_such_series"),
+        "a series that was never there is no row: {table}"
+    );
+    // Each kept series is drawn over time in the page.
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("<figure data-chart=\"series-1\"><svg"));
     rt.block_on(srv.stop());
 }

@@ -143,9 +143,11 @@ pub struct RunArgs {
     /// default: a steady drift of the host falls on both alike) or shuffle (seeded).
     #[arg(long, value_enum)]
     pub order: Option<OrderArg>,
-    /// Watch a server process during every round (CPU, memory, threads, I/O from /proc):
-    /// its name (every process of that name: postgres, java) or PID (repeatable).
-    #[arg(long = "monitor-process", value_name = "NAME|PID")]
+    /// Watch a server process during every round (CPU, memory, threads, I/O from /proc;
+    /// a JVM's collections and heap from its perf data): its name (every process of that
+    /// name: postgres, java) or PID; `@TARGET` watches it only during that target's rounds
+    /// (repeatable).
+    #[arg(long = "monitor-process", value_name = "NAME|PID[@TARGET]")]
     pub monitor_process: Vec<String>,
     /// Scrape a Prometheus metrics page during every round and keep the named series
     /// (counters as rates, gauges as mean and max), e.g.

@@ -46,7 +46,7 @@ pub struct EngineConfig {
     /// Leave what each round made on the target (`--keep-data`).
     pub keep_data: bool,
     /// The server's processes to watch during every round.
-    pub monitors: Vec<crate::monitor::ProcessSpec>,
+    pub monitors: Vec<crate::monitor::Watch>,
     /// The server's metrics endpoints to scrape during every round.
     pub metrics: Vec<crate::monitor::prometheus::MetricsSpec>,
 }

@@ -9,9 +9,13 @@
 //! process born during a second counts all its CPU; one that ends during a second loses
 //! that second's last part: a sampler cannot see it. The round's end takes one last look.
 //!
+//! A watched process that is a HotSpot JVM also gets its collections, their time and its
+//! heap, from the JVM's own perf-data file ([`jvm`]).
+//!
 //! Nothing here can stop a run: a process that cannot be found or read is reported as
 //! such, and the load figures stand. [`prometheus`] scrapes the metrics servers publish.
 
+pub mod jvm;
 pub mod prometheus;
 
 use std::collections::HashMap;
@@ -69,6 +73,38 @@ impl ProcessSpec {
     }
 }
 
+/// A process to watch during the rounds of one target, and the name its figures go under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watch {
+    pub spec: ProcessSpec,
+    pub label: String,
+}
+
+/// `PROC` watches PROC whichever target runs; `PROC@TARGET` only during TARGET's rounds,
+/// for servers that are different processes (two Tomcats, two PostgreSQL clusters). A PID
+/// watched for one target goes under its program's name (`java`), so two targets' figures
+/// line up in a comparison. Returns the watch and the target it is for.
+pub fn parse_watch(s: &str) -> Result<(Watch, Option<String>), String> {
+    let (proc, target) = match s.rsplit_once('@') {
+        Some((p, t)) if !t.trim().is_empty() => (p, Some(t.trim().to_string())),
+        Some(_) => return Err(format!("'{s}': name the target after '@'")),
+        None => (s, None),
+    };
+    let spec = ProcessSpec::parse(proc)?;
+    let label = match (&spec, &target) {
+        (ProcessSpec::Pid(pid), Some(_)) => program_of(*pid).unwrap_or_else(|| spec.label()),
+        _ => spec.label(),
+    };
+    Ok((Watch { spec, label }, target))
+}
+
+/// The command name of a running process.
+fn program_of(pid: u32) -> Option<String> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    let comm = comm.trim();
+    (!comm.is_empty()).then(|| comm.chars().take(64).collect())
+}
+
 /// One monitored process (or group of processes) over one round.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProcessRound {
@@ -87,6 +123,21 @@ pub struct ProcessRound {
     pub write_bytes: u64,
     /// Why nothing (or not everything) could be measured.
     pub problem: Option<String>,
+    /// When the processes are HotSpot JVMs: their collections over the round.
+    pub jvm: Option<JvmRound>,
+}
+
+/// The JVMs among a watched spec's processes, over one round.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JvmRound {
+    /// Collections during the round, and the time they took (seconds), over every
+    /// collector.
+    pub gc_count: u64,
+    pub gc_time_s: f64,
+    /// Most heap in use at a look, and most heap committed, bytes.
+    pub heap_used_peak: u64,
+    pub heap_committed_max: u64,
+    pub collectors: Vec<String>,
 }
 
 /// What one process reads as at one moment.
@@ -199,22 +250,53 @@ fn uptime_ticks(hz: u64) -> u64 {
         .map_or(0, |s| (s * hz as f64) as u64)
 }
 
+/// Add what the JVMs did since the last look. A JVM first seen now counts from here on (its
+/// collections before the round are not the round's).
+fn add_jvm(
+    o: &mut ProcessRound,
+    before: &HashMap<u32, jvm::JvmReading>,
+    now: &HashMap<u32, jvm::JvmReading>,
+) {
+    if now.is_empty() {
+        return;
+    }
+    let j = o.jvm.get_or_insert_with(JvmRound::default);
+    let (mut used, mut committed) = (0u64, 0u64);
+    for (pid, r) in now {
+        if let Some(b) = before.get(pid) {
+            j.gc_count += r.gc_count.saturating_sub(b.gc_count);
+            j.gc_time_s += (r.gc_time_s - b.gc_time_s).max(0.0);
+        }
+        used = used.saturating_add(r.heap_used);
+        committed = committed.saturating_add(r.heap_committed);
+        for c in &r.collectors {
+            if !j.collectors.contains(c) {
+                j.collectors.push(c.clone());
+            }
+        }
+    }
+    j.heap_used_peak = j.heap_used_peak.max(used);
+    j.heap_committed_max = j.heap_committed_max.max(committed);
+}
+
 /// Watch `specs` once a second until `done`; one result per spec.
 pub fn sampler(
-    specs: Vec<ProcessSpec>,
+    watches: Vec<Watch>,
     done: CancellationToken,
 ) -> tokio::task::JoinHandle<Vec<ProcessRound>> {
     tokio::task::spawn(async move {
         let hz = sysconf(libc::_SC_CLK_TCK, 100);
         let page = sysconf(libc::_SC_PAGESIZE, 4096);
-        let mut out: Vec<ProcessRound> = specs
+        let mut out: Vec<ProcessRound> = watches
             .iter()
-            .map(|s| ProcessRound {
-                label: s.label(),
+            .map(|w| ProcessRound {
+                label: w.label.clone(),
                 ..ProcessRound::default()
             })
             .collect();
+        let specs: Vec<ProcessSpec> = watches.into_iter().map(|w| w.spec).collect();
         let mut last: Vec<HashMap<u32, Reading>> = vec![HashMap::new(); specs.len()];
+        let mut last_jvm: Vec<HashMap<u32, jvm::JvmReading>> = vec![HashMap::new(); specs.len()];
         let mut last_tick = uptime_ticks(hz);
         let mut missing = vec![0u32; specs.len()];
         let mut seconds = 0u32;
@@ -224,6 +306,9 @@ pub fn sampler(
             for pid in matching(s) {
                 if let Some(r) = read(pid) {
                     last[i].insert(pid, r);
+                }
+                if let Some(j) = jvm::read(pid) {
+                    last_jvm[i].insert(pid, j);
                 }
             }
         }
@@ -240,11 +325,17 @@ pub fn sampler(
             for (i, s) in specs.iter().enumerate() {
                 let o = &mut out[i];
                 let mut now: HashMap<u32, Reading> = HashMap::new();
+                let mut now_jvm: HashMap<u32, jvm::JvmReading> = HashMap::new();
                 for pid in matching(s) {
                     if let Some(r) = read(pid) {
                         now.insert(pid, r);
                     }
+                    if let Some(j) = jvm::read(pid) {
+                        now_jvm.insert(pid, j);
+                    }
                 }
+                add_jvm(o, &last_jvm[i], &now_jvm);
+                last_jvm[i] = now_jvm;
                 let (mut user, mut system, mut ctx, mut rd, mut wr) = (0u64, 0, 0, 0, 0);
                 let (mut rss, mut threads) = (0u64, 0u64);
                 for (pid, r) in &now {
@@ -324,6 +415,24 @@ mod tests {
         );
         assert!(parse_stat("garbage").is_none());
         assert!(parse_stat("1 (x) S 2").is_none());
+    }
+
+    #[test]
+    fn a_watch_may_be_for_one_target_and_a_pid_then_goes_under_its_program() {
+        let me = std::process::id();
+        let (w, t) = parse_watch(&format!("{me}@serial")).unwrap();
+        assert_eq!(t.as_deref(), Some("serial"));
+        assert_eq!(w.spec, ProcessSpec::Pid(me));
+        assert!(!w.label.starts_with("pid "), "{}", w.label);
+        let (w, t) = parse_watch(&me.to_string()).unwrap();
+        assert_eq!((w.label, t), (format!("pid {me}"), None));
+        let (w, t) = parse_watch("postgres@sync-on").unwrap();
+        assert_eq!(
+            (w.label.as_str(), t.as_deref()),
+            ("postgres", Some("sync-on"))
+        );
+        assert!(parse_watch("postgres@").is_err());
+        assert!(parse_watch("@x").is_err());
     }
 
     #[test]

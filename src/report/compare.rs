@@ -104,6 +104,23 @@ fn server_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
         }
         for p in round.server.iter().filter(|p| p.problem.is_none()) {
             add(format!("CPU {}", p.process), "ms/op", p.cpu_ms_per_op);
+            if let Some(j) = &p.jvm {
+                add(
+                    format!("GC time {}", p.process),
+                    "ms per 1,000 ops",
+                    j.gc_ms_per_1000_ops,
+                );
+                add(
+                    format!("GC count {}", p.process),
+                    "per 1,000 ops",
+                    j.gc_per_1000_ops,
+                );
+                add(
+                    format!("heap peak {}", p.process),
+                    "MiB",
+                    j.heap_used_peak_mib,
+                );
+            }
         }
         for m in round.metrics.iter().filter(|m| m.problem.is_none()) {
             match m.kind.as_str() {
@@ -163,11 +180,20 @@ fn server_rows(reports: &[Report]) -> Vec<ServerRow> {
         .collect()
 }
 
+/// A significant p-value as text: three decimals, or `p<0.001` rather than `p=0.000`.
+pub fn p_text(p: f64) -> String {
+    if p < 0.001 {
+        "p<0.001".into()
+    } else {
+        format!("p={p:.3}")
+    }
+}
+
 /// A server figure against the baseline's, like ops/s: ratio, and significance.
 pub fn server_verdict(c: &ServerCell) -> String {
     match (c.ratio, c.p_value) {
         (None, _) => "baseline".into(),
-        (Some(r), Some(p)) if p < ALPHA => format!("{r:.2}× significant (p={p:.3})"),
+        (Some(r), Some(p)) if p < ALPHA => format!("{r:.2}× significant ({})", p_text(p)),
         (Some(r), Some(p)) => format!("{r:.2}× no significant difference (p={p:.2})"),
         (Some(r), None) => format!("{r:.2}× (one round: not tested)"),
     }
@@ -479,7 +505,7 @@ fn rate(c: &Cell) -> String {
 fn verdict(c: &Cell) -> String {
     match (c.ratio, c.significant, c.p_value) {
         (None, _, _) => "baseline".into(),
-        (Some(r), Some(true), Some(p)) => format!("{r:.2}× significant (p={p:.3})"),
+        (Some(r), Some(true), Some(p)) => format!("{r:.2}× significant ({})", p_text(p)),
         (Some(r), Some(false), Some(p)) => format!("{r:.2}× no significant difference (p={p:.2})"),
         (Some(r), _, _) => format!("{r:.2}× (one round: not tested)"),
     }

@@ -126,6 +126,18 @@ pub fn report(r: &Report) -> String {
     if let Some(d) = &r.summary.drift {
         let _ = write!(b, "<p class=\"warn\">drift: {}</p>", esc(&d.message));
     }
+    let server = super::table::server_lines(&r.summary);
+    if !server.is_empty() {
+        b.push_str("<h2>Server</h2>");
+        for line in &server {
+            let class = if line.starts_with("WARNING") {
+                "warn"
+            } else {
+                "server"
+            };
+            let _ = write!(b, "<p class=\"{class}\">{}</p>", esc(line));
+        }
+    }
 
     b.push_str("<h2>Summary</h2><table><tr><th>operation</th><th>requests</th><th>ok</th><th>failed</th><th>ops/s (95% CI)</th><th>mean ms</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>sent B</th><th>received B</th></tr>");
     for o in r
@@ -366,7 +378,7 @@ fn compare_table(c: &Comparison) -> String {
             if i > 0 {
                 let verdict = match (x.ratio, x.significant, x.p_value) {
                     (Some(r), Some(true), Some(p)) => {
-                        format!("<b>{r:.2}×</b> significant (p={p:.3})")
+                        format!("<b>{r:.2}×</b> significant ({})", compare::p_text(p))
                     }
                     (Some(r), Some(false), Some(p)) => {
                         format!("{r:.2}× no significant difference (p={p:.2})")

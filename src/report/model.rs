@@ -319,7 +319,58 @@ pub struct ServerProcess {
     /// Why the figures are missing or partial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<String>,
+    /// When the process is a HotSpot JVM: its garbage collection and heap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jvm: Option<JvmFigures>,
 }
+
+/// A watched JVM's collections (from its perf-data file, as `jstat` reads them).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct JvmFigures {
+    pub gc_count: u64,
+    pub gc_time_ms: f64,
+    /// Per 1,000 successful operations: what the work cost in collections.
+    pub gc_per_1000_ops: f64,
+    pub gc_ms_per_1000_ops: f64,
+    pub heap_used_peak_mib: f64,
+    pub heap_committed_max_mib: f64,
+    pub collectors: Vec<String>,
+}
+
+impl JvmFigures {
+    fn of(j: &crate::monitor::JvmRound, successes: u64) -> JvmFigures {
+        let mut f = JvmFigures {
+            gc_count: j.gc_count,
+            gc_time_ms: j.gc_time_s * 1000.0,
+            heap_used_peak_mib: j.heap_used_peak as f64 / MIB,
+            heap_committed_max_mib: j.heap_committed_max as f64 / MIB,
+            collectors: j.collectors.clone(),
+            ..JvmFigures::default()
+        };
+        f.per_ops(successes);
+        f
+    }
+
+    fn per_ops(&mut self, successes: u64) {
+        self.gc_per_1000_ops = per_1000(self.gc_count as f64, successes);
+        self.gc_ms_per_1000_ops = per_1000(self.gc_time_ms, successes);
+    }
+
+    /// Over rounds: sums and maxima.
+    fn add(&mut self, o: &JvmFigures) {
+        self.gc_count += o.gc_count;
+        self.gc_time_ms += o.gc_time_ms;
+        self.heap_used_peak_mib = self.heap_used_peak_mib.max(o.heap_used_peak_mib);
+        self.heap_committed_max_mib = self.heap_committed_max_mib.max(o.heap_committed_max_mib);
+        for c in &o.collectors {
+            if !self.collectors.contains(c) {
+                self.collectors.push(c.clone());
+            }
+        }
+    }
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
 
 impl ServerProcess {
     fn of(p: &crate::monitor::ProcessRound, successes: u64, secs: f64) -> ServerProcess {
@@ -342,6 +393,7 @@ impl ServerProcess {
             read_bytes: p.read_bytes,
             write_bytes: p.write_bytes,
             problem: p.problem.clone(),
+            jvm: p.jvm.as_ref().map(|j| JvmFigures::of(j, successes)),
         }
     }
 
@@ -366,6 +418,12 @@ impl ServerProcess {
             if s.problem.is_none() {
                 s.problem = r.problem.clone();
             }
+            if let Some(j) = &r.jvm {
+                s.jvm.get_or_insert_with(JvmFigures::default).add(j);
+            }
+        }
+        if let Some(j) = &mut s.jvm {
+            j.per_ops(successes);
         }
         let cpu = s.cpu_user_s + s.cpu_system_s;
         s.cpu_ms_per_op = if successes > 0 {

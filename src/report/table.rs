@@ -176,47 +176,8 @@ pub fn render(r: &Report) -> String {
     for w in &s.generator_warnings {
         let _ = writeln!(out, "WARNING: {w}");
     }
-    for p in &s.server {
-        let _ = writeln!(
-            out,
-            "server {}: {:.2} ms CPU per operation · {:.2} cores · {:.1} CPU-s ({:.1} user, {:.1} system) · peak RSS {:.0} MiB · {} threads · {} process(es) · {} context switches",
-            p.process,
-            p.cpu_ms_per_op,
-            p.cores_used,
-            p.cpu_user_s + p.cpu_system_s,
-            p.cpu_user_s,
-            p.cpu_system_s,
-            p.rss_peak_mib,
-            p.threads_max,
-            p.processes_max,
-            p.context_switches
-        );
-        if let Some(problem) = &p.problem {
-            let _ = writeln!(out, "WARNING: monitor: {problem}");
-        }
-    }
-    for m in &s.metrics {
-        match m.kind.as_str() {
-            // Never read: only the warning below says anything.
-            "" => {}
-            "counter" => {
-                let _ = writeln!(
-                    out,
-                    "metric {}: {:.1} per second (max {:.1}) · {:.1} in all · {:.2} per 1,000 operations",
-                    m.series, m.mean, m.max, m.increase, m.per_1000_ops
-                );
-            }
-            _ => {
-                let _ = writeln!(
-                    out,
-                    "metric {}: mean {:.1} · max {:.1}",
-                    m.series, m.mean, m.max
-                );
-            }
-        }
-        if let Some(problem) = &m.problem {
-            let _ = writeln!(out, "WARNING: monitor: {problem}");
-        }
+    for line in server_lines(s) {
+        let _ = writeln!(out, "{line}");
     }
     if !r.warmup_rounds.is_empty() {
         let list: Vec<String> = r
@@ -378,4 +339,71 @@ fn connections_table(s: &crate::report::model::Summary) -> String {
         "\nnew connections: connect{} time, ms (part of the latency above):\n{c}\n",
         if tls { " and TLS handshake" } else { "" }
     )
+}
+
+/// A watched JVM's collections and heap, one line.
+pub fn jvm_line(j: &super::model::JvmFigures) -> String {
+    format!(
+        "{} collections, {:.0} ms ({:.2} and {:.1} ms per 1,000 operations) · heap peak {:.0} MiB of {:.0} MiB committed · {}",
+        j.gc_count,
+        j.gc_time_ms,
+        j.gc_per_1000_ops,
+        j.gc_ms_per_1000_ops,
+        j.heap_used_peak_mib,
+        j.heap_committed_max_mib,
+        if j.collectors.is_empty() {
+            "collectors unnamed".to_string()
+        } else {
+            j.collectors.join(", ")
+        }
+    )
+}
+
+/// What the watched processes and scraped series cost, one line each; a monitor that
+/// could not see everything is a `WARNING:` line.
+pub fn server_lines(s: &super::model::Summary) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in &s.server {
+        out.push(format!(
+            "server {}: {:.2} ms CPU per operation · {:.2} cores · {:.1} CPU-s ({:.1} user, {:.1} system) · peak RSS {:.0} MiB · {} threads · {} process(es) · {} context switches",
+            p.process,
+            p.cpu_ms_per_op,
+            p.cores_used,
+            p.cpu_user_s + p.cpu_system_s,
+            p.cpu_user_s,
+            p.cpu_system_s,
+            p.rss_peak_mib,
+            p.threads_max,
+            p.processes_max,
+            p.context_switches
+        ));
+        if let Some(j) = &p.jvm {
+            out.push(format!("server {} (JVM): {}", p.process, jvm_line(j)));
+        }
+        if let Some(problem) = &p.problem {
+            out.push(format!("WARNING: monitor: {problem}"));
+        }
+    }
+    for m in &s.metrics {
+        match m.kind.as_str() {
+            // Never read: only the warning below says anything.
+            "" => {}
+            "counter" => {
+                out.push(format!(
+                    "metric {}: {:.1} per second (max {:.1}) · {:.1} in all · {:.2} per 1,000 operations",
+                    m.series, m.mean, m.max, m.increase, m.per_1000_ops
+                ));
+            }
+            _ => {
+                out.push(format!(
+                    "metric {}: mean {:.1} · max {:.1}",
+                    m.series, m.mean, m.max
+                ));
+            }
+        }
+        if let Some(problem) = &m.problem {
+            out.push(format!("WARNING: monitor: {problem}"));
+        }
+    }
+    out
 }

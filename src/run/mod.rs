@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::{EngineConfig, EngineError, RoundResult, Runner};
 use crate::metrics::Live;
-use crate::monitor::ProcessSpec;
 use crate::monitor::prometheus::MetricsSpec;
+use crate::monitor::{Watch, parse_watch};
 use crate::protocol::{AccountPlan, ProtocolError};
 use crate::report::{self, Report, TlsInfo, compare};
 use crate::server::{self, ServerConfig, ServerHandle};
@@ -336,17 +336,35 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
     Ok(emit(&a, &out, &targets, sweep.as_ref(), &results))
 }
 
-/// The processes to watch: the workload's `monitor.process`, then `--monitor-process`.
-/// One that is not running now is said, not fatal: it is looked for every second.
-fn monitors_of(a: &RunOptions, w: &Workload) -> Result<Vec<ProcessSpec>, RunError> {
-    let mut out = Vec::new();
+/// The processes to watch: the workload's `monitor.process`, then `--monitor-process`,
+/// each for every target or (`PROC@TARGET`) for one. One that is not running now is said,
+/// not fatal: it is looked for every second.
+fn monitors_of(
+    a: &RunOptions,
+    w: &Workload,
+    targets: &[NamedTarget],
+) -> Result<Vec<(Watch, Option<String>)>, RunError> {
+    let mut out: Vec<(Watch, Option<String>)> = Vec::new();
     for s in w.monitor_processes.iter().chain(&a.monitor_process) {
-        let spec = ProcessSpec::parse(s).map_err(|m| RunError::Usage(format!("monitor: {m}")))?;
-        if let Err(m) = spec.check() {
+        let (watch, target) =
+            parse_watch(s).map_err(|m| RunError::Usage(format!("monitor: {m}")))?;
+        if let Some(t) = &target
+            && !targets.iter().any(|x| &x.name == t)
+        {
+            let names: Vec<&str> = targets.iter().map(|x| x.name.as_str()).collect();
+            return Err(RunError::Usage(format!(
+                "monitor: '{s}': there is no target named '{t}' (targets: {})",
+                names.join(", ")
+            )));
+        }
+        if let Err(m) = watch.spec.check() {
             eprintln!("warning: {m}; it is looked for every second of every round");
         }
-        if !out.contains(&spec) {
-            out.push(spec);
+        if !out
+            .iter()
+            .any(|(w, t)| w.spec == watch.spec && *t == target)
+        {
+            out.push((watch, target));
         }
     }
     Ok(out)
@@ -398,7 +416,7 @@ async fn run_point(
     stop: &CancellationToken,
     progress: &Progress,
 ) -> Result<PointResult, RunError> {
-    let monitors = monitors_of(a, w)?;
+    let monitors = monitors_of(a, w, targets)?;
     let metrics = metrics_of(a, w)?;
     let mut lanes: Vec<Lane> = Vec::new();
     let stop_all = |lanes: Vec<Lane>| async move {
@@ -500,7 +518,11 @@ async fn run_point(
             })),
             live: Some(live.clone()),
             keep_data: a.keep_data,
-            monitors: monitors.clone(),
+            monitors: monitors
+                .iter()
+                .filter(|(_, only)| only.as_ref().is_none_or(|n| *n == t.name))
+                .map(|(w, _)| w.clone())
+                .collect(),
             metrics: metrics.clone(),
         };
         match Runner::new(&wt, cfg).await {

@@ -18,6 +18,9 @@
 #      --target .../caldav.php and --user, 0 failures, nothing left behind.
 #   7. The recipe examples/davical-postgres (synchronous_commit on vs off), briefly: both
 #      configurations compared, PostgreSQL's and Apache's CPU per operation filled in.
+#   8. The recipe examples/tomcat-jvm (two Tomcat 10 WebDAV servers, small heap + SerialGC
+#      vs large heap + ParallelGC), briefly: 0 failures, each JVM watched by PID for its
+#      own target, its collections and heap read from its perf data and compared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -320,10 +323,42 @@ for variant in ["sync-on", "sync-off"]:
     if len(r.get("warmup_rounds", [])) != 1 or r.get("order") != "balanced":
         problems.append(f"{variant}: warm-up rounds {r.get('warmup_rounds')} order {r.get('order')}")
 compare = open(f"{sys.argv[1]}/compare.txt").read()
-if "ms CPU/op" not in compare:
+if "CPU postgres (ms/op)" not in compare:
     problems.append("compare.txt lacks the server's CPU per operation")
 if problems:
     print("DAViCal recipe: " + "; ".join(problems)); sys.exit(1)
 print("   both configurations compared; postgres and apache2 CPU per operation filled in")
+PY
+echo "== 8. examples/tomcat-jvm, briefly"
+LOADMIX_BIN="$BIN" examples/tomcat-jvm/run.sh "$WORK/tomcat" 2 3s >"$WORK/tomcat.txt" 2>&1 \
+    || { cat "$WORK/tomcat.txt"; fail "the Tomcat recipe failed"; }
+python3 - "$WORK/tomcat" <<'PY'
+import json, sys
+problems = []
+for variant in ["small", "large"]:
+    r = json.load(open(f"{sys.argv[1]}/{variant}/run.json"))
+    t = r["summary"]["total"]
+    if t["failures"] or not t["successes"]:
+        problems.append(f"{variant}: {t['failures']} failures of {t['requests']}: {r['failures'][:3]}")
+    if any(x["cleanup"]["failures"] for x in r["rounds"]):
+        problems.append(f"{variant}: cleanup failed")
+    server = r["summary"].get("server", [])
+    if len(server) != 1 or server[0]["process"] != "java":
+        problems.append(f"{variant}: one JVM watched, as 'java': {[p['process'] for p in server]}")
+        continue
+    p = server[0]
+    jvm = p.get("jvm") or {}
+    if p["cpu_ms_per_op"] <= 0 or p.get("problem") or jvm.get("heap_used_peak_mib", 0) <= 0 or not jvm.get("collectors"):
+        problems.append(f"{variant}: JVM figures not filled: {p}")
+small = json.load(open(f"{sys.argv[1]}/small/run.json"))["summary"]["server"][0]["jvm"]
+if small["gc_count"] == 0:
+    problems.append("the 64 MiB SerialGC JVM collected nothing under 64 KiB uploads")
+compare = open(f"{sys.argv[1]}/compare.txt").read()
+for row in ["CPU java (ms/op)", "GC time java", "heap peak java"]:
+    if row not in compare:
+        problems.append(f"compare.txt lacks {row}")
+if problems:
+    print("Tomcat recipe: " + "; ".join(problems)); sys.exit(1)
+print(f"   both JVMs compared; the small one collected {small['gc_count']} times ({small['gc_time_ms']:.0f} ms)")
 PY
 echo "== servers_check: all passed"

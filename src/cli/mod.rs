@@ -136,8 +136,9 @@ pub struct RunArgs {
     /// What this configuration is, in words, kept in run.json (e.g. "synchronous_commit=off").
     #[arg(long, value_name = "TEXT")]
     pub note: Option<String>,
-    /// A setting of this configuration, kept in run.json and shown by compare (repeatable).
-    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    /// A setting of this configuration, kept in run.json and shown by compare; with
+    /// `@TARGET` at the end, of that target only: `--label gc=serial@small` (repeatable).
+    #[arg(long = "label", value_name = "KEY=VALUE[@TARGET]", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
     /// The order of several targets' rounds: alternate (A B A B), balanced (A B B A, the
     /// default: a steady drift of the host falls on both alike) or shuffle (seeded).
@@ -151,8 +152,9 @@ pub struct RunArgs {
     pub monitor_process: Vec<String>,
     /// Scrape a Prometheus metrics page during every round and keep the named series
     /// (counters as rates, gauges as mean and max), e.g.
-    /// http://127.0.0.1:9187/metrics#pg_stat_database_xact_commit (repeatable).
-    #[arg(long = "monitor-prometheus", value_name = "URL#SERIES,...")]
+    /// http://127.0.0.1:9187/metrics#pg_stat_database_xact_commit; `@TARGET` at the end
+    /// scrapes it only during that target's rounds (repeatable).
+    #[arg(long = "monitor-prometheus", value_name = "URL#SERIES,...[@TARGET]")]
     pub monitor_prometheus: Vec<String>,
     /// Write every operation (round, class, vu, seq, op, label, start, latency, status,
     /// error) to this CSV file.

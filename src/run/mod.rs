@@ -336,6 +336,42 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
     Ok(emit(&a, &out, &targets, sweep.as_ref(), &results))
 }
 
+/// A monitor meant for one target (`...@TARGET`) must name a target of this run.
+fn only_for(flag: &str, target: &str, targets: &[NamedTarget]) -> Result<(), RunError> {
+    if targets.iter().any(|x| x.name == target) {
+        return Ok(());
+    }
+    let names: Vec<&str> = targets.iter().map(|x| x.name.as_str()).collect();
+    Err(RunError::Usage(format!(
+        "monitor: '{flag}': there is no target named '{target}' (targets: {})",
+        names.join(", ")
+    )))
+}
+
+/// The `--label`s of one target: `KEY=VALUE@TARGET` belongs to that target only (when
+/// TARGET names one of this run's targets; otherwise the '@' is part of the value), every
+/// other label to all.
+fn labels_for(
+    labels: &[(String, String)],
+    target: &str,
+    targets: &[NamedTarget],
+) -> std::collections::BTreeMap<String, String> {
+    labels
+        .iter()
+        .filter_map(|(k, v)| match v.rsplit_once('@') {
+            Some((value, t)) if targets.iter().any(|x| x.name == t) => {
+                (t == target).then(|| (k.clone(), value.to_string()))
+            }
+            _ => Some((k.clone(), v.clone())),
+        })
+        .collect()
+}
+
+/// Whether a monitor meant for `only` (or for every target) watches `target`'s rounds.
+fn watches(only: &Option<String>, target: &str) -> bool {
+    only.as_ref().is_none_or(|n| n == target)
+}
+
 /// The processes to watch: the workload's `monitor.process`, then `--monitor-process`,
 /// each for every target or (`PROC@TARGET`) for one. One that is not running now is said,
 /// not fatal: it is looked for every second.
@@ -348,14 +384,8 @@ fn monitors_of(
     for s in w.monitor_processes.iter().chain(&a.monitor_process) {
         let (watch, target) =
             parse_watch(s).map_err(|m| RunError::Usage(format!("monitor: {m}")))?;
-        if let Some(t) = &target
-            && !targets.iter().any(|x| &x.name == t)
-        {
-            let names: Vec<&str> = targets.iter().map(|x| x.name.as_str()).collect();
-            return Err(RunError::Usage(format!(
-                "monitor: '{s}': there is no target named '{t}' (targets: {})",
-                names.join(", ")
-            )));
+        if let Some(t) = &target {
+            only_for(s, t, targets)?;
         }
         if let Err(m) = watch.spec.check() {
             eprintln!("warning: {m}; it is looked for every second of every round");
@@ -371,12 +401,17 @@ fn monitors_of(
 }
 
 /// The metrics to scrape: the workload's `monitor.prometheus`, then
-/// `--monitor-prometheus URL#SERIES,SERIES`.
-fn metrics_of(a: &RunOptions, w: &Workload) -> Result<Vec<MetricsSpec>, RunError> {
+/// `--monitor-prometheus URL#SERIES,SERIES[@TARGET]` (`@TARGET`: only during that
+/// target's rounds, for a server whose exporter is its own).
+fn metrics_of(
+    a: &RunOptions,
+    w: &Workload,
+    targets: &[NamedTarget],
+) -> Result<Vec<(MetricsSpec, Option<String>)>, RunError> {
     let usage = |m: String| RunError::Usage(format!("monitor: {m}"));
     let mut out = Vec::new();
     for (url, series) in &w.monitor_metrics {
-        out.push(MetricsSpec::new(url, series.clone()).map_err(usage)?);
+        out.push((MetricsSpec::new(url, series.clone()).map_err(usage)?, None));
     }
     for flag in &a.monitor_prometheus {
         let (url, series) = flag.split_once('#').ok_or_else(|| {
@@ -384,8 +419,16 @@ fn metrics_of(a: &RunOptions, w: &Workload) -> Result<Vec<MetricsSpec>, RunError
                 "--monitor-prometheus {flag}: name the series after '#', e.g. http://127.0.0.1:9187/metrics#pg_stat_database_xact_commit"
             ))
         })?;
+        // A series name has no '@' (Prometheus names are letters, digits, '_' and ':').
+        let (series, target) = match series.rsplit_once('@') {
+            Some((s, t)) => (s, Some(t.trim().to_string())),
+            None => (series, None),
+        };
+        if let Some(t) = &target {
+            only_for(flag, t, targets)?;
+        }
         let series = series.split(',').map(|s| s.trim().to_string()).collect();
-        out.push(MetricsSpec::new(url, series).map_err(usage)?);
+        out.push((MetricsSpec::new(url, series).map_err(usage)?, target));
     }
     Ok(out)
 }
@@ -417,7 +460,7 @@ async fn run_point(
     progress: &Progress,
 ) -> Result<PointResult, RunError> {
     let monitors = monitors_of(a, w, targets)?;
-    let metrics = metrics_of(a, w)?;
+    let metrics = metrics_of(a, w, targets)?;
     let mut lanes: Vec<Lane> = Vec::new();
     let stop_all = |lanes: Vec<Lane>| async move {
         for l in lanes {
@@ -520,10 +563,14 @@ async fn run_point(
             keep_data: a.keep_data,
             monitors: monitors
                 .iter()
-                .filter(|(_, only)| only.as_ref().is_none_or(|n| *n == t.name))
+                .filter(|(_, only)| watches(only, &t.name))
                 .map(|(w, _)| w.clone())
                 .collect(),
-            metrics: metrics.clone(),
+            metrics: metrics
+                .iter()
+                .filter(|(_, only)| watches(only, &t.name))
+                .map(|(m, _)| m.clone())
+                .collect(),
         };
         match Runner::new(&wt, cfg).await {
             Ok(runner) => lanes.push(Lane {
@@ -600,7 +647,7 @@ async fn run_point(
             rep.order = Some(order.name().to_string());
         }
         rep.note = a.note.clone();
-        rep.labels = a.labels.iter().cloned().collect();
+        rep.labels = labels_for(&a.labels, &lane.name, targets);
         if target.starts_with("https://") {
             rep.tls = Some(TlsInfo {
                 verified: !a.tls.insecure,
@@ -776,6 +823,39 @@ fn single_point(a: &RunOptions, p: &PointResult) -> (String, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_label_or_monitor_may_belong_to_one_target() {
+        let named = |n: &str| NamedTarget {
+            name: n.into(),
+            spec: TargetSpec::Embedded {
+                store: EmbeddedStore::Memory,
+            },
+        };
+        let targets = [named("small"), named("large")];
+        let labels = vec![
+            ("jvm".to_string(), "-Xmx64m@small".to_string()),
+            ("jvm".to_string(), "-Xmx512m@large".to_string()),
+            ("owner".to_string(), "ops@example.net".to_string()),
+        ];
+        let small = labels_for(&labels, "small", &targets);
+        assert_eq!(small["jvm"], "-Xmx64m");
+        assert_eq!(
+            small["owner"], "ops@example.net",
+            "not a target: kept whole"
+        );
+        assert_eq!(labels_for(&labels, "large", &targets)["jvm"], "-Xmx512m");
+        assert!(watches(&None, "small") && watches(&Some("small".into()), "small"));
+        assert!(!watches(&Some("large".into()), "small"));
+        assert!(only_for("x@small", "small", &targets).is_ok());
+        let e = only_for("x@tiny", "tiny", &targets)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no target named 'tiny'") && e.contains("small, large"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn orders_balance_and_shuffle_reproducibly() {

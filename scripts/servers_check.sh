@@ -17,7 +17,8 @@
 #   6. DAViCal on PostgreSQL (Apache, mod_php): caldav-sync.yaml with nothing but
 #      --target .../caldav.php and --user, 0 failures, nothing left behind.
 #   7. The recipe examples/davical-postgres (synchronous_commit on vs off), briefly: both
-#      configurations compared, PostgreSQL's and Apache's CPU per operation filled in.
+#      configurations compared, PostgreSQL's and Apache's CPU per operation filled in,
+#      each cluster's commits scraped from its own prometheus-postgres-exporter.
 #   8. The recipe examples/tomcat-jvm (two Tomcat 10 WebDAV servers, small heap + SerialGC
 #      vs large heap + ParallelGC), briefly: 0 failures, each JVM watched by PID for its
 #      own target, its collections and heap read from its perf data and compared.
@@ -322,12 +323,17 @@ for variant in ["sync-on", "sync-off"]:
             problems.append(f"{variant}: server column {name} not filled: {p}")
     if len(r.get("warmup_rounds", [])) != 1 or r.get("order") != "balanced":
         problems.append(f"{variant}: warm-up rounds {r.get('warmup_rounds')} order {r.get('order')}")
+    series = {m["series"]: m for m in r["summary"].get("metrics", [])}
+    commits = series.get("pg_stat_database_xact_commit")
+    if not commits or commits.get("problem") or commits["per_1000_ops"] <= 0:
+        problems.append(f"{variant}: its own exporter's commits not scraped: {commits}")
 compare = open(f"{sys.argv[1]}/compare.txt").read()
-if "CPU postgres (ms/op)" not in compare:
-    problems.append("compare.txt lacks the server's CPU per operation")
+for row in ["CPU postgres (ms/op)", "pg_stat_database_xact_commit (per 1,000 ops)"]:
+    if row not in compare:
+        problems.append(f"compare.txt lacks {row}")
 if problems:
     print("DAViCal recipe: " + "; ".join(problems)); sys.exit(1)
-print("   both configurations compared; postgres and apache2 CPU per operation filled in")
+print("   both configurations compared; postgres and apache2 CPU per operation and each cluster's commits filled in")
 PY
 echo "== 8. examples/tomcat-jvm, briefly"
 LOADMIX_BIN="$BIN" examples/tomcat-jvm/run.sh "$WORK/tomcat" 2 3s >"$WORK/tomcat.txt" 2>&1 \

@@ -18,11 +18,16 @@ trap 'examples/davical-postgres/stop.sh "$WORK"; rm -rf "$WORK"' EXIT
 examples/davical-postgres/setup.sh "$WORK" >/dev/null
 # shellcheck disable=SC1091
 . "$WORK/targets.env"
+# From each cluster's own exporter: commits and rows inserted (per 1,000 operations), and
+# the backends connected (a gauge).
+PG_SERIES=pg_stat_database_xact_commit,pg_stat_database_tup_inserted,pg_stat_activity_count
 "$BIN" run workloads/caldav-saturate.yaml \
     --target "sync-on=$URL_ON" --target "sync-off=$URL_OFF" --user admin \
     --set users.caldav.count=4 --set run.warmup=2s --set run.warmup_rounds=1 \
     --rounds "$ROUNDS" --duration "$DURATION" \
     --monitor-process postgres --monitor-process apache2 \
+    --monitor-prometheus "$METRICS_ON#$PG_SERIES@sync-on" \
+    --monitor-prometheus "$METRICS_OFF#$PG_SERIES@sync-off" \
     --note "DAViCal on PostgreSQL, synchronous_commit on vs off" \
     --label postgres.shared_buffers=128MB \
     --quiet --out "$OUT" >/dev/null

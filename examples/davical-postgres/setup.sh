@@ -6,9 +6,13 @@
 # Both clusters get the same shared_buffers; DAViCal's database is made by DAViCal's own
 # script, with the admin account's password set to $LOADMIX_PASSWORD.
 #
-# Usage: setup.sh WORKDIR   (writes WORKDIR/targets.env: URL_ON, URL_OFF, and each
-# database's PGSOCK_ON/PGPORT_ON, PGSOCK_OFF/PGPORT_OFF; stop.sh WORKDIR
-# stops everything). Must run as root (PostgreSQL runs as the postgres user).
+# Each cluster gets its own prometheus-postgres-exporter, so its database's counters
+# (commits, rows inserted, backends) can be scraped during that configuration's rounds.
+#
+# Usage: setup.sh WORKDIR   (writes WORKDIR/targets.env: URL_ON, URL_OFF, each database's
+# PGSOCK_ON/PGPORT_ON, PGSOCK_OFF/PGPORT_OFF and its exporter's METRICS_ON, METRICS_OFF;
+# stop.sh WORKDIR stops everything). Must run as root (PostgreSQL runs as the postgres
+# user).
 set -euo pipefail
 WORK=${1:?usage: setup.sh WORKDIR}
 : "${LOADMIX_PASSWORD:?set LOADMIX_PASSWORD: it becomes the DAViCal admin password}"
@@ -20,6 +24,7 @@ need=()
 [ -d /usr/lib/postgresql ] || need+=(postgresql)
 command -v apache2 >/dev/null || need+=(apache2)
 ls /usr/lib/apache2/modules/libphp*.so >/dev/null 2>&1 || need+=(libapache2-mod-php)
+command -v prometheus-postgres-exporter >/dev/null || need+=(prometheus-postgres-exporter)
 if [ ${#need[@]} -gt 0 ]; then
     echo "installing ${need[*]}" >&2
     # Packages must not start system services in a container.
@@ -91,11 +96,17 @@ Redirect 301 /.well-known/caldav /caldav.php/
 CONF
     apache2 -f "$D/apache/httpd.conf" -k start
     wait_port "$PORT"
+    EPORT=$(free_port)
+    DATA_SOURCE_NAME="host=$D/sock port=$PGPORT user=postgres dbname=davical sslmode=disable" \
+        prometheus-postgres-exporter --web.listen-address="127.0.0.1:$EPORT" >"$D/exporter.log" 2>&1 &
+    echo $! >"$D/exporter.pid"
+    wait_port "$EPORT"
     V=$(echo $variant | tr a-z A-Z)
     {
         echo "URL_$V=http://127.0.0.1:$PORT/caldav.php"
         echo "PGSOCK_$V=$D/sock"
         echo "PGPORT_$V=$PGPORT"
+        echo "METRICS_$V=http://127.0.0.1:$EPORT/metrics"
     } >>"$WORK/targets.env"
 done
 cat "$WORK/targets.env"

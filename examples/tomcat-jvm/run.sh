@@ -30,6 +30,6 @@ examples/tomcat-jvm/setup.sh "$WORK" >/dev/null
     --rounds "$ROUNDS" --duration "$DURATION" \
     --monitor-process "$PID_SMALL@small" --monitor-process "$PID_LARGE@large" \
     --note "Tomcat 10 WebDAV, small heap + SerialGC vs large heap + ParallelGC" \
-    --label "jvm.small=$JVM_SMALL" --label "jvm.large=$JVM_LARGE" \
+    --label "jvm=$JVM_SMALL@small" --label "jvm=$JVM_LARGE@large" \
     --quiet --out "$OUT" >/dev/null
 cat "$OUT/compare.txt"

@@ -305,7 +305,16 @@ fn a_sweep_runs_each_point_and_writes_a_scaling_table() {
 fn html_pages_are_self_contained_and_carry_every_chart() {
     let r = loadmix::report::load(&root().join("reports/example/run.json")).unwrap();
     let page = loadmix::report::html::report(&r);
-    for chart in ["throughput", "latency", "spectrum", "rounds", "errors"] {
+    for chart in [
+        "throughput",
+        "latency-over-time",
+        "concurrency",
+        "errors-over-time",
+        "latency",
+        "spectrum",
+        "rounds",
+        "errors",
+    ] {
         assert!(
             page.contains(&format!("<figure data-chart=\"{chart}\">")),
             "{chart}"
@@ -313,8 +322,8 @@ fn html_pages_are_self_contained_and_carry_every_chart() {
     }
     assert_eq!(
         page.matches("<svg").count(),
-        4,
-        "four drawn charts, and a note that nothing failed"
+        6,
+        "six drawn charts, and two notes that nothing failed"
     );
     for outside in ["<script", "<link", "src=", "@import", "url("] {
         assert!(!page.contains(outside), "{outside} would load something");

@@ -163,6 +163,11 @@ pub struct RunArgs {
     /// Worker threads of the generator's runtime [default: one per core].
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
+    /// Run shard I (from 0) of N: closed users u with u mod N = I, open arrivals k with
+    /// k mod N = I, so N processes together run exactly this run. `N` alone takes I from
+    /// JOB_COMPLETION_INDEX (a Kubernetes Indexed Job).
+    #[arg(long, value_name = "I/N", env = "LOADMIX_SHARD", value_parser = parse_shard)]
+    pub shard: Option<crate::engine::shard::Shard>,
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -239,6 +244,10 @@ pub struct PlanArgs {
     /// Which round (from 1).
     #[arg(long, default_value_t = 1)]
     pub round: u32,
+    /// Instead of one user's picks, list which users and arrivals of the round shard I of
+    /// N runs (see `run --shard`).
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    pub shard: Option<crate::engine::shard::Shard>,
 }
 
 #[derive(Debug, Args)]
@@ -278,6 +287,53 @@ pub struct CompareArgs {
 }
 
 /// `KEY=VALUE` of `--label`: a key of letters, digits, '_', '-' or '.'.
+/// `--round` names one of the workload's rounds.
+fn check_round(w: &crate::workload::Workload, round: u32) -> Result<(), Exit> {
+    if round == 0 || round > w.run.rounds {
+        return Err(Exit::Usage.fail(format!(
+            "--round: the workload has rounds 1..={}",
+            w.run.rounds
+        )));
+    }
+    Ok(())
+}
+
+/// `plan --shard I/N`: the users and arrivals of one round that shard runs, streamed.
+fn plan_shard(
+    w: &crate::workload::Workload,
+    shard: crate::engine::shard::Shard,
+    round: u32,
+) -> Exit {
+    if let Err(e) = check_round(w, round) {
+        return e;
+    }
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let _ = writeln!(
+        out,
+        "# {} shard {shard} round {round} seed {}\nclass\tkind\tindex\tat_ms",
+        w.name, w.run.seed
+    );
+    for part in engine::plan::shard_part(w, shard, round) {
+        let line = match part {
+            engine::plan::Part::User { class, vu } => writeln!(out, "{class}\tuser\t{vu}\t-"),
+            engine::plan::Part::Arrival { class, k, at } => {
+                writeln!(out, "{class}\tarrival\t{k}\t{:.3}", at.as_secs_f64() * 1e3)
+            }
+        };
+        if line.is_err() {
+            break;
+        }
+    }
+    let _ = out.flush();
+    Exit::Ok
+}
+
+fn parse_shard(s: &str) -> Result<crate::engine::shard::Shard, String> {
+    let index = std::env::var("JOB_COMPLETION_INDEX").ok();
+    crate::engine::shard::Shard::parse(s, index.as_deref())
+}
+
 fn parse_label(s: &str) -> Result<(String, String), String> {
     let (k, v) = s
         .split_once('=')
@@ -392,6 +448,7 @@ impl From<RunArgs> for RunOptions {
             keep_data: a.keep_data,
             note: a.note,
             labels: a.labels,
+            shard: a.shard.unwrap_or_default(),
             monitor_process: a.monitor_process,
             monitor_prometheus: a.monitor_prometheus,
             order: a.order.map(|o| match o {
@@ -576,6 +633,9 @@ fn plan(a: PlanArgs) -> Exit {
         Ok(w) => w,
         Err(e) => return Exit::Usage.fail(e),
     };
+    if let Some(shard) = a.shard {
+        return plan_shard(&w, shard, a.round);
+    }
     let (class_name, vu) = match &a.vu {
         None => (w.classes[0].name.clone(), 0),
         Some(s) => {
@@ -602,11 +662,8 @@ fn plan(a: PlanArgs) -> Exit {
             class.count
         ));
     }
-    if a.round == 0 || a.round > w.run.rounds {
-        return Exit::Usage.fail(format!(
-            "--round: the workload has rounds 1..={}",
-            w.run.rounds
-        ));
+    if let Err(e) = check_round(&w, a.round) {
+        return e;
     }
     // Streamed: any --ops prints in constant memory, and stops when stdout closes.
     use std::io::Write as _;

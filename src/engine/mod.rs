@@ -10,9 +10,10 @@
 //! The engine knows nothing of any protocol: it calls [`VuDriver::execute`].
 
 pub mod host;
-mod open;
+pub mod open;
 pub mod plan;
 pub mod seed;
+pub mod shard;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,6 +50,8 @@ pub struct EngineConfig {
     pub monitors: Vec<crate::monitor::Watch>,
     /// The server's metrics endpoints to scrape during every round.
     pub metrics: Vec<crate::monitor::prometheus::MetricsSpec>,
+    /// This process's share of the run (`--shard I/N`); the whole run by default.
+    pub shard: shard::Shard,
 }
 
 /// Called with a finished round and the number of rounds planned.
@@ -381,7 +384,9 @@ async fn run_round(
     // runner created its users before starting their threads.
     let mut setups = tokio::task::JoinSet::new();
     for (ci, class) in w.classes.iter().enumerate() {
-        for vu in 0..Workload::peak_users(class) {
+        // Sharded, this process runs its own users, each with the index (and so the seed
+        // and account) it has in one process.
+        for vu in (0..Workload::peak_users(class)).filter(|vu| cfg.shard.owns_user(*vu)) {
             let ids = VuIds {
                 vu,
                 round,
@@ -502,6 +507,7 @@ async fn run_round(
             endpoint: cfg.endpoint.clone(),
             timeouts,
             users: users.clone(),
+            shard: cfg.shard,
         };
         tasks.spawn(open::arrivals(
             spec,

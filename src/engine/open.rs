@@ -42,6 +42,71 @@ pub(super) struct OpenSpec {
     pub timeouts: Timeouts,
     /// Sessions in progress, for the per-second count of active users.
     pub users: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// This process's share of the schedule.
+    pub shard: super::shard::Shard,
+}
+
+/// The arrival times of one class in one round, as offsets from the round's start, up to
+/// `limit`: one seeded schedule, whichever process (or shard of it) runs it. `loadmix plan`
+/// lists it from the same function.
+pub struct Schedule<'c> {
+    class: &'c UserClass,
+    arrival: &'c Arrival,
+    rng: Xoshiro256PlusPlus,
+    t: f64,
+    limit: Duration,
+}
+
+impl<'c> Schedule<'c> {
+    pub fn new(
+        seed: u64,
+        class_index: usize,
+        class: &'c UserClass,
+        arrival: &'c Arrival,
+        round: u32,
+        limit: Duration,
+    ) -> Schedule<'c> {
+        Schedule {
+            class,
+            arrival,
+            // The arrival times have a stream of their own, apart from every session's.
+            rng: Xoshiro256PlusPlus::seed_from_u64(
+                seed ^ 0xa221_7a1e ^ ((round as u64) << 40) ^ class_index as u64,
+            ),
+            t: 0.0,
+            limit,
+        }
+    }
+}
+
+impl Iterator for Schedule<'_> {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        // Seconds since the start, as a Duration; `None` past what it can hold (a rate so
+        // close to zero that the next arrival is out of reach): the schedule then ends.
+        let at = |t: f64| Duration::try_from_secs_f64(t).ok();
+        loop {
+            let now = at(self.t)?;
+            let rate = ramp_value(self.arrival.rate, &self.class.ramp, now);
+            if rate <= 0.0 {
+                // Nothing arrives at rate 0; look again shortly (a ramp may raise it).
+                self.t += 0.01;
+                if at(self.t).is_none_or(|d| d >= self.limit) {
+                    return None;
+                }
+                continue;
+            }
+            self.t += match self.arrival.process {
+                ArrivalProcess::Constant => 1.0 / rate,
+                ArrivalProcess::Poisson => {
+                    Exp::new(rate).map_or(1.0 / rate, |e| e.sample(&mut self.rng))
+                }
+            };
+            let d = at(self.t)?;
+            return (d < self.limit).then_some(d);
+        }
+    }
 }
 
 /// The timer's resolution: a sleep for less than this may last this long.
@@ -76,46 +141,41 @@ pub(super) async fn arrivals(
 ) -> VuOutput {
     let spec = Arc::new(spec);
     let mut out = VuOutput::default();
-    let slots = Arc::new(Semaphore::new(spec.arrival.max_concurrency as usize));
-    // The arrival times have a stream of their own, apart from every session's.
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(
-        spec.seed ^ 0xa221_7a1e ^ ((spec.round as u64) << 40) ^ spec.class_index as u64,
-    );
+    // Sharded, this process holds its part of the limit the whole run shares.
+    let slots = Arc::new(Semaphore::new(
+        spec.shard.share(spec.arrival.max_concurrency) as usize,
+    ));
     let mut sessions = tokio::task::JoinSet::new();
-    // Seconds since the start, as a Duration; `None` past what it can hold (a rate so
-    // close to zero that the next arrival is out of reach): the schedule then ends.
-    let at = |t: f64| Duration::try_from_secs_f64(t).ok();
-    let mut t = 0.0f64;
-    let mut n = 0u32;
     // Once the round's time is up, the rest of the schedule is only counted: arrivals due
     // before the deadline that could not start are dropped, never silently skipped, and
     // the round ends on time however far behind the generator or the server has fallen.
     let mut closing = false;
-    while let Some(now) = at(t) {
-        let rate = ramp_value(spec.arrival.rate, &spec.class.ramp, now);
-        if rate <= 0.0 {
-            // Nothing arrives at rate 0; look again shortly (a ramp may raise it).
-            t += 0.01;
-            if at(t).is_none_or(|d| spec.start + d >= spec.deadline) {
-                break;
-            }
+    let limit = spec.deadline.saturating_duration_since(spec.start);
+    let schedule = Schedule::new(
+        spec.seed,
+        spec.class_index,
+        &spec.class,
+        &spec.arrival,
+        spec.round,
+        limit,
+    );
+    for (k, offset) in schedule.enumerate() {
+        // Another shard's arrival: it starts there, with the same index and seed.
+        if !spec.shard.owns_arrival(k as u64) {
             continue;
         }
-        t += match spec.arrival.process {
-            ArrivalProcess::Constant => 1.0 / rate,
-            ArrivalProcess::Poisson => Exp::new(rate).map_or(1.0 / rate, |e| e.sample(&mut rng)),
-        };
-        let Some(intended) = at(t).and_then(|d| spec.start.checked_add(d)) else {
+        let Some(intended) = spec.start.checked_add(offset) else {
             break;
         };
-        if intended >= spec.deadline {
-            break;
-        }
         // Stopped (Ctrl-C): the round ends here; nothing after is due any more.
         if stop.is_cancelled() {
             break;
         }
-        if closing || Instant::now() >= spec.deadline || n == u32::MAX {
+        // A session is named by its arrival's place in the schedule, as in one process.
+        let Ok(id) = u32::try_from(k) else {
+            break;
+        };
+        if closing || Instant::now() >= spec.deadline {
             closing = true;
             out.dropped += 1;
             continue;
@@ -157,13 +217,11 @@ pub(super) async fn arrivals(
             factory.clone(),
             stop.clone(),
         );
-        let id = n;
         sessions.spawn(async move {
             let o = session(&spec2, &w2, &d2, &f2, &s2, id, intended).await;
             drop(permit);
             o
         });
-        n += 1;
         out.sessions += 1;
         // Collect finished sessions as we go, so a long run does not hold them all.
         while let Some(Ok(o)) = sessions.try_join_next() {

@@ -47,6 +47,9 @@ pub struct Report {
     /// `shuffle`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<String>,
+    /// The share of a run this process ran (`--shard I/N`); absent for a whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
     pub rounds: Vec<RoundReport>,
     pub summary: Summary,
     pub thresholds: Vec<ThresholdInfo>,
@@ -55,6 +58,13 @@ pub struct Report {
 }
 
 /// A warm-up round: run, thrown away, and recorded as such.
+/// Shard `index` (from 0) of `count`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShardInfo {
+    pub index: u32,
+    pub count: u32,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct WarmupRoundInfo {
     pub index: u32,
@@ -820,6 +830,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
             })
             .collect(),
         order: None,
+        shard: None,
         rounds,
         summary: Summary {
             rounds: run.rounds.len(),

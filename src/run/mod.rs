@@ -72,6 +72,8 @@ pub struct RunOptions {
     pub monitor_process: Vec<String>,
     /// `--monitor-prometheus URL#SERIES,...`: metrics to scrape, beside the workload's.
     pub monitor_prometheus: Vec<String>,
+    /// This process's share of the run (`--shard I/N`).
+    pub shard: crate::engine::shard::Shard,
 }
 
 /// In which order several targets take their rounds.
@@ -571,6 +573,7 @@ async fn run_point(
                 .filter(|(_, only)| watches(only, &t.name))
                 .map(|(m, _)| m.clone())
                 .collect(),
+            shard: a.shard,
         };
         match Runner::new(&wt, cfg).await {
             Ok(runner) => lanes.push(Lane {
@@ -645,6 +648,12 @@ async fn run_point(
         rep.name = Some(lane.name.clone());
         if targets.len() > 1 {
             rep.order = Some(order.name().to_string());
+        }
+        if !a.shard.is_whole() {
+            rep.shard = Some(report::model::ShardInfo {
+                index: a.shard.index,
+                count: a.shard.count,
+            });
         }
         rep.note = a.note.clone();
         rep.labels = labels_for(&a.labels, &lane.name, targets);

@@ -19,4 +19,5 @@ mod open_model;
 mod pools;
 mod secrets;
 mod server;
+mod sharding;
 mod tls;

@@ -1,0 +1,140 @@
+//! `--shard I/N`: N processes that together run exactly what one would. The union of the
+//! shards' parts (closed users, open arrivals) is the whole plan, each part on exactly one
+//! shard; a sharded run's operations add up, operation by operation, to the unsharded
+//! run's; a bad shard is refused before anything runs.
+
+use loadmix::engine::plan::{Part, shard_part};
+use loadmix::engine::shard::Shard;
+
+use crate::common::*;
+
+/// A closed class under a ramp beside an open class with Poisson arrivals.
+const MIXED: &str = "name: mixed\ntarget: http://127.0.0.1:1\nrun: { duration: 4s, rounds: 2, seed: 77 }\nusers:\n  - class: closed\n    protocol: http\n    count: 11\n    ramp: [{ to: 11, over: 2s }]\n    mix:\n      get: { weight: 1, path: /x }\n  - class: open\n    protocol: http\n    arrival: { rate: 150/s, process: poisson, max_concurrency: 10 }\n    mix:\n      get: { weight: 1, path: /y }\n";
+
+fn key(p: &Part) -> (String, u8, u64, u128) {
+    match p {
+        Part::User { class, vu } => (class.clone(), 0, u64::from(*vu), 0),
+        Part::Arrival { class, k, at } => (class.clone(), 1, *k, at.as_nanos()),
+    }
+}
+
+fn assert_union_is_whole(w: &loadmix::workload::Workload) {
+    for round in 1..=w.run.rounds.min(2) {
+        let mut whole: Vec<_> = shard_part(w, Shard::default(), round)
+            .map(|p| key(&p))
+            .collect();
+        whole.sort();
+        assert!(!whole.is_empty());
+        for n in [1u32, 2, 3, 7] {
+            let mut union = Vec::new();
+            for index in 0..n {
+                union.extend(shard_part(w, Shard { index, count: n }, round).map(|p| key(&p)));
+            }
+            union.sort();
+            // Equal as sorted lists: nothing missing, nothing on two shards.
+            assert_eq!(union, whole, "{} round {round}, {n} shards", w.name);
+        }
+    }
+}
+
+#[test]
+fn the_shards_parts_together_are_the_whole_plan() {
+    let cosmo = loadmix::workload::load(&root().join("workloads/cosmo-0.7.yaml"), &[]).unwrap();
+    assert_union_is_whole(&cosmo);
+    let mixed = loadmix::workload::load_str("mixed.yaml", MIXED, &[], None).unwrap();
+    assert_union_is_whole(&mixed);
+    // The open class's arrivals are one schedule dealt out, not N schedules at rate / N.
+    let arrivals = |s: Shard| {
+        shard_part(&mixed, s, 1)
+            .filter(|p| matches!(p, Part::Arrival { .. }))
+            .count()
+    };
+    let whole = arrivals(Shard::default());
+    assert!((450..750).contains(&whole), "{whole}");
+    let third = arrivals(Shard { index: 2, count: 3 });
+    assert!(
+        third == whole / 3 || third == whole / 3 + 1,
+        "{third} of {whole}"
+    );
+}
+
+#[test]
+fn shards_run_together_what_one_process_runs_operation_for_operation() {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    // Iterations, not a duration: each user's operations are fixed by its seed.
+    std::fs::write(
+        &w,
+        format!(
+            "target: {}\ncontext: /cosmo\nrun: {{ iterations: 7, seed: 5 }}\nusers:\n  - class: a\n    protocol: http\n    count: 5\n    mix:\n      send: {{ weight: 2, method: POST, path: '{{context}}/queue/s', body: x, expect: [201] }}\n      wait: {{ weight: 1, path: '{{context}}/_loadmix/delay/0' }}\n  - class: b\n    protocol: http\n    count: 3\n    mix:\n      wait: {{ weight: 1, path: '{{context}}/_loadmix/delay/0' }}\n      send: {{ weight: 1, method: POST, path: '{{context}}/queue/s', body: y, expect: [201] }}\n",
+            srv.url()
+        ),
+    )
+    .unwrap();
+    let counts = |r: &loadmix::report::Report| -> Vec<(String, u64)> {
+        r.summary
+            .ops
+            .iter()
+            .map(|o| (o.op.clone(), o.requests))
+            .collect()
+    };
+    let whole_dir = tmp.path().join("whole");
+    assert_eq!(
+        loadmix(&[
+            "run",
+            &path_str(&w),
+            "--quiet",
+            "--out",
+            &path_str(&whole_dir)
+        ]),
+        0
+    );
+    let whole = read_report(&whole_dir);
+    assert!(whole.shard.is_none());
+    let mut summed: std::collections::BTreeMap<String, u64> = Default::default();
+    for index in 0..3 {
+        let dir = tmp.path().join(format!("shard-{index}"));
+        let shard = format!("{index}/3");
+        assert_eq!(
+            loadmix(&[
+                "run",
+                &path_str(&w),
+                "--shard",
+                &shard,
+                "--quiet",
+                "--out",
+                &path_str(&dir)
+            ]),
+            0
+        );
+        let r = read_report(&dir);
+        let info = r.shard.unwrap();
+        assert_eq!((info.index, info.count), (index, 3));
+        for (op, n) in counts(&r) {
+            *summed.entry(op).or_default() += n;
+        }
+    }
+    let whole_counts: std::collections::BTreeMap<String, u64> =
+        counts(&whole).into_iter().collect();
+    assert_eq!(summed, whole_counts);
+    assert_eq!(whole_counts.values().sum::<u64>(), (5 + 3) * 7);
+    rt.block_on(srv.stop());
+}
+
+#[test]
+fn a_bad_shard_is_refused_before_anything_runs() {
+    for (shard, says) in [
+        ("3/2", "numbered 0 to 1"),
+        ("0/0", "count must be"),
+        ("two/3", "not a shard index"),
+    ] {
+        let o = loadmix_bin(&["run", "workloads/cosmo-0.7.yaml", "--shard", shard]);
+        assert_eq!(o.status.code(), Some(2), "{shard}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains(says), "{shard}: {stderr}");
+    }
+    let o = loadmix_bin(&["plan", "workloads/cosmo-0.7.yaml", "--shard", "7/7"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -54,6 +54,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare runs of one workload: ops/s with CIs, percentiles, ratios, significance.
     Compare(CompareArgs),
+    /// Merge the reports of a sharded run's shards (`run --shard I/N`) into one, exactly:
+    /// counts add, histograms merge, timelines align by wall clock.
+    Merge(MergeArgs),
     /// Make a CA and a server certificate signed by it, for https on loopback (`serve
     /// --tls-cert/--tls-key`, nginx, `run --ca-cert`).
     Cert(CertArgs),
@@ -272,6 +275,18 @@ pub enum CompareFormat {
 }
 
 #[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Every shard's run.json, once each.
+    #[arg(required = true, num_args = 1..)]
+    pub shards: Vec<PathBuf>,
+    /// Write the merged run.json, report.txt and report.html here.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
 pub struct CompareArgs {
     /// Two or more run.json files; the first is the baseline.
     #[arg(required = true, num_args = 2..)]
@@ -286,7 +301,6 @@ pub struct CompareArgs {
     pub force: bool,
 }
 
-/// `KEY=VALUE` of `--label`: a key of letters, digits, '_', '-' or '.'.
 /// `--round` names one of the workload's rounds.
 fn check_round(w: &crate::workload::Workload, round: u32) -> Result<(), Exit> {
     if round == 0 || round > w.run.rounds {
@@ -329,11 +343,13 @@ fn plan_shard(
     Exit::Ok
 }
 
+/// `I/N` of `--shard`, or `N` with the index from a Kubernetes Indexed Job.
 fn parse_shard(s: &str) -> Result<crate::engine::shard::Shard, String> {
     let index = std::env::var("JOB_COMPLETION_INDEX").ok();
     crate::engine::shard::Shard::parse(s, index.as_deref())
 }
 
+/// `KEY=VALUE` of `--label`: a key of letters, digits, '_', '-' or '.'.
 fn parse_label(s: &str) -> Result<(String, String), String> {
     let (k, v) = s
         .split_once('=')
@@ -391,6 +407,7 @@ pub async fn dispatch(cli: Cli) -> Exit {
             Err(e) => Exit::from(&e).fail(e),
         },
         Command::Compare(a) => compare(a),
+        Command::Merge(a) => merge(a),
         Command::Serve(a) => serve(a).await,
         Command::Validate(a) => validate(a),
         Command::Plan(a) => plan(a),
@@ -688,6 +705,48 @@ fn plan(a: PlanArgs) -> Exit {
     }
     let _ = out.flush();
     Exit::Ok
+}
+
+/// `loadmix merge`: check the shards, merge them, judge the thresholds on the merged run
+/// (exit 1 as `run` does), write and print it. Nothing is written when a shard is refused.
+fn merge(a: MergeArgs) -> Exit {
+    let mut shards = Vec::new();
+    for f in &a.shards {
+        match report::load(f) {
+            Ok(r) => shards.push(report::merge::ShardReport {
+                file: f.display().to_string(),
+                report: r,
+            }),
+            Err(e) => return Exit::Usage.fail(e),
+        }
+    }
+    let mut r = match report::merge::merge(shards) {
+        Ok(r) => r,
+        Err(e) => return Exit::Usage.fail(e),
+    };
+    // The rules are the workload's; it is read back from the copy the report carries.
+    let mut passed = true;
+    if !r.thresholds.is_empty() {
+        match crate::workload::load_str(&r.workload.file, &r.workload.source, &[], None) {
+            Ok(w) => passed = report::thresholds::evaluate(&w.thresholds, &mut r),
+            Err(e) => {
+                eprintln!("warning: thresholds not judged: the workload does not load again: {e}")
+            }
+        }
+    }
+    match a.format {
+        Format::Table => print!("{}", report::table::render(&r)),
+        Format::Json => match report::to_json(&r) {
+            Ok(j) => println!("{j}"),
+            Err(e) => return Exit::Write.fail(e),
+        },
+    }
+    if let Some(dir) = &a.out
+        && let Err(e) = report::write_dir(&r, dir)
+    {
+        return Exit::Write.fail(e);
+    }
+    if passed { Exit::Ok } else { Exit::Threshold }
 }
 
 fn show_report(a: ReportArgs) -> Exit {

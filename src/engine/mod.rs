@@ -291,7 +291,7 @@ pub async fn run(w: &Workload, cfg: &EngineConfig) -> Result<RunResult, EngineEr
     Ok(runner.finish(w))
 }
 
-const MAX_FAILURE_NOTES: usize = 20;
+pub const MAX_FAILURE_NOTES: usize = 20;
 /// Per VU, keep only the first few failure details: the report needs examples, not a log.
 const FAILURE_NOTES_PER_VU: usize = 2;
 

@@ -8,6 +8,7 @@ pub mod charts;
 pub mod compare;
 pub mod csv;
 pub mod html;
+pub mod merge;
 pub mod model;
 pub mod oplog;
 pub mod stats;

@@ -50,6 +50,9 @@ pub struct Report {
     /// The share of a run this process ran (`--shard I/N`); absent for a whole run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,
+    /// A merged run (`loadmix merge`): the shards it was made from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardRun>,
     pub rounds: Vec<RoundReport>,
     pub summary: Summary,
     pub thresholds: Vec<ThresholdInfo>,
@@ -58,6 +61,20 @@ pub struct Report {
 }
 
 /// A warm-up round: run, thrown away, and recorded as such.
+/// One shard of a merged run, and how its generator fared.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ShardRun {
+    pub index: u32,
+    pub count: u32,
+    /// The report it came from.
+    pub file: String,
+    pub run_id: String,
+    pub hostname: String,
+    pub started_at: String,
+    pub requests: u64,
+    pub generator_warnings: Vec<String>,
+}
+
 /// Shard `index` (from 0) of `count`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ShardInfo {
@@ -491,7 +508,7 @@ fn per_1000(increase: f64, successes: u64) -> f64 {
 }
 
 /// Each scraped series over all rounds: increases add, the mean is over every second.
-fn series_summary(rounds: &[RoundReport], successes: u64) -> Vec<ServerSeries> {
+pub(super) fn series_summary(rounds: &[RoundReport], successes: u64) -> Vec<ServerSeries> {
     let Some(first) = rounds.first() else {
         return Vec::new();
     };
@@ -617,7 +634,7 @@ fn per_second(seconds: &[crate::metrics::Second], users: &[u64]) -> Vec<PerSecon
 }
 
 /// Each watched process over all rounds.
-fn server_summary(rounds: &[RoundReport], successes: u64) -> Vec<ServerProcess> {
+pub(super) fn server_summary(rounds: &[RoundReport], successes: u64) -> Vec<ServerProcess> {
     let names: Vec<String> = rounds
         .first()
         .map(|r| r.server.iter().map(|p| p.process.clone()).collect())
@@ -831,6 +848,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
             .collect(),
         order: None,
         shard: None,
+        shards: Vec::new(),
         rounds,
         summary: Summary {
             rounds: run.rounds.len(),
@@ -873,11 +891,16 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
     }
 }
 
-fn rate(n: u64, secs: f64) -> f64 {
+pub(super) fn rate(n: u64, secs: f64) -> f64 {
     if secs > 0.0 { n as f64 / secs } else { 0.0 }
 }
 
-fn summary_op(name: &str, class: Option<&String>, s: &OpStats, rates: &[f64]) -> OpReport {
+pub(super) fn summary_op(
+    name: &str,
+    class: Option<&String>,
+    s: &OpStats,
+    rates: &[f64],
+) -> OpReport {
     let (mean, sd, ci) = mean_ci95(rates);
     let mut r = op_report(name, class, s, mean, false);
     r.across_rounds = Some(AcrossRounds {
@@ -890,7 +913,7 @@ fn summary_op(name: &str, class: Option<&String>, s: &OpStats, rates: &[f64]) ->
     r
 }
 
-fn op_report(
+pub(super) fn op_report(
     name: &str,
     class: Option<&String>,
     s: &OpStats,
@@ -1151,11 +1174,11 @@ fn workload_info(w: &Workload) -> WorkloadInfo {
     }
 }
 
-fn rfc3339(t: std::time::SystemTime) -> String {
+pub(super) fn rfc3339(t: std::time::SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-fn host() -> Host {
+pub(super) fn host() -> Host {
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .or_else(|_| std::env::var("HOSTNAME"))

@@ -179,6 +179,37 @@ pub fn render(r: &Report) -> String {
     for line in server_lines(s) {
         let _ = writeln!(out, "{line}");
     }
+    if !r.shards.is_empty() {
+        let _ = writeln!(
+            out,
+            "merged from {} shards (loadmix merge):",
+            r.shards.len()
+        );
+        for s in &r.shards {
+            let _ = writeln!(
+                out,
+                "  shard {}/{}: {} on {}, started {}, {} requests{}",
+                s.index,
+                s.count,
+                s.file,
+                s.hostname,
+                s.started_at,
+                s.requests,
+                if s.generator_warnings.is_empty() {
+                    String::new()
+                } else {
+                    format!(" · WARNING: {}", s.generator_warnings.join("; "))
+                }
+            );
+        }
+    }
+    if let Some(s) = r.shard {
+        let _ = writeln!(
+            out,
+            "shard {}/{} of a sharded run: merge every shard's run.json with `loadmix merge`",
+            s.index, s.count
+        );
+    }
     if !r.warmup_rounds.is_empty() {
         let list: Vec<String> = r
             .warmup_rounds

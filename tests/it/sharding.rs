@@ -120,6 +120,65 @@ fn shards_run_together_what_one_process_runs_operation_for_operation() {
         counts(&whole).into_iter().collect();
     assert_eq!(summed, whole_counts);
     assert_eq!(whole_counts.values().sum::<u64>(), (5 + 3) * 7);
+    // Merged, the three reports are one run with the unsharded run's counts, which
+    // `compare` takes like any other.
+    let shard_files: Vec<String> = (0..3)
+        .map(|i| path_str(&tmp.path().join(format!("shard-{i}/run.json"))))
+        .collect();
+    let merged_dir = tmp.path().join("merged");
+    let mut args = vec!["merge"];
+    args.extend(shard_files.iter().map(String::as_str));
+    let merged_out = path_str(&merged_dir);
+    args.extend(["--out", merged_out.as_str()]);
+    assert_eq!(loadmix(&args), 0);
+    let merged = read_report(&merged_dir);
+    assert_eq!(merged.shards.len(), 3);
+    assert_eq!(
+        counts(&merged)
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>(),
+        whole_counts
+    );
+    assert_eq!(merged.summary.total.requests, whole.summary.total.requests);
+    assert_eq!(merged.rounds[0].vus, whole.rounds[0].vus);
+    let c = loadmix::report::compare::compare(
+        &["whole".into(), "merged".into()],
+        &[whole.clone(), merged.clone()],
+        false,
+    )
+    .unwrap();
+    assert_eq!(c.rows.len(), whole.summary.ops.len() + 1);
+    // A shard missing, twice, or a file that is no report: exit 2, nothing written.
+    for (files, says) in [
+        (
+            vec![&shard_files[0], &shard_files[2]],
+            "shard 1 of 3 is missing",
+        ),
+        (
+            vec![
+                &shard_files[0],
+                &shard_files[1],
+                &shard_files[1],
+                &shard_files[2],
+            ],
+            "shard 1 is given twice",
+        ),
+        (
+            vec![&shard_files[0], &path_str(&whole_dir.join("run.json"))],
+            "not a shard's report",
+        ),
+        (vec![&path_str(&w)], "not a loadmix report"),
+    ] {
+        let nothing = tmp.path().join("nothing");
+        let mut args = vec!["merge".to_string()];
+        args.extend(files.iter().map(|f| f.to_string()));
+        args.extend(["--out".into(), path_str(&nothing)]);
+        let o = loadmix_bin(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(o.status.code(), Some(2), "{says}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains(says), "{says}: {stderr}");
+        assert!(!nothing.exists(), "{says}: nothing is written");
+    }
     rt.block_on(srv.stop());
 }
 

@@ -1,0 +1,545 @@
+//! `loadmix merge`: one report from the reports of a sharded run's N shards, exact where
+//! the shards' reports allow it. Counts, bytes and statuses add; HdrHistograms are added,
+//! never percentiles averaged; per-second timelines are laid on one wall clock; a round's
+//! ops/s is the sum of the shards'. What each shard saw of itself (its generator's health)
+//! is listed per shard. The server's monitors are taken from one shard: every shard
+//! watched the same server, so adding them would count it N times.
+//!
+//! Shards of different workloads, seeds or shard counts, a missing or a duplicated shard,
+//! and a shard that is no shard are refused, naming which, before anything is written.
+
+use std::collections::BTreeMap;
+
+use super::model::{
+    self, Cleanup, Generator, OpReport, PerSecond, Report, RoundReport, ShardInfo, Summary,
+    decode_histogram,
+};
+use crate::metrics::{OpStats, TimelineBucket, new_histogram};
+use crate::transport::ErrorClass;
+
+/// Shards whose rounds started further apart than this are not one run.
+const MAX_SKEW_S: i64 = 24 * 3600;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum MergeError {
+    #[error("give the reports of every shard of one run (at least one)")]
+    Nothing,
+    #[error("{0}: not a shard's report (run with --shard I/N)")]
+    NotAShard(String),
+    #[error("{0}")]
+    Mismatch(String),
+    #[error("shard {index} of {count} is missing")]
+    Missing { index: u32, count: u32 },
+    #[error("shard {index} is given twice: {first} and {second}")]
+    Duplicate {
+        index: u32,
+        first: String,
+        second: String,
+    },
+    #[error("{0}")]
+    Corrupt(String),
+}
+
+/// A shard's report and the file it came from (for messages).
+pub struct ShardReport {
+    pub file: String,
+    pub report: Report,
+}
+
+/// Check that `shards` are every shard of one run, once each; sorted by index.
+fn check(mut shards: Vec<ShardReport>) -> Result<Vec<ShardReport>, MergeError> {
+    let first = shards.first().ok_or(MergeError::Nothing)?;
+    let info = |s: &ShardReport| -> Result<ShardInfo, MergeError> {
+        s.report
+            .shard
+            .ok_or_else(|| MergeError::NotAShard(s.file.clone()))
+    };
+    let count = info(first)?.count;
+    let (file0, r0) = (&first.file, &first.report);
+    for s in &shards {
+        let i = info(s)?;
+        let r = &s.report;
+        let differ = |what: &str, a: String, b: String| {
+            MergeError::Mismatch(format!(
+                "{} and {} are not shards of one run: {what} {a} and {b}",
+                file0, s.file
+            ))
+        };
+        if i.count != count {
+            return Err(differ(
+                "shard counts",
+                count.to_string(),
+                i.count.to_string(),
+            ));
+        }
+        if r.workload.hash != r0.workload.hash {
+            return Err(differ(
+                "workloads",
+                format!("{} ({})", r0.workload.name, short(&r0.workload.hash)),
+                format!("{} ({})", r.workload.name, short(&r.workload.hash)),
+            ));
+        }
+        if r.seed != r0.seed {
+            return Err(differ("seeds", r0.seed.to_string(), r.seed.to_string()));
+        }
+        if r.rounds.len() != r0.rounds.len() {
+            return Err(differ(
+                "round counts",
+                r0.rounds.len().to_string(),
+                r.rounds.len().to_string(),
+            ));
+        }
+    }
+    let mut seen: BTreeMap<u32, String> = BTreeMap::new();
+    for s in &shards {
+        let i = info(s)?.index;
+        if let Some(f) = seen.get(&i) {
+            return Err(MergeError::Duplicate {
+                index: i,
+                first: f.clone(),
+                second: s.file.clone(),
+            });
+        }
+        seen.insert(i, s.file.clone());
+    }
+    if let Some(index) = (0..count).find(|i| !seen.contains_key(i)) {
+        return Err(MergeError::Missing { index, count });
+    }
+    shards.sort_by_key(|s| s.report.shard.map_or(0, |i| i.index));
+    Ok(shards)
+}
+
+fn short(hash: &str) -> &str {
+    &hash[..hash.len().min(12)]
+}
+
+/// An operation's figures read back from a report, exactly as far as the report holds
+/// them: counts and histograms exactly, the sums behind mean and standard deviation to
+/// floating-point precision.
+fn stats_of(o: &OpReport, file: &str) -> Result<OpStats, MergeError> {
+    let corrupt = |what: &str| MergeError::Corrupt(format!("{file}: {}: {what}", o.op));
+    let mut s = OpStats {
+        requests: o.requests,
+        successes: o.successes,
+        failures: o.failures,
+        bytes_sent: o.bytes_sent,
+        bytes_received: o.bytes_received,
+        clamped: o.clamped,
+        tls_resumed: o.tls_resumed,
+        timeline: o.timeline.clone(),
+        ..OpStats::default()
+    };
+    for (k, v) in &o.status {
+        let code: u16 = k
+            .parse()
+            .map_err(|_| corrupt("a status that is no number"))?;
+        s.by_status.insert(code, *v);
+    }
+    for (k, v) in &o.errors {
+        let class = ErrorClass::ALL
+            .iter()
+            .find(|c| c.name() == k)
+            .ok_or_else(|| corrupt("an unknown error class"))?;
+        s.by_error[class.index()] = *v;
+    }
+    s.latency = decode_histogram(&o.histogram).ok_or_else(|| corrupt("no histogram"))?;
+    // Every success is in the histogram (a value beyond its range at its top).
+    if s.latency.len() != o.successes {
+        return Err(corrupt("its histogram and its count of successes disagree"));
+    }
+    if let Some(h) = &o.histogram_corrected {
+        s.latency_corrected =
+            decode_histogram(h).ok_or_else(|| corrupt("no corrected histogram"))?;
+        s.scheduled = true;
+    }
+    if let Some(p) = &o.connect_ms {
+        s.connecting = decode_histogram(&p.histogram).unwrap_or_else(new_histogram);
+    }
+    if let Some(p) = &o.tls_handshake_ms {
+        s.tls_handshaking = decode_histogram(&p.histogram).unwrap_or_else(new_histogram);
+    }
+    let n = o.successes as f64;
+    let mean_us = o.latency_ms.mean * 1000.0;
+    let sd_us = o.latency_ms.stddev * 1000.0;
+    s.sum_us = mean_us * n;
+    s.sum_sq_us = (sd_us * sd_us + mean_us * mean_us) * n;
+    Ok(s)
+}
+
+/// Shift a timeline `by` seconds later.
+fn shifted(t: &[TimelineBucket], by: usize) -> Vec<TimelineBucket> {
+    let mut v = vec![TimelineBucket::default(); by];
+    v.extend_from_slice(t);
+    v
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time.
+fn epoch_ms(s: &str, file: &str) -> Result<i64, MergeError> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .map(|t| t.timestamp_millis())
+        .map_err(|_| MergeError::Corrupt(format!("{file}: '{s}' is not a time")))
+}
+
+/// One operation of one round, merged: its name, class, figures and summed ops/s.
+type MergedOp = (String, Option<String>, OpStats, f64);
+
+/// Merge one round of every shard.
+fn merge_round(
+    shards: &[ShardReport],
+    i: usize,
+) -> Result<(RoundReport, Vec<MergedOp>), MergeError> {
+    let starts: Vec<i64> = shards
+        .iter()
+        .map(|s| epoch_ms(&s.report.rounds[i].started_at, &s.file))
+        .collect::<Result<_, _>>()?;
+    let first = *starts.iter().min().unwrap_or(&0);
+    let mut offsets = Vec::new();
+    for (s, t) in shards.iter().zip(&starts) {
+        let skew = (t - first + 500) / 1000;
+        if skew > MAX_SKEW_S {
+            return Err(MergeError::Mismatch(format!(
+                "{}: round {} started {skew} s after the first shard's: not one run",
+                s.file,
+                i + 1
+            )));
+        }
+        offsets.push(usize::try_from(skew).unwrap_or(0));
+    }
+    // Operations in the order the first shard lists them, then any only others ran.
+    let mut names: Vec<(String, Option<String>)> = Vec::new();
+    for s in shards {
+        for o in &s.report.rounds[i].ops {
+            if !names.iter().any(|(n, _)| *n == o.op) {
+                names.push((o.op.clone(), o.class.clone()));
+            }
+        }
+    }
+    let mut ops = Vec::new();
+    let mut merged_ops = Vec::new();
+    for (name, class) in &names {
+        let mut stats = OpStats::default();
+        let mut rate = 0.0;
+        for (s, by) in shards.iter().zip(&offsets) {
+            if let Some(o) = s.report.rounds[i].ops.iter().find(|o| &o.op == name) {
+                let mut x = stats_of(o, &s.file)?;
+                x.timeline = shifted(&x.timeline, *by);
+                stats.merge(&x);
+                rate += o.ops_per_sec;
+            }
+        }
+        ops.push(model::op_report(name, class.as_ref(), &stats, rate, true));
+        merged_ops.push((name.clone(), class.clone(), stats, rate));
+    }
+    let mut total = OpStats::default();
+    let mut total_rate = 0.0;
+    for (s, by) in shards.iter().zip(&offsets) {
+        let t = &s.report.rounds[i].total;
+        let mut x = stats_of(t, &s.file)?;
+        x.timeline = shifted(&x.timeline, *by);
+        total.merge(&x);
+        total_rate += t.ops_per_sec;
+    }
+    let rounds: Vec<&RoundReport> = shards.iter().map(|s| &s.report.rounds[i]).collect();
+    let r0 = rounds[0];
+    let sum = |f: fn(&RoundReport) -> u64| rounds.iter().map(|r| f(r)).sum::<u64>();
+    let monitored = rounds
+        .iter()
+        .find(|r| !r.server.is_empty() || !r.metrics.is_empty())
+        .copied()
+        .unwrap_or(r0);
+    let round = RoundReport {
+        index: r0.index,
+        started_at: shards
+            .iter()
+            .zip(&starts)
+            .min_by_key(|(_, t)| **t)
+            .map(|(s, _)| s.report.rounds[i].started_at.clone())
+            .unwrap_or_default(),
+        elapsed_s: rounds.iter().map(|r| r.elapsed_s).fold(0.0, f64::max),
+        measured_s: rounds.iter().map(|r| r.measured_s).fold(0.0, f64::max),
+        vus: sum(|r| r.vus),
+        connections_opened: sum(|r| r.connections_opened),
+        requests_retried: sum(|r| r.requests_retried),
+        warmup_requests: sum(|r| r.warmup_requests),
+        warmup_s: r0.warmup_s,
+        setup_failures: sum(|r| r.setup_failures),
+        generator: merged_generator(shards, i),
+        cleanup: Cleanup {
+            requests: sum(|r| r.cleanup.requests),
+            failures: sum(|r| r.cleanup.failures),
+            failed: rounds
+                .iter()
+                .flat_map(|r| r.cleanup.failed.iter().cloned())
+                .take(10)
+                .collect(),
+        },
+        server: monitored.server.clone(),
+        metrics: monitored.metrics.clone(),
+        per_second: merged_seconds(&rounds, &offsets),
+        per_second_late: sum(|r| r.per_second_late),
+        interrupted: rounds.iter().any(|r| r.interrupted),
+        total: model::op_report("total", None, &total, total_rate, true),
+        ops,
+    };
+    merged_ops.push(("total".into(), None, total, total_rate));
+    Ok((round, merged_ops))
+}
+
+/// The shards' generators side by side: their CPU added, their lag the worst of them,
+/// their warnings named by shard.
+fn merged_generator(shards: &[ShardReport], i: usize) -> Generator {
+    let mut g = Generator::default();
+    for s in shards {
+        let x = &s.report.rounds[i].generator;
+        let who = s.report.shard.map_or(0, |i| i.index);
+        g.cpu_mean += x.cpu_mean;
+        g.cores += x.cores;
+        g.lag_p50_ms = g.lag_p50_ms.max(x.lag_p50_ms);
+        g.lag_p99_ms = g.lag_p99_ms.max(x.lag_p99_ms);
+        g.lag_max_ms = g.lag_max_ms.max(x.lag_max_ms);
+        g.dropped += x.dropped;
+        g.late += x.late;
+        g.host_busy_mean = g.host_busy_mean.max(x.host_busy_mean);
+        g.steal_mean = g.steal_mean.max(x.steal_mean);
+        g.run_queue_max = g.run_queue_max.max(x.run_queue_max);
+        g.warnings
+            .extend(x.warnings.iter().map(|w| format!("shard {who}: {w}")));
+    }
+    g
+}
+
+/// Per-second figures on one clock: failures, time in flight and users add; the
+/// percentiles of a second do not, and are left out.
+fn merged_seconds(rounds: &[&RoundReport], offsets: &[usize]) -> Vec<PerSecond> {
+    let mut out: Vec<PerSecond> = Vec::new();
+    for (r, by) in rounds.iter().zip(offsets) {
+        for (j, s) in r.per_second.iter().enumerate() {
+            let k = j + by;
+            if out.len() <= k {
+                out.resize(k + 1, PerSecond::default());
+            }
+            let m = &mut out[k];
+            for (class, n) in &s.errors {
+                *m.errors.entry(class.clone()).or_default() += n;
+            }
+            m.in_flight += s.in_flight;
+            if let Some(u) = s.users {
+                m.users = Some(m.users.unwrap_or(0) + u);
+            }
+        }
+    }
+    out
+}
+
+/// One report from every shard's. `thresholds` are the run's rules, evaluated on the
+/// merged figures by the caller.
+pub fn merge(shards: Vec<ShardReport>) -> Result<Report, MergeError> {
+    let shards = check(shards)?;
+    let r0 = &shards[0].report;
+    let mut rounds = Vec::new();
+    // Per operation over rounds: the merged figures and each round's summed rate.
+    let mut over: Vec<(String, Option<String>, OpStats, Vec<f64>)> = Vec::new();
+    for i in 0..r0.rounds.len() {
+        let (round, ops) = merge_round(&shards, i)?;
+        rounds.push(round);
+        for (name, class, stats, rate) in ops {
+            match over.iter_mut().find(|(n, ..)| *n == name) {
+                Some((_, _, s, rates)) => {
+                    s.merge(&stats);
+                    rates.push(rate);
+                }
+                None => over.push((name, class, stats, vec![rate])),
+            }
+        }
+    }
+    let (total_stats, total_rates) = over
+        .iter()
+        .position(|(n, ..)| n == "total")
+        .map(|k| {
+            let (_, _, s, r) = over.remove(k);
+            (s, r)
+        })
+        .unwrap_or_default();
+    let summary_ops: Vec<OpReport> = over
+        .iter()
+        .map(|(n, c, s, r)| model::summary_op(n, c.as_ref(), s, r))
+        .collect();
+    let mut generator_warnings: Vec<String> = Vec::new();
+    for w in rounds.iter().flat_map(|r| r.generator.warnings.iter()) {
+        if !generator_warnings.contains(w) {
+            generator_warnings.push(w.clone());
+        }
+    }
+    let successes = total_stats.successes;
+    let requests = total_stats.requests;
+    let summary = Summary {
+        rounds: rounds.len(),
+        measured_s: rounds.iter().map(|r| r.measured_s).sum(),
+        ops: summary_ops,
+        total: model::summary_op("total", None, &total_stats, &total_rates),
+        success_ratio: if requests == 0 {
+            0.0
+        } else {
+            successes as f64 / requests as f64
+        },
+        generator_warnings,
+        server: model::server_summary(&rounds, successes),
+        metrics: model::series_summary(&rounds, successes),
+        drift: model::drift(&total_rates),
+    };
+    // The earliest and the latest of a time every shard has (RFC 3339 in UTC, all with
+    // milliseconds, so their text sorts as their times do).
+    let span = |f: fn(&Report) -> &String| {
+        let mut v: Vec<&String> = shards.iter().map(|s| f(&s.report)).collect();
+        v.sort();
+        (
+            v.first().map(|x| x.to_string()).unwrap_or_default(),
+            v.last().map(|x| x.to_string()).unwrap_or_default(),
+        )
+    };
+    let mut failures: Vec<model::FailureInfo> = shards
+        .iter()
+        .flat_map(|s| s.report.failures.iter().cloned())
+        .collect();
+    failures.truncate(crate::engine::MAX_FAILURE_NOTES);
+    Ok(Report {
+        schema: model::SCHEMA.to_string(),
+        tool: r0.tool.clone(),
+        host: model::host(),
+        run_id: format!("merged-{}", r0.run_id),
+        started_at: span(|r| &r.started_at).0,
+        finished_at: span(|r| &r.finished_at).1,
+        interrupted: shards.iter().any(|s| s.report.interrupted),
+        target: r0.target.clone(),
+        name: r0.name.clone(),
+        note: r0.note.clone(),
+        labels: r0.labels.clone(),
+        tls: r0.tls.clone(),
+        seed: r0.seed,
+        workload: r0.workload.clone(),
+        warmup_rounds: r0.warmup_rounds.clone(),
+        order: r0.order.clone(),
+        shard: None,
+        shards: shards
+            .iter()
+            .map(|s| model::ShardRun {
+                index: s.report.shard.map_or(0, |i| i.index),
+                count: s.report.shard.map_or(1, |i| i.count),
+                file: s.file.clone(),
+                run_id: s.report.run_id.clone(),
+                hostname: s.report.host.hostname.clone(),
+                started_at: s.report.started_at.clone(),
+                requests: s.report.summary.total.requests,
+                generator_warnings: s.report.summary.generator_warnings.clone(),
+            })
+            .collect(),
+        rounds,
+        summary,
+        thresholds: r0
+            .thresholds
+            .iter()
+            .map(|t| model::ThresholdInfo {
+                observed: None,
+                passed: false,
+                ..t.clone()
+            })
+            .collect(),
+        failures,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example() -> Report {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/example/run.json");
+        crate::report::load(&path).unwrap()
+    }
+
+    /// The example run, as shard `index` of `count`.
+    fn shard(index: u32, count: u32) -> ShardReport {
+        let mut r = example();
+        r.shard = Some(ShardInfo { index, count });
+        ShardReport {
+            file: format!("s{index}.json"),
+            report: r,
+        }
+    }
+
+    #[test]
+    fn merging_adds_counts_and_histograms_exactly() {
+        let one = example();
+        let merged = merge((0..3).map(|i| shard(i, 3)).collect()).unwrap();
+        assert_eq!(merged.shards.len(), 3);
+        let (a, m) = (&one.summary.total, &merged.summary.total);
+        assert_eq!(m.requests, 3 * a.requests);
+        assert_eq!(m.successes, 3 * a.successes);
+        assert_eq!(m.bytes_received, 3 * a.bytes_received);
+        for (k, v) in &a.status {
+            assert_eq!(m.status[k], 3 * v);
+        }
+        // The histogram is the three added, value for value; so are its percentiles.
+        let mut h = decode_histogram(&a.histogram).unwrap();
+        let copy = h.clone();
+        h.add(&copy).unwrap();
+        h.add(&copy).unwrap();
+        assert_eq!(decode_histogram(&m.histogram).unwrap(), h);
+        assert_eq!(m.latency_ms.p99, a.latency_ms.p99);
+        assert!((m.latency_ms.mean - a.latency_ms.mean).abs() < 1e-9);
+        assert!((m.latency_ms.stddev - a.latency_ms.stddev).abs() < 1e-6);
+        // A round's rate is the shards' summed; the timeline aligns second by second.
+        for (x, y) in one.rounds.iter().zip(&merged.rounds) {
+            assert!((y.total.ops_per_sec - 3.0 * x.total.ops_per_sec).abs() < 1e-6);
+            assert_eq!(y.total.timeline.len(), x.total.timeline.len());
+            assert_eq!(
+                y.total.timeline[0].requests,
+                3 * x.total.timeline[0].requests
+            );
+            assert_eq!(y.vus, 3 * x.vus);
+        }
+        for (x, y) in one.summary.ops.iter().zip(&merged.summary.ops) {
+            assert_eq!((y.op.as_str(), y.requests), (x.op.as_str(), 3 * x.requests));
+        }
+    }
+
+    #[test]
+    fn shards_that_are_not_one_run_are_refused_saying_which() {
+        assert_eq!(merge(vec![]).unwrap_err(), MergeError::Nothing);
+        let e = merge(vec![shard(0, 3), shard(2, 3)]).unwrap_err();
+        assert_eq!(e, MergeError::Missing { index: 1, count: 3 });
+        let e = merge(vec![shard(0, 2), shard(1, 2), shard(1, 2)]).unwrap_err();
+        assert!(matches!(e, MergeError::Duplicate { index: 1, .. }), "{e}");
+        let e = merge(vec![shard(0, 2), shard(1, 3)]).unwrap_err();
+        assert!(e.to_string().contains("shard counts 2 and 3"), "{e}");
+        let mut other = shard(1, 2);
+        other.report.workload.hash = "f00d".repeat(16);
+        other.report.workload.name = "other".into();
+        let e = merge(vec![shard(0, 2), other]).unwrap_err().to_string();
+        assert!(
+            e.contains("s0.json and s1.json are not shards of one run: workloads"),
+            "{e}"
+        );
+        let mut seed = shard(1, 2);
+        seed.report.seed += 1;
+        assert!(
+            merge(vec![shard(0, 2), seed])
+                .unwrap_err()
+                .to_string()
+                .contains("seeds")
+        );
+        let mut whole = shard(0, 1);
+        whole.report.shard = None;
+        assert_eq!(
+            merge(vec![whole]).unwrap_err(),
+            MergeError::NotAShard("s0.json".into())
+        );
+        let mut corrupt = shard(1, 2);
+        corrupt.report.rounds[0].total.histogram = "not base64!".into();
+        assert!(matches!(
+            merge(vec![shard(0, 2), corrupt]).unwrap_err(),
+            MergeError::Corrupt(_)
+        ));
+    }
+}

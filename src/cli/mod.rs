@@ -171,6 +171,14 @@ pub struct RunArgs {
     /// JOB_COMPLETION_INDEX (a Kubernetes Indexed Job).
     #[arg(long, value_name = "I/N", env = "LOADMIX_SHARD", value_parser = parse_shard)]
     pub shard: Option<crate::engine::shard::Shard>,
+    /// Start the first round's clock at this time (RFC 3339, or +DURATION from now), after
+    /// set-up; round n starts at TIME + n × --round-every. Shards that start minutes apart
+    /// then measure the same seconds.
+    #[arg(long, value_name = "TIME", env = "LOADMIX_START_AT", value_parser = parse_start_at)]
+    pub start_at: Option<std::time::SystemTime>,
+    /// Under --start-at, the slot of each round [default: the duration + 30s].
+    #[arg(long, value_name = "DURATION", value_parser = crate::workload::units::parse_duration, requires = "start_at")]
+    pub round_every: Option<std::time::Duration>,
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -343,6 +351,11 @@ fn plan_shard(
     Exit::Ok
 }
 
+/// `--start-at`, read against the clock now.
+fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
+    crate::engine::shard::parse_start_at(s, std::time::SystemTime::now())
+}
+
 /// `I/N` of `--shard`, or `N` with the index from a Kubernetes Indexed Job.
 fn parse_shard(s: &str) -> Result<crate::engine::shard::Shard, String> {
     let index = std::env::var("JOB_COMPLETION_INDEX").ok();
@@ -466,6 +479,8 @@ impl From<RunArgs> for RunOptions {
             note: a.note,
             labels: a.labels,
             shard: a.shard.unwrap_or_default(),
+            start_at: a.start_at,
+            round_every: a.round_every,
             monitor_process: a.monitor_process,
             monitor_prometheus: a.monitor_prometheus,
             order: a.order.map(|o| match o {

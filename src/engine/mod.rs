@@ -52,6 +52,9 @@ pub struct EngineConfig {
     pub metrics: Vec<crate::monitor::prometheus::MetricsSpec>,
     /// This process's share of the run (`--shard I/N`); the whole run by default.
     pub shard: shard::Shard,
+    /// A common start (`--start-at`): each round's clock waits for its slot. Shared by
+    /// every target's runner, so the slots follow the order the rounds run in.
+    pub clock: Option<Arc<shard::RoundClock>>,
 }
 
 /// Called with a finished round and the number of rounds planned.
@@ -102,6 +105,9 @@ pub struct RoundResult {
     /// From 1.
     pub index: u32,
     pub started_at: SystemTime,
+    /// Under `--start-at`: how long after its slot the round's clock started (set-up that
+    /// ran past the slot, or the timer's own lateness).
+    pub slot_late: Option<Duration>,
     /// Wall time from the start of the round until its last VU stopped.
     pub elapsed: Duration,
     /// `elapsed` minus the warm-up: the denominator of ops/sec.
@@ -433,6 +439,17 @@ async fn run_round(
         .then(|| crate::monitor::sampler(cfg.monitors.clone(), cpu_done.clone()));
     let scraped = (!cfg.metrics.is_empty())
         .then(|| crate::monitor::prometheus::sampler(cfg.metrics.clone(), cpu_done.clone()));
+    // A common start: wait for this round's slot, set-up done, then start the clock.
+    let mut slot_late = None;
+    if let Some(slot) = cfg.clock.as_ref().and_then(|c| c.next_slot()) {
+        if let Ok(wait) = slot.duration_since(SystemTime::now()) {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = cfg.stop.cancelled() => {}
+            }
+        }
+        slot_late = Some(SystemTime::now().duration_since(slot).unwrap_or_default());
+    }
     let started_at = SystemTime::now();
     let start = Instant::now();
     let deadline = match w.run.stop {
@@ -559,6 +576,7 @@ async fn run_round(
         RoundResult {
             index: round,
             started_at,
+            slot_late,
             elapsed,
             measured: elapsed.saturating_sub(w.run.warmup),
             stats,

@@ -5,6 +5,8 @@
 //! run exactly what one process would.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime};
 
 /// Shard `index` (from 0) of `count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,9 +87,104 @@ impl Shard {
     }
 }
 
+/// A common start for processes that begin minutes apart (`--start-at`): the n-th round a
+/// process runs (warm-up rounds included, in the order every shard runs them) starts its
+/// clock at `at + n × every`, after its users are set up. A round whose set-up ran past
+/// its slot starts at once, and its lateness is recorded.
+#[derive(Debug)]
+pub struct RoundClock {
+    pub at: SystemTime,
+    /// Slot length; `None` for a run bound by iterations: only the first round waits.
+    pub every: Option<Duration>,
+    next: AtomicU32,
+}
+
+impl RoundClock {
+    pub fn new(at: SystemTime, every: Option<Duration>) -> RoundClock {
+        RoundClock {
+            at,
+            every,
+            next: AtomicU32::new(0),
+        }
+    }
+
+    /// When the next round's clock should start; `None` when it should not wait.
+    pub fn next_slot(&self) -> Option<SystemTime> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        match (n, self.every) {
+            (0, _) => Some(self.at),
+            (_, None) => None,
+            (n, Some(every)) => every.checked_mul(n).and_then(|d| self.at.checked_add(d)),
+        }
+    }
+}
+
+/// `--start-at`: an RFC 3339 time (`2026-12-01T09:30:00Z`), or `+DURATION` from now.
+pub fn parse_start_at(s: &str, now: SystemTime) -> Result<SystemTime, String> {
+    let s = s.trim();
+    if let Some(rest) = s.strip_prefix('+') {
+        let d = crate::workload::units::parse_duration(rest)
+            .map_err(|e| format!("--start-at {s}: {e}"))?;
+        return now
+            .checked_add(d)
+            .ok_or_else(|| format!("--start-at {s}: too far ahead"));
+    }
+    let t = chrono::DateTime::parse_from_rfc3339(s).map_err(|_| {
+        format!("--start-at {s}: give an RFC 3339 time (2026-12-01T09:30:00Z) or +DURATION (+2m)")
+    })?;
+    let ms = t.timestamp_millis();
+    let from_epoch = u64::try_from(ms)
+        .map_err(|_| format!("--start-at {s}: before 1970"))
+        .map(Duration::from_millis)?;
+    let at = SystemTime::UNIX_EPOCH
+        .checked_add(from_epoch)
+        .ok_or_else(|| format!("--start-at {s}: too far ahead"))?;
+    // A day ahead is a mistake in the date, not a plan.
+    if at
+        .duration_since(now)
+        .is_ok_and(|d| d > Duration::from_secs(24 * 3600))
+    {
+        return Err(format!("--start-at {s}: more than a day ahead"));
+    }
+    Ok(at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_round_clock_gives_each_round_its_slot() {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let c = RoundClock::new(at, Some(Duration::from_secs(40)));
+        assert_eq!(c.next_slot(), Some(at));
+        assert_eq!(c.next_slot(), Some(at + Duration::from_secs(40)));
+        assert_eq!(c.next_slot(), Some(at + Duration::from_secs(80)));
+        let c = RoundClock::new(at, None);
+        assert_eq!(c.next_slot(), Some(at));
+        assert_eq!(c.next_slot(), None);
+    }
+
+    #[test]
+    fn start_times_are_rfc3339_or_from_now() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_764_000_000);
+        assert_eq!(
+            parse_start_at("+30s", now),
+            Ok(now + Duration::from_secs(30))
+        );
+        let t = parse_start_at("2025-11-24T16:00:30Z", now).unwrap();
+        assert_eq!(
+            t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs(),
+            1_764_000_030
+        );
+        assert!(parse_start_at("tomorrow", now).is_err());
+        assert!(parse_start_at("+soon", now).is_err());
+        assert!(
+            parse_start_at("2025-12-24T16:00:00Z", now)
+                .unwrap_err()
+                .contains("a day ahead")
+        );
+    }
 
     #[test]
     fn shards_are_parsed_from_the_flag_or_the_job_index() {

@@ -277,6 +277,10 @@ fn merge_round(
         metrics: monitored.metrics.clone(),
         per_second: merged_seconds(&rounds, &offsets),
         per_second_late: sum(|r| r.per_second_late),
+        start_late_ms: rounds
+            .iter()
+            .filter_map(|r| r.start_late_ms)
+            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x)))),
         interrupted: rounds.iter().any(|r| r.interrupted),
         total: model::op_report("total", None, &total, total_rate, true),
         ops,

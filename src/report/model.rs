@@ -193,6 +193,9 @@ pub struct RoundReport {
     /// failures by class, operations in flight, active users.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_second: Vec<PerSecond>,
+    /// Under `--start-at`: how long after its slot the round's clock started, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_late_ms: Option<f64>,
     /// Successes that reached the aggregator after their second's percentiles were taken
     /// (counted in every other figure).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -652,6 +655,9 @@ pub(super) fn server_summary(rounds: &[RoundReport], successes: u64) -> Vec<Serv
         .collect()
 }
 
+/// A round that starts this much after its `--start-at` slot is flagged.
+const SLOT_LATE_WARNING: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A trend is flagged when its slope is significant at this level…
 const DRIFT_ALPHA: f64 = 0.05;
 /// …and it moves throughput by at least this much from the first round to the last.
@@ -783,6 +789,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
                 .collect(),
             per_second: per_second(&r.stats.seconds, &r.host.users),
             per_second_late: r.stats.seconds_late,
+            start_late_ms: r.slot_late.map(|d| d.as_secs_f64() * 1000.0),
             interrupted: r.interrupted,
             total: op_report("total", None, &total, rate(total.successes, secs), true),
             ops,
@@ -1094,6 +1101,14 @@ fn generator(r: &crate::engine::RoundResult, embedded: bool) -> Generator {
             }
         ));
     }
+    // A common start missed: this shard's round began after the others' (set-up ran past
+    // its slot), so their seconds overlap less than planned.
+    if let Some(late) = r.slot_late.filter(|d| *d > SLOT_LATE_WARNING) {
+        warnings.push(format!(
+            "round {round}: started {:.1} s after its --start-at slot (set-up ran past it; give --round-every more room)",
+            late.as_secs_f64()
+        ));
+    }
     Generator {
         cpu_percent: cpu,
         cpu_mean,
@@ -1208,6 +1223,7 @@ mod tests {
         RoundResult {
             index: 2,
             started_at: std::time::SystemTime::now(),
+            slot_late: None,
             elapsed: std::time::Duration::from_secs(3),
             measured: std::time::Duration::from_secs(3),
             stats: RoundStats {

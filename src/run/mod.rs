@@ -30,7 +30,7 @@ use crate::report::{self, Report, TlsInfo, compare};
 use crate::server::{self, ServerConfig, ServerHandle};
 use crate::transport::{Address, Endpoint};
 use crate::transport::{EndpointError, TlsClient, TlsOptions};
-use crate::workload::{EmbeddedStore, LoadOptions, Override, TargetSpec, Workload};
+use crate::workload::{EmbeddedStore, LoadOptions, Override, Stop, TargetSpec, Workload};
 use progress::{Progress, round_line};
 pub use targets::{NamedTarget, parse_targets};
 
@@ -74,7 +74,16 @@ pub struct RunOptions {
     pub monitor_prometheus: Vec<String>,
     /// This process's share of the run (`--shard I/N`).
     pub shard: crate::engine::shard::Shard,
+    /// `--start-at`: when the first round's clock starts, in every shard alike.
+    pub start_at: Option<std::time::SystemTime>,
+    /// `--round-every`: the slot of each round under `--start-at` [default: the round's
+    /// duration and `DEFAULT_ROUND_GAP`].
+    pub round_every: Option<std::time::Duration>,
 }
+
+/// Under `--start-at`, the time between one round's end and the next one's slot, for
+/// set-up and cleanup.
+pub const DEFAULT_ROUND_GAP: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// In which order several targets take their rounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -462,6 +471,14 @@ async fn run_point(
     progress: &Progress,
 ) -> Result<PointResult, RunError> {
     let monitors = monitors_of(a, w, targets)?;
+    // One clock for every target's rounds: the slots follow the order they run in.
+    let clock = a.start_at.map(|at| {
+        let every = a.round_every.or(match w.run.stop {
+            Stop::Duration(d) => d.checked_add(DEFAULT_ROUND_GAP),
+            Stop::Iterations(_) => None,
+        });
+        Arc::new(crate::engine::shard::RoundClock::new(at, every))
+    });
     let metrics = metrics_of(a, w, targets)?;
     let mut lanes: Vec<Lane> = Vec::new();
     let stop_all = |lanes: Vec<Lane>| async move {
@@ -574,6 +591,7 @@ async fn run_point(
                 .map(|(m, _)| m.clone())
                 .collect(),
             shard: a.shard,
+            clock: clock.clone(),
         };
         match Runner::new(&wt, cfg).await {
             Ok(runner) => lanes.push(Lane {

@@ -197,3 +197,69 @@ fn a_bad_shard_is_refused_before_anything_runs() {
     let o = loadmix_bin(&["plan", "workloads/cosmo-0.7.yaml", "--shard", "7/7"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn shards_started_apart_begin_their_rounds_at_the_common_start_and_merge() {
+    let tmp = tempdir();
+    // An absolute time all shards share, a few seconds ahead, to the millisecond.
+    let start = chrono::Utc::now() + chrono::Duration::seconds(4);
+    let at = start.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            let out = tmp.path().join(format!("s{i}"));
+            let child = std::process::Command::new(env!("CARGO_BIN_EXE_loadmix"))
+                .current_dir(root())
+                .args([
+                    "run",
+                    "workloads/queue-sizes.yaml",
+                    "--duration",
+                    "1s",
+                    "--rounds",
+                    "2",
+                    "--start-at",
+                    &at,
+                    "--round-every",
+                    "3s",
+                    "--quiet",
+                    "--out",
+                    &path_str(&out),
+                ])
+                .env("LOADMIX_SHARD", format!("{i}/2"))
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            (child, out)
+        })
+        .collect();
+    let mut files = Vec::new();
+    for (mut child, out) in children {
+        assert!(child.wait().unwrap().success());
+        let r = read_report(&out);
+        assert!(r.shard.is_some(), "LOADMIX_SHARD is read");
+        // No round's clock starts before its slot: the first at the common start, the
+        // second one slot later.
+        for (k, round) in r.rounds.iter().enumerate() {
+            let began = chrono::DateTime::parse_from_rfc3339(&round.started_at).unwrap();
+            let slot = start + chrono::Duration::seconds(3 * k as i64);
+            assert!(
+                began.timestamp_millis() >= slot.timestamp_millis(),
+                "round {} began {began} before its slot {slot}",
+                k + 1
+            );
+            assert!(round.start_late_ms.is_some());
+        }
+        files.push(path_str(&out.join("run.json")));
+    }
+    let merged = tmp.path().join("merged");
+    let code = loadmix(&[
+        "merge",
+        &files[0],
+        &files[1],
+        "--out",
+        &path_str(&merged),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(read_report(&merged).shards.len(), 2);
+}

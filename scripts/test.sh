@@ -2,10 +2,12 @@
 # The whole test suite, from a fresh checkout: formatting, lints, unit and integration
 # tests, a real CalDAV client (the Python `caldav` library) against the embedded server on
 # both stores, the CalDAV driver against two real servers (Radicale, Xandikos), and
-# https, Digest, WebDAV and other people's data against nginx, Apache and Radicale. The
-# Python packages are installed in venvs under .tools/ (git-ignored); Debian's nginx,
-# libnginx-mod-http-dav-ext, apache2, davical, postgresql, libapache2-mod-php and
-# chromium, and npm's playwright-core, when missing. CI runs exactly this (.ci/run).
+# https, Digest, WebDAV and other people's data against nginx, Apache and Radicale, the
+# two recipes (DAViCal on PostgreSQL, Tomcat), and the Kubernetes manifests. The Python
+# packages (caldav, radicale, xandikos, kubernetes-validate) are installed in venvs under
+# .tools/ (git-ignored); Debian's nginx, libnginx-mod-http-dav-ext, apache2, davical,
+# postgresql, libapache2-mod-php, prometheus-postgres-exporter, tomcat10 and chromium,
+# and npm's playwright-core, when missing. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,10 +28,13 @@ scripts/caldav_client_check.sh
 echo "== caldav-sync.yaml against real CalDAV servers (Radicale, Xandikos)"
 scripts/peers_check.sh
 
-echo "== real servers: nginx TLS + Radicale, nginx WebDAV, Apache Digest, embedded https, DAViCal"
+echo "== real servers: nginx TLS + Radicale, nginx WebDAV, Apache Digest, embedded https, DAViCal, Tomcat"
 scripts/servers_check.sh
 
 echo "== HTML pages in headless Chromium"
 scripts/html_check.sh
+
+echo "== Kubernetes manifests: schemas, and the Jobs' commands run locally and merged"
+scripts/k8s_check.sh
 
 echo "== all tests passed"

@@ -322,7 +322,8 @@ fn router(cfg: &ServerConfig, state: AppState) -> Router {
 async fn count_requests(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let method = req.method().clone();
     // Looking at the counters must not change them.
-    let own = req.uri().path().ends_with("/_loadmix/stats");
+    let path = req.uri().path();
+    let own = path.ends_with("/_loadmix/stats") || path.ends_with("/_loadmix/metrics");
     let resp = next.run(req).await;
     if !own {
         st.stats.add(method.as_str(), resp.status().as_u16());

@@ -7,7 +7,8 @@
 #      ConfigMap as the file), against `loadmix serve` in a process of its own; then the
 #      merge Job's exact command merges their reports;
 #   3. the merged report lists N shards, counts what the server itself counted, request
-#      for request, and `compare` takes it.
+#      for request, each shard's estimate of the server's clock holds the true offset (0:
+#      one machine), and `compare` takes it.
 # Installs kubernetes-validate into .tools/venv-k8s when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -92,9 +93,15 @@ if t["failures"]:
 if sent != served:
     problems.append(f"the merged report counts {sent} requests, the server {served}")
 late = [x.get("start_late_ms") for x in r["rounds"]]
+# Server and shards share this machine's clock: every shard's bounds must hold 0.
+for s in r["shards"]:
+    c = s.get("target_clock")
+    if not c or abs(c["offset_ms"]) > c["plus_minus_ms"] or c["plus_minus_ms"] > 500:
+        problems.append(f"shard {s['index']}: clock against the target {c}")
 if problems:
     print("kubernetes: " + "; ".join(problems)); sys.exit(1)
-print(f"   {n} shards merged: {t['requests']} requests, as the server counted; rounds began at most {max(l or 0 for l in late):.0f} ms after their slots")
+widest = max(s["target_clock"]["plus_minus_ms"] for s in r["shards"])
+print(f"   {n} shards merged: {t['requests']} requests, as the server counted; rounds began at most {max(l or 0 for l in late):.0f} ms after their slots; clocks within ±{widest:.0f} ms of the server's")
 PY
 "$BIN" compare "$WORK/reports/$RUN/shard-0/run.json" "$WORK/reports/$RUN/merged/run.json" --force >"$WORK/compare.txt" \
     || { cat "$WORK/compare.txt"; echo "compare refused the merged run"; exit 1; }

@@ -270,6 +270,11 @@ impl Runner {
         self.cfg.stop.is_cancelled()
     }
 
+    /// The target's clock against ours so far, from its answers' `Date`.
+    pub fn target_clock(&self) -> Option<crate::transport::clock::ClockOffset> {
+        self.cfg.endpoint.clock.estimate()
+    }
+
     pub fn finish(self, w: &Workload) -> RunResult {
         RunResult {
             run_id: self.cfg.run_id.clone(),

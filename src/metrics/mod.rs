@@ -219,7 +219,7 @@ impl Default for OpStats {
 }
 
 impl OpStats {
-    fn record(&mut self, s: &Sample) {
+    pub(crate) fn record(&mut self, s: &Sample) {
         self.requests += 1;
         for &p in s.prior_statuses.iter().filter(|p| **p != 0) {
             *self.by_status.entry(p).or_insert(0) += 1;

@@ -424,6 +424,7 @@ pub fn merge(shards: Vec<ShardReport>) -> Result<Report, MergeError> {
         warmup_rounds: r0.warmup_rounds.clone(),
         order: r0.order.clone(),
         shard: None,
+        target_clock: None,
         shards: shards
             .iter()
             .map(|s| model::ShardRun {
@@ -435,6 +436,7 @@ pub fn merge(shards: Vec<ShardReport>) -> Result<Report, MergeError> {
                 started_at: s.report.started_at.clone(),
                 requests: s.report.summary.total.requests,
                 generator_warnings: s.report.summary.generator_warnings.clone(),
+                target_clock: s.report.target_clock,
             })
             .collect(),
         rounds,
@@ -506,6 +508,66 @@ mod tests {
         for (x, y) in one.summary.ops.iter().zip(&merged.summary.ops) {
             assert_eq!((y.op.as_str(), y.requests), (x.op.as_str(), 3 * x.requests));
         }
+    }
+
+    #[test]
+    fn samples_split_over_shards_merge_to_what_one_process_records() {
+        use crate::metrics::{PRIOR_STATUSES, Sample};
+        // 3,000 samples of varied latency, status and error, recorded once whole and once
+        // dealt out over three shards' figures.
+        let sample = |i: u64| Sample {
+            label: 0,
+            start_us: i * 997 % 5_000_000,
+            latency_us: 50 + (i * 7_919) % 250_000,
+            status: if i.is_multiple_of(17) { 500 } else { 200 },
+            prior_statuses: [0; PRIOR_STATUSES],
+            error: i.is_multiple_of(17).then_some(ErrorClass::Status),
+            bytes_sent: 100 + i % 7,
+            bytes_received: 1_000 + i % 13,
+            corrected_us: 60 + (i * 7_919) % 250_000,
+            lag_us: 0,
+            scheduled: true,
+            connect_us: None,
+            tls_us: None,
+            tls_resumed: false,
+            step: false,
+        };
+        let mut whole = OpStats::default();
+        let mut parts = vec![OpStats::default(), OpStats::default(), OpStats::default()];
+        for i in 0..3_000u64 {
+            whole.record(&sample(i));
+            parts[(i % 3) as usize].record(&sample(i));
+        }
+        let one = model::op_report("a.x", None, &whole, 1.0, true);
+        let mut merged = OpStats::default();
+        for p in &parts {
+            let report = model::op_report("a.x", None, p, 1.0, true);
+            merged.merge(&stats_of(&report, "shard").unwrap());
+        }
+        let m = model::op_report("a.x", None, &merged, 1.0, true);
+        assert_eq!(m.histogram, one.histogram, "the same serialised histogram");
+        assert_eq!(m.histogram_corrected, one.histogram_corrected);
+        assert_eq!(
+            (
+                m.requests,
+                m.successes,
+                m.failures,
+                m.bytes_sent,
+                m.bytes_received
+            ),
+            (
+                one.requests,
+                one.successes,
+                one.failures,
+                one.bytes_sent,
+                one.bytes_received
+            )
+        );
+        assert_eq!((&m.status, &m.errors), (&one.status, &one.errors));
+        assert_eq!(m.timeline, one.timeline);
+        assert_eq!(m.latency_ms.p99, one.latency_ms.p99);
+        assert!((m.latency_ms.mean - one.latency_ms.mean).abs() < 1e-9);
+        assert!((m.latency_ms.stddev - one.latency_ms.stddev).abs() < 1e-6);
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub struct Report {
     /// The share of a run this process ran (`--shard I/N`); absent for a whole run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,
+    /// The target's clock against this machine's, from the `Date` of its answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_clock: Option<TargetClock>,
     /// A merged run (`loadmix merge`): the shards it was made from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<ShardRun>,
@@ -61,6 +64,15 @@ pub struct Report {
 }
 
 /// A warm-up round: run, thrown away, and recorded as such.
+/// The target's clock minus ours: the middle of what its answers' `Date` headers allow,
+/// and half the width of that (ms).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct TargetClock {
+    pub offset_ms: f64,
+    pub plus_minus_ms: f64,
+    pub answers: u64,
+}
+
 /// One shard of a merged run, and how its generator fared.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ShardRun {
@@ -73,6 +85,9 @@ pub struct ShardRun {
     pub started_at: String,
     pub requests: u64,
     pub generator_warnings: Vec<String>,
+    /// Its clock against the target's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_clock: Option<TargetClock>,
 }
 
 /// Shard `index` (from 0) of `count`.
@@ -855,6 +870,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
             .collect(),
         order: None,
         shard: None,
+        target_clock: None,
         shards: Vec::new(),
         rounds,
         summary: Summary {

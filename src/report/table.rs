@@ -186,9 +186,15 @@ pub fn render(r: &Report) -> String {
             r.shards.len()
         );
         for s in &r.shards {
+            let clock = s.target_clock.map_or(String::new(), |c| {
+                format!(
+                    ", clock {:+.0} ms ± {:.0} against the target",
+                    -c.offset_ms, c.plus_minus_ms
+                )
+            });
             let _ = writeln!(
                 out,
-                "  shard {}/{}: {} on {}, started {}, {} requests{}",
+                "  shard {}/{}: {} on {}, started {}{clock}, {} requests{}",
                 s.index,
                 s.count,
                 s.file,
@@ -208,6 +214,16 @@ pub fn render(r: &Report) -> String {
             out,
             "shard {}/{} of a sharded run: merge every shard's run.json with `loadmix merge`",
             s.index, s.count
+        );
+    }
+    // A target clock far from ours makes its logs hard to line up with this report.
+    if let Some(c) = r.target_clock
+        && (r.shard.is_some() || c.offset_ms.abs() - c.plus_minus_ms > 1000.0)
+    {
+        let _ = writeln!(
+            out,
+            "target clock: {:+.0} ms ± {:.0} against this machine's (from {} answers' Date)",
+            c.offset_ms, c.plus_minus_ms, c.answers
         );
     }
     if !r.warmup_rounds.is_empty() {

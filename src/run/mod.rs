@@ -655,6 +655,7 @@ async fn run_point(
             s.stop().await;
         }
         let w = &lane.workload;
+        let target_clock = lane.runner.target_clock();
         let result = lane.runner.finish(w);
         interrupted |= result.interrupted;
         let target = targets
@@ -664,6 +665,11 @@ async fn run_point(
             .unwrap_or_default();
         let mut rep = report::build(w, &target, &result);
         rep.name = Some(lane.name.clone());
+        rep.target_clock = target_clock.map(|c| report::model::TargetClock {
+            offset_ms: c.offset_ms,
+            plus_minus_ms: c.plus_minus_ms,
+            answers: c.answers,
+        });
         if targets.len() > 1 {
             rep.order = Some(order.name().to_string());
         }

@@ -16,6 +16,7 @@
 //! answer) is sent once more on a new connection. That is counted as a retry and a
 //! reconnect, not as a failure, and its latency starts at the retry.
 
+pub mod clock;
 pub mod tls;
 
 use std::future::Future;
@@ -97,6 +98,8 @@ pub struct Endpoint {
     pub display: String,
     /// `https://` targets: the TLS client every user of this target shares.
     pub tls: Option<TlsClient>,
+    /// The target's clock against ours, from the `Date` of its answers.
+    pub clock: std::sync::Arc<clock::ClockBounds>,
 }
 
 impl Endpoint {
@@ -183,6 +186,7 @@ impl Endpoint {
             base_path: url.base_path.to_string(),
             display: url.raw.to_string(),
             tls,
+            clock: Default::default(),
         })
     }
 
@@ -194,6 +198,7 @@ impl Endpoint {
             base_path: String::new(),
             display: display.to_string(),
             tls: None,
+            clock: Default::default(),
         }
     }
 }
@@ -545,6 +550,13 @@ impl Conn {
         let result = result.map_err(|f| f.error);
         if result.is_err() || self.policy == Reuse::PerRequest {
             self.link = None;
+        }
+        if let Ok((_, headers, _, _)) = &result
+            && self.endpoint.clock.wants()
+        {
+            self.endpoint
+                .clock
+                .observe(headers.get(hyper::header::DATE), start.elapsed());
         }
         result.map(|(status, headers, body, received)| Response {
             status,

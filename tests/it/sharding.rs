@@ -11,6 +11,19 @@ use crate::common::*;
 /// A closed class under a ramp beside an open class with Poisson arrivals.
 const MIXED: &str = "name: mixed\ntarget: http://127.0.0.1:1\nrun: { duration: 4s, rounds: 2, seed: 77 }\nusers:\n  - class: closed\n    protocol: http\n    count: 11\n    ramp: [{ to: 11, over: 2s }]\n    mix:\n      get: { weight: 1, path: /x }\n  - class: open\n    protocol: http\n    arrival: { rate: 150/s, process: poisson, max_concurrency: 10 }\n    mix:\n      get: { weight: 1, path: /y }\n";
 
+/// `loadmix run W --shard SHARD --quiet --out OUT`, in-process.
+fn run_shard(w: &std::path::Path, shard: &str, out: &std::path::Path) -> i32 {
+    loadmix(&[
+        "run",
+        &path_str(w),
+        "--shard",
+        shard,
+        "--quiet",
+        "--out",
+        &path_str(out),
+    ])
+}
+
 fn key(p: &Part) -> (String, u8, u64, u128) {
     match p {
         Part::User { class, vu } => (class.clone(), 0, u64::from(*vu), 0),
@@ -97,18 +110,7 @@ fn shards_run_together_what_one_process_runs_operation_for_operation() {
     for index in 0..3 {
         let dir = tmp.path().join(format!("shard-{index}"));
         let shard = format!("{index}/3");
-        assert_eq!(
-            loadmix(&[
-                "run",
-                &path_str(&w),
-                "--shard",
-                &shard,
-                "--quiet",
-                "--out",
-                &path_str(&dir)
-            ]),
-            0
-        );
+        assert_eq!(run_shard(&w, &shard, &dir), 0);
         let r = read_report(&dir);
         let info = r.shard.unwrap();
         assert_eq!((info.index, info.count), (index, 3));
@@ -262,4 +264,37 @@ fn shards_started_apart_begin_their_rounds_at_the_common_start_and_merge() {
     ]);
     assert_eq!(code, 0);
     assert_eq!(read_report(&merged).shards.len(), 2);
+}
+
+#[test]
+fn the_merged_run_is_judged_by_the_workloads_thresholds() {
+    let tmp = tempdir();
+    for (rule, code) in [("'> 0'", 0), ("'> 100000000'", 1)] {
+        let w = tmp.path().join(format!("w{code}.yaml"));
+        std::fs::write(
+            &w,
+            format!(
+                "target: embedded\ncontext: /cosmo\nrun: {{ iterations: 20, seed: 9 }}\nthresholds:\n  - {{ op: total, ops_per_sec: {rule} }}\nusers:\n  - class: a\n    protocol: http\n    count: 4\n    mix:\n      send: {{ weight: 1, method: POST, path: '{{context}}/queue/t', body: x, expect: [201] }}\n"
+            ),
+        )
+        .unwrap();
+        let mut files = Vec::new();
+        for i in 0..2 {
+            let out = tmp.path().join(format!("r{code}-{i}"));
+            let shard = format!("{i}/2");
+            let ran = run_shard(&w, &shard, &out);
+            assert_eq!(ran, code, "each shard judges its own part too");
+            files.push(path_str(&out.join("run.json")));
+        }
+        let merged = tmp.path().join(format!("m{code}"));
+        assert_eq!(
+            loadmix(&["merge", &files[0], &files[1], "--out", &path_str(&merged)]),
+            code,
+            "{rule}"
+        );
+        let r = read_report(&merged);
+        assert_eq!(r.thresholds.len(), 1);
+        assert_eq!(r.thresholds[0].passed, code == 0);
+        assert!(r.thresholds[0].observed.is_some());
+    }
 }

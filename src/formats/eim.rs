@@ -84,6 +84,60 @@ pub struct Eimml {
     pub recordsets: Vec<Recordset>,
 }
 
+/// Check that a body is EIMML, by the rules [`parse_eimml`] reads it with (an
+/// `eim:collection` with a uuid, holding `eim:recordset`s with uuids), without building
+/// it: the client reads a sync's answer only to know it is one, and a collection of a few
+/// thousand items would otherwise cost it more than the server spent writing it.
+/// Returns the number of recordsets.
+pub fn check_eimml(text: &str) -> Result<usize, String> {
+    struct Shape {
+        recordsets: usize,
+    }
+    // As `El::attr(None, name)`: the local name, in any namespace.
+    fn has_attr(e: &quick_xml::events::BytesStart<'_>, name: &[u8]) -> Result<bool, String> {
+        let mut found = false;
+        for a in e.attributes() {
+            let a = a.map_err(|e| format!("malformed XML attribute: {e}"))?;
+            found |= a.key.as_namespace_binding().is_none() && a.key.local_name().as_ref() == name;
+        }
+        Ok(found)
+    }
+    impl xml::Visit for Shape {
+        fn open(
+            &mut self,
+            depth: usize,
+            ns: &[u8],
+            e: &quick_xml::events::BytesStart<'_>,
+            _reader: &quick_xml::reader::NsReader<&[u8]>,
+        ) -> Result<(), String> {
+            let name = e.name();
+            let local = name.local_name();
+            let is = |want: &str| ns == EIM_NS.as_bytes() && local.as_ref() == want.as_bytes();
+            match depth {
+                1 if !is("collection") => Err(format!(
+                    "root element is {{{}}}{}, not eim:collection",
+                    String::from_utf8_lossy(ns),
+                    String::from_utf8_lossy(local.as_ref())
+                )),
+                1 if !has_attr(e, b"uuid")? => Err("eim:collection has no uuid".into()),
+                2 if !is("recordset") => Err(format!(
+                    "unexpected element {} in eim:collection",
+                    String::from_utf8_lossy(local.as_ref())
+                )),
+                2 if !has_attr(e, b"uuid")? => Err("eim:recordset has no uuid".into()),
+                2 => {
+                    self.recordsets += 1;
+                    Ok(())
+                }
+                _ => Ok(()),
+            }
+        }
+    }
+    let mut shape = Shape { recordsets: 0 };
+    xml::walk(text, &mut shape)?;
+    Ok(shape.recordsets)
+}
+
 /// Parse an EIMML body (a Morse Code publish, update, subscribe or sync).
 pub fn parse_eimml(text: &str) -> Result<Eimml, String> {
     let root = xml::parse(text)?;
@@ -285,6 +339,49 @@ pub fn from_json(text: &str) -> Result<(String, Vec<Record>), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checking_eimml_agrees_with_parsing_it() {
+        let ok = |d: &str| {
+            let (c, p) = (check_eimml(d), parse_eimml(d));
+            assert_eq!(c.is_ok(), p.is_ok(), "{d}: {c:?} vs {p:?}");
+            if let (Ok(n), Ok(e)) = (c, p) {
+                assert_eq!(n, e.recordsets.len());
+            }
+        };
+        ok(EIMML);
+        let written = write_eimml("C", "n", [("a", Some(&[][..])), ("b", None)]);
+        ok(&written);
+        for d in [
+            "",
+            "<x/>",
+            "<eim:collection xmlns:eim='http://osafoundation.org/eim/0'/>",
+            "<eim:collection uuid='c' xmlns:eim='http://osafoundation.org/eim/0'><x uuid='r'/></eim:collection>",
+            "<eim:collection uuid='c' xmlns:eim='http://osafoundation.org/eim/0'><eim:recordset/></eim:collection>",
+            "<eim:collection eim:uuid='c' xmlns:eim='http://osafoundation.org/eim/0'/>",
+            "<eim:collection uuid='c' xmlns:eim='http://osafoundation.org/eim/0'>&bogus;</eim:collection>",
+            "<eim:collection uuid='c' xmlns:eim='http://osafoundation.org/eim/0'/><again/>",
+            "<e:collection uuid='c'/>",
+        ] {
+            ok(d);
+        }
+        // Every truncation and single-byte change of a real document: the two agree.
+        for cut in 0..EIMML.len() {
+            if EIMML.is_char_boundary(cut) {
+                ok(&EIMML[..cut]);
+            }
+        }
+        let bytes = EIMML.as_bytes();
+        for i in 0..bytes.len() {
+            for c in [b'<', b'>', b'/', b'x', b'&', b'"'] {
+                let mut b = bytes.to_vec();
+                b[i] = c;
+                if let Ok(d) = std::str::from_utf8(&b) {
+                    ok(d);
+                }
+            }
+        }
+    }
 
     pub const EIMML: &str = r#"<eim:collection uuid="C1" name="n &amp; m" xmlns:eim="http://osafoundation.org/eim/0">
   <eim:recordset uuid="I1">

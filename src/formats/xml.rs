@@ -47,124 +47,200 @@ impl El {
 /// would overflow the stack.
 pub const MAX_DEPTH: usize = 64;
 
-/// Parse a document into its root element. The message says what is wrong, for a 400.
-pub fn parse(text: &str) -> Result<El, String> {
+/// What a walk over a document sees, in order: each element as it opens (its depth from
+/// 1, namespace, and start tag, whose attributes the reader resolves) and closes, and the
+/// text between (decoded, references resolved). [`parse`] builds a tree from it; a caller
+/// that only needs to check a document's shape walks it without allocating one.
+pub trait Visit {
+    fn open(
+        &mut self,
+        depth: usize,
+        ns: &[u8],
+        e: &BytesStart<'_>,
+        reader: &NsReader<&[u8]>,
+    ) -> Result<(), String>;
+    fn close(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    fn text(&mut self, _text: &str) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Walk a document, with the rules every body is read by: well-formed, one root, prefixes
+/// declared, only the predefined entities, at most [`MAX_DEPTH`] levels.
+pub fn walk(text: &str, v: &mut impl Visit) -> Result<(), String> {
     let mut reader = NsReader::from_str(text);
-    let mut stack: Vec<El> = Vec::new();
-    let mut root: Option<El> = None;
+    let mut depth = 0usize;
+    let mut seen_root = false;
     loop {
-        let (res, ev) = reader
-            .read_resolved_event()
+        let ev = reader
+            .read_event()
             .map_err(|e| format!("malformed XML: {e}"))?;
-        let ns = match res {
-            ResolveResult::Bound(n) => String::from_utf8_lossy(n.as_ref()).into_owned(),
-            ResolveResult::Unbound => String::new(),
-            ResolveResult::Unknown(p) => {
-                return Err(format!(
-                    "malformed XML: undeclared prefix '{}'",
-                    String::from_utf8_lossy(&p)
-                ));
-            }
-        };
         match ev {
             Event::Start(ref e) | Event::Empty(ref e) => {
-                if root.is_some() {
+                if seen_root && depth == 0 {
                     return Err("malformed XML: content after the root element".into());
                 }
-                let name = e.name();
-                let mut el = El {
-                    ns,
-                    name: String::from_utf8_lossy(name.local_name().as_ref()).into_owned(),
-                    prefix: name
-                        .prefix()
-                        .map(|p| String::from_utf8_lossy(p.as_ref()).into_owned())
-                        .unwrap_or_default(),
-                    ..El::default()
+                let (res, _) = reader.resolver().resolve_element(e.name());
+                let ns: &[u8] = match res {
+                    ResolveResult::Bound(n) => n.into_inner(),
+                    ResolveResult::Unbound => b"",
+                    ResolveResult::Unknown(p) => {
+                        return Err(format!(
+                            "malformed XML: undeclared prefix '{}'",
+                            String::from_utf8_lossy(&p)
+                        ));
+                    }
                 };
+                let empty = matches!(ev, Event::Empty(_));
+                if !empty && depth >= MAX_DEPTH {
+                    return Err(format!(
+                        "malformed XML: elements nested deeper than {MAX_DEPTH} levels"
+                    ));
+                }
+                // Every attribute is well-formed and its value decodes, whatever the visitor
+                // reads of them (namespace declarations are the reader's own business).
                 for a in e.attributes() {
                     let a = a.map_err(|e| format!("malformed XML attribute: {e}"))?;
-                    let key = a.key;
-                    if key.as_namespace_binding().is_some() {
-                        continue;
-                    }
-                    let (ans, local) = reader.resolver().resolve_attribute(key);
-                    let ans = match ans {
-                        ResolveResult::Bound(n) => String::from_utf8_lossy(n.as_ref()).into_owned(),
-                        _ => String::new(),
-                    };
-                    let v = a
-                        .decoded_and_normalized_value(
+                    if a.key.as_namespace_binding().is_none() {
+                        a.decoded_and_normalized_value(
                             quick_xml::XmlVersion::Implicit1_0,
                             reader.decoder(),
                         )
                         .map_err(|e| format!("malformed XML attribute value: {e}"))?;
-                    el.attrs.push((
-                        ans,
-                        String::from_utf8_lossy(local.as_ref()).into_owned(),
-                        v.into_owned(),
-                    ));
-                }
-                if matches!(ev, Event::Empty(_)) {
-                    close(&mut stack, &mut root, el);
-                } else {
-                    if stack.len() >= MAX_DEPTH {
-                        return Err(format!(
-                            "malformed XML: elements nested deeper than {MAX_DEPTH} levels"
-                        ));
                     }
-                    stack.push(el);
+                }
+                seen_root = true;
+                v.open(depth + 1, ns, e, &reader)?;
+                if empty {
+                    v.close()?;
+                } else {
+                    depth += 1;
                 }
             }
             Event::End(_) => {
-                let el = stack.pop().ok_or("malformed XML: unexpected end tag")?;
-                close(&mut stack, &mut root, el);
+                depth = depth
+                    .checked_sub(1)
+                    .ok_or("malformed XML: unexpected end tag")?;
+                v.close()?;
             }
-            Event::Text(t) => {
-                if let Some(top) = stack.last_mut() {
-                    top.text
-                        .push_str(&t.decode().map_err(|e| format!("malformed XML text: {e}"))?);
-                }
+            Event::Text(t) if depth > 0 => {
+                v.text(&t.decode().map_err(|e| format!("malformed XML text: {e}"))?)?;
             }
-            Event::CData(t) => {
-                if let Some(top) = stack.last_mut() {
-                    top.text.push_str(
-                        &t.decode()
-                            .map_err(|e| format!("malformed XML CDATA: {e}"))?,
-                    );
-                }
+            Event::CData(t) if depth > 0 => {
+                v.text(
+                    &t.decode()
+                        .map_err(|e| format!("malformed XML CDATA: {e}"))?,
+                )?;
             }
-            Event::GeneralRef(r) => {
-                if let Some(top) = stack.last_mut() {
-                    let ch = if r.is_char_ref() {
-                        r.resolve_char_ref().ok().flatten()
-                    } else {
-                        match r
-                            .decode()
-                            .map_err(|e| format!("malformed XML: {e}"))?
-                            .as_ref()
-                        {
-                            "amp" => Some('&'),
-                            "lt" => Some('<'),
-                            "gt" => Some('>'),
-                            "quot" => Some('"'),
-                            "apos" => Some('\''),
-                            other => {
-                                return Err(format!("malformed XML: unknown entity &{other};"));
-                            }
+            Event::GeneralRef(r) if depth > 0 => {
+                let ch = if r.is_char_ref() {
+                    r.resolve_char_ref().ok().flatten()
+                } else {
+                    match r
+                        .decode()
+                        .map_err(|e| format!("malformed XML: {e}"))?
+                        .as_ref()
+                    {
+                        "amp" => Some('&'),
+                        "lt" => Some('<'),
+                        "gt" => Some('>'),
+                        "quot" => Some('"'),
+                        "apos" => Some('\''),
+                        other => {
+                            return Err(format!("malformed XML: unknown entity &{other};"));
                         }
-                    };
-                    top.text
-                        .push(ch.ok_or("malformed XML: bad character reference")?);
-                }
+                    }
+                };
+                let ch = ch.ok_or("malformed XML: bad character reference")?;
+                v.text(ch.encode_utf8(&mut [0u8; 4]))?;
             }
             Event::Eof => break,
             _ => {}
         }
     }
-    if !stack.is_empty() {
+    if depth > 0 {
         return Err("malformed XML: unclosed element".into());
     }
-    root.ok_or_else(|| "malformed XML: no root element".into())
+    if !seen_root {
+        return Err("malformed XML: no root element".into());
+    }
+    Ok(())
+}
+
+/// Builds the tree [`parse`] returns.
+#[derive(Default)]
+struct Tree {
+    stack: Vec<El>,
+    root: Option<El>,
+}
+
+impl Visit for Tree {
+    fn open(
+        &mut self,
+        _depth: usize,
+        ns: &[u8],
+        e: &BytesStart<'_>,
+        reader: &NsReader<&[u8]>,
+    ) -> Result<(), String> {
+        let name = e.name();
+        let mut el = El {
+            ns: String::from_utf8_lossy(ns).into_owned(),
+            name: String::from_utf8_lossy(name.local_name().as_ref()).into_owned(),
+            prefix: name
+                .prefix()
+                .map(|p| String::from_utf8_lossy(p.as_ref()).into_owned())
+                .unwrap_or_default(),
+            ..El::default()
+        };
+        for a in e.attributes() {
+            let a = a.map_err(|e| format!("malformed XML attribute: {e}"))?;
+            let key = a.key;
+            if key.as_namespace_binding().is_some() {
+                continue;
+            }
+            let (ans, local) = reader.resolver().resolve_attribute(key);
+            let ans = match ans {
+                ResolveResult::Bound(n) => String::from_utf8_lossy(n.as_ref()).into_owned(),
+                _ => String::new(),
+            };
+            let v = a
+                .decoded_and_normalized_value(quick_xml::XmlVersion::Implicit1_0, reader.decoder())
+                .map_err(|e| format!("malformed XML attribute value: {e}"))?;
+            el.attrs.push((
+                ans,
+                String::from_utf8_lossy(local.as_ref()).into_owned(),
+                v.into_owned(),
+            ));
+        }
+        self.stack.push(el);
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), String> {
+        let el = self
+            .stack
+            .pop()
+            .ok_or("malformed XML: unexpected end tag")?;
+        close(&mut self.stack, &mut self.root, el);
+        Ok(())
+    }
+
+    fn text(&mut self, text: &str) -> Result<(), String> {
+        if let Some(top) = self.stack.last_mut() {
+            top.text.push_str(text);
+        }
+        Ok(())
+    }
+}
+
+/// Parse a document into its root element. The message says what is wrong, for a 400.
+pub fn parse(text: &str) -> Result<El, String> {
+    let mut tree = Tree::default();
+    walk(text, &mut tree)?;
+    tree.root
+        .ok_or_else(|| "malformed XML: no root element".into())
 }
 
 /// Refuse a document nested deeper than [`MAX_DEPTH`] without building anything, before it

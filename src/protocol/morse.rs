@@ -240,7 +240,7 @@ impl MorseVu {
                 if o.is_ok() {
                     let parsed = std::str::from_utf8(&r.body)
                         .map_err(|e| e.to_string())
-                        .and_then(eim::parse_eimml);
+                        .and_then(eim::check_eimml);
                     if let Err(m) = parsed {
                         return o.body_error(format!("GET {path}: not EIMML: {m}"));
                     }

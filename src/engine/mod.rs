@@ -121,9 +121,8 @@ pub struct RoundResult {
     /// VUs whose set-up (account, discovery) failed; they ran anyway, and failed visibly.
     pub setup_failures: u64,
     pub interrupted: bool,
-    /// This process's CPU use, per second of the round, in percent of one core.
-    pub cpu_percent: Vec<f64>,
-    /// The machine around it, per second: how busy, how much stolen, the run queue.
+    /// This process's CPU use, and the machine around it, per second: how busy, how much
+    /// stolen, the run queue.
     pub host: host::HostSamples,
     /// The server's watched processes over the round.
     pub server: Vec<crate::monitor::ProcessRound>,
@@ -590,7 +589,6 @@ async fn run_round(
             requests_retried: out.retried,
             setup_failures,
             interrupted: cfg.stop.is_cancelled(),
-            cpu_percent: host.process_cpu.clone(),
             host,
             server,
             metrics,

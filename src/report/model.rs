@@ -1046,7 +1046,7 @@ const CPU_LIMIT: f64 = 0.90;
 
 fn generator(r: &crate::engine::RoundResult, embedded: bool) -> Generator {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let cpu = r.cpu_percent.clone();
+    let cpu = r.host.process_cpu.clone();
     let cpu_mean = if cpu.is_empty() {
         0.0
     } else {
@@ -1251,7 +1251,6 @@ mod tests {
             requests_retried: 0,
             setup_failures: 0,
             interrupted: false,
-            cpu_percent: vec![own; 3],
             host: HostSamples {
                 process_cpu: vec![own; 3],
                 host_busy: vec![busy; 3],

@@ -14,7 +14,7 @@ use super::model::{
     self, Cleanup, Generator, OpReport, PerSecond, Report, RoundReport, ShardInfo, Summary,
     decode_histogram,
 };
-use crate::metrics::{OpStats, TimelineBucket, new_histogram};
+use crate::metrics::{OpStats, TimelineBucket};
 use crate::transport::ErrorClass;
 
 /// Shards whose rounds started further apart than this are not one run.
@@ -153,10 +153,12 @@ fn stats_of(o: &OpReport, file: &str) -> Result<OpStats, MergeError> {
         s.scheduled = true;
     }
     if let Some(p) = &o.connect_ms {
-        s.connecting = decode_histogram(&p.histogram).unwrap_or_else(new_histogram);
+        s.connecting =
+            decode_histogram(&p.histogram).ok_or_else(|| corrupt("no connect-time histogram"))?;
     }
     if let Some(p) = &o.tls_handshake_ms {
-        s.tls_handshaking = decode_histogram(&p.histogram).unwrap_or_else(new_histogram);
+        s.tls_handshaking =
+            decode_histogram(&p.histogram).ok_or_else(|| corrupt("no handshake-time histogram"))?;
     }
     let n = o.successes as f64;
     let mean_us = o.latency_ms.mean * 1000.0;
@@ -247,6 +249,16 @@ fn merge_round(
         .find(|r| !r.server.is_empty() || !r.metrics.is_empty())
         .copied()
         .unwrap_or(r0);
+    // The server served every shard: its cost per operation is over all their operations,
+    // not over those of the shard it was watched from.
+    let mut server = monitored.server.clone();
+    for p in &mut server {
+        p.per_ops(total.successes);
+    }
+    let mut metrics = monitored.metrics.clone();
+    for m in &mut metrics {
+        m.per_ops(total.successes);
+    }
     let round = RoundReport {
         index: r0.index,
         started_at: shards
@@ -273,8 +285,8 @@ fn merge_round(
                 .take(10)
                 .collect(),
         },
-        server: monitored.server.clone(),
-        metrics: monitored.metrics.clone(),
+        server,
+        metrics,
         per_second: merged_seconds(&rounds, &offsets),
         per_second_late: sum(|r| r.per_second_late),
         start_late_ms: rounds
@@ -571,6 +583,34 @@ mod tests {
     }
 
     #[test]
+    fn the_servers_cost_is_per_operation_of_every_shard() {
+        // Only shard 0 watched the server; it served both shards' operations.
+        let mut watched = shard(0, 2);
+        for r in &mut watched.report.rounds {
+            r.server = vec![model::ServerProcess {
+                process: "postgres".into(),
+                cpu_user_s: 2.0,
+                cpu_system_s: 1.0,
+                cpu_ms_per_op: 3000.0 / r.total.successes as f64,
+                ..Default::default()
+            }];
+        }
+        let merged = merge(vec![watched, shard(1, 2)]).unwrap();
+        for r in &merged.rounds {
+            let p = &r.server[0];
+            assert!(
+                (p.cpu_ms_per_op - 3000.0 / r.total.successes as f64).abs() < 1e-9,
+                "{} against {} operations",
+                p.cpu_ms_per_op,
+                r.total.successes
+            );
+        }
+        let all: u64 = merged.rounds.iter().map(|r| r.total.successes).sum();
+        let p = &merged.summary.server[0];
+        assert!((p.cpu_ms_per_op - 3000.0 * merged.rounds.len() as f64 / all as f64).abs() < 1e-9);
+    }
+
+    #[test]
     fn shards_that_are_not_one_run_are_refused_saying_which() {
         assert_eq!(merge(vec![]).unwrap_err(), MergeError::Nothing);
         let e = merge(vec![shard(0, 3), shard(2, 3)]).unwrap_err();
@@ -605,6 +645,14 @@ mod tests {
         corrupt.report.rounds[0].total.histogram = "not base64!".into();
         assert!(matches!(
             merge(vec![shard(0, 2), corrupt]).unwrap_err(),
+            MergeError::Corrupt(_)
+        ));
+        // A connect-time histogram that does not read is refused too, not dropped.
+        let mut phase = shard(1, 2);
+        let p = phase.report.rounds[0].total.connect_ms.as_mut();
+        p.expect("the example opened connections").histogram = "???".into();
+        assert!(matches!(
+            merge(vec![shard(0, 2), phase]).unwrap_err(),
             MergeError::Corrupt(_)
         ));
     }

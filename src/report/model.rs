@@ -424,14 +424,10 @@ impl ServerProcess {
             process: p.label.clone(),
             cpu_user_s: p.cpu_user_s,
             cpu_system_s: p.cpu_system_s,
-            cpu_ms_per_op: if successes > 0 {
-                cpu * 1000.0 / successes as f64
-            } else {
-                0.0
-            },
+            cpu_ms_per_op: per_1000(cpu, successes),
             cores_used: if secs > 0.0 { cpu / secs } else { 0.0 },
             cpu_percent: p.cpu_percent.clone(),
-            rss_peak_mib: p.rss_peak_bytes as f64 / (1024.0 * 1024.0),
+            rss_peak_mib: p.rss_peak_bytes as f64 / MIB,
             threads_max: p.threads_max,
             processes_max: p.processes_max,
             context_switches: p.context_switches,
@@ -467,17 +463,19 @@ impl ServerProcess {
                 s.jvm.get_or_insert_with(JvmFigures::default).add(j);
             }
         }
-        if let Some(j) = &mut s.jvm {
-            j.per_ops(successes);
-        }
+        s.per_ops(successes);
         let cpu = s.cpu_user_s + s.cpu_system_s;
-        s.cpu_ms_per_op = if successes > 0 {
-            cpu * 1000.0 / successes as f64
-        } else {
-            0.0
-        };
         s.cores_used = if secs > 0.0 { cpu / secs } else { 0.0 };
         s
+    }
+
+    /// The figures per operation, against `successes`: the operations this server served
+    /// (a merged round's are every shard's).
+    pub(super) fn per_ops(&mut self, successes: u64) {
+        self.cpu_ms_per_op = per_1000(self.cpu_user_s + self.cpu_system_s, successes);
+        if let Some(j) = &mut self.jvm {
+            j.per_ops(successes);
+        }
     }
 }
 
@@ -514,6 +512,12 @@ impl ServerSeries {
             values: s.values.clone(),
             problem: s.problem.clone(),
         }
+    }
+
+    /// A counter's increase per operation, against `successes` (see
+    /// [`ServerProcess::per_ops`]).
+    pub(super) fn per_ops(&mut self, successes: u64) {
+        self.per_1000_ops = per_1000(self.increase, successes);
     }
 }
 

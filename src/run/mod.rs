@@ -308,6 +308,21 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
         ));
     }
     let multi = targets.len() > 1 || sweep.is_some();
+    // One clock for the whole run, every target and sweep point: slot n is the n-th round
+    // run, in the order every shard runs them. A slot fits the longest round, and under an
+    // iterations-bound round only the first round waits.
+    let clock = a.start_at.map(|at| {
+        let longest = points
+            .iter()
+            .try_fold(Duration::ZERO, |m, (_, w)| match w.run.stop {
+                Stop::Duration(d) => Some(m.max(d)),
+                Stop::Iterations(_) => None,
+            });
+        let every = a
+            .round_every
+            .or_else(|| longest.and_then(|d| d.checked_add(DEFAULT_ROUND_GAP)));
+        Arc::new(crate::engine::shard::RoundClock::new(at, every))
+    });
     let mut results: Vec<PointResult> = Vec::new();
     let mut fatal = None;
     for (label, w) in &points {
@@ -328,6 +343,7 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
             &run_id,
             &stop,
             &progress,
+            clock.clone(),
         )
         .await
         {
@@ -469,16 +485,9 @@ async fn run_point(
     run_id: &str,
     stop: &CancellationToken,
     progress: &Progress,
+    clock: Option<Arc<crate::engine::shard::RoundClock>>,
 ) -> Result<PointResult, RunError> {
     let monitors = monitors_of(a, w, targets)?;
-    // One clock for every target's rounds: the slots follow the order they run in.
-    let clock = a.start_at.map(|at| {
-        let every = a.round_every.or(match w.run.stop {
-            Stop::Duration(d) => d.checked_add(DEFAULT_ROUND_GAP),
-            Stop::Iterations(_) => None,
-        });
-        Arc::new(crate::engine::shard::RoundClock::new(at, every))
-    });
     let metrics = metrics_of(a, w, targets)?;
     let mut lanes: Vec<Lane> = Vec::new();
     let stop_all = |lanes: Vec<Lane>| async move {

@@ -298,3 +298,42 @@ fn the_merged_run_is_judged_by_the_workloads_thresholds() {
         assert!(r.thresholds[0].observed.is_some());
     }
 }
+
+#[test]
+fn a_sweeps_points_take_the_slots_after_each_other_under_a_common_start() {
+    let tmp = tempdir();
+    let start = chrono::Utc::now() + chrono::Duration::seconds(2);
+    let at = start.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let out = tmp.path().join("sweep");
+    let code = loadmix(&[
+        "run",
+        "workloads/queue-sizes.yaml",
+        "--duration",
+        "1s",
+        "--rounds",
+        "1",
+        "--sweep",
+        "users.producer.count=1,2",
+        "--start-at",
+        &at,
+        "--round-every",
+        "3s",
+        "--quiet",
+        "--out",
+        &path_str(&out),
+    ]);
+    assert_eq!(code, 0);
+    // The second point's round has the second slot, not the first one again.
+    for (k, point) in ["users.producer.count=1", "users.producer.count=2"]
+        .iter()
+        .enumerate()
+    {
+        let r = read_report(&out.join(point));
+        let began = chrono::DateTime::parse_from_rfc3339(&r.rounds[0].started_at).unwrap();
+        let slot = start + chrono::Duration::seconds(3 * k as i64);
+        assert!(
+            began.timestamp_millis() >= slot.timestamp_millis(),
+            "{point} began {began}, before its slot {slot}"
+        );
+    }
+}

@@ -37,10 +37,23 @@ pub struct JvmReading {
     pub collectors: Vec<String>,
 }
 
-/// The JVM counters of `pid`, when it is a HotSpot JVM whose perf-data file is readable.
-pub fn read(pid: u32) -> Option<JvmReading> {
-    let path = locate(pid)?;
-    let file = std::fs::File::open(&path).ok()?;
+/// Where each watched process's perf-data file is, looked up once per process: most
+/// watched processes (a database's backends) are no JVM, and finding that out takes a
+/// directory listing that should not be repeated every second for each of them. It lives
+/// for one round's sampler, so a JVM started since is found the next round.
+#[derive(Debug, Default)]
+pub struct Files(std::collections::HashMap<u32, Option<PathBuf>>);
+
+impl Files {
+    /// The JVM counters of `pid`, when it is a HotSpot JVM whose perf-data file reads.
+    pub fn read(&mut self, pid: u32) -> Option<JvmReading> {
+        let path = self.0.entry(pid).or_insert_with(|| locate(pid)).as_ref()?;
+        read_file(path)
+    }
+}
+
+fn read_file(path: &Path) -> Option<JvmReading> {
+    let file = std::fs::File::open(path).ok()?;
     if file.metadata().ok()?.len() > MAX_FILE {
         return None;
     }
@@ -302,6 +315,12 @@ mod tests {
 
     #[test]
     fn a_process_that_is_no_jvm_has_no_reading() {
-        assert!(read(std::process::id()).is_none());
+        let mut files = Files::default();
+        assert!(files.read(std::process::id()).is_none());
+        assert_eq!(
+            files.0.get(&std::process::id()),
+            Some(&None),
+            "looked up once"
+        );
     }
 }

@@ -297,6 +297,7 @@ pub fn sampler(
         let specs: Vec<ProcessSpec> = watches.into_iter().map(|w| w.spec).collect();
         let mut last: Vec<HashMap<u32, Reading>> = vec![HashMap::new(); specs.len()];
         let mut last_jvm: Vec<HashMap<u32, jvm::JvmReading>> = vec![HashMap::new(); specs.len()];
+        let mut jvm_files = jvm::Files::default();
         let mut last_tick = uptime_ticks(hz);
         let mut missing = vec![0u32; specs.len()];
         let mut seconds = 0u32;
@@ -307,7 +308,7 @@ pub fn sampler(
                 if let Some(r) = read(pid) {
                     last[i].insert(pid, r);
                 }
-                if let Some(j) = jvm::read(pid) {
+                if let Some(j) = jvm_files.read(pid) {
                     last_jvm[i].insert(pid, j);
                 }
             }
@@ -330,7 +331,7 @@ pub fn sampler(
                     if let Some(r) = read(pid) {
                         now.insert(pid, r);
                     }
-                    if let Some(j) = jvm::read(pid) {
+                    if let Some(j) = jvm_files.read(pid) {
                         now_jvm.insert(pid, j);
                     }
                 }

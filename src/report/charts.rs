@@ -68,10 +68,10 @@ fn busiest(ops: &[OpReport], n: usize) -> Vec<&OpReport> {
 /// is as long as its timeline). `points(round, name)` gives a round's points, x in seconds
 /// from the round's start. Returns the lines, each round's (start, end of warm-up, end) and
 /// the axis's length.
-type Line = (String, Vec<(f64, f64)>);
-type Band = (f64, f64, f64);
+pub(super) type Line = (String, Vec<(f64, f64)>);
+pub(super) type Band = (f64, f64, f64);
 
-fn rounds_in_sequence(
+pub(super) fn rounds_in_sequence(
     r: &Report,
     names: &[String],
     points: impl Fn(&super::model::RoundReport, &str) -> Vec<(f64, f64)>,

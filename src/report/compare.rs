@@ -50,21 +50,21 @@ pub struct OverTime {
 
 impl OverTime {
     fn of(r: &Report) -> OverTime {
-        let mut out = OverTime::default();
-        let mut offset = 0.0;
-        for round in &r.rounds {
-            for (i, b) in round.total.timeline.iter().enumerate() {
-                out.successes
-                    .push((offset + i as f64 + 0.5, b.successes as f64));
+        let names = ["successes".to_string(), "p99".to_string()];
+        let (mut lines, _, _) = super::charts::rounds_in_sequence(r, &names, |round, name| {
+            let mid = |i: usize| i as f64 + 0.5;
+            if name == "p99" {
+                let p99 = round.per_second.iter().enumerate();
+                p99.filter_map(|(i, s)| s.p99_ms.map(|v| (mid(i), v)))
+                    .collect()
+            } else {
+                let t = round.total.timeline.iter().enumerate();
+                t.map(|(i, b)| (mid(i), b.successes as f64)).collect()
             }
-            for (i, s) in round.per_second.iter().enumerate() {
-                if let Some(v) = s.p99_ms {
-                    out.p99_ms.push((offset + i as f64 + 0.5, v));
-                }
-            }
-            offset += round.total.timeline.len().max(1) as f64;
-        }
-        out
+        });
+        let p99_ms = lines.pop().map(|(_, p)| p).unwrap_or_default();
+        let successes = lines.pop().map(|(_, p)| p).unwrap_or_default();
+        OverTime { successes, p99_ms }
     }
 }
 

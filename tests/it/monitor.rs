@@ -99,6 +99,16 @@ fn a_watched_server_process_reports_its_cpu_per_operation() {
     )
     .unwrap();
     assert_eq!(c.server.len(), 1, "{:?}", c.server);
+    // Each run over time: every success of every round, rounds one after another.
+    let per_second: f64 = c.over_time[1].successes.iter().map(|p| p.1).sum();
+    let timeline: u64 = r
+        .rounds
+        .iter()
+        .flat_map(|x| x.total.timeline.iter().map(|b| b.successes))
+        .sum();
+    assert_eq!(per_second, timeline as f64);
+    let xs: Vec<f64> = c.over_time[1].successes.iter().map(|p| p.0).collect();
+    assert!(xs.windows(2).all(|w| w[0] < w[1]), "{xs:?}");
     let row = &c.server[0];
     assert_eq!(row.measure, format!("CPU {}", srv.process));
     let b = row.cells[1].as_ref().unwrap();

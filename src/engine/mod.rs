@@ -435,15 +435,8 @@ async fn run_round(
         .map(|l| (l, labels.iter().map(|(ci, _, _)| ci).collect()));
     let (factory, aggregator) =
         metrics::aggregator(labels.len(), w.run.warmup, w.run.timeout, live);
-    let cpu_done = CancellationToken::new();
-    // Closed users inside their active window and open sessions in progress.
-    let users = Arc::new(AtomicU64::new(0));
-    let cpu = host::sampler(cpu_done.clone(), users.clone());
-    let server = (!cfg.monitors.is_empty())
-        .then(|| crate::monitor::sampler(cfg.monitors.clone(), cpu_done.clone()));
-    let scraped = (!cfg.metrics.is_empty())
-        .then(|| crate::monitor::prometheus::sampler(cfg.metrics.clone(), cpu_done.clone()));
-    // A common start: wait for this round's slot, set-up done, then start the clock.
+    // A common start: wait for this round's slot, set-up done, then start the clock
+    // and the samplers, whose seconds are the round's.
     let mut slot_late = None;
     if let Some(slot) = cfg.clock.as_ref().and_then(|c| c.next_slot()) {
         if let Ok(wait) = slot.duration_since(SystemTime::now()) {
@@ -454,6 +447,14 @@ async fn run_round(
         }
         slot_late = Some(SystemTime::now().duration_since(slot).unwrap_or_default());
     }
+    let cpu_done = CancellationToken::new();
+    // Closed users inside their active window and open sessions in progress.
+    let users = Arc::new(AtomicU64::new(0));
+    let cpu = host::sampler(cpu_done.clone(), users.clone());
+    let server = (!cfg.monitors.is_empty())
+        .then(|| crate::monitor::sampler(cfg.monitors.clone(), cpu_done.clone()));
+    let scraped = (!cfg.metrics.is_empty())
+        .then(|| crate::monitor::prometheus::sampler(cfg.metrics.clone(), cpu_done.clone()));
     let started_at = SystemTime::now();
     let start = Instant::now();
     let deadline = match w.run.stop {

@@ -249,6 +249,13 @@ fn shards_started_apart_begin_their_rounds_at_the_common_start_and_merge() {
                 k + 1
             );
             assert!(round.start_late_ms.is_some());
+            // The samplers start with the round's clock, not before the wait for it.
+            assert!(
+                round.per_second.len() <= round.total.timeline.len() + 1,
+                "{} seconds sampled for a {}-second timeline",
+                round.per_second.len(),
+                round.total.timeline.len()
+            );
         }
         files.push(path_str(&out.join("run.json")));
     }

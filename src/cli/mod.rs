@@ -749,12 +749,8 @@ fn merge(a: MergeArgs) -> Exit {
             }
         }
     }
-    match a.format {
-        Format::Table => print!("{}", report::table::render(&r)),
-        Format::Json => match report::to_json(&r) {
-            Ok(j) => println!("{j}"),
-            Err(e) => return Exit::Write.fail(e),
-        },
+    if let Err(e) = print_report(&r, a.format) {
+        return e;
     }
     if let Some(dir) = &a.out
         && let Err(e) = report::write_dir(&r, dir)
@@ -764,17 +760,25 @@ fn merge(a: MergeArgs) -> Exit {
     if passed { Exit::Ok } else { Exit::Threshold }
 }
 
+/// A report on stdout, as a table or as JSON.
+fn print_report(r: &report::Report, format: Format) -> Result<(), Exit> {
+    match format {
+        Format::Table => print!("{}", report::table::render(r)),
+        Format::Json => match report::to_json(r) {
+            Ok(j) => println!("{j}"),
+            Err(e) => return Err(Exit::Write.fail(e)),
+        },
+    }
+    Ok(())
+}
+
 fn show_report(a: ReportArgs) -> Exit {
     let r = match report::load(&a.run) {
         Ok(r) => r,
         Err(e) => return Exit::Usage.fail(e),
     };
-    match a.format {
-        Format::Table => print!("{}", report::table::render(&r)),
-        Format::Json => match report::to_json(&r) {
-            Ok(j) => println!("{j}"),
-            Err(e) => return Exit::Write.fail(e),
-        },
+    if let Err(e) = print_report(&r, a.format) {
+        return e;
     }
     let mut code = Exit::Ok;
     if let Some(h) = &a.html

@@ -11,7 +11,6 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::Full;
 use hyper::header::{HeaderName, HeaderValue};
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
@@ -366,7 +365,7 @@ async fn request(
                     }
                 };
             }
-            builder.body(Full::new(body.clone()))
+            builder.body(body.clone())
         };
         let resp = if let Some(auth) = auth {
             match send_authenticated(conn, Some(auth), &p.method, path, &body, build).await {
@@ -388,7 +387,7 @@ async fn request(
                     );
                 }
             };
-            match conn.send_with(req, Some(|| build(None).ok())).await {
+            match conn.send(req).await {
                 Ok(r) => r,
                 Err(e) => {
                     let mut o = failure(e.class, e.message, e.bytes_sent);

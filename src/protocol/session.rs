@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use bytes::Bytes;
-use http_body_util::Full;
 use hyper::header::{HeaderName, HeaderValue};
 
 use super::auth::Auth;
@@ -192,7 +191,7 @@ impl AccountPlan {
             .uri(uri.as_str())
             .header(hyper::header::AUTHORIZATION, admin_auth)
             .header(hyper::header::CONTENT_TYPE, "text/xml")
-            .body(Full::new(Bytes::from(w.finish())))
+            .body(Bytes::from(w.finish()))
             .map_err(|e| fail(format!("cannot build the request: {e}")))?;
         match conn.send(req).await {
             Ok(r) if r.status.as_u16() == 201 || r.status.as_u16() == 204 => Ok(()),
@@ -258,7 +257,7 @@ impl Session {
             for (k, v) in headers {
                 b = b.header(k, v.clone());
             }
-            b.body(Full::new(body.clone()))
+            b.body(body.clone())
         };
         match send_authenticated(conn, self.auth.as_ref(), &m, full, &body, build).await {
             Ok(r) => Exchange::Answer(r),
@@ -281,27 +280,20 @@ pub async fn send_authenticated<B>(
     build: B,
 ) -> Result<Response, Outcome>
 where
-    B: Fn(Option<&HeaderValue>) -> Result<Request<Full<Bytes>>, hyper::http::Error>,
+    B: Fn(Option<&HeaderValue>) -> Result<Request<Bytes>, hyper::http::Error>,
 {
     let attempt = |authorization: Option<HeaderValue>| {
-        let req = build(authorization.as_ref()).map_err(|e| {
-            Outcome::failed(
-                ErrorClass::Body,
-                format!("cannot build {method} {uri}: {e}"),
-            )
-        });
-        (req, authorization)
+        build(authorization.as_ref()).map_err(|e| format!("cannot build {method} {uri}: {e}"))
     };
+    let unbuilt = |m: String| Outcome::failed(ErrorClass::Body, m);
     let failed = |e: crate::transport::TransportError| {
         let mut o = Outcome::failed(e.class, format!("{method} {uri}: {}", e.message));
         o.bytes_sent = e.bytes_sent;
         o
     };
     let header = auth.and_then(|a| a.header(method.as_str(), uri, body));
-    let (req, header) = attempt(header);
-    // Built again only if the server dropped a kept connection under it.
     let first = conn
-        .send_with(req?, Some(|| build(header.as_ref()).ok()))
+        .send(attempt(header).map_err(unbuilt)?)
         .await
         .map_err(failed)?;
     let Some(auth) = auth.filter(|_| first.status == hyper::StatusCode::UNAUTHORIZED) else {
@@ -311,9 +303,8 @@ where
         auth.refused(&first.headers);
         return Ok(first);
     }
-    let (req, header) = attempt(auth.header(method.as_str(), uri, body));
     let second = conn
-        .send_with(req?, Some(|| build(header.as_ref()).ok()))
+        .send(attempt(auth.header(method.as_str(), uri, body)).map_err(unbuilt)?)
         .await
         .map_err(|e| {
             let mut o = failed(e);

@@ -11,26 +11,25 @@
 //!
 //! Servers close idle keep-alive connections without a word (Apache after
 //! `KeepAliveTimeout`, or after every response). Before a kept connection is reused, the
-//! socket is checked for the peer's close; a request the server never took (hyper hands
-//! it back unsent, or a replayable request on a reused connection met a close before any
-//! answer) is sent once more on a new connection. That is counted as a retry and a
+//! socket is checked for the peer's close; a request the server never took (nothing of it
+//! could be written, or a replayable request on a reused connection met a close before
+//! any answer) is sent once more on a new connection. That is counted as a retry and a
 //! reconnect, not as a failure, and its latency starts at the retry.
+//!
+//! The wire format itself (encoding, framing, bounds) is [`h1`]'s.
 
 pub mod clock;
+mod h1;
 pub mod tls;
 
-use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper::header::{HOST, HeaderValue};
-use hyper_util::rt::TokioIo;
+use bytes::{Bytes, BytesMut};
+use hyper::header::HeaderValue;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -334,15 +333,15 @@ pub struct Timeouts {
     pub request: Duration,
 }
 
-/// A completed exchange before it is a [`Response`]: status, headers, body, bytes read.
-type Exchanged = (StatusCode, HeaderMap, Bytes, u64);
-
 /// One virtual user's connection.
 pub struct Conn {
     endpoint: Arc<Endpoint>,
     policy: Reuse,
     timeouts: Timeouts,
     link: Option<Link>,
+    /// The request under way, as written: kept so that a request the server never took
+    /// can be sent again byte for byte, without building it anew.
+    wire: Vec<u8>,
     /// Connections opened so far (for the report: reconnects show up here).
     pub opened: u64,
     /// Requests sent a second time because the server never took the first.
@@ -353,43 +352,31 @@ pub struct Conn {
     opening: Option<Handshake>,
 }
 
-type H1Conn = hyper::client::conn::http1::Connection<TokioIo<Io>, Full<Bytes>>;
-
-/// An open HTTP/1.1 connection: the request side and the connection itself, which the VU's
-/// own task drives while it waits for an answer. No second task per connection means no
-/// cross-task wake-up per request, which is most of what a spawned connection costs.
+/// An open connection, which the VU's own task writes and reads: no task per connection,
+/// no channel between the user and its socket.
 struct Link {
-    sender: SendRequest<Full<Bytes>>,
-    conn: Pin<Box<H1Conn>>,
-    /// The connection future finished (closed, or failed): it must not be polled again.
-    done: bool,
+    io: Io,
+    /// Bytes read and not yet used; its allocation is kept from one answer to the next.
+    buf: BytesMut,
     /// The socket, to look for the peer's close without going through the reactor.
     #[cfg(unix)]
     fd: std::os::fd::RawFd,
     /// An exchange has completed on it, so a close now is the server dropping an idle
     /// connection rather than refusing this request.
     reused: bool,
-    /// TLS: bytes waiting on an idle socket can be the server's session tickets, which
-    /// only the TLS layer reads, so only a close counts.
-    tls: bool,
+    /// When its last answer was complete.
+    idle_since: Instant,
 }
 
-impl Link {
-    /// Let the connection notice what happened while it was idle (the server closing it).
-    fn settle(&mut self) {
-        if self.done {
-            return;
-        }
-        let waker = std::task::Waker::noop();
-        let mut cx = Context::from_waker(waker);
-        if self.conn.as_mut().poll(&mut cx).is_ready() {
-            self.done = true;
-        }
-    }
+/// A connection idle for less than this is not peeked at before it is reused: a server
+/// that closes idle connections does so after seconds, not microseconds, and a close in
+/// that window is met as a close before any answer, which a replayable request survives.
+/// At full speed this saves a system call per request.
+const PEEK_AFTER_IDLE: Duration = Duration::from_millis(1);
 
-    fn usable(&mut self) -> bool {
-        self.settle();
-        !self.done && !self.sender.is_closed() && !self.peer_closed()
+impl Link {
+    fn usable(&self) -> bool {
+        self.idle_since.elapsed() < PEEK_AFTER_IDLE || !self.peer_closed()
     }
 
     /// True when the peer has closed (or reset) the socket, or sent something unasked
@@ -398,7 +385,7 @@ impl Link {
     #[cfg(unix)]
     fn peer_closed(&self) -> bool {
         let mut byte = 0u8;
-        // SAFETY: `fd` is the connection's socket, owned by `conn`, which is alive; the
+        // SAFETY: `fd` is the connection's socket, owned by `io`, which is alive; the
         // buffer is one valid byte; MSG_PEEK leaves the data where it is.
         let n = unsafe {
             libc::recv(
@@ -418,7 +405,7 @@ impl Link {
         // 0: the peer closed; > 0 on plain HTTP: bytes nobody asked for, so the stream is
         // out of step (on TLS they may be session tickets or a close_notify, which the
         // request then meets as a close and is sent again).
-        n == 0 || !self.tls
+        n == 0 || matches!(self.io, Io::Plain(_))
     }
 
     #[cfg(not(unix))]
@@ -427,34 +414,12 @@ impl Link {
     }
 }
 
-/// Poll `fut` to completion while also driving `conn`, in the calling task. `None` when
-/// the connection ended while `fut` still waited on it: nothing more can arrive, and
-/// waiting would only run into the timeout.
-async fn drive<F: Future>(
-    conn: &mut Pin<Box<H1Conn>>,
-    done: &mut bool,
-    fut: F,
-) -> Option<F::Output> {
-    let mut fut = std::pin::pin!(fut);
-    std::future::poll_fn(|cx| {
-        if !*done && conn.as_mut().poll(cx).is_ready() {
-            *done = true;
-        }
-        match fut.as_mut().poll(cx) {
-            std::task::Poll::Ready(v) => std::task::Poll::Ready(Some(v)),
-            std::task::Poll::Pending if *done => std::task::Poll::Ready(None),
-            std::task::Poll::Pending => std::task::Poll::Pending,
-        }
-    })
-    .await
-}
-
-/// Why an exchange failed, and what may be sent again on a new connection: the request
-/// itself when hyper gave it back unsent; and whether a reused connection closed before
-/// any answer, when a replayable request may be built anew and sent once more.
+/// Why an exchange failed, and whether it may be sent again on a new connection: the
+/// server cannot have taken it (nothing was written), or a reused connection closed before
+/// any answer (the server dropped it as the request went out; only replayable requests).
 struct Failure {
     error: TransportError,
-    unsent: Option<Request<Full<Bytes>>>,
+    unsent: bool,
     closed_early: bool,
 }
 
@@ -462,7 +427,7 @@ impl Failure {
     fn of(error: TransportError) -> Failure {
         Failure {
             error,
-            unsent: None,
+            unsent: false,
             closed_early: false,
         }
     }
@@ -484,6 +449,7 @@ impl Conn {
             policy,
             timeouts,
             link: None,
+            wire: Vec::new(),
             opened: 0,
             retried: 0,
             resume_tls: true,
@@ -503,92 +469,70 @@ impl Conn {
 
     /// Send one request and read the whole answer, within the request timeout. After any
     /// error the connection is dropped, so the next request starts on a fresh one. A
-    /// request hyper hands back unsent is sent once more on a new connection.
-    pub async fn send(&mut self, req: Request<Full<Bytes>>) -> Result<Response, TransportError> {
-        self.send_with(req, None::<fn() -> Option<Request<Full<Bytes>>>>)
-            .await
-    }
-
-    /// As [`Conn::send`]; and when the request is replayable (GET, PUT, DELETE, PROPFIND,
-    /// ...) and a reused connection closed before any answer (the server dropped it as the
-    /// request went out), `again` builds it anew to be sent once more. Building is left
-    /// to the caller so that no request is copied in case it fails.
-    pub async fn send_with<F>(
-        &mut self,
-        mut req: Request<Full<Bytes>>,
-        again: Option<F>,
-    ) -> Result<Response, TransportError>
-    where
-        F: FnOnce() -> Option<Request<Full<Bytes>>>,
-    {
+    /// request the server cannot have taken (nothing of it was written, or, for a
+    /// replayable method, a reused connection closed before any answer) is sent once
+    /// more on a new connection, counted as a retry.
+    pub async fn send(&mut self, req: Request<Bytes>) -> Result<Response, TransportError> {
         let replayable = replayable(req.method());
-        self.prepare(&mut req);
-        let sent = request_size(&req);
+        h1::encode(
+            &req,
+            &self.endpoint.host,
+            self.policy == Reuse::PerRequest,
+            &mut self.wire,
+        );
+        let body = h1::body_apart(&req).then(|| req.body().clone());
+        let sent = self.wire.len() as u64 + body.as_ref().map_or(0, |b| b.len() as u64);
+        let method = req.method();
         self.opening = None;
         let mut start = Instant::now();
-        let mut result = self.timed(req, sent, start).await;
-        if let Err(f) = &mut result {
-            let retry = f.unsent.take().or_else(|| {
-                (f.closed_early && replayable)
-                    .then_some(again)
-                    .flatten()
-                    .and_then(|a| a())
-                    .map(|mut r| {
-                        self.prepare(&mut r);
-                        r
-                    })
-            });
-            if let Some(again) = retry {
-                // The server never took it: once more on a new connection, timed afresh.
-                self.link = None;
-                self.retried += 1;
-                self.opening = None;
-                start = Instant::now();
-                result = self.timed(again, sent, start).await;
-            }
+        let mut result = self.timed(method, body.as_deref(), sent, start).await;
+        if let Err(f) = &result
+            && (f.unsent || (f.closed_early && replayable))
+        {
+            // The server never took it: once more on a new connection, timed afresh.
+            self.link = None;
+            self.retried += 1;
+            self.opening = None;
+            start = Instant::now();
+            result = self.timed(method, body.as_deref(), sent, start).await;
         }
-        let result = result.map_err(|f| f.error);
-        if result.is_err() || self.policy == Reuse::PerRequest {
+        let answer = match result {
+            Ok(a) => a,
+            Err(f) => {
+                self.link = None;
+                return Err(f.error);
+            }
+        };
+        if !answer.keep || self.policy == Reuse::PerRequest {
             self.link = None;
         }
-        if let Ok((_, headers, _, _)) = &result
-            && self.endpoint.clock.wants()
-        {
+        if self.endpoint.clock.wants() {
             self.endpoint
                 .clock
-                .observe(headers.get(hyper::header::DATE), start.elapsed());
+                .observe(answer.headers.get(hyper::header::DATE), start.elapsed());
         }
-        result.map(|(status, headers, body, received)| Response {
-            status,
-            headers,
-            body,
+        Ok(Response {
+            status: answer.status,
+            headers: answer.headers,
+            body: answer.body,
             bytes_sent: sent,
-            bytes_received: received,
+            bytes_received: answer.received,
             elapsed: start.elapsed(),
             handshake: self.opening,
             earlier: Vec::new(),
         })
     }
 
-    /// The headers this connection adds to every request: Host, and `Connection: close`
-    /// when each request has its own connection.
-    fn prepare(&self, req: &mut Request<Full<Bytes>>) {
-        let headers = req.headers_mut();
-        headers.insert(HOST, self.endpoint.host.clone());
-        if self.policy == Reuse::PerRequest {
-            headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
-        }
-    }
-
     /// One attempt within the request timeout.
     async fn timed(
         &mut self,
-        req: Request<Full<Bytes>>,
+        method: &Method,
+        body: Option<&[u8]>,
         sent: u64,
         start: Instant,
-    ) -> Result<Exchanged, Failure> {
+    ) -> Result<h1::Answer, Failure> {
         let deadline = start + self.timeouts.request;
-        match tokio::time::timeout_at(deadline, self.exchange(req, sent)).await {
+        match tokio::time::timeout_at(deadline, self.exchange(method, body, sent)).await {
             Ok(r) => r,
             Err(_) => Err(Failure::of(TransportError {
                 class: ErrorClass::Timeout,
@@ -600,17 +544,18 @@ impl Conn {
 
     async fn exchange(
         &mut self,
-        req: Request<Full<Bytes>>,
+        method: &Method,
+        body: Option<&[u8]>,
         sent: u64,
-    ) -> Result<Exchanged, Failure> {
-        let fail = Failure::of;
+    ) -> Result<h1::Answer, Failure> {
         // A kept-alive connection the server has since closed is not an error of this
         // request: open a new one, as any HTTP client would.
-        if !self.link.as_mut().is_some_and(Link::usable) {
-            self.link = Some(self.connect(sent).await.map_err(fail)?);
+        if !self.link.as_ref().is_some_and(Link::usable) {
+            self.link = None;
+            self.link = Some(self.connect().await.map_err(Failure::of)?);
         }
         let Some(link) = self.link.as_mut() else {
-            return Err(fail(TransportError {
+            return Err(Failure::of(TransportError {
                 class: ErrorClass::Connect,
                 message: "no connection".into(),
                 bytes_sent: 0,
@@ -619,65 +564,54 @@ impl Conn {
         // A close before any answer on a reused connection is the server dropping it as the
         // request went out; on a fresh one it is the server refusing the request.
         let reused = link.reused;
-        let Link {
-            sender, conn, done, ..
-        } = link;
-        let outcome = drive(conn, done, async {
-            if sender.ready().await.is_err() {
-                return Err(Failure {
-                    error: TransportError {
-                        class: ErrorClass::Reset,
-                        message: "the connection closed before the request was sent".into(),
-                        bytes_sent: 0,
-                    },
-                    unsent: Some(req),
-                    closed_early: false,
-                });
-            }
-            let resp = match sender.try_send_request(req).await {
-                Ok(r) => r,
-                Err(mut e) => {
-                    let unsent = e.take_message();
-                    let error = classify_hyper(e.error(), if unsent.is_some() { 0 } else { sent });
-                    return Err(Failure {
-                        closed_early: reused && error.class == ErrorClass::Reset,
-                        error,
-                        unsent,
-                    });
-                }
-            };
-            let (parts, body) = resp.into_parts();
-            let body = body
-                .collect()
-                .await
-                .map_err(|e| fail(classify_hyper(&e, sent)))?
-                .to_bytes();
-            let received = response_size(parts.status, &parts.headers, body.len());
-            Ok((parts.status, parts.headers, body, received))
-        })
-        .await;
-        match outcome {
-            Some(Ok(x)) => {
-                link.reused = true;
-                Ok(x)
-            }
-            Some(Err(f)) => Err(f),
-            // The connection ended under the request: nothing more will come. On a reused
-            // connection that is the server dropping it as the request went out.
-            None => Err(Failure {
+        let parts: &[&[u8]] = match body {
+            Some(b) => &[&self.wire, b],
+            None => &[&self.wire],
+        };
+        if let Err((written, e)) = h1::write(&mut link.io, parts).await {
+            return Err(Failure {
                 error: TransportError {
                     class: ErrorClass::Reset,
-                    message: "the connection closed before the answer was complete".into(),
+                    message: format!("sending the request: {}", io_reason(&e)),
+                    bytes_sent: written,
+                },
+                unsent: written == 0,
+                closed_early: reused,
+            });
+        }
+        match h1::read_answer(&mut link.io, &mut link.buf, method).await {
+            Ok(a) => {
+                link.reused = true;
+                link.idle_since = Instant::now();
+                Ok(a)
+            }
+            Err(h1::ReadError::Malformed(m)) => Err(Failure::of(TransportError {
+                class: ErrorClass::Body,
+                message: m,
+                bytes_sent: sent,
+            })),
+            Err(h1::ReadError::Closed { any, cause }) => Err(Failure {
+                error: TransportError {
+                    class: ErrorClass::Reset,
+                    message: match (any, cause) {
+                        (_, Some(e)) => format!(
+                            "the connection failed before the answer was complete: {}",
+                            io_reason(&e)
+                        ),
+                        (false, None) => "the connection closed before any answer".into(),
+                        (true, None) => {
+                            "the connection closed before the answer was complete".into()
+                        }
+                    },
                     bytes_sent: sent,
                 },
-                unsent: None,
-                closed_early: reused,
+                unsent: false,
+                closed_early: reused && !any,
             }),
         }
     }
 
-    async fn connect(&mut self, sent: u64) -> Result<Link, TransportError> {
-        let began = Instant::now();
+    async fn connect(&mut self) -> Result<Link, TransportError> {
         let (io, handshake) = open(&self.endpoint, self.timeouts.connect, self.resume_tls)
             .await
             .map_err(|e| TransportError {
@@ -685,27 +619,31 @@ impl Conn {
                 message: e.message(&self.endpoint),
                 bytes_sent: 0,
             })?;
-        let tls = matches!(io, Io::Tls(_));
         #[cfg(unix)]
         let fd = match &io {
             Io::Plain(s) => std::os::fd::AsRawFd::as_raw_fd(s),
             Io::Tls(s) => std::os::fd::AsRawFd::as_raw_fd(s.get_ref().0),
         };
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
-            .await
-            .map_err(|e| classify_hyper(&e, sent))?;
         self.opened += 1;
-        debug_assert!(began.elapsed() >= handshake.connect);
         self.opening = Some(handshake);
         Ok(Link {
-            sender,
-            conn: Box::pin(conn),
-            done: false,
+            io,
+            buf: BytesMut::new(),
             #[cfg(unix)]
             fd,
             reused: false,
-            tls,
+            idle_since: Instant::now(),
         })
+    }
+}
+
+/// An I/O error in words; a TLS alert (the server refused a client certificate, say)
+/// plainly.
+fn io_reason(e: &std::io::Error) -> String {
+    if e.get_ref().is_some_and(|i| i.is::<rustls::Error>()) {
+        tls::explain(e)
+    } else {
+        e.to_string()
     }
 }
 
@@ -804,67 +742,6 @@ pub async fn probe(endpoint: &Endpoint, timeout: Duration) -> Result<(), ProbeEr
         Err(e @ (OpenError::Tls(_) | OpenError::TlsTimeout(_))) => Err(ProbeError::Tls(e.reason())),
         Err(e) => Err(ProbeError::Connect(e.message(endpoint))),
     }
-}
-
-fn classify_hyper(e: &hyper::Error, sent: u64) -> TransportError {
-    let class = if e.is_timeout() {
-        ErrorClass::Timeout
-    } else if e.is_parse() || e.is_parse_status() {
-        ErrorClass::Body
-    } else if e.is_incomplete_message() || e.is_closed() || e.is_canceled() {
-        ErrorClass::Reset
-    } else {
-        // Remaining hyper errors are I/O on the connection: resets, broken pipes.
-        ErrorClass::Reset
-    };
-    let mut message = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        message.push_str(": ");
-        // A TLS alert (the server refused a client certificate, say) in plain words.
-        match s.downcast_ref::<std::io::Error>() {
-            Some(io) if io.get_ref().is_some_and(|i| i.is::<rustls::Error>()) => {
-                message.push_str(&tls::explain(io));
-                break;
-            }
-            _ => message.push_str(&s.to_string()),
-        }
-        source = s.source();
-    }
-    TransportError {
-        class,
-        message,
-        bytes_sent: sent,
-    }
-}
-
-fn request_size(req: &Request<Full<Bytes>>) -> u64 {
-    use hyper::body::Body;
-    // Path and query as sent (no allocation: this runs for every request).
-    let target = req.uri().path_and_query().map_or(1, |p| p.as_str().len());
-    let line = req.method().as_str().len() + 1 + target + 11;
-    let headers: usize = req
-        .headers()
-        .iter()
-        .map(|(n, v)| n.as_str().len() + v.len() + 4)
-        .sum();
-    let body = req.body().size_hint().exact().unwrap_or(0) as usize;
-    // Content-Length, which hyper adds for a non-empty body.
-    let cl = if body > 0 {
-        18 + body.to_string().len()
-    } else {
-        0
-    };
-    (line + headers + cl + 2 + body) as u64
-}
-
-fn response_size(status: StatusCode, headers: &HeaderMap, body: usize) -> u64 {
-    let line = 13 + status.canonical_reason().map_or(0, str::len) + 2;
-    let h: usize = headers
-        .iter()
-        .map(|(n, v)| n.as_str().len() + v.len() + 4)
-        .sum();
-    (line + h + 2 + body) as u64
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use crate::common::runtime;
 use bytes::Bytes;
-use http_body_util::Full;
 use loadmix::server::StoreSpec;
 use loadmix::server::{self, ServerConfig, ServerHandle};
 use loadmix::transport::Reuse;
@@ -71,7 +70,7 @@ impl Client {
         for (k, v) in headers {
             b = b.header(*k, *v);
         }
-        let req = b.body(Full::new(Bytes::from(body.to_string()))).unwrap();
+        let req = b.body(Bytes::from(body.to_string())).unwrap();
         let r: Response = self.rt.block_on(self.conn.send(req)).unwrap();
         Resp {
             status: r.status.as_u16(),
@@ -347,7 +346,7 @@ fn concurrent_updates_with_one_token_let_exactly_one_through() {
                     )
                     .header("content-type", "application/eim+xml")
                     .header(TOKEN, token)
-                    .body(Full::new(Bytes::from(body)))
+                    .body(Bytes::from(body))
                     .unwrap();
                 c.send(req).await.unwrap().status.as_u16()
             }));

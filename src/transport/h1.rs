@@ -1,0 +1,624 @@
+//! HTTP/1.1 on one connection, written and read in the virtual user's own task: a request
+//! is encoded into one buffer and written in one go; the answer's head is parsed with
+//! httparse, interim (1xx) answers are skipped, and the body is framed by `Content-Length`,
+//! the chunked coding, or the close (RFC 9112 §6). Everything a server sends is bounded:
+//! the head, the number of headers, interim answers, chunk-size lines, trailers and the
+//! body. The byte counts are the bytes that crossed the socket, framing included.
+//!
+//! This replaces hyper's client on the request path. hyper's dispatch channel, its
+//! connection future and its header encoding cost several microseconds per request that a
+//! load generator spends on every request it sends (profile in `bench/README.md`).
+
+use std::io;
+
+use bytes::{Buf, Bytes, BytesMut};
+use hyper::header::{CONNECTION, CONTENT_LENGTH, HOST, HeaderName, HeaderValue, TRANSFER_ENCODING};
+use hyper::{HeaderMap, Method, Request, StatusCode};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Longest answer head (status line and headers), and longest trailer section.
+pub const MAX_HEAD: usize = 64 * 1024;
+/// Most headers in one answer head.
+pub const MAX_HEADERS: usize = 100;
+/// Largest body read into memory.
+pub const MAX_BODY: usize = 256 << 20;
+/// Most interim (1xx) answers before the final one.
+const MAX_INTERIM: usize = 16;
+/// Longest chunk-size line (size and extensions).
+const MAX_CHUNK_LINE: usize = 4096;
+/// Bodies up to this size are copied after the head and go out in one write.
+const INLINE_BODY: usize = 16 * 1024;
+/// Each read asks for at least this much room.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Append the request line and headers of `req` to `out`, as they go on the wire: the
+/// request's own headers, `Host` when it has none, `Connection: close` when asked, and
+/// the body's `Content-Length` (a request's own `Content-Length` or `Transfer-Encoding`
+/// is replaced: the body is always sent whole). The body itself follows when it is small.
+pub fn encode(req: &Request<Bytes>, host: &HeaderValue, close: bool, out: &mut Vec<u8>) {
+    out.clear();
+    let body = req.body();
+    out.extend_from_slice(req.method().as_str().as_bytes());
+    out.push(b' ');
+    let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    out.extend_from_slice(if target.is_empty() {
+        b"/"
+    } else {
+        target.as_bytes()
+    });
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let headers = req.headers();
+    if !headers.contains_key(HOST) {
+        header(out, HOST.as_str(), host.as_bytes());
+    }
+    for (name, value) in headers {
+        if name == CONTENT_LENGTH || name == TRANSFER_ENCODING {
+            continue;
+        }
+        header(out, name.as_str(), value.as_bytes());
+    }
+    if close && !headers.contains_key(CONNECTION) {
+        header(out, CONNECTION.as_str(), b"close");
+    }
+    // An empty body is announced only where a body is expected (as browsers do).
+    if !body.is_empty() || matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH) {
+        let mut n = itoa_buf();
+        header(out, CONTENT_LENGTH.as_str(), format_len(body.len(), &mut n));
+    }
+    out.extend_from_slice(b"\r\n");
+    if body.len() <= INLINE_BODY {
+        out.extend_from_slice(body);
+    }
+}
+
+/// Whether [`encode`] left the body out of the buffer, to be written after it.
+pub fn body_apart(req: &Request<Bytes>) -> bool {
+    req.body().len() > INLINE_BODY
+}
+
+fn header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn itoa_buf() -> [u8; 20] {
+    [0; 20]
+}
+
+/// `n` in decimal, in `buf`.
+fn format_len(mut n: usize, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+/// Write all of `parts` in order; on failure, how many bytes went out before it.
+pub async fn write<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    parts: &[&[u8]],
+) -> Result<(), (u64, io::Error)> {
+    let mut written = 0u64;
+    for part in parts {
+        let mut rest = *part;
+        while !rest.is_empty() {
+            match io.write(rest).await {
+                Ok(0) => return Err((written, io::ErrorKind::WriteZero.into())),
+                Ok(n) => {
+                    written += n as u64;
+                    rest = &rest[n..];
+                }
+                Err(e) => return Err((written, e)),
+            }
+        }
+    }
+    // TLS buffers records until flushed; plain TCP has nothing to flush.
+    io.flush().await.map_err(|e| (written, e))
+}
+
+/// A complete answer.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// Bytes of this answer read from the connection: interim answers, head, body framing.
+    pub received: u64,
+    /// The connection may carry the next request.
+    pub keep: bool,
+}
+
+/// Why no complete answer was read.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The connection closed or failed; `any` when some of the answer had arrived.
+    Closed { any: bool, cause: Option<io::Error> },
+    /// The bytes are not an HTTP/1.x answer, or break a bound.
+    Malformed(String),
+}
+
+/// How the body is delimited.
+enum Framing {
+    Empty,
+    Length(usize),
+    Chunked,
+    ToClose,
+}
+
+/// The connection's read side: the bytes read but not yet used, and the count of bytes
+/// taken from the socket for the answer under way.
+struct Reader<'a, R> {
+    io: &'a mut R,
+    buf: &'a mut BytesMut,
+    received: u64,
+}
+
+impl<R: AsyncRead + Unpin> Reader<'_, R> {
+    /// Read more into the buffer. `Ok(false)` at the end of the stream.
+    async fn fill(&mut self) -> Result<bool, ReadError> {
+        if self.buf.capacity() - self.buf.len() < READ_CHUNK / 2 {
+            self.buf.reserve(READ_CHUNK);
+        }
+        match self.io.read_buf(self.buf).await {
+            Ok(0) => Ok(false),
+            Ok(n) => {
+                self.received += n as u64;
+                Ok(true)
+            }
+            Err(e) => Err(ReadError::Closed {
+                any: self.received > 0,
+                cause: Some(e),
+            }),
+        }
+    }
+
+    /// As [`Reader::fill`], where the end of the stream cuts the answer short.
+    async fn more(&mut self) -> Result<(), ReadError> {
+        if self.fill().await? {
+            Ok(())
+        } else {
+            Err(ReadError::Closed {
+                any: self.received > 0,
+                cause: None,
+            })
+        }
+    }
+}
+
+/// Read one answer to a request with `method`. `buf` holds what was read beyond earlier
+/// answers (normally nothing) and keeps its allocation from one answer to the next.
+pub async fn read_answer<R: AsyncRead + Unpin>(
+    io: &mut R,
+    buf: &mut BytesMut,
+    method: &Method,
+) -> Result<Answer, ReadError> {
+    let mut r = Reader {
+        io,
+        buf,
+        received: 0,
+    };
+    // What was left over belongs to no request of ours, but it crossed the wire now.
+    r.received = r.buf.len() as u64;
+    let mut interim = 0;
+    let (status, headers, keep_version) = loop {
+        let head = parse_head(r.buf)?;
+        let Some((len, status, headers, keep)) = head else {
+            if r.buf.len() > MAX_HEAD {
+                return Err(ReadError::Malformed(format!(
+                    "the answer's head is longer than {} KiB",
+                    MAX_HEAD / 1024
+                )));
+            }
+            r.more().await?;
+            continue;
+        };
+        r.buf.advance(len);
+        if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
+            interim += 1;
+            if interim > MAX_INTERIM {
+                return Err(ReadError::Malformed(format!(
+                    "more than {MAX_INTERIM} interim (1xx) answers"
+                )));
+            }
+            continue;
+        }
+        break (status, headers, keep);
+    };
+    let mut keep = keep_version && !has_token(&headers, CONNECTION, "close");
+    let framing = framing(method, status, &headers)?;
+    let body = match framing {
+        Framing::Empty => Bytes::new(),
+        Framing::Length(n) => {
+            while r.buf.len() < n {
+                let want = (n - r.buf.len()).min(1 << 20);
+                r.buf.reserve(want);
+                r.more().await?;
+            }
+            r.buf.split_to(n).freeze()
+        }
+        Framing::Chunked => {
+            // Transfer-Encoding with Content-Length: the answer is suspect, do not reuse
+            // the connection after it (RFC 9112 §6.3).
+            if headers.contains_key(CONTENT_LENGTH) {
+                keep = false;
+            }
+            chunked(&mut r).await?
+        }
+        Framing::ToClose => {
+            keep = false;
+            while r.fill().await? {
+                if r.buf.len() > MAX_BODY {
+                    return Err(too_large());
+                }
+            }
+            r.buf.split().freeze()
+        }
+    };
+    // Bytes after the answer were not asked for: the stream is out of step.
+    if !r.buf.is_empty() {
+        keep = false;
+        r.buf.clear();
+    }
+    Ok(Answer {
+        status,
+        headers,
+        body,
+        received: r.received,
+        keep,
+    })
+}
+
+type Head = (usize, StatusCode, HeaderMap, bool);
+
+/// The answer head at the start of `buf`, when it is all there: its length, status,
+/// headers, and whether its HTTP version keeps the connection by default.
+fn parse_head(buf: &[u8]) -> Result<Option<Head>, ReadError> {
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut slots);
+    let len = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(ReadError::Malformed(format!(
+                "more than {MAX_HEADERS} headers in the answer"
+            )));
+        }
+        Err(e) => {
+            return Err(ReadError::Malformed(format!("not an HTTP/1.x answer: {e}")));
+        }
+    };
+    let code = resp.code.unwrap_or(0);
+    let status = StatusCode::from_u16(code)
+        .map_err(|_| ReadError::Malformed(format!("status {code} is out of range")))?;
+    let mut headers = HeaderMap::with_capacity(resp.headers.len());
+    for h in resp.headers.iter() {
+        let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| {
+            ReadError::Malformed(format!(
+                "'{}' is not a header name",
+                h.name.escape_default()
+            ))
+        })?;
+        let value = HeaderValue::from_bytes(h.value)
+            .map_err(|_| ReadError::Malformed(format!("the value of '{name}' is not valid")))?;
+        headers.append(name, value);
+    }
+    // HTTP/1.0 closes unless the answer asks to keep it.
+    let keep = resp.version == Some(1) || has_token(&headers, CONNECTION, "keep-alive");
+    Ok(Some((len, status, headers, keep)))
+}
+
+/// Whether a comma-separated header (any of its lines) lists `token`.
+fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
+    headers.get_all(name).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+    })
+}
+
+/// How the body of an answer is delimited (RFC 9112 §6.3).
+fn framing(method: &Method, status: StatusCode, headers: &HeaderMap) -> Result<Framing, ReadError> {
+    if *method == Method::HEAD
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return Ok(Framing::Empty);
+    }
+    if headers.contains_key(TRANSFER_ENCODING) {
+        let last = headers
+            .get_all(TRANSFER_ENCODING)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|s| s.split(','))
+            .map(str::trim)
+            .rfind(|t| !t.is_empty());
+        return Ok(match last {
+            Some(t) if t.eq_ignore_ascii_case("chunked") => Framing::Chunked,
+            _ => Framing::ToClose,
+        });
+    }
+    let mut length: Option<u64> = None;
+    for v in headers.get_all(CONTENT_LENGTH) {
+        let bad = || ReadError::Malformed("the answer's Content-Length is not valid".into());
+        let s = v.to_str().map_err(|_| bad())?;
+        for part in s.split(',') {
+            let part = part.trim();
+            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            let n: u64 = part.parse().map_err(|_| too_large())?;
+            if length.is_some_and(|l| l != n) {
+                return Err(ReadError::Malformed(
+                    "the answer has two different Content-Length values".into(),
+                ));
+            }
+            length = Some(n);
+        }
+    }
+    match length {
+        Some(n) if n > MAX_BODY as u64 => Err(too_large()),
+        Some(n) => Ok(Framing::Length(n as usize)),
+        None => Ok(Framing::ToClose),
+    }
+}
+
+fn too_large() -> ReadError {
+    ReadError::Malformed(format!(
+        "the answer's body is larger than {} MiB",
+        MAX_BODY >> 20
+    ))
+}
+
+/// A chunked body, and its trailer section (read and dropped).
+async fn chunked<R: AsyncRead + Unpin>(r: &mut Reader<'_, R>) -> Result<Bytes, ReadError> {
+    let mut body = BytesMut::new();
+    loop {
+        let (line, size) = match httparse::parse_chunk_size(r.buf) {
+            Ok(httparse::Status::Complete(x)) => x,
+            Ok(httparse::Status::Partial) => {
+                if r.buf.len() > MAX_CHUNK_LINE {
+                    return Err(ReadError::Malformed("a chunk-size line is too long".into()));
+                }
+                r.more().await?;
+                continue;
+            }
+            Err(_) => return Err(ReadError::Malformed("a chunk size is not valid".into())),
+        };
+        let size = usize::try_from(size).map_err(|_| too_large())?;
+        if size == 0 {
+            r.buf.advance(line);
+            break;
+        }
+        if size > MAX_BODY - body.len() {
+            return Err(too_large());
+        }
+        let whole = line + size + 2;
+        while r.buf.len() < whole {
+            r.buf.reserve((whole - r.buf.len()).min(1 << 20));
+            r.more().await?;
+        }
+        if &r.buf[line + size..whole] != b"\r\n" {
+            return Err(ReadError::Malformed(
+                "a chunk does not end where its size says".into(),
+            ));
+        }
+        body.extend_from_slice(&r.buf[line..line + size]);
+        r.buf.advance(whole);
+    }
+    // Trailer fields, up to the empty line.
+    let mut trailer = 0usize;
+    loop {
+        match r.buf.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                let empty = end == 0 || (end == 1 && r.buf[0] == b'\r');
+                trailer += end + 1;
+                r.buf.advance(end + 1);
+                if empty {
+                    return Ok(body.freeze());
+                }
+            }
+            None => {
+                if trailer + r.buf.len() > MAX_HEAD {
+                    return Err(ReadError::Malformed(
+                        "the trailer section is too long".into(),
+                    ));
+                }
+                r.more().await?;
+            }
+        }
+        if trailer > MAX_HEAD {
+            return Err(ReadError::Malformed(
+                "the trailer section is too long".into(),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(bytes: &[u8], method: Method) -> (Result<Answer, ReadError>, BytesMut) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut io = bytes;
+        let mut buf = BytesMut::new();
+        let r = rt.block_on(read_answer(&mut io, &mut buf, &method));
+        (r, buf)
+    }
+
+    fn ok(bytes: &[u8]) -> Answer {
+        read(bytes, Method::GET).0.unwrap()
+    }
+
+    fn malformed(bytes: &[u8]) -> String {
+        match read(bytes, Method::GET).0 {
+            Err(ReadError::Malformed(m)) => m,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_request_is_encoded_as_it_goes_on_the_wire() {
+        let req = Request::builder()
+            .method("PROPFIND")
+            .uri("/dav/a%20b?x=1")
+            .header("depth", "1")
+            .header("content-length", "999")
+            .body(Bytes::from_static(b"<x/>"))
+            .unwrap();
+        let mut out = Vec::new();
+        encode(&req, &HeaderValue::from_static("h:80"), true, &mut out);
+        assert_eq!(
+            String::from_utf8(out.clone()).unwrap(),
+            "PROPFIND /dav/a%20b?x=1 HTTP/1.1\r\nhost: h:80\r\ndepth: 1\r\nconnection: close\r\ncontent-length: 4\r\n\r\n<x/>"
+        );
+        let get = Request::get("/").body(Bytes::new()).unwrap();
+        encode(&get, &HeaderValue::from_static("h"), false, &mut out);
+        assert_eq!(out, b"GET / HTTP/1.1\r\nhost: h\r\n\r\n");
+        let put = Request::put("/p")
+            .header("host", "mine")
+            .body(Bytes::new())
+            .unwrap();
+        encode(&put, &HeaderValue::from_static("h"), false, &mut out);
+        assert_eq!(
+            out,
+            b"PUT /p HTTP/1.1\r\nhost: mine\r\ncontent-length: 0\r\n\r\n"
+        );
+        let big = Request::put("/p")
+            .body(Bytes::from(vec![b'x'; INLINE_BODY + 1]))
+            .unwrap();
+        encode(&big, &HeaderValue::from_static("h"), false, &mut out);
+        assert!(body_apart(&big));
+        assert!(out.ends_with(b"content-length: 16385\r\n\r\n"));
+    }
+
+    #[test]
+    fn answers_are_framed_by_length_chunks_or_close() {
+        let a = ok(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX: y\r\n\r\nhello");
+        assert_eq!(
+            (a.status.as_u16(), &a.body[..], a.keep),
+            (200, &b"hello"[..], true)
+        );
+        assert_eq!(a.received, 49);
+        assert_eq!(a.headers["x"], "y");
+        let c = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n1\r\n!\r\n0\r\nT: v\r\n\r\n";
+        let a = ok(c);
+        assert_eq!(
+            (&a.body[..], a.keep, a.received),
+            (&b"hello!"[..], true, c.len() as u64)
+        );
+        let a = ok(b"HTTP/1.1 200 OK\r\n\r\nto the end");
+        assert_eq!((&a.body[..], a.keep), (&b"to the end"[..], false));
+        let a = ok(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert!(!a.keep, "HTTP/1.0 closes by default");
+        let a = ok(b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n");
+        assert!(a.keep);
+        let a = ok(b"HTTP/1.1 200 OK\r\nConnection: x, close\r\nContent-Length: 0\r\n\r\n");
+        assert!(!a.keep);
+        let a = ok(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 204 No Content\r\nContent-Length: 9\r\n\r\n");
+        assert_eq!((a.status.as_u16(), a.body.len(), a.keep), (204, 0, true));
+        let (a, _) = read(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n",
+            Method::HEAD,
+        );
+        assert_eq!(a.unwrap().body.len(), 0);
+        let a = ok(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA");
+        assert!(!a.keep, "bytes nobody asked for put the stream out of step");
+        let a = ok(b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok");
+        assert_eq!(&a.body[..], b"ok");
+    }
+
+    #[test]
+    fn hostile_answers_are_refused_with_a_reason() {
+        assert!(malformed(b"SSH-2.0-OpenSSH\r\n\r\n").contains("not an HTTP"));
+        assert!(
+            malformed(b"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n").contains("two different")
+        );
+        assert!(malformed(b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n").contains("not valid"));
+        assert!(
+            malformed(b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n")
+                .contains("larger")
+        );
+        assert!(
+            malformed(b"HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n")
+                .contains("larger")
+        );
+        assert!(
+            malformed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
+                .contains("chunk size")
+        );
+        assert!(
+            malformed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokXX0\r\n\r\n")
+                .contains("does not end")
+        );
+        assert!(
+            malformed(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\n"
+            )
+            .contains("chunk size")
+        );
+        let mut many = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for i in 0..=MAX_HEADERS {
+            many.extend_from_slice(format!("h{i}: v\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n");
+        assert!(malformed(&many).contains("headers"));
+        let mut long = b"HTTP/1.1 200 OK\r\nX: ".to_vec();
+        long.resize(MAX_HEAD + 10, b'a');
+        assert!(malformed(&long).contains("longer"));
+        let interim = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_INTERIM + 1);
+        assert!(malformed(&interim).contains("interim"));
+        assert!(malformed(b"HTTP/1.1 099 No\r\n\r\n").contains("out of range"));
+    }
+
+    #[test]
+    fn an_answer_cut_short_says_whether_any_of_it_arrived() {
+        for (bytes, any) in [
+            (&b""[..], false),
+            (&b"HTTP/1.1 200"[..], true),
+            (
+                &b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel"[..],
+                true,
+            ),
+            (
+                &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"[..],
+                true,
+            ),
+        ] {
+            match read(bytes, Method::GET).0 {
+                Err(ReadError::Closed {
+                    any: a,
+                    cause: None,
+                }) => assert_eq!(a, any, "{bytes:?}"),
+                other => panic!("{bytes:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn every_truncation_and_byte_flip_of_an_answer_is_handled_without_panic() {
+        let good = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+        for cut in 0..good.len() {
+            let _ = read(&good[..cut], Method::GET);
+        }
+        for i in 0..good.len() {
+            for b in [0u8, b'\n', b'\r', b':', b' ', b'9', 0xff] {
+                let mut v = good.to_vec();
+                v[i] = b;
+                let _ = read(&v, Method::GET);
+            }
+        }
+    }
+}

@@ -824,6 +824,9 @@ async fn vu_loop(
             break;
         }
         let boot = driver.needs_bootstrap();
+        // One clock read serves the think's start and, when there is nothing to wait for,
+        // the operation's start: clock reads are a visible share of a fast request's cost.
+        let now = Instant::now();
         // Pacing: operation k is due at begin + k × pacing. Think: due when the think ends,
         // drawn from the pick's stream or the bootstrap's, so bootstraps shift no pick's
         // think. Checked arithmetic: a schedule past what an Instant can hold simply ends.
@@ -837,22 +840,23 @@ async fn vu_loop(
             ),
             None => {
                 let t = rngs.think_before(class, boot);
-                (Instant::now().checked_add(t), t)
+                (now.checked_add(t), t)
             }
         };
         let Some(intended) = due else { break };
         if end_by.is_some_and(|e| intended >= e) {
             break;
         }
-        let now = Instant::now();
-        if intended > now {
+        let started = if intended > now {
             recorder.flush_before_wait(intended - now);
             tokio::select! {
                 _ = tokio::time::sleep_until(intended) => {}
                 _ = &mut cancelled => break,
             }
-        }
-        let started = Instant::now();
+            Instant::now()
+        } else {
+            now
+        };
         let Some((op, outcome)) = one_op(
             &mut driver,
             &mut conn,

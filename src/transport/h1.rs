@@ -204,12 +204,12 @@ pub async fn read_answer<R: AsyncRead + Unpin>(
         buf,
         received: 0,
     };
-    // What was left over belongs to no request of ours, but it crossed the wire now.
-    r.received = r.buf.len() as u64;
+    // Nothing is left over from an earlier answer: bytes after an answer end the connection.
+    debug_assert!(r.buf.is_empty());
     let mut interim = 0;
     let (status, headers, keep_version) = loop {
         let head = parse_head(r.buf)?;
-        let Some((len, status, headers, keep)) = head else {
+        let Some((status, headers, keep)) = head else {
             if r.buf.len() > MAX_HEAD {
                 return Err(ReadError::Malformed(format!(
                     "the answer's head is longer than {} KiB",
@@ -219,7 +219,6 @@ pub async fn read_answer<R: AsyncRead + Unpin>(
             r.more().await?;
             continue;
         };
-        r.buf.advance(len);
         if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
             interim += 1;
             if interim > MAX_INTERIM {
@@ -275,19 +274,38 @@ pub async fn read_answer<R: AsyncRead + Unpin>(
     })
 }
 
-type Head = (usize, StatusCode, HeaderMap, bool);
+type Head = (StatusCode, HeaderMap, bool);
 
-/// The answer head at the start of `buf`, when it is all there: its length, status,
-/// headers, and whether its HTTP version keeps the connection by default.
-fn parse_head(buf: &[u8]) -> Result<Option<Head>, ReadError> {
+/// Headers most answers fit in; a head with more is parsed again with room for
+/// [`MAX_HEADERS`].
+const FEW_HEADERS: usize = 24;
+
+/// The answer head at the start of `buf`, when it is all there: it is taken off `buf`,
+/// and its status, headers, and whether its HTTP version keeps the connection by default
+/// are returned. Header values share the head's bytes (no allocation per header).
+fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, ReadError> {
     if buf.is_empty() {
         return Ok(None);
     }
-    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut slots);
-    let len = match resp.parse(buf) {
+    match parse_head_in::<FEW_HEADERS>(buf) {
+        Err(ReadError::Malformed(m)) if m == TOO_MANY => parse_head_in::<MAX_HEADERS>(buf),
+        other => other,
+    }
+}
+
+const TOO_MANY: &str = "too many headers";
+
+fn parse_head_in<const N: usize>(buf: &mut BytesMut) -> Result<Option<Head>, ReadError> {
+    let mut slots = [const { std::mem::MaybeUninit::<httparse::Header>::uninit() }; N];
+    let mut resp = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default()
+        .parse_response_with_uninit_headers(&mut resp, buf, &mut slots);
+    let len = match parsed {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) if N < MAX_HEADERS => {
+            return Err(ReadError::Malformed(TOO_MANY.into()));
+        }
         Err(httparse::Error::TooManyHeaders) => {
             return Err(ReadError::Malformed(format!(
                 "more than {MAX_HEADERS} headers in the answer"
@@ -300,21 +318,36 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, ReadError> {
     let code = resp.code.unwrap_or(0);
     let status = StatusCode::from_u16(code)
         .map_err(|_| ReadError::Malformed(format!("status {code} is out of range")))?;
-    let mut headers = HeaderMap::with_capacity(resp.headers.len());
-    for h in resp.headers.iter() {
-        let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| {
+    let version = resp.version;
+    // Where each name and value lies in the head, so the head can be taken off the buffer
+    // and the values made slices of it.
+    let base = buf.as_ptr() as usize;
+    let mut spans = [(0usize, 0usize, 0usize, 0usize); N];
+    let count = resp.headers.len();
+    for (span, h) in spans.iter_mut().zip(resp.headers.iter()) {
+        *span = (
+            h.name.as_ptr() as usize - base,
+            h.name.len(),
+            h.value.as_ptr() as usize - base,
+            h.value.len(),
+        );
+    }
+    let head = buf.split_to(len).freeze();
+    let mut headers = HeaderMap::with_capacity(count);
+    for &(n, nl, v, vl) in &spans[..count] {
+        let name = HeaderName::from_bytes(&head[n..n + nl]).map_err(|_| {
             ReadError::Malformed(format!(
                 "'{}' is not a header name",
-                h.name.escape_default()
+                head[n..n + nl].escape_ascii()
             ))
         })?;
-        let value = HeaderValue::from_bytes(h.value)
+        let value = HeaderValue::from_maybe_shared(head.slice(v..v + vl))
             .map_err(|_| ReadError::Malformed(format!("the value of '{name}' is not valid")))?;
         headers.append(name, value);
     }
     // HTTP/1.0 closes unless the answer asks to keep it.
-    let keep = resp.version == Some(1) || has_token(&headers, CONNECTION, "keep-alive");
-    Ok(Some((len, status, headers, keep)))
+    let keep = version == Some(1) || has_token(&headers, CONNECTION, "keep-alive");
+    Ok(Some((status, headers, keep)))
 }
 
 /// Whether a comma-separated header (any of its lines) lists `token`.

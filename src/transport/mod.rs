@@ -350,6 +350,8 @@ pub struct Conn {
     resume_tls: bool,
     /// The connection opened for the request under way, if one was.
     opening: Option<Handshake>,
+    /// The request timeout's timer, kept from one request to the next (see [`Conn::timed`]).
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 /// An open connection, which the VU's own task writes and reads: no task per connection,
@@ -364,7 +366,7 @@ struct Link {
     /// An exchange has completed on it, so a close now is the server dropping an idle
     /// connection rather than refusing this request.
     reused: bool,
-    /// When its last answer was complete.
+    /// When its last answer was complete (or when it was opened).
     idle_since: Instant,
 }
 
@@ -454,6 +456,7 @@ impl Conn {
             retried: 0,
             resume_tls: true,
             opening: None,
+            timer: None,
         }
     }
 
@@ -503,13 +506,18 @@ impl Conn {
                 return Err(f.error);
             }
         };
-        if !answer.keep || self.policy == Reuse::PerRequest {
-            self.link = None;
+        let ended = Instant::now();
+        match self.link.as_mut() {
+            Some(link) if answer.keep && self.policy == Reuse::KeepAlive => {
+                link.idle_since = ended;
+            }
+            _ => self.link = None,
         }
+        let elapsed = ended.saturating_duration_since(start);
         if self.endpoint.clock.wants() {
             self.endpoint
                 .clock
-                .observe(answer.headers.get(hyper::header::DATE), start.elapsed());
+                .observe(answer.headers.get(hyper::header::DATE), elapsed);
         }
         Ok(Response {
             status: answer.status,
@@ -517,13 +525,17 @@ impl Conn {
             body: answer.body,
             bytes_sent: sent,
             bytes_received: answer.received,
-            elapsed: start.elapsed(),
+            elapsed,
             handshake: self.opening,
             earlier: Vec::new(),
         })
     }
 
     /// One attempt within the request timeout.
+    ///
+    /// The connection's one timer is not set per request: it stays set for an earlier
+    /// request's deadline, and when it fires before this request's deadline it is moved
+    /// there. A request that is answered in time (nearly all) costs no timer registration.
     async fn timed(
         &mut self,
         method: &Method,
@@ -532,14 +544,34 @@ impl Conn {
         start: Instant,
     ) -> Result<h1::Answer, Failure> {
         let deadline = start + self.timeouts.request;
-        match tokio::time::timeout_at(deadline, self.exchange(method, body, sent)).await {
-            Ok(r) => r,
-            Err(_) => Err(Failure::of(TransportError {
+        let mut timer = match self.timer.take() {
+            Some(t) if t.deadline() <= deadline => t,
+            _ => Box::pin(tokio::time::sleep_until(deadline)),
+        };
+        let answered = {
+            let mut exchange = std::pin::pin!(self.exchange(method, body, sent));
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(r) = exchange.as_mut().poll(cx) {
+                    return Poll::Ready(Some(r));
+                }
+                while timer.as_mut().poll(cx).is_ready() {
+                    if Instant::now() >= deadline {
+                        return Poll::Ready(None);
+                    }
+                    timer.as_mut().reset(deadline);
+                }
+                Poll::Pending
+            })
+            .await
+        };
+        self.timer = Some(timer);
+        answered.unwrap_or_else(|| {
+            Err(Failure::of(TransportError {
                 class: ErrorClass::Timeout,
                 message: format!("no complete answer within {:?}", self.timeouts.request),
                 bytes_sent: sent,
-            })),
-        }
+            }))
+        })
     }
 
     async fn exchange(
@@ -582,7 +614,6 @@ impl Conn {
         match h1::read_answer(&mut link.io, &mut link.buf, method).await {
             Ok(a) => {
                 link.reused = true;
-                link.idle_since = Instant::now();
                 Ok(a)
             }
             Err(h1::ReadError::Malformed(m)) => Err(Failure::of(TransportError {
@@ -774,5 +805,49 @@ mod tests {
         assert_eq!(e.same_origin_path("http://127.0.0.1:52320/p/"), None);
         assert_eq!(e.same_origin_path("https://127.0.0.1:5232/p/"), None);
         assert_eq!(e.same_origin_path("http://evil.example/p/"), None);
+    }
+
+    /// A server that answers its first request at once and then never again.
+    async fn answers_once() -> SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .await;
+            // Read the second request, and never answer it.
+            let _ = s.read(&mut buf).await;
+            std::future::pending::<()>().await;
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_request_gets_its_whole_timeout_even_though_the_timer_is_an_earlier_ones() {
+        let addr = answers_once().await;
+        let timeout = Duration::from_millis(300);
+        let mut conn = Conn::new(
+            Arc::new(Endpoint::local(addr, "t")),
+            Reuse::KeepAlive,
+            Timeouts {
+                connect: timeout,
+                request: timeout,
+            },
+        );
+        let get = || Request::get("/").body(Bytes::new()).unwrap();
+        assert_eq!(conn.send(get()).await.unwrap().status, 200);
+        // The timer is still set for the first request's deadline, 200 ms before the
+        // second request's.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let start = Instant::now();
+        let e = conn.send(get()).await.unwrap_err();
+        assert_eq!(e.class, ErrorClass::Timeout, "{e}");
+        assert!(start.elapsed() >= timeout, "{:?}", start.elapsed());
+        let written = format!("GET / HTTP/1.1\r\nhost: {addr}\r\n\r\n");
+        assert_eq!(e.bytes_sent, written.len() as u64, "as written");
     }
 }

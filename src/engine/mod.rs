@@ -339,7 +339,16 @@ impl VuOutput {
 fn active_windows(class: &UserClass) -> Vec<(Duration, Option<Duration>)> {
     let peak = Workload::peak_users(class) as usize;
     if class.ramp.is_empty() {
-        return vec![(Duration::ZERO, None); peak];
+        // Paced users take evenly spaced phases of one pacing interval (user i of n starts
+        // at i × pacing / n), so 20 users paced at 20 ms send one request a millisecond,
+        // not 20 together every 20 ms: a herd the server would queue and the generator
+        // would time as the server's latency.
+        return match class.pacing {
+            Some(p) if peak > 1 => (0..peak)
+                .map(|i| (p.mul_f64(i as f64 / peak as f64), None))
+                .collect(),
+            _ => vec![(Duration::ZERO, None); peak],
+        };
     }
     let level = |t: Duration| {
         let n = crate::workload::ramp_value(class.count as f64, &class.ramp, t);
@@ -955,5 +964,17 @@ mod tests {
             "users:\n  - class: c\n    protocol: http\n    count: 3\n    mix: { g: { weight: 1, path: /x } }\n",
         );
         assert_eq!(active_windows(&c), vec![(Duration::ZERO, None); 3]);
+    }
+
+    #[test]
+    fn paced_users_take_evenly_spaced_phases_of_the_interval() {
+        let c = class(
+            "users:\n  - class: c\n    protocol: http\n    count: 4\n    pacing: 20ms\n    mix: { g: { weight: 1, path: /x } }\n",
+        );
+        let starts: Vec<u64> = active_windows(&c)
+            .iter()
+            .map(|(s, _)| s.as_micros() as u64)
+            .collect();
+        assert_eq!(starts, vec![0, 5_000, 10_000, 15_000]);
     }
 }

@@ -375,25 +375,27 @@ async fn queue_pop(State(st): State<AppState>, Path(name): Path<String>) -> Resp
 
 /// Answers 200 after exactly `ms` milliseconds: a reference for timing accuracy.
 async fn delay(Path(ms): Path<u64>) -> Response {
-    let due = std::time::Instant::now() + std::time::Duration::from_millis(ms.min(600_000));
+    use std::time::{Duration, Instant};
+    let due = Instant::now() + Duration::from_millis(ms.min(600_000));
     // tokio's timer rounds up to whole milliseconds and wakes late under load; it does
-    // the long wait, a thread sleep (tens of microseconds of slack) the last stretch.
-    let coarse = due
-        .checked_sub(std::time::Duration::from_millis(2))
-        .unwrap_or(due);
+    // the long wait, a blocking thread's sleep (tens of microseconds of slack) the next
+    // stretch, and this task spins the last 300 µs itself: the wake-up from the blocking
+    // thread back to a worker (a futex wake of a parked thread, easily 50–100 µs on a
+    // virtual machine) happens while there is time to spare, not after the due instant.
+    let spin = Duration::from_micros(300);
+    let coarse = due.checked_sub(Duration::from_millis(2)).unwrap_or(due);
     tokio::time::sleep_until(coarse.into()).await;
     let _ = tokio::task::spawn_blocking(move || {
-        // Sleep to within 200 µs, then spin: a reference must be exact, not cheap.
-        let spin = std::time::Duration::from_micros(200);
-        let now = std::time::Instant::now();
+        let now = Instant::now();
         if due > now + spin {
             std::thread::sleep(due - now - spin);
         }
-        while std::time::Instant::now() < due {
-            std::hint::spin_loop();
-        }
     })
     .await;
+    // A reference must be exact, not cheap: a worker is held for at most the spin.
+    while Instant::now() < due {
+        std::hint::spin_loop();
+    }
     StatusCode::OK.into_response()
 }
 

@@ -14,6 +14,7 @@ pub mod open;
 pub mod plan;
 pub mod seed;
 pub mod shard;
+pub mod timer;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -858,9 +859,18 @@ async fn vu_loop(
         }
         let started = if intended > now {
             recorder.flush_before_wait(intended - now);
-            tokio::select! {
-                _ = tokio::time::sleep_until(intended) => {}
-                _ = &mut cancelled => break,
+            // A pacing slot is a start time, kept to the microsecond; a think time is a
+            // pause, and tokio's millisecond timer is fine for it.
+            if class.pacing.is_some() {
+                tokio::select! {
+                    _ = timer::sleep_until(intended) => {}
+                    _ = &mut cancelled => break,
+                }
+            } else {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(intended) => {}
+                    _ = &mut cancelled => break,
+                }
             }
             Instant::now()
         } else {

@@ -109,26 +109,13 @@ impl Iterator for Schedule<'_> {
     }
 }
 
-/// The timer's resolution: a sleep for less than this may last this long.
-const TICK: Duration = Duration::from_millis(1);
-
-/// Wait for `at`: sleep while it is more than a timer tick away, then yield until it comes,
-/// so closely spaced arrivals are not each rounded up to a whole tick. False when stopped.
+/// Wait for `at`, to the microsecond ([`super::timer`]): closely spaced arrivals are not
+/// each rounded up to a whole millisecond tick. False when stopped.
 async fn wait_until(at: Instant, stop: &CancellationToken) -> bool {
-    let now = Instant::now();
-    if at > now + 2 * TICK {
-        tokio::select! {
-            _ = tokio::time::sleep_until(at - TICK) => {}
-            _ = stop.cancelled() => return false,
-        }
+    tokio::select! {
+        _ = super::timer::sleep_until(at) => true,
+        _ = stop.cancelled() => false,
     }
-    while Instant::now() < at {
-        if stop.is_cancelled() {
-            return false;
-        }
-        tokio::task::yield_now().await;
-    }
-    true
 }
 
 /// Schedule arrivals until the deadline, then wait for the sessions in flight.

@@ -337,6 +337,19 @@ impl VuOutput {
 /// ramped count exceeds `i` and stops the first moment after that it falls back to `i` or
 /// below (`None`: it runs to the end). One pass over the ramp for the whole class, in 10 ms
 /// steps, so a long ramp over many users costs steps + users, not their product.
+/// The most operations a second the round's schedules start (paced users, open-model
+/// arrivals at their peak rate), for the choice of timer.
+fn scheduled_rate(classes: &[UserClass]) -> f64 {
+    classes
+        .iter()
+        .map(|c| match (&c.arrival, c.pacing) {
+            (Some(a), _) => c.ramp.iter().filter_map(|s| s.to).fold(a.rate, f64::max),
+            (None, Some(p)) if !p.is_zero() => Workload::peak_users(c) as f64 / p.as_secs_f64(),
+            _ => 0.0,
+        })
+        .sum()
+}
+
 fn active_windows(class: &UserClass) -> Vec<(Duration, Option<Duration>)> {
     let peak = Workload::peak_users(class) as usize;
     if class.ramp.is_empty() {
@@ -485,6 +498,8 @@ async fn run_round(
     }
     let mut tasks = tokio::task::JoinSet::new();
     let mut vus = 0u64;
+    // The round's timer for scheduled starts; its task ends with the last user.
+    let timer = timer::Timer::start(scheduled_rate(&w.classes));
     let windows: Vec<Vec<(Duration, Option<Duration>)>> =
         w.classes.iter().map(active_windows).collect();
     for (ci, vu, driver, conn) in ready {
@@ -512,6 +527,7 @@ async fn run_round(
             log_ops: cfg.log_ops,
             halted: halted.clone(),
             users: users.clone(),
+            timer: timer.clone(),
         };
         let recorder = factory.recorder();
         let stop = cfg.stop.clone();
@@ -540,6 +556,7 @@ async fn run_round(
             timeouts,
             users: users.clone(),
             shard: cfg.shard,
+            timer: timer.clone(),
         };
         tasks.spawn(open::arrivals(
             spec,
@@ -630,6 +647,8 @@ struct VuSpec {
     /// `is_cancelled` takes a lock that every VU would share.
     halted: Arc<AtomicBool>,
     users: Arc<AtomicU64>,
+    /// Waits for pacing slots.
+    timer: timer::Timer,
 }
 
 /// Counts a user as active while it lives: the per-second "active users" figure.
@@ -863,7 +882,7 @@ async fn vu_loop(
             // pause, and tokio's millisecond timer is fine for it.
             if class.pacing.is_some() {
                 tokio::select! {
-                    _ = timer::sleep_until(intended) => {}
+                    _ = spec.timer.sleep_until(intended) => {}
                     _ = &mut cancelled => break,
                 }
             } else {
@@ -974,6 +993,18 @@ mod tests {
             "users:\n  - class: c\n    protocol: http\n    count: 3\n    mix: { g: { weight: 1, path: /x } }\n",
         );
         assert_eq!(active_windows(&c), vec![(Duration::ZERO, None); 3]);
+    }
+
+    #[test]
+    fn the_scheduled_rate_counts_paced_users_and_peak_arrivals() {
+        let w = crate::workload::load_str(
+            "w.yaml",
+            "users:\n  - class: p\n    protocol: http\n    count: 64\n    pacing: 3200us\n    mix: { g: { weight: 1, path: /x } }\n  - class: o\n    protocol: http\n    arrival: { rate: 100/s }\n    ramp: [ { to: 800/s, over: 1s } ]\n    mix: { g: { weight: 1, path: /x } }\n  - class: t\n    protocol: http\n    count: 5\n    mix: { g: { weight: 1, path: /x } }\n",
+            &[],
+            None,
+        )
+        .unwrap();
+        assert_eq!(scheduled_rate(&w.classes), 20_800.0);
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub(super) struct OpenSpec {
     pub users: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// This process's share of the schedule.
     pub shard: super::shard::Shard,
+    /// Waits for arrivals.
+    pub timer: super::timer::Timer,
 }
 
 /// The arrival times of one class in one round, as offsets from the round's start, up to
@@ -111,9 +113,9 @@ impl Iterator for Schedule<'_> {
 
 /// Wait for `at`, to the microsecond ([`super::timer`]): closely spaced arrivals are not
 /// each rounded up to a whole millisecond tick. False when stopped.
-async fn wait_until(at: Instant, stop: &CancellationToken) -> bool {
+async fn wait_until(timer: &super::timer::Timer, at: Instant, stop: &CancellationToken) -> bool {
     tokio::select! {
-        _ = super::timer::sleep_until(at) => true,
+        _ = timer.sleep_until(at) => true,
         _ = stop.cancelled() => false,
     }
 }
@@ -167,7 +169,7 @@ pub(super) async fn arrivals(
             out.dropped += 1;
             continue;
         }
-        if !wait_until(intended, &stop).await {
+        if !wait_until(&spec.timer, intended, &stop).await {
             break;
         }
         let permit = match slots.clone().try_acquire_owned() {

@@ -598,19 +598,13 @@ impl Conn {
     ) -> Result<h1::Answer, Failure> {
         // A kept-alive connection the server has since closed is not an error of this
         // request: open a new one, as any HTTP client would.
-        if !self.link.as_ref().is_some_and(Link::usable) {
-            self.link = None;
+        let link = match self.link.take().filter(Link::usable) {
+            Some(link) => link,
             // Boxed: opening a connection (TLS handshake included) is a large future, and
             // inline it would be part of every idle user's state.
-            self.link = Some(Box::pin(self.connect()).await.map_err(Failure::of)?);
-        }
-        let Some(link) = self.link.as_mut() else {
-            return Err(Failure::of(TransportError {
-                class: ErrorClass::Connect,
-                message: "no connection".into(),
-                bytes_sent: 0,
-            }));
+            None => Box::pin(self.connect()).await.map_err(Failure::of)?,
         };
+        let link = self.link.insert(link);
         // A close before any answer on a reused connection is the server dropping it as the
         // request went out; on a fresh one it is the server refusing the request.
         let reused = link.reused;
@@ -622,7 +616,7 @@ impl Conn {
             return Err(Failure {
                 error: TransportError {
                     class: ErrorClass::Reset,
-                    message: format!("sending the request: {}", io_reason(&e)),
+                    message: format!("sending the request: {}", tls::explain(&e)),
                     bytes_sent: written,
                 },
                 unsent: written == 0,
@@ -645,7 +639,7 @@ impl Conn {
                     message: match (any, cause) {
                         (_, Some(e)) => format!(
                             "the connection failed before the answer was complete: {}",
-                            io_reason(&e)
+                            tls::explain(&e)
                         ),
                         (false, None) => "the connection closed before any answer".into(),
                         (true, None) => {
@@ -683,16 +677,6 @@ impl Conn {
             reused: false,
             idle_since: Instant::now(),
         })
-    }
-}
-
-/// An I/O error in words; a TLS alert (the server refused a client certificate, say)
-/// plainly.
-fn io_reason(e: &std::io::Error) -> String {
-    if e.get_ref().is_some_and(|i| i.is::<rustls::Error>()) {
-        tls::explain(e)
-    } else {
-        e.to_string()
     }
 }
 

@@ -62,8 +62,9 @@ pub fn encode(req: &Request<Bytes>, host: &HeaderValue, close: bool, out: &mut V
     }
     // An empty body is announced only where a body is expected (as browsers do).
     if !body.is_empty() || matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH) {
-        let mut n = itoa_buf();
-        header(out, CONTENT_LENGTH.as_str(), format_len(body.len(), &mut n));
+        use std::io::Write as _;
+        // Writing to a Vec cannot fail.
+        let _ = write!(out, "{CONTENT_LENGTH}: {}\r\n", body.len());
     }
     out.extend_from_slice(b"\r\n");
     if body.len() <= INLINE_BODY {
@@ -81,23 +82,6 @@ fn header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
-}
-
-fn itoa_buf() -> [u8; 20] {
-    [0; 20]
-}
-
-/// `n` in decimal, in `buf`.
-fn format_len(mut n: usize, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
-        }
-    }
 }
 
 /// Write all of `parts` in order; on failure, how many bytes went out before it.
@@ -230,7 +214,10 @@ pub async fn read_answer<R: AsyncRead + Unpin>(
         }
         break (status, headers, keep);
     };
-    let mut keep = keep_version && !has_token(&headers, CONNECTION, "close");
+    // After 101 the connection speaks another protocol.
+    let mut keep = keep_version
+        && status != StatusCode::SWITCHING_PROTOCOLS
+        && !has_token(&headers, CONNECTION, "close");
     let framing = framing(method, status, &headers)?;
     let body = match framing {
         Framing::Empty => Bytes::new(),
@@ -287,30 +274,34 @@ fn parse_head(buf: &mut BytesMut) -> Result<Option<Head>, ReadError> {
     if buf.is_empty() {
         return Ok(None);
     }
-    match parse_head_in::<FEW_HEADERS>(buf) {
-        Err(ReadError::Malformed(m)) if m == TOO_MANY => parse_head_in::<MAX_HEADERS>(buf),
-        other => other,
+    match parse_head_in::<FEW_HEADERS>(buf)? {
+        Parsed::TooMany => match parse_head_in::<MAX_HEADERS>(buf)? {
+            Parsed::TooMany => Err(ReadError::Malformed(format!(
+                "more than {MAX_HEADERS} headers in the answer"
+            ))),
+            Parsed::Head(h) => Ok(h),
+        },
+        Parsed::Head(h) => Ok(h),
     }
 }
 
-const TOO_MANY: &str = "too many headers";
+/// A parse with room for `N` headers.
+enum Parsed {
+    /// The head, when it is all there.
+    Head(Option<Head>),
+    /// More than `N` headers.
+    TooMany,
+}
 
-fn parse_head_in<const N: usize>(buf: &mut BytesMut) -> Result<Option<Head>, ReadError> {
+fn parse_head_in<const N: usize>(buf: &mut BytesMut) -> Result<Parsed, ReadError> {
     let mut slots = [const { std::mem::MaybeUninit::<httparse::Header>::uninit() }; N];
     let mut resp = httparse::Response::new(&mut []);
     let parsed = httparse::ParserConfig::default()
         .parse_response_with_uninit_headers(&mut resp, buf, &mut slots);
     let len = match parsed {
         Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(httparse::Error::TooManyHeaders) if N < MAX_HEADERS => {
-            return Err(ReadError::Malformed(TOO_MANY.into()));
-        }
-        Err(httparse::Error::TooManyHeaders) => {
-            return Err(ReadError::Malformed(format!(
-                "more than {MAX_HEADERS} headers in the answer"
-            )));
-        }
+        Ok(httparse::Status::Partial) => return Ok(Parsed::Head(None)),
+        Err(httparse::Error::TooManyHeaders) => return Ok(Parsed::TooMany),
         Err(e) => {
             return Err(ReadError::Malformed(format!("not an HTTP/1.x answer: {e}")));
         }
@@ -347,7 +338,7 @@ fn parse_head_in<const N: usize>(buf: &mut BytesMut) -> Result<Option<Head>, Rea
     }
     // HTTP/1.0 closes unless the answer asks to keep it.
     let keep = version == Some(1) || has_token(&headers, CONNECTION, "keep-alive");
-    Ok(Some((status, headers, keep)))
+    Ok(Parsed::Head(Some((status, headers, keep))))
 }
 
 /// Whether a comma-separated header (any of its lines) lists `token`.
@@ -569,6 +560,12 @@ mod tests {
         assert_eq!(a.unwrap().body.len(), 0);
         let a = ok(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA");
         assert!(!a.keep, "bytes nobody asked for put the stream out of step");
+        let a = ok(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n");
+        assert_eq!(
+            (a.status.as_u16(), a.keep),
+            (101, false),
+            "another protocol follows"
+        );
         let a = ok(b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok");
         assert_eq!(&a.body[..], b"ok");
     }

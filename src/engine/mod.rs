@@ -884,16 +884,15 @@ async fn vu_loop(
             recorder.flush_before_wait(intended - now);
             // A pacing slot is a start time, kept to the microsecond; a think time is a
             // pause, and tokio's millisecond timer is fine for it.
-            if class.pacing.is_some() {
-                tokio::select! {
-                    _ = spec.timer.sleep_until(intended) => {}
-                    _ = &mut cancelled => break,
+            let wait = async {
+                match class.pacing {
+                    Some(_) => spec.timer.sleep_until(intended).await,
+                    None => tokio::time::sleep_until(intended).await,
                 }
-            } else {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(intended) => {}
-                    _ = &mut cancelled => break,
-                }
+            };
+            tokio::select! {
+                _ = wait => {}
+                _ = &mut cancelled => break,
             }
             Instant::now()
         } else {

@@ -385,13 +385,17 @@ async fn delay(Path(ms): Path<u64>) -> Response {
     let spin = Duration::from_micros(300);
     let coarse = due.checked_sub(Duration::from_millis(2)).unwrap_or(due);
     tokio::time::sleep_until(coarse.into()).await;
-    let _ = tokio::task::spawn_blocking(move || {
-        let now = Instant::now();
-        if due > now + spin {
-            std::thread::sleep(due - now - spin);
-        }
-    })
-    .await;
+    // Only when there is more than the spin left: a trip through the blocking pool for
+    // nothing (`delay/0`) would cost the very wake-up this avoids.
+    // The thread measures what is left when it starts, after its own hand-over.
+    if due > Instant::now() + spin {
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(rest) = due.checked_duration_since(Instant::now() + spin) {
+                std::thread::sleep(rest);
+            }
+        })
+        .await;
+    }
     // A reference must be exact, not cheap: a worker is held for at most the spin.
     while Instant::now() < due {
         std::hint::spin_loop();

@@ -154,9 +154,17 @@ mod linux {
                 },
             };
             // SAFETY: the fd is our timerfd, alive while `self` is; both pointers are valid.
-            unsafe {
-                libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut());
-            }
+            let rc = unsafe {
+                libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut())
+            };
+            // Its only failures are a bad descriptor or value (EBADF, EINVAL, EFAULT), which
+            // the lines above rule out: tv_nsec is below a second, the fd is ours.
+            debug_assert_eq!(
+                rc,
+                0,
+                "timerfd_settime: {}",
+                std::io::Error::last_os_error()
+            );
         }
 
         /// Wake every entry that is due, and arm for the next. Waking only schedules the

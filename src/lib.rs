@@ -10,6 +10,7 @@
 //! [`secrets`] masks every credential in whatever any layer writes out. [`monitor`]
 //! watches the server's processes on the rounds' clock.
 
+pub mod answer;
 pub mod cli;
 pub mod engine;
 pub mod formats;

@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::answer::Answer;
 use crate::metrics::{self, LabelTable, RoundStats, Sample};
 use crate::protocol::cleanup::CleanupStats;
 use crate::protocol::{AccountPlan, ClassDriver, ProtocolError, VuDriver, VuIds};
@@ -85,7 +86,7 @@ pub struct OpLogEntry {
     pub label: usize,
     pub start_us: u64,
     pub latency_us: u64,
-    pub status: u16,
+    pub answer: Answer,
     pub error: Option<ErrorClass>,
     /// Picked but with nothing to act on: nothing sent, nothing recorded.
     pub skipped: bool,
@@ -701,7 +702,7 @@ fn record(
                 label: op.unwrap_or(0),
                 start_us,
                 latency_us: 0,
-                status: 0,
+                answer: Answer::NONE,
                 error: None,
                 skipped: true,
             });
@@ -720,8 +721,8 @@ fn record(
         label: label_base + label as u32,
         start_us,
         latency_us: latency.as_micros() as u64,
-        status: outcome.status.unwrap_or(0),
-        prior_statuses: prior_statuses(&outcome.prior_statuses),
+        answer: outcome.answer,
+        prior: prior_answers(&outcome.prior),
         error: outcome.error,
         bytes_sent: outcome.bytes_sent,
         bytes_received: outcome.bytes_received,
@@ -744,8 +745,8 @@ fn record(
                 label: label_base + *step_label as u32,
                 start_us: step_start,
                 latency_us,
-                status: o.status.unwrap_or(0),
-                prior_statuses: prior_statuses(&o.prior_statuses),
+                answer: o.answer,
+                prior: prior_answers(&o.prior),
                 error: o.error,
                 bytes_sent: o.bytes_sent,
                 bytes_received: o.bytes_received,
@@ -780,7 +781,7 @@ fn record(
             label,
             start_us,
             latency_us: sample.latency_us,
-            status: sample.status,
+            answer: sample.answer,
             error: outcome.error,
             skipped: false,
         });
@@ -944,9 +945,9 @@ async fn vu_loop(
     out
 }
 
-/// Up to [`crate::metrics::PRIOR_STATUSES`] earlier statuses of an operation, 0 for none.
-fn prior_statuses(list: &[u16]) -> [u16; crate::metrics::PRIOR_STATUSES] {
-    let mut out = [0; crate::metrics::PRIOR_STATUSES];
+/// Up to [`crate::metrics::PRIOR_ANSWERS`] earlier answers of an operation, none for none.
+fn prior_answers(list: &[Answer]) -> [Answer; crate::metrics::PRIOR_ANSWERS] {
+    let mut out = [Answer::NONE; crate::metrics::PRIOR_ANSWERS];
     for (o, s) in out.iter_mut().zip(list) {
         *o = *s;
     }

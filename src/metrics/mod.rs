@@ -14,6 +14,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 
+use crate::answer::Answer;
 use crate::transport::ErrorClass;
 
 /// Histogram range: 1 µs to 1 hour, 3 significant digits. Every histogram in loadmix uses
@@ -35,11 +36,11 @@ pub struct Sample {
     /// Start, in microseconds since the round began.
     pub start_us: u64,
     pub latency_us: u64,
-    /// HTTP status of the last response, 0 when none arrived.
-    pub status: u16,
-    /// HTTP statuses of earlier requests of the same operation (a rejected sync token, an
-    /// authentication challenge), 0 where there was none.
-    pub prior_statuses: [u16; PRIOR_STATUSES],
+    /// The answer to the last request, `Answer::NONE` when none arrived.
+    pub answer: Answer,
+    /// Answers to earlier requests of the same operation (a rejected sync token, an
+    /// authentication challenge), `Answer::NONE` where there was none.
+    pub prior: [Answer; PRIOR_ANSWERS],
     pub error: Option<ErrorClass>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -62,10 +63,10 @@ pub struct Sample {
     pub step: bool,
 }
 
-/// Earlier requests of one operation whose statuses a sample carries: a challenge, a
+/// Earlier requests of one operation whose answers a sample carries: a challenge, a
 /// resync, a challenge of the resync; the steps of a sequence (at most `MAX_STEPS`, each
 /// possibly challenged).
-pub const PRIOR_STATUSES: usize = 8;
+pub const PRIOR_ANSWERS: usize = 8;
 
 /// Samples per hand-over: large enough to make the channel cost negligible, small enough
 /// that 100,000 VUs do not hold much memory.
@@ -161,7 +162,8 @@ pub struct OpStats {
     pub requests: u64,
     pub successes: u64,
     pub failures: u64,
-    pub by_status: BTreeMap<u16, u64>,
+    /// Answers by what they were: HTTP statuses first, in order, then named answers.
+    pub by_answer: BTreeMap<Answer, u64>,
     pub by_error: [u64; 5],
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -200,7 +202,7 @@ impl Default for OpStats {
             requests: 0,
             successes: 0,
             failures: 0,
-            by_status: BTreeMap::new(),
+            by_answer: BTreeMap::new(),
             by_error: [0; 5],
             bytes_sent: 0,
             bytes_received: 0,
@@ -221,11 +223,8 @@ impl Default for OpStats {
 impl OpStats {
     pub(crate) fn record(&mut self, s: &Sample) {
         self.requests += 1;
-        for &p in s.prior_statuses.iter().filter(|p| **p != 0) {
-            *self.by_status.entry(p).or_insert(0) += 1;
-        }
-        if s.status != 0 {
-            *self.by_status.entry(s.status).or_insert(0) += 1;
+        for &a in s.prior.iter().chain([&s.answer]).filter(|a| !a.is_none()) {
+            *self.by_answer.entry(a).or_insert(0) += 1;
         }
         self.bytes_sent += s.bytes_sent;
         self.bytes_received += s.bytes_received;
@@ -292,8 +291,8 @@ impl OpStats {
         self.requests += other.requests;
         self.successes += other.successes;
         self.failures += other.failures;
-        for (k, v) in &other.by_status {
-            *self.by_status.entry(*k).or_insert(0) += v;
+        for (k, v) in &other.by_answer {
+            *self.by_answer.entry(*k).or_insert(0) += v;
         }
         for i in 0..5 {
             self.by_error[i] += other.by_error[i];
@@ -594,8 +593,8 @@ mod tests {
             label,
             start_us,
             latency_us,
-            status: if error.is_none() { 200 } else { 500 },
-            prior_statuses: [0; PRIOR_STATUSES],
+            answer: Answer::http(if error.is_none() { 200 } else { 500 }),
+            prior: [Answer::NONE; PRIOR_ANSWERS],
             error,
             bytes_sent: 10,
             bytes_received: 20,
@@ -640,7 +639,7 @@ mod tests {
         assert_eq!(a.timeline[2].requests, 1);
         let b = &stats.ops[1];
         assert_eq!(b.by_error[ErrorClass::Status.index()], 1);
-        assert_eq!(b.by_status[&500], 1);
+        assert_eq!(b.by_answer[&Answer::http(500)], 1);
         assert_eq!(b.clamped, 1);
         assert_eq!(b.bytes_received, 40);
     }

@@ -19,6 +19,7 @@ use rand::{Rng, RngExt};
 use super::auth::Auth;
 use super::session::send_authenticated;
 use super::{Outcome, VuIds};
+use crate::answer::Answer;
 use crate::transport::{Conn, ErrorClass, Method, Request};
 use crate::workload::template::Ctx;
 use std::collections::VecDeque;
@@ -399,14 +400,14 @@ async fn request(
         let status = resp.status.as_u16();
         let mut out = Outcome {
             label: None,
-            status: Some(status),
+            answer: Answer::http(status),
             error: None,
             detail: None,
             bytes_sent: resp.bytes_sent,
             bytes_received: resp.bytes_received,
             latency: resp.elapsed,
             skipped: false,
-            prior_statuses: resp.earlier.clone(),
+            prior: resp.earlier.iter().map(|&s| Answer::http(s)).collect(),
             handshake: resp.handshake,
             steps: Vec::new(),
         };

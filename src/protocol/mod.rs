@@ -26,6 +26,7 @@ use bytes::Bytes;
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 
+use crate::answer::Answer;
 use crate::transport::{Conn, Endpoint, ErrorClass, Handshake, Reuse, Timeouts};
 use crate::workload::{ClassKind, Connection, Operation, UserClass, Workload};
 pub use session::{AccountPlan, Session};
@@ -36,14 +37,15 @@ pub struct Outcome {
     /// A refinement of the operation's label (index into the class's labels), e.g. Morse
     /// Code `sync` reported as `sync_no_change`. `None` keeps the operation's own label.
     pub label: Option<usize>,
-    /// Status of the last response, if any arrived.
-    pub status: Option<u16>,
-    /// The statuses of earlier requests of the same operation, when it sent more than one
+    /// The answer to its last request (an HTTP status, a protocol's named answer);
+    /// `Answer::NONE` when none arrived.
+    pub answer: Answer,
+    /// The answers to earlier requests of the same operation, when it sent more than one
     /// (a sync whose token was rejected, then repeated from scratch; a 401 challenge, then
-    /// the request with its answer): counted with the others, so the report's statuses add
-    /// up to what the server answered.
-    pub prior_statuses: Vec<u16>,
-    /// `None` is success: the expected status and a body that parses.
+    /// the request with its answer): counted with the others, so the report's answers add
+    /// up to what the server sent.
+    pub prior: Vec<Answer>,
+    /// `None` is success: the expected answer and a body that parses.
     pub error: Option<ErrorClass>,
     /// Why it failed, for the first few failures shown in the report.
     pub detail: Option<String>,
@@ -366,7 +368,7 @@ impl VuDriver {
     /// refused, not just "401".
     fn explained(&self, mut o: Outcome) -> Outcome {
         if let Some(why) = self.refusal()
-            && o.status == Some(401)
+            && o.answer == Answer::http(401)
             && o.error.is_some()
         {
             o.detail = Some(format!("{}: {why}", o.detail.unwrap_or_default()));
@@ -409,7 +411,7 @@ impl VuDriver {
             VuState::Atom(v) => v.execute(op, conn, rng).await,
             VuState::Caldav(v) => v.execute(op, conn, rng).await,
         };
-        if o.status == Some(401) {
+        if o.answer == Answer::http(401) {
             self.explained(o)
         } else {
             o

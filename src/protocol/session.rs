@@ -11,6 +11,7 @@ use hyper::header::{HeaderName, HeaderValue};
 
 use super::auth::Auth;
 use super::{Outcome, ProtocolError, SetupError, VuIds};
+use crate::answer::Answer;
 use crate::formats::xml::XmlWriter;
 use crate::secrets::Secret;
 use crate::transport::{Conn, ErrorClass, Method, Request, Response};
@@ -309,7 +310,7 @@ where
         .map_err(|e| {
             let mut o = failed(e);
             // The challenge was answered on the wire: it counts with the operation.
-            o.prior_statuses.push(first.status.as_u16());
+            o.prior.push(Answer::http(first.status.as_u16()));
             o.bytes_sent += first.bytes_sent;
             o.bytes_received += first.bytes_received;
             o
@@ -335,14 +336,14 @@ impl Outcome {
         let ok = expected.contains(&status);
         Outcome {
             label: None,
-            status: Some(status),
+            answer: Answer::http(status),
             error: (!ok).then_some(ErrorClass::Status),
             detail: (!ok).then(|| format!("{what} -> {status}")),
             bytes_sent: resp.bytes_sent,
             bytes_received: resp.bytes_received,
             latency: resp.elapsed,
             skipped: false,
-            prior_statuses: resp.earlier.clone(),
+            prior: resp.earlier.iter().map(|&s| Answer::http(s)).collect(),
             handshake: resp.handshake,
             steps: Vec::new(),
         }
@@ -369,8 +370,13 @@ impl Outcome {
 
     /// Add a second request's cost to this outcome (multi-request operations).
     pub fn add_cost(&mut self, other: &Outcome) {
-        self.prior_statuses
-            .extend(other.prior_statuses.iter().copied().chain(other.status));
+        self.prior.extend(
+            other
+                .prior
+                .iter()
+                .copied()
+                .chain(Some(other.answer).filter(|a| !a.is_none())),
+        );
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
         self.latency += other.latency;

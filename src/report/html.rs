@@ -255,9 +255,28 @@ pub fn report(r: &Report) -> String {
     }
     b.push_str("</table>");
 
-    b.push_str("<h2>Statuses and errors</h2><table><tr><th>operation</th><th>responses by status</th><th>failures by class</th></tr>");
+    // HTTP runs keep the words they always had; another protocol's answers are answers.
+    let named = r.summary.ops.iter().any(|o| !o.answers.is_empty());
+    let _ = write!(
+        b,
+        "<h2>{}</h2><table><tr><th>operation</th><th>{}</th><th>failures by class</th></tr>",
+        if named {
+            "Answers and errors"
+        } else {
+            "Statuses and errors"
+        },
+        if named {
+            "answers"
+        } else {
+            "responses by status"
+        }
+    );
     for o in &r.summary.ops {
-        let st: Vec<String> = o.status.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        let st: Vec<String> = o
+            .answer_counts()
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
         let er: Vec<String> = o.errors.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         let _ = write!(
             b,

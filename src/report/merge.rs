@@ -14,6 +14,7 @@ use super::model::{
     self, Cleanup, Generator, OpReport, PerSecond, Report, RoundReport, ShardInfo, Summary,
     decode_histogram,
 };
+use crate::answer::Answer;
 use crate::metrics::{OpStats, TimelineBucket};
 use crate::transport::ErrorClass;
 
@@ -133,7 +134,10 @@ fn stats_of(o: &OpReport, file: &str) -> Result<OpStats, MergeError> {
         let code: u16 = k
             .parse()
             .map_err(|_| corrupt("a status that is no number"))?;
-        s.by_status.insert(code, *v);
+        s.by_answer.insert(Answer::http(code), *v);
+    }
+    for a in &o.answers {
+        *s.by_answer.entry(a.answer()).or_insert(0) += a.count;
     }
     for (k, v) in &o.errors {
         let class = ErrorClass::ALL
@@ -524,15 +528,23 @@ mod tests {
 
     #[test]
     fn samples_split_over_shards_merge_to_what_one_process_records() {
-        use crate::metrics::{PRIOR_STATUSES, Sample};
-        // 3,000 samples of varied latency, status and error, recorded once whole and once
-        // dealt out over three shards' figures.
+        use crate::metrics::{PRIOR_ANSWERS, Sample};
+        // 3,000 samples of varied latency, answer and error, recorded once whole and once
+        // dealt out over three shards' figures. Some are HTTP, some a broker's words.
+        let receipt = Answer::named("stomp", "RECEIPT", None, None);
+        let refused = Answer::named("stomp", "ERROR", None, Some("queue full"));
+        let answer = |i: u64| match i % 4 {
+            _ if i.is_multiple_of(17) => Answer::http(500),
+            0 | 1 => Answer::http(200),
+            2 => receipt,
+            _ => refused,
+        };
         let sample = |i: u64| Sample {
             label: 0,
             start_us: i * 997 % 5_000_000,
             latency_us: 50 + (i * 7_919) % 250_000,
-            status: if i.is_multiple_of(17) { 500 } else { 200 },
-            prior_statuses: [0; PRIOR_STATUSES],
+            answer: answer(i),
+            prior: [Answer::NONE; PRIOR_ANSWERS],
             error: i.is_multiple_of(17).then_some(ErrorClass::Status),
             bytes_sent: 100 + i % 7,
             bytes_received: 1_000 + i % 13,
@@ -576,6 +588,21 @@ mod tests {
             )
         );
         assert_eq!((&m.status, &m.errors), (&one.status, &one.errors));
+        assert_eq!(m.answers, one.answers);
+        let said = |r: &OpReport, name: &str| {
+            r.answers
+                .iter()
+                .find(|a| a.name == name)
+                .map_or(0, |a| a.count)
+        };
+        let expected = |a: Answer| (0..3_000u64).filter(|&i| answer(i) == a).count() as u64;
+        assert_eq!(said(&m, "RECEIPT"), expected(receipt));
+        assert_eq!(said(&m, "ERROR"), expected(refused));
+        assert!(expected(receipt) > 0 && expected(refused) > 0);
+        assert_eq!(
+            m.status.values().sum::<u64>() + said(&m, "RECEIPT") + said(&m, "ERROR"),
+            3_000
+        );
         assert_eq!(m.timeline, one.timeline);
         assert_eq!(m.latency_ms.p99, one.latency_ms.p99);
         assert!((m.latency_ms.mean - one.latency_ms.mean).abs() < 1e-9);

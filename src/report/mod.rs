@@ -1,4 +1,4 @@
-//! Reports: the JSON model (`loadmix/report/v1`, the source of truth) and what is rendered
+//! Reports: the JSON model (`loadmix/report/v2`, the source of truth) and what is rendered
 //! from it: the console table, CSV, HTML pages with SVG charts, comparisons of runs, and
 //! threshold verdicts. `--out DIR` writes `run.json`, `report.txt` and `report.html`;
 //! `loadmix report RUN.json` renders a saved run again. Every file is written through
@@ -62,7 +62,7 @@ pub fn load(path: &Path) -> Result<Report, ReportError> {
         .and_then(|s| s.as_str())
         .unwrap_or("none")
         .to_string();
-    if found != SCHEMA {
+    if !model::READS.contains(&found.as_str()) {
         return Err(ReportError::Schema {
             path: path.to_path_buf(),
             found,
@@ -121,6 +121,46 @@ pub fn write_file(path: &Path, text: &str) -> Result<(), ReportError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_brokers_answers_are_kept_in_run_json_and_shown_in_its_own_words() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/example/run.json");
+        let mut r = load(&path).unwrap();
+        r.schema = SCHEMA.into();
+        let mut stats = crate::metrics::OpStats {
+            requests: 7,
+            ..Default::default()
+        };
+        let a = crate::answer::Answer::named("stomp", "RECEIPT", None, None);
+        let e = crate::answer::Answer::named("stomp", "ERROR", None, Some("queue <full>"));
+        stats.by_answer.insert(a, 5);
+        stats.by_answer.insert(e, 2);
+        let op = model::op_report("producers.send", None, &stats, 1.0, false);
+        assert!(op.status.is_empty(), "no HTTP status: {:?}", op.status);
+        r.summary.ops.push(op);
+        // run.json carries them and reads back the same.
+        let json = to_json(&r).unwrap();
+        assert!(json.contains("\"answers\""), "{json}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("run.json");
+        write_file(&file, &json).unwrap();
+        let back = load(&file).unwrap();
+        assert_eq!(back.summary.ops, r.summary.ops);
+        // The table and the page say what the broker said.
+        let text = table::render(&back);
+        assert!(
+            text.contains("producers.send: stomp ERROR 'queue <full>'×2 stomp RECEIPT×5"),
+            "{text}"
+        );
+        let page = html::report(&back);
+        assert!(page.contains("<th>answers</th>"), "{page}");
+        assert!(page.contains("stomp RECEIPT: 5"), "{page}");
+        assert!(page.contains("queue &lt;full&gt;"), "{page}");
+        // A v1 report still reads, without answers.
+        let v1 = load(&path).unwrap();
+        assert_eq!(v1.schema, "loadmix/report/v1");
+        assert!(v1.summary.ops.iter().all(|o| o.answers.is_empty()));
+    }
 
     #[test]
     fn a_file_that_cannot_be_written_leaves_nothing_behind() {

@@ -1,4 +1,4 @@
-//! The report as data: JSON schema `loadmix/report/v1`, the source of truth every other
+//! The report as data: JSON schema `loadmix/report/v2`, the source of truth every other
 //! format is rendered from. Built from a [`RunResult`]; read back by `loadmix report`.
 
 use std::collections::BTreeMap;
@@ -8,12 +8,15 @@ use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
 
 use super::stats::mean_ci95;
+use crate::answer::Answer;
 use crate::engine::RunResult;
 use crate::metrics::{OpStats, TimelineBucket};
 use crate::transport::ErrorClass;
 use crate::workload::{Stop, Workload, units};
 
-pub const SCHEMA: &str = "loadmix/report/v1";
+pub const SCHEMA: &str = "loadmix/report/v2";
+/// Earlier schemas this version still reads: v1 is v2 without `answers`.
+pub const READS: [&str; 2] = [SCHEMA, "loadmix/report/v1"];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Report {
@@ -270,6 +273,9 @@ pub struct OpReport {
     pub bytes_received: u64,
     /// Responses by HTTP status.
     pub status: BTreeMap<String, u64>,
+    /// The answers of other protocols, in their own words (schema v2); absent for HTTP.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<AnswerCount>,
     /// Failures by class: connect, timeout, reset, status, body.
     pub errors: BTreeMap<String, u64>,
     /// Latency of successful operations, in milliseconds.
@@ -984,10 +990,11 @@ pub(super) fn op_report(
         bytes_sent: s.bytes_sent,
         bytes_received: s.bytes_received,
         status: s
-            .by_status
+            .by_answer
             .iter()
-            .map(|(k, v)| (k.to_string(), *v))
+            .filter_map(|(k, v)| Some((k.http_status()?.to_string(), *v)))
             .collect(),
+        answers: named_answers(&s.by_answer),
         errors: ErrorClass::ALL
             .iter()
             .filter(|e| s.by_error[e.index()] > 0)
@@ -1009,6 +1016,65 @@ pub(super) fn op_report(
             Vec::new()
         },
     }
+}
+
+impl OpReport {
+    /// Every answer and its count, in the protocol's words: HTTP statuses (`200`), then
+    /// named answers (`stomp RECEIPT`).
+    pub fn answer_counts(&self) -> Vec<(String, u64)> {
+        let http = self.status.iter().map(|(k, v)| (k.clone(), *v));
+        let named = self.answers.iter().map(|a| (a.label(), a.count));
+        http.chain(named).collect()
+    }
+}
+
+/// A protocol's named answer and how often it came.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AnswerCount {
+    pub protocol: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub count: u64,
+}
+
+impl AnswerCount {
+    /// The answer this counts, interned (to be counted again, as a merge does).
+    pub fn answer(&self) -> Answer {
+        Answer::named(
+            &self.protocol,
+            &self.name,
+            self.code,
+            self.reason.as_deref(),
+        )
+    }
+
+    /// As the table and the page show it: `stomp RECEIPT`, `amqp channel.close 406`.
+    pub fn label(&self) -> String {
+        self.answer().to_string()
+    }
+}
+
+/// The named answers among `by_answer`, in a stable order (by their words, not by when
+/// this process first met them).
+fn named_answers(by_answer: &BTreeMap<Answer, u64>) -> Vec<AnswerCount> {
+    let mut v: Vec<AnswerCount> = by_answer
+        .iter()
+        .filter_map(|(a, &count)| {
+            let n = a.as_named()?;
+            Some(AnswerCount {
+                protocol: n.protocol.into(),
+                name: n.name.into(),
+                code: n.code,
+                reason: n.reason.map(String::from),
+                count,
+            })
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 fn is_zero(n: &u64) -> bool {

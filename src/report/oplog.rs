@@ -21,7 +21,8 @@ struct Row<'a> {
     think_us: u64,
     start_us: u64,
     latency_us: u64,
-    status: u16,
+    /// The HTTP status (0 for none), or a protocol's named answer.
+    status: String,
     error: &'a str,
 }
 
@@ -39,7 +40,11 @@ pub fn render(w: &Workload, log: &[OpLogEntry]) -> Result<String, csv::Error> {
             think_us: e.think_us,
             start_us: e.start_us,
             latency_us: e.latency_us,
-            status: e.status,
+            status: match e.answer.http_status() {
+                Some(s) => s.to_string(),
+                None if e.answer.is_none() => "0".into(),
+                None => e.answer.to_string(),
+            },
             error: if e.skipped {
                 "skipped"
             } else {

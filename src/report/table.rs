@@ -7,11 +7,33 @@ use std::fmt::Write;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table};
 
-use super::model::{OpReport, Report};
+use super::model::{OpReport, Report, Summary};
 
 /// Render the whole report for a terminal.
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
+    heading(&mut out, r);
+    operations(&mut out, r);
+    named_answers(&mut out, &r.summary);
+    corrected_latency(&mut out, &r.summary);
+    out.push_str(&connections_table(&r.summary));
+    generator(&mut out, r);
+    for w in &r.summary.generator_warnings {
+        let _ = writeln!(out, "WARNING: {w}");
+    }
+    for line in server_lines(&r.summary) {
+        let _ = writeln!(out, "{line}");
+    }
+    shards_and_clock(&mut out, r);
+    warmup_and_drift(&mut out, r);
+    cleanup(&mut out, r);
+    out.push_str(&super::thresholds::render(r));
+    failures(&mut out, r);
+    out
+}
+
+/// The tool, workload, target and seed; the rounds and users; an early stop.
+fn heading(out: &mut String, r: &Report) {
     let w = &r.workload;
     let _ = writeln!(
         out,
@@ -46,7 +68,10 @@ pub fn render(r: &Report) -> String {
         );
     }
     let _ = writeln!(out);
+}
 
+/// The 2007 table, one row per operation and the total, then totals and rates per round.
+fn operations(out: &mut String, r: &Report) {
     let multi = r.summary.rounds > 1;
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
@@ -95,6 +120,28 @@ pub fn render(r: &Report) -> String {
             .collect();
         let _ = writeln!(out, "ops/s per round: {}", rates.join(", "));
     }
+}
+
+/// Answers of protocols other than HTTP, in their own words, per operation (HTTP
+/// statuses are shown with the failures, as they always were).
+fn named_answers(out: &mut String, s: &Summary) {
+    let named: Vec<&OpReport> = s.ops.iter().filter(|o| !o.answers.is_empty()).collect();
+    if named.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nanswers:");
+    for o in named {
+        let words: Vec<String> = o
+            .answers
+            .iter()
+            .map(|a| format!("{}×{}", a.label(), a.count))
+            .collect();
+        let _ = writeln!(out, "  {}: {}", o.op, words.join(" "));
+    }
+}
+
+/// Scheduled classes: latency from the intended start beside the service time.
+fn corrected_latency(out: &mut String, s: &Summary) {
     let scheduled: Vec<&OpReport> = s
         .ops
         .iter()
@@ -139,7 +186,10 @@ pub fn render(r: &Report) -> String {
             "\nlatency from the intended start (coordinated-omission corrected) beside the service time, ms:\n{c}"
         );
     }
-    out.push_str(&connections_table(s));
+}
+
+/// The generator's own health: CPU, scheduling lag, dropped arrivals, the host.
+fn generator(out: &mut String, r: &Report) {
     if let Some(g) = r.rounds.first().map(|x| &x.generator) {
         let lag = r
             .rounds
@@ -173,12 +223,10 @@ pub fn render(r: &Report) -> String {
         }
         out.push('\n');
     }
-    for w in &s.generator_warnings {
-        let _ = writeln!(out, "WARNING: {w}");
-    }
-    for line in server_lines(s) {
-        let _ = writeln!(out, "{line}");
-    }
+}
+
+/// The shards a merged report came from, or that this is one; the target's clock.
+fn shards_and_clock(out: &mut String, r: &Report) {
     if !r.shards.is_empty() {
         let _ = writeln!(
             out,
@@ -226,6 +274,11 @@ pub fn render(r: &Report) -> String {
             c.offset_ms, c.plus_minus_ms, c.answers
         );
     }
+}
+
+/// Warm-up rounds run first, and a trend across the measured rounds.
+fn warmup_and_drift(out: &mut String, r: &Report) {
+    let s = &r.summary;
     if !r.warmup_rounds.is_empty() {
         let list: Vec<String> = r
             .warmup_rounds
@@ -241,6 +294,10 @@ pub fn render(r: &Report) -> String {
     if let Some(d) = &s.drift {
         let _ = writeln!(out, "WARNING: drift: {}", d.message);
     }
+}
+
+/// What the rounds deleted after themselves, and what they could not.
+fn cleanup(out: &mut String, r: &Report) {
     let (cleaned, cleanup_failed) = r.rounds.iter().fold((0, 0), |a, x| {
         (a.0 + x.cleanup.requests, a.1 + x.cleanup.failures)
     });
@@ -253,13 +310,21 @@ pub fn render(r: &Report) -> String {
             let _ = writeln!(out, "  cleanup failed: {f}");
         }
     }
-    out.push_str(&super::thresholds::render(r));
+}
+
+/// Per failing operation its error classes and answers, then the first failures' details.
+fn failures(out: &mut String, r: &Report) {
+    let s = &r.summary;
     let failing: Vec<&OpReport> = s.ops.iter().filter(|o| o.failures > 0).collect();
     if !failing.is_empty() {
         let _ = writeln!(out, "\nfailures:");
         for o in failing {
             let errs: Vec<String> = o.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            let codes: Vec<String> = o.status.iter().map(|(k, v)| format!("{k}×{v}")).collect();
+            let codes: Vec<String> = o
+                .answer_counts()
+                .iter()
+                .map(|(k, v)| format!("{k}×{v}"))
+                .collect();
             let _ = writeln!(
                 out,
                 "  {}: {} failed ({}); responses {}",
@@ -281,7 +346,6 @@ pub fn render(r: &Report) -> String {
             );
         }
     }
-    out
 }
 
 fn row(op: &OpReport, multi: bool) -> Vec<String> {

@@ -107,7 +107,7 @@ fn report_json_round_trips_through_loadmix_report() {
         let h = loadmix::report::model::decode_histogram(&o.histogram).unwrap();
         assert_eq!(h.len(), o.successes, "{}", o.op);
     }
-    assert_eq!(original.schema, "loadmix/report/v1");
+    assert_eq!(original.schema, "loadmix/report/v2");
     assert!(!original.workload.hash.is_empty());
     assert!(original.workload.source.contains("mixed-http"));
 }

@@ -14,7 +14,7 @@ use std::io;
 use bytes::{Buf, Bytes, BytesMut};
 use hyper::header::{CONNECTION, CONTENT_LENGTH, HOST, HeaderName, HeaderValue, TRANSFER_ENCODING};
 use hyper::{HeaderMap, Method, Request, StatusCode};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Longest answer head (status line and headers), and longest trailer section.
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -82,29 +82,6 @@ fn header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(b": ");
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
-}
-
-/// Write all of `parts` in order; on failure, how many bytes went out before it.
-pub async fn write<W: AsyncWrite + Unpin>(
-    io: &mut W,
-    parts: &[&[u8]],
-) -> Result<(), (u64, io::Error)> {
-    let mut written = 0u64;
-    for part in parts {
-        let mut rest = *part;
-        while !rest.is_empty() {
-            match io.write(rest).await {
-                Ok(0) => return Err((written, io::ErrorKind::WriteZero.into())),
-                Ok(n) => {
-                    written += n as u64;
-                    rest = &rest[n..];
-                }
-                Err(e) => return Err((written, e)),
-            }
-        }
-    }
-    // TLS buffers records until flushed; plain TCP has nothing to flush.
-    io.flush().await.map_err(|e| (written, e))
 }
 
 /// A complete answer.

@@ -1,0 +1,412 @@
+//! One virtual user's HTTP/1.1 connection to the target: kept alive (`keep_alive`) or
+//! fresh per request (`per_request`, as the 2007 Cosmo client did), the whole-request
+//! timeout, reconnection after errors, and the retry of a request the server never took.
+//! The stream under it (connect, TLS, timing, error classes) is [`super::stream`]'s; the
+//! wire format (encoding, framing, bounds) is [`super::h1`]'s.
+//!
+//! A VU owns its [`Conn`] outright: no pool is shared between users, so the number of open
+//! connections is exactly the number of users, as in the system being simulated. The VU's
+//! task also drives the connection while it waits for an answer (no task per connection).
+//!
+//! Servers close idle keep-alive connections without a word (Apache after
+//! `KeepAliveTimeout`, or after every response). Before a kept connection is reused, the
+//! socket is checked for the peer's close; a request the server never took (nothing of it
+//! could be written, or a replayable request on a reused connection met a close before
+//! any answer) is sent once more on a new connection. That is counted as a retry and a
+//! reconnect, not as a failure, and its latency starts at the retry.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use hyper::{HeaderMap, Method, Request, StatusCode};
+use tokio::time::Instant;
+
+use super::stream::{Deadline, Handshake, Stream};
+use super::{Endpoint, ErrorClass, Reuse, Timeouts, TransportError, h1, tls};
+
+/// A completed exchange.
+#[derive(Debug)]
+pub struct Response {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// Request line, headers and body as written (approximate for headers hyper adds).
+    pub bytes_sent: u64,
+    /// Status line, headers and body as read.
+    pub bytes_received: u64,
+    /// From just before the request was written (or the connection opened, when it had to
+    /// be) to the last byte of the body.
+    pub elapsed: Duration,
+    /// The part of `elapsed` spent opening a new connection, when it needed one.
+    pub handshake: Option<Handshake>,
+    /// Statuses of earlier exchanges folded into this one (an authentication challenge
+    /// answered by sending the request again): their bytes and time are included above.
+    pub earlier: Vec<u16>,
+}
+
+impl Response {
+    /// Fold an earlier exchange of the same request into this one.
+    pub fn after(mut self, first: Response) -> Response {
+        self.earlier.extend(first.earlier);
+        self.earlier.push(first.status.as_u16());
+        self.bytes_sent += first.bytes_sent;
+        self.bytes_received += first.bytes_received;
+        self.elapsed += first.elapsed;
+        self.handshake = match (first.handshake, self.handshake) {
+            (Some(a), Some(b)) => Some(a.plus(b)),
+            (a, b) => a.or(b),
+        };
+        self
+    }
+}
+
+/// One virtual user's connection.
+pub struct Conn {
+    endpoint: Arc<Endpoint>,
+    policy: Reuse,
+    timeouts: Timeouts,
+    link: Option<Link>,
+    /// The request under way, as written: kept so that a request the server never took
+    /// can be sent again byte for byte, without building it anew.
+    wire: Vec<u8>,
+    /// Connections opened so far (for the report: reconnects show up here).
+    pub opened: u64,
+    /// Requests sent a second time because the server never took the first.
+    pub retried: u64,
+    /// A new TLS connection may resume an earlier session of this target.
+    resume_tls: bool,
+    /// The connection opened for the request under way, if one was.
+    opening: Option<Handshake>,
+    /// The request timeout, one timer kept from one request to the next.
+    deadline: Deadline,
+}
+
+/// An open connection, which the VU's own task writes and reads: no task per connection,
+/// no channel between the user and its socket.
+struct Link {
+    stream: Stream,
+    /// Bytes read and not yet used; its allocation is kept from one answer to the next.
+    buf: BytesMut,
+    /// An exchange has completed on it, so a close now is the server dropping an idle
+    /// connection rather than refusing this request.
+    reused: bool,
+    /// When its last answer was complete (or when it was opened).
+    idle_since: Instant,
+}
+
+/// A connection idle for less than this is not peeked at before it is reused: a server
+/// that closes idle connections does so after seconds, not microseconds, and a close in
+/// that window is met as a close before any answer, which a replayable request survives.
+/// At full speed this saves a system call per request.
+const PEEK_AFTER_IDLE: Duration = Duration::from_millis(1);
+
+impl Link {
+    fn usable(&self) -> bool {
+        self.idle_since.elapsed() < PEEK_AFTER_IDLE || !self.stream.peer_closed()
+    }
+}
+
+/// Why an exchange failed, and whether it may be sent again on a new connection: the
+/// server cannot have taken it (nothing was written), or a reused connection closed before
+/// any answer (the server dropped it as the request went out; only replayable requests).
+struct Failure {
+    error: TransportError,
+    unsent: bool,
+    closed_early: bool,
+}
+
+impl Failure {
+    fn of(error: TransportError) -> Failure {
+        Failure {
+            error,
+            unsent: false,
+            closed_early: false,
+        }
+    }
+}
+
+/// Methods whose repetition cannot change the server's state beyond a first success
+/// (RFC 9110 §9.2.2, and the WebDAV reads).
+fn replayable(m: &Method) -> bool {
+    matches!(
+        m.as_str(),
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE" | "PROPFIND" | "REPORT"
+    )
+}
+
+impl Conn {
+    pub fn new(endpoint: Arc<Endpoint>, policy: Reuse, timeouts: Timeouts) -> Conn {
+        Conn {
+            endpoint,
+            policy,
+            timeouts,
+            link: None,
+            wire: Vec::new(),
+            opened: 0,
+            retried: 0,
+            resume_tls: true,
+            opening: None,
+            deadline: Deadline::default(),
+        }
+    }
+
+    /// Every new TLS connection makes a full handshake (no session resumption).
+    pub fn without_tls_resumption(mut self) -> Conn {
+        self.resume_tls = false;
+        self
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Send one request and read the whole answer, within the request timeout. After any
+    /// error the connection is dropped, so the next request starts on a fresh one. A
+    /// request the server cannot have taken (nothing of it was written, or, for a
+    /// replayable method, a reused connection closed before any answer) is sent once
+    /// more on a new connection, counted as a retry.
+    pub fn send(
+        &mut self,
+        req: Request<Bytes>,
+    ) -> impl Future<Output = Result<Response, TransportError>> + '_ {
+        h1::encode(
+            &req,
+            &self.endpoint.host,
+            self.policy == Reuse::PerRequest,
+            &mut self.wire,
+        );
+        // Only the method and a large body outlive the encoding: the request itself is not
+        // part of the future, which is part of every user's state.
+        let body = h1::body_apart(&req).then(|| req.body().clone());
+        self.send_encoded(req.into_parts().0.method, body)
+    }
+
+    /// [`Conn::send`] once the request is in `self.wire` (and `body`, when large).
+    async fn send_encoded(
+        &mut self,
+        method: Method,
+        body: Option<Bytes>,
+    ) -> Result<Response, TransportError> {
+        let replayable = replayable(&method);
+        let sent = self.wire.len() as u64 + body.as_ref().map_or(0, |b| b.len() as u64);
+        self.opening = None;
+        let mut retry = false;
+        let (result, start) = loop {
+            let start = Instant::now();
+            let result = self.timed(&method, body.as_deref(), sent, start).await;
+            match &result {
+                Err(f) if !retry && (f.unsent || (f.closed_early && replayable)) => {
+                    // The server never took it: once more on a new connection, timed afresh.
+                    self.link = None;
+                    self.retried += 1;
+                    self.opening = None;
+                    retry = true;
+                }
+                _ => break (result, start),
+            }
+        };
+        let answer = match result {
+            Ok(a) => a,
+            Err(f) => {
+                self.link = None;
+                return Err(f.error);
+            }
+        };
+        let ended = Instant::now();
+        match self.link.as_mut() {
+            Some(link) if answer.keep && self.policy == Reuse::KeepAlive => {
+                link.idle_since = ended;
+            }
+            _ => self.link = None,
+        }
+        let elapsed = ended.saturating_duration_since(start);
+        if self.endpoint.clock.wants() {
+            self.endpoint
+                .clock
+                .observe(answer.headers.get(hyper::header::DATE), elapsed);
+        }
+        Ok(Response {
+            status: answer.status,
+            headers: answer.headers,
+            body: answer.body,
+            bytes_sent: sent,
+            bytes_received: answer.received,
+            elapsed,
+            handshake: self.opening,
+            earlier: Vec::new(),
+        })
+    }
+
+    /// One attempt within the request timeout.
+    async fn timed(
+        &mut self,
+        method: &Method,
+        body: Option<&[u8]>,
+        sent: u64,
+        start: Instant,
+    ) -> Result<h1::Answer, Failure> {
+        let deadline = start + self.timeouts.request;
+        let mut timer = std::mem::take(&mut self.deadline);
+        let answered = {
+            let exchange = std::pin::pin!(self.exchange(method, body, sent));
+            timer.within(deadline, exchange).await
+        };
+        self.deadline = timer;
+        answered.unwrap_or_else(|| {
+            Err(Failure::of(TransportError {
+                class: ErrorClass::Timeout,
+                message: format!("no complete answer within {:?}", self.timeouts.request),
+                bytes_sent: sent,
+            }))
+        })
+    }
+
+    async fn exchange(
+        &mut self,
+        method: &Method,
+        body: Option<&[u8]>,
+        sent: u64,
+    ) -> Result<h1::Answer, Failure> {
+        // A kept-alive connection the server has since closed is not an error of this
+        // request: open a new one, as any HTTP client would.
+        let link = match self.link.take().filter(Link::usable) {
+            Some(link) => link,
+            // Boxed: opening a connection (TLS handshake included) is a large future, and
+            // inline it would be part of every idle user's state.
+            None => Box::pin(self.connect()).await.map_err(Failure::of)?,
+        };
+        let link = self.link.insert(link);
+        // A close before any answer on a reused connection is the server dropping it as the
+        // request went out; on a fresh one it is the server refusing the request.
+        let reused = link.reused;
+        let parts: &[&[u8]] = match body {
+            Some(b) => &[&self.wire, b],
+            None => &[&self.wire],
+        };
+        if let Err((written, e)) = link.stream.write(parts).await {
+            return Err(Failure {
+                error: TransportError {
+                    class: ErrorClass::Reset,
+                    message: format!("sending the request: {}", tls::explain(&e)),
+                    bytes_sent: written,
+                },
+                unsent: written == 0,
+                closed_early: reused,
+            });
+        }
+        match h1::read_answer(&mut link.stream, &mut link.buf, method).await {
+            Ok(a) => {
+                link.reused = true;
+                Ok(a)
+            }
+            Err(h1::ReadError::Malformed(m)) => Err(Failure::of(TransportError {
+                class: ErrorClass::Body,
+                message: m,
+                bytes_sent: sent,
+            })),
+            Err(h1::ReadError::Closed { any, cause }) => Err(Failure {
+                error: TransportError {
+                    class: ErrorClass::Reset,
+                    message: match (any, cause) {
+                        (_, Some(e)) => format!(
+                            "the connection failed before the answer was complete: {}",
+                            tls::explain(&e)
+                        ),
+                        (false, None) => "the connection closed before any answer".into(),
+                        (true, None) => {
+                            "the connection closed before the answer was complete".into()
+                        }
+                    },
+                    bytes_sent: sent,
+                },
+                unsent: false,
+                closed_early: reused && !any,
+            }),
+        }
+    }
+
+    async fn connect(&mut self) -> Result<Link, TransportError> {
+        let (stream, handshake) =
+            Stream::connect(&self.endpoint, self.timeouts.connect, self.resume_tls).await?;
+        self.opened += 1;
+        self.opening = Some(handshake);
+        Ok(Link {
+            stream,
+            buf: BytesMut::new(),
+            reused: false,
+            idle_since: Instant::now(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::SocketAddr;
+
+    /// A server that answers its first request at once and then never again.
+    async fn answers_once() -> SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .await;
+            // Read the second request, and never answer it.
+            let _ = s.read(&mut buf).await;
+            std::future::pending::<()>().await;
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_request_gets_its_whole_timeout_even_though_the_timer_is_an_earlier_ones() {
+        let addr = answers_once().await;
+        let timeout = Duration::from_millis(300);
+        let mut conn = Conn::new(
+            Arc::new(Endpoint::local(addr, "t")),
+            Reuse::KeepAlive,
+            Timeouts {
+                connect: timeout,
+                request: timeout,
+            },
+        );
+        let get = || Request::get("/").body(Bytes::new()).unwrap();
+        assert_eq!(conn.send(get()).await.unwrap().status, 200);
+        // The timer is still set for the first request's deadline, 200 ms before the
+        // second request's.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let start = Instant::now();
+        let e = conn.send(get()).await.unwrap_err();
+        assert_eq!(e.class, ErrorClass::Timeout, "{e}");
+        assert!(start.elapsed() >= timeout, "{:?}", start.elapsed());
+        let written = format!("GET / HTTP/1.1\r\nhost: {addr}\r\n\r\n");
+        assert_eq!(e.bytes_sent, written.len() as u64, "as written");
+    }
+
+    #[test]
+    fn a_request_in_flight_is_a_small_part_of_a_users_state() {
+        // The future of `send` is inline in every user's task, idle or not: 100,000 idle
+        // users pay for each byte of it 100,000 times. Opening a connection (TLS included)
+        // is boxed for this reason, and the request is not kept across the await.
+        let mut conn = Conn::new(
+            Arc::new(Endpoint::local("127.0.0.1:1".parse().unwrap(), "t")),
+            Reuse::KeepAlive,
+            Timeouts {
+                connect: Duration::from_secs(1),
+                request: Duration::from_secs(1),
+            },
+        );
+        let f = conn.send(Request::get("/").body(Bytes::new()).unwrap());
+        assert!(
+            std::mem::size_of_val(&f) <= 1024,
+            "{}",
+            std::mem::size_of_val(&f)
+        );
+    }
+}

@@ -1,0 +1,348 @@
+//! The byte stream under every protocol: a TCP connection, or TLS over one, opened within
+//! the connect timeout and timed (TCP connect and TLS handshake apart, resumption seen),
+//! with the error classes every protocol reports (`connect`, `timeout`, `reset`), the
+//! bytes written counted, a check for a peer that closed (or spoke unasked) while the
+//! stream was idle, and a deadline timer that costs nothing while it is not due.
+//!
+//! HTTP/1.1 framing ([`super::h1`]) and the user's HTTP connection ([`super::conn`]) sit
+//! on top; a frame protocol owns a [`Stream`] the same way, with the same timing and the
+//! same classes, without going through HTTP.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::{Endpoint, ErrorClass, TransportError, tls};
+
+/// The time it took to open the connection a request went out on, when it needed a new
+/// one: TCP connect, and the TLS handshake for https.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handshake {
+    pub connect: Duration,
+    pub tls: Option<Duration>,
+    /// The TLS handshake resumed an earlier session (abbreviated handshake).
+    pub resumed: bool,
+}
+
+impl Handshake {
+    /// Two connections' opening times together (an operation that opened two).
+    pub fn plus(self, other: Handshake) -> Handshake {
+        Handshake {
+            connect: self.connect + other.connect,
+            tls: match (self.tls, other.tls) {
+                (Some(x), Some(y)) => Some(x + y),
+                (x, y) => x.or(y),
+            },
+            resumed: self.resumed || other.resumed,
+        }
+    }
+}
+
+/// A connection's byte stream: plain TCP, or TLS over TCP.
+enum Io {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Io::Plain(s) => s.is_write_vectored(),
+            Io::Tls(s) => s.is_write_vectored(),
+        }
+    }
+}
+
+/// An open stream to the target, and the socket under it.
+pub struct Stream {
+    io: Io,
+    /// The socket, to look for the peer's close without going through the reactor.
+    #[cfg(unix)]
+    fd: std::os::fd::RawFd,
+}
+
+impl Stream {
+    /// Open a stream to the endpoint (TCP, then TLS for a TLS endpoint), each step within
+    /// `timeout`: what it cost, or a `connect` failure in words.
+    pub async fn connect(
+        endpoint: &Endpoint,
+        timeout: Duration,
+        resume_tls: bool,
+    ) -> Result<(Stream, Handshake), TransportError> {
+        let (io, handshake) =
+            open(endpoint, timeout, resume_tls)
+                .await
+                .map_err(|e| TransportError {
+                    class: ErrorClass::Connect,
+                    message: e.message(endpoint),
+                    bytes_sent: 0,
+                })?;
+        #[cfg(unix)]
+        let fd = match &io {
+            Io::Plain(s) => std::os::fd::AsRawFd::as_raw_fd(s),
+            Io::Tls(s) => std::os::fd::AsRawFd::as_raw_fd(s.get_ref().0),
+        };
+        Ok((
+            Stream {
+                io,
+                #[cfg(unix)]
+                fd,
+            },
+            handshake,
+        ))
+    }
+
+    /// True when the peer has closed (or reset) the socket, or sent something unasked
+    /// while idle. A non-blocking peek asks the kernel directly: the reactor may not have
+    /// seen a FIN that has already arrived.
+    #[cfg(unix)]
+    pub fn peer_closed(&self) -> bool {
+        let mut byte = 0u8;
+        // SAFETY: `fd` is the connection's socket, owned by `io`, which is alive; the
+        // buffer is one valid byte; MSG_PEEK leaves the data where it is.
+        let n = unsafe {
+            libc::recv(
+                self.fd,
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            return !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            );
+        }
+        // 0: the peer closed; > 0 on plain TCP: bytes nobody asked for, so the stream is
+        // out of step (on TLS they may be session tickets or a close_notify, which the
+        // next read then meets as a close).
+        n == 0 || matches!(self.io, Io::Plain(_))
+    }
+
+    #[cfg(not(unix))]
+    pub fn peer_closed(&self) -> bool {
+        false
+    }
+
+    /// Write all of `parts` in order; on failure, how many bytes went out before it.
+    pub async fn write(&mut self, parts: &[&[u8]]) -> Result<(), (u64, std::io::Error)> {
+        let io = &mut self.io;
+        let mut written = 0u64;
+        for part in parts {
+            let mut rest = *part;
+            while !rest.is_empty() {
+                match io.write(rest).await {
+                    Ok(0) => return Err((written, std::io::ErrorKind::WriteZero.into())),
+                    Ok(n) => {
+                        written += n as u64;
+                        rest = &rest[n..];
+                    }
+                    Err(e) => return Err((written, e)),
+                }
+            }
+        }
+        // TLS buffers records until flushed; plain TCP has nothing to flush.
+        io.flush().await.map_err(|e| (written, e))
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+/// A deadline for one exchange at a time, whose one timer is kept from one exchange to
+/// the next. It is not set per exchange: it stays set for an earlier exchange's
+/// deadline, and when it fires before the current deadline it is moved there. An
+/// exchange that completes in time (nearly all) costs no timer registration.
+#[derive(Default)]
+pub struct Deadline {
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Deadline {
+    /// `work`'s output, or `None` when `deadline` passed first. `work` is pinned by the
+    /// caller, so that it is stored once in the caller's future rather than moved in here.
+    pub async fn within<F: Future>(
+        &mut self,
+        deadline: Instant,
+        mut work: Pin<&mut F>,
+    ) -> Option<F::Output> {
+        let mut timer = match self.timer.take() {
+            Some(t) if t.deadline() <= deadline => t,
+            _ => Box::pin(tokio::time::sleep_until(deadline)),
+        };
+        let done = std::future::poll_fn(|cx| {
+            if let Poll::Ready(r) = work.as_mut().poll(cx) {
+                return Poll::Ready(Some(r));
+            }
+            while timer.as_mut().poll(cx).is_ready() {
+                if Instant::now() >= deadline {
+                    return Poll::Ready(None);
+                }
+                timer.as_mut().reset(deadline);
+            }
+            Poll::Pending
+        })
+        .await;
+        self.timer = Some(timer);
+        done
+    }
+}
+
+/// Why a connection could not be opened.
+#[derive(Debug)]
+enum OpenError {
+    Tcp(std::io::Error),
+    TcpTimeout(Duration),
+    Tls(std::io::Error),
+    TlsTimeout(Duration),
+}
+
+impl OpenError {
+    fn message(&self, endpoint: &Endpoint) -> String {
+        let addr = endpoint.addr;
+        match self {
+            OpenError::Tcp(_) | OpenError::TcpTimeout(_) => {
+                format!("connect to {addr}: {}", self.reason())
+            }
+            OpenError::Tls(_) | OpenError::TlsTimeout(_) => {
+                format!("TLS with {}: {}", endpoint.display, self.reason())
+            }
+        }
+    }
+
+    fn reason(&self) -> String {
+        match self {
+            OpenError::Tcp(e) => e.to_string(),
+            OpenError::TcpTimeout(t) => format!("no answer within {t:?}"),
+            OpenError::Tls(e) => tls::explain(e),
+            OpenError::TlsTimeout(t) => format!("no completed handshake within {t:?}"),
+        }
+    }
+}
+
+/// Open a TCP connection, and run the TLS handshake on it for https; each within
+/// `timeout`, each timed.
+async fn open(
+    endpoint: &Endpoint,
+    timeout: Duration,
+    resume: bool,
+) -> Result<(Io, Handshake), OpenError> {
+    let t0 = Instant::now();
+    let tcp = match tokio::time::timeout(timeout, TcpStream::connect(endpoint.addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(OpenError::Tcp(e)),
+        Err(_) => return Err(OpenError::TcpTimeout(timeout)),
+    };
+    let connect = t0.elapsed();
+    // Small requests must not wait for Nagle.
+    let _ = tcp.set_nodelay(true);
+    let Some(tls) = &endpoint.tls else {
+        return Ok((
+            Io::Plain(tcp),
+            Handshake {
+                connect,
+                tls: None,
+                resumed: false,
+            },
+        ));
+    };
+    let t1 = Instant::now();
+    match tokio::time::timeout(timeout, tls.handshake(tcp, resume)).await {
+        Ok(Ok(s)) => {
+            let tls = Some(t1.elapsed());
+            let resumed = s.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+            Ok((
+                Io::Tls(Box::new(s)),
+                Handshake {
+                    connect,
+                    tls,
+                    resumed,
+                },
+            ))
+        }
+        Ok(Err(e)) => Err(OpenError::Tls(e)),
+        Err(_) => Err(OpenError::TlsTimeout(timeout)),
+    }
+}
+
+/// Why a preflight probe failed: nothing listens, or the TLS handshake failed (a
+/// certificate problem, said plainly).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ProbeError {
+    #[error("{0}")]
+    Connect(String),
+    #[error("{0}")]
+    Tls(String),
+}
+
+/// Probe that something accepts connections at the endpoint, and for https that the TLS
+/// handshake succeeds (preflight).
+pub async fn probe(endpoint: &Endpoint, timeout: Duration) -> Result<(), ProbeError> {
+    match open(endpoint, timeout, true).await {
+        Ok(_) => Ok(()),
+        Err(e @ (OpenError::Tls(_) | OpenError::TlsTimeout(_))) => Err(ProbeError::Tls(e.reason())),
+        Err(e) => Err(ProbeError::Connect(e.message(endpoint))),
+    }
+}

@@ -3,6 +3,7 @@
 
 use plotters::prelude::*;
 
+use super::axis::{Band, Line, rounds_in_sequence};
 use super::compare::Comparison;
 use super::model::{OpReport, PerSecond, Report};
 
@@ -62,36 +63,6 @@ fn busiest(ops: &[OpReport], n: usize) -> Vec<&OpReport> {
     v.sort_by_key(|o| std::cmp::Reverse(o.requests));
     v.truncate(n);
     v
-}
-
-/// One line per name over the whole run, rounds laid end to end on one time axis (a round
-/// is as long as its timeline). `points(round, name)` gives a round's points, x in seconds
-/// from the round's start. Returns the lines, each round's (start, end of warm-up, end) and
-/// the axis's length.
-pub(super) type Line = (String, Vec<(f64, f64)>);
-pub(super) type Band = (f64, f64, f64);
-
-pub(super) fn rounds_in_sequence(
-    r: &Report,
-    names: &[String],
-    points: impl Fn(&super::model::RoundReport, &str) -> Vec<(f64, f64)>,
-) -> (Vec<Line>, Vec<Band>, f64) {
-    let mut lines: Vec<Line> = names.iter().map(|n| (n.clone(), Vec::new())).collect();
-    let mut bands = Vec::new();
-    let mut offset = 0.0;
-    for round in &r.rounds {
-        let len = round.total.timeline.len().max(1) as f64;
-        bands.push((offset, offset + round.warmup_s.min(len), offset + len));
-        for (name, pts) in lines.iter_mut() {
-            pts.extend(
-                points(round, name)
-                    .into_iter()
-                    .map(|(x, y)| (offset + x, y)),
-            );
-        }
-        offset += len;
-    }
-    (lines, bands, offset.max(1.0))
 }
 
 /// Lines over the run's time axis, each round's end marked and its warm-up shaded. A line

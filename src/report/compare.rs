@@ -51,7 +51,7 @@ pub struct OverTime {
 impl OverTime {
     fn of(r: &Report) -> OverTime {
         let names = ["successes".to_string(), "p99".to_string()];
-        let (mut lines, _, _) = super::charts::rounds_in_sequence(r, &names, |round, name| {
+        let (mut lines, _, _) = super::axis::rounds_in_sequence(r, &names, |round, name| {
             let mid = |i: usize| i as f64 + 0.5;
             if name == "p99" {
                 let p99 = round.per_second.iter().enumerate();

@@ -4,6 +4,7 @@
 //! `loadmix report RUN.json` renders a saved run again. Every file is written through
 //! [`write_file`], which masks registered secrets ([`crate::secrets`]).
 
+mod axis;
 pub mod charts;
 pub mod compare;
 pub mod csv;

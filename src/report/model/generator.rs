@@ -1,0 +1,201 @@
+//! The generator watching itself in a round: its CPU, its scheduling lag, the host's load,
+//! and warnings when it, not the server, was the limit.
+
+use serde::{Deserialize, Serialize};
+
+use super::SLOT_LATE_WARNING;
+
+/// The generator watching itself: was it, not the server, the limit?
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Generator {
+    /// CPU of the loadmix process per second, percent of one core (the embedded server,
+    /// when used, runs in the same process and is included).
+    pub cpu_percent: Vec<f64>,
+    pub cpu_mean: f64,
+    pub cores: usize,
+    /// How late operations started against their intended start (ms).
+    pub lag_p50_ms: f64,
+    pub lag_p99_ms: f64,
+    pub lag_max_ms: f64,
+    /// Open model: arrivals dropped, or started late, because every slot was busy.
+    pub dropped: u64,
+    pub late: u64,
+    /// The host around loadmix, means over the round: busy CPU and steal, percent of all
+    /// cores; the longest run queue seen.
+    #[serde(default)]
+    pub host_busy_mean: f64,
+    #[serde(default)]
+    pub steal_mean: f64,
+    #[serde(default)]
+    pub run_queue_max: u32,
+    /// Why the generator may have limited the run; empty when it did not.
+    pub warnings: Vec<String>,
+}
+
+/// Lag above this at the 99th percentile means the generator could not keep its schedule.
+const LAG_P99_LIMIT_MS: f64 = 10.0;
+/// CPU above this share of all cores, on average, means the generator's process was busy.
+const CPU_LIMIT: f64 = 0.90;
+
+pub(super) fn of(r: &crate::engine::RoundResult, embedded: bool) -> Generator {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpu = r.host.process_cpu.clone();
+    let cpu_mean = if cpu.is_empty() {
+        0.0
+    } else {
+        cpu.iter().sum::<f64>() / cpu.len() as f64
+    };
+    let lag = &r.stats.lag;
+    let ms = |us: u64| us as f64 / 1000.0;
+    let (lag_p50_ms, lag_p99_ms, lag_max_ms) = if lag.is_empty() {
+        (0.0, 0.0, 0.0)
+    } else {
+        (
+            ms(lag.value_at_quantile(0.5)),
+            ms(lag.value_at_quantile(0.99)),
+            ms(lag.max()),
+        )
+    };
+    let mean = |v: &[f64]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
+    let host_busy_mean = mean(&r.host.host_busy);
+    let steal_mean = mean(&r.host.steal);
+    let run_queue_max = r.host.run_queue.iter().copied().max().unwrap_or(0);
+    // loadmix's share of the whole machine, and what other processes took.
+    let own = cpu_mean / cores as f64;
+    let others = (host_busy_mean - own).max(0.0);
+    let round = r.index;
+    let mut warnings = Vec::new();
+    if lag_p99_ms > LAG_P99_LIMIT_MS {
+        let late = format!(
+            "operations started late (scheduling lag p99 {lag_p99_ms:.1} ms, max {lag_max_ms:.1} ms)"
+        );
+        warnings.push(if cpu_mean > CPU_LIMIT * 100.0 * cores as f64 {
+            format!(
+                "round {round}: generator-limited: {late} while loadmix used {cpu_mean:.0}% CPU of {cores} cores: loadmix, not the server, set the pace"
+            )
+        } else if others > 50.0 || run_queue_max as usize > 2 * cores {
+            format!(
+                "round {round}: the host was crowded: {late}; other processes used {others:.0}% of its CPU (run queue up to {run_queue_max}) and loadmix {own:.0}%: these figures measure a busy machine"
+            )
+        } else if steal_mean > 5.0 {
+            format!(
+                "round {round}: the hypervisor took {steal_mean:.0}% of the CPU (steal): {late}"
+            )
+        } else {
+            format!(
+                "round {round}: {late}, though neither loadmix ({own:.0}% of the machine) nor the host ({host_busy_mean:.0}% busy) was saturated"
+            )
+        });
+    }
+    let sessions = r.vus.max(1);
+    if r.dropped > 0 || r.late * 100 > sessions {
+        warnings.push(format!(
+            "round {round}: arrivals could not start on time: {} dropped, {} late of {} (max_concurrency reached)",
+            r.dropped, r.late, r.vus
+        ));
+    }
+    if cpu_mean > CPU_LIMIT * 100.0 * cores as f64 {
+        warnings.push(format!(
+            "round {round}: the loadmix process used {cpu_mean:.0}% CPU of {cores} cores on average{}",
+            if embedded {
+                " (the embedded server runs in the same process)"
+            } else {
+                ""
+            }
+        ));
+    }
+    // A common start missed: this shard's round began after the others' (set-up ran past
+    // its slot), so their seconds overlap less than planned.
+    if let Some(late) = r.slot_late.filter(|d| *d > SLOT_LATE_WARNING) {
+        warnings.push(format!(
+            "round {round}: started {:.1} s after its --start-at slot (set-up ran past it; give --round-every more room)",
+            late.as_secs_f64()
+        ));
+    }
+    Generator {
+        cpu_percent: cpu,
+        cpu_mean,
+        cores,
+        lag_p50_ms,
+        lag_p99_ms,
+        lag_max_ms,
+        dropped: r.dropped,
+        late: r.late,
+        host_busy_mean,
+        steal_mean,
+        run_queue_max,
+        warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::RoundResult;
+    use crate::engine::host::HostSamples;
+    use crate::metrics::{RoundStats, new_histogram};
+
+    /// A round whose operations started `lag_ms` late, with loadmix at `own` % of one core
+    /// and the host `busy` % busy.
+    fn round(lag_ms: u64, own: f64, busy: f64, steal: f64) -> RoundResult {
+        let mut lag = new_histogram();
+        for _ in 0..100 {
+            lag.record(lag_ms * 1000).unwrap();
+        }
+        RoundResult {
+            index: 2,
+            started_at: std::time::SystemTime::now(),
+            slot_late: None,
+            elapsed: std::time::Duration::from_secs(3),
+            measured: std::time::Duration::from_secs(3),
+            stats: RoundStats {
+                lag,
+                ..RoundStats::empty()
+            },
+            vus: 10,
+            connections_opened: 0,
+            requests_retried: 0,
+            setup_failures: 0,
+            interrupted: false,
+            host: HostSamples {
+                process_cpu: vec![own; 3],
+                host_busy: vec![busy; 3],
+                steal: vec![steal; 3],
+                run_queue: vec![2; 3],
+                users: vec![10; 3],
+            },
+            dropped: 0,
+            late: 0,
+            cleanup: Default::default(),
+            server: Vec::new(),
+            metrics: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn late_starts_are_blamed_on_whoever_took_the_cpu() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let text = |r: RoundResult| of(&r, false).warnings.join(" | ");
+        // loadmix itself saturated every core.
+        let own = text(round(50, 95.0 * cores, 99.0, 0.0));
+        assert!(own.contains("round 2: generator-limited"), "{own}");
+        // loadmix barely used any CPU; other processes filled the machine.
+        let crowded = text(round(50, 1.0, 99.0, 0.0));
+        assert!(
+            crowded.contains("round 2: the host was crowded"),
+            "{crowded}"
+        );
+        assert!(!crowded.contains("generator-limited"), "{crowded}");
+        // The hypervisor took the time.
+        let stolen = text(round(50, 1.0, 20.0, 30.0));
+        assert!(stolen.contains("hypervisor took 30%"), "{stolen}");
+        // On time: no warning at all.
+        assert!(text(round(0, 1.0, 99.0, 0.0)).is_empty());
+    }
+}

@@ -1,0 +1,593 @@
+//! The report as data: JSON schema `loadmix/report/v2`, the source of truth every other
+//! format is rendered from. Built from a [`RunResult`] by [`build`]; read back by
+//! `loadmix report`. The run as a whole is described here; a round and its seconds in
+//! `round.rs`, one operation's figures (counts, answers, latency, histograms) in `op.rs`,
+//! the watched server in `server.rs`, the generator's own health in `generator.rs`.
+
+mod generator;
+mod op;
+mod round;
+mod server;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::RunResult;
+use crate::metrics::OpStats;
+use crate::workload::{Stop, Workload, units};
+
+pub use generator::Generator;
+pub use op::{
+    AcrossRounds, AnswerCount, Latency, OpReport, Phase, decode_histogram, encode_histogram,
+};
+pub(in crate::report) use op::{op_report, rate, summary_op};
+pub use round::{PerSecond, RoundReport};
+pub use server::{JvmFigures, ServerProcess, ServerSeries};
+pub(in crate::report) use server::{series_summary, server_summary};
+
+pub const SCHEMA: &str = "loadmix/report/v2";
+/// Earlier schemas this version still reads: v1 is v2 without `answers`.
+pub const READS: [&str; 2] = [SCHEMA, "loadmix/report/v1"];
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    pub schema: String,
+    pub tool: Tool,
+    pub host: Host,
+    pub run_id: String,
+    pub started_at: String,
+    pub finished_at: String,
+    /// Stopped early (Ctrl-C): the figures cover what ran.
+    pub interrupted: bool,
+    pub target: String,
+    /// The target's name (`--target NAME=URL`, or the one loadmix gave it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// What this configuration was, in the user's words (`--note`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// `--label KEY=VALUE`: the configuration's settings, for comparisons.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// How an https target's certificate was checked; absent for http.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsInfo>,
+    pub seed: u64,
+    pub workload: WorkloadInfo,
+    /// Whole rounds run first and thrown away (`run.warmup_rounds`): what each did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warmup_rounds: Vec<WarmupRoundInfo>,
+    /// With several targets: the order their rounds took (`alternate`, `balanced`,
+    /// `shuffle`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<String>,
+    /// The share of a run this process ran (`--shard I/N`); absent for a whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+    /// The target's clock against this machine's, from the `Date` of its answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_clock: Option<TargetClock>,
+    /// A merged run (`loadmix merge`): the shards it was made from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardRun>,
+    pub rounds: Vec<RoundReport>,
+    pub summary: Summary,
+    pub thresholds: Vec<ThresholdInfo>,
+    /// The first failures, with what came back.
+    pub failures: Vec<FailureInfo>,
+}
+
+/// A warm-up round: run, thrown away, and recorded as such.
+/// The target's clock minus ours: the middle of what its answers' `Date` headers allow,
+/// and half the width of that (ms).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct TargetClock {
+    pub offset_ms: f64,
+    pub plus_minus_ms: f64,
+    pub answers: u64,
+}
+
+/// One shard of a merged run, and how its generator fared.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ShardRun {
+    pub index: u32,
+    pub count: u32,
+    /// The report it came from.
+    pub file: String,
+    pub run_id: String,
+    pub hostname: String,
+    pub started_at: String,
+    pub requests: u64,
+    pub generator_warnings: Vec<String>,
+    /// Its clock against the target's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_clock: Option<TargetClock>,
+}
+
+/// Shard `index` (from 0) of `count`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShardInfo {
+    pub index: u32,
+    pub count: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WarmupRoundInfo {
+    pub index: u32,
+    pub elapsed_s: f64,
+    pub successes: u64,
+    pub failures: u64,
+    pub ops_per_sec: f64,
+}
+
+/// TLS settings of an https run, so a report says whether its server was verified.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TlsInfo {
+    /// False under `--insecure`: any certificate was accepted.
+    pub verified: bool,
+    /// The CA file trusted instead of the system's roots.
+    pub ca_cert: Option<String>,
+    /// A client certificate was offered (mutual TLS).
+    pub client_certificate: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Host {
+    pub hostname: String,
+    pub os: String,
+    pub arch: String,
+    pub cpus: usize,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WorkloadInfo {
+    pub name: String,
+    pub description: Option<String>,
+    pub file: String,
+    /// SHA-256 of the mix (everything but run settings and target).
+    pub hash: String,
+    pub overrides: Vec<String>,
+    pub run: RunInfo,
+    pub classes: Vec<ClassInfo>,
+    /// The workload file as it was read.
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunInfo {
+    pub duration_s: Option<f64>,
+    pub iterations: Option<u64>,
+    pub rounds: u32,
+    pub warmup_s: f64,
+    pub timeout_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ClassInfo {
+    pub name: String,
+    pub protocol: String,
+    pub count: u32,
+    pub iterations: Option<u64>,
+    pub connection: String,
+    pub think: String,
+    pub ops: Vec<OpInfo>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OpInfo {
+    pub name: String,
+    pub weight: f64,
+    pub probability: f64,
+}
+
+/// What removing a round's data cost and where it failed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Cleanup {
+    pub requests: u64,
+    pub failures: u64,
+    /// The first failures: request and answer.
+    pub failed: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub rounds: usize,
+    pub measured_s: f64,
+    pub ops: Vec<OpReport>,
+    pub total: OpReport,
+    /// Successes ÷ requests over the whole run, 0..1.
+    pub success_ratio: f64,
+    /// Every round's generator warnings, once each.
+    #[serde(default)]
+    pub generator_warnings: Vec<String>,
+    /// The watched server processes over the whole run: CPU per successful operation is
+    /// the server's cost of the work measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server: Vec<ServerProcess>,
+    /// The scraped series over the whole run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<ServerSeries>,
+    /// Throughput moved steadily over the measured rounds: still warming up, or something
+    /// piling up. `None` when the rounds show no significant trend (or are too few).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Drift>,
+}
+
+/// A significant trend in total ops/s over a target's measured rounds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Drift {
+    pub rounds: usize,
+    /// From the first round to the last along the fitted line, percent.
+    pub change_pct: f64,
+    /// Two-sided p-value of the slope (least squares, Student's t with n − 2 df).
+    pub p_value: f64,
+    pub message: String,
+}
+
+/// A round that starts this much after its `--start-at` slot is flagged.
+pub(super) const SLOT_LATE_WARNING: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A trend is flagged when its slope is significant at this level…
+const DRIFT_ALPHA: f64 = 0.05;
+/// …and it moves throughput by at least this much from the first round to the last.
+const DRIFT_MIN_CHANGE: f64 = 0.05;
+
+/// The drift of per-round total ops/s, when there is one worth a warning.
+pub fn drift(rates: &[f64]) -> Option<Drift> {
+    let t = super::stats::trend(rates)?;
+    if t.p_value >= DRIFT_ALPHA || t.change.abs() < DRIFT_MIN_CHANGE {
+        return None;
+    }
+    let n = rates.len();
+    let pct = t.change * 100.0;
+    let message = if t.change > 0.0 {
+        format!(
+            "throughput rose {pct:.0} % from round 1 to {n} (trend p = {:.3}): the server was still warming up, or load is accumulating; consider run.warmup_rounds",
+            t.p_value
+        )
+    } else {
+        format!(
+            "throughput fell {:.0} % from round 1 to {n} (trend p = {:.3}): data or state is piling up on the server, or it is running out of something; compare rounds with care",
+            -pct, t.p_value
+        )
+    };
+    Some(Drift {
+        rounds: n,
+        change_pct: pct,
+        p_value: t.p_value,
+        message,
+    })
+}
+
+/// A threshold and how the run fared against it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ThresholdInfo {
+    pub op: String,
+    /// The rule as written, e.g. `p95 < 200ms`.
+    pub rule: String,
+    /// The figure compared (ms for latencies, % for errors, per second for rates).
+    #[serde(default)]
+    pub observed: Option<f64>,
+    #[serde(default)]
+    pub passed: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FailureInfo {
+    pub round: u32,
+    pub op: String,
+    pub error: String,
+    pub detail: String,
+}
+
+/// Build the report of a finished (or interrupted) run.
+pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
+    let labels = Labels::of(w, run);
+    let embedded = target.starts_with("embedded");
+    let mut across = Across::new(labels.names.len());
+    let rounds: Vec<RoundReport> = run
+        .rounds
+        .iter()
+        .map(|r| round_report(w, &labels, r, embedded, &mut across))
+        .collect();
+    let summary = summary(&labels, &across, &rounds, run);
+    Report {
+        schema: SCHEMA.to_string(),
+        tool: Tool {
+            name: "loadmix".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        },
+        host: host(),
+        run_id: run.run_id.to_string(),
+        started_at: rfc3339(run.started_at),
+        finished_at: rfc3339(run.finished_at),
+        interrupted: run.interrupted,
+        target: target.to_string(),
+        name: None,
+        note: None,
+        labels: BTreeMap::new(),
+        tls: None,
+        seed: w.run.seed,
+        workload: workload_info(w),
+        warmup_rounds: warmup_rounds(run),
+        order: None,
+        shard: None,
+        target_clock: None,
+        shards: Vec::new(),
+        rounds,
+        summary,
+        thresholds: thresholds(w),
+        failures: failures(run, &labels),
+    }
+}
+
+/// The run's labels as (class index, class, label), and which of them the report lists:
+/// table operations always, refinement labels only when they occurred.
+struct Labels {
+    names: Vec<(usize, String, String)>,
+    listed: Vec<bool>,
+}
+
+impl Labels {
+    fn of(w: &Workload, run: &RunResult) -> Labels {
+        let names: Vec<(usize, String, String)> = run
+            .labels
+            .iter()
+            .map(|(ci, c, l)| (ci, c.to_string(), l.to_string()))
+            .collect();
+        let listed = names
+            .iter()
+            .enumerate()
+            .map(|(i, (ci, _, l))| {
+                w.classes[*ci].ops.iter().any(|o| &o.name == l)
+                    || run
+                        .rounds
+                        .iter()
+                        .any(|r| r.stats.ops.get(i).is_some_and(|s| s.requests > 0))
+            })
+            .collect();
+        Labels { names, listed }
+    }
+
+    /// `class.label` of label `i`.
+    fn op_name(&self, i: usize) -> Option<String> {
+        self.names.get(i).map(|(_, c, l)| format!("{c}.{l}"))
+    }
+}
+
+/// What the rounds add up to, gathered as they are reported: per label its figures over
+/// every round and its rate in each, and the total's rate in each.
+struct Across {
+    merged: Vec<OpStats>,
+    rates: Vec<Vec<f64>>,
+    total_rates: Vec<f64>,
+}
+
+impl Across {
+    fn new(labels: usize) -> Across {
+        Across {
+            merged: vec![OpStats::default(); labels],
+            rates: vec![Vec::new(); labels],
+            total_rates: Vec::new(),
+        }
+    }
+}
+
+/// One measured round: its operations and total, the generator's and the server's side.
+fn round_report(
+    w: &Workload,
+    labels: &Labels,
+    r: &crate::engine::RoundResult,
+    embedded: bool,
+    across: &mut Across,
+) -> RoundReport {
+    let secs = r.measured.as_secs_f64();
+    let mut ops = Vec::new();
+    let mut total = OpStats::default();
+    for (i, (_, class, label)) in labels.names.iter().enumerate() {
+        let s = r.stats.ops.get(i).cloned().unwrap_or_default();
+        // A step is part of its operation, which the total counts once.
+        if !crate::workload::is_step_label(label) {
+            total.merge(&s);
+        }
+        across.merged[i].merge(&s);
+        across.rates[i].push(rate(s.successes, secs));
+        if labels.listed[i] {
+            let name = format!("{class}.{label}");
+            ops.push(op_report(
+                &name,
+                Some(class),
+                &s,
+                rate(s.successes, secs),
+                true,
+            ));
+        }
+    }
+    across.total_rates.push(rate(total.successes, secs));
+    RoundReport {
+        index: r.index,
+        started_at: rfc3339(r.started_at),
+        elapsed_s: r.elapsed.as_secs_f64(),
+        measured_s: secs,
+        vus: r.vus,
+        connections_opened: r.connections_opened,
+        requests_retried: r.requests_retried,
+        warmup_requests: r.stats.warmup_requests,
+        warmup_s: w.run.warmup.as_secs_f64(),
+        setup_failures: r.setup_failures,
+        generator: generator::of(r, embedded),
+        cleanup: Cleanup {
+            requests: r.cleanup.requests,
+            failures: r.cleanup.failures,
+            failed: r.cleanup.notes.clone(),
+        },
+        // Over the whole round (warm-up included): the sampler cannot tell them apart.
+        server: r
+            .server
+            .iter()
+            .map(|p| ServerProcess::of(p, total.successes, r.elapsed.as_secs_f64()))
+            .collect(),
+        metrics: r
+            .metrics
+            .iter()
+            .map(|s| ServerSeries::of(s, total.successes))
+            .collect(),
+        per_second: round::per_second(&r.stats.seconds, &r.host.users),
+        per_second_late: r.stats.seconds_late,
+        start_late_ms: r.slot_late.map(|d| d.as_secs_f64() * 1000.0),
+        interrupted: r.interrupted,
+        total: op_report("total", None, &total, rate(total.successes, secs), true),
+        ops,
+    }
+}
+
+/// Across the rounds: each listed operation and the total with their per-round rates,
+/// the generator's warnings once each, drift, and the server's side.
+fn summary(labels: &Labels, across: &Across, rounds: &[RoundReport], run: &RunResult) -> Summary {
+    let mut ops = Vec::new();
+    let mut total = OpStats::default();
+    for (i, (_, class, label)) in labels.names.iter().enumerate() {
+        if !crate::workload::is_step_label(label) {
+            total.merge(&across.merged[i]);
+        }
+        if labels.listed[i] {
+            let name = format!("{class}.{label}");
+            ops.push(summary_op(
+                &name,
+                Some(class),
+                &across.merged[i],
+                &across.rates[i],
+            ));
+        }
+    }
+    let mut generator_warnings: Vec<String> = Vec::new();
+    for warning in rounds.iter().flat_map(|r| &r.generator.warnings) {
+        if !generator_warnings.contains(warning) {
+            generator_warnings.push(warning.clone());
+        }
+    }
+    Summary {
+        rounds: run.rounds.len(),
+        measured_s: run.rounds.iter().map(|r| r.measured.as_secs_f64()).sum(),
+        success_ratio: if total.requests == 0 {
+            0.0
+        } else {
+            total.successes as f64 / total.requests as f64
+        },
+        ops,
+        total: summary_op("total", None, &total, &across.total_rates),
+        generator_warnings,
+        drift: drift(&across.total_rates),
+        server: server_summary(rounds, total.successes),
+        metrics: series_summary(rounds, total.successes),
+    }
+}
+
+fn warmup_rounds(run: &RunResult) -> Vec<WarmupRoundInfo> {
+    run.warmups
+        .iter()
+        .map(|x| WarmupRoundInfo {
+            index: x.index,
+            elapsed_s: x.elapsed.as_secs_f64(),
+            successes: x.successes,
+            failures: x.failures,
+            ops_per_sec: x.ops_per_sec,
+        })
+        .collect()
+}
+
+/// The workload's thresholds, not yet judged (`report::thresholds` judges them).
+fn thresholds(w: &Workload) -> Vec<ThresholdInfo> {
+    w.thresholds
+        .iter()
+        .map(|t| ThresholdInfo {
+            op: t.op.clone(),
+            rule: t.text.clone(),
+            observed: None,
+            passed: false,
+        })
+        .collect()
+}
+
+fn failures(run: &RunResult, labels: &Labels) -> Vec<FailureInfo> {
+    run.failures
+        .iter()
+        .map(|f| FailureInfo {
+            round: f.round,
+            op: labels.op_name(f.label as usize).unwrap_or_default(),
+            error: f.error.name().into(),
+            detail: f.detail.clone(),
+        })
+        .collect()
+}
+
+fn workload_info(w: &Workload) -> WorkloadInfo {
+    WorkloadInfo {
+        name: w.name.clone(),
+        description: w.description.clone(),
+        file: w.file.clone(),
+        hash: w.hash.clone(),
+        overrides: w.overrides.clone(),
+        run: RunInfo {
+            duration_s: match w.run.stop {
+                Stop::Duration(d) => Some(d.as_secs_f64()),
+                Stop::Iterations(_) => None,
+            },
+            iterations: match w.run.stop {
+                Stop::Iterations(n) => Some(n),
+                Stop::Duration(_) => None,
+            },
+            rounds: w.run.rounds,
+            warmup_s: w.run.warmup.as_secs_f64(),
+            timeout_s: w.run.timeout.as_secs_f64(),
+        },
+        classes: w
+            .classes
+            .iter()
+            .map(|c| ClassInfo {
+                name: c.name.clone(),
+                protocol: c.protocol.name().into(),
+                count: c.count,
+                iterations: c.iterations,
+                connection: c.connection.name().into(),
+                think: c.think.describe(&|us| {
+                    units::format_duration(std::time::Duration::from_nanos((us * 1e3) as u64))
+                }),
+                ops: c
+                    .ops
+                    .iter()
+                    .map(|o| OpInfo {
+                        name: o.name.clone(),
+                        weight: o.weight,
+                        probability: o.probability,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        source: crate::secrets::redact_source(&w.source_text),
+    }
+}
+
+pub(in crate::report) fn rfc3339(t: std::time::SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+pub(in crate::report) fn host() -> Host {
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    Host {
+        hostname,
+        os: std::env::consts::OS.into(),
+        arch: std::env::consts::ARCH.into(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}

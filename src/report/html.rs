@@ -56,6 +56,25 @@ fn rate(o: &OpReport) -> String {
 pub fn report(r: &Report) -> String {
     let w = &r.workload;
     let mut b = String::new();
+    run_heading(&mut b, r);
+    summary_table(&mut b, r);
+    corrected_table(&mut b, r);
+    thresholds_table(&mut b, r);
+    charts_section(&mut b, r);
+    rounds_table(&mut b, r);
+    answers_and_failures(&mut b, r);
+    let _ = write!(
+        b,
+        "<h2>Workload</h2><details><summary>{}</summary><pre>{}</pre></details>",
+        esc(&w.file),
+        esc(&w.source)
+    );
+    page(&format!("loadmix: {} on {}", w.name, r.target), &b)
+}
+
+/// The title, what was run against what and how, warnings, the server's side.
+fn run_heading(b: &mut String, r: &Report) {
+    let w = &r.workload;
     let _ = write!(b, "<h1>{}: {}</h1>", esc(&w.name), esc(&r.target));
     if let Some(d) = &w.description {
         let _ = write!(b, "<p>{}</p>", esc(d));
@@ -138,7 +157,10 @@ pub fn report(r: &Report) -> String {
             let _ = write!(b, "<p class=\"{class}\">{}</p>", esc(line));
         }
     }
+}
 
+/// One row per operation and the total, as the console's table.
+fn summary_table(b: &mut String, r: &Report) {
     b.push_str("<h2>Summary</h2><table><tr><th>operation</th><th>requests</th><th>ok</th><th>failed</th><th>ops/s (95% CI)</th><th>mean ms</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>sent B</th><th>received B</th></tr>");
     for o in r
         .summary
@@ -171,7 +193,10 @@ pub fn report(r: &Report) -> String {
         "</table><p>success ratio {:.4}; latencies in ms, successful operations only</p>",
         r.summary.success_ratio
     );
+}
 
+/// Scheduled classes: latency from the intended start beside the service time.
+fn corrected_table(b: &mut String, r: &Report) {
     let scheduled: Vec<&OpReport> = r
         .summary
         .ops
@@ -199,6 +224,9 @@ pub fn report(r: &Report) -> String {
         }
         b.push_str("</table>");
     }
+}
+
+fn thresholds_table(b: &mut String, r: &Report) {
     if !r.thresholds.is_empty() {
         b.push_str("<h2>Thresholds</h2><table><tr><th>operation</th><th>rule</th><th>observed</th><th>result</th></tr>");
         for t in &r.thresholds {
@@ -217,7 +245,10 @@ pub fn report(r: &Report) -> String {
         }
         b.push_str("</table>");
     }
+}
 
+/// Every chart of a run, each in its own `<figure data-chart>`.
+fn charts_section(b: &mut String, r: &Report) {
     b.push_str("<h2>Charts</h2>");
     b.push_str(&figure("throughput", charts::throughput(r)));
     b.push_str(&figure("latency-over-time", charts::latency_over_time(r)));
@@ -233,7 +264,9 @@ pub fn report(r: &Report) -> String {
     b.push_str(&figure("spectrum", charts::spectrum(r)));
     b.push_str(&figure("rounds", charts::rounds(r)));
     b.push_str(&figure("errors", charts::errors(r)));
+}
 
+fn rounds_table(b: &mut String, r: &Report) {
     b.push_str("<h2>Rounds</h2><table><tr><th>round</th><th>started</th><th>measured s</th><th>users</th><th>connections</th><th>retried</th><th>warm-up ops</th><th>requests</th><th>failed</th><th>ops/s</th><th>p99 ms</th></tr>");
     for x in &r.rounds {
         let _ = write!(
@@ -254,7 +287,11 @@ pub fn report(r: &Report) -> String {
         );
     }
     b.push_str("</table>");
+}
 
+/// Per operation its answers (HTTP statuses, or a protocol's words) and failures by
+/// class, then the first failures with what came back.
+fn answers_and_failures(b: &mut String, r: &Report) {
     // HTTP runs keep the words they always had; another protocol's answers are answers.
     let named = r.summary.ops.iter().any(|o| !o.answers.is_empty());
     let _ = write!(
@@ -301,13 +338,6 @@ pub fn report(r: &Report) -> String {
         }
         b.push_str("</table>");
     }
-    let _ = write!(
-        b,
-        "<h2>Workload</h2><details><summary>{}</summary><pre>{}</pre></details>",
-        esc(&w.file),
-        esc(&w.source)
-    );
-    page(&format!("loadmix: {} on {}", w.name, r.target), &b)
 }
 
 fn generator_text(r: &Report) -> String {

@@ -216,9 +216,74 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
         .map(sweep::parse_sweep)
         .transpose()
         .map_err(RunError::Usage)?;
-    // Every workload variant is checked before anything is sent.
+    let points = load_points(&a, sweep.as_ref())?;
+    let targets = parse_targets(&a.targets, &points[0].1.target).map_err(RunError::Usage)?;
+    check_targets(&a, &targets)?;
+    let run_id = new_run_id();
+    let w0 = &points[0].1;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new("reports").join(format!("{}-{run_id}", safe(&w0.name))));
+    let stop = CancellationToken::new();
+    let progress = Progress::new(a.quiet);
+    let watcher = watch_signals(stop.clone(), progress.clone());
+    let ticker = {
+        let p = progress.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                p.tick();
+            }
+        })
+    };
+    if !a.quiet {
+        progress.line(&banner(w0, &targets, sweep.as_ref(), &run_id));
+    }
+    let cx = RunCx {
+        a: &a,
+        targets: &targets,
+        multi: targets.len() > 1 || sweep.is_some(),
+        run_id: &run_id,
+        stop: &stop,
+        progress: &progress,
+        clock: round_clock(&a, &points),
+    };
+    let mut results: Vec<PointResult> = Vec::new();
+    let mut fatal = None;
+    for (label, w) in &points {
+        if stop.is_cancelled() {
+            break;
+        }
+        let point_dir = match label {
+            Some(l) => out.join(safe(l)),
+            None => out.clone(),
+        };
+        match run_point(&cx, w, label.clone(), &point_dir).await {
+            Ok(p) => results.push(p),
+            Err(e) => {
+                fatal = Some(e);
+                break;
+            }
+        }
+    }
+    ticker.abort();
+    watcher.abort();
+    progress.finish();
+    if let Some(e) = fatal {
+        return Err(e);
+    }
+    Ok(emit(&a, &out, &targets, sweep.as_ref(), &results))
+}
+
+/// Every workload variant (one, or one per sweep value), each checked, and checked to
+/// fit in memory, before anything is sent.
+fn load_points(
+    a: &RunOptions,
+    sweep: Option<&(String, Vec<String>)>,
+) -> Result<Vec<(Option<String>, Workload)>, RunError> {
     let mut points: Vec<(Option<String>, Workload)> = Vec::new();
-    match &sweep {
+    match sweep {
         None => points.push((
             None,
             a.workload
@@ -237,7 +302,12 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
     for (_, w) in &points {
         capacity::check(w).map_err(RunError::Usage)?;
     }
-    let targets = parse_targets(&a.targets, &points[0].1.target).map_err(RunError::Usage)?;
+    Ok(points)
+}
+
+/// What the command line says of the targets that cannot work: `--order` with one
+/// target, certificates or keys that do not load. `--insecure` is said aloud.
+fn check_targets(a: &RunOptions, targets: &[NamedTarget]) -> Result<(), RunError> {
     if a.order.is_some() && targets.len() < 2 {
         return Err(RunError::Usage(
             "--order sets the order of several targets' rounds; give two or more --target".into(),
@@ -256,111 +326,68 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
             "warning: --insecure: server certificates are not verified (the report records it)"
         );
     }
-    let run_id = new_run_id();
-    let w0 = &points[0].1;
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| Path::new("reports").join(format!("{}-{run_id}", safe(&w0.name))));
-    let stop = CancellationToken::new();
-    let progress = Progress::new(a.quiet);
-    let watcher = {
-        let stop = stop.clone();
-        let p = progress.clone();
-        let mut signals = signals::Signals::install();
-        tokio::spawn(async move {
-            let first = signals.next().await;
-            p.line(&format!(
-                "interrupted ({}): stopping; the report of what ran will be written (signal again to quit at once)",
-                first.name()
-            ));
-            stop.cancel();
-            let second = signals.next().await;
-            eprintln!("{}: quitting at once, without the report", second.name());
-            std::process::exit(second.exit_status());
-        })
-    };
-    let ticker = {
-        let p = progress.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                p.tick();
-            }
-        })
-    };
-    if !a.quiet {
-        let names: Vec<String> = targets
-            .iter()
-            .map(|t| format!("{} ({})", t.name, t.spec))
-            .collect();
-        progress.line(&format!(
-            "loadmix: {} against {} · {} users · {} round(s) × {}{} · run {run_id}",
-            w0.name,
-            names.join(", "),
-            w0.total_users(),
-            w0.run.rounds,
-            w0.length_text(),
-            sweep
-                .as_ref()
-                .map(|(k, v)| format!(" · sweep {k} over {}", v.join(",")))
-                .unwrap_or_default()
+    Ok(())
+}
+
+/// The first SIGINT or SIGTERM stops the run (its report is still written); a second
+/// quits at once.
+fn watch_signals(stop: CancellationToken, p: Progress) -> tokio::task::JoinHandle<()> {
+    let mut signals = signals::Signals::install();
+    tokio::spawn(async move {
+        let first = signals.next().await;
+        p.line(&format!(
+            "interrupted ({}): stopping; the report of what ran will be written (signal again to quit at once)",
+            first.name()
         ));
-    }
-    let multi = targets.len() > 1 || sweep.is_some();
-    // One clock for the whole run, every target and sweep point: slot n is the n-th round
-    // run, in the order every shard runs them. A slot fits the longest round, and under an
-    // iterations-bound round only the first round waits.
-    let clock = a.start_at.map(|at| {
-        let longest = points
-            .iter()
-            .try_fold(Duration::ZERO, |m, (_, w)| match w.run.stop {
-                Stop::Duration(d) => Some(m.max(d)),
-                Stop::Iterations(_) => None,
-            });
-        let every = a
-            .round_every
-            .or_else(|| longest.and_then(|d| d.checked_add(DEFAULT_ROUND_GAP)));
-        Arc::new(crate::engine::shard::RoundClock::new(at, every))
-    });
-    let mut results: Vec<PointResult> = Vec::new();
-    let mut fatal = None;
-    for (label, w) in &points {
-        if stop.is_cancelled() {
-            break;
-        }
-        let point_dir = match label {
-            Some(l) => out.join(safe(l)),
-            None => out.clone(),
-        };
-        match run_point(
-            &a,
-            w,
-            label.clone(),
-            &targets,
-            &point_dir,
-            multi,
-            &run_id,
-            &stop,
-            &progress,
-            clock.clone(),
-        )
-        .await
-        {
-            Ok(p) => results.push(p),
-            Err(e) => {
-                fatal = Some(e);
-                break;
-            }
-        }
-    }
-    ticker.abort();
-    watcher.abort();
-    progress.finish();
-    if let Some(e) = fatal {
-        return Err(e);
-    }
-    Ok(emit(&a, &out, &targets, sweep.as_ref(), &results))
+        stop.cancel();
+        let second = signals.next().await;
+        eprintln!("{}: quitting at once, without the report", second.name());
+        std::process::exit(second.exit_status());
+    })
+}
+
+/// The line that says what is about to run.
+fn banner(
+    w0: &Workload,
+    targets: &[NamedTarget],
+    sweep: Option<&(String, Vec<String>)>,
+    run_id: &str,
+) -> String {
+    let names: Vec<String> = targets
+        .iter()
+        .map(|t| format!("{} ({})", t.name, t.spec))
+        .collect();
+    format!(
+        "loadmix: {} against {} · {} users · {} round(s) × {}{} · run {run_id}",
+        w0.name,
+        names.join(", "),
+        w0.total_users(),
+        w0.run.rounds,
+        w0.length_text(),
+        sweep
+            .map(|(k, v)| format!(" · sweep {k} over {}", v.join(",")))
+            .unwrap_or_default()
+    )
+}
+
+/// Under `--start-at`, one clock for the whole run, every target and sweep point: slot n
+/// is the n-th round run, in the order every shard runs them. A slot fits the longest
+/// round, and under an iterations-bound round only the first round waits.
+fn round_clock(
+    a: &RunOptions,
+    points: &[(Option<String>, Workload)],
+) -> Option<Arc<crate::engine::shard::RoundClock>> {
+    let at = a.start_at?;
+    let longest = points
+        .iter()
+        .try_fold(Duration::ZERO, |m, (_, w)| match w.run.stop {
+            Stop::Duration(d) => Some(m.max(d)),
+            Stop::Iterations(_) => None,
+        });
+    let every = a
+        .round_every
+        .or_else(|| longest.and_then(|d| d.checked_add(DEFAULT_ROUND_GAP)));
+    Some(Arc::new(crate::engine::shard::RoundClock::new(at, every)))
 }
 
 /// A monitor meant for one target (`...@TARGET`) must name a target of this run.
@@ -474,121 +501,69 @@ pub fn for_target(w: &Workload, spec: &TargetSpec) -> Workload {
     wt
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What every point of a run shares: the options, the targets, the run's identity, its
+/// stop signal, progress and round clock.
+struct RunCx<'a> {
+    a: &'a RunOptions,
+    targets: &'a [NamedTarget],
+    /// Several targets or sweep points: output goes into a folder each.
+    multi: bool,
+    run_id: &'a str,
+    stop: &'a CancellationToken,
+    progress: &'a Progress,
+    clock: Option<Arc<crate::engine::shard::RoundClock>>,
+}
+
+/// One workload variant against every target: set each up, run their rounds in
+/// alternation, then report each and compare them.
 async fn run_point(
-    a: &RunOptions,
+    cx: &RunCx<'_>,
     w: &Workload,
     label: Option<String>,
-    targets: &[NamedTarget],
     dir: &Path,
-    multi: bool,
-    run_id: &str,
-    stop: &CancellationToken,
-    progress: &Progress,
-    clock: Option<Arc<crate::engine::shard::RoundClock>>,
 ) -> Result<PointResult, RunError> {
-    let monitors = monitors_of(a, w, targets)?;
-    let metrics = metrics_of(a, w, targets)?;
-    let mut lanes: Vec<Lane> = Vec::new();
-    let stop_all = |lanes: Vec<Lane>| async move {
-        for l in lanes {
-            if let Some(s) = l.server {
-                s.stop().await;
-            }
-        }
+    let mut lanes = open_lanes(cx, w, label.as_deref(), dir).await?;
+    let order = cx.a.order.unwrap_or(Order::Balanced);
+    run_rounds(cx, w, label.as_deref(), order, &mut lanes).await;
+    let mut point = PointResult {
+        label,
+        reports: Vec::new(),
+        interrupted: false,
+        thresholds_ok: true,
+        write_failed: false,
     };
-    for t in targets {
-        let wt = for_target(w, &t.spec);
-        let (endpoint, server) = match &t.spec {
-            TargetSpec::Embedded { store } => {
-                let store = match store {
-                    EmbeddedStore::Memory => server::StoreSpec::Memory,
-                    EmbeddedStore::Sqlite(p) if p.is_empty() => {
-                        if let Err(e) = std::fs::create_dir_all(dir) {
-                            stop_all(lanes).await;
-                            return Err(RunError::Write(format!(
-                                "cannot create {}: {e}",
-                                dir.display()
-                            )));
-                        }
-                        server::StoreSpec::Sqlite(
-                            dir.join(format!("{}.db", safe(&t.name)))
-                                .display()
-                                .to_string(),
-                        )
-                    }
-                    EmbeddedStore::Sqlite(p) => server::StoreSpec::Sqlite(p.clone()),
-                };
-                let mut cfg = ServerConfig {
-                    store,
-                    context: w.context.clone(),
-                    ..ServerConfig::default()
-                };
-                // The in-process server knows the admin the workload's users will ask for
-                // (`accounts.admin`, `$LOADMIX_ADMIN_PASSWORD`), so the two always agree.
-                if let Ok(AccountPlan::Cmp { admin, .. }) =
-                    AccountPlan::resolve(w, Path::new(&w.file).parent())
-                {
-                    (cfg.admin_user, cfg.admin_password) = admin;
-                }
-                match server::start(cfg).await {
-                    Ok(h) => (Endpoint::local(h.addr, &t.spec.to_string()), Some(h)),
-                    Err(e) => {
-                        stop_all(lanes).await;
-                        return Err(match e {
-                            server::ServerError::Store { .. } => RunError::Usage(e.to_string()),
-                            _ => RunError::Unreachable(format!("embedded server: {e}")),
-                        });
-                    }
-                }
-            }
-            TargetSpec::Url(u) => match Endpoint::resolve(
-                Address {
-                    host: &u.host,
-                    port: u.port,
-                    base_path: &u.base_path,
-                    raw: &u.raw,
-                    https: u.https,
-                },
-                &a.tls,
-            ) {
-                Ok(e) => (e, None),
-                Err(e) => {
-                    stop_all(lanes).await;
-                    let m = format!("target {}: {e}", t.name);
-                    return Err(match e {
-                        EndpointError::Tls(_) => RunError::Usage(m),
-                        EndpointError::Resolve(_) => RunError::Unreachable(m),
-                    });
-                }
-            },
-        };
-        let live = Arc::new(Live::new(w.classes.len()));
-        let name = t.name.clone();
-        let p = progress.clone();
-        let tag = if multi {
-            format!(
-                "{}{}",
-                label
-                    .as_deref()
-                    .map(|l| format!("{l} "))
-                    .unwrap_or_default(),
-                t.name
-            )
-        } else {
-            w.name.clone()
-        };
-        let cfg = EngineConfig {
-            endpoint: Arc::new(endpoint),
-            stop: stop.clone(),
-            log_ops: a.log_ops.is_some(),
-            preflight: a.preflight,
-            run_id: run_id.into(),
-            on_round: Some(Arc::new(move |r: &RoundResult, of: u32| {
-                p.line(&round_line(&tag, r, of))
-            })),
-            live: Some(live.clone()),
-            keep_data: a.keep_data,
+    // A file that cannot be written must not cost the other targets' reports, nor the
+    // table on stdout: note it, carry on, and exit 4 at the end.
+    for lane in lanes {
+        report_lane(cx, lane, dir, order, &mut point).await;
+    }
+    if point.reports.len() > 1 {
+        point.write_failed |= !write_comparison(dir, &point.reports);
+    }
+    Ok(point)
+}
+
+/// Stop the embedded servers of lanes already set up, when a later one cannot be.
+async fn stop_lanes(lanes: Vec<Lane>) {
+    for l in lanes {
+        if let Some(s) = l.server {
+            s.stop().await;
+        }
+    }
+}
+
+/// Every target set up: its server (embedded) or address, its engine and users.
+async fn open_lanes(
+    cx: &RunCx<'_>,
+    w: &Workload,
+    label: Option<&str>,
+    dir: &Path,
+) -> Result<Vec<Lane>, RunError> {
+    let monitors = monitors_of(cx.a, w, cx.targets)?;
+    let metrics = metrics_of(cx.a, w, cx.targets)?;
+    let mut lanes: Vec<Lane> = Vec::new();
+    for t in cx.targets {
+        let watch = Watching {
             monitors: monitors
                 .iter()
                 .filter(|(_, only)| watches(only, &t.name))
@@ -599,44 +574,167 @@ async fn run_point(
                 .filter(|(_, only)| watches(only, &t.name))
                 .map(|(m, _)| m.clone())
                 .collect(),
-            shard: a.shard,
-            clock: clock.clone(),
         };
-        match Runner::new(&wt, cfg).await {
-            Ok(runner) => lanes.push(Lane {
-                name,
-                workload: wt,
-                runner,
-                live,
-                server,
-            }),
+        match open_lane(cx, w, t, label, dir, watch).await {
+            Ok(lane) => lanes.push(lane),
             Err(e) => {
-                if let Some(s) = server {
-                    s.stop().await;
-                }
-                stop_all(lanes).await;
-                let msg = format!("target {}: {e}", t.name);
-                return Err(match &e {
-                    EngineError::Protocol(ProtocolError::Setup(_)) => RunError::Usage(msg),
-                    _ => RunError::Unreachable(msg),
-                });
+                stop_lanes(lanes).await;
+                return Err(e);
             }
         }
     }
+    Ok(lanes)
+}
+
+/// What one target's rounds watch on the server's side.
+struct Watching {
+    monitors: Vec<Watch>,
+    metrics: Vec<MetricsSpec>,
+}
+
+/// One target set up: where it is, and its engine with the run's settings.
+async fn open_lane(
+    cx: &RunCx<'_>,
+    w: &Workload,
+    t: &NamedTarget,
+    label: Option<&str>,
+    dir: &Path,
+    watch: Watching,
+) -> Result<Lane, RunError> {
+    let a = cx.a;
+    let wt = for_target(w, &t.spec);
+    let (endpoint, server) = endpoint_of(a, w, t, dir).await?;
+    let live = Arc::new(Live::new(w.classes.len()));
+    let p = cx.progress.clone();
+    let tag = match (cx.multi, label) {
+        (true, Some(l)) => format!("{l} {}", t.name),
+        (true, None) => t.name.clone(),
+        (false, _) => w.name.clone(),
+    };
+    let cfg = EngineConfig {
+        endpoint: Arc::new(endpoint),
+        stop: cx.stop.clone(),
+        log_ops: a.log_ops.is_some(),
+        preflight: a.preflight,
+        run_id: cx.run_id.into(),
+        on_round: Some(Arc::new(move |r: &RoundResult, of: u32| {
+            p.line(&round_line(&tag, r, of))
+        })),
+        live: Some(live.clone()),
+        keep_data: a.keep_data,
+        monitors: watch.monitors,
+        metrics: watch.metrics,
+        shard: a.shard,
+        clock: cx.clock.clone(),
+    };
+    match Runner::new(&wt, cfg).await {
+        Ok(runner) => Ok(Lane {
+            name: t.name.clone(),
+            workload: wt,
+            runner,
+            live,
+            server,
+        }),
+        Err(e) => {
+            if let Some(s) = server {
+                s.stop().await;
+            }
+            let msg = format!("target {}: {e}", t.name);
+            Err(match &e {
+                EngineError::Protocol(ProtocolError::Setup(_)) => RunError::Usage(msg),
+                _ => RunError::Unreachable(msg),
+            })
+        }
+    }
+}
+
+/// Where a target is: an embedded server started for it, or its URL resolved.
+async fn endpoint_of(
+    a: &RunOptions,
+    w: &Workload,
+    t: &NamedTarget,
+    dir: &Path,
+) -> Result<(Endpoint, Option<ServerHandle>), RunError> {
+    match &t.spec {
+        TargetSpec::Embedded { store } => {
+            let h = start_embedded(w, t, store, dir).await?;
+            Ok((Endpoint::local(h.addr, &t.spec.to_string()), Some(h)))
+        }
+        TargetSpec::Url(u) => {
+            let address = Address {
+                host: &u.host,
+                port: u.port,
+                base_path: &u.base_path,
+                raw: &u.raw,
+                https: u.https,
+            };
+            match Endpoint::resolve(address, &a.tls) {
+                Ok(e) => Ok((e, None)),
+                Err(e) => {
+                    let m = format!("target {}: {e}", t.name);
+                    Err(match e {
+                        EndpointError::Tls(_) => RunError::Usage(m),
+                        EndpointError::Resolve(_) => RunError::Unreachable(m),
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// The embedded server for a target, on the store it names (a SQLite file in the output
+/// folder unless a path is given), knowing the admin the workload's users will ask for.
+async fn start_embedded(
+    w: &Workload,
+    t: &NamedTarget,
+    store: &EmbeddedStore,
+    dir: &Path,
+) -> Result<ServerHandle, RunError> {
+    let store = match store {
+        EmbeddedStore::Memory => server::StoreSpec::Memory,
+        EmbeddedStore::Sqlite(p) if p.is_empty() => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| RunError::Write(format!("cannot create {}: {e}", dir.display())))?;
+            let file = dir.join(format!("{}.db", safe(&t.name)));
+            server::StoreSpec::Sqlite(file.display().to_string())
+        }
+        EmbeddedStore::Sqlite(p) => server::StoreSpec::Sqlite(p.clone()),
+    };
+    let mut cfg = ServerConfig {
+        store,
+        context: w.context.clone(),
+        ..ServerConfig::default()
+    };
+    // The in-process server knows the admin the workload's users will ask for
+    // (`accounts.admin`, `$LOADMIX_ADMIN_PASSWORD`), so the two always agree.
+    if let Ok(AccountPlan::Cmp { admin, .. }) = AccountPlan::resolve(w, Path::new(&w.file).parent())
+    {
+        (cfg.admin_user, cfg.admin_password) = admin;
+    }
+    server::start(cfg).await.map_err(|e| match e {
+        server::ServerError::Store { .. } => RunError::Usage(e.to_string()),
+        _ => RunError::Unreachable(format!("embedded server: {e}")),
+    })
+}
+
+/// Warm-up rounds first, in the same order and thrown away; then the measured rounds,
+/// the targets taking turns in `order`.
+async fn run_rounds(
+    cx: &RunCx<'_>,
+    w: &Workload,
+    label: Option<&str>,
+    order: Order,
+    lanes: &mut [Lane],
+) {
     let classes: Vec<String> = w.classes.iter().map(|c| c.name.clone()).collect();
-    let order = a.order.unwrap_or(Order::Balanced);
-    // Warm-up rounds first, in the same order and thrown away; then the measured rounds.
-    let prefix = label
-        .as_deref()
-        .map(|l| format!("{l} "))
-        .unwrap_or_default();
+    let prefix = label.map(|l| format!("{l} ")).unwrap_or_default();
     let schedule = (1..=w.run.warmup_rounds)
         .map(|k| (true, k))
         .chain((1..=w.run.rounds).map(|r| (false, r)));
-    'rounds: for (warmup, r) in schedule {
+    for (warmup, r) in schedule {
         for i in order.sequence(lanes.len(), r, w.run.seed) {
-            if stop.is_cancelled() {
-                break 'rounds;
+            if cx.stop.is_cancelled() {
+                return;
             }
             let lane = &mut lanes[i];
             let what = match warmup {
@@ -646,117 +744,122 @@ async fn run_point(
                 ),
                 false => format!("{prefix}{} round {r}/{}", lane.name, w.run.rounds),
             };
-            progress.begin(what, lane.live.clone(), classes.clone(), w.length_text());
+            let live = lane.live.clone();
+            cx.progress
+                .begin(what, live, classes.clone(), w.length_text());
             match warmup {
                 true => lane.runner.warmup_round(&lane.workload, r).await,
                 false => lane.runner.round(&lane.workload, r).await,
             }
         }
     }
-    let mut reports = Vec::new();
-    let mut interrupted = false;
-    let mut thresholds_ok = true;
-    // A file that cannot be written must not cost the other targets' reports, nor the
-    // table on stdout: note it, carry on, and exit 4 at the end.
-    let mut write_failed = false;
-    for lane in lanes {
-        if let Some(s) = lane.server {
-            s.stop().await;
-        }
-        let w = &lane.workload;
-        let target_clock = lane.runner.target_clock();
-        let result = lane.runner.finish(w);
-        interrupted |= result.interrupted;
-        let target = targets
-            .iter()
-            .find(|t| t.name == lane.name)
-            .map(|t| t.spec.to_string())
-            .unwrap_or_default();
-        let mut rep = report::build(w, &target, &result);
-        rep.name = Some(lane.name.clone());
-        rep.target_clock = target_clock.map(|c| report::model::TargetClock {
-            offset_ms: c.offset_ms,
-            plus_minus_ms: c.plus_minus_ms,
-            answers: c.answers,
+}
+
+/// One target's report: built, labelled, judged against its thresholds and written with
+/// its op log; a file that cannot be written is noted in `point` and the rest go on.
+async fn report_lane(
+    cx: &RunCx<'_>,
+    lane: Lane,
+    dir: &Path,
+    order: Order,
+    point: &mut PointResult,
+) {
+    let (a, targets) = (cx.a, cx.targets);
+    if let Some(s) = lane.server {
+        s.stop().await;
+    }
+    let w = &lane.workload;
+    let target_clock = lane.runner.target_clock();
+    let result = lane.runner.finish(w);
+    point.interrupted |= result.interrupted;
+    let target = targets
+        .iter()
+        .find(|t| t.name == lane.name)
+        .map(|t| t.spec.to_string())
+        .unwrap_or_default();
+    let mut rep = report::build(w, &target, &result);
+    rep.name = Some(lane.name.clone());
+    rep.target_clock = target_clock.map(|c| report::model::TargetClock {
+        offset_ms: c.offset_ms,
+        plus_minus_ms: c.plus_minus_ms,
+        answers: c.answers,
+    });
+    if targets.len() > 1 {
+        rep.order = Some(order.name().to_string());
+    }
+    if !a.shard.is_whole() {
+        rep.shard = Some(report::model::ShardInfo {
+            index: a.shard.index,
+            count: a.shard.count,
         });
-        if targets.len() > 1 {
-            rep.order = Some(order.name().to_string());
-        }
-        if !a.shard.is_whole() {
-            rep.shard = Some(report::model::ShardInfo {
-                index: a.shard.index,
-                count: a.shard.count,
-            });
-        }
-        rep.note = a.note.clone();
-        rep.labels = labels_for(&a.labels, &lane.name, targets);
-        if target.starts_with("https://") {
-            rep.tls = Some(TlsInfo {
-                verified: !a.tls.insecure,
-                ca_cert: a.tls.ca_cert.as_ref().map(|p| p.display().to_string()),
-                client_certificate: a.tls.client_cert.is_some(),
-            });
-        }
-        thresholds_ok &= report::thresholds::evaluate(&w.thresholds, &mut rep);
-        let tdir = if targets.len() > 1 {
-            dir.join(safe(&lane.name))
+    }
+    rep.note = a.note.clone();
+    rep.labels = labels_for(&a.labels, &lane.name, targets);
+    if target.starts_with("https://") {
+        rep.tls = Some(TlsInfo {
+            verified: !a.tls.insecure,
+            ca_cert: a.tls.ca_cert.as_ref().map(|p| p.display().to_string()),
+            client_certificate: a.tls.client_cert.is_some(),
+        });
+    }
+    point.thresholds_ok &= report::thresholds::evaluate(&w.thresholds, &mut rep);
+    let tdir = if targets.len() > 1 {
+        dir.join(safe(&lane.name))
+    } else {
+        dir.to_path_buf()
+    };
+    if let Err(e) = report::write_dir(&rep, &tdir) {
+        warn(e);
+        point.write_failed = true;
+    }
+    if let Some(p) = &a.log_ops {
+        let path = if cx.multi {
+            tdir.join(p.file_name().unwrap_or_else(|| "ops.csv".as_ref()))
         } else {
-            dir.to_path_buf()
+            p.clone()
         };
-        if let Err(e) = report::write_dir(&rep, &tdir) {
-            warn(e);
-            write_failed = true;
-        }
-        if let Some(p) = &a.log_ops {
-            let path = if multi {
-                tdir.join(p.file_name().unwrap_or_else(|| "ops.csv".as_ref()))
-            } else {
-                p.clone()
-            };
-            let written = report::oplog::render(w, &result.op_log)
-                .map_err(|e| e.to_string())
-                .and_then(|text| report::write_file(&path, &text).map_err(|e| e.to_string()));
-            if let Err(e) = written {
-                warn(format!("op log {}: {e}", path.display()));
-                write_failed = true;
-            }
-        }
-        reports.push((lane.name, rep, tdir));
-    }
-    if reports.len() > 1 {
-        let names: Vec<String> = compare::short_names(
-            &reports
-                .iter()
-                .map(|(n, _, _)| n.clone())
-                .collect::<Vec<_>>(),
-        );
-        let reps: Vec<Report> = reports.iter().map(|(_, r, _)| r.clone()).collect();
-        if let Ok(c) = compare::compare(&names, &reps, false) {
-            let files = [
-                ("compare.txt", Ok(compare::render_table(&c))),
-                ("compare.md", Ok(compare::render_markdown(&c))),
-                ("compare.html", Ok(report::html::comparison(&c))),
-                ("compare.json", serde_json::to_string_pretty(&c)),
-            ];
-            for (f, text) in files {
-                let path = dir.join(f);
-                let written = text
-                    .map_err(|e| e.to_string())
-                    .and_then(|t| report::write_file(&path, &t).map_err(|e| e.to_string()));
-                if let Err(e) = written {
-                    warn(format!("{}: {e}", path.display()));
-                    write_failed = true;
-                }
-            }
+        let written = report::oplog::render(w, &result.op_log)
+            .map_err(|e| e.to_string())
+            .and_then(|text| report::write_file(&path, &text).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            warn(format!("op log {}: {e}", path.display()));
+            point.write_failed = true;
         }
     }
-    Ok(PointResult {
-        label,
-        reports,
-        interrupted,
-        thresholds_ok,
-        write_failed,
-    })
+    point.reports.push((lane.name, rep, tdir));
+}
+
+/// The targets compared, as text, Markdown, HTML and JSON in `dir`; false when a file
+/// could not be written (each is named on stderr).
+fn write_comparison(dir: &Path, reports: &[(String, Report, PathBuf)]) -> bool {
+    let names = compare::short_names(
+        &reports
+            .iter()
+            .map(|(n, _, _)| n.clone())
+            .collect::<Vec<_>>(),
+    );
+    let reps: Vec<Report> = reports.iter().map(|(_, r, _)| r.clone()).collect();
+    let Ok(c) = compare::compare(&names, &reps, false) else {
+        return true;
+    };
+    let files = [
+        ("compare.txt", Ok(compare::render_table(&c))),
+        ("compare.md", Ok(compare::render_markdown(&c))),
+        ("compare.html", Ok(report::html::comparison(&c))),
+        ("compare.json", serde_json::to_string_pretty(&c)),
+    ];
+    let mut ok = true;
+    for (f, text) in files {
+        let path = dir.join(f);
+        let written = text
+            .map_err(|e| e.to_string())
+            .and_then(|t| report::write_file(&path, &t).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            warn(format!("{}: {e}", path.display()));
+            ok = false;
+        }
+    }
+    ok
 }
 
 /// Print the figures and write the outputs that span targets or points.

@@ -334,10 +334,6 @@ impl VuOutput {
     }
 }
 
-/// When each closed VU of `class` is active: VU `i` (from 0) starts the first moment the
-/// ramped count exceeds `i` and stops the first moment after that it falls back to `i` or
-/// below (`None`: it runs to the end). One pass over the ramp for the whole class, in 10 ms
-/// steps, so a long ramp over many users costs steps + users, not their product.
 /// The most operations a second the round's schedules start (paced users, open-model
 /// arrivals at their peak rate), for the choice of timer.
 fn scheduled_rate(classes: &[UserClass]) -> f64 {
@@ -351,6 +347,10 @@ fn scheduled_rate(classes: &[UserClass]) -> f64 {
         .sum()
 }
 
+/// When each closed VU of `class` is active: VU `i` (from 0) starts the first moment the
+/// ramped count exceeds `i` and stops the first moment after that it falls back to `i` or
+/// below (`None`: it runs to the end). One pass over the ramp for the whole class, in 10 ms
+/// steps, so a long ramp over many users costs steps + users, not their product.
 fn active_windows(class: &UserClass) -> Vec<(Duration, Option<Duration>)> {
     let peak = Workload::peak_users(class) as usize;
     if class.ramp.is_empty() {
@@ -402,7 +402,8 @@ fn active_windows(class: &UserClass) -> Vec<(Duration, Option<Duration>)> {
         .collect()
 }
 
-/// Process CPU time (user + system) so far.
+/// One round: users set up before the clock, a common start, the closed users and open
+/// arrivals run to the round's end, the samplers stopped with the clock, then cleanup.
 async fn run_round(
     w: &Workload,
     cfg: &EngineConfig,
@@ -414,8 +415,121 @@ async fn run_round(
         connect: w.run.connect_timeout,
         request: w.run.timeout,
     };
-    // Set-up (accounts, discovery) of closed users runs before the clock starts, as the 2007
-    // runner created its users before starting their threads.
+    let (ready, mut out, setup_failures) =
+        set_up_users(w, cfg, drivers, labels, round, timeouts).await;
+    let live = cfg
+        .live
+        .clone()
+        .map(|l| (l, labels.iter().map(|(ci, _, _)| ci).collect()));
+    let (factory, aggregator) =
+        metrics::aggregator(labels.len(), w.run.warmup, w.run.timeout, live);
+    // A common start: wait for this round's slot, set-up done, then start the clock
+    // and the samplers, whose seconds are the round's.
+    let slot_late = wait_for_slot(cfg).await;
+    // Closed users inside their active window and open sessions in progress.
+    let users = Arc::new(AtomicU64::new(0));
+    let samplers = Samplers::start(cfg, users.clone());
+    let started_at = SystemTime::now();
+    let start = Instant::now();
+    let halt = Halt::watch(&cfg.stop);
+    let rc = RoundCx {
+        w,
+        cfg,
+        labels,
+        round,
+        start,
+        deadline: match w.run.stop {
+            Stop::Duration(d) => Some(start + d),
+            Stop::Iterations(_) => None,
+        },
+        classes: w.classes.iter().map(|c| Arc::new(c.clone())).collect(),
+        users,
+        // The round's timer for scheduled starts; its task ends with the last user.
+        timer: timer::Timer::start(scheduled_rate(&w.classes)),
+        timeouts,
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    let vus = spawn_closed(&rc, ready, &factory, &halt.halted, &mut tasks);
+    spawn_open(&rc, drivers, &factory, &mut tasks);
+    drop(factory);
+    while let Some(res) = tasks.join_next().await {
+        // A VU task only ends by returning; a panic would be a bug, and losing one VU's
+        // output is better than losing the round.
+        if let Ok(o) = res {
+            out.absorb(o);
+        }
+    }
+    let elapsed = start.elapsed();
+    // The samplers stop with the round's clock: the host's and the server's figures are
+    // those of the measured work, not of the cleanup that follows.
+    halt.round_over.cancel();
+    let (host, server, metrics) = samplers.finish().await;
+    let stats = aggregator.await.unwrap_or_else(|_| RoundStats::empty());
+    // After the clock: what the round made goes, unless the run keeps it.
+    let cleanup = if cfg.keep_data {
+        CleanupStats::default()
+    } else {
+        let leftovers = std::mem::take(&mut out.leftovers);
+        crate::protocol::cleanup::run(cfg.endpoint.clone(), timeouts, leftovers).await
+    };
+    // Stable: a VU's rows keep their order (a bootstrap before the pick it precedes).
+    out.log.sort_by_key(|e| (e.class, e.vu));
+    out.failures.sort_by_key(|f| f.label);
+    out.failures.truncate(MAX_FAILURE_NOTES);
+    (
+        RoundResult {
+            index: round,
+            started_at,
+            slot_late,
+            elapsed,
+            measured: elapsed.saturating_sub(w.run.warmup),
+            stats,
+            vus: vus + out.sessions,
+            connections_opened: out.connections,
+            requests_retried: out.retried,
+            setup_failures,
+            interrupted: cfg.stop.is_cancelled(),
+            host,
+            server,
+            metrics,
+            dropped: out.dropped,
+            late: out.late,
+            cleanup,
+        },
+        out.log,
+        out.failures,
+    )
+}
+
+/// What every user of a round shares once its clock has started.
+struct RoundCx<'a> {
+    w: &'a Workload,
+    cfg: &'a EngineConfig,
+    labels: &'a LabelTable,
+    round: u32,
+    start: Instant,
+    /// The end of a duration-bound round.
+    deadline: Option<Instant>,
+    classes: Vec<Arc<UserClass>>,
+    users: Arc<AtomicU64>,
+    timer: timer::Timer,
+    timeouts: Timeouts,
+}
+
+/// A closed user set up for the round: its class, index, driver and connection.
+type Ready = (usize, u32, VuDriver, Conn);
+
+/// Set-up (accounts, discovery) of closed users runs before the clock starts, as the 2007
+/// runner created its users before starting their threads. A user whose set-up failed
+/// still runs (its failures are the server's answer); the failure is noted.
+async fn set_up_users(
+    w: &Workload,
+    cfg: &EngineConfig,
+    drivers: &[Arc<ClassDriver>],
+    labels: &LabelTable,
+    round: u32,
+    timeouts: Timeouts,
+) -> (Vec<Ready>, VuOutput, u64) {
     let mut setups = tokio::task::JoinSet::new();
     for (ci, class) in w.classes.iter().enumerate() {
         // Sharded, this process runs its own users, each with the index (and so the seed
@@ -453,56 +567,99 @@ async fn run_round(
     }
     ready.sort_by_key(|(ci, vu, _, _)| (*ci, *vu));
 
-    let live = cfg
-        .live
-        .clone()
-        .map(|l| (l, labels.iter().map(|(ci, _, _)| ci).collect()));
-    let (factory, aggregator) =
-        metrics::aggregator(labels.len(), w.run.warmup, w.run.timeout, live);
-    // A common start: wait for this round's slot, set-up done, then start the clock
-    // and the samplers, whose seconds are the round's.
-    let mut slot_late = None;
-    if let Some(slot) = cfg.clock.as_ref().and_then(|c| c.next_slot()) {
-        if let Ok(wait) = slot.duration_since(SystemTime::now()) {
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = cfg.stop.cancelled() => {}
-            }
+    (ready, out, setup_failures)
+}
+
+/// Under `--start-at`, wait for this round's slot (or the stop); how late it began.
+async fn wait_for_slot(cfg: &EngineConfig) -> Option<Duration> {
+    let slot = cfg.clock.as_ref().and_then(|c| c.next_slot())?;
+    if let Ok(wait) = slot.duration_since(SystemTime::now()) {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = cfg.stop.cancelled() => {}
         }
-        slot_late = Some(SystemTime::now().duration_since(slot).unwrap_or_default());
     }
-    let cpu_done = CancellationToken::new();
-    // Closed users inside their active window and open sessions in progress.
-    let users = Arc::new(AtomicU64::new(0));
-    let cpu = host::sampler(cpu_done.clone(), users.clone());
-    let server = (!cfg.monitors.is_empty())
-        .then(|| crate::monitor::sampler(cfg.monitors.clone(), cpu_done.clone()));
-    let scraped = (!cfg.metrics.is_empty())
-        .then(|| crate::monitor::prometheus::sampler(cfg.metrics.clone(), cpu_done.clone()));
-    let started_at = SystemTime::now();
-    let start = Instant::now();
-    let deadline = match w.run.stop {
-        Stop::Duration(d) => Some(start + d),
-        Stop::Iterations(_) => None,
-    };
-    let classes: Vec<Arc<UserClass>> = w.classes.iter().map(|c| Arc::new(c.clone())).collect();
-    let halted = Arc::new(AtomicBool::new(cfg.stop.is_cancelled()));
-    let round_over = CancellationToken::new();
-    {
-        let (halted, stop, over) = (halted.clone(), cfg.stop.clone(), round_over.clone());
+    Some(SystemTime::now().duration_since(slot).unwrap_or_default())
+}
+
+/// The round's samplers: the host (and this process), the watched server processes, the
+/// scraped metrics pages; all on the round's clock.
+struct Samplers {
+    done: CancellationToken,
+    host: tokio::task::JoinHandle<host::HostSamples>,
+    server: Option<tokio::task::JoinHandle<Vec<crate::monitor::ProcessRound>>>,
+    scraped: Option<tokio::task::JoinHandle<Vec<crate::monitor::prometheus::SeriesRound>>>,
+}
+
+impl Samplers {
+    fn start(cfg: &EngineConfig, users: Arc<AtomicU64>) -> Samplers {
+        let done = CancellationToken::new();
+        Samplers {
+            host: host::sampler(done.clone(), users),
+            server: (!cfg.monitors.is_empty())
+                .then(|| crate::monitor::sampler(cfg.monitors.clone(), done.clone())),
+            scraped: (!cfg.metrics.is_empty())
+                .then(|| crate::monitor::prometheus::sampler(cfg.metrics.clone(), done.clone())),
+            done,
+        }
+    }
+
+    /// Stop them and take what they saw.
+    async fn finish(
+        self,
+    ) -> (
+        host::HostSamples,
+        Vec<crate::monitor::ProcessRound>,
+        Vec<crate::monitor::prometheus::SeriesRound>,
+    ) {
+        self.done.cancel();
+        let host = self.host.await.unwrap_or_default();
+        let server = match self.server {
+            Some(s) => s.await.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let metrics = match self.scraped {
+            Some(s) => s.await.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        (host, server, metrics)
+    }
+}
+
+/// The run's stop signal seen as a flag a user can read without a waiter (`halted`), for
+/// as long as the round lasts (`round_over` ends the watch).
+struct Halt {
+    halted: Arc<AtomicBool>,
+    round_over: CancellationToken,
+}
+
+impl Halt {
+    fn watch(stop: &CancellationToken) -> Halt {
+        let halted = Arc::new(AtomicBool::new(stop.is_cancelled()));
+        let round_over = CancellationToken::new();
+        let (h, stop, over) = (halted.clone(), stop.clone(), round_over.clone());
         tokio::spawn(async move {
             tokio::select! {
-                _ = stop.cancelled() => halted.store(true, Ordering::Relaxed),
+                _ = stop.cancelled() => h.store(true, Ordering::Relaxed),
                 _ = over.cancelled() => {}
             }
         });
+        Halt { halted, round_over }
     }
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut vus = 0u64;
-    // The round's timer for scheduled starts; its task ends with the last user.
-    let timer = timer::Timer::start(scheduled_rate(&w.classes));
+}
+
+/// Start every closed user in its active window; how many there are.
+fn spawn_closed(
+    rc: &RoundCx<'_>,
+    ready: Vec<Ready>,
+    factory: &metrics::RecorderFactory,
+    halted: &Arc<AtomicBool>,
+    tasks: &mut tokio::task::JoinSet<VuOutput>,
+) -> u64 {
+    let (w, cfg, start) = (rc.w, rc.cfg, rc.start);
     let windows: Vec<Vec<(Duration, Option<Duration>)>> =
         w.classes.iter().map(active_windows).collect();
+    let mut vus = 0u64;
     for (ci, vu, driver, conn) in ready {
         let class = &w.classes[ci];
         vus += 1;
@@ -512,29 +669,39 @@ async fn run_round(
             .unwrap_or((Duration::MAX, None));
         let spec = VuSpec {
             class_index: ci,
-            class: classes[ci].clone(),
+            class: rc.classes[ci].clone(),
             vu,
-            round,
+            round: rc.round,
             seed: w.run.seed,
             start,
-            deadline,
+            deadline: rc.deadline,
             active_from: start.checked_add(from),
             active_until: until.map(|u| start + u),
             iterations: class.iterations.or(match w.run.stop {
                 Stop::Iterations(n) => Some(n),
                 Stop::Duration(_) => None,
             }),
-            label_base: labels.index(ci, 0),
+            label_base: rc.labels.index(ci, 0),
             log_ops: cfg.log_ops,
             halted: halted.clone(),
-            users: users.clone(),
-            timer: timer.clone(),
+            users: rc.users.clone(),
+            timer: rc.timer.clone(),
         };
         let recorder = factory.recorder();
         let stop = cfg.stop.clone();
         tasks.spawn(vu_loop(spec, driver, conn, recorder, stop));
     }
-    // Open classes: sessions arrive on a schedule, each with fresh state.
+    vus
+}
+
+/// Open classes: sessions arrive on a schedule, each with fresh state.
+fn spawn_open(
+    rc: &RoundCx<'_>,
+    drivers: &[Arc<ClassDriver>],
+    factory: &metrics::RecorderFactory,
+    tasks: &mut tokio::task::JoinSet<VuOutput>,
+) {
+    let (w, cfg, start) = (rc.w, rc.cfg, rc.start);
     let shared = Arc::new(w.clone());
     for (ci, class) in w.classes.iter().enumerate() {
         let Some(arrival) = class.arrival.clone() else {
@@ -542,22 +709,22 @@ async fn run_round(
         };
         let spec = open::OpenSpec {
             class_index: ci,
-            class: classes[ci].clone(),
+            class: rc.classes[ci].clone(),
             arrival,
-            round,
+            round: rc.round,
             seed: w.run.seed,
             start,
             // An open class needs an end: the duration, or its iterations' worth of time.
-            deadline: deadline.unwrap_or(start + Duration::from_secs(3600)),
+            deadline: rc.deadline.unwrap_or(start + Duration::from_secs(3600)),
             iterations: class.iterations.unwrap_or(1),
-            label_base: labels.index(ci, 0),
+            label_base: rc.labels.index(ci, 0),
             log_ops: cfg.log_ops,
             run_id: cfg.run_id.clone(),
             endpoint: cfg.endpoint.clone(),
-            timeouts,
-            users: users.clone(),
+            timeouts: rc.timeouts,
+            users: rc.users.clone(),
             shard: cfg.shard,
-            timer: timer.clone(),
+            timer: rc.timer.clone(),
         };
         tasks.spawn(open::arrivals(
             spec,
@@ -567,67 +734,6 @@ async fn run_round(
             cfg.stop.clone(),
         ));
     }
-    drop(factory);
-    while let Some(res) = tasks.join_next().await {
-        // A VU task only ends by returning; a panic would be a bug, and losing one VU's
-        // output is better than losing the round.
-        if let Ok(o) = res {
-            out.absorb(o);
-        }
-    }
-    let elapsed = start.elapsed();
-    // The samplers stop with the round's clock: the host's and the server's figures are
-    // those of the measured work, not of the cleanup that follows.
-    round_over.cancel();
-    cpu_done.cancel();
-    let stats = aggregator.await.unwrap_or_else(|_| RoundStats::empty());
-    let host = cpu.await.unwrap_or_default();
-    let server = match server {
-        Some(s) => s.await.unwrap_or_default(),
-        None => Vec::new(),
-    };
-    let metrics = match scraped {
-        Some(s) => s.await.unwrap_or_default(),
-        None => Vec::new(),
-    };
-    // After the clock: what the round made goes, unless the run keeps it.
-    let cleanup = if cfg.keep_data {
-        CleanupStats::default()
-    } else {
-        crate::protocol::cleanup::run(
-            cfg.endpoint.clone(),
-            timeouts,
-            std::mem::take(&mut out.leftovers),
-        )
-        .await
-    };
-    // Stable: a VU's rows keep their order (a bootstrap before the pick it precedes).
-    out.log.sort_by_key(|e| (e.class, e.vu));
-    out.failures.sort_by_key(|f| f.label);
-    out.failures.truncate(MAX_FAILURE_NOTES);
-    (
-        RoundResult {
-            index: round,
-            started_at,
-            slot_late,
-            elapsed,
-            measured: elapsed.saturating_sub(w.run.warmup),
-            stats,
-            vus: vus + out.sessions,
-            connections_opened: out.connections,
-            requests_retried: out.retried,
-            setup_failures,
-            interrupted: cfg.stop.is_cancelled(),
-            host,
-            server,
-            metrics,
-            dropped: out.dropped,
-            late: out.late,
-            cleanup,
-        },
-        out.log,
-        out.failures,
-    )
 }
 
 struct VuSpec {

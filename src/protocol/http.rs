@@ -286,176 +286,225 @@ async fn request(
     conn: &mut Conn,
     rng: &mut Xoshiro256PlusPlus,
 ) -> Outcome {
-    let VuData {
-        vars,
-        path_buf,
-        pools,
-    } = st;
+    // Something made earlier to act on, or nothing to do.
+    let Some(picked) = pick(p, st, rng) else {
+        return Outcome::skipped();
+    };
+    let Some(parts) = render(class, ids, st, p, seq, conn, rng) else {
+        return Outcome::skipped();
+    };
+    let path: &str = st.path_buf;
+    let resp = match send(conn, auth, p, path, &parts).await {
+        Ok(r) => r,
+        Err(o) => return o,
+    };
+    let status = resp.status.as_u16();
+    let mut out = Outcome {
+        label: None,
+        answer: Answer::http(status),
+        error: None,
+        detail: None,
+        bytes_sent: resp.bytes_sent,
+        bytes_received: resp.bytes_received,
+        latency: resp.elapsed,
+        skipped: false,
+        prior: resp.earlier.iter().map(|&s| Answer::http(s)).collect(),
+        handshake: resp.handshake,
+        steps: Vec::new(),
+    };
+    let expected = match &p.expect {
+        Some(list) => list.contains(&status),
+        None => resp.status.is_success(),
+    };
+    // A deleted entry is gone whether this delete did it or an earlier one did.
+    if let (Some(i), Some(pick), true) = (picked, &p.pick, p.forget)
+        && (expected || status == 404 || status == 410)
     {
-        // Something made earlier to act on, or nothing to do.
-        let picked = match &p.pick {
-            None => None,
-            Some(pick) => {
-                let held = &pools[pick.pool];
-                if held.is_empty() {
-                    return Outcome::skipped();
-                }
-                let i = match pick.order {
-                    PickOrder::Oldest => 0,
-                    PickOrder::Newest => held.len() - 1,
-                    PickOrder::Random => rng.random_range(0..held.len()),
-                };
-                vars[pick.var] = held.get(i).cloned();
-                Some(i)
-            }
-        };
-        let mut ctx = class.ctx(ids, seq, vars, rng);
-        path_buf.clear();
-        path_buf.push_str(&conn.endpoint().base_path);
-        let base_len = path_buf.len();
-        // A variable with no captured value yet: the operation cannot be sent, so it is not
-        // a request (as a driver's operation with nothing to act on).
-        if p.path.render(&mut ctx, path_buf).is_err() {
-            return Outcome::skipped();
-        }
-        // A captured Location may be an absolute URL: keep its path, the connection is ours.
-        let rendered = &path_buf[base_len..];
-        if let Some(rest) = rendered
-            .strip_prefix("http://")
-            .or_else(|| rendered.strip_prefix("https://"))
-        {
-            let path = rest.find('/').map_or("/", |i| &rest[i..]).to_string();
-            path_buf.truncate(base_len);
-            path_buf.push_str(&path);
-        }
-        // Template headers rendered once; the request is built from these parts, and built
-        // again only if the server drops a kept connection under it.
-        let mut rendered: Vec<String> = Vec::new();
-        for (_, part) in &p.headers {
-            if let HeaderPart::Template(t) = part {
-                let mut s = String::new();
-                if t.render(&mut ctx, &mut s).is_err() {
-                    return Outcome::skipped();
-                }
-                rendered.push(s);
-            }
-        }
-        let body = match &p.body {
-            PreparedBody::None => Bytes::new(),
-            PreparedBody::Fixed(b) => b.clone(),
-            PreparedBody::Template(t) => {
-                let mut s = String::new();
-                if t.render(&mut ctx, &mut s).is_err() {
-                    return Outcome::skipped();
-                }
-                Bytes::from(s)
-            }
-        };
-        let path: &str = path_buf;
-        let build = |authorization: Option<&HeaderValue>| {
-            let mut builder = Request::builder().method(p.method.clone()).uri(path);
-            if let Some(a) = authorization {
-                builder = builder.header(hyper::header::AUTHORIZATION, a.clone());
-            }
-            let mut values = rendered.iter();
-            for (name, part) in &p.headers {
-                builder = match part {
-                    HeaderPart::Fixed(v) => builder.header(name, v.clone()),
-                    HeaderPart::Template(_) => {
-                        builder.header(name, values.next().map_or("", String::as_str))
-                    }
-                };
-            }
-            builder.body(body.clone())
-        };
-        let resp = if let Some(auth) = auth {
-            match send_authenticated(conn, Some(auth), &p.method, path, &body, build).await {
-                Ok(r) => r,
-                Err(mut o) => {
-                    o.latency = std::time::Duration::ZERO;
-                    return o;
-                }
-            }
-        } else {
-            // No credentials: the request path stays as lean as it was.
-            let req = match build(None) {
-                Ok(r) => r,
-                Err(e) => {
-                    return failure(
-                        ErrorClass::Body,
-                        format!("cannot build the request: {e}"),
-                        0,
-                    );
-                }
-            };
-            match conn.send(req).await {
-                Ok(r) => r,
-                Err(e) => {
-                    let mut o = failure(e.class, e.message, e.bytes_sent);
-                    o.latency = std::time::Duration::ZERO;
-                    return o;
-                }
-            }
-        };
-        let status = resp.status.as_u16();
-        let mut out = Outcome {
-            label: None,
-            answer: Answer::http(status),
-            error: None,
-            detail: None,
-            bytes_sent: resp.bytes_sent,
-            bytes_received: resp.bytes_received,
-            latency: resp.elapsed,
-            skipped: false,
-            prior: resp.earlier.iter().map(|&s| Answer::http(s)).collect(),
-            handshake: resp.handshake,
-            steps: Vec::new(),
-        };
-        let expected = match &p.expect {
-            Some(list) => list.contains(&status),
-            None => resp.status.is_success(),
-        };
-        // A deleted entry is gone whether this delete did it or an earlier one did.
-        if let (Some(i), Some(pick), true) = (picked, &p.pick, p.forget)
-            && (expected || status == 404 || status == 410)
-        {
-            pools[pick.pool].remove(i);
-        }
-        if !expected {
-            out.error = Some(ErrorClass::Status);
-            out.detail = Some(format!("{} {} -> {status}", p.method, path_buf));
-            return out;
-        }
-        for (var, from) in &p.captures {
-            match capture(from, &resp.headers, &resp.body) {
-                Ok(v) => vars[*var] = Some(v),
-                Err(m) => {
-                    out.error = Some(ErrorClass::Body);
-                    out.detail = Some(m);
-                    return out;
-                }
-            }
-        }
-        if let Some(r) = &p.remember {
-            let value = match &r.value {
-                None => path_buf[base_len..].to_string(),
-                Some(t) => {
-                    let mut ctx = class.ctx(ids, seq, vars, rng);
-                    let mut s = String::new();
-                    if t.render(&mut ctx, &mut s).is_err() {
-                        return out;
-                    }
-                    s
-                }
-            };
-            let held = &mut pools[r.pool];
-            if held.len() >= MAX_POOL {
-                held.pop_front();
-            }
-            held.push_back(value);
-        }
-        out
+        st.pools[pick.pool].remove(i);
     }
+    if !expected {
+        out.error = Some(ErrorClass::Status);
+        out.detail = Some(format!("{} {} -> {status}", p.method, st.path_buf));
+        return out;
+    }
+    for (var, from) in &p.captures {
+        match capture(from, &resp.headers, &resp.body) {
+            Ok(v) => st.vars[*var] = Some(v),
+            Err(m) => {
+                out.error = Some(ErrorClass::Body);
+                out.detail = Some(m);
+                return out;
+            }
+        }
+    }
+    remember(class, ids, st, p, seq, parts.base_len, rng);
+    out
+}
+
+/// The pool entry the operation acts on, put in its variable: `Some(None)` when it picks
+/// nothing, `None` when its pool is empty (nothing to act on, nothing sent).
+fn pick(
+    p: &PreparedOp,
+    st: &mut VuData<'_>,
+    rng: &mut Xoshiro256PlusPlus,
+) -> Option<Option<usize>> {
+    let Some(pick) = &p.pick else {
+        return Some(None);
+    };
+    let held = &st.pools[pick.pool];
+    if held.is_empty() {
+        return None;
+    }
+    let i = match pick.order {
+        PickOrder::Oldest => 0,
+        PickOrder::Newest => held.len() - 1,
+        PickOrder::Random => rng.random_range(0..held.len()),
+    };
+    st.vars[pick.var] = held.get(i).cloned();
+    Some(Some(i))
+}
+
+/// What a request is built from once its templates are rendered: the path is in the
+/// user's `path_buf` (after the target's base path, which is `base_len` long).
+struct Parts {
+    base_len: usize,
+    /// The template headers' values, in the operation's order.
+    headers: Vec<String>,
+    body: Bytes,
+}
+
+/// Render the path, the template headers and the body. `None` when a variable has no
+/// captured value yet: the operation cannot be sent, so it is not a request (as a
+/// driver's operation with nothing to act on).
+fn render(
+    class: &HttpClass,
+    ids: &VuIds,
+    st: &mut VuData<'_>,
+    p: &PreparedOp,
+    seq: u64,
+    conn: &Conn,
+    rng: &mut Xoshiro256PlusPlus,
+) -> Option<Parts> {
+    let mut ctx = class.ctx(ids, seq, st.vars, rng);
+    let path_buf = &mut *st.path_buf;
+    path_buf.clear();
+    path_buf.push_str(&conn.endpoint().base_path);
+    let base_len = path_buf.len();
+    p.path.render(&mut ctx, path_buf).ok()?;
+    // A captured Location may be an absolute URL: keep its path, the connection is ours.
+    let rendered = &path_buf[base_len..];
+    if let Some(rest) = rendered
+        .strip_prefix("http://")
+        .or_else(|| rendered.strip_prefix("https://"))
+    {
+        let path = rest.find('/').map_or("/", |i| &rest[i..]).to_string();
+        path_buf.truncate(base_len);
+        path_buf.push_str(&path);
+    }
+    // Template headers rendered once; the request is built from these parts, and built
+    // again only if the server asks for credentials.
+    let mut headers: Vec<String> = Vec::new();
+    for (_, part) in &p.headers {
+        if let HeaderPart::Template(t) = part {
+            let mut s = String::new();
+            t.render(&mut ctx, &mut s).ok()?;
+            headers.push(s);
+        }
+    }
+    let body = match &p.body {
+        PreparedBody::None => Bytes::new(),
+        PreparedBody::Fixed(b) => b.clone(),
+        PreparedBody::Template(t) => {
+            let mut s = String::new();
+            t.render(&mut ctx, &mut s).ok()?;
+            Bytes::from(s)
+        }
+    };
+    Some(Parts {
+        base_len,
+        headers,
+        body,
+    })
+}
+
+/// Build and send the request, answering a challenge when the class authenticates; a
+/// failure is its outcome, timed by the engine (no answer, no wire time).
+async fn send(
+    conn: &mut Conn,
+    auth: Option<&Auth>,
+    p: &PreparedOp,
+    path: &str,
+    parts: &Parts,
+) -> Result<crate::transport::Response, Outcome> {
+    let build = |authorization: Option<&HeaderValue>| {
+        let mut builder = Request::builder().method(p.method.clone()).uri(path);
+        if let Some(a) = authorization {
+            builder = builder.header(hyper::header::AUTHORIZATION, a.clone());
+        }
+        let mut values = parts.headers.iter();
+        for (name, part) in &p.headers {
+            builder = match part {
+                HeaderPart::Fixed(v) => builder.header(name, v.clone()),
+                HeaderPart::Template(_) => {
+                    builder.header(name, values.next().map_or("", String::as_str))
+                }
+            };
+        }
+        builder.body(parts.body.clone())
+    };
+    if let Some(auth) = auth {
+        return send_authenticated(conn, Some(auth), &p.method, path, &parts.body, build)
+            .await
+            .map_err(|mut o| {
+                o.latency = std::time::Duration::ZERO;
+                o
+            });
+    }
+    // No credentials: the request path stays as lean as it was.
+    let req = build(None).map_err(|e| {
+        failure(
+            ErrorClass::Body,
+            format!("cannot build the request: {e}"),
+            0,
+        )
+    })?;
+    conn.send(req).await.map_err(|e| {
+        let mut o = failure(e.class, e.message, e.bytes_sent);
+        o.latency = std::time::Duration::ZERO;
+        o
+    })
+}
+
+/// Keep what the operation made in its pool (its path, or the rendered `value`), the
+/// oldest dropped past [`MAX_POOL`].
+fn remember(
+    class: &HttpClass,
+    ids: &VuIds,
+    st: &mut VuData<'_>,
+    p: &PreparedOp,
+    seq: u64,
+    base_len: usize,
+    rng: &mut Xoshiro256PlusPlus,
+) {
+    let Some(r) = &p.remember else {
+        return;
+    };
+    let value = match &r.value {
+        None => st.path_buf[base_len..].to_string(),
+        Some(t) => {
+            let mut ctx = class.ctx(ids, seq, st.vars, rng);
+            let mut s = String::new();
+            if t.render(&mut ctx, &mut s).is_err() {
+                return;
+            }
+            s
+        }
+    };
+    let held = &mut st.pools[r.pool];
+    if held.len() >= MAX_POOL {
+        held.pop_front();
+    }
+    held.push_back(value);
 }
 
 fn capture(from: &CaptureFrom, headers: &hyper::HeaderMap, body: &[u8]) -> Result<String, String> {

@@ -16,7 +16,7 @@ use super::session::{Exchange, Session};
 use super::{Outcome, VuIds, data, expect_of, morse};
 use crate::formats::xml;
 use crate::transport::{Conn, Response};
-use crate::workload::ops::AtomParams;
+use crate::workload::protocols::AtomParams;
 use crate::workload::{AtomOp, UserClass};
 
 pub struct AtomClass {

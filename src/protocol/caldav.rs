@@ -25,7 +25,7 @@ use crate::formats::dav::{CALDAV, DAV, Multistatus, find_prop_href, href_path, p
 use crate::formats::ical;
 use crate::formats::xml::{self, XmlWriter};
 use crate::transport::{Conn, Response};
-use crate::workload::ops::{self, CaldavParams};
+use crate::workload::protocols::{self, CaldavParams};
 use crate::workload::{CaldavOp, UserClass};
 
 pub struct CaldavClass {
@@ -400,7 +400,7 @@ impl CaldavVu {
                     etag: e.etag.clone(),
                 };
                 let size = size.as_ref().map_or(0, |d| d.sample(rng) as usize);
-                let body = data::ics_event(rng, &event.uid, size, ops::defaults::RECURRING);
+                let body = data::ics_event(rng, &event.uid, size, protocols::defaults::RECURRING);
                 let cond = event
                     .etag
                     .as_deref()

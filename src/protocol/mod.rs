@@ -6,9 +6,11 @@
 //! `bootstrap` (a user with no collection makes one, outside its table, as in 2007), and
 //! `execute` (one operation of the table in, one [`Outcome`] out).
 //!
-//! The wire formats (EIMML, EIM-JSON, iCalendar, WebDAV XML) are parsed with the same code
-//! the embedded server uses (`server::model`, `server::xml`), so a client and the server
-//! cannot disagree on a grammar.
+//! An [`Outcome`] carries the protocol's [`Answer`]: an HTTP status, or a named answer in
+//! the protocol's own words. The wire formats (EIMML, EIM-JSON, iCalendar, WebDAV XML) are
+//! parsed with `crate::formats`, the code the embedded server uses too, so a client and
+//! the server cannot disagree on a grammar. Each driver's schema and typed operations are
+//! in `workload/protocols/`, in the file of the same name.
 
 pub mod atom;
 pub mod auth;

@@ -16,7 +16,7 @@ use super::session::{Exchange, Session};
 use super::{Outcome, VuIds, bootstrap_expect, data, expect_of};
 use crate::formats::eim;
 use crate::transport::{Conn, Response};
-use crate::workload::ops::MorseParams;
+use crate::workload::protocols::MorseParams;
 use crate::workload::{MorseOp as Op, UserClass};
 
 const TOKEN: &str = "x-morsecode-synctoken";

@@ -5,11 +5,10 @@
 //! downstream sees raw strings or re-validates; every mistake is a [`WorkloadError`] naming
 //! file:line:column and key.
 
-pub mod catalog;
 pub mod dist;
 pub mod error;
-pub mod ops;
 pub mod overrides;
+pub mod protocols;
 mod resolve;
 pub mod template;
 pub mod units;
@@ -21,11 +20,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use rand_distr::weighted::WeightedAliasIndex;
 
-pub use catalog::Protocol;
 pub use dist::{Dist, DistSpec, Unit};
 pub use error::{Diagnostic, WorkloadError};
-pub use ops::{AtomOp, CaldavOp, ClassKind, MorseOp};
 pub use overrides::Override;
+pub use protocols::Protocol;
+pub use protocols::{AtomOp, CaldavOp, ClassKind, MorseOp};
 pub use template::Template;
 
 /// A workload ready to run: every value checked, every default filled in.

@@ -87,7 +87,7 @@ pub(super) fn resolve_class(
         .map(|o| o.name.as_str())
         .zip(&op_params)
         .collect();
-    let kind = match ops::build_class(protocol, &named, &params, &mut labels) {
+    let kind = match protocols::build_class(protocol, &named, &params, &mut labels) {
         Ok(ClassKind::Http { .. }) => {
             // Each step is reported under `operation.step`, after the table's labels.
             let mut requests = requests;
@@ -181,7 +181,7 @@ fn op_def(
     k: &Key,
     op_path: &str,
     protocol: Protocol,
-) -> R<Option<&'static super::super::catalog::OpDef>> {
+) -> R<Option<&'static super::super::protocols::OpDef>> {
     let def = protocol.def();
     if protocol == Protocol::Http {
         if !k
@@ -600,7 +600,7 @@ fn population(cx: &Cx, node: &Node, path: &str) -> R<Population> {
 }
 
 /// A class's probability table, checked: its rows, each row's parameters (still by name,
-/// for [`ops::build_class`]), the requests of an `http` class, captured variable names and
+/// for [`protocols::build_class`]), the requests of an `http` class, captured variable names and
 /// the sampler.
 struct Table {
     ops: Vec<Operation>,

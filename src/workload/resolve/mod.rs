@@ -11,10 +11,10 @@ use bytes::Bytes;
 use rand_distr::weighted::WeightedAliasIndex;
 use sha2::{Digest, Sha256};
 
-use super::catalog::{ParamDef, ParamKind, Protocol};
 use super::dist::{Dist, DistSpec, Unit};
 use super::error::{Diagnostic, WorkloadError, did_you_mean};
 use super::overrides::{self, Override};
+use super::protocols::{ParamDef, ParamKind, Protocol};
 use super::template::{BUILTIN_VARS, SecretRef, Template, read_secret};
 use super::units;
 use super::yaml::{self, Key, Node, Pos, Value};
@@ -343,7 +343,7 @@ mod tests {
         assert_eq!(ops, &[super::super::MorseOp::Sync]);
         assert_eq!(
             params.no_change_sync,
-            super::super::ops::defaults::NO_CHANGE_SYNC
+            super::super::protocols::defaults::NO_CHANGE_SYNC
         );
         // The driver's extra labels follow the table's.
         assert_eq!(c.labels, ["sync", "sync_no_change", "publish"]);

@@ -1,0 +1,91 @@
+//! Cosmo Atom feeds and AtomPub: its schema and its typed operations. Driven by
+//! `protocol/atom.rs`.
+
+use super::{
+    ClassKind, ParamKind, ProtocolDef, RANGE, defaults, each, label_index, op, p, range_default,
+};
+use crate::workload::Params;
+use crate::workload::dist::Dist;
+
+pub(super) static DEF: ProtocolDef = ProtocolDef {
+    ops: &[
+        op(AtomOp::NAMES[0], &[RANGE]),
+        op(AtomOp::NAMES[1], &[]),
+        op(AtomOp::NAMES[2], &[]),
+        op(AtomOp::NAMES[3], &[]),
+        op(AtomOp::NAMES[4], &[]),
+    ],
+    class_params: &[p(
+        "initial_items",
+        ParamKind::Integer,
+        "items in the collection published first",
+    )],
+};
+
+/// Atom operations.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AtomOp {
+    TimeRangeFeed { range: Dist },
+    FullFeed,
+    Dashboard,
+    CreateEvent,
+    UpdateEvent,
+}
+
+impl AtomOp {
+    pub const NAMES: [&'static str; 5] = [
+        "time_range_feed",
+        "full_feed",
+        "dashboard",
+        "create_event",
+        "update_event",
+    ];
+    pub fn name(&self) -> &'static str {
+        match self {
+            AtomOp::TimeRangeFeed { .. } => Self::NAMES[0],
+            AtomOp::FullFeed => Self::NAMES[1],
+            AtomOp::Dashboard => Self::NAMES[2],
+            AtomOp::CreateEvent => Self::NAMES[3],
+            AtomOp::UpdateEvent => Self::NAMES[4],
+        }
+    }
+    fn build(name: &str, p: &Params) -> Option<AtomOp> {
+        Some(match name {
+            "time_range_feed" => AtomOp::TimeRangeFeed {
+                range: p.dist("range").cloned().unwrap_or_else(range_default),
+            },
+            "full_feed" => AtomOp::FullFeed,
+            "dashboard" => AtomOp::Dashboard,
+            "create_event" => AtomOp::CreateEvent,
+            "update_event" => AtomOp::UpdateEvent,
+            _ => return None,
+        })
+    }
+}
+
+/// Atom class parameters.
+#[derive(Debug, Clone)]
+pub struct AtomParams {
+    pub initial_items: u32,
+    /// The first collection, published through Morse Code outside the table.
+    pub label_publish: usize,
+}
+
+/// The class's typed operations and parameters, with every default applied.
+pub(super) fn build(
+    ops: &[(&str, &Params)],
+    class_params: &Params,
+    labels: &mut Vec<String>,
+) -> Result<ClassKind, String> {
+    Ok(ClassKind::Atom {
+        ops: each(ops, AtomOp::build)?,
+        params: AtomParams {
+            initial_items: class_params
+                .number("initial_items")
+                .map_or(defaults::INITIAL_ITEMS, |n| {
+                    n.clamp(1.0, u32::MAX as f64) as u32
+                }),
+            label_publish: label_index(labels, "publish"),
+        },
+    })
+}

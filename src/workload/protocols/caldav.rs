@@ -1,0 +1,151 @@
+//! CalDAV: its schema and its typed operations. Driven by `protocol/caldav.rs`.
+
+use super::{
+    ClassKind, ParamKind, ProtocolDef, RANGE, SIZE, defaults, each, label_index, op, p,
+    range_default,
+};
+use crate::workload::Params;
+use crate::workload::dist::Dist;
+
+pub(super) static DEF: ProtocolDef = ProtocolDef {
+    ops: &[
+        op(CaldavOp::NAMES[0], &[]),
+        op(
+            CaldavOp::NAMES[1],
+            &[
+                SIZE,
+                p(
+                    "recurring",
+                    ParamKind::Probability,
+                    "chance the event has an RRULE",
+                ),
+            ],
+        ),
+        op(CaldavOp::NAMES[2], &[SIZE]),
+        op(CaldavOp::NAMES[3], &[]),
+        op(CaldavOp::NAMES[4], &[]),
+        op(CaldavOp::NAMES[5], &[RANGE]),
+        op(
+            CaldavOp::NAMES[6],
+            &[p("count", ParamKind::Integer, "events per multiget")],
+        ),
+        op(CaldavOp::NAMES[7], &[]),
+        op(CaldavOp::NAMES[8], &[]),
+    ],
+    class_params: &[
+        p(
+            "calendar_home",
+            ParamKind::Text,
+            "path of the calendar home ({user}, {vu}, {run_id}); discovered when absent",
+        ),
+        p("discovery", ParamKind::Text, "where discovery starts"),
+    ],
+};
+
+/// CalDAV operations.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CaldavOp {
+    CreateCalendar,
+    /// A new event of about `size` bytes (the generator's natural size when `None`).
+    PutEvent {
+        size: Option<Dist>,
+        recurring: f64,
+    },
+    UpdateEvent {
+        size: Option<Dist>,
+    },
+    GetEvent,
+    DeleteEvent,
+    TimeRangeReport {
+        range: Dist,
+    },
+    Multiget {
+        count: u32,
+    },
+    SyncCollection,
+    Propfind,
+}
+
+impl CaldavOp {
+    pub const NAMES: [&'static str; 9] = [
+        "create_calendar",
+        "put_event",
+        "update_event",
+        "get_event",
+        "delete_event",
+        "time_range_report",
+        "multiget",
+        "sync_collection",
+        "propfind",
+    ];
+    pub fn name(&self) -> &'static str {
+        match self {
+            CaldavOp::CreateCalendar => Self::NAMES[0],
+            CaldavOp::PutEvent { .. } => Self::NAMES[1],
+            CaldavOp::UpdateEvent { .. } => Self::NAMES[2],
+            CaldavOp::GetEvent => Self::NAMES[3],
+            CaldavOp::DeleteEvent => Self::NAMES[4],
+            CaldavOp::TimeRangeReport { .. } => Self::NAMES[5],
+            CaldavOp::Multiget { .. } => Self::NAMES[6],
+            CaldavOp::SyncCollection => Self::NAMES[7],
+            CaldavOp::Propfind => Self::NAMES[8],
+        }
+    }
+    fn build(name: &str, p: &Params) -> Option<CaldavOp> {
+        Some(match name {
+            "create_calendar" => CaldavOp::CreateCalendar,
+            "put_event" => CaldavOp::PutEvent {
+                size: p.dist("size").cloned(),
+                recurring: p.number("recurring").unwrap_or(defaults::RECURRING),
+            },
+            "update_event" => CaldavOp::UpdateEvent {
+                size: p.dist("size").cloned(),
+            },
+            "get_event" => CaldavOp::GetEvent,
+            "delete_event" => CaldavOp::DeleteEvent,
+            "time_range_report" => CaldavOp::TimeRangeReport {
+                range: p.dist("range").cloned().unwrap_or_else(range_default),
+            },
+            "multiget" => CaldavOp::Multiget {
+                count: p.number("count").map_or(defaults::MULTIGET_COUNT, |n| {
+                    n.clamp(1.0, u32::MAX as f64) as u32
+                }),
+            },
+            "sync_collection" => CaldavOp::SyncCollection,
+            "propfind" => CaldavOp::Propfind,
+            _ => return None,
+        })
+    }
+}
+
+/// CalDAV class parameters.
+#[derive(Debug, Clone)]
+pub struct CaldavParams {
+    /// The calendar home, as a template (`{user}`, `{vu}`, `{run_id}`, `{context}`);
+    /// discovered when `None`.
+    pub calendar_home: Option<String>,
+    /// Where discovery starts (a template); `None`: `/.well-known/caldav`, then the
+    /// context's root.
+    pub discovery: Option<String>,
+    /// A sync whose token the server rejected, repeated from scratch.
+    pub label_resync: usize,
+    /// The first calendar, made outside the table.
+    pub label_create_calendar: usize,
+}
+
+/// The class's typed operations and parameters, with every default applied.
+pub(super) fn build(
+    ops: &[(&str, &Params)],
+    class_params: &Params,
+    labels: &mut Vec<String>,
+) -> Result<ClassKind, String> {
+    Ok(ClassKind::Caldav {
+        ops: each(ops, CaldavOp::build)?,
+        params: CaldavParams {
+            calendar_home: class_params.text("calendar_home").map(str::to_string),
+            discovery: class_params.text("discovery").map(str::to_string),
+            label_resync: label_index(labels, "sync_collection_resync"),
+            label_create_calendar: label_index(labels, "create_calendar"),
+        },
+    })
+}

@@ -1,0 +1,288 @@
+//! The protocols a user class can speak, in one list ([`Protocol`]), and what each offers
+//! a workload: the schema the resolver checks against (operations, their parameters, the
+//! class's parameters) and the typed operations the drivers receive, with every default
+//! applied. Each protocol's schema and typed operations sit together in its own file here;
+//! its driver is the file of the same name in `crate::protocol`. A driver matches its
+//! typed operations exhaustively; no operation is ever looked up by name after resolution,
+//! and the catalog takes its operation names from the typed operations, so the schema and
+//! the drivers cannot name different things. `ARCHITECTURE.md` ("Adding a protocol") lists
+//! every file a new protocol touches.
+
+mod atom;
+mod caldav;
+mod http;
+mod morse;
+
+use std::time::Duration;
+
+use super::dist::{Dist, Unit};
+use super::{HttpRequest, Params, Pool};
+
+pub use atom::{AtomOp, AtomParams};
+pub use caldav::{CaldavOp, CaldavParams};
+pub use morse::{MorseOp, MorseParams};
+
+/// The defaults, one place: the catalog's help and the README quote these values.
+pub mod defaults {
+    /// Morse Code: items in a published collection (exponential with this mean, capped).
+    pub const COLLECTION_SIZE_MEAN: f64 = 50.0;
+    pub const COLLECTION_SIZE_MAX: f64 = 3000.0;
+    /// Morse Code: share of syncs that use the newest token.
+    pub const NO_CHANGE_SYNC: f64 = 0.2;
+    /// Morse Code: chance an update also deletes an item.
+    pub const TOMBSTONE: f64 = 0.333;
+    /// Atom: items in the collection published first.
+    pub const INITIAL_ITEMS: u32 = 21;
+    /// Atom feeds and CalDAV reports: the window a time-range query asks for.
+    pub const RANGE_DAYS: u64 = 7;
+    /// CalDAV: chance a new event has an RRULE.
+    pub const RECURRING: f64 = 0.05;
+    /// CalDAV: events per multiget.
+    pub const MULTIGET_COUNT: u32 = 10;
+}
+
+/// A protocol a user class can speak: the one list. Adding a variant makes every match
+/// over protocols (schema, typed operations, drivers, reports) name what it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// Cosmo Morse Code sync (EIMML over HTTP): [`morse`], `protocol/morse.rs`.
+    Morse,
+    /// Cosmo Atom feeds and AtomPub: [`atom`], `protocol/atom.rs`.
+    Atom,
+    /// CalDAV (RFC 4791) with sync-collection (RFC 6578): [`caldav`], `protocol/caldav.rs`.
+    Caldav,
+    /// Generic request templates defined in the workload: [`http`], resolved in
+    /// `workload/resolve/http.rs`, driven by `protocol/http.rs`.
+    Http,
+}
+
+impl Protocol {
+    pub const ALL: [Protocol; 4] = [
+        Protocol::Morse,
+        Protocol::Atom,
+        Protocol::Caldav,
+        Protocol::Http,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Morse => "morse",
+            Protocol::Atom => "atom",
+            Protocol::Caldav => "caldav",
+            Protocol::Http => "http",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Protocol> {
+        Protocol::ALL.into_iter().find(|p| p.name() == s)
+    }
+
+    /// Its schema.
+    pub fn def(self) -> &'static ProtocolDef {
+        match self {
+            Protocol::Morse => &morse::DEF,
+            Protocol::Atom => &atom::DEF,
+            Protocol::Caldav => &caldav::DEF,
+            Protocol::Http => &http::DEF,
+        }
+    }
+}
+
+/// What kind of value a parameter takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamKind {
+    /// A number in [0, 1].
+    Probability,
+    /// A distribution (or a constant) in the given unit.
+    Dist(Unit),
+    /// A non-negative integer.
+    Integer,
+    /// Free text (a path template, a name).
+    Text,
+}
+
+#[derive(Debug)]
+pub struct ParamDef {
+    pub name: &'static str,
+    pub kind: ParamKind,
+    pub help: &'static str,
+}
+
+#[derive(Debug)]
+pub struct OpDef {
+    pub name: &'static str,
+    pub params: &'static [ParamDef],
+}
+
+#[derive(Debug)]
+pub struct ProtocolDef {
+    /// Built-in operations; empty for `http`, whose operations the workload defines.
+    pub ops: &'static [OpDef],
+    /// Parameters of the class (`params:` beside `mix:`).
+    pub class_params: &'static [ParamDef],
+}
+
+impl ProtocolDef {
+    pub fn op(&self, name: &str) -> Option<&'static OpDef> {
+        self.ops.iter().find(|o| o.name == name)
+    }
+}
+
+const fn p(name: &'static str, kind: ParamKind, help: &'static str) -> ParamDef {
+    ParamDef { name, kind, help }
+}
+
+const fn op(name: &'static str, params: &'static [ParamDef]) -> OpDef {
+    OpDef { name, params }
+}
+
+const RANGE: ParamDef = p(
+    "range",
+    ParamKind::Dist(Unit::Duration),
+    "length of the time-range window",
+);
+const SIZE: ParamDef = p(
+    "size",
+    ParamKind::Dist(Unit::Size),
+    "approximate size of the event body",
+);
+
+/// Durations are sampled in microseconds, like every duration distribution.
+fn range_default() -> Dist {
+    Dist::constant(defaults::RANGE_DAYS as f64 * 86_400e6)
+}
+
+/// What a class does, by protocol: its typed operations (one per row of the class's table,
+/// in order) and its typed parameters.
+#[derive(Debug, Clone)]
+pub enum ClassKind {
+    Http {
+        requests: Vec<HttpRequest>,
+        pools: Vec<Pool>,
+    },
+    Morse {
+        params: MorseParams,
+        ops: Vec<MorseOp>,
+    },
+    Atom {
+        params: AtomParams,
+        ops: Vec<AtomOp>,
+    },
+    Caldav {
+        params: CaldavParams,
+        ops: Vec<CaldavOp>,
+    },
+}
+
+/// The position of `name` among `labels`, added at the end when it is not there yet, so
+/// a label a driver reports always exists.
+fn label_index(labels: &mut Vec<String>, name: &str) -> usize {
+    match labels.iter().position(|l| l == name) {
+        Some(i) => i,
+        None => {
+            labels.push(name.to_string());
+            labels.len() - 1
+        }
+    }
+}
+
+/// Each operation built by `build`; an operation the catalog knows but `build` does not
+/// is an error, which the catalog test rules out.
+fn each<T>(
+    ops: &[(&str, &Params)],
+    build: impl Fn(&str, &Params) -> Option<T>,
+) -> Result<Vec<T>, String> {
+    ops.iter()
+        .map(|(n, p)| build(n, p).ok_or_else(|| format!("operation '{n}' has no driver")))
+        .collect()
+}
+
+/// Build the typed operations of a protocol class from the names and parameters the
+/// resolver checked against the catalog. `labels` starts as the operation names and gains
+/// the protocol's extra labels.
+pub(in crate::workload) fn build_class(
+    protocol: Protocol,
+    ops: &[(&str, &Params)],
+    class_params: &Params,
+    labels: &mut Vec<String>,
+) -> Result<ClassKind, String> {
+    match protocol {
+        // Its requests come from the workload, resolved in `resolve/http.rs`.
+        Protocol::Http => Ok(ClassKind::Http {
+            requests: Vec::new(),
+            pools: Vec::new(),
+        }),
+        Protocol::Morse => morse::build(ops, class_params, labels),
+        Protocol::Atom => atom::build(ops, class_params, labels),
+        Protocol::Caldav => caldav::build(ops, class_params, labels),
+    }
+}
+
+impl ClassKind {
+    /// The parameters of operation `i` as `validate` shows them.
+    pub fn describe_op(&self, i: usize) -> String {
+        let fmt_d = |d: &Dist, unit_secs: bool| {
+            if unit_secs {
+                d.describe(&|us| {
+                    crate::workload::units::format_duration(Duration::from_nanos((us * 1e3) as u64))
+                })
+            } else {
+                d.describe(&|v| format!("{v:.0}"))
+            }
+        };
+        match self {
+            ClassKind::Http { requests, .. } => requests
+                .get(i)
+                .map(|h| format!("{} {}", h.method, h.path.source))
+                .unwrap_or_default(),
+            ClassKind::Morse { .. } => String::new(),
+            ClassKind::Atom { ops, .. } => match ops.get(i) {
+                Some(AtomOp::TimeRangeFeed { range }) => format!("range {}", fmt_d(range, true)),
+                _ => String::new(),
+            },
+            ClassKind::Caldav { ops, .. } => match ops.get(i) {
+                Some(CaldavOp::PutEvent { size, recurring }) => format!(
+                    "size {} · recurring {recurring}",
+                    size.as_ref().map_or("natural".into(), |d| fmt_d(d, false))
+                ),
+                Some(CaldavOp::UpdateEvent { size: Some(d) }) => {
+                    format!("size {}", fmt_d(d, false))
+                }
+                Some(CaldavOp::TimeRangeReport { range }) => {
+                    format!("range {}", fmt_d(range, true))
+                }
+                Some(CaldavOp::Multiget { count }) => format!("count {count}"),
+                _ => String::new(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::ClassKind;
+
+    /// Every operation of the catalog has a typed operation, so a name the resolver accepts
+    /// can never fall through to another operation.
+    #[test]
+    fn every_catalog_operation_builds() {
+        for proto in Protocol::ALL {
+            let params = crate::workload::Params::default();
+            let ops: Vec<(&str, &crate::workload::Params)> =
+                proto.def().ops.iter().map(|o| (o.name, &params)).collect();
+            let mut labels: Vec<String> = ops.iter().map(|(n, _)| n.to_string()).collect();
+            let n = labels.len();
+            let kind = build_class(proto, &ops, &params, &mut labels)
+                .unwrap_or_else(|e| panic!("{}: {e}", proto.name()));
+            let built = match &kind {
+                ClassKind::Http { requests, .. } => requests.len(),
+                ClassKind::Morse { ops, .. } => ops.len(),
+                ClassKind::Atom { ops, .. } => ops.len(),
+                ClassKind::Caldav { ops, .. } => ops.len(),
+            };
+            assert_eq!(built, n, "{}", proto.name());
+            assert!(labels[..n].iter().zip(&ops).all(|(l, (o, _))| l == o));
+        }
+    }
+}

@@ -1,25 +1,73 @@
 //! loadmix: weighted populations of protocol clients against calendar and collaboration
 //! servers, timed into throughput reports.
 //!
-//! Data flows one way (see ARCHITECTURE.md): [`workload`] (YAML → typed `Workload`, no I/O)
-//! → [`run`] (targets, rounds, outputs) → [`engine`] (virtual users on tokio) →
-//! [`protocol`] (what each operation sends and how its answer is judged) → [`transport`]
-//! (HTTP/1.1 connections, timeouts, error classes); samples → [`metrics`] → [`report`].
-//! [`formats`] holds the wire formats both the client and the embedded [`server`] speak;
-//! the server stands beside the client, on `formats` only. [`cli`] is the command line.
-//! [`secrets`] masks every credential in whatever any layer writes out. [`monitor`]
-//! watches the server's processes on the rounds' clock.
+//! Data flows one way (see ARCHITECTURE.md): `workload` (YAML → typed `Workload`, no I/O)
+//! → `run` (targets, rounds, outputs) → `engine` (virtual users on tokio) → `protocol`
+//! (what each operation sends and how its answer is judged) → `transport` (streams to the
+//! target, HTTP/1.1 on them); samples → `metrics` → `report`. `answer` is a protocol's
+//! answer in its own words, from the drivers to the reports. [`formats`] holds the wire
+//! formats both the client and the embedded server speak; the server stands beside the
+//! client, on `formats` only. `cli` is the command line. `secrets` masks every credential
+//! in whatever any layer writes out. `monitor` watches the server's processes on the
+//! rounds' clock.
+//!
+//! The public surface below is what a caller needs: load a workload ([`load`],
+//! [`load_str`]), see what it will do ([`plan`]), run it ([`run()`]), read, render,
+//! compare and merge reports ([`reports`]), start the embedded server ([`embedded`]),
+//! drive one HTTP/1.1 connection as a virtual user does ([`client`]), and the command line
+//! itself ([`main`]). Everything else is the crate's own.
 
-pub mod answer;
-pub mod cli;
-pub mod engine;
+mod answer;
+mod cli;
+mod engine;
 pub mod formats;
-pub mod metrics;
-pub mod monitor;
-pub mod protocol;
-pub mod report;
-pub mod run;
-pub mod secrets;
-pub mod server;
-pub mod transport;
-pub mod workload;
+mod metrics;
+mod monitor;
+mod protocol;
+mod report;
+mod run;
+mod secrets;
+mod server;
+mod transport;
+mod workload;
+
+/// The command line: `loadmix ARGS...` as the binary runs it; the exit code.
+pub use cli::main;
+
+/// Load a workload: a YAML file (or its text) checked and resolved into typed classes.
+pub use workload::{
+    Diagnostic, LoadOptions, Override, Protocol, UserClass, Workload, WorkloadError, load, load_str,
+};
+
+/// What each user of a workload will pick, and the think before each, without a server:
+/// exactly what a run sends (plan = run).
+pub use engine::plan;
+
+/// Run a workload against its targets, round by round, with every output written.
+pub use engine::shard::Shard;
+pub use run::{Finished, RunError, RunOptions, run};
+
+/// Reports: read a saved `run.json`, render it (table, HTML), compare runs, merge the
+/// shards of a sharded run.
+pub mod reports {
+    pub use crate::answer::Answer;
+    pub use crate::report::model::{AnswerCount, OpReport, decode_histogram, drift};
+    pub use crate::report::{
+        Report, ReportError, compare, html, load, merge, table, to_json, write_dir,
+    };
+}
+
+/// The embedded reference server (`loadmix serve`): Morse Code, Atom, CalDAV over memory
+/// or SQLite, plain or TLS on loopback.
+pub mod embedded {
+    pub use crate::server::model::parse_ics;
+    pub use crate::server::{ServerConfig, ServerError, ServerHandle, StoreSpec, certs, start};
+}
+
+/// One virtual user's HTTP/1.1 connection, as the drivers use it: kept alive or one per
+/// request, timed, with every failure classified.
+pub mod client {
+    pub use crate::transport::{
+        Conn, Endpoint, ErrorClass, Request, Response, Reuse, Timeouts, TransportError,
+    };
+}

@@ -2,5 +2,5 @@
 //! gives (the README lists them).
 
 fn main() {
-    std::process::exit(loadmix::cli::main(std::env::args_os()));
+    std::process::exit(loadmix::main(std::env::args_os()));
 }

@@ -267,10 +267,6 @@ impl Runner {
         self.rounds.push(round);
     }
 
-    pub fn stopped(&self) -> bool {
-        self.cfg.stop.is_cancelled()
-    }
-
     /// The target's clock against ours so far, from its answers' `Date`.
     pub fn target_clock(&self) -> Option<crate::transport::clock::ClockOffset> {
         self.cfg.endpoint.clock.estimate()
@@ -289,18 +285,6 @@ impl Runner {
             failures: self.failures,
         }
     }
-}
-
-/// Run every round of the workload against one target.
-pub async fn run(w: &Workload, cfg: &EngineConfig) -> Result<RunResult, EngineError> {
-    let mut runner = Runner::new(w, cfg.clone()).await?;
-    for r in 1..=w.run.rounds {
-        if runner.stopped() {
-            break;
-        }
-        runner.round(w, r).await;
-    }
-    Ok(runner.finish(w))
 }
 
 pub const MAX_FAILURE_NOTES: usize = 20;

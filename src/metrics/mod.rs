@@ -144,9 +144,6 @@ impl LabelTable {
     pub fn len(&self) -> usize {
         self.classes.iter().map(|(_, l)| l.len()).sum()
     }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
     /// (class index, class name, label) of each flat index, in order.
     pub fn iter(&self) -> impl Iterator<Item = (usize, &str, &str)> {
         self.classes

@@ -81,7 +81,7 @@ pub fn to_json(r: &Report) -> Result<String, ReportError> {
 }
 
 /// Write `run.json`, `report.txt` and `report.html` into `dir` (created if needed). Each
-/// file is written whole or not at all ([`write_file`]); the first failure is returned.
+/// file is written whole or not at all (`write_file`); the first failure is returned.
 pub fn write_dir(r: &Report, dir: &Path) -> Result<(), ReportError> {
     write_file(&dir.join("run.json"), &(to_json(r)? + "\n"))?;
     write_file(&dir.join("report.txt"), &table::render(r))?;

@@ -21,7 +21,7 @@ pub use conn::{Conn, Response};
 pub use stream::Handshake;
 pub use tls::{TlsClient, TlsError, TlsOptions};
 
-pub use hyper::{HeaderMap, Method, Request, StatusCode};
+pub use hyper::{Method, Request};
 
 /// Why a request did not produce a usable answer. Ordered as reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -195,7 +195,7 @@ pub struct Timeouts {
     pub request: Duration,
 }
 
-pub use stream::{ProbeError, probe};
+pub use stream::probe;
 
 #[cfg(test)]
 mod tests {

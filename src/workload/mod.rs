@@ -20,7 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use rand_distr::weighted::WeightedAliasIndex;
 
-pub use dist::{Dist, DistSpec, Unit};
+pub use dist::Dist;
 pub use error::{Diagnostic, WorkloadError};
 pub use overrides::Override;
 pub use protocols::Protocol;

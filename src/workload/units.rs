@@ -131,20 +131,6 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
-/// Render a byte count in binary units.
-pub fn format_size(bytes: u64) -> String {
-    const K: u64 = 1024;
-    if bytes >= K * K * K && bytes.is_multiple_of(K * K * K) {
-        format!("{}GiB", bytes / (K * K * K))
-    } else if bytes >= K * K && bytes.is_multiple_of(K * K) {
-        format!("{}MiB", bytes / (K * K))
-    } else if bytes >= K && bytes.is_multiple_of(K) {
-        format!("{}KiB", bytes / K)
-    } else {
-        format!("{bytes}B")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,9 +176,6 @@ mod tests {
     fn formatting_round_trips() {
         for s in ["250us", "10ms", "5s", "2m", "1h", "7d", "0s"] {
             assert_eq!(format_duration(parse_duration(s).unwrap()), s);
-        }
-        for s in ["512B", "4KiB", "1MiB"] {
-            assert_eq!(format_size(parse_size(s).unwrap()), s);
         }
     }
 }

@@ -114,7 +114,7 @@ users:
 
 /// Run the workload with `users` users against a Digest server declaring its nonce stale
 /// every `stale_every` uses; the report and the server's own counts.
-fn digest_run(users: u32, stale_every: u64) -> (loadmix::report::Report, Arc<Dav>) {
+fn digest_run(users: u32, stale_every: u64) -> (loadmix::reports::Report, Arc<Dav>) {
     let rt = runtime();
     let dav = Arc::new(Dav {
         stale_every,

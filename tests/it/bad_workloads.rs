@@ -37,7 +37,7 @@ fn each_bad_workload_has_its_expected_message() {
     let mut mismatches = Vec::new();
     for yaml in &all {
         let text = std::fs::read_to_string(yaml).unwrap();
-        let err = match loadmix::workload::load_str(&rel(yaml), &text, &[], yaml.parent()) {
+        let err = match loadmix::load_str(&rel(yaml), &text, &[], yaml.parent()) {
             Ok(_) => {
                 mismatches.push(format!("{}: was accepted", rel(yaml)));
                 continue;

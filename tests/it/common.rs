@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use loadmix::report::Report;
-use loadmix::server::{self, ServerConfig, ServerHandle};
+use loadmix::embedded::{self as server, ServerConfig, ServerHandle};
+use loadmix::reports::Report;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -33,7 +33,7 @@ pub fn embedded(rt: &tokio::runtime::Runtime) -> ServerHandle {
 pub fn loadmix(args: &[&str]) -> i32 {
     let mut v = vec!["loadmix"];
     v.extend_from_slice(args);
-    loadmix::cli::main(v)
+    loadmix::main(v)
 }
 
 /// Run the real binary from the crate root.
@@ -46,10 +46,10 @@ pub fn loadmix_bin(args: &[&str]) -> Output {
 }
 
 pub fn read_report(dir: &Path) -> Report {
-    loadmix::report::load(&dir.join("run.json")).unwrap()
+    loadmix::reports::load(&dir.join("run.json")).unwrap()
 }
 
-pub fn op<'a>(r: &'a Report, name: &str) -> &'a loadmix::report::model::OpReport {
+pub fn op<'a>(r: &'a Report, name: &str) -> &'a loadmix::reports::OpReport {
     r.summary
         .ops
         .iter()

@@ -4,10 +4,10 @@
 //! round; a sweep; CSV; self-contained HTML.
 
 use crate::common::*;
-use loadmix::report::compare;
+use loadmix::reports::compare;
 
-fn fixture(name: &str) -> loadmix::report::Report {
-    loadmix::report::load(&root().join("fixtures/compare").join(name)).unwrap()
+fn fixture(name: &str) -> loadmix::reports::Report {
+    loadmix::reports::load(&root().join("fixtures/compare").join(name)).unwrap()
 }
 
 #[test]
@@ -136,8 +136,8 @@ fn thresholds_pass_or_fail_the_run() {
 
 /// Which target each round belonged to, in the order the rounds started.
 fn started_in_order(
-    mem: &loadmix::report::Report,
-    sql: &loadmix::report::Report,
+    mem: &loadmix::reports::Report,
+    sql: &loadmix::reports::Report,
 ) -> Vec<&'static str> {
     let mut starts: Vec<(String, &str)> = mem
         .rounds
@@ -303,8 +303,8 @@ fn a_sweep_runs_each_point_and_writes_a_scaling_table() {
 
 #[test]
 fn html_pages_are_self_contained_and_carry_every_chart() {
-    let r = loadmix::report::load(&root().join("reports/example/run.json")).unwrap();
-    let page = loadmix::report::html::report(&r);
+    let r = loadmix::reports::load(&root().join("reports/example/run.json")).unwrap();
+    let page = loadmix::reports::html::report(&r);
     for chart in [
         "throughput",
         "latency-over-time",
@@ -355,7 +355,7 @@ fn four_runs_compare_in_a_narrow_table_named_by_their_targets_with_notes_and_lab
         r.note = Some(note.to_string());
         r.labels.insert("run".into(), i.to_string());
         let dir = tmp.path().join(format!("r{i}"));
-        loadmix::report::write_dir(&r, &dir).unwrap();
+        loadmix::reports::write_dir(&r, &dir).unwrap();
         files.push(path_str(&dir.join("run.json")));
     }
     let mut args = vec!["compare"];
@@ -392,23 +392,23 @@ fn a_run_still_warming_up_is_flagged_in_its_report_and_in_the_comparison() {
     let mem = fixture("queue-memory.json");
     let mut warming = mem.clone();
     // A cold JVM's rounds (the issue's): 1,690 → 2,460 → 3,430 → 3,620 ops/s.
-    warming.summary.drift = loadmix::report::model::drift(&[1690.0, 2460.0, 3430.0, 3620.0]);
+    warming.summary.drift = loadmix::reports::drift(&[1690.0, 2460.0, 3430.0, 3620.0]);
     let d = warming.summary.drift.as_ref().expect("a significant rise");
     assert!(
         d.message.contains("rose") && d.message.contains("warmup_rounds"),
         "{}",
         d.message
     );
-    assert!(loadmix::report::table::render(&warming).contains("WARNING: drift: throughput rose"));
+    assert!(loadmix::reports::table::render(&warming).contains("WARNING: drift: throughput rose"));
     assert!(
-        loadmix::report::model::drift(&[3000.0, 3100.0, 2950.0, 3050.0]).is_none(),
+        loadmix::reports::drift(&[3000.0, 3100.0, 2950.0, 3050.0]).is_none(),
         "noise is not drift"
     );
     let c = compare::compare(&["steady".into(), "cold".into()], &[mem, warming], false).unwrap();
     assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
     assert!(c.warnings[0].starts_with("cold: drift: throughput rose"));
     assert!(compare::render_table(&c).contains("WARNING: cold: drift"));
-    assert!(loadmix::report::html::comparison(&c).contains("cold: drift"));
+    assert!(loadmix::reports::html::comparison(&c).contains("cold: drift"));
 }
 
 #[test]

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::process::Command;
 
 use crate::common::*;
-use loadmix::server::StoreSpec;
-use loadmix::server::{self, ServerConfig};
-use loadmix::workload;
+use loadmix::embedded::StoreSpec;
+use loadmix::embedded::{self as server, ServerConfig};
+
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
 fn p_value(observed: &[f64], expected_share: &[f64]) -> f64 {
@@ -24,7 +24,7 @@ fn p_value(observed: &[f64], expected_share: &[f64]) -> f64 {
         .cdf(stat)
 }
 
-fn count(r: &loadmix::report::Report, op: &str) -> u64 {
+fn count(r: &loadmix::reports::Report, op: &str) -> u64 {
     r.summary
         .ops
         .iter()
@@ -154,7 +154,7 @@ fn cosmo_mix_runs_clean_and_agrees_with_the_server_on_both_stores() {
         );
 
         // The measured mix, from the operations the users picked (bootstraps excluded).
-        let w = workload::load(&root().join("workloads/cosmo-0.7-saturate.yaml"), &[]).unwrap();
+        let w = loadmix::load(&root().join("workloads/cosmo-0.7-saturate.yaml"), &[]).unwrap();
         let mut picks: BTreeMap<(String, String), f64> = BTreeMap::new();
         let (mut sync, mut no_change) = (0.0, 0.0);
         for line in std::fs::read_to_string(&log).unwrap().lines().skip(1) {

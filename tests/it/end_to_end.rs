@@ -5,11 +5,10 @@
 use std::collections::BTreeMap;
 
 use crate::common::*;
-use loadmix::engine::plan;
-use loadmix::workload;
+use loadmix::plan;
 
 /// Run `workloads/queue-sizes.yaml` against `url` with extra flags; the report must be written.
-fn run_queue(url: &str, extra: &[&str]) -> loadmix::report::Report {
+fn run_queue(url: &str, extra: &[&str]) -> loadmix::reports::Report {
     let tmp = tempdir();
     let out = out_dir(&tmp);
     let file = path_str(&root().join("workloads/queue-sizes.yaml"));
@@ -94,7 +93,7 @@ fn report_json_round_trips_through_loadmix_report() {
         "json",
     ]);
     assert_eq!(again.status.code(), Some(0));
-    let reparsed: loadmix::report::Report = serde_json::from_slice(&again.stdout).unwrap();
+    let reparsed: loadmix::reports::Report = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(reparsed, original);
     // The table rendered from the saved run is the one written at run time.
     let table = loadmix_bin(&["report", &path_str(&out.join("run.json"))]);
@@ -104,7 +103,7 @@ fn report_json_round_trips_through_loadmix_report() {
     assert_eq!(String::from_utf8_lossy(&run.stdout), written);
     // The serialised histograms decode to the reported counts.
     for o in &original.summary.ops {
-        let h = loadmix::report::model::decode_histogram(&o.histogram).unwrap();
+        let h = loadmix::reports::decode_histogram(&o.histogram).unwrap();
         assert_eq!(h.len(), o.successes, "{}", o.op);
     }
     assert_eq!(original.schema, "loadmix/report/v2");
@@ -128,7 +127,7 @@ fn run_executes_exactly_the_planned_sequence() {
         "--quiet",
     ]);
     assert_eq!(code, 0);
-    let w = workload::load(&file, &[]).unwrap();
+    let w = loadmix::load(&file, &[]).unwrap();
     // (round, class, vu) -> ops in order
     let mut executed: BTreeMap<(u32, String, u32), Vec<String>> = BTreeMap::new();
     let text = std::fs::read_to_string(&log).unwrap();
@@ -203,7 +202,7 @@ fn plan_and_op_log_agree_with_bootstraps_in_between() {
         "--quiet",
     ]);
     assert_eq!(code, 0);
-    let w = workload::load(&file, &[]).unwrap();
+    let w = loadmix::load(&file, &[]).unwrap();
     let c = w.class("m").unwrap();
     let text = std::fs::read_to_string(&log).unwrap();
     let mut lines = text.lines();
@@ -250,7 +249,7 @@ fn plan_and_op_log_agree_with_bootstraps_in_between() {
 #[test]
 fn same_seed_same_plan_other_seed_other_plan() {
     let file = root().join("fixtures/workloads/mixed-http.yaml");
-    let w = workload::load(&file, &[]).unwrap();
+    let w = loadmix::load(&file, &[]).unwrap();
     let c = w.class("writer").unwrap();
     let a = plan::sequence(7, c, 0, 1, 200);
     assert_eq!(a, plan::sequence(7, c, 0, 1, 200));

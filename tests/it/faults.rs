@@ -25,7 +25,7 @@ fn run_against(
     iters: u32,
     timeout: &str,
     extra: &[&str],
-) -> (i32, Option<loadmix::report::Report>) {
+) -> (i32, Option<loadmix::reports::Report>) {
     let tmp = tempdir();
     let out = out_dir(&tmp);
     let w = workload(tmp.path(), url, iters, timeout);

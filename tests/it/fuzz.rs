@@ -69,7 +69,7 @@ fn the_parsers_never_panic() {
                 let _ = c.dtstart.as_deref().map(ical::parse_datetime);
                 let _ = c.duration.as_deref().map(ical::parse_duration);
             }
-            let _ = loadmix::server::model::parse_ics(&text).map(|(_, d)| d.timing());
+            let _ = loadmix::embedded::parse_ics(&text).map(|(_, d)| d.timing());
             Ok(())
         })
         .unwrap();
@@ -79,7 +79,7 @@ fn the_parsers_never_panic() {
 fn the_workload_loader_never_panics() {
     runner(400)
         .run(&hostile_text(), |text| {
-            let _ = loadmix::workload::load_str("fuzz.yaml", &text, &[], None);
+            let _ = loadmix::load_str("fuzz.yaml", &text, &[], None);
             Ok(())
         })
         .unwrap();
@@ -91,7 +91,7 @@ fn the_workload_loader_never_panics() {
 fn the_embedded_server_answers_every_hostile_request_without_a_500() {
     let rt = std::sync::Arc::new(runtime());
     let srv = rt
-        .block_on(loadmix::server::start(loadmix::server::ServerConfig {
+        .block_on(loadmix::embedded::start(loadmix::embedded::ServerConfig {
             no_auth: true,
             max_body: 64 * 1024,
             ..Default::default()

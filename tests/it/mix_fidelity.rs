@@ -1,14 +1,14 @@
 //! Over many sampled operations the observed mix matches the table's weights (Pearson's
 //! chi-square), and the same test rejects a table that is not the one sampled from.
 
-use loadmix::engine::plan;
-use loadmix::workload::{self, UserClass};
+use loadmix::UserClass;
+use loadmix::plan;
 use statrs::distribution::{ChiSquared, ContinuousCDF};
 
 const N: u64 = 200_000;
 
 fn class(yaml: &str, name: &str) -> UserClass {
-    let w = workload::load_str("mix.yaml", yaml, &[], None).unwrap();
+    let w = loadmix::load_str("mix.yaml", yaml, &[], None).unwrap();
     w.class(name).unwrap().clone()
 }
 

@@ -92,7 +92,7 @@ fn a_watched_server_process_reports_its_cpu_per_operation() {
     assert!(table.contains("WARNING: monitor: no process matched no-such-program-xyz"));
     // compare tests the server's cost over rounds like ops/s: a run against itself is the
     // same, and the process that was never found is no row.
-    let c = loadmix::report::compare::compare(
+    let c = loadmix::reports::compare::compare(
         &["a".into(), "b".into()],
         &[r.clone(), r.clone()],
         false,
@@ -113,7 +113,7 @@ fn a_watched_server_process_reports_its_cpu_per_operation() {
     assert_eq!(row.measure, format!("CPU {}", srv.process));
     let b = row.cells[1].as_ref().unwrap();
     assert_eq!((b.rounds, b.ratio, b.p_value), (2, Some(1.0), Some(1.0)));
-    let table = loadmix::report::compare::render_table(&c);
+    let table = loadmix::reports::compare::render_table(&c);
     assert!(
         table.contains(&format!("CPU {} (ms/op)", srv.process))
             && table.contains("1.00× no significant difference (p=1.00)"),
@@ -187,13 +187,13 @@ fn the_embedded_servers_own_metrics_are_scraped_and_a_wrong_endpoint_is_said_pla
         "a page that is not metrics is reported"
     );
     // compare lists each run's scraped figures beside its name.
-    let c = loadmix::report::compare::compare(
+    let c = loadmix::reports::compare::compare(
         &["a".into(), "b".into()],
         &[r.clone(), r.clone()],
         false,
     )
     .unwrap();
-    let table = loadmix::report::compare::render_table(&c);
+    let table = loadmix::reports::compare::render_table(&c);
     assert!(
         table.contains("loadmix_server_requests_total (per 1,000 ops)"),
         "{table}"

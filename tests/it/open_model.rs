@@ -5,7 +5,7 @@
 
 use crate::common::*;
 
-fn run_yaml(yaml: &str, extra: &[&str]) -> (i32, loadmix::report::Report) {
+fn run_yaml(yaml: &str, extra: &[&str]) -> (i32, loadmix::reports::Report) {
     let tmp = tempdir();
     let w = tmp.path().join("w.yaml");
     std::fs::write(&w, yaml).unwrap();

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use crate::common::runtime;
 use bytes::Bytes;
-use loadmix::server::StoreSpec;
-use loadmix::server::{self, ServerConfig, ServerHandle};
-use loadmix::transport::Reuse;
-use loadmix::transport::{Conn, Endpoint, Request, Response, Timeouts};
+use loadmix::client::Reuse;
+use loadmix::client::{Conn, Endpoint, Request, Response, Timeouts};
+use loadmix::embedded::StoreSpec;
+use loadmix::embedded::{self as server, ServerConfig, ServerHandle};
 
 struct Client {
     rt: Arc<tokio::runtime::Runtime>,

@@ -3,8 +3,8 @@
 //! shard; a sharded run's operations add up, operation by operation, to the unsharded
 //! run's; a bad shard is refused before anything runs.
 
-use loadmix::engine::plan::{Part, shard_part};
-use loadmix::engine::shard::Shard;
+use loadmix::Shard;
+use loadmix::plan::{Part, shard_part};
 
 use crate::common::*;
 
@@ -31,7 +31,7 @@ fn key(p: &Part) -> (String, u8, u64, u128) {
     }
 }
 
-fn assert_union_is_whole(w: &loadmix::workload::Workload) {
+fn assert_union_is_whole(w: &loadmix::Workload) {
     for round in 1..=w.run.rounds.min(2) {
         let mut whole: Vec<_> = shard_part(w, Shard::default(), round)
             .map(|p| key(&p))
@@ -52,9 +52,9 @@ fn assert_union_is_whole(w: &loadmix::workload::Workload) {
 
 #[test]
 fn the_shards_parts_together_are_the_whole_plan() {
-    let cosmo = loadmix::workload::load(&root().join("workloads/cosmo-0.7.yaml"), &[]).unwrap();
+    let cosmo = loadmix::load(&root().join("workloads/cosmo-0.7.yaml"), &[]).unwrap();
     assert_union_is_whole(&cosmo);
-    let mixed = loadmix::workload::load_str("mixed.yaml", MIXED, &[], None).unwrap();
+    let mixed = loadmix::load_str("mixed.yaml", MIXED, &[], None).unwrap();
     assert_union_is_whole(&mixed);
     // The open class's arrivals are one schedule dealt out, not N schedules at rate / N.
     let arrivals = |s: Shard| {
@@ -86,7 +86,7 @@ fn shards_run_together_what_one_process_runs_operation_for_operation() {
         ),
     )
     .unwrap();
-    let counts = |r: &loadmix::report::Report| -> Vec<(String, u64)> {
+    let counts = |r: &loadmix::reports::Report| -> Vec<(String, u64)> {
         r.summary
             .ops
             .iter()
@@ -143,7 +143,7 @@ fn shards_run_together_what_one_process_runs_operation_for_operation() {
     );
     assert_eq!(merged.summary.total.requests, whole.summary.total.requests);
     assert_eq!(merged.rounds[0].vus, whole.rounds[0].vus);
-    let c = loadmix::report::compare::compare(
+    let c = loadmix::reports::compare::compare(
         &["whole".into(), "merged".into()],
         &[whole.clone(), merged.clone()],
         false,

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::common::*;
-use loadmix::server::{self, ServerConfig, ServerHandle, certs};
+use loadmix::embedded::{self as server, ServerConfig, ServerHandle, certs};
 
 /// The embedded server serving https with `dir`'s cert.pem and key.pem.
 fn https_server(rt: &tokio::runtime::Runtime, dir: &Path) -> ServerHandle {

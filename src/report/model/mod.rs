@@ -18,9 +18,7 @@ use crate::metrics::OpStats;
 use crate::workload::{Stop, Workload, units};
 
 pub use generator::Generator;
-pub use op::{
-    AcrossRounds, AnswerCount, Latency, OpReport, Phase, decode_histogram, encode_histogram,
-};
+pub use op::{AnswerCount, OpReport, Phase, decode_histogram};
 pub(in crate::report) use op::{op_report, rate, summary_op};
 pub use round::{PerSecond, RoundReport};
 pub use server::{JvmFigures, ServerProcess, ServerSeries};

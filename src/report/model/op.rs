@@ -294,7 +294,7 @@ pub fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> String {
     }
 }
 
-/// Read back a histogram written by [`encode_histogram`].
+/// Read back a histogram written by `encode_histogram` (HdrHistogram V2, deflate, base64).
 pub fn decode_histogram(s: &str) -> Option<hdrhistogram::Histogram<u64>> {
     let bytes = base64::engine::general_purpose::STANDARD.decode(s).ok()?;
     hdrhistogram::serialization::Deserializer::new()

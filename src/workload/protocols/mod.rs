@@ -45,13 +45,13 @@ pub mod defaults {
 /// over protocols (schema, typed operations, drivers, reports) name what it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Protocol {
-    /// Cosmo Morse Code sync (EIMML over HTTP): [`morse`], `protocol/morse.rs`.
+    /// Cosmo Morse Code sync (EIMML over HTTP): `workload/protocols/morse.rs`, `protocol/morse.rs`.
     Morse,
-    /// Cosmo Atom feeds and AtomPub: [`atom`], `protocol/atom.rs`.
+    /// Cosmo Atom feeds and AtomPub: `workload/protocols/atom.rs`, `protocol/atom.rs`.
     Atom,
-    /// CalDAV (RFC 4791) with sync-collection (RFC 6578): [`caldav`], `protocol/caldav.rs`.
+    /// CalDAV (RFC 4791) with sync-collection (RFC 6578): `workload/protocols/caldav.rs`, `protocol/caldav.rs`.
     Caldav,
-    /// Generic request templates defined in the workload: [`http`], resolved in
+    /// Generic request templates defined in the workload: `workload/protocols/http.rs`, resolved in
     /// `workload/resolve/http.rs`, driven by `protocol/http.rs`.
     Http,
 }

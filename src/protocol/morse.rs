@@ -21,6 +21,15 @@ use crate::workload::{MorseOp as Op, UserClass};
 
 const TOKEN: &str = "x-morsecode-synctoken";
 
+/// The collection an operation acts on (its index among the user's and its path), and
+/// the statuses the operation accepts.
+#[derive(Clone, Copy)]
+struct Picked<'a> {
+    ci: usize,
+    path: &'a str,
+    expect: &'a [u16],
+}
+
 pub struct MorseClass {
     ops: Vec<Op>,
     expect: Vec<Vec<u16>>,
@@ -205,120 +214,150 @@ impl MorseVu {
         }
         let ci = (rng.next_u64() % self.cols.len() as u64) as usize;
         let path = format!("{}/mc/collection/{}", self.s.context, self.cols[ci].uid);
+        let picked = Picked {
+            ci,
+            path: &path,
+            expect,
+        };
         match class.ops[op] {
             // Handled before a collection is picked.
             Op::Publish => Outcome::skipped(),
-            Op::Sync | Op::Subscribe => {
-                let mut label = None;
-                let mut headers = Vec::new();
-                if class.ops[op] == Op::Sync {
-                    let col = &self.cols[ci];
-                    let token = if data::chance(rng, class.params.no_change_sync) {
-                        label = Some(class.params.label_sync_no_change);
-                        col.tokens.last()
-                    } else {
-                        col.tokens
-                            .get((rng.next_u64() % col.tokens.len() as u64) as usize)
-                    };
-                    if let Some(v) = token.and_then(|t| HeaderValue::from_str(t).ok()) {
-                        headers.push((HeaderName::from_static(TOKEN), v));
-                    }
-                }
-                let r = match self
-                    .s
-                    .send(conn, "GET", &path, &headers, Bytes::new())
-                    .await
-                {
-                    Exchange::Answer(r) => r,
-                    Exchange::Failed(mut o) => {
-                        o.label = label;
-                        return o;
-                    }
-                };
-                let mut o = Outcome::of(&r, expect, &format!("GET {path}"));
-                o.label = label;
-                if o.is_ok() {
-                    let parsed = std::str::from_utf8(&r.body)
-                        .map_err(|e| e.to_string())
-                        .and_then(eim::check_eimml);
-                    if let Err(m) = parsed {
-                        return o.body_error(format!("GET {path}: not EIMML: {m}"));
-                    }
-                }
-                o
-            }
-            Op::Update => {
-                let col = &self.cols[ci];
-                let Some(token) = col
-                    .tokens
-                    .last()
-                    .and_then(|t| HeaderValue::from_str(t).ok())
-                else {
-                    return Outcome::skipped();
-                };
-                let mut sets: Vec<eim::Recordset> = Vec::with_capacity(3);
-                let changed = (!col.items.is_empty())
-                    .then(|| col.items[(rng.next_u64() % col.items.len() as u64) as usize].clone());
-                if let Some(c) = &changed {
-                    let records = data::eim_records(rng, c, &self.s.user, true);
-                    sets.push((c.clone(), Some(records)));
-                }
-                let new_uid = data::uid(rng, &self.ids.run_id);
-                let records = data::eim_records(rng, &new_uid, &self.s.user, true);
-                sets.push((new_uid.clone(), Some(records)));
-                let mut deleted = None;
-                if col.items.len() > 5 && data::chance(rng, class.params.tombstone) {
-                    let candidates: Vec<&String> = col
-                        .items
-                        .iter()
-                        .filter(|u| Some(*u) != changed.as_ref())
-                        .collect();
-                    let d = candidates[(rng.next_u64() % candidates.len() as u64) as usize].clone();
-                    sets.push((d.clone(), None));
-                    deleted = Some(d);
-                }
-                let doc = eim::write_eimml(
-                    &col.uid,
-                    "",
-                    sets.iter().map(|(u, r)| (u.as_str(), r.as_deref())),
-                );
-                let headers = [eim_header(), (HeaderName::from_static(TOKEN), token)];
-                let r = match self
-                    .s
-                    .send(conn, "POST", &path, &headers, Bytes::from(doc))
-                    .await
-                {
-                    Exchange::Answer(r) => r,
-                    Exchange::Failed(o) => return o,
-                };
-                let o = Outcome::of(&r, expect, &format!("POST {path}"));
-                if !o.is_ok() {
-                    return o;
-                }
-                let Some(t) = token_of(&r) else {
-                    return o.body_error(format!(
-                        "POST {path}: no X-MorseCode-SyncToken in the answer"
-                    ));
-                };
-                let col = &mut self.cols[ci];
-                col.tokens.push(t);
-                col.items.push(new_uid);
-                if let Some(d) = deleted {
-                    col.items.retain(|u| *u != d);
-                }
-                o
-            }
-            Op::Delete => {
-                let r = match self.s.send(conn, "DELETE", &path, &[], Bytes::new()).await {
-                    Exchange::Answer(r) => r,
-                    Exchange::Failed(o) => return o,
-                };
-                let o = Outcome::of(&r, expect, &format!("DELETE {path}"));
-                if o.is_ok() {
-                    self.cols.remove(ci);
-                }
-                o
+            Op::Sync => self.fetch(&class, conn, rng, picked, true).await,
+            Op::Subscribe => self.fetch(&class, conn, rng, picked, false).await,
+            Op::Update => self.update(&class, conn, rng, picked).await,
+            Op::Delete => self.delete(conn, picked).await,
+        }
+    }
+
+    /// A sync (with a token the user holds: the newest one `no_change_sync` of the time,
+    /// reported as `sync_no_change`) or a subscribe (no token: the whole collection); the
+    /// answer must be EIMML.
+    async fn fetch(
+        &mut self,
+        class: &MorseClass,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        picked: Picked<'_>,
+        sync: bool,
+    ) -> Outcome {
+        let Picked { ci, path, expect } = picked;
+        let mut label = None;
+        let mut headers = Vec::new();
+        if sync {
+            let col = &self.cols[ci];
+            let token = if data::chance(rng, class.params.no_change_sync) {
+                label = Some(class.params.label_sync_no_change);
+                col.tokens.last()
+            } else {
+                col.tokens
+                    .get((rng.next_u64() % col.tokens.len() as u64) as usize)
+            };
+            if let Some(v) = token.and_then(|t| HeaderValue::from_str(t).ok()) {
+                headers.push((HeaderName::from_static(TOKEN), v));
             }
         }
+        let r = match self.s.send(conn, "GET", path, &headers, Bytes::new()).await {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(mut o) => {
+                o.label = label;
+                return o;
+            }
+        };
+        let mut o = Outcome::of(&r, expect, &format!("GET {path}"));
+        o.label = label;
+        if o.is_ok() {
+            let parsed = std::str::from_utf8(&r.body)
+                .map_err(|e| e.to_string())
+                .and_then(eim::check_eimml);
+            if let Err(m) = parsed {
+                return o.body_error(format!("GET {path}: not EIMML: {m}"));
+            }
+        }
+        o
+    }
+
+    /// One changed and one new item, and a third of the time a tombstone, posted with the
+    /// newest token; the answer's token and items become the user's.
+    async fn update(
+        &mut self,
+        class: &MorseClass,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        picked: Picked<'_>,
+    ) -> Outcome {
+        let Picked { ci, path, expect } = picked;
+        let col = &self.cols[ci];
+        let Some(token) = col
+            .tokens
+            .last()
+            .and_then(|t| HeaderValue::from_str(t).ok())
+        else {
+            return Outcome::skipped();
+        };
+        let mut sets: Vec<eim::Recordset> = Vec::with_capacity(3);
+        let changed = (!col.items.is_empty())
+            .then(|| col.items[(rng.next_u64() % col.items.len() as u64) as usize].clone());
+        if let Some(c) = &changed {
+            let records = data::eim_records(rng, c, &self.s.user, true);
+            sets.push((c.clone(), Some(records)));
+        }
+        let new_uid = data::uid(rng, &self.ids.run_id);
+        let records = data::eim_records(rng, &new_uid, &self.s.user, true);
+        sets.push((new_uid.clone(), Some(records)));
+        let mut deleted = None;
+        if col.items.len() > 5 && data::chance(rng, class.params.tombstone) {
+            let candidates: Vec<&String> = col
+                .items
+                .iter()
+                .filter(|u| Some(*u) != changed.as_ref())
+                .collect();
+            let d = candidates[(rng.next_u64() % candidates.len() as u64) as usize].clone();
+            sets.push((d.clone(), None));
+            deleted = Some(d);
+        }
+        let doc = eim::write_eimml(
+            &col.uid,
+            "",
+            sets.iter().map(|(u, r)| (u.as_str(), r.as_deref())),
+        );
+        let headers = [eim_header(), (HeaderName::from_static(TOKEN), token)];
+        let r = match self
+            .s
+            .send(conn, "POST", path, &headers, Bytes::from(doc))
+            .await
+        {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return o,
+        };
+        let o = Outcome::of(&r, expect, &format!("POST {path}"));
+        if !o.is_ok() {
+            return o;
+        }
+        let Some(t) = token_of(&r) else {
+            return o.body_error(format!(
+                "POST {path}: no X-MorseCode-SyncToken in the answer"
+            ));
+        };
+        let col = &mut self.cols[ci];
+        col.tokens.push(t);
+        col.items.push(new_uid);
+        if let Some(d) = deleted {
+            col.items.retain(|u| *u != d);
+        }
+        o
+    }
+
+    /// Delete the collection; it is no longer the user's.
+    async fn delete(&mut self, conn: &mut Conn, picked: Picked<'_>) -> Outcome {
+        let Picked { ci, path, expect } = picked;
+        let r = match self.s.send(conn, "DELETE", path, &[], Bytes::new()).await {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return o,
+        };
+        let o = Outcome::of(&r, expect, &format!("DELETE {path}"));
+        if o.is_ok() {
+            self.cols.remove(ci);
+        }
+        o
     }
 }

@@ -369,105 +369,165 @@ impl CaldavVu {
         match &class.ops[op] {
             CaldavOp::CreateCalendar => Outcome::skipped(),
             CaldavOp::PutEvent { size, recurring } => {
-                let uid = data::uid(rng, &self.ids.run_id);
-                let path = format!("{}{uid}.ics", self.cals[ci].path);
-                let size = size.as_ref().map_or(0, |d| d.sample(rng) as usize);
-                let body = data::ics_event(rng, &uid, size, *recurring);
-                // Never overwrite a resource loadmix did not create.
-                let cond = (IF_NONE_MATCH, HeaderValue::from_static("*"));
-                self.put_event(
-                    conn,
-                    ci,
-                    Event {
-                        path,
-                        uid,
-                        etag: None,
-                    },
-                    body,
-                    Some(cond),
-                    expect,
-                )
-                .await
+                self.new_event(conn, rng, ci, size.as_ref(), *recurring, expect)
+                    .await
             }
             CaldavOp::UpdateEvent { size } => {
-                let Some(ei) = pick_event(&self.cals[ci], rng) else {
-                    return Outcome::skipped();
-                };
-                let e = &self.cals[ci].events[ei];
-                let event = Event {
-                    path: e.path.clone(),
-                    uid: e.uid.clone(),
-                    etag: e.etag.clone(),
-                };
-                let size = size.as_ref().map_or(0, |d| d.sample(rng) as usize);
-                let body = data::ics_event(rng, &event.uid, size, protocols::defaults::RECURRING);
-                let cond = event
-                    .etag
-                    .as_deref()
-                    .and_then(|t| HeaderValue::from_str(t).ok())
-                    .map(|v| (IF_MATCH, v));
-                self.put_event(conn, ci, event, body, cond, expect).await
+                self.update_event(conn, rng, ci, size.as_ref(), expect)
+                    .await
             }
             CaldavOp::GetEvent => self.get_event(conn, rng, ci, expect).await,
             CaldavOp::DeleteEvent => self.delete_event(conn, rng, ci, expect).await,
             CaldavOp::TimeRangeReport { range } => {
-                let len = chrono::Duration::microseconds(range.sample(rng) as i64);
-                let (start, end) = data::week(rng, len);
-                let f = "%Y%m%dT%H%M%SZ";
-                let (start, end) = (start.format(f).to_string(), end.format(f).to_string());
-                let mut w = XmlWriter::new();
-                w.open("C:calendar-query", &[("xmlns:C", CALDAV), ("xmlns:D", DAV)])
-                    .open("D:prop", &[])
-                    .empty("D:getetag", &[])
-                    .empty("C:calendar-data", &[])
-                    .close("D:prop")
-                    .open("C:filter", &[])
-                    .open("C:comp-filter", &[("name", "VCALENDAR")])
-                    .open("C:comp-filter", &[("name", "VEVENT")])
-                    .empty("C:time-range", &[("start", &start), ("end", &end)])
-                    .close("C:comp-filter")
-                    .close("C:comp-filter")
-                    .close("C:filter")
-                    .close("C:calendar-query");
-                self.report(conn, ci, w.finish(), expect).await.0
+                self.time_range_report(conn, rng, ci, range, expect).await
             }
-            CaldavOp::Multiget { count } => {
-                let cal = &self.cals[ci];
-                if cal.events.is_empty() {
-                    return Outcome::skipped();
-                }
-                let n = (*count as usize).min(cal.events.len());
-                let start = (rng.next_u64() % cal.events.len() as u64) as usize;
-                let mut w = XmlWriter::new();
-                w.open(
-                    "C:calendar-multiget",
-                    &[("xmlns:D", DAV), ("xmlns:C", CALDAV)],
-                )
-                .open("D:prop", &[])
-                .empty("D:getetag", &[])
-                .empty("C:calendar-data", &[])
-                .close("D:prop");
-                for i in 0..n {
-                    let e = &cal.events[(start + i) % cal.events.len()];
-                    w.leaf("D:href", &e.path);
-                }
-                w.close("C:calendar-multiget");
-                self.report(conn, ci, w.finish(), expect).await.0
-            }
+            CaldavOp::Multiget { count } => self.multiget(conn, rng, ci, *count, expect).await,
             CaldavOp::Propfind => self.propfind(conn, ci, expect).await,
-            CaldavOp::SyncCollection => {
-                let token = self.cals[ci].sync_token.clone().unwrap_or_default();
-                let (o, rejected) = self.sync(conn, ci, &token, expect).await;
-                if !rejected {
-                    return o;
-                }
-                // The server no longer knows the token: start over, as a client must.
-                let (mut again, _) = self.sync(conn, ci, "", expect).await;
-                again.add_cost(&o);
-                again.label = Some(class.params.label_resync);
-                again
-            }
+            CaldavOp::SyncCollection => self.sync_collection(conn, ci, &class, expect).await,
         }
+    }
+
+    /// A new event of about `size` bytes, created only where nothing is (`If-None-Match`).
+    async fn new_event(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        ci: usize,
+        size: Option<&crate::workload::Dist>,
+        recurring: f64,
+        expect: &[u16],
+    ) -> Outcome {
+        let uid = data::uid(rng, &self.ids.run_id);
+        let path = format!("{}{uid}.ics", self.cals[ci].path);
+        let size = size.map_or(0, |d| d.sample(rng) as usize);
+        let body = data::ics_event(rng, &uid, size, recurring);
+        // Never overwrite a resource loadmix did not create.
+        let cond = (IF_NONE_MATCH, HeaderValue::from_static("*"));
+        self.put_event(
+            conn,
+            ci,
+            Event {
+                path,
+                uid,
+                etag: None,
+            },
+            body,
+            Some(cond),
+            expect,
+        )
+        .await
+    }
+
+    /// One of the user's events rewritten, on the condition that it is as last seen
+    /// (`If-Match` its ETag).
+    async fn update_event(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        ci: usize,
+        size: Option<&crate::workload::Dist>,
+        expect: &[u16],
+    ) -> Outcome {
+        let Some(ei) = pick_event(&self.cals[ci], rng) else {
+            return Outcome::skipped();
+        };
+        let e = &self.cals[ci].events[ei];
+        let event = Event {
+            path: e.path.clone(),
+            uid: e.uid.clone(),
+            etag: e.etag.clone(),
+        };
+        let size = size.map_or(0, |d| d.sample(rng) as usize);
+        let body = data::ics_event(rng, &event.uid, size, protocols::defaults::RECURRING);
+        let cond = event
+            .etag
+            .as_deref()
+            .and_then(|t| HeaderValue::from_str(t).ok())
+            .map(|v| (IF_MATCH, v));
+        self.put_event(conn, ci, event, body, cond, expect).await
+    }
+
+    /// A `calendar-query` for the events of a window of `range` in 2007.
+    async fn time_range_report(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        ci: usize,
+        range: &crate::workload::Dist,
+        expect: &[u16],
+    ) -> Outcome {
+        let len = chrono::Duration::microseconds(range.sample(rng) as i64);
+        let (start, end) = data::week(rng, len);
+        let f = "%Y%m%dT%H%M%SZ";
+        let (start, end) = (start.format(f).to_string(), end.format(f).to_string());
+        let mut w = XmlWriter::new();
+        w.open("C:calendar-query", &[("xmlns:C", CALDAV), ("xmlns:D", DAV)])
+            .open("D:prop", &[])
+            .empty("D:getetag", &[])
+            .empty("C:calendar-data", &[])
+            .close("D:prop")
+            .open("C:filter", &[])
+            .open("C:comp-filter", &[("name", "VCALENDAR")])
+            .open("C:comp-filter", &[("name", "VEVENT")])
+            .empty("C:time-range", &[("start", &start), ("end", &end)])
+            .close("C:comp-filter")
+            .close("C:comp-filter")
+            .close("C:filter")
+            .close("C:calendar-query");
+        self.report(conn, ci, w.finish(), expect).await.0
+    }
+
+    /// A `calendar-multiget` of `count` of the calendar's events, from a random one on.
+    async fn multiget(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        ci: usize,
+        count: u32,
+        expect: &[u16],
+    ) -> Outcome {
+        let cal = &self.cals[ci];
+        if cal.events.is_empty() {
+            return Outcome::skipped();
+        }
+        let n = (count as usize).min(cal.events.len());
+        let start = (rng.next_u64() % cal.events.len() as u64) as usize;
+        let mut w = XmlWriter::new();
+        w.open(
+            "C:calendar-multiget",
+            &[("xmlns:D", DAV), ("xmlns:C", CALDAV)],
+        )
+        .open("D:prop", &[])
+        .empty("D:getetag", &[])
+        .empty("C:calendar-data", &[])
+        .close("D:prop");
+        for i in 0..n {
+            let e = &cal.events[(start + i) % cal.events.len()];
+            w.leaf("D:href", &e.path);
+        }
+        w.close("C:calendar-multiget");
+        self.report(conn, ci, w.finish(), expect).await.0
+    }
+
+    /// A `sync-collection` from the calendar's token; a token the server no longer knows
+    /// is started over from scratch, both requests counted, as `sync_collection_resync`.
+    async fn sync_collection(
+        &mut self,
+        conn: &mut Conn,
+        ci: usize,
+        class: &CaldavClass,
+        expect: &[u16],
+    ) -> Outcome {
+        let token = self.cals[ci].sync_token.clone().unwrap_or_default();
+        let (o, rejected) = self.sync(conn, ci, &token, expect).await;
+        if !rejected {
+            return o;
+        }
+        // The server no longer knows the token: start over, as a client must.
+        let (mut again, _) = self.sync(conn, ci, "", expect).await;
+        again.add_cost(&o);
+        again.label = Some(class.params.label_resync);
+        again
     }
 
     /// PUT an event into calendar `ci` under a precondition; remember it and its ETag.

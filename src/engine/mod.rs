@@ -767,7 +767,8 @@ struct Timing {
     scheduled: bool,
 }
 
-/// Record an outcome; returns false when it was skipped (nothing sent).
+/// Record an outcome: its sample, its steps' samples, the first failures' details and, with
+/// `--log-ops`, its row. A skipped operation (nothing sent) has only its row.
 #[allow(clippy::too_many_arguments)]
 fn record(
     out: &mut VuOutput,
@@ -780,26 +781,53 @@ fn record(
     t: Timing,
 ) {
     let start_us = t.started.duration_since(spec_start).as_micros() as u64;
+    let row = |label: usize, latency_us: u64, answer: Answer, skipped: bool| OpLogEntry {
+        round,
+        class: class_index,
+        vu,
+        seq,
+        think_us: t.think.as_micros() as u64,
+        op,
+        label,
+        start_us,
+        latency_us,
+        answer,
+        error: outcome.error.filter(|_| !skipped),
+        skipped,
+    };
     if outcome.skipped {
         if log_ops {
-            out.log.push(OpLogEntry {
-                round,
-                class: class_index,
-                vu,
-                seq,
-                think_us: t.think.as_micros() as u64,
-                op,
-                label: op.unwrap_or(0),
-                start_us,
-                latency_us: 0,
-                answer: Answer::NONE,
-                error: None,
-                skipped: true,
-            });
+            out.log.push(row(op.unwrap_or(0), 0, Answer::NONE, true));
         }
         return;
     }
     let label = outcome.label.or(op).unwrap_or(0);
+    let sample = sample_of(outcome, label_base + label as u32, start_us, &t);
+    recorder.record(sample, t.ended);
+    // The steps of a sequence, each under its own label, one after the other from the
+    // operation's start (left out of the totals, which count the operation once).
+    let mut step_start = start_us;
+    for (step_label, o) in &outcome.steps {
+        let s = step_sample(o, label_base + *step_label as u32, step_start);
+        recorder.record(s, t.ended);
+        step_start += s.latency_us;
+    }
+    if let (Some(e), true) = (outcome.error, out.failures.len() < FAILURE_NOTES_PER_VU) {
+        out.failures.push(FailureNote {
+            round,
+            label: sample.label,
+            error: e,
+            detail: outcome.detail.clone().unwrap_or_default(),
+        });
+    }
+    if log_ops {
+        out.log
+            .push(row(label, sample.latency_us, sample.answer, false));
+    }
+}
+
+/// An operation's sample under `label`, from its start (`start_us` into the round).
+fn sample_of(outcome: &crate::protocol::Outcome, label: u32, start_us: u64, t: &Timing) -> Sample {
     // The driver times the wire; an operation that failed before any answer arrived is
     // timed by the engine, so timeouts show their real cost in the timeline.
     let latency = if outcome.latency.is_zero() {
@@ -807,8 +835,8 @@ fn record(
     } else {
         outcome.latency
     };
-    let sample = Sample {
-        label: label_base + label as u32,
+    Sample {
+        label,
         start_us,
         latency_us: latency.as_micros() as u64,
         answer: outcome.answer,
@@ -823,58 +851,28 @@ fn record(
         tls_us: outcome.handshake.and_then(|h| h.tls).map(micros32),
         tls_resumed: outcome.handshake.is_some_and(|h| h.resumed),
         step: false,
-    };
-    recorder.record(sample, t.ended);
-    // The steps of a sequence, each under its own label, one after the other from the
-    // operation's start (left out of the totals, which count the operation once).
-    let mut step_start = start_us;
-    for (step_label, o) in &outcome.steps {
-        let latency_us = o.latency.as_micros() as u64;
-        recorder.record(
-            Sample {
-                label: label_base + *step_label as u32,
-                start_us: step_start,
-                latency_us,
-                answer: o.answer,
-                prior: prior_answers(&o.prior),
-                error: o.error,
-                bytes_sent: o.bytes_sent,
-                bytes_received: o.bytes_received,
-                corrected_us: latency_us,
-                lag_us: 0,
-                scheduled: false,
-                connect_us: o.handshake.map(|h| micros32(h.connect)),
-                tls_us: o.handshake.and_then(|h| h.tls).map(micros32),
-                tls_resumed: o.handshake.is_some_and(|h| h.resumed),
-                step: true,
-            },
-            t.ended,
-        );
-        step_start += latency_us;
     }
-    if let (Some(e), true) = (outcome.error, out.failures.len() < FAILURE_NOTES_PER_VU) {
-        out.failures.push(FailureNote {
-            round,
-            label: sample.label,
-            error: e,
-            detail: outcome.detail.clone().unwrap_or_default(),
-        });
-    }
-    if log_ops {
-        out.log.push(OpLogEntry {
-            round,
-            class: class_index,
-            vu,
-            seq,
-            think_us: t.think.as_micros() as u64,
-            op,
-            label,
-            start_us,
-            latency_us: sample.latency_us,
-            answer: sample.answer,
-            error: outcome.error,
-            skipped: false,
-        });
+}
+
+/// One step of a sequence as its own sample (no warm-up of its own, no scheduling lag).
+fn step_sample(o: &crate::protocol::Outcome, label: u32, start_us: u64) -> Sample {
+    let latency_us = o.latency.as_micros() as u64;
+    Sample {
+        label,
+        start_us,
+        latency_us,
+        answer: o.answer,
+        prior: prior_answers(&o.prior),
+        error: o.error,
+        bytes_sent: o.bytes_sent,
+        bytes_received: o.bytes_received,
+        corrected_us: latency_us,
+        lag_us: 0,
+        scheduled: false,
+        connect_us: o.handshake.map(|h| micros32(h.connect)),
+        tls_us: o.handshake.and_then(|h| h.tls).map(micros32),
+        tls_resumed: o.handshake.is_some_and(|h| h.resumed),
+        step: true,
     }
 }
 
@@ -924,17 +922,9 @@ async fn vu_loop(
     let mut out = VuOutput::default();
     let cancelled = stop.cancelled();
     tokio::pin!(cancelled);
-    // Under a ramp the VU waits for its turn.
-    let begin = spec.active_from.unwrap_or(spec.start);
-    if spec.active_from.is_none() || spec.deadline.is_some_and(|d| begin >= d) {
+    let Some(begin) = wait_for_turn(&spec, &mut cancelled).await else {
         return out;
-    }
-    if begin > Instant::now() {
-        tokio::select! {
-            _ = tokio::time::sleep_until(begin) => {}
-            _ = &mut cancelled => return out,
-        }
-    }
+    };
     let _active = Active::enter(&spec.users);
     let end_by = match (spec.deadline, spec.active_until) {
         (Some(d), Some(u)) => Some(d.min(u)),
@@ -951,43 +941,16 @@ async fn vu_loop(
         // One clock read serves the think's start and, when there is nothing to wait for,
         // the operation's start: clock reads are a visible share of a fast request's cost.
         let now = Instant::now();
-        // Pacing: operation k is due at begin + k × pacing. Think: due when the think ends,
-        // drawn from the pick's stream or the bootstrap's, so bootstraps shift no pick's
-        // think. Checked arithmetic: a schedule past what an Instant can hold simply ends.
-        let (due, think) = match class.pacing {
-            Some(p) => (
-                u32::try_from(done)
-                    .ok()
-                    .and_then(|k| p.checked_mul(k))
-                    .and_then(|d| begin.checked_add(d)),
-                Duration::ZERO,
-            ),
-            None => {
-                let t = rngs.think_before(class, boot);
-                (now.checked_add(t), t)
-            }
+        let Some((intended, think)) = next_due(class, begin, done, now, &mut rngs, boot) else {
+            break;
         };
-        let Some(intended) = due else { break };
         if end_by.is_some_and(|e| intended >= e) {
             break;
         }
-        let started = if intended > now {
-            recorder.flush_before_wait(intended - now);
-            // A pacing slot is a start time, kept to the microsecond; a think time is a
-            // pause, and tokio's millisecond timer is fine for it.
-            let wait = async {
-                match class.pacing {
-                    Some(_) => spec.timer.sleep_until(intended).await,
-                    None => tokio::time::sleep_until(intended).await,
-                }
-            };
-            tokio::select! {
-                _ = wait => {}
-                _ = &mut cancelled => break,
-            }
-            Instant::now()
-        } else {
-            now
+        let Some(started) =
+            wait_until_due(&spec, intended, now, &mut recorder, &mut cancelled).await
+        else {
+            break;
         };
         let Some((op, outcome)) = one_op(
             &mut driver,
@@ -1001,12 +964,11 @@ async fn vu_loop(
         else {
             break;
         };
-        let ended = Instant::now();
         let timing = Timing {
             think,
             intended,
             started,
-            ended,
+            ended: Instant::now(),
             scheduled: class.pacing.is_some(),
         };
         record(
@@ -1033,6 +995,73 @@ async fn vu_loop(
     out.retried = conn.retried;
     out.leftovers.extend(driver.leftovers());
     out
+}
+
+/// Under a ramp the VU waits for its turn: when it starts, or `None` when its turn never
+/// comes in this round (or the run stops first).
+async fn wait_for_turn(spec: &VuSpec, cancelled: &mut Cancelled<'_, '_>) -> Option<Instant> {
+    let begin = spec.active_from?;
+    if spec.deadline.is_some_and(|d| begin >= d) {
+        return None;
+    }
+    if begin > Instant::now() {
+        tokio::select! {
+            _ = tokio::time::sleep_until(begin) => {}
+            _ = cancelled.as_mut() => return None,
+        }
+    }
+    Some(begin)
+}
+
+/// When the next operation is due, and the think before it. Pacing: operation k is due at
+/// begin + k × pacing. Think: due when the think ends, drawn from the pick's stream or the
+/// bootstrap's, so bootstraps shift no pick's think. Checked arithmetic: a schedule past
+/// what an Instant can hold simply ends (`None`).
+fn next_due(
+    class: &UserClass,
+    begin: Instant,
+    done: u64,
+    now: Instant,
+    rngs: &mut VuRngs,
+    boot: bool,
+) -> Option<(Instant, Duration)> {
+    match class.pacing {
+        Some(p) => {
+            let k = u32::try_from(done).ok()?;
+            Some((begin.checked_add(p.checked_mul(k)?)?, Duration::ZERO))
+        }
+        None => {
+            let t = rngs.think_before(class, boot);
+            Some((now.checked_add(t)?, t))
+        }
+    }
+}
+
+/// Wait until `intended` (from `now`), handing the user's samples over first when the
+/// wait is long; when the operation starts, or `None` when the run stops meanwhile.
+async fn wait_until_due(
+    spec: &VuSpec,
+    intended: Instant,
+    now: Instant,
+    recorder: &mut metrics::Recorder,
+    cancelled: &mut Cancelled<'_, '_>,
+) -> Option<Instant> {
+    if intended <= now {
+        return Some(now);
+    }
+    recorder.flush_before_wait(intended - now);
+    // A pacing slot is a start time, kept to the microsecond; a think time is a pause, and
+    // tokio's millisecond timer is fine for it.
+    let wait = async {
+        match spec.class.pacing {
+            Some(_) => spec.timer.sleep_until(intended).await,
+            None => tokio::time::sleep_until(intended).await,
+        }
+    };
+    tokio::select! {
+        _ = wait => Some(Instant::now()),
+        _ = cancelled.as_mut() => None,
+    }
 }
 
 /// Up to [`crate::metrics::PRIOR_ANSWERS`] earlier answers of an operation, none for none.

@@ -194,6 +194,24 @@ fn merge_round(
     shards: &[ShardReport],
     i: usize,
 ) -> Result<(RoundReport, Vec<MergedOp>), MergeError> {
+    let (starts, offsets) = round_starts(shards, i)?;
+    let mut merged_ops = merged_round_ops(shards, i, &offsets)?;
+    let (total, total_rate) = merged_round_total(shards, i, &offsets)?;
+    let mut round = merged_round_report(shards, i, &starts, &offsets, &total);
+    round.ops = merged_ops
+        .iter()
+        .map(|(name, class, stats, rate)| {
+            model::op_report(name, class.as_ref(), stats, *rate, true)
+        })
+        .collect();
+    round.total = model::op_report("total", None, &total, total_rate, true);
+    merged_ops.push(("total".into(), None, total, total_rate));
+    Ok((round, merged_ops))
+}
+
+/// When each shard's round `i` started (ms since the epoch), and how many seconds after
+/// the first shard's: its timeline's offset. A shard far behind is not of this run.
+fn round_starts(shards: &[ShardReport], i: usize) -> Result<(Vec<i64>, Vec<usize>), MergeError> {
     let starts: Vec<i64> = shards
         .iter()
         .map(|s| epoch_ms(&s.report.rounds[i].started_at, &s.file))
@@ -211,7 +229,16 @@ fn merge_round(
         }
         offsets.push(usize::try_from(skew).unwrap_or(0));
     }
-    // Operations in the order the first shard lists them, then any only others ran.
+    Ok((starts, offsets))
+}
+
+/// Each operation of round `i` over every shard, in the order the first shard lists them
+/// and then any only others ran: its figures added exactly, timelines aligned, rates added.
+fn merged_round_ops(
+    shards: &[ShardReport],
+    i: usize,
+    offsets: &[usize],
+) -> Result<Vec<MergedOp>, MergeError> {
     let mut names: Vec<(String, Option<String>)> = Vec::new();
     for s in shards {
         for o in &s.report.rounds[i].ops {
@@ -220,12 +247,11 @@ fn merge_round(
             }
         }
     }
-    let mut ops = Vec::new();
     let mut merged_ops = Vec::new();
     for (name, class) in &names {
         let mut stats = OpStats::default();
         let mut rate = 0.0;
-        for (s, by) in shards.iter().zip(&offsets) {
+        for (s, by) in shards.iter().zip(offsets) {
             if let Some(o) = s.report.rounds[i].ops.iter().find(|o| &o.op == name) {
                 let mut x = stats_of(o, &s.file)?;
                 x.timeline = shifted(&x.timeline, *by);
@@ -233,18 +259,38 @@ fn merge_round(
                 rate += o.ops_per_sec;
             }
         }
-        ops.push(model::op_report(name, class.as_ref(), &stats, rate, true));
         merged_ops.push((name.clone(), class.clone(), stats, rate));
     }
+    Ok(merged_ops)
+}
+
+/// Round `i`'s total over every shard, and its rate.
+fn merged_round_total(
+    shards: &[ShardReport],
+    i: usize,
+    offsets: &[usize],
+) -> Result<(OpStats, f64), MergeError> {
     let mut total = OpStats::default();
     let mut total_rate = 0.0;
-    for (s, by) in shards.iter().zip(&offsets) {
+    for (s, by) in shards.iter().zip(offsets) {
         let t = &s.report.rounds[i].total;
         let mut x = stats_of(t, &s.file)?;
         x.timeline = shifted(&x.timeline, *by);
         total.merge(&x);
         total_rate += t.ops_per_sec;
     }
+    Ok((total, total_rate))
+}
+
+/// Round `i` over every shard, but for its operations and total: counts added, the
+/// longest time, the earliest start, the generator of each, the server watched once.
+fn merged_round_report(
+    shards: &[ShardReport],
+    i: usize,
+    starts: &[i64],
+    offsets: &[usize],
+    total: &OpStats,
+) -> RoundReport {
     let rounds: Vec<&RoundReport> = shards.iter().map(|s| &s.report.rounds[i]).collect();
     let r0 = rounds[0];
     let sum = |f: fn(&RoundReport) -> u64| rounds.iter().map(|r| f(r)).sum::<u64>();
@@ -263,11 +309,11 @@ fn merge_round(
     for m in &mut metrics {
         m.per_ops(total.successes);
     }
-    let round = RoundReport {
+    RoundReport {
         index: r0.index,
         started_at: shards
             .iter()
-            .zip(&starts)
+            .zip(starts)
             .min_by_key(|(_, t)| **t)
             .map(|(s, _)| s.report.rounds[i].started_at.clone())
             .unwrap_or_default(),
@@ -291,18 +337,16 @@ fn merge_round(
         },
         server,
         metrics,
-        per_second: merged_seconds(&rounds, &offsets),
+        per_second: merged_seconds(&rounds, offsets),
         per_second_late: sum(|r| r.per_second_late),
         start_late_ms: rounds
             .iter()
             .filter_map(|r| r.start_late_ms)
             .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x)))),
         interrupted: rounds.iter().any(|r| r.interrupted),
-        total: model::op_report("total", None, &total, total_rate, true),
-        ops,
-    };
-    merged_ops.push(("total".into(), None, total, total_rate));
-    Ok((round, merged_ops))
+        total: model::op_report("total", None, total, 0.0, true),
+        ops: Vec::new(),
+    }
 }
 
 /// The shards' generators side by side: their CPU added, their lag the worst of them,
@@ -356,57 +400,8 @@ fn merged_seconds(rounds: &[&RoundReport], offsets: &[usize]) -> Vec<PerSecond> 
 pub fn merge(shards: Vec<ShardReport>) -> Result<Report, MergeError> {
     let shards = check(shards)?;
     let r0 = &shards[0].report;
-    let mut rounds = Vec::new();
-    // Per operation over rounds: the merged figures and each round's summed rate.
-    let mut over: Vec<(String, Option<String>, OpStats, Vec<f64>)> = Vec::new();
-    for i in 0..r0.rounds.len() {
-        let (round, ops) = merge_round(&shards, i)?;
-        rounds.push(round);
-        for (name, class, stats, rate) in ops {
-            match over.iter_mut().find(|(n, ..)| *n == name) {
-                Some((_, _, s, rates)) => {
-                    s.merge(&stats);
-                    rates.push(rate);
-                }
-                None => over.push((name, class, stats, vec![rate])),
-            }
-        }
-    }
-    let (total_stats, total_rates) = over
-        .iter()
-        .position(|(n, ..)| n == "total")
-        .map(|k| {
-            let (_, _, s, r) = over.remove(k);
-            (s, r)
-        })
-        .unwrap_or_default();
-    let summary_ops: Vec<OpReport> = over
-        .iter()
-        .map(|(n, c, s, r)| model::summary_op(n, c.as_ref(), s, r))
-        .collect();
-    let mut generator_warnings: Vec<String> = Vec::new();
-    for w in rounds.iter().flat_map(|r| r.generator.warnings.iter()) {
-        if !generator_warnings.contains(w) {
-            generator_warnings.push(w.clone());
-        }
-    }
-    let successes = total_stats.successes;
-    let requests = total_stats.requests;
-    let summary = Summary {
-        rounds: rounds.len(),
-        measured_s: rounds.iter().map(|r| r.measured_s).sum(),
-        ops: summary_ops,
-        total: model::summary_op("total", None, &total_stats, &total_rates),
-        success_ratio: if requests == 0 {
-            0.0
-        } else {
-            successes as f64 / requests as f64
-        },
-        generator_warnings,
-        server: model::server_summary(&rounds, successes),
-        metrics: model::series_summary(&rounds, successes),
-        drift: model::drift(&total_rates),
-    };
+    let (rounds, over) = merged_rounds(&shards)?;
+    let summary = merged_summary(&rounds, over);
     // The earliest and the latest of a time every shard has (RFC 3339 in UTC, all with
     // milliseconds, so their text sorts as their times do).
     let span = |f: fn(&Report) -> &String| {
@@ -441,20 +436,7 @@ pub fn merge(shards: Vec<ShardReport>) -> Result<Report, MergeError> {
         order: r0.order.clone(),
         shard: None,
         target_clock: None,
-        shards: shards
-            .iter()
-            .map(|s| model::ShardRun {
-                index: s.report.shard.map_or(0, |i| i.index),
-                count: s.report.shard.map_or(1, |i| i.count),
-                file: s.file.clone(),
-                run_id: s.report.run_id.clone(),
-                hostname: s.report.host.hostname.clone(),
-                started_at: s.report.started_at.clone(),
-                requests: s.report.summary.total.requests,
-                generator_warnings: s.report.summary.generator_warnings.clone(),
-                target_clock: s.report.target_clock,
-            })
-            .collect(),
+        shards: shard_runs(&shards),
         rounds,
         summary,
         thresholds: r0
@@ -468,6 +450,86 @@ pub fn merge(shards: Vec<ShardReport>) -> Result<Report, MergeError> {
             .collect(),
         failures,
     })
+}
+
+/// Per operation over rounds: its name, class, merged figures and each round's summed rate.
+type OverRounds = Vec<(String, Option<String>, OpStats, Vec<f64>)>;
+
+/// Every round merged over the shards, and each operation's figures over the rounds.
+fn merged_rounds(shards: &[ShardReport]) -> Result<(Vec<RoundReport>, OverRounds), MergeError> {
+    let mut rounds = Vec::new();
+    let mut over: OverRounds = Vec::new();
+    for i in 0..shards[0].report.rounds.len() {
+        let (round, ops) = merge_round(shards, i)?;
+        rounds.push(round);
+        for (name, class, stats, rate) in ops {
+            match over.iter_mut().find(|(n, ..)| *n == name) {
+                Some((_, _, s, rates)) => {
+                    s.merge(&stats);
+                    rates.push(rate);
+                }
+                None => over.push((name, class, stats, vec![rate])),
+            }
+        }
+    }
+    Ok((rounds, over))
+}
+
+/// The summary across the merged rounds, as one process's report has it.
+fn merged_summary(rounds: &[RoundReport], mut over: OverRounds) -> Summary {
+    let (total_stats, total_rates) = over
+        .iter()
+        .position(|(n, ..)| n == "total")
+        .map(|k| {
+            let (_, _, s, r) = over.remove(k);
+            (s, r)
+        })
+        .unwrap_or_default();
+    let summary_ops: Vec<OpReport> = over
+        .iter()
+        .map(|(n, c, s, r)| model::summary_op(n, c.as_ref(), s, r))
+        .collect();
+    let mut generator_warnings: Vec<String> = Vec::new();
+    for w in rounds.iter().flat_map(|r| r.generator.warnings.iter()) {
+        if !generator_warnings.contains(w) {
+            generator_warnings.push(w.clone());
+        }
+    }
+    let successes = total_stats.successes;
+    let requests = total_stats.requests;
+    Summary {
+        rounds: rounds.len(),
+        measured_s: rounds.iter().map(|r| r.measured_s).sum(),
+        ops: summary_ops,
+        total: model::summary_op("total", None, &total_stats, &total_rates),
+        success_ratio: if requests == 0 {
+            0.0
+        } else {
+            successes as f64 / requests as f64
+        },
+        generator_warnings,
+        server: model::server_summary(rounds, successes),
+        metrics: model::series_summary(rounds, successes),
+        drift: model::drift(&total_rates),
+    }
+}
+
+/// Each shard as the merged report lists it.
+fn shard_runs(shards: &[ShardReport]) -> Vec<model::ShardRun> {
+    shards
+        .iter()
+        .map(|s| model::ShardRun {
+            index: s.report.shard.map_or(0, |i| i.index),
+            count: s.report.shard.map_or(1, |i| i.count),
+            file: s.file.clone(),
+            run_id: s.report.run_id.clone(),
+            hostname: s.report.host.hostname.clone(),
+            started_at: s.report.started_at.clone(),
+            requests: s.report.summary.total.requests,
+            generator_warnings: s.report.summary.generator_warnings.clone(),
+            target_clock: s.report.target_clock,
+        })
+        .collect()
 }
 
 #[cfg(test)]

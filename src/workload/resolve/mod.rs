@@ -74,6 +74,54 @@ pub(super) fn resolve(
         lines: text.lines().collect(),
         base_dir,
     };
+    let root = parse_root(&cx, text, ovr)?;
+    let name = match root.get("name") {
+        Some(n) => cx.string(n, "name")?,
+        None => Path::new(file)
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_else(|| "workload".into()),
+    };
+    let description = root
+        .get("description")
+        .map(|n| cx.string(n, "description"))
+        .transpose()?;
+    let run = resolve_run(&cx, root.get("run"))?;
+    let accounts = root
+        .get("accounts")
+        .map(|n| resolve_accounts(&cx, n))
+        .transpose()?;
+    let classes = resolve_users(&cx, &root, accounts.as_ref())?;
+    let thresholds = match root.get("thresholds") {
+        None => Vec::new(),
+        Some(n) => resolve_thresholds(&cx, n, &classes)?,
+    };
+    Ok(Workload {
+        name,
+        description,
+        file: file.to_string(),
+        source_text: text.to_string(),
+        overrides: ovr.iter().map(Override::display).collect(),
+        hash: mix_hash(&root),
+        target: resolve_target(&cx, &root)?,
+        context: resolve_context(&cx, &root)?,
+        run,
+        accounts,
+        classes,
+        thresholds,
+        monitor_processes: match root.get("monitor") {
+            Some(m) => resolve_monitor(&cx, m)?,
+            None => Vec::new(),
+        },
+        monitor_metrics: match root.get("monitor").and_then(|m| m.get("prometheus")) {
+            Some(p) => resolve_prometheus(&cx, p)?,
+            None => Vec::new(),
+        },
+    })
+}
+
+/// The YAML tree, `--set` overrides applied, its top-level keys known before and after.
+fn parse_root(cx: &Cx, text: &str, ovr: &[Override]) -> R<Node> {
     let mut root = yaml::parse(text)
         .map_err(|e| cx.err(e.pos, "", format!("YAML syntax error: {}", e.message)))?;
     if matches!(root.value, Value::Null) {
@@ -89,34 +137,32 @@ pub(super) fn resolve(
     let top = cx.map(&root, "")?;
     cx.check_keys(top, TOP_KEYS, "")?;
 
-    let name = match root.get("name") {
-        Some(n) => cx.string(n, "name")?,
-        None => Path::new(file)
-            .file_stem()
-            .map(|s| s.to_string_lossy().to_string())
-            .unwrap_or_else(|| "workload".into()),
-    };
-    let description = root
-        .get("description")
-        .map(|n| cx.string(n, "description"))
-        .transpose()?;
-    let target = match root.get("target") {
+    Ok(root)
+}
+
+/// `target:`, the embedded server (memory) when absent.
+fn resolve_target(cx: &Cx, root: &Node) -> R<TargetSpec> {
+    Ok(match root.get("target") {
         None => TargetSpec::Embedded {
             store: EmbeddedStore::Memory,
         },
         Some(n) if matches!(n.value, Value::Null) => {
             return Err(cx.err_hint(
-                n.pos,
-                "target",
-                "target is empty",
-                Some("write 'embedded', 'embedded:sqlite:PATH' or a URL such as http://127.0.0.1:8080, or remove the key".into()),
-            ));
+                    n.pos,
+                    "target",
+                    "target is empty",
+                    Some("write 'embedded', 'embedded:sqlite:PATH' or a URL such as http://127.0.0.1:8080, or remove the key".into()),
+                ));
         }
         Some(n) => {
             TargetSpec::parse(&cx.string(n, "target")?).map_err(|m| cx.err(n.pos, "target", m))?
         }
-    };
-    let context = match root.get("context") {
+    })
+}
+
+/// `context:`, the path prefix of the server's services (`/cosmo` when absent).
+fn resolve_context(cx: &Cx, root: &Node) -> R<String> {
+    Ok(match root.get("context") {
         None => "/cosmo".to_string(),
         // `context:` or `--set context=`: no prefix.
         Some(n) if matches!(n.value, Value::Null) => String::new(),
@@ -131,21 +177,20 @@ pub(super) fn resolve(
             }
             c.trim_end_matches('/').to_string()
         }
-    };
-    let run = resolve_run(&cx, root.get("run"))?;
+    })
+}
+
+/// `users:`: every class, each with its own `auth:` or the file's, no name twice, and at
+/// least one user in all.
+fn resolve_users(cx: &Cx, root: &Node, accounts: Option<&Accounts>) -> R<Vec<UserClass>> {
     let connection = match root.get("connection") {
         None => Connection::KeepAlive,
-        Some(n) => connection(&cx, n, "connection")?,
+        Some(n) => connection(cx, n, "connection")?,
     };
     let think = match root.get("think") {
         None => Dist::constant(0.0),
         Some(n) => cx.dist(n, "think", Unit::Duration)?,
     };
-    let accounts = root
-        .get("accounts")
-        .map(|n| resolve_accounts(&cx, n))
-        .transpose()?;
-
     let users = root.get("users").ok_or_else(|| {
         cx.err_hint(
             Pos { line: 1, column: 1 },
@@ -169,17 +214,17 @@ pub(super) fn resolve(
     }
     let auth = root
         .get("auth")
-        .map(|n| resolve_auth(&cx, n, "auth", accounts.as_ref()))
+        .map(|n| resolve_auth(cx, n, "auth", accounts))
         .transpose()?;
     let mut classes: Vec<UserClass> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let mut c = resolve_class(&cx, item, i, &think, connection)?;
+        let mut c = resolve_class(cx, item, i, &think, connection)?;
         c.auth = match item.get("auth") {
             Some(n) => Some(resolve_auth(
-                &cx,
+                cx,
                 n,
                 &format!("users.{}.auth", c.name),
-                accounts.as_ref(),
+                accounts,
             )?),
             None => auth.clone(),
         };
@@ -204,33 +249,7 @@ pub(super) fn resolve(
             Some("give at least one class a count of 1 or more".into()),
         ));
     }
-    let thresholds = match root.get("thresholds") {
-        None => Vec::new(),
-        Some(n) => resolve_thresholds(&cx, n, &classes)?,
-    };
-
-    Ok(Workload {
-        name,
-        description,
-        file: file.to_string(),
-        source_text: text.to_string(),
-        overrides: ovr.iter().map(Override::display).collect(),
-        hash: mix_hash(&root),
-        target,
-        context,
-        run,
-        accounts,
-        classes,
-        thresholds,
-        monitor_processes: match root.get("monitor") {
-            Some(m) => resolve_monitor(&cx, m)?,
-            None => Vec::new(),
-        },
-        monitor_metrics: match root.get("monitor").and_then(|m| m.get("prometheus")) {
-            Some(p) => resolve_prometheus(&cx, p)?,
-            None => Vec::new(),
-        },
-    })
+    Ok(classes)
 }
 
 fn connection(cx: &Cx, n: &Node, key: &str) -> R<Connection> {

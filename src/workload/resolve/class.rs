@@ -617,24 +617,7 @@ struct Table {
 
 fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Table> {
     let mix_path = format!("{path}.mix");
-    let mix = required(cx, node, "mix", path)?;
-    let mix_entries = match &mix.value {
-        Value::Map(e) => e,
-        Value::Null => return Err(cx.err(mix.pos, &mix_path, "the operation table is empty")),
-        other => {
-            return Err(cx.err(
-                mix.pos,
-                &mix_path,
-                format!(
-                    "expected a mapping of operation: weight, found {}",
-                    other.kind()
-                ),
-            ));
-        }
-    };
-    if mix_entries.is_empty() {
-        return Err(cx.err(mix.pos, &mix_path, "the operation table is empty"));
-    }
+    let (mix, mix_entries) = mix_entries(cx, node, path, &mix_path)?;
     let mut captures: Vec<String> = Vec::new();
     let mut ops: Vec<Operation> = Vec::new();
     let mut capture_sites: Vec<(String, Pos)> = Vec::new();
@@ -651,77 +634,13 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
                 format!("operation '{}' appears twice", k.name),
             ));
         }
-        let op_def = op_def(cx, k, &op_path, protocol)?;
-        let mut op = Operation {
-            name: k.name.clone(),
-            weight: 0.0,
-            probability: 0.0,
-            expect: None,
+        let mut sites = Sites {
+            captures: &mut captures,
+            capture_sites: &mut capture_sites,
+            pools: &mut pools,
         };
-        let mut params = Params::default();
-        let weight_node = match &v.value {
-            Value::Map(e) => {
-                let allowed = if protocol == Protocol::Http {
-                    HTTP_OP_KEYS
-                } else {
-                    OP_KEYS
-                };
-                let allowed = if v.get("steps").is_some() {
-                    &["weight", "steps"][..]
-                } else {
-                    allowed
-                };
-                cx.check_keys(e, allowed, &op_path)?;
-                if let Some(p) = v.get("params") {
-                    let defs = op_def.map(|d| d.params).unwrap_or(&[]);
-                    params = resolve_params(cx, p, defs, &join(&op_path, "params"))?;
-                }
-                if let Some(x) = v.get("expect") {
-                    op.expect = Some(resolve_expect(cx, x, &join(&op_path, "expect"))?);
-                }
-                if protocol == Protocol::Http {
-                    let mut sites = Sites {
-                        captures: &mut captures,
-                        capture_sites: &mut capture_sites,
-                        pools: &mut pools,
-                    };
-                    requests.push(match v.get("steps") {
-                        Some(steps) => {
-                            resolve_steps(cx, steps, &join(&op_path, "steps"), &mut sites)?
-                        }
-                        None => resolve_http(
-                            cx,
-                            v,
-                            &op_path,
-                            sites.captures,
-                            sites.capture_sites,
-                            sites.pools,
-                        )?,
-                    });
-                }
-                required(cx, v, "weight", &op_path)?
-            }
-            _ => {
-                if protocol == Protocol::Http {
-                    return Err(cx.err_hint(
-                        v.pos,
-                        &op_path,
-                        "an http operation needs a request, not only a weight",
-                        Some("write e.g. { weight: 1, method: GET, path: \"/status\" }".into()),
-                    ));
-                }
-                v
-            }
-        };
-        let w = cx.number(weight_node, &join(&op_path, "weight"))?;
-        if w < 0.0 {
-            return Err(cx.err(
-                weight_node.pos,
-                &op_path,
-                format!("weight must not be negative, got {w}"),
-            ));
-        }
-        op.weight = w;
+        let (op, params, request) = resolve_entry(cx, (k, v), &op_path, protocol, &mut sites)?;
+        requests.extend(request);
         ops.push(op);
         op_params.push(params);
         op_pos.push(k.pos);
@@ -766,6 +685,111 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
         pos: mix.pos,
         path: mix_path,
     })
+}
+
+/// The class's `mix:`, a mapping with at least one operation.
+fn mix_entries<'n>(
+    cx: &Cx,
+    node: &'n Node,
+    path: &str,
+    mix_path: &str,
+) -> R<(&'n Node, &'n [(Key, Node)])> {
+    let mix = required(cx, node, "mix", path)?;
+    let mix_entries = match &mix.value {
+        Value::Map(e) => e,
+        Value::Null => return Err(cx.err(mix.pos, mix_path, "the operation table is empty")),
+        other => {
+            return Err(cx.err(
+                mix.pos,
+                mix_path,
+                format!(
+                    "expected a mapping of operation: weight, found {}",
+                    other.kind()
+                ),
+            ));
+        }
+    };
+    if mix_entries.is_empty() {
+        return Err(cx.err(mix.pos, mix_path, "the operation table is empty"));
+    }
+    Ok((mix, mix_entries))
+}
+
+/// One row of a table: the operation with its weight and expected statuses, its
+/// parameters checked against its protocol's schema, and for `http` its request.
+fn resolve_entry(
+    cx: &Cx,
+    (k, v): (&Key, &Node),
+    op_path: &str,
+    protocol: Protocol,
+    sites: &mut Sites<'_>,
+) -> R<(Operation, Params, Option<HttpRequest>)> {
+    let mut request = None;
+    let op_def = op_def(cx, k, op_path, protocol)?;
+    let mut op = Operation {
+        name: k.name.clone(),
+        weight: 0.0,
+        probability: 0.0,
+        expect: None,
+    };
+    let mut params = Params::default();
+    let weight_node = match &v.value {
+        Value::Map(e) => {
+            let allowed = if protocol == Protocol::Http {
+                HTTP_OP_KEYS
+            } else {
+                OP_KEYS
+            };
+            let allowed = if v.get("steps").is_some() {
+                &["weight", "steps"][..]
+            } else {
+                allowed
+            };
+            cx.check_keys(e, allowed, op_path)?;
+            if let Some(p) = v.get("params") {
+                let defs = op_def.map(|d| d.params).unwrap_or(&[]);
+                params = resolve_params(cx, p, defs, &join(op_path, "params"))?;
+            }
+            if let Some(x) = v.get("expect") {
+                op.expect = Some(resolve_expect(cx, x, &join(op_path, "expect"))?);
+            }
+            if protocol == Protocol::Http {
+                request = Some(match v.get("steps") {
+                    Some(steps) => resolve_steps(cx, steps, &join(op_path, "steps"), sites)?,
+                    None => resolve_http(
+                        cx,
+                        v,
+                        op_path,
+                        sites.captures,
+                        sites.capture_sites,
+                        sites.pools,
+                    )?,
+                });
+            }
+            required(cx, v, "weight", op_path)?
+        }
+        _ => {
+            if protocol == Protocol::Http {
+                return Err(cx.err_hint(
+                    v.pos,
+                    op_path,
+                    "an http operation needs a request, not only a weight",
+                    Some("write e.g. { weight: 1, method: GET, path: \"/status\" }".into()),
+                ));
+            }
+            v
+        }
+    };
+    let w = cx.number(weight_node, &join(op_path, "weight"))?;
+    if w < 0.0 {
+        return Err(cx.err(
+            weight_node.pos,
+            op_path,
+            format!("weight must not be negative, got {w}"),
+        ));
+    }
+    op.weight = w;
+    Ok((op, params, request))
 }
 
 /// The most sessions a second one class may ask for. One process cannot start sessions

@@ -4,8 +4,8 @@
 //! when it fills (or once a second), so a VU holds a few KiB at most and never waits on
 //! another. One aggregator per round owns the histograms: per operation label an
 //! HdrHistogram of successful latencies in microseconds (one fixed range everywhere, values
-//! beyond it clamped and counted), request/success/failure counts, counts by status and by
-//! error class, bytes both ways, and a per-second timeline. Samples that start inside the
+//! beyond it clamped and counted), request/success/failure counts, counts by answer (an HTTP
+//! status or a protocol's named answer, see `crate::answer`) and by error class, bytes both ways, and a per-second timeline. Samples that start inside the
 //! warm-up are counted apart and kept out of the statistics.
 
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
 //! `loadmix merge`: one report from the reports of a sharded run's N shards, exact where
-//! the shards' reports allow it. Counts, bytes and statuses add; HdrHistograms are added,
+//! the shards' reports allow it. Counts, bytes and answers add; HdrHistograms are added,
 //! never percentiles averaged; per-second timelines are laid on one wall clock; a round's
 //! ops/s is the sum of the shards'. What each shard saw of itself (its generator's health)
 //! is listed per shard. The server's monitors are taken from one shard: every shard

@@ -1,6 +1,7 @@
 //! `--log-ops`: every operation of a run as one CSV row, written with the `csv` crate.
 //! Columns: `round,class,vu,seq,op,label,think_us,start_us,latency_us,status,error`.
-//! `seq` numbers a user's picks from its table as `loadmix plan` does, and `think_us` is
+//! `status` is the HTTP status (0 when none came), or another protocol's named answer
+//! (`stomp RECEIPT`). `seq` numbers a user's picks from its table as `loadmix plan` does, and `think_us` is
 //! the think time before the operation, so a plan and a log compare line for line. A
 //! bootstrap (`op` is `(bootstrap)`) carries the `seq` of the pick that follows it; a pick
 //! with nothing to act on sent nothing and has `error` `skipped`.

@@ -1,7 +1,7 @@
 //! Workload files: YAML in, a validated and resolved [`Workload`] out. Pure: no network.
 //!
 //! Flow: text → positioned tree ([`yaml`]) → `--set`/`--users` overrides applied to the tree
-//! ([`overrides`]) → checked against the protocol catalog and resolved ([`resolve`]). Nothing
+//! ([`overrides`]) → checked against each protocol's schema ([`protocols`]) and resolved ([`resolve`]). Nothing
 //! downstream sees raw strings or re-validates; every mistake is a [`WorkloadError`] naming
 //! file:line:column and key.
 

@@ -1,6 +1,6 @@
 //! Turn a positioned YAML tree into a [`Workload`], checking every key and value against
-//! the workload schema and the protocol catalog, then building the typed operations
-//! ([`super::ops`]). The first mistake found is reported with its position, its key path
+//! the workload schema and each protocol's schema, then building its typed operations
+//! ([`super::protocols`]). The first mistake found is reported with its position, its key path
 //! and, for near misses, a suggestion. One file per part of the schema: [`cx`] (typed
 //! value readers), [`run`], [`class`], [`http`], [`thresholds`].
 

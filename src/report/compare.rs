@@ -394,62 +394,10 @@ pub fn compare(
     if reports.len() < 2 {
         return Err(CompareError::TooFew);
     }
-    let hashes: Vec<&str> = reports.iter().map(|r| r.workload.hash.as_str()).collect();
-    if !force && hashes.iter().any(|h| *h != hashes[0]) {
-        let list: Vec<String> = names
-            .iter()
-            .zip(reports)
-            .map(|(n, r)| {
-                format!(
-                    "{n}: {} {}",
-                    r.workload.name,
-                    &r.workload.hash[..12.min(r.workload.hash.len())]
-                )
-            })
-            .collect();
-        return Err(CompareError::DifferentWorkloads(list.join(", ")));
+    if !force {
+        same_workload(names, reports)?;
     }
-    let mut ops: Vec<String> = Vec::new();
-    for r in reports {
-        for o in &r.summary.ops {
-            if !ops.contains(&o.op) {
-                ops.push(o.op.clone());
-            }
-        }
-    }
-    ops.push("total".into());
-    let find = |r: &Report, op: &str| -> Option<OpReport> {
-        if op == "total" {
-            Some(r.summary.total.clone())
-        } else {
-            r.summary.ops.iter().find(|o| o.op == op).cloned()
-        }
-    };
-    let rows = ops
-        .iter()
-        .map(|op| {
-            let base = find(&reports[0], op);
-            let base_rounds = round_percentiles(&reports[0], op);
-            Row {
-                op: op.clone(),
-                cells: reports
-                    .iter()
-                    .enumerate()
-                    .map(|(i, r)| {
-                        let mine = round_percentiles(r, op);
-                        find(r, op).map(|o| {
-                            cell(
-                                &o,
-                                if i == 0 { None } else { base.as_ref() },
-                                &mine,
-                                &base_rounds,
-                            )
-                        })
-                    })
-                    .collect(),
-            }
-        })
-        .collect();
+    let rows = op_rows(reports);
     let server = server_rows(reports);
     let mut method = format!(
         "throughput: mean ops/s over rounds ± 95 % CI (Student's t); difference to the first run tested with Welch's t-test over per-round ops/s, two-sided, significant when p < {ALPHA}; latency: p50 and p99 from merged histograms, their ratios to the first run tested with Welch's t-test over the rounds' own p50s and p99s (* when p < {ALPHA})"
@@ -473,26 +421,95 @@ pub fn compare(
                 labels: r.labels.clone(),
             })
             .collect(),
-        warnings: short
-            .iter()
-            .zip(reports)
-            .flat_map(|(n, r)| {
-                r.summary
-                    .drift
-                    .iter()
-                    .map(move |d| format!("{n}: drift: {}", d.message))
-                    .chain(
-                        r.summary
-                            .generator_warnings
-                            .iter()
-                            .map(move |w| format!("{n}: {w}")),
-                    )
-            })
-            .collect(),
+        warnings: warnings(&short, reports),
         server,
         over_time: reports.iter().map(OverTime::of).collect(),
         rows,
     })
+}
+
+/// Runs of different workloads (by hash) are not compared unless forced.
+fn same_workload(names: &[String], reports: &[Report]) -> Result<(), CompareError> {
+    let hashes: Vec<&str> = reports.iter().map(|r| r.workload.hash.as_str()).collect();
+    if hashes.iter().any(|h| *h != hashes[0]) {
+        let list: Vec<String> = names
+            .iter()
+            .zip(reports)
+            .map(|(n, r)| {
+                format!(
+                    "{n}: {} {}",
+                    r.workload.name,
+                    &r.workload.hash[..12.min(r.workload.hash.len())]
+                )
+            })
+            .collect();
+        return Err(CompareError::DifferentWorkloads(list.join(", ")));
+    }
+    Ok(())
+}
+
+/// One row per operation any run has, then the total: each run's cell against the first.
+fn op_rows(reports: &[Report]) -> Vec<Row> {
+    let mut ops: Vec<String> = Vec::new();
+    for r in reports {
+        for o in &r.summary.ops {
+            if !ops.contains(&o.op) {
+                ops.push(o.op.clone());
+            }
+        }
+    }
+    ops.push("total".into());
+    let find = |r: &Report, op: &str| -> Option<OpReport> {
+        if op == "total" {
+            Some(r.summary.total.clone())
+        } else {
+            r.summary.ops.iter().find(|o| o.op == op).cloned()
+        }
+    };
+    ops.iter()
+        .map(|op| {
+            let base = find(&reports[0], op);
+            let base_rounds = round_percentiles(&reports[0], op);
+            Row {
+                op: op.clone(),
+                cells: reports
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        let mine = round_percentiles(r, op);
+                        find(r, op).map(|o| {
+                            cell(
+                                &o,
+                                if i == 0 { None } else { base.as_ref() },
+                                &mine,
+                                &base_rounds,
+                            )
+                        })
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// Each run's drift and generator warnings, named by run.
+fn warnings(short: &[String], reports: &[Report]) -> Vec<String> {
+    short
+        .iter()
+        .zip(reports)
+        .flat_map(|(n, r)| {
+            r.summary
+                .drift
+                .iter()
+                .map(move |d| format!("{n}: drift: {}", d.message))
+                .chain(
+                    r.summary
+                        .generator_warnings
+                        .iter()
+                        .map(move |w| format!("{n}: {w}")),
+                )
+        })
+        .collect()
 }
 
 fn rate(c: &Cell) -> String {

@@ -285,8 +285,10 @@ pub fn sampler(
     done: CancellationToken,
 ) -> tokio::task::JoinHandle<Vec<ProcessRound>> {
     tokio::task::spawn(async move {
-        let hz = sysconf(libc::_SC_CLK_TCK, 100);
-        let page = sysconf(libc::_SC_PAGESIZE, 4096);
+        let clock = Clock {
+            hz: sysconf(libc::_SC_CLK_TCK, 100),
+            page: sysconf(libc::_SC_PAGESIZE, 4096),
+        };
         let mut out: Vec<ProcessRound> = watches
             .iter()
             .map(|w| ProcessRound {
@@ -295,24 +297,13 @@ pub fn sampler(
             })
             .collect();
         let specs: Vec<ProcessSpec> = watches.into_iter().map(|w| w.spec).collect();
-        let mut last: Vec<HashMap<u32, Reading>> = vec![HashMap::new(); specs.len()];
-        let mut last_jvm: Vec<HashMap<u32, jvm::JvmReading>> = vec![HashMap::new(); specs.len()];
         let mut jvm_files = jvm::Files::default();
-        let mut last_tick = uptime_ticks(hz);
+        // The first look sets each process's starting point.
+        let mut last: Vec<Look> = specs.iter().map(|s| look(s, &mut jvm_files)).collect();
+        let mut last_tick = uptime_ticks(clock.hz);
         let mut missing = vec![0u32; specs.len()];
         let mut seconds = 0u32;
         let mut last_at = Instant::now();
-        // The first look sets each process's starting point.
-        for (i, s) in specs.iter().enumerate() {
-            for pid in matching(s) {
-                if let Some(r) = read(pid) {
-                    last[i].insert(pid, r);
-                }
-                if let Some(j) = jvm_files.read(pid) {
-                    last_jvm[i].insert(pid, j);
-                }
-            }
-        }
         let mut finishing = false;
         while !finishing {
             tokio::select! {
@@ -320,73 +311,115 @@ pub fn sampler(
                 // The round is over: one last look, so its last part second counts.
                 _ = done.cancelled() => finishing = true,
             }
-            let now_tick = uptime_ticks(hz);
+            let now_tick = uptime_ticks(clock.hz);
             let wall = last_at.elapsed().as_secs_f64();
             last_at = Instant::now();
             for (i, s) in specs.iter().enumerate() {
-                let o = &mut out[i];
-                let mut now: HashMap<u32, Reading> = HashMap::new();
-                let mut now_jvm: HashMap<u32, jvm::JvmReading> = HashMap::new();
-                for pid in matching(s) {
-                    if let Some(r) = read(pid) {
-                        now.insert(pid, r);
-                    }
-                    if let Some(j) = jvm_files.read(pid) {
-                        now_jvm.insert(pid, j);
-                    }
-                }
-                add_jvm(o, &last_jvm[i], &now_jvm);
-                last_jvm[i] = now_jvm;
-                let (mut user, mut system, mut ctx, mut rd, mut wr) = (0u64, 0, 0, 0, 0);
-                let (mut rss, mut threads) = (0u64, 0u64);
-                for (pid, r) in &now {
-                    let before = match last[i].get(pid) {
-                        Some(b) => *b,
-                        // Born since the last look: everything it did is new.
-                        None if r.start >= last_tick => Reading::default(),
-                        // Running before, unseen (it matched only now): from here on.
-                        None => *r,
-                    };
-                    user += r.utime.saturating_sub(before.utime);
-                    system += r.stime.saturating_sub(before.stime);
-                    ctx += r.ctx.saturating_sub(before.ctx);
-                    rd += r.read_bytes.saturating_sub(before.read_bytes);
-                    wr += r.write_bytes.saturating_sub(before.write_bytes);
-                    rss += r.rss_pages * page;
-                    threads += r.threads;
-                }
-                o.cpu_user_s += user as f64 / hz as f64;
-                o.cpu_system_s += system as f64 / hz as f64;
-                if wall > 0.0 {
-                    o.cpu_percent
-                        .push((user + system) as f64 / hz as f64 / wall * 100.0);
-                }
-                o.context_switches += ctx;
-                o.read_bytes += rd;
-                o.write_bytes += wr;
-                o.rss_peak_bytes = o.rss_peak_bytes.max(rss);
-                o.threads_max = o.threads_max.max(threads);
-                o.processes_max = o.processes_max.max(now.len() as u32);
-                missing[i] += u32::from(now.is_empty());
+                let now = look(s, &mut jvm_files);
+                add_jvm(&mut out[i], &last[i].jvm, &now.jvm);
+                add_second(
+                    &mut out[i],
+                    &last[i].procs,
+                    &now.procs,
+                    last_tick,
+                    clock,
+                    wall,
+                );
+                missing[i] += u32::from(now.procs.is_empty());
                 last[i] = now;
             }
             seconds += 1;
             last_tick = now_tick;
         }
         for (o, m) in out.iter_mut().zip(missing) {
-            o.problem = match (o.processes_max, m) {
-                (0, _) if seconds > 0 => {
-                    Some(format!("no process matched {} during the round", o.label))
-                }
-                (_, m) if m > 0 => Some(format!(
-                    "{} was not running for {m} of {seconds} seconds",
-                    o.label
-                )),
-                _ => None,
-            };
+            o.problem = problem(o, m, seconds);
         }
         out
     })
+}
+
+/// The kernel's clock tick rate and page size, for reading `/proc`.
+#[derive(Clone, Copy)]
+struct Clock {
+    hz: u64,
+    page: u64,
+}
+
+/// One look at the processes a spec matches: their `/proc` readings and, for JVMs, their
+/// perf-data readings, by PID.
+struct Look {
+    procs: HashMap<u32, Reading>,
+    jvm: HashMap<u32, jvm::JvmReading>,
+}
+
+fn look(spec: &ProcessSpec, jvm_files: &mut jvm::Files) -> Look {
+    let mut l = Look {
+        procs: HashMap::new(),
+        jvm: HashMap::new(),
+    };
+    for pid in matching(spec) {
+        if let Some(r) = read(pid) {
+            l.procs.insert(pid, r);
+        }
+        if let Some(j) = jvm_files.read(pid) {
+            l.jvm.insert(pid, j);
+        }
+    }
+    l
+}
+
+/// Add what the processes did between two looks (`wall` seconds apart). A process born
+/// since the last look counts from its start; one seen for the first time but running
+/// before counts from now on.
+fn add_second(
+    o: &mut ProcessRound,
+    last: &HashMap<u32, Reading>,
+    now: &HashMap<u32, Reading>,
+    last_tick: u64,
+    clock: Clock,
+    wall: f64,
+) {
+    let (mut user, mut system, mut ctx, mut rd, mut wr) = (0u64, 0, 0, 0, 0);
+    let (mut rss, mut threads) = (0u64, 0u64);
+    for (pid, r) in now {
+        let before = match last.get(pid) {
+            Some(b) => *b,
+            None if r.start >= last_tick => Reading::default(),
+            None => *r,
+        };
+        user += r.utime.saturating_sub(before.utime);
+        system += r.stime.saturating_sub(before.stime);
+        ctx += r.ctx.saturating_sub(before.ctx);
+        rd += r.read_bytes.saturating_sub(before.read_bytes);
+        wr += r.write_bytes.saturating_sub(before.write_bytes);
+        rss += r.rss_pages * clock.page;
+        threads += r.threads;
+    }
+    let hz = clock.hz as f64;
+    o.cpu_user_s += user as f64 / hz;
+    o.cpu_system_s += system as f64 / hz;
+    if wall > 0.0 {
+        o.cpu_percent
+            .push((user + system) as f64 / hz / wall * 100.0);
+    }
+    o.context_switches += ctx;
+    o.read_bytes += rd;
+    o.write_bytes += wr;
+    o.rss_peak_bytes = o.rss_peak_bytes.max(rss);
+    o.threads_max = o.threads_max.max(threads);
+    o.processes_max = o.processes_max.max(now.len() as u32);
+}
+
+/// What to say of a watch that matched nothing, or not every second.
+fn problem(o: &ProcessRound, missing: u32, seconds: u32) -> Option<String> {
+    match (o.processes_max, missing) {
+        (0, _) if seconds > 0 => Some(format!("no process matched {} during the round", o.label)),
+        (_, m) if m > 0 => Some(format!(
+            "{} was not running for {m} of {seconds} seconds",
+            o.label
+        )),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

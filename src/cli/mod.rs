@@ -240,6 +240,10 @@ pub struct ServeArgs {
     /// The certificate's private key (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Where the STOMP 1.2 broker listens (plain TCP), its queues in the same store
+    /// [default: 127.0.0.1:61613, or a free port when that one is taken; the banner says].
+    #[arg(long, value_name = "ADDR")]
+    pub stomp_bind: Option<SocketAddr>,
 }
 
 #[derive(Debug, Args)]
@@ -503,6 +507,16 @@ fn load_workload(a: &WorkloadArgs) -> Result<Workload, crate::workload::Workload
     LoadOptions::from(a).load(&[])
 }
 
+/// STOMP's usual port on loopback when it is free, else any free port: a second
+/// `loadmix serve` on the machine still starts, and its banner names the port it took.
+fn default_stomp_bind() -> SocketAddr {
+    let usual = SocketAddr::from(([127, 0, 0, 1], 61613));
+    match std::net::TcpListener::bind(usual) {
+        Ok(_) => usual,
+        Err(_) => SocketAddr::from(([127, 0, 0, 1], 0)),
+    }
+}
+
 async fn serve(a: ServeArgs) -> Exit {
     let store = match TargetSpec::parse(&format!("embedded:{}", a.store)) {
         Ok(TargetSpec::Embedded {
@@ -544,6 +558,7 @@ async fn serve(a: ServeArgs) -> Exit {
             .clone()
             .unwrap_or_else(|| server::DEFAULT_ADMIN.1.to_string()),
         no_auth: a.no_auth,
+        stomp_bind: Some(a.stomp_bind.unwrap_or_else(default_stomp_bind)),
         ..ServerConfig::default()
     };
     let ctx = cfg.context.clone();
@@ -553,9 +568,12 @@ async fn serve(a: ServeArgs) -> Exit {
         Err(e) => return Exit::Unreachable.fail(e),
     };
     eprintln!(
-        "loadmix serve: {} store, listening on {url}{ctx}\n  CMP {ctx}/cmp/user/NAME · Morse Code {ctx}/mc/collection/UID · Atom {ctx}/atom/collection/UID · CalDAV {ctx}/dav/USER/\n  queue {ctx}/queue/NAME · counters {ctx}/_loadmix/stats · metrics {ctx}/_loadmix/metrics{auth}\nCtrl-C stops",
+        "loadmix serve: {} store, listening on {url}{ctx}\n  CMP {ctx}/cmp/user/NAME · Morse Code {ctx}/mc/collection/UID · Atom {ctx}/atom/collection/UID · CalDAV {ctx}/dav/USER/\n  queue {ctx}/queue/NAME · counters {ctx}/_loadmix/stats · metrics {ctx}/_loadmix/metrics{auth}\n  STOMP 1.2 broker on {stomp} (queues /queue/NAME)\nCtrl-C stops",
         h.store_kind,
         url = h.url(),
+        stomp = h
+            .stomp_addr
+            .map_or_else(|| "no port".to_string(), |a| format!("stomp://{a}")),
         auth = if a.no_auth {
             " · no authentication"
         } else {

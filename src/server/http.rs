@@ -16,6 +16,8 @@ use super::store::{CollectionInfo, Store, StoreError};
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub stats: Arc<ServerStats>,
+    /// The STOMP broker's counts, shown beside the requests.
+    pub broker: Arc<super::stomp::BrokerStats>,
     pub settings: Arc<Settings>,
     pub locks: Arc<Mutex<HashSet<String>>>,
     /// When the server started (the stall endpoint's clock).

@@ -8,7 +8,9 @@
 //!   ([`atom`]);
 //! - CalDAV: `{ctx}/dav/{user}/{calendar}/{event}` ([`dav`]);
 //! - a REST message queue for the generic protocol: `POST|GET {ctx}/queue/{name}`;
-//! - `GET {ctx}/_loadmix/stats`: requests answered, by method and status;
+//! - a STOMP 1.2 broker on a port of its own, its queues in the same store ([`stomp`]);
+//! - `GET {ctx}/_loadmix/stats`: requests answered, by method and status, and the broker's
+//!   counts per destination;
 //! - `{ctx}/_loadmix/delay/{ms}` answers after exactly `ms`, and
 //!   `{ctx}/_loadmix/stall/{period_ms}/{stall_ms}` freezes for the end of every period:
 //!   references for the generator's timing accuracy and coordinated-omission correction.
@@ -31,6 +33,7 @@ pub mod http;
 mod listen;
 pub mod model;
 pub mod morse;
+pub mod stomp;
 pub mod store;
 
 use std::collections::HashSet;
@@ -79,6 +82,8 @@ pub struct ServerConfig {
     pub header_timeout: std::time::Duration,
     /// Serve https with these settings (`certs::server_config`); plain http when `None`.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Where the STOMP broker listens (plain TCP); `None`: no broker.
+    pub stomp_bind: Option<SocketAddr>,
 }
 
 /// Cosmo's default administrator.
@@ -96,6 +101,7 @@ impl Default for ServerConfig {
             no_auth: false,
             header_timeout: listen::HEADER_READ_TIMEOUT,
             tls: None,
+            stomp_bind: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         }
     }
 }
@@ -174,8 +180,13 @@ pub struct ServerHandle {
     pub store_kind: &'static str,
     /// Serving https.
     pub tls: bool,
+    /// Where the STOMP broker listens, when it does.
+    pub stomp_addr: Option<SocketAddr>,
+    /// The broker's counts per destination.
+    pub broker: Arc<stomp::BrokerStats>,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    stomp_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl ServerHandle {
@@ -183,6 +194,9 @@ impl ServerHandle {
     pub async fn stop(self) {
         self.shutdown.cancel();
         let _ = self.task.await;
+        if let Some(t) = self.stomp_task {
+            let _ = t.await;
+        }
     }
 
     /// The server's root URL, scheme included.
@@ -218,16 +232,19 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
     let store = open_store(&cfg.store)?;
     let store_kind = store.kind();
     let stats = Arc::new(ServerStats::default());
+    let broker = Arc::new(stomp::BrokerStats::default());
+    let settings = Arc::new(Settings {
+        context: cfg.context.trim_end_matches('/').to_string(),
+        admin_user: cfg.admin_user.clone(),
+        admin_password: cfg.admin_password.clone(),
+        no_auth: cfg.no_auth,
+        max_body: cfg.max_body,
+    });
     let state = AppState {
         store: store.clone(),
         stats: stats.clone(),
-        settings: Arc::new(Settings {
-            context: cfg.context.trim_end_matches('/').to_string(),
-            admin_user: cfg.admin_user.clone(),
-            admin_password: cfg.admin_password.clone(),
-            no_auth: cfg.no_auth,
-            max_body: cfg.max_body,
-        }),
+        broker: broker.clone(),
+        settings: settings.clone(),
         locks: Arc::new(Mutex::new(HashSet::new())),
         started: std::time::Instant::now(),
     };
@@ -246,6 +263,27 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
     let token = shutdown.clone();
     let tls = cfg.tls.is_some();
     let acceptor = cfg.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    let (stomp_addr, stomp_task) = match cfg.stomp_bind {
+        Some(bind) => {
+            let l = TcpListener::bind(bind)
+                .await
+                .map_err(|source| ServerError::Bind { addr: bind, source })?;
+            let at = l
+                .local_addr()
+                .map_err(|source| ServerError::Bind { addr: bind, source })?;
+            let b = Arc::new(stomp::Broker::new(
+                store.clone(),
+                settings,
+                broker.clone(),
+                cfg.header_timeout,
+            ));
+            (
+                Some(at),
+                Some(tokio::spawn(stomp::serve(l, b, token.clone()))),
+            )
+        }
+        None => (None, None),
+    };
     let task = tokio::spawn(listen::serve(
         listener,
         app,
@@ -259,8 +297,11 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
         store,
         store_kind,
         tls,
+        stomp_addr,
+        broker,
         shutdown,
         task,
+        stomp_task,
     })
 }
 
@@ -475,5 +516,16 @@ async fn stats_json(State(st): State<AppState>) -> Response {
         .into_iter()
         .map(|(m, s, n)| serde_json::json!({"method": m, "status": s, "count": n}))
         .collect();
-    axum::Json(serde_json::json!({ "store": st.store.kind(), "requests": rows })).into_response()
+    let destinations: Vec<serde_json::Value> = st
+        .broker
+        .destinations()
+        .into_iter()
+        .map(|(name, c)| serde_json::json!({"destination": name, "counts": c}))
+        .collect();
+    axum::Json(serde_json::json!({
+        "store": st.store.kind(),
+        "requests": rows,
+        "stomp": destinations,
+    }))
+    .into_response()
 }

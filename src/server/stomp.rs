@@ -1,0 +1,668 @@
+//! The embedded STOMP 1.2 broker: what `loadmix serve` answers on its STOMP port, so the
+//! message-broker workloads run with no broker installed, and their counts can be held
+//! against the broker's own.
+//!
+//! Queues only (`/queue/NAME`), kept in the server's store (memory, or SQLite for a store
+//! that is a file): `SEND` stores a message (and answers its `receipt` once stored),
+//! `SUBSCRIBE` with `ack: auto | client | client-individual` and a prefetch
+//! (`activemq.prefetchSize` or `prefetch-count`, default 1,000) receives them; `ACK`
+//! settles (cumulative under `client`), `NACK`, `UNSUBSCRIBE` and a closed connection put
+//! what was not settled back in its queue. `BEGIN`/`COMMIT`/`ABORT` hold a transaction's
+//! sends until its commit. No heart-beats are offered. Topics are refused with an ERROR.
+//!
+//! Clients are hostile: every frame is bounded by the codec's [`Limits`], a frame must
+//! arrive whole within the header timeout (so a client that trickles bytes is dropped),
+//! `CONNECT` must come first and within that timeout, subscriptions, a transaction's
+//! messages and unsettled messages per connection are bounded, and at most
+//! [`MAX_CONNECTIONS`] are served at once. A protocol error is answered with an ERROR
+//! frame and the connection closed, as STOMP requires.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::http::Settings;
+use super::store::Store;
+use crate::formats::stomp::{self, Command, Frame, Limits};
+
+/// STOMP connections served at once; more are answered with an ERROR and closed.
+pub const MAX_CONNECTIONS: usize = 20_000;
+/// Subscriptions one connection may hold.
+const MAX_SUBSCRIPTIONS: usize = 64;
+/// Messages one connection may hold unsettled, whatever the prefetches add up to.
+const MAX_UNSETTLED: usize = 100_000;
+/// Messages one transaction may hold before its commit.
+const MAX_TX_MESSAGES: usize = 100_000;
+/// Open transactions per connection.
+const MAX_TRANSACTIONS: usize = 16;
+/// A subscription's prefetch when it names none (ActiveMQ's default for queues).
+const DEFAULT_PREFETCH: usize = 1000;
+
+/// What one destination went through, as the broker counts it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DestinationCounts {
+    /// Messages stored (a transaction's when it committed).
+    pub enqueued: u64,
+    /// Messages handed to a subscriber (again after a requeue).
+    pub dispatched: u64,
+    /// Messages settled: acknowledged, or dispatched to an `ack: auto` subscription.
+    pub dequeued: u64,
+    /// Messages put back: NACKed, or unsettled when their subscription or connection ended.
+    pub requeued: u64,
+}
+
+/// The broker's own counters: per destination, and the frames it took and refused.
+#[derive(Debug, Default)]
+pub struct BrokerStats {
+    destinations: Mutex<BTreeMap<String, DestinationCounts>>,
+    /// Frames received, any command.
+    pub frames: AtomicU64,
+    /// ERROR frames sent (each ends a connection).
+    pub errors: AtomicU64,
+    /// Connections accepted.
+    pub connections: AtomicU64,
+}
+
+impl BrokerStats {
+    /// Each destination's counts, by name (`/queue/NAME`).
+    pub fn destinations(&self) -> BTreeMap<String, DestinationCounts> {
+        self.destinations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn count(&self, dest: &str, f: impl FnOnce(&mut DestinationCounts)) {
+        let mut d = self.destinations.lock().unwrap_or_else(|p| p.into_inner());
+        f(d.entry(dest.to_string()).or_default());
+    }
+}
+
+/// The broker's shared state.
+pub(crate) struct Broker {
+    store: Arc<dyn Store>,
+    settings: Arc<Settings>,
+    stats: Arc<BrokerStats>,
+    /// Per destination, the connections waiting for its messages.
+    waiters: Mutex<HashMap<String, Vec<Weak<Notify>>>>,
+    connections: AtomicUsize,
+    next_message: AtomicU64,
+    header_timeout: Duration,
+    limits: Limits,
+}
+
+impl Broker {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        settings: Arc<Settings>,
+        stats: Arc<BrokerStats>,
+        header_timeout: Duration,
+    ) -> Broker {
+        Broker {
+            limits: Limits {
+                max_body: settings.max_body,
+                ..Limits::default()
+            },
+            store,
+            settings,
+            stats,
+            waiters: Mutex::new(HashMap::new()),
+            connections: AtomicUsize::new(0),
+            next_message: AtomicU64::new(1),
+            header_timeout,
+        }
+    }
+
+    /// Wake the connections waiting on `dest`, and forget those that are gone.
+    fn wake(&self, dest: &str) {
+        let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(list) = w.get_mut(dest) {
+            list.retain(|n| match n.upgrade() {
+                Some(n) => {
+                    n.notify_one();
+                    true
+                }
+                None => false,
+            });
+        }
+    }
+
+    fn wait_on(&self, dest: &str, notify: &Arc<Notify>) {
+        let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        let list = w.entry(dest.to_string()).or_default();
+        list.retain(|n| n.strong_count() > 0);
+        list.push(Arc::downgrade(notify));
+    }
+
+    fn key(dest: &str) -> String {
+        format!("stomp{dest}")
+    }
+
+    /// Store a message and wake its consumers.
+    fn enqueue(&self, dest: &str, body: Bytes) -> Result<(), String> {
+        self.store
+            .queue_push(&Self::key(dest), body)
+            .map_err(|e| format!("the store refused the message: {e}"))?;
+        self.stats.count(dest, |c| c.enqueued += 1);
+        self.wake(dest);
+        Ok(())
+    }
+
+    fn requeue(&self, dest: &str, body: Bytes) {
+        if self.store.queue_push(&Self::key(dest), body).is_ok() {
+            self.stats.count(dest, |c| c.requeued += 1);
+            self.wake(dest);
+        }
+    }
+}
+
+/// Accept STOMP connections until `stop`.
+pub(crate) async fn serve(listener: TcpListener, broker: Arc<Broker>, stop: CancellationToken) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let (socket, _) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                // Out of descriptors and the like: wait a little rather than spin.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => break,
+        };
+        // Reap what ended, so the set does not grow with every connection ever made.
+        while conns.try_join_next().is_some() {}
+        let _ = socket.set_nodelay(true);
+        broker.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let b = broker.clone();
+        let stop = stop.clone();
+        conns.spawn(async move {
+            if b.connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                let mut s = socket;
+                let _ = refuse(&b, &mut s, "too many connections").await;
+            } else {
+                Connection::new(socket, b.clone()).run(stop).await;
+            }
+            b.connections.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+    conns.shutdown().await;
+}
+
+/// Send an ERROR and close.
+async fn refuse(b: &Broker, s: &mut TcpStream, why: &str) -> std::io::Result<()> {
+    b.stats.errors.fetch_add(1, Ordering::Relaxed);
+    let mut out = Vec::new();
+    Frame::new(Command::Error)
+        .header("message", why)
+        .encode(&mut out);
+    s.write_all(&out).await?;
+    s.shutdown().await
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AckMode {
+    Auto,
+    Client,
+    ClientIndividual,
+}
+
+struct Subscription {
+    id: String,
+    dest: String,
+    ack: AckMode,
+    prefetch: usize,
+    /// Messages dispatched to it and not settled.
+    unsettled: usize,
+}
+
+/// A message dispatched and not settled: where it goes back if it is not.
+struct Unsettled {
+    sub: String,
+    dest: String,
+    body: Bytes,
+}
+
+/// Why a connection ends: the client left, or an ERROR (with its message) must be sent.
+enum End {
+    Quietly,
+    Error(String),
+}
+
+struct Connection {
+    socket: TcpStream,
+    broker: Arc<Broker>,
+    buf: BytesMut,
+    out: Vec<u8>,
+    subs: Vec<Subscription>,
+    /// By ack id, in dispatch order.
+    unsettled: BTreeMap<u64, Unsettled>,
+    transactions: HashMap<String, Vec<(String, Bytes)>>,
+    notify: Arc<Notify>,
+}
+
+impl Connection {
+    fn new(socket: TcpStream, broker: Arc<Broker>) -> Connection {
+        Connection {
+            socket,
+            broker,
+            buf: BytesMut::with_capacity(4096),
+            out: Vec::new(),
+            subs: Vec::new(),
+            unsettled: BTreeMap::new(),
+            transactions: HashMap::new(),
+            notify: Arc::new(Notify::new()),
+        }
+    }
+
+    async fn run(mut self, stop: CancellationToken) {
+        let end = match self.handshake().await {
+            Ok(()) => self.serve(&stop).await,
+            Err(e) => e,
+        };
+        if let End::Error(why) = end {
+            self.broker.stats.errors.fetch_add(1, Ordering::Relaxed);
+            Frame::new(Command::Error)
+                .header("message", &why)
+                .encode(&mut self.out);
+        }
+        let _ = self.flush().await;
+        let _ = self.socket.shutdown().await;
+        // What was dispatched and not settled goes back, as with any broker.
+        for (_, u) in std::mem::take(&mut self.unsettled) {
+            self.broker.requeue(&u.dest, u.body);
+        }
+    }
+
+    /// The first frame must be CONNECT (or STOMP), within the header timeout, with
+    /// credentials the server knows.
+    async fn handshake(&mut self) -> Result<(), End> {
+        let deadline = Instant::now() + self.broker.header_timeout;
+        let f = self.next_frame(Some(deadline)).await?.ok_or(End::Quietly)?;
+        if !matches!(f.command, Command::Connect | Command::Stomp) {
+            return Err(End::Error(format!(
+                "the first frame must be CONNECT, not {}",
+                f.command.name()
+            )));
+        }
+        if let Some(v) = f.get("accept-version")
+            && !v.split(',').any(|v| v.trim() == "1.2")
+        {
+            return Err(End::Error(format!(
+                "this broker speaks STOMP 1.2 only (accept-version: {v})"
+            )));
+        }
+        if !self.login_ok(f.get("login"), f.get("passcode")) {
+            return Err(End::Error(
+                "login refused: unknown user or wrong passcode".into(),
+            ));
+        }
+        Frame::new(Command::Connected)
+            .header("version", "1.2")
+            .header("heart-beat", "0,0")
+            .header("server", concat!("loadmix/", env!("CARGO_PKG_VERSION")))
+            .encode(&mut self.out);
+        self.flush().await.map_err(|_| End::Quietly)
+    }
+
+    fn login_ok(&self, login: Option<&str>, passcode: Option<&str>) -> bool {
+        let s = &self.broker.settings;
+        if s.no_auth {
+            return true;
+        }
+        let (Some(user), Some(pass)) = (login, passcode) else {
+            return false;
+        };
+        if user == s.admin_user {
+            return pass == s.admin_password;
+        }
+        matches!(self.broker.store.user(user), Ok(Some(u)) if u.password == pass)
+    }
+
+    async fn serve(&mut self, stop: &CancellationToken) -> End {
+        loop {
+            if let Err(e) = self.dispatch() {
+                return e;
+            }
+            if self.flush().await.is_err() {
+                return End::Quietly;
+            }
+            // A frame begun must end within the header timeout; between frames a
+            // connection may wait for messages as long as it likes.
+            let deadline =
+                (!self.buf.is_empty()).then(|| Instant::now() + self.broker.header_timeout);
+            let notify = self.notify.clone();
+            let frame = tokio::select! {
+                f = self.next_frame(deadline) => f,
+                _ = notify.notified() => continue,
+                _ = stop.cancelled() => return End::Quietly,
+            };
+            match frame {
+                Ok(Some(f)) => {
+                    if let Err(e) = self.handle(f) {
+                        return e;
+                    }
+                }
+                Ok(None) => return End::Quietly,
+                Err(e) => return e,
+            }
+        }
+    }
+
+    /// The next whole frame; `None` when the client closed between frames.
+    async fn next_frame(&mut self, deadline: Option<Instant>) -> Result<Option<Frame>, End> {
+        loop {
+            match stomp::decode(&mut self.buf, &self.broker.limits) {
+                Ok(Some(f)) => {
+                    self.broker.stats.frames.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Some(f));
+                }
+                Ok(None) => {}
+                Err(e) => return Err(End::Error(format!("malformed frame: {e}"))),
+            }
+            let read = self.socket.read_buf(&mut self.buf);
+            let n = match deadline {
+                Some(d) => match tokio::time::timeout_at(d, read).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        return Err(End::Error(format!(
+                            "no whole frame within {:?}",
+                            self.broker.header_timeout
+                        )));
+                    }
+                },
+                None => read.await,
+            };
+            match n {
+                Ok(0) | Err(_) => return Ok(None),
+                Ok(_) => {}
+            }
+        }
+    }
+
+    async fn flush(&mut self) -> std::io::Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let r = self.socket.write_all(&self.out).await;
+        self.out.clear();
+        r
+    }
+
+    fn receipt(&mut self, f: &Frame) {
+        if let Some(id) = f.get("receipt") {
+            Frame::new(Command::Receipt)
+                .header("receipt-id", id)
+                .encode(&mut self.out);
+        }
+    }
+
+    fn handle(&mut self, f: Frame) -> Result<(), End> {
+        match f.command {
+            Command::Send => self.send(&f)?,
+            Command::Subscribe => self.subscribe(&f)?,
+            Command::Unsubscribe => self.unsubscribe(&f)?,
+            Command::Ack => self.settle(&f, true)?,
+            Command::Nack => self.settle(&f, false)?,
+            Command::Begin => self.begin(&f)?,
+            Command::Commit => self.commit(&f)?,
+            Command::Abort => {
+                let tx = required(&f, "transaction")?;
+                self.transactions
+                    .remove(tx)
+                    .ok_or_else(|| End::Error(format!("no transaction '{tx}'")))?;
+            }
+            Command::Disconnect => {
+                self.receipt(&f);
+                return Err(End::Quietly);
+            }
+            other => {
+                return Err(End::Error(format!(
+                    "{} is not a frame a client sends",
+                    other.name()
+                )));
+            }
+        }
+        self.receipt(&f);
+        Ok(())
+    }
+
+    fn send(&mut self, f: &Frame) -> Result<(), End> {
+        let dest = destination(f)?;
+        match f.get("transaction") {
+            Some(tx) => {
+                let held = self
+                    .transactions
+                    .get_mut(tx)
+                    .ok_or_else(|| End::Error(format!("no transaction '{tx}'")))?;
+                if held.len() >= MAX_TX_MESSAGES {
+                    return Err(End::Error(format!(
+                        "a transaction holds at most {MAX_TX_MESSAGES} messages"
+                    )));
+                }
+                held.push((dest, f.body.clone()));
+                Ok(())
+            }
+            None => self
+                .broker
+                .enqueue(&dest, f.body.clone())
+                .map_err(End::Error),
+        }
+    }
+
+    fn begin(&mut self, f: &Frame) -> Result<(), End> {
+        let tx = required(f, "transaction")?;
+        if self.transactions.contains_key(tx) {
+            return Err(End::Error(format!("transaction '{tx}' is already open")));
+        }
+        if self.transactions.len() >= MAX_TRANSACTIONS {
+            return Err(End::Error(format!(
+                "at most {MAX_TRANSACTIONS} transactions open at once"
+            )));
+        }
+        self.transactions.insert(tx.to_string(), Vec::new());
+        Ok(())
+    }
+
+    fn commit(&mut self, f: &Frame) -> Result<(), End> {
+        let tx = required(f, "transaction")?;
+        let held = self
+            .transactions
+            .remove(tx)
+            .ok_or_else(|| End::Error(format!("no transaction '{tx}'")))?;
+        for (dest, body) in held {
+            self.broker.enqueue(&dest, body).map_err(End::Error)?;
+        }
+        Ok(())
+    }
+
+    fn subscribe(&mut self, f: &Frame) -> Result<(), End> {
+        let id = required(f, "id")?.to_string();
+        let dest = destination(f)?;
+        if self.subs.iter().any(|s| s.id == id) {
+            return Err(End::Error(format!("subscription '{id}' already exists")));
+        }
+        if self.subs.len() >= MAX_SUBSCRIPTIONS {
+            return Err(End::Error(format!(
+                "at most {MAX_SUBSCRIPTIONS} subscriptions per connection"
+            )));
+        }
+        let ack = match f.get("ack").unwrap_or("auto") {
+            "auto" => AckMode::Auto,
+            "client" => AckMode::Client,
+            "client-individual" => AckMode::ClientIndividual,
+            other => return Err(End::Error(format!("unknown ack mode '{other}'"))),
+        };
+        let prefetch = match f.get("activemq.prefetchSize").or(f.get("prefetch-count")) {
+            None => DEFAULT_PREFETCH,
+            Some(p) => p
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| End::Error(format!("prefetch '{p}' is not a positive number")))?
+                .min(MAX_UNSETTLED),
+        };
+        self.broker.wait_on(&dest, &self.notify);
+        self.subs.push(Subscription {
+            id,
+            dest,
+            ack,
+            prefetch,
+            unsettled: 0,
+        });
+        Ok(())
+    }
+
+    fn unsubscribe(&mut self, f: &Frame) -> Result<(), End> {
+        let id = required(f, "id")?;
+        let i = self
+            .subs
+            .iter()
+            .position(|s| s.id == id)
+            .ok_or_else(|| End::Error(format!("no subscription '{id}'")))?;
+        self.subs.remove(i);
+        let gone: Vec<u64> = self
+            .unsettled
+            .iter()
+            .filter(|(_, u)| u.sub == id)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in gone {
+            if let Some(u) = self.unsettled.remove(&k) {
+                self.broker.requeue(&u.dest, u.body);
+            }
+        }
+        Ok(())
+    }
+
+    /// ACK (`ok`) or NACK a dispatched message; under `ack: client` an ACK settles every
+    /// earlier message of its subscription too.
+    fn settle(&mut self, f: &Frame, ok: bool) -> Result<(), End> {
+        let id = required(f, "id")?;
+        let key: u64 = id
+            .parse()
+            .ok()
+            .filter(|k| self.unsettled.contains_key(k))
+            .ok_or_else(|| End::Error(format!("no unsettled message '{id}'")))?;
+        let sub = self.unsettled[&key].sub.clone();
+        let cumulative = self
+            .subs
+            .iter()
+            .any(|s| s.id == sub && s.ack == AckMode::Client);
+        let keys: Vec<u64> = match cumulative {
+            true => self
+                .unsettled
+                .range(..=key)
+                .filter(|(_, u)| u.sub == sub)
+                .map(|(k, _)| *k)
+                .collect(),
+            false => vec![key],
+        };
+        for k in keys {
+            let Some(u) = self.unsettled.remove(&k) else {
+                continue;
+            };
+            if let Some(s) = self.subs.iter_mut().find(|s| s.id == u.sub) {
+                s.unsettled = s.unsettled.saturating_sub(1);
+            }
+            match ok {
+                true => self.broker.stats.count(&u.dest, |c| c.dequeued += 1),
+                false => self.broker.requeue(&u.dest, u.body),
+            }
+        }
+        Ok(())
+    }
+
+    /// Hand each subscription what its prefetch allows.
+    fn dispatch(&mut self) -> Result<(), End> {
+        for i in 0..self.subs.len() {
+            loop {
+                let s = &self.subs[i];
+                let full = s.ack != AckMode::Auto
+                    && (s.unsettled >= s.prefetch || self.unsettled.len() >= MAX_UNSETTLED);
+                if full {
+                    break;
+                }
+                let popped = self
+                    .broker
+                    .store
+                    .queue_pop(&Broker::key(&s.dest))
+                    .map_err(|e| End::Error(format!("the store failed: {e}")))?;
+                let Some(body) = popped else { break };
+                self.deliver(i, body);
+                // An auto-ack subscription is not bounded by acks: bound the batch by
+                // what one write may hold, and let the socket's pace do the rest.
+                if self.subs[i].ack == AckMode::Auto && self.out.len() >= 1 << 20 {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, i: usize, body: Bytes) {
+        let n = self.broker.next_message.fetch_add(1, Ordering::Relaxed);
+        let s = &mut self.subs[i];
+        let mut m = Frame::new(Command::Message)
+            .header("subscription", &s.id)
+            .header("message-id", &n.to_string())
+            .header("destination", &s.dest);
+        self.broker.stats.count(&s.dest, |c| c.dispatched += 1);
+        match s.ack {
+            AckMode::Auto => self.broker.stats.count(&s.dest, |c| c.dequeued += 1),
+            AckMode::Client | AckMode::ClientIndividual => {
+                m = m.header("ack", &n.to_string());
+                s.unsettled += 1;
+                self.unsettled.insert(
+                    n,
+                    Unsettled {
+                        sub: s.id.clone(),
+                        dest: s.dest.clone(),
+                        body: body.clone(),
+                    },
+                );
+            }
+        }
+        m.body = body;
+        m.encode(&mut self.out);
+    }
+}
+
+fn required<'f>(f: &'f Frame, name: &str) -> Result<&'f str, End> {
+    f.get(name)
+        .ok_or_else(|| End::Error(format!("{} needs a '{name}' header", f.command.name())))
+}
+
+/// A frame's destination: `/queue/NAME`, NAME letters, digits, '-', '_' or '.'.
+fn destination(f: &Frame) -> Result<String, End> {
+    let d = required(f, "destination")?;
+    if d.starts_with("/topic/") {
+        return Err(End::Error(format!(
+            "'{d}': the embedded broker has queues only (/queue/NAME)"
+        )));
+    }
+    match d.strip_prefix("/queue/") {
+        Some(name)
+            if !name.is_empty()
+                && name.len() <= 200
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) =>
+        {
+            Ok(d.to_string())
+        }
+        _ => Err(End::Error(format!(
+            "'{d}' is not a destination here: /queue/NAME, NAME letters, digits, '-', '_' or '.'"
+        ))),
+    }
+}

@@ -190,6 +190,7 @@ pub async fn prepare(
             class,
             class_seed(w.run.seed, &class.name),
             accounts.clone(),
+            &cfg.run_id,
         );
         if cfg.preflight && class.count > 0 {
             d.preflight(w, class, &cfg.endpoint, timeouts, &cfg.run_id)

@@ -183,6 +183,9 @@ pub struct OpStats {
     pub tls_handshaking: Histogram<u64>,
     /// How many of those handshakes resumed an earlier session.
     pub tls_resumed: u64,
+    /// The label is a step of an operation, or a figure reported apart (an end-to-end
+    /// latency): left out of totals, which count each operation once.
+    pub step: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -213,6 +216,7 @@ impl Default for OpStats {
             connecting: new_histogram(),
             tls_handshaking: new_histogram(),
             tls_resumed: 0,
+            step: false,
         }
     }
 }
@@ -220,6 +224,7 @@ impl Default for OpStats {
 impl OpStats {
     pub(crate) fn record(&mut self, s: &Sample) {
         self.requests += 1;
+        self.step |= s.step;
         for &a in s.prior.iter().chain([&s.answer]).filter(|a| !a.is_none()) {
             *self.by_answer.entry(a).or_insert(0) += 1;
         }
@@ -302,6 +307,7 @@ impl OpStats {
         let _ = self.connecting.add(&other.connecting);
         let _ = self.tls_handshaking.add(&other.tls_handshaking);
         self.tls_resumed += other.tls_resumed;
+        self.step |= other.step;
         self.scheduled |= other.scheduled;
         self.clamped += other.clamped;
         self.sum_us += other.sum_us;

@@ -9,7 +9,7 @@
 //! An [`Outcome`] carries the protocol's [`Answer`]: an HTTP status, or a named answer in
 //! the protocol's own words. The wire formats (EIMML, EIM-JSON, iCalendar, WebDAV XML) are
 //! parsed with `crate::formats`, the code the embedded server uses too, so a client and
-//! the server cannot disagree on a grammar. Each driver's schema and typed operations are
+//! the server cannot disagree on a grammar (STOMP frames too). Each driver's schema and typed operations are
 //! in `workload/protocols/`, in the file of the same name.
 
 pub mod atom;
@@ -20,6 +20,7 @@ pub mod data;
 pub mod http;
 pub mod morse;
 pub mod session;
+pub mod stomp;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -173,6 +174,7 @@ enum Kind {
     Morse(Arc<morse::MorseClass>),
     Atom(Arc<atom::AtomClass>),
     Caldav(Arc<caldav::CaldavClass>),
+    Stomp(Arc<stomp::StompClass>),
 }
 
 /// What every VU of a class shares, built once per run.
@@ -187,6 +189,7 @@ impl ClassDriver {
         class: &UserClass,
         seed: u64,
         accounts: AccountPlan,
+        run_id: &str,
     ) -> ClassDriver {
         let kind = match &class.kind {
             ClassKind::Http { requests, pools } => Kind::Http(Arc::new(http::HttpClass::new(
@@ -200,6 +203,9 @@ impl ClassDriver {
             }
             ClassKind::Caldav { params, ops } => {
                 Kind::Caldav(Arc::new(caldav::CaldavClass::new(class, ops, params)))
+            }
+            ClassKind::Stomp { params, ops } => {
+                Kind::Stomp(Arc::new(stomp::StompClass::new(class, ops, params, run_id)))
             }
         };
         ClassDriver { kind, accounts }
@@ -224,6 +230,26 @@ impl ClassDriver {
         };
         // Something listens, and for https the certificate is trusted: said plainly here
         // rather than as every request's failure.
+        if let Kind::Stomp(c) = &self.kind {
+            let ids = VuIds {
+                vu: 0,
+                round: 0,
+                run_id: format!("{run_id}-preflight").into(),
+            };
+            let conn = connection(endpoint, class, timeouts);
+            let s = self.accounts.session(w, class, &ids);
+            return stomp::preflight(c, &s, &conn).await;
+        }
+        if !endpoint.speaks_http {
+            return Err(fail(
+                format!(
+                    "{} over HTTP to {}",
+                    class.protocol.name(),
+                    endpoint.display
+                ),
+                "the target is a message broker (stomp://), not an HTTP server".into(),
+            ));
+        }
         let what = match endpoint.tls {
             Some(_) => "TLS connection to",
             None => "TCP connect to",
@@ -250,7 +276,7 @@ impl ClassDriver {
             })?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         match &self.kind {
-            Kind::Http(_) => Ok(()),
+            Kind::Http(_) | Kind::Stomp(_) => Ok(()),
             Kind::Morse(_) | Kind::Atom(_) => {
                 let (o, created) = morse::publish(&s, &ids, &mut conn, &mut rng, 0, &[201]).await;
                 let Some((uid, _, _)) = created else {
@@ -298,6 +324,7 @@ impl ClassDriver {
             Kind::Morse(c) => VuState::Morse(morse::MorseVu::new(c.clone(), s.clone(), ids)),
             Kind::Atom(c) => VuState::Atom(atom::AtomVu::new(c.clone(), s.clone(), ids)),
             Kind::Caldav(c) => VuState::Caldav(caldav::CaldavVu::new(c.clone(), s.clone(), ids)),
+            Kind::Stomp(c) => VuState::Stomp(stomp::StompVu::new(c.clone(), s.clone(), ids)),
         };
         VuDriver {
             state,
@@ -322,6 +349,7 @@ enum VuState {
     Morse(morse::MorseVu),
     Atom(atom::AtomVu),
     Caldav(caldav::CaldavVu),
+    Stomp(stomp::StompVu),
 }
 
 /// Per-VU protocol state.
@@ -334,11 +362,13 @@ pub struct VuDriver {
 impl VuDriver {
     /// Untimed preparation before the round's clock starts: the account, discovery.
     pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
-        if !matches!(self.state, VuState::Http(_)) {
+        // Accounts are made over CMP, which a broker does not speak.
+        if !matches!(self.state, VuState::Http(_) | VuState::Stomp(_)) {
             self.accounts.create_account(&self.session, conn).await?;
         }
         let done = match &mut self.state {
             VuState::Caldav(v) => v.setup(conn).await,
+            VuState::Stomp(v) => v.setup(conn).await,
             _ => Ok(()),
         };
         done.map_err(|e| match self.refusal() {
@@ -354,6 +384,7 @@ impl VuDriver {
             VuState::Morse(v) => v.leftovers(),
             VuState::Atom(v) => v.leftovers(),
             VuState::Caldav(v) => v.leftovers(),
+            VuState::Stomp(v) => v.leftovers(),
         };
         (!items.is_empty()).then(|| cleanup::Leftovers {
             session: self.session.clone(),
@@ -381,7 +412,7 @@ impl VuDriver {
     /// True when the VU must first make a collection (outside its table).
     pub fn needs_bootstrap(&self) -> bool {
         match &self.state {
-            VuState::Http(_) => false,
+            VuState::Http(_) | VuState::Stomp(_) => false,
             VuState::Morse(v) => v.needs_bootstrap(),
             VuState::Atom(v) => v.needs_bootstrap(),
             VuState::Caldav(v) => v.needs_bootstrap(),
@@ -391,7 +422,7 @@ impl VuDriver {
     /// Make the first collection; the outcome's label says which operation it counts as.
     pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
         let o = match &mut self.state {
-            VuState::Http(_) => Outcome::skipped(),
+            VuState::Http(_) | VuState::Stomp(_) => Outcome::skipped(),
             VuState::Morse(v) => v.bootstrap(conn, rng).await,
             VuState::Atom(v) => v.bootstrap(conn, rng).await,
             VuState::Caldav(v) => v.bootstrap(conn, rng).await,
@@ -412,6 +443,7 @@ impl VuDriver {
             VuState::Morse(v) => v.execute(op, conn, rng).await,
             VuState::Atom(v) => v.execute(op, conn, rng).await,
             VuState::Caldav(v) => v.execute(op, conn, rng).await,
+            VuState::Stomp(v) => v.execute(op, conn, rng).await,
         };
         if o.answer == Answer::http(401) {
             self.explained(o)

@@ -658,7 +658,9 @@ async fn endpoint_of(
     match &t.spec {
         TargetSpec::Embedded { store } => {
             let h = start_embedded(w, t, store, dir).await?;
-            Ok((Endpoint::local(h.addr, &t.spec.to_string()), Some(h)))
+            let mut e = Endpoint::local(h.addr, &t.spec.to_string());
+            e.broker = h.stomp_addr;
+            Ok((e, Some(h)))
         }
         TargetSpec::Url(u) => {
             let address = Address {
@@ -667,6 +669,7 @@ async fn endpoint_of(
                 base_path: &u.base_path,
                 raw: &u.raw,
                 https: u.https,
+                stomp: u.stomp,
             };
             match Endpoint::resolve(address, &a.tls) {
                 Ok(e) => Ok((e, None)),
@@ -703,6 +706,7 @@ async fn start_embedded(
     let mut cfg = ServerConfig {
         store,
         context: w.context.clone(),
+        stomp_anonymous: true,
         ..ServerConfig::default()
     };
     // The in-process server knows the admin the workload's users will ask for

@@ -108,7 +108,8 @@ impl Progress {
 
 pub fn round_line(target: &str, r: &RoundResult, of: u32) -> String {
     let (mut req, mut ok, mut failed) = (0u64, 0u64, 0u64);
-    for s in &r.stats.ops {
+    // Steps and figures reported apart are not operations of their own.
+    for s in r.stats.ops.iter().filter(|s| !s.step) {
         req += s.requests;
         ok += s.successes;
         failed += s.failures;

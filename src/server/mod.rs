@@ -84,6 +84,9 @@ pub struct ServerConfig {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Where the STOMP broker listens (plain TCP); `None`: no broker.
     pub stomp_bind: Option<SocketAddr>,
+    /// The broker takes a CONNECT without a login (one given is still checked): for the
+    /// in-process server of a run, which only that run can reach.
+    pub stomp_anonymous: bool,
 }
 
 /// Cosmo's default administrator.
@@ -102,6 +105,7 @@ impl Default for ServerConfig {
             header_timeout: listen::HEADER_READ_TIMEOUT,
             tls: None,
             stomp_bind: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            stomp_anonymous: false,
         }
     }
 }
@@ -276,6 +280,7 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
                 settings,
                 broker.clone(),
                 cfg.header_timeout,
+                cfg.stomp_anonymous,
             ));
             (
                 Some(at),

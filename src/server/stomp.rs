@@ -97,6 +97,8 @@ pub(crate) struct Broker {
     next_message: AtomicU64,
     header_timeout: Duration,
     limits: Limits,
+    /// A CONNECT without a login is taken.
+    anonymous: bool,
 }
 
 impl Broker {
@@ -105,6 +107,7 @@ impl Broker {
         settings: Arc<Settings>,
         stats: Arc<BrokerStats>,
         header_timeout: Duration,
+        anonymous: bool,
     ) -> Broker {
         Broker {
             limits: Limits {
@@ -118,6 +121,7 @@ impl Broker {
             connections: AtomicUsize::new(0),
             next_message: AtomicU64::new(1),
             header_timeout,
+            anonymous,
         }
     }
 
@@ -316,7 +320,7 @@ impl Connection {
 
     fn login_ok(&self, login: Option<&str>, passcode: Option<&str>) -> bool {
         let s = &self.broker.settings;
-        if s.no_auth {
+        if s.no_auth || (self.broker.anonymous && login.is_none()) {
             return true;
         }
         let (Some(user), Some(pass)) = (login, passcode) else {
@@ -329,13 +333,18 @@ impl Connection {
     }
 
     async fn serve(&mut self, stop: &CancellationToken) -> End {
+        // Once the client stops taking frames (it closed while messages were on their way
+        // to it), what it sent before it left still counts: its last ACKs are read and
+        // settled, nothing more is dispatched, and what it was not sent goes back.
+        let mut gone = false;
         loop {
-            if let Err(e) = self.dispatch() {
-                return e;
+            if !gone {
+                if let Err(e) = self.dispatch() {
+                    return e;
+                }
+                gone = self.flush().await.is_err();
             }
-            if self.flush().await.is_err() {
-                return End::Quietly;
-            }
+            self.out.clear();
             // A frame begun must end within the header timeout; between frames a
             // connection may wait for messages as long as it likes.
             let deadline =

@@ -161,6 +161,17 @@ impl Conn {
         &self.endpoint
     }
 
+    /// The connect and request timeouts, for a protocol that opens a stream of its own to
+    /// the same target.
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
+    }
+
+    /// Whether new TLS connections to this target may resume a session.
+    pub fn resumes_tls(&self) -> bool {
+        self.resume_tls
+    }
+
     /// Send one request and read the whole answer, within the request timeout. After any
     /// error the connection is dropped, so the next request starts on a fresh one. A
     /// request the server cannot have taken (nothing of it was written, or, for a

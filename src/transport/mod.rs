@@ -85,6 +85,11 @@ pub struct Endpoint {
     pub tls: Option<TlsClient>,
     /// The target's clock against ours, from the `Date` of its answers.
     pub clock: std::sync::Arc<clock::ClockBounds>,
+    /// Where the target's message broker takes STOMP: a `stomp://` target's own address,
+    /// the embedded server's broker port; `None` when the target has none.
+    pub broker: Option<SocketAddr>,
+    /// The target answers HTTP (false for a `stomp://` target).
+    pub speaks_http: bool,
 }
 
 impl Endpoint {
@@ -138,8 +143,10 @@ pub struct Address<'a> {
     pub base_path: &'a str,
     /// The URL as given, for messages.
     pub raw: &'a str,
-    /// `https://`.
+    /// `https://` (or `stomp+ssl://`).
     pub https: bool,
+    /// `stomp://` or `stomp+ssl://`: a broker's STOMP port, not an HTTP server.
+    pub stomp: bool,
 }
 
 impl Endpoint {
@@ -152,7 +159,12 @@ impl Endpoint {
             .ok_or_else(|| {
                 EndpointError::Resolve(format!("{} resolves to no address", url.host))
             })?;
-        let default_port = if url.https { 443 } else { 80 };
+        let default_port = match (url.stomp, url.https) {
+            (false, false) => 80,
+            (false, true) => 443,
+            (true, false) => 61613,
+            (true, true) => 61614,
+        };
         let host = if url.port == default_port {
             url.host.to_string()
         } else if url.host.contains(':') {
@@ -172,6 +184,8 @@ impl Endpoint {
             display: url.raw.to_string(),
             tls,
             clock: Default::default(),
+            broker: url.stomp.then_some(addr),
+            speaks_http: !url.stomp,
         })
     }
 
@@ -184,6 +198,8 @@ impl Endpoint {
             display: display.to_string(),
             tls: None,
             clock: Default::default(),
+            broker: None,
+            speaks_http: true,
         }
     }
 }
@@ -210,6 +226,7 @@ mod tests {
                 base_path: "/dav",
                 raw: "http://127.0.0.1:5232/dav",
                 https: false,
+                stomp: false,
             },
             &TlsOptions::default(),
         )

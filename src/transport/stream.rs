@@ -122,14 +122,24 @@ impl Stream {
         timeout: Duration,
         resume_tls: bool,
     ) -> Result<(Stream, Handshake), TransportError> {
-        let (io, handshake) =
-            open(endpoint, timeout, resume_tls)
-                .await
-                .map_err(|e| TransportError {
-                    class: ErrorClass::Connect,
-                    message: e.message(endpoint),
-                    bytes_sent: 0,
-                })?;
+        Stream::connect_at(endpoint, endpoint.addr, timeout, resume_tls).await
+    }
+
+    /// [`Stream::connect`] to another port of the same target (its broker's), with the
+    /// target's TLS settings.
+    pub async fn connect_at(
+        endpoint: &Endpoint,
+        addr: std::net::SocketAddr,
+        timeout: Duration,
+        resume_tls: bool,
+    ) -> Result<(Stream, Handshake), TransportError> {
+        let (io, handshake) = open(endpoint, addr, timeout, resume_tls)
+            .await
+            .map_err(|e| TransportError {
+                class: ErrorClass::Connect,
+                message: e.message(endpoint),
+                bytes_sent: 0,
+            })?;
         #[cfg(unix)]
         let fd = match &io {
             Io::Plain(s) => std::os::fd::AsRawFd::as_raw_fd(s),
@@ -286,11 +296,12 @@ impl OpenError {
 /// `timeout`, each timed.
 async fn open(
     endpoint: &Endpoint,
+    addr: std::net::SocketAddr,
     timeout: Duration,
     resume: bool,
 ) -> Result<(Io, Handshake), OpenError> {
     let t0 = Instant::now();
-    let tcp = match tokio::time::timeout(timeout, TcpStream::connect(endpoint.addr)).await {
+    let tcp = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return Err(OpenError::Tcp(e)),
         Err(_) => return Err(OpenError::TcpTimeout(timeout)),
@@ -340,7 +351,7 @@ pub enum ProbeError {
 /// Probe that something accepts connections at the endpoint, and for https that the TLS
 /// handshake succeeds (preflight).
 pub async fn probe(endpoint: &Endpoint, timeout: Duration) -> Result<(), ProbeError> {
-    match open(endpoint, timeout, true).await {
+    match open(endpoint, endpoint.addr, timeout, true).await {
         Ok(_) => Ok(()),
         Err(e @ (OpenError::Tls(_) | OpenError::TlsTimeout(_))) => Err(ProbeError::Tls(e.reason())),
         Err(e) => Err(ProbeError::Connect(e.message(endpoint))),

@@ -89,7 +89,8 @@ impl std::fmt::Display for TargetSpec {
     }
 }
 
-/// An `http://host:port/base` or `https://host:port/base` target.
+/// An `http://host:port/base`, `https://host:port/base` or `stomp[+ssl]://host:port[/vhost]`
+/// target.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetUrl {
     pub raw: String,
@@ -97,12 +98,16 @@ pub struct TargetUrl {
     pub port: u16,
     /// Path prefix without a trailing slash ("" for none).
     pub base_path: String,
-    /// `https://`: TLS on every connection.
+    /// `https://` or `stomp+ssl://`: TLS on every connection.
     pub https: bool,
+    /// `stomp://` or `stomp+ssl://`: a message broker's STOMP port (the path, if any,
+    /// names its virtual host).
+    pub stomp: bool,
 }
 
 impl TargetSpec {
-    /// Parse `embedded`, `embedded:memory`, `embedded:sqlite[:PATH]` or `http[s]://host[:port][/base]`.
+    /// Parse `embedded`, `embedded:memory`, `embedded:sqlite[:PATH]`,
+    /// `http[s]://host[:port][/base]` or `stomp[+ssl]://host[:port][/vhost]`.
     pub fn parse(s: &str) -> Result<TargetSpec, String> {
         let s = s.trim();
         if let Some(rest) = s.strip_prefix("embedded") {
@@ -124,14 +129,19 @@ impl TargetSpec {
                 )),
             };
         }
-        let (https, rest) = match (s.strip_prefix("http://"), s.strip_prefix("https://")) {
-            (Some(r), _) => (false, r),
-            (_, Some(r)) => (true, r),
-            _ => {
-                return Err(format!(
-                    "'{s}' is not a target; use embedded, embedded:sqlite:PATH or http[s]://host:port[/path]"
-                ));
-            }
+        let schemes = [
+            ("http://", false, false),
+            ("https://", true, false),
+            ("stomp://", false, true),
+            ("stomp+ssl://", true, true),
+        ];
+        let Some((rest, https, stomp)) = schemes
+            .iter()
+            .find_map(|(p, tls, stomp)| s.strip_prefix(p).map(|r| (r, *tls, *stomp)))
+        else {
+            return Err(format!(
+                "'{s}' is not a target; use embedded, embedded:sqlite:PATH, http[s]://host:port[/path] or stomp[+ssl]://host:port"
+            ));
         };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
@@ -153,7 +163,12 @@ impl TargetSpec {
             return Err(format!("'{s}' has no host"));
         }
         let port = if port.is_empty() {
-            if https { 443 } else { 80 }
+            match (stomp, https) {
+                (false, false) => 80,
+                (false, true) => 443,
+                (true, false) => 61613,
+                (true, true) => 61614,
+            }
         } else {
             port.parse::<u16>()
                 .ok()
@@ -166,6 +181,7 @@ impl TargetSpec {
             port,
             base_path: path.trim_end_matches('/').to_string(),
             https,
+            stomp,
         }))
     }
 }
@@ -393,6 +409,18 @@ impl Params {
             _ => None,
         }
     }
+    pub fn flag(&self, name: &str) -> Option<bool> {
+        match self.get(name) {
+            Some(ParamValue::Flag(b)) => Some(*b),
+            _ => None,
+        }
+    }
+    pub fn template(&self, name: &str) -> Option<&Template> {
+        match self.get(name) {
+            Some(ParamValue::Template(t)) => Some(t),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -400,6 +428,8 @@ pub(crate) enum ParamValue {
     Number(f64),
     Dist(Dist),
     Text(String),
+    Flag(bool),
+    Template(Template),
 }
 
 /// A generic request template.

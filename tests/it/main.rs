@@ -7,6 +7,7 @@ mod common;
 mod auth;
 
 mod bad_workloads;
+mod brokers;
 mod comparing;
 mod drivers;
 mod end_to_end;

@@ -12,6 +12,7 @@ mod atom;
 mod caldav;
 mod http;
 mod morse;
+mod stomp;
 
 use std::time::Duration;
 
@@ -21,6 +22,7 @@ use super::{HttpRequest, Params, Pool};
 pub use atom::{AtomOp, AtomParams};
 pub use caldav::{CaldavOp, CaldavParams};
 pub use morse::{MorseOp, MorseParams};
+pub use stomp::{AckMode, STAMP_LEN, StompOp, StompParams};
 
 /// The defaults, one place: the catalog's help and the README quote these values.
 pub mod defaults {
@@ -51,16 +53,20 @@ pub enum Protocol {
     Atom,
     /// CalDAV (RFC 4791) with sync-collection (RFC 6578): `workload/protocols/caldav.rs`, `protocol/caldav.rs`.
     Caldav,
+    /// STOMP 1.2 producers and consumers of a message broker: `workload/protocols/stomp.rs`,
+    /// `protocol/stomp.rs`, its frames in `formats/stomp.rs`.
+    Stomp,
     /// Generic request templates defined in the workload: `workload/protocols/http.rs`, resolved in
     /// `workload/resolve/http.rs`, driven by `protocol/http.rs`.
     Http,
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 4] = [
+    pub const ALL: [Protocol; 5] = [
         Protocol::Morse,
         Protocol::Atom,
         Protocol::Caldav,
+        Protocol::Stomp,
         Protocol::Http,
     ];
 
@@ -69,6 +75,7 @@ impl Protocol {
             Protocol::Morse => "morse",
             Protocol::Atom => "atom",
             Protocol::Caldav => "caldav",
+            Protocol::Stomp => "stomp",
             Protocol::Http => "http",
         }
     }
@@ -83,6 +90,7 @@ impl Protocol {
             Protocol::Morse => &morse::DEF,
             Protocol::Atom => &atom::DEF,
             Protocol::Caldav => &caldav::DEF,
+            Protocol::Stomp => &stomp::DEF,
             Protocol::Http => &http::DEF,
         }
     }
@@ -99,6 +107,13 @@ pub enum ParamKind {
     Integer,
     /// Free text (a path template, a name).
     Text,
+    /// true or false.
+    Flag,
+    /// A template of built-in variables (`{vu}`, `{round}`, `{run_id}`, ...), parsed where
+    /// it is written.
+    Template,
+    /// One of these words.
+    Choice(&'static [&'static str]),
 }
 
 #[derive(Debug)]
@@ -172,6 +187,10 @@ pub enum ClassKind {
         params: CaldavParams,
         ops: Vec<CaldavOp>,
     },
+    Stomp {
+        params: StompParams,
+        ops: Vec<StompOp>,
+    },
 }
 
 /// The position of `name` among `labels`, added at the end when it is not there yet, so
@@ -215,6 +234,7 @@ pub(in crate::workload) fn build_class(
         Protocol::Morse => morse::build(ops, class_params, labels),
         Protocol::Atom => atom::build(ops, class_params, labels),
         Protocol::Caldav => caldav::build(ops, class_params, labels),
+        Protocol::Stomp => stomp::build(ops, class_params, labels),
     }
 }
 
@@ -236,6 +256,7 @@ impl ClassKind {
                 .map(|h| format!("{} {}", h.method, h.path.source))
                 .unwrap_or_default(),
             ClassKind::Morse { .. } => String::new(),
+            ClassKind::Stomp { ops, .. } => ops.get(i).map(StompOp::describe).unwrap_or_default(),
             ClassKind::Atom { ops, .. } => match ops.get(i) {
                 Some(AtomOp::TimeRangeFeed { range }) => format!("range {}", fmt_d(range, true)),
                 _ => String::new(),
@@ -273,13 +294,25 @@ mod tests {
                 proto.def().ops.iter().map(|o| (o.name, &params)).collect();
             let mut labels: Vec<String> = ops.iter().map(|(n, _)| n.to_string()).collect();
             let n = labels.len();
-            let kind = build_class(proto, &ops, &params, &mut labels)
+            // What a class must give for every operation to be allowed (a consumer's
+            // subscription).
+            let class_params = match proto {
+                Protocol::Stomp => crate::workload::Params(vec![(
+                    "subscribe".into(),
+                    crate::workload::ParamValue::Template(crate::workload::Template::literal(
+                        "/queue/q",
+                    )),
+                )]),
+                _ => crate::workload::Params::default(),
+            };
+            let kind = build_class(proto, &ops, &class_params, &mut labels)
                 .unwrap_or_else(|e| panic!("{}: {e}", proto.name()));
             let built = match &kind {
                 ClassKind::Http { requests, .. } => requests.len(),
                 ClassKind::Morse { ops, .. } => ops.len(),
                 ClassKind::Atom { ops, .. } => ops.len(),
                 ClassKind::Caldav { ops, .. } => ops.len(),
+                ClassKind::Stomp { ops, .. } => ops.len(),
             };
             assert_eq!(built, n, "{}", proto.name());
             assert!(labels[..n].iter().zip(&ops).all(|(l, (o, _))| l == o));

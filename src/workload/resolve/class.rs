@@ -934,10 +934,48 @@ pub(super) fn resolve_params(cx: &Cx, node: &Node, defs: &[ParamDef], path: &str
             ParamKind::Integer => ParamValue::Number(cx.int(v, &kp, 0)? as f64),
             ParamKind::Dist(unit) => ParamValue::Dist(cx.dist(v, &kp, unit)?),
             ParamKind::Text => ParamValue::Text(cx.string(v, &kp)?),
+            ParamKind::Flag => ParamValue::Flag(cx.boolean(v, &kp)?),
+            ParamKind::Template => ParamValue::Template(builtin_template(cx, v, &kp)?),
+            ParamKind::Choice(words) => {
+                let w = cx.string(v, &kp)?;
+                if !words.contains(&w.as_str()) {
+                    return Err(cx.err_hint(
+                        v.pos,
+                        &kp,
+                        format!("unknown value '{w}'"),
+                        Some(format!("use one of: {}", words.join(", "))),
+                    ));
+                }
+                ParamValue::Text(w)
+            }
         };
         out.push((k.name.clone(), value));
     }
     Ok(Params(out))
+}
+
+/// A template of built-in variables only: a parameter has no captures to draw on.
+fn builtin_template(cx: &Cx, node: &Node, path: &str) -> R<Template> {
+    let text = cx.string(node, path)?;
+    let mut vars = Vec::new();
+    let t =
+        Template::parse_in(&text, &mut vars, cx.base_dir).map_err(|m| cx.err(node.pos, path, m))?;
+    if let Some(v) = vars.first() {
+        return Err(cx.err_hint(
+            node.pos,
+            path,
+            format!("'{{{v}}}' is not a built-in variable"),
+            Some(format!(
+                "use {}",
+                crate::workload::template::BUILTIN_VARS
+                    .iter()
+                    .map(|b| format!("{{{b}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        ));
+    }
+    Ok(t)
 }
 
 pub(super) fn resolve_expect(cx: &Cx, node: &Node, path: &str) -> R<Vec<u16>> {

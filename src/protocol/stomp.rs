@@ -1,0 +1,620 @@
+//! STOMP 1.2 producers and consumers: one stream to the broker per user, `CONNECT` (with
+//! the user's credentials when it has them) before the round, a subscription for
+//! consumers, then `send` and `receive` operations. Frames are `formats::stomp`'s; the
+//! stream, its timing and its error classes are `transport::stream`'s.
+//!
+//! What is timed: a `send` from its frame's first byte written to the broker's `RECEIPT`
+//! (the confirm latency; to the last byte written when it asks for none); a `receive` from
+//! its start to its `MESSAGE` (or its timeout: `receive_empty`, counted, not a failure).
+//! Every body starts with a stamp (run nonce, producer, sequence number, send time on this
+//! process's monotonic clock), so a consumer records each message's end-to-end latency
+//! apart (`receive.e2e`), and counts a message without this run's stamp as
+//! `receive_foreign` instead of timing it.
+//!
+//! A broker's `ERROR` is an answer in its own words (`stomp ERROR 'message'`), a failure
+//! of class `status`; it ends the connection, as STOMP says, and the next operation opens
+//! a new one. MESSAGE frames that arrive while a send waits for its receipt are kept for
+//! the next receive, up to the subscription's prefetch.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use rand::Rng;
+use rand::rngs::Xoshiro256PlusPlus;
+use tokio::io::AsyncReadExt;
+use tokio::time::Instant;
+
+use super::{Outcome, ProtocolError, Session, SetupError, VuIds};
+use crate::answer::Answer;
+use crate::formats::stomp::{self, Command, Frame, Limits};
+use crate::transport::stream::{Deadline, Handshake, Stream};
+use crate::transport::{Conn, Endpoint, ErrorClass};
+use crate::workload::protocols::{AckMode, STAMP_LEN, StompOp, StompParams};
+use crate::workload::template::Ctx;
+use crate::workload::{Dist, Template, UserClass};
+
+/// Messages a user keeps that arrived while it waited for something else: more than its
+/// prefetch means the broker does not keep to it.
+const MAX_WAITING: usize = 10_000;
+
+/// What every user of a STOMP class shares.
+pub struct StompClass {
+    ops: Vec<StompOp>,
+    params: StompParams,
+    class: String,
+    context: String,
+    /// This run's stamp: a message without it is another run's.
+    nonce: u32,
+    receipt: Answer,
+    message: Answer,
+    limits: Limits,
+}
+
+impl StompClass {
+    pub fn new(
+        class: &UserClass,
+        ops: &[StompOp],
+        params: &StompParams,
+        run_id: &str,
+    ) -> StompClass {
+        StompClass {
+            ops: ops.to_vec(),
+            params: params.clone(),
+            class: class.name.clone(),
+            context: String::new(),
+            nonce: nonce_of(run_id),
+            // The answers a driver expects are interned once, not per message.
+            receipt: Answer::named("stomp", "RECEIPT", None, None),
+            message: Answer::named("stomp", "MESSAGE", None, None),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// A run's nonce: its id hashed (FNV-1a), so every process of the run stamps alike.
+fn nonce_of(run_id: &str) -> u32 {
+    run_id.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// The process's clock for stamps: nanoseconds since its first use.
+fn now_ns() -> u64 {
+    static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
+    EPOCH
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
+}
+
+/// An open session with the broker.
+struct Link {
+    stream: Stream,
+    buf: BytesMut,
+    deadline: Deadline,
+    /// The opening's cost, until the operation that opened it reports it.
+    opened: Option<Handshake>,
+    subscribed: bool,
+}
+
+/// Why an exchange with the broker failed.
+struct Failed {
+    class: ErrorClass,
+    detail: String,
+    answer: Answer,
+    sent: u64,
+    received: u64,
+}
+
+impl Failed {
+    fn of(class: ErrorClass, detail: String) -> Failed {
+        Failed {
+            class,
+            detail,
+            answer: Answer::NONE,
+            sent: 0,
+            received: 0,
+        }
+    }
+
+    fn outcome(self, latency: Duration) -> Outcome {
+        let mut o = Outcome::failed(self.class, self.detail);
+        o.answer = self.answer;
+        o.bytes_sent = self.sent;
+        o.bytes_received = self.received;
+        o.latency = latency;
+        o
+    }
+}
+
+/// A frame read, with the bytes it took on the wire.
+struct Read {
+    frame: Frame,
+    bytes: u64,
+}
+
+/// One user of a STOMP class.
+pub struct StompVu {
+    class: Arc<StompClass>,
+    ids: VuIds,
+    session: Session,
+    link: Option<Link>,
+    next_receipt: u64,
+    /// Messages this producer has sent (its stamps' sequence numbers).
+    sent: u64,
+    waiting: VecDeque<Read>,
+}
+
+impl StompVu {
+    pub fn new(class: Arc<StompClass>, session: Session, ids: VuIds) -> StompVu {
+        StompVu {
+            class,
+            ids,
+            session,
+            link: None,
+            next_receipt: 1,
+            sent: 0,
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// Untimed, before the round: connect, and subscribe when the class consumes.
+    pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
+        let fail = |request: &str, answer: String| SetupError::Discovery {
+            request: request.to_string(),
+            answer,
+        };
+        self.ensure(conn)
+            .await
+            .map_err(|f| fail("STOMP CONNECT", f.detail))?;
+        // The opening was set-up, not any operation's.
+        if let Some(l) = self.link.as_mut() {
+            l.opened = None;
+        }
+        Ok(())
+    }
+
+    /// Nothing to delete: a queue's messages are the broker's.
+    pub fn leftovers(&self) -> Vec<(crate::transport::Method, super::cleanup::Place)> {
+        Vec::new()
+    }
+
+    pub async fn execute(
+        &mut self,
+        op: usize,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Outcome {
+        let class = self.class.clone();
+        let Some(o) = class.ops.get(op) else {
+            return Outcome::failed(ErrorClass::Body, format!("no operation {op}"));
+        };
+        let started = Instant::now();
+        let result = match o {
+            StompOp::Send {
+                destination,
+                size,
+                persistent,
+                receipt,
+            } => {
+                let send = Send {
+                    destination,
+                    size,
+                    persistent: *persistent,
+                    receipt: *receipt,
+                };
+                self.send(conn, send, rng).await
+            }
+            StompOp::Receive { timeout } => self.receive(conn, timeout, rng).await,
+        };
+        let mut out = match result {
+            Ok(o) => o,
+            Err(f) => {
+                // A failed exchange leaves the stream out of step: the next one opens anew.
+                self.link = None;
+                f.outcome(started.elapsed())
+            }
+        };
+        if let Some(h) = self.link.as_mut().and_then(|l| l.opened.take()) {
+            out.handshake = Some(h);
+        }
+        out
+    }
+
+    /// An open, logged-in session (subscribed, for a consumer), opening one if needed.
+    async fn ensure(&mut self, conn: &mut Conn) -> Result<(), Failed> {
+        if self.link.is_none() {
+            let link = Box::pin(open(&self.class, &self.session, conn)).await?;
+            conn.opened += 1;
+            self.link = Some(link);
+        }
+        let class = self.class.clone();
+        let (Some(link), Some(dest)) = (self.link.as_mut(), class.params.subscribe.as_ref()) else {
+            return Ok(());
+        };
+        if link.subscribed {
+            return Ok(());
+        }
+        let dest = render(dest, &class, &self.ids, self.sent, &mut rand::rng());
+        let mut f = Frame::new(Command::Subscribe)
+            .header("id", "0")
+            .header("destination", &dest)
+            .header("ack", class.params.ack.name());
+        let prefetch = class.params.prefetch.to_string();
+        // ActiveMQ's and RabbitMQ's names for the same thing.
+        f = f
+            .header("activemq.prefetchSize", &prefetch)
+            .header("prefetch-count", &prefetch);
+        let mut wire = Vec::new();
+        f.encode(&mut wire);
+        let deadline = Instant::now() + conn.timeouts().request;
+        write(link, &wire, deadline).await?;
+        link.subscribed = true;
+        Ok(())
+    }
+
+    async fn send(
+        &mut self,
+        conn: &mut Conn,
+        s: Send<'_>,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Result<Outcome, Failed> {
+        self.ensure(conn).await?;
+        let class = self.class.clone();
+        let dest = render(s.destination, &class, &self.ids, self.sent, rng);
+        let size = (s.size.sample(rng).max(STAMP_LEN as f64) as usize).min(class.limits.max_body);
+        let seq = self.sent;
+        self.sent += 1;
+        let id = self.next_receipt;
+        self.next_receipt += 1;
+        let mut f = Frame::new(Command::Send)
+            .header("destination", &dest)
+            .header("persistent", if s.persistent { "true" } else { "false" });
+        if s.receipt {
+            f = f.header("receipt", &id.to_string());
+        }
+        let mut wire = Vec::with_capacity(size + 128);
+        // The stamp is written at the last moment, so its send time is the write's.
+        f.body = body(class.nonce, self.ids.vu, seq, size);
+        f.encode(&mut wire);
+        let deadline = Instant::now() + conn.timeouts().request;
+        let Some(link) = self.link.as_mut() else {
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
+        let start = Instant::now();
+        write(link, &wire, deadline).await?;
+        let sent = wire.len() as u64;
+        if !s.receipt {
+            return Ok(success(Answer::NONE, sent, 0, start.elapsed()));
+        }
+        let want = id.to_string();
+        let mut received = 0u64;
+        loop {
+            let r = read(link, &class.limits, deadline)
+                .await
+                .map_err(|f| f.with_bytes(sent, received))?;
+            received += r.bytes;
+            match r.frame.command {
+                Command::Receipt if r.frame.get("receipt-id") == Some(&want) => {
+                    return Ok(success(class.receipt, sent, received, start.elapsed()));
+                }
+                Command::Message => {
+                    if self.waiting.len() >= MAX_WAITING {
+                        return Err(Failed::of(
+                            ErrorClass::Body,
+                            format!("the broker sent more than {MAX_WAITING} messages unasked"),
+                        )
+                        .with_bytes(sent, received));
+                    }
+                    self.waiting.push_back(r);
+                }
+                Command::Error => return Err(broker_error(&r.frame).with_bytes(sent, received)),
+                // Another receipt (an earlier one's, late) or a frame of no concern.
+                _ => {}
+            }
+        }
+    }
+
+    async fn receive(
+        &mut self,
+        conn: &mut Conn,
+        timeout: &Dist,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Result<Outcome, Failed> {
+        self.ensure(conn).await?;
+        let class = self.class.clone();
+        let wait = Duration::from_micros(timeout.sample(rng).max(0.0) as u64);
+        let start = Instant::now();
+        let msg = match self.waiting.pop_front() {
+            Some(m) => Some(m),
+            None => self.next_message(&class, start + wait).await?,
+        };
+        let Some(m) = msg else {
+            let mut o = success(Answer::NONE, 0, 0, start.elapsed());
+            o.label = Some(class.params.label_receive_empty);
+            return Ok(o);
+        };
+        let latency = start.elapsed();
+        let mut sent = 0;
+        if class.params.ack != AckMode::Auto
+            && let Some(ack) = m.frame.get("ack")
+        {
+            let mut wire = Vec::new();
+            Frame::new(Command::Ack).header("id", ack).encode(&mut wire);
+            let deadline = Instant::now() + conn.timeouts().request;
+            if let Some(link) = self.link.as_mut() {
+                write(link, &wire, deadline).await?;
+            }
+            sent = wire.len() as u64;
+        }
+        let mut o = success(class.message, sent, m.bytes, latency);
+        match stamp_of(&m.frame.body, class.nonce) {
+            Some(sent_ns) => {
+                let e2e = Duration::from_nanos(now_ns().saturating_sub(sent_ns));
+                o.steps
+                    .push((class.params.label_e2e, success(Answer::NONE, 0, 0, e2e)));
+            }
+            None => o.label = Some(class.params.label_receive_foreign),
+        }
+        Ok(o)
+    }
+
+    /// The next MESSAGE on the stream before `until`; `None` when none came by then.
+    async fn next_message(
+        &mut self,
+        class: &StompClass,
+        until: Instant,
+    ) -> Result<Option<Read>, Failed> {
+        let Some(link) = self.link.as_mut() else {
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
+        loop {
+            let r = match read(link, &class.limits, until).await {
+                Ok(r) => r,
+                // Nothing came in time: an empty receive, not a failure.
+                Err(f) if f.class == ErrorClass::Timeout && link.buf.is_empty() => return Ok(None),
+                Err(f) => return Err(f),
+            };
+            match r.frame.command {
+                Command::Message => return Ok(Some(r)),
+                Command::Error => return Err(broker_error(&r.frame)),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// A send's parameters, borrowed from its operation.
+struct Send<'a> {
+    destination: &'a Template,
+    size: &'a Dist,
+    persistent: bool,
+    receipt: bool,
+}
+
+impl Failed {
+    fn with_bytes(mut self, sent: u64, received: u64) -> Failed {
+        self.sent += sent;
+        self.received += received;
+        self
+    }
+}
+
+fn success(answer: Answer, sent: u64, received: u64, latency: Duration) -> Outcome {
+    Outcome {
+        answer,
+        bytes_sent: sent,
+        bytes_received: received,
+        latency,
+        ..Outcome::default()
+    }
+}
+
+/// A broker's ERROR as a failure in its own words.
+fn broker_error(f: &Frame) -> Failed {
+    let message = f.get("message").unwrap_or("");
+    let detail = String::from_utf8_lossy(&f.body[..f.body.len().min(200)]).into_owned();
+    Failed {
+        class: ErrorClass::Status,
+        detail: match detail.trim() {
+            "" => format!("the broker answered ERROR: {message}"),
+            d => format!("the broker answered ERROR: {message}: {d}"),
+        },
+        answer: Answer::named("stomp", "ERROR", None, Some(message)),
+        sent: 0,
+        received: 0,
+    }
+}
+
+/// A destination for this user: the template rendered with its built-in variables.
+fn render<R: Rng + ?Sized>(
+    t: &Template,
+    class: &StompClass,
+    ids: &VuIds,
+    seq: u64,
+    rng: &mut R,
+) -> String {
+    let mut ctx = Ctx {
+        vu: ids.vu,
+        round: ids.round,
+        seq,
+        context: &class.context,
+        run_id: &ids.run_id,
+        class: &class.class,
+        vars: &[],
+        rng,
+    };
+    let mut s = String::new();
+    // Built-in variables only (the resolver saw to it): rendering cannot miss one.
+    let _ = t.render(&mut ctx, &mut s);
+    s
+}
+
+/// A body of `size` bytes (at least the stamp's): the stamp, then filler.
+fn body(nonce: u32, vu: u32, seq: u64, size: usize) -> Bytes {
+    let mut b = Vec::with_capacity(size.max(STAMP_LEN));
+    b.extend_from_slice(&nonce.to_le_bytes());
+    b.extend_from_slice(&vu.to_le_bytes());
+    b.extend_from_slice(&seq.to_le_bytes());
+    b.extend_from_slice(&now_ns().to_le_bytes());
+    b.resize(size.max(STAMP_LEN), b'x');
+    Bytes::from(b)
+}
+
+/// The send time of a body stamped by this run; `None` for another's, or no stamp.
+fn stamp_of(body: &[u8], nonce: u32) -> Option<u64> {
+    let stamp = body.get(..STAMP_LEN)?;
+    let n = u32::from_le_bytes(stamp[0..4].try_into().ok()?);
+    (n == nonce).then(|| u64::from_le_bytes(stamp[16..24].try_into().unwrap_or_default()))
+}
+
+/// Open a stream to the target's broker and log in: CONNECT, and CONNECTED back within
+/// the request timeout.
+async fn open(class: &StompClass, s: &Session, conn: &Conn) -> Result<Link, Failed> {
+    let endpoint = conn.endpoint();
+    let timeouts = conn.timeouts();
+    let addr = endpoint.broker.ok_or_else(|| {
+        Failed::of(
+            ErrorClass::Connect,
+            format!(
+                "{} has no STOMP broker: give a stomp://HOST:PORT target, or embedded",
+                endpoint.display
+            ),
+        )
+    })?;
+    let (stream, handshake) =
+        Stream::connect_at(endpoint, addr, timeouts.connect, conn.resumes_tls())
+            .await
+            .map_err(|e| Failed::of(e.class, e.message))?;
+    let mut link = Link {
+        stream,
+        buf: BytesMut::with_capacity(4096),
+        deadline: Deadline::default(),
+        opened: Some(handshake),
+        subscribed: false,
+    };
+    let mut f = Frame::new(Command::Connect)
+        .header("accept-version", "1.2")
+        .header("host", host_of(endpoint))
+        .header("heart-beat", "0,0");
+    if !s.password.is_empty() {
+        f = f.header("login", &s.user).header("passcode", &s.password);
+    }
+    let mut wire = Vec::new();
+    f.encode(&mut wire);
+    let deadline = Instant::now() + timeouts.request;
+    write(&mut link, &wire, deadline).await?;
+    let r = read(&mut link, &class.limits, deadline).await?;
+    match r.frame.command {
+        Command::Connected => Ok(link),
+        Command::Error => Err(broker_error(&r.frame)),
+        other => Err(Failed::of(
+            ErrorClass::Body,
+            format!("the broker answered CONNECT with {}", other.name()),
+        )),
+    }
+}
+
+/// The virtual host a CONNECT names: the target's path (`stomp://host/vhost`), else `/`.
+fn host_of(endpoint: &Endpoint) -> &str {
+    match endpoint.base_path.trim_start_matches('/') {
+        "" => "/",
+        v => v,
+    }
+}
+
+async fn write(link: &mut Link, wire: &[u8], deadline: Instant) -> Result<(), Failed> {
+    let mut timer = std::mem::take(&mut link.deadline);
+    let parts = [wire];
+    let written = {
+        let w = std::pin::pin!(link.stream.write(&parts));
+        timer.within(deadline, w).await
+    };
+    link.deadline = timer;
+    match written {
+        Some(Ok(())) => Ok(()),
+        Some(Err((n, e))) => Err(Failed {
+            class: ErrorClass::Reset,
+            detail: format!("sending to the broker: {e}"),
+            answer: Answer::NONE,
+            sent: n,
+            received: 0,
+        }),
+        None => Err(Failed::of(
+            ErrorClass::Timeout,
+            "the broker took no frame in time".into(),
+        )),
+    }
+}
+
+/// The next frame from the broker before `deadline`.
+async fn read(link: &mut Link, limits: &Limits, deadline: Instant) -> Result<Read, Failed> {
+    let mut timer = std::mem::take(&mut link.deadline);
+    let got = {
+        let r = std::pin::pin!(read_frame(&mut link.stream, &mut link.buf, limits));
+        timer.within(deadline, r).await
+    };
+    link.deadline = timer;
+    got.unwrap_or_else(|| {
+        Err(Failed::of(
+            ErrorClass::Timeout,
+            "no answer from the broker in time".into(),
+        ))
+    })
+}
+
+async fn read_frame(
+    stream: &mut Stream,
+    buf: &mut BytesMut,
+    limits: &Limits,
+) -> Result<Read, Failed> {
+    loop {
+        let before = buf.len();
+        match stomp::decode(buf, limits) {
+            Ok(Some(frame)) => {
+                return Ok(Read {
+                    bytes: (before - buf.len()) as u64,
+                    frame,
+                });
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(Failed::of(
+                    ErrorClass::Body,
+                    format!("a malformed frame from the broker: {e}"),
+                ));
+            }
+        }
+        match stream.read_buf(buf).await {
+            Ok(0) => {
+                return Err(Failed::of(
+                    ErrorClass::Reset,
+                    "the broker closed the connection".into(),
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return Err(Failed::of(
+                    ErrorClass::Reset,
+                    format!("reading from the broker: {e}"),
+                ));
+            }
+        }
+    }
+}
+
+/// Preflight: log in once and leave, so a refused login stops the run with the broker's
+/// reason before the clock starts.
+pub async fn preflight(class: &StompClass, s: &Session, conn: &Conn) -> Result<(), ProtocolError> {
+    let _ = open(class, s, conn)
+        .await
+        .map_err(|f| ProtocolError::Preflight {
+            class: class.class.clone(),
+            protocol: "stomp",
+            request: format!("STOMP CONNECT to {}", conn.endpoint().display),
+            answer: f.detail,
+        })?;
+    Ok(())
+}

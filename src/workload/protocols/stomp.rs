@@ -1,0 +1,235 @@
+//! STOMP 1.2 producers and consumers of a message broker (ActiveMQ, RabbitMQ's
+//! `rabbitmq_stomp`, Artemis, the embedded broker): its schema and its typed operations.
+//! Driven by `protocol/stomp.rs`.
+//!
+//! A producer's `send` names its destination (a template: `/queue/jms-{round}`), its
+//! body's size, whether it is persistent and whether it waits for the broker's receipt
+//! (a persistent send with a receipt is JMS's synchronous persistent send). A consumer
+//! class subscribes once per user (`params: { subscribe: ..., ack: ..., prefetch: ... }`)
+//! and each `receive` takes one message, or finds none within its timeout.
+
+use super::{ClassKind, ParamKind, ProtocolDef, each, label_index, op, p};
+use crate::workload::dist::{Dist, DistSpec, Unit};
+use crate::workload::{Params, Template};
+
+/// The stamp every message body starts with (run nonce, producer, sequence, send time):
+/// a body smaller than this is refused.
+pub const STAMP_LEN: usize = 24;
+
+const ACK_MODES: &[&str] = &["auto", "client", "client-individual"];
+
+pub(super) static DEF: ProtocolDef = ProtocolDef {
+    ops: &[
+        op(
+            StompOp::NAMES[0],
+            &[
+                p(
+                    "destination",
+                    ParamKind::Template,
+                    "where to send: /queue/NAME or /topic/NAME, built-in variables allowed",
+                ),
+                p(
+                    "size",
+                    ParamKind::Dist(Unit::Size),
+                    "body size, the 24-byte stamp included (default 1KiB)",
+                ),
+                p(
+                    "persistent",
+                    ParamKind::Flag,
+                    "the broker stores the message before it answers (default true)",
+                ),
+                p(
+                    "receipt",
+                    ParamKind::Flag,
+                    "wait for the broker's RECEIPT: the confirm latency (default true)",
+                ),
+            ],
+        ),
+        op(
+            StompOp::NAMES[1],
+            &[p(
+                "timeout",
+                ParamKind::Dist(Unit::Duration),
+                "how long to wait for a message before the receive counts as empty (default 1s)",
+            )],
+        ),
+    ],
+    class_params: &[
+        p(
+            "subscribe",
+            ParamKind::Template,
+            "the destination each user of the class subscribes to",
+        ),
+        p(
+            "ack",
+            ParamKind::Choice(ACK_MODES),
+            "auto, client or client-individual (default client-individual)",
+        ),
+        p(
+            "prefetch",
+            ParamKind::Integer,
+            "messages the broker may send ahead of acknowledgements (default 1)",
+        ),
+    ],
+};
+
+/// STOMP operations.
+#[derive(Debug, Clone)]
+pub enum StompOp {
+    /// One message: `size` bytes (a distribution, sampled per message), to `destination`.
+    Send {
+        destination: Template,
+        size: Dist,
+        persistent: bool,
+        receipt: bool,
+    },
+    /// The next message of the user's subscription, or none within `timeout`.
+    Receive { timeout: Dist },
+}
+
+impl StompOp {
+    pub const NAMES: [&'static str; 2] = ["send", "receive"];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            StompOp::Send { .. } => Self::NAMES[0],
+            StompOp::Receive { .. } => Self::NAMES[1],
+        }
+    }
+
+    fn build(name: &str, p: &Params) -> Option<StompOp> {
+        Some(match name {
+            "send" => StompOp::Send {
+                destination: p
+                    .template("destination")
+                    .cloned()
+                    .unwrap_or_else(|| Template::literal("/queue/loadmix")),
+                size: p
+                    .dist("size")
+                    .cloned()
+                    .unwrap_or_else(|| Dist::constant(1024.0)),
+                persistent: p.flag("persistent").unwrap_or(true),
+                receipt: p.flag("receipt").unwrap_or(true),
+            },
+            "receive" => StompOp::Receive {
+                timeout: p
+                    .dist("timeout")
+                    .cloned()
+                    .unwrap_or_else(|| Dist::constant(1e6)),
+            },
+            _ => return None,
+        })
+    }
+
+    /// Its parameters as `validate` shows them.
+    pub fn describe(&self) -> String {
+        match self {
+            StompOp::Send {
+                destination,
+                persistent,
+                receipt,
+                ..
+            } => format!(
+                "to {} · {} · {}",
+                destination.source,
+                if *persistent {
+                    "persistent"
+                } else {
+                    "non-persistent"
+                },
+                if *receipt { "receipt" } else { "no receipt" }
+            ),
+            StompOp::Receive { .. } => String::new(),
+        }
+    }
+}
+
+/// How a consumer acknowledges what it receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckMode {
+    Auto,
+    Client,
+    ClientIndividual,
+}
+
+impl AckMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            AckMode::Auto => "auto",
+            AckMode::Client => "client",
+            AckMode::ClientIndividual => "client-individual",
+        }
+    }
+}
+
+/// A body cannot be smaller than the stamp it starts with. A constant or uniform size is
+/// checked here; a distribution that reaches below it (an exponential) has its smaller
+/// samples raised to the stamp's size.
+fn check_size(size: &Dist) -> Result<(), String> {
+    let lowest = match size.spec {
+        DistSpec::Constant(v) => v,
+        DistSpec::Uniform { low, .. } => low,
+        _ => return Ok(()),
+    };
+    if lowest < STAMP_LEN as f64 {
+        return Err(format!(
+            "a message body of {lowest} bytes is smaller than the {STAMP_LEN}-byte stamp every message starts with (run, producer, sequence, send time): give size: {STAMP_LEN}B or more"
+        ));
+    }
+    Ok(())
+}
+
+/// STOMP class parameters and the labels its driver adds.
+#[derive(Debug, Clone)]
+pub struct StompParams {
+    /// What each user subscribes to before its round; `None`: a producer only.
+    pub subscribe: Option<Template>,
+    pub ack: AckMode,
+    pub prefetch: u32,
+    /// A receive that found no message within its timeout: counted, not a failure.
+    pub label_receive_empty: usize,
+    /// A message that does not carry this run's stamp (another run's, a dirty queue's).
+    pub label_receive_foreign: usize,
+    /// Each message's end-to-end latency (send to receive), reported apart.
+    pub label_e2e: usize,
+}
+
+/// The class's typed operations and parameters, with every default applied. A consumer
+/// class (one with `receive`) must subscribe.
+pub(super) fn build(
+    ops: &[(&str, &Params)],
+    class_params: &Params,
+    labels: &mut Vec<String>,
+) -> Result<ClassKind, String> {
+    let ops = each(ops, StompOp::build)?;
+    for o in &ops {
+        if let StompOp::Send { size, .. } = o {
+            check_size(size)?;
+        }
+    }
+    let subscribe = class_params.template("subscribe").cloned();
+    if subscribe.is_none() && ops.iter().any(|o| matches!(o, StompOp::Receive { .. })) {
+        return Err(
+            "a class that receives needs a subscription: params: { subscribe: /queue/NAME }".into(),
+        );
+    }
+    let ack = match class_params.text("ack") {
+        Some("auto") => AckMode::Auto,
+        Some("client") => AckMode::Client,
+        _ => AckMode::ClientIndividual,
+    };
+    let prefetch = class_params
+        .number("prefetch")
+        .map_or(1, |n| n.clamp(1.0, 1e6) as u32);
+    Ok(ClassKind::Stomp {
+        ops,
+        params: StompParams {
+            subscribe,
+            ack,
+            prefetch,
+            label_receive_empty: label_index(labels, "receive_empty"),
+            label_receive_foreign: label_index(labels, "receive_foreign"),
+            label_e2e: label_index(labels, "receive.e2e"),
+        },
+    })
+}

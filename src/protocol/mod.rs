@@ -7,10 +7,10 @@
 //! `execute` (one operation of the table in, one [`Outcome`] out).
 //!
 //! An [`Outcome`] carries the protocol's [`Answer`]: an HTTP status, or a named answer in
-//! the protocol's own words. The wire formats (EIMML, EIM-JSON, iCalendar, WebDAV XML) are
-//! parsed with `crate::formats`, the code the embedded server uses too, so a client and
-//! the server cannot disagree on a grammar (STOMP frames too). Each driver's schema and typed operations are
-//! in `workload/protocols/`, in the file of the same name.
+//! the protocol's own words. The wire formats (EIMML, EIM-JSON, iCalendar, WebDAV XML,
+//! STOMP frames) are parsed with `crate::formats`, the code the embedded server uses too,
+//! so a client and the server cannot disagree on a grammar. Each driver's schema and
+//! typed operations are in `workload/protocols/`, in the file of the same name.
 
 pub mod atom;
 pub mod auth;

@@ -3,11 +3,12 @@
 # tests, a real CalDAV client (the Python `caldav` library) against the embedded server on
 # both stores, the CalDAV driver against two real servers (Radicale, Xandikos), and
 # https, Digest, WebDAV and other people's data against nginx, Apache and Radicale, the
-# two recipes (DAViCal on PostgreSQL, Tomcat), and the Kubernetes manifests. The Python
-# packages (caldav, radicale, xandikos, kubernetes-validate) are installed in venvs under
-# .tools/ (git-ignored); Debian's nginx, libnginx-mod-http-dav-ext, apache2, davical,
-# postgresql, libapache2-mod-php, prometheus-postgres-exporter, tomcat10 and chromium,
-# and npm's playwright-core, when missing. CI runs exactly this (.ci/run).
+# two recipes (DAViCal on PostgreSQL, Tomcat), the message brokers ActiveMQ and RabbitMQ
+# over STOMP with their own counts, and the Kubernetes manifests. The Python packages
+# (caldav, radicale, xandikos, kubernetes-validate) are installed in venvs under .tools/
+# (git-ignored); Debian's nginx, libnginx-mod-http-dav-ext, apache2, davical, postgresql,
+# libapache2-mod-php, prometheus-postgres-exporter, tomcat10, activemq, rabbitmq-server
+# and chromium, and npm's playwright-core, when missing. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +31,9 @@ scripts/peers_check.sh
 
 echo "== real servers: nginx TLS + Radicale, nginx WebDAV, Apache Digest, embedded https, DAViCal, Tomcat"
 scripts/servers_check.sh
+
+echo "== message brokers over STOMP: ActiveMQ (KahaDB) and RabbitMQ, counts against their own"
+scripts/brokers_check.sh
 
 echo "== HTML pages in headless Chromium"
 scripts/html_check.sh

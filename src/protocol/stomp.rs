@@ -418,8 +418,10 @@ fn broker_error(f: &Frame) -> Failed {
     let detail = String::from_utf8_lossy(&f.body[..f.body.len().min(200)]).into_owned();
     Failed {
         class: ErrorClass::Status,
+        // Brokers often repeat the message in the body: say it once.
         detail: match detail.trim() {
             "" => format!("the broker answered ERROR: {message}"),
+            d if d == message.trim() => format!("the broker answered ERROR: {message}"),
             d => format!("the broker answered ERROR: {message}: {d}"),
         },
         answer: Answer::named("stomp", "ERROR", None, Some(message)),

@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# loadmix against the message brokers users own, each started here on loopback from Debian's
+# packages (installed when missing) in a scratch folder of its own, no system instance:
+#
+#   1. ActiveMQ Classic 5.17 on KahaDB, with a STOMP connector and JMX on loopback:
+#      fixtures/workloads/broker-check.yaml (4 producers, 2 consumers, 2 rounds), 0
+#      failures, and for each round's queue the broker's own EnqueueCount and DequeueCount
+#      (read with ActiveMQ's `query` command over JMX) equal to loadmix's receipts and
+#      received messages.
+#   2. RabbitMQ 3.10 with rabbitmq_stomp and rabbitmq_prometheus: the same workload, 0
+#      failures; the broker's messages received, acknowledged and left in its queues (read
+#      from its Prometheus endpoint, per queue) equal to loadmix's.
+#   3. A login the broker refuses: exit 3 at preflight with ActiveMQ's own words.
+# Fails, never skips, when a broker cannot be started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+[ -f /usr/share/activemq/bin/activemq.jar ] || need+=(activemq)
+[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || need+=(rabbitmq-server)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "installing ${need[*]}"
+    # Packages must not start their system services.
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+    (apt-get install -y -qq --no-install-recommends "${need[@]}" ||
+        (apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}")) >/dev/null
+    rm -f /usr/sbin/policy-rc.d
+fi
+BIN=${CARGO_TARGET_DIR:-target}/debug/loadmix
+[ -x "$BIN" ] || cargo build --locked
+
+WORK=$(mktemp -d)
+PIDS=()
+EPMD_BEFORE=$(pgrep -x epmd || true)
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    if [ -n "${RMQ_NODE:-}" ]; then
+        HOME="$WORK/rabbitmq" /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" stop >/dev/null 2>&1 || true
+    fi
+    # RabbitMQ starts an epmd of its own; end that one, not one that was there before.
+    for p in $(pgrep -x epmd || true); do
+        grep -qx "$p" <<<"$EPMD_BEFORE" || kill "$p" 2>/dev/null || true
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+[ -n "${KEEP_WORK:-}" ] && trap - EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_port() {
+    for _ in $(seq 1 240); do
+        (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.25
+    done
+    echo "nothing listens on port $1" >&2
+    return 1
+}
+# The report's counts: receipts of sends, messages of receives, failures, and the run id.
+counts() {
+    python3 - "$1/run.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+def named(op, name):
+    o = next(x for x in r["summary"]["ops"] if x["op"] == op)
+    return sum(a["count"] for a in o.get("answers", []) if a["name"] == name)
+print(r["run_id"], named("producer.send", "RECEIPT"), named("consumer.receive", "MESSAGE"),
+      r["summary"]["total"]["failures"])
+PY
+}
+
+echo "== 1. ActiveMQ 5.17 (KahaDB) over STOMP, counts against the broker's JMX counters"
+AMQ="$WORK/activemq"
+mkdir -p "$AMQ/conf" "$AMQ/data" "$AMQ/tmp"
+cp /etc/activemq/instances-available/main/log4j2.properties "$AMQ/conf/"
+STOMP_PORT=$(free_port)
+OPENWIRE_PORT=$(free_port)
+JMX_PORT=$(free_port)
+cat >"$AMQ/conf/activemq.xml" <<XML
+<beans xmlns="http://www.springframework.org/schema/beans"
+  xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+  xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans-2.0.xsd
+  http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
+  <bean class="org.springframework.beans.factory.config.PropertyPlaceholderConfigurer"/>
+  <broker xmlns="http://activemq.apache.org/schema/core" useJmx="true" brokerName="check"
+          dataDirectory="\${activemq.base}/data">
+    <managementContext>
+      <managementContext createConnector="true" connectorHost="127.0.0.1" connectorPort="$JMX_PORT"/>
+    </managementContext>
+    <persistenceAdapter><kahaDB directory="\${activemq.base}/data/kahadb"/></persistenceAdapter>
+    <plugins>
+      <simpleAuthenticationPlugin anonymousAccessAllowed="true">
+        <users><authenticationUser username="loadmix" password="right-passcode" groups="users"/></users>
+      </simpleAuthenticationPlugin>
+    </plugins>
+    <transportConnectors>
+      <transportConnector name="openwire" uri="tcp://127.0.0.1:$OPENWIRE_PORT"/>
+      <transportConnector name="stomp" uri="stomp://127.0.0.1:$STOMP_PORT"/>
+    </transportConnectors>
+  </broker>
+</beans>
+XML
+amq_java() {
+    java -Djava.io.tmpdir="$AMQ/tmp" -Dactivemq.home=/usr/share/activemq -Dactivemq.base="$AMQ" \
+        -Dactivemq.conf="$AMQ/conf" -Dactivemq.data="$AMQ/data" "$@"
+}
+(cd "$AMQ" && exec java -Xms256m -Xmx256m -Djava.io.tmpdir="$AMQ/tmp" -Dactivemq.home=/usr/share/activemq \
+    -Dactivemq.base="$AMQ" -Dactivemq.conf="$AMQ/conf" -Dactivemq.data="$AMQ/data" \
+    -jar /usr/share/activemq/bin/activemq.jar start "xbean:file:$AMQ/conf/activemq.xml" >"$AMQ/out.log" 2>&1) &
+PIDS+=($!)
+wait_port "$STOMP_PORT" || { tail -20 "$AMQ/out.log"; exit 1; }
+wait_port "$JMX_PORT"
+"$BIN" run fixtures/workloads/broker-check.yaml --target "stomp://127.0.0.1:$STOMP_PORT" \
+    --quiet --out "$WORK/amq-run" >/dev/null
+read -r RUN SENT RECEIVED FAILED < <(counts "$WORK/amq-run")
+[ "$FAILED" = 0 ] || { echo "ActiveMQ: $FAILED failures" >&2; exit 1; }
+# The broker's own counts of this run's queues.
+amq_java -jar /usr/share/activemq/bin/activemq.jar query \
+    --jmxurl "service:jmx:rmi:///jndi/rmi://127.0.0.1:$JMX_PORT/jmxrmi" \
+    -QQueue="check-$RUN-*" --view Name,EnqueueCount,DequeueCount,QueueSize >"$WORK/amq-query.txt" 2>&1
+read -r QUEUES ENQ DEQ LEFT < <(python3 - "$WORK/amq-query.txt" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+get = lambda k: [int(x) for x in re.findall(rf"^{k} = (\d+)$", t, re.M)]
+print(len(get("EnqueueCount")), sum(get("EnqueueCount")), sum(get("DequeueCount")), sum(get("QueueSize")))
+PY
+)
+echo "   loadmix: $SENT receipts, $RECEIVED messages received · ActiveMQ: $QUEUES queues, $ENQ enqueued, $DEQ dequeued, $LEFT left"
+[ "$QUEUES" = 2 ] || { cat "$WORK/amq-query.txt" >&2; exit 1; }
+[ "$SENT" = 400 ] && [ "$ENQ" = "$SENT" ] && [ "$DEQ" = "$RECEIVED" ] && [ "$LEFT" = $((SENT - RECEIVED)) ] || {
+    echo "ActiveMQ's counts differ from loadmix's" >&2
+    exit 1
+}
+
+echo "== 3. a login ActiveMQ refuses stops the run at preflight, in the broker's words"
+set +e
+LOADMIX_PASSWORD=wrong-passcode "$BIN" run fixtures/workloads/broker-check.yaml \
+    --target "stomp://127.0.0.1:$STOMP_PORT" --user loadmix --quiet --out "$WORK/amq-refused" \
+    >/dev/null 2>"$WORK/refused.err"
+CODE=$?
+set -e
+[ "$CODE" = 3 ] && grep -q "User name \[loadmix\] or password is invalid" "$WORK/refused.err" || {
+    echo "expected exit 3 with ActiveMQ's reason, got $CODE:" >&2
+    cat "$WORK/refused.err" >&2
+    exit 1
+}
+! grep -q wrong-passcode "$WORK/refused.err"
+kill "${PIDS[0]}" 2>/dev/null || true
+
+echo "== 2. RabbitMQ 3.10 over STOMP, counts against its Prometheus endpoint"
+RMQ="$WORK/rabbitmq"
+mkdir -p "$RMQ"
+AMQP_PORT=$(free_port)
+RSTOMP_PORT=$(free_port)
+PROM_PORT=$(free_port)
+DIST_PORT=$(free_port)
+RMQ_NODE="loadmix-check-$$@localhost"
+cat >"$RMQ/rabbitmq.conf" <<CONF
+listeners.tcp.default = 127.0.0.1:$AMQP_PORT
+stomp.listeners.tcp.1 = 127.0.0.1:$RSTOMP_PORT
+prometheus.tcp.ip = 127.0.0.1
+prometheus.tcp.port = $PROM_PORT
+prometheus.return_per_object_metrics = true
+loopback_users = none
+CONF
+echo '[rabbitmq_stomp,rabbitmq_prometheus].' >"$RMQ/enabled_plugins"
+(cd "$RMQ" && exec env RABBITMQ_CONFIG_FILE="$RMQ/rabbitmq" RABBITMQ_ENABLED_PLUGINS_FILE="$RMQ/enabled_plugins" \
+    RABBITMQ_MNESIA_BASE="$RMQ/mnesia" RABBITMQ_LOG_BASE="$RMQ/log" RABBITMQ_NODENAME="$RMQ_NODE" \
+    RABBITMQ_NODE_PORT="$AMQP_PORT" RABBITMQ_DIST_PORT="$DIST_PORT" HOME="$RMQ" \
+    /usr/lib/rabbitmq/bin/rabbitmq-server >"$RMQ/out.log" 2>&1) &
+PIDS+=($!)
+wait_port "$RSTOMP_PORT" || { tail -20 "$RMQ/out.log"; exit 1; }
+wait_port "$PROM_PORT"
+"$BIN" run fixtures/workloads/broker-check.yaml --target "stomp://127.0.0.1:$RSTOMP_PORT" \
+    --quiet --out "$WORK/rmq-run" >/dev/null
+read -r RUN SENT RECEIVED FAILED < <(counts "$WORK/rmq-run")
+[ "$FAILED" = 0 ] || { echo "RabbitMQ: $FAILED failures" >&2; exit 1; }
+# RabbitMQ refreshes its figures every few seconds: read until they settle on loadmix's
+# or a minute has passed, then compare what was read.
+for _ in $(seq 1 60); do
+    curl -sf "http://127.0.0.1:$PROM_PORT/metrics" >"$WORK/rmq.prom"
+    read -r RCVD ACKED LEFT QUEUES < <(python3 - "$WORK/rmq.prom" "$RUN" <<'PY'
+import re, sys
+text, run = open(sys.argv[1]).read(), sys.argv[2]
+def total(name):
+    return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+left = [float(v) for q, v in re.findall(r'^rabbitmq_queue_messages\{[^}]*queue="([^"]+)"[^}]*\} (\S+)$', text, re.M)
+        if q.startswith(f"check-{run}-")]
+print(int(total("rabbitmq_global_messages_received_total")), int(total("rabbitmq_global_messages_acknowledged_total")),
+      int(sum(left)), len(left))
+PY
+)
+    [ "$RCVD" = "$SENT" ] && [ "$ACKED" = "$RECEIVED" ] && break
+    sleep 1
+done
+echo "   loadmix: $SENT receipts, $RECEIVED messages received · RabbitMQ: $QUEUES queues, $RCVD received, $ACKED acknowledged, $LEFT left"
+[ "$QUEUES" = 2 ] && [ "$SENT" = 400 ] && [ "$RCVD" = "$SENT" ] && [ "$ACKED" = "$RECEIVED" ] &&
+    [ "$LEFT" = $((SENT - RECEIVED)) ] || {
+    echo "RabbitMQ's counts differ from loadmix's" >&2
+    exit 1
+}
+echo "== brokers_check: all passed"

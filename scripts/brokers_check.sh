@@ -11,6 +11,12 @@
 #      failures; the broker's messages received, acknowledged and left in its queues (read
 #      from its Prometheus endpoint, per queue) equal to loadmix's.
 #   3. A login the broker refuses: exit 3 at preflight with ActiveMQ's own words.
+#   4. RabbitMQ over AMQP 0-9-1 (lapin): fixtures/workloads/broker-check-amqp.yaml with
+#      publisher confirms on a classic and then a quorum queue, 0 failures, and the
+#      broker's published, confirmed and acknowledged messages (Prometheus) equal to
+#      loadmix's confirms and deliveries; a queue declared with another type is counted
+#      in RabbitMQ's words (406 PRECONDITION_FAILED); a refused login is exit 3 with
+#      ACCESS_REFUSED.
 # Fails, never skips, when a broker cannot be started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -195,6 +201,78 @@ echo "   loadmix: $SENT receipts, $RECEIVED messages received · RabbitMQ: $QUEU
 [ "$QUEUES" = 2 ] && [ "$SENT" = 400 ] && [ "$RCVD" = "$SENT" ] && [ "$ACKED" = "$RECEIVED" ] &&
     [ "$LEFT" = $((SENT - RECEIVED)) ] || {
     echo "RabbitMQ's counts differ from loadmix's" >&2
+    exit 1
+}
+echo "== 4. RabbitMQ over AMQP 0-9-1: classic and quorum queues, confirms, counts against its own"
+# The global counters carry both STOMP's and AMQP's messages: compare what each run adds.
+prom_totals() {
+    curl -sf "http://127.0.0.1:$PROM_PORT/metrics" | python3 -c '
+import re, sys
+t = sys.stdin.read()
+tot = lambda n: int(sum(float(v) for v in re.findall(rf"^{n}(?:{{[^}}]*}})? (\S+)$", t, re.M)))
+print(tot("rabbitmq_global_messages_received_total"), tot("rabbitmq_global_messages_confirmed_total"),
+      tot("rabbitmq_global_messages_acknowledged_total"))'
+}
+amqp_counts() {
+    python3 - "$1/run.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+def named(op, name):
+    o = next(x for x in r["summary"]["ops"] if x["op"] == op)
+    return sum(a["count"] for a in o.get("answers", []) if a["name"] == name)
+print(named("producer.publish", "basic.ack"), named("consumer.consume", "basic.deliver"),
+      r["summary"]["total"]["failures"])
+PY
+}
+for TYPE in classic quorum; do
+    read -r R0 C0 A0 < <(prom_totals)
+    "$BIN" run fixtures/workloads/broker-check-amqp.yaml --target "amqp://127.0.0.1:$AMQP_PORT" \
+        --set "users.producer.params.queue_type=$TYPE" --set "users.consumer.params.queue_type=$TYPE" \
+        --quiet --out "$WORK/amqp-$TYPE" >/dev/null
+    read -r CONFIRMED DELIVERED FAILED < <(amqp_counts "$WORK/amqp-$TYPE")
+    [ "$FAILED" = 0 ] || { echo "RabbitMQ AMQP ($TYPE): $FAILED failures" >&2; exit 1; }
+    for _ in $(seq 1 60); do
+        read -r R1 C1 A1 < <(prom_totals)
+        [ $((R1 - R0)) = "$CONFIRMED" ] && [ $((C1 - C0)) = "$CONFIRMED" ] && [ $((A1 - A0)) = "$DELIVERED" ] && break
+        sleep 1
+    done
+    echo "   $TYPE: loadmix $CONFIRMED confirmed, $DELIVERED delivered · RabbitMQ $((R1 - R0)) received, $((C1 - C0)) confirmed, $((A1 - A0)) acknowledged"
+    [ "$CONFIRMED" = 400 ] && [ $((R1 - R0)) = "$CONFIRMED" ] && [ $((C1 - C0)) = "$CONFIRMED" ] &&
+        [ $((A1 - A0)) = "$DELIVERED" ] || { echo "RabbitMQ's AMQP counts differ from loadmix's" >&2; exit 1; }
+done
+# A queue that exists with another type: RabbitMQ's refusal, in its words, counted.
+cat >"$WORK/clash.yaml" <<'YAML'
+run: { iterations: 3, timeout: 5s }
+users:
+  - class: first
+    protocol: amqp
+    count: 1
+    params: { queue: "clash-{run_id}", queue_type: quorum }
+    mix:
+      publish: { weight: 1 }
+  - class: second
+    protocol: amqp
+    count: 1
+    params: { queue: "clash-{run_id}", queue_type: classic }
+    mix:
+      publish: { weight: 1 }
+YAML
+"$BIN" run "$WORK/clash.yaml" --target "amqp://127.0.0.1:$AMQP_PORT" --quiet --out "$WORK/clash" >/dev/null || true
+python3 - "$WORK/clash/run.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+words = [a for o in r["summary"]["ops"] for a in o.get("answers", []) if a.get("code") == 406]
+assert words and "PRECONDITION_FAILED" in words[0].get("reason", ""), r["summary"]["ops"]
+print("   a queue of another type: amqp close 406", words[0]["reason"][:60], "...", "x", words[0]["count"])
+PY
+set +e
+LOADMIX_PASSWORD=wrong "$BIN" run fixtures/workloads/broker-check-amqp.yaml \
+    --target "amqp://127.0.0.1:$AMQP_PORT" --user nobody --quiet --out "$WORK/amqp-refused" >/dev/null 2>"$WORK/amqp-refused.err"
+CODE=$?
+set -e
+[ "$CODE" = 3 ] && grep -q "ACCESS_REFUSED" "$WORK/amqp-refused.err" || {
+    echo "expected exit 3 with ACCESS_REFUSED, got $CODE:" >&2
+    cat "$WORK/amqp-refused.err" >&2
     exit 1
 }
 echo "== brokers_check: all passed"

@@ -12,6 +12,7 @@
 //! so a client and the server cannot disagree on a grammar. Each driver's schema and
 //! typed operations are in `workload/protocols/`, in the file of the same name.
 
+pub mod amqp;
 pub mod atom;
 pub mod auth;
 pub mod caldav;
@@ -75,20 +76,27 @@ pub enum SetupError {
     /// Finding the calendar home (CalDAV).
     #[error("calendar home discovery: {request} -> {answer}")]
     Discovery { request: String, answer: String },
+    /// Connecting to a message broker, its queue or subscription (STOMP, AMQP).
+    #[error("broker set-up: {request} -> {answer}")]
+    Broker { request: String, answer: String },
 }
 
 impl SetupError {
     /// The request that failed.
     pub fn request(&self) -> &str {
         match self {
-            SetupError::Account { request, .. } | SetupError::Discovery { request, .. } => request,
+            SetupError::Account { request, .. }
+            | SetupError::Discovery { request, .. }
+            | SetupError::Broker { request, .. } => request,
         }
     }
 
     /// What came back.
     pub fn answer(&self) -> &str {
         match self {
-            SetupError::Account { answer, .. } | SetupError::Discovery { answer, .. } => answer,
+            SetupError::Account { answer, .. }
+            | SetupError::Discovery { answer, .. }
+            | SetupError::Broker { answer, .. } => answer,
         }
     }
 
@@ -100,6 +108,10 @@ impl SetupError {
                 answer: format!("{answer}: {why}"),
             },
             SetupError::Discovery { request, answer } => SetupError::Discovery {
+                request,
+                answer: format!("{answer}: {why}"),
+            },
+            SetupError::Broker { request, answer } => SetupError::Broker {
                 request,
                 answer: format!("{answer}: {why}"),
             },
@@ -115,6 +127,7 @@ impl SetupError {
             SetupError::Discovery { request, answer } => {
                 (format!("calendar home discovery: {request}"), answer)
             }
+            SetupError::Broker { request, answer } => (format!("broker set-up: {request}"), answer),
         }
     }
 }
@@ -175,6 +188,7 @@ enum Kind {
     Atom(Arc<atom::AtomClass>),
     Caldav(Arc<caldav::CaldavClass>),
     Stomp(Arc<stomp::StompClass>),
+    Amqp(Arc<amqp::AmqpClass>),
 }
 
 /// What every VU of a class shares, built once per run.
@@ -206,6 +220,9 @@ impl ClassDriver {
             }
             ClassKind::Stomp { params, ops } => {
                 Kind::Stomp(Arc::new(stomp::StompClass::new(class, ops, params, run_id)))
+            }
+            ClassKind::Amqp { params, ops } => {
+                Kind::Amqp(Arc::new(amqp::AmqpClass::new(class, ops, params, run_id)))
             }
         };
         ClassDriver { kind, accounts }
@@ -239,6 +256,16 @@ impl ClassDriver {
             let conn = connection(endpoint, class, timeouts);
             let s = self.accounts.session(w, class, &ids);
             return stomp::preflight(c, &s, &conn).await;
+        }
+        if let Kind::Amqp(c) = &self.kind {
+            let ids = VuIds {
+                vu: 0,
+                round: 0,
+                run_id: format!("{run_id}-preflight").into(),
+            };
+            let conn = connection(endpoint, class, timeouts);
+            let s = self.accounts.session(w, class, &ids);
+            return amqp::preflight(c, &s, &ids, &conn).await;
         }
         if !endpoint.speaks_http {
             return Err(fail(
@@ -276,7 +303,7 @@ impl ClassDriver {
             })?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         match &self.kind {
-            Kind::Http(_) | Kind::Stomp(_) => Ok(()),
+            Kind::Http(_) | Kind::Stomp(_) | Kind::Amqp(_) => Ok(()),
             Kind::Morse(_) | Kind::Atom(_) => {
                 let (o, created) = morse::publish(&s, &ids, &mut conn, &mut rng, 0, &[201]).await;
                 let Some((uid, _, _)) = created else {
@@ -325,6 +352,7 @@ impl ClassDriver {
             Kind::Atom(c) => VuState::Atom(atom::AtomVu::new(c.clone(), s.clone(), ids)),
             Kind::Caldav(c) => VuState::Caldav(caldav::CaldavVu::new(c.clone(), s.clone(), ids)),
             Kind::Stomp(c) => VuState::Stomp(stomp::StompVu::new(c.clone(), s.clone(), ids)),
+            Kind::Amqp(c) => VuState::Amqp(amqp::AmqpVu::new(c.clone(), s.clone(), ids)),
         };
         VuDriver {
             state,
@@ -350,6 +378,7 @@ enum VuState {
     Atom(atom::AtomVu),
     Caldav(caldav::CaldavVu),
     Stomp(stomp::StompVu),
+    Amqp(amqp::AmqpVu),
 }
 
 /// Per-VU protocol state.
@@ -363,12 +392,16 @@ impl VuDriver {
     /// Untimed preparation before the round's clock starts: the account, discovery.
     pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
         // Accounts are made over CMP, which a broker does not speak.
-        if !matches!(self.state, VuState::Http(_) | VuState::Stomp(_)) {
+        if !matches!(
+            self.state,
+            VuState::Http(_) | VuState::Stomp(_) | VuState::Amqp(_)
+        ) {
             self.accounts.create_account(&self.session, conn).await?;
         }
         let done = match &mut self.state {
             VuState::Caldav(v) => v.setup(conn).await,
             VuState::Stomp(v) => v.setup(conn).await,
+            VuState::Amqp(v) => v.setup(conn).await,
             _ => Ok(()),
         };
         done.map_err(|e| match self.refusal() {
@@ -385,6 +418,7 @@ impl VuDriver {
             VuState::Atom(v) => v.leftovers(),
             VuState::Caldav(v) => v.leftovers(),
             VuState::Stomp(v) => v.leftovers(),
+            VuState::Amqp(v) => v.leftovers(),
         };
         (!items.is_empty()).then(|| cleanup::Leftovers {
             session: self.session.clone(),
@@ -412,7 +446,7 @@ impl VuDriver {
     /// True when the VU must first make a collection (outside its table).
     pub fn needs_bootstrap(&self) -> bool {
         match &self.state {
-            VuState::Http(_) | VuState::Stomp(_) => false,
+            VuState::Http(_) | VuState::Stomp(_) | VuState::Amqp(_) => false,
             VuState::Morse(v) => v.needs_bootstrap(),
             VuState::Atom(v) => v.needs_bootstrap(),
             VuState::Caldav(v) => v.needs_bootstrap(),
@@ -422,7 +456,7 @@ impl VuDriver {
     /// Make the first collection; the outcome's label says which operation it counts as.
     pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
         let o = match &mut self.state {
-            VuState::Http(_) | VuState::Stomp(_) => Outcome::skipped(),
+            VuState::Http(_) | VuState::Stomp(_) | VuState::Amqp(_) => Outcome::skipped(),
             VuState::Morse(v) => v.bootstrap(conn, rng).await,
             VuState::Atom(v) => v.bootstrap(conn, rng).await,
             VuState::Caldav(v) => v.bootstrap(conn, rng).await,
@@ -444,6 +478,7 @@ impl VuDriver {
             VuState::Atom(v) => v.execute(op, conn, rng).await,
             VuState::Caldav(v) => v.execute(op, conn, rng).await,
             VuState::Stomp(v) => v.execute(op, conn, rng).await,
+            VuState::Amqp(v) => v.execute(op, conn, rng).await,
         };
         if o.answer == Answer::http(401) {
             self.explained(o)

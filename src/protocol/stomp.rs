@@ -44,7 +44,6 @@ pub struct StompClass {
     ops: Vec<StompOp>,
     params: StompParams,
     class: String,
-    context: String,
     /// This run's stamp: a message without it is another run's.
     nonce: u32,
     receipt: Answer,
@@ -63,7 +62,6 @@ impl StompClass {
             ops: ops.to_vec(),
             params: params.clone(),
             class: class.name.clone(),
-            context: String::new(),
             nonce: nonce_of(run_id),
             // The answers a driver expects are interned once, not per message.
             receipt: Answer::named("stomp", "RECEIPT", None, None),
@@ -74,14 +72,14 @@ impl StompClass {
 }
 
 /// A run's nonce: its id hashed (FNV-1a), so every process of the run stamps alike.
-fn nonce_of(run_id: &str) -> u32 {
+pub(super) fn nonce_of(run_id: &str) -> u32 {
     run_id.bytes().fold(0x811c_9dc5u32, |h, b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
     })
 }
 
 /// The process's clock for stamps: nanoseconds since its first use.
-fn now_ns() -> u64 {
+pub(super) fn now_ns() -> u64 {
     static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
     EPOCH
         .get_or_init(std::time::Instant::now)
@@ -140,7 +138,9 @@ pub struct StompVu {
     class: Arc<StompClass>,
     ids: VuIds,
     session: Session,
-    link: Option<Link>,
+    /// Boxed, as every driver's connection state: an idle user of any protocol pays for
+    /// the largest.
+    link: Option<Box<Link>>,
     next_receipt: u64,
     /// Messages this producer has sent (its stamps' sequence numbers).
     sent: u64,
@@ -162,7 +162,7 @@ impl StompVu {
 
     /// Untimed, before the round: connect, and subscribe when the class consumes.
     pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
-        let fail = |request: &str, answer: String| SetupError::Discovery {
+        let fail = |request: &str, answer: String| SetupError::Broker {
             request: request.to_string(),
             answer,
         };
@@ -228,7 +228,7 @@ impl StompVu {
         if self.link.is_none() {
             let link = Box::pin(open(&self.class, &self.session, conn)).await?;
             conn.opened += 1;
-            self.link = Some(link);
+            self.link = Some(Box::new(link));
         }
         let class = self.class.clone();
         let (Some(link), Some(dest)) = (self.link.as_mut(), class.params.subscribe.as_ref()) else {
@@ -237,7 +237,7 @@ impl StompVu {
         if link.subscribed {
             return Ok(());
         }
-        let dest = render(dest, &class, &self.ids, self.sent, &mut rand::rng());
+        let dest = render(dest, &class.class, &self.ids, self.sent, &mut rand::rng());
         let mut f = Frame::new(Command::Subscribe)
             .header("id", "0")
             .header("destination", &dest)
@@ -263,7 +263,7 @@ impl StompVu {
     ) -> Result<Outcome, Failed> {
         self.ensure(conn).await?;
         let class = self.class.clone();
-        let dest = render(s.destination, &class, &self.ids, self.sent, rng);
+        let dest = render(s.destination, &class.class, &self.ids, self.sent, rng);
         let size = (s.size.sample(rng).max(STAMP_LEN as f64) as usize).min(class.limits.max_body);
         let seq = self.sent;
         self.sent += 1;
@@ -430,10 +430,11 @@ fn broker_error(f: &Frame) -> Failed {
     }
 }
 
-/// A destination for this user: the template rendered with its built-in variables.
-fn render<R: Rng + ?Sized>(
+/// A destination for this user of `class`: the template rendered with its built-in
+/// variables (the AMQP driver names its queues the same way).
+pub(super) fn render<R: Rng + ?Sized>(
     t: &Template,
-    class: &StompClass,
+    class: &str,
     ids: &VuIds,
     seq: u64,
     rng: &mut R,
@@ -442,9 +443,9 @@ fn render<R: Rng + ?Sized>(
         vu: ids.vu,
         round: ids.round,
         seq,
-        context: &class.context,
+        context: "",
         run_id: &ids.run_id,
-        class: &class.class,
+        class,
         vars: &[],
         rng,
     };
@@ -455,7 +456,7 @@ fn render<R: Rng + ?Sized>(
 }
 
 /// A body of `size` bytes (at least the stamp's): the stamp, then filler.
-fn body(nonce: u32, vu: u32, seq: u64, size: usize) -> Bytes {
+pub(super) fn body(nonce: u32, vu: u32, seq: u64, size: usize) -> Bytes {
     let mut b = Vec::with_capacity(size.max(STAMP_LEN));
     b.extend_from_slice(&nonce.to_le_bytes());
     b.extend_from_slice(&vu.to_le_bytes());
@@ -466,7 +467,7 @@ fn body(nonce: u32, vu: u32, seq: u64, size: usize) -> Bytes {
 }
 
 /// The send time of a body stamped by this run; `None` for another's, or no stamp.
-fn stamp_of(body: &[u8], nonce: u32) -> Option<u64> {
+pub(super) fn stamp_of(body: &[u8], nonce: u32) -> Option<u64> {
     let stamp = body.get(..STAMP_LEN)?;
     let n = u32::from_le_bytes(stamp[0..4].try_into().ok()?);
     (n == nonce).then(|| u64::from_le_bytes(stamp[16..24].try_into().unwrap_or_default()))

@@ -670,6 +670,7 @@ async fn endpoint_of(
                 raw: &u.raw,
                 https: u.https,
                 stomp: u.stomp,
+                amqp: u.amqp,
             };
             match Endpoint::resolve(address, &a.tls) {
                 Ok(e) => Ok((e, None)),

@@ -88,7 +88,9 @@ pub struct Endpoint {
     /// Where the target's message broker takes STOMP: a `stomp://` target's own address,
     /// the embedded server's broker port; `None` when the target has none.
     pub broker: Option<SocketAddr>,
-    /// The target answers HTTP (false for a `stomp://` target).
+    /// Where the target takes AMQP 0-9-1: an `amqp://` target's own address.
+    pub amqp: Option<SocketAddr>,
+    /// The target answers HTTP (false for a broker's `stomp://` or `amqp://` target).
     pub speaks_http: bool,
 }
 
@@ -147,6 +149,8 @@ pub struct Address<'a> {
     pub https: bool,
     /// `stomp://` or `stomp+ssl://`: a broker's STOMP port, not an HTTP server.
     pub stomp: bool,
+    /// `amqp://`: a broker's AMQP port.
+    pub amqp: bool,
 }
 
 impl Endpoint {
@@ -159,11 +163,12 @@ impl Endpoint {
             .ok_or_else(|| {
                 EndpointError::Resolve(format!("{} resolves to no address", url.host))
             })?;
-        let default_port = match (url.stomp, url.https) {
-            (false, false) => 80,
-            (false, true) => 443,
-            (true, false) => 61613,
-            (true, true) => 61614,
+        let default_port = match (url.stomp, url.amqp, url.https) {
+            (_, true, _) => 5672,
+            (true, _, false) => 61613,
+            (true, _, true) => 61614,
+            (false, _, false) => 80,
+            (false, _, true) => 443,
         };
         let host = if url.port == default_port {
             url.host.to_string()
@@ -185,7 +190,8 @@ impl Endpoint {
             tls,
             clock: Default::default(),
             broker: url.stomp.then_some(addr),
-            speaks_http: !url.stomp,
+            amqp: url.amqp.then_some(addr),
+            speaks_http: !url.stomp && !url.amqp,
         })
     }
 
@@ -199,6 +205,7 @@ impl Endpoint {
             tls: None,
             clock: Default::default(),
             broker: None,
+            amqp: None,
             speaks_http: true,
         }
     }
@@ -227,6 +234,7 @@ mod tests {
                 raw: "http://127.0.0.1:5232/dav",
                 https: false,
                 stomp: false,
+                amqp: false,
             },
             &TlsOptions::default(),
         )

@@ -103,6 +103,8 @@ pub struct TargetUrl {
     /// `stomp://` or `stomp+ssl://`: a message broker's STOMP port (the path, if any,
     /// names its virtual host).
     pub stomp: bool,
+    /// `amqp://`: a broker's AMQP 0-9-1 port (the path names its virtual host).
+    pub amqp: bool,
 }
 
 impl TargetSpec {
@@ -129,18 +131,25 @@ impl TargetSpec {
                 )),
             };
         }
+        if s.starts_with("amqps://") {
+            return Err(format!(
+                "'{s}': AMQP over TLS (amqps://) is not supported yet; use amqp:// on a trusted network, or stomp+ssl://"
+            ));
+        }
+        // (prefix, TLS, STOMP, AMQP)
         let schemes = [
-            ("http://", false, false),
-            ("https://", true, false),
-            ("stomp://", false, true),
-            ("stomp+ssl://", true, true),
+            ("http://", false, false, false),
+            ("https://", true, false, false),
+            ("stomp://", false, true, false),
+            ("stomp+ssl://", true, true, false),
+            ("amqp://", false, false, true),
         ];
-        let Some((rest, https, stomp)) = schemes
+        let Some((rest, https, stomp, amqp)) = schemes
             .iter()
-            .find_map(|(p, tls, stomp)| s.strip_prefix(p).map(|r| (r, *tls, *stomp)))
+            .find_map(|(p, tls, stomp, amqp)| s.strip_prefix(p).map(|r| (r, *tls, *stomp, *amqp)))
         else {
             return Err(format!(
-                "'{s}' is not a target; use embedded, embedded:sqlite:PATH, http[s]://host:port[/path] or stomp[+ssl]://host:port"
+                "'{s}' is not a target; use embedded, embedded:sqlite:PATH, http[s]://host:port[/path], stomp[+ssl]://host:port or amqp://host:port[/vhost]"
             ));
         };
         let (authority, path) = match rest.find('/') {
@@ -163,11 +172,12 @@ impl TargetSpec {
             return Err(format!("'{s}' has no host"));
         }
         let port = if port.is_empty() {
-            match (stomp, https) {
-                (false, false) => 80,
-                (false, true) => 443,
-                (true, false) => 61613,
-                (true, true) => 61614,
+            match (stomp, amqp, https) {
+                (_, true, _) => 5672,
+                (true, _, false) => 61613,
+                (true, _, true) => 61614,
+                (false, _, false) => 80,
+                (false, _, true) => 443,
             }
         } else {
             port.parse::<u16>()
@@ -182,6 +192,7 @@ impl TargetSpec {
             base_path: path.trim_end_matches('/').to_string(),
             https,
             stomp,
+            amqp,
         }))
     }
 }

@@ -8,6 +8,7 @@
 //! the drivers cannot name different things. `ARCHITECTURE.md` ("Adding a protocol") lists
 //! every file a new protocol touches.
 
+mod amqp;
 mod atom;
 mod caldav;
 mod http;
@@ -19,6 +20,7 @@ use std::time::Duration;
 use super::dist::{Dist, Unit};
 use super::{HttpRequest, Params, Pool};
 
+pub use amqp::{AmqpOp, AmqpParams, QueueType};
 pub use atom::{AtomOp, AtomParams};
 pub use caldav::{CaldavOp, CaldavParams};
 pub use morse::{MorseOp, MorseParams};
@@ -56,17 +58,21 @@ pub enum Protocol {
     /// STOMP 1.2 producers and consumers of a message broker: `workload/protocols/stomp.rs`,
     /// `protocol/stomp.rs`, its frames in `formats/stomp.rs`.
     Stomp,
+    /// AMQP 0-9-1 producers and consumers of RabbitMQ, through lapin:
+    /// `workload/protocols/amqp.rs`, `protocol/amqp.rs`.
+    Amqp,
     /// Generic request templates defined in the workload: `workload/protocols/http.rs`, resolved in
     /// `workload/resolve/http.rs`, driven by `protocol/http.rs`.
     Http,
 }
 
 impl Protocol {
-    pub const ALL: [Protocol; 5] = [
+    pub const ALL: [Protocol; 6] = [
         Protocol::Morse,
         Protocol::Atom,
         Protocol::Caldav,
         Protocol::Stomp,
+        Protocol::Amqp,
         Protocol::Http,
     ];
 
@@ -76,6 +82,7 @@ impl Protocol {
             Protocol::Atom => "atom",
             Protocol::Caldav => "caldav",
             Protocol::Stomp => "stomp",
+            Protocol::Amqp => "amqp",
             Protocol::Http => "http",
         }
     }
@@ -91,6 +98,7 @@ impl Protocol {
             Protocol::Atom => &atom::DEF,
             Protocol::Caldav => &caldav::DEF,
             Protocol::Stomp => &stomp::DEF,
+            Protocol::Amqp => &amqp::DEF,
             Protocol::Http => &http::DEF,
         }
     }
@@ -191,6 +199,10 @@ pub enum ClassKind {
         params: StompParams,
         ops: Vec<StompOp>,
     },
+    Amqp {
+        params: AmqpParams,
+        ops: Vec<AmqpOp>,
+    },
 }
 
 /// The position of `name` among `labels`, added at the end when it is not there yet, so
@@ -235,6 +247,7 @@ pub(in crate::workload) fn build_class(
         Protocol::Atom => atom::build(ops, class_params, labels),
         Protocol::Caldav => caldav::build(ops, class_params, labels),
         Protocol::Stomp => stomp::build(ops, class_params, labels),
+        Protocol::Amqp => amqp::build(ops, class_params, labels),
     }
 }
 
@@ -257,6 +270,7 @@ impl ClassKind {
                 .unwrap_or_default(),
             ClassKind::Morse { .. } => String::new(),
             ClassKind::Stomp { ops, .. } => ops.get(i).map(StompOp::describe).unwrap_or_default(),
+            ClassKind::Amqp { ops, .. } => ops.get(i).map(AmqpOp::describe).unwrap_or_default(),
             ClassKind::Atom { ops, .. } => match ops.get(i) {
                 Some(AtomOp::TimeRangeFeed { range }) => format!("range {}", fmt_d(range, true)),
                 _ => String::new(),
@@ -296,13 +310,15 @@ mod tests {
             let n = labels.len();
             // What a class must give for every operation to be allowed (a consumer's
             // subscription).
+            let template = |name: &str, v: &str| {
+                crate::workload::Params(vec![(
+                    name.into(),
+                    crate::workload::ParamValue::Template(crate::workload::Template::literal(v)),
+                )])
+            };
             let class_params = match proto {
-                Protocol::Stomp => crate::workload::Params(vec![(
-                    "subscribe".into(),
-                    crate::workload::ParamValue::Template(crate::workload::Template::literal(
-                        "/queue/q",
-                    )),
-                )]),
+                Protocol::Stomp => template("subscribe", "/queue/q"),
+                Protocol::Amqp => template("queue", "q"),
                 _ => crate::workload::Params::default(),
             };
             let kind = build_class(proto, &ops, &class_params, &mut labels)
@@ -313,6 +329,7 @@ mod tests {
                 ClassKind::Atom { ops, .. } => ops.len(),
                 ClassKind::Caldav { ops, .. } => ops.len(),
                 ClassKind::Stomp { ops, .. } => ops.len(),
+                ClassKind::Amqp { ops, .. } => ops.len(),
             };
             assert_eq!(built, n, "{}", proto.name());
             assert!(labels[..n].iter().zip(&ops).all(|(l, (o, _))| l == o));

@@ -165,7 +165,7 @@ impl AckMode {
 /// A body cannot be smaller than the stamp it starts with. A constant or uniform size is
 /// checked here; a distribution that reaches below it (an exponential) has its smaller
 /// samples raised to the stamp's size.
-fn check_size(size: &Dist) -> Result<(), String> {
+pub(super) fn check_size(size: &Dist) -> Result<(), String> {
     let lowest = match size.spec {
         DistSpec::Constant(v) => v,
         DistSpec::Uniform { low, .. } => low,

@@ -58,6 +58,7 @@ pub fn report(r: &Report) -> String {
     let mut b = String::new();
     run_heading(&mut b, r);
     summary_table(&mut b, r);
+    messages_table(&mut b, r);
     corrected_table(&mut b, r);
     thresholds_table(&mut b, r);
     charts_section(&mut b, r);
@@ -193,6 +194,26 @@ fn summary_table(b: &mut String, r: &Report) {
         "</table><p>success ratio {:.4}; latencies in ms, successful operations only</p>",
         r.summary.success_ratio
     );
+}
+
+/// A broker's operations in messages per second and per minute, and MiB per second.
+fn messages_table(b: &mut String, r: &Report) {
+    let rows = super::table::message_rates(r);
+    if rows.is_empty() {
+        return;
+    }
+    b.push_str("<h3>Messages</h3><table><tr><th>operation</th><th>msg/s</th><th>msg/min</th><th>MiB/s</th></tr>");
+    for m in rows {
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{:.1}</td><td>{:.0}</td><td>{:.2}</td></tr>",
+            esc(m.op),
+            m.per_sec,
+            m.per_min,
+            m.mib_per_sec
+        );
+    }
+    b.push_str("</table>");
 }
 
 /// Scheduled classes: latency from the intended start beside the service time.

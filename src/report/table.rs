@@ -15,6 +15,7 @@ pub fn render(r: &Report) -> String {
     heading(&mut out, r);
     operations(&mut out, r);
     named_answers(&mut out, &r.summary);
+    messages(&mut out, r);
     corrected_latency(&mut out, &r.summary);
     out.push_str(&connections_table(&r.summary));
     generator(&mut out, r);
@@ -138,6 +139,70 @@ fn named_answers(out: &mut String, s: &Summary) {
             .collect();
         let _ = writeln!(out, "  {}: {}", o.op, words.join(" "));
     }
+}
+
+/// A broker's operations in the units message benchmarks use: messages per second and
+/// per minute (the unit of the ActiveMQ study), and the bodies' MiB per second.
+fn messages(out: &mut String, r: &Report) {
+    let rows = message_rates(r);
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nmessages:");
+    for m in rows {
+        let _ = writeln!(
+            out,
+            "  {}: {:.1} msg/s · {:.0} msg/min · {:.2} MiB/s",
+            m.op, m.per_sec, m.per_min, m.mib_per_sec
+        );
+    }
+}
+
+/// One broker operation's message rates.
+pub struct MessageRate<'a> {
+    pub op: &'a str,
+    pub per_sec: f64,
+    pub per_min: f64,
+    pub mib_per_sec: f64,
+}
+
+/// The message rates of the operations of broker classes (STOMP, AMQP), their figures
+/// reported apart (`receive.e2e`) left out.
+pub fn message_rates(r: &Report) -> Vec<MessageRate<'_>> {
+    let brokers: Vec<&str> = r
+        .workload
+        .classes
+        .iter()
+        .filter(|c| matches!(c.protocol.as_str(), "stomp" | "amqp"))
+        .map(|c| c.name.as_str())
+        .collect();
+    let secs = r.summary.measured_s;
+    r.summary
+        .ops
+        .iter()
+        .filter(|o| o.class.as_deref().is_some_and(|c| brokers.contains(&c)))
+        .filter(|o| !o.op.split_once('.').is_some_and(|(_, l)| l.contains('.')))
+        // An empty receive took no message.
+        .filter(|o| !o.op.ends_with("_empty"))
+        .filter(|o| o.successes > 0)
+        .map(|o| {
+            let per_sec = o
+                .across_rounds
+                .as_ref()
+                .map_or(o.ops_per_sec, |a| a.ops_per_sec_mean);
+            let bytes = (o.bytes_sent + o.bytes_received) as f64;
+            MessageRate {
+                op: &o.op,
+                per_sec,
+                per_min: per_sec * 60.0,
+                mib_per_sec: if secs > 0.0 {
+                    bytes / secs / (1024.0 * 1024.0)
+                } else {
+                    0.0
+                },
+            }
+        })
+        .collect()
 }
 
 /// Scheduled classes: latency from the intended start beside the service time.

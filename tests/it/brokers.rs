@@ -88,6 +88,14 @@ users:
     assert!(send.bytes_sent >= 400 * 2048, "{}", send.bytes_sent);
     // The e2e figures are left out of the total, which counts each operation once.
     assert_eq!(r.summary.total.requests, send.requests + recv.requests);
+    // The table gives the message rates in the studies' units.
+    let table = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    let line = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("producer.send:") && l.contains("msg/min"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(line.contains("msg/s") && line.contains("MiB/s"), "{line}");
+    assert!(!table.contains("receive.e2e: "), "{table}");
     h_stop(&rt, h);
 }
 

@@ -17,6 +17,9 @@
 #      loadmix's confirms and deliveries; a queue declared with another type is counted
 #      in RabbitMQ's words (406 PRECONDITION_FAILED); a refused login is exit 3 with
 #      ACCESS_REFUSED.
+#   5. The recipe examples/activemq-stores (KahaDB, KahaDB without concurrent store and
+#      dispatch, JDBC on PostgreSQL, JDBC 45 ms away), briefly: every part runs, 0 failures,
+#      and the remote database store is the slowest of the grid.
 # Fails, never skips, when a broker cannot be started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -275,4 +278,22 @@ set -e
     cat "$WORK/amqp-refused.err" >&2
     exit 1
 }
+echo "== 5. examples/activemq-stores, briefly"
+kill "${PIDS[1]}" 2>/dev/null || true
+HOME="$WORK/rabbitmq" /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" stop >/dev/null 2>&1 || true
+RMQ_NODE=
+LOADMIX_BIN="$BIN" examples/activemq-stores/run.sh "$WORK/recipe" 1 1s 10 3,10 >"$WORK/recipe.txt"
+python3 - "$WORK/recipe" <<'PY'
+import json, pathlib, sys
+root = pathlib.Path(sys.argv[1])
+runs = list(root.rglob("run.json"))
+assert len(runs) >= 4 * 3 + 2 * 2 + 3, [str(r) for r in runs]
+for r in runs:
+    rep = json.loads(r.read_text())
+    assert rep["summary"]["total"]["failures"] == 0, (str(r), rep["failures"][:3])
+grid = {p.parent.name: json.loads(p.read_text())["summary"]["total"]["ops_per_sec"]
+        for p in (root / "grid" / "users.producer.mix.send.params.size=1KiB").glob("*/run.json")}
+assert grid["remote"] < grid["kahadb"] and grid["remote"] < grid["jdbc"], grid
+print("   grid at 1 KiB, msg/s:", {k: round(v) for k, v in sorted(grid.items())})
+PY
 echo "== brokers_check: all passed"

@@ -282,7 +282,7 @@ echo "== 5. examples/activemq-stores, briefly"
 kill "${PIDS[1]}" 2>/dev/null || true
 HOME="$WORK/rabbitmq" /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" stop >/dev/null 2>&1 || true
 RMQ_NODE=
-LOADMIX_BIN="$BIN" examples/activemq-stores/run.sh "$WORK/recipe" 1 1s 10 3,10 >"$WORK/recipe.txt"
+LOADMIX_BIN="$BIN" examples/activemq-stores/run.sh "$WORK/recipe" 1 2s 10 3,10 >"$WORK/recipe.txt"
 python3 - "$WORK/recipe" <<'PY'
 import json, pathlib, sys
 root = pathlib.Path(sys.argv[1])

@@ -247,7 +247,8 @@ impl ClassDriver {
         };
         // Something listens, and for https the certificate is trusted: said plainly here
         // rather than as every request's failure.
-        if let Kind::Stomp(c) = &self.kind {
+        // A broker is probed by logging in, over its own protocol.
+        if let Kind::Stomp(_) | Kind::Amqp(_) = &self.kind {
             let ids = VuIds {
                 vu: 0,
                 round: 0,
@@ -255,17 +256,11 @@ impl ClassDriver {
             };
             let conn = connection(endpoint, class, timeouts);
             let s = self.accounts.session(w, class, &ids);
-            return stomp::preflight(c, &s, &conn).await;
-        }
-        if let Kind::Amqp(c) = &self.kind {
-            let ids = VuIds {
-                vu: 0,
-                round: 0,
-                run_id: format!("{run_id}-preflight").into(),
+            return match &self.kind {
+                Kind::Stomp(c) => stomp::preflight(c, &s, &conn).await,
+                Kind::Amqp(c) => amqp::preflight(c, &s, &ids, &conn).await,
+                _ => Ok(()),
             };
-            let conn = connection(endpoint, class, timeouts);
-            let s = self.accounts.session(w, class, &ids);
-            return amqp::preflight(c, &s, &ids, &conn).await;
         }
         if !endpoint.speaks_http {
             return Err(fail(

@@ -129,7 +129,6 @@ pub(in crate::report) fn op_report(
     ops_per_sec: f64,
     with_timeline: bool,
 ) -> OpReport {
-    let ms = |us: u64| us as f64 / 1000.0;
     let h = &s.latency;
     let latency = if s.successes == 0 {
         Latency {
@@ -144,16 +143,11 @@ pub(in crate::report) fn op_report(
             max: 0.0,
         }
     } else {
+        // The mean and deviation from the exact sums; the histogram's are bucketed.
         Latency {
-            min: ms(h.min()),
             mean: s.mean_us() / 1000.0,
             stddev: s.stddev_us() / 1000.0,
-            p50: ms(h.value_at_quantile(0.50)),
-            p90: ms(h.value_at_quantile(0.90)),
-            p95: ms(h.value_at_quantile(0.95)),
-            p99: ms(h.value_at_quantile(0.99)),
-            p999: ms(h.value_at_quantile(0.999)),
-            max: ms(h.max()),
+            ..latency_of(h)
         }
     };
     OpReport {

@@ -23,6 +23,8 @@ pub struct Template {
 enum Seg {
     Lit(String),
     Vu,
+    /// `{vu % N}`: the user's index modulo N, to spread users over N destinations.
+    VuMod(u32),
     Round,
     Seq,
     Uuid,
@@ -137,6 +139,14 @@ impl Template {
                 rest = &rest[2..];
                 continue;
             }
+            if let Some((n, len)) = vu_modulo(rest)? {
+                if !lit.is_empty() {
+                    segs.push(Seg::Lit(std::mem::take(&mut lit)));
+                }
+                segs.push(Seg::VuMod(n));
+                rest = &rest[len..];
+                continue;
+            }
             match variable_at(rest) {
                 Some((name, arg, len)) => {
                     let seg = match (name, arg) {
@@ -232,6 +242,7 @@ impl Template {
                     Ok(())
                 }
                 Seg::Vu => write!(out, "{}", ctx.vu),
+                Seg::VuMod(n) => write!(out, "{}", ctx.vu % n),
                 Seg::Round => write!(out, "{}", ctx.round),
                 Seg::Seq => write!(out, "{}", ctx.seq),
                 Seg::Uuid => {
@@ -277,6 +288,29 @@ impl Template {
         }
         Ok(())
     }
+}
+
+/// If `s` starts with `{vu % N}` (spaces optional), N and the length consumed; an error for
+/// a modulus that is not a positive integer. `None` for anything else.
+fn vu_modulo(s: &str) -> Result<Option<(u32, usize)>, String> {
+    let Some(rest) = s.strip_prefix("{vu") else {
+        return Ok(None);
+    };
+    let after = rest.trim_start();
+    let Some(after) = after.strip_prefix('%') else {
+        return Ok(None);
+    };
+    let Some(close) = after.find('}') else {
+        return Ok(None);
+    };
+    let n = after[..close].trim();
+    let n: u32 = n
+        .parse()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{{vu % {n}}} needs a positive integer, e.g. {{vu % 4}}"))?;
+    let len = s.len() - after.len() + close + 1;
+    Ok(Some((n, len)))
 }
 
 /// If `s` starts with `{name}` or `{name:arg}`, return (name, arg, length consumed).
@@ -344,6 +378,28 @@ mod tests {
             r#"/cosmo/q/producer-2?vu=3&n=17 {"a": {"b": 1}} {x}"#
         );
         assert!(vars.is_empty());
+    }
+
+    #[test]
+    fn vu_modulo_spreads_users_over_n_names() {
+        let mut vars = Vec::new();
+        // The test context's user is 3.
+        let t = Template::parse("/queue/q-{vu % 2}-{vu%4}-{vu}", &mut vars).unwrap();
+        assert_eq!(render(&t, &[]).unwrap(), "/queue/q-1-3-3");
+        assert!(vars.is_empty());
+        assert!(
+            Template::parse("{vu % 0}", &mut vars)
+                .unwrap_err()
+                .contains("positive")
+        );
+        assert!(
+            Template::parse("{vu % x}", &mut vars)
+                .unwrap_err()
+                .contains("positive")
+        );
+        // Not the form: left as it was.
+        let t = Template::parse("{vu %", &mut vars).unwrap();
+        assert_eq!(render(&t, &[]).unwrap(), "{vu %");
     }
 
     #[test]

@@ -20,6 +20,8 @@
 #   5. The recipe examples/activemq-stores (KahaDB, KahaDB without concurrent store and
 #      dispatch, JDBC on PostgreSQL, JDBC 45 ms away), briefly: every part runs, 0 failures,
 #      and the remote database store is the slowest of the grid.
+#   6. The recipe examples/rabbitmq-queues (classic against quorum queues), briefly: both
+#      runs without a failure, compared, the Erlang VM's CPU per operation filled in.
 # Fails, never skips, when a broker cannot be started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -295,5 +297,18 @@ grid = {p.parent.name: json.loads(p.read_text())["summary"]["total"]["ops_per_se
         for p in (root / "grid" / "users.producer.mix.send.params.size=1KiB").glob("*/run.json")}
 assert grid["remote"] < grid["kahadb"] and grid["remote"] < grid["jdbc"], grid
 print("   grid at 1 KiB, msg/s:", {k: round(v) for k, v in sorted(grid.items())})
+PY
+echo "== 6. examples/rabbitmq-queues, briefly"
+LOADMIX_BIN="$BIN" examples/rabbitmq-queues/run.sh "$WORK/rabbit-recipe" 1 2s >"$WORK/rabbit-recipe.txt"
+python3 - "$WORK/rabbit-recipe" <<'PY'
+import json, pathlib, sys
+root = pathlib.Path(sys.argv[1])
+for t in ("classic", "quorum"):
+    r = json.loads((root / t / "run.json").read_text())
+    assert r["summary"]["total"]["failures"] == 0, (t, r["failures"][:3])
+    assert r["summary"]["total"]["successes"] > 0, t
+    assert any(p["cpu_ms_per_op"] > 0 for p in r["summary"]["server"]), r["summary"]["server"]
+assert "quorum" in (root / "compare.txt").read_text()
+print("   classic and quorum runs compared")
 PY
 echo "== brokers_check: all passed"

@@ -299,7 +299,7 @@ assert grid["remote"] < grid["kahadb"] and grid["remote"] < grid["jdbc"], grid
 print("   grid at 1 KiB, msg/s:", {k: round(v) for k, v in sorted(grid.items())})
 PY
 echo "== 6. examples/rabbitmq-queues, briefly"
-LOADMIX_BIN="$BIN" examples/rabbitmq-queues/run.sh "$WORK/rabbit-recipe" 1 2s >"$WORK/rabbit-recipe.txt"
+LOADMIX_BIN="$BIN" examples/rabbitmq-queues/run.sh "$WORK/rabbit-recipe" 1 4s >"$WORK/rabbit-recipe.txt"
 python3 - "$WORK/rabbit-recipe" <<'PY'
 import json, pathlib, sys
 root = pathlib.Path(sys.argv[1])

@@ -34,7 +34,7 @@ use crate::transport::{Conn, ErrorClass};
 use crate::workload::protocols::{AmqpOp, AmqpParams, QueueType};
 use crate::workload::{Dist, UserClass};
 
-use super::stomp::{body, now_ns, render, stamp_of};
+use super::broker::{self, Failed, body, done, nonce_of, now_ns, render, stamp_of};
 
 /// What every user of an AMQP class shares.
 pub struct AmqpClass {
@@ -58,7 +58,7 @@ impl AmqpClass {
             ops: ops.to_vec(),
             params: params.clone(),
             class: class.name.clone(),
-            nonce: super::stomp::nonce_of(run_id),
+            nonce: nonce_of(run_id),
             ack: Answer::named("amqp", "basic.ack", None, None),
             deliver: Answer::named("amqp", "basic.deliver", None, None),
             nack: Answer::named("amqp", "basic.nack", None, None),
@@ -87,23 +87,6 @@ pub struct AmqpVu {
     sent: u64,
 }
 
-/// Why an exchange with the broker failed.
-struct Failed {
-    class: ErrorClass,
-    detail: String,
-    answer: Answer,
-}
-
-impl Failed {
-    fn of(class: ErrorClass, detail: String) -> Failed {
-        Failed {
-            class,
-            detail,
-            answer: Answer::NONE,
-        }
-    }
-}
-
 /// A lapin error in the broker's words when the broker said something.
 fn failed(what: &str, e: lapin::Error) -> Failed {
     match e.kind() {
@@ -116,6 +99,8 @@ fn failed(what: &str, e: lapin::Error) -> Failed {
                 Some(p.get_id()),
                 Some(p.get_message().as_str()),
             ),
+            sent: 0,
+            received: 0,
         },
         lapin::ErrorKind::IOError(_) | lapin::ErrorKind::InvalidConnectionState(_) => {
             Failed::of(ErrorClass::Reset, format!("{what}: {e}"))
@@ -175,16 +160,10 @@ impl AmqpVu {
             }
             AmqpOp::Consume { timeout } => self.consume(conn, timeout, rng).await,
         };
-        let mut out = match result {
-            Ok(o) => o,
-            Err(f) => {
-                self.open = None;
-                let mut o = Outcome::failed(f.class, f.detail);
-                o.answer = f.answer;
-                o.latency = started.elapsed();
-                o
-            }
-        };
+        let (mut out, failed) = broker::outcome(result, started);
+        if failed {
+            self.open = None;
+        }
         if let Some(h) = self.open.as_mut().and_then(|s| s.opened.take()) {
             out.handshake = Some(h);
         }
@@ -342,16 +321,6 @@ struct Publish<'a> {
     persistent: bool,
     confirm: bool,
     mandatory: bool,
-}
-
-fn done(answer: Answer, sent: u64, received: u64, latency: Duration) -> Outcome {
-    Outcome {
-        answer,
-        bytes_sent: sent,
-        bytes_received: received,
-        latency,
-        ..Outcome::default()
-    }
 }
 
 /// `work` within `timeout`, or a `timeout` failure naming what did not come.

@@ -15,6 +15,7 @@
 pub mod amqp;
 pub mod atom;
 pub mod auth;
+mod broker;
 pub mod caldav;
 pub mod cleanup;
 pub mod data;

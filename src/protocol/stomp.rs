@@ -17,22 +17,21 @@
 //! the next receive, up to the subscription's prefetch.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use rand::Rng;
+use bytes::BytesMut;
 use rand::rngs::Xoshiro256PlusPlus;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
+use super::broker::{self, Failed, body, done, nonce_of, now_ns, render, stamp_of};
 use super::{Outcome, ProtocolError, Session, SetupError, VuIds};
 use crate::answer::Answer;
 use crate::formats::stomp::{self, Command, Frame, Limits};
 use crate::transport::stream::{Deadline, Handshake, Stream};
 use crate::transport::{Conn, Endpoint, ErrorClass};
 use crate::workload::protocols::{AckMode, STAMP_LEN, StompOp, StompParams};
-use crate::workload::template::Ctx;
 use crate::workload::{Dist, Template, UserClass};
 
 /// Messages a user keeps that arrived while it waited for something else: more than its
@@ -71,22 +70,6 @@ impl StompClass {
     }
 }
 
-/// A run's nonce: its id hashed (FNV-1a), so every process of the run stamps alike.
-pub(super) fn nonce_of(run_id: &str) -> u32 {
-    run_id.bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
-}
-
-/// The process's clock for stamps: nanoseconds since its first use.
-pub(super) fn now_ns() -> u64 {
-    static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
-    EPOCH
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_nanos() as u64
-}
-
 /// An open session with the broker.
 struct Link {
     stream: Stream,
@@ -95,36 +78,6 @@ struct Link {
     /// The opening's cost, until the operation that opened it reports it.
     opened: Option<Handshake>,
     subscribed: bool,
-}
-
-/// Why an exchange with the broker failed.
-struct Failed {
-    class: ErrorClass,
-    detail: String,
-    answer: Answer,
-    sent: u64,
-    received: u64,
-}
-
-impl Failed {
-    fn of(class: ErrorClass, detail: String) -> Failed {
-        Failed {
-            class,
-            detail,
-            answer: Answer::NONE,
-            sent: 0,
-            received: 0,
-        }
-    }
-
-    fn outcome(self, latency: Duration) -> Outcome {
-        let mut o = Outcome::failed(self.class, self.detail);
-        o.answer = self.answer;
-        o.bytes_sent = self.sent;
-        o.bytes_received = self.received;
-        o.latency = latency;
-        o
-    }
 }
 
 /// A frame read, with the bytes it took on the wire.
@@ -209,14 +162,11 @@ impl StompVu {
             }
             StompOp::Receive { timeout } => self.receive(conn, timeout, rng).await,
         };
-        let mut out = match result {
-            Ok(o) => o,
-            Err(f) => {
-                // A failed exchange leaves the stream out of step: the next one opens anew.
-                self.link = None;
-                f.outcome(started.elapsed())
-            }
-        };
+        let (mut out, failed) = broker::outcome(result, started);
+        if failed {
+            // A failed exchange leaves the stream out of step: the next one opens anew.
+            self.link = None;
+        }
         if let Some(h) = self.link.as_mut().and_then(|l| l.opened.take()) {
             out.handshake = Some(h);
         }
@@ -287,7 +237,7 @@ impl StompVu {
         write(link, &wire, deadline).await?;
         let sent = wire.len() as u64;
         if !s.receipt {
-            return Ok(success(Answer::NONE, sent, 0, start.elapsed()));
+            return Ok(done(Answer::NONE, sent, 0, start.elapsed()));
         }
         let want = id.to_string();
         let mut received = 0u64;
@@ -298,7 +248,7 @@ impl StompVu {
             received += r.bytes;
             match r.frame.command {
                 Command::Receipt if r.frame.get("receipt-id") == Some(&want) => {
-                    return Ok(success(class.receipt, sent, received, start.elapsed()));
+                    return Ok(done(class.receipt, sent, received, start.elapsed()));
                 }
                 Command::Message => {
                     if self.waiting.len() >= MAX_WAITING {
@@ -332,7 +282,7 @@ impl StompVu {
             None => self.next_message(&class, start + wait).await?,
         };
         let Some(m) = msg else {
-            let mut o = success(Answer::NONE, 0, 0, start.elapsed());
+            let mut o = done(Answer::NONE, 0, 0, start.elapsed());
             o.label = Some(class.params.label_receive_empty);
             return Ok(o);
         };
@@ -349,12 +299,12 @@ impl StompVu {
             }
             sent = wire.len() as u64;
         }
-        let mut o = success(class.message, sent, m.bytes, latency);
+        let mut o = done(class.message, sent, m.bytes, latency);
         match stamp_of(&m.frame.body, class.nonce) {
             Some(sent_ns) => {
                 let e2e = Duration::from_nanos(now_ns().saturating_sub(sent_ns));
                 o.steps
-                    .push((class.params.label_e2e, success(Answer::NONE, 0, 0, e2e)));
+                    .push((class.params.label_e2e, done(Answer::NONE, 0, 0, e2e)));
             }
             None => o.label = Some(class.params.label_receive_foreign),
         }
@@ -394,24 +344,6 @@ struct Send<'a> {
     receipt: bool,
 }
 
-impl Failed {
-    fn with_bytes(mut self, sent: u64, received: u64) -> Failed {
-        self.sent += sent;
-        self.received += received;
-        self
-    }
-}
-
-fn success(answer: Answer, sent: u64, received: u64, latency: Duration) -> Outcome {
-    Outcome {
-        answer,
-        bytes_sent: sent,
-        bytes_received: received,
-        latency,
-        ..Outcome::default()
-    }
-}
-
 /// A broker's ERROR as a failure in its own words.
 fn broker_error(f: &Frame) -> Failed {
     let message = f.get("message").unwrap_or("");
@@ -428,49 +360,6 @@ fn broker_error(f: &Frame) -> Failed {
         sent: 0,
         received: 0,
     }
-}
-
-/// A destination for this user of `class`: the template rendered with its built-in
-/// variables (the AMQP driver names its queues the same way).
-pub(super) fn render<R: Rng + ?Sized>(
-    t: &Template,
-    class: &str,
-    ids: &VuIds,
-    seq: u64,
-    rng: &mut R,
-) -> String {
-    let mut ctx = Ctx {
-        vu: ids.vu,
-        round: ids.round,
-        seq,
-        context: "",
-        run_id: &ids.run_id,
-        class,
-        vars: &[],
-        rng,
-    };
-    let mut s = String::new();
-    // Built-in variables only (the resolver saw to it): rendering cannot miss one.
-    let _ = t.render(&mut ctx, &mut s);
-    s
-}
-
-/// A body of `size` bytes (at least the stamp's): the stamp, then filler.
-pub(super) fn body(nonce: u32, vu: u32, seq: u64, size: usize) -> Bytes {
-    let mut b = Vec::with_capacity(size.max(STAMP_LEN));
-    b.extend_from_slice(&nonce.to_le_bytes());
-    b.extend_from_slice(&vu.to_le_bytes());
-    b.extend_from_slice(&seq.to_le_bytes());
-    b.extend_from_slice(&now_ns().to_le_bytes());
-    b.resize(size.max(STAMP_LEN), b'x');
-    Bytes::from(b)
-}
-
-/// The send time of a body stamped by this run; `None` for another's, or no stamp.
-pub(super) fn stamp_of(body: &[u8], nonce: u32) -> Option<u64> {
-    let stamp = body.get(..STAMP_LEN)?;
-    let n = u32::from_le_bytes(stamp[0..4].try_into().ok()?);
-    (n == nonce).then(|| u64::from_le_bytes(stamp[16..24].try_into().unwrap_or_default()))
 }
 
 /// Open a stream to the target's broker and log in: CONNECT, and CONNECTED back within

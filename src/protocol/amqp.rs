@@ -394,6 +394,32 @@ async fn open(
     let channel = within(rq, connection.create_channel(), "the channel")
         .await?
         .map_err(|e| failed("channel.open", e))?;
+    let queue = render(&class.params.queue, &class.class, ids, 0, &mut rand::rng());
+    prepare(class, &channel, &queue, rq).await?;
+    let consumes = class
+        .ops
+        .iter()
+        .any(|o| matches!(o, AmqpOp::Consume { .. }));
+    let consumer = match consumes {
+        false => None,
+        true => Some(consume_from(class, &channel, &queue, ids, rq).await?),
+    };
+    Ok(Session091 {
+        _connection: connection,
+        channel,
+        consumer,
+        queue,
+        opened: Some(handshake),
+    })
+}
+
+/// Publisher confirms on for a confirming class, and the queue declared with its type.
+async fn prepare(
+    class: &AmqpClass,
+    channel: &Channel,
+    queue: &str,
+    rq: Duration,
+) -> Result<(), Failed> {
     if class.confirms {
         within(
             rq,
@@ -403,7 +429,6 @@ async fn open(
         .await?
         .map_err(|e| failed("confirm.select", e))?;
     }
-    let queue = render(&class.params.queue, &class.class, ids, 0, &mut rand::rng());
     if class.params.queue_type != QueueType::Existing {
         let mut args = FieldTable::default();
         let kind = match class.params.queue_type {
@@ -414,7 +439,7 @@ async fn open(
         within(
             rq,
             channel.queue_declare(
-                ShortString::from(queue.as_str()),
+                ShortString::from(queue),
                 QueueDeclareOptions {
                     durable: true,
                     ..QueueDeclareOptions::default()
@@ -426,46 +451,41 @@ async fn open(
         .await?
         .map_err(|e| failed("queue.declare", e))?;
     }
-    let consumes = class
-        .ops
-        .iter()
-        .any(|o| matches!(o, AmqpOp::Consume { .. }));
-    let consumer = match consumes {
-        false => None,
-        true => {
-            within(
-                rq,
-                channel.basic_qos(class.params.prefetch, BasicQosOptions::default()),
-                "basic.qos",
-            )
-            .await?
-            .map_err(|e| failed("basic.qos", e))?;
-            let tag = format!("loadmix-{}-{}-{}", ids.run_id, class.class, ids.vu);
-            let c = within(
-                rq,
-                channel.basic_consume(
-                    ShortString::from(queue.as_str()),
-                    ShortString::from(tag.as_str()),
-                    BasicConsumeOptions {
-                        no_ack: !class.params.manual_ack,
-                        ..BasicConsumeOptions::default()
-                    },
-                    FieldTable::default(),
-                ),
-                "basic.consume",
-            )
-            .await?
-            .map_err(|e| failed("basic.consume", e))?;
-            Some(c)
-        }
-    };
-    Ok(Session091 {
-        _connection: connection,
-        channel,
-        consumer,
-        queue,
-        opened: Some(handshake),
-    })
+    Ok(())
+}
+
+/// The user's consumer on `queue`, with the class's prefetch and acknowledgements.
+async fn consume_from(
+    class: &AmqpClass,
+    channel: &Channel,
+    queue: &str,
+    ids: &VuIds,
+    rq: Duration,
+) -> Result<Consumer, Failed> {
+    within(
+        rq,
+        channel.basic_qos(class.params.prefetch, BasicQosOptions::default()),
+        "basic.qos",
+    )
+    .await?
+    .map_err(|e| failed("basic.qos", e))?;
+    let tag = format!("loadmix-{}-{}-{}", ids.run_id, class.class, ids.vu);
+    let c = within(
+        rq,
+        channel.basic_consume(
+            ShortString::from(queue),
+            ShortString::from(tag.as_str()),
+            BasicConsumeOptions {
+                no_ack: !class.params.manual_ack,
+                ..BasicConsumeOptions::default()
+            },
+            FieldTable::default(),
+        ),
+        "basic.consume",
+    )
+    .await?
+    .map_err(|e| failed("basic.consume", e))?;
+    Ok(c)
 }
 
 /// Preflight: connect, open a channel and declare the class's queue once, so a refused

@@ -248,20 +248,10 @@ impl ClassDriver {
         };
         // Something listens, and for https the certificate is trusted: said plainly here
         // rather than as every request's failure.
-        // A broker is probed by logging in, over its own protocol.
         if let Kind::Stomp(_) | Kind::Amqp(_) = &self.kind {
-            let ids = VuIds {
-                vu: 0,
-                round: 0,
-                run_id: format!("{run_id}-preflight").into(),
-            };
-            let conn = connection(endpoint, class, timeouts);
-            let s = self.accounts.session(w, class, &ids);
-            return match &self.kind {
-                Kind::Stomp(c) => stomp::preflight(c, &s, &conn).await,
-                Kind::Amqp(c) => amqp::preflight(c, &s, &ids, &conn).await,
-                _ => Ok(()),
-            };
+            return self
+                .broker_preflight(w, class, endpoint, timeouts, run_id)
+                .await;
         }
         if !endpoint.speaks_http {
             return Err(fail(
@@ -335,6 +325,30 @@ impl ClassDriver {
                     fail(request, answer)
                 })
             }
+        }
+    }
+
+    /// A broker is probed by logging in, over its own protocol, with an account of the
+    /// preflight's own.
+    async fn broker_preflight(
+        &self,
+        w: &Workload,
+        class: &UserClass,
+        endpoint: &Arc<Endpoint>,
+        timeouts: Timeouts,
+        run_id: &Arc<str>,
+    ) -> Result<(), ProtocolError> {
+        let ids = VuIds {
+            vu: 0,
+            round: 0,
+            run_id: format!("{run_id}-preflight").into(),
+        };
+        let conn = connection(endpoint, class, timeouts);
+        let s = self.accounts.session(w, class, &ids);
+        match &self.kind {
+            Kind::Stomp(c) => stomp::preflight(c, &s, &conn).await,
+            Kind::Amqp(c) => amqp::preflight(c, &s, &ids, &conn).await,
+            _ => Ok(()),
         }
     }
 

@@ -122,10 +122,13 @@ impl AmqpVu {
 
     /// Untimed, before the round: connect, declare the queue, and start consuming.
     pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
-        self.ensure(conn).await.map_err(|f| SetupError::Broker {
-            request: "AMQP connection, channel and queue".into(),
-            answer: f.detail,
-        })?;
+        let class = self.class.clone();
+        self.ensure(&class, conn)
+            .await
+            .map_err(|f| SetupError::Broker {
+                request: "AMQP connection, channel and queue".into(),
+                answer: f.detail,
+            })?;
         if let Some(o) = self.open.as_mut() {
             o.opened = None;
         }
@@ -156,23 +159,22 @@ impl AmqpVu {
                     confirm: *confirm,
                     mandatory: *mandatory,
                 };
-                self.publish(conn, p, rng).await
+                self.publish(&class, conn, p, rng).await
             }
-            AmqpOp::Consume { timeout } => self.consume(conn, timeout, rng).await,
+            AmqpOp::Consume { timeout } => self.consume(&class, conn, timeout, rng).await,
         };
         let (mut out, failed) = broker::outcome(result, started);
+        // A connection this operation opened is reported with it, failed or not.
+        out.handshake = self.open.as_mut().and_then(|s| s.opened.take());
         if failed {
             self.open = None;
-        }
-        if let Some(h) = self.open.as_mut().and_then(|s| s.opened.take()) {
-            out.handshake = Some(h);
         }
         out
     }
 
-    async fn ensure(&mut self, conn: &mut Conn) -> Result<(), Failed> {
+    async fn ensure(&mut self, class: &AmqpClass, conn: &mut Conn) -> Result<(), Failed> {
         if self.open.is_none() {
-            let s = Box::pin(open(&self.class, &self.session, &self.ids, conn)).await?;
+            let s = Box::pin(open(class, &self.session, &self.ids, conn)).await?;
             conn.opened += 1;
             self.open = Some(Box::new(s));
         }
@@ -181,12 +183,12 @@ impl AmqpVu {
 
     async fn publish(
         &mut self,
+        class: &AmqpClass,
         conn: &mut Conn,
         p: Publish<'_>,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
-        self.ensure(conn).await?;
-        let class = self.class.clone();
+        self.ensure(class, conn).await?;
         let timeout = conn.timeouts().request;
         let size = p
             .size
@@ -214,7 +216,8 @@ impl AmqpVu {
             .await?
             .map_err(|e| failed("basic.publish", e))?;
         let sent = payload.len() as u64;
-        if !p.confirm || !class.confirms {
+        // A confirming publish is what turned the channel's confirms on.
+        if !p.confirm {
             return Ok(done(Answer::NONE, sent, 0, start.elapsed()));
         }
         let confirmation = within(timeout, confirm, "the publisher confirm")
@@ -255,12 +258,12 @@ impl AmqpVu {
 
     async fn consume(
         &mut self,
+        class: &AmqpClass,
         conn: &mut Conn,
         timeout: &Dist,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
-        self.ensure(conn).await?;
-        let class = self.class.clone();
+        self.ensure(class, conn).await?;
         let wait = Duration::from_micros(timeout.sample(rng).max(0.0) as u64);
         let Some(consumer) = self.open.as_mut().and_then(|s| s.consumer.as_mut()) else {
             return Err(Failed::of(
@@ -288,16 +291,19 @@ impl AmqpVu {
             }
         };
         let latency = start.elapsed();
+        let received = delivery.data.len() as u64;
         if class.params.manual_ack {
+            // The delivery came whatever became of its acknowledgement: its bytes count.
             within(
                 conn.timeouts().request,
                 delivery.ack(BasicAckOptions::default()),
                 "the acknowledgement",
             )
-            .await?
-            .map_err(|e| failed("basic.ack", e))?;
+            .await
+            .map_err(|f| f.with_bytes(0, received))?
+            .map_err(|e| failed("basic.ack", e).with_bytes(0, received))?;
         }
-        let mut o = done(class.deliver, 0, delivery.data.len() as u64, latency);
+        let mut o = done(class.deliver, 0, received, latency);
         match stamp_of(&delivery.data, class.nonce) {
             Some(sent_ns) => {
                 let e2e = Duration::from_nanos(now_ns().saturating_sub(sent_ns));

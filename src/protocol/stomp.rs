@@ -119,7 +119,8 @@ impl StompVu {
             request: request.to_string(),
             answer,
         };
-        self.ensure(conn)
+        let class = self.class.clone();
+        self.ensure(&class, conn)
             .await
             .map_err(|f| fail("STOMP CONNECT", f.detail))?;
         // The opening was set-up, not any operation's.
@@ -158,29 +159,30 @@ impl StompVu {
                     persistent: *persistent,
                     receipt: *receipt,
                 };
-                self.send(conn, send, rng).await
+                self.send(&class, conn, send, rng).await
             }
-            StompOp::Receive { timeout } => self.receive(conn, timeout, rng).await,
+            StompOp::Receive { timeout } => self.receive(&class, conn, timeout, rng).await,
         };
         let (mut out, failed) = broker::outcome(result, started);
+        // A connection this operation opened is reported with it, failed or not.
+        out.handshake = self.link.as_mut().and_then(|l| l.opened.take());
         if failed {
             // A failed exchange leaves the stream out of step: the next one opens anew.
+            // The messages it had delivered and this user had not taken go back to the
+            // broker with the connection; taking them later would count them twice.
             self.link = None;
-        }
-        if let Some(h) = self.link.as_mut().and_then(|l| l.opened.take()) {
-            out.handshake = Some(h);
+            self.waiting.clear();
         }
         out
     }
 
     /// An open, logged-in session (subscribed, for a consumer), opening one if needed.
-    async fn ensure(&mut self, conn: &mut Conn) -> Result<(), Failed> {
+    async fn ensure(&mut self, class: &StompClass, conn: &mut Conn) -> Result<(), Failed> {
         if self.link.is_none() {
-            let link = Box::pin(open(&self.class, &self.session, conn)).await?;
+            let link = Box::pin(open(class, &self.session, conn)).await?;
             conn.opened += 1;
             self.link = Some(Box::new(link));
         }
-        let class = self.class.clone();
         let (Some(link), Some(dest)) = (self.link.as_mut(), class.params.subscribe.as_ref()) else {
             return Ok(());
         };
@@ -207,23 +209,23 @@ impl StompVu {
 
     async fn send(
         &mut self,
+        class: &StompClass,
         conn: &mut Conn,
         s: Send<'_>,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
-        self.ensure(conn).await?;
-        let class = self.class.clone();
+        self.ensure(class, conn).await?;
         let dest = render(s.destination, &class.class, &self.ids, self.sent, rng);
         let size = (s.size.sample(rng).max(STAMP_LEN as f64) as usize).min(class.limits.max_body);
         let seq = self.sent;
         self.sent += 1;
-        let id = self.next_receipt;
+        let want = self.next_receipt.to_string();
         self.next_receipt += 1;
         let mut f = Frame::new(Command::Send)
             .header("destination", &dest)
             .header("persistent", if s.persistent { "true" } else { "false" });
         if s.receipt {
-            f = f.header("receipt", &id.to_string());
+            f = f.header("receipt", &want);
         }
         let mut wire = Vec::with_capacity(size + 128);
         // The stamp is written at the last moment, so its send time is the write's.
@@ -239,7 +241,6 @@ impl StompVu {
         if !s.receipt {
             return Ok(done(Answer::NONE, sent, 0, start.elapsed()));
         }
-        let want = id.to_string();
         let mut received = 0u64;
         loop {
             let r = read(link, &class.limits, deadline)
@@ -269,17 +270,17 @@ impl StompVu {
 
     async fn receive(
         &mut self,
+        class: &StompClass,
         conn: &mut Conn,
         timeout: &Dist,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
-        self.ensure(conn).await?;
-        let class = self.class.clone();
+        self.ensure(class, conn).await?;
         let wait = Duration::from_micros(timeout.sample(rng).max(0.0) as u64);
         let start = Instant::now();
         let msg = match self.waiting.pop_front() {
             Some(m) => Some(m),
-            None => self.next_message(&class, start + wait).await?,
+            None => self.next_message(class, start + wait).await?,
         };
         let Some(m) = msg else {
             let mut o = done(Answer::NONE, 0, 0, start.elapsed());
@@ -295,7 +296,10 @@ impl StompVu {
             Frame::new(Command::Ack).header("id", ack).encode(&mut wire);
             let deadline = Instant::now() + conn.timeouts().request;
             if let Some(link) = self.link.as_mut() {
-                write(link, &wire, deadline).await?;
+                // The message came whatever became of its ACK: its bytes are counted.
+                write(link, &wire, deadline)
+                    .await
+                    .map_err(|f| f.with_bytes(0, m.bytes))?;
             }
             sent = wire.len() as u64;
         }

@@ -181,7 +181,10 @@ pub fn message_rates(r: &Report) -> Vec<MessageRate<'_>> {
         .ops
         .iter()
         .filter(|o| o.class.as_deref().is_some_and(|c| brokers.contains(&c)))
-        .filter(|o| !o.op.split_once('.').is_some_and(|(_, l)| l.contains('.')))
+        .filter(|o| {
+            let label = o.op.split_once('.').map_or("", |(_, l)| l);
+            !crate::workload::is_step_label(label)
+        })
         // An empty receive took no message.
         .filter(|o| !o.op.ends_with("_empty"))
         .filter(|o| o.successes > 0)

@@ -223,7 +223,14 @@ impl AnswerCount {
 
     /// As the table and the page show it: `stomp RECEIPT`, `amqp channel.close 406`.
     pub fn label(&self) -> String {
-        self.answer().to_string()
+        // Formatted from its fields: showing a report must not intern what it shows.
+        let named = crate::answer::Named {
+            protocol: self.protocol.as_str().into(),
+            name: self.name.as_str().into(),
+            code: self.code,
+            reason: self.reason.as_deref().map(Into::into),
+        };
+        format!("{} {}", named.protocol, named.label())
     }
 }
 

@@ -65,16 +65,25 @@ wait_port() {
     echo "nothing listens on port $1" >&2
     return 1
 }
-# The report's counts: receipts of sends, messages of receives, failures, and the run id.
+# The report's counts: the run id, receipts of sends (or confirms), messages received,
+# failures, messages the drain took after the rounds; and the ledger must say that every
+# destination was drained, nothing lost, nothing twice, nothing out of order.
 counts() {
-    python3 - "$1/run.json" <<'PY'
+    python3 - "$1/run.json" "$2" "$3" "$4" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 def named(op, name):
     o = next(x for x in r["summary"]["ops"] if x["op"] == op)
     return sum(a["count"] for a in o.get("answers", []) if a["name"] == name)
-print(r["run_id"], named("producer.send", "RECEIPT"), named("consumer.receive", "MESSAGE"),
-      r["summary"]["total"]["failures"])
+drained = sum(x["cleanup"].get("drained_messages", 0) for x in r["rounds"])
+l = r["ledger"]
+assert l["drained"], l["destinations"]
+for d in l["destinations"]:
+    assert d["lost"] == d["duplicated"] == d["out_of_order"] == d["foreign"] == 0, d
+    assert d["sent"] == d["received"] + d["drained"], d
+recv = sys.argv[4].split(":")
+print(r["run_id"], named(sys.argv[2], sys.argv[3]), named(recv[0], recv[1]),
+      r["summary"]["total"]["failures"], drained)
 PY
 }
 
@@ -121,7 +130,7 @@ wait_port "$STOMP_PORT" || { tail -20 "$AMQ/out.log"; exit 1; }
 wait_port "$JMX_PORT"
 "$BIN" run fixtures/workloads/broker-check.yaml --target "stomp://127.0.0.1:$STOMP_PORT" \
     --quiet --out "$WORK/amq-run" >/dev/null
-read -r RUN SENT RECEIVED FAILED < <(counts "$WORK/amq-run")
+read -r RUN SENT RECEIVED FAILED DRAINED < <(counts "$WORK/amq-run" producer.send RECEIPT consumer.receive:MESSAGE)
 [ "$FAILED" = 0 ] || { echo "ActiveMQ: $FAILED failures" >&2; exit 1; }
 # The broker's own counts of this run's queues.
 amq_java -jar /usr/share/activemq/bin/activemq.jar query \
@@ -134,9 +143,10 @@ get = lambda k: [int(x) for x in re.findall(rf"^{k} = (\d+)$", t, re.M)]
 print(len(get("EnqueueCount")), sum(get("EnqueueCount")), sum(get("DequeueCount")), sum(get("QueueSize")))
 PY
 )
-echo "   loadmix: $SENT receipts, $RECEIVED messages received · ActiveMQ: $QUEUES queues, $ENQ enqueued, $DEQ dequeued, $LEFT left"
+echo "   loadmix: $SENT receipts, $RECEIVED messages received, $DRAINED drained · ActiveMQ: $QUEUES queues, $ENQ enqueued, $DEQ dequeued, $LEFT left"
 [ "$QUEUES" = 2 ] || { cat "$WORK/amq-query.txt" >&2; exit 1; }
-[ "$SENT" = 400 ] && [ "$ENQ" = "$SENT" ] && [ "$DEQ" = "$RECEIVED" ] && [ "$LEFT" = $((SENT - RECEIVED)) ] || {
+[ "$SENT" = 400 ] && [ "$RECEIVED" = 320 ] && [ "$ENQ" = "$SENT" ] && [ "$DEQ" = $((RECEIVED + DRAINED)) ] &&
+    [ "$LEFT" = 0 ] && [ "$DRAINED" = 80 ] || {
     echo "ActiveMQ's counts differ from loadmix's" >&2
     exit 1
 }
@@ -182,13 +192,13 @@ wait_port "$RSTOMP_PORT" || { tail -20 "$RMQ/out.log"; exit 1; }
 wait_port "$PROM_PORT"
 "$BIN" run fixtures/workloads/broker-check.yaml --target "stomp://127.0.0.1:$RSTOMP_PORT" \
     --quiet --out "$WORK/rmq-run" >/dev/null
-read -r RUN SENT RECEIVED FAILED < <(counts "$WORK/rmq-run")
+read -r RUN SENT RECEIVED FAILED DRAINED < <(counts "$WORK/rmq-run" producer.send RECEIPT consumer.receive:MESSAGE)
 [ "$FAILED" = 0 ] || { echo "RabbitMQ: $FAILED failures" >&2; exit 1; }
 # RabbitMQ refreshes its figures every few seconds: read until they settle on loadmix's
 # or a minute has passed, then compare what was read.
 for _ in $(seq 1 60); do
     curl -sf "http://127.0.0.1:$PROM_PORT/metrics" >"$WORK/rmq.prom"
-    read -r RCVD ACKED LEFT QUEUES < <(python3 - "$WORK/rmq.prom" "$RUN" <<'PY'
+    read -r RCVD ACKED AUTO LEFT QUEUES < <(python3 - "$WORK/rmq.prom" "$RUN" <<'PY'
 import re, sys
 text, run = open(sys.argv[1]).read(), sys.argv[2]
 def total(name):
@@ -196,15 +206,15 @@ def total(name):
 left = [float(v) for q, v in re.findall(r'^rabbitmq_queue_messages\{[^}]*queue="([^"]+)"[^}]*\} (\S+)$', text, re.M)
         if q.startswith(f"check-{run}-")]
 print(int(total("rabbitmq_global_messages_received_total")), int(total("rabbitmq_global_messages_acknowledged_total")),
-      int(sum(left)), len(left))
+      int(total("rabbitmq_global_messages_delivered_consume_auto_ack_total")), int(sum(left)), len(left))
 PY
 )
-    [ "$RCVD" = "$SENT" ] && [ "$ACKED" = "$RECEIVED" ] && break
+    [ "$RCVD" = "$SENT" ] && [ "$ACKED" = "$RECEIVED" ] && [ "$AUTO" = "$DRAINED" ] && [ "$LEFT" = 0 ] && break
     sleep 1
 done
-echo "   loadmix: $SENT receipts, $RECEIVED messages received · RabbitMQ: $QUEUES queues, $RCVD received, $ACKED acknowledged, $LEFT left"
+echo "   loadmix: $SENT receipts, $RECEIVED messages received, $DRAINED drained · RabbitMQ: $QUEUES queues, $RCVD received, $ACKED acknowledged, $AUTO taken by the drain (auto ack), $LEFT left"
 [ "$QUEUES" = 2 ] && [ "$SENT" = 400 ] && [ "$RCVD" = "$SENT" ] && [ "$ACKED" = "$RECEIVED" ] &&
-    [ "$LEFT" = $((SENT - RECEIVED)) ] || {
+    [ "$AUTO" = "$DRAINED" ] && [ "$DRAINED" = 80 ] && [ "$LEFT" = 0 ] || {
     echo "RabbitMQ's counts differ from loadmix's" >&2
     exit 1
 }
@@ -216,34 +226,31 @@ import re, sys
 t = sys.stdin.read()
 tot = lambda n: int(sum(float(v) for v in re.findall(rf"^{n}(?:{{[^}}]*}})? (\S+)$", t, re.M)))
 print(tot("rabbitmq_global_messages_received_total"), tot("rabbitmq_global_messages_confirmed_total"),
-      tot("rabbitmq_global_messages_acknowledged_total"))'
+      tot("rabbitmq_global_messages_acknowledged_total"), tot("rabbitmq_global_messages_delivered_consume_auto_ack_total"))'
 }
-amqp_counts() {
-    python3 - "$1/run.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-def named(op, name):
-    o = next(x for x in r["summary"]["ops"] if x["op"] == op)
-    return sum(a["count"] for a in o.get("answers", []) if a["name"] == name)
-print(named("producer.publish", "basic.ack"), named("consumer.consume", "basic.deliver"),
-      r["summary"]["total"]["failures"])
-PY
+# The run's queues still on the broker (the drain deletes what the run declared).
+queues_left() {
+    curl -sf "http://127.0.0.1:$PROM_PORT/metrics" |
+        grep -c "^rabbitmq_queue_messages{.*queue=\"check-$1-" || true
 }
 for TYPE in classic quorum; do
-    read -r R0 C0 A0 < <(prom_totals)
+    read -r R0 C0 A0 U0 < <(prom_totals)
     "$BIN" run fixtures/workloads/broker-check-amqp.yaml --target "amqp://127.0.0.1:$AMQP_PORT" \
         --set "users.producer.params.queue_type=$TYPE" --set "users.consumer.params.queue_type=$TYPE" \
         --quiet --out "$WORK/amqp-$TYPE" >/dev/null
-    read -r CONFIRMED DELIVERED FAILED < <(amqp_counts "$WORK/amqp-$TYPE")
+    read -r RUN CONFIRMED DELIVERED FAILED DRAINED < <(counts "$WORK/amqp-$TYPE" producer.publish basic.ack consumer.consume:basic.deliver)
     [ "$FAILED" = 0 ] || { echo "RabbitMQ AMQP ($TYPE): $FAILED failures" >&2; exit 1; }
     for _ in $(seq 1 60); do
-        read -r R1 C1 A1 < <(prom_totals)
-        [ $((R1 - R0)) = "$CONFIRMED" ] && [ $((C1 - C0)) = "$CONFIRMED" ] && [ $((A1 - A0)) = "$DELIVERED" ] && break
+        read -r R1 C1 A1 U1 < <(prom_totals)
+        [ $((R1 - R0)) = "$CONFIRMED" ] && [ $((C1 - C0)) = "$CONFIRMED" ] && [ $((A1 - A0)) = "$DELIVERED" ] &&
+            [ $((U1 - U0)) = "$DRAINED" ] && break
         sleep 1
     done
-    echo "   $TYPE: loadmix $CONFIRMED confirmed, $DELIVERED delivered · RabbitMQ $((R1 - R0)) received, $((C1 - C0)) confirmed, $((A1 - A0)) acknowledged"
-    [ "$CONFIRMED" = 400 ] && [ $((R1 - R0)) = "$CONFIRMED" ] && [ $((C1 - C0)) = "$CONFIRMED" ] &&
-        [ $((A1 - A0)) = "$DELIVERED" ] || { echo "RabbitMQ's AMQP counts differ from loadmix's" >&2; exit 1; }
+    LEFT=$(queues_left "$RUN")
+    echo "   $TYPE: loadmix $CONFIRMED confirmed, $DELIVERED delivered, $DRAINED drained · RabbitMQ $((R1 - R0)) received, $((C1 - C0)) confirmed, $((A1 - A0)) acknowledged, $((U1 - U0)) taken by the drain, $LEFT of the run's queues left"
+    [ "$CONFIRMED" = 400 ] && [ "$DELIVERED" = 320 ] && [ $((R1 - R0)) = "$CONFIRMED" ] && [ $((C1 - C0)) = "$CONFIRMED" ] &&
+        [ $((A1 - A0)) = "$DELIVERED" ] && [ $((U1 - U0)) = "$DRAINED" ] && [ "$DRAINED" = 80 ] && [ "$LEFT" = 0 ] ||
+        { echo "RabbitMQ's AMQP counts differ from loadmix's" >&2; exit 1; }
 done
 # A queue that exists with another type: RabbitMQ's refusal, in its words, counted.
 cat >"$WORK/clash.yaml" <<'YAML'

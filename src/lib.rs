@@ -21,6 +21,7 @@ mod answer;
 mod cli;
 mod engine;
 pub mod formats;
+mod ledger;
 mod metrics;
 mod monitor;
 mod protocol;

@@ -179,6 +179,12 @@ pub struct RunArgs {
     /// Under --start-at, the slot of each round [default: the duration + 30s].
     #[arg(long, value_name = "DURATION", value_parser = crate::workload::units::parse_duration, requires = "start_at")]
     pub round_every: Option<std::time::Duration>,
+    /// The run's id, in its reports and in what it names (`{run_id}`), and the stamp its
+    /// messages carry: give every shard of a run the same one, so that a message one
+    /// shard sent is this run's on another [default: a new one; a shard under --start-at
+    /// takes one from that time].
+    #[arg(long, value_name = "ID", env = "LOADMIX_RUN_ID", value_parser = parse_run_id)]
+    pub run_id: Option<String>,
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -356,6 +362,15 @@ fn plan_shard(
 }
 
 /// `--start-at`, read against the clock now.
+/// A run id goes into file, queue and collection names: letters, digits, `.`, `_`, `-`.
+fn parse_run_id(s: &str) -> Result<String, String> {
+    let fits = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    match s.len() {
+        1..=64 if s.chars().all(fits) => Ok(s.to_string()),
+        _ => Err("give 1 to 64 letters, digits, '.', '_' or '-'".into()),
+    }
+}
+
 fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
     crate::engine::shard::parse_start_at(s, std::time::SystemTime::now())
 }
@@ -485,6 +500,7 @@ impl From<RunArgs> for RunOptions {
             shard: a.shard.unwrap_or_default(),
             start_at: a.start_at,
             round_every: a.round_every,
+            run_id: a.run_id,
             monitor_process: a.monitor_process,
             monitor_prometheus: a.monitor_prometheus,
             order: a.order.map(|o| match o {

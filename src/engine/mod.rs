@@ -24,8 +24,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::answer::Answer;
+use crate::ledger::Ledger;
 use crate::metrics::{self, LabelTable, RoundStats, Sample};
 use crate::protocol::cleanup::CleanupStats;
+use crate::protocol::drain::DrainStats;
 use crate::protocol::{AccountPlan, ClassDriver, ProtocolError, VuDriver, VuIds};
 use crate::transport::{Conn, Endpoint, ErrorClass, Timeouts};
 use crate::workload::{Stop, UserClass, Workload};
@@ -135,6 +137,10 @@ pub struct RoundResult {
     pub late: u64,
     /// Removing what the round made, after its clock stopped.
     pub cleanup: CleanupStats,
+    /// Draining the broker destinations it used, and deleting the queues it declared.
+    pub drain: DrainStats,
+    /// What its producers sent and its consumers (and the drain) took, by stamp.
+    pub ledger: Ledger,
 }
 
 /// Everything a run produced.
@@ -150,6 +156,8 @@ pub struct RunResult {
     pub interrupted: bool,
     pub op_log: Vec<OpLogEntry>,
     pub failures: Vec<FailureNote>,
+    /// The measured rounds' ledgers added up; `None` when no broker was used.
+    pub ledger: Option<Ledger>,
 }
 
 /// A warm-up round's headline figures (the round itself is not in the report).
@@ -213,6 +221,7 @@ pub struct Runner {
     warmups: Vec<WarmupRound>,
     op_log: Vec<OpLogEntry>,
     failures: Vec<FailureNote>,
+    ledger: Option<Ledger>,
 }
 
 impl Runner {
@@ -228,6 +237,7 @@ impl Runner {
             warmups: Vec::new(),
             op_log: Vec::new(),
             failures: Vec::new(),
+            ledger: None,
         })
     }
 
@@ -258,8 +268,15 @@ impl Runner {
 
     /// Run round `r` (from 1); `on_round` hears of it.
     pub async fn round(&mut self, w: &Workload, r: u32) {
-        let (round, log, fails) = run_round(w, &self.cfg, &self.drivers, &self.labels, r).await;
+        let (mut round, log, fails) = run_round(w, &self.cfg, &self.drivers, &self.labels, r).await;
         self.op_log.extend(log);
+        let ledger = std::mem::take(&mut round.ledger);
+        if !ledger.is_empty() {
+            let run = self.ledger.get_or_insert_with(Ledger::drained);
+            let drained = run.drained && ledger.drained;
+            run.absorb(ledger);
+            run.drained = drained;
+        }
         let room = MAX_FAILURE_NOTES.saturating_sub(self.failures.len());
         self.failures.extend(fails.into_iter().take(room));
         if let Some(f) = &self.cfg.on_round {
@@ -284,6 +301,7 @@ impl Runner {
             warmups: self.warmups,
             op_log: self.op_log,
             failures: self.failures,
+            ledger: self.ledger,
         }
     }
 }
@@ -304,11 +322,17 @@ struct VuOutput {
     sessions: u64,
     /// What its users made, for the end of the round to remove.
     leftovers: Vec<crate::protocol::cleanup::Leftovers>,
+    /// The broker destinations of the run's own its users used, for the teardown.
+    queues: Vec<crate::protocol::drain::Queue>,
+    /// What its users sent and received through a broker, by stamp.
+    ledger: Ledger,
 }
 
 impl VuOutput {
     fn absorb(&mut self, o: VuOutput) {
         self.leftovers.extend(o.leftovers);
+        self.queues.extend(o.queues);
+        self.ledger.absorb(o.ledger);
         self.log.extend(o.log);
         self.failures.extend(o.failures);
         self.connections += o.connections;
@@ -316,6 +340,16 @@ impl VuOutput {
         self.dropped += o.dropped;
         self.late += o.late;
         self.sessions += o.sessions;
+    }
+}
+
+impl VuOutput {
+    /// A broker user's destinations and ledger, taken when it ends.
+    fn finish_broker(&mut self, driver: &mut VuDriver) {
+        self.queues.extend(driver.queues());
+        if let Some(l) = driver.take_ledger() {
+            self.ledger.absorb(l);
+        }
     }
 }
 
@@ -457,6 +491,7 @@ async fn run_round(
         let leftovers = std::mem::take(&mut out.leftovers);
         crate::protocol::cleanup::run(cfg.endpoint.clone(), timeouts, leftovers).await
     };
+    let (drain, ledger) = tear_down(cfg, timeouts, &mut out).await;
     // Stable: a VU's rows keep their order (a bootstrap before the pick it precedes).
     out.log.sort_by_key(|e| (e.class, e.vu));
     out.failures.sort_by_key(|f| f.label);
@@ -480,10 +515,39 @@ async fn run_round(
             dropped: out.dropped,
             late: out.late,
             cleanup,
+            drain,
+            ledger,
         },
         out.log,
         out.failures,
     )
+}
+
+/// After the clock: the broker destinations the round used are drained (deleted when the
+/// run declared them and runs whole), unless the run keeps its data; the round's ledger,
+/// the drain's added, says whether every destination in it was drained.
+async fn tear_down(
+    cfg: &EngineConfig,
+    timeouts: Timeouts,
+    out: &mut VuOutput,
+) -> (DrainStats, Ledger) {
+    let mut ledger = std::mem::take(&mut out.ledger);
+    let queues = std::mem::take(&mut out.queues);
+    if cfg.keep_data || (queues.is_empty() && ledger.is_empty()) {
+        return (DrainStats::default(), ledger);
+    }
+    let names: std::collections::HashSet<String> = queues.iter().map(|q| q.name.clone()).collect();
+    let every = ledger.destinations().all(|d| names.contains(d));
+    let mut drain = match queues.is_empty() {
+        true => DrainStats::default(),
+        false => {
+            let delete = cfg.shard.is_whole();
+            crate::protocol::drain::run(cfg.endpoint.clone(), timeouts, queues, delete).await
+        }
+    };
+    ledger.absorb(std::mem::take(&mut drain.ledger));
+    ledger.drained = every && drain.failures == 0;
+    (drain, ledger)
 }
 
 /// What every user of a round shares once its clock has started.
@@ -995,6 +1059,7 @@ async fn vu_loop(
     out.connections = conn.opened;
     out.retried = conn.retried;
     out.leftovers.extend(driver.leftovers());
+    out.finish_broker(&mut driver);
     out
 }
 

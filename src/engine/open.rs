@@ -315,5 +315,6 @@ async fn session(
     out.connections = conn.opened;
     out.retried = conn.retried;
     out.leftovers.extend(vu.leftovers());
+    out.finish_broker(&mut vu);
     out
 }

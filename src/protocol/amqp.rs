@@ -20,7 +20,7 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, QueueDeclareOptions,
+    ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, Consumer};
@@ -34,13 +34,17 @@ use crate::transport::{Conn, ErrorClass};
 use crate::workload::protocols::{AmqpOp, AmqpParams, QueueType};
 use crate::workload::{Dist, UserClass};
 
-use super::broker::{self, Failed, body, done, nonce_of, now_ns, render, stamp_of};
+use super::broker::{self, Failed, body, done, nonce_of, producer, render};
+use super::drain::{Queue, QueueKind};
+use crate::ledger::{Ledger, Taken};
 
 /// What every user of an AMQP class shares.
 pub struct AmqpClass {
     ops: Vec<AmqpOp>,
     params: AmqpParams,
     class: String,
+    /// The class's index in the workload, in every stamp its producers write.
+    index: u16,
     nonce: u32,
     /// Publisher confirms are on for the class's channels.
     confirms: bool,
@@ -50,8 +54,15 @@ pub struct AmqpClass {
 }
 
 impl AmqpClass {
-    pub fn new(class: &UserClass, ops: &[AmqpOp], params: &AmqpParams, run_id: &str) -> AmqpClass {
+    pub fn new(
+        class: &UserClass,
+        ops: &[AmqpOp],
+        params: &AmqpParams,
+        index: u16,
+        run_id: &str,
+    ) -> AmqpClass {
         AmqpClass {
+            index,
             confirms: ops
                 .iter()
                 .any(|o| matches!(o, AmqpOp::Publish { confirm: true, .. })),
@@ -76,6 +87,12 @@ struct Session091 {
     opened: Option<Handshake>,
 }
 
+/// The queue a user used, and whether the run's declaration created it.
+struct Used {
+    name: String,
+    created: bool,
+}
+
 /// One user of an AMQP class.
 pub struct AmqpVu {
     class: Arc<AmqpClass>,
@@ -84,7 +101,11 @@ pub struct AmqpVu {
     /// Boxed: a connection, its channel and consumer are large, and an idle user of any
     /// protocol pays for the largest driver state.
     open: Option<Box<Session091>>,
-    sent: u64,
+    sent: u32,
+    /// What this user sent and received, by stamp; made at its first message.
+    ledger: Option<Box<Ledger>>,
+    /// Its queue, once declared (or found).
+    used: Option<Box<Used>>,
 }
 
 /// A lapin error in the broker's words when the broker said something.
@@ -117,6 +138,8 @@ impl AmqpVu {
             session,
             open: None,
             sent: 0,
+            ledger: None,
+            used: None,
         }
     }
 
@@ -174,8 +197,14 @@ impl AmqpVu {
 
     async fn ensure(&mut self, class: &AmqpClass, conn: &mut Conn) -> Result<(), Failed> {
         if self.open.is_none() {
-            let s = Box::pin(open(class, &self.session, &self.ids, conn)).await?;
+            let (s, created) = Box::pin(open(class, &self.session, &self.ids, conn)).await?;
             conn.opened += 1;
+            // Created once is the run's, even when a later reconnection finds it there.
+            let created = created || self.used.as_ref().is_some_and(|u| u.created);
+            self.used = Some(Box::new(Used {
+                name: s.queue.clone(),
+                created,
+            }));
             self.open = Some(Box::new(s));
         }
         Ok(())
@@ -195,11 +224,12 @@ impl AmqpVu {
             .sample(rng)
             .max(crate::workload::protocols::STAMP_LEN as f64) as usize;
         let seq = self.sent;
-        self.sent += 1;
+        self.sent = self.sent.saturating_add(1);
+        let from = producer(class.index, &self.ids);
         let Some(s) = self.open.as_ref() else {
             return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
         };
-        let payload = body(class.nonce, self.ids.vu, seq, size.min(64 << 20));
+        let payload = body(class.nonce, from, seq, size.min(64 << 20));
         let props = BasicProperties::default().with_delivery_mode(if p.persistent { 2 } else { 1 });
         let start = Instant::now();
         let publish = s.channel.basic_publish(
@@ -216,15 +246,25 @@ impl AmqpVu {
             .await?
             .map_err(|e| failed("basic.publish", e))?;
         let sent = payload.len() as u64;
+        let queue = s.queue.as_str();
+        let ledger = self.ledger.get_or_insert_with(Box::default);
+        ledger.sent(queue, from, seq);
         // A confirming publish is what turned the channel's confirms on.
         if !p.confirm {
             return Ok(done(Answer::NONE, sent, 0, start.elapsed()));
         }
         let confirmation = within(timeout, confirm, "the publisher confirm")
-            .await?
-            .map_err(|e| failed("publisher confirm", e))?;
+            .await
+            .and_then(|c| c.map_err(|e| failed("publisher confirm", e)));
         let latency = start.elapsed();
-        match confirmation {
+        let confirmed = matches!(
+            confirmation,
+            Ok(Confirmation::Ack(None) | Confirmation::NotRequested)
+        );
+        if !confirmed {
+            ledger.send_failed(queue, from, seq);
+        }
+        match confirmation? {
             Confirmation::Ack(None) | Confirmation::NotRequested => {
                 Ok(done(class.ack, sent, 0, latency))
             }
@@ -304,20 +344,43 @@ impl AmqpVu {
             .map_err(|e| failed("basic.ack", e).with_bytes(0, received))?;
         }
         let mut o = done(class.deliver, 0, received, latency);
-        match stamp_of(&delivery.data, class.nonce) {
-            Some(sent_ns) => {
-                let e2e = Duration::from_nanos(now_ns().saturating_sub(sent_ns));
-                o.steps
-                    .push((class.params.label_e2e, done(Answer::NONE, 0, 0, e2e)));
-            }
-            None => o.label = Some(class.params.label_consume_foreign),
-        }
+        let queue = self.used.as_ref().map_or("", |u| u.name.as_str());
+        let labels = (class.params.label_e2e, class.params.label_consume_foreign);
+        broker::took(
+            &mut o,
+            &delivery.data,
+            class.nonce,
+            (queue, delivery.redelivered),
+            &mut self.ledger,
+            labels,
+        );
         Ok(o)
     }
 
-    /// Nothing to delete: the queue and its messages are the broker's.
+    /// Nothing made over HTTP: what the round left on the broker is in `queues`.
     pub fn leftovers(&self) -> Vec<(crate::transport::Method, super::cleanup::Place)> {
         Vec::new()
+    }
+
+    /// The queue this user used, for the teardown to drain when it is the run's own: one
+    /// the run's declaration created.
+    pub fn queues(&self) -> Vec<Queue> {
+        self.used
+            .iter()
+            .filter(|u| u.created)
+            .map(|u| Queue {
+                session: self.session.clone(),
+                kind: QueueKind::Amqp,
+                name: u.name.clone(),
+                created: true,
+                nonce: self.class.nonce,
+            })
+            .collect()
+    }
+
+    /// What this user sent and received, by stamp.
+    pub fn take_ledger(&mut self) -> Option<Ledger> {
+        self.ledger.take().map(|b| *b)
     }
 }
 
@@ -340,15 +403,46 @@ async fn within<F: Future>(timeout: Duration, work: F, what: &str) -> Result<F::
 }
 
 /// Connect as the user, open a channel, turn confirms on, declare the queue, and start a
-/// consumer when the class consumes.
+/// consumer when the class consumes; and whether the declaration created the queue.
 async fn open(
     class: &AmqpClass,
     s: &Session,
     ids: &VuIds,
     conn: &Conn,
-) -> Result<Session091, Failed> {
+) -> Result<(Session091, bool), Failed> {
+    let t0 = Instant::now();
+    let connection = connect(s, conn).await?;
+    let handshake = Handshake {
+        connect: t0.elapsed(),
+        tls: None,
+        resumed: false,
+    };
+    let rq = conn.timeouts().request;
+    let queue = render(&class.params.queue, &class.class, ids, 0, &mut rand::rng());
+    let (channel, created) = channel_for(class, &connection, &queue, rq).await?;
+    prepare(class, &channel, &queue, rq).await?;
+    let consumes = class
+        .ops
+        .iter()
+        .any(|o| matches!(o, AmqpOp::Consume { .. }));
+    let consumer = match consumes {
+        false => None,
+        true => Some(consume_from(class, &channel, &queue, ids, rq).await?),
+    };
+    let open = Session091 {
+        _connection: connection,
+        channel,
+        consumer,
+        queue,
+        opened: Some(handshake),
+    };
+    Ok((open, created))
+}
+
+/// An AMQP connection to the target as the session's user (RabbitMQ's `guest` without a
+/// password), on the target's virtual host.
+async fn connect(s: &Session, conn: &Conn) -> Result<Connection, Failed> {
     let endpoint = conn.endpoint();
-    let timeouts = conn.timeouts();
     let addr = endpoint.amqp.ok_or_else(|| {
         Failed::of(
             ErrorClass::Connect,
@@ -378,9 +472,8 @@ async fn open(
         },
         ..Default::default()
     };
-    let t0 = Instant::now();
-    let connection = within(
-        timeouts.connect,
+    within(
+        conn.timeouts().connect,
         Connection::connect_uri(uri, ConnectionProperties::default()),
         "the AMQP connection",
     )
@@ -390,33 +483,44 @@ async fn open(
             Failed::of(ErrorClass::Connect, format!("connect to {addr}: {e}"))
         }
         _ => failed("AMQP connection", e),
-    })?;
-    let handshake = Handshake {
-        connect: t0.elapsed(),
-        tls: None,
-        resumed: false,
-    };
-    let rq = timeouts.request;
-    let channel = within(rq, connection.create_channel(), "the channel")
-        .await?
-        .map_err(|e| failed("channel.open", e))?;
-    let queue = render(&class.params.queue, &class.class, ids, 0, &mut rand::rng());
-    prepare(class, &channel, &queue, rq).await?;
-    let consumes = class
-        .ops
-        .iter()
-        .any(|o| matches!(o, AmqpOp::Consume { .. }));
-    let consumer = match consumes {
-        false => None,
-        true => Some(consume_from(class, &channel, &queue, ids, rq).await?),
-    };
-    Ok(Session091 {
-        _connection: connection,
-        channel,
-        consumer,
-        queue,
-        opened: Some(handshake),
     })
+}
+
+/// The user's channel, and whether the queue is new: a class that declares its queue
+/// first asks for it passively, which the broker answers by closing the channel (404)
+/// when it is not there, so a second channel is opened then.
+async fn channel_for(
+    class: &AmqpClass,
+    connection: &Connection,
+    queue: &str,
+    rq: Duration,
+) -> Result<(Channel, bool), Failed> {
+    let new_channel = || async {
+        within(rq, connection.create_channel(), "the channel")
+            .await?
+            .map_err(|e| failed("channel.open", e))
+    };
+    let channel = new_channel().await?;
+    if class.params.queue_type == QueueType::Existing {
+        return Ok((channel, false));
+    }
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    let found = within(
+        rq,
+        channel.queue_declare(ShortString::from(queue), passive, FieldTable::default()),
+        "queue.declare (passive)",
+    )
+    .await?;
+    match found {
+        Ok(_) => Ok((channel, false)),
+        Err(e) if matches!(e.kind(), lapin::ErrorKind::ProtocolError(p) if p.get_id() == 404) => {
+            Ok((new_channel().await?, true))
+        }
+        Err(e) => Err(failed("queue.declare (passive)", e)),
+    }
 }
 
 /// Publisher confirms on for a confirming class, and the queue declared with its type.
@@ -510,6 +614,7 @@ pub async fn preflight(
             ..class.params.clone()
         },
         class: class.class.clone(),
+        index: class.index,
         nonce: class.nonce,
         confirms: class.confirms,
         ack: class.ack,
@@ -525,4 +630,88 @@ pub async fn preflight(
             request: format!("AMQP connection to {}", conn.endpoint().display),
             answer: f.detail,
         })
+}
+
+/// The teardown's drain of one queue: consume with automatic acknowledgement until
+/// nothing has come for `idle` (or `until`), each message in `ledger`; then delete the
+/// queue when `delete`. How many were taken, and whether it was deleted.
+pub async fn drain(
+    q: &Queue,
+    conn: &Conn,
+    idle: Duration,
+    until: Instant,
+    delete: bool,
+    ledger: &mut Ledger,
+) -> Result<(u64, bool), String> {
+    let rq = conn.timeouts().request;
+    let connection = connect(&q.session, conn).await.map_err(|f| f.detail)?;
+    let channel = within(rq, connection.create_channel(), "the channel")
+        .await
+        .map_err(|f| f.detail)?
+        .map_err(|e| failed("channel.open", e).detail)?;
+    let step = |what: &'static str| move |e: lapin::Error| failed(what, e).detail;
+    within(
+        rq,
+        channel.basic_qos(1000, BasicQosOptions::default()),
+        "basic.qos",
+    )
+    .await
+    .map_err(|f| f.detail)?
+    .map_err(step("basic.qos"))?;
+    let mut consumer = within(
+        rq,
+        channel.basic_consume(
+            ShortString::from(q.name.as_str()),
+            ShortString::from("loadmix-drain"),
+            BasicConsumeOptions {
+                no_ack: true,
+                ..BasicConsumeOptions::default()
+            },
+            FieldTable::default(),
+        ),
+        "basic.consume",
+    )
+    .await
+    .map_err(|f| f.detail)?
+    .map_err(step("basic.consume"))?;
+    let mut taken = 0u64;
+    loop {
+        let by = (Instant::now() + idle).min(until);
+        let next = match tokio::time::timeout_at(by, consumer.next()).await {
+            Err(_) if Instant::now() >= until => {
+                return Err(format!(
+                    "{}: messages were still coming when the drain's time was up ({taken} taken)",
+                    q.name
+                ));
+            }
+            Err(_) => break,
+            Ok(n) => n,
+        };
+        match next {
+            Some(Ok(d)) => {
+                taken += 1;
+                match broker::stamp_of(&d.data, q.nonce) {
+                    Some(st) => ledger.took(&q.name, st.producer, st.seq, Taken::Drained, false),
+                    None => ledger.foreign(&q.name),
+                }
+            }
+            Some(Err(e)) => return Err(failed("basic.consume", e).detail),
+            None => break,
+        }
+    }
+    if !delete {
+        return Ok((taken, false));
+    }
+    within(
+        rq,
+        channel.queue_delete(
+            ShortString::from(q.name.as_str()),
+            QueueDeleteOptions::default(),
+        ),
+        "queue.delete",
+    )
+    .await
+    .map_err(|f| f.detail)?
+    .map_err(step("queue.delete"))?;
+    Ok((taken, true))
 }

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::{Outcome, VuIds};
 use crate::answer::Answer;
+use crate::ledger::{Ledger, Producer, Taken};
 use crate::transport::ErrorClass;
 use crate::workload::Template;
 use crate::workload::protocols::STAMP_LEN;
@@ -114,20 +115,103 @@ pub(super) fn render<R: Rng + ?Sized>(
     s
 }
 
-/// A body of `size` bytes (at least the stamp's): the stamp, then filler.
-pub(super) fn body(nonce: u32, vu: u32, seq: u64, size: usize) -> Bytes {
+/// A body of `size` bytes (at least the stamp's): the stamp, then filler. The stamp is
+/// the run's nonce, the producer (class, round, user), its sequence number, and the send
+/// time on this process's clock, little-endian.
+pub(super) fn body(nonce: u32, p: Producer, seq: u32, size: usize) -> Bytes {
     let mut b = Vec::with_capacity(size.max(STAMP_LEN));
     b.extend_from_slice(&nonce.to_le_bytes());
-    b.extend_from_slice(&vu.to_le_bytes());
+    b.extend_from_slice(&p.class.to_le_bytes());
+    b.extend_from_slice(&p.round.to_le_bytes());
+    b.extend_from_slice(&p.vu.to_le_bytes());
     b.extend_from_slice(&seq.to_le_bytes());
     b.extend_from_slice(&now_ns().to_le_bytes());
     b.resize(size.max(STAMP_LEN), b'x');
     Bytes::from(b)
 }
 
-/// The send time of a body stamped by this run; `None` for another's, or no stamp.
-pub(super) fn stamp_of(body: &[u8], nonce: u32) -> Option<u64> {
-    let stamp = body.get(..STAMP_LEN)?;
-    let n = u32::from_le_bytes(stamp[0..4].try_into().ok()?);
-    (n == nonce).then(|| u64::from_le_bytes(stamp[16..24].try_into().unwrap_or_default()))
+/// What a stamp says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stamp {
+    pub(super) producer: Producer,
+    pub(super) seq: u32,
+    pub(super) sent_ns: u64,
+}
+
+/// The stamp of a body this run sent; `None` for another's, or no stamp.
+pub(super) fn stamp_of(body: &[u8], nonce: u32) -> Option<Stamp> {
+    let s: &[u8; STAMP_LEN] = body.get(..STAMP_LEN)?.try_into().ok()?;
+    let u16_at = |i: usize| u16::from_le_bytes([s[i], s[i + 1]]);
+    let u32_at = |i: usize| u32::from_le_bytes([s[i], s[i + 1], s[i + 2], s[i + 3]]);
+    (u32_at(0) == nonce).then(|| Stamp {
+        producer: Producer {
+            class: u16_at(4),
+            round: u16_at(6),
+            vu: u32_at(8),
+        },
+        seq: u32_at(12),
+        sent_ns: u64::from_le_bytes(s[16..24].try_into().unwrap_or_default()),
+    })
+}
+
+/// A producer's stamp fields: its class's index, its round and user.
+pub(super) fn producer(class: u16, ids: &VuIds) -> Producer {
+    Producer {
+        class,
+        round: u16::try_from(ids.round).unwrap_or(u16::MAX),
+        vu: ids.vu,
+    }
+}
+
+/// What a consumer does with a message it took from a destination (and whether the
+/// broker flagged it redelivered): its end-to-end latency as a step of the operation, and
+/// its stamp in the user's ledger; a message without this run's stamp is counted as
+/// foreign (`labels.1`) and not timed.
+pub(super) fn took(
+    o: &mut Outcome,
+    body: &[u8],
+    nonce: u32,
+    taken_from: (&str, bool),
+    ledger: &mut Option<Box<Ledger>>,
+    labels: (usize, usize),
+) {
+    let (destination, redelivered) = taken_from;
+    let l = ledger.get_or_insert_with(Box::default);
+    match stamp_of(body, nonce) {
+        Some(st) => {
+            let e2e = Duration::from_nanos(now_ns().saturating_sub(st.sent_ns));
+            o.steps.push((labels.0, done(Answer::NONE, 0, 0, e2e)));
+            l.took(
+                destination,
+                st.producer,
+                st.seq,
+                Taken::Received,
+                redelivered,
+            );
+        }
+        None => {
+            o.label = Some(labels.1);
+            l.foreign(destination);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamp_reads_back_as_written_and_another_runs_is_not_read() {
+        let p = Producer {
+            class: 3,
+            round: 2,
+            vu: 70_000,
+        };
+        let b = body(0xfeed, p, 41, 100);
+        assert_eq!(b.len(), 100);
+        let st = stamp_of(&b, 0xfeed).unwrap();
+        assert_eq!((st.producer, st.seq), (p, 41));
+        assert!(stamp_of(&b, 0xbeef).is_none());
+        assert!(stamp_of(&b[..STAMP_LEN - 1], 0xfeed).is_none());
+    }
 }

@@ -19,6 +19,7 @@ mod broker;
 pub mod caldav;
 pub mod cleanup;
 pub mod data;
+pub mod drain;
 pub mod http;
 pub mod morse;
 pub mod session;
@@ -206,6 +207,13 @@ impl ClassDriver {
         accounts: AccountPlan,
         run_id: &str,
     ) -> ClassDriver {
+        // The class's index in every stamp its producers write.
+        let index = workload
+            .classes
+            .iter()
+            .position(|c| c.name == class.name)
+            .and_then(|i| u16::try_from(i).ok())
+            .unwrap_or(u16::MAX);
         let kind = match &class.kind {
             ClassKind::Http { requests, pools } => Kind::Http(Arc::new(http::HttpClass::new(
                 workload, class, requests, pools, seed,
@@ -219,12 +227,12 @@ impl ClassDriver {
             ClassKind::Caldav { params, ops } => {
                 Kind::Caldav(Arc::new(caldav::CaldavClass::new(class, ops, params)))
             }
-            ClassKind::Stomp { params, ops } => {
-                Kind::Stomp(Arc::new(stomp::StompClass::new(class, ops, params, run_id)))
-            }
-            ClassKind::Amqp { params, ops } => {
-                Kind::Amqp(Arc::new(amqp::AmqpClass::new(class, ops, params, run_id)))
-            }
+            ClassKind::Stomp { params, ops } => Kind::Stomp(Arc::new(stomp::StompClass::new(
+                class, ops, params, index, run_id,
+            ))),
+            ClassKind::Amqp { params, ops } => Kind::Amqp(Arc::new(amqp::AmqpClass::new(
+                class, ops, params, index, run_id,
+            ))),
         };
         ClassDriver { kind, accounts }
     }
@@ -434,6 +442,24 @@ impl VuDriver {
             session: self.session.clone(),
             items,
         })
+    }
+
+    /// The broker destinations of the run's own this user used, for the teardown.
+    pub fn queues(&self) -> Vec<drain::Queue> {
+        match &self.state {
+            VuState::Stomp(v) => v.queues(),
+            VuState::Amqp(v) => v.queues(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// What this user sent and received through a broker, by stamp.
+    pub fn take_ledger(&mut self) -> Option<crate::ledger::Ledger> {
+        match &mut self.state {
+            VuState::Stomp(v) => v.take_ledger(),
+            VuState::Amqp(v) => v.take_ledger(),
+            _ => None,
+        }
     }
 
     /// Why the last 401 stood, if one did since this was last asked.

@@ -25,10 +25,12 @@ use rand::rngs::Xoshiro256PlusPlus;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
-use super::broker::{self, Failed, body, done, nonce_of, now_ns, render, stamp_of};
+use super::broker::{self, Failed, body, done, nonce_of, producer, render};
+use super::drain::{Queue, QueueKind};
 use super::{Outcome, ProtocolError, Session, SetupError, VuIds};
 use crate::answer::Answer;
 use crate::formats::stomp::{self, Command, Frame, Limits};
+use crate::ledger::{Ledger, Taken};
 use crate::transport::stream::{Deadline, Handshake, Stream};
 use crate::transport::{Conn, Endpoint, ErrorClass};
 use crate::workload::protocols::{AckMode, STAMP_LEN, StompOp, StompParams};
@@ -43,8 +45,13 @@ pub struct StompClass {
     ops: Vec<StompOp>,
     params: StompParams,
     class: String,
+    /// The class's index in the workload, in every stamp its producers write.
+    index: u16,
     /// This run's stamp: a message without it is another run's.
     nonce: u32,
+    /// A destination whose name has this in it is the run's own, which the teardown may
+    /// drain.
+    run_id: String,
     receipt: Answer,
     message: Answer,
     limits: Limits,
@@ -55,13 +62,16 @@ impl StompClass {
         class: &UserClass,
         ops: &[StompOp],
         params: &StompParams,
+        index: u16,
         run_id: &str,
     ) -> StompClass {
         StompClass {
             ops: ops.to_vec(),
             params: params.clone(),
             class: class.name.clone(),
+            index,
             nonce: nonce_of(run_id),
+            run_id: run_id.to_string(),
             // The answers a driver expects are interned once, not per message.
             receipt: Answer::named("stomp", "RECEIPT", None, None),
             message: Answer::named("stomp", "MESSAGE", None, None),
@@ -96,8 +106,12 @@ pub struct StompVu {
     link: Option<Box<Link>>,
     next_receipt: u64,
     /// Messages this producer has sent (its stamps' sequence numbers).
-    sent: u64,
+    sent: u32,
     waiting: VecDeque<Read>,
+    /// What this user sent and received, by stamp; made at its first message.
+    ledger: Option<Box<Ledger>>,
+    /// The destination it subscribed to, once it has.
+    subscription: Option<String>,
 }
 
 impl StompVu {
@@ -110,6 +124,8 @@ impl StompVu {
             next_receipt: 1,
             sent: 0,
             waiting: VecDeque::new(),
+            ledger: None,
+            subscription: None,
         }
     }
 
@@ -130,9 +146,35 @@ impl StompVu {
         Ok(())
     }
 
-    /// Nothing to delete: a queue's messages are the broker's.
+    /// Nothing made over HTTP: what the round left on the broker is in `queues`.
     pub fn leftovers(&self) -> Vec<(crate::transport::Method, super::cleanup::Place)> {
         Vec::new()
+    }
+
+    /// The run's own destinations this user sent to or subscribed to, for the teardown to
+    /// drain. STOMP cannot tell whether a destination existed before, so the run's own
+    /// are those named after it; STOMP has no way to delete one.
+    pub fn queues(&self) -> Vec<Queue> {
+        let sent = self.ledger.iter().flat_map(|l| l.destinations());
+        let mut names: Vec<&str> = sent.chain(self.subscription.as_deref()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+            .into_iter()
+            .filter(|n| n.contains(&self.class.run_id))
+            .map(|n| Queue {
+                session: self.session.clone(),
+                kind: QueueKind::Stomp,
+                name: n.to_string(),
+                created: false,
+                nonce: self.class.nonce,
+            })
+            .collect()
+    }
+
+    /// What this user sent and received, by stamp.
+    pub fn take_ledger(&mut self) -> Option<Ledger> {
+        self.ledger.take().map(|b| *b)
     }
 
     pub async fn execute(
@@ -179,7 +221,7 @@ impl StompVu {
     /// An open, logged-in session (subscribed, for a consumer), opening one if needed.
     async fn ensure(&mut self, class: &StompClass, conn: &mut Conn) -> Result<(), Failed> {
         if self.link.is_none() {
-            let link = Box::pin(open(class, &self.session, conn)).await?;
+            let link = Box::pin(open(&class.limits, &self.session, conn)).await?;
             conn.opened += 1;
             self.link = Some(Box::new(link));
         }
@@ -189,7 +231,13 @@ impl StompVu {
         if link.subscribed {
             return Ok(());
         }
-        let dest = render(dest, &class.class, &self.ids, self.sent, &mut rand::rng());
+        let dest = render(
+            dest,
+            &class.class,
+            &self.ids,
+            u64::from(self.sent),
+            &mut rand::rng(),
+        );
         let mut f = Frame::new(Command::Subscribe)
             .header("id", "0")
             .header("destination", &dest)
@@ -204,6 +252,7 @@ impl StompVu {
         let deadline = Instant::now() + conn.timeouts().request;
         write(link, &wire, deadline).await?;
         link.subscribed = true;
+        self.subscription = Some(dest);
         Ok(())
     }
 
@@ -215,10 +264,17 @@ impl StompVu {
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
         self.ensure(class, conn).await?;
-        let dest = render(s.destination, &class.class, &self.ids, self.sent, rng);
+        let dest = render(
+            s.destination,
+            &class.class,
+            &self.ids,
+            u64::from(self.sent),
+            rng,
+        );
         let size = (s.size.sample(rng).max(STAMP_LEN as f64) as usize).min(class.limits.max_body);
         let seq = self.sent;
-        self.sent += 1;
+        self.sent = self.sent.saturating_add(1);
+        let from = producer(class.index, &self.ids);
         let want = self.next_receipt.to_string();
         self.next_receipt += 1;
         let mut f = Frame::new(Command::Send)
@@ -229,7 +285,7 @@ impl StompVu {
         }
         let mut wire = Vec::with_capacity(size + 128);
         // The stamp is written at the last moment, so its send time is the write's.
-        f.body = body(class.nonce, self.ids.vu, seq, size);
+        f.body = body(class.nonce, from, seq, size);
         f.encode(&mut wire);
         let deadline = Instant::now() + conn.timeouts().request;
         let Some(link) = self.link.as_mut() else {
@@ -237,10 +293,34 @@ impl StompVu {
         };
         let start = Instant::now();
         write(link, &wire, deadline).await?;
+        let ledger = self.ledger.get_or_insert_with(Box::default);
+        ledger.sent(&dest, from, seq);
         let sent = wire.len() as u64;
         if !s.receipt {
             return Ok(done(Answer::NONE, sent, 0, start.elapsed()));
         }
+        let confirmed = self.confirm(class, &want, deadline, sent).await;
+        let elapsed = start.elapsed();
+        if confirmed.is_err()
+            && let Some(l) = self.ledger.as_mut()
+        {
+            l.send_failed(&dest, from, seq);
+        }
+        confirmed.map(|received| done(class.receipt, sent, received, elapsed))
+    }
+
+    /// The broker's RECEIPT `want` for a send of `sent` bytes: the bytes read till then.
+    /// MESSAGE frames that come first are kept for the next receive.
+    async fn confirm(
+        &mut self,
+        class: &StompClass,
+        want: &str,
+        deadline: Instant,
+        sent: u64,
+    ) -> Result<u64, Failed> {
+        let Some(link) = self.link.as_mut() else {
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
         let mut received = 0u64;
         loop {
             let r = read(link, &class.limits, deadline)
@@ -248,8 +328,8 @@ impl StompVu {
                 .map_err(|f| f.with_bytes(sent, received))?;
             received += r.bytes;
             match r.frame.command {
-                Command::Receipt if r.frame.get("receipt-id") == Some(&want) => {
-                    return Ok(done(class.receipt, sent, received, start.elapsed()));
+                Command::Receipt if r.frame.get("receipt-id") == Some(want) => {
+                    return Ok(received);
                 }
                 Command::Message => {
                     if self.waiting.len() >= MAX_WAITING {
@@ -304,14 +384,22 @@ impl StompVu {
             sent = wire.len() as u64;
         }
         let mut o = done(class.message, sent, m.bytes, latency);
-        match stamp_of(&m.frame.body, class.nonce) {
-            Some(sent_ns) => {
-                let e2e = Duration::from_nanos(now_ns().saturating_sub(sent_ns));
-                o.steps
-                    .push((class.params.label_e2e, done(Answer::NONE, 0, 0, e2e)));
-            }
-            None => o.label = Some(class.params.label_receive_foreign),
-        }
+        let dest = m
+            .frame
+            .get("destination")
+            .or(self.subscription.as_deref())
+            .unwrap_or("");
+        let labels = (class.params.label_e2e, class.params.label_receive_foreign);
+        // ActiveMQ and RabbitMQ say so of a message handed out before.
+        let again = m.frame.get("redelivered") == Some("true");
+        broker::took(
+            &mut o,
+            &m.frame.body,
+            class.nonce,
+            (dest, again),
+            &mut self.ledger,
+            labels,
+        );
         Ok(o)
     }
 
@@ -368,7 +456,7 @@ fn broker_error(f: &Frame) -> Failed {
 
 /// Open a stream to the target's broker and log in: CONNECT, and CONNECTED back within
 /// the request timeout.
-async fn open(class: &StompClass, s: &Session, conn: &Conn) -> Result<Link, Failed> {
+async fn open(limits: &Limits, s: &Session, conn: &Conn) -> Result<Link, Failed> {
     let endpoint = conn.endpoint();
     let timeouts = conn.timeouts();
     let addr = endpoint.broker.ok_or_else(|| {
@@ -402,7 +490,7 @@ async fn open(class: &StompClass, s: &Session, conn: &Conn) -> Result<Link, Fail
     f.encode(&mut wire);
     let deadline = Instant::now() + timeouts.request;
     write(&mut link, &wire, deadline).await?;
-    let r = read(&mut link, &class.limits, deadline).await?;
+    let r = read(&mut link, limits, deadline).await?;
     match r.frame.command {
         Command::Connected => Ok(link),
         Command::Error => Err(broker_error(&r.frame)),
@@ -504,7 +592,7 @@ async fn read_frame(
 /// Preflight: log in once and leave, so a refused login stops the run with the broker's
 /// reason before the clock starts.
 pub async fn preflight(class: &StompClass, s: &Session, conn: &Conn) -> Result<(), ProtocolError> {
-    let _ = open(class, s, conn)
+    let _ = open(&class.limits, s, conn)
         .await
         .map_err(|f| ProtocolError::Preflight {
             class: class.class.clone(),
@@ -513,4 +601,80 @@ pub async fn preflight(class: &StompClass, s: &Session, conn: &Conn) -> Result<(
             answer: f.detail,
         })?;
     Ok(())
+}
+
+/// The teardown's drain of one destination: subscribe with automatic acknowledgement and
+/// take every message until none has come for `idle` (or `until`), each in `ledger`; then
+/// leave with a receipt, so the broker has settled them. How many were taken.
+pub async fn drain(
+    q: &Queue,
+    conn: &Conn,
+    idle: Duration,
+    until: Instant,
+    ledger: &mut Ledger,
+) -> Result<u64, String> {
+    let limits = Limits::default();
+    let mut link = open(&limits, &q.session, conn)
+        .await
+        .map_err(|f| f.detail)?;
+    let mut wire = Vec::new();
+    Frame::new(Command::Subscribe)
+        .header("id", "drain")
+        .header("destination", &q.name)
+        .header("ack", "auto")
+        .header("activemq.prefetchSize", "1000")
+        .header("prefetch-count", "1000")
+        .encode(&mut wire);
+    let rq = conn.timeouts().request;
+    write(&mut link, &wire, Instant::now() + rq)
+        .await
+        .map_err(|f| f.detail)?;
+    let mut taken = 0u64;
+    loop {
+        let by = (Instant::now() + idle).min(until);
+        let r = match read(&mut link, &limits, by).await {
+            Ok(r) => r,
+            Err(f) if f.class == ErrorClass::Timeout => break,
+            Err(f) => return Err(f.detail),
+        };
+        match r.frame.command {
+            Command::Message => taken += drained(q, &r.frame, ledger),
+            Command::Error => return Err(broker_error(&r.frame).detail),
+            _ => {}
+        }
+        if Instant::now() >= until {
+            return Err(format!(
+                "{}: messages were still coming when the drain's time was up ({taken} taken)",
+                q.name
+            ));
+        }
+    }
+    wire.clear();
+    Frame::new(Command::Disconnect)
+        .header("receipt", "drained")
+        .encode(&mut wire);
+    let deadline = Instant::now() + rq;
+    write(&mut link, &wire, deadline)
+        .await
+        .map_err(|f| f.detail)?;
+    loop {
+        let r = read(&mut link, &limits, deadline)
+            .await
+            .map_err(|f| f.detail)?;
+        match r.frame.command {
+            Command::Receipt => return Ok(taken),
+            // Dispatched before the broker read the DISCONNECT: taken all the same.
+            Command::Message => taken += drained(q, &r.frame, ledger),
+            _ => {}
+        }
+    }
+}
+
+/// A drained message in the ledger; 1.
+fn drained(q: &Queue, f: &Frame, ledger: &mut Ledger) -> u64 {
+    match broker::stamp_of(&f.body, q.nonce) {
+        Some(st) => ledger.took(&q.name, st.producer, st.seq, Taken::Drained, false),
+        None => ledger.foreign(&q.name),
+    }
+    1
 }

@@ -214,6 +214,38 @@ fn messages_table(b: &mut String, r: &Report) {
         );
     }
     b.push_str("</table>");
+    if let Some(l) = &r.ledger {
+        ledger_table(b, l);
+    }
+}
+
+/// Per destination, what the messages' stamps say.
+fn ledger_table(b: &mut String, l: &crate::ledger::LedgerRecord) {
+    let _ = write!(
+        b,
+        "<p>By stamp{}:</p><table><tr><th>destination</th><th>sent</th><th>received</th><th>drained</th><th>lost</th><th>duplicated</th><th>out of order</th><th>foreign</th><th>sends failed</th></tr>",
+        match l.drained {
+            true => " (every destination drained after its round: lost is lost)",
+            false => " (not drained: lost counts what may still be on the broker)",
+        }
+    );
+    for d in &l.destinations {
+        let c = &d.counts;
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&d.name),
+            c.sent,
+            c.received,
+            c.drained,
+            c.lost,
+            c.duplicated,
+            c.out_of_order,
+            c.foreign,
+            c.send_failed
+        );
+    }
+    b.push_str("</table>");
 }
 
 /// Scheduled classes: latency from the intended start beside the service time.

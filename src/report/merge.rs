@@ -334,6 +334,10 @@ fn merged_round_report(
                 .flat_map(|r| r.cleanup.failed.iter().cloned())
                 .take(10)
                 .collect(),
+            drained_destinations: sum(|r| r.cleanup.drained_destinations),
+            drained_messages: sum(|r| r.cleanup.drained_messages),
+            deleted_queues: sum(|r| r.cleanup.deleted_queues),
+            drain_failures: sum(|r| r.cleanup.drain_failures),
         },
         server,
         metrics,
@@ -417,6 +421,7 @@ pub fn merge(shards: Vec<ShardReport>) -> Result<Report, MergeError> {
         .flat_map(|s| s.report.failures.iter().cloned())
         .collect();
     failures.truncate(crate::engine::MAX_FAILURE_NOTES);
+    let ledger = merged_ledger(&shards)?;
     Ok(Report {
         schema: model::SCHEMA.to_string(),
         tool: r0.tool.clone(),
@@ -449,7 +454,36 @@ pub fn merge(shards: Vec<ShardReport>) -> Result<Report, MergeError> {
             })
             .collect(),
         failures,
+        ledger,
     })
+}
+
+/// The shards' ledgers added up: a message sent on one shard and received on another is
+/// neither lost nor foreign, and one received on two is a duplicate.
+fn merged_ledger(
+    shards: &[ShardReport],
+) -> Result<Option<crate::ledger::LedgerRecord>, MergeError> {
+    let mut merged: Option<crate::ledger::Ledger> = None;
+    for s in shards {
+        let Some(rec) = &s.report.ledger else {
+            continue;
+        };
+        let l = crate::ledger::Ledger::from_record(rec).ok_or_else(|| {
+            MergeError::Corrupt(format!(
+                "{}: its message ledger is not one loadmix wrote",
+                s.file
+            ))
+        })?;
+        match merged.as_mut() {
+            None => merged = Some(l),
+            Some(m) => {
+                let drained = m.drained && l.drained;
+                m.absorb(l);
+                m.drained = drained;
+            }
+        }
+    }
+    Ok(merged.map(|l| l.to_record()))
 }
 
 /// Per operation over rounds: its name, class, merged figures and each round's summed rate.

@@ -156,6 +156,59 @@ fn messages(out: &mut String, r: &Report) {
             m.op, m.per_sec, m.per_min, m.mib_per_sec
         );
     }
+    if let Some(l) = &r.ledger {
+        ledger(out, l);
+    }
+}
+
+/// Destinations shown one by one; the rest are summed.
+const LEDGER_ROWS: usize = 10;
+
+/// Per destination, what the stamps say: sent, received, drained, lost, duplicated, out
+/// of order, foreign.
+fn ledger(out: &mut String, l: &crate::ledger::LedgerRecord) {
+    let _ = writeln!(
+        out,
+        "  by stamp{}:",
+        match l.drained {
+            true => " (every destination drained after its round: lost is lost)",
+            false => " (not drained: lost counts what may still be on the broker)",
+        }
+    );
+    for d in l.destinations.iter().take(LEDGER_ROWS) {
+        let _ = writeln!(out, "    {}: {}", d.name, ledger_words(&d.counts));
+    }
+    if l.destinations.len() > LEDGER_ROWS {
+        let mut rest = crate::ledger::Counts::default();
+        for d in &l.destinations[LEDGER_ROWS..] {
+            rest.add(&d.counts);
+        }
+        let _ = writeln!(
+            out,
+            "    {} more destination(s): {}",
+            l.destinations.len() - LEDGER_ROWS,
+            ledger_words(&rest)
+        );
+    }
+}
+
+/// A destination's counts in words; the ones that are 0 and usually are, left out.
+pub fn ledger_words(c: &crate::ledger::Counts) -> String {
+    let mut w = format!(
+        "sent {} · received {} · drained {} · lost {} · duplicated {} · out of order {}",
+        c.sent, c.received, c.drained, c.lost, c.duplicated, c.out_of_order
+    );
+    let extra = [
+        (c.redelivered, "redelivered"),
+        (c.lost_failed, "of the lost, sends that had failed"),
+        (c.send_failed, "sends failed"),
+        (c.foreign, "foreign"),
+        (c.untracked, "untracked"),
+    ];
+    for (n, what) in extra.iter().filter(|(n, _)| *n > 0) {
+        let _ = write!(w, " · {what} {n}");
+    }
+    w
 }
 
 /// One broker operation's message rates.
@@ -377,6 +430,28 @@ fn cleanup(out: &mut String, r: &Report) {
         for f in r.rounds.iter().flat_map(|x| &x.cleanup.failed).take(5) {
             let _ = writeln!(out, "  cleanup failed: {f}");
         }
+    }
+    drain(out, r);
+}
+
+/// What the brokers' teardown took from the destinations the rounds used.
+fn drain(out: &mut String, r: &Report) {
+    let sum =
+        |f: fn(&super::model::Cleanup) -> u64| r.rounds.iter().map(|x| f(&x.cleanup)).sum::<u64>();
+    let dests = sum(|c| c.drained_destinations);
+    if dests == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "drain: after the rounds, {} message(s) taken from {dests} destination(s), {} queue(s) the run declared deleted, {} failed",
+        sum(|c| c.drained_messages),
+        sum(|c| c.deleted_queues),
+        sum(|c| c.drain_failures),
+    );
+    let failed = r.rounds.iter().flat_map(|x| &x.cleanup.failed);
+    for f in failed.filter(|f| f.starts_with("draining")).take(5) {
+        let _ = writeln!(out, "  drain failed: {f}");
     }
 }
 

@@ -79,6 +79,8 @@ pub struct RunOptions {
     /// `--round-every`: the slot of each round under `--start-at` [default: the round's
     /// duration and `DEFAULT_ROUND_GAP`].
     pub round_every: Option<std::time::Duration>,
+    /// `--run-id`: the run's id, the same in every shard; `None`: a new one.
+    pub run_id: Option<String>,
 }
 
 /// Under `--start-at`, the time between one round's end and the next one's slot, for
@@ -177,6 +179,29 @@ pub fn new_run_id() -> String {
     )
 }
 
+/// The run's id: `--run-id`; for a shard under `--start-at`, one from that time, which
+/// every shard has alike (so they stamp and name alike); else a new one.
+fn run_id_of(a: &RunOptions) -> String {
+    if let Some(id) = &a.run_id {
+        return id.clone();
+    }
+    match (a.shard.is_whole(), a.start_at) {
+        (false, Some(at)) => {
+            let at: chrono::DateTime<chrono::Utc> = at.into();
+            format!("{}-shared", at.format("%Y%m%dT%H%M%SZ"))
+        }
+        _ => new_run_id(),
+    }
+}
+
+/// `reports/NAME-RUN`, and a shard's apart from its sisters', which share the run id.
+fn default_out(name: &str, run_id: &str, shard: crate::engine::shard::Shard) -> String {
+    match shard.is_whole() {
+        true => format!("{}-{run_id}", safe(name)),
+        false => format!("{}-{run_id}-shard{}", safe(name), shard.index),
+    }
+}
+
 fn safe(name: &str) -> String {
     name.chars()
         .map(|c| {
@@ -219,12 +244,12 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
     let points = load_points(&a, sweep.as_ref())?;
     let targets = parse_targets(&a.targets, &points[0].1.target).map_err(RunError::Usage)?;
     check_targets(&a, &targets)?;
-    let run_id = new_run_id();
+    let run_id = run_id_of(&a);
     let w0 = &points[0].1;
     let out = a
         .out
         .clone()
-        .unwrap_or_else(|| Path::new("reports").join(format!("{}-{run_id}", safe(&w0.name))));
+        .unwrap_or_else(|| Path::new("reports").join(default_out(&w0.name, &run_id, a.shard)));
     let stop = CancellationToken::new();
     let progress = Progress::new(a.quiet);
     let watcher = watch_signals(stop.clone(), progress.clone());

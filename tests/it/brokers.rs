@@ -19,6 +19,14 @@ fn write_workload(dir: &std::path::Path, text: &str) -> String {
     path_str(&f)
 }
 
+/// `loadmix run W --target TARGET --quiet --out OUT [EXTRA...]`, in-process: its exit code.
+fn run_to(w: &str, target: &str, out: &std::path::Path, extra: &[&str]) -> i32 {
+    let out = path_str(out);
+    let mut args = vec!["run", w, "--target", target, "--quiet", "--out", &out];
+    args.extend_from_slice(extra);
+    loadmix(&args)
+}
+
 fn answer_count(r: &loadmix::reports::OpReport, name: &str) -> u64 {
     r.answers
         .iter()
@@ -54,15 +62,7 @@ users:
     );
     let target = format!("stomp://{}", h.stomp_addr.unwrap());
     let out = out_dir(&tmp);
-    let code = loadmix(&[
-        "run",
-        &w,
-        "--target",
-        &target,
-        "--quiet",
-        "--out",
-        &path_str(&out),
-    ]);
+    let code = run_to(&w, &target, &out, &[]);
     assert_eq!(code, 0);
     let r = read_report(&out);
     let counts = h.broker.destinations();
@@ -99,6 +99,105 @@ users:
     h_stop(&rt, h);
 }
 
+/// A round whose consumers take less than its producers sent: what is left is drained
+/// after the round (the run's own destination), every message accounted by its stamp.
+const LEFTOVERS: &str = r#"
+name: broker-leftovers
+run: { iterations: 50, rounds: 2 }
+users:
+  - class: producer
+    protocol: stomp
+    count: 4
+    mix:
+      send: { weight: 1, params: { destination: "/queue/left-{run_id}-{round}", size: 64B } }
+  - class: other
+    protocol: stomp
+    count: 1
+    iterations: 10
+    mix:
+      send: { weight: 1, params: { destination: "/queue/not-the-runs", size: 64B } }
+  - class: consumer
+    protocol: stomp
+    count: 2
+    iterations: 60
+    params: { subscribe: "/queue/left-{run_id}-{round}", ack: client-individual, prefetch: 1 }
+    mix:
+      receive: { weight: 1, params: { timeout: 5s } }
+"#;
+
+#[test]
+fn what_a_round_leaves_is_drained_after_it_and_every_message_is_accounted_by_its_stamp() {
+    let rt = runtime();
+    let h = broker(&rt, true);
+    let tmp = tempdir();
+    let w = write_workload(tmp.path(), LEFTOVERS);
+    let target = format!("stomp://{}", h.stomp_addr.unwrap());
+    let out = out_dir(&tmp);
+    let code = run_to(&w, &target, &out, &[]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    let counts = h.broker.destinations();
+    let ledger = r.ledger.as_ref().expect("a ledger");
+    assert!(
+        !ledger.drained,
+        "/queue/not-the-runs is not the run's: not drained"
+    );
+    for (name, c) in &counts {
+        let d = ledger
+            .destinations
+            .iter()
+            .find(|d| d.name == *name)
+            .unwrap_or_else(|| panic!("{name} not in {ledger:?}"));
+        assert_eq!(d.counts.sent, c.enqueued, "{name}");
+        assert_eq!(d.counts.duplicated + d.counts.out_of_order, 0, "{name}");
+        if name.starts_with("/queue/left-") {
+            // The broker's queue is empty: what consumers did not take, the drain did.
+            assert_eq!((c.enqueued, c.dequeued), (200, 200), "{name}: {c:?}");
+            assert_eq!(d.counts.received, 120, "{name}");
+            assert_eq!(d.counts.drained, 80, "{name}");
+            assert_eq!(d.counts.lost, 0, "{name}");
+        } else {
+            // Never touched: its messages are still there, and not received.
+            assert_eq!((c.enqueued, c.dequeued), (20, 0), "{name}: {c:?}");
+            assert_eq!(
+                (d.counts.received, d.counts.drained, d.counts.lost),
+                (0, 0, 20)
+            );
+        }
+    }
+    let drained: u64 = r.rounds.iter().map(|x| x.cleanup.drained_messages).sum();
+    assert_eq!(drained, 160);
+    let table = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(
+        table.contains("drain: after the rounds, 160 message(s) taken from 2 destination(s)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("received 120 · drained 80 · lost 0"),
+        "{table}"
+    );
+    // Kept (--keep-data): nothing drained, and the report says what lost may mean.
+    let kept = tmp.path().join("kept");
+    let code = run_to(&w, &target, &kept, &["--keep-data"]);
+    assert_eq!(code, 0);
+    let r = read_report(&kept);
+    let l = r.ledger.as_ref().unwrap();
+    assert!(!l.drained);
+    let left: u64 = l
+        .destinations
+        .iter()
+        .filter(|d| d.name.starts_with("/queue/left-"))
+        .map(|d| d.counts.lost)
+        .sum();
+    assert_eq!(left, 160);
+    let table = std::fs::read_to_string(kept.join("report.txt")).unwrap();
+    assert!(
+        table.contains("not drained: lost counts what may still be on the broker"),
+        "{table}"
+    );
+    h_stop(&rt, h);
+}
+
 #[test]
 fn a_brokers_error_is_counted_in_its_own_words_and_the_run_goes_on() {
     let rt = runtime();
@@ -121,15 +220,7 @@ users:
     );
     let target = format!("stomp://{}", h.stomp_addr.unwrap());
     let out = out_dir(&tmp);
-    loadmix(&[
-        "run",
-        &w,
-        "--target",
-        &target,
-        "--quiet",
-        "--out",
-        &path_str(&out),
-    ]);
+    run_to(&w, &target, &out, &[]);
     let r = read_report(&out);
     let send = op(&r, "producer.send");
     assert_eq!((send.requests, send.failures), (20, 20));
@@ -226,4 +317,97 @@ users:
 
 fn h_stop(rt: &tokio::runtime::Runtime, h: loadmix::embedded::ServerHandle) {
     rt.block_on(h.stop());
+}
+
+#[test]
+fn shards_share_the_runs_stamp_and_their_merged_ledger_loses_and_doubles_nothing() {
+    let rt = runtime();
+    let h = broker(&rt, true);
+    let tmp = tempdir();
+    let w = write_workload(
+        tmp.path(),
+        r#"
+name: broker-shards
+run: { iterations: 50, rounds: 1, timeout: 5s }
+users:
+  - class: producer
+    protocol: stomp
+    count: 2
+    mix:
+      send: { weight: 1, params: { destination: "/queue/shards-{run_id}", size: 64B } }
+  - class: consumer
+    protocol: stomp
+    count: 2
+    iterations: 40
+    params: { subscribe: "/queue/shards-{run_id}", prefetch: 1 }
+    mix:
+      receive: { weight: 1, params: { timeout: 2s } }
+"#,
+    );
+    let target = format!("stomp://{}", h.stomp_addr.unwrap());
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(3))
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            let out = tmp.path().join(format!("s{i}"));
+            let child = std::process::Command::new(env!("CARGO_BIN_EXE_loadmix"))
+                .args(["run", &w, "--target", &target, "--shard", &format!("{i}/2")])
+                .args(["--start-at", &at, "--quiet", "--out", &path_str(&out)])
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            (child, out)
+        })
+        .collect();
+    let mut files = Vec::new();
+    for (mut child, out) in children {
+        assert!(child.wait().unwrap().success());
+        let r = read_report(&out);
+        let l = r.ledger.as_ref().unwrap();
+        // The other shard's messages carry the same run's stamp: none is foreign.
+        assert!(
+            l.destinations.iter().all(|d| d.counts.foreign == 0),
+            "{l:?}"
+        );
+        files.push(path_str(&out.join("run.json")));
+    }
+    let (r0, r1) = (
+        read_report(&tmp.path().join("s0")),
+        read_report(&tmp.path().join("s1")),
+    );
+    assert_eq!(
+        r0.run_id, r1.run_id,
+        "shards under one --start-at share the run id"
+    );
+    let merged = tmp.path().join("merged");
+    let args = [
+        "merge",
+        &files[0],
+        &files[1],
+        "--out",
+        &path_str(&merged),
+        "--format",
+        "json",
+    ];
+    assert_eq!(loadmix(&args), 0);
+    let m = read_report(&merged);
+    let l = m.ledger.as_ref().unwrap();
+    let [d] = &l.destinations[..] else {
+        panic!("{l:?}")
+    };
+    let c = &d.counts;
+    let taken = h
+        .broker
+        .destinations()
+        .values()
+        .map(|c| c.dequeued)
+        .sum::<u64>();
+    assert_eq!(c.sent, 100);
+    assert_eq!(
+        (c.received + c.drained, c.lost, c.duplicated),
+        (100, 0, 0),
+        "{c:?}"
+    );
+    assert_eq!(c.received + c.drained, taken);
+    h_stop(&rt, h);
 }

@@ -173,6 +173,8 @@ mod tests {
             dropped: 0,
             late: 0,
             cleanup: Default::default(),
+            drain: Default::default(),
+            ledger: Default::default(),
             server: Vec::new(),
             metrics: Vec::new(),
         }

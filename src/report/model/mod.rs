@@ -74,6 +74,10 @@ pub struct Report {
     pub thresholds: Vec<ThresholdInfo>,
     /// The first failures, with what came back.
     pub failures: Vec<FailureInfo>,
+    /// Through brokers: what producers sent and consumers took, by stamp, per
+    /// destination (lost, duplicated, out of order, foreign); absent without a broker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<crate::ledger::LedgerRecord>,
 }
 
 /// A warm-up round: run, thrown away, and recorded as such.
@@ -192,6 +196,21 @@ pub struct Cleanup {
     pub failures: u64,
     /// The first failures: request and answer.
     pub failed: Vec<String>,
+    /// Broker destinations drained after the round, the messages that took, and the
+    /// queues the run declared that were deleted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drained_destinations: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drained_messages: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deleted_queues: u64,
+    /// Destinations whose drain or deletion failed (named in `failed`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drain_failures: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -323,6 +342,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
         summary,
         thresholds: thresholds(w),
         failures: failures(run, &labels),
+        ledger: run.ledger.as_ref().map(|l| l.to_record()),
     }
 }
 
@@ -424,7 +444,17 @@ fn round_report(
         cleanup: Cleanup {
             requests: r.cleanup.requests,
             failures: r.cleanup.failures,
-            failed: r.cleanup.notes.clone(),
+            failed: r
+                .cleanup
+                .notes
+                .iter()
+                .chain(&r.drain.notes)
+                .cloned()
+                .collect(),
+            drained_destinations: r.drain.destinations,
+            drained_messages: r.drain.messages,
+            deleted_queues: r.drain.deleted,
+            drain_failures: r.drain.failures,
         },
         // Over the whole round (warm-up included): the sampler cannot tell them apart.
         server: r

@@ -1,0 +1,634 @@
+//! The message ledger: which stamped messages each producer sent, to where, and which of
+//! them consumers received (or the teardown drained), and what that says per destination:
+//! lost, duplicated, out of order, foreign.
+//!
+//! Each message a broker driver sends carries a stamp (see `protocol::broker`): the
+//! producer (class, round, user) and its sequence number, counted per producer and round
+//! from 0. A producer's ledger keeps its sends as runs of sequence numbers to one
+//! destination, and the sequence numbers of the sends that failed; a consumer's keeps
+//! sets of sequence numbers per producer. Ledgers add up (users into a round, rounds into
+//! a run, shards into a merged run): a sequence number two of them both received is a
+//! duplicate, wherever it was received. Only after every part is in are the losses worked
+//! out: a message sent and never received nor drained.
+//!
+//! Everything in a stamp comes from the broker, so it is bounded: the sets live in chunks
+//! of 4,096 sequence numbers, and a ledger holds at most [`MAX_CHUNKS`] of them; a message
+//! past that is counted as received, but `untracked`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+/// Chunks of sequence numbers a ledger keeps (512 bytes each: 64 MiB in all).
+pub const MAX_CHUNKS: usize = 1 << 17;
+/// Destinations a ledger names; messages to more are counted under the last.
+pub const MAX_DESTINATIONS: usize = 4096;
+/// Runs of sends a producer keeps; past that its sends are counted, not attributed.
+const MAX_RUNS: usize = 1 << 16;
+const CHUNK_BITS: u32 = 4096;
+const WORDS: usize = (CHUNK_BITS / 64) as usize;
+
+/// Who sent a message, as its stamp says: the producer's class (its index in the
+/// workload), round and user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Producer {
+    pub class: u16,
+    pub round: u16,
+    pub vu: u32,
+}
+
+/// A set of sequence numbers, in chunks of 4,096.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Seqs {
+    chunks: BTreeMap<u32, Box<[u64; WORDS]>>,
+    len: u64,
+}
+
+impl Seqs {
+    fn contains(&self, seq: u32) -> bool {
+        let (c, w, b) = split(seq);
+        self.chunks.get(&c).is_some_and(|ch| ch[w] & b != 0)
+    }
+
+    /// Adds `seq`: `Some(true)` if new, `Some(false)` if there already, `None` when it
+    /// would need a chunk beyond `budget`.
+    fn insert(&mut self, seq: u32, budget: &mut usize) -> Option<bool> {
+        let (c, w, b) = split(seq);
+        let ch = match self.chunks.get_mut(&c) {
+            Some(ch) => ch,
+            None => {
+                *budget = budget.checked_sub(1)?;
+                self.chunks.entry(c).or_insert_with(|| Box::new([0; WORDS]))
+            }
+        };
+        let new = ch[w] & b == 0;
+        ch[w] |= b;
+        self.len += u64::from(new);
+        Some(new)
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The set as sorted, disjoint `[start, end)` ranges.
+    pub fn ranges(&self) -> Vec<(u32, u64)> {
+        let mut out: Vec<(u32, u64)> = Vec::new();
+        for (c, ch) in &self.chunks {
+            for (w, word) in ch.iter().enumerate() {
+                let mut bits = *word;
+                while bits != 0 {
+                    let b = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    let seq = c * CHUNK_BITS + w as u32 * 64 + b;
+                    match out.last_mut() {
+                        Some((_, end)) if *end == u64::from(seq) => *end += 1,
+                        _ => out.push((seq, u64::from(seq) + 1)),
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn split(seq: u32) -> (u32, usize, u64) {
+    let c = seq / CHUNK_BITS;
+    let i = seq % CHUNK_BITS;
+    (c, (i / 64) as usize, 1u64 << (i % 64))
+}
+
+/// A producer's sends: runs of sequence numbers to one destination each, and those whose
+/// send failed (written, but no receipt or confirm came).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sends {
+    /// (destination index, first sequence number, how many).
+    runs: Vec<(u32, u32, u32)>,
+    failed: Seqs,
+    /// Sends past the runs' bound: counted, not attributed.
+    unattributed: u64,
+}
+
+/// Counts per destination.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Stamped messages written to the broker.
+    pub sent: u64,
+    /// Of those, the sends that failed (no receipt or confirm).
+    pub send_failed: u64,
+    /// Distinct messages of this run taken by consumers during the rounds.
+    pub received: u64,
+    /// Distinct messages of this run taken by the teardown's drain.
+    pub drained: u64,
+    /// Messages taken again (by the same consumer or another, or by the drain).
+    pub duplicated: u64,
+    /// Messages a consumer took after a later one of the same producer, the broker's
+    /// redeliveries left out (JMS promises order only without them).
+    pub out_of_order: u64,
+    /// Messages the broker said it had delivered before (to a consumer that left without
+    /// acknowledging them): taken once here, or they would be duplicates.
+    #[serde(default)]
+    pub redelivered: u64,
+    /// Messages without this run's stamp (another run's, a dirty queue's).
+    pub foreign: u64,
+    /// Received, but past the ledger's bound: not checked for duplicates or losses.
+    pub untracked: u64,
+    /// Sent, and neither received nor drained (worked out when every part is in).
+    pub lost: u64,
+    /// Of the lost, those whose send had failed: the broker may never have had them.
+    pub lost_failed: u64,
+}
+
+impl Counts {
+    pub fn add(&mut self, o: &Counts) {
+        self.sent += o.sent;
+        self.send_failed += o.send_failed;
+        self.received += o.received;
+        self.drained += o.drained;
+        self.duplicated += o.duplicated;
+        self.out_of_order += o.out_of_order;
+        self.redelivered += o.redelivered;
+        self.foreign += o.foreign;
+        self.untracked += o.untracked;
+        self.lost += o.lost;
+        self.lost_failed += o.lost_failed;
+    }
+}
+
+/// How a message was taken: by a consumer in a round, or by the teardown's drain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Taken {
+    Received,
+    Drained,
+}
+
+/// One part's ledger: a user's, a round's, a run's.
+#[derive(Debug, Clone, Default)]
+pub struct Ledger {
+    names: Vec<String>,
+    index: HashMap<String, u32>,
+    counts: Vec<Counts>,
+    sends: BTreeMap<Producer, Sends>,
+    /// What was taken, per producer, destination taken from, and how.
+    got: BTreeMap<(Producer, u32, Taken), Seqs>,
+    /// A consumer's last sequence number per producer, for order (never merged: order is
+    /// each consumer's own).
+    last: HashMap<Producer, u32>,
+    budget: Option<usize>,
+    /// Every destination it names was drained after its round (set by whoever knows:
+    /// adding ledgers leaves it alone).
+    pub drained: bool,
+}
+
+impl Ledger {
+    /// An empty ledger that is drained until a part added to it says otherwise.
+    pub fn drained() -> Ledger {
+        Ledger {
+            drained: true,
+            ..Ledger::default()
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// The destinations it names.
+    pub fn destinations(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(String::as_str)
+    }
+
+    fn budget(&mut self) -> &mut usize {
+        self.budget.get_or_insert(MAX_CHUNKS)
+    }
+
+    /// The index of destination `name`, added if new (the last one past the bound).
+    fn dest(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        if self.names.len() >= MAX_DESTINATIONS {
+            return (self.names.len() - 1) as u32;
+        }
+        let i = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.index.insert(name.to_string(), i);
+        self.counts.push(Counts::default());
+        i
+    }
+
+    /// A producer wrote message `seq` to `destination`.
+    pub fn sent(&mut self, destination: &str, p: Producer, seq: u32) {
+        let d = self.dest(destination);
+        self.counts[d as usize].sent += 1;
+        let s = self.sends.entry(p).or_default();
+        let full = s.runs.len() >= MAX_RUNS;
+        match s.runs.last_mut() {
+            Some((rd, first, n))
+                if *rd == d && u64::from(*first) + u64::from(*n) == u64::from(seq) =>
+            {
+                *n += 1
+            }
+            _ if full => s.unattributed += 1,
+            _ => s.runs.push((d, seq, 1)),
+        }
+    }
+
+    /// The send of message `seq` failed after it was written.
+    pub fn send_failed(&mut self, destination: &str, p: Producer, seq: u32) {
+        let d = self.dest(destination);
+        self.counts[d as usize].send_failed += 1;
+        let budget = self.budget.get_or_insert(MAX_CHUNKS);
+        let _ = self.sends.entry(p).or_default().failed.insert(seq, budget);
+    }
+
+    /// A message of another run, or none's, was taken from `destination`.
+    pub fn foreign(&mut self, destination: &str) {
+        let d = self.dest(destination);
+        self.counts[d as usize].foreign += 1;
+    }
+
+    /// Message `seq` of `p` was taken from `destination`; `redelivered` when the broker
+    /// flagged it so.
+    pub fn took(
+        &mut self,
+        destination: &str,
+        p: Producer,
+        seq: u32,
+        how: Taken,
+        redelivered: bool,
+    ) {
+        let d = self.dest(destination);
+        let seen = self.has(p, d, seq);
+        let inserted = match seen {
+            true => Some(false),
+            false => self.insert_got(p, d, how, seq),
+        };
+        let c = &mut self.counts[d as usize];
+        match inserted {
+            None => c.untracked += 1,
+            Some(false) => c.duplicated += 1,
+            Some(true) if how == Taken::Drained => c.drained += 1,
+            Some(true) => c.received += 1,
+        }
+        c.redelivered += u64::from(redelivered);
+        if how == Taken::Received {
+            let last = self.last.entry(p).or_insert(seq);
+            if seq < *last && !redelivered {
+                c.out_of_order += 1;
+            } else {
+                *last = seq;
+            }
+        }
+    }
+
+    /// Whether message `seq` of `p` was taken from destination `d` already, either way.
+    fn has(&self, p: Producer, d: u32, seq: u32) -> bool {
+        [Taken::Received, Taken::Drained]
+            .iter()
+            .any(|&h| self.got.get(&(p, d, h)).is_some_and(|s| s.contains(seq)))
+    }
+
+    fn insert_got(&mut self, p: Producer, d: u32, how: Taken, seq: u32) -> Option<bool> {
+        let budget = self.budget.get_or_insert(MAX_CHUNKS);
+        self.got.entry((p, d, how)).or_default().insert(seq, budget)
+    }
+
+    /// Adds `o` to this ledger: what both received is a duplicate.
+    pub fn absorb(&mut self, o: Ledger) {
+        let map: Vec<u32> = o.names.iter().map(|n| self.dest(n)).collect();
+        let remap = |d: u32| map.get(d as usize).copied().unwrap_or(0);
+        for (i, c) in o.counts.iter().enumerate() {
+            self.counts[remap(i as u32) as usize].add(c);
+        }
+        for (p, s) in o.sends {
+            let mine = self.sends.entry(p).or_default();
+            for (d, first, n) in s.runs {
+                if mine.runs.len() >= MAX_RUNS {
+                    mine.unattributed += u64::from(n);
+                } else {
+                    mine.runs.push((remap(d), first, n));
+                }
+            }
+            mine.unattributed += s.unattributed;
+            let budget = self.budget.get_or_insert(MAX_CHUNKS);
+            for seq in iter_set(&s.failed) {
+                let _ = mine.failed.insert(seq, budget);
+            }
+        }
+        for ((p, d, how), set) in o.got {
+            let d = remap(d);
+            // A message both parts took is counted once: the second time is a duplicate.
+            let (mut again, mut untracked) = (0u64, 0u64);
+            for seq in iter_set(&set) {
+                if self.has(p, d, seq) {
+                    again += 1;
+                } else if self.insert_got(p, d, how, seq).is_none() {
+                    untracked += 1;
+                }
+            }
+            let c = &mut self.counts[d as usize];
+            let taken = match how {
+                Taken::Received => &mut c.received,
+                Taken::Drained => &mut c.drained,
+            };
+            *taken = taken.saturating_sub(again + untracked);
+            c.duplicated += again;
+            c.untracked += untracked;
+        }
+    }
+
+    /// Per destination, with the losses worked out: every part must be in.
+    pub fn settle(&self) -> Vec<(String, Counts)> {
+        let mut counts = self.counts.clone();
+        for (p, s) in &self.sends {
+            // Taken from any destination: a broker may name it otherwise than its sender.
+            let got: Vec<&Seqs> = self
+                .got
+                .range((*p, 0, Taken::Received)..=(*p, u32::MAX, Taken::Drained))
+                .map(|(_, s)| s)
+                .collect();
+            for &(d, first, n) in &s.runs {
+                let c = &mut counts[d as usize];
+                for seq in (u64::from(first)..u64::from(first) + u64::from(n)).map(|s| s as u32) {
+                    if !got.iter().any(|g| g.contains(seq)) {
+                        c.lost += 1;
+                        c.lost_failed += u64::from(s.failed.contains(seq));
+                    }
+                }
+            }
+        }
+        self.names.iter().cloned().zip(counts).collect()
+    }
+
+    /// The ledger as `run.json` keeps it, so that `merge` can add shards' ledgers.
+    pub fn to_record(&self) -> LedgerRecord {
+        let mut producers: BTreeMap<Producer, ProducerRecord> = BTreeMap::new();
+        for (p, s) in &self.sends {
+            let r = producers
+                .entry(*p)
+                .or_insert_with(|| ProducerRecord::of(*p));
+            r.runs = s.runs.clone();
+            r.failed = s.failed.ranges();
+            r.unattributed = s.unattributed;
+        }
+        for ((p, d, how), g) in &self.got {
+            let r = producers
+                .entry(*p)
+                .or_insert_with(|| ProducerRecord::of(*p));
+            r.got.push(GotRecord {
+                destination: *d,
+                how: *how,
+                ranges: g.ranges(),
+            });
+        }
+        LedgerRecord {
+            drained: self.drained,
+            destinations: self
+                .settle()
+                .into_iter()
+                .map(|(name, counts)| DestinationRecord { name, counts })
+                .collect(),
+            producers: producers.into_values().collect(),
+        }
+    }
+
+    /// A ledger from its record; `None` when the record is not one this could write
+    /// (out-of-range indexes, ranges out of order, more than the bounds).
+    pub fn from_record(r: &LedgerRecord) -> Option<Ledger> {
+        if r.destinations.len() > MAX_DESTINATIONS {
+            return None;
+        }
+        let mut l = Ledger {
+            drained: r.drained,
+            ..Ledger::default()
+        };
+        for d in &r.destinations {
+            let i = l.dest(&d.name) as usize;
+            let mut c = d.counts.clone();
+            // Losses are worked out again from the sets.
+            c.lost = 0;
+            c.lost_failed = 0;
+            l.counts[i] = c;
+        }
+        let n = l.names.len() as u32;
+        for p in &r.producers {
+            if p.runs.len() > MAX_RUNS
+                || p.runs.iter().any(|r| r.0 >= n)
+                || p.got.iter().any(|g| g.destination >= n)
+            {
+                return None;
+            }
+            let mut budget = *l.budget();
+            let failed = from_ranges(&p.failed, &mut budget)?;
+            for g in &p.got {
+                let set = from_ranges(&g.ranges, &mut budget)?;
+                if l.got
+                    .insert((p.producer, g.destination, g.how), set)
+                    .is_some()
+                {
+                    return None;
+                }
+            }
+            l.budget = Some(budget);
+            if !p.runs.is_empty() || failed.len() > 0 || p.unattributed > 0 {
+                l.sends.insert(
+                    p.producer,
+                    Sends {
+                        runs: p.runs.clone(),
+                        failed,
+                        unattributed: p.unattributed,
+                    },
+                );
+            }
+        }
+        Some(l)
+    }
+}
+
+fn iter_set(s: &Seqs) -> impl Iterator<Item = u32> + '_ {
+    s.ranges()
+        .into_iter()
+        .flat_map(|(a, b)| (u64::from(a)..b).map(|x| x as u32))
+}
+
+fn from_ranges(ranges: &[(u32, u64)], budget: &mut usize) -> Option<Seqs> {
+    let mut s = Seqs::default();
+    let mut prev = 0u64;
+    for &(a, b) in ranges {
+        if u64::from(a) < prev || b <= u64::from(a) || b > 1 << 32 {
+            return None;
+        }
+        prev = b;
+        for seq in u64::from(a)..b {
+            s.insert(seq as u32, budget)?;
+        }
+    }
+    Some(s)
+}
+
+/// A ledger as `run.json` keeps it: per destination its counts (losses worked out), and
+/// per producer its sends and what was received of them, as ranges.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LedgerRecord {
+    /// Every destination was drained after its round: what is lost was never delivered.
+    pub drained: bool,
+    pub destinations: Vec<DestinationRecord>,
+    pub producers: Vec<ProducerRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DestinationRecord {
+    pub name: String,
+    #[serde(flatten)]
+    pub counts: Counts,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProducerRecord {
+    #[serde(flatten)]
+    pub producer: Producer,
+    /// (destination index, first sequence number, how many).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<(u32, u32, u32)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<(u32, u64)>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unattributed: u64,
+    /// What consumers received or the drain took, per destination.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub got: Vec<GotRecord>,
+}
+
+/// What was taken of one producer's messages from one destination, one way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GotRecord {
+    pub destination: u32,
+    pub how: Taken,
+    /// `[start, end)` ranges of sequence numbers.
+    pub ranges: Vec<(u32, u64)>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl ProducerRecord {
+    fn of(producer: Producer) -> ProducerRecord {
+        ProducerRecord {
+            producer,
+            runs: Vec::new(),
+            failed: Vec::new(),
+            unattributed: 0,
+            got: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: Producer = Producer {
+        class: 0,
+        round: 1,
+        vu: 0,
+    };
+
+    fn settled(l: &Ledger) -> Counts {
+        l.settle().into_iter().next().map(|(_, c)| c).unwrap()
+    }
+
+    #[test]
+    fn what_was_sent_and_not_received_is_lost_and_what_came_twice_is_duplicated() {
+        let mut producer = Ledger::default();
+        for seq in 0..10 {
+            producer.sent("/queue/a", P, seq);
+        }
+        producer.send_failed("/queue/a", P, 9);
+        let mut c1 = Ledger::default();
+        for seq in [0, 1, 3, 2] {
+            c1.took("/queue/a", P, seq, Taken::Received, false);
+        }
+        let mut c2 = Ledger::default();
+        for seq in [3, 4, 5] {
+            c2.took("/queue/a", P, seq, Taken::Received, false);
+        }
+        let mut drain = Ledger::default();
+        drain.took("/queue/a", P, 6, Taken::Drained, false);
+        drain.foreign("/queue/a");
+        let mut round = Ledger::default();
+        round.absorb(producer);
+        round.absorb(c1);
+        round.absorb(c2);
+        round.absorb(drain);
+        let c = settled(&round);
+        assert_eq!(c.sent, 10);
+        assert_eq!(c.received, 6, "0..=5 once each");
+        assert_eq!(c.drained, 1);
+        assert_eq!(c.duplicated, 1, "3 came to both consumers");
+        assert_eq!(c.out_of_order, 1, "2 after 3");
+        assert_eq!(c.foreign, 1);
+        assert_eq!((c.lost, c.lost_failed), (3, 1), "7, 8 and the failed 9");
+    }
+
+    #[test]
+    fn a_ledger_kept_in_run_json_adds_up_as_the_one_it_came_from() {
+        let mut a = Ledger::default();
+        for seq in 0..5000 {
+            a.sent("/queue/a", P, seq);
+            if seq % 7 != 0 {
+                a.took("/queue/a", P, seq, Taken::Received, false);
+            }
+        }
+        a.send_failed("/queue/a", P, 14);
+        let json = serde_json::to_string(&a.to_record()).unwrap();
+        let back: LedgerRecord = serde_json::from_str(&json).unwrap();
+        let b = Ledger::from_record(&back).unwrap();
+        assert_eq!(b.settle(), a.settle());
+        // Another shard received what this one did not: nothing is lost, nothing doubled.
+        let mut other = Ledger::default();
+        for seq in (0..5000).filter(|s| s % 7 == 0) {
+            other.took("/queue/a", P, seq, Taken::Received, false);
+        }
+        let mut merged = b;
+        merged.absorb(Ledger::from_record(&other.to_record()).unwrap());
+        let c = settled(&merged);
+        assert_eq!((c.received, c.lost, c.duplicated), (5000, 0, 0));
+    }
+
+    #[test]
+    fn a_hostile_sequence_number_costs_a_chunk_and_past_the_bound_is_counted_untracked() {
+        let mut l = Ledger {
+            budget: Some(2),
+            ..Ledger::default()
+        };
+        l.took("/q", P, u32::MAX, Taken::Received, false);
+        l.took("/q", P, 0, Taken::Received, false);
+        l.took("/q", P, 1 << 20, Taken::Received, false);
+        let c = settled(&l);
+        assert_eq!((c.received, c.untracked), (2, 1));
+    }
+
+    #[test]
+    fn a_record_out_of_order_or_out_of_range_is_refused() {
+        let mut r = LedgerRecord::default();
+        r.destinations.push(DestinationRecord {
+            name: "/q".into(),
+            counts: Counts::default(),
+        });
+        r.producers.push(ProducerRecord {
+            got: vec![GotRecord {
+                destination: 0,
+                how: Taken::Received,
+                ranges: vec![(10, 20), (5, 6)],
+            }],
+            ..ProducerRecord::of(P)
+        });
+        assert!(Ledger::from_record(&r).is_none());
+        r.producers[0].got = vec![];
+        r.producers[0].runs = vec![(3, 0, 1)];
+        assert!(Ledger::from_record(&r).is_none());
+    }
+}

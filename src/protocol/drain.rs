@@ -1,0 +1,136 @@
+//! The brokers' teardown, after a round's clock has stopped: every destination of the
+//! run's own that the round used is drained (consumed until nothing has come for a while),
+//! each message taken entered in the ledger as drained, and the queues the run declared
+//! are deleted. Untimed, counted apart. `--keep-data` skips it.
+//!
+//! Only the run's own destinations are touched: an AMQP queue the run's declaration
+//! created (it was not there before), and a STOMP destination named after the run (STOMP
+//! cannot tell whether one existed). A sharded run drains but deletes nothing: another
+//! shard's users may still be on the queue.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::Session;
+use super::cleanup::MAX_NOTES;
+use crate::ledger::Ledger;
+use crate::transport::{Conn, Endpoint, Reuse, Timeouts};
+
+/// How long a destination must stay quiet to count as drained.
+pub const IDLE: Duration = Duration::from_millis(500);
+/// The most one destination's drain may take: a queue still filling past it is named.
+const LIMIT: Duration = Duration::from_secs(120);
+/// Destinations drained at once.
+const PARALLEL: usize = 16;
+
+/// Which protocol reaches a destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum QueueKind {
+    Stomp,
+    Amqp,
+}
+
+/// A destination a user used, and whose credentials reach it.
+#[derive(Clone)]
+pub struct Queue {
+    pub session: Session,
+    pub kind: QueueKind,
+    pub name: String,
+    /// The run's declaration created it: the teardown deletes it.
+    pub created: bool,
+    /// The run's stamp, to tell its messages from others'.
+    pub nonce: u32,
+}
+
+/// What the teardown did.
+#[derive(Debug, Clone, Default)]
+pub struct DrainStats {
+    pub destinations: u64,
+    pub messages: u64,
+    pub deleted: u64,
+    pub failures: u64,
+    pub notes: Vec<String>,
+    pub ledger: Ledger,
+}
+
+impl DrainStats {
+    fn absorb(&mut self, o: DrainStats) {
+        self.destinations += o.destinations;
+        self.messages += o.messages;
+        self.deleted += o.deleted;
+        self.failures += o.failures;
+        for n in o.notes {
+            if self.notes.len() < MAX_NOTES {
+                self.notes.push(n);
+            }
+        }
+        self.ledger.absorb(o.ledger);
+    }
+}
+
+/// Drain each destination once (however many users used it), and delete the created
+/// queues when `delete`.
+pub async fn run(
+    endpoint: Arc<Endpoint>,
+    timeouts: Timeouts,
+    queues: Vec<Queue>,
+    delete: bool,
+) -> DrainStats {
+    let mut once: BTreeMap<(QueueKind, String), Queue> = BTreeMap::new();
+    for q in queues {
+        once.entry((q.kind, q.name.clone()))
+            .and_modify(|e| e.created |= q.created)
+            .or_insert(q);
+    }
+    let mut total = DrainStats::default();
+    let mut tasks = JoinSet::new();
+    for q in once.into_values() {
+        if tasks.len() >= PARALLEL
+            && let Some(Ok(s)) = tasks.join_next().await
+        {
+            total.absorb(s);
+        }
+        let endpoint = endpoint.clone();
+        tasks.spawn(async move { one(endpoint, timeouts, q, delete).await });
+    }
+    while let Some(r) = tasks.join_next().await {
+        if let Ok(s) = r {
+            total.absorb(s);
+        }
+    }
+    total.ledger.drained = total.failures == 0;
+    total
+}
+
+async fn one(endpoint: Arc<Endpoint>, timeouts: Timeouts, q: Queue, delete: bool) -> DrainStats {
+    let conn = Conn::new(endpoint, Reuse::KeepAlive, timeouts);
+    let mut stats = DrainStats {
+        destinations: 1,
+        ..DrainStats::default()
+    };
+    let until = Instant::now() + LIMIT;
+    let done = match q.kind {
+        QueueKind::Stomp => super::stomp::drain(&q, &conn, IDLE, until, &mut stats.ledger)
+            .await
+            .map(|n| (n, false)),
+        QueueKind::Amqp => {
+            let delete = delete && q.created;
+            super::amqp::drain(&q, &conn, IDLE, until, delete, &mut stats.ledger).await
+        }
+    };
+    match done {
+        Ok((n, deleted)) => {
+            stats.messages = n;
+            stats.deleted = u64::from(deleted);
+        }
+        Err(e) => {
+            stats.failures = 1;
+            stats.notes.push(format!("draining {}: {e}", q.name));
+        }
+    }
+    stats
+}

@@ -12,7 +12,8 @@
 #      from its Prometheus endpoint, per queue) equal to loadmix's.
 #   3. A login the broker refuses: exit 3 at preflight with ActiveMQ's own words.
 #   4. RabbitMQ over AMQP 0-9-1 (lapin): fixtures/workloads/broker-check-amqp.yaml with
-#      publisher confirms on a classic and then a quorum queue, 0 failures, and the
+#      publisher confirms on a classic and then a quorum queue (and a classic one with 32
+#      publishes unconfirmed at once; and in transactions of 10), 0 failures, and the
 #      broker's published, confirmed and acknowledged messages (Prometheus) equal to
 #      loadmix's confirms and deliveries; a queue declared with another type is counted
 #      in RabbitMQ's words (406 PRECONDITION_FAILED); a refused login is exit 3 with
@@ -122,6 +123,18 @@ amq_java() {
     java -Djava.io.tmpdir="$AMQ/tmp" -Dactivemq.home=/usr/share/activemq -Dactivemq.base="$AMQ" \
         -Dactivemq.conf="$AMQ/conf" -Dactivemq.data="$AMQ/data" "$@"
 }
+# ActiveMQ's own counts of run RUN's queues, over JMX: queues, enqueued, dequeued, left.
+amq_counts() {
+    amq_java -jar /usr/share/activemq/bin/activemq.jar query \
+        --jmxurl "service:jmx:rmi:///jndi/rmi://127.0.0.1:$JMX_PORT/jmxrmi" \
+        -QQueue="check-$1-*" --view Name,EnqueueCount,DequeueCount,QueueSize >"$WORK/amq-query.txt" 2>&1
+    python3 - "$WORK/amq-query.txt" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+get = lambda k: [int(x) for x in re.findall(rf"^{k} = (\d+)$", t, re.M)]
+print(len(get("EnqueueCount")), sum(get("EnqueueCount")), sum(get("DequeueCount")), sum(get("QueueSize")))
+PY
+}
 (cd "$AMQ" && exec java -Xms256m -Xmx256m -Djava.io.tmpdir="$AMQ/tmp" -Dactivemq.home=/usr/share/activemq \
     -Dactivemq.base="$AMQ" -Dactivemq.conf="$AMQ/conf" -Dactivemq.data="$AMQ/data" \
     -jar /usr/share/activemq/bin/activemq.jar start "xbean:file:$AMQ/conf/activemq.xml" >"$AMQ/out.log" 2>&1) &
@@ -133,21 +146,23 @@ wait_port "$JMX_PORT"
 read -r RUN SENT RECEIVED FAILED DRAINED < <(counts "$WORK/amq-run" producer.send RECEIPT consumer.receive:MESSAGE)
 [ "$FAILED" = 0 ] || { echo "ActiveMQ: $FAILED failures" >&2; exit 1; }
 # The broker's own counts of this run's queues.
-amq_java -jar /usr/share/activemq/bin/activemq.jar query \
-    --jmxurl "service:jmx:rmi:///jndi/rmi://127.0.0.1:$JMX_PORT/jmxrmi" \
-    -QQueue="check-$RUN-*" --view Name,EnqueueCount,DequeueCount,QueueSize >"$WORK/amq-query.txt" 2>&1
-read -r QUEUES ENQ DEQ LEFT < <(python3 - "$WORK/amq-query.txt" <<'PY'
-import re, sys
-t = open(sys.argv[1]).read()
-get = lambda k: [int(x) for x in re.findall(rf"^{k} = (\d+)$", t, re.M)]
-print(len(get("EnqueueCount")), sum(get("EnqueueCount")), sum(get("DequeueCount")), sum(get("QueueSize")))
-PY
-)
+read -r QUEUES ENQ DEQ LEFT < <(amq_counts "$RUN")
 echo "   loadmix: $SENT receipts, $RECEIVED messages received, $DRAINED drained · ActiveMQ: $QUEUES queues, $ENQ enqueued, $DEQ dequeued, $LEFT left"
 [ "$QUEUES" = 2 ] || { cat "$WORK/amq-query.txt" >&2; exit 1; }
 [ "$SENT" = 400 ] && [ "$RECEIVED" = 320 ] && [ "$ENQ" = "$SENT" ] && [ "$DEQ" = $((RECEIVED + DRAINED)) ] &&
     [ "$LEFT" = 0 ] && [ "$DRAINED" = 80 ] || {
     echo "ActiveMQ's counts differ from loadmix's" >&2
+    exit 1
+}
+
+# The same with the producers' sends in transactions of 10: 40 commits, all 400 enqueued.
+"$BIN" run fixtures/workloads/broker-check.yaml --target "stomp://127.0.0.1:$STOMP_PORT" \
+    --set users.producer.params.transaction=10 --quiet --out "$WORK/amq-tx" >/dev/null
+read -r RUN COMMITS RECEIVED FAILED DRAINED < <(counts "$WORK/amq-tx" producer.send.commit RECEIPT consumer.receive:MESSAGE)
+read -r QUEUES ENQ DEQ LEFT < <(amq_counts "$RUN")
+echo "   in transactions: loadmix $COMMITS commits, $RECEIVED received, $DRAINED drained · ActiveMQ: $ENQ enqueued, $DEQ dequeued, $LEFT left"
+[ "$FAILED" = 0 ] && [ "$COMMITS" = 40 ] && [ "$ENQ" = 400 ] && [ "$DEQ" = $((RECEIVED + DRAINED)) ] && [ "$LEFT" = 0 ] || {
+    echo "ActiveMQ's counts of transactional sends differ from loadmix's" >&2
     exit 1
 }
 
@@ -233,12 +248,18 @@ queues_left() {
     curl -sf "http://127.0.0.1:$PROM_PORT/metrics" |
         grep -c "^rabbitmq_queue_messages{.*queue=\"check-$1-" || true
 }
-for TYPE in classic quorum; do
+# classic, quorum, and classic with 32 publishes unconfirmed at once (each confirm then
+# timed apart, as publish.confirm).
+for TYPE in classic quorum window; do
     read -r R0 C0 A0 U0 < <(prom_totals)
+    QTYPE=$TYPE CONFIRMS=producer.publish EXTRA=()
+    if [ "$TYPE" = window ]; then
+        QTYPE=classic CONFIRMS=producer.publish.confirm EXTRA=(--set users.producer.params.max_pending=32)
+    fi
     "$BIN" run fixtures/workloads/broker-check-amqp.yaml --target "amqp://127.0.0.1:$AMQP_PORT" \
-        --set "users.producer.params.queue_type=$TYPE" --set "users.consumer.params.queue_type=$TYPE" \
+        --set "users.producer.params.queue_type=$QTYPE" --set "users.consumer.params.queue_type=$QTYPE" "${EXTRA[@]}" \
         --quiet --out "$WORK/amqp-$TYPE" >/dev/null
-    read -r RUN CONFIRMED DELIVERED FAILED DRAINED < <(counts "$WORK/amqp-$TYPE" producer.publish basic.ack consumer.consume:basic.deliver)
+    read -r RUN CONFIRMED DELIVERED FAILED DRAINED < <(counts "$WORK/amqp-$TYPE" "$CONFIRMS" basic.ack consumer.consume:basic.deliver)
     [ "$FAILED" = 0 ] || { echo "RabbitMQ AMQP ($TYPE): $FAILED failures" >&2; exit 1; }
     for _ in $(seq 1 60); do
         read -r R1 C1 A1 U1 < <(prom_totals)
@@ -252,6 +273,22 @@ for TYPE in classic quorum; do
         [ $((A1 - A0)) = "$DELIVERED" ] && [ $((U1 - U0)) = "$DRAINED" ] && [ "$DRAINED" = 80 ] && [ "$LEFT" = 0 ] ||
         { echo "RabbitMQ's AMQP counts differ from loadmix's" >&2; exit 1; }
 done
+# Publishes in transactions of 10 (tx.select, no confirms): 40 commits, every message on
+# the broker once committed.
+read -r R0 C0 A0 U0 < <(prom_totals)
+"$BIN" run fixtures/workloads/broker-check-amqp.yaml --target "amqp://127.0.0.1:$AMQP_PORT" \
+    --set users.producer.params.transaction=10 --set users.producer.mix.publish.params.confirm=false \
+    --quiet --out "$WORK/amqp-tx" >/dev/null
+read -r RUN COMMITS DELIVERED FAILED DRAINED < <(counts "$WORK/amqp-tx" producer.publish.commit tx.commit-ok consumer.consume:basic.deliver)
+for _ in $(seq 1 60); do
+    read -r R1 C1 A1 U1 < <(prom_totals)
+    [ $((R1 - R0)) = 400 ] && [ $((A1 - A0)) = "$DELIVERED" ] && [ $((U1 - U0)) = "$DRAINED" ] && break
+    sleep 1
+done
+echo "   transactions: loadmix $COMMITS commits, $DELIVERED delivered, $DRAINED drained · RabbitMQ $((R1 - R0)) received, $((C1 - C0)) confirmed, $((A1 - A0)) acknowledged, $((U1 - U0)) taken by the drain"
+[ "$FAILED" = 0 ] && [ "$COMMITS" = 40 ] && [ $((R1 - R0)) = 400 ] && [ $((C1 - C0)) = 0 ] &&
+    [ $((A1 - A0)) = "$DELIVERED" ] && [ $((U1 - U0)) = "$DRAINED" ] && [ $((DELIVERED + DRAINED)) = 400 ] ||
+    { echo "RabbitMQ's counts of transactional publishes differ from loadmix's" >&2; exit 1; }
 # A queue that exists with another type: RabbitMQ's refusal, in its words, counted.
 cat >"$WORK/clash.yaml" <<'YAML'
 run: { iterations: 3, timeout: 5s }

@@ -869,14 +869,7 @@ fn record(
     let label = outcome.label.or(op).unwrap_or(0);
     let sample = sample_of(outcome, label_base + label as u32, start_us, &t);
     recorder.record(sample, t.ended);
-    // The steps of a sequence, each under its own label, one after the other from the
-    // operation's start (left out of the totals, which count the operation once).
-    let mut step_start = start_us;
-    for (step_label, o) in &outcome.steps {
-        let s = step_sample(o, label_base + *step_label as u32, step_start);
-        recorder.record(s, t.ended);
-        step_start += s.latency_us;
-    }
+    record_steps(recorder, outcome, label_base, start_us, t.ended);
     if let (Some(e), true) = (outcome.error, out.failures.len() < FAILURE_NOTES_PER_VU) {
         out.failures.push(FailureNote {
             round,
@@ -888,6 +881,44 @@ fn record(
     if log_ops {
         out.log
             .push(row(label, sample.latency_us, sample.answer, false));
+    }
+}
+
+/// What a user still waits for when it ends (a producer's outstanding confirms) is
+/// awaited and recorded, unless the run is stopped first. `at` is the round's start and
+/// the class's first label.
+async fn finish_user<C: Future>(
+    driver: &mut VuDriver,
+    conn: &Conn,
+    recorder: &mut metrics::Recorder,
+    (start, label_base): (Instant, u32),
+    cancelled: &mut std::pin::Pin<&mut C>,
+) {
+    let left = tokio::select! {
+        o = driver.finish(conn) => o,
+        _ = cancelled.as_mut() => None,
+    };
+    if let Some(o) = left {
+        let at = Instant::now();
+        let start_us = at.duration_since(start).as_micros() as u64;
+        record_steps(recorder, &o, label_base, start_us, at);
+    }
+}
+
+/// The steps of a sequence, each under its own label, one after the other from the
+/// operation's start (left out of the totals, which count the operation once).
+fn record_steps(
+    recorder: &mut metrics::Recorder,
+    outcome: &crate::protocol::Outcome,
+    label_base: u32,
+    start_us: u64,
+    ended: Instant,
+) {
+    let mut step_start = start_us;
+    for (step_label, o) in &outcome.steps {
+        let s = step_sample(o, label_base + *step_label as u32, step_start);
+        recorder.record(s, ended);
+        step_start += s.latency_us;
     }
 }
 
@@ -1055,6 +1086,14 @@ async fn vu_loop(
             tokio::task::yield_now().await;
         }
     }
+    finish_user(
+        &mut driver,
+        &conn,
+        &mut recorder,
+        (spec.start, spec.label_base),
+        &mut cancelled,
+    )
+    .await;
     recorder.flush();
     out.connections = conn.opened;
     out.retried = conn.retried;

@@ -311,6 +311,14 @@ async fn session(
             seq += 1;
         }
     }
+    super::finish_user(
+        &mut vu,
+        &conn,
+        &mut recorder,
+        (spec.start, spec.label_base),
+        &mut cancelled,
+    )
+    .await;
     recorder.flush();
     out.connections = conn.opened;
     out.retried = conn.retried;

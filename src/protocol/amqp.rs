@@ -14,6 +14,7 @@
 //! ...'`). A failure ends the user's connection; its next operation opens a new one.
 //! lapin writes the frames, so the byte counts are the message bodies, not the framing.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,6 +52,7 @@ pub struct AmqpClass {
     ack: Answer,
     deliver: Answer,
     nack: Answer,
+    commit_ok: Answer,
 }
 
 impl AmqpClass {
@@ -73,6 +75,7 @@ impl AmqpClass {
             ack: Answer::named("amqp", "basic.ack", None, None),
             deliver: Answer::named("amqp", "basic.deliver", None, None),
             nack: Answer::named("amqp", "basic.nack", None, None),
+            commit_ok: Answer::named("amqp", "tx.commit-ok", None, None),
         }
     }
 }
@@ -106,6 +109,19 @@ pub struct AmqpVu {
     ledger: Option<Box<Ledger>>,
     /// Its queue, once declared (or found).
     used: Option<Box<Used>>,
+    /// Publishes waiting for their confirms (`max_pending` past 1), oldest first.
+    pending: VecDeque<Pending>,
+    /// The sequence numbers published in the open transaction (`transaction: N`).
+    in_tx: Vec<u32>,
+    /// Commits settled since the last operation reported them, as its steps.
+    settled: Vec<(usize, Outcome)>,
+}
+
+/// A publish whose confirm a task of its own awaits, noting when it came.
+struct Pending {
+    seq: u32,
+    written: Instant,
+    waiting: tokio::task::JoinHandle<(Result<Confirmation, lapin::Error>, Instant)>,
 }
 
 /// A lapin error in the broker's words when the broker said something.
@@ -140,6 +156,9 @@ impl AmqpVu {
             sent: 0,
             ledger: None,
             used: None,
+            pending: VecDeque::new(),
+            in_tx: Vec::new(),
+            settled: Vec::new(),
         }
     }
 
@@ -191,8 +210,56 @@ impl AmqpVu {
         out.handshake = self.open.as_mut().and_then(|s| s.opened.take());
         if failed {
             self.open = None;
+            // The broker rolls back a transaction whose channel ended.
+            self.abort_tx(&class);
         }
+        out.steps.append(&mut self.settled);
         out
+    }
+
+    /// Commit the open transaction (`tx.commit`), timed as a step of its own; a commit
+    /// that fails fails every publish in it.
+    async fn commit(&mut self, class: &AmqpClass, timeout: Duration) -> Result<(), Failed> {
+        if self.in_tx.is_empty() {
+            return Ok(());
+        }
+        let Some(s) = self.open.as_ref() else {
+            self.abort_tx(class);
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
+        let start = Instant::now();
+        let committed = within(timeout, s.channel.tx_commit(), "tx.commit")
+            .await
+            .and_then(|r| r.map_err(|e| failed("tx.commit", e)));
+        let latency = start.elapsed();
+        match committed {
+            Ok(()) => {
+                self.in_tx.clear();
+                let o = done(class.commit_ok, 0, 0, latency);
+                self.settled.push((class.params.label_commit, o));
+                Ok(())
+            }
+            Err(f) => {
+                let mut o = Outcome::failed(f.class, f.detail.clone());
+                o.answer = f.answer;
+                o.latency = latency;
+                self.settled.push((class.params.label_commit, o));
+                self.abort_tx(class);
+                Err(f)
+            }
+        }
+    }
+
+    /// The open transaction will never be committed: its publishes failed, in the ledger.
+    fn abort_tx(&mut self, class: &AmqpClass) {
+        let from = producer(class.index, &self.ids);
+        let queue = self.used.as_ref().map_or("", |u| u.name.as_str());
+        if let Some(l) = self.ledger.as_mut() {
+            for seq in self.in_tx.drain(..) {
+                l.send_failed(queue, from, seq);
+            }
+        }
+        self.in_tx.clear();
     }
 
     async fn ensure(&mut self, class: &AmqpClass, conn: &mut Conn) -> Result<(), Failed> {
@@ -217,8 +284,20 @@ impl AmqpVu {
         p: Publish<'_>,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
-        self.ensure(class, conn).await?;
         let timeout = conn.timeouts().request;
+        // Room in the window first: confirms that came, then the oldest until there is.
+        let windowed = p.confirm && class.params.max_pending > 1;
+        let mut steps = Vec::new();
+        if windowed {
+            self.settle(
+                class,
+                &mut steps,
+                class.params.max_pending as usize - 1,
+                timeout,
+            )
+            .await;
+        }
+        self.ensure(class, conn).await?;
         let size = p
             .size
             .sample(rng)
@@ -249,51 +328,116 @@ impl AmqpVu {
         let queue = s.queue.as_str();
         let ledger = self.ledger.get_or_insert_with(Box::default);
         ledger.sent(queue, from, seq);
+        if class.params.transaction > 0 {
+            // The publish is its hand-over; the commit that ends its transaction is timed
+            // apart.
+            let elapsed = start.elapsed();
+            self.in_tx.push(seq);
+            if self.in_tx.len() >= class.params.transaction as usize {
+                self.commit(class, timeout).await?;
+            }
+            return Ok(done(Answer::NONE, sent, 0, elapsed));
+        }
         // A confirming publish is what turned the channel's confirms on.
         if !p.confirm {
             return Ok(done(Answer::NONE, sent, 0, start.elapsed()));
+        }
+        if windowed {
+            // Its confirm is awaited by a task of its own, which notes when it came.
+            let waiting = tokio::spawn(async move { (confirm.await, Instant::now()) });
+            self.pending.push_back(Pending {
+                seq,
+                written: start,
+                waiting,
+            });
+            let mut o = done(Answer::NONE, sent, 0, start.elapsed());
+            o.steps = steps;
+            return Ok(o);
         }
         let confirmation = within(timeout, confirm, "the publisher confirm")
             .await
             .and_then(|c| c.map_err(|e| failed("publisher confirm", e)));
         let latency = start.elapsed();
-        let confirmed = matches!(
-            confirmation,
-            Ok(Confirmation::Ack(None) | Confirmation::NotRequested)
-        );
-        if !confirmed {
+        let (o, ok) = confirmed(class, confirmation, queue, latency);
+        if !ok {
             ledger.send_failed(queue, from, seq);
         }
-        match confirmation? {
-            Confirmation::Ack(None) | Confirmation::NotRequested => {
-                Ok(done(class.ack, sent, 0, latency))
+        o.map(|mut o| {
+            o.bytes_sent = sent;
+            o
+        })
+    }
+
+    /// Settle the window's confirms, as steps: every one that has come, then the oldest
+    /// until at most `keep` are outstanding (each within `timeout` of its publish).
+    async fn settle(
+        &mut self,
+        class: &AmqpClass,
+        steps: &mut Vec<(usize, Outcome)>,
+        keep: usize,
+        timeout: Duration,
+    ) {
+        let from = producer(class.index, &self.ids);
+        let queue = self.used.as_ref().map_or(String::new(), |u| u.name.clone());
+        loop {
+            let n = self.pending.len();
+            let Some(front) = self.pending.front_mut() else {
+                break;
+            };
+            if n <= keep && !front.waiting.is_finished() {
+                break;
             }
-            Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => {
-                let code = returned.reply_code;
-                let text = returned.reply_text.to_string();
-                let mut o = done(
-                    Answer::named("amqp", "basic.return", Some(code), Some(&text)),
-                    sent,
-                    0,
-                    latency,
-                );
-                o.error = Some(ErrorClass::Status);
-                o.detail = Some(format!(
-                    "the broker returned the message: {code} {text} (queue '{}')",
-                    s.queue
-                ));
-                Ok(o)
+            let by = front.written + timeout;
+            let came = tokio::time::timeout_at(by, &mut front.waiting).await;
+            let Some(p) = self.pending.pop_front() else {
+                break;
+            };
+            let (result, latency) = match came {
+                Ok(Ok((c, at))) => (
+                    c.map_err(|e| failed("publisher confirm", e)),
+                    at.saturating_duration_since(p.written),
+                ),
+                Ok(Err(_)) => (
+                    Err(Failed::of(ErrorClass::Reset, "the confirm was lost".into())),
+                    by.saturating_duration_since(p.written),
+                ),
+                Err(_) => {
+                    p.waiting.abort();
+                    let f = Failed::of(
+                        ErrorClass::Timeout,
+                        format!("the publisher confirm did not come within {timeout:?}"),
+                    );
+                    (Err(f), timeout)
+                }
+            };
+            let (o, ok) = confirmed(class, result, &queue, latency);
+            if !ok && let Some(l) = self.ledger.as_mut() {
+                l.send_failed(&queue, from, p.seq);
             }
-            Confirmation::Nack(None) => {
-                let mut o = done(class.nack, sent, 0, latency);
-                o.error = Some(ErrorClass::Status);
-                o.detail = Some(format!(
-                    "the broker refused the message (basic.nack), queue '{}'",
-                    s.queue
-                ));
-                Ok(o)
-            }
+            let started = Instant::now()
+                .checked_sub(latency)
+                .unwrap_or_else(Instant::now);
+            let o = o.unwrap_or_else(|f| broker::outcome(Err(f), started).0);
+            steps.push((class.params.label_confirm, o));
         }
+    }
+
+    /// The confirms still outstanding when the user's round ends, each awaited within the
+    /// request timeout of its publish: an outcome of these steps only; `None` if none.
+    pub async fn finish(&mut self, conn: &Conn) -> Option<Outcome> {
+        if self.pending.is_empty() && self.in_tx.is_empty() {
+            return None;
+        }
+        let class = self.class.clone();
+        let timeout = conn.timeouts().request;
+        // A transaction begun is committed with what it holds.
+        let _ = self.commit(&class, timeout).await;
+        let mut steps = std::mem::take(&mut self.settled);
+        self.settle(&class, &mut steps, 0, timeout).await;
+        Some(Outcome {
+            steps,
+            ..Outcome::default()
+        })
     }
 
     async fn consume(
@@ -390,6 +534,43 @@ struct Publish<'a> {
     persistent: bool,
     confirm: bool,
     mandatory: bool,
+}
+
+/// A publisher confirm as an outcome, and whether the broker took the message; a
+/// confirm that did not come (or the channel's end) is the failure.
+fn confirmed(
+    class: &AmqpClass,
+    confirmation: Result<Confirmation, Failed>,
+    queue: &str,
+    latency: Duration,
+) -> (Result<Outcome, Failed>, bool) {
+    let c = match confirmation {
+        Ok(c) => c,
+        Err(f) => return (Err(f), false),
+    };
+    let refused = |answer: Answer, detail: String| {
+        let mut o = done(answer, 0, 0, latency);
+        o.error = Some(ErrorClass::Status);
+        o.detail = Some(detail);
+        (Ok(o), false)
+    };
+    match c {
+        Confirmation::Ack(None) | Confirmation::NotRequested => {
+            (Ok(done(class.ack, 0, 0, latency)), true)
+        }
+        Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => {
+            let code = returned.reply_code;
+            let text = returned.reply_text.to_string();
+            refused(
+                Answer::named("amqp", "basic.return", Some(code), Some(&text)),
+                format!("the broker returned the message: {code} {text} (queue '{queue}')"),
+            )
+        }
+        Confirmation::Nack(None) => refused(
+            class.nack,
+            format!("the broker refused the message (basic.nack), queue '{queue}'"),
+        ),
+    }
 }
 
 /// `work` within `timeout`, or a `timeout` failure naming what did not come.
@@ -539,6 +720,11 @@ async fn prepare(
         .await?
         .map_err(|e| failed("confirm.select", e))?;
     }
+    if class.params.transaction > 0 {
+        within(rq, channel.tx_select(), "tx.select")
+            .await?
+            .map_err(|e| failed("tx.select", e))?;
+    }
     if class.params.queue_type != QueueType::Existing {
         let mut args = FieldTable::default();
         let kind = match class.params.queue_type {
@@ -620,6 +806,7 @@ pub async fn preflight(
         ack: class.ack,
         deliver: class.deliver,
         nack: class.nack,
+        commit_ok: class.commit_ok,
     };
     open(&probe, s, ids, conn)
         .await

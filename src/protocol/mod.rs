@@ -444,6 +444,16 @@ impl VuDriver {
         })
     }
 
+    /// What the user still waits for when its round ends (a producer's outstanding
+    /// confirms), awaited: an outcome of steps only; `None` when nothing was outstanding.
+    pub async fn finish(&mut self, conn: &Conn) -> Option<Outcome> {
+        match &mut self.state {
+            VuState::Stomp(v) => v.finish(conn).await,
+            VuState::Amqp(v) => v.finish(conn).await,
+            _ => None,
+        }
+    }
+
     /// The broker destinations of the run's own this user used, for the teardown.
     pub fn queues(&self) -> Vec<drain::Queue> {
         match &self.state {

@@ -112,6 +112,27 @@ pub struct StompVu {
     ledger: Option<Box<Ledger>>,
     /// The destination it subscribed to, once it has.
     subscription: Option<String>,
+    /// Sends waiting for their receipts (`max_pending` past 1), oldest first.
+    pending: VecDeque<Pending>,
+    /// Receipts settled since the last operation reported them, as its steps.
+    settled: Vec<(usize, Outcome)>,
+    /// The transaction its sends go in (`transaction: N`), once begun.
+    tx: Option<Box<Tx>>,
+    next_tx: u64,
+}
+
+/// An open transaction: its id, and the sends in it (sequence number, destination).
+struct Tx {
+    id: String,
+    sends: Vec<(u32, Box<str>)>,
+}
+
+/// A send whose receipt has not come yet.
+struct Pending {
+    receipt: u64,
+    seq: u32,
+    destination: Box<str>,
+    written: Instant,
 }
 
 impl StompVu {
@@ -126,6 +147,10 @@ impl StompVu {
             waiting: VecDeque::new(),
             ledger: None,
             subscription: None,
+            pending: VecDeque::new(),
+            settled: Vec::new(),
+            tx: None,
+            next_tx: 1,
         }
     }
 
@@ -214,8 +239,204 @@ impl StompVu {
             // broker with the connection; taking them later would count them twice.
             self.link = None;
             self.waiting.clear();
+            let why = out.detail.clone().unwrap_or_default();
+            self.fail_pending(&class, ErrorClass::Reset, &why);
+            // The broker rolls back a transaction whose connection ended.
+            self.abort_tx(&class);
         }
+        out.steps.append(&mut self.settled);
         out
+    }
+
+    /// What the user still waits for when its round ends: its outstanding receipts, each
+    /// within the request timeout of its send, as an outcome of steps only.
+    pub async fn finish(&mut self, conn: &Conn) -> Option<Outcome> {
+        if self.pending.is_empty() && self.tx.is_none() {
+            return None;
+        }
+        let class = self.class.clone();
+        let timeout = conn.timeouts().request;
+        // A transaction begun is committed with what it holds.
+        let ended = match self.commit(&class, timeout).await {
+            Ok(()) => self.settle(&class, 0, timeout).await,
+            Err(f) => Err(f),
+        };
+        if let Err(f) = ended {
+            self.link = None;
+            self.fail_pending(&class, f.class, &f.detail);
+        }
+        Some(Outcome {
+            steps: std::mem::take(&mut self.settled),
+            ..Outcome::default()
+        })
+    }
+
+    /// Read what the broker sent until at most `keep` sends wait for their receipts: what
+    /// has come at once, then, while more wait, the oldest one's receipt (or its timeout,
+    /// a failed step). A broken connection fails the exchange.
+    async fn settle(
+        &mut self,
+        class: &StompClass,
+        keep: usize,
+        timeout: Duration,
+    ) -> Result<(), Failed> {
+        loop {
+            let Some(front) = self.pending.front() else {
+                return Ok(());
+            };
+            let blocking = self.pending.len() > keep;
+            let by = match blocking {
+                true => front.written + timeout,
+                false => Instant::now(),
+            };
+            let Some(link) = self.link.as_mut() else {
+                return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            };
+            let r = match read(link, &class.limits, by).await {
+                Ok(r) => r,
+                Err(f) if f.class == ErrorClass::Timeout && !blocking => return Ok(()),
+                Err(f) if f.class == ErrorClass::Timeout => {
+                    let detail = format!("no RECEIPT within {timeout:?} of the send");
+                    self.fail_front(class, ErrorClass::Timeout, &detail);
+                    continue;
+                }
+                Err(f) => return Err(f),
+            };
+            match r.frame.command {
+                Command::Receipt => self.on_receipt(class, &r),
+                Command::Message => self.keep_message(r)?,
+                Command::Error => return Err(broker_error(&r.frame)),
+                _ => {}
+            }
+        }
+    }
+
+    /// A RECEIPT for a windowed send: its step, timed from the send's write.
+    fn on_receipt(&mut self, class: &StompClass, r: &Read) {
+        let Some(id) = r
+            .frame
+            .get("receipt-id")
+            .and_then(|v| v.parse::<u64>().ok())
+        else {
+            return;
+        };
+        // Receipts come in order: the oldest is nearly always the one.
+        let Some(i) = self.pending.iter().position(|p| p.receipt == id) else {
+            return;
+        };
+        if let Some(p) = self.pending.remove(i) {
+            let o = done(class.receipt, 0, r.bytes, p.written.elapsed());
+            self.settled.push((class.params.label_confirm, o));
+        }
+    }
+
+    /// Commit the open transaction, and wait for the commit's receipt: a step of its own.
+    /// A commit that fails fails every send in it.
+    async fn commit(&mut self, class: &StompClass, timeout: Duration) -> Result<(), Failed> {
+        let Some(tx) = self.tx.take() else {
+            return Ok(());
+        };
+        let want = self.next_receipt.to_string();
+        self.next_receipt += 1;
+        let mut wire = Vec::new();
+        Frame::new(Command::Commit)
+            .header("transaction", &tx.id)
+            .header("receipt", &want)
+            .encode(&mut wire);
+        let start = Instant::now();
+        let Some(link) = self.link.as_mut() else {
+            self.tx = Some(tx);
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
+        let sent = wire.len() as u64;
+        let done_ = match write(link, &wire, start + timeout).await {
+            Ok(()) => self.confirm(class, &want, start + timeout, sent).await,
+            Err(f) => Err(f),
+        };
+        match done_ {
+            Ok(received) => {
+                let o = done(class.receipt, sent, received, start.elapsed());
+                self.settled.push((class.params.label_commit, o));
+                Ok(())
+            }
+            Err(f) => {
+                let mut o = Outcome::failed(f.class, f.detail.clone());
+                o.latency = start.elapsed();
+                self.settled.push((class.params.label_commit, o));
+                self.tx = Some(tx);
+                self.abort_tx(class);
+                Err(f)
+            }
+        }
+    }
+
+    /// The open transaction will never be committed: its sends failed, in the ledger.
+    fn abort_tx(&mut self, class: &StompClass) {
+        let Some(tx) = self.tx.take() else {
+            return;
+        };
+        let from = producer(class.index, &self.ids);
+        if let Some(l) = self.ledger.as_mut() {
+            for (seq, dest) in &tx.sends {
+                l.send_failed(dest, from, *seq);
+            }
+        }
+    }
+
+    /// Begin a transaction for the sends to come, unless one is open: the bytes written.
+    async fn begin(&mut self, deadline: Instant) -> Result<u64, Failed> {
+        if self.tx.is_some() {
+            return Ok(0);
+        }
+        let id = format!("tx-{}", self.next_tx);
+        self.next_tx += 1;
+        let mut wire = Vec::new();
+        Frame::new(Command::Begin)
+            .header("transaction", &id)
+            .encode(&mut wire);
+        let Some(link) = self.link.as_mut() else {
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
+        write(link, &wire, deadline).await?;
+        self.tx = Some(Box::new(Tx {
+            id,
+            sends: Vec::new(),
+        }));
+        Ok(wire.len() as u64)
+    }
+
+    /// The oldest waiting send failed: a failed step, and a failed send in the ledger.
+    fn fail_front(&mut self, class: &StompClass, why: ErrorClass, detail: &str) {
+        let Some(p) = self.pending.pop_front() else {
+            return;
+        };
+        let from = producer(class.index, &self.ids);
+        if let Some(l) = self.ledger.as_mut() {
+            l.send_failed(&p.destination, from, p.seq);
+        }
+        let mut o = Outcome::failed(why, detail.to_string());
+        o.latency = p.written.elapsed();
+        self.settled.push((class.params.label_confirm, o));
+    }
+
+    /// Every waiting send failed (its connection ended before the receipt came).
+    fn fail_pending(&mut self, class: &StompClass, why: ErrorClass, detail: &str) {
+        while !self.pending.is_empty() {
+            self.fail_front(class, why, detail);
+        }
+    }
+
+    /// A MESSAGE that came while the user waited for something else, kept for the next
+    /// receive; more than any prefetch allows is the broker's fault.
+    fn keep_message(&mut self, r: Read) -> Result<(), Failed> {
+        if self.waiting.len() >= MAX_WAITING {
+            return Err(Failed::of(
+                ErrorClass::Body,
+                format!("the broker sent more than {MAX_WAITING} messages unasked"),
+            ));
+        }
+        self.waiting.push_back(r);
+        Ok(())
     }
 
     /// An open, logged-in session (subscribed, for a consumer), opening one if needed.
@@ -264,6 +485,11 @@ impl StompVu {
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
         self.ensure(class, conn).await?;
+        let windowed = s.receipt && class.params.max_pending > 1;
+        if windowed {
+            let keep = class.params.max_pending as usize - 1;
+            self.settle(class, keep, conn.timeouts().request).await?;
+        }
         let dest = render(
             s.destination,
             &class.class,
@@ -280,7 +506,14 @@ impl StompVu {
         let mut f = Frame::new(Command::Send)
             .header("destination", &dest)
             .header("persistent", if s.persistent { "true" } else { "false" });
-        if s.receipt {
+        let in_tx = class.params.transaction > 0;
+        let mut begun = 0;
+        if in_tx {
+            begun = self.begin(Instant::now() + conn.timeouts().request).await?;
+            if let Some(tx) = &self.tx {
+                f = f.header("transaction", &tx.id);
+            }
+        } else if s.receipt {
             f = f.header("receipt", &want);
         }
         let mut wire = Vec::with_capacity(size + 128);
@@ -295,8 +528,29 @@ impl StompVu {
         write(link, &wire, deadline).await?;
         let ledger = self.ledger.get_or_insert_with(Box::default);
         ledger.sent(&dest, from, seq);
-        let sent = wire.len() as u64;
+        let sent = wire.len() as u64 + begun;
+        if in_tx {
+            // The send is its write; the commit that ends its transaction is timed apart.
+            let elapsed = start.elapsed();
+            let full = self.tx.as_mut().is_some_and(|tx| {
+                tx.sends.push((seq, dest.into()));
+                tx.sends.len() >= class.params.transaction as usize
+            });
+            if full {
+                self.commit(class, conn.timeouts().request).await?;
+            }
+            return Ok(done(Answer::NONE, sent, 0, elapsed));
+        }
         if !s.receipt {
+            return Ok(done(Answer::NONE, sent, 0, start.elapsed()));
+        }
+        if windowed {
+            self.pending.push_back(Pending {
+                receipt: self.next_receipt - 1,
+                seq,
+                destination: dest.into(),
+                written: start,
+            });
             return Ok(done(Answer::NONE, sent, 0, start.elapsed()));
         }
         let confirmed = self.confirm(class, &want, deadline, sent).await;
@@ -318,11 +572,11 @@ impl StompVu {
         deadline: Instant,
         sent: u64,
     ) -> Result<u64, Failed> {
-        let Some(link) = self.link.as_mut() else {
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
-        };
         let mut received = 0u64;
         loop {
+            let Some(link) = self.link.as_mut() else {
+                return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            };
             let r = read(link, &class.limits, deadline)
                 .await
                 .map_err(|f| f.with_bytes(sent, received))?;
@@ -331,18 +585,11 @@ impl StompVu {
                 Command::Receipt if r.frame.get("receipt-id") == Some(want) => {
                     return Ok(received);
                 }
-                Command::Message => {
-                    if self.waiting.len() >= MAX_WAITING {
-                        return Err(Failed::of(
-                            ErrorClass::Body,
-                            format!("the broker sent more than {MAX_WAITING} messages unasked"),
-                        )
-                        .with_bytes(sent, received));
-                    }
-                    self.waiting.push_back(r);
-                }
+                Command::Message => self
+                    .keep_message(r)
+                    .map_err(|f| f.with_bytes(sent, received))?,
                 Command::Error => return Err(broker_error(&r.frame).with_bytes(sent, received)),
-                // Another receipt (an earlier one's, late) or a frame of no concern.
+                Command::Receipt => self.on_receipt(class, &r),
                 _ => {}
             }
         }
@@ -409,10 +656,10 @@ impl StompVu {
         class: &StompClass,
         until: Instant,
     ) -> Result<Option<Read>, Failed> {
-        let Some(link) = self.link.as_mut() else {
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
-        };
         loop {
+            let Some(link) = self.link.as_mut() else {
+                return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            };
             let r = match read(link, &class.limits, until).await {
                 Ok(r) => r,
                 // Nothing came in time: an empty receive, not a failure.
@@ -422,6 +669,8 @@ impl StompVu {
             match r.frame.command {
                 Command::Message => return Ok(Some(r)),
                 Command::Error => return Err(broker_error(&r.frame)),
+                // A producer that also consumes: a windowed send's receipt.
+                Command::Receipt => self.on_receipt(class, &r),
                 _ => {}
             }
         }

@@ -214,6 +214,9 @@ fn messages_table(b: &mut String, r: &Report) {
         );
     }
     b.push_str("</table>");
+    for bl in super::table::backlogs(r) {
+        let _ = write!(b, "<p>{}</p>", esc(&super::table::backlog_words(&bl)));
+    }
     if let Some(l) = &r.ledger {
         ledger_table(b, l);
     }

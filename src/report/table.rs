@@ -156,9 +156,76 @@ fn messages(out: &mut String, r: &Report) {
             m.op, m.per_sec, m.per_min, m.mib_per_sec
         );
     }
+    for b in backlogs(r) {
+        let _ = writeln!(out, "  {}", backlog_words(&b));
+    }
     if let Some(l) = &r.ledger {
         ledger(out, l);
     }
+}
+
+/// A round's backlog: the run's messages on the broker (sent less taken) at the end of
+/// each second.
+pub struct Backlog {
+    pub round: u32,
+    pub per_second: Vec<i64>,
+}
+
+/// Each round's backlog, from its broker operations' per-second successes: sends and
+/// publishes add, receives and consumes (foreign ones too) take away; empty receives do
+/// not count. Rounds without both are left out.
+pub fn backlogs(r: &Report) -> Vec<Backlog> {
+    let brokers = broker_classes(r);
+    r.rounds
+        .iter()
+        .filter_map(|round| {
+            let mut per_second: Vec<i64> = Vec::new();
+            let (mut adds, mut takes) = (false, false);
+            for o in &round.ops {
+                if !o.class.as_deref().is_some_and(|c| brokers.contains(&c)) {
+                    continue;
+                }
+                let label = o.op.split_once('.').map_or("", |(_, l)| l);
+                let sign = match label {
+                    "send" | "publish" => 1,
+                    "receive" | "consume" | "receive_foreign" | "consume_foreign" => -1,
+                    _ => continue,
+                };
+                adds |= sign > 0;
+                takes |= sign < 0;
+                if per_second.len() < o.timeline.len() {
+                    per_second.resize(o.timeline.len(), 0);
+                }
+                for (k, b) in o.timeline.iter().enumerate() {
+                    per_second[k] += sign * b.successes as i64;
+                }
+            }
+            let mut level = 0i64;
+            for v in per_second.iter_mut() {
+                level += *v;
+                *v = level;
+            }
+            (adds && takes).then_some(Backlog {
+                round: round.index,
+                per_second,
+            })
+        })
+        .collect()
+}
+
+/// A round's backlog in words: its highest, when, and at the end.
+pub fn backlog_words(b: &Backlog) -> String {
+    let (at, max) = b
+        .per_second
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, v)| **v)
+        .map_or((0, 0), |(k, v)| (k + 1, *v));
+    format!(
+        "backlog, round {} (sent less taken, at each second's end): highest {max} at {at} s, {} at the end",
+        b.round,
+        b.per_second.last().copied().unwrap_or(0)
+    )
 }
 
 /// Destinations shown one by one; the rest are summed.
@@ -211,6 +278,16 @@ pub fn ledger_words(c: &crate::ledger::Counts) -> String {
     w
 }
 
+/// The names of the workload's broker classes (STOMP, AMQP).
+fn broker_classes(r: &Report) -> Vec<&str> {
+    r.workload
+        .classes
+        .iter()
+        .filter(|c| matches!(c.protocol.as_str(), "stomp" | "amqp"))
+        .map(|c| c.name.as_str())
+        .collect()
+}
+
 /// One broker operation's message rates.
 pub struct MessageRate<'a> {
     pub op: &'a str,
@@ -222,13 +299,7 @@ pub struct MessageRate<'a> {
 /// The message rates of the operations of broker classes (STOMP, AMQP), their figures
 /// reported apart (`receive.e2e`) left out.
 pub fn message_rates(r: &Report) -> Vec<MessageRate<'_>> {
-    let brokers: Vec<&str> = r
-        .workload
-        .classes
-        .iter()
-        .filter(|c| matches!(c.protocol.as_str(), "stomp" | "amqp"))
-        .map(|c| c.name.as_str())
-        .collect();
+    let brokers = broker_classes(r);
     let secs = r.summary.measured_s;
     r.summary
         .ops

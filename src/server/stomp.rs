@@ -338,10 +338,12 @@ impl Connection {
         // settled, nothing more is dispatched, and what it was not sent goes back.
         let mut gone = false;
         loop {
+            let mut more = false;
             if !gone {
-                if let Err(e) = self.dispatch() {
-                    return e;
-                }
+                more = match self.dispatch() {
+                    Ok(more) => more,
+                    Err(e) => return e,
+                };
                 gone = self.flush().await.is_err();
             }
             self.out.clear();
@@ -350,10 +352,13 @@ impl Connection {
             let deadline =
                 (!self.buf.is_empty()).then(|| Instant::now() + self.broker.header_timeout);
             let notify = self.notify.clone();
+            // A batch cut short goes on at once; a frame that has come is read first.
             let frame = tokio::select! {
+                biased;
                 f = self.next_frame(deadline) => f,
                 _ = notify.notified() => continue,
                 _ = stop.cancelled() => return End::Quietly,
+                _ = std::future::ready(()), if more => continue,
             };
             match frame {
                 Ok(Some(f)) => {
@@ -592,8 +597,10 @@ impl Connection {
         Ok(())
     }
 
-    /// Hand each subscription what its prefetch allows.
-    fn dispatch(&mut self) -> Result<(), End> {
+    /// Hand each subscription what its prefetch allows; `true` when a batch was cut at its
+    /// bound with messages perhaps still queued, so dispatching must go on once written.
+    fn dispatch(&mut self) -> Result<bool, End> {
+        let mut more = false;
         for i in 0..self.subs.len() {
             loop {
                 let s = &self.subs[i];
@@ -612,11 +619,12 @@ impl Connection {
                 // An auto-ack subscription is not bounded by acks: bound the batch by
                 // what one write may hold, and let the socket's pace do the rest.
                 if self.subs[i].ack == AckMode::Auto && self.out.len() >= 1 << 20 {
+                    more = true;
                     break;
                 }
             }
         }
-        Ok(())
+        Ok(more)
     }
 
     fn deliver(&mut self, i: usize, body: Bytes) {

@@ -411,3 +411,97 @@ users:
     assert_eq!(c.received + c.drained, taken);
     h_stop(&rt, h);
 }
+
+#[test]
+fn a_window_of_unconfirmed_sends_times_each_receipt_apart_and_loses_none() {
+    let rt = runtime();
+    let h = broker(&rt, true);
+    let tmp = tempdir();
+    // 4 MiB left on the queue: more than the broker sends an auto-ack drain in one batch.
+    let w = write_workload(
+        tmp.path(),
+        r#"
+name: broker-window
+run: { iterations: 1000, rounds: 1 }
+users:
+  - class: producer
+    protocol: stomp
+    count: 2
+    params: { max_pending: 16 }
+    mix:
+      send: { weight: 1, params: { destination: "/queue/window-{run_id}", size: 2KiB } }
+"#,
+    );
+    let target = format!("stomp://{}", h.stomp_addr.unwrap());
+    let out = out_dir(&tmp);
+    assert_eq!(run_to(&w, &target, &out, &[]), 0);
+    let r = read_report(&out);
+    let counts = h.broker.destinations();
+    let c = counts.values().next().unwrap();
+    let send = op(&r, "producer.send");
+    let confirm = op(&r, "producer.send.confirm");
+    // Every send has its receipt, timed apart; the send itself is the write.
+    assert_eq!((send.successes, confirm.successes), (2000, 2000));
+    assert_eq!(answer_count(confirm, "RECEIPT"), c.enqueued);
+    assert_eq!(c.enqueued, 2000);
+    assert!(confirm.latency_ms.p50 >= send.latency_ms.p50);
+    // The drain took all 4 MiB back: nothing lost.
+    assert_eq!(c.dequeued, 2000, "{c:?}");
+    let l = &r.ledger.as_ref().unwrap().destinations[0].counts;
+    assert_eq!((l.sent, l.drained, l.lost), (2000, 2000, 0));
+    h_stop(&rt, h);
+}
+
+#[test]
+fn sends_in_transactions_are_committed_every_n_and_at_the_end_each_commit_timed() {
+    let rt = runtime();
+    let h = broker(&rt, true);
+    let tmp = tempdir();
+    let w = write_workload(
+        tmp.path(),
+        r#"
+name: broker-tx
+run: { iterations: 95, rounds: 1 }
+users:
+  - class: producer
+    protocol: stomp
+    count: 2
+    params: { transaction: 10 }
+    mix:
+      send: { weight: 1, params: { destination: "/queue/tx-{run_id}", size: 256B } }
+"#,
+    );
+    let target = format!("stomp://{}", h.stomp_addr.unwrap());
+    let out = out_dir(&tmp);
+    assert_eq!(run_to(&w, &target, &out, &["--keep-data"]), 0);
+    let r = read_report(&out);
+    let c = h.broker.destinations().into_values().next().unwrap();
+    // 9 full transactions each, and the last 5 sends committed as the user ends.
+    let commit = op(&r, "producer.send.commit");
+    assert_eq!((commit.requests, commit.failures), (20, 0));
+    assert_eq!(answer_count(commit, "RECEIPT"), 20);
+    assert_eq!(op(&r, "producer.send").successes, 190);
+    assert_eq!(
+        c.enqueued, 190,
+        "every committed send is on the queue: {c:?}"
+    );
+    // BEGIN, SEND and COMMIT frames are all in the bytes sent.
+    assert!(op(&r, "producer.send").bytes_sent >= 190 * 256);
+    // A window of unconfirmed sends does not go with transactions.
+    let bad = tmp.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(&w)
+            .unwrap()
+            .replace("transaction: 10", "transaction: 10, max_pending: 8"),
+    )
+    .unwrap();
+    let o = loadmix_bin(&["validate", &path_str(&bad)]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.yaml:") && err.contains("do not go together"),
+        "{err}"
+    );
+    h_stop(&rt, h);
+}

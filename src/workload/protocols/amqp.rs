@@ -7,7 +7,12 @@
 //! default exchange, persistent or not, and with `confirm` waits for the broker's publisher
 //! confirm (the confirm latency); `mandatory` has an unroutable message returned. A
 //! consumer subscribes with its prefetch (`basic.qos`) and each `consume` takes one
-//! delivery and acknowledges it, or finds none within its timeout.
+//! delivery and acknowledges it, or finds none within its timeout. With `max_pending: N` a
+//! producer keeps up to N publishes unconfirmed, as RabbitMQ PerfTest's `--confirm N`
+//! does: `publish` then times the hand-over (and any wait for room in the window), and
+//! each confirm is timed apart, from its publish, as `publish.confirm`. With
+//! `transaction: N` the channel is transactional (`tx.select`, no confirms): every N
+//! publishes are committed (`tx.commit`), the commit timed as `publish.commit`.
 
 use super::{ClassKind, ParamKind, ProtocolDef, each, label_index, op, p};
 use crate::workload::dist::{Dist, Unit};
@@ -72,6 +77,16 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
             "ack",
             ParamKind::Choice(ACK_MODES),
             "manual (default: each delivery acknowledged) or auto",
+        ),
+        p(
+            "transaction",
+            ParamKind::Integer,
+            "publishs per transaction (tx.select, then tx.commit), the commit timed apart; default none",
+        ),
+        p(
+            "max_pending",
+            ParamKind::Integer,
+            "confirms a producer may wait for at once (default 1: each publish waits for its own)",
         ),
     ],
 };
@@ -167,6 +182,13 @@ pub struct AmqpParams {
     pub label_consume_foreign: usize,
     /// Each delivery's end-to-end latency, reported apart.
     pub label_e2e: usize,
+    /// Confirms a producer may have outstanding; past 1, a publish does not wait for its
+    /// own, and each confirm is timed apart (`label_confirm`).
+    pub max_pending: u32,
+    pub label_confirm: usize,
+    /// Sends per transaction; 0: none. Each commit is timed apart (`label_commit`).
+    pub transaction: u32,
+    pub label_commit: usize,
 }
 
 /// The class's typed operations and parameters, with every default applied.
@@ -185,6 +207,24 @@ pub(super) fn build(
         .template("queue")
         .cloned()
         .ok_or("an amqp class names its queue: params: { queue: NAME }")?;
+    let max_pending = super::max_pending(class_params)?;
+    let transaction = super::transaction(class_params, max_pending)?;
+    if transaction > 0
+        && ops
+            .iter()
+            .any(|o| matches!(o, AmqpOp::Publish { confirm: true, .. }))
+    {
+        return Err(
+            "a transactional channel takes no publisher confirms (AMQP 0-9-1): give confirm: false; the commit is what is confirmed".into(),
+        );
+    }
+    if max_pending > 1
+        && ops
+            .iter()
+            .any(|o| matches!(o, AmqpOp::Publish { confirm: false, .. }))
+    {
+        return Err("max_pending counts publisher confirms: give confirm: true".into());
+    }
     let queue_type = match class_params.text("queue_type") {
         Some("quorum") => QueueType::Quorum,
         Some("none") => QueueType::Existing,
@@ -202,6 +242,10 @@ pub(super) fn build(
             label_consume_empty: label_index(labels, "consume_empty"),
             label_consume_foreign: label_index(labels, "consume_foreign"),
             label_e2e: label_index(labels, "consume.e2e"),
+            max_pending,
+            label_confirm: label_index(labels, "publish.confirm"),
+            transaction,
+            label_commit: label_index(labels, "publish.commit"),
         },
     })
 }

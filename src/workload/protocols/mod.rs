@@ -205,6 +205,45 @@ pub enum ClassKind {
     },
 }
 
+/// The most unconfirmed sends a producer may keep, or sends a transaction may hold.
+const MAX_PENDING: f64 = 100_000.0;
+
+/// A count parameter of a broker class, from 1 to `MAX_PENDING`; `None` when not given.
+fn count_of(p: &Params, key: &str, what: &str) -> Result<Option<u32>, String> {
+    match p.number(key) {
+        None => Ok(None),
+        Some(n) if (1.0..=MAX_PENDING).contains(&n) && n.fract() == 0.0 => Ok(Some(n as u32)),
+        Some(n) => Err(format!(
+            "{key} {n}: give {what}, a whole number from 1 to {MAX_PENDING}"
+        )),
+    }
+}
+
+/// A broker class's `max_pending`: 1 (each send waits for its confirm) unless given.
+fn max_pending(p: &Params) -> Result<u32, String> {
+    Ok(count_of(
+        p,
+        "max_pending",
+        "the sends that may wait for their confirms",
+    )?
+    .unwrap_or(1))
+}
+
+/// A broker class's `transaction`: sends per transaction, 0 (none) unless given; a
+/// window of unconfirmed sends does not go with it.
+fn transaction(p: &Params, max_pending: u32) -> Result<u32, String> {
+    let Some(n) = count_of(p, "transaction", "the sends per transaction")? else {
+        return Ok(0);
+    };
+    if max_pending > 1 {
+        return Err(
+            "transaction and max_pending do not go together: a transaction's commit is its confirm"
+                .into(),
+        );
+    }
+    Ok(n)
+}
+
 /// The position of `name` among `labels`, added at the end when it is not there yet, so
 /// a label a driver reports always exists.
 fn label_index(labels: &mut Vec<String>, name: &str) -> usize {

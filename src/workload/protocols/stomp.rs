@@ -6,7 +6,12 @@
 //! body's size, whether it is persistent and whether it waits for the broker's receipt
 //! (a persistent send with a receipt is JMS's synchronous persistent send). A consumer
 //! class subscribes once per user (`params: { subscribe: ..., ack: ..., prefetch: ... }`)
-//! and each `receive` takes one message, or finds none within its timeout.
+//! and each `receive` takes one message, or finds none within its timeout. With
+//! `max_pending: N` a producer keeps up to N sends waiting for their receipts: `send` then
+//! times the write (and any wait for room in the window), and each receipt is timed
+//! apart, from its send's write, as `send.confirm`. With `transaction: N` sends go in
+//! transactions of N (`BEGIN`, the sends, `COMMIT` with a receipt): a send is then its
+//! write, and each commit is timed, to its receipt, as `send.commit`.
 
 use super::{ClassKind, ParamKind, ProtocolDef, each, label_index, op, p};
 use crate::workload::dist::{Dist, DistSpec, Unit};
@@ -69,6 +74,16 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
             "prefetch",
             ParamKind::Integer,
             "messages the broker may send ahead of acknowledgements (default 1)",
+        ),
+        p(
+            "transaction",
+            ParamKind::Integer,
+            "sends per transaction (BEGIN, then COMMIT with a receipt), the commit timed apart; default none",
+        ),
+        p(
+            "max_pending",
+            ParamKind::Integer,
+            "receipts a producer may wait for at once (default 1: each send waits for its own)",
         ),
     ],
 };
@@ -192,6 +207,13 @@ pub struct StompParams {
     pub label_receive_foreign: usize,
     /// Each message's end-to-end latency (send to receive), reported apart.
     pub label_e2e: usize,
+    /// Receipts a producer may have outstanding; past 1, a send does not wait for its own,
+    /// and each receipt is timed apart (`label_confirm`).
+    pub max_pending: u32,
+    pub label_confirm: usize,
+    /// Sends per transaction; 0: none. Each commit is timed apart (`label_commit`).
+    pub transaction: u32,
+    pub label_commit: usize,
 }
 
 /// The class's typed operations and parameters, with every default applied. A consumer
@@ -206,6 +228,15 @@ pub(super) fn build(
         if let StompOp::Send { size, .. } = o {
             check_size(size)?;
         }
+    }
+    let max_pending = super::max_pending(class_params)?;
+    let transaction = super::transaction(class_params, max_pending)?;
+    if max_pending > 1
+        && ops
+            .iter()
+            .any(|o| matches!(o, StompOp::Send { receipt: false, .. }))
+    {
+        return Err("max_pending counts receipts: give receipt: true".into());
     }
     let subscribe = class_params.template("subscribe").cloned();
     if subscribe.is_none() && ops.iter().any(|o| matches!(o, StompOp::Receive { .. })) {
@@ -230,6 +261,10 @@ pub(super) fn build(
             label_receive_empty: label_index(labels, "receive_empty"),
             label_receive_foreign: label_index(labels, "receive_foreign"),
             label_e2e: label_index(labels, "receive.e2e"),
+            max_pending,
+            label_confirm: label_index(labels, "send.confirm"),
+            transaction,
+            label_commit: label_index(labels, "send.commit"),
         },
     })
 }

@@ -13,15 +13,18 @@
 #   3. A login the broker refuses: exit 3 at preflight with ActiveMQ's own words.
 #   4. RabbitMQ over AMQP 0-9-1 (lapin): fixtures/workloads/broker-check-amqp.yaml with
 #      publisher confirms on a classic and then a quorum queue (and a classic one with 32
-#      publishes unconfirmed at once; and in transactions of 10), 0 failures, and the
+#      publishes unconfirmed at once and every fifth delivery acknowledged; and in
+#      transactions of 10), 0 failures, and the
 #      broker's published, confirmed and acknowledged messages (Prometheus) equal to
 #      loadmix's confirms and deliveries; a queue declared with another type is counted
 #      in RabbitMQ's words (406 PRECONDITION_FAILED); a refused login is exit 3 with
 #      ACCESS_REFUSED.
-#   5. The recipe examples/activemq-stores (KahaDB, KahaDB without concurrent store and
+#   5. ActiveMQ on the JDBC store (PostgreSQL, set up by examples/activemq-stores): the
+#      same workload, its counts against JMX, and the store's message table empty after.
+#   6. The recipe examples/activemq-stores (KahaDB, KahaDB without concurrent store and
 #      dispatch, JDBC on PostgreSQL, JDBC 45 ms away), briefly: every part runs, 0 failures,
 #      and the remote database store is the slowest of the grid.
-#   6. The recipe examples/rabbitmq-queues (classic against quorum queues), briefly: both
+#   7. The recipe examples/rabbitmq-queues (classic against quorum queues), briefly: both
 #      runs without a failure, compared, the Erlang VM's CPU per operation filled in.
 # Fails, never skips, when a broker cannot be started.
 set -euo pipefail
@@ -127,10 +130,11 @@ amq_java() {
     java -Djava.io.tmpdir="$AMQ/tmp" -Dactivemq.home=/usr/share/activemq -Dactivemq.base="$AMQ" \
         -Dactivemq.conf="$AMQ/conf" -Dactivemq.data="$AMQ/data" "$@"
 }
-# ActiveMQ's own counts of run RUN's queues, over JMX: queues, enqueued, dequeued, left.
+# ActiveMQ's own counts of run RUN's queues, over JMX (at URL, the first broker's by
+# default): queues, enqueued, dequeued, left.
 amq_counts() {
     amq_java -jar /usr/share/activemq/bin/activemq.jar query \
-        --jmxurl "service:jmx:rmi:///jndi/rmi://127.0.0.1:$JMX_PORT/jmxrmi" \
+        --jmxurl "${2:-service:jmx:rmi:///jndi/rmi://127.0.0.1:$JMX_PORT/jmxrmi}" \
         -QQueue="check-$1-*" --view Name,EnqueueCount,DequeueCount,QueueSize >"$WORK/amq-query.txt" 2>&1
     python3 - "$WORK/amq-query.txt" <<'PY'
 import re, sys
@@ -253,12 +257,13 @@ queues_left() {
         grep -c "^rabbitmq_queue_messages{.*queue=\"check-$1-" || true
 }
 # classic, quorum, and classic with 32 publishes unconfirmed at once (each confirm then
-# timed apart, as publish.confirm).
+# timed apart, as publish.confirm) and consumers acknowledging every fifth delivery.
 for TYPE in classic quorum window; do
     read -r R0 C0 A0 U0 < <(prom_totals)
     QTYPE=$TYPE CONFIRMS=producer.publish EXTRA=()
     if [ "$TYPE" = window ]; then
-        QTYPE=classic CONFIRMS=producer.publish.confirm EXTRA=(--set users.producer.params.max_pending=32)
+        QTYPE=classic CONFIRMS=producer.publish.confirm
+        EXTRA=(--set users.producer.params.max_pending=32 --set users.consumer.params.ack_every=5)
     fi
     "$BIN" run fixtures/workloads/broker-check-amqp.yaml --target "amqp://127.0.0.1:$AMQP_PORT" \
         --set "users.producer.params.queue_type=$QTYPE" --set "users.consumer.params.queue_type=$QTYPE" "${EXTRA[@]}" \
@@ -328,10 +333,31 @@ set -e
     cat "$WORK/amqp-refused.err" >&2
     exit 1
 }
-echo "== 5. examples/activemq-stores, briefly"
 kill "${PIDS[1]}" 2>/dev/null || true
 HOME="$WORK/rabbitmq" /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" stop >/dev/null 2>&1 || true
 RMQ_NODE=
+echo "== 5. ActiveMQ on the JDBC store (PostgreSQL): counts against JMX, and its message table emptied"
+# A folder of its own, outside $WORK: PostgreSQL's user must reach it.
+STORES=$(mktemp -d)
+trap 'examples/activemq-stores/stop.sh "$STORES"; rm -rf "$STORES"; cleanup' EXIT
+examples/activemq-stores/setup.sh "$STORES" >/dev/null || { tail -20 "$STORES"/*.log >&2; exit 1; }
+# shellcheck disable=SC1091
+. "$STORES/targets.env"
+"$BIN" run fixtures/workloads/broker-check.yaml --target "$URL_JDBC" --quiet --out "$WORK/jdbc-run" >/dev/null
+read -r RUN SENT RECEIVED FAILED DRAINED < <(counts "$WORK/jdbc-run" producer.send RECEIPT consumer.receive:MESSAGE)
+read -r QUEUES ENQ DEQ LEFT < <(amq_counts "$RUN" "$JMX_JDBC")
+PG=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+ROWS=$(su postgres -c "$PG/psql -h 127.0.0.1 -p $PGPORT -U postgres -d activemq_jdbc -tAc 'SELECT count(*) FROM activemq_msgs'")
+echo "   loadmix: $SENT receipts, $RECEIVED received, $DRAINED drained · ActiveMQ (JDBC): $QUEUES queues, $ENQ enqueued, $DEQ dequeued, $LEFT left, $ROWS rows in activemq_msgs"
+[ "$FAILED" = 0 ] && [ "$QUEUES" = 2 ] && [ "$SENT" = 400 ] && [ "$ENQ" = "$SENT" ] && [ "$DEQ" = $((RECEIVED + DRAINED)) ] &&
+    [ "$LEFT" = 0 ] && [ "$ROWS" = 0 ] || {
+    echo "ActiveMQ's JDBC counts differ from loadmix's" >&2
+    exit 1
+}
+examples/activemq-stores/stop.sh "$STORES"
+rm -rf "$STORES"
+trap cleanup EXIT
+echo "== 6. examples/activemq-stores, briefly"
 LOADMIX_BIN="$BIN" examples/activemq-stores/run.sh "$WORK/recipe" 1 2s 10 3,10 >"$WORK/recipe.txt"
 python3 - "$WORK/recipe" <<'PY'
 import json, pathlib, sys
@@ -346,7 +372,7 @@ grid = {p.parent.name: json.loads(p.read_text())["summary"]["total"]["ops_per_se
 assert grid["remote"] < grid["kahadb"] and grid["remote"] < grid["jdbc"], grid
 print("   grid at 1 KiB, msg/s:", {k: round(v) for k, v in sorted(grid.items())})
 PY
-echo "== 6. examples/rabbitmq-queues, briefly"
+echo "== 7. examples/rabbitmq-queues, briefly"
 LOADMIX_BIN="$BIN" examples/rabbitmq-queues/run.sh "$WORK/rabbit-recipe" 1 4s >"$WORK/rabbit-recipe.txt"
 python3 - "$WORK/rabbit-recipe" <<'PY'
 import json, pathlib, sys

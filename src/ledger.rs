@@ -268,6 +268,9 @@ impl Ledger {
         let c = &mut self.counts[d as usize];
         match inserted {
             None => c.untracked += 1,
+            // Taken again, and the broker says it handed it out before: a redelivery of
+            // what was not acknowledged, not a duplicate.
+            Some(false) if redelivered => {}
             Some(false) => c.duplicated += 1,
             Some(true) if how == Taken::Drained => c.drained += 1,
             Some(true) => c.received += 1,

@@ -9,8 +9,8 @@
 #   2. read/write: 10 writers and 10 readers at once, KahaDB with and without concurrent
 #      store and dispatch against the local database;
 #   3. the ActiveMQ writer sweep: 3, 5, 10, 15, 20 and 25 writers for DURATION per round
-#      (broker-threads.yaml), in messages per minute. Write-only: what it writes stays on
-#      the brokers (loadmix does not drain queues yet), so it runs last.
+#      (broker-threads.yaml), in messages per minute. Write-only: what a round writes is
+#      drained after it, untimed, so every round starts on an empty store.
 # Usage: examples/activemq-stores/run.sh [OUT=reports/activemq-stores] [ROUNDS=3] [DURATION=10s] [MESSAGES=250] [WRITERS=3,5,10,15,20,25]
 # The tables are OUT/grid/sweep.txt, OUT/readwrite/compare.txt and OUT/writers/sweep.txt.
 set -euo pipefail

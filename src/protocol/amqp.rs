@@ -111,6 +111,9 @@ pub struct AmqpVu {
     used: Option<Box<Used>>,
     /// Publishes waiting for their confirms (`max_pending` past 1), oldest first.
     pending: VecDeque<Pending>,
+    /// Deliveries taken and not yet acknowledged (`ack_every: N`), and the last one's tag.
+    unacked: u32,
+    last_tag: Option<u64>,
     /// The sequence numbers published in the open transaction (`transaction: N`).
     in_tx: Vec<u32>,
     /// Commits settled since the last operation reported them, as its steps.
@@ -159,6 +162,8 @@ impl AmqpVu {
             pending: VecDeque::new(),
             in_tx: Vec::new(),
             settled: Vec::new(),
+            unacked: 0,
+            last_tag: None,
         }
     }
 
@@ -194,12 +199,14 @@ impl AmqpVu {
                 persistent,
                 confirm,
                 mandatory,
+                headers,
             } => {
                 let p = Publish {
                     size,
                     persistent: *persistent,
                     confirm: *confirm,
                     mandatory: *mandatory,
+                    headers,
                 };
                 self.publish(&class, conn, p, rng).await
             }
@@ -210,11 +217,32 @@ impl AmqpVu {
         out.handshake = self.open.as_mut().and_then(|s| s.opened.take());
         if failed {
             self.open = None;
-            // The broker rolls back a transaction whose channel ended.
+            // The broker rolls back a transaction whose channel ended, and hands out again
+            // what was not acknowledged.
             self.abort_tx(&class);
+            self.unacked = 0;
+            self.last_tag = None;
         }
         out.steps.append(&mut self.settled);
         out
+    }
+
+    /// Acknowledge delivery `tag` (and, `multiple`, those before it on the channel).
+    async fn ack(&mut self, tag: u64, multiple: bool, timeout: Duration) -> Result<(), Failed> {
+        let Some(s) = self.open.as_ref() else {
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
+        let options = BasicAckOptions { multiple };
+        within(
+            timeout,
+            s.channel.basic_ack(tag, options),
+            "the acknowledgement",
+        )
+        .await?
+        .map_err(|e| failed("basic.ack", e))?;
+        self.unacked = 0;
+        self.last_tag = None;
+        Ok(())
     }
 
     /// Commit the open transaction (`tx.commit`), timed as a step of its own; a commit
@@ -309,7 +337,16 @@ impl AmqpVu {
             return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
         };
         let payload = body(class.nonce, from, seq, size.min(64 << 20));
-        let props = BasicProperties::default().with_delivery_mode(if p.persistent { 2 } else { 1 });
+        let mut props =
+            BasicProperties::default().with_delivery_mode(if p.persistent { 2 } else { 1 });
+        if !p.headers.is_empty() {
+            let mut table = FieldTable::default();
+            for (name, t) in p.headers {
+                let value = render(t, &class.class, &self.ids, u64::from(seq), rng);
+                table.insert(name.as_str().into(), AMQPValue::LongString(value.into()));
+            }
+            props = props.with_headers(table);
+        }
         let start = Instant::now();
         let publish = s.channel.basic_publish(
             ShortString::from(""),
@@ -425,11 +462,15 @@ impl AmqpVu {
     /// The confirms still outstanding when the user's round ends, each awaited within the
     /// request timeout of its publish: an outcome of these steps only; `None` if none.
     pub async fn finish(&mut self, conn: &Conn) -> Option<Outcome> {
+        let timeout = conn.timeouts().request;
+        // The deliveries taken since the last acknowledgement are acknowledged with it.
+        if let Some(tag) = self.last_tag.take() {
+            let _ = self.ack(tag, true, timeout).await;
+        }
         if self.pending.is_empty() && self.in_tx.is_empty() {
             return None;
         }
         let class = self.class.clone();
-        let timeout = conn.timeouts().request;
         // A transaction begun is committed with what it holds.
         let _ = self.commit(&class, timeout).await;
         let mut steps = std::mem::take(&mut self.settled);
@@ -477,15 +518,17 @@ impl AmqpVu {
         let latency = start.elapsed();
         let received = delivery.data.len() as u64;
         if class.params.manual_ack {
-            // The delivery came whatever became of its acknowledgement: its bytes count.
-            within(
-                conn.timeouts().request,
-                delivery.ack(BasicAckOptions::default()),
-                "the acknowledgement",
-            )
-            .await
-            .map_err(|f| f.with_bytes(0, received))?
-            .map_err(|e| failed("basic.ack", e).with_bytes(0, received))?;
+            // Every Nth delivery is acknowledged, and with it (multiple) those before. The
+            // delivery came whatever became of its acknowledgement: its bytes count.
+            self.unacked += 1;
+            if self.unacked >= class.params.ack_every {
+                let multiple = class.params.ack_every > 1;
+                self.ack(delivery.delivery_tag, multiple, conn.timeouts().request)
+                    .await
+                    .map_err(|f| f.with_bytes(0, received))?;
+            } else {
+                self.last_tag = Some(delivery.delivery_tag);
+            }
         }
         let mut o = done(class.deliver, 0, received, latency);
         let queue = self.used.as_ref().map_or("", |u| u.name.as_str());
@@ -534,6 +577,7 @@ struct Publish<'a> {
     persistent: bool,
     confirm: bool,
     mandatory: bool,
+    headers: &'a [(String, crate::workload::Template)],
 }
 
 /// A publisher confirm as an outcome, and whether the broker took the message; a

@@ -116,6 +116,10 @@ pub struct StompVu {
     pending: VecDeque<Pending>,
     /// Receipts settled since the last operation reported them, as its steps.
     settled: Vec<(usize, Outcome)>,
+    /// Messages taken and not yet acknowledged (`ack_every: N`), and the last one's ack
+    /// id, which acknowledges them all.
+    unacked: u32,
+    last_ack: Option<Box<str>>,
     /// The transaction its sends go in (`transaction: N`), once begun.
     tx: Option<Box<Tx>>,
     next_tx: u64,
@@ -149,6 +153,8 @@ impl StompVu {
             subscription: None,
             pending: VecDeque::new(),
             settled: Vec::new(),
+            unacked: 0,
+            last_ack: None,
             tx: None,
             next_tx: 1,
         }
@@ -219,12 +225,14 @@ impl StompVu {
                 size,
                 persistent,
                 receipt,
+                headers,
             } => {
                 let send = Send {
                     destination,
                     size,
                     persistent: *persistent,
                     receipt: *receipt,
+                    headers,
                 };
                 self.send(&class, conn, send, rng).await
             }
@@ -239,6 +247,9 @@ impl StompVu {
             // broker with the connection; taking them later would count them twice.
             self.link = None;
             self.waiting.clear();
+            // What was not acknowledged goes back to the broker with the connection.
+            self.unacked = 0;
+            self.last_ack = None;
             let why = out.detail.clone().unwrap_or_default();
             self.fail_pending(&class, ErrorClass::Reset, &why);
             // The broker rolls back a transaction whose connection ended.
@@ -251,11 +262,15 @@ impl StompVu {
     /// What the user still waits for when its round ends: its outstanding receipts, each
     /// within the request timeout of its send, as an outcome of steps only.
     pub async fn finish(&mut self, conn: &Conn) -> Option<Outcome> {
+        let timeout = conn.timeouts().request;
+        // The messages taken since the last acknowledgement are acknowledged with it.
+        if let Some(id) = self.last_ack.take() {
+            let _ = self.ack(&id, timeout).await;
+        }
         if self.pending.is_empty() && self.tx.is_none() {
             return None;
         }
         let class = self.class.clone();
-        let timeout = conn.timeouts().request;
         // A transaction begun is committed with what it holds.
         let ended = match self.commit(&class, timeout).await {
             Ok(()) => self.settle(&class, 0, timeout).await,
@@ -328,6 +343,19 @@ impl StompVu {
             let o = done(class.receipt, 0, r.bytes, p.written.elapsed());
             self.settled.push((class.params.label_confirm, o));
         }
+    }
+
+    /// Acknowledge message `id` (and, ack: client, those before it): the bytes written.
+    async fn ack(&mut self, id: &str, timeout: Duration) -> Result<u64, Failed> {
+        let mut wire = Vec::new();
+        Frame::new(Command::Ack).header("id", id).encode(&mut wire);
+        let Some(link) = self.link.as_mut() else {
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
+        write(link, &wire, Instant::now() + timeout).await?;
+        self.unacked = 0;
+        self.last_ack = None;
+        Ok(wire.len() as u64)
     }
 
     /// Commit the open transaction, and wait for the commit's receipt: a step of its own.
@@ -506,6 +534,10 @@ impl StompVu {
         let mut f = Frame::new(Command::Send)
             .header("destination", &dest)
             .header("persistent", if s.persistent { "true" } else { "false" });
+        for (name, t) in s.headers {
+            let value = render(t, &class.class, &self.ids, u64::from(seq), rng);
+            f = f.header(name, &value);
+        }
         let in_tx = class.params.transaction > 0;
         let mut begun = 0;
         if in_tx {
@@ -619,16 +651,17 @@ impl StompVu {
         if class.params.ack != AckMode::Auto
             && let Some(ack) = m.frame.get("ack")
         {
-            let mut wire = Vec::new();
-            Frame::new(Command::Ack).header("id", ack).encode(&mut wire);
-            let deadline = Instant::now() + conn.timeouts().request;
-            if let Some(link) = self.link.as_mut() {
+            // Every Nth message is acknowledged, and with it (ack: client) those before.
+            self.unacked += 1;
+            if self.unacked >= class.params.ack_every {
                 // The message came whatever became of its ACK: its bytes are counted.
-                write(link, &wire, deadline)
+                sent = self
+                    .ack(ack, conn.timeouts().request)
                     .await
                     .map_err(|f| f.with_bytes(0, m.bytes))?;
+            } else {
+                self.last_ack = Some(ack.into());
             }
-            sent = wire.len() as u64;
         }
         let mut o = done(class.message, sent, m.bytes, latency);
         let dest = m
@@ -683,6 +716,7 @@ struct Send<'a> {
     size: &'a Dist,
     persistent: bool,
     receipt: bool,
+    headers: &'a [(String, Template)],
 }
 
 /// A broker's ERROR as a failure in its own words.

@@ -426,6 +426,14 @@ impl Params {
             _ => None,
         }
     }
+    /// A map of names to templates (message headers).
+    pub fn headers(&self, name: &str) -> &[(String, Template)] {
+        match self.get(name) {
+            Some(ParamValue::Headers(h)) => h,
+            _ => &[],
+        }
+    }
+
     pub fn template(&self, name: &str) -> Option<&Template> {
         match self.get(name) {
             Some(ParamValue::Template(t)) => Some(t),
@@ -441,6 +449,7 @@ pub(crate) enum ParamValue {
     Text(String),
     Flag(bool),
     Template(Template),
+    Headers(Vec<(String, Template)>),
 }
 
 /// A generic request template.

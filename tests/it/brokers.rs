@@ -19,6 +19,34 @@ fn write_workload(dir: &std::path::Path, text: &str) -> String {
     path_str(&f)
 }
 
+/// What most tests here start from: the embedded broker, a scratch folder with the
+/// workload written in it, the broker's STOMP target and an output folder.
+struct Setup {
+    rt: tokio::runtime::Runtime,
+    h: loadmix::embedded::ServerHandle,
+    tmp: tempfile::TempDir,
+    w: String,
+    target: String,
+    out: std::path::PathBuf,
+}
+
+fn set_up(workload: &str) -> Setup {
+    let rt = runtime();
+    let h = broker(&rt, true);
+    let tmp = tempdir();
+    let w = write_workload(tmp.path(), workload);
+    let target = format!("stomp://{}", h.stomp_addr.unwrap());
+    let out = out_dir(&tmp);
+    Setup {
+        rt,
+        h,
+        tmp,
+        w,
+        target,
+        out,
+    }
+}
+
 /// `loadmix run W --target TARGET --quiet --out OUT [EXTRA...]`, in-process: its exit code.
 fn run_to(w: &str, target: &str, out: &std::path::Path, extra: &[&str]) -> i32 {
     let out = path_str(out);
@@ -37,11 +65,14 @@ fn answer_count(r: &loadmix::reports::OpReport, name: &str) -> u64 {
 
 #[test]
 fn sends_and_receives_equal_what_the_broker_counted() {
-    let rt = runtime();
-    let h = broker(&rt, true);
-    let tmp = tempdir();
-    let w = write_workload(
-        tmp.path(),
+    let Setup {
+        rt,
+        h,
+        tmp: _tmp,
+        w,
+        target,
+        out,
+    } = set_up(
         r#"
 name: broker-counts
 run: { iterations: 50, rounds: 2 }
@@ -60,8 +91,6 @@ users:
       receive: { weight: 1, params: { timeout: 5s } }
 "#,
     );
-    let target = format!("stomp://{}", h.stomp_addr.unwrap());
-    let out = out_dir(&tmp);
     let code = run_to(&w, &target, &out, &[]);
     assert_eq!(code, 0);
     let r = read_report(&out);
@@ -127,12 +156,14 @@ users:
 
 #[test]
 fn what_a_round_leaves_is_drained_after_it_and_every_message_is_accounted_by_its_stamp() {
-    let rt = runtime();
-    let h = broker(&rt, true);
-    let tmp = tempdir();
-    let w = write_workload(tmp.path(), LEFTOVERS);
-    let target = format!("stomp://{}", h.stomp_addr.unwrap());
-    let out = out_dir(&tmp);
+    let Setup {
+        rt,
+        h,
+        tmp,
+        w,
+        target,
+        out,
+    } = set_up(LEFTOVERS);
     let code = run_to(&w, &target, &out, &[]);
     assert_eq!(code, 0);
     let r = read_report(&out);
@@ -200,13 +231,16 @@ fn what_a_round_leaves_is_drained_after_it_and_every_message_is_accounted_by_its
 
 #[test]
 fn a_brokers_error_is_counted_in_its_own_words_and_the_run_goes_on() {
-    let rt = runtime();
-    let h = broker(&rt, true);
-    let tmp = tempdir();
     // The embedded broker has no topics: each send is answered ERROR and the connection
     // closed; each next send opens a new one.
-    let w = write_workload(
-        tmp.path(),
+    let Setup {
+        rt,
+        h,
+        tmp: _tmp,
+        w,
+        target,
+        out,
+    } = set_up(
         r#"
 name: broker-error
 run: { iterations: 10 }
@@ -218,8 +252,6 @@ users:
       send: { weight: 1, params: { destination: "/topic/news" } }
 "#,
     );
-    let target = format!("stomp://{}", h.stomp_addr.unwrap());
-    let out = out_dir(&tmp);
     run_to(&w, &target, &out, &[]);
     let r = read_report(&out);
     let send = op(&r, "producer.send");
@@ -321,11 +353,7 @@ fn h_stop(rt: &tokio::runtime::Runtime, h: loadmix::embedded::ServerHandle) {
 
 #[test]
 fn shards_share_the_runs_stamp_and_their_merged_ledger_loses_and_doubles_nothing() {
-    let rt = runtime();
-    let h = broker(&rt, true);
-    let tmp = tempdir();
-    let w = write_workload(
-        tmp.path(),
+    let Setup { rt, h, tmp, w, .. } = set_up(
         r#"
 name: broker-shards
 run: { iterations: 50, rounds: 1, timeout: 5s }
@@ -414,12 +442,15 @@ users:
 
 #[test]
 fn a_window_of_unconfirmed_sends_times_each_receipt_apart_and_loses_none() {
-    let rt = runtime();
-    let h = broker(&rt, true);
-    let tmp = tempdir();
     // 4 MiB left on the queue: more than the broker sends an auto-ack drain in one batch.
-    let w = write_workload(
-        tmp.path(),
+    let Setup {
+        rt,
+        h,
+        w,
+        target,
+        out,
+        tmp: _tmp,
+    } = set_up(
         r#"
 name: broker-window
 run: { iterations: 1000, rounds: 1 }
@@ -432,8 +463,6 @@ users:
       send: { weight: 1, params: { destination: "/queue/window-{run_id}", size: 2KiB } }
 "#,
     );
-    let target = format!("stomp://{}", h.stomp_addr.unwrap());
-    let out = out_dir(&tmp);
     assert_eq!(run_to(&w, &target, &out, &[]), 0);
     let r = read_report(&out);
     let counts = h.broker.destinations();
@@ -454,11 +483,14 @@ users:
 
 #[test]
 fn sends_in_transactions_are_committed_every_n_and_at_the_end_each_commit_timed() {
-    let rt = runtime();
-    let h = broker(&rt, true);
-    let tmp = tempdir();
-    let w = write_workload(
-        tmp.path(),
+    let Setup {
+        rt,
+        h,
+        tmp,
+        w,
+        target,
+        out,
+    } = set_up(
         r#"
 name: broker-tx
 run: { iterations: 95, rounds: 1 }
@@ -471,8 +503,6 @@ users:
       send: { weight: 1, params: { destination: "/queue/tx-{run_id}", size: 256B } }
 "#,
     );
-    let target = format!("stomp://{}", h.stomp_addr.unwrap());
-    let out = out_dir(&tmp);
     assert_eq!(run_to(&w, &target, &out, &["--keep-data"]), 0);
     let r = read_report(&out);
     let c = h.broker.destinations().into_values().next().unwrap();
@@ -503,5 +533,210 @@ users:
         err.contains("bad.yaml:") && err.contains("do not go together"),
         "{err}"
     );
+    h_stop(&rt, h);
+}
+
+/// How the fake STOMP broker below misbehaves.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Stomp {
+    /// Answers as a broker should (CONNECTED, RECEIPT).
+    Fine,
+    /// Closes the connection instead of answering every third SEND.
+    CloseEveryThird,
+    /// Answers every SEND with bytes that are no frame.
+    Malformed,
+    /// Never answers a SEND.
+    Silent,
+}
+
+/// A loopback STOMP broker of a few lines that records the head of every SEND frame.
+fn fake_stomp(
+    rt: &tokio::runtime::Runtime,
+    how: Stomp,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let addr = rt.block_on(async move {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let sends = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+            loop {
+                let Ok((mut s, _)) = l.accept().await else {
+                    return;
+                };
+                let (log, sends) = (log.clone(), sends.clone());
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 8192];
+                    loop {
+                        // Whole frames only: each ends at a NUL (these bodies hold none).
+                        while let Some(end) = buf.iter().position(|b| *b == 0) {
+                            let frame: Vec<u8> = buf.drain(..=end).collect();
+                            let text = String::from_utf8_lossy(&frame).to_string();
+                            let text = text.trim_start_matches(['\n', '\r']);
+                            let head = text.split("\n\n").next().unwrap_or("").to_string();
+                            let reply = if head.starts_with("CONNECT") {
+                                "CONNECTED\nversion:1.2\n\n\0".to_string()
+                            } else if head.starts_with("SEND") {
+                                log.lock().unwrap().push(head.clone());
+                                let n = sends.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                                match how {
+                                    Stomp::CloseEveryThird if n % 3 == 0 => return,
+                                    Stomp::Malformed => "NOT A FRAME\n\n\0".to_string(),
+                                    Stomp::Silent => continue,
+                                    _ => {
+                                        match head.lines().find_map(|l| l.strip_prefix("receipt:"))
+                                        {
+                                            Some(id) => format!("RECEIPT\nreceipt-id:{id}\n\n\0"),
+                                            None => continue,
+                                        }
+                                    }
+                                }
+                            } else {
+                                continue;
+                            };
+                            if s.write_all(reply.as_bytes()).await.is_err() {
+                                return;
+                            }
+                        }
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    });
+    (addr, seen)
+}
+
+const TWO_PRODUCERS: &str = r#"
+name: fake-broker
+run: { iterations: 12, rounds: 1, timeout: 300ms }
+users:
+  - class: producer
+    protocol: stomp
+    count: 2
+    mix:
+      send:
+        weight: 1
+        params:
+          destination: "/queue/fake-{run_id}"
+          size: 64B
+          headers: { JMSType: "order-{vu}", priority: "4" }
+"#;
+
+#[test]
+fn a_sends_headers_are_on_its_frame_with_their_templates_rendered() {
+    let rt = runtime();
+    let (addr, seen) = fake_stomp(&rt, Stomp::Fine);
+    let tmp = tempdir();
+    let w = write_workload(tmp.path(), TWO_PRODUCERS);
+    let out = out_dir(&tmp);
+    assert_eq!(
+        run_to(&w, &format!("stomp://{addr}"), &out, &["--keep-data"]),
+        0
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 24);
+    for vu in 0..2 {
+        let n = seen
+            .iter()
+            .filter(|h| h.contains(&format!("\nJMSType:order-{vu}")))
+            .count();
+        assert_eq!(n, 12, "{seen:?}");
+    }
+    assert!(seen.iter().all(|h| h.contains("\npriority:4")), "{seen:?}");
+}
+
+#[test]
+fn a_broker_that_closes_garbles_or_stays_silent_is_counted_and_the_run_goes_on() {
+    let rt = runtime();
+    for (how, class) in [
+        (Stomp::CloseEveryThird, "reset"),
+        (Stomp::Malformed, "body"),
+        (Stomp::Silent, "timeout"),
+    ] {
+        let (addr, seen) = fake_stomp(&rt, how);
+        let tmp = tempdir();
+        let w = write_workload(tmp.path(), TWO_PRODUCERS);
+        let out = out_dir(&tmp);
+        run_to(&w, &format!("stomp://{addr}"), &out, &["--keep-data"]);
+        let r = read_report(&out);
+        let send = op(&r, "producer.send");
+        // Every operation ran, each failure in its class, and the user reconnected after
+        // each: the broker saw every send.
+        assert_eq!(send.requests, 24, "{how:?}");
+        let failed = send.errors.get(class).copied().unwrap_or(0);
+        assert_eq!(failed, send.failures, "{:?}: {:?}", class, send.errors);
+        assert_eq!(seen.lock().unwrap().len(), 24, "{class}");
+        let expected_failures = match how {
+            Stomp::CloseEveryThird => 8,
+            _ => 24,
+        };
+        assert_eq!(send.failures, expected_failures, "{class}");
+        // A new connection after each failure but a user's last.
+        let opened = r.rounds[0].connections_opened;
+        assert!(opened >= 2 + expected_failures - 2, "{class}: {opened}");
+        // The ledger knows those sends failed: never confirmed, never lost as "stored".
+        let l = &r.ledger.as_ref().unwrap().destinations[0].counts;
+        assert_eq!((l.sent, l.send_failed), (24, expected_failures), "{class}");
+    }
+}
+
+#[test]
+fn a_consumer_acknowledging_every_fifth_message_takes_each_once_and_acks_the_rest_as_it_ends() {
+    let Setup {
+        rt,
+        h,
+        tmp,
+        w,
+        target,
+        out,
+    } = set_up(
+        r#"
+name: broker-ack-every
+run: { iterations: 50, rounds: 1 }
+users:
+  - class: producer
+    protocol: stomp
+    count: 2
+    mix:
+      send: { weight: 1, params: { destination: "/queue/acks-{run_id}", size: 64B } }
+  - class: consumer
+    protocol: stomp
+    count: 1
+    iterations: 98
+    params: { subscribe: "/queue/acks-{run_id}", ack: client, ack_every: 5, prefetch: 10 }
+    mix:
+      receive: { weight: 1, params: { timeout: 5s } }
+"#,
+    );
+    assert_eq!(run_to(&w, &target, &out, &[]), 0);
+    let r = read_report(&out);
+    let c = h.broker.destinations().into_values().next().unwrap();
+    assert_eq!((c.enqueued, c.dequeued), (100, 100), "{c:?}");
+    // The last 3 were acknowledged as the consumer ended, not handed out again: the drain
+    // took only the 2 it never had, and nothing came twice.
+    let l = &r.ledger.as_ref().unwrap().destinations[0].counts;
+    assert_eq!((l.received, l.drained, l.duplicated), (98, 2, 0), "{l:?}");
+    // What was prefetched and never taken went back, once.
+    assert_eq!(c.dispatched, c.dequeued + c.requeued, "{c:?}");
+    // An N beyond the prefetch would wait for ever: refused.
+    let bad = tmp.path().join("bad.yaml");
+    let text = std::fs::read_to_string(&w)
+        .unwrap()
+        .replace("prefetch: 10", "prefetch: 2");
+    std::fs::write(&bad, text).unwrap();
+    let o = loadmix_bin(&["validate", &path_str(&bad)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("more than the prefetch 2"));
     h_stop(&rt, h);
 }

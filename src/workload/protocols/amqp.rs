@@ -46,6 +46,11 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
                     ParamKind::Flag,
                     "an unroutable message is returned, a failure (default false)",
                 ),
+                p(
+                    "headers",
+                    ParamKind::Headers(&[]),
+                    "application headers of each message: { NAME: TEMPLATE }, built-in variables allowed",
+                ),
             ],
         ),
         op(
@@ -79,6 +84,11 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
             "manual (default: each delivery acknowledged) or auto",
         ),
         p(
+            "ack_every",
+            ParamKind::Integer,
+            "acknowledge every Nth delivery, and with it those before (multiple; default 1)",
+        ),
+        p(
             "transaction",
             ParamKind::Integer,
             "publishs per transaction (tx.select, then tx.commit), the commit timed apart; default none",
@@ -100,6 +110,7 @@ pub enum AmqpOp {
         persistent: bool,
         confirm: bool,
         mandatory: bool,
+        headers: Vec<(String, Template)>,
     },
     /// The next delivery of the user's consumer, or none within `timeout`.
     Consume { timeout: Dist },
@@ -125,6 +136,7 @@ impl AmqpOp {
                 persistent: p.flag("persistent").unwrap_or(true),
                 confirm: p.flag("confirm").unwrap_or(true),
                 mandatory: p.flag("mandatory").unwrap_or(false),
+                headers: p.headers("headers").to_vec(),
             },
             "consume" => AmqpOp::Consume {
                 timeout: p
@@ -189,6 +201,8 @@ pub struct AmqpParams {
     /// Sends per transaction; 0: none. Each commit is timed apart (`label_commit`).
     pub transaction: u32,
     pub label_commit: usize,
+    /// A consumer acknowledges every Nth message, cumulatively (1: each one).
+    pub ack_every: u32,
 }
 
 /// The class's typed operations and parameters, with every default applied.
@@ -230,21 +244,28 @@ pub(super) fn build(
         Some("none") => QueueType::Existing,
         _ => QueueType::Classic,
     };
+    let prefetch = class_params
+        .number("prefetch")
+        .map_or(1, |n| n.clamp(1.0, f64::from(u16::MAX)) as u16);
+    let manual_ack = class_params.text("ack") != Some("auto");
+    let ack_every = super::ack_every(class_params, u32::from(prefetch))?;
+    if ack_every > 1 && !manual_ack {
+        return Err("ack_every acknowledges deliveries: give ack: manual".into());
+    }
     Ok(ClassKind::Amqp {
         ops,
         params: AmqpParams {
             queue,
             queue_type,
-            prefetch: class_params
-                .number("prefetch")
-                .map_or(1, |n| n.clamp(1.0, f64::from(u16::MAX)) as u16),
-            manual_ack: class_params.text("ack") != Some("auto"),
+            prefetch,
+            manual_ack,
             label_consume_empty: label_index(labels, "consume_empty"),
             label_consume_foreign: label_index(labels, "consume_foreign"),
             label_e2e: label_index(labels, "consume.e2e"),
             max_pending,
             label_confirm: label_index(labels, "publish.confirm"),
             transaction,
+            ack_every,
             label_commit: label_index(labels, "publish.commit"),
         },
     })

@@ -122,6 +122,9 @@ pub enum ParamKind {
     Template,
     /// One of these words.
     Choice(&'static [&'static str]),
+    /// A map of header names to templates of built-in variables; the names listed are
+    /// the protocol's own, which the driver writes.
+    Headers(&'static [&'static str]),
 }
 
 #[derive(Debug)]
@@ -227,6 +230,18 @@ fn max_pending(p: &Params) -> Result<u32, String> {
         "the sends that may wait for their confirms",
     )?
     .unwrap_or(1))
+}
+
+/// A consumer class's `ack_every`: 1 unless given, and within its prefetch (a broker
+/// sends no more than the prefetch before an acknowledgement: a larger N would wait).
+fn ack_every(p: &Params, prefetch: u32) -> Result<u32, String> {
+    let n = count_of(p, "ack_every", "the messages per acknowledgement")?.unwrap_or(1);
+    if n > prefetch {
+        return Err(format!(
+            "ack_every {n} is more than the prefetch {prefetch}: the broker would send no more before an acknowledgement; give prefetch: {n} or more"
+        ));
+    }
+    Ok(n)
 }
 
 /// A broker class's `transaction`: sends per transaction, 0 (none) unless given; a

@@ -48,6 +48,17 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
                     ParamKind::Flag,
                     "wait for the broker's RECEIPT: the confirm latency (default true)",
                 ),
+                p(
+                    "headers",
+                    ParamKind::Headers(&[
+                        "destination",
+                        "receipt",
+                        "transaction",
+                        "content-length",
+                        "persistent",
+                    ]),
+                    "headers of each message: { NAME: TEMPLATE }, built-in variables allowed",
+                ),
             ],
         ),
         op(
@@ -76,6 +87,11 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
             "messages the broker may send ahead of acknowledgements (default 1)",
         ),
         p(
+            "ack_every",
+            ParamKind::Integer,
+            "acknowledge every Nth message, and with it those before (ack: client; default 1)",
+        ),
+        p(
             "transaction",
             ParamKind::Integer,
             "sends per transaction (BEGIN, then COMMIT with a receipt), the commit timed apart; default none",
@@ -97,6 +113,7 @@ pub enum StompOp {
         size: Dist,
         persistent: bool,
         receipt: bool,
+        headers: Vec<(String, Template)>,
     },
     /// The next message of the user's subscription, or none within `timeout`.
     Receive { timeout: Dist },
@@ -125,6 +142,7 @@ impl StompOp {
                     .unwrap_or_else(|| Dist::constant(1024.0)),
                 persistent: p.flag("persistent").unwrap_or(true),
                 receipt: p.flag("receipt").unwrap_or(true),
+                headers: p.headers("headers").to_vec(),
             },
             "receive" => StompOp::Receive {
                 timeout: p
@@ -214,6 +232,8 @@ pub struct StompParams {
     /// Sends per transaction; 0: none. Each commit is timed apart (`label_commit`).
     pub transaction: u32,
     pub label_commit: usize,
+    /// A consumer acknowledges every Nth message, cumulatively (1: each one).
+    pub ack_every: u32,
 }
 
 /// The class's typed operations and parameters, with every default applied. A consumer
@@ -252,6 +272,13 @@ pub(super) fn build(
     let prefetch = class_params
         .number("prefetch")
         .map_or(1, |n| n.clamp(1.0, 1e6) as u32);
+    let ack_every = super::ack_every(class_params, prefetch)?;
+    if ack_every > 1 && ack != AckMode::Client {
+        return Err(
+            "ack_every acknowledges cumulatively, which only ack: client does: give ack: client"
+                .into(),
+        );
+    }
     Ok(ClassKind::Stomp {
         ops,
         params: StompParams {
@@ -264,6 +291,7 @@ pub(super) fn build(
             max_pending,
             label_confirm: label_index(labels, "send.confirm"),
             transaction,
+            ack_every,
             label_commit: label_index(labels, "send.commit"),
         },
     })

@@ -936,6 +936,7 @@ pub(super) fn resolve_params(cx: &Cx, node: &Node, defs: &[ParamDef], path: &str
             ParamKind::Text => ParamValue::Text(cx.string(v, &kp)?),
             ParamKind::Flag => ParamValue::Flag(cx.boolean(v, &kp)?),
             ParamKind::Template => ParamValue::Template(builtin_template(cx, v, &kp)?),
+            ParamKind::Headers(reserved) => ParamValue::Headers(headers(cx, v, &kp, reserved)?),
             ParamKind::Choice(words) => {
                 let w = cx.string(v, &kp)?;
                 if !words.contains(&w.as_str()) {
@@ -952,6 +953,39 @@ pub(super) fn resolve_params(cx: &Cx, node: &Node, defs: &[ParamDef], path: &str
         out.push((k.name.clone(), value));
     }
     Ok(Params(out))
+}
+
+/// Headers a message may carry.
+const MAX_HEADERS: usize = 64;
+
+/// `headers: { NAME: TEMPLATE, ... }`: names that a frame or a property table can carry
+/// (printable ASCII, no ':'; not the protocol's own), at most `MAX_HEADERS`.
+fn headers(cx: &Cx, node: &Node, path: &str, reserved: &[&str]) -> R<Vec<(String, Template)>> {
+    let entries = cx.map(node, path)?;
+    if entries.len() > MAX_HEADERS {
+        return Err(cx.err(node.pos, path, format!("at most {MAX_HEADERS} headers")));
+    }
+    let mut out = Vec::new();
+    for (k, v) in entries {
+        let kp = join(path, &k.name);
+        let fits = |c: char| c.is_ascii_graphic() && c != ':';
+        if k.name.is_empty() || k.name.len() > 255 || !k.name.chars().all(fits) {
+            return Err(cx.err(
+                k.pos,
+                &kp,
+                "a header name is 1 to 255 printable ASCII characters, without ':'",
+            ));
+        }
+        if reserved.contains(&k.name.to_ascii_lowercase().as_str()) {
+            return Err(cx.err(
+                k.pos,
+                &kp,
+                format!("'{}' is the driver's own header: it cannot be set", k.name),
+            ));
+        }
+        out.push((k.name.clone(), builtin_template(cx, v, &kp)?));
+    }
+    Ok(out)
 }
 
 /// A template of built-in variables only: a parameter has no captures to draw on.

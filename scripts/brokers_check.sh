@@ -130,12 +130,13 @@ amq_java() {
     java -Djava.io.tmpdir="$AMQ/tmp" -Dactivemq.home=/usr/share/activemq -Dactivemq.base="$AMQ" \
         -Dactivemq.conf="$AMQ/conf" -Dactivemq.data="$AMQ/data" "$@"
 }
-# ActiveMQ's own counts of run RUN's queues, over JMX (at URL, the first broker's by
-# default): queues, enqueued, dequeued, left.
+# ActiveMQ's own counts of run RUN's queues (those PATTERN names, check-RUN-* by
+# default), over JMX (at URL, the first broker's by default): queues, enqueued, dequeued,
+# left.
 amq_counts() {
     amq_java -jar /usr/share/activemq/bin/activemq.jar query \
         --jmxurl "${2:-service:jmx:rmi:///jndi/rmi://127.0.0.1:$JMX_PORT/jmxrmi}" \
-        -QQueue="check-$1-*" --view Name,EnqueueCount,DequeueCount,QueueSize >"$WORK/amq-query.txt" 2>&1
+        -QQueue="${3:-check-$1-*}" --view Name,EnqueueCount,DequeueCount,QueueSize >"$WORK/amq-query.txt" 2>&1
     python3 - "$WORK/amq-query.txt" <<'PY'
 import re, sys
 t = open(sys.argv[1]).read()
@@ -173,6 +174,15 @@ echo "   in transactions: loadmix $COMMITS commits, $RECEIVED received, $DRAINED
     echo "ActiveMQ's counts of transactional sends differ from loadmix's" >&2
     exit 1
 }
+
+# Request-reply: 40 requests answered by a service to their reply-to, each taken once.
+"$BIN" run fixtures/workloads/broker-request-reply.yaml --target "stomp://127.0.0.1:$STOMP_PORT" \
+    --quiet --out "$WORK/amq-rr" >/dev/null
+read -r RUN REPLIED SERVED FAILED DRAINED < <(counts "$WORK/amq-rr" client.request MESSAGE service.reply:MESSAGE)
+read -r QUEUES ENQ DEQ LEFT < <(amq_counts "$RUN" "" "*$RUN*")
+echo "   request-reply: loadmix $REPLIED replies, $SERVED requests served · ActiveMQ: $QUEUES queues, $ENQ enqueued, $DEQ dequeued, $LEFT left"
+[ "$FAILED" = 0 ] && [ "$REPLIED" = 40 ] && [ "$SERVED" = 40 ] && [ "$QUEUES" = 3 ] && [ "$ENQ" = 80 ] &&
+    [ "$DEQ" = 80 ] && [ "$LEFT" = 0 ] || { echo "ActiveMQ's request-reply counts differ from loadmix's" >&2; exit 1; }
 
 echo "== 3. a login ActiveMQ refuses stops the run at preflight, in the broker's words"
 set +e
@@ -241,6 +251,11 @@ echo "   loadmix: $SENT receipts, $RECEIVED messages received, $DRAINED drained 
     echo "RabbitMQ's counts differ from loadmix's" >&2
     exit 1
 }
+"$BIN" run fixtures/workloads/broker-request-reply.yaml --target "stomp://127.0.0.1:$RSTOMP_PORT" \
+    --quiet --out "$WORK/rmq-rr" >/dev/null
+read -r RUN REPLIED SERVED FAILED DRAINED < <(counts "$WORK/rmq-rr" client.request MESSAGE service.reply:MESSAGE)
+echo "   request-reply: loadmix $REPLIED replies, $SERVED requests served, $FAILED failed"
+[ "$FAILED" = 0 ] && [ "$REPLIED" = 40 ] && [ "$SERVED" = 40 ] || { echo "RabbitMQ request-reply failed" >&2; exit 1; }
 echo "== 4. RabbitMQ over AMQP 0-9-1: classic and quorum queues, confirms, counts against its own"
 # The global counters carry both STOMP's and AMQP's messages: compare what each run adds.
 prom_totals() {

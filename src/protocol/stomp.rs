@@ -88,6 +88,7 @@ struct Link {
     /// The opening's cost, until the operation that opened it reports it.
     opened: Option<Handshake>,
     subscribed: bool,
+    replies_subscribed: bool,
 }
 
 /// A frame read, with the bytes it took on the wire.
@@ -112,6 +113,12 @@ pub struct StompVu {
     ledger: Option<Box<Ledger>>,
     /// The destination it subscribed to, once it has.
     subscription: Option<String>,
+    /// Where the replies to its requests come, once subscribed.
+    reply_to: Option<String>,
+    /// Replies that came while it waited for something else.
+    replies: VecDeque<Read>,
+    /// The `reply-to` and `correlation-id` of the last message it took.
+    last_request: Option<(Box<str>, Option<Box<str>>)>,
     /// Sends waiting for their receipts (`max_pending` past 1), oldest first.
     pending: VecDeque<Pending>,
     /// Receipts settled since the last operation reported them, as its steps.
@@ -151,6 +158,9 @@ impl StompVu {
             waiting: VecDeque::new(),
             ledger: None,
             subscription: None,
+            reply_to: None,
+            replies: VecDeque::new(),
+            last_request: None,
             pending: VecDeque::new(),
             settled: Vec::new(),
             unacked: 0,
@@ -187,7 +197,10 @@ impl StompVu {
     /// are those named after it; STOMP has no way to delete one.
     pub fn queues(&self) -> Vec<Queue> {
         let sent = self.ledger.iter().flat_map(|l| l.destinations());
-        let mut names: Vec<&str> = sent.chain(self.subscription.as_deref()).collect();
+        let mut names: Vec<&str> = sent
+            .chain(self.subscription.as_deref())
+            .chain(self.reply_to.as_deref())
+            .collect();
         names.sort_unstable();
         names.dedup();
         names
@@ -237,6 +250,21 @@ impl StompVu {
                 self.send(&class, conn, send, rng).await
             }
             StompOp::Receive { timeout } => self.receive(&class, conn, timeout, rng).await,
+            StompOp::Request {
+                destination,
+                size,
+                persistent,
+                timeout,
+            } => {
+                let r = Request {
+                    destination,
+                    size,
+                    persistent: *persistent,
+                    timeout,
+                };
+                self.request(&class, conn, r, rng).await
+            }
+            StompOp::Reply { size, timeout } => self.reply(&class, conn, size, timeout, rng).await,
         };
         let (mut out, failed) = broker::outcome(result, started);
         // A connection this operation opened is reported with it, failed or not.
@@ -247,6 +275,7 @@ impl StompVu {
             // broker with the connection; taking them later would count them twice.
             self.link = None;
             self.waiting.clear();
+            self.replies.clear();
             // What was not acknowledged goes back to the broker with the connection.
             self.unacked = 0;
             self.last_ack = None;
@@ -457,13 +486,16 @@ impl StompVu {
     /// A MESSAGE that came while the user waited for something else, kept for the next
     /// receive; more than any prefetch allows is the broker's fault.
     fn keep_message(&mut self, r: Read) -> Result<(), Failed> {
-        if self.waiting.len() >= MAX_WAITING {
+        if self.waiting.len() + self.replies.len() >= MAX_WAITING {
             return Err(Failed::of(
                 ErrorClass::Body,
                 format!("the broker sent more than {MAX_WAITING} messages unasked"),
             ));
         }
-        self.waiting.push_back(r);
+        match r.frame.get("subscription") == Some(REPLIES) {
+            true => self.replies.push_back(r),
+            false => self.waiting.push_back(r),
+        }
         Ok(())
     }
 
@@ -474,34 +506,36 @@ impl StompVu {
             conn.opened += 1;
             self.link = Some(Box::new(link));
         }
-        let (Some(link), Some(dest)) = (self.link.as_mut(), class.params.subscribe.as_ref()) else {
+        let deadline = Instant::now() + conn.timeouts().request;
+        let Some(link) = self.link.as_mut() else {
             return Ok(());
         };
-        if link.subscribed {
-            return Ok(());
+        if !link.subscribed
+            && let Some(dest) = class.params.subscribe.as_ref()
+        {
+            let dest = render(dest, &class.class, &self.ids, 0, &mut rand::rng());
+            let prefetch = class.params.prefetch.to_string();
+            subscribe(
+                link,
+                SUBSCRIPTION,
+                &dest,
+                class.params.ack,
+                &prefetch,
+                deadline,
+            )
+            .await?;
+            link.subscribed = true;
+            self.subscription = Some(dest);
         }
-        let dest = render(
-            dest,
-            &class.class,
-            &self.ids,
-            u64::from(self.sent),
-            &mut rand::rng(),
-        );
-        let mut f = Frame::new(Command::Subscribe)
-            .header("id", "0")
-            .header("destination", &dest)
-            .header("ack", class.params.ack.name());
-        let prefetch = class.params.prefetch.to_string();
-        // ActiveMQ's and RabbitMQ's names for the same thing.
-        f = f
-            .header("activemq.prefetchSize", &prefetch)
-            .header("prefetch-count", &prefetch);
-        let mut wire = Vec::new();
-        f.encode(&mut wire);
-        let deadline = Instant::now() + conn.timeouts().request;
-        write(link, &wire, deadline).await?;
-        link.subscribed = true;
-        self.subscription = Some(dest);
+        if !link.replies_subscribed
+            && let Some(reply_to) = class.params.reply_to.as_ref()
+        {
+            // Replies are taken as they come: no acknowledgements to wait for.
+            let dest = render(reply_to, &class.class, &self.ids, 0, &mut rand::rng());
+            subscribe(link, REPLIES, &dest, AckMode::Auto, "1000", deadline).await?;
+            link.replies_subscribed = true;
+            self.reply_to = Some(dest);
+        }
         Ok(())
     }
 
@@ -531,9 +565,10 @@ impl StompVu {
         let from = producer(class.index, &self.ids);
         let want = self.next_receipt.to_string();
         self.next_receipt += 1;
-        let mut f = Frame::new(Command::Send)
-            .header("destination", &dest)
-            .header("persistent", if s.persistent { "true" } else { "false" });
+        let mut f = persistence(
+            Frame::new(Command::Send).header("destination", &dest),
+            s.persistent,
+        );
         for (name, t) in s.headers {
             let value = render(t, &class.class, &self.ids, u64::from(seq), rng);
             f = f.header(name, &value);
@@ -627,6 +662,150 @@ impl StompVu {
         }
     }
 
+    /// A request with `reply-to` and a `correlation-id` of this run, user and sequence
+    /// number, then its reply: timed from the request's write to the reply's arrival. A
+    /// reply to an earlier request that timed out is taken and left out.
+    async fn request(
+        &mut self,
+        class: &StompClass,
+        conn: &mut Conn,
+        q: Request<'_>,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Result<Outcome, Failed> {
+        self.ensure(class, conn).await?;
+        let seq = self.sent;
+        self.sent = self.sent.saturating_add(1);
+        let dest = render(q.destination, &class.class, &self.ids, u64::from(seq), rng);
+        let size = (q.size.sample(rng).max(STAMP_LEN as f64) as usize).min(class.limits.max_body);
+        let wait = Duration::from_micros(q.timeout.sample(rng).max(0.0) as u64);
+        let from = producer(class.index, &self.ids);
+        let reply_to = self.reply_to.clone().unwrap_or_default();
+        let correlation = format!("{:x}-{}-{}-{seq}", class.nonce, class.index, self.ids.vu);
+        let mut f = persistence(
+            Frame::new(Command::Send).header("destination", &dest),
+            q.persistent,
+        )
+        .header("reply-to", &reply_to)
+        .header("correlation-id", &correlation);
+        f.body = body(class.nonce, from, seq, size);
+        let mut wire = Vec::with_capacity(size + 160);
+        f.encode(&mut wire);
+        let Some(link) = self.link.as_mut() else {
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
+        let start = Instant::now();
+        write(link, &wire, start + conn.timeouts().request).await?;
+        self.ledger
+            .get_or_insert_with(Box::default)
+            .sent(&dest, from, seq);
+        let sent = wire.len() as u64;
+        let reply = self
+            .reply_for(class, &correlation, start + wait)
+            .await
+            .map_err(|f| f.with_bytes(sent, 0))?;
+        let Some(r) = reply else {
+            return Err(Failed::of(
+                ErrorClass::Timeout,
+                format!("no reply to {dest} within {wait:?}"),
+            )
+            .with_bytes(sent, 0));
+        };
+        Ok(done(class.message, sent, r.bytes, start.elapsed()))
+    }
+
+    /// The reply whose `correlation-id` is `want`, before `until`; `None` if none came.
+    /// Every reply taken goes in the ledger.
+    async fn reply_for(
+        &mut self,
+        class: &StompClass,
+        want: &str,
+        until: Instant,
+    ) -> Result<Option<Read>, Failed> {
+        loop {
+            while let Some(r) = self.replies.pop_front() {
+                self.took_reply(class, &r);
+                if r.frame.get("correlation-id") == Some(want) {
+                    return Ok(Some(r));
+                }
+            }
+            let Some(link) = self.link.as_mut() else {
+                return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            };
+            let r = match read(link, &class.limits, until).await {
+                Ok(r) => r,
+                Err(f) if f.class == ErrorClass::Timeout && link.buf.is_empty() => return Ok(None),
+                Err(f) => return Err(f),
+            };
+            match r.frame.command {
+                Command::Message => self.keep_message(r)?,
+                Command::Receipt => self.on_receipt(class, &r),
+                Command::Error => return Err(broker_error(&r.frame)),
+                _ => {}
+            }
+        }
+    }
+
+    /// A reply in the ledger: taken from the reply queue, by the stamp its service wrote.
+    fn took_reply(&mut self, class: &StompClass, r: &Read) {
+        let dest = self.reply_to.as_deref().unwrap_or("");
+        let l = self.ledger.get_or_insert_with(Box::default);
+        match broker::stamp_of(&r.frame.body, class.nonce) {
+            Some(st) => l.took(dest, st.producer, st.seq, Taken::Received, false),
+            None => l.foreign(dest),
+        }
+    }
+
+    /// A service's turn: the next request of its subscription (as a receive takes it),
+    /// answered to its `reply-to` with its `correlation-id`, stamped by this user. Timed
+    /// from the start to the reply's write; a request with no `reply-to` is only taken.
+    async fn reply(
+        &mut self,
+        class: &StompClass,
+        conn: &mut Conn,
+        size: &Dist,
+        timeout: &Dist,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Result<Outcome, Failed> {
+        let start = Instant::now();
+        let mut o = self.receive(class, conn, timeout, rng).await?;
+        if o.label == Some(class.params.label_receive_empty) {
+            o.label = Some(class.params.label_reply_empty);
+            return Ok(o);
+        }
+        // The request's end-to-end latency is the service's, not a consumer's.
+        for (label, _) in o.steps.iter_mut() {
+            if *label == class.params.label_e2e {
+                *label = class.params.label_reply_e2e;
+            }
+        }
+        let Some((to, correlation)) = self.last_request.take() else {
+            return Ok(o);
+        };
+        let seq = self.sent;
+        self.sent = self.sent.saturating_add(1);
+        let from = producer(class.index, &self.ids);
+        let size = (size.sample(rng).max(STAMP_LEN as f64) as usize).min(class.limits.max_body);
+        let mut f = Frame::new(Command::Send).header("destination", &to);
+        if let Some(c) = &correlation {
+            f = f.header("correlation-id", c);
+        }
+        f.body = body(class.nonce, from, seq, size);
+        let mut wire = Vec::with_capacity(size + 128);
+        f.encode(&mut wire);
+        let Some(link) = self.link.as_mut() else {
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
+        write(link, &wire, Instant::now() + conn.timeouts().request)
+            .await
+            .map_err(|f| f.with_bytes(o.bytes_sent, o.bytes_received))?;
+        self.ledger
+            .get_or_insert_with(Box::default)
+            .sent(&to, from, seq);
+        o.bytes_sent += wire.len() as u64;
+        o.latency = start.elapsed();
+        Ok(o)
+    }
+
     async fn receive(
         &mut self,
         class: &StompClass,
@@ -663,6 +842,11 @@ impl StompVu {
                 self.last_ack = Some(ack.into());
             }
         }
+        // A service answers what it took to where it says.
+        self.last_request = m.frame.get("reply-to").map(|to| {
+            let c = m.frame.get("correlation-id").map(Box::from);
+            (Box::from(to), c)
+        });
         let mut o = done(class.message, sent, m.bytes, latency);
         let dest = m
             .frame
@@ -700,6 +884,10 @@ impl StompVu {
                 Err(f) => return Err(f),
             };
             match r.frame.command {
+                // A reply to one of its requests is kept for the request that waits.
+                Command::Message if r.frame.get("subscription") == Some(REPLIES) => {
+                    self.keep_message(r)?
+                }
                 Command::Message => return Ok(Some(r)),
                 Command::Error => return Err(broker_error(&r.frame)),
                 // A producer that also consumes: a windowed send's receipt.
@@ -710,6 +898,14 @@ impl StompVu {
     }
 }
 
+/// A request's parameters, borrowed from its operation.
+struct Request<'a> {
+    destination: &'a Template,
+    size: &'a Dist,
+    persistent: bool,
+    timeout: &'a Dist,
+}
+
 /// A send's parameters, borrowed from its operation.
 struct Send<'a> {
     destination: &'a Template,
@@ -717,6 +913,42 @@ struct Send<'a> {
     persistent: bool,
     receipt: bool,
     headers: &'a [(String, Template)],
+}
+
+/// The subscription ids of a user's requests (its class's `subscribe`) and of the replies
+/// to its own requests.
+const SUBSCRIPTION: &str = "0";
+const REPLIES: &str = "replies";
+
+/// Subscribe to `dest` as `id`, with the ack mode and prefetch (in ActiveMQ's and
+/// RabbitMQ's words for it).
+async fn subscribe(
+    link: &mut Link,
+    id: &str,
+    dest: &str,
+    ack: AckMode,
+    prefetch: &str,
+    deadline: Instant,
+) -> Result<(), Failed> {
+    let mut wire = Vec::new();
+    Frame::new(Command::Subscribe)
+        .header("id", id)
+        .header("destination", dest)
+        .header("ack", ack.name())
+        .header("activemq.prefetchSize", prefetch)
+        .header("prefetch-count", prefetch)
+        .encode(&mut wire);
+    write(link, &wire, deadline).await
+}
+
+/// A persistent message says so; a transient one says nothing, STOMP's default. RabbitMQ
+/// reads `persistent:false` on a SEND as "declare the queue transient", which an existing
+/// durable queue refuses (RESOURCE_LOCKED).
+fn persistence(f: Frame, persistent: bool) -> Frame {
+    match persistent {
+        true => f.header("persistent", "true"),
+        false => f,
+    }
 }
 
 /// A broker's ERROR as a failure in its own words.
@@ -761,6 +993,7 @@ async fn open(limits: &Limits, s: &Session, conn: &Conn) -> Result<Link, Failed>
         deadline: Deadline::default(),
         opened: Some(handshake),
         subscribed: false,
+        replies_subscribed: false,
     };
     let mut f = Frame::new(Command::Connect)
         .header("accept-version", "1.2")

@@ -463,13 +463,10 @@ impl Connection {
                         "a transaction holds at most {MAX_TX_MESSAGES} messages"
                     )));
                 }
-                held.push((dest, f.body.clone()));
+                held.push((dest, pack(f)));
                 Ok(())
             }
-            None => self
-                .broker
-                .enqueue(&dest, f.body.clone())
-                .map_err(End::Error),
+            None => self.broker.enqueue(&dest, pack(f)).map_err(End::Error),
         }
     }
 
@@ -650,7 +647,14 @@ impl Connection {
                 );
             }
         }
-        m.body = body;
+        // What its sender added (reply-to, correlation-id, its own) goes with it.
+        let (headers, payload) = unpack(&body);
+        for (k, v) in headers {
+            if !OWN_HEADERS.contains(&k.as_str()) {
+                m = m.header(&k, &v);
+            }
+        }
+        m.body = payload;
         m.encode(&mut self.out);
     }
 }
@@ -661,6 +665,78 @@ fn required<'f>(f: &'f Frame, name: &str) -> Result<&'f str, End> {
 }
 
 /// A frame's destination: `/queue/NAME`, NAME letters, digits, '-', '_' or '.'.
+/// Headers of a SEND that are the broker's business, not kept with the message.
+const OWN_HEADERS: &[&str] = &[
+    "destination",
+    "receipt",
+    "transaction",
+    "content-length",
+    "subscription",
+    "message-id",
+    "ack",
+];
+
+/// What a stored message starts with when it keeps its sender's headers; a stored body
+/// without it (an older store's) is a body alone.
+const PACKED: &[u8; 4] = b"LMX1";
+
+/// A SEND's message as the store keeps it: its sender's headers, then its body. The
+/// frame's own bounds bound both.
+fn pack(f: &Frame) -> Bytes {
+    let kept: Vec<&(String, String)> = f
+        .headers
+        .iter()
+        .filter(|(k, _)| !OWN_HEADERS.contains(&k.as_str()))
+        .collect();
+    if kept.is_empty() && !f.body.starts_with(PACKED) {
+        return f.body.clone();
+    }
+    let mut b = Vec::with_capacity(f.body.len() + 64);
+    b.extend_from_slice(PACKED);
+    b.extend_from_slice(&(kept.len() as u32).to_le_bytes());
+    for (k, v) in kept {
+        for part in [k, v] {
+            b.extend_from_slice(&(part.len() as u32).to_le_bytes());
+            b.extend_from_slice(part.as_bytes());
+        }
+    }
+    b.extend_from_slice(&f.body);
+    Bytes::from(b)
+}
+
+/// A stored message's headers and body; what does not read as packed is a body alone.
+fn unpack(stored: &Bytes) -> (Vec<(String, String)>, Bytes) {
+    fn read(stored: &[u8]) -> Option<(Vec<(String, String)>, usize)> {
+        let mut at = PACKED.len();
+        let u32_at = |at: &mut usize| -> Option<usize> {
+            let v = u32::from_le_bytes(stored.get(*at..*at + 4)?.try_into().ok()?);
+            *at += 4;
+            Some(v as usize)
+        };
+        let n = u32_at(&mut at)?;
+        let mut headers = Vec::with_capacity(n.min(64));
+        for _ in 0..n {
+            let mut pair = [String::new(), String::new()];
+            for part in pair.iter_mut() {
+                let len = u32_at(&mut at)?;
+                let bytes = stored.get(at..at.checked_add(len)?)?;
+                *part = String::from_utf8(bytes.to_vec()).ok()?;
+                at += len;
+            }
+            let [k, v] = pair;
+            headers.push((k, v));
+        }
+        Some((headers, at))
+    }
+    if !stored.starts_with(PACKED) {
+        return (Vec::new(), stored.clone());
+    }
+    match read(stored) {
+        Some((headers, at)) => (headers, stored.slice(at..)),
+        None => (Vec::new(), stored.clone()),
+    }
+}
+
 fn destination(f: &Frame) -> Result<String, End> {
     let d = required(f, "destination")?;
     if d.starts_with("/topic/") {
@@ -681,5 +757,37 @@ fn destination(f: &Frame) -> Result<String, End> {
         _ => Err(End::Error(format!(
             "'{d}' is not a destination here: /queue/NAME, NAME letters, digits, '-', '_' or '.'"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_keeps_its_senders_headers_and_a_bare_body_stays_bare() {
+        let f = Frame::new(Command::Send)
+            .header("destination", "/queue/a")
+            .header("reply-to", "/queue/r")
+            .header("correlation-id", "c-1");
+        let mut f = f;
+        f.body = Bytes::from_static(b"LMX1 looks packed but is a body");
+        let (headers, body) = unpack(&pack(&f));
+        assert_eq!(
+            headers,
+            vec![
+                ("reply-to".to_string(), "/queue/r".to_string()),
+                ("correlation-id".to_string(), "c-1".to_string())
+            ]
+        );
+        assert_eq!(body, f.body);
+        // A body with nothing to keep is stored as it came, and read back as it is.
+        let mut bare = Frame::new(Command::Send).header("destination", "/queue/a");
+        bare.body = Bytes::from_static(b"plain");
+        assert_eq!(pack(&bare), bare.body);
+        assert_eq!(unpack(&bare.body), (Vec::new(), bare.body.clone()));
+        // A packed message cut short is a body, not a panic.
+        let cut = pack(&f).slice(..10);
+        assert_eq!(unpack(&cut).1, cut);
     }
 }

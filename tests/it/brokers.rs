@@ -740,3 +740,69 @@ users:
     assert!(String::from_utf8_lossy(&o.stderr).contains("more than the prefetch 2"));
     h_stop(&rt, h);
 }
+
+#[test]
+fn requests_are_answered_by_a_service_to_their_reply_to_and_timed_to_the_reply() {
+    let Setup {
+        rt,
+        h,
+        w,
+        target,
+        out,
+        tmp: _tmp,
+    } = set_up(
+        r#"
+name: broker-request-reply
+run: { iterations: 20, rounds: 1, timeout: 5s }
+users:
+  - class: client
+    protocol: stomp
+    count: 2
+    mix:
+      request: { weight: 1, params: { destination: "/queue/svc-{run_id}", size: 128B } }
+  - class: service
+    protocol: stomp
+    count: 1
+    iterations: 40
+    params: { subscribe: "/queue/svc-{run_id}", prefetch: 4 }
+    mix:
+      reply: { weight: 1, params: { size: 256B, timeout: 5s } }
+"#,
+    );
+    assert_eq!(run_to(&w, &target, &out, &[]), 0);
+    let r = read_report(&out);
+    let request = op(&r, "client.request");
+    let reply = op(&r, "service.reply");
+    assert_eq!((request.successes, request.failures), (40, 0));
+    assert_eq!((reply.successes, reply.failures), (40, 0));
+    // A request's time is to its reply: at least what the service took to answer it.
+    assert!(request.latency_ms.p50 > 0.0);
+    assert!(
+        request.bytes_received >= 40 * 256,
+        "{}",
+        request.bytes_received
+    );
+    // The broker saw 40 requests and 40 replies, each taken once: nothing left, nothing lost.
+    let counts = h.broker.destinations();
+    let enqueued: u64 = counts.values().map(|c| c.enqueued).sum();
+    let dequeued: u64 = counts.values().map(|c| c.dequeued).sum();
+    assert_eq!((enqueued, dequeued), (80, 80), "{counts:?}");
+    let l = r.ledger.as_ref().unwrap();
+    assert!(l.drained);
+    for d in &l.destinations {
+        let c = &d.counts;
+        assert_eq!(
+            (c.lost, c.duplicated, c.drained),
+            (0, 0, 0),
+            "{}: {c:?}",
+            d.name
+        );
+        assert_eq!(c.sent, c.received, "{}", d.name);
+    }
+    assert_eq!(
+        l.destinations.len(),
+        3,
+        "the service's queue and each client's reply queue"
+    );
+    h_stop(&rt, h);
+}

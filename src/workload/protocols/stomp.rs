@@ -69,6 +69,46 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
                 "how long to wait for a message before the receive counts as empty (default 1s)",
             )],
         ),
+        op(
+            StompOp::NAMES[2],
+            &[
+                p(
+                    "destination",
+                    ParamKind::Template,
+                    "where the request goes (a service's queue), built-in variables allowed",
+                ),
+                p(
+                    "size",
+                    ParamKind::Dist(Unit::Size),
+                    "request body size, the 24-byte stamp included (default 1KiB)",
+                ),
+                p(
+                    "persistent",
+                    ParamKind::Flag,
+                    "the broker stores the request (default false)",
+                ),
+                p(
+                    "timeout",
+                    ParamKind::Dist(Unit::Duration),
+                    "how long to wait for the reply, a failure past it (default 5s)",
+                ),
+            ],
+        ),
+        op(
+            StompOp::NAMES[3],
+            &[
+                p(
+                    "size",
+                    ParamKind::Dist(Unit::Size),
+                    "reply body size, the 24-byte stamp included (default 1KiB)",
+                ),
+                p(
+                    "timeout",
+                    ParamKind::Dist(Unit::Duration),
+                    "how long to wait for a request before the reply counts as empty (default 1s)",
+                ),
+            ],
+        ),
     ],
     class_params: &[
         p(
@@ -85,6 +125,11 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
             "prefetch",
             ParamKind::Integer,
             "messages the broker may send ahead of acknowledgements (default 1)",
+        ),
+        p(
+            "reply_to",
+            ParamKind::Template,
+            "where a requesting user's replies come (default /queue/reply-{run_id}-{class}-{vu})",
         ),
         p(
             "ack_every",
@@ -117,15 +162,29 @@ pub enum StompOp {
     },
     /// The next message of the user's subscription, or none within `timeout`.
     Receive { timeout: Dist },
+    /// A request to `destination` with `reply-to` and `correlation-id`, and the wait for
+    /// its reply (JMeter's point-to-point request-response): timed from the request's
+    /// write to the reply.
+    Request {
+        destination: Template,
+        size: Dist,
+        persistent: bool,
+        timeout: Dist,
+    },
+    /// A service: the next request of the user's subscription, answered to its
+    /// `reply-to` with its `correlation-id` (or none within `timeout`).
+    Reply { size: Dist, timeout: Dist },
 }
 
 impl StompOp {
-    pub const NAMES: [&'static str; 2] = ["send", "receive"];
+    pub const NAMES: [&'static str; 4] = ["send", "receive", "request", "reply"];
 
     pub fn name(&self) -> &'static str {
         match self {
             StompOp::Send { .. } => Self::NAMES[0],
             StompOp::Receive { .. } => Self::NAMES[1],
+            StompOp::Request { .. } => Self::NAMES[2],
+            StompOp::Reply { .. } => Self::NAMES[3],
         }
     }
 
@@ -145,6 +204,31 @@ impl StompOp {
                 headers: p.headers("headers").to_vec(),
             },
             "receive" => StompOp::Receive {
+                timeout: p
+                    .dist("timeout")
+                    .cloned()
+                    .unwrap_or_else(|| Dist::constant(1e6)),
+            },
+            "request" => StompOp::Request {
+                destination: p
+                    .template("destination")
+                    .cloned()
+                    .unwrap_or_else(|| Template::literal("/queue/loadmix-service")),
+                size: p
+                    .dist("size")
+                    .cloned()
+                    .unwrap_or_else(|| Dist::constant(1024.0)),
+                persistent: p.flag("persistent").unwrap_or(false),
+                timeout: p
+                    .dist("timeout")
+                    .cloned()
+                    .unwrap_or_else(|| Dist::constant(5e6)),
+            },
+            "reply" => StompOp::Reply {
+                size: p
+                    .dist("size")
+                    .cloned()
+                    .unwrap_or_else(|| Dist::constant(1024.0)),
                 timeout: p
                     .dist("timeout")
                     .cloned()
@@ -172,7 +256,10 @@ impl StompOp {
                 },
                 if *receipt { "receipt" } else { "no receipt" }
             ),
-            StompOp::Receive { .. } => String::new(),
+            StompOp::Request { destination, .. } => {
+                format!("to {} · waits for the reply", destination.source)
+            }
+            StompOp::Receive { .. } | StompOp::Reply { .. } => String::new(),
         }
     }
 }
@@ -217,6 +304,12 @@ pub(super) fn check_size(size: &Dist) -> Result<(), String> {
 pub struct StompParams {
     /// What each user subscribes to before its round; `None`: a producer only.
     pub subscribe: Option<Template>,
+    /// Where a requesting user's replies come; `None`: the class sends no requests.
+    pub reply_to: Option<Template>,
+    /// A reply that found no request within its timeout.
+    pub label_reply_empty: usize,
+    /// Each request's end-to-end latency at its service.
+    pub label_reply_e2e: usize,
     pub ack: AckMode,
     pub prefetch: u32,
     /// A receive that found no message within its timeout: counted, not a failure.
@@ -245,8 +338,11 @@ pub(super) fn build(
 ) -> Result<ClassKind, String> {
     let ops = each(ops, StompOp::build)?;
     for o in &ops {
-        if let StompOp::Send { size, .. } = o {
-            check_size(size)?;
+        match o {
+            StompOp::Send { size, .. }
+            | StompOp::Request { size, .. }
+            | StompOp::Reply { size, .. } => check_size(size)?,
+            StompOp::Receive { .. } => {}
         }
     }
     let max_pending = super::max_pending(class_params)?;
@@ -259,11 +355,21 @@ pub(super) fn build(
         return Err("max_pending counts receipts: give receipt: true".into());
     }
     let subscribe = class_params.template("subscribe").cloned();
-    if subscribe.is_none() && ops.iter().any(|o| matches!(o, StompOp::Receive { .. })) {
+    let takes = |o: &StompOp| matches!(o, StompOp::Receive { .. } | StompOp::Reply { .. });
+    if subscribe.is_none() && ops.iter().any(takes) {
         return Err(
-            "a class that receives needs a subscription: params: { subscribe: /queue/NAME }".into(),
+            "a class that receives (or replies) needs a subscription: params: { subscribe: /queue/NAME }".into(),
         );
     }
+    let requests = ops.iter().any(|o| matches!(o, StompOp::Request { .. }));
+    let reply_to = match (requests, class_params.template("reply_to")) {
+        (false, _) => None,
+        (true, Some(t)) => Some(t.clone()),
+        (true, None) => Some(
+            Template::parse("/queue/reply-{run_id}-{class}-{vu}", &mut Vec::new())
+                .map_err(|e| format!("the default reply queue: {e}"))?,
+        ),
+    };
     let ack = match class_params.text("ack") {
         Some("auto") => AckMode::Auto,
         Some("client") => AckMode::Client,
@@ -283,6 +389,9 @@ pub(super) fn build(
         ops,
         params: StompParams {
             subscribe,
+            reply_to,
+            label_reply_empty: label_index(labels, "reply_empty"),
+            label_reply_e2e: label_index(labels, "reply.e2e"),
             ack,
             prefetch,
             label_receive_empty: label_index(labels, "receive_empty"),

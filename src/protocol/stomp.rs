@@ -728,13 +728,8 @@ impl StompVu {
                     return Ok(Some(r));
                 }
             }
-            let Some(link) = self.link.as_mut() else {
-                return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
-            };
-            let r = match read(link, &class.limits, until).await {
-                Ok(r) => r,
-                Err(f) if f.class == ErrorClass::Timeout && link.buf.is_empty() => return Ok(None),
-                Err(f) => return Err(f),
+            let Some(r) = self.next_frame(class, until).await? else {
+                return Ok(None);
             };
             match r.frame.command {
                 Command::Message => self.keep_message(r)?,
@@ -742,6 +737,22 @@ impl StompVu {
                 Command::Error => return Err(broker_error(&r.frame)),
                 _ => {}
             }
+        }
+    }
+
+    /// The next frame before `until`; `None` when none began by then.
+    async fn next_frame(
+        &mut self,
+        class: &StompClass,
+        until: Instant,
+    ) -> Result<Option<Read>, Failed> {
+        let Some(link) = self.link.as_mut() else {
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
+        match read(link, &class.limits, until).await {
+            Ok(r) => Ok(Some(r)),
+            Err(f) if f.class == ErrorClass::Timeout && link.buf.is_empty() => Ok(None),
+            Err(f) => Err(f),
         }
     }
 
@@ -874,14 +885,9 @@ impl StompVu {
         until: Instant,
     ) -> Result<Option<Read>, Failed> {
         loop {
-            let Some(link) = self.link.as_mut() else {
-                return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
-            };
-            let r = match read(link, &class.limits, until).await {
-                Ok(r) => r,
-                // Nothing came in time: an empty receive, not a failure.
-                Err(f) if f.class == ErrorClass::Timeout && link.buf.is_empty() => return Ok(None),
-                Err(f) => return Err(f),
+            // Nothing came in time: an empty receive, not a failure.
+            let Some(r) = self.next_frame(class, until).await? else {
+                return Ok(None);
             };
             match r.frame.command {
                 // A reply to one of its requests is kept for the request that waits.

@@ -18,7 +18,8 @@
 #      broker's published, confirmed and acknowledged messages (Prometheus) equal to
 #      loadmix's confirms and deliveries; a queue declared with another type is counted
 #      in RabbitMQ's words (406 PRECONDITION_FAILED); a refused login is exit 3 with
-#      ACCESS_REFUSED.
+#      ACCESS_REFUSED; RabbitMQ restarted under a run is counted and classified, the users
+#      reconnect, the run goes on, and no message it confirmed is lost.
 #   5. ActiveMQ on the JDBC store (PostgreSQL, set up by examples/activemq-stores): the
 #      same workload, its counts against JMX, and the store's message table empty after.
 #   6. The recipe examples/activemq-stores (KahaDB, KahaDB without concurrent store and
@@ -313,6 +314,39 @@ echo "   transactions: loadmix $COMMITS commits, $DELIVERED delivered, $DRAINED 
 [ "$FAILED" = 0 ] && [ "$COMMITS" = 40 ] && [ $((R1 - R0)) = 400 ] && [ $((C1 - C0)) = 0 ] &&
     [ $((A1 - A0)) = "$DELIVERED" ] && [ $((U1 - U0)) = "$DRAINED" ] && [ $((DELIVERED + DRAINED)) = 400 ] ||
     { echo "RabbitMQ's counts of transactional publishes differ from loadmix's" >&2; exit 1; }
+# RabbitMQ restarted under a run: counted and classified, every user reconnects, the run
+# goes on to its end, and no message the broker confirmed is lost.
+rmqctl() { HOME="$WORK/rabbitmq" /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" "$@" >/dev/null; }
+"$BIN" run fixtures/workloads/broker-restart.yaml --target "amqp://127.0.0.1:$AMQP_PORT" \
+    --quiet --out "$WORK/amqp-restart" >/dev/null &
+RUN_PID=$!
+# Restart once the run has been going a while (its report's per-second progress is not
+# written until the end, so the clock decides).
+sleep 3
+rmqctl stop_app
+rmqctl start_app
+wait_port "$AMQP_PORT"
+wait "$RUN_PID" || true
+python3 - "$WORK/amqp-restart/run.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = r["summary"]["total"]
+errors = {k for o in r["summary"]["ops"] for k in o.get("errors", {})}
+assert t["failures"] > 0, "the restart was not seen"
+assert errors <= {"reset", "connect", "timeout", "status"}, errors
+rnd = r["rounds"][0]
+assert rnd["connections_opened"] > 4, rnd["connections_opened"]
+# The run went on after the restart: successes in its last seconds.
+late = sum(b["successes"] for o in rnd["ops"] for b in o.get("timeline", [])[-3:])
+assert late > 0, "nothing succeeded after the restart"
+for d in r["ledger"]["destinations"]:
+    assert d["lost"] == d["lost_failed"], ("a confirmed message was lost", d)
+    assert d["duplicated"] == 0, d
+print("   restarted mid-run: %d ok, %d failed (%s), %d connections, %d sends failed unconfirmed and %d of those lost"
+      % (t["successes"], t["failures"], ", ".join(sorted(errors)), rnd["connections_opened"],
+         sum(d["send_failed"] for d in r["ledger"]["destinations"]),
+         sum(d["lost_failed"] for d in r["ledger"]["destinations"])))
+PY
 # A queue that exists with another type: RabbitMQ's refusal, in its words, counted.
 cat >"$WORK/clash.yaml" <<'YAML'
 run: { iterations: 3, timeout: 5s }

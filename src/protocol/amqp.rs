@@ -142,7 +142,14 @@ fn failed(what: &str, e: lapin::Error) -> Failed {
             sent: 0,
             received: 0,
         },
-        lapin::ErrorKind::IOError(_) | lapin::ErrorKind::InvalidConnectionState(_) => {
+        // The connection or its channel is gone (a broker restarting, a reset, a missed
+        // heartbeat): the user reconnects.
+        lapin::ErrorKind::IOError(_)
+        | lapin::ErrorKind::InvalidConnectionState(_)
+        | lapin::ErrorKind::InvalidChannelState(..)
+        | lapin::ErrorKind::InvalidChannel(_)
+        | lapin::ErrorKind::MissingHeartbeatError
+        | lapin::ErrorKind::RuntimeShutdownError(_) => {
             Failed::of(ErrorClass::Reset, format!("{what}: {e}"))
         }
         _ => Failed::of(ErrorClass::Body, format!("{what}: {e}")),

@@ -1,20 +1,25 @@
-//! STOMP 1.2 producers and consumers: one stream to the broker per user, `CONNECT` (with
-//! the user's credentials when it has them) before the round, a subscription for
-//! consumers, then `send` and `receive` operations. Frames are `formats::stomp`'s; the
-//! stream, its timing and its error classes are `transport::stream`'s.
+//! STOMP 1.2 producers, consumers, requesters and services: one stream to the broker per
+//! user, `CONNECT` (with the user's credentials when it has them) before the round, a
+//! subscription for consumers (and one to its reply queue for a requester), then `send`,
+//! `receive`, `request` and `reply` operations. Frames are `formats::stomp`'s; the stream,
+//! its timing and its error classes are `transport::stream`'s.
 //!
 //! What is timed: a `send` from its frame's first byte written to the broker's `RECEIPT`
-//! (the confirm latency; to the last byte written when it asks for none); a `receive` from
-//! its start to its `MESSAGE` (or its timeout: `receive_empty`, counted, not a failure).
-//! Every body starts with a stamp (run nonce, producer, sequence number, send time on this
-//! process's monotonic clock), so a consumer records each message's end-to-end latency
-//! apart (`receive.e2e`), and counts a message without this run's stamp as
-//! `receive_foreign` instead of timing it.
+//! (the confirm latency; to the last byte written when it asks for none, keeps a window of
+//! receipts outstanding, or sends in a transaction, whose receipts and commits are then
+//! steps of their own); a `receive` from its start to its `MESSAGE` (or its timeout:
+//! `receive_empty`, counted, not a failure); a `request` from its write to its reply; a
+//! `reply` from its start to the reply's write. Every body starts with a stamp (run
+//! nonce, producer, sequence number, send time on this process's monotonic clock), so a
+//! consumer records each message's end-to-end latency apart (`receive.e2e`), enters it in
+//! the user's ledger, and counts a message without this run's stamp as `receive_foreign`
+//! instead of timing it.
 //!
 //! A broker's `ERROR` is an answer in its own words (`stomp ERROR 'message'`), a failure
 //! of class `status`; it ends the connection, as STOMP says, and the next operation opens
-//! a new one. MESSAGE frames that arrive while a send waits for its receipt are kept for
-//! the next receive, up to the subscription's prefetch.
+//! a new one. MESSAGE frames that arrive while a user waits for something else are kept
+//! for the operation that takes them, up to a bound. The teardown's drain of a
+//! destination is here too (`drain`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -182,6 +182,14 @@ pub fn label_table(w: &Workload) -> LabelTable {
 }
 
 /// Build the class drivers and probe the target (exit 3 territory when this fails).
+/// A sharded run's messages cross processes (and hosts): their stamps carry the wall clock.
+fn stamp_clock(cfg: &EngineConfig) -> crate::protocol::StampClock {
+    match cfg.shard.is_whole() {
+        true => crate::protocol::StampClock::Monotonic,
+        false => crate::protocol::StampClock::Wall,
+    }
+}
+
 pub async fn prepare(
     w: &Workload,
     cfg: &EngineConfig,
@@ -198,7 +206,7 @@ pub async fn prepare(
             class,
             class_seed(w.run.seed, &class.name),
             accounts.clone(),
-            &cfg.run_id,
+            (&cfg.run_id, stamp_clock(cfg)),
         );
         if cfg.preflight && class.count > 0 {
             d.preflight(w, class, &cfg.endpoint, timeouts, &cfg.run_id)

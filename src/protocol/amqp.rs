@@ -35,7 +35,7 @@ use crate::transport::{Conn, ErrorClass};
 use crate::workload::protocols::{AmqpOp, AmqpParams, QueueType};
 use crate::workload::{Dist, UserClass};
 
-use super::broker::{self, Failed, body, done, nonce_of, producer, render};
+use super::broker::{self, Failed, StampClock, body, done, nonce_of, producer, render};
 use super::drain::{Queue, QueueKind};
 use crate::ledger::{Ledger, Taken};
 
@@ -46,6 +46,8 @@ pub struct AmqpClass {
     class: String,
     /// The class's index in the workload, in every stamp its producers write.
     index: u16,
+    /// The clock its stamps carry.
+    clock: StampClock,
     nonce: u32,
     /// Publisher confirms are on for the class's channels.
     confirms: bool,
@@ -62,9 +64,11 @@ impl AmqpClass {
         params: &AmqpParams,
         index: u16,
         run_id: &str,
+        clock: StampClock,
     ) -> AmqpClass {
         AmqpClass {
             index,
+            clock,
             confirms: ops
                 .iter()
                 .any(|o| matches!(o, AmqpOp::Publish { confirm: true, .. })),
@@ -343,7 +347,7 @@ impl AmqpVu {
         let Some(s) = self.open.as_ref() else {
             return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
         };
-        let payload = body(class.nonce, from, seq, size.min(64 << 20));
+        let payload = body(class.nonce, class.clock, from, seq, size.min(64 << 20));
         let mut props =
             BasicProperties::default().with_delivery_mode(if p.persistent { 2 } else { 1 });
         if !p.headers.is_empty() {
@@ -543,7 +547,7 @@ impl AmqpVu {
         broker::took(
             &mut o,
             &delivery.data,
-            class.nonce,
+            (class.nonce, class.clock),
             (queue, delivery.redelivered),
             &mut self.ledger,
             labels,
@@ -852,6 +856,7 @@ pub async fn preflight(
         },
         class: class.class.clone(),
         index: class.index,
+        clock: class.clock,
         nonce: class.nonce,
         confirms: class.confirms,
         ack: class.ack,

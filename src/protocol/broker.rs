@@ -33,6 +33,26 @@ pub(crate) fn now_ns() -> u64 {
         .as_nanos() as u64
 }
 
+/// Which clock a run's stamps carry. A whole run's messages stay in one process: its
+/// monotonic clock. A sharded run's cross processes and hosts: the wall clock, so an
+/// end-to-end latency then assumes the hosts' clocks agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StampClock {
+    Monotonic,
+    Wall,
+}
+
+impl StampClock {
+    pub(super) fn now_ns(self) -> u64 {
+        match self {
+            StampClock::Monotonic => now_ns(),
+            StampClock::Wall => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+        }
+    }
+}
+
 /// Why an exchange with the broker failed: its class, what happened, the broker's answer
 /// when it gave one, and the bytes that crossed before it failed.
 pub(super) struct Failed {
@@ -118,14 +138,14 @@ pub(super) fn render<R: Rng + ?Sized>(
 /// A body of `size` bytes (at least the stamp's): the stamp, then filler. The stamp is
 /// the run's nonce, the producer (class, round, user), its sequence number, and the send
 /// time on this process's clock, little-endian.
-pub(super) fn body(nonce: u32, p: Producer, seq: u32, size: usize) -> Bytes {
+pub(super) fn body(nonce: u32, clock: StampClock, p: Producer, seq: u32, size: usize) -> Bytes {
     let mut b = Vec::with_capacity(size.max(STAMP_LEN));
     b.extend_from_slice(&nonce.to_le_bytes());
     b.extend_from_slice(&p.class.to_le_bytes());
     b.extend_from_slice(&p.round.to_le_bytes());
     b.extend_from_slice(&p.vu.to_le_bytes());
     b.extend_from_slice(&seq.to_le_bytes());
-    b.extend_from_slice(&now_ns().to_le_bytes());
+    b.extend_from_slice(&clock.now_ns().to_le_bytes());
     b.resize(size.max(STAMP_LEN), b'x');
     Bytes::from(b)
 }
@@ -170,7 +190,7 @@ pub(super) fn producer(class: u16, ids: &VuIds) -> Producer {
 pub(super) fn took(
     o: &mut Outcome,
     body: &[u8],
-    nonce: u32,
+    (nonce, clock): (u32, StampClock),
     taken_from: (&str, bool),
     ledger: &mut Option<Box<Ledger>>,
     labels: (usize, usize),
@@ -179,7 +199,7 @@ pub(super) fn took(
     let l = ledger.get_or_insert_with(Box::default);
     match stamp_of(body, nonce) {
         Some(st) => {
-            let e2e = Duration::from_nanos(now_ns().saturating_sub(st.sent_ns));
+            let e2e = Duration::from_nanos(clock.now_ns().saturating_sub(st.sent_ns));
             o.steps.push((labels.0, done(Answer::NONE, 0, 0, e2e)));
             l.took(
                 destination,
@@ -207,7 +227,7 @@ mod tests {
             round: 2,
             vu: 70_000,
         };
-        let b = body(0xfeed, p, 41, 100);
+        let b = body(0xfeed, StampClock::Wall, p, 41, 100);
         assert_eq!(b.len(), 100);
         let st = stamp_of(&b, 0xfeed).unwrap();
         assert_eq!((st.producer, st.seq), (p, 41));

@@ -16,6 +16,7 @@ pub mod amqp;
 pub mod atom;
 pub mod auth;
 mod broker;
+pub use broker::StampClock;
 pub mod caldav;
 pub mod cleanup;
 pub mod data;
@@ -205,7 +206,7 @@ impl ClassDriver {
         class: &UserClass,
         seed: u64,
         accounts: AccountPlan,
-        run_id: &str,
+        (run_id, clock): (&str, StampClock),
     ) -> ClassDriver {
         // The class's index in every stamp its producers write.
         let index = workload
@@ -228,10 +229,10 @@ impl ClassDriver {
                 Kind::Caldav(Arc::new(caldav::CaldavClass::new(class, ops, params)))
             }
             ClassKind::Stomp { params, ops } => Kind::Stomp(Arc::new(stomp::StompClass::new(
-                class, ops, params, index, run_id,
+                class, ops, params, index, run_id, clock,
             ))),
             ClassKind::Amqp { params, ops } => Kind::Amqp(Arc::new(amqp::AmqpClass::new(
-                class, ops, params, index, run_id,
+                class, ops, params, index, run_id, clock,
             ))),
         };
         ClassDriver { kind, accounts }

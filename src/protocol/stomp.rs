@@ -30,7 +30,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
-use super::broker::{self, Failed, body, done, nonce_of, producer, render};
+use super::broker::{self, Failed, StampClock, body, done, nonce_of, producer, render};
 use super::drain::{Queue, QueueKind};
 use super::{Outcome, ProtocolError, Session, SetupError, VuIds};
 use crate::answer::Answer;
@@ -52,6 +52,8 @@ pub struct StompClass {
     class: String,
     /// The class's index in the workload, in every stamp its producers write.
     index: u16,
+    /// The clock its stamps carry.
+    clock: StampClock,
     /// This run's stamp: a message without it is another run's.
     nonce: u32,
     /// A destination whose name has this in it is the run's own, which the teardown may
@@ -69,12 +71,14 @@ impl StompClass {
         params: &StompParams,
         index: u16,
         run_id: &str,
+        clock: StampClock,
     ) -> StompClass {
         StompClass {
             ops: ops.to_vec(),
             params: params.clone(),
             class: class.name.clone(),
             index,
+            clock,
             nonce: nonce_of(run_id),
             run_id: run_id.to_string(),
             // The answers a driver expects are interned once, not per message.
@@ -590,7 +594,7 @@ impl StompVu {
         }
         let mut wire = Vec::with_capacity(size + 128);
         // The stamp is written at the last moment, so its send time is the write's.
-        f.body = body(class.nonce, from, seq, size);
+        f.body = body(class.nonce, class.clock, from, seq, size);
         f.encode(&mut wire);
         let deadline = Instant::now() + conn.timeouts().request;
         let Some(link) = self.link.as_mut() else {
@@ -692,7 +696,7 @@ impl StompVu {
         )
         .header("reply-to", &reply_to)
         .header("correlation-id", &correlation);
-        f.body = body(class.nonce, from, seq, size);
+        f.body = body(class.nonce, class.clock, from, seq, size);
         let mut wire = Vec::with_capacity(size + 160);
         f.encode(&mut wire);
         let Some(link) = self.link.as_mut() else {
@@ -805,7 +809,7 @@ impl StompVu {
         if let Some(c) = &correlation {
             f = f.header("correlation-id", c);
         }
-        f.body = body(class.nonce, from, seq, size);
+        f.body = body(class.nonce, class.clock, from, seq, size);
         let mut wire = Vec::with_capacity(size + 128);
         f.encode(&mut wire);
         let Some(link) = self.link.as_mut() else {
@@ -875,7 +879,7 @@ impl StompVu {
         broker::took(
             &mut o,
             &m.frame.body,
-            class.nonce,
+            (class.nonce, class.clock),
             (dest, again),
             &mut self.ledger,
             labels,

@@ -156,6 +156,12 @@ fn messages(out: &mut String, r: &Report) {
             m.op, m.per_sec, m.per_min, m.mib_per_sec
         );
     }
+    if r.shard.is_some() || !r.shards.is_empty() {
+        let _ = writeln!(
+            out,
+            "  end-to-end latency across shards: send and receive times from each host's wall clock, so it assumes their clocks agree"
+        );
+    }
     for b in backlogs(r) {
         let _ = writeln!(out, "  {}", backlog_words(&b));
     }

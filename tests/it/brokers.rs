@@ -437,6 +437,11 @@ users:
         "{c:?}"
     );
     assert_eq!(c.received + c.drained, taken);
+    // A message sent on one shard and received on another is timed on the wall clock both
+    // processes share, not on either's own monotonic clock (which starts with it).
+    let e2e = op(&m, "consumer.receive.e2e");
+    assert!(e2e.latency_ms.p50 > 0.0, "{:?}", e2e.latency_ms);
+    assert!(e2e.latency_ms.max < 10_000.0, "{:?}", e2e.latency_ms);
     h_stop(&rt, h);
 }
 

@@ -6,10 +6,12 @@
 #      fixtures/workloads/broker-check.yaml (4 producers, 2 consumers, 2 rounds), 0
 #      failures, and for each round's queue the broker's own EnqueueCount and DequeueCount
 #      (read with ActiveMQ's `query` command over JMX) equal to loadmix's receipts and
-#      received messages.
+#      received messages; the same in transactions; request-reply; a topic with two
+#      durable subscribers, drained and removed by the teardown.
 #   2. RabbitMQ 3.10 with rabbitmq_stomp and rabbitmq_prometheus: the same workload, 0
 #      failures; the broker's messages received, acknowledged and left in its queues (read
-#      from its Prometheus endpoint, per queue) equal to loadmix's.
+#      from its Prometheus endpoint, per queue) equal to loadmix's; request-reply; a topic
+#      with durable subscribers, their subscriptions removed by the teardown.
 #   3. A login the broker refuses: exit 3 at preflight with ActiveMQ's own words.
 #   4. RabbitMQ over AMQP 0-9-1 (lapin): fixtures/workloads/broker-check-amqp.yaml with
 #      publisher confirms on a classic and then a quorum queue (and a classic one with 32
@@ -137,7 +139,7 @@ amq_java() {
 amq_counts() {
     amq_java -jar /usr/share/activemq/bin/activemq.jar query \
         --jmxurl "${2:-service:jmx:rmi:///jndi/rmi://127.0.0.1:$JMX_PORT/jmxrmi}" \
-        -QQueue="${3:-check-$1-*}" --view Name,EnqueueCount,DequeueCount,QueueSize >"$WORK/amq-query.txt" 2>&1
+        "-Q${4:-Queue}=${3:-check-$1-*}" --view Name,EnqueueCount,DequeueCount,QueueSize >"$WORK/amq-query.txt" 2>&1
     python3 - "$WORK/amq-query.txt" <<'PY'
 import re, sys
 t = open(sys.argv[1]).read()
@@ -184,6 +186,36 @@ read -r QUEUES ENQ DEQ LEFT < <(amq_counts "$RUN" "" "*$RUN*")
 echo "   request-reply: loadmix $REPLIED replies, $SERVED requests served · ActiveMQ: $QUEUES queues, $ENQ enqueued, $DEQ dequeued, $LEFT left"
 [ "$FAILED" = 0 ] && [ "$REPLIED" = 40 ] && [ "$SERVED" = 40 ] && [ "$QUEUES" = 3 ] && [ "$ENQ" = 80 ] &&
     [ "$DEQ" = 80 ] && [ "$LEFT" = 0 ] || { echo "ActiveMQ's request-reply counts differ from loadmix's" >&2; exit 1; }
+
+# A topic with two durable subscribers that take 60 of their 100 copies each: the
+# teardown drains the other 40 of each as its subscriber and removes the subscriptions.
+"$BIN" run fixtures/workloads/broker-topic.yaml --target "stomp://127.0.0.1:$STOMP_PORT" \
+    --quiet --out "$WORK/amq-topic" >/dev/null
+topic_check() {
+    python3 - "$1/run.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["summary"]["total"]["failures"] == 0, r["failures"][:3]
+l = r["ledger"]
+assert l["drained"], l
+rows = {d["name"].split("#")[1] if "#" in d["name"] else "topic": d for d in l["destinations"]}
+assert rows["topic"]["sent"] == 100 and rows["topic"]["lost"] == 0, rows
+for sub in ("sub-0", "sub-1"):
+    d = rows[sub]
+    assert (d["received"], d["drained"], d["duplicated"]) == (60, 40, 0), d
+deleted = sum(x["cleanup"].get("deleted_queues", 0) for x in r["rounds"])
+assert deleted == 2, deleted
+print(r["run_id"], sum(rows[s]["received"] + rows[s]["drained"] for s in ("sub-0", "sub-1")))
+PY
+}
+read -r RUN COPIES < <(topic_check "$WORK/amq-topic")
+read -r QUEUES ENQ DEQ LEFT < <(amq_counts "$RUN" "" "news-$RUN" Topic)
+SUBS=$(amq_java -jar /usr/share/activemq/bin/activemq.jar query \
+    --jmxurl "service:jmx:rmi:///jndi/rmi://127.0.0.1:$JMX_PORT/jmxrmi" --objname "type=Broker,brokerName=check,*" \
+    --view SubscriptionName 2>&1 | grep -c "SubscriptionName = sub-" || true)
+echo "   topic: loadmix 100 sent, $COPIES copies taken by 2 durable subscribers · ActiveMQ: $ENQ enqueued, $DEQ dequeued, $SUBS durable subscriptions left"
+[ "$ENQ" = 100 ] && [ "$DEQ" = 200 ] && [ "$COPIES" = 200 ] && [ "$SUBS" = 0 ] ||
+    { echo "ActiveMQ's topic counts differ from loadmix's" >&2; exit 1; }
 
 echo "== 3. a login ActiveMQ refuses stops the run at preflight, in the broker's words"
 set +e
@@ -257,6 +289,14 @@ echo "   loadmix: $SENT receipts, $RECEIVED messages received, $DRAINED drained 
 read -r RUN REPLIED SERVED FAILED DRAINED < <(counts "$WORK/rmq-rr" client.request MESSAGE service.reply:MESSAGE)
 echo "   request-reply: loadmix $REPLIED replies, $SERVED requests served, $FAILED failed"
 [ "$FAILED" = 0 ] && [ "$REPLIED" = 40 ] && [ "$SERVED" = 40 ] || { echo "RabbitMQ request-reply failed" >&2; exit 1; }
+"$BIN" run fixtures/workloads/broker-topic.yaml --target "stomp://127.0.0.1:$RSTOMP_PORT" \
+    --quiet --out "$WORK/rmq-topic" >/dev/null
+read -r RUN COPIES < <(topic_check "$WORK/rmq-topic")
+# The broker's own list, not its metrics, which lag by seconds.
+SUBS=$(HOME="$WORK/rabbitmq" /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" list_queues name -q |
+    grep -c '^stomp-subscription-' || true)
+echo "   topic: loadmix 100 sent, $COPIES copies taken by 2 durable subscribers · RabbitMQ: $SUBS subscription queues left"
+[ "$COPIES" = 200 ] && [ "$SUBS" = 0 ] || { echo "RabbitMQ's durable subscriptions were not removed" >&2; exit 1; }
 echo "== 4. RabbitMQ over AMQP 0-9-1: classic and quorum queues, confirms, counts against its own"
 # The global counters carry both STOMP's and AMQP's messages: compare what each run adds.
 prom_totals() {

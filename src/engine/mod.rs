@@ -544,8 +544,14 @@ async fn tear_down(
     if cfg.keep_data || (queues.is_empty() && ledger.is_empty()) {
         return (DrainStats::default(), ledger);
     }
-    let names: std::collections::HashSet<String> = queues.iter().map(|q| q.name.clone()).collect();
-    let every = ledger.destinations().all(|d| names.contains(d));
+    let names: std::collections::HashSet<&str> = queues
+        .iter()
+        .map(|q| q.ledger_name.as_deref().unwrap_or(&q.name))
+        .collect();
+    // A topic holds nothing itself: what its subscribers did not take is in theirs.
+    let every = ledger
+        .destinations()
+        .all(|d| d.starts_with("/topic/") && !d.contains('#') || names.contains(d));
     let mut drain = match queues.is_empty() {
         true => DrainStats::default(),
         false => {

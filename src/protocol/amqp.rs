@@ -572,6 +572,8 @@ impl AmqpVu {
                 name: u.name.clone(),
                 created: true,
                 nonce: self.class.nonce,
+                durable: None,
+                ledger_name: None,
             })
             .collect()
     }
@@ -885,7 +887,20 @@ pub async fn drain(
     until: Instant,
     delete: bool,
     ledger: &mut Ledger,
-) -> Result<(u64, bool), String> {
+) -> (u64, Result<bool, String>) {
+    let mut taken = 0u64;
+    let done = drain_into(q, conn, (idle, until), delete, ledger, &mut taken).await;
+    (taken, done)
+}
+
+async fn drain_into(
+    q: &Queue,
+    conn: &Conn,
+    (idle, until): (Duration, Instant),
+    delete: bool,
+    ledger: &mut Ledger,
+    taken: &mut u64,
+) -> Result<bool, String> {
     let rq = conn.timeouts().request;
     let connection = connect(&q.session, conn).await.map_err(|f| f.detail)?;
     let channel = within(rq, connection.create_channel(), "the channel")
@@ -917,7 +932,6 @@ pub async fn drain(
     .await
     .map_err(|f| f.detail)?
     .map_err(step("basic.consume"))?;
-    let mut taken = 0u64;
     loop {
         let by = (Instant::now() + idle).min(until);
         let next = match tokio::time::timeout_at(by, consumer.next()).await {
@@ -932,7 +946,7 @@ pub async fn drain(
         };
         match next {
             Some(Ok(d)) => {
-                taken += 1;
+                *taken += 1;
                 match broker::stamp_of(&d.data, q.nonce) {
                     Some(st) => ledger.took(&q.name, st.producer, st.seq, Taken::Drained, false),
                     None => ledger.foreign(&q.name),
@@ -943,7 +957,7 @@ pub async fn drain(
         }
     }
     if !delete {
-        return Ok((taken, false));
+        return Ok(false);
     }
     within(
         rq,
@@ -956,5 +970,5 @@ pub async fn drain(
     .await
     .map_err(|f| f.detail)?
     .map_err(step("queue.delete"))?;
-    Ok((taken, true))
+    Ok(true)
 }

@@ -4,8 +4,9 @@
 //! are deleted. Untimed, counted apart. `--keep-data` skips it.
 //!
 //! Only the run's own destinations are touched: an AMQP queue the run's declaration
-//! created (it was not there before), and a STOMP destination named after the run (STOMP
-//! cannot tell whether one existed). A sharded run drains but deletes nothing: another
+//! created (it was not there before), a STOMP destination named after the run (STOMP
+//! cannot tell whether one existed), and the durable topic subscriptions its users made
+//! (drained as their subscriber, then unsubscribed). A sharded run drains but deletes nothing: another
 //! shard's users may still be on the queue.
 
 use std::collections::BTreeMap;
@@ -44,6 +45,12 @@ pub struct Queue {
     pub created: bool,
     /// The run's stamp, to tell its messages from others'.
     pub nonce: u32,
+    /// A durable topic subscription (its client id, its name), drained by subscribing
+    /// again as it and deleted by unsubscribing; `name` is then the topic.
+    pub durable: Option<(String, String)>,
+    /// What the ledger calls what is taken here (a topic subscriber's own row); `None`:
+    /// the name.
+    pub ledger_name: Option<String>,
 }
 
 /// What the teardown did.
@@ -82,7 +89,8 @@ pub async fn run(
 ) -> DrainStats {
     let mut once: BTreeMap<(QueueKind, String), Queue> = BTreeMap::new();
     for q in queues {
-        once.entry((q.kind, q.name.clone()))
+        let key = q.ledger_name.clone().unwrap_or_else(|| q.name.clone());
+        once.entry((q.kind, key))
             .and_modify(|e| e.created |= q.created)
             .or_insert(q);
     }
@@ -113,20 +121,19 @@ async fn one(endpoint: Arc<Endpoint>, timeouts: Timeouts, q: Queue, delete: bool
         ..DrainStats::default()
     };
     let until = Instant::now() + LIMIT;
-    let done = match q.kind {
-        QueueKind::Stomp => super::stomp::drain(&q, &conn, IDLE, until, &mut stats.ledger)
-            .await
-            .map(|n| (n, false)),
+    let (taken, done) = match q.kind {
+        QueueKind::Stomp => {
+            super::stomp::drain(&q, &conn, IDLE, until, delete, &mut stats.ledger).await
+        }
         QueueKind::Amqp => {
             let delete = delete && q.created;
             super::amqp::drain(&q, &conn, IDLE, until, delete, &mut stats.ledger).await
         }
     };
+    // What was taken is counted, whether or not the drain then failed.
+    stats.messages = taken;
     match done {
-        Ok((n, deleted)) => {
-            stats.messages = n;
-            stats.deleted = u64::from(deleted);
-        }
+        Ok(deleted) => stats.deleted = u64::from(deleted),
         Err(e) => {
             stats.failures = 1;
             stats.notes.push(format!("draining {}: {e}", q.name));

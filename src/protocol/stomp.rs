@@ -98,6 +98,9 @@ struct Link {
     opened: Option<Handshake>,
     subscribed: bool,
     replies_subscribed: bool,
+    /// What the broker says it is (CONNECTED's `server`): brokers differ on how a durable
+    /// subscription is removed.
+    server: Box<str>,
 }
 
 /// A frame read, with the bytes it took on the wire.
@@ -124,6 +127,11 @@ pub struct StompVu {
     subscription: Option<String>,
     /// Where the replies to its requests come, once subscribed.
     reply_to: Option<String>,
+    /// A durable subscriber's client id and subscription name.
+    durable: Option<Box<Durable>>,
+    /// What its ledger calls the messages it takes: its subscription's destination, or for
+    /// a topic's subscriber (each gets a copy) the topic and the subscriber.
+    taken_as: Option<String>,
     /// Replies that came while it waited for something else.
     replies: VecDeque<Read>,
     /// The `reply-to` and `correlation-id` of the last message it took.
@@ -147,6 +155,12 @@ struct Tx {
     sends: Vec<(u32, Box<str>)>,
 }
 
+/// A durable subscription: the client id its connections carry, and its name.
+struct Durable {
+    client_id: String,
+    name: String,
+}
+
 /// A send whose receipt has not come yet.
 struct Pending {
     receipt: u64,
@@ -157,7 +171,14 @@ struct Pending {
 
 impl StompVu {
     pub fn new(class: Arc<StompClass>, session: Session, ids: VuIds) -> StompVu {
-        StompVu {
+        let durable = class.params.durable.as_ref().map(|t| {
+            let name = render(t, &class.class, &ids, 0, &mut rand::rng());
+            Box::new(Durable {
+                client_id: format!("{}-{}-{}", ids.run_id, class.class, ids.vu),
+                name,
+            })
+        });
+        let vu = StompVu {
             class,
             ids,
             session,
@@ -168,6 +189,8 @@ impl StompVu {
             ledger: None,
             subscription: None,
             reply_to: None,
+            durable: None,
+            taken_as: None,
             replies: VecDeque::new(),
             last_request: None,
             pending: VecDeque::new(),
@@ -176,7 +199,8 @@ impl StompVu {
             last_ack: None,
             tx: None,
             next_tx: 1,
-        }
+        };
+        StompVu { durable, ..vu }
     }
 
     /// Untimed, before the round: connect, and subscribe when the class consumes.
@@ -202,27 +226,37 @@ impl StompVu {
     }
 
     /// The run's own destinations this user sent to or subscribed to, for the teardown to
-    /// drain. STOMP cannot tell whether a destination existed before, so the run's own
-    /// are those named after it; STOMP has no way to delete one.
+    /// drain: queues named after the run (STOMP cannot tell whether one existed before, nor
+    /// delete one), and its durable topic subscription, which the teardown drains as its
+    /// subscriber and then removes. A topic itself holds nothing to drain.
     pub fn queues(&self) -> Vec<Queue> {
         let sent = self.ledger.iter().flat_map(|l| l.destinations());
         let mut names: Vec<&str> = sent
             .chain(self.subscription.as_deref())
             .chain(self.reply_to.as_deref())
+            .filter(|n| n.contains(&self.class.run_id) && !n.starts_with("/topic/"))
             .collect();
         names.sort_unstable();
         names.dedup();
-        names
-            .into_iter()
-            .filter(|n| n.contains(&self.class.run_id))
-            .map(|n| Queue {
-                session: self.session.clone(),
-                kind: QueueKind::Stomp,
-                name: n.to_string(),
-                created: false,
-                nonce: self.class.nonce,
-            })
-            .collect()
+        let queue = |name: &str| Queue {
+            session: self.session.clone(),
+            kind: QueueKind::Stomp,
+            name: name.to_string(),
+            created: false,
+            nonce: self.class.nonce,
+            durable: None,
+            ledger_name: None,
+        };
+        let mut out: Vec<Queue> = names.into_iter().map(queue).collect();
+        if let (Some(d), Some(topic)) = (&self.durable, &self.subscription) {
+            out.push(Queue {
+                created: true,
+                durable: Some((d.client_id.clone(), d.name.clone())),
+                ledger_name: self.taken_as.clone(),
+                ..queue(topic)
+            });
+        }
+        out
     }
 
     /// What this user sent and received, by stamp.
@@ -305,10 +339,8 @@ impl StompVu {
         if let Some(id) = self.last_ack.take() {
             let _ = self.ack(&id, timeout).await;
         }
-        if self.pending.is_empty() && self.tx.is_none() {
-            return None;
-        }
         let class = self.class.clone();
+        let waited = !self.pending.is_empty() || self.tx.is_some();
         // A transaction begun is committed with what it holds.
         let ended = match self.commit(&class, timeout).await {
             Ok(()) => self.settle(&class, 0, timeout).await,
@@ -318,10 +350,32 @@ impl StompVu {
             self.link = None;
             self.fail_pending(&class, f.class, &f.detail);
         }
-        Some(Outcome {
+        self.disconnect(&class, timeout).await;
+        waited.then(|| Outcome {
             steps: std::mem::take(&mut self.settled),
             ..Outcome::default()
         })
+    }
+
+    /// Leave as STOMP says: DISCONNECT, and its receipt, so the broker has let go of the
+    /// connection (and of a durable subscriber's client id) before the teardown comes.
+    async fn disconnect(&mut self, class: &StompClass, timeout: Duration) {
+        let Some(mut link) = self.link.take() else {
+            return;
+        };
+        let mut wire = Vec::new();
+        Frame::new(Command::Disconnect)
+            .header("receipt", "bye")
+            .encode(&mut wire);
+        let deadline = Instant::now() + timeout;
+        if write(&mut link, &wire, deadline).await.is_err() {
+            return;
+        }
+        while let Ok(r) = read(&mut link, &class.limits, deadline).await {
+            if r.frame.command == Command::Receipt && r.frame.get("receipt-id") == Some("bye") {
+                return;
+            }
+        }
     }
 
     /// Read what the broker sent until at most `keep` sends wait for their receipts: what
@@ -509,43 +563,73 @@ impl StompVu {
     }
 
     /// An open, logged-in session (subscribed, for a consumer), opening one if needed.
+    /// Each subscription waits for its receipt: a topic's messages published before the
+    /// broker has the subscriber are not its.
     async fn ensure(&mut self, class: &StompClass, conn: &mut Conn) -> Result<(), Failed> {
         if self.link.is_none() {
-            let link = Box::pin(open(&class.limits, &self.session, conn)).await?;
+            let client_id = self.durable.as_ref().map(|d| d.client_id.as_str());
+            let link = Box::pin(open(&class.limits, &self.session, conn, client_id)).await?;
             conn.opened += 1;
             self.link = Some(Box::new(link));
         }
         let deadline = Instant::now() + conn.timeouts().request;
-        let Some(link) = self.link.as_mut() else {
-            return Ok(());
-        };
-        if !link.subscribed
-            && let Some(dest) = class.params.subscribe.as_ref()
-        {
+        let subscribed = self.link.as_ref().is_some_and(|l| l.subscribed);
+        if !subscribed && let Some(dest) = class.params.subscribe.as_ref() {
             let dest = render(dest, &class.class, &self.ids, 0, &mut rand::rng());
             let prefetch = class.params.prefetch.to_string();
-            subscribe(
-                link,
-                SUBSCRIPTION,
-                &dest,
-                class.params.ack,
-                &prefetch,
-                deadline,
-            )
-            .await?;
-            link.subscribed = true;
+            let name = self.durable.as_ref().map(|d| d.name.clone());
+            let sub = Subscription {
+                id: name.as_deref().unwrap_or(SUBSCRIPTION),
+                dest: &dest,
+                ack: class.params.ack,
+                prefetch: &prefetch,
+                durable: name.as_deref(),
+            };
+            self.subscribe(class, &sub, deadline).await?;
+            if let Some(l) = self.link.as_mut() {
+                l.subscribed = true;
+            }
+            // Each of a topic's subscribers gets every message: its own row in the ledger.
+            self.taken_as = dest.starts_with("/topic/").then(|| {
+                let who = name.unwrap_or_else(|| format!("{}-{}", class.class, self.ids.vu));
+                format!("{dest}#{who}")
+            });
             self.subscription = Some(dest);
         }
-        if !link.replies_subscribed
-            && let Some(reply_to) = class.params.reply_to.as_ref()
-        {
+        let replies = self.link.as_ref().is_some_and(|l| l.replies_subscribed);
+        if !replies && let Some(reply_to) = class.params.reply_to.as_ref() {
             // Replies are taken as they come: no acknowledgements to wait for.
             let dest = render(reply_to, &class.class, &self.ids, 0, &mut rand::rng());
-            subscribe(link, REPLIES, &dest, AckMode::Auto, "1000", deadline).await?;
-            link.replies_subscribed = true;
+            let sub = Subscription {
+                id: REPLIES,
+                dest: &dest,
+                ack: AckMode::Auto,
+                prefetch: "1000",
+                durable: None,
+            };
+            self.subscribe(class, &sub, deadline).await?;
+            if let Some(l) = self.link.as_mut() {
+                l.replies_subscribed = true;
+            }
             self.reply_to = Some(dest);
         }
         Ok(())
+    }
+
+    /// Subscribe, and wait for the broker's receipt of it.
+    async fn subscribe(
+        &mut self,
+        class: &StompClass,
+        sub: &Subscription<'_>,
+        deadline: Instant,
+    ) -> Result<(), Failed> {
+        let want = format!("subscribe-{}", self.next_receipt);
+        self.next_receipt += 1;
+        let Some(link) = self.link.as_mut() else {
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
+        subscribe(link, sub, Some(&want), deadline).await?;
+        self.confirm(class, &want, deadline, 0).await.map(|_| ())
     }
 
     async fn send(
@@ -868,9 +952,10 @@ impl StompVu {
             (Box::from(to), c)
         });
         let mut o = done(class.message, sent, m.bytes, latency);
-        let dest = m
-            .frame
-            .get("destination")
+        let dest = self
+            .taken_as
+            .as_deref()
+            .or(m.frame.get("destination"))
             .or(self.subscription.as_deref())
             .unwrap_or("");
         let labels = (class.params.label_e2e, class.params.label_receive_foreign);
@@ -935,24 +1020,41 @@ struct Send<'a> {
 const SUBSCRIPTION: &str = "0";
 const REPLIES: &str = "replies";
 
-/// Subscribe to `dest` as `id`, with the ack mode and prefetch (in ActiveMQ's and
-/// RabbitMQ's words for it).
+/// A SUBSCRIBE: its id, destination, ack mode, prefetch, and for a durable subscription
+/// its name.
+struct Subscription<'a> {
+    id: &'a str,
+    dest: &'a str,
+    ack: AckMode,
+    prefetch: &'a str,
+    durable: Option<&'a str>,
+}
+
+/// Subscribe, with the prefetch (and a durable subscription's name) in ActiveMQ's and
+/// RabbitMQ's words for them.
 async fn subscribe(
     link: &mut Link,
-    id: &str,
-    dest: &str,
-    ack: AckMode,
-    prefetch: &str,
+    sub: &Subscription<'_>,
+    receipt: Option<&str>,
     deadline: Instant,
 ) -> Result<(), Failed> {
+    let mut f = Frame::new(Command::Subscribe)
+        .header("id", sub.id)
+        .header("destination", sub.dest)
+        .header("ack", sub.ack.name())
+        .header("activemq.prefetchSize", sub.prefetch)
+        .header("prefetch-count", sub.prefetch);
+    if let Some(name) = sub.durable {
+        f = f
+            .header("activemq.subscriptionName", name)
+            .header("durable", "true")
+            .header("auto-delete", "false");
+    }
+    if let Some(r) = receipt {
+        f = f.header("receipt", r);
+    }
     let mut wire = Vec::new();
-    Frame::new(Command::Subscribe)
-        .header("id", id)
-        .header("destination", dest)
-        .header("ack", ack.name())
-        .header("activemq.prefetchSize", prefetch)
-        .header("prefetch-count", prefetch)
-        .encode(&mut wire);
+    f.encode(&mut wire);
     write(link, &wire, deadline).await
 }
 
@@ -986,7 +1088,12 @@ fn broker_error(f: &Frame) -> Failed {
 
 /// Open a stream to the target's broker and log in: CONNECT, and CONNECTED back within
 /// the request timeout.
-async fn open(limits: &Limits, s: &Session, conn: &Conn) -> Result<Link, Failed> {
+async fn open(
+    limits: &Limits,
+    s: &Session,
+    conn: &Conn,
+    client_id: Option<&str>,
+) -> Result<Link, Failed> {
     let endpoint = conn.endpoint();
     let timeouts = conn.timeouts();
     let addr = endpoint.broker.ok_or_else(|| {
@@ -1009,6 +1116,7 @@ async fn open(limits: &Limits, s: &Session, conn: &Conn) -> Result<Link, Failed>
         opened: Some(handshake),
         subscribed: false,
         replies_subscribed: false,
+        server: Box::from(""),
     };
     let mut f = Frame::new(Command::Connect)
         .header("accept-version", "1.2")
@@ -1017,13 +1125,20 @@ async fn open(limits: &Limits, s: &Session, conn: &Conn) -> Result<Link, Failed>
     if !s.password.is_empty() {
         f = f.header("login", &s.user).header("passcode", &s.password);
     }
+    // ActiveMQ keeps a durable subscription for a client id.
+    if let Some(id) = client_id {
+        f = f.header("client-id", id);
+    }
     let mut wire = Vec::new();
     f.encode(&mut wire);
     let deadline = Instant::now() + timeouts.request;
     write(&mut link, &wire, deadline).await?;
     let r = read(&mut link, limits, deadline).await?;
     match r.frame.command {
-        Command::Connected => Ok(link),
+        Command::Connected => {
+            link.server = r.frame.get("server").unwrap_or("").into();
+            Ok(link)
+        }
         Command::Error => Err(broker_error(&r.frame)),
         other => Err(Failed::of(
             ErrorClass::Body,
@@ -1123,7 +1238,7 @@ async fn read_frame(
 /// Preflight: log in once and leave, so a refused login stops the run with the broker's
 /// reason before the clock starts.
 pub async fn preflight(class: &StompClass, s: &Session, conn: &Conn) -> Result<(), ProtocolError> {
-    let _ = open(&class.limits, s, conn)
+    let _ = open(&class.limits, s, conn, None)
         .await
         .map_err(|f| ProtocolError::Preflight {
             class: class.class.clone(),
@@ -1135,32 +1250,49 @@ pub async fn preflight(class: &StompClass, s: &Session, conn: &Conn) -> Result<(
 }
 
 /// The teardown's drain of one destination: subscribe with automatic acknowledgement and
-/// take every message until none has come for `idle` (or `until`), each in `ledger`; then
-/// leave with a receipt, so the broker has settled them. How many were taken.
+/// take every message until none has come for `idle` (or `until`), each in `ledger`; a
+/// durable topic subscription is subscribed to again as its subscriber, and removed when
+/// `delete`. Then leave with a receipt, so the broker has settled them. How many were
+/// taken, and whether a subscription was removed.
 pub async fn drain(
     q: &Queue,
     conn: &Conn,
     idle: Duration,
     until: Instant,
+    delete: bool,
     ledger: &mut Ledger,
-) -> Result<u64, String> {
-    let limits = Limits::default();
-    let mut link = open(&limits, &q.session, conn)
-        .await
-        .map_err(|f| f.detail)?;
-    let mut wire = Vec::new();
-    Frame::new(Command::Subscribe)
-        .header("id", "drain")
-        .header("destination", &q.name)
-        .header("ack", "auto")
-        .header("activemq.prefetchSize", "1000")
-        .header("prefetch-count", "1000")
-        .encode(&mut wire);
-    let rq = conn.timeouts().request;
-    write(&mut link, &wire, Instant::now() + rq)
-        .await
-        .map_err(|f| f.detail)?;
+) -> (u64, Result<bool, String>) {
     let mut taken = 0u64;
+    let done = drain_into(q, conn, (idle, until), delete, ledger, &mut taken).await;
+    (taken, done)
+}
+
+async fn drain_into(
+    q: &Queue,
+    conn: &Conn,
+    (idle, until): (Duration, Instant),
+    delete: bool,
+    ledger: &mut Ledger,
+    taken: &mut u64,
+) -> Result<bool, String> {
+    let limits = Limits::default();
+    let client_id = q.durable.as_ref().map(|d| d.0.as_str());
+    let mut link = open(&limits, &q.session, conn, client_id)
+        .await
+        .map_err(|f| f.detail)?;
+    let name = q.durable.as_ref().map(|d| d.1.as_str());
+    let sub = Subscription {
+        id: name.unwrap_or("drain"),
+        dest: &q.name,
+        ack: AckMode::Auto,
+        prefetch: "1000",
+        durable: name,
+    };
+    let rq = conn.timeouts().request;
+    subscribe(&mut link, &sub, None, Instant::now() + rq)
+        .await
+        .map_err(|f| f.detail)?;
+    let as_named = q.ledger_name.as_deref().unwrap_or(&q.name);
     loop {
         let by = (Instant::now() + idle).min(until);
         let r = match read(&mut link, &limits, by).await {
@@ -1169,7 +1301,7 @@ pub async fn drain(
             Err(f) => return Err(f.detail),
         };
         match r.frame.command {
-            Command::Message => taken += drained(q, &r.frame, ledger),
+            Command::Message => *taken += drained(as_named, q.nonce, &r.frame, ledger),
             Command::Error => return Err(broker_error(&r.frame).detail),
             _ => {}
         }
@@ -1180,7 +1312,11 @@ pub async fn drain(
             ));
         }
     }
-    wire.clear();
+    let mut wire = Vec::new();
+    let removed = delete && name.is_some();
+    if let Some(name) = name.filter(|_| delete) {
+        unsubscribe_durable(&link.server, name, &mut wire);
+    }
     Frame::new(Command::Disconnect)
         .header("receipt", "drained")
         .encode(&mut wire);
@@ -1193,19 +1329,41 @@ pub async fn drain(
             .await
             .map_err(|f| f.detail)?;
         match r.frame.command {
-            Command::Receipt => return Ok(taken),
+            Command::Receipt => return Ok(removed),
             // Dispatched before the broker read the DISCONNECT: taken all the same.
-            Command::Message => taken += drained(q, &r.frame, ledger),
+            Command::Message => *taken += drained(as_named, q.nonce, &r.frame, ledger),
+            Command::Error => return Err(broker_error(&r.frame).detail),
             _ => {}
         }
     }
 }
 
-/// A drained message in the ledger; 1.
-fn drained(q: &Queue, f: &Frame, ledger: &mut Ledger) -> u64 {
-    match broker::stamp_of(&f.body, q.nonce) {
-        Some(st) => ledger.took(&q.name, st.producer, st.seq, Taken::Drained, false),
-        None => ledger.foreign(&q.name),
+/// The frames that end and remove durable subscription `name`, in the broker's own way.
+/// RabbitMQ: one UNSUBSCRIBE of its id, saying durable, deletes its queue. ActiveMQ: its
+/// consumer must go first (UNSUBSCRIBE of the id), then the subscription (the id again,
+/// and the subscription's name, which makes it a removal).
+fn unsubscribe_durable(server: &str, name: &str, wire: &mut Vec<u8>) {
+    if server.starts_with("RabbitMQ") {
+        Frame::new(Command::Unsubscribe)
+            .header("id", name)
+            .header("durable", "true")
+            .encode(wire);
+        return;
+    }
+    Frame::new(Command::Unsubscribe)
+        .header("id", name)
+        .encode(wire);
+    Frame::new(Command::Unsubscribe)
+        .header("id", name)
+        .header("activemq.subscriptionName", name)
+        .encode(wire);
+}
+
+/// A drained message in the ledger, under `name`; 1.
+fn drained(name: &str, nonce: u32, f: &Frame, ledger: &mut Ledger) -> u64 {
+    match broker::stamp_of(&f.body, nonce) {
+        Some(st) => ledger.took(name, st.producer, st.seq, Taken::Drained, false),
+        None => ledger.foreign(name),
     }
     1
 }

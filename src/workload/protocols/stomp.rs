@@ -6,7 +6,9 @@
 //! body's size, whether it is persistent and whether it waits for the broker's receipt
 //! (a persistent send with a receipt is JMS's synchronous persistent send). A consumer
 //! class subscribes once per user (`params: { subscribe: ..., ack: ..., prefetch: ... }`)
-//! and each `receive` takes one message, or finds none within its timeout. With
+//! and each `receive` takes one message, or finds none within its timeout. A topic's
+//! subscriber may be durable (`durable: NAME`): the broker keeps its messages while it is
+//! away (ActiveMQ's client id and subscription name, RabbitMQ's durable queue). With
 //! `max_pending: N` a producer keeps up to N sends waiting for their receipts: `send` then
 //! times the write (and any wait for room in the window), and each receipt is timed
 //! apart, from its send's write, as `send.confirm`. With `transaction: N` sends go in
@@ -125,6 +127,11 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
             "prefetch",
             ParamKind::Integer,
             "messages the broker may send ahead of acknowledgements (default 1)",
+        ),
+        p(
+            "durable",
+            ParamKind::Template,
+            "the name of a durable subscription to a /topic/ (kept by the broker while its user is away)",
         ),
         p(
             "reply_to",
@@ -304,6 +311,8 @@ pub(super) fn check_size(size: &Dist) -> Result<(), String> {
 pub struct StompParams {
     /// What each user subscribes to before its round; `None`: a producer only.
     pub subscribe: Option<Template>,
+    /// A durable subscription's name (a topic's subscriber the broker keeps messages for).
+    pub durable: Option<Template>,
     /// Where a requesting user's replies come; `None`: the class sends no requests.
     pub reply_to: Option<Template>,
     /// A reply that found no request within its timeout.
@@ -361,6 +370,12 @@ pub(super) fn build(
             "a class that receives (or replies) needs a subscription: params: { subscribe: /queue/NAME }".into(),
         );
     }
+    let durable = class_params.template("durable").cloned();
+    if durable.is_some() && subscribe.is_none() {
+        return Err(
+            "a durable subscription needs its topic: params: { subscribe: /topic/NAME }".into(),
+        );
+    }
     let requests = ops.iter().any(|o| matches!(o, StompOp::Request { .. }));
     let reply_to = match (requests, class_params.template("reply_to")) {
         (false, _) => None,
@@ -389,6 +404,7 @@ pub(super) fn build(
         ops,
         params: StompParams {
             subscribe,
+            durable,
             reply_to,
             label_reply_empty: label_index(labels, "reply_empty"),
             label_reply_e2e: label_index(labels, "reply.e2e"),

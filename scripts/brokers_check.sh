@@ -20,7 +20,8 @@
 #      broker's published, confirmed and acknowledged messages (Prometheus) equal to
 #      loadmix's confirms and deliveries; a queue declared with another type is counted
 #      in RabbitMQ's words (406 PRECONDITION_FAILED); a refused login is exit 3 with
-#      ACCESS_REFUSED; RabbitMQ restarted under a run is counted and classified, the users
+#      ACCESS_REFUSED; the same over amqps:// (the broker's certificate checked against
+#      --ca-cert; an untrusted one stops the run at preflight); RabbitMQ restarted under a run is counted and classified, the users
 #      reconnect, the run goes on, and no message it confirmed is lost.
 #   5. ActiveMQ on the JDBC store (PostgreSQL, set up by examples/activemq-stores): the
 #      same workload, its counts against JMX, and the store's message table empty after.
@@ -239,9 +240,18 @@ AMQP_PORT=$(free_port)
 RSTOMP_PORT=$(free_port)
 PROM_PORT=$(free_port)
 DIST_PORT=$(free_port)
+AMQPS_PORT=$(free_port)
 RMQ_NODE="loadmix-check-$$@localhost"
+# A loopback CA and certificate of loadmix's own for the amqps:// listener.
+"$BIN" cert --out "$RMQ/tls" >/dev/null 2>&1
 cat >"$RMQ/rabbitmq.conf" <<CONF
 listeners.tcp.default = 127.0.0.1:$AMQP_PORT
+listeners.ssl.default = 127.0.0.1:$AMQPS_PORT
+ssl_options.cacertfile = $RMQ/tls/ca.pem
+ssl_options.certfile = $RMQ/tls/cert.pem
+ssl_options.keyfile = $RMQ/tls/key.pem
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
 stomp.listeners.tcp.1 = 127.0.0.1:$RSTOMP_PORT
 prometheus.tcp.ip = 127.0.0.1
 prometheus.tcp.port = $PROM_PORT
@@ -354,6 +364,24 @@ echo "   transactions: loadmix $COMMITS commits, $DELIVERED delivered, $DRAINED 
 [ "$FAILED" = 0 ] && [ "$COMMITS" = 40 ] && [ $((R1 - R0)) = 400 ] && [ $((C1 - C0)) = 0 ] &&
     [ $((A1 - A0)) = "$DELIVERED" ] && [ $((U1 - U0)) = "$DRAINED" ] && [ $((DELIVERED + DRAINED)) = 400 ] ||
     { echo "RabbitMQ's counts of transactional publishes differ from loadmix's" >&2; exit 1; }
+# amqps://: the same workload over TLS, the broker's certificate checked against the CA
+# given; without it, the run stops at preflight saying why.
+wait_port "$AMQPS_PORT"
+"$BIN" run fixtures/workloads/broker-check-amqp.yaml --target "amqps://127.0.0.1:$AMQPS_PORT" \
+    --ca-cert "$RMQ/tls/ca.pem" --quiet --out "$WORK/amqps" >/dev/null
+read -r RUN CONFIRMED DELIVERED FAILED DRAINED < <(counts "$WORK/amqps" producer.publish basic.ack consumer.consume:basic.deliver)
+set +e
+"$BIN" run fixtures/workloads/broker-check-amqp.yaml --target "amqps://127.0.0.1:$AMQPS_PORT" \
+    --quiet --out "$WORK/amqps-untrusted" >/dev/null 2>"$WORK/amqps.err"
+CODE=$?
+set -e
+echo "   amqps: loadmix $CONFIRMED confirmed, $DELIVERED delivered, $DRAINED drained, $FAILED failed; untrusted: exit $CODE"
+[ "$FAILED" = 0 ] && [ "$CONFIRMED" = 400 ] && [ $((DELIVERED + DRAINED)) = 400 ] && [ "$CODE" = 3 ] &&
+    grep -qi "certificate\|unknown\|issuer" "$WORK/amqps.err" || {
+    echo "amqps:// failed:" >&2
+    cat "$WORK/amqps.err" >&2
+    exit 1
+}
 # RabbitMQ restarted under a run: counted and classified, every user reconnects, the run
 # goes on to its end, and no message the broker confirmed is lost.
 rmqctl() { HOME="$WORK/rabbitmq" /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" "$@" >/dev/null; }

@@ -37,6 +37,23 @@ fn read(path: &Path) -> Result<Vec<u8>, PemError> {
 }
 
 /// Every certificate in a PEM file, in order.
+/// The certificates of a PEM file, checked as `certs` checks them, as PEM text again (for
+/// a library that takes PEM, as lapin's TLS does).
+pub fn certs_pem(path: &Path) -> Result<String, PemError> {
+    use base64::Engine as _;
+    let mut out = String::new();
+    for c in certs(path)? {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(c.as_ref());
+        out.push_str("-----BEGIN CERTIFICATE-----\n");
+        for line in b64.as_bytes().chunks(64) {
+            out.push_str(&String::from_utf8_lossy(line));
+            out.push('\n');
+        }
+        out.push_str("-----END CERTIFICATE-----\n");
+    }
+    Ok(out)
+}
+
 pub fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, PemError> {
     let text = read(path)?;
     let certs = CertificateDer::pem_slice_iter(&text)

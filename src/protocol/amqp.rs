@@ -695,13 +695,19 @@ async fn connect(s: &Session, conn: &Conn) -> Result<Connection, Failed> {
         true => ("guest".to_string(), "guest".to_string()),
         false => (s.user.clone(), s.password.clone()),
     };
+    let tls = endpoint.amqp_tls.as_deref();
     let uri = lapin::uri::AMQPUri {
+        scheme: match tls {
+            Some(_) => lapin::uri::AMQPScheme::AMQPS,
+            None => lapin::uri::AMQPScheme::AMQP,
+        },
         authority: lapin::uri::AMQPAuthority {
             userinfo: lapin::uri::AMQPUserInfo {
                 username: user,
                 password,
             },
-            host: addr.ip().to_string(),
+            // Over TLS, the name the broker's certificate is checked against.
+            host: tls.map_or_else(|| addr.ip().to_string(), |t| t.host.clone()),
             port: addr.port(),
         },
         vhost: match endpoint.base_path.trim_start_matches('/') {
@@ -710,18 +716,30 @@ async fn connect(s: &Session, conn: &Conn) -> Result<Connection, Failed> {
         },
         ..Default::default()
     };
-    within(
-        conn.timeouts().connect,
-        Connection::connect_uri(uri, ConnectionProperties::default()),
-        "the AMQP connection",
-    )
-    .await?
-    .map_err(|e| match e.kind() {
-        lapin::ErrorKind::IOError(_) => {
-            Failed::of(ErrorClass::Connect, format!("connect to {addr}: {e}"))
+    let connecting = async {
+        match tls {
+            None => Connection::connect_uri(uri, ConnectionProperties::default()).await,
+            Some(t) => {
+                let config = lapin::tcp::OwnedTLSConfig {
+                    identity: None,
+                    cert_chain: t.ca_pem.clone(),
+                };
+                lapin::DefaultConnectionBuilder::new()?
+                    .with_uri(uri)
+                    .with_tls_config(config)
+                    .connect()
+                    .await
+            }
         }
-        _ => failed("AMQP connection", e),
-    })
+    };
+    within(conn.timeouts().connect, connecting, "the AMQP connection")
+        .await?
+        .map_err(|e| match e.kind() {
+            lapin::ErrorKind::IOError(_) => {
+                Failed::of(ErrorClass::Connect, format!("connect to {addr}: {e}"))
+            }
+            _ => failed("AMQP connection", e),
+        })
 }
 
 /// The user's channel, and whether the queue is new: a class that declares its queue

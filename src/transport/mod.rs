@@ -90,6 +90,8 @@ pub struct Endpoint {
     pub broker: Option<SocketAddr>,
     /// Where the target takes AMQP 0-9-1: an `amqp://` target's own address.
     pub amqp: Option<SocketAddr>,
+    /// `amqps://`: what AMQP's TLS needs (lapin runs it).
+    pub amqp_tls: Option<std::sync::Arc<AmqpTls>>,
     /// The target answers HTTP (false for a broker's `stomp://` or `amqp://` target).
     pub speaks_http: bool,
 }
@@ -164,7 +166,8 @@ impl Endpoint {
                 EndpointError::Resolve(format!("{} resolves to no address", url.host))
             })?;
         let default_port = match (url.stomp, url.amqp, url.https) {
-            (_, true, _) => 5672,
+            (_, true, false) => 5672,
+            (_, true, true) => 5671,
             (true, _, false) => 61613,
             (true, _, true) => 61614,
             (false, _, false) => 80,
@@ -177,7 +180,12 @@ impl Endpoint {
         } else {
             format!("{}:{}", url.host, url.port)
         };
-        let tls = match url.https {
+        // lapin runs AMQP's TLS itself: it is given the host and the CA certificates.
+        let amqp_tls = match (url.amqp, url.https) {
+            (true, true) => Some(std::sync::Arc::new(AmqpTls::new(url.host, tls)?)),
+            _ => None,
+        };
+        let tls = match url.https && !url.amqp {
             true => Some(TlsClient::new(url.host, tls)?),
             false => None,
         };
@@ -191,6 +199,7 @@ impl Endpoint {
             clock: Default::default(),
             broker: url.stomp.then_some(addr),
             amqp: url.amqp.then_some(addr),
+            amqp_tls,
             speaks_http: !url.stomp && !url.amqp,
         })
     }
@@ -206,8 +215,35 @@ impl Endpoint {
             clock: Default::default(),
             broker: None,
             amqp: None,
+            amqp_tls: None,
             speaks_http: true,
         }
+    }
+}
+
+/// What an `amqps://` connection's TLS needs: the name the broker's certificate must
+/// carry, and the CA certificates to trust (`--ca-cert`, as PEM; `None`: the system's).
+#[derive(Debug)]
+pub struct AmqpTls {
+    pub host: String,
+    pub ca_pem: Option<String>,
+}
+
+impl AmqpTls {
+    fn new(host: &str, opts: &TlsOptions) -> Result<AmqpTls, TlsError> {
+        if opts.insecure || opts.client_cert.is_some() {
+            return Err(TlsError::Config(
+                "amqps:// takes --ca-cert only: --insecure and client certificates are https and stomp+ssl's".into(),
+            ));
+        }
+        let ca_pem = match &opts.ca_cert {
+            Some(path) => Some(crate::formats::pem::certs_pem(path)?),
+            None => None,
+        };
+        Ok(AmqpTls {
+            host: host.to_string(),
+            ca_pem,
+        })
     }
 }
 

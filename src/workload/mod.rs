@@ -131,11 +131,6 @@ impl TargetSpec {
                 )),
             };
         }
-        if s.starts_with("amqps://") {
-            return Err(format!(
-                "'{s}': AMQP over TLS (amqps://) is not supported yet; use amqp:// on a trusted network, or stomp+ssl://"
-            ));
-        }
         // (prefix, TLS, STOMP, AMQP)
         let schemes = [
             ("http://", false, false, false),
@@ -143,13 +138,14 @@ impl TargetSpec {
             ("stomp://", false, true, false),
             ("stomp+ssl://", true, true, false),
             ("amqp://", false, false, true),
+            ("amqps://", true, false, true),
         ];
         let Some((rest, https, stomp, amqp)) = schemes
             .iter()
             .find_map(|(p, tls, stomp, amqp)| s.strip_prefix(p).map(|r| (r, *tls, *stomp, *amqp)))
         else {
             return Err(format!(
-                "'{s}' is not a target; use embedded, embedded:sqlite:PATH, http[s]://host:port[/path], stomp[+ssl]://host:port or amqp://host:port[/vhost]"
+                "'{s}' is not a target; use embedded, embedded:sqlite:PATH, http[s]://host:port[/path], stomp[+ssl]://host:port or amqp[s]://host:port[/vhost]"
             ));
         };
         let (authority, path) = match rest.find('/') {
@@ -173,7 +169,8 @@ impl TargetSpec {
         }
         let port = if port.is_empty() {
             match (stomp, amqp, https) {
-                (_, true, _) => 5672,
+                (_, true, false) => 5672,
+                (_, true, true) => 5671,
                 (true, _, false) => 61613,
                 (true, _, true) => 61614,
                 (false, _, false) => 80,

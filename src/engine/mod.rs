@@ -132,7 +132,8 @@ pub struct RoundResult {
     pub server: Vec<crate::monitor::ProcessRound>,
     /// The server's scraped metrics over the round.
     pub metrics: Vec<crate::monitor::prometheus::SeriesRound>,
-    /// Open model: arrivals dropped, or started late, because every slot was busy.
+    /// Open model: arrivals dropped, or started late, because every slot was busy. Paced
+    /// users: the slots that fell due before the round's end and were not sent by then.
     pub dropped: u64,
     pub late: u64,
     /// Removing what the round made, after its clock stopped.
@@ -1057,6 +1058,14 @@ async fn vu_loop(
         if end_by.is_some_and(|e| intended >= e) {
             break;
         }
+        // A paced user that fell behind does not send after the round's end the slots that
+        // fell due before it: they are dropped, and counted, as the open model does.
+        if let (Some(p), Some(e)) = (class.pacing, end_by)
+            && now >= e
+        {
+            out.dropped += missed_slots(intended, e, p);
+            break;
+        }
         let Some(started) =
             wait_until_due(&spec, intended, now, &mut recorder, &mut cancelled).await
         else {
@@ -1156,6 +1165,15 @@ fn next_due(
     }
 }
 
+/// The pacing slots from `intended` (the first not sent) up to the round's `end`.
+fn missed_slots(intended: Instant, end: Instant, pacing: Duration) -> u64 {
+    let behind = end.saturating_duration_since(intended).as_nanos();
+    match pacing.as_nanos() {
+        0 => 1,
+        p => behind.div_ceil(p).max(1) as u64,
+    }
+}
+
 /// Wait until `intended` (from `now`), handing the user's samples over first when the
 /// wait is long; when the operation starts, or `None` when the run stops meanwhile.
 async fn wait_until_due(
@@ -1247,6 +1265,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(scheduled_rate(&w.classes), 20_800.0);
+    }
+
+    #[test]
+    fn a_paced_user_behind_at_the_end_counts_the_slots_it_did_not_send() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // Slot 10 ms in was the next; the round ended at 100 ms: slots 10, 30, ..., 90.
+        assert_eq!(missed_slots(t0 + ms(10), t0 + ms(100), ms(20)), 5);
+        assert_eq!(missed_slots(t0 + ms(100), t0 + ms(100), ms(20)), 1);
     }
 
     #[test]

@@ -290,7 +290,9 @@ impl StompVu {
                     receipt: *receipt,
                     headers,
                 };
-                self.send(&class, conn, send, rng).await
+                // The larger exchanges are boxed: a consumer idle in its receive does not
+                // hold their state.
+                Box::pin(self.send(&class, conn, send, rng)).await
             }
             StompOp::Receive { timeout } => self.receive(&class, conn, timeout, rng).await,
             StompOp::Request {
@@ -305,9 +307,11 @@ impl StompVu {
                     persistent: *persistent,
                     timeout,
                 };
-                self.request(&class, conn, r, rng).await
+                Box::pin(self.request(&class, conn, r, rng)).await
             }
-            StompOp::Reply { size, timeout } => self.reply(&class, conn, size, timeout, rng).await,
+            StompOp::Reply { size, timeout } => {
+                Box::pin(self.reply(&class, conn, size, timeout, rng)).await
+            }
         };
         let (mut out, failed) = broker::outcome(result, started);
         // A connection this operation opened is reported with it, failed or not.
@@ -566,6 +570,23 @@ impl StompVu {
     /// Each subscription waits for its receipt: a topic's messages published before the
     /// broker has the subscriber are not its.
     async fn ensure(&mut self, class: &StompClass, conn: &mut Conn) -> Result<(), Failed> {
+        let ready = self.link.as_ref().is_some_and(|l| {
+            (l.subscribed || class.params.subscribe.is_none())
+                && (l.replies_subscribed || class.params.reply_to.is_none())
+        });
+        if ready {
+            return Ok(());
+        }
+        // Boxed: every operation's future would otherwise hold the state of an opening
+        // that nearly none of them makes.
+        Box::pin(self.open_and_subscribe(class, conn)).await
+    }
+
+    async fn open_and_subscribe(
+        &mut self,
+        class: &StompClass,
+        conn: &mut Conn,
+    ) -> Result<(), Failed> {
         if self.link.is_none() {
             let client_id = self.durable.as_ref().map(|d| d.client_id.as_str());
             let link = Box::pin(open(&class.limits, &self.session, conn, client_id)).await?;
@@ -1111,7 +1132,9 @@ async fn open(
             .map_err(|e| Failed::of(e.class, e.message))?;
     let mut link = Link {
         stream,
-        buf: BytesMut::with_capacity(4096),
+        // Small to begin with: an idle consumer holds it for as long as it waits, and a
+        // frame larger than it grows it.
+        buf: BytesMut::with_capacity(512),
         deadline: Deadline::default(),
         opened: Some(handshake),
         subscribed: false,

@@ -209,3 +209,29 @@ fn an_impossible_rate_is_refused_before_anything_is_sent() {
     assert_eq!(loadmix(&["validate", w.to_str().unwrap()]), 2);
     assert_eq!(loadmix(&["run", w.to_str().unwrap(), "--quiet"]), 2);
 }
+
+#[test]
+fn a_paced_class_behind_its_schedule_ends_its_round_on_time_and_counts_what_it_dropped() {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    // Due every 1 ms, each answer takes 20 ms, 500 ms rounds: the slots that fell due and
+    // were not sent by the end are dropped, not sent after it.
+    let (code, r) = run_yaml(
+        &format!(
+            "target: {}\nrun: {{ duration: 500ms }}\nusers:\n  - class: p\n    protocol: http\n    count: 8\n    pacing: 1ms\n    mix:\n      get: {{ weight: 1, path: '{{context}}/_loadmix/delay/20' }}\n",
+            srv.url()
+        ),
+        &[],
+    );
+    assert_eq!(code, 0);
+    let t = &r.summary.total;
+    // Each user can send about 500 / 20 in the round; before, it sent all 500 slots.
+    assert!(t.requests <= 8 * (500 / 20 + 3), "{} requests", t.requests);
+    let dropped = r.rounds[0].generator.dropped;
+    assert!(
+        dropped + t.requests >= 8 * 500 - 8 && dropped + t.requests <= 8 * 500 + 8,
+        "dropped {dropped} + sent {} is not the 4,000 slots of the round",
+        t.requests
+    );
+    rt.block_on(srv.stop());
+}

@@ -17,7 +17,8 @@ pub struct Generator {
     pub lag_p50_ms: f64,
     pub lag_p99_ms: f64,
     pub lag_max_ms: f64,
-    /// Open model: arrivals dropped, or started late, because every slot was busy.
+    /// Open model: arrivals dropped, or started late, because every slot was busy. Paced
+    /// users: the slots that fell due before the round's end and were not sent by then.
     pub dropped: u64,
     pub late: u64,
     /// The host around loadmix, means over the round: busy CPU and steal, percent of all
@@ -96,7 +97,7 @@ pub(super) fn of(r: &crate::engine::RoundResult, embedded: bool) -> Generator {
     let sessions = r.vus.max(1);
     if r.dropped > 0 || r.late * 100 > sessions {
         warnings.push(format!(
-            "round {round}: arrivals could not start on time: {} dropped, {} late of {} (max_concurrency reached)",
+            "round {round}: arrivals could not start on time: {} dropped, {} late of {} (max_concurrency reached, or paced users behind their schedule when the round ended)",
             r.dropped, r.late, r.vus
         ));
     }

@@ -364,6 +364,23 @@ echo "   transactions: loadmix $COMMITS commits, $DELIVERED delivered, $DRAINED 
 [ "$FAILED" = 0 ] && [ "$COMMITS" = 40 ] && [ $((R1 - R0)) = 400 ] && [ $((C1 - C0)) = 0 ] &&
     [ $((A1 - A0)) = "$DELIVERED" ] && [ $((U1 - U0)) = "$DRAINED" ] && [ $((DELIVERED + DRAINED)) = 400 ] ||
     { echo "RabbitMQ's counts of transactional publishes differ from loadmix's" >&2; exit 1; }
+# Request-reply over AMQP: RabbitMQ's direct reply-to, 40 requests each answered once.
+"$BIN" run fixtures/workloads/broker-request-reply-amqp.yaml --target "amqp://127.0.0.1:$AMQP_PORT" \
+    --quiet --out "$WORK/amqp-rr" >/dev/null
+python3 - "$WORK/amqp-rr/run.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ops = {o["op"]: o for o in r["summary"]["ops"]}
+req, rep = ops["client.request"], ops["service.reply"]
+assert r["summary"]["total"]["failures"] == 0, r["failures"][:3]
+assert (req["successes"], rep["successes"]) == (40, 40), (req["successes"], rep["successes"])
+rows = {d["name"]: d for d in r["ledger"]["destinations"]}
+replies = rows["amq.rabbitmq.reply-to"]
+assert (replies["sent"], replies["received"], replies["lost"], replies["duplicated"]) == (40, 40, 0, 0), replies
+svc = next(d for n, d in rows.items() if n.startswith("svc-"))
+assert (svc["sent"], svc["received"], svc["lost"]) == (40, 40, 0), svc
+print("   request-reply (direct reply-to): 40 requests answered, each reply taken once; p50 %.2f ms" % req["latency_ms"]["p50"])
+PY
 # amqps://: the same workload over TLS, the broker's certificate checked against the CA
 # given; without it, the run stops at preflight saying why.
 wait_port "$AMQPS_PORT"

@@ -90,6 +90,8 @@ struct Session091 {
     _connection: Connection,
     channel: Channel,
     consumer: Option<Consumer>,
+    /// A requester's consumer of RabbitMQ's direct reply-to.
+    replies: Option<Consumer>,
     queue: String,
     opened: Option<Handshake>,
 }
@@ -115,6 +117,8 @@ pub struct AmqpVu {
     used: Option<Box<Used>>,
     /// Publishes waiting for their confirms (`max_pending` past 1), oldest first.
     pending: VecDeque<Pending>,
+    /// The `reply_to` and correlation id of the last delivery it took.
+    last_request: Option<Box<(String, Option<String>)>>,
     /// Deliveries taken and not yet acknowledged (`ack_every: N`), and the last one's tag.
     unacked: u32,
     last_tag: Option<u64>,
@@ -175,6 +179,7 @@ impl AmqpVu {
             settled: Vec::new(),
             unacked: 0,
             last_tag: None,
+            last_request: None,
         }
     }
 
@@ -222,6 +227,12 @@ impl AmqpVu {
                 self.publish(&class, conn, p, rng).await
             }
             AmqpOp::Consume { timeout } => self.consume(&class, conn, timeout, rng).await,
+            AmqpOp::Request { size, timeout } => {
+                Box::pin(self.request(&class, conn, (size, timeout), rng)).await
+            }
+            AmqpOp::Reply { size, timeout } => {
+                Box::pin(self.reply(&class, conn, (size, timeout), rng)).await
+            }
         };
         let (mut out, failed) = broker::outcome(result, started);
         // A connection this operation opened is reported with it, failed or not.
@@ -492,6 +503,148 @@ impl AmqpVu {
         })
     }
 
+    /// A request with RabbitMQ's direct reply-to and a correlation id of this run, user and
+    /// sequence number, then its reply: timed from the publish to the reply. A reply to an
+    /// earlier request that timed out is taken and left out.
+    async fn request(
+        &mut self,
+        class: &AmqpClass,
+        conn: &mut Conn,
+        (size, timeout): (&Dist, &Dist),
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Result<Outcome, Failed> {
+        self.ensure(class, conn).await?;
+        let wait = Duration::from_micros(timeout.sample(rng).max(0.0) as u64);
+        let size = size
+            .sample(rng)
+            .max(crate::workload::protocols::STAMP_LEN as f64) as usize;
+        let seq = self.sent;
+        self.sent = self.sent.saturating_add(1);
+        let from = producer(class.index, &self.ids);
+        let correlation = format!("{:x}-{}-{}-{seq}", class.nonce, class.index, self.ids.vu);
+        let Some(s) = self.open.as_mut() else {
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
+        let payload = body(class.nonce, class.clock, from, seq, size.min(64 << 20));
+        let props = BasicProperties::default()
+            .with_reply_to(ShortString::from(DIRECT_REPLY_TO))
+            .with_correlation_id(ShortString::from(correlation.as_str()));
+        let start = Instant::now();
+        let publish = s.channel.basic_publish(
+            ShortString::from(""),
+            ShortString::from(s.queue.as_str()),
+            BasicPublishOptions::default(),
+            &payload,
+            props,
+        );
+        within(conn.timeouts().request, publish, "the request")
+            .await?
+            .map_err(|e| failed("basic.publish", e))?;
+        let sent = payload.len() as u64;
+        let ledger = self.ledger.get_or_insert_with(Box::default);
+        ledger.sent(&s.queue, from, seq);
+        let Some(replies) = s.replies.as_mut() else {
+            return Err(Failed::of(
+                ErrorClass::Body,
+                "the user has no reply consumer".into(),
+            ));
+        };
+        let until = start + wait;
+        loop {
+            let next = match tokio::time::timeout_at(until, replies.next()).await {
+                Err(_) => {
+                    return Err(Failed::of(
+                        ErrorClass::Timeout,
+                        format!("no reply to {} within {wait:?}", s.queue),
+                    )
+                    .with_bytes(sent, 0));
+                }
+                Ok(n) => n,
+            };
+            let d = match next {
+                Some(Ok(d)) => d,
+                Some(Err(e)) => return Err(failed("direct reply-to", e).with_bytes(sent, 0)),
+                None => {
+                    return Err(Failed::of(
+                        ErrorClass::Reset,
+                        "the broker cancelled the reply consumer".into(),
+                    )
+                    .with_bytes(sent, 0));
+                }
+            };
+            match broker::stamp_of(&d.data, class.nonce) {
+                Some(st) => {
+                    ledger.took(DIRECT_REPLY_TO, st.producer, st.seq, Taken::Received, false)
+                }
+                None => ledger.foreign(DIRECT_REPLY_TO),
+            }
+            let theirs = d.properties.correlation_id().as_ref().map(|c| c.as_str());
+            if theirs == Some(correlation.as_str()) {
+                let received = d.data.len() as u64;
+                return Ok(done(class.deliver, sent, received, start.elapsed()));
+            }
+        }
+    }
+
+    /// A service's turn: the next delivery of its consumer (as a consume takes it),
+    /// answered to its `reply_to` with its correlation id, stamped by this user. Timed
+    /// from the start to the reply's publish; a delivery with no `reply_to` is only taken.
+    async fn reply(
+        &mut self,
+        class: &AmqpClass,
+        conn: &mut Conn,
+        (size, timeout): (&Dist, &Dist),
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Result<Outcome, Failed> {
+        let start = Instant::now();
+        self.last_request = None;
+        let mut o = self.consume(class, conn, timeout, rng).await?;
+        if o.label == Some(class.params.label_consume_empty) {
+            o.label = Some(class.params.label_reply_empty);
+            return Ok(o);
+        }
+        for (label, _) in o.steps.iter_mut() {
+            if *label == class.params.label_e2e {
+                *label = class.params.label_reply_e2e;
+            }
+        }
+        let Some(req) = self.last_request.take() else {
+            return Ok(o);
+        };
+        let (to, correlation) = *req;
+        let seq = self.sent;
+        self.sent = self.sent.saturating_add(1);
+        let from = producer(class.index, &self.ids);
+        let size = size
+            .sample(rng)
+            .max(crate::workload::protocols::STAMP_LEN as f64) as usize;
+        let payload = body(class.nonce, class.clock, from, seq, size.min(64 << 20));
+        let mut props = BasicProperties::default();
+        if let Some(c) = &correlation {
+            props = props.with_correlation_id(ShortString::from(c.as_str()));
+        }
+        let Some(s) = self.open.as_ref() else {
+            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+        };
+        let publish = s.channel.basic_publish(
+            ShortString::from(""),
+            ShortString::from(to.as_str()),
+            BasicPublishOptions::default(),
+            &payload,
+            props,
+        );
+        within(conn.timeouts().request, publish, "the reply")
+            .await
+            .map_err(|f| f.with_bytes(0, o.bytes_received))?
+            .map_err(|e| failed("basic.publish", e).with_bytes(0, o.bytes_received))?;
+        // Direct reply-to names each requester's channel apart: one row for them all.
+        let ledger = self.ledger.get_or_insert_with(Box::default);
+        ledger.sent(DIRECT_REPLY_TO, from, seq);
+        o.bytes_sent += payload.len() as u64;
+        o.latency = start.elapsed();
+        Ok(o)
+    }
+
     async fn consume(
         &mut self,
         class: &AmqpClass,
@@ -541,6 +694,15 @@ impl AmqpVu {
                 self.last_tag = Some(delivery.delivery_tag);
             }
         }
+        // A service answers what it took to where it says.
+        self.last_request = delivery.properties.reply_to().as_ref().map(|to| {
+            let c = delivery
+                .properties
+                .correlation_id()
+                .as_ref()
+                .map(|c| c.to_string());
+            Box::new((to.to_string(), c))
+        });
         let mut o = done(class.deliver, 0, received, latency);
         let queue = self.used.as_ref().map_or("", |u| u.name.as_str());
         let labels = (class.params.label_e2e, class.params.label_consume_foreign);
@@ -662,15 +824,24 @@ async fn open(
     let consumes = class
         .ops
         .iter()
-        .any(|o| matches!(o, AmqpOp::Consume { .. }));
+        .any(|o| matches!(o, AmqpOp::Consume { .. } | AmqpOp::Reply { .. }));
     let consumer = match consumes {
         false => None,
         true => Some(consume_from(class, &channel, &queue, ids, rq).await?),
+    };
+    let requests = class
+        .ops
+        .iter()
+        .any(|o| matches!(o, AmqpOp::Request { .. }));
+    let replies = match requests {
+        false => None,
+        true => Some(replies_on(&channel, rq).await?),
     };
     let open = Session091 {
         _connection: connection,
         channel,
         consumer,
+        replies,
         queue,
         opened: Some(handshake),
     };
@@ -857,6 +1028,28 @@ async fn consume_from(
     .await?
     .map_err(|e| failed("basic.consume", e))?;
     Ok(c)
+}
+
+/// RabbitMQ's direct reply-to: the pseudo-queue a requester consumes from, with no
+/// acknowledgements, before it publishes a request naming it.
+const DIRECT_REPLY_TO: &str = "amq.rabbitmq.reply-to";
+
+async fn replies_on(channel: &Channel, rq: Duration) -> Result<Consumer, Failed> {
+    within(
+        rq,
+        channel.basic_consume(
+            ShortString::from(DIRECT_REPLY_TO),
+            ShortString::from(""),
+            BasicConsumeOptions {
+                no_ack: true,
+                ..BasicConsumeOptions::default()
+            },
+            FieldTable::default(),
+        ),
+        "basic.consume (direct reply-to)",
+    )
+    .await?
+    .map_err(|e| failed("basic.consume (direct reply-to)", e))
 }
 
 /// Preflight: connect, open a channel and declare the class's queue once, so a refused

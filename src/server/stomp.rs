@@ -2,13 +2,20 @@
 //! message-broker workloads run with no broker installed, and their counts can be held
 //! against the broker's own.
 //!
-//! Queues only (`/queue/NAME`), kept in the server's store (memory, or SQLite for a store
-//! that is a file): `SEND` stores a message (and answers its `receipt` once stored),
+//! Queues (`/queue/NAME`), kept in the server's store (memory, or SQLite for a store that
+//! is a file), with each message its sender's headers: `SEND` stores a message (and
+//! answers its `receipt` once stored),
 //! `SUBSCRIBE` with `ack: auto | client | client-individual` and a prefetch
 //! (`activemq.prefetchSize` or `prefetch-count`, default 1,000) receives them; `ACK`
 //! settles (cumulative under `client`), `NACK`, `UNSUBSCRIBE` and a closed connection put
 //! what was not settled back in its queue. `BEGIN`/`COMMIT`/`ABORT` hold a transaction's
-//! sends until its commit. No heart-beats are offered. Topics are refused with an ERROR.
+//! sends until its commit. No heart-beats are offered.
+//!
+//! Topics (`/topic/NAME`) fan out: each subscription to a topic takes from a queue of its
+//! own, into which every message sent to the topic is copied. A durable subscription (a
+//! `client-id` on CONNECT and `activemq.subscriptionName`, or RabbitMQ's `durable:true`)
+//! keeps its queue while its subscriber is away, until an UNSUBSCRIBE that names it
+//! removes it; any other ends with its consumer.
 //!
 //! Clients are hostile: every frame is bounded by the codec's [`Limits`], a frame must
 //! arrive whole within the header timeout (so a client that trickles bytes is dropped),
@@ -43,6 +50,8 @@ const MAX_UNSETTLED: usize = 100_000;
 const MAX_TX_MESSAGES: usize = 100_000;
 /// Open transactions per connection.
 const MAX_TRANSACTIONS: usize = 16;
+/// Topic subscriptions the broker keeps in all.
+const MAX_TOPIC_SUBSCRIPTIONS: usize = 100_000;
 /// A subscription's prefetch when it names none (ActiveMQ's default for queues).
 const DEFAULT_PREFETCH: usize = 1000;
 
@@ -99,6 +108,10 @@ pub(crate) struct Broker {
     limits: Limits,
     /// A CONNECT without a login is taken.
     anonymous: bool,
+    /// Per topic, the queues of its subscriptions: a message sent to the topic goes into
+    /// each. A durable subscription's queue stays while its subscriber is away.
+    topics: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
+    next_connection: AtomicU64,
 }
 
 impl Broker {
@@ -122,6 +135,8 @@ impl Broker {
             next_message: AtomicU64::new(1),
             header_timeout,
             anonymous,
+            topics: Mutex::new(HashMap::new()),
+            next_connection: AtomicU64::new(1),
         }
     }
 
@@ -158,6 +173,72 @@ impl Broker {
         self.stats.count(dest, |c| c.enqueued += 1);
         self.wake(dest);
         Ok(())
+    }
+
+    /// A message to a queue, or a copy into each of a topic's subscriptions (counted once,
+    /// under the topic).
+    fn publish(&self, dest: &str, body: Bytes) -> Result<(), String> {
+        if !dest.starts_with("/topic/") {
+            return self.enqueue(dest, body);
+        }
+        let queues: Vec<String> = self
+            .topics
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(dest)
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default();
+        self.stats.count(dest, |c| c.enqueued += 1);
+        for q in queues {
+            self.enqueue(&q, body.clone())?;
+        }
+        Ok(())
+    }
+
+    /// A topic subscription's queue joins the topic; past `MAX_TOPIC_SUBSCRIPTIONS` in all
+    /// (durable ones outlive their connections) it is refused.
+    fn join(&self, topic: &str, queue: &str) -> Result<(), String> {
+        let mut t = self.topics.lock().unwrap_or_else(|p| p.into_inner());
+        let known = t.get(topic).is_some_and(|q| q.contains(queue));
+        if !known && t.values().map(|q| q.len()).sum::<usize>() >= MAX_TOPIC_SUBSCRIPTIONS {
+            return Err(format!(
+                "at most {MAX_TOPIC_SUBSCRIPTIONS} topic subscriptions on this broker"
+            ));
+        }
+        t.entry(topic.to_string())
+            .or_default()
+            .insert(queue.to_string());
+        Ok(())
+    }
+
+    /// A topic subscription's queue leaves the topic, and what it held goes with it.
+    fn leave(&self, topic: &str, queue: &str) {
+        {
+            let mut t = self.topics.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(q) = t.get_mut(topic) {
+                q.remove(queue);
+                if q.is_empty() {
+                    t.remove(topic);
+                }
+            }
+        }
+        while let Ok(Some(_)) = self.store.queue_pop(&Self::key(queue)) {}
+    }
+
+    /// Remove the topic subscription whose queue's name ends with `suffix` (a durable
+    /// subscription by its client id and name), wherever its topic.
+    fn forget(&self, suffix: &str) {
+        let found: Vec<(String, String)> = self
+            .topics
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .flat_map(|(t, qs)| qs.iter().map(move |q| (t.clone(), q.clone())))
+            .filter(|(_, q)| q.ends_with(suffix))
+            .collect();
+        for (topic, queue) in found {
+            self.leave(&topic, &queue);
+        }
     }
 
     fn requeue(&self, dest: &str, body: Bytes) {
@@ -222,7 +303,13 @@ enum AckMode {
 
 struct Subscription {
     id: String,
+    /// What its subscriber named: a queue, or a topic.
     dest: String,
+    /// Where its messages are taken from: the queue itself, or the subscription's own
+    /// queue of the topic.
+    queue: String,
+    /// A durable subscription to a topic, kept when its subscriber leaves.
+    durable: bool,
     ack: AckMode,
     prefetch: usize,
     /// Messages dispatched to it and not settled.
@@ -252,10 +339,14 @@ struct Connection {
     unsettled: BTreeMap<u64, Unsettled>,
     transactions: HashMap<String, Vec<(String, Bytes)>>,
     notify: Arc<Notify>,
+    /// CONNECT's `client-id`, which names a durable subscription with its name.
+    client_id: Option<String>,
+    number: u64,
 }
 
 impl Connection {
     fn new(socket: TcpStream, broker: Arc<Broker>) -> Connection {
+        let number = broker.next_connection.fetch_add(1, Ordering::Relaxed);
         Connection {
             socket,
             broker,
@@ -265,6 +356,8 @@ impl Connection {
             unsettled: BTreeMap::new(),
             transactions: HashMap::new(),
             notify: Arc::new(Notify::new()),
+            client_id: None,
+            number,
         }
     }
 
@@ -284,6 +377,10 @@ impl Connection {
         // What was dispatched and not settled goes back, as with any broker.
         for (_, u) in std::mem::take(&mut self.unsettled) {
             self.broker.requeue(&u.dest, u.body);
+        }
+        // A topic subscription ends with its connection, unless it is durable.
+        for sub in self.subs.iter().filter(|s| s.queue != s.dest && !s.durable) {
+            self.broker.leave(&sub.dest, &sub.queue);
         }
     }
 
@@ -310,6 +407,10 @@ impl Connection {
                 "login refused: unknown user or wrong passcode".into(),
             ));
         }
+        self.client_id = f
+            .get("client-id")
+            .filter(|c| c.len() <= 200)
+            .map(str::to_string);
         Frame::new(Command::Connected)
             .header("version", "1.2")
             .header("heart-beat", "0,0")
@@ -466,7 +567,7 @@ impl Connection {
                 held.push((dest, pack(f)));
                 Ok(())
             }
-            None => self.broker.enqueue(&dest, pack(f)).map_err(End::Error),
+            None => self.broker.publish(&dest, pack(f)).map_err(End::Error),
         }
     }
 
@@ -491,7 +592,7 @@ impl Connection {
             .remove(tx)
             .ok_or_else(|| End::Error(format!("no transaction '{tx}'")))?;
         for (dest, body) in held {
-            self.broker.enqueue(&dest, body).map_err(End::Error)?;
+            self.broker.publish(&dest, body).map_err(End::Error)?;
         }
         Ok(())
     }
@@ -523,10 +624,31 @@ impl Connection {
                 .ok_or_else(|| End::Error(format!("prefetch '{p}' is not a positive number")))?
                 .min(MAX_UNSETTLED),
         };
-        self.broker.wait_on(&dest, &self.notify);
+        // A topic's subscriber takes from a queue of its own: named by its client id and
+        // subscription name when durable (ActiveMQ's headers, or RabbitMQ's durable id),
+        // else by its connection and id.
+        let name = f.get("activemq.subscriptionName").or(f
+            .get("durable")
+            .filter(|d| *d == "true")
+            .map(|_| id.as_str()));
+        let durable = dest.starts_with("/topic/") && name.is_some();
+        let queue = match (dest.starts_with("/topic/"), name) {
+            (false, _) => dest.clone(),
+            (true, Some(n)) => format!(
+                "{dest}#durable-{}-{n}",
+                self.client_id.as_deref().unwrap_or("")
+            ),
+            (true, None) => format!("{dest}#{}-{id}", self.number),
+        };
+        if queue != dest {
+            self.broker.join(&dest, &queue).map_err(End::Error)?;
+        }
+        self.broker.wait_on(&queue, &self.notify);
         self.subs.push(Subscription {
             id,
             dest,
+            queue,
+            durable,
             ack,
             prefetch,
             unsettled: 0,
@@ -536,12 +658,24 @@ impl Connection {
 
     fn unsubscribe(&mut self, f: &Frame) -> Result<(), End> {
         let id = required(f, "id")?;
-        let i = self
-            .subs
-            .iter()
-            .position(|s| s.id == id)
-            .ok_or_else(|| End::Error(format!("no subscription '{id}'")))?;
-        self.subs.remove(i);
+        let Some(i) = self.subs.iter().position(|s| s.id == id) else {
+            // ActiveMQ's way: a durable subscription no longer consumed, removed by name.
+            if let Some(name) = f.get("activemq.subscriptionName") {
+                let client = self.client_id.as_deref().unwrap_or("");
+                self.broker.forget(&format!("#durable-{client}-{name}"));
+                return Ok(());
+            }
+            return Err(End::Error(format!("no subscription '{id}'")));
+        };
+        let sub = self.subs.remove(i);
+        // A topic's subscription goes with its consumer, unless it is durable and the
+        // UNSUBSCRIBE does not say to remove it (ActiveMQ's name, RabbitMQ's durable).
+        let remove = f.get("activemq.subscriptionName").is_some()
+            || f.get("durable") == Some("true")
+            || !sub.durable;
+        if sub.queue != sub.dest && remove {
+            self.broker.leave(&sub.dest, &sub.queue);
+        }
         let gone: Vec<u64> = self
             .unsettled
             .iter()
@@ -609,7 +743,7 @@ impl Connection {
                 let popped = self
                     .broker
                     .store
-                    .queue_pop(&Broker::key(&s.dest))
+                    .queue_pop(&Broker::key(&s.queue))
                     .map_err(|e| End::Error(format!("the store failed: {e}")))?;
                 let Some(body) = popped else { break };
                 self.deliver(i, body);
@@ -631,9 +765,9 @@ impl Connection {
             .header("subscription", &s.id)
             .header("message-id", &n.to_string())
             .header("destination", &s.dest);
-        self.broker.stats.count(&s.dest, |c| c.dispatched += 1);
+        self.broker.stats.count(&s.queue, |c| c.dispatched += 1);
         match s.ack {
-            AckMode::Auto => self.broker.stats.count(&s.dest, |c| c.dequeued += 1),
+            AckMode::Auto => self.broker.stats.count(&s.queue, |c| c.dequeued += 1),
             AckMode::Client | AckMode::ClientIndividual => {
                 m = m.header("ack", &n.to_string());
                 s.unsettled += 1;
@@ -641,7 +775,7 @@ impl Connection {
                     n,
                     Unsettled {
                         sub: s.id.clone(),
-                        dest: s.dest.clone(),
+                        dest: s.queue.clone(),
                         body: body.clone(),
                     },
                 );
@@ -739,12 +873,7 @@ fn unpack(stored: &Bytes) -> (Vec<(String, String)>, Bytes) {
 
 fn destination(f: &Frame) -> Result<String, End> {
     let d = required(f, "destination")?;
-    if d.starts_with("/topic/") {
-        return Err(End::Error(format!(
-            "'{d}': the embedded broker has queues only (/queue/NAME)"
-        )));
-    }
-    match d.strip_prefix("/queue/") {
+    match d.strip_prefix("/queue/").or(d.strip_prefix("/topic/")) {
         Some(name)
             if !name.is_empty()
                 && name.len() <= 200
@@ -755,7 +884,7 @@ fn destination(f: &Frame) -> Result<String, End> {
             Ok(d.to_string())
         }
         _ => Err(End::Error(format!(
-            "'{d}' is not a destination here: /queue/NAME, NAME letters, digits, '-', '_' or '.'"
+            "'{d}' is not a destination here: /queue/NAME or /topic/NAME, NAME letters, digits, '-', '_' or '.'"
         ))),
     }
 }

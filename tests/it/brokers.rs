@@ -231,8 +231,8 @@ fn what_a_round_leaves_is_drained_after_it_and_every_message_is_accounted_by_its
 
 #[test]
 fn a_brokers_error_is_counted_in_its_own_words_and_the_run_goes_on() {
-    // The embedded broker has no topics: each send is answered ERROR and the connection
-    // closed; each next send opens a new one.
+    // The embedded broker has queues and topics, no exchanges: each send is answered ERROR
+    // and the connection closed; each next send opens a new one.
     let Setup {
         rt,
         h,
@@ -249,7 +249,7 @@ users:
     protocol: stomp
     count: 2
     mix:
-      send: { weight: 1, params: { destination: "/topic/news" } }
+      send: { weight: 1, params: { destination: "/exchange/news" } }
 "#,
     );
     run_to(&w, &target, &out, &[]);
@@ -264,7 +264,7 @@ users:
             .reason
             .as_deref()
             .unwrap_or("")
-            .contains("queues only"),
+            .contains("is not a destination here"),
         "{error:?}"
     );
     assert_eq!(
@@ -809,5 +809,78 @@ users:
         3,
         "the service's queue and each client's reply queue"
     );
+    h_stop(&rt, h);
+}
+
+#[test]
+fn the_embedded_broker_fans_a_topic_out_to_each_subscriber_and_keeps_a_durable_ones_messages() {
+    let Setup {
+        rt,
+        h,
+        tmp: _tmp,
+        w,
+        target,
+        out,
+    } = set_up(
+        r#"
+name: broker-topic
+run: { iterations: 50, rounds: 1 }
+users:
+  - class: producer
+    protocol: stomp
+    count: 2
+    mix:
+      send: { weight: 1, params: { destination: "/topic/news-{run_id}", size: 64B } }
+  - class: durable
+    protocol: stomp
+    count: 2
+    iterations: 60
+    params: { subscribe: "/topic/news-{run_id}", durable: "sub-{vu}", prefetch: 10 }
+    mix:
+      receive: { weight: 1, params: { timeout: 5s } }
+  - class: listener
+    protocol: stomp
+    count: 1
+    iterations: 100
+    params: { subscribe: "/topic/news-{run_id}", ack: auto }
+    mix:
+      receive: { weight: 1, params: { timeout: 5s } }
+"#,
+    );
+    assert_eq!(run_to(&w, &target, &out, &[]), 0);
+    let r = read_report(&out);
+    let l = r.ledger.as_ref().unwrap();
+    let row = |suffix: &str| {
+        l.destinations
+            .iter()
+            .find(|d| d.name.ends_with(suffix))
+            .map(|d| d.counts.clone())
+            .unwrap_or_else(|| panic!("{suffix} not in {l:?}"))
+    };
+    // Every subscriber has each of the 100 messages: the listener all of them, each
+    // durable one 60 in the round and the other 40 from the drain, which then removed it.
+    assert_eq!(row("#listener-0").received, 100);
+    for sub in ["#sub-0", "#sub-1"] {
+        let c = row(sub);
+        assert_eq!((c.received, c.drained, c.duplicated), (60, 40, 0), "{sub}");
+    }
+    let topic = l
+        .destinations
+        .iter()
+        .find(|d| !d.name.contains('#'))
+        .unwrap();
+    assert_eq!((topic.counts.sent, topic.counts.lost), (100, 0));
+    let deleted: u64 = r.rounds.iter().map(|x| x.cleanup.deleted_queues).sum();
+    assert_eq!(deleted, 2);
+    // The broker counted the topic's 100 once, and each subscription's queue took its own.
+    let counts = h.broker.destinations();
+    let topic_counts = counts.iter().find(|(n, _)| !n.contains('#')).unwrap().1;
+    assert_eq!(topic_counts.enqueued, 100, "{counts:?}");
+    let copies: u64 = counts
+        .iter()
+        .filter(|(n, _)| n.contains('#'))
+        .map(|(_, c)| c.enqueued)
+        .sum();
+    assert_eq!(copies, 300, "{counts:?}");
     h_stop(&rt, h);
 }

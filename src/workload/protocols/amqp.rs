@@ -61,6 +61,36 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
                 "how long to wait for a delivery before the consume counts as empty (default 1s)",
             )],
         ),
+        op(
+            AmqpOp::NAMES[2],
+            &[
+                p(
+                    "size",
+                    ParamKind::Dist(Unit::Size),
+                    "request body size, the 24-byte stamp included (default 1KiB)",
+                ),
+                p(
+                    "timeout",
+                    ParamKind::Dist(Unit::Duration),
+                    "how long to wait for the reply, a failure past it (default 5s)",
+                ),
+            ],
+        ),
+        op(
+            AmqpOp::NAMES[3],
+            &[
+                p(
+                    "size",
+                    ParamKind::Dist(Unit::Size),
+                    "reply body size, the 24-byte stamp included (default 1KiB)",
+                ),
+                p(
+                    "timeout",
+                    ParamKind::Dist(Unit::Duration),
+                    "how long to wait for a request before the reply counts as empty (default 1s)",
+                ),
+            ],
+        ),
     ],
     class_params: &[
         p(
@@ -114,15 +144,23 @@ pub enum AmqpOp {
     },
     /// The next delivery of the user's consumer, or none within `timeout`.
     Consume { timeout: Dist },
+    /// A request to the class's queue with `reply_to` RabbitMQ's direct reply-to and a
+    /// correlation id, and the wait for its reply: timed from the publish to the reply.
+    Request { size: Dist, timeout: Dist },
+    /// A service: the next delivery of its consumer, answered to its `reply_to` with its
+    /// correlation id (or none within `timeout`).
+    Reply { size: Dist, timeout: Dist },
 }
 
 impl AmqpOp {
-    pub const NAMES: [&'static str; 2] = ["publish", "consume"];
+    pub const NAMES: [&'static str; 4] = ["publish", "consume", "request", "reply"];
 
     pub fn name(&self) -> &'static str {
         match self {
             AmqpOp::Publish { .. } => Self::NAMES[0],
             AmqpOp::Consume { .. } => Self::NAMES[1],
+            AmqpOp::Request { .. } => Self::NAMES[2],
+            AmqpOp::Reply { .. } => Self::NAMES[3],
         }
     }
 
@@ -144,6 +182,21 @@ impl AmqpOp {
                     .cloned()
                     .unwrap_or_else(|| Dist::constant(1e6)),
             },
+            "request" | "reply" => {
+                let size = p
+                    .dist("size")
+                    .cloned()
+                    .unwrap_or_else(|| Dist::constant(1024.0));
+                let wait = if name == "request" { 5e6 } else { 1e6 };
+                let timeout = p
+                    .dist("timeout")
+                    .cloned()
+                    .unwrap_or_else(|| Dist::constant(wait));
+                match name {
+                    "request" => AmqpOp::Request { size, timeout },
+                    _ => AmqpOp::Reply { size, timeout },
+                }
+            }
             _ => return None,
         })
     }
@@ -166,7 +219,8 @@ impl AmqpOp {
                 if *confirm { "confirmed" } else { "unconfirmed" },
                 if *mandatory { " · mandatory" } else { "" }
             ),
-            AmqpOp::Consume { .. } => String::new(),
+            AmqpOp::Request { .. } => "waits for the reply (direct reply-to)".into(),
+            AmqpOp::Consume { .. } | AmqpOp::Reply { .. } => String::new(),
         }
     }
 }
@@ -192,6 +246,10 @@ pub struct AmqpParams {
     pub label_consume_empty: usize,
     /// A delivery without this run's stamp.
     pub label_consume_foreign: usize,
+    /// A reply that found no request within its timeout, and each request's end-to-end
+    /// latency at its service.
+    pub label_reply_empty: usize,
+    pub label_reply_e2e: usize,
     /// Each delivery's end-to-end latency, reported apart.
     pub label_e2e: usize,
     /// Confirms a producer may have outstanding; past 1, a publish does not wait for its
@@ -213,8 +271,11 @@ pub(super) fn build(
 ) -> Result<ClassKind, String> {
     let ops = each(ops, AmqpOp::build)?;
     for o in &ops {
-        if let AmqpOp::Publish { size, .. } = o {
-            super::stomp::check_size(size)?;
+        match o {
+            AmqpOp::Publish { size, .. }
+            | AmqpOp::Request { size, .. }
+            | AmqpOp::Reply { size, .. } => super::stomp::check_size(size)?,
+            AmqpOp::Consume { .. } => {}
         }
     }
     let queue = class_params
@@ -261,6 +322,8 @@ pub(super) fn build(
             manual_ack,
             label_consume_empty: label_index(labels, "consume_empty"),
             label_consume_foreign: label_index(labels, "consume_foreign"),
+            label_reply_empty: label_index(labels, "reply_empty"),
+            label_reply_e2e: label_index(labels, "reply.e2e"),
             label_e2e: label_index(labels, "consume.e2e"),
             max_pending,
             label_confirm: label_index(labels, "publish.confirm"),

@@ -76,21 +76,7 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
                 ),
             ],
         ),
-        op(
-            AmqpOp::NAMES[3],
-            &[
-                p(
-                    "size",
-                    ParamKind::Dist(Unit::Size),
-                    "reply body size, the 24-byte stamp included (default 1KiB)",
-                ),
-                p(
-                    "timeout",
-                    ParamKind::Dist(Unit::Duration),
-                    "how long to wait for a request before the reply counts as empty (default 1s)",
-                ),
-            ],
-        ),
+        op(AmqpOp::NAMES[3], super::REPLY_PARAMS),
     ],
     class_params: &[
         p(

@@ -208,6 +208,20 @@ pub enum ClassKind {
     },
 }
 
+/// A broker service's `reply` operation, alike for STOMP and AMQP.
+const REPLY_PARAMS: &[ParamDef] = &[
+    p(
+        "size",
+        ParamKind::Dist(crate::workload::dist::Unit::Size),
+        "reply body size, the 24-byte stamp included (default 1KiB)",
+    ),
+    p(
+        "timeout",
+        ParamKind::Dist(crate::workload::dist::Unit::Duration),
+        "how long to wait for a request before the reply counts as empty (default 1s)",
+    ),
+];
+
 /// The most unconfirmed sends a producer may keep, or sends a transaction may hold.
 const MAX_PENDING: f64 = 100_000.0;
 

@@ -14,15 +14,16 @@
 #      with durable subscribers, their subscriptions removed by the teardown.
 #   3. A login the broker refuses: exit 3 at preflight with ActiveMQ's own words.
 #   4. RabbitMQ over AMQP 0-9-1 (lapin): fixtures/workloads/broker-check-amqp.yaml with
-#      publisher confirms on a classic and then a quorum queue (and a classic one with 32
-#      publishes unconfirmed at once and every fifth delivery acknowledged; and in
-#      transactions of 10), 0 failures, and the
-#      broker's published, confirmed and acknowledged messages (Prometheus) equal to
-#      loadmix's confirms and deliveries; a queue declared with another type is counted
-#      in RabbitMQ's words (406 PRECONDITION_FAILED); a refused login is exit 3 with
-#      ACCESS_REFUSED; the same over amqps:// (the broker's certificate checked against
-#      --ca-cert; an untrusted one stops the run at preflight); RabbitMQ restarted under a run is counted and classified, the users
-#      reconnect, the run goes on, and no message it confirmed is lost.
+#      publisher confirms on a classic and then a quorum queue, on a classic one with 32
+#      publishes unconfirmed at once and every fifth delivery acknowledged, and in
+#      transactions of 10: 0 failures, and the broker's published, confirmed and
+#      acknowledged messages (Prometheus) equal to loadmix's confirms and deliveries.
+#      Request-reply over RabbitMQ's direct reply-to. A queue declared with another type
+#      is counted in RabbitMQ's words (406 PRECONDITION_FAILED); a refused login is exit 3
+#      with ACCESS_REFUSED. The same over amqps:// (the broker's certificate checked
+#      against --ca-cert; an untrusted one stops the run at preflight). RabbitMQ
+#      restarted under a run is counted and classified, the users reconnect, the run goes
+#      on, and no message it confirmed is lost.
 #   5. ActiveMQ on the JDBC store (PostgreSQL, set up by examples/activemq-stores): the
 #      same workload, its counts against JMX, and the store's message table empty after.
 #   6. The recipe examples/activemq-stores (KahaDB, KahaDB without concurrent store and

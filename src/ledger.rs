@@ -416,6 +416,17 @@ impl Ledger {
             l.counts[i] = c;
         }
         let n = l.names.len() as u32;
+        // Working out the losses visits every send: a record may name no more of them
+        // than the sets can hold.
+        let sends: u64 = r
+            .producers
+            .iter()
+            .flat_map(|p| &p.runs)
+            .map(|r| u64::from(r.2))
+            .sum();
+        if sends > MAX_CHUNKS as u64 * u64::from(CHUNK_BITS) {
+            return None;
+        }
         for p in &r.producers {
             if p.runs.len() > MAX_RUNS
                 || p.runs.iter().any(|r| r.0 >= n)
@@ -632,6 +643,9 @@ mod tests {
         assert!(Ledger::from_record(&r).is_none());
         r.producers[0].got = vec![];
         r.producers[0].runs = vec![(3, 0, 1)];
+        assert!(Ledger::from_record(&r).is_none());
+        // Sends beyond what a ledger could hold would take for ever to settle: refused.
+        r.producers[0].runs = vec![(0, 0, u32::MAX); 200];
         assert!(Ledger::from_record(&r).is_none());
     }
 }

@@ -1090,21 +1090,9 @@ pub async fn preflight(
 
 /// The teardown's drain of one queue: consume with automatic acknowledgement until
 /// nothing has come for `idle` (or `until`), each message in `ledger`; then delete the
-/// queue when `delete`. How many were taken, and whether it was deleted.
+/// queue when `delete`. How many were taken is added to `taken` as they come (a failed
+/// drain's count stands); whether the queue was deleted.
 pub async fn drain(
-    q: &Queue,
-    conn: &Conn,
-    idle: Duration,
-    until: Instant,
-    delete: bool,
-    ledger: &mut Ledger,
-) -> (u64, Result<bool, String>) {
-    let mut taken = 0u64;
-    let done = drain_into(q, conn, (idle, until), delete, ledger, &mut taken).await;
-    (taken, done)
-}
-
-async fn drain_into(
     q: &Queue,
     conn: &Conn,
     (idle, until): (Duration, Instant),
@@ -1158,10 +1146,7 @@ async fn drain_into(
         match next {
             Some(Ok(d)) => {
                 *taken += 1;
-                match broker::stamp_of(&d.data, q.nonce) {
-                    Some(st) => ledger.took(&q.name, st.producer, st.seq, Taken::Drained, false),
-                    None => ledger.foreign(&q.name),
-                }
+                broker::drained(ledger, &q.name, q.nonce, &d.data);
             }
             Some(Err(e)) => return Err(failed("basic.consume", e).detail),
             None => break,

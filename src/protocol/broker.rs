@@ -216,6 +216,14 @@ pub(super) fn took(
     }
 }
 
+/// A message the teardown drained from `name`, in `ledger` by its stamp (or as foreign).
+pub(super) fn drained(ledger: &mut Ledger, name: &str, nonce: u32, body: &[u8]) {
+    match stamp_of(body, nonce) {
+        Some(st) => ledger.took(name, st.producer, st.seq, Taken::Drained, false),
+        None => ledger.foreign(name),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

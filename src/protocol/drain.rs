@@ -121,17 +121,16 @@ async fn one(endpoint: Arc<Endpoint>, timeouts: Timeouts, q: Queue, delete: bool
         ..DrainStats::default()
     };
     let until = Instant::now() + LIMIT;
-    let (taken, done) = match q.kind {
-        QueueKind::Stomp => {
-            super::stomp::drain(&q, &conn, IDLE, until, delete, &mut stats.ledger).await
-        }
+    // What was taken is counted, whether or not the drain then failed.
+    let (ledger, taken) = (&mut stats.ledger, &mut stats.messages);
+    let times = (IDLE, until);
+    let done = match q.kind {
+        QueueKind::Stomp => super::stomp::drain(&q, &conn, times, delete, ledger, taken).await,
         QueueKind::Amqp => {
             let delete = delete && q.created;
-            super::amqp::drain(&q, &conn, IDLE, until, delete, &mut stats.ledger).await
+            super::amqp::drain(&q, &conn, times, delete, ledger, taken).await
         }
     };
-    // What was taken is counted, whether or not the drain then failed.
-    stats.messages = taken;
     match done {
         Ok(deleted) => stats.deleted = u64::from(deleted),
         Err(e) => {

@@ -1276,21 +1276,9 @@ pub async fn preflight(class: &StompClass, s: &Session, conn: &Conn) -> Result<(
 /// take every message until none has come for `idle` (or `until`), each in `ledger`; a
 /// durable topic subscription is subscribed to again as its subscriber, and removed when
 /// `delete`. Then leave with a receipt, so the broker has settled them. How many were
-/// taken, and whether a subscription was removed.
+/// taken is added to `taken` as it comes (a failed drain's count stands); whether a
+/// subscription was removed.
 pub async fn drain(
-    q: &Queue,
-    conn: &Conn,
-    idle: Duration,
-    until: Instant,
-    delete: bool,
-    ledger: &mut Ledger,
-) -> (u64, Result<bool, String>) {
-    let mut taken = 0u64;
-    let done = drain_into(q, conn, (idle, until), delete, ledger, &mut taken).await;
-    (taken, done)
-}
-
-async fn drain_into(
     q: &Queue,
     conn: &Conn,
     (idle, until): (Duration, Instant),
@@ -1324,7 +1312,10 @@ async fn drain_into(
             Err(f) => return Err(f.detail),
         };
         match r.frame.command {
-            Command::Message => *taken += drained(as_named, q.nonce, &r.frame, ledger),
+            Command::Message => {
+                *taken += 1;
+                broker::drained(ledger, as_named, q.nonce, &r.frame.body)
+            }
             Command::Error => return Err(broker_error(&r.frame).detail),
             _ => {}
         }
@@ -1354,7 +1345,10 @@ async fn drain_into(
         match r.frame.command {
             Command::Receipt => return Ok(removed),
             // Dispatched before the broker read the DISCONNECT: taken all the same.
-            Command::Message => *taken += drained(as_named, q.nonce, &r.frame, ledger),
+            Command::Message => {
+                *taken += 1;
+                broker::drained(ledger, as_named, q.nonce, &r.frame.body)
+            }
             Command::Error => return Err(broker_error(&r.frame).detail),
             _ => {}
         }
@@ -1380,13 +1374,4 @@ fn unsubscribe_durable(server: &str, name: &str, wire: &mut Vec<u8>) {
         .header("id", name)
         .header("activemq.subscriptionName", name)
         .encode(wire);
-}
-
-/// A drained message in the ledger, under `name`; 1.
-fn drained(name: &str, nonce: u32, f: &Frame, ledger: &mut Ledger) -> u64 {
-    match broker::stamp_of(&f.body, nonce) {
-        Some(st) => ledger.took(name, st.producer, st.seq, Taken::Drained, false),
-        None => ledger.foreign(name),
-    }
-    1
 }

@@ -240,6 +240,11 @@ pub struct ServeArgs {
     /// Largest request body accepted, e.g. 16MiB; larger ones get 413.
     #[arg(long, default_value = "16MiB")]
     pub max_body: String,
+    /// Connections one client address may hold open, of the 10,000 served at once; past
+    /// it, a connection gets the counters or 503.
+    #[arg(long, value_name = "N", default_value_t = server::DEFAULT_PER_ADDRESS as u32,
+          value_parser = clap::value_parser!(u32).range(1..=server::MAX_CONNECTIONS as i64))]
+    pub max_connections_per_address: u32,
     /// Serve https with this certificate chain (PEM); `loadmix cert` makes one.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -574,6 +579,7 @@ async fn serve(a: ServeArgs) -> Exit {
             .clone()
             .unwrap_or_else(|| server::DEFAULT_ADMIN.1.to_string()),
         no_auth: a.no_auth,
+        max_per_address: a.max_connections_per_address as usize,
         stomp_bind: Some(a.stomp_bind.unwrap_or_else(default_stomp_bind)),
         ..ServerConfig::default()
     };

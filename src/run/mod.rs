@@ -733,6 +733,8 @@ async fn start_embedded(
         store,
         context: w.context.clone(),
         stomp_anonymous: true,
+        // Only this run reaches it, and all its users come from one address.
+        max_per_address: server::MAX_CONNECTIONS,
         ..ServerConfig::default()
     };
     // The in-process server knows the admin the workload's users will ask for

@@ -1,10 +1,13 @@
 //! The accept loop: every connection is served by hyper's HTTP/1.1 server with limits no
 //! client can talk its way around. A request head must arrive within the header timeout
 //! (default [`HEADER_READ_TIMEOUT`]), which also closes connections left idle that long between
-//! requests (slowloris, and clients that open and never speak); at most
-//! [`MAX_CONNECTIONS`] are served at once, and further ones wait in the kernel's backlog;
-//! a handler that panics answers 500 and the server goes on. With TLS settings, every
-//! connection first completes a TLS handshake, within the same header timeout.
+//! requests (slowloris, and clients that open and never speak); a body is bounded by
+//! [`guard::read_body`]. At most [`MAX_CONNECTIONS`] are served at once, and one address
+//! has at most its share of them; a connection past either is served the overflow router
+//! (the counters, 503 for the rest) or closed. A handler that panics answers 500 and the
+//! server goes on. With TLS settings, every connection first completes a TLS handshake,
+//! within the same header timeout. A connection lingers after its last answer, so a
+//! refused upload reads its 413 rather than a reset.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +24,8 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+
+use super::guard;
 
 /// How long a client may take to send a request head, or stay silent between requests
 /// (the default of `ServerConfig::header_timeout`).
@@ -55,32 +60,47 @@ pub async fn catch_panic(req: Request<Body>, next: axum::middleware::Next) -> Re
     }
 }
 
+/// What the accept loop allows (see [`guard`]).
+#[derive(Clone)]
+pub struct Limits {
+    /// How long a request head may take, and a connection stay idle between requests.
+    pub header_timeout: Duration,
+    /// Connections served at once.
+    pub connections: usize,
+    /// Connections one client address may have open among those.
+    pub per_address: usize,
+}
+
+/// How long a connection is read and discarded after its last answer, so that a client
+/// still sending (a body refused with 413) reads that answer instead of a reset.
+const LINGER: Duration = Duration::from_secs(2);
+/// At most this much is discarded while lingering.
+const LINGER_BYTES: usize = 64 << 20;
+
 /// Serve `app` on `listener` until `stop` is cancelled, then let requests in flight
-/// finish (up to [`DRAIN`]).
+/// finish (up to [`DRAIN`]). A connection past the limits (all connections taken,
+/// or its address holding its share) is served `overflow` instead, one request with a
+/// short head timeout: the counters stay answerable under a flood and the rest get 503;
+/// past [`guard::OVERFLOW_CONNECTIONS`] of those, it is closed unanswered.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
-    header_timeout: Duration,
+    overflow: Router,
+    limits: Limits,
     tls: Option<TlsAcceptor>,
     stop: CancellationToken,
 ) {
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout)
-        .keep_alive(true);
-    let builder = Arc::new(builder);
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let normal = Arc::new(builder(limits.header_timeout, true));
+    let spill = Arc::new(builder(
+        limits.header_timeout.min(guard::OVERFLOW_HEADER_TIMEOUT),
+        false,
+    ));
+    let slots = Arc::new(Semaphore::new(limits.connections));
+    let spill_slots = Arc::new(Semaphore::new(guard::OVERFLOW_CONNECTIONS));
+    let addresses = guard::Addresses::new(limits.per_address);
     let mut conns = JoinSet::new();
     loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = stop.cancelled() => break,
-        };
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             a = listener.accept() => match a {
                 Ok(a) => a,
                 // Out of descriptors or similar: the next accept may succeed.
@@ -91,13 +111,26 @@ pub async fn serve(
             },
             _ = stop.cancelled() => break,
         };
+        let admitted = slots
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .and_then(|p| addresses.admit(peer.ip()).map(|t| (p, t)));
+        let (place, builder, service) = match admitted {
+            Some((p, t)) => ((p, Some(t)), normal.clone(), app.clone()),
+            None => match spill_slots.clone().try_acquire_owned() {
+                Ok(p) => ((p, None), spill.clone(), overflow.clone()),
+                // Closed at once: holding it would be the flood's aim.
+                Err(_) => continue,
+            },
+        };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let builder = builder.clone();
         let stop = stop.clone();
         let tls = tls.clone();
+        let header_timeout = limits.header_timeout;
         conns.spawn(async move {
-            let _permit = permit;
+            // Its slot (and its address's, unless it is overflow), given back at the end.
+            let _place = place;
             match tls {
                 None => serve_one(&builder, stream, service, &stop).await,
                 Some(acceptor) => {
@@ -117,24 +150,70 @@ pub async fn serve(
     conns.abort_all();
 }
 
-/// Serve one connection until it ends, or shut it down gracefully when asked to stop.
+fn builder(header_timeout: Duration, keep_alive: bool) -> hyper::server::conn::http1::Builder {
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(keep_alive);
+    b
+}
+
+type Answer = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Response, std::convert::Infallible>> + Send>,
+>;
+
+/// Serve one connection until it ends, or shut it down gracefully when asked to stop;
+/// then linger (see [`linger`]).
 async fn serve_one<S>(
     builder: &hyper::server::conn::http1::Builder,
     stream: S,
-    service: TowerToHyperService<Router>,
+    app: Router,
     stop: &CancellationToken,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => {}
-        _ = stop.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
+    let inner = TowerToHyperService::new(app);
+    // Boxed answers make the connection Unpin, so it can hand its stream back at the end.
+    let service = hyper::service::service_fn(move |req| -> Answer {
+        Box::pin(hyper::service::Service::call(&inner, req))
+    });
+    let mut conn = builder.serve_connection(TokioIo::new(stream), service);
+    let stopping = stop.cancelled();
+    tokio::pin!(stopping);
+    let mut asked = false;
+    let _ = std::future::poll_fn(|cx| {
+        if !asked && stopping.as_mut().poll(cx).is_ready() {
+            asked = true;
+            std::pin::Pin::new(&mut conn).graceful_shutdown();
         }
+        conn.poll_without_shutdown(cx)
+    })
+    .await;
+    linger(conn.into_parts().io.into_inner()).await;
+}
+
+/// Close the sending side, then read and discard what the client still sends, for at most
+/// [`LINGER`] and [`LINGER_BYTES`]: closing with unread bytes would reset the connection
+/// and could destroy an answer the client has not read yet (nginx's lingering close).
+async fn linger<S>(mut io: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if io.shutdown().await.is_err() {
+        return;
     }
+    let mut buf = vec![0u8; 16 << 10];
+    let mut left = LINGER_BYTES;
+    let _ = tokio::time::timeout(LINGER, async {
+        while left > 0 {
+            match io.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    })
+    .await;
 }
 
 #[cfg(test)]
@@ -150,7 +229,13 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
         let stop = CancellationToken::new();
-        tokio::spawn(serve(l, app, header_timeout, None, stop.clone()));
+        let overflow = Router::new().fallback(guard::busy);
+        let limits = Limits {
+            header_timeout,
+            connections: MAX_CONNECTIONS,
+            per_address: MAX_CONNECTIONS,
+        };
+        tokio::spawn(serve(l, app, overflow, limits, None, stop.clone()));
         (addr, stop)
     }
 

@@ -29,6 +29,7 @@ pub mod cmp;
 pub mod dav;
 pub mod expand;
 pub mod filter;
+pub mod guard;
 pub mod http;
 mod listen;
 pub mod model;
@@ -78,8 +79,13 @@ pub struct ServerConfig {
     pub admin_password: String,
     /// Accept any credentials, skip ownership checks (quick local use).
     pub no_auth: bool,
-    /// How long a client may take to send a request head, or stay idle between requests.
+    /// How long a client may take to send a request head, or stay idle between requests;
+    /// a request body has as long, and then must keep up [`guard::MIN_BODY_RATE`].
     pub header_timeout: std::time::Duration,
+    /// Connections served at once (at most [`MAX_CONNECTIONS`]).
+    pub max_connections: usize,
+    /// Connections one client address may have open, of those.
+    pub max_per_address: usize,
     /// Serve https with these settings (`certs::server_config`); plain http when `None`.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Where the STOMP broker listens (plain TCP); `None`: no broker.
@@ -88,6 +94,12 @@ pub struct ServerConfig {
     /// in-process server of a run, which only that run can reach.
     pub stomp_anonymous: bool,
 }
+
+pub use listen::MAX_CONNECTIONS;
+
+/// Connections one address may hold by default: half, so that one client flooding the
+/// server leaves the other half to everyone else.
+pub const DEFAULT_PER_ADDRESS: usize = MAX_CONNECTIONS / 2;
 
 /// Cosmo's default administrator.
 pub const DEFAULT_ADMIN: (&str, &str) = ("root", "cosmo");
@@ -103,6 +115,8 @@ impl Default for ServerConfig {
             admin_password: DEFAULT_ADMIN.1.into(),
             no_auth: false,
             header_timeout: listen::HEADER_READ_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
+            max_per_address: DEFAULT_PER_ADDRESS,
             tls: None,
             stomp_bind: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             stomp_anonymous: false,
@@ -252,7 +266,8 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
         locks: Arc::new(Mutex::new(HashSet::new())),
         started: std::time::Instant::now(),
     };
-    let app = router(&cfg, state);
+    let app = router(&cfg, state.clone());
+    let overflow = overflow_router(&cfg, state);
     let listener = TcpListener::bind(cfg.bind)
         .await
         .map_err(|source| ServerError::Bind {
@@ -289,12 +304,13 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
         }
         None => (None, None),
     };
+    let limits = listen::Limits {
+        header_timeout: cfg.header_timeout,
+        connections: cfg.max_connections.clamp(1, MAX_CONNECTIONS),
+        per_address: cfg.max_per_address,
+    };
     let task = tokio::spawn(listen::serve(
-        listener,
-        app,
-        cfg.header_timeout,
-        acceptor,
-        token,
+        listener, app, overflow, limits, acceptor, token,
     ));
     Ok(ServerHandle {
         addr,
@@ -357,7 +373,29 @@ fn router(cfg: &ServerConfig, state: AppState) -> Router {
         .route("/.well-known/caldav", any(dav::well_known))
         .fallback(|| async { text(StatusCode::NOT_FOUND, "not found") })
         .layer(DefaultBodyLimit::max(cfg.max_body))
+        .layer(middleware::from_fn_with_state(
+            guard::BodyRules {
+                max_body: cfg.max_body,
+                grace: cfg.header_timeout,
+            },
+            guard::read_body,
+        ))
         .layer(middleware::from_fn(listen::catch_panic))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            count_requests,
+        ))
+        .with_state(state)
+}
+
+/// What a connection past the connection limits is served: the counters (so the server
+/// can be watched under a flood), and 503 for everything else, counted like any answer.
+fn overflow_router(cfg: &ServerConfig, state: AppState) -> Router {
+    let ctx = cfg.context.trim_end_matches('/');
+    Router::new()
+        .route(&format!("{ctx}/_loadmix/stats"), get(stats_json))
+        .route(&format!("{ctx}/_loadmix/metrics"), get(metrics_text))
+        .fallback(guard::busy)
         .layer(middleware::from_fn_with_state(
             state.clone(),
             count_requests,

@@ -20,5 +20,6 @@ mod open_model;
 mod pools;
 mod secrets;
 mod server;
+mod server_limits;
 mod sharding;
 mod tls;

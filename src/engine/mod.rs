@@ -122,6 +122,9 @@ pub struct RoundResult {
     /// Requests sent again on a new connection because the server never took them (it had
     /// closed the kept connection).
     pub requests_retried: u64,
+    /// Bytes found on connections that no request asked for (the server's protocol
+    /// errors; each closed its connection, and the requests went on fresh ones).
+    pub unsolicited_answers: u64,
     /// VUs whose set-up (account, discovery) failed; they ran anyway, and failed visibly.
     pub setup_failures: u64,
     pub interrupted: bool,
@@ -325,6 +328,7 @@ struct VuOutput {
     failures: Vec<FailureNote>,
     connections: u64,
     retried: u64,
+    unsolicited: u64,
     /// Open model: arrivals that found every slot taken and gave up, or waited.
     dropped: u64,
     late: u64,
@@ -346,6 +350,7 @@ impl VuOutput {
         self.failures.extend(o.failures);
         self.connections += o.connections;
         self.retried += o.retried;
+        self.unsolicited += o.unsolicited;
         self.dropped += o.dropped;
         self.late += o.late;
         self.sessions += o.sessions;
@@ -516,6 +521,7 @@ async fn run_round(
             vus: vus + out.sessions,
             connections_opened: out.connections,
             requests_retried: out.retried,
+            unsolicited_answers: out.unsolicited,
             setup_failures,
             interrupted: cfg.stop.is_cancelled(),
             host,
@@ -1120,6 +1126,7 @@ async fn vu_loop(
     recorder.flush();
     out.connections = conn.opened;
     out.retried = conn.retried;
+    out.unsolicited = conn.unsolicited;
     out.leftovers.extend(driver.leftovers());
     out.finish_broker(&mut driver);
     out

@@ -322,6 +322,7 @@ async fn session(
     recorder.flush();
     out.connections = conn.opened;
     out.retried = conn.retried;
+    out.unsolicited = conn.unsolicited;
     out.leftovers.extend(vu.leftovers());
     out.finish_broker(&mut vu);
     out

@@ -322,6 +322,7 @@ fn merged_round_report(
         vus: sum(|r| r.vus),
         connections_opened: sum(|r| r.connections_opened),
         requests_retried: sum(|r| r.requests_retried),
+        unsolicited_answers: sum(|r| r.unsolicited_answers),
         warmup_requests: sum(|r| r.warmup_requests),
         warmup_s: r0.warmup_s,
         setup_failures: sum(|r| r.setup_failures),

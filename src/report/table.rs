@@ -18,6 +18,7 @@ pub fn render(r: &Report) -> String {
     messages(&mut out, r);
     corrected_latency(&mut out, &r.summary);
     out.push_str(&connections_table(&r.summary));
+    unsolicited(&mut out, r);
     generator(&mut out, r);
     for w in &r.summary.generator_warnings {
         let _ = writeln!(out, "WARNING: {w}");
@@ -420,6 +421,20 @@ fn generator(out: &mut String, r: &Report) {
             let _ = write!(out, ", {steal:.0}% stolen");
         }
         out.push('\n');
+    }
+}
+
+/// Answers nobody asked for: the server broke the protocol, and what the requests around
+/// them were answered may be in doubt.
+fn unsolicited(out: &mut String, r: &Report) {
+    let n: u64 = r.rounds.iter().map(|x| x.unsolicited_answers).sum();
+    if n > 0 {
+        let _ = writeln!(
+            out,
+            "WARNING: the server sent {n} times bytes no request asked for (a protocol error \
+             of the server): each time the connection was closed and the next request sent \
+             on a fresh one; the request just before it may have been answered by the stray"
+        );
     }
 }
 

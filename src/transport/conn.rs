@@ -22,7 +22,7 @@ use bytes::{Bytes, BytesMut};
 use hyper::{HeaderMap, Method, Request, StatusCode};
 use tokio::time::Instant;
 
-use super::stream::{Deadline, Handshake, Stream};
+use super::stream::{Deadline, Handshake, Stream, Waiting, Written};
 use super::{Endpoint, ErrorClass, Reuse, Timeouts, TransportError, h1, tls};
 
 /// A completed exchange.
@@ -74,6 +74,9 @@ pub struct Conn {
     pub opened: u64,
     /// Requests sent a second time because the server never took the first.
     pub retried: u64,
+    /// Times bytes no request asked for were found on the connection (before a request
+    /// was written, or after an answer): the server's protocol errors; each closed it.
+    pub unsolicited: u64,
     /// A new TLS connection may resume an earlier session of this target.
     resume_tls: bool,
     /// The connection opened for the request under way, if one was.
@@ -91,20 +94,6 @@ struct Link {
     /// An exchange has completed on it, so a close now is the server dropping an idle
     /// connection rather than refusing this request.
     reused: bool,
-    /// When its last answer was complete (or when it was opened).
-    idle_since: Instant,
-}
-
-/// A connection idle for less than this is not peeked at before it is reused: a server
-/// that closes idle connections does so after seconds, not microseconds, and a close in
-/// that window is met as a close before any answer, which a replayable request survives.
-/// At full speed this saves a system call per request.
-const PEEK_AFTER_IDLE: Duration = Duration::from_millis(1);
-
-impl Link {
-    fn usable(&self) -> bool {
-        self.idle_since.elapsed() < PEEK_AFTER_IDLE || !self.stream.peer_closed()
-    }
 }
 
 /// Why an exchange failed, and whether it may be sent again on a new connection: the
@@ -145,6 +134,7 @@ impl Conn {
             wire: Vec::new(),
             opened: 0,
             retried: 0,
+            unsolicited: 0,
             resume_tls: true,
             opening: None,
             deadline: Deadline::default(),
@@ -217,7 +207,7 @@ impl Conn {
                 _ => break (result, start),
             }
         };
-        let answer = match result {
+        let (answer, sent) = match result {
             Ok(a) => a,
             Err(f) => {
                 self.link = None;
@@ -226,9 +216,7 @@ impl Conn {
         };
         let ended = Instant::now();
         match self.link.as_mut() {
-            Some(link) if answer.keep && self.policy == Reuse::KeepAlive => {
-                link.idle_since = ended;
-            }
+            Some(_) if answer.keep && self.policy == Reuse::KeepAlive => {}
             _ => self.link = None,
         }
         let elapsed = ended.saturating_duration_since(start);
@@ -256,7 +244,7 @@ impl Conn {
         body: Option<&[u8]>,
         sent: u64,
         start: Instant,
-    ) -> Result<h1::Answer, Failure> {
+    ) -> Result<(h1::Answer, u64), Failure> {
         let deadline = start + self.timeouts.request;
         let mut timer = std::mem::take(&mut self.deadline);
         let answered = {
@@ -278,10 +266,22 @@ impl Conn {
         method: &Method,
         body: Option<&[u8]>,
         sent: u64,
-    ) -> Result<h1::Answer, Failure> {
+    ) -> Result<(h1::Answer, u64), Failure> {
         // A kept-alive connection the server has since closed is not an error of this
-        // request: open a new one, as any HTTP client would.
-        let link = match self.link.take().filter(Link::usable) {
+        // request: open a new one, as any HTTP client would. One that holds bytes no
+        // request asked for is out of step (the next answer read would be them): that is
+        // the server's protocol error, counted, and the request goes on a fresh one.
+        // Checked before every reuse: a stray answer follows its request's within
+        // microseconds, when the next request is already due.
+        let kept = self.link.take().filter(|l| match l.stream.waiting() {
+            Waiting::Nothing => true,
+            Waiting::Closed => false,
+            Waiting::Unasked => {
+                self.unsolicited += 1;
+                false
+            }
+        });
+        let link = match kept {
             Some(link) => link,
             // Boxed: opening a connection (TLS handshake included) is a large future, and
             // inline it would be part of every idle user's state.
@@ -291,25 +291,43 @@ impl Conn {
         // A close before any answer on a reused connection is the server dropping it as the
         // request went out; on a fresh one it is the server refusing the request.
         let reused = link.reused;
-        let parts: &[&[u8]] = match body {
-            Some(b) => &[&self.wire, b],
-            None => &[&self.wire],
+        let written = match body {
+            // A large body is written watching for an early answer (boxed: its read
+            // buffer would otherwise be part of every user's state).
+            Some(b) => {
+                let parts = [&self.wire[..], b];
+                Box::pin(link.stream.write_watching(&parts, &mut link.buf)).await
+            }
+            None => link.stream.write(&[&self.wire]).await.map(|()| Written {
+                bytes: sent,
+                early: false,
+            }),
         };
-        if let Err((written, e)) = link.stream.write(parts).await {
-            return Err(Failure {
-                error: TransportError {
-                    class: ErrorClass::Reset,
-                    message: format!("sending the request: {}", tls::explain(&e)),
-                    bytes_sent: written,
-                },
-                unsent: written == 0,
-                closed_early: reused,
-            });
-        }
+        let written = match written {
+            Ok(w) => w,
+            Err((written, e)) => {
+                return Err(Failure {
+                    error: TransportError {
+                        class: ErrorClass::Reset,
+                        message: format!("sending the request: {}", tls::explain(&e)),
+                        bytes_sent: written,
+                    },
+                    unsent: written == 0,
+                    closed_early: reused,
+                });
+            }
+        };
         match h1::read_answer(&mut link.stream, &mut link.buf, method).await {
-            Ok(a) => {
+            Ok(mut a) => {
                 link.reused = true;
-                Ok(a)
+                if a.unasked {
+                    self.unsolicited += 1;
+                }
+                // The rest of the body was never sent: the connection is out of step.
+                if written.early {
+                    a.keep = false;
+                }
+                Ok((a, written.bytes))
             }
             Err(h1::ReadError::Malformed(m)) => Err(Failure::of(TransportError {
                 class: ErrorClass::Body,
@@ -346,7 +364,6 @@ impl Conn {
             stream,
             buf: BytesMut::new(),
             reused: false,
-            idle_since: Instant::now(),
         })
     }
 }
@@ -398,6 +415,123 @@ mod tests {
         assert!(start.elapsed() >= timeout, "{:?}", start.elapsed());
         let written = format!("GET / HTTP/1.1\r\nhost: {addr}\r\n\r\n");
         assert_eq!(e.bytes_sent, written.len() as u64, "as written");
+    }
+
+    /// A kept-alive connection to `addr` with generous timeouts.
+    fn kept_alive(addr: SocketAddr) -> Conn {
+        let timeouts = Timeouts {
+            connect: Duration::from_secs(5),
+            request: Duration::from_secs(30),
+        };
+        Conn::new(
+            Arc::new(Endpoint::local(addr, "t")),
+            Reuse::KeepAlive,
+            timeouts,
+        )
+    }
+
+    /// A server that sends an unsolicited 500 `gap` after every 200; it counts the requests
+    /// it received and the strays it sent.
+    fn stray_sender(gap: Duration) -> (SocketAddr, Arc<[std::sync::atomic::AtomicU64; 2]>) {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let counts = Arc::new([const { std::sync::atomic::AtomicU64::new(0) }; 2]);
+        let counter = counts.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                let counter = counter.clone();
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match s.read(&mut chunk) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                        buf.drain(..end);
+                        counter[0].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                        std::thread::sleep(gap);
+                        if s.write_all(b"HTTP/1.1 500 Stray\r\nContent-Length: 0\r\n\r\n")
+                            .is_ok()
+                        {
+                            counter[1].fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                    }
+                });
+            }
+        });
+        (addr, counts)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn bytes_waiting_on_a_connection_just_reused_are_counted_and_never_read_as_an_answer() {
+        let (addr, counts) = stray_sender(Duration::from_micros(100));
+        let mut conn = kept_alive(addr);
+        let n = 50;
+        for i in 0..n {
+            let r = conn
+                .send(Request::get("/").body(Bytes::new()).unwrap())
+                .await
+                .unwrap();
+            assert_eq!(r.status, 200, "request {i} was answered by the stray");
+            // Idle until the stray is on the connection (on loopback it is once the
+            // server's write returns): a fraction of a millisecond, the window in which a
+            // connection used to be reused unchecked.
+            while counts[1].load(std::sync::atomic::Ordering::SeqCst) <= i {
+                std::hint::spin_loop();
+            }
+        }
+        assert_eq!(counts[0].load(std::sync::atomic::Ordering::SeqCst), n);
+        // Every connection but the last was found out of step before its next request.
+        assert_eq!(conn.unsolicited, n - 1);
+        assert_eq!(conn.opened, n);
+    }
+
+    /// A server that reads a request head, answers 413 at once and reads no more; then
+    /// closes the connection, or holds it open.
+    async fn refuses_uploads(close: bool) -> SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).await.unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let _ = s
+                .write_all(
+                    b"HTTP/1.1 413 Too Large\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbig",
+                )
+                .await;
+            if !close {
+                std::future::pending::<()>().await;
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_comes_while_the_body_is_sent_is_the_answer() {
+        for close in [false, true] {
+            let addr = refuses_uploads(close).await;
+            let mut conn = kept_alive(addr);
+            let body = Bytes::from(vec![b'x'; 32 << 20]);
+            let r = conn
+                .send(Request::put("/big").body(body).unwrap())
+                .await
+                .unwrap_or_else(|e| panic!("close {close}: {e}"));
+            assert_eq!(r.status, 413, "close {close}");
+            assert_eq!(&r.body[..], b"big");
+            assert!(r.bytes_sent < 32 << 20, "close {close}: {}", r.bytes_sent);
+        }
     }
 
     #[test]

@@ -94,6 +94,9 @@ pub struct Answer {
     pub received: u64,
     /// The connection may carry the next request.
     pub keep: bool,
+    /// Bytes followed the answer that no request asked for (they were dropped, and
+    /// `keep` is false).
+    pub unasked: bool,
 }
 
 /// Why no complete answer was read.
@@ -165,17 +168,15 @@ pub async fn read_answer<R: AsyncRead + Unpin>(
         buf,
         received: 0,
     };
-    // Nothing is left over from an earlier answer: bytes after an answer end the connection.
-    debug_assert!(r.buf.is_empty());
+    // Nothing is left over from an earlier answer (bytes after an answer end the
+    // connection); what is in `buf` is the start of this answer, read while the request
+    // was still being written.
     let mut interim = 0;
     let (status, headers, keep_version) = loop {
         let head = parse_head(r.buf)?;
         let Some((status, headers, keep)) = head else {
             if r.buf.len() > MAX_HEAD {
-                return Err(ReadError::Malformed(format!(
-                    "the answer's head is longer than {} KiB",
-                    MAX_HEAD / 1024
-                )));
+                return Err(head_too_long());
             }
             r.more().await?;
             continue;
@@ -225,7 +226,8 @@ pub async fn read_answer<R: AsyncRead + Unpin>(
         }
     };
     // Bytes after the answer were not asked for: the stream is out of step.
-    if !r.buf.is_empty() {
+    let unasked = !r.buf.is_empty();
+    if unasked {
         keep = false;
         r.buf.clear();
     }
@@ -235,10 +237,32 @@ pub async fn read_answer<R: AsyncRead + Unpin>(
         body,
         received: r.received,
         keep,
+        unasked,
     })
 }
 
 type Head = (StatusCode, HeaderMap, bool);
+
+/// Whether `buf` holds a whole answer head that is not an interim (1xx) one: the server
+/// has answered the request, whatever is still to come.
+pub fn final_head_in(buf: &[u8]) -> bool {
+    let mut rest = buf;
+    while let Some(end) = rest.windows(4).position(|w| w == b"\r\n\r\n") {
+        // `HTTP/1.1 1xx`: the status's first digit is the tenth byte.
+        if rest.get(9) != Some(&b'1') {
+            return true;
+        }
+        rest = &rest[end + 4..];
+    }
+    false
+}
+
+fn head_too_long() -> ReadError {
+    ReadError::Malformed(format!(
+        "the answer's head is longer than {} KiB",
+        MAX_HEAD / 1024
+    ))
+}
 
 /// Headers most answers fit in; a head with more is parsed again with room for
 /// [`MAX_HEADERS`].
@@ -276,6 +300,9 @@ fn parse_head_in<const N: usize>(buf: &mut BytesMut) -> Result<Parsed, ReadError
     let parsed = httparse::ParserConfig::default()
         .parse_response_with_uninit_headers(&mut resp, buf, &mut slots);
     let len = match parsed {
+        // The bound is on the head, however its bytes arrived: one read may bring a head
+        // that, in smaller reads, would have been refused before it was complete.
+        Ok(httparse::Status::Complete(n)) if n > MAX_HEAD => return Err(head_too_long()),
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(Parsed::Head(None)),
         Err(httparse::Error::TooManyHeaders) => return Ok(Parsed::TooMany),
@@ -588,6 +615,21 @@ mod tests {
         let interim = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_INTERIM + 1);
         assert!(malformed(&interim).contains("interim"));
         assert!(malformed(b"HTTP/1.1 099 No\r\n\r\n").contains("out of range"));
+    }
+
+    #[test]
+    fn a_head_past_the_bound_is_refused_however_its_bytes_arrived() {
+        let mut head = b"HTTP/1.1 200 OK\r\nX: ".to_vec();
+        head.resize(100 * 1024, b'a');
+        head.extend_from_slice(b"\r\nContent-Length: 0\r\n\r\n");
+        // All of it in the buffer at once, as one large read brings it.
+        let mut buf = BytesMut::from(&head[..]);
+        match parse_head(&mut buf) {
+            Err(ReadError::Malformed(m)) => assert!(m.contains("longer"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // In the smaller reads a slice gives.
+        assert!(malformed(&head).contains("longer"));
     }
 
     #[test]

@@ -155,11 +155,11 @@ impl Stream {
         ))
     }
 
-    /// True when the peer has closed (or reset) the socket, or sent something unasked
-    /// while idle. A non-blocking peek asks the kernel directly: the reactor may not have
-    /// seen a FIN that has already arrived.
+    /// What is waiting on an idle connection before a request is written. A non-blocking
+    /// peek asks the kernel directly: the reactor may not have seen a FIN that has already
+    /// arrived.
     #[cfg(unix)]
-    pub fn peer_closed(&self) -> bool {
+    pub fn waiting(&self) -> Waiting {
         let mut byte = 0u8;
         // SAFETY: `fd` is the connection's socket, owned by `io`, which is alive; the
         // buffer is one valid byte; MSG_PEEK leaves the data where it is.
@@ -173,20 +173,26 @@ impl Stream {
         };
         if n < 0 {
             let e = std::io::Error::last_os_error();
-            return !matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-            );
+            return match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => {
+                    Waiting::Nothing
+                }
+                _ => Waiting::Closed,
+            };
         }
-        // 0: the peer closed; > 0 on plain TCP: bytes nobody asked for, so the stream is
-        // out of step (on TLS they may be session tickets or a close_notify, which the
-        // next read then meets as a close).
-        n == 0 || matches!(self.io, Io::Plain(_))
+        match (n, &self.io) {
+            (0, _) => Waiting::Closed,
+            // On plain TCP, bytes nobody asked for: the stream is out of step.
+            (_, Io::Plain(_)) => Waiting::Unasked,
+            // On TLS they may be session tickets or a close_notify: not the server's
+            // fault, but the connection is not known to be clean either.
+            (_, Io::Tls(_)) => Waiting::Closed,
+        }
     }
 
     #[cfg(not(unix))]
-    pub fn peer_closed(&self) -> bool {
-        false
+    pub fn waiting(&self) -> Waiting {
+        Waiting::Nothing
     }
 
     /// Write all of `parts` in order; on failure, how many bytes went out before it.
@@ -211,6 +217,87 @@ impl Stream {
     }
 }
 
+/// How a watched write ended.
+pub struct Written {
+    /// Bytes of the request that went out.
+    pub bytes: u64,
+    /// The server answered before all of it was written; the rest was not sent.
+    pub early: bool,
+}
+
+impl Stream {
+    /// Write all of `parts` in order, reading meanwhile what the server sends into `buf`:
+    /// a server may answer before the body is all sent (413, 401, 417) and stop reading
+    /// it (RFC 9112 §9.6), and a writer that does not read would wait for the timeout or
+    /// meet a reset instead of the answer. Stops writing once a final answer's head is in
+    /// `buf`, or when the write fails after some of an answer arrived.
+    pub async fn write_watching(
+        &mut self,
+        parts: &[&[u8]],
+        buf: &mut bytes::BytesMut,
+    ) -> Result<Written, (u64, std::io::Error)> {
+        let io = &mut self.io;
+        let (mut part, mut at, mut written) = (0usize, 0usize, 0u64);
+        let mut read_done = false;
+        let mut chunk = [0u8; 4096];
+        let early = |written| {
+            Poll::Ready(Ok(Written {
+                bytes: written,
+                early: true,
+            }))
+        };
+        std::future::poll_fn(|cx| {
+            loop {
+                if !read_done {
+                    let mut rb = ReadBuf::new(&mut chunk);
+                    match Pin::new(&mut *io).poll_read(cx, &mut rb) {
+                        Poll::Ready(Ok(())) if rb.filled().is_empty() => read_done = true,
+                        Poll::Ready(Ok(())) => {
+                            buf.extend_from_slice(rb.filled());
+                            if super::h1::final_head_in(buf) || buf.len() > super::h1::MAX_HEAD {
+                                return early(written);
+                            }
+                            continue;
+                        }
+                        // The write side meets the failure too, and says it.
+                        Poll::Ready(Err(_)) => read_done = true,
+                        Poll::Pending => {}
+                    }
+                }
+                while part < parts.len() && at == parts[part].len() {
+                    part += 1;
+                    at = 0;
+                }
+                let Some(rest) = parts.get(part).map(|p| &p[at..]) else {
+                    return match Pin::new(&mut *io).poll_flush(cx) {
+                        Poll::Ready(Ok(())) => Poll::Ready(Ok(Written {
+                            bytes: written,
+                            early: false,
+                        })),
+                        Poll::Ready(Err(e)) if buf.is_empty() => Poll::Ready(Err((written, e))),
+                        Poll::Ready(Err(_)) => early(written),
+                        Poll::Pending => Poll::Pending,
+                    };
+                };
+                match Pin::new(&mut *io).poll_write(cx, rest) {
+                    Poll::Ready(Ok(0)) => {
+                        return Poll::Ready(Err((written, std::io::ErrorKind::WriteZero.into())));
+                    }
+                    Poll::Ready(Ok(n)) => {
+                        written += n as u64;
+                        at += n;
+                    }
+                    // Some of an answer came before the failure: it is read next.
+                    Poll::Ready(Err(_)) if !buf.is_empty() => return early(written),
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err((written, e))),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+        })
+        .await
+    }
+}
+
 impl AsyncRead for Stream {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -219,6 +306,17 @@ impl AsyncRead for Stream {
     ) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
     }
+}
+
+/// What an idle connection holds when it is about to be reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// Nothing: it is clean.
+    Nothing,
+    /// The peer closed or reset it (or, on TLS, sent records between answers).
+    Closed,
+    /// Bytes the server sent that no request asked for.
+    Unasked,
 }
 
 /// A deadline for one exchange at a time, whose one timer is kept from one exchange to

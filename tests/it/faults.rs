@@ -229,6 +229,19 @@ fn silent_closer(
     std::net::SocketAddr,
     std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) {
+    scripted(rt, idle, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+}
+
+/// A server that writes `answer` for every request head it reads and counts the answers; an
+/// idle connection is closed after `idle`, silently, or after every answer when `None`.
+fn scripted(
+    rt: &tokio::runtime::Runtime,
+    idle: Option<Duration>,
+    answer: &'static [u8],
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+) {
     use std::sync::atomic::{AtomicU64, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let answered = std::sync::Arc::new(AtomicU64::new(0));
@@ -262,12 +275,7 @@ fn silent_closer(
                         }
                         let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
                         buf.drain(..end);
-                        let body = "ok";
-                        let answer = format!(
-                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
-                            body.len()
-                        );
-                        if s.write_all(answer.as_bytes()).await.is_err() {
+                        if s.write_all(answer).await.is_err() {
                             return;
                         }
                         counter.fetch_add(1, Ordering::SeqCst);
@@ -300,11 +308,17 @@ fn closer_workload(
     path_str(&p)
 }
 
-/// The report agrees with a server that closes kept connections without a word: no
-/// timeouts, no resets, and exactly the requests the server answered.
-fn run_against_closer(idle: Option<Duration>, iters: u32, think: &str) {
-    let rt = runtime();
-    let (addr, answered) = silent_closer(&rt, idle);
+/// The closer workload against `addr`, which must end with no failure; the report's
+/// folder (kept while the first value lives) and the report.
+fn run_without_failures(
+    addr: std::net::SocketAddr,
+    iters: u32,
+    think: &str,
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    loadmix::reports::Report,
+) {
     let tmp = tempdir();
     let out = out_dir(&tmp);
     let w = closer_workload(tmp.path(), addr, iters, think);
@@ -320,6 +334,16 @@ fn run_against_closer(idle: Option<Duration>, iters: u32, think: &str) {
     let r = read_report(&out);
     let t = &r.summary.total;
     assert_eq!(t.failures, 0, "{:?} {:?}", t.errors, r.failures);
+    (tmp, out, r)
+}
+
+/// The report agrees with a server that closes kept connections without a word: no
+/// timeouts, no resets, and exactly the requests the server answered.
+fn run_against_closer(idle: Option<Duration>, iters: u32, think: &str) {
+    let rt = runtime();
+    let (addr, answered) = silent_closer(&rt, idle);
+    let (_tmp, _out, r) = run_without_failures(addr, iters, think);
+    let t = &r.summary.total;
     assert_eq!(t.requests, 2 * iters as u64);
     assert_eq!(
         t.successes,
@@ -343,4 +367,30 @@ fn a_server_that_closes_after_every_response_costs_no_failure() {
 #[test]
 fn a_server_that_closes_idle_connections_costs_no_failure() {
     run_against_closer(Some(Duration::from_millis(200)), 4, "500ms");
+}
+
+#[test]
+fn answers_nobody_asked_for_are_counted_as_the_servers_and_every_request_has_its_own() {
+    let rt = runtime();
+    // With every answer, a second one nobody asked for.
+    let (addr, received) = scripted(
+        &rt,
+        Some(Duration::from_secs(60)),
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 500 Stray\r\nContent-Length: 0\r\n\r\n",
+    );
+    let (_tmp, out, r) = run_without_failures(addr, 60, "0ms");
+    let t = &r.summary.total;
+    assert_eq!(t.requests, 120);
+    assert_eq!(
+        t.requests,
+        received.load(std::sync::atomic::Ordering::SeqCst)
+    );
+    let round = &r.rounds[0];
+    // Every answer was followed by a stray, which arrived with it.
+    assert_eq!(round.unsolicited_answers, 120);
+    let text = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(
+        text.contains("the server sent 120 times bytes no request asked for"),
+        "{text}"
+    );
 }

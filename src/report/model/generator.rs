@@ -162,6 +162,7 @@ mod tests {
             vus: 10,
             connections_opened: 0,
             requests_retried: 0,
+            unsolicited_answers: 0,
             setup_failures: 0,
             interrupted: false,
             host: HostSamples {

@@ -437,6 +437,7 @@ fn round_report(
         vus: r.vus,
         connections_opened: r.connections_opened,
         requests_retried: r.requests_retried,
+        unsolicited_answers: r.unsolicited_answers,
         warmup_requests: r.stats.warmup_requests,
         warmup_s: w.run.warmup.as_secs_f64(),
         setup_failures: r.setup_failures,

@@ -21,6 +21,10 @@ pub struct RoundReport {
     /// without taking them (not failures, not in the latency).
     #[serde(default)]
     pub requests_retried: u64,
+    /// Times bytes no request asked for were found on a connection: the server's
+    /// protocol errors (each closed the connection; no request was counted for them).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unsolicited_answers: u64,
     pub warmup_requests: u64,
     /// Seconds at the start of the timeline that were warm-up.
     #[serde(default)]

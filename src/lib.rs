@@ -7,7 +7,8 @@
 //! target, HTTP/1.1 on them); samples → `metrics` → `report`. `answer` is a protocol's
 //! answer in its own words, from the drivers to the reports. [`formats`] holds the wire
 //! formats both the client and the embedded server speak; the server stands beside the
-//! client, on `formats` only. `cli` is the command line. `secrets` masks every credential
+//! client, on `formats` only. `cli` is the command line. `files` reads every file loadmix
+//! is given, bounded by its kind. `secrets` masks every credential
 //! in whatever any layer writes out. `monitor` watches the server's processes on the
 //! rounds' clock.
 //!
@@ -20,6 +21,7 @@
 mod answer;
 mod cli;
 mod engine;
+mod files;
 pub mod formats;
 mod ledger;
 mod metrics;

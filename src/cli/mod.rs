@@ -72,8 +72,8 @@ pub struct WorkloadArgs {
     /// Override user counts, e.g. morse=17,atom=7.
     #[arg(long, value_name = "CLASS=N,...")]
     pub users: Option<String>,
-    /// Run each round for this long (replaces run.iterations).
-    #[arg(long, value_name = "DURATION")]
+    /// Run each round for this long (replaces run.iterations; not with --iterations).
+    #[arg(long, value_name = "DURATION", conflicts_with = "iterations")]
     pub duration: Option<String>,
     /// Operations per user (replaces run.duration).
     #[arg(long, value_name = "N")]
@@ -163,7 +163,8 @@ pub struct RunArgs {
     /// error) to this CSV file.
     #[arg(long, value_name = "FILE")]
     pub log_ops: Option<PathBuf>,
-    /// Worker threads of the generator's runtime [default: one per core].
+    /// Worker threads of the generator's runtime, at most 8 per core [default: one per
+    /// core].
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
     /// Run shard I (from 0) of N: closed users u with u mod N = I, open arrivals k with
@@ -272,7 +273,7 @@ pub struct PlanArgs {
     pub round: u32,
     /// Instead of one user's picks, list which users and arrivals of the round shard I of
     /// N runs (see `run --shard`).
-    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    #[arg(long, value_name = "I/N", value_parser = parse_shard, conflicts_with = "vu")]
     pub shard: Option<crate::engine::shard::Shard>,
 }
 
@@ -403,6 +404,15 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
     Ok((k.to_string(), v.to_string()))
 }
 
+/// Worker threads a run may ask for, per core: more only adds switching (and each
+/// thread's stack); the users are tasks, not threads.
+const WORKERS_PER_CORE: usize = 8;
+
+/// The most worker threads `--workers` takes on this machine.
+fn max_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) * WORKERS_PER_CORE
+}
+
 /// Parse `args` and run; returns the process exit code.
 pub fn main<I, T>(args: I) -> i32
 where
@@ -420,8 +430,14 @@ where
     if let Command::Run(a) = &cli.command
         && let Some(n) = &a.workers
     {
-        if *n == 0 {
-            return Exit::Usage.fail("--workers: give at least 1").code();
+        let most = max_workers();
+        if *n == 0 || *n > most {
+            return Exit::Usage
+                .fail(format!(
+                    "--workers: {n} is not between 1 and {most} ({WORKERS_PER_CORE} per core of this machine's {})",
+                    most / WORKERS_PER_CORE
+                ))
+                .code();
         }
         builder.worker_threads(*n);
     }

@@ -22,18 +22,8 @@ fn err(path: &Path, reason: impl std::fmt::Display) -> PemError {
     }
 }
 
-/// Largest PEM file read: a chain of a few certificates is a few KiB.
-const MAX_PEM: u64 = 1024 * 1024;
-
 fn read(path: &Path) -> Result<Vec<u8>, PemError> {
-    let meta = std::fs::metadata(path).map_err(|e| err(path, e))?;
-    if meta.len() > MAX_PEM {
-        return Err(err(
-            path,
-            format!("{} bytes is too large for a PEM file", meta.len()),
-        ));
-    }
-    std::fs::read(path).map_err(|e| err(path, e))
+    crate::files::read(path, crate::files::PEM).map_err(|e| err(path, e))
 }
 
 /// Every certificate in a PEM file, in order.

@@ -111,7 +111,7 @@ impl AccountPlan {
                     Some(d) => d.join(&file),
                     None => file.clone().into(),
                 };
-                let text = std::fs::read_to_string(&path).map_err(|e| {
+                let text = crate::files::read_text(&path, crate::files::ACCOUNTS).map_err(|e| {
                     ProtocolError::Setup(format!("accounts file {}: {e}", path.display()))
                 })?;
                 let users: Vec<String> = text

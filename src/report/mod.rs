@@ -27,7 +27,7 @@ pub enum ReportError {
     Read {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: crate::files::FileError,
     },
     #[error("{}: not a loadmix report: {source}", path.display())]
     Parse {
@@ -49,9 +49,11 @@ pub enum ReportError {
 
 /// Read a saved report.
 pub fn load(path: &Path) -> Result<Report, ReportError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ReportError::Read {
-        path: path.to_path_buf(),
-        source,
+    let text = crate::files::read_text(path, crate::files::REPORT).map_err(|source| {
+        ReportError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
     })?;
     let parse = |source| ReportError::Parse {
         path: path.to_path_buf(),

@@ -108,12 +108,26 @@ fn client_config(opts: &TlsOptions) -> Result<ClientConfig, TlsError> {
         let mut roots = RootCertStore::empty();
         match &opts.ca_cert {
             Some(path) => {
-                for c in pem::certs(path)? {
-                    roots.add(c).map_err(|e| PemError {
+                let given = pem::certs(path)?;
+                for c in &given {
+                    roots.add(c.clone()).map_err(|e| PemError {
                         path: path.display().to_string(),
                         reason: format!("not a usable CA certificate ({e})"),
                     })?;
                 }
+                let chain = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider(),
+                )
+                .build()
+                .map_err(|e| TlsError::Config(e.to_string()))?;
+                let verifier = Pinned { chain, given };
+                return client_identity(
+                    builder
+                        .dangerous()
+                        .with_custom_certificate_verifier(Arc::new(verifier)),
+                    opts,
+                );
             }
             None => {
                 // Certificates the system store cannot parse are skipped, as browsers do.
@@ -128,6 +142,14 @@ fn client_config(opts: &TlsOptions) -> Result<ClientConfig, TlsError> {
         }
         builder.with_root_certificates(roots)
     };
+    client_identity(builder, opts)
+}
+
+/// The client certificate, when one is given.
+fn client_identity(
+    builder: rustls::ConfigBuilder<ClientConfig, rustls::client::WantsClientCert>,
+    opts: &TlsOptions,
+) -> Result<ClientConfig, TlsError> {
     match (&opts.client_cert, &opts.client_key) {
         (None, None) => Ok(builder.with_no_client_auth()),
         (Some(cert), Some(key)) => {
@@ -155,6 +177,73 @@ fn client_config(opts: &TlsOptions) -> Result<ClientConfig, TlsError> {
                 .map_err(|_| mismatch())
         }
         _ => Err(TlsError::HalfClientIdentity),
+    }
+}
+
+/// `--ca-cert`: a server certificate is verified against the given certificates as CAs,
+/// and one that is itself one of them, byte for byte, is accepted even though it says
+/// `CA:TRUE` (as `openssl req -x509` makes them, and curl, Python and k6 accept): the
+/// user named that very certificate. Its validity period was checked before the CA flag
+/// (webpki checks in that order), and its names are checked here.
+#[derive(Debug)]
+struct Pinned {
+    chain: Arc<rustls::client::WebPkiServerVerifier>,
+    given: Vec<CertificateDer<'static>>,
+}
+
+/// A CA certificate served as the server's own: webpki's `CaUsedAsEndEntity`, which
+/// rustls passes on only as an opaque error.
+fn ca_used_as_end_entity(e: &rustls::Error) -> bool {
+    matches!(e, rustls::Error::InvalidCertificate(CertificateError::Other(o))
+        if format!("{o:?}").contains("CaUsedAsEndEntity"))
+}
+
+impl ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self
+            .chain
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(e)
+                if ca_used_as_end_entity(&e)
+                    && self.given.iter().any(|g| g.as_ref() == end_entity.as_ref()) =>
+            {
+                let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+                rustls::client::verify_server_name(&parsed, server_name)?;
+                Ok(ServerCertVerified::assertion())
+            }
+            other => other,
+        }
+    }
+
+    // The handshake's signatures are checked as for any chain.
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.chain.supported_verify_schemes()
     }
 }
 
@@ -231,6 +320,47 @@ pub fn explain(e: &std::io::Error) -> String {
     }
 }
 
+/// webpki's errors that rustls passes on as opaque ones, in words.
+fn other_reason(debug: &str) -> String {
+    let words = [
+        (
+            "CaUsedAsEndEntity",
+            "it is a CA certificate (CA:TRUE) served as the server's own; give that very certificate with --ca-cert to trust it",
+        ),
+        (
+            "EndEntityUsedAsCa",
+            "a certificate in its chain that is not a CA signed it",
+        ),
+        (
+            "PathLenConstraintViolated",
+            "its chain is longer than a CA in it allows",
+        ),
+        (
+            "NameConstraintViolation",
+            "its names are outside what its CA may issue for",
+        ),
+        (
+            "MissingOrMalformedExtensions",
+            "its extensions are missing or malformed",
+        ),
+        (
+            "RequiredEkuNotFound",
+            "it is not issued for TLS servers (its extended key usage)",
+        ),
+        ("MaximumPathDepthExceeded", "its chain is too long"),
+        ("BadDer", "not a well-formed certificate"),
+        ("InvalidCertValidity", "its validity period is malformed"),
+        (
+            "UnsupportedCertVersion",
+            "its X.509 version is not supported",
+        ),
+    ];
+    words.iter().find(|(k, _)| debug.contains(k)).map_or_else(
+        || format!("refused by the verifier ({debug})"),
+        |(_, w)| w.to_string(),
+    )
+}
+
 fn certificate_reason(c: &CertificateError) -> String {
     match c {
         CertificateError::UnknownIssuer => "unknown issuer: it is not signed by a trusted CA (give the CA with --ca-cert FILE, or --insecure to skip verification)".into(),
@@ -246,6 +376,23 @@ fn certificate_reason(c: &CertificateError) -> String {
         CertificateError::Revoked => "revoked".into(),
         CertificateError::BadEncoding => "not a well-formed certificate".into(),
         CertificateError::BadSignature => "its signature does not verify".into(),
+        CertificateError::UnsupportedSignatureAlgorithmContext { .. } => {
+            "it is signed with an algorithm loadmix does not support".into()
+        }
+        CertificateError::UnhandledCriticalExtension => {
+            "it has a critical extension loadmix does not understand".into()
+        }
+        CertificateError::InvalidPurpose | CertificateError::InvalidPurposeContext { .. } => {
+            "it is not issued for TLS servers (its extended key usage)".into()
+        }
+        CertificateError::UnknownRevocationStatus
+        | CertificateError::ExpiredRevocationList
+        | CertificateError::ExpiredRevocationListContext { .. } => {
+            "its revocation status cannot be established".into()
+        }
+        CertificateError::InvalidOcspResponse => "the server's OCSP response is not valid".into(),
+        CertificateError::ApplicationVerificationFailure => "the verifier refused it".into(),
+        CertificateError::Other(o) => other_reason(&format!("{o:?}")),
         other => format!("{other:?}"),
     }
 }

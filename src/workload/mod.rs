@@ -677,27 +677,19 @@ impl LoadOptions {
     }
 }
 
-/// Read, override and resolve a workload file.
-/// Workload files larger than this are not workloads (a log, an image, a database).
-pub const MAX_FILE: u64 = 4 * 1024 * 1024;
-
+/// Read, override and resolve a workload file (a regular file of at most 4 MiB).
 pub fn load(path: &Path, overrides: &[Override]) -> Result<Workload, WorkloadError> {
     let fail = |message: String| WorkloadError::Read {
         path: path.display().to_string(),
         message,
     };
-    let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
-    if meta.is_dir() {
-        return Err(fail("is a folder; give the workload's YAML file".into()));
-    }
-    if meta.len() > MAX_FILE {
-        return Err(fail(format!(
-            "{} bytes is too large for a workload (at most {} MiB)",
-            meta.len(),
-            MAX_FILE / 1024 / 1024
-        )));
-    }
-    let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    let bytes = match crate::files::read(path, crate::files::WORKLOAD) {
+        Ok(b) => b,
+        Err(crate::files::FileError::Folder(_)) => {
+            return Err(fail("is a folder; give the workload's YAML file".into()));
+        }
+        Err(e) => return Err(fail(e.to_string())),
+    };
     let text = String::from_utf8(bytes).map_err(|e| {
         // Where the first byte that is not UTF-8 is, as an editor counts lines and columns.
         let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];

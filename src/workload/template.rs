@@ -51,8 +51,6 @@ pub enum SecretRef<'a> {
 /// `base`, the workload's folder) whose text is the value without its final line break.
 /// The value is registered so that it is masked in every output.
 pub fn read_secret(r: SecretRef<'_>, base: Option<&std::path::Path>) -> Result<String, String> {
-    /// Largest secret file read: a token or a password, not a document.
-    const MAX_SECRET_FILE: u64 = 64 * 1024;
     let value = match r {
         SecretRef::Env(name) => std::env::var(name).map_err(|_| {
             format!("environment variable {name} is not set (it holds a secret this workload uses)")
@@ -62,16 +60,7 @@ pub fn read_secret(r: SecretRef<'_>, base: Option<&std::path::Path>) -> Result<S
                 Some(b) => b.join(p),
                 None => std::path::PathBuf::from(p),
             };
-            let size = std::fs::metadata(&path)
-                .map_err(|e| format!("secret file {}: {e}", path.display()))?
-                .len();
-            if size > MAX_SECRET_FILE {
-                return Err(format!(
-                    "secret file {}: {size} bytes is too large for a secret",
-                    path.display()
-                ));
-            }
-            let text = std::fs::read_to_string(&path)
+            let text = crate::files::read_text(&path, crate::files::SECRET)
                 .map_err(|e| format!("secret file {}: {e}", path.display()))?;
             text.strip_suffix('\n')
                 .map(|t| t.strip_suffix('\r').unwrap_or(t))

@@ -229,12 +229,12 @@ fn silent_closer(
     std::net::SocketAddr,
     std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) {
-    scripted(rt, idle, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    answering(rt, idle, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 }
 
 /// A server that writes `answer` for every request head it reads and counts the answers; an
 /// idle connection is closed after `idle`, silently, or after every answer when `None`.
-fn scripted(
+fn answering(
     rt: &tokio::runtime::Runtime,
     idle: Option<Duration>,
     answer: &'static [u8],
@@ -373,7 +373,7 @@ fn a_server_that_closes_idle_connections_costs_no_failure() {
 fn answers_nobody_asked_for_are_counted_as_the_servers_and_every_request_has_its_own() {
     let rt = runtime();
     // With every answer, a second one nobody asked for.
-    let (addr, received) = scripted(
+    let (addr, received) = answering(
         &rt,
         Some(Duration::from_secs(60)),
         b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 500 Stray\r\nContent-Length: 0\r\n\r\n",

@@ -17,6 +17,7 @@ mod fuzz;
 mod mix_fidelity;
 mod monitor;
 mod open_model;
+mod options;
 mod pools;
 mod secrets;
 mod server;

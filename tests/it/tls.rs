@@ -158,6 +158,55 @@ fn certificate_problems_stop_the_run_at_preflight_with_the_reason() {
 }
 
 #[test]
+fn a_self_signed_certificate_that_says_ca_true_is_trusted_when_given_itself() {
+    let rt = runtime();
+    let tmp = tempdir();
+    // As `openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -addext
+    // subjectAltName=...` makes it: self-signed, with CA:TRUE.
+    let mut params =
+        rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(tmp.path().join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(tmp.path().join("key.pem"), key.serialize_pem()).unwrap();
+    let srv = https_server(&rt, tmp.path());
+    let out = out_dir(&tmp);
+    let pinned = path_str(&tmp.path().join("cert.pem"));
+    let o = queue_run(&srv.url(), &out, &["--ca-cert", &pinned]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = read_report(&out);
+    assert_eq!(r.summary.total.failures, 0);
+    assert_eq!(
+        srv.stats.count("POST", 201),
+        op(&r, "producer.send").requests
+    );
+    // Another such certificate is still refused, in words.
+    let other = tmp.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let k2 = rcgen::KeyPair::generate().unwrap();
+    std::fs::write(
+        other.join("cert.pem"),
+        params.self_signed(&k2).unwrap().pem(),
+    )
+    .unwrap();
+    let o = queue_run(
+        &srv.url(),
+        &tmp.path().join("refused"),
+        &["--ca-cert", &path_str(&other.join("cert.pem"))],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("the server's certificate was refused"),
+        "{err}"
+    );
+    assert!(!err.contains("Other("), "{err}");
+    rt.block_on(srv.stop());
+}
+
+#[test]
 fn an_expired_certificate_is_named_as_such() {
     let rt = runtime();
     let tmp = tempdir();

@@ -235,13 +235,14 @@ impl Request<'_, '_> {
                                 Some(d) => d.join(&rel),
                                 None => Path::new(&rel).to_path_buf(),
                             };
-                            let bytes = std::fs::read(&full).map_err(|e| {
-                                cx.err(
-                                    f.pos,
-                                    &join(&bp, "file"),
-                                    format!("cannot read {}: {e}", full.display()),
-                                )
-                            })?;
+                            let bytes =
+                                crate::files::read(&full, crate::files::BODY).map_err(|e| {
+                                    cx.err(
+                                        f.pos,
+                                        &join(&bp, "file"),
+                                        format!("cannot read {}: {e}", full.display()),
+                                    )
+                                })?;
                             Body::File {
                                 path: rel,
                                 bytes: Bytes::from(bytes),

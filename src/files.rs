@@ -1,0 +1,166 @@
+//! Reading the files loadmix is given (workloads, certificates, secrets, bodies, account
+//! lists, reports): each must be a regular file, since a FIFO would hang the read and a
+//! device (`/dev/zero`) never ends, and each is read up to a bound that fits its kind,
+//! checked while reading, as a file can grow (or a `/proc` file claim no size at all).
+
+use std::io::Read;
+use std::path::Path;
+
+/// What a file is read as, and the most of it that is read.
+#[derive(Debug, Clone, Copy)]
+pub struct Kind {
+    /// Named in messages: "a workload", "a certificate".
+    pub what: &'static str,
+    pub limit: u64,
+}
+
+pub const WORKLOAD: Kind = Kind {
+    what: "a workload",
+    limit: 4 << 20,
+};
+pub const PEM: Kind = Kind {
+    what: "a PEM file",
+    limit: 1 << 20,
+};
+pub const SECRET: Kind = Kind {
+    what: "a secret",
+    limit: 64 << 10,
+};
+pub const BODY: Kind = Kind {
+    what: "a request body",
+    limit: 64 << 20,
+};
+pub const ACCOUNTS: Kind = Kind {
+    what: "an accounts file",
+    limit: 16 << 20,
+};
+/// A saved report: its per-second series make it large, and `merge` holds every shard.
+pub const REPORT: Kind = Kind {
+    what: "a report",
+    limit: 512 << 20,
+};
+
+/// Why a file was not read; the message does not repeat the path (callers name it).
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("is a folder, not {0}")]
+    Folder(&'static str),
+    #[error("is not a regular file (a FIFO, a device or a socket), so not {0}")]
+    Special(&'static str),
+    #[error("{size} bytes is too large for {what} (at most {limit})", limit = human(*.limit))]
+    TooLarge {
+        size: u64,
+        what: &'static str,
+        limit: u64,
+    },
+}
+
+fn human(n: u64) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// The whole of `path`, when it is a regular file within `kind`'s bound.
+pub fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, FileError> {
+    let file = open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(FileError::Folder(kind.what));
+    }
+    if !meta.file_type().is_file() {
+        return Err(FileError::Special(kind.what));
+    }
+    let too_large = |size| FileError::TooLarge {
+        size,
+        what: kind.what,
+        limit: kind.limit,
+    };
+    if meta.len() > kind.limit {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(kind.limit.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > kind.limit {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// As [`read`], as UTF-8 text.
+pub fn read_text(path: &Path, kind: Kind) -> Result<String, FileError> {
+    String::from_utf8(read(path, kind)?).map_err(|_| {
+        FileError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "is not UTF-8 text",
+        ))
+    })
+}
+
+/// Opened without blocking: opening a FIFO for reading would wait for a writer.
+#[cfg(unix)]
+fn open(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: Kind = Kind {
+        what: "a test file",
+        limit: 8,
+    };
+
+    #[test]
+    fn a_regular_file_within_its_bound_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"12345678").unwrap();
+        assert_eq!(read(&p, SMALL).unwrap(), b"12345678");
+        std::fs::write(&p, b"123456789").unwrap();
+        let e = read(&p, SMALL).unwrap_err().to_string();
+        assert_eq!(e, "9 bytes is too large for a test file (at most 8 bytes)");
+    }
+
+    #[test]
+    fn devices_fifos_and_folders_are_refused_without_reading() {
+        for dev in ["/dev/zero", "/dev/urandom", "/dev/null"] {
+            let e = read(Path::new(dev), SECRET).unwrap_err().to_string();
+            assert!(e.contains("not a regular file"), "{dev}: {e}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo reads the NUL-terminated path it is given.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // No writer ever opens it: a blocking open would hang here.
+        let e = read(&fifo, WORKLOAD).unwrap_err().to_string();
+        assert!(e.contains("not a regular file"), "{e}");
+        let e = read(dir.path(), WORKLOAD).unwrap_err().to_string();
+        assert_eq!(e, "is a folder, not a workload");
+    }
+
+    #[test]
+    fn a_file_that_claims_no_size_is_still_bounded() {
+        // /proc files say 0 bytes and have more.
+        let e = read(Path::new("/proc/self/maps"), SMALL)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("too large"), "{e}");
+    }
+}

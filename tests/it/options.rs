@@ -1,0 +1,64 @@
+//! What the command line is given is checked before anything runs: files that are not
+//! regular files (a device never ends, a FIFO never opens) are refused whatever they are
+//! given as, and options that conflict, or ask for more than the machine has, are
+//! refused with exit 2 and a message naming them.
+
+use crate::common::*;
+
+fn refused(args: &[&str], says: &str) {
+    let out = loadmix_bin(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(says), "{args:?}: {err}");
+}
+
+#[test]
+fn devices_and_fifos_are_refused_as_workloads_certificates_secrets_and_reports() {
+    let tmp = tempdir();
+    let fifo = tmp.path().join("fifo");
+    let c = std::ffi::CString::new(path_str(&fifo)).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path it is given.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = path_str(&fifo);
+    let special = "not a regular file";
+    refused(&["run", "/dev/zero"], special);
+    refused(&["validate", "/dev/urandom"], special);
+    refused(&["validate", &fifo], special);
+    refused(&["run", &fifo], special);
+    refused(
+        &["run", "workloads/cosmo-0.7.yaml", "--ca-cert", "/dev/zero"],
+        special,
+    );
+    // A secret read from a device, as a bearer token.
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        "name: s\ntarget: embedded\nrun: { iterations: 1 }\nusers:\n  - class: c\n    protocol: http\n    count: 1\n    auth: { scheme: bearer, token: '{file:/dev/zero}' }\n    mix:\n      get: { weight: 1, path: /x }\n",
+    )
+    .unwrap();
+    refused(&["run", &path_str(&w)], special);
+    refused(&["merge", "/dev/zero", &path_str(&w)], special);
+    refused(&["compare", "/dev/zero", &fifo], special);
+}
+
+#[test]
+fn options_that_conflict_or_exceed_the_machine_are_refused() {
+    let w = "workloads/cosmo-0.7.yaml";
+    refused(
+        &["run", w, "--duration", "1s", "--iterations", "5"],
+        "--iterations",
+    );
+    refused(
+        &["validate", w, "--duration", "1s", "--iterations", "5"],
+        "--iterations",
+    );
+    refused(&["plan", w, "--vu", "morse#1", "--shard", "0/2"], "--vu");
+    refused(
+        &["run", w, "--workers", "100000"],
+        "--workers: 100000 is not between 1 and",
+    );
+    refused(
+        &["run", w, "--workers", "0"],
+        "--workers: 0 is not between 1 and",
+    );
+}

@@ -136,6 +136,10 @@ pub struct RunArgs {
     /// by default it is deleted when the round ends, untimed.
     #[arg(long)]
     pub keep_data: bool,
+    /// How long each round's cleanup (deletes, broker drains) may take in all; what is
+    /// left then is reported as not deleted. A signal during cleanup cuts it short too.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_positive_duration)]
+    pub cleanup_timeout: std::time::Duration,
     /// What this configuration is, in words, kept in run.json (e.g. "synchronous_commit=off").
     #[arg(long, value_name = "TEXT")]
     pub note: Option<String>,
@@ -382,6 +386,15 @@ fn parse_start_at(s: &str) -> Result<std::time::SystemTime, String> {
 }
 
 /// `I/N` of `--shard`, or `N` with the index from a Kubernetes Indexed Job.
+/// A duration above zero, e.g. 30s or 2m.
+fn parse_positive_duration(s: &str) -> Result<std::time::Duration, String> {
+    match units::parse_duration(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("give a duration above 0, e.g. 30s or 2m".into()),
+        Err(e) => Err(e),
+    }
+}
+
 fn parse_shard(s: &str) -> Result<crate::engine::shard::Shard, String> {
     let index = std::env::var("JOB_COMPLETION_INDEX").ok();
     crate::engine::shard::Shard::parse(s, index.as_deref())
@@ -516,6 +529,7 @@ impl From<RunArgs> for RunOptions {
             log_ops: a.log_ops,
             quiet: a.quiet,
             keep_data: a.keep_data,
+            cleanup_timeout: a.cleanup_timeout,
             note: a.note,
             labels: a.labels,
             shard: a.shard.unwrap_or_default(),

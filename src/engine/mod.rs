@@ -39,6 +39,8 @@ pub struct EngineConfig {
     pub endpoint: Arc<Endpoint>,
     /// Cancelled on Ctrl-C (or by a test) to stop early.
     pub stop: CancellationToken,
+    /// Cancelled on a second signal: a cleanup that began after `stop` stops too.
+    pub hurry: CancellationToken,
     /// Keep a log of every operation (`--log-ops`).
     pub log_ops: bool,
     /// Probe each class's protocol before the clock starts.
@@ -50,6 +52,8 @@ pub struct EngineConfig {
     pub live: Option<Arc<metrics::Live>>,
     /// Leave what each round made on the target (`--keep-data`).
     pub keep_data: bool,
+    /// How long a round's cleanup and drain may take together.
+    pub cleanup_timeout: Duration,
     /// The server's processes to watch during every round.
     pub monitors: Vec<crate::monitor::Watch>,
     /// The server's metrics endpoints to scrape during every round.
@@ -213,8 +217,11 @@ pub async fn prepare(
             (&cfg.run_id, stamp_clock(cfg)),
         );
         if cfg.preflight && class.count > 0 {
-            d.preflight(w, class, &cfg.endpoint, timeouts, &cfg.run_id)
-                .await?;
+            // A stop signal ends a probe that hangs; no round runs after it.
+            tokio::select! {
+                r = d.preflight(w, class, &cfg.endpoint, timeouts, &cfg.run_id) => r?,
+                _ = cfg.stop.cancelled() => {}
+            }
         }
         drivers.push(Arc::new(d));
     }
@@ -499,13 +506,22 @@ async fn run_round(
     let (host, server, metrics) = samplers.finish().await;
     let stats = aggregator.await.unwrap_or_else(|_| RoundStats::empty());
     // After the clock: what the round made goes, unless the run keeps it.
+    // A signal during the round has stopped it, and the cleanup still runs: the next
+    // one cuts the cleanup short. A signal during the cleanup does at once.
+    let until = crate::protocol::cleanup::Until::new(
+        cfg.cleanup_timeout,
+        match cfg.stop.is_cancelled() {
+            true => cfg.hurry.clone(),
+            false => cfg.stop.clone(),
+        },
+    );
     let cleanup = if cfg.keep_data {
         CleanupStats::default()
     } else {
         let leftovers = std::mem::take(&mut out.leftovers);
-        crate::protocol::cleanup::run(cfg.endpoint.clone(), timeouts, leftovers).await
+        crate::protocol::cleanup::run(cfg.endpoint.clone(), timeouts, leftovers, &until).await
     };
-    let (drain, ledger) = tear_down(cfg, timeouts, &mut out).await;
+    let (drain, ledger) = tear_down(cfg, timeouts, &mut out, &until).await;
     // Stable: a VU's rows keep their order (a bootstrap before the pick it precedes).
     out.log.sort_by_key(|e| (e.class, e.vu));
     out.failures.sort_by_key(|f| f.label);
@@ -545,6 +561,7 @@ async fn tear_down(
     cfg: &EngineConfig,
     timeouts: Timeouts,
     out: &mut VuOutput,
+    until: &crate::protocol::cleanup::Until,
 ) -> (DrainStats, Ledger) {
     let mut ledger = std::mem::take(&mut out.ledger);
     let queues = std::mem::take(&mut out.queues);
@@ -563,7 +580,7 @@ async fn tear_down(
         true => DrainStats::default(),
         false => {
             let delete = cfg.shard.is_whole();
-            crate::protocol::drain::run(cfg.endpoint.clone(), timeouts, queues, delete).await
+            crate::protocol::drain::run(cfg.endpoint.clone(), timeouts, queues, delete, until).await
         }
     };
     ledger.absorb(std::mem::take(&mut drain.ledger));
@@ -621,7 +638,21 @@ async fn set_up_users(
     let mut ready = Vec::new();
     let mut out = VuOutput::default();
     let mut setup_failures = 0u64;
-    while let Some(res) = setups.join_next().await {
+    loop {
+        // A stop signal ends the set-up at once (a discovery that hangs must not hold
+        // the run): the users not yet set up are dropped, those that are go on to the
+        // round, which then ends at once, and to its cleanup.
+        let res = tokio::select! {
+            biased;
+            r = setups.join_next() => match r {
+                Some(r) => r,
+                None => break,
+            },
+            _ = cfg.stop.cancelled() => {
+                setups.abort_all();
+                break;
+            }
+        };
         if let Ok((ci, vu, driver, conn, res)) = res {
             if let Err(detail) = res {
                 setup_failures += 1;

@@ -1095,7 +1095,7 @@ pub async fn preflight(
 pub async fn drain(
     q: &Queue,
     conn: &Conn,
-    (idle, until): (Duration, Instant),
+    (idle, until): (Duration, &super::cleanup::Until),
     delete: bool,
     ledger: &mut Ledger,
     taken: &mut u64,
@@ -1132,14 +1132,9 @@ pub async fn drain(
     .map_err(|f| f.detail)?
     .map_err(step("basic.consume"))?;
     loop {
-        let by = (Instant::now() + idle).min(until);
+        let by = (Instant::now() + idle).min(until.at);
         let next = match tokio::time::timeout_at(by, consumer.next()).await {
-            Err(_) if Instant::now() >= until => {
-                return Err(format!(
-                    "{}: messages were still coming when the drain's time was up ({taken} taken)",
-                    q.name
-                ));
-            }
+            Err(_) if until.passed() => return Err(super::drain::cut_off(&q.name, *taken, until)),
             Err(_) => break,
             Ok(n) => n,
         };
@@ -1150,6 +1145,10 @@ pub async fn drain(
             }
             Some(Err(e)) => return Err(failed("basic.consume", e).detail),
             None => break,
+        }
+        // A flood that never pauses is cut off too (what was taken is counted).
+        if until.passed() {
+            return Err(super::drain::cut_off(&q.name, *taken, until));
         }
     }
     if !delete {

@@ -2,12 +2,16 @@
 //! entries each user created (never anything it found), deleted untimed after the round's
 //! clock has stopped, each on a fresh connection of the user's own, with the user's own
 //! credentials. Every request is counted and every failure named, in the round's report.
-//! `--keep-data` skips it.
+//! The teardown has a deadline (`--cleanup-timeout`) and stops at a signal; what it did
+//! not delete then is counted and named. `--keep-data` skips it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::Session;
 use super::session::Exchange;
@@ -33,6 +37,56 @@ pub struct Leftovers {
     pub items: Vec<(Method, Place)>,
 }
 
+/// When a round's teardown (its cleanup, then its broker drains) must stop: at its
+/// deadline (`--cleanup-timeout`), or at once on a stop signal.
+#[derive(Debug, Clone)]
+pub struct Until {
+    pub at: Instant,
+    timeout: Duration,
+    stop: CancellationToken,
+}
+
+impl Until {
+    /// `timeout` from now, or when `stop` is cancelled.
+    pub fn new(timeout: Duration, stop: CancellationToken) -> Until {
+        Until {
+            at: Instant::now() + timeout,
+            timeout,
+            stop,
+        }
+    }
+
+    /// The same, but at most `limit` from now.
+    pub fn within(&self, limit: Duration) -> Until {
+        Until {
+            at: self.at.min(Instant::now() + limit),
+            ..self.clone()
+        }
+    }
+
+    /// Whether the teardown must stop now.
+    pub fn passed(&self) -> bool {
+        self.stop.is_cancelled() || Instant::now() >= self.at
+    }
+
+    /// Why it stopped, in words, once it has.
+    pub fn reason(&self) -> String {
+        if self.stop.is_cancelled() {
+            "a stop signal".into()
+        } else {
+            format!("--cleanup-timeout {:?}", self.timeout)
+        }
+    }
+
+    /// Resolves when the teardown must stop.
+    pub async fn reached(&self) {
+        tokio::select! {
+            _ = tokio::time::sleep_until(self.at) => {}
+            _ = self.stop.cancelled() => {}
+        }
+    }
+}
+
 /// What cleaning up did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CleanupStats {
@@ -40,36 +94,79 @@ pub struct CleanupStats {
     pub failures: u64,
     /// The first failures: the request and what came back.
     pub notes: Vec<String>,
+    /// Items not known to be deleted because the cleanup was cut short (in flight then,
+    /// or never sent), and the first of them.
+    pub left: u64,
+    pub left_notes: Vec<String>,
+    /// Why it was cut short, when it was.
+    pub cut_short: Option<String>,
 }
 
 impl CleanupStats {
     fn absorb(&mut self, o: CleanupStats) {
         self.requests += o.requests;
         self.failures += o.failures;
+        self.left += o.left;
         for n in o.notes {
             if self.notes.len() < MAX_NOTES {
                 self.notes.push(n);
             }
         }
+        for n in o.left_notes {
+            if self.left_notes.len() < MAX_NOTES {
+                self.left_notes.push(n);
+            }
+        }
+        self.cut_short = self.cut_short.take().or(o.cut_short);
+    }
+
+    /// `items` of a user's leftovers not deleted, from the `first` on.
+    fn leave(&mut self, endpoint: &Endpoint, items: &[(Method, Place)], why: &Until) {
+        for (method, place) in items {
+            self.left += 1;
+            if self.left_notes.len() < MAX_NOTES {
+                self.left_notes.push(format!(
+                    "{method} {}",
+                    endpoint.url_of(&path_of(endpoint, place))
+                ));
+            }
+        }
+        if !items.is_empty() {
+            self.cut_short.get_or_insert_with(|| why.reason());
+        }
     }
 }
 
-/// Remove every user's leftovers; returns when all are done.
+fn path_of(endpoint: &Endpoint, place: &Place) -> String {
+    match place {
+        Place::Base(p) => format!("{}{p}", endpoint.base_path),
+        Place::Server(p) => p.clone(),
+    }
+}
+
+/// Remove every user's leftovers; returns when all are done, or when `until` says to
+/// stop (what is left is counted and named).
 pub async fn run(
     endpoint: Arc<Endpoint>,
     timeouts: Timeouts,
     leftovers: Vec<Leftovers>,
+    until: &Until,
 ) -> CleanupStats {
     let mut total = CleanupStats::default();
     let mut tasks = JoinSet::new();
     for l in leftovers {
+        if until.passed() {
+            total.leave(&endpoint, &l.items, until);
+            continue;
+        }
         if tasks.len() >= PARALLEL
             && let Some(Ok(s)) = tasks.join_next().await
         {
             total.absorb(s);
         }
         let endpoint = endpoint.clone();
-        tasks.spawn(async move { one_user(endpoint, timeouts, l).await });
+        let until = until.clone();
+        tasks.spawn(async move { one_user(endpoint, timeouts, l, &until).await });
     }
     while let Some(r) = tasks.join_next().await {
         if let Ok(s) = r {
@@ -79,21 +176,31 @@ pub async fn run(
     total
 }
 
-async fn one_user(endpoint: Arc<Endpoint>, timeouts: Timeouts, l: Leftovers) -> CleanupStats {
+async fn one_user(
+    endpoint: Arc<Endpoint>,
+    timeouts: Timeouts,
+    l: Leftovers,
+    until: &Until,
+) -> CleanupStats {
     let mut conn = Conn::new(endpoint.clone(), Reuse::KeepAlive, timeouts);
     let mut stats = CleanupStats::default();
-    for (method, place) in &l.items {
-        stats.requests += 1;
-        let path = match place {
-            Place::Base(p) => format!("{}{p}", endpoint.base_path),
-            Place::Server(p) => p.clone(),
-        };
+    for (i, (method, place)) in l.items.iter().enumerate() {
+        let path = path_of(&endpoint, place);
         let url = endpoint.url_of(&path);
-        let failed = match l
+        let sent = l
             .session
-            .send_to(&mut conn, method.as_str(), &path, &[], Bytes::new())
-            .await
-        {
+            .send_to(&mut conn, method.as_str(), &path, &[], Bytes::new());
+        let exchange = tokio::select! {
+            biased;
+            e = sent => e,
+            // In flight or not sent: not known to be deleted.
+            _ = until.reached() => {
+                stats.leave(&endpoint, &l.items[i..], until);
+                break;
+            }
+        };
+        stats.requests += 1;
+        let failed = match exchange {
             // Gone already (the user deleted it, or its collection went first) is done.
             Exchange::Answer(r)
                 if r.status.is_success() || matches!(r.status.as_u16(), 404 | 410) =>

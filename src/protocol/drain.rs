@@ -14,10 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
-use tokio::time::Instant;
 
 use super::Session;
-use super::cleanup::MAX_NOTES;
+use super::cleanup::{MAX_NOTES, Until};
 use crate::ledger::Ledger;
 use crate::transport::{Conn, Endpoint, Reuse, Timeouts};
 
@@ -79,6 +78,14 @@ impl DrainStats {
     }
 }
 
+/// Why a drain ended with messages still coming.
+pub fn cut_off(name: &str, taken: u64, until: &Until) -> String {
+    format!(
+        "{name}: messages were still coming when the drain was stopped by {} ({taken} taken)",
+        until.reason()
+    )
+}
+
 /// Drain each destination once (however many users used it), and delete the created
 /// queues when `delete`.
 pub async fn run(
@@ -86,6 +93,7 @@ pub async fn run(
     timeouts: Timeouts,
     queues: Vec<Queue>,
     delete: bool,
+    until: &Until,
 ) -> DrainStats {
     let mut once: BTreeMap<(QueueKind, String), Queue> = BTreeMap::new();
     for q in queues {
@@ -103,7 +111,8 @@ pub async fn run(
             total.absorb(s);
         }
         let endpoint = endpoint.clone();
-        tasks.spawn(async move { one(endpoint, timeouts, q, delete).await });
+        let until = until.within(LIMIT);
+        tasks.spawn(async move { one(endpoint, timeouts, q, delete, until).await });
     }
     while let Some(r) = tasks.join_next().await {
         if let Ok(s) = r {
@@ -114,16 +123,21 @@ pub async fn run(
     total
 }
 
-async fn one(endpoint: Arc<Endpoint>, timeouts: Timeouts, q: Queue, delete: bool) -> DrainStats {
+async fn one(
+    endpoint: Arc<Endpoint>,
+    timeouts: Timeouts,
+    q: Queue,
+    delete: bool,
+    until: Until,
+) -> DrainStats {
     let conn = Conn::new(endpoint, Reuse::KeepAlive, timeouts);
     let mut stats = DrainStats {
         destinations: 1,
         ..DrainStats::default()
     };
-    let until = Instant::now() + LIMIT;
     // What was taken is counted, whether or not the drain then failed.
     let (ledger, taken) = (&mut stats.ledger, &mut stats.messages);
-    let times = (IDLE, until);
+    let times = (IDLE, &until);
     let done = match q.kind {
         QueueKind::Stomp => super::stomp::drain(&q, &conn, times, delete, ledger, taken).await,
         QueueKind::Amqp => {

@@ -1281,7 +1281,7 @@ pub async fn preflight(class: &StompClass, s: &Session, conn: &Conn) -> Result<(
 pub async fn drain(
     q: &Queue,
     conn: &Conn,
-    (idle, until): (Duration, Instant),
+    (idle, until): (Duration, &super::cleanup::Until),
     delete: bool,
     ledger: &mut Ledger,
     taken: &mut u64,
@@ -1305,7 +1305,7 @@ pub async fn drain(
         .map_err(|f| f.detail)?;
     let as_named = q.ledger_name.as_deref().unwrap_or(&q.name);
     loop {
-        let by = (Instant::now() + idle).min(until);
+        let by = (Instant::now() + idle).min(until.at);
         let r = match read(&mut link, &limits, by).await {
             Ok(r) => r,
             Err(f) if f.class == ErrorClass::Timeout => break,
@@ -1319,11 +1319,8 @@ pub async fn drain(
             Command::Error => return Err(broker_error(&r.frame).detail),
             _ => {}
         }
-        if Instant::now() >= until {
-            return Err(format!(
-                "{}: messages were still coming when the drain's time was up ({taken} taken)",
-                q.name
-            ));
+        if until.passed() {
+            return Err(super::drain::cut_off(&q.name, *taken, until));
         }
     }
     let mut wire = Vec::new();

@@ -339,6 +339,13 @@ fn merged_round_report(
             drained_messages: sum(|r| r.cleanup.drained_messages),
             deleted_queues: sum(|r| r.cleanup.deleted_queues),
             drain_failures: sum(|r| r.cleanup.drain_failures),
+            cut_short: rounds.iter().find_map(|r| r.cleanup.cut_short.clone()),
+            left: sum(|r| r.cleanup.left),
+            left_items: rounds
+                .iter()
+                .flat_map(|r| r.cleanup.left_items.iter().cloned())
+                .take(10)
+                .collect(),
         },
         server,
         metrics,

@@ -523,6 +523,18 @@ fn cleanup(out: &mut String, r: &Report) {
             let _ = writeln!(out, "  cleanup failed: {f}");
         }
     }
+    for (i, c) in r.rounds.iter().map(|x| (x.index, &x.cleanup)) {
+        if let Some(why) = &c.cut_short {
+            let _ = writeln!(
+                out,
+                "WARNING: round {i}'s cleanup was cut short by {why}: {} item(s) not known to be deleted",
+                c.left
+            );
+            for item in c.left_items.iter().take(5) {
+                let _ = writeln!(out, "  left: {item}");
+            }
+        }
+    }
     drain(out, r);
 }
 

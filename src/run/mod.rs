@@ -61,6 +61,8 @@ pub struct RunOptions {
     pub tls: TlsOptions,
     /// Leave what the run made on the target.
     pub keep_data: bool,
+    /// How long a round's cleanup may take in all (`--cleanup-timeout`).
+    pub cleanup_timeout: Duration,
     /// `--note TEXT`, stored in every report of the run.
     pub note: Option<String>,
     /// `--label KEY=VALUE`, stored in every report of the run.
@@ -250,9 +252,9 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
         .out
         .clone()
         .unwrap_or_else(|| Path::new("reports").join(default_out(&w0.name, &run_id, a.shard)));
-    let stop = CancellationToken::new();
+    let (stop, hurry) = (CancellationToken::new(), CancellationToken::new());
     let progress = Progress::new(a.quiet);
-    let watcher = watch_signals(stop.clone(), progress.clone());
+    let watcher = watch_signals(stop.clone(), hurry.clone(), progress.clone());
     let ticker = {
         let p = progress.clone();
         tokio::spawn(async move {
@@ -271,6 +273,7 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
         multi: targets.len() > 1 || sweep.is_some(),
         run_id: &run_id,
         stop: &stop,
+        hurry: &hurry,
         progress: &progress,
         clock: round_clock(&a, &points),
     };
@@ -354,20 +357,31 @@ fn check_targets(a: &RunOptions, targets: &[NamedTarget]) -> Result<(), RunError
     Ok(())
 }
 
-/// The first SIGINT or SIGTERM stops the run (its report is still written); a second
-/// quits at once.
-fn watch_signals(stop: CancellationToken, p: Progress) -> tokio::task::JoinHandle<()> {
+/// The first SIGINT or SIGTERM stops the run: set-up, the round, or the cleanup under
+/// way ends, and its report is still written. A cleanup that began after it (the
+/// stopped round's) is cut short by a second; a third quits at once.
+fn watch_signals(
+    stop: CancellationToken,
+    hurry: CancellationToken,
+    p: Progress,
+) -> tokio::task::JoinHandle<()> {
     let mut signals = signals::Signals::install();
     tokio::spawn(async move {
         let first = signals.next().await;
         p.line(&format!(
-            "interrupted ({}): stopping; the report of what ran will be written (signal again to quit at once)",
+            "interrupted ({}): stopping; the report of what ran will be written (signal again to cut its cleanup short)",
             first.name()
         ));
         stop.cancel();
         let second = signals.next().await;
-        eprintln!("{}: quitting at once, without the report", second.name());
-        std::process::exit(second.exit_status());
+        p.line(&format!(
+            "{}: cutting the cleanup short; the report will be written (signal again to quit at once)",
+            second.name()
+        ));
+        hurry.cancel();
+        let third = signals.next().await;
+        eprintln!("{}: quitting at once, without the report", third.name());
+        std::process::exit(third.exit_status());
     })
 }
 
@@ -535,6 +549,8 @@ struct RunCx<'a> {
     multi: bool,
     run_id: &'a str,
     stop: &'a CancellationToken,
+    /// A second signal: cut short a cleanup that began after the first.
+    hurry: &'a CancellationToken,
     progress: &'a Progress,
     clock: Option<Arc<crate::engine::shard::RoundClock>>,
 }
@@ -639,6 +655,7 @@ async fn open_lane(
     let cfg = EngineConfig {
         endpoint: Arc::new(endpoint),
         stop: cx.stop.clone(),
+        hurry: cx.hurry.clone(),
         log_ops: a.log_ops.is_some(),
         preflight: a.preflight,
         run_id: cx.run_id.into(),
@@ -647,6 +664,7 @@ async fn open_lane(
         })),
         live: Some(live.clone()),
         keep_data: a.keep_data,
+        cleanup_timeout: a.cleanup_timeout,
         monitors: watch.monitors,
         metrics: watch.metrics,
         shard: a.shard,

@@ -237,3 +237,31 @@ pub fn http_response(status: &str, content_type: &str, body: &str) -> String {
         body.len()
     )
 }
+
+/// Send `signal` (`-INT`, `-TERM`) to a running loadmix, once `ready` says it has got
+/// where it should be interrupted; what it printed and how it ended.
+pub fn interrupt(
+    child: std::process::Child,
+    signal: &str,
+    ready: impl Fn() -> bool,
+) -> std::process::Output {
+    while !ready() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let killed = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    child.wait_with_output().unwrap()
+}
+
+/// Serve `app` on an ephemeral loopback port, in `rt`.
+pub fn serve_app(rt: &tokio::runtime::Runtime, app: axum::Router) -> SocketAddr {
+    let l = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = l.local_addr().unwrap();
+    rt.spawn(async move { axum::serve(l, app).await });
+    addr
+}

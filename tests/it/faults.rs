@@ -394,3 +394,59 @@ fn answers_nobody_asked_for_are_counted_as_the_servers_and_every_request_has_its
         "{text}"
     );
 }
+
+#[test]
+fn a_signal_during_a_set_up_that_hangs_stops_it_and_the_report_is_written() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // A server that reads requests and never answers one.
+    let rt = runtime();
+    let seen = std::sync::Arc::new(AtomicU64::new(0));
+    let counter = seen.clone();
+    let addr = rt.block_on(async move {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    use tokio::io::AsyncReadExt;
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = s.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        counter.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        addr
+    });
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_loadmix"))
+        .current_dir(root())
+        .args([
+            "run",
+            "workloads/caldav-sync.yaml",
+            "--target",
+            &format!("http://{addr}"),
+            "--no-preflight",
+            "--set",
+            "run.timeout=1h",
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ])
+        .env("LOADMIX_PASSWORD", "pw")
+        .env("LOADMIX_ADMIN_PASSWORD", "pw")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the set-up has begun: its requests reach the server, which never answers.
+    let output = interrupt(child, "-INT", || seen.load(Ordering::SeqCst) > 0);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{err}");
+    assert!(read_report(&out).interrupted);
+}

@@ -58,11 +58,7 @@ fn users_act_only_on_what_they_made_and_the_round_cleans_up() {
         .unwrap()
         .insert("/dav/theirs.txt".into(), b"keep me".to_vec());
     let app = Router::new().fallback(handle).with_state(share.clone());
-    let l = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = l.local_addr().unwrap();
-    rt.spawn(async move { axum::serve(l, app).await });
+    let addr = serve_app(&rt, app);
     let tmp = tempdir();
     let out = out_dir(&tmp);
     let o = loadmix_bin(&[
@@ -168,11 +164,7 @@ fn an_operation_of_steps_is_timed_once_and_each_step_reported_apart() {
     let rt = runtime();
     let share = Arc::new(Share::default());
     let app = Router::new().fallback(handle).with_state(share.clone());
-    let l = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = l.local_addr().unwrap();
-    rt.spawn(async move { axum::serve(l, app).await });
+    let addr = serve_app(&rt, app);
     let tmp = tempdir();
     let w = tmp.path().join("steps.yaml");
     std::fs::write(
@@ -238,4 +230,101 @@ users:
     let total_statuses: u64 = r.summary.total.status.values().sum();
     assert_eq!(total_statuses + cleanup, answered);
     assert!(share.files.lock().unwrap().is_empty());
+}
+
+/// A store whose DELETEs never answer, with the PUTs it took and the DELETEs it saw.
+#[derive(Default)]
+struct Stuck {
+    puts: std::sync::atomic::AtomicU64,
+    deletes: std::sync::atomic::AtomicU64,
+}
+
+async fn stuck(State(s): State<Arc<Stuck>>, req: Request) -> axum::response::Response {
+    use std::sync::atomic::Ordering;
+    if req.method() == "DELETE" {
+        s.deletes.fetch_add(1, Ordering::SeqCst);
+        std::future::pending::<()>().await;
+    }
+    let _ = axum::body::to_bytes(req.into_body(), 1 << 20).await;
+    s.puts.fetch_add(1, Ordering::SeqCst);
+    StatusCode::CREATED.into_response()
+}
+
+/// Users that only PUT into a pool, so that only the cleanup deletes; the server hangs.
+fn against_stuck_deletes(rt: &tokio::runtime::Runtime) -> (Arc<Stuck>, String, tempfile::TempDir) {
+    let share = Arc::new(Stuck::default());
+    let app = Router::new().fallback(stuck).with_state(share.clone());
+    let addr = serve_app(rt, app);
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "name: stuck\ntarget: http://{addr}\ncontext: ''\nrun: {{ iterations: 5, timeout: 60s }}\nusers:\n  - class: a\n    protocol: http\n    count: 2\n    cleanup: {{ files: DELETE }}\n    mix:\n      put: {{ weight: 1, method: PUT, path: '/f-{{vu}}-{{seq}}', body: x, remember: files }}\n"
+        ),
+    )
+    .unwrap();
+    (share, path_str(&w), tmp)
+}
+
+#[test]
+fn a_cleanup_past_its_deadline_stops_and_names_what_it_left() {
+    let rt = runtime();
+    let (share, w, tmp) = against_stuck_deletes(&rt);
+    let out = out_dir(&tmp);
+    let o = loadmix_bin(&[
+        "run",
+        &w,
+        "--cleanup-timeout",
+        "1s",
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = read_report(&out);
+    let c = &r.rounds[0].cleanup;
+    assert_eq!(
+        c.cut_short.as_deref(),
+        Some("--cleanup-timeout 1s"),
+        "{c:?}"
+    );
+    let puts = share.puts.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(puts, 10);
+    assert_eq!(c.left, puts, "every file is left: no DELETE was answered");
+    assert!(
+        c.left_items.iter().all(|i| i.starts_with("DELETE http://")),
+        "{:?}",
+        c.left_items
+    );
+    let text = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(
+        text.contains("cleanup was cut short by --cleanup-timeout 1s: 10 item(s)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_signal_during_cleanup_cuts_it_short_and_the_report_is_written() {
+    let rt = runtime();
+    let (share, w, tmp) = against_stuck_deletes(&rt);
+    let out = out_dir(&tmp);
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_loadmix"))
+        .current_dir(root())
+        .args(["run", &w, "--out", &path_str(&out), "--quiet"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the cleanup has begun (its DELETEs reach the server).
+    let begun = || share.deletes.load(std::sync::atomic::Ordering::SeqCst) > 0;
+    let output = interrupt(child, "-INT", begun);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{err}");
+    let r = read_report(&out);
+    let c = &r.rounds[0].cleanup;
+    assert_eq!(c.cut_short.as_deref(), Some("a stop signal"), "{c:?}");
+    assert_eq!(c.left, 10);
+    // The round itself had ended: its figures are whole.
+    assert_eq!(r.summary.total.successes, 10);
 }

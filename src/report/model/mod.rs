@@ -207,6 +207,14 @@ pub struct Cleanup {
     /// Destinations whose drain or deletion failed (named in `failed`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub drain_failures: u64,
+    /// When the cleanup was cut short (`--cleanup-timeout`, or a signal): why, how many
+    /// items are not known to be deleted, and the first of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub left: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_items: Vec<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -456,6 +464,9 @@ fn round_report(
             drained_messages: r.drain.messages,
             deleted_queues: r.drain.deleted,
             drain_failures: r.drain.failures,
+            cut_short: r.cleanup.cut_short.clone(),
+            left: r.cleanup.left,
+            left_items: r.cleanup.left_notes.clone(),
         },
         // Over the whole round (warm-up included): the sampler cannot tell them apart.
         server: r

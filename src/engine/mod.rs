@@ -532,7 +532,13 @@ async fn run_round(
             started_at,
             slot_late,
             elapsed,
-            measured: elapsed.saturating_sub(w.run.warmup),
+            // A round's clock is its duration: what was in flight at its end is counted,
+            // over the duration, and the overrun is reported.
+            measured: match w.run.stop {
+                Stop::Duration(d) => elapsed.min(d),
+                Stop::Iterations(_) => elapsed,
+            }
+            .saturating_sub(w.run.warmup),
             stats,
             vus: vus + out.sessions,
             connections_opened: out.connections,

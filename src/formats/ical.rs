@@ -63,6 +63,79 @@ pub fn parse(text: &str) -> Result<Component, String> {
     })
 }
 
+/// Check a recurrence rule against RFC 5545 §3.3.10: one FREQ, each part once, numbers
+/// in their ranges (INTERVAL and COUNT positive), COUNT and UNTIL not both, weekdays
+/// that are weekdays. The message names the part, for a 400.
+pub fn check_rrule(rule: &str) -> Result<(), String> {
+    const FREQS: [&str; 7] = [
+        "SECONDLY", "MINUTELY", "HOURLY", "DAILY", "WEEKLY", "MONTHLY", "YEARLY",
+    ];
+    const DAYS: [&str; 7] = ["SU", "MO", "TU", "WE", "TH", "FR", "SA"];
+    let mut seen: Vec<String> = Vec::new();
+    for part in rule.split(';').filter(|p| !p.is_empty()) {
+        let (name, value) = part
+            .split_once('=')
+            .ok_or_else(|| format!("RRULE part '{part}' has no value"))?;
+        let name = name.to_ascii_uppercase();
+        if seen.contains(&name) {
+            return Err(format!("RRULE has {name} twice"));
+        }
+        let ints = |lo: i64, hi: i64, signed: bool| -> Result<(), String> {
+            for v in value.split(',') {
+                let n: i64 = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("RRULE {name}={value}: '{v}' is not a number"))?;
+                let ok = if signed {
+                    n != 0 && n.abs() >= lo && n.abs() <= hi
+                } else {
+                    (lo..=hi).contains(&n)
+                };
+                if !ok {
+                    return Err(format!("RRULE {name}={value}: {n} is out of range"));
+                }
+            }
+            Ok(())
+        };
+        match name.as_str() {
+            "FREQ" if FREQS.contains(&value.to_ascii_uppercase().as_str()) => {}
+            "FREQ" => return Err(format!("RRULE FREQ={value} is not a frequency")),
+            "INTERVAL" | "COUNT" => ints(1, i64::from(u32::MAX), false)?,
+            "UNTIL" if !value.is_empty() => {}
+            "WKST" if DAYS.contains(&value.to_ascii_uppercase().as_str()) => {}
+            "WKST" => return Err(format!("RRULE WKST={value} is not a weekday")),
+            "BYSECOND" => ints(0, 60, false)?,
+            "BYMINUTE" => ints(0, 59, false)?,
+            "BYHOUR" => ints(0, 23, false)?,
+            "BYMONTH" => ints(1, 12, false)?,
+            "BYMONTHDAY" => ints(1, 31, true)?,
+            "BYYEARDAY" | "BYSETPOS" => ints(1, 366, true)?,
+            "BYWEEKNO" => ints(1, 53, true)?,
+            "BYDAY" => {
+                for d in value.split(',') {
+                    let d = d.trim().to_ascii_uppercase();
+                    let (n, day) = d.split_at(d.len().saturating_sub(2));
+                    let ordinal_ok =
+                        n.is_empty() || n.parse::<i64>().is_ok_and(|k| k != 0 && k.abs() <= 53);
+                    if !DAYS.contains(&day) || !ordinal_ok {
+                        return Err(format!("RRULE BYDAY={value}: '{d}' is not a weekday"));
+                    }
+                }
+            }
+            n if n.starts_with("X-") => {}
+            _ => return Err(format!("RRULE part '{part}' is not valid")),
+        }
+        seen.push(name);
+    }
+    if !seen.iter().any(|n| n == "FREQ") {
+        return Err("RRULE has no FREQ".into());
+    }
+    if seen.iter().any(|n| n == "COUNT") && seen.iter().any(|n| n == "UNTIL") {
+        return Err("RRULE has both COUNT and UNTIL".into());
+    }
+    Ok(())
+}
+
 /// Refuse components nested deeper than [`MAX_DEPTH`] before the recursive parser sees them.
 fn check_depth(unfolded: &str) -> Result<(), String> {
     let mut depth = 0usize;
@@ -160,6 +233,7 @@ mod tests {
         assert_eq!(c.uid, "u1");
         assert_eq!(c.summary.as_deref(), Some("Stand, up"));
         assert_eq!(c.rrule.as_deref(), Some("FREQ=WEEKLY"));
+        assert!(check_rrule("FREQ=WEEKLY").is_ok());
         for bad in [
             "hello",
             "BEGIN:VCALENDAR\r\nEND:VCALENDAR\r\n",
@@ -213,5 +287,38 @@ mod tests {
         assert!(parse_datetime("20070314T101500Z").is_some());
         assert!(parse_datetime("20070314").is_some());
         assert!(parse_datetime("2007-03-14").is_none());
+    }
+
+    #[test]
+    fn recurrence_rules_outside_rfc_5545_are_refused_with_the_part_named() {
+        for ok in [
+            "FREQ=DAILY",
+            "FREQ=WEEKLY;INTERVAL=2;BYDAY=MO,WE,-1FR;WKST=SU",
+            "FREQ=MONTHLY;BYMONTHDAY=-1;COUNT=10",
+            "FREQ=YEARLY;BYMONTH=3;BYDAY=2SU;UNTIL=20301231T000000Z",
+            "freq=hourly;byhour=0,23;X-NAME=1",
+        ] {
+            assert!(check_rrule(ok).is_ok(), "{ok}: {:?}", check_rrule(ok));
+        }
+        for (bad, says) in [
+            ("FREQ=DAILY;INTERVAL=0", "INTERVAL=0"),
+            ("FREQ=DAILY;INTERVAL=-1", "INTERVAL=-1"),
+            ("FREQ=DAILY;COUNT=0", "COUNT=0"),
+            ("INTERVAL=2", "no FREQ"),
+            ("FREQ=WEEKLY;WKST=XX", "WKST=XX"),
+            ("FREQ=FORTNIGHTLY", "FREQ=FORTNIGHTLY"),
+            ("FREQ=DAILY;FREQ=WEEKLY", "FREQ twice"),
+            (
+                "FREQ=DAILY;COUNT=2;UNTIL=20300101T000000Z",
+                "both COUNT and UNTIL",
+            ),
+            ("FREQ=MONTHLY;BYMONTHDAY=0", "BYMONTHDAY=0"),
+            ("FREQ=WEEKLY;BYDAY=XY", "BYDAY=XY"),
+            ("FREQ=DAILY;BYHOUR=24", "BYHOUR=24"),
+            ("FREQ=DAILY;SOMETHING=1", "SOMETHING=1"),
+        ] {
+            let e = check_rrule(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 }

@@ -319,6 +319,7 @@ fn merged_round_report(
             .unwrap_or_default(),
         elapsed_s: rounds.iter().map(|r| r.elapsed_s).fold(0.0, f64::max),
         measured_s: rounds.iter().map(|r| r.measured_s).fold(0.0, f64::max),
+        overran_s: rounds.iter().filter_map(|r| r.overran_s).reduce(f64::max),
         vus: sum(|r| r.vus),
         connections_opened: sum(|r| r.connections_opened),
         requests_retried: sum(|r| r.requests_retried),

@@ -19,6 +19,7 @@ pub fn render(r: &Report) -> String {
     corrected_latency(&mut out, &r.summary);
     out.push_str(&connections_table(&r.summary));
     unsolicited(&mut out, r);
+    overruns(&mut out, r);
     generator(&mut out, r);
     for w in &r.summary.generator_warnings {
         let _ = writeln!(out, "WARNING: {w}");
@@ -421,6 +422,23 @@ fn generator(out: &mut String, r: &Report) {
             let _ = write!(out, ", {steal:.0}% stolen");
         }
         out.push('\n');
+    }
+}
+
+/// Rounds that ran noticeably past their duration: the server was still answering
+/// requests sent before the end (counted, over the duration).
+fn overruns(out: &mut String, r: &Report) {
+    for x in &r.rounds {
+        if let Some(over) = x
+            .overran_s
+            .filter(|o| *o >= 0.1 && *o >= 0.02 * x.measured_s)
+        {
+            let _ = writeln!(
+                out,
+                "WARNING: round {} ran {over:.2} s past its duration, finishing the requests in flight at its end; they are counted, and ops/s is over the duration",
+                x.index
+            );
+        }
     }
 }
 

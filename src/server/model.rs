@@ -236,6 +236,10 @@ pub fn write_eimml<'a>(
 /// records derived from it.
 pub fn parse_ics(text: &str) -> Result<(String, ItemData), String> {
     let c = ical::parse(text)?;
+    // Stored rules must be rules: an INTERVAL=0 one would never advance.
+    if let Some(rule) = &c.rrule {
+        ical::check_rrule(rule)?;
+    }
     let uid = c.uid.clone();
     // The parser has already unescaped TEXT values.
     let text_of = |v: &Option<String>| v.clone().unwrap_or_default();

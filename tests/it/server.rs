@@ -923,6 +923,26 @@ fn bad_requests_get_the_right_4xx() {
             413
         );
         assert_eq!(alice.get("/cosmo/mc/collection/H").status, 404);
+        // Recurrence rules RFC 5545 does not allow are refused, and nothing is stored.
+        assert_eq!(
+            alice
+                .send("MKCALENDAR", "/cosmo/dav/alice/R/", &[], "")
+                .status,
+            201
+        );
+        for rule in [
+            "FREQ=DAILY;INTERVAL=0",
+            "FREQ=DAILY;INTERVAL=-1",
+            "FREQ=DAILY;COUNT=0",
+            "INTERVAL=2",
+            "FREQ=WEEKLY;WKST=XX",
+        ] {
+            let body = ics("r", "20260415T100000Z", "R", true).replace("FREQ=WEEKLY", rule);
+            let r = alice.send("PUT", "/cosmo/dav/alice/R/r.ics", &[TEXT_CAL], &body);
+            assert_eq!(r.status, 400, "{rule}");
+            assert!(r.body.contains("valid-calendar-data"), "{rule}: {}", r.body);
+            assert_eq!(alice.get("/cosmo/dav/alice/R/r.ics").status, 404, "{rule}");
+        }
         // Malformed XML to every XML service.
         assert_eq!(
             alice

@@ -442,6 +442,12 @@ fn round_report(
         started_at: rfc3339(r.started_at),
         elapsed_s: r.elapsed.as_secs_f64(),
         measured_s: secs,
+        overran_s: match w.run.stop {
+            crate::workload::Stop::Duration(d) if r.elapsed > d => {
+                Some((r.elapsed - d).as_secs_f64())
+            }
+            _ => None,
+        },
         vus: r.vus,
         connections_opened: r.connections_opened,
         requests_retried: r.requests_retried,

@@ -13,8 +13,12 @@ pub struct RoundReport {
     pub index: u32,
     pub started_at: String,
     pub elapsed_s: f64,
-    /// Elapsed minus warm-up: what ops/sec divides by.
+    /// The round's clock (its duration, or elapsed when shorter or when it ran by
+    /// iterations) minus warm-up: what ops/sec divides by.
     pub measured_s: f64,
+    /// How long past its duration the round ran (requests in flight at its end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overran_s: Option<f64>,
     pub vus: u64,
     pub connections_opened: u64,
     /// Requests sent again on a new connection because the server had closed the kept one

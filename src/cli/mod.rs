@@ -644,6 +644,10 @@ fn validate(a: WorkloadArgs) -> Exit {
         Err(e) => return Exit::Usage.fail(e),
     };
     print!("{}", render_plan(&w));
+    // Valid, but too big for this machine: `run` would refuse it here.
+    if let Err(m) = crate::run::capacity::check(&w) {
+        eprintln!("warning: `loadmix run` would refuse this workload on this machine: {m}");
+    }
     Exit::Ok
 }
 

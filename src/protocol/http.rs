@@ -37,6 +37,8 @@ struct PreparedOp {
     body: PreparedBody,
     expect: Option<Vec<u16>>,
     captures: Vec<(usize, CaptureFrom)>,
+    /// Its answers' bodies are dropped as they arrive unless a capture reads them.
+    body_use: crate::transport::BodyUse,
     remember: Option<Remember>,
     pick: Option<Pick>,
     forget: bool,
@@ -97,6 +99,14 @@ fn prepare(h: &HttpRequest, expect: Option<Vec<u16>>, rng: &mut Xoshiro256PlusPl
         },
         expect,
         captures: h.captures.iter().map(|c| (c.var, c.from.clone())).collect(),
+        body_use: match h
+            .captures
+            .iter()
+            .any(|c| matches!(c.from, CaptureFrom::JsonPointer(_)))
+        {
+            true => crate::transport::BodyUse::default(),
+            false => crate::transport::BodyUse::Discard,
+        },
         remember: h.remember.clone(),
         pick: h.pick.clone(),
         forget: h.forget,
@@ -436,6 +446,7 @@ async fn send(
     path: &str,
     parts: &Parts,
 ) -> Result<crate::transport::Response, Outcome> {
+    conn.set_body_use(p.body_use);
     let build = |authorization: Option<&HeaderValue>| {
         let mut builder = Request::builder().method(p.method.clone()).uri(path);
         if let Some(a) = authorization {

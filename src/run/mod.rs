@@ -8,7 +8,7 @@
 //! what happened ([`Finished`]) or why nothing could run ([`RunError`]); `cli` turns
 //! either into an exit code.
 
-mod capacity;
+pub(crate) mod capacity;
 mod progress;
 pub mod signals;
 pub mod sweep;

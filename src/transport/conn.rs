@@ -83,6 +83,8 @@ pub struct Conn {
     opening: Option<Handshake>,
     /// The request timeout, one timer kept from one request to the next.
     deadline: Deadline,
+    /// What becomes of answers' bodies (kept, bounded, unless the driver says).
+    body_use: h1::BodyUse,
 }
 
 /// An open connection, which the VU's own task writes and reads: no task per connection,
@@ -138,6 +140,7 @@ impl Conn {
             resume_tls: true,
             opening: None,
             deadline: Deadline::default(),
+            body_use: h1::BodyUse::default(),
         }
     }
 
@@ -145,6 +148,12 @@ impl Conn {
     pub fn without_tls_resumption(mut self) -> Conn {
         self.resume_tls = false;
         self
+    }
+
+    /// What becomes of the bodies of the answers from now on: a driver that reads
+    /// nothing of them has them dropped as they arrive.
+    pub fn set_body_use(&mut self, body_use: h1::BodyUse) {
+        self.body_use = body_use;
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -317,7 +326,7 @@ impl Conn {
                 });
             }
         };
-        match h1::read_answer(&mut link.stream, &mut link.buf, method).await {
+        match h1::read_answer(&mut link.stream, &mut link.buf, method, self.body_use).await {
             Ok(mut a) => {
                 link.reused = true;
                 if a.unasked {

@@ -21,7 +21,23 @@ pub const MAX_HEAD: usize = 64 * 1024;
 /// Most headers in one answer head.
 pub const MAX_HEADERS: usize = 100;
 /// Largest body read into memory.
-pub const MAX_BODY: usize = 256 << 20;
+pub const MAX_BODY: usize = 64 << 20;
+
+/// What becomes of an answer's body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyUse {
+    /// Kept whole, up to this many bytes; a larger one is a `body` failure.
+    Keep(usize),
+    /// Counted and dropped as it arrives: the driver reads nothing of it, so a body of
+    /// any size costs a read buffer, not its size.
+    Discard,
+}
+
+impl Default for BodyUse {
+    fn default() -> Self {
+        BodyUse::Keep(MAX_BODY)
+    }
+}
 /// Most interim (1xx) answers before the final one.
 const MAX_INTERIM: usize = 16;
 /// Longest chunk-size line (size and extensions).
@@ -143,6 +159,19 @@ impl<R: AsyncRead + Unpin> Reader<'_, R> {
         }
     }
 
+    /// Take `n` bytes of the answer and drop them, a read at a time.
+    async fn skip(&mut self, mut n: usize) -> Result<(), ReadError> {
+        loop {
+            let take = n.min(self.buf.len());
+            self.buf.advance(take);
+            n -= take;
+            if n == 0 {
+                return Ok(());
+            }
+            self.more().await?;
+        }
+    }
+
     /// As [`Reader::fill`], where the end of the stream cuts the answer short.
     async fn more(&mut self) -> Result<(), ReadError> {
         if self.fill().await? {
@@ -162,6 +191,7 @@ pub async fn read_answer<R: AsyncRead + Unpin>(
     io: &mut R,
     buf: &mut BytesMut,
     method: &Method,
+    body_use: BodyUse,
 ) -> Result<Answer, ReadError> {
     let mut r = Reader {
         io,
@@ -199,27 +229,36 @@ pub async fn read_answer<R: AsyncRead + Unpin>(
     let framing = framing(method, status, &headers)?;
     let body = match framing {
         Framing::Empty => Bytes::new(),
-        Framing::Length(n) => {
-            while r.buf.len() < n {
-                let want = (n - r.buf.len()).min(1 << 20);
-                r.buf.reserve(want);
-                r.more().await?;
+        Framing::Length(n) => match body_use {
+            BodyUse::Keep(limit) if n > limit => return Err(too_large(limit)),
+            BodyUse::Keep(_) => {
+                while r.buf.len() < n {
+                    let want = (n - r.buf.len()).min(1 << 20);
+                    r.buf.reserve(want);
+                    r.more().await?;
+                }
+                r.buf.split_to(n).freeze()
             }
-            r.buf.split_to(n).freeze()
-        }
+            BodyUse::Discard => {
+                r.skip(n).await?;
+                Bytes::new()
+            }
+        },
         Framing::Chunked => {
             // Transfer-Encoding with Content-Length: the answer is suspect, do not reuse
             // the connection after it (RFC 9112 §6.3).
             if headers.contains_key(CONTENT_LENGTH) {
                 keep = false;
             }
-            chunked(&mut r).await?
+            chunked(&mut r, body_use).await?
         }
         Framing::ToClose => {
             keep = false;
             while r.fill().await? {
-                if r.buf.len() > MAX_BODY {
-                    return Err(too_large());
+                match body_use {
+                    BodyUse::Keep(limit) if r.buf.len() > limit => return Err(too_large(limit)),
+                    BodyUse::Keep(_) => {}
+                    BodyUse::Discard => r.buf.clear(),
                 }
             }
             r.buf.split().freeze()
@@ -384,7 +423,7 @@ fn framing(method: &Method, status: StatusCode, headers: &HeaderMap) -> Result<F
             if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
                 return Err(bad());
             }
-            let n: u64 = part.parse().map_err(|_| too_large())?;
+            let n: u64 = part.parse().map_err(|_| too_large(MAX_BODY))?;
             if length.is_some_and(|l| l != n) {
                 return Err(ReadError::Malformed(
                     "the answer has two different Content-Length values".into(),
@@ -394,21 +433,25 @@ fn framing(method: &Method, status: StatusCode, headers: &HeaderMap) -> Result<F
         }
     }
     match length {
-        Some(n) if n > MAX_BODY as u64 => Err(too_large()),
-        Some(n) => Ok(Framing::Length(n as usize)),
+        Some(n) => Ok(Framing::Length(
+            usize::try_from(n).map_err(|_| too_large(MAX_BODY))?,
+        )),
         None => Ok(Framing::ToClose),
     }
 }
 
-fn too_large() -> ReadError {
+fn too_large(limit: usize) -> ReadError {
     ReadError::Malformed(format!(
         "the answer's body is larger than {} MiB",
-        MAX_BODY >> 20
+        limit >> 20
     ))
 }
 
 /// A chunked body, and its trailer section (read and dropped).
-async fn chunked<R: AsyncRead + Unpin>(r: &mut Reader<'_, R>) -> Result<Bytes, ReadError> {
+async fn chunked<R: AsyncRead + Unpin>(
+    r: &mut Reader<'_, R>,
+    body_use: BodyUse,
+) -> Result<Bytes, ReadError> {
     let mut body = BytesMut::new();
     loop {
         let (line, size) = match httparse::parse_chunk_size(r.buf) {
@@ -422,26 +465,37 @@ async fn chunked<R: AsyncRead + Unpin>(r: &mut Reader<'_, R>) -> Result<Bytes, R
             }
             Err(_) => return Err(ReadError::Malformed("a chunk size is not valid".into())),
         };
-        let size = usize::try_from(size).map_err(|_| too_large())?;
+        let size = usize::try_from(size).map_err(|_| too_large(MAX_BODY))?;
+        r.buf.advance(line);
         if size == 0 {
-            r.buf.advance(line);
             break;
         }
-        if size > MAX_BODY - body.len() {
-            return Err(too_large());
+        match body_use {
+            BodyUse::Keep(limit) if size > limit - body.len() => return Err(too_large(limit)),
+            // The chunk as it arrives, never the whole of it in the read buffer first.
+            BodyUse::Keep(_) => {
+                let mut left = size;
+                while left > 0 {
+                    if r.buf.is_empty() {
+                        r.more().await?;
+                    }
+                    let take = left.min(r.buf.len());
+                    body.extend_from_slice(&r.buf[..take]);
+                    r.buf.advance(take);
+                    left -= take;
+                }
+            }
+            BodyUse::Discard => r.skip(size).await?,
         }
-        let whole = line + size + 2;
-        while r.buf.len() < whole {
-            r.buf.reserve((whole - r.buf.len()).min(1 << 20));
+        while r.buf.len() < 2 {
             r.more().await?;
         }
-        if &r.buf[line + size..whole] != b"\r\n" {
+        if &r.buf[..2] != b"\r\n" {
             return Err(ReadError::Malformed(
                 "a chunk does not end where its size says".into(),
             ));
         }
-        body.extend_from_slice(&r.buf[line..line + size]);
-        r.buf.advance(whole);
+        r.buf.advance(2);
     }
     // Trailer fields, up to the empty line.
     let mut trailer = 0usize;
@@ -482,7 +536,7 @@ mod tests {
             .unwrap();
         let mut io = bytes;
         let mut buf = BytesMut::new();
-        let r = rt.block_on(read_answer(&mut io, &mut buf, &method));
+        let r = rt.block_on(read_answer(&mut io, &mut buf, &method, BodyUse::default()));
         (r, buf)
     }
 
@@ -615,6 +669,88 @@ mod tests {
         let interim = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_INTERIM + 1);
         assert!(malformed(&interim).contains("interim"));
         assert!(malformed(b"HTTP/1.1 099 No\r\n\r\n").contains("out of range"));
+    }
+
+    /// An answer of `head` then `len` bytes of body, made as it is read (no copy of it
+    /// exists anywhere), in reads of up to 64 KiB.
+    struct Endless {
+        head: Vec<u8>,
+        at: usize,
+        len: u64,
+        chunked: bool,
+    }
+
+    impl AsyncRead for Endless {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            if self.at < self.head.len() {
+                let n = (self.head.len() - self.at).min(buf.remaining());
+                let at = self.at;
+                buf.put_slice(&self.head[at..at + n]);
+                self.at += n;
+            } else if self.len > 0 {
+                let piece = (64u64 << 10).min(self.len);
+                let mut bytes = Vec::new();
+                if self.chunked {
+                    bytes.extend_from_slice(format!("{piece:x}\r\n").as_bytes());
+                }
+                bytes.resize(bytes.len() + piece as usize, b'x');
+                if self.chunked {
+                    bytes.extend_from_slice(b"\r\n");
+                }
+                self.len -= piece;
+                if self.chunked && self.len == 0 {
+                    bytes.extend_from_slice(b"0\r\n\r\n");
+                }
+                // Put back what does not fit.
+                let n = bytes.len().min(buf.remaining());
+                buf.put_slice(&bytes[..n]);
+                let mut rest = bytes[n..].to_vec();
+                rest.extend_from_slice(&self.head[self.at..]);
+                self.head = rest;
+                self.at = 0;
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[test]
+    fn a_body_nobody_reads_is_dropped_as_it_arrives_and_one_that_is_read_is_bounded() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let len: u64 = 300 << 20;
+        for chunked in [false, true] {
+            let framing = match chunked {
+                true => "Transfer-Encoding: chunked".to_string(),
+                false => format!("Content-Length: {len}"),
+            };
+            let head = format!("HTTP/1.1 200 OK\r\n{framing}\r\n\r\n").into_bytes();
+            let answer = |body_use| {
+                let mut io = Endless {
+                    head: head.clone(),
+                    at: 0,
+                    len,
+                    chunked,
+                };
+                let mut buf = BytesMut::new();
+                let r = rt.block_on(read_answer(&mut io, &mut buf, &Method::GET, body_use));
+                (r, buf.capacity())
+            };
+            let (r, held) = answer(BodyUse::Discard);
+            let a = r.unwrap();
+            assert!(a.body.is_empty());
+            assert!(a.received > len, "chunked {chunked}: {}", a.received);
+            // A read buffer's worth, never the body's size.
+            assert!(held <= 4 * READ_CHUNK, "chunked {chunked}: {held}");
+            match answer(BodyUse::default()).0 {
+                Err(ReadError::Malformed(m)) => assert!(m.contains("larger than 64 MiB"), "{m}"),
+                other => panic!("chunked {chunked}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -62,3 +62,18 @@ fn options_that_conflict_or_exceed_the_machine_are_refused() {
         "--workers: 0 is not between 1 and",
     );
 }
+
+#[test]
+fn validate_says_when_run_would_refuse_the_workload_for_memory() {
+    // 100 million users: more memory than any machine this runs on.
+    let args = ["workloads/cosmo-0.7.yaml", "--users", "morse=100000000"];
+    let out = loadmix_bin(&[&["validate"][..], &args].concat());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("`loadmix run` would refuse this workload on this machine"),
+        "{err}"
+    );
+    assert!(err.contains("available"), "{err}");
+    refused(&[&["run"][..], &args].concat(), "available");
+}

@@ -60,6 +60,7 @@ fn check(mut shards: Vec<ShardReport>) -> Result<Vec<ShardReport>, MergeError> {
     for s in &shards {
         let i = info(s)?;
         let r = &s.report;
+        consistent(s)?;
         let differ = |what: &str, a: String, b: String| {
             MergeError::Mismatch(format!(
                 "{} and {} are not shards of one run: {what} {a} and {b}",
@@ -90,6 +91,15 @@ fn check(mut shards: Vec<ShardReport>) -> Result<Vec<ShardReport>, MergeError> {
                 r.rounds.len().to_string(),
             ));
         }
+        let names =
+            |r: &Report| -> Vec<String> { r.summary.ops.iter().map(|o| o.op.clone()).collect() };
+        if names(r) != names(r0) {
+            return Err(differ(
+                "operations",
+                names(r0).join(","),
+                names(r).join(","),
+            ));
+        }
     }
     let mut seen: BTreeMap<u32, String> = BTreeMap::new();
     for s in &shards {
@@ -108,6 +118,51 @@ fn check(mut shards: Vec<ShardReport>) -> Result<Vec<ShardReport>, MergeError> {
     }
     shards.sort_by_key(|s| s.report.shard.map_or(0, |i| i.index));
     Ok(shards)
+}
+
+/// The longest round a report may describe: a month.
+const MAX_ROUND_S: f64 = 31.0 * 86_400.0;
+
+/// A shard whose figures cannot all be true is refused: times that are negative, not
+/// finite or longer than a month, more seconds in a timeline than the round lasted,
+/// counts that do not add up.
+fn consistent(s: &ShardReport) -> Result<(), MergeError> {
+    let bad = |what: String| Err(MergeError::Corrupt(format!("{}: {what}", s.file)));
+    for r in &s.report.rounds {
+        for (what, t) in [("elapsed_s", r.elapsed_s), ("measured_s", r.measured_s)] {
+            if !(0.0..=MAX_ROUND_S).contains(&t) {
+                return bad(format!(
+                    "round {}: {what} {t:e} is not a round's length",
+                    r.index
+                ));
+            }
+        }
+        // One entry per second of the round (and the one it ended in).
+        let seconds = r.elapsed_s.ceil() as usize + 2;
+        if r.per_second.len() > seconds {
+            return bad(format!(
+                "round {}: {} per-second entries in a round of {} s",
+                r.index,
+                r.per_second.len(),
+                r.elapsed_s
+            ));
+        }
+        for o in r.ops.iter().chain(std::iter::once(&r.total)) {
+            if o.successes.checked_add(o.failures) != Some(o.requests) {
+                return bad(format!(
+                    "round {} {}: {} successes and {} failures are not its {} requests",
+                    r.index, o.op, o.successes, o.failures, o.requests
+                ));
+            }
+            if o.timeline.len() > seconds {
+                return bad(format!(
+                    "round {} {}: a timeline longer than the round",
+                    r.index, o.op
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn short(hash: &str) -> &str {
@@ -787,5 +842,41 @@ mod tests {
             merge(vec![shard(0, 2), phase]).unwrap_err(),
             MergeError::Corrupt(_)
         ));
+    }
+
+    #[test]
+    fn shards_whose_figures_cannot_be_true_are_refused() {
+        let refused = |change: fn(&mut Report), says: &str| {
+            let mut bad = shard(1, 2);
+            change(&mut bad.report);
+            let e = merge(vec![shard(0, 2), bad]).unwrap_err().to_string();
+            assert!(e.contains(says), "{says}: {e}");
+        };
+        refused(|r| r.summary.ops[0].op = "renamed".into(), "operations");
+        refused(|r| r.rounds[0].elapsed_s = 1e308, "elapsed_s 1e308");
+        refused(|r| r.rounds[0].measured_s = -1.0, "measured_s -1e0");
+        refused(|r| r.rounds[0].total.requests += 1, "are not its");
+        refused(
+            |r| {
+                let one = r.rounds[0].per_second[0].clone();
+                r.rounds[0].per_second = vec![one; 10_000];
+            },
+            "per-second entries",
+        );
+    }
+
+    #[test]
+    fn a_report_with_a_count_no_run_makes_is_refused_when_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/example/run.json");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["rounds"][0]["total"]["requests"] = serde_json::json!(u64::MAX);
+        let p = dir.path().join("big.json");
+        std::fs::write(&p, v.to_string()).unwrap();
+        let e = crate::report::load(&p).unwrap_err().to_string();
+        assert!(e.contains("larger than any run makes"), "{e}");
+        assert!(e.contains("rounds"), "{e}");
     }
 }

@@ -37,6 +37,8 @@ pub enum ReportError {
     },
     #[error("{}: schema '{found}' is not one this version reads ({SCHEMA})", path.display())]
     Schema { path: PathBuf, found: String },
+    #[error("{}: not a report loadmix wrote: {what}", path.display())]
+    Implausible { path: PathBuf, what: String },
     #[error("cannot write {}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -71,7 +73,45 @@ pub fn load(path: &Path) -> Result<Report, ReportError> {
             found,
         });
     }
+    if let Some(what) = implausible(&v, 0) {
+        return Err(ReportError::Implausible {
+            path: path.to_path_buf(),
+            what,
+        });
+    }
     serde_json::from_value(v).map_err(parse)
+}
+
+/// The largest count or size a report may hold: far beyond any run, and small enough
+/// that the shards of the largest sharded run (10,000) add up without overflow.
+pub const MAX_COUNT: u64 = 1 << 50;
+
+/// A number no run writes: a count past [`MAX_COUNT`], a negative integer, a
+/// non-finite or enormous float. Said with where it is.
+fn implausible(v: &serde_json::Value, depth: usize) -> Option<String> {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                (u > MAX_COUNT).then(|| format!("the count {u} is larger than any run makes"))
+            } else if let Some(i) = n.as_i64() {
+                // Offsets and clock differences may be negative; bounded all the same.
+                (i.unsigned_abs() > MAX_COUNT).then(|| format!("the number {i} is out of range"))
+            } else {
+                let f = n.as_f64().unwrap_or(f64::NAN);
+                (!f.is_finite() || f.abs() > 1e15)
+                    .then(|| format!("the number {f} is out of range"))
+            }
+        }
+        Value::Array(a) => a.iter().find_map(|x| implausible(x, depth + 1)),
+        Value::Object(o) => o.iter().find_map(|(k, x)| {
+            implausible(x, depth + 1).map(|w| match depth {
+                0 => format!("{k}: {w}"),
+                _ => w,
+            })
+        }),
+        _ => None,
+    }
 }
 
 /// The report as pretty JSON (`run.json`).

@@ -439,6 +439,10 @@ impl Timing {
             return Ok(single());
         };
         let set = set.limit();
+        // Looked up per occurrence: sorted, so an event with many EXDATEs costs n log n,
+        // not occurrences × EXDATEs.
+        let mut excluded = self.exdates.clone();
+        excluded.sort_unstable();
         let mut out = Vec::new();
         let mut scanned = 0u32;
         for d in &set {
@@ -450,7 +454,7 @@ impl Timing {
             if scanned > SCAN_LIMIT {
                 return Err(TooDense { rule });
             }
-            if d >= lo && overlaps(d) && !self.exdates.contains(&d) {
+            if d >= lo && overlaps(d) && excluded.binary_search(&d).is_err() {
                 out.push(d);
             }
         }

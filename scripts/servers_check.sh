@@ -143,7 +143,20 @@ echo "== 1. caldav-sync.yaml over https (nginx TLS in front of Radicale)"
     >"$WORK/tls.txt" 2>&1 || { cat "$WORK/tls.txt"; fail "caldav-sync over https failed"; }
 [ "$(field "$WORK/tls/run.json" "r['summary']['total']['failures']")" = 0 ] || { cat "$WORK/tls.txt"; fail "failures over https"; }
 [ "$(field "$WORK/tls/run.json" "r['tls']['verified']")" = True ] || fail "the report does not say the certificate was verified"
-echo "   0 failures, $(field "$WORK/tls/run.json" "r['summary']['total']['requests']") requests"
+python3 - "$WORK/tls/run.json" "$WORK/tls-access.log" <<'PY'
+import collections, json, sys
+r = json.load(open(sys.argv[1]))
+logged = sum(collections.Counter(l.split()[1] for l in open(sys.argv[2])).values())
+ops = r["summary"]["ops"]
+measured = sum(sum(o["status"].values()) + sum(a.get("count", 0) for a in o.get("answers", [])) for o in ops)
+warmup = sum(x["warmup_requests"] for x in r["rounds"])
+setup = r.get("preflight", {}).get("requests", 0) + sum(x.get("setup", {}).get("requests", 0) for x in r["rounds"])
+cleanup = sum(x["cleanup"]["requests"] for x in r["rounds"])
+if measured + warmup + setup + cleanup != logged:
+    print(f"over https: measured {measured} + warm-up {warmup} + set-up {setup} + cleanup {cleanup} != nginx logged {logged}")
+    sys.exit(1)
+print(f"   0 failures; measured {measured} + warm-up {warmup} + set-up {setup} + cleanup {cleanup} = nginx's {logged}")
+PY
 set +e
 "$BIN" run workloads/caldav-sync.yaml --target "https://127.0.0.1:$TPORT" --user loadmix \
     --ca-cert "$WORK/other-ca/ca.pem" --duration 2s --rounds 1 --quiet --out "$WORK/wrong-ca" >"$WORK/wrong-ca.txt" 2>&1

@@ -29,7 +29,7 @@ use crate::metrics::{self, LabelTable, RoundStats, Sample};
 use crate::protocol::cleanup::CleanupStats;
 use crate::protocol::drain::DrainStats;
 use crate::protocol::{AccountPlan, ClassDriver, ProtocolError, VuDriver, VuIds};
-use crate::transport::{Conn, Endpoint, ErrorClass, Timeouts};
+use crate::transport::{Conn, Endpoint, ErrorClass, Tally, Timeouts};
 use crate::workload::{Stop, UserClass, Workload};
 use seed::{VuRngs, class_seed, next_op};
 
@@ -126,6 +126,9 @@ pub struct RoundResult {
     /// Requests sent again on a new connection because the server never took them (it had
     /// closed the kept connection).
     pub requests_retried: u64,
+    /// The users' set-up requests (accounts, discovery) before the clock, by method and
+    /// status.
+    pub setup: Tally,
     /// Bytes found on connections that no request asked for (the server's protocol
     /// errors; each closed its connection, and the requests went on fresh ones).
     pub unsolicited_answers: u64,
@@ -166,6 +169,8 @@ pub struct RunResult {
     pub failures: Vec<FailureNote>,
     /// The measured rounds' ledgers added up; `None` when no broker was used.
     pub ledger: Option<Ledger>,
+    /// The preflight probes' requests, by method and status (before any round).
+    pub preflight: Tally,
 }
 
 /// A warm-up round's headline figures (the round itself is not in the report).
@@ -198,16 +203,18 @@ fn stamp_clock(cfg: &EngineConfig) -> crate::protocol::StampClock {
     }
 }
 
+/// The class drivers, each probed (unless `--no-preflight`); the probes' requests.
 pub async fn prepare(
     w: &Workload,
     cfg: &EngineConfig,
-) -> Result<Vec<Arc<ClassDriver>>, EngineError> {
+) -> Result<(Vec<Arc<ClassDriver>>, Tally), EngineError> {
     let accounts = AccountPlan::resolve(w, std::path::Path::new(&w.file).parent())?;
     let timeouts = Timeouts {
         connect: w.run.connect_timeout,
         request: w.run.timeout,
     };
     let mut drivers = Vec::new();
+    let mut probes = Tally::new();
     for class in &w.classes {
         let d = ClassDriver::new(
             w,
@@ -219,13 +226,20 @@ pub async fn prepare(
         if cfg.preflight && class.count > 0 {
             // A stop signal ends a probe that hangs; no round runs after it.
             tokio::select! {
-                r = d.preflight(w, class, &cfg.endpoint, timeouts, &cfg.run_id) => r?,
+                r = d.preflight(w, class, &cfg.endpoint, timeouts, &cfg.run_id, &mut probes) => r?,
                 _ = cfg.stop.cancelled() => {}
             }
         }
         drivers.push(Arc::new(d));
     }
-    Ok(drivers)
+    Ok((drivers, probes))
+}
+
+/// Add `more` to `into`.
+fn add_tally(into: &mut Tally, more: Tally) {
+    for (k, n) in more {
+        *into.entry(k).or_insert(0) += n;
+    }
 }
 
 /// Runs the rounds of one workload against one target, one round at a time, so several
@@ -241,13 +255,16 @@ pub struct Runner {
     op_log: Vec<OpLogEntry>,
     failures: Vec<FailureNote>,
     ledger: Option<Ledger>,
+    /// The preflight probes' requests, by method and status.
+    preflight: Tally,
 }
 
 impl Runner {
     /// Build the drivers and run the preflight probes.
     pub async fn new(w: &Workload, cfg: EngineConfig) -> Result<Runner, EngineError> {
-        let drivers = prepare(w, &cfg).await?;
+        let (drivers, preflight) = prepare(w, &cfg).await?;
         Ok(Runner {
+            preflight,
             labels: label_table(w),
             cfg,
             drivers,
@@ -321,6 +338,7 @@ impl Runner {
             op_log: self.op_log,
             failures: self.failures,
             ledger: self.ledger,
+            preflight: self.preflight,
         }
     }
 }
@@ -336,6 +354,8 @@ struct VuOutput {
     connections: u64,
     retried: u64,
     unsolicited: u64,
+    /// Set-up requests, by method and status.
+    setup: Tally,
     /// Open model: arrivals that found every slot taken and gave up, or waited.
     dropped: u64,
     late: u64,
@@ -358,6 +378,7 @@ impl VuOutput {
         self.connections += o.connections;
         self.retried += o.retried;
         self.unsolicited += o.unsolicited;
+        add_tally(&mut self.setup, o.setup);
         self.dropped += o.dropped;
         self.late += o.late;
         self.sessions += o.sessions;
@@ -544,6 +565,7 @@ async fn run_round(
             connections_opened: out.connections,
             requests_retried: out.retried,
             unsolicited_answers: out.unsolicited,
+            setup: std::mem::take(&mut out.setup),
             setup_failures,
             interrupted: cfg.stop.is_cancelled(),
             host,
@@ -636,8 +658,10 @@ async fn set_up_users(
             let mut driver = drivers[ci].new_vu(w, class, ids);
             let mut conn = crate::protocol::connection(&cfg.endpoint, class, timeouts);
             setups.spawn(async move {
+                conn.keep_tally();
                 let res = driver.setup(&mut conn).await;
-                (ci, vu, driver, conn, res)
+                let tally = conn.take_tally();
+                (ci, vu, driver, conn, res, tally)
             });
         }
     }
@@ -659,7 +683,8 @@ async fn set_up_users(
                 break;
             }
         };
-        if let Ok((ci, vu, driver, conn, res)) = res {
+        if let Ok((ci, vu, driver, conn, res, tally)) = res {
+            add_tally(&mut out.setup, tally);
             if let Err(detail) = res {
                 setup_failures += 1;
                 out.failures.push(FailureNote {

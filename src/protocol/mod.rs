@@ -248,6 +248,7 @@ impl ClassDriver {
         endpoint: &Arc<Endpoint>,
         timeouts: Timeouts,
         run_id: &Arc<str>,
+        tally: &mut crate::transport::Tally,
     ) -> Result<(), ProtocolError> {
         let fail = |request: String, answer: String| ProtocolError::Preflight {
             class: class.name.clone(),
@@ -287,7 +288,7 @@ impl ClassDriver {
             round: 0,
             run_id: format!("{run_id}-preflight").into(),
         };
-        let mut conn = connection(endpoint, class, timeouts);
+        let mut conn = Counted::new(connection(endpoint, class, timeouts), tally);
         let s = self.accounts.session(w, class, &ids);
         self.accounts
             .create_account(&s, &mut conn)
@@ -531,6 +532,41 @@ impl VuDriver {
             self.explained(o)
         } else {
             o
+        }
+    }
+}
+
+/// A connection whose exchanges are counted into `into` for as long as it lives (the
+/// preflight's, which ends at any of its returns).
+struct Counted<'a> {
+    conn: Conn,
+    into: &'a mut crate::transport::Tally,
+}
+
+impl<'a> Counted<'a> {
+    fn new(mut conn: Conn, into: &'a mut crate::transport::Tally) -> Counted<'a> {
+        conn.keep_tally();
+        Counted { conn, into }
+    }
+}
+
+impl std::ops::Deref for Counted<'_> {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for Counted<'_> {
+    fn deref_mut(&mut self) -> &mut Conn {
+        &mut self.conn
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        for (k, n) in self.conn.take_tally() {
+            *self.into.entry(k).or_insert(0) += n;
         }
     }
 }

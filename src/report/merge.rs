@@ -379,6 +379,10 @@ fn merged_round_report(
         connections_opened: sum(|r| r.connections_opened),
         requests_retried: sum(|r| r.requests_retried),
         unsolicited_answers: sum(|r| r.unsolicited_answers),
+        setup: rounds.iter().fold(model::Untimed::default(), |mut a, r| {
+            a.add(&r.setup);
+            a
+        }),
         warmup_requests: sum(|r| r.warmup_requests),
         warmup_s: r0.warmup_s,
         setup_failures: sum(|r| r.setup_failures),
@@ -519,6 +523,10 @@ pub fn merge(shards: Vec<ShardReport>) -> Result<Report, MergeError> {
             .collect(),
         failures,
         ledger,
+        preflight: shards.iter().fold(model::Untimed::default(), |mut a, s| {
+            a.add(&s.report.preflight);
+            a
+        }),
     })
 }
 

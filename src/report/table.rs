@@ -29,6 +29,7 @@ pub fn render(r: &Report) -> String {
     }
     shards_and_clock(&mut out, r);
     warmup_and_drift(&mut out, r);
+    untimed(&mut out, r);
     cleanup(&mut out, r);
     out.push_str(&super::thresholds::render(r));
     failures(&mut out, r);
@@ -525,6 +526,30 @@ fn warmup_and_drift(out: &mut String, r: &Report) {
     if let Some(d) = &s.drift {
         let _ = writeln!(out, "WARNING: drift: {}", d.message);
     }
+}
+
+/// The requests sent off the clock before the rounds: the preflight's and the users'
+/// set-ups', by method and status.
+fn untimed(out: &mut String, r: &Report) {
+    let mut all = r.preflight.clone();
+    for x in &r.rounds {
+        all.add(&x.setup);
+    }
+    if all.is_empty() {
+        return;
+    }
+    let answers: Vec<String> = all
+        .answers
+        .iter()
+        .map(|(k, n)| format!("{k}×{n}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "set-up: {} request(s) off the clock ({} in the preflight, the rest in the users' set-ups): {}",
+        all.requests,
+        r.preflight.requests,
+        answers.join(", ")
+    );
 }
 
 /// What the rounds deleted after themselves, and what they could not.

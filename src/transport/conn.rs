@@ -85,7 +85,13 @@ pub struct Conn {
     deadline: Deadline,
     /// What becomes of answers' bodies (kept, bounded, unless the driver says).
     body_use: h1::BodyUse,
+    /// Exchanges counted by method and status while untimed work (set-up) is tallied.
+    tally: Option<Box<Tally>>,
 }
+
+/// Requests by method and the status they got (0: no answer), for work done off the
+/// clock, so that what the server logged adds up.
+pub type Tally = std::collections::BTreeMap<(String, u16), u64>;
 
 /// An open connection, which the VU's own task writes and reads: no task per connection,
 /// no channel between the user and its socket.
@@ -141,6 +147,7 @@ impl Conn {
             opening: None,
             deadline: Deadline::default(),
             body_use: h1::BodyUse::default(),
+            tally: None,
         }
     }
 
@@ -154,6 +161,16 @@ impl Conn {
     /// nothing of them has them dropped as they arrive.
     pub fn set_body_use(&mut self, body_use: h1::BodyUse) {
         self.body_use = body_use;
+    }
+
+    /// Count every exchange from now on, by method and status, until [`Conn::take_tally`].
+    pub fn keep_tally(&mut self) {
+        self.tally = Some(Box::default());
+    }
+
+    /// What was counted since [`Conn::keep_tally`]; counting stops.
+    pub fn take_tally(&mut self) -> Tally {
+        self.tally.take().map(|t| *t).unwrap_or_default()
     }
 
     pub fn endpoint(&self) -> &Endpoint {
@@ -216,6 +233,10 @@ impl Conn {
                 _ => break (result, start),
             }
         };
+        if let Some(t) = self.tally.as_mut() {
+            let status = result.as_ref().map_or(0, |(a, _)| a.status.as_u16());
+            *t.entry((method.to_string(), status)).or_insert(0) += 1;
+        }
         let (answer, sent) = match result {
             Ok(a) => a,
             Err(f) => {

@@ -163,6 +163,7 @@ mod tests {
             connections_opened: 0,
             requests_retried: 0,
             unsolicited_answers: 0,
+            setup: Default::default(),
             setup_failures: 0,
             interrupted: false,
             host: HostSamples {

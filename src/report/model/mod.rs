@@ -78,6 +78,44 @@ pub struct Report {
     /// destination (lost, duplicated, out of order, foreign); absent without a broker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ledger: Option<crate::ledger::LedgerRecord>,
+    /// The preflight probes' requests, before any round.
+    #[serde(default, skip_serializing_if = "Untimed::is_empty")]
+    pub preflight: Untimed,
+}
+
+/// Requests sent off the clock (a round's set-up, the preflight), by method and status,
+/// so that they, the measured ones, the warm-up's and the cleanup's add up to what the
+/// server logged.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Untimed {
+    pub requests: u64,
+    /// `"PROPFIND 207"` and how many; status 0 is no answer at all.
+    pub answers: BTreeMap<String, u64>,
+}
+
+impl Untimed {
+    pub fn is_empty(&self) -> bool {
+        self.requests == 0
+    }
+
+    pub fn of(t: &crate::transport::Tally) -> Untimed {
+        Untimed {
+            requests: t.values().sum(),
+            answers: t
+                .iter()
+                .map(|((m, s), n)| (format!("{m} {s}"), *n))
+                .collect(),
+        }
+    }
+
+    /// Add `o` to this.
+    pub fn add(&mut self, o: &Untimed) {
+        self.requests = self.requests.saturating_add(o.requests);
+        for (k, n) in &o.answers {
+            let e = self.answers.entry(k.clone()).or_insert(0);
+            *e = e.saturating_add(*n);
+        }
+    }
 }
 
 /// A warm-up round: run, thrown away, and recorded as such.
@@ -351,6 +389,7 @@ pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
         thresholds: thresholds(w),
         failures: failures(run, &labels),
         ledger: run.ledger.as_ref().map(|l| l.to_record()),
+        preflight: Untimed::of(&run.preflight),
     }
 }
 
@@ -452,6 +491,7 @@ fn round_report(
         connections_opened: r.connections_opened,
         requests_retried: r.requests_retried,
         unsolicited_answers: r.unsolicited_answers,
+        setup: Untimed::of(&r.setup),
         warmup_requests: r.stats.warmup_requests,
         warmup_s: w.run.warmup.as_secs_f64(),
         setup_failures: r.setup_failures,

@@ -29,6 +29,9 @@ pub struct RoundReport {
     /// protocol errors (each closed the connection; no request was counted for them).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unsolicited_answers: u64,
+    /// The users' set-up requests before the clock (accounts, discovery).
+    #[serde(default, skip_serializing_if = "super::Untimed::is_empty")]
+    pub setup: super::Untimed,
     pub warmup_requests: u64,
     /// Seconds at the start of the timeline that were warm-up.
     #[serde(default)]

@@ -22,6 +22,52 @@ pub struct Component {
     pub rrule: Option<String>,
     /// Every EXDATE value, each list split into its dates.
     pub exdates: Vec<String>,
+    /// The `TZID` of DTSTART, DTEND and of each EXDATE value (same order as `exdates`).
+    pub dtstart_tzid: Option<String>,
+    pub dtend_tzid: Option<String>,
+    pub exdate_tzids: Vec<Option<String>>,
+    /// The calendar's VTIMEZONE definitions.
+    pub zones: Vec<super::tz::Zone>,
+}
+
+/// Zones one calendar object may define, and observances one zone may have.
+pub const MAX_ZONES: usize = 64;
+
+/// A property's `TZID` parameter, without quotes.
+fn tzid_of(p: &icalendar::parser::Property<'_>) -> Option<String> {
+    p.params
+        .iter()
+        .find(|x| x.key.as_str().eq_ignore_ascii_case("TZID"))
+        .and_then(|x| x.val.as_ref())
+        .map(|v| v.as_str().trim_matches('"').to_string())
+}
+
+/// A VTIMEZONE component as a [`super::tz::Zone`]; `None` when it has no TZID.
+fn zone_of(c: &icalendar::parser::Component<'_>) -> Option<super::tz::Zone> {
+    let tzid = c.find_prop("TZID")?.val.as_str().to_string();
+    let observances = c
+        .components
+        .iter()
+        .filter(|o| matches!(o.name.as_str(), "STANDARD" | "DAYLIGHT"))
+        .take(MAX_ZONES)
+        .filter_map(|o| {
+            let v = |n: &str| o.find_prop(n).map(|p| p.val.as_str().to_string());
+            Some(super::tz::Observance {
+                start: v("DTSTART")?,
+                offset_from: super::tz::parse_offset(&v("TZOFFSETFROM")?)?,
+                offset_to: super::tz::parse_offset(&v("TZOFFSETTO")?)?,
+                rrule: v("RRULE"),
+                rdates: o
+                    .properties
+                    .iter()
+                    .filter(|p| p.name.as_str().eq_ignore_ascii_case("RDATE"))
+                    .flat_map(|p| p.val.as_str().split(',').map(|d| d.trim().to_string()))
+                    .take(super::tz::MAX_TRANSITIONS)
+                    .collect(),
+            })
+        })
+        .collect();
+    Some(super::tz::Zone { tzid, observances })
 }
 
 /// The deepest nesting of components [`parse`] accepts (VCALENDAR > VEVENT > VALARM is
@@ -41,6 +87,12 @@ pub fn parse(text: &str) -> Result<Component, String> {
         .find(|c| COMPONENTS.contains(&c.name.as_str()))
         .ok_or("no VEVENT, VTODO or VJOURNAL in the calendar")?;
     let prop = |n: &str| comp.find_prop(n).map(|p| p.val.as_str().to_string());
+    let tzid = |n: &str| comp.find_prop(n).and_then(tzid_of);
+    let exdate_props: Vec<&icalendar::parser::Property<'_>> = comp
+        .properties
+        .iter()
+        .filter(|p| p.name.as_str().eq_ignore_ascii_case("EXDATE"))
+        .collect();
     let uid = prop("UID")
         .filter(|u| !u.is_empty())
         .ok_or("the component has no UID")?;
@@ -53,12 +105,31 @@ pub fn parse(text: &str) -> Result<Component, String> {
         dtend: prop("DTEND"),
         duration: prop("DURATION"),
         rrule: prop("RRULE"),
-        exdates: comp
-            .properties
+        exdates: exdate_props
             .iter()
-            .filter(|p| p.name.as_str().eq_ignore_ascii_case("EXDATE"))
             .flat_map(|p| p.val.as_str().split(',').map(|v| v.trim().to_string()))
             .filter(|v| !v.is_empty())
+            .collect(),
+        exdate_tzids: exdate_props
+            .iter()
+            .flat_map(|p| {
+                let z = tzid_of(p);
+                p.val
+                    .as_str()
+                    .split(',')
+                    .filter(|v| !v.trim().is_empty())
+                    .map(move |_| z.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect(),
+        dtstart_tzid: tzid("DTSTART"),
+        dtend_tzid: tzid("DTEND"),
+        zones: cal
+            .components
+            .iter()
+            .filter(|c| c.name.as_str() == "VTIMEZONE")
+            .take(MAX_ZONES)
+            .filter_map(zone_of)
             .collect(),
     })
 }

@@ -8,8 +8,9 @@
 use chrono::{DateTime, Utc};
 
 use super::filter::Range;
-use super::model::{Timing, TooDense, parse_ical_datetime};
+use super::model::{Timing, TooDense, Zone};
 use crate::formats::ical::COMPONENTS;
+use crate::formats::tz::resolve;
 
 /// The most instances one resource expands into; more answers 507.
 pub const MAX_INSTANCES: u16 = 1000;
@@ -30,6 +31,12 @@ struct Block<'a> {
 impl Block<'_> {
     /// The value of a property of the component itself (not of a nested one).
     fn prop(&self, name: &str) -> Option<&str> {
+        self.prop_line(name)
+            .and_then(|l| l.split_once(':').map(|(_, v)| v))
+    }
+
+    /// The whole line of a property of the component itself, parameters included.
+    fn prop_line(&self, name: &str) -> Option<&str> {
         let mut depth = 0;
         for l in &self.lines {
             if l.starts_with("BEGIN:") {
@@ -37,14 +44,26 @@ impl Block<'_> {
             } else if l.starts_with("END:") {
                 depth -= 1;
             } else if depth == 1 && prop_name(l).eq_ignore_ascii_case(name) {
-                return l.split_once(':').map(|(_, v)| v);
+                return Some(l);
             }
         }
         None
     }
 
-    fn recurrence_id(&self) -> Option<DateTime<Utc>> {
-        self.prop("RECURRENCE-ID").and_then(parse_ical_datetime)
+    /// A DATE-TIME property as UTC: in `zone` when its `TZID` names it.
+    fn time(&self, name: &str, zone: Option<&Zone>) -> Option<DateTime<Utc>> {
+        let line = self.prop_line(name)?;
+        let (params, value) = line.split_once(':')?;
+        let tzid = params
+            .split(';')
+            .skip(1)
+            .find_map(|p| p.strip_prefix("TZID=").or_else(|| p.strip_prefix("tzid=")))
+            .map(|t| t.trim_matches('"'));
+        resolve(value, tzid, zone.map(std::slice::from_ref).unwrap_or(&[]))
+    }
+
+    fn recurrence_id(&self, zone: Option<&Zone>) -> Option<DateTime<Utc>> {
+        self.time("RECURRENCE-ID", zone)
     }
 }
 
@@ -130,10 +149,11 @@ pub fn shape(ics: &str, timing: Option<&Timing>, how: Shape) -> Result<String, T
     let unfolded = icalendar::parser::unfold(ics);
     let (head, blocks) = split(&unfolded);
     let is_main = |b: &&Block| COMPONENTS.contains(&b.kind);
+    let zone = timing.and_then(|t| t.zone.as_ref());
     let Some(master) = blocks
         .iter()
         .filter(is_main)
-        .find(|b| b.recurrence_id().is_none())
+        .find(|b| b.prop_line("RECURRENCE-ID").is_none())
     else {
         return Ok(ics.to_string());
     };
@@ -144,7 +164,7 @@ pub fn shape(ics: &str, timing: Option<&Timing>, how: Shape) -> Result<String, T
     let overrides: Vec<&Block> = blocks
         .iter()
         .filter(is_main)
-        .filter(|b| b.recurrence_id().is_some())
+        .filter(|b| b.recurrence_id(zone).is_some())
         .collect();
     let mut out = String::from("BEGIN:VCALENDAR\r\n");
     for l in &head {
@@ -159,7 +179,10 @@ pub fn shape(ics: &str, timing: Option<&Timing>, how: Shape) -> Result<String, T
                 });
             }
             for occ in occurrences {
-                if let Some(o) = overrides.iter().find(|o| o.recurrence_id() == Some(occ)) {
+                if let Some(o) = overrides
+                    .iter()
+                    .find(|o| o.recurrence_id(zone) == Some(occ))
+                {
                     for l in &o.lines {
                         push_folded(&mut out, l);
                     }
@@ -195,11 +218,8 @@ pub fn shape(ics: &str, timing: Option<&Timing>, how: Shape) -> Result<String, T
                 push_folded(&mut out, l);
             }
             for o in overrides {
-                let at = o.recurrence_id().unwrap_or(DateTime::<Utc>::MIN_UTC);
-                let moved = o
-                    .prop("DTSTART")
-                    .and_then(parse_ical_datetime)
-                    .unwrap_or(at);
+                let at = o.recurrence_id(zone).unwrap_or(DateTime::<Utc>::MIN_UTC);
+                let moved = o.time("DTSTART", zone).unwrap_or(at);
                 let overlaps = |s: DateTime<Utc>| {
                     s < end && s.checked_add_signed(t.duration).unwrap_or(s) >= start
                 };
@@ -219,7 +239,7 @@ pub fn shape(ics: &str, timing: Option<&Timing>, how: Shape) -> Result<String, T
 mod tests {
     use super::*;
     use crate::formats::ical;
-    use crate::server::model::parse_ics;
+    use crate::server::model::{parse_ical_datetime, parse_ics};
 
     const WEEKLY: &str = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:t\r\nBEGIN:VEVENT\r\nUID:w\r\nDTSTART:20070507T100000Z\r\nDTEND:20070507T110000Z\r\nRRULE:FREQ=WEEKLY\r\nSUMMARY:Stand\\, up\r\nBEGIN:VALARM\r\nACTION:DISPLAY\r\nTRIGGER:-PT5M\r\nEND:VALARM\r\nEND:VEVENT\r\nBEGIN:VEVENT\r\nUID:w\r\nRECURRENCE-ID:20070514T100000Z\r\nDTSTART:20070514T120000Z\r\nDTEND:20070514T130000Z\r\nSUMMARY:Moved\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n";
 

@@ -11,6 +11,8 @@ use crate::formats::eim::{self, EVENT_NS, ITEM_NS, NOTE_NS};
 pub use crate::formats::eim::{Field, Record};
 pub use crate::formats::ical::parse_datetime as parse_ical_datetime;
 use crate::formats::ical::{self, parse_duration};
+use crate::formats::tz;
+pub use crate::formats::tz::Zone;
 
 /// What is stored for an item.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -35,6 +37,9 @@ pub struct When {
     /// Starts the recurrence excludes (EXDATE), in ms.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exdates_ms: Vec<i64>,
+    /// The zone of its start, when it has one: a recurrence runs in its local time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<Zone>,
 }
 
 impl ItemData {
@@ -50,6 +55,7 @@ impl ItemData {
             duration_s: t.duration.num_seconds(),
             exdates_ms: t.exdates.iter().map(|x| x.timestamp_millis()).collect(),
             rrule: t.rrule,
+            zone: t.zone,
         });
         d
     }
@@ -109,6 +115,7 @@ impl ItemData {
                     .iter()
                     .filter_map(|ms| Utc.timestamp_millis_opt(*ms).single())
                     .collect(),
+                zone: w.zone.clone(),
             }),
             None => self.compute_timing(),
         }
@@ -130,6 +137,7 @@ impl ItemData {
             duration: parse_duration(dur).unwrap_or_else(Duration::zero),
             rrule,
             exdates: Vec::new(),
+            zone: None,
         })
     }
 
@@ -300,12 +308,16 @@ fn strip_eim_params(v: &str) -> &str {
 /// When an event happens.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Timing {
-    /// Floating times are taken as UTC.
+    /// In UTC: a time with a `TZID` resolved through the calendar's VTIMEZONE; floating
+    /// times are taken as UTC.
     pub start: DateTime<Utc>,
     pub duration: Duration,
     pub rrule: Option<String>,
     /// Occurrence starts the recurrence excludes (EXDATE).
     pub exdates: Vec<DateTime<Utc>>,
+    /// The zone of the start: the recurrence runs in its local time, so a weekly 10:00
+    /// stays 10:00 across a change of offset.
+    pub zone: Option<Zone>,
 }
 
 fn timing_from_ics(ics: &str) -> Option<Timing> {
@@ -314,26 +326,34 @@ fn timing_from_ics(ics: &str) -> Option<Timing> {
         return None;
     }
     let start_text = c.dtstart?;
-    let start = parse_ical_datetime(&start_text)?;
+    let at = |v: &str, tzid: &Option<String>| tz::resolve(v, tzid.as_deref(), &c.zones);
+    let start = at(&start_text, &c.dtstart_tzid)?;
     let duration = if let Some(d) = &c.duration {
         parse_duration(d).unwrap_or_else(Duration::zero)
-    } else if let Some(e) = c.dtend.as_deref().and_then(parse_ical_datetime) {
+    } else if let Some(e) = c.dtend.as_deref().and_then(|e| at(e, &c.dtend_tzid)) {
         e - start
     } else if start_text.trim().len() == 8 {
         Duration::days(1)
     } else {
         Duration::zero()
     };
+    // A local start in a zone the calendar defines: its recurrence runs in that zone.
+    let zone = match (&c.dtstart_tzid, start_text.trim().ends_with('Z')) {
+        (Some(id), false) => c.zones.iter().find(|z| &z.tzid == id).cloned(),
+        _ => None,
+    };
     Some(Timing {
         start,
         duration,
-        rrule: c.rrule,
-        // DATE or DATE-TIME values; a TZID'd one is read as UTC, like every floating time.
+        rrule: c.rrule.clone(),
+        // DATE or DATE-TIME values, each in its own TZID when it has one.
         exdates: c
             .exdates
             .iter()
-            .filter_map(|x| parse_ical_datetime(x))
+            .zip(c.exdate_tzids.iter().chain(std::iter::repeat(&None)))
+            .filter_map(|(x, id)| at(x, id))
             .collect(),
+        zone,
     })
 }
 
@@ -433,7 +453,33 @@ impl Timing {
             .checked_sub_signed(self.duration)
             .and_then(|t| t.checked_sub_signed(Duration::seconds(1)))
             .unwrap_or(DateTime::<Utc>::MIN_UTC);
-        let (start, rule) = advance(self.start, rule, lo).unwrap_or((self.start, rule.clone()));
+        // The rule runs in the start's frame: its zone's local time (written as if UTC),
+        // or UTC. The range is widened by a day each way into that frame; each
+        // occurrence is then taken back to UTC and checked against the range itself.
+        let day = Duration::days(1);
+        let frame = |t: DateTime<Utc>| match &self.zone {
+            Some(z) if t > DateTime::<Utc>::MIN_UTC + day && t < DateTime::<Utc>::MAX_UTC - day => {
+                Utc.from_utc_datetime(&z.to_local(t))
+            }
+            _ => t,
+        };
+        let back = |t: DateTime<Utc>| match &self.zone {
+            Some(z) => z.to_utc(t.naive_utc()),
+            None => t,
+        };
+        let (lo_f, to_f) = match &self.zone {
+            Some(_) => (
+                frame(lo)
+                    .checked_sub_signed(day)
+                    .unwrap_or(DateTime::<Utc>::MIN_UTC),
+                frame(to)
+                    .checked_add_signed(day)
+                    .unwrap_or(DateTime::<Utc>::MAX_UTC),
+            ),
+            None => (lo, to),
+        };
+        let start_f = frame(self.start);
+        let (start, rule) = advance(start_f, rule, lo_f).unwrap_or((start_f, rule.clone()));
         let text = format!("DTSTART:{}\nRRULE:{rule}", start.format("%Y%m%dT%H%M%SZ"));
         let Ok(set) = text.parse::<rrule::RRuleSet>() else {
             return Ok(single());
@@ -447,14 +493,15 @@ impl Timing {
         let mut scanned = 0u32;
         for d in &set {
             let d = d.with_timezone(&Utc);
-            if d >= to || out.len() >= limit as usize {
+            if d >= to_f || out.len() >= limit as usize {
                 break;
             }
             scanned += 1;
             if scanned > SCAN_LIMIT {
                 return Err(TooDense { rule });
             }
-            if d >= lo && overlaps(d) && excluded.binary_search(&d).is_err() {
+            let d = back(d);
+            if d >= lo && d < to && overlaps(d) && excluded.binary_search(&d).is_err() {
                 out.push(d);
             }
         }
@@ -559,6 +606,7 @@ mod tests {
             duration: Duration::seconds(1),
             rrule: Some("FREQ=SECONDLY".into()),
             exdates: Vec::new(),
+            zone: None,
         };
         let got = every_second
             .occurrences(d("20300101T000000Z"), d("20300101T000005Z"), 100)

@@ -1359,3 +1359,105 @@ fn another_users_collections_and_items_are_neither_seen_nor_revealed() {
         );
     });
 }
+
+/// Europe/Berlin and America/New_York as clients send them, with their DST rules.
+const ZONES: &str = "BEGIN:VTIMEZONE\r\nTZID:Europe/Berlin\r\nBEGIN:DAYLIGHT\r\nTZOFFSETFROM:+0100\r\nTZOFFSETTO:+0200\r\nTZNAME:CEST\r\nDTSTART:19700329T020000\r\nRRULE:FREQ=YEARLY;BYMONTH=3;BYDAY=-1SU\r\nEND:DAYLIGHT\r\nBEGIN:STANDARD\r\nTZOFFSETFROM:+0200\r\nTZOFFSETTO:+0100\r\nTZNAME:CET\r\nDTSTART:19701025T030000\r\nRRULE:FREQ=YEARLY;BYMONTH=10;BYDAY=-1SU\r\nEND:STANDARD\r\nEND:VTIMEZONE\r\nBEGIN:VTIMEZONE\r\nTZID:America/New_York\r\nBEGIN:DAYLIGHT\r\nTZOFFSETFROM:-0500\r\nTZOFFSETTO:-0400\r\nTZNAME:EDT\r\nDTSTART:20070311T020000\r\nRRULE:FREQ=YEARLY;BYMONTH=3;BYDAY=2SU\r\nEND:DAYLIGHT\r\nBEGIN:STANDARD\r\nTZOFFSETFROM:-0400\r\nTZOFFSETTO:-0500\r\nTZNAME:EST\r\nDTSTART:20071104T020000\r\nRRULE:FREQ=YEARLY;BYMONTH=11;BYDAY=1SU\r\nEND:STANDARD\r\nEND:VTIMEZONE\r\n";
+
+fn zoned(uid: &str, tzid: &str, start: &str, end: &str, rule: &str) -> String {
+    format!(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\n{ZONES}BEGIN:VEVENT\r\nUID:{uid}\r\nDTSTAMP:20260101T000000Z\r\nDTSTART;TZID={tzid}:{start}\r\nDTEND;TZID={tzid}:{end}\r\n{rule}SUMMARY:{uid}\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+}
+
+/// Times with a TZID are the calendar's zone's local times: time-range queries, expansion
+/// across a change of offset, free-busy and Atom time-range feeds all see them in UTC.
+#[test]
+fn times_with_a_tzid_are_resolved_through_the_calendars_vtimezone() {
+    each_store(|_, _, alice, _| {
+        let cal = "/cosmo/dav/alice/tz/";
+        assert_eq!(alice.send("MKCALENDAR", cal, &[], "").status, 201);
+        let events = [
+            // 10:00-11:00 in Berlin in April (CEST, +02:00) is 08:00-09:00 UTC.
+            (
+                "berlin",
+                zoned(
+                    "berlin",
+                    "Europe/Berlin",
+                    "20260415T100000",
+                    "20260415T110000",
+                    "",
+                ),
+            ),
+            // 09:00-10:00 in New York in January (EST, -05:00) is 14:00-15:00 UTC.
+            (
+                "ny",
+                zoned(
+                    "ny",
+                    "America/New_York",
+                    "20260115T090000",
+                    "20260115T100000",
+                    "",
+                ),
+            ),
+            // Weekly at 10:00 Berlin time from 22 March, across the change on 29 March.
+            (
+                "weekly",
+                zoned(
+                    "weekly",
+                    "Europe/Berlin",
+                    "20260322T100000",
+                    "20260322T103000",
+                    "RRULE:FREQ=WEEKLY;COUNT=3\r\n",
+                ),
+            ),
+        ];
+        for (n, body) in &events {
+            let r = alice.send("PUT", &format!("{cal}{n}.ics"), &[TEXT_CAL], body);
+            assert_eq!(r.status, 201, "{n}: {}", r.body);
+        }
+        let mut found = |start: &str, end: &str| {
+            let r = alice.send("REPORT", cal, &[XML, ("depth", "1")], &query(start, end));
+            assert_eq!(r.status, 207, "{}", r.body);
+            ["berlin", "ny", "weekly"]
+                .into_iter()
+                .filter(|n| r.body.contains(&format!("{n}.ics")))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(found("20260415T070000Z", "20260415T090000Z"), ["berlin"]);
+        assert!(found("20260415T093000Z", "20260415T103000Z").is_empty());
+        assert_eq!(found("20260115T140000Z", "20260115T150000Z"), ["ny"]);
+        assert!(found("20260115T090000Z", "20260115T100000Z").is_empty());
+        // The weekly event: 09:00Z before the change, 08:00Z after it.
+        assert_eq!(found("20260322T090000Z", "20260322T091000Z"), ["weekly"]);
+        assert!(found("20260329T090000Z", "20260329T091000Z").is_empty());
+        assert_eq!(found("20260329T080000Z", "20260329T081000Z"), ["weekly"]);
+        assert_eq!(found("20260405T080000Z", "20260405T081000Z"), ["weekly"]);
+        // Expanded, each instance in UTC.
+        let expand = r#"<C:calendar-query xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop xmlns:D="DAV:"><C:calendar-data><C:expand start="20260301T000000Z" end="20260501T000000Z"/></C:calendar-data></D:prop><C:filter><C:comp-filter name="VCALENDAR"><C:comp-filter name="VEVENT"><C:time-range start="20260301T000000Z" end="20260501T000000Z"/></C:comp-filter></C:comp-filter></C:filter></C:calendar-query>"#;
+        let r = alice.send("REPORT", cal, &[XML, ("depth", "1")], expand);
+        for at in ["20260322T090000Z", "20260329T080000Z", "20260405T080000Z"] {
+            assert!(
+                r.body.contains(&format!("RECURRENCE-ID:{at}")),
+                "{at}: {}",
+                r.body
+            );
+        }
+        // Free-busy: the Berlin event is busy 08:00-09:00 UTC.
+        let fb = r#"<C:free-busy-query xmlns:C="urn:ietf:params:xml:ns:caldav"><C:time-range start="20260415T000000Z" end="20260416T000000Z"/></C:free-busy-query>"#;
+        let r = alice.send("REPORT", cal, &[XML], fb);
+        assert!(r.body.contains("20260415T080000Z/"), "{}", r.body);
+        // The same calendar as an Atom time-range feed.
+        let mut feed = |s: &str, e: &str| {
+            feed_titles(
+                &alice
+                    .get(&format!("/cosmo/atom/collection/tz?start={s}&end={e}"))
+                    .body,
+            )
+        };
+        assert_eq!(
+            feed("2026-04-15T07:00:00Z", "2026-04-15T09:00:00Z"),
+            ["berlin"]
+        );
+        assert!(feed("2026-04-15T09:30:00Z", "2026-04-15T10:30:00Z").is_empty());
+    });
+}

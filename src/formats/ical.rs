@@ -185,6 +185,10 @@ pub fn check_rrule(rule: &str) -> Result<(), String> {
             "BYDAY" => {
                 for d in value.split(',') {
                     let d = d.trim().to_ascii_uppercase();
+                    // ASCII only, so the split below falls between characters.
+                    if !d.is_ascii() {
+                        return Err(format!("RRULE BYDAY={value}: '{d}' is not a weekday"));
+                    }
                     let (n, day) = d.split_at(d.len().saturating_sub(2));
                     let ordinal_ok =
                         n.is_empty() || n.parse::<i64>().is_ok_and(|k| k != 0 && k.abs() <= 53);
@@ -385,6 +389,7 @@ mod tests {
             ),
             ("FREQ=MONTHLY;BYMONTHDAY=0", "BYMONTHDAY=0"),
             ("FREQ=WEEKLY;BYDAY=XY", "BYDAY=XY"),
+            ("FREQ=WEEKLY;BYDAY=ÖM", "BYDAY=ÖM"),
             ("FREQ=DAILY;BYHOUR=24", "BYHOUR=24"),
             ("FREQ=DAILY;SOMETHING=1", "SOMETHING=1"),
         ] {

@@ -85,6 +85,13 @@ fn as_utc(t: NaiveDateTime) -> DateTime<Utc> {
     Utc.from_utc_datetime(&t)
 }
 
+/// `t` moved by `seconds`; at the ends of the calendar it stays where it is rather than
+/// overflow (a hostile time near year 262,143 must not panic).
+fn shift(t: DateTime<Utc>, seconds: i32) -> DateTime<Utc> {
+    t.checked_add_signed(Duration::seconds(i64::from(seconds)))
+        .unwrap_or(t)
+}
+
 impl Observance {
     /// Every onset, local time, up to [`LAST_YEAR`]: the first, the rule's, the dates.
     fn onsets(&self) -> Vec<NaiveDateTime> {
@@ -166,15 +173,13 @@ impl Zone {
     /// forward) or an overlap (one met twice), the offset before the change is taken.
     pub fn to_utc(&self, local: NaiveDateTime) -> DateTime<Utc> {
         let naive = as_utc(local);
-        let guess = self.offset_at(naive);
-        let first = naive - Duration::seconds(i64::from(guess));
-        let offset = self.offset_at(first);
-        naive - Duration::seconds(i64::from(offset))
+        let first = shift(naive, -self.offset_at(naive));
+        shift(naive, -self.offset_at(first))
     }
 
     /// A UTC instant as this zone's local time.
     pub fn to_local(&self, utc: DateTime<Utc>) -> NaiveDateTime {
-        (utc + Duration::seconds(i64::from(self.offset_at(utc)))).naive_utc()
+        shift(utc, self.offset_at(utc)).naive_utc()
     }
 }
 
@@ -246,6 +251,9 @@ mod tests {
             z.to_local(utc("20260415T080000Z")),
             parse_local("20260415T100000").unwrap()
         );
+        // The ends of the calendar do not overflow.
+        let _ = z.to_utc(NaiveDateTime::MAX);
+        let _ = z.to_local(DateTime::<Utc>::MIN_UTC);
     }
 
     #[test]

@@ -245,9 +245,8 @@ impl Conn {
             }
         };
         let ended = Instant::now();
-        match self.link.as_mut() {
-            Some(_) if answer.keep && self.policy == Reuse::KeepAlive => {}
-            _ => self.link = None,
+        if !(answer.keep && self.policy == Reuse::KeepAlive) {
+            self.link = None;
         }
         let elapsed = ended.saturating_duration_since(start);
         if self.endpoint.clock.wants() {

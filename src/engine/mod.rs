@@ -182,6 +182,9 @@ pub struct WarmupRound {
     pub successes: u64,
     pub failures: u64,
     pub ops_per_sec: f64,
+    /// Its other requests, thrown away with it but on the server's log all the same:
+    /// its own warm-up period's, its users' set-up and its cleanup.
+    pub other_requests: u64,
 }
 
 /// The label table of a workload: each class's labels, in order.
@@ -289,11 +292,15 @@ impl Runner {
             .iter()
             .fold((0u64, 0u64), |a, s| (a.0 + s.successes, a.1 + s.failures));
         let secs = round.measured.as_secs_f64();
+        let other = round.stats.warmup_requests
+            + round.setup.values().sum::<u64>()
+            + round.cleanup.requests;
         self.warmups.push(WarmupRound {
             index: k,
             elapsed: round.elapsed,
             successes: total.0,
             failures: total.1,
+            other_requests: other,
             ops_per_sec: if secs > 0.0 {
                 total.0 as f64 / secs
             } else {

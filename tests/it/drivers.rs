@@ -409,3 +409,46 @@ fn a_password_with_markup_characters_creates_and_uses_its_account() {
     assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures);
     assert!(r.summary.total.requests >= 15);
 }
+
+/// With a warm-up round and a warm-up period, every request the embedded server answered
+/// is in the report: measured, warm-up (period and rounds), set-up, cleanup.
+#[test]
+fn warm_up_rounds_set_up_and_cleanup_add_up_to_the_servers_count() {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let code = loadmix(&[
+        "run",
+        &path_str(&root().join("workloads/cosmo-0.7-saturate.yaml")),
+        "--target",
+        &srv.url(),
+        "--duration",
+        "1s",
+        "--rounds",
+        "1",
+        "--set",
+        "run.warmup=300ms",
+        "--set",
+        "run.warmup_rounds=1",
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    let answered: u64 = srv.stats.snapshot().iter().map(|(_, _, n)| n).sum();
+    let round = &r.rounds[0];
+    let warm = &r.warmup_rounds[0];
+    assert!(warm.other_requests > 0, "its set-up and cleanup");
+    let reported = r.summary.total.requests
+        + round.warmup_requests
+        + r.preflight.requests
+        + round.setup.requests
+        + round.cleanup.requests
+        + warm.successes
+        + warm.failures
+        + warm.other_requests;
+    assert_eq!(answered, reported);
+    rt.block_on(srv.stop());
+}

@@ -159,6 +159,10 @@ pub struct WarmupRoundInfo {
     pub successes: u64,
     pub failures: u64,
     pub ops_per_sec: f64,
+    /// Its requests outside those: its own warm-up period's, its users' set-up and its
+    /// cleanup, so that a run's requests add up to the server's log.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub other_requests: u64,
 }
 
 /// TLS settings of an https run, so a report says whether its server was verified.
@@ -585,6 +589,7 @@ fn warmup_rounds(run: &RunResult) -> Vec<WarmupRoundInfo> {
             successes: x.successes,
             failures: x.failures,
             ops_per_sec: x.ops_per_sec,
+            other_requests: x.other_requests,
         })
         .collect()
 }

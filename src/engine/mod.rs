@@ -29,7 +29,7 @@ use crate::metrics::{self, LabelTable, RoundStats, Sample};
 use crate::protocol::cleanup::CleanupStats;
 use crate::protocol::drain::DrainStats;
 use crate::protocol::{AccountPlan, ClassDriver, ProtocolError, VuDriver, VuIds};
-use crate::transport::{Conn, Endpoint, ErrorClass, Tally, Timeouts};
+use crate::transport::{Conn, Endpoint, ErrorClass, Tally, Timeouts, add_tally};
 use crate::workload::{Stop, UserClass, Workload};
 use seed::{VuRngs, class_seed, next_op};
 
@@ -236,13 +236,6 @@ pub async fn prepare(
         drivers.push(Arc::new(d));
     }
     Ok((drivers, probes))
-}
-
-/// Add `more` to `into`.
-fn add_tally(into: &mut Tally, more: Tally) {
-    for (k, n) in more {
-        *into.entry(k).or_insert(0) += n;
-    }
 }
 
 /// Runs the rounds of one workload against one target, one round at a time, so several

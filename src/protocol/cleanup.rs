@@ -42,7 +42,8 @@ pub struct Leftovers {
 #[derive(Debug, Clone)]
 pub struct Until {
     pub at: Instant,
-    timeout: Duration,
+    /// The limit that sets `at`, in words: `--cleanup-timeout 120s`.
+    limit: String,
     stop: CancellationToken,
 }
 
@@ -51,16 +52,21 @@ impl Until {
     pub fn new(timeout: Duration, stop: CancellationToken) -> Until {
         Until {
             at: Instant::now() + timeout,
-            timeout,
+            limit: format!("--cleanup-timeout {timeout:?}"),
             stop,
         }
     }
 
-    /// The same, but at most `limit` from now.
-    pub fn within(&self, limit: Duration) -> Until {
-        Until {
-            at: self.at.min(Instant::now() + limit),
-            ..self.clone()
+    /// The same, but at most `limit` from now (`what` names that limit).
+    pub fn within(&self, limit: Duration, what: &str) -> Until {
+        let at = Instant::now() + limit;
+        match at < self.at {
+            true => Until {
+                at,
+                limit: format!("{what} {limit:?}"),
+                stop: self.stop.clone(),
+            },
+            false => self.clone(),
         }
     }
 
@@ -74,7 +80,7 @@ impl Until {
         if self.stop.is_cancelled() {
             "a stop signal".into()
         } else {
-            format!("--cleanup-timeout {:?}", self.timeout)
+            self.limit.clone()
         }
     }
 

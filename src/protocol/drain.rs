@@ -111,7 +111,7 @@ pub async fn run(
             total.absorb(s);
         }
         let endpoint = endpoint.clone();
-        let until = until.within(LIMIT);
+        let until = until.within(LIMIT, "the drain's own limit of");
         tasks.spawn(async move { one(endpoint, timeouts, q, delete, until).await });
     }
     while let Some(r) = tasks.join_next().await {

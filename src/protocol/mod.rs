@@ -565,8 +565,6 @@ impl std::ops::DerefMut for Counted<'_> {
 
 impl Drop for Counted<'_> {
     fn drop(&mut self) {
-        for (k, n) in self.conn.take_tally() {
-            *self.into.entry(k).or_insert(0) += n;
-        }
+        crate::transport::add_tally(self.into, self.conn.take_tally());
     }
 }

@@ -93,6 +93,13 @@ pub struct Conn {
 /// clock, so that what the server logged adds up.
 pub type Tally = std::collections::BTreeMap<(String, u16), u64>;
 
+/// Add `more` to `into`.
+pub fn add_tally(into: &mut Tally, more: Tally) {
+    for (k, n) in more {
+        *into.entry(k).or_insert(0) += n;
+    }
+}
+
 /// An open connection, which the VU's own task writes and reads: no task per connection,
 /// no channel between the user and its socket.
 struct Link {

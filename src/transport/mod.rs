@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use hyper::header::HeaderValue;
 
-pub use conn::{Conn, Response, Tally};
+pub use conn::{Conn, Response, Tally, add_tally};
 pub use h1::BodyUse;
 pub use stream::Handshake;
 pub use tls::{TlsClient, TlsError, TlsOptions};

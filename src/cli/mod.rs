@@ -713,13 +713,20 @@ pub fn render_plan(w: &Workload) -> String {
             let detail = c.kind.describe_op(i);
             t.add_row(vec![
                 op.name.clone(),
-                format!("{}", op.weight),
+                if c.chain.from_mix {
+                    format!("{}", op.weight)
+                } else {
+                    "(rows)".into()
+                },
                 format!("{:.2}%", op.probability * 100.0),
                 format!("{:.2}%", share * 100.0),
                 detail,
             ]);
         }
         let _ = writeln!(out, "{t}");
+        if !c.chain.from_mix {
+            behaviours_text(&mut out, c);
+        }
     }
     let _ = writeln!(
         out,
@@ -732,6 +739,65 @@ pub fn render_plan(w: &Workload) -> String {
         }
     }
     out
+}
+
+/// What each behaviour of a class implies, worked out exactly from its chain: its share
+/// of sessions, the operations a session runs and the visits to each state; states it
+/// defines but never reaches, as warnings.
+fn behaviours_text(out: &mut String, c: &crate::workload::UserClass) {
+    use std::fmt::Write as _;
+    let n = c.ops.len();
+    let mut reached = vec![false; n];
+    for (b, beh) in c.chain.behaviours.iter().enumerate() {
+        let e = c.chain.expected(b, n);
+        let length = match e.ops_per_session {
+            Some(x) => format!("{x:.2} operations per session"),
+            None => "sessions never exit (they end with max_ops or the round)".into(),
+        };
+        let unit = if e.ops_per_session.is_some() {
+            "visits per session"
+        } else {
+            "long-run share"
+        };
+        let visits: Vec<String> = c
+            .ops
+            .iter()
+            .zip(&e.visits)
+            .filter(|(_, v)| **v > 0.0)
+            .map(|(o, v)| format!("{} {v:.3}", o.name))
+            .collect();
+        let _ = writeln!(
+            out,
+            "behaviour {} · weight {} ({:.1}% of sessions) · {length}\n  {unit}: {}",
+            beh.name,
+            beh.weight,
+            beh.probability * 100.0,
+            visits.join(", ")
+        );
+        let reach = c.chain.reachable(b, n);
+        for (op, r) in reach.iter().enumerate() {
+            reached[op] |= *r;
+            if !r && beh.states[op].is_some() {
+                let _ = writeln!(
+                    out,
+                    "  warning: state '{}' of behaviour '{}' is never reached",
+                    c.ops[op].name, beh.name
+                );
+            }
+        }
+    }
+    if let Some(m) = c.chain.max_ops {
+        let _ = writeln!(out, "a session ends after at most {m} operations");
+    }
+    for (op, r) in c.ops.iter().zip(&reached) {
+        if !r {
+            let _ = writeln!(
+                out,
+                "warning: operation '{}' is in ops but no behaviour reaches it",
+                op.name
+            );
+        }
+    }
 }
 
 fn plan(a: PlanArgs) -> Exit {

@@ -13,6 +13,7 @@ pub mod host;
 pub mod open;
 pub mod plan;
 pub mod seed;
+pub mod session;
 pub mod shard;
 pub mod timer;
 
@@ -31,7 +32,7 @@ use crate::protocol::drain::DrainStats;
 use crate::protocol::{AccountPlan, ClassDriver, ProtocolError, VuDriver, VuIds};
 use crate::transport::{Conn, Endpoint, ErrorClass, Tally, Timeouts, add_tally};
 use crate::workload::{Stop, UserClass, Workload};
-use seed::{VuRngs, class_seed, next_op};
+use seed::{VuRngs, class_seed};
 
 /// How to run, beyond what the workload says.
 #[derive(Clone)]
@@ -152,6 +153,8 @@ pub struct RoundResult {
     pub drain: DrainStats,
     /// What its producers sent and its consumers (and the drain) took, by stamp.
     pub ledger: Ledger,
+    /// Classes with behaviours: their users' sessions, by class index.
+    pub sessions: Vec<(usize, session::ClassSessions)>,
 }
 
 /// Everything a run produced.
@@ -360,6 +363,8 @@ struct VuOutput {
     dropped: u64,
     late: u64,
     sessions: u64,
+    /// Classes with behaviours: what their users' sessions came to, by class index.
+    walks: Vec<(usize, session::ClassSessions)>,
     /// What its users made, for the end of the round to remove.
     leftovers: Vec<crate::protocol::cleanup::Leftovers>,
     /// The broker destinations of the run's own its users used, for the teardown.
@@ -382,6 +387,12 @@ impl VuOutput {
         self.dropped += o.dropped;
         self.late += o.late;
         self.sessions += o.sessions;
+        for (ci, w) in o.walks {
+            match self.walks.iter_mut().find(|(c, _)| *c == ci) {
+                Some((_, mine)) => mine.absorb(&w),
+                None => self.walks.push((ci, w)),
+            }
+        }
     }
 }
 
@@ -576,6 +587,7 @@ async fn run_round(
             cleanup,
             drain,
             ledger,
+            sessions: std::mem::take(&mut out.walks),
         },
         out.log,
         out.failures,
@@ -848,7 +860,13 @@ fn spawn_open(
             start,
             // An open class needs an end: the duration, or its iterations' worth of time.
             deadline: rc.deadline.unwrap_or(start + Duration::from_secs(3600)),
-            iterations: class.iterations.unwrap_or(1),
+            // A session of a behaviour ends at its exit (or `max_ops`); of a table, after
+            // its iterations.
+            iterations: if class.chain.from_mix {
+                class.iterations.unwrap_or(1)
+            } else {
+                u64::MAX
+            },
             label_base: rc.labels.index(ci, 0),
             log_ops: cfg.log_ops,
             run_id: cfg.run_id.clone(),
@@ -1061,31 +1079,28 @@ fn step_sample(o: &crate::protocol::Outcome, label: u32, start_us: u64) -> Sampl
 pub(crate) type Cancelled<'p, 't> =
     std::pin::Pin<&'p mut tokio_util::sync::WaitForCancellationFuture<'t>>;
 
-/// One operation: the bootstrap when the user has no collection, else a pick from the
-/// table. `None` when stopped meanwhile.
+/// One operation: the bootstrap when the user has no collection (`op` is `None`), else
+/// the operation its behaviour picked. `None` when stopped meanwhile.
 async fn one_op(
     driver: &mut VuDriver,
     conn: &mut Conn,
     rngs: &mut VuRngs,
-    class: &UserClass,
-    (seq, boot): (u64, bool),
+    (seq, op): (u64, Option<usize>),
     cancelled: &mut Cancelled<'_, '_>,
 ) -> Option<(Option<usize>, crate::protocol::Outcome)> {
     // The operation's future is boxed for as long as it runs: inline, the largest of every
     // driver's operations (4.4 KiB) would be part of every user's task, also while it
     // thinks, and 100,000 idle users would pay for it 100,000 times. One allocation per
     // operation costs far less than a request.
-    if boot {
-        tokio::select! {
+    match op {
+        None => tokio::select! {
             o = Box::pin(driver.bootstrap(conn, &mut rngs.data)) => Some((None, o)),
             _ = cancelled.as_mut() => None,
-        }
-    } else {
-        let op = next_op(class, &mut rngs.mix);
-        tokio::select! {
+        },
+        Some(op) => tokio::select! {
             o = Box::pin(driver.execute(op, seq, conn, &mut rngs.data)) => Some((Some(op), o)),
             _ = cancelled.as_mut() => None,
-        }
+        },
     }
 }
 
@@ -1112,6 +1127,7 @@ async fn vu_loop(
     // `done` counts every operation (what `iterations` and pacing count); `seq` counts the
     // picks from the table, which is what `loadmix plan` lists.
     let (mut done, mut seq) = (0u64, 0u64);
+    let mut walk = session::Walk::new(class);
     loop {
         if spec.iterations.is_some_and(|n| done >= n) || spec.halted.load(Ordering::Relaxed) {
             break;
@@ -1120,7 +1136,16 @@ async fn vu_loop(
         // One clock read serves the think's start and, when there is nothing to wait for,
         // the operation's start: clock reads are a visible share of a fast request's cost.
         let now = Instant::now();
-        let Some((intended, think)) = next_due(class, begin, done, now, &mut rngs, boot) else {
+        let pick = if boot {
+            None
+        } else {
+            let allowed = |g: &crate::workload::chain::Guard| driver.guard_holds(g);
+            match walk.next(class, &mut rngs, &allowed, now, false) {
+                Some(p) => Some(p),
+                None => break,
+            }
+        };
+        let Some((intended, think)) = next_due(class, begin, done, now, &mut rngs, pick) else {
             break;
         };
         if end_by.is_some_and(|e| intended >= e) {
@@ -1143,8 +1168,7 @@ async fn vu_loop(
             &mut driver,
             &mut conn,
             &mut rngs,
-            class,
-            (seq, boot),
+            (seq, pick.map(|(op, _)| op)),
             &mut cancelled,
         )
         .await
@@ -1189,6 +1213,8 @@ async fn vu_loop(
     out.connections = conn.opened;
     out.retried = conn.retried;
     out.unsolicited = conn.unsolicited;
+    out.walks
+        .extend(walk.finish().map(|w| (spec.class_index, w)));
     out.leftovers.extend(driver.leftovers());
     out.finish_broker(&mut driver);
     out
@@ -1211,16 +1237,17 @@ async fn wait_for_turn(spec: &VuSpec, cancelled: &mut Cancelled<'_, '_>) -> Opti
 }
 
 /// When the next operation is due, and the think before it. Pacing: operation k is due at
-/// begin + k × pacing. Think: due when the think ends, drawn from the pick's stream or the
-/// bootstrap's, so bootstraps shift no pick's think. Checked arithmetic: a schedule past
-/// what an Instant can hold simply ends (`None`).
+/// begin + k × pacing. Think: due when the think ends: the pick's (drawn with it from the
+/// behaviour's transition), or a bootstrap's from its own stream, so bootstraps shift no
+/// pick's think. Checked arithmetic: a schedule past what an Instant can hold simply ends
+/// (`None`).
 fn next_due(
     class: &UserClass,
     begin: Instant,
     done: u64,
     now: Instant,
     rngs: &mut VuRngs,
-    boot: bool,
+    pick: Option<(usize, Duration)>,
 ) -> Option<(Instant, Duration)> {
     match class.pacing {
         Some(p) => {
@@ -1228,7 +1255,10 @@ fn next_due(
             Some((begin.checked_add(p.checked_mul(k)?)?, Duration::ZERO))
         }
         None => {
-            let t = rngs.think_before(class, boot);
+            let t = match pick {
+                Some((_, think)) => think,
+                None => rngs.think_before_bootstrap(class),
+            };
             Some((now.checked_add(t)?, t))
         }
     }

@@ -262,11 +262,25 @@ async fn session(
     // As in the closed loop: `done` counts operations, `seq` the picks from the table, and a
     // bootstrap's think comes from its own stream. The first operation starts on arrival.
     let mut seq = 0u64;
+    let mut walk = super::session::Walk::new(class);
     for done in 0..spec.iterations {
         let boot = vu.needs_bootstrap();
+        let pick = if boot {
+            None
+        } else {
+            let allowed = |g: &crate::workload::chain::Guard| vu.guard_holds(g);
+            match walk.next(class, &mut rngs, &allowed, Instant::now(), true) {
+                Some(p) => Some(p),
+                // The session exited.
+                None => break,
+            }
+        };
         let mut think = Duration::ZERO;
         if done > 0 {
-            think = rngs.think_before(class, boot);
+            think = match pick {
+                Some((_, t)) => t,
+                None => rngs.think_before_bootstrap(class),
+            };
             intended = Instant::now() + think;
             if intended >= spec.deadline {
                 break;
@@ -282,8 +296,7 @@ async fn session(
             &mut vu,
             &mut conn,
             &mut rngs,
-            class,
-            (seq, boot),
+            (seq, pick.map(|(op, _)| op)),
             &mut cancelled,
         )
         .await
@@ -323,6 +336,8 @@ async fn session(
     out.connections = conn.opened;
     out.retried = conn.retried;
     out.unsolicited = conn.unsolicited;
+    out.walks
+        .extend(walk.finish().map(|w| (spec.class_index, w)));
     out.leftovers.extend(vu.leftovers());
     out.finish_broker(&mut vu);
     out

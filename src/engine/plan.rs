@@ -5,13 +5,17 @@
 use std::time::Duration;
 
 use super::open::Schedule;
-use super::seed::{VuRngs, next_op, next_think};
+use super::seed::{VuRngs, next_step};
 use super::shard::Shard;
+use crate::workload::chain::{Session, Step};
 use crate::workload::{Stop, UserClass, Workload};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedOp {
     pub seq: u64,
+    /// The user's session it is part of (from 0), and that session's behaviour.
+    pub session: u64,
+    pub behaviour: usize,
     /// Index into the class's operation table.
     pub op: usize,
     pub name: String,
@@ -20,7 +24,9 @@ pub struct PlannedOp {
 }
 
 /// The operations VU `vu` of `class` picks in `round` (1-based), one at a time: as many
-/// as the caller takes, in constant memory.
+/// as the caller takes, in constant memory. Sessions follow one another as a closed
+/// user's do (an open arrival runs the first); a guard is taken to hold, since what a
+/// user holds depends on the server's answers.
 pub fn picks<'c>(
     seed: u64,
     class: &'c UserClass,
@@ -28,15 +34,36 @@ pub fn picks<'c>(
     round: u32,
 ) -> impl Iterator<Item = PlannedOp> + 'c {
     let mut rngs = VuRngs::new(seed, &class.name, vu, round);
-    (0u64..).map(move |seq| {
-        let think = next_think(class, &mut rngs.think);
-        let op = next_op(class, &mut rngs.mix);
-        PlannedOp {
-            seq,
-            op,
-            name: class.ops[op].name.clone(),
-            think,
+    let mut s = Session::default();
+    let mut behaviour = 0;
+    let mut seq = 0u64;
+    std::iter::from_fn(move || {
+        // As the engine's walk: after an end, the next session's first operation; two
+        // ends in a row stop the user.
+        for _ in 0..2 {
+            match next_step(class, &mut s, &mut rngs, &|_| true) {
+                Step::Op {
+                    op,
+                    think_us,
+                    began,
+                    ..
+                } => {
+                    behaviour = began.unwrap_or(behaviour);
+                    let p = PlannedOp {
+                        seq,
+                        session: s.ended,
+                        behaviour,
+                        op,
+                        name: class.ops[op].name.clone(),
+                        think: Duration::from_nanos((think_us * 1e3) as u64),
+                    };
+                    seq += 1;
+                    return Some(p);
+                }
+                Step::End { .. } => {}
+            }
         }
+        None
     })
 }
 

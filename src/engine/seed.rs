@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
-use rand_distr::Distribution;
 
 use crate::workload::UserClass;
+use crate::workload::chain::{Guard, Session, Step};
 
 pub struct VuRngs {
     pub mix: Xoshiro256PlusPlus,
@@ -39,22 +39,24 @@ impl VuRngs {
     }
 }
 
-/// The next operation of a VU of `class` (index into its table).
-pub fn next_op(class: &UserClass, mix: &mut Xoshiro256PlusPlus) -> usize {
-    class.chooser.sample(mix)
+/// The next step of a VU of `class` in its `session`: the transition from the picks'
+/// stream, the think before it from the think stream; `allowed` says which guards hold.
+pub fn next_step(
+    class: &UserClass,
+    session: &mut Session,
+    rngs: &mut VuRngs,
+    allowed: &dyn Fn(&Guard) -> bool,
+) -> Step {
+    class
+        .chain
+        .next(session, &mut rngs.mix, &mut rngs.think, allowed)
 }
 
 impl VuRngs {
-    /// The think time before the next operation: from the picks' stream, or from the
-    /// bootstraps' own when the operation is a bootstrap, so that bootstraps shift no
-    /// pick's think time.
-    pub fn think_before(&mut self, class: &UserClass, bootstrap: bool) -> Duration {
-        let stream = if bootstrap {
-            &mut self.boot_think
-        } else {
-            &mut self.think
-        };
-        next_think(class, stream)
+    /// The think time before a bootstrap, from the bootstraps' own stream, so that
+    /// bootstraps shift no pick's think time.
+    pub fn think_before_bootstrap(&mut self, class: &UserClass) -> Duration {
+        next_think(class, &mut self.boot_think)
     }
 }
 

@@ -194,6 +194,11 @@ pub struct HttpVu {
 }
 
 impl HttpVu {
+    /// Whether pool `index` holds a value (a behaviour's guard).
+    pub fn pool_holds(&self, index: usize) -> bool {
+        self.pools.get(index).is_some_and(|p| !p.is_empty())
+    }
+
     /// What the end of the round removes: `(method, path)` for every entry still held in
     /// a pool that has a cleanup method. Paths are as remembered (without the base path).
     pub fn leftovers(&self) -> Vec<(Method, super::cleanup::Place)> {

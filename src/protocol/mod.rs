@@ -492,6 +492,17 @@ impl VuDriver {
     }
 
     /// True when the VU must first make a collection (outside its table).
+    /// Whether a behaviour's guard holds for this user now. Pools are http's; the
+    /// resolver refuses pool guards elsewhere, and any other driver says no.
+    pub fn guard_holds(&self, guard: &crate::workload::chain::Guard) -> bool {
+        match (&self.state, guard) {
+            (VuState::Http(v), crate::workload::chain::Guard::Pool { index, .. }) => {
+                v.pool_holds(*index)
+            }
+            _ => false,
+        }
+    }
+
     pub fn needs_bootstrap(&self) -> bool {
         match &self.state {
             VuState::Http(_) | VuState::Stomp(_) | VuState::Amqp(_) => false,

@@ -161,6 +161,24 @@ fn consistent(s: &ShardReport) -> Result<(), MergeError> {
                 ));
             }
         }
+        for c in &r.sessions {
+            for b in &c.behaviours {
+                let ended = [b.exited, b.max_ops, b.dead_ends]
+                    .iter()
+                    .try_fold(0u64, |a, x| a.checked_add(*x));
+                let counted = b
+                    .ops_per_session
+                    .counts
+                    .iter()
+                    .try_fold(0u64, |a, (_, n)| a.checked_add(*n));
+                if ended.and_then(|e| e.checked_add(b.cut)) != Some(b.started) || counted != ended {
+                    return bad(format!(
+                        "round {} {}.{}: {} sessions started do not add up to how they ended",
+                        r.index, c.class, b.behaviour, b.started
+                    ));
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -379,6 +397,7 @@ fn merged_round_report(
         connections_opened: sum(|r| r.connections_opened),
         requests_retried: sum(|r| r.requests_retried),
         unsolicited_answers: sum(|r| r.unsolicited_answers),
+        sessions: model::sessions::sum(rounds.iter().map(|r| &r.sessions[..])),
         setup: rounds.iter().fold(model::Untimed::default(), |mut a, r| {
             a.add(&r.setup);
             a

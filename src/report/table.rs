@@ -16,6 +16,7 @@ pub fn render(r: &Report) -> String {
     operations(&mut out, r);
     named_answers(&mut out, &r.summary);
     messages(&mut out, r);
+    sessions(&mut out, r);
     corrected_latency(&mut out, &r.summary);
     out.push_str(&connections_table(&r.summary));
     unsolicited(&mut out, r);
@@ -438,6 +439,74 @@ fn overruns(out: &mut String, r: &Report) {
                 out,
                 "WARNING: round {} ran {over:.2} s past its duration, finishing the requests in flight at its end; they are counted, and ops/s is over the duration",
                 x.index
+            );
+        }
+    }
+}
+
+/// Classes with behaviours: per behaviour over the rounds, the sessions, how they ended,
+/// their length and duration, and the share of sessions against the weight.
+fn sessions(out: &mut String, r: &Report) {
+    let all = super::model::sessions::sum(r.rounds.iter().map(|x| &x.sessions[..]));
+    for c in &all {
+        let started: u64 = c.behaviours.iter().map(|b| b.started).sum();
+        let _ = writeln!(out, "sessions of {} ({started} started):", c.class);
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Disabled);
+        t.set_header(vec![
+            "behaviour",
+            "sessions",
+            "share",
+            "weight",
+            "exited",
+            "max_ops",
+            "dead",
+            "cut",
+            "ops p50",
+            "ops mean",
+            "ops p90",
+            "time p50",
+            "time p90",
+        ]);
+        for b in &c.behaviours {
+            let share = if started == 0 {
+                0.0
+            } else {
+                b.started as f64 / started as f64
+            };
+            t.add_row(vec![
+                b.behaviour.clone(),
+                b.started.to_string(),
+                format!("{:.1}%", share * 100.0),
+                format!("{:.1}%", b.weight_share * 100.0),
+                b.exited.to_string(),
+                b.max_ops.to_string(),
+                b.dead_ends.to_string(),
+                b.cut.to_string(),
+                format!("{}", b.ops_per_session.p50),
+                format!("{:.2}", b.ops_per_session.mean),
+                format!("{}", b.ops_per_session.p90),
+                format!("{:.3} s", b.duration_s.p50),
+                format!("{:.3} s", b.duration_s.p90),
+            ]);
+        }
+        for i in 1..t.column_count() {
+            if let Some(col) = t.column_mut(i) {
+                col.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        let _ = writeln!(out, "{t}");
+        if !c.renormalised.is_empty() {
+            let list: Vec<String> = c
+                .renormalised
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  guarded transitions dropped out (the rest renormalised) in: {}",
+                list.join(", ")
             );
         }
     }

@@ -5,6 +5,7 @@
 //! downstream sees raw strings or re-validates; every mistake is a [`WorkloadError`] naming
 //! file:line:column and key.
 
+pub mod chain;
 pub mod dist;
 pub mod error;
 pub mod overrides;
@@ -18,7 +19,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
-use rand_distr::weighted::WeightedAliasIndex;
 
 pub use dist::Dist;
 pub use error::{Diagnostic, WorkloadError};
@@ -319,7 +319,9 @@ pub struct UserClass {
     /// Every label this class may report: its operations first, in table order, then the
     /// protocol's extra labels. Metrics are indexed by position in this list.
     pub labels: Vec<String>,
-    pub chooser: WeightedAliasIndex<f64>,
+    /// How its users go from one operation to the next: its behaviours, or its `mix:`
+    /// table as a chain of one.
+    pub chain: chain::Chain,
     /// The typed operations (one per row of `ops`) and parameters of its protocol.
     pub kind: ClassKind,
     /// Names of values captured from responses (generic `http` protocol).

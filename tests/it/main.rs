@@ -5,6 +5,7 @@
 mod common;
 
 mod auth;
+mod behaviours;
 
 mod bad_workloads;
 mod brokers;

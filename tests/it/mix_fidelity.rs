@@ -89,3 +89,55 @@ fn weights_need_not_sum_to_one() {
         assert!((x.probability - y.probability).abs() < 1e-12);
     }
 }
+
+const CHAIN: &str = r#"
+users:
+  - class: c
+    protocol: caldav
+    count: 4
+    ops: { propfind: {}, sync_collection: {}, multiget: {}, put_event: {} }
+    behaviours:
+      poll:
+        weight: 3
+        start: propfind
+        states:
+          propfind: { sync_collection: 1 }
+          sync_collection: { multiget: 0.4, sync_collection: 0.2, exit: 0.4 }
+          multiget: { sync_collection: 0.5, exit: 0.5 }
+      edit:
+        weight: 1
+        start: { put_event: 1 }
+        states:
+          put_event: { put_event: 0.3, propfind: 0.2, exit: 0.5 }
+          propfind: { sync_collection: 1 }
+          sync_collection: { exit: 1 }
+"#;
+
+/// A behaviour model's sampled operations match the mix its chain implies, worked out
+/// from the fundamental matrix; and the same test rejects a mix that is not the chain's.
+#[test]
+fn a_chains_observed_mix_matches_the_one_it_implies() {
+    let c = class(CHAIN, "c");
+    let probs: Vec<f64> = c.ops.iter().map(|o| o.probability).collect();
+    assert!((probs.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{probs:?}");
+    let seen = observed(&c, 77);
+    let p = chi_square_p(&seen, &probs);
+    assert!(p > 0.001, "p = {p}, observed {seen:?}, implied {probs:?}");
+    let mut off = probs.clone();
+    off[0] += 0.02;
+    off[1] -= 0.02;
+    assert!(chi_square_p(&seen, &off) < 1e-6);
+    // Sessions as long as the chain says: poll 1 + (1 + …) — checked against sampling.
+    let planned = plan::sequence(77, &c, 0, 1, N);
+    let sessions = planned.last().unwrap().session + 1;
+    let mean = N as f64 / sessions as f64;
+    let expected: f64 = (0..2)
+        .map(|b| {
+            c.chain.behaviours[b].probability * c.chain.expected(b, 4).ops_per_session.unwrap()
+        })
+        .sum();
+    assert!(
+        (mean - expected).abs() / expected < 0.02,
+        "{mean} vs {expected}"
+    );
+}

@@ -15,12 +15,12 @@ use crate::common::*;
 /// A tiny WebDAV-ish store: PUT, GET, PROPFIND (Depth 0) and DELETE on any path; counts
 /// answers by method and status.
 #[derive(Default)]
-struct Share {
-    files: Mutex<BTreeMap<String, Vec<u8>>>,
-    answered: Mutex<BTreeMap<(String, u16), u64>>,
+pub(crate) struct Share {
+    pub(crate) files: Mutex<BTreeMap<String, Vec<u8>>>,
+    pub(crate) answered: Mutex<BTreeMap<(String, u16), u64>>,
 }
 
-async fn handle(State(s): State<Arc<Share>>, req: Request) -> axum::response::Response {
+pub(crate) async fn handle(State(s): State<Arc<Share>>, req: Request) -> axum::response::Response {
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
     let body = axum::body::to_bytes(req.into_body(), 1 << 20)

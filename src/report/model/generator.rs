@@ -150,6 +150,7 @@ mod tests {
             lag.record(lag_ms * 1000).unwrap();
         }
         RoundResult {
+            sessions: Vec::new(),
             index: 2,
             started_at: std::time::SystemTime::now(),
             slot_late: None,

@@ -8,6 +8,7 @@ mod generator;
 mod op;
 mod round;
 mod server;
+pub mod sessions;
 
 use std::collections::BTreeMap;
 
@@ -495,6 +496,7 @@ fn round_report(
         connections_opened: r.connections_opened,
         requests_retried: r.requests_retried,
         unsolicited_answers: r.unsolicited_answers,
+        sessions: sessions::of(w, &r.sessions),
         setup: Untimed::of(&r.setup),
         warmup_requests: r.stats.warmup_requests,
         warmup_s: w.run.warmup.as_secs_f64(),

@@ -29,6 +29,9 @@ pub struct RoundReport {
     /// protocol errors (each closed the connection; no request was counted for them).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unsolicited_answers: u64,
+    /// Classes with behaviours: their sessions, per behaviour.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sessions: Vec<super::sessions::ClassSessions>,
     /// The users' set-up requests before the clock (accounts, discovery).
     #[serde(default, skip_serializing_if = "super::Untimed::is_empty")]
     pub setup: super::Untimed,

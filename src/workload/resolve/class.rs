@@ -3,6 +3,7 @@
 //! [`UserClass`] with typed operations.
 
 use super::*;
+use crate::workload::chain::Chain;
 
 pub(super) const CLASS_KEYS: &[&str] = &[
     "class",
@@ -18,6 +19,9 @@ pub(super) const CLASS_KEYS: &[&str] = &[
     "auth",
     "cleanup",
     "mix",
+    "ops",
+    "behaviours",
+    "session",
     "params",
 ];
 
@@ -72,15 +76,46 @@ pub(super) fn resolve_class(
     };
 
     let Table {
-        ops,
+        mut ops,
         op_params,
         requests,
         captures,
         pools,
-        chooser,
         pos,
         path: mix_path,
     } = resolve_table(cx, node, &path, protocol)?;
+    let chain = match node.get("behaviours") {
+        None => Chain::of_mix(&ops.iter().map(|o| o.weight).collect::<Vec<_>>(), &think)
+            .map_err(|m| cx.err(pos, &mix_path, m))?,
+        Some(_) => {
+            if arrival.is_some()
+                && let Some(n) = node.get("iterations")
+            {
+                return Err(cx.err_hint(
+                    n.pos,
+                    &format!("{path}.iterations"),
+                    "an arrival's session runs until it exits; iterations do not apply",
+                    Some("bound a session with session.max_ops".into()),
+                ));
+            }
+            let chain = behaviour::resolve_chain(
+                cx,
+                node,
+                &behaviour::ChainCx {
+                    ops: &ops,
+                    think: &think,
+                    pools: &pools,
+                    open: arrival.is_some(),
+                    path: &path,
+                },
+            )?;
+            let shares = behaviour::implied_mix(&chain, ops.len());
+            for (op, share) in ops.iter_mut().zip(shares) {
+                op.probability = share;
+            }
+            chain
+        }
+    };
     let mut labels: Vec<String> = ops.iter().map(|o| o.name.clone()).collect();
     let named: Vec<(&str, &Params)> = ops
         .iter()
@@ -120,7 +155,7 @@ pub(super) fn resolve_class(
         auth: None,
         ops,
         labels,
-        chooser,
+        chain,
         kind,
         captures,
     })
@@ -609,15 +644,27 @@ struct Table {
     captures: Vec<String>,
     /// http pools, by name, with where each was first named.
     pools: Vec<(String, Pos)>,
-    chooser: WeightedAliasIndex<f64>,
-    /// Where `mix:` is, and its key path, for later messages.
+    /// Where `mix:` (or `ops:`) is, and its key path, for later messages.
     pos: Pos,
     path: String,
 }
 
 fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Table> {
-    let mix_path = format!("{path}.mix");
-    let (mix, mix_entries) = mix_entries(cx, node, path, &mix_path)?;
+    // A class with behaviours defines its operations in `ops:` (no weights: its rows
+    // have them); one without picks from its `mix:` table.
+    let weighted = node.get("behaviours").is_none();
+    let key = if weighted { "mix" } else { "ops" };
+    let other = if weighted { "ops" } else { "mix" };
+    if let Some(n) = node.get(other) {
+        let message = if weighted {
+            "'ops:' defines the operations of 'behaviours:'; a class without behaviours picks from 'mix:'"
+        } else {
+            "a class with 'behaviours:' defines its operations in 'ops:', not 'mix:'"
+        };
+        return Err(cx.err(n.pos, &format!("{path}.{other}"), message));
+    }
+    let mix_path = format!("{path}.{key}");
+    let (mix, mix_entries) = mix_entries(cx, node, path, &mix_path, key)?;
     let mut captures: Vec<String> = Vec::new();
     let mut ops: Vec<Operation> = Vec::new();
     let mut capture_sites: Vec<(String, Pos)> = Vec::new();
@@ -639,7 +686,18 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
             capture_sites: &mut capture_sites,
             pools: &mut pools,
         };
-        let (op, params, request) = resolve_entry(cx, (k, v), &op_path, protocol, &mut sites)?;
+        if !weighted && behaviour::RESERVED.contains(&k.name.as_str()) {
+            return Err(cx.err(
+                k.pos,
+                &op_path,
+                format!(
+                    "'{}' names something else in a behaviour's rows; call the operation otherwise",
+                    k.name
+                ),
+            ));
+        }
+        let (op, params, request) =
+            resolve_entry(cx, (k, v), &op_path, protocol, &mut sites, weighted)?;
         requests.extend(request);
         ops.push(op);
         op_params.push(params);
@@ -668,33 +726,26 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
         &op_pos,
         &mix_path,
     )?;
-    let chooser = WeightedAliasIndex::new(ops.iter().map(|o| o.weight).collect()).map_err(|e| {
-        cx.err(
-            mix.pos,
-            &mix_path,
-            format!("cannot build the weighted table: {e}"),
-        )
-    })?;
     Ok(Table {
         ops,
         op_params,
         requests,
         captures,
         pools,
-        chooser,
         pos: mix.pos,
         path: mix_path,
     })
 }
 
-/// The class's `mix:`, a mapping with at least one operation.
+/// The class's `mix:` (or `ops:`), a mapping with at least one operation.
 fn mix_entries<'n>(
     cx: &Cx,
     node: &'n Node,
     path: &str,
     mix_path: &str,
+    key: &str,
 ) -> R<(&'n Node, &'n [(Key, Node)])> {
-    let mix = required(cx, node, "mix", path)?;
+    let mix = required(cx, node, key, path)?;
     let mix_entries = match &mix.value {
         Value::Map(e) => e,
         Value::Null => return Err(cx.err(mix.pos, mix_path, "the operation table is empty")),
@@ -723,6 +774,7 @@ fn resolve_entry(
     op_path: &str,
     protocol: Protocol,
     sites: &mut Sites<'_>,
+    weighted: bool,
 ) -> R<(Operation, Params, Option<HttpRequest>)> {
     let mut request = None;
     let op_def = op_def(cx, k, op_path, protocol)?;
@@ -745,7 +797,13 @@ fn resolve_entry(
             } else {
                 allowed
             };
-            cx.check_keys(e, allowed, op_path)?;
+            // In `ops:` the weights are the rows'.
+            let allowed: Vec<&str> = allowed
+                .iter()
+                .copied()
+                .filter(|k| weighted || *k != "weight")
+                .collect();
+            cx.check_keys(e, &allowed, op_path)?;
             if let Some(p) = v.get("params") {
                 let defs = op_def.map(|d| d.params).unwrap_or(&[]);
                 params = resolve_params(cx, p, defs, &join(op_path, "params"))?;
@@ -766,7 +824,15 @@ fn resolve_entry(
                     )?,
                 });
             }
+            if !weighted {
+                op.weight = 1.0;
+                return Ok((op, params, request));
+            }
             required(cx, v, "weight", op_path)?
+        }
+        Value::Null if !weighted && protocol != Protocol::Http => {
+            op.weight = 1.0;
+            return Ok((op, params, request));
         }
         _ => {
             if protocol == Protocol::Http {

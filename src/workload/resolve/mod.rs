@@ -8,7 +8,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
-use rand_distr::weighted::WeightedAliasIndex;
 use sha2::{Digest, Sha256};
 
 use super::dist::{Dist, DistSpec, Unit};
@@ -21,6 +20,7 @@ use super::yaml::{self, Key, Node, Pos, Value};
 use super::*;
 use crate::secrets::Secret;
 
+mod behaviour;
 mod class;
 mod cx;
 mod http;

@@ -1,11 +1,12 @@
 //! Distributions for think times, sizes and counts: `constant`, `uniform`,
 //! `exponential {mean, max?}`, `normal {mean, stddev}` (truncated at 0), `lognormal
-//! {median, p95}`. Values are plain `f64` in the base unit of what they describe
+//! {median, p95}`, `weibull {scale, shape, max?}`, `pareto {scale, shape, max}` (heavy
+//! tailed, so its cap is required). Values are plain `f64` in the base unit of what they describe
 //! (microseconds, bytes, items); samplers are built once at resolve time so sampling on the
 //! request path only draws numbers.
 
 use rand::Rng;
-use rand_distr::{Distribution, Exp, LogNormal, Normal};
+use rand_distr::{Distribution, Exp, LogNormal, Normal, Pareto, Weibull};
 
 /// What a distribution's numbers mean, so `10ms` and `4KiB` are read in the right unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,10 +30,33 @@ pub struct Dist {
 #[derive(Debug, Clone, PartialEq)]
 pub enum DistSpec {
     Constant(f64),
-    Uniform { low: f64, high: f64 },
-    Exponential { mean: f64, max: Option<f64> },
-    Normal { mean: f64, stddev: f64 },
-    LogNormal { median: f64, p95: f64 },
+    Uniform {
+        low: f64,
+        high: f64,
+    },
+    Exponential {
+        mean: f64,
+        max: Option<f64>,
+    },
+    Normal {
+        mean: f64,
+        stddev: f64,
+    },
+    LogNormal {
+        median: f64,
+        p95: f64,
+    },
+    Weibull {
+        scale: f64,
+        shape: f64,
+        max: Option<f64>,
+    },
+    /// `scale` is the smallest value; values above `max` are drawn again.
+    Pareto {
+        scale: f64,
+        shape: f64,
+        max: f64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -42,6 +66,8 @@ enum Sampler {
     Exp(Exp<f64>, Option<f64>),
     Normal(Normal<f64>),
     LogNormal(LogNormal<f64>),
+    Weibull(Weibull<f64>, Option<f64>),
+    Pareto(Pareto<f64>, f64),
 }
 
 /// The 95th percentile of the standard normal, to turn a lognormal's p95 into its sigma.
@@ -109,6 +135,28 @@ impl Dist {
                     LogNormal::new(mu, sigma).map_err(|e| format!("lognormal: {e}"))?,
                 )
             }
+            DistSpec::Weibull { scale, shape, max } => {
+                if !(*scale > 0.0 && *shape > 0.0) || max.is_some_and(|m| m <= 0.0) {
+                    return Err(format!(
+                        "weibull needs scale > 0, shape > 0 (and max > 0), got scale {scale}, shape {shape}"
+                    ));
+                }
+                Sampler::Weibull(
+                    Weibull::new(*scale, *shape).map_err(|e| format!("weibull: {e}"))?,
+                    *max,
+                )
+            }
+            DistSpec::Pareto { scale, shape, max } => {
+                if !(*scale > 0.0 && *shape > 0.0 && max > scale) {
+                    return Err(format!(
+                        "pareto needs scale > 0, shape > 0 and max > scale, got scale {scale}, shape {shape}, max {max}"
+                    ));
+                }
+                Sampler::Pareto(
+                    Pareto::new(*scale, *shape).map_err(|e| format!("pareto: {e}"))?,
+                    *max,
+                )
+            }
         };
         Ok(Dist { spec, sampler })
     }
@@ -137,6 +185,8 @@ impl Dist {
             }
             Sampler::Normal(n) => n.sample(rng).max(0.0),
             Sampler::LogNormal(l) => l.sample(rng),
+            Sampler::Weibull(w, max) => capped(|r| w.sample(r), *max, rng),
+            Sampler::Pareto(p, max) => capped(|r| p.sample(r), Some(*max), rng),
         }
     }
 
@@ -150,6 +200,19 @@ impl Dist {
             DistSpec::LogNormal { median, p95 } => {
                 let sigma = (p95.ln() - median.ln()) / Z95;
                 median * (sigma * sigma / 2.0).exp()
+            }
+            DistSpec::Weibull { scale, shape, .. } => {
+                scale * statrs::function::gamma::gamma(1.0 + 1.0 / shape)
+            }
+            // The mean of the Pareto truncated to [scale, max], as it is drawn.
+            DistSpec::Pareto { scale, shape, max } => {
+                let (l, h, a) = (*scale, *max, *shape);
+                if (a - 1.0).abs() < 1e-12 {
+                    h * l / (h - l) * (h / l).ln()
+                } else {
+                    l.powf(a) / (1.0 - (l / h).powf(a)) * a / (a - 1.0)
+                        * (l.powf(1.0 - a) - h.powf(1.0 - a))
+                }
             }
         }
     }
@@ -169,8 +232,39 @@ impl Dist {
             DistSpec::LogNormal { median, p95 } => {
                 format!("lognormal median {} p95 {}", fmt(*median), fmt(*p95))
             }
+            DistSpec::Weibull { scale, shape, max } => match max {
+                Some(m) => format!(
+                    "weibull scale {} shape {shape} max {}",
+                    fmt(*scale),
+                    fmt(*m)
+                ),
+                None => format!("weibull scale {} shape {shape}", fmt(*scale)),
+            },
+            DistSpec::Pareto { scale, shape, max } => {
+                format!(
+                    "pareto scale {} shape {shape} max {}",
+                    fmt(*scale),
+                    fmt(*max)
+                )
+            }
         }
     }
+}
+
+/// A draw at most `max`: drawn again above it, and `max` after 64 tries, so that a cap
+/// far into the body of the distribution cannot spin.
+fn capped<R: Rng + ?Sized>(
+    mut draw: impl FnMut(&mut R) -> f64,
+    max: Option<f64>,
+    rng: &mut R,
+) -> f64 {
+    for _ in 0..64 {
+        let v = draw(rng);
+        if max.is_none_or(|m| v <= m) {
+            return v;
+        }
+    }
+    max.unwrap_or(0.0)
 }
 
 /// A uniform draw in [0, 1) from the top 53 bits, independent of rand's float conventions
@@ -214,6 +308,47 @@ mod tests {
         v.sort_by(f64::total_cmp);
         assert!((v[50_000] - 10.0).abs() < 0.3, "median {}", v[50_000]);
         assert!((v[95_000] - 30.0).abs() < 1.5, "p95 {}", v[95_000]);
+    }
+
+    #[test]
+    fn weibull_and_capped_pareto_have_their_means() {
+        let w = Dist::new(DistSpec::Weibull {
+            scale: 100.0,
+            shape: 1.5,
+            max: None,
+        })
+        .unwrap();
+        let m = mean_of(&w, 200_000);
+        assert!(
+            (m - w.mean()).abs() / w.mean() < 0.01,
+            "{m} vs {}",
+            w.mean()
+        );
+        let p = Dist::new(DistSpec::Pareto {
+            scale: 10.0,
+            shape: 1.2,
+            max: 1000.0,
+        })
+        .unwrap();
+        let m = mean_of(&p, 400_000);
+        assert!(
+            (m - p.mean()).abs() / p.mean() < 0.02,
+            "{m} vs {}",
+            p.mean()
+        );
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(4);
+        for _ in 0..10_000 {
+            let v = p.sample(&mut rng);
+            assert!((10.0..=1000.0).contains(&v), "{v}");
+        }
+        assert!(
+            Dist::new(DistSpec::Pareto {
+                scale: 10.0,
+                shape: 1.0,
+                max: 5.0
+            })
+            .is_err()
+        );
     }
 
     #[test]

@@ -4,8 +4,15 @@
 
 use super::*;
 
-pub(super) const DIST_KINDS: &[&str] =
-    &["constant", "uniform", "exponential", "normal", "lognormal"];
+pub(super) const DIST_KINDS: &[&str] = &[
+    "constant",
+    "uniform",
+    "exponential",
+    "normal",
+    "lognormal",
+    "weibull",
+    "pareto",
+];
 
 /// Context for building located errors.
 pub(super) struct Cx<'a> {
@@ -260,6 +267,32 @@ impl Cx<'_> {
                         &join(&kp, "stddev"),
                         unit,
                     )?,
+                }
+            }
+            "weibull" | "pareto" => {
+                let e = self.map(v, &kp)?;
+                self.check_keys(e, &["scale", "shape", "max"], &kp)?;
+                let value = |name: &str| {
+                    self.unit_value(required(self, v, name, &kp)?, &join(&kp, name), unit)
+                };
+                let shape = self.number(required(self, v, "shape", &kp)?, &join(&kp, "shape"))?;
+                let (scale, max) = (value("scale")?, v.get("max"));
+                if k.name == "weibull" {
+                    DistSpec::Weibull {
+                        scale,
+                        shape,
+                        max: max
+                            .map(|m| self.unit_value(m, &join(&kp, "max"), unit))
+                            .transpose()?,
+                    }
+                } else {
+                    // A Pareto's tail has no end: one draw in a million could stall a user
+                    // for a day, so the cap is part of it.
+                    DistSpec::Pareto {
+                        scale,
+                        shape,
+                        max: value("max")?,
+                    }
                 }
             }
             _ => {

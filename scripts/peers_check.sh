@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs workloads/caldav-sync.yaml against two real CalDAV servers, Radicale and Xandikos
+# Runs workloads/caldav-sync.yaml and caldav-clients.yaml (behaviour models) against two
+# real CalDAV servers, Radicale and Xandikos
 # (PyPI, venvs under .tools/), started here on loopback. Fails (never skips) when they cannot
 # be installed or started, when any operation fails, or when the mix is implausible.
 set -euo pipefail
@@ -73,5 +74,43 @@ if max(req, key=req.get) != "caldav.sync_collection":
 if problems:
     print(f"{peer}: " + "; ".join(problems)); sys.exit(1)
 print(f"{peer}: {total['requests']} requests, 0 failures, mix {req}")
+PY
+done
+
+# The behaviour models of workloads/caldav-clients.yaml against the same servers: every
+# session started ends or is cut, every operation its behaviours reach ran, nothing failed.
+for peer in "radicale $RPORT" "xandikos $XPORT"; do
+    set -- $peer
+    echo "== caldav-clients.yaml against $1"
+    "$BIN" run workloads/caldav-clients.yaml --target "http://127.0.0.1:$2" --user loadmix \
+        --duration 5s --rounds 1 --quiet \
+        --out "$WORK/clients-$1" >"$WORK/clients-$1.txt" ||
+        { cat "$WORK/clients-$1.txt"; echo "loadmix failed against $1"; exit 1; }
+    python3 - "$WORK/clients-$1/run.json" "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+peer = sys.argv[2]
+total = r["summary"]["total"]
+ops = {o["op"]: o["requests"] for o in r["summary"]["ops"]}
+problems = []
+if total["failures"]:
+    problems.append(f"{total['failures']} failures: {r['failures'][:3]}")
+for name in ["poller.propfind", "poller.sync_collection", "editor.time_range_report",
+             "editor.put_event", "editor.get_event"]:
+    if ops.get(name, 0) == 0:
+        problems.append(f"{name} never ran")
+sessions = {}
+for c in r["rounds"][0].get("sessions", []):
+    for b in c["behaviours"]:
+        ended = b["exited"] + b["max_ops"] + b["dead_ends"]
+        if ended + b["cut"] != b["started"]:
+            problems.append(f"{c['class']}.{b['behaviour']}: {b}")
+        sessions[f"{c['class']}.{b['behaviour']}"] = (b["started"], ended)
+for name in ["poller.poll", "editor.planner"]:
+    if sessions.get(name, (0, 0))[1] == 0:
+        problems.append(f"no session of {name} ended: {sessions}")
+if problems:
+    print(f"{peer}: " + "; ".join(problems)); sys.exit(1)
+print(f"{peer}: {total['requests']} requests, 0 failures, sessions (started, ended) {sessions}")
 PY
 done

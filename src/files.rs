@@ -34,6 +34,11 @@ pub const ACCOUNTS: Kind = Kind {
     what: "an accounts file",
     limit: 16 << 20,
 };
+/// Samples for an empirical distribution (think times from a log).
+pub const SAMPLES: Kind = Kind {
+    what: "a samples file",
+    limit: 16 << 20,
+};
 /// A saved report: its per-second series make it large, and `merge` holds every shard.
 pub const REPORT: Kind = Kind {
     what: "a report",

@@ -1,7 +1,8 @@
 //! Distributions for think times, sizes and counts: `constant`, `uniform`,
 //! `exponential {mean, max?}`, `normal {mean, stddev}` (truncated at 0), `lognormal
 //! {median, p95}`, `weibull {scale, shape, max?}`, `pareto {scale, shape, max}` (heavy
-//! tailed, so its cap is required). Values are plain `f64` in the base unit of what they describe
+//! tailed, so its cap is required), `empirical: FILE` (samples, or a histogram of values
+//! and counts, one a line). Values are plain `f64` in the base unit of what they describe
 //! (microseconds, bytes, items); samplers are built once at resolve time so sampling on the
 //! request path only draws numbers.
 
@@ -57,6 +58,12 @@ pub enum DistSpec {
         shape: f64,
         max: f64,
     },
+    /// Values (ascending) with their cumulative counts, read from `path`.
+    Empirical {
+        path: String,
+        values: std::sync::Arc<[f64]>,
+        cumulative: std::sync::Arc<[f64]>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -68,6 +75,7 @@ enum Sampler {
     LogNormal(LogNormal<f64>),
     Weibull(Weibull<f64>, Option<f64>),
     Pareto(Pareto<f64>, f64),
+    Empirical(std::sync::Arc<[f64]>, std::sync::Arc<[f64]>),
 }
 
 /// The 95th percentile of the standard normal, to turn a lognormal's p95 into its sigma.
@@ -157,6 +165,14 @@ impl Dist {
                     *max,
                 )
             }
+            DistSpec::Empirical {
+                values, cumulative, ..
+            } => {
+                if values.is_empty() || cumulative.last().is_none_or(|t| *t <= 0.0) {
+                    return Err("an empirical distribution needs at least one sample".into());
+                }
+                Sampler::Empirical(values.clone(), cumulative.clone())
+            }
         };
         Ok(Dist { spec, sampler })
     }
@@ -187,6 +203,12 @@ impl Dist {
             Sampler::LogNormal(l) => l.sample(rng),
             Sampler::Weibull(w, max) => capped(|r| w.sample(r), *max, rng),
             Sampler::Pareto(p, max) => capped(|r| p.sample(r), Some(*max), rng),
+            Sampler::Empirical(values, cumulative) => {
+                let total = cumulative.last().copied().unwrap_or(0.0);
+                let x = unit_f64(rng) * total;
+                let i = cumulative.partition_point(|c| *c <= x);
+                values.get(i).or(values.last()).copied().unwrap_or(0.0)
+            }
         }
     }
 
@@ -213,6 +235,17 @@ impl Dist {
                     l.powf(a) / (1.0 - (l / h).powf(a)) * a / (a - 1.0)
                         * (l.powf(1.0 - a) - h.powf(1.0 - a))
                 }
+            }
+            DistSpec::Empirical {
+                values, cumulative, ..
+            } => {
+                let mut before = 0.0;
+                let mut sum = 0.0;
+                for (v, c) in values.iter().zip(cumulative.iter()) {
+                    sum += v * (c - before);
+                    before = *c;
+                }
+                if before > 0.0 { sum / before } else { 0.0 }
             }
         }
     }
@@ -247,8 +280,89 @@ impl Dist {
                     fmt(*max)
                 )
             }
+            DistSpec::Empirical {
+                path, cumulative, ..
+            } => format!(
+                "empirical {path} ({} samples, mean {})",
+                cumulative.last().copied().unwrap_or(0.0),
+                fmt(self.mean())
+            ),
         }
     }
+}
+
+/// Sample values, ascending, and their cumulative counts.
+pub type Samples = (Vec<f64>, Vec<f64>);
+
+/// Where a samples file is wrong: line, column (from 1) and what.
+pub type SampleError = (usize, usize, String);
+
+/// The most lines an empirical distribution's file may give.
+pub const MAX_SAMPLE_LINES: usize = 1_000_000;
+
+/// An empirical distribution's samples: one value a line (`120ms`), or a value and how
+/// many times it was seen (`120ms 42`); blank lines and `#` comments skipped. `value`
+/// reads one value in the distribution's unit. On a mistake: its line, column and what.
+pub fn parse_samples(
+    text: &str,
+    value: &dyn Fn(&str) -> Result<f64, String>,
+) -> Result<Samples, SampleError> {
+    let mut pairs: Vec<(f64, f64)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        if pairs.len() >= MAX_SAMPLE_LINES {
+            return Err((
+                i + 1,
+                1,
+                format!("more than {MAX_SAMPLE_LINES} lines of samples"),
+            ));
+        }
+        let col = |field: &str| {
+            line.find(field)
+                .map_or(1, |b| line[..b].chars().count() + 1)
+        };
+        let mut fields = trimmed.split_whitespace();
+        let v_text = fields.next().unwrap_or_default();
+        let v = value(v_text).map_err(|m| (i + 1, col(v_text), m))?;
+        if !(v.is_finite() && v >= 0.0) {
+            return Err((i + 1, col(v_text), format!("'{v_text}' is not a value ≥ 0")));
+        }
+        let n = match fields.next() {
+            None => 1.0,
+            Some(c) => match c.parse::<u64>() {
+                Ok(n) if n <= 1 << 40 => n as f64,
+                _ => {
+                    return Err((
+                        i + 1,
+                        col(c),
+                        format!("'{c}' is not a count (a whole number up to 2^40)"),
+                    ));
+                }
+            },
+        };
+        if let Some(extra) = fields.next() {
+            return Err((
+                i + 1,
+                col(extra),
+                "a line holds a value, or a value and its count".into(),
+            ));
+        }
+        pairs.push((v, n));
+    }
+    pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut total = 0.0;
+    let (values, cumulative) = pairs
+        .into_iter()
+        .filter(|(_, n)| *n > 0.0)
+        .map(|(v, n)| {
+            total += n;
+            (v, total)
+        })
+        .unzip();
+    Ok((values, cumulative))
 }
 
 /// A draw at most `max`: drawn again above it, and `max` after 64 tries, so that a cap
@@ -349,6 +463,30 @@ mod tests {
             })
             .is_err()
         );
+    }
+
+    #[test]
+    fn an_empirical_distribution_draws_its_samples_by_their_counts() {
+        let value = |t: &str| {
+            t.parse::<f64>()
+                .map_err(|_| format!("'{t}' is not a number"))
+        };
+        let (values, cumulative) = parse_samples("# think\n5 3\n\n1\n", &value).unwrap();
+        assert_eq!(
+            (values.clone(), cumulative.clone()),
+            (vec![1.0, 5.0], vec![1.0, 4.0])
+        );
+        let d = Dist::new(DistSpec::Empirical {
+            path: "s".into(),
+            values: values.into(),
+            cumulative: cumulative.into(),
+        })
+        .unwrap();
+        assert!((d.mean() - 4.0).abs() < 1e-12);
+        assert!((mean_of(&d, 100_000) - 4.0).abs() < 0.05);
+        assert_eq!(parse_samples("1\n  x 2\n", &value).unwrap_err().0, 2);
+        assert_eq!(parse_samples("1 2 3\n", &value).unwrap_err().1, 5);
+        assert!(parse_samples("1 -2\n", &value).is_err());
     }
 
     #[test]

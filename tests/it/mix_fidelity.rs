@@ -141,3 +141,34 @@ fn a_chains_observed_mix_matches_the_one_it_implies() {
         "{mean} vs {expected}"
     );
 }
+
+/// Think times from a samples file (`empirical:`, a path beside the workload) are drawn
+/// as often as their counts say, and only those.
+#[test]
+fn empirical_think_times_come_from_their_file_by_count() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/workloads/think-samples.txt"
+        ),
+        dir.path().join("t.txt"),
+    )
+    .unwrap();
+    let w = dir.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        "users:\n  - class: c\n    protocol: caldav\n    count: 1\n    think: { empirical: t.txt }\n    mix: { propfind: 1 }\n",
+    )
+    .unwrap();
+    let wl = loadmix::load(&w, &[]).unwrap();
+    let c = wl.class("c").unwrap();
+    let mut seen = std::collections::BTreeMap::<u128, u64>::new();
+    for p in plan::sequence(3, c, 0, 1, 120_000) {
+        *seen.entry(p.think.as_millis()).or_default() += 1;
+    }
+    assert_eq!(seen.keys().copied().collect::<Vec<_>>(), [120, 350, 2000]);
+    let counts: Vec<u64> = seen.values().copied().collect();
+    let p = chi_square_p(&counts, &[4.0 / 12.0, 7.0 / 12.0, 1.0 / 12.0]);
+    assert!(p > 0.001, "{counts:?}: p = {p}");
+}

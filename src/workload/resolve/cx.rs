@@ -12,6 +12,7 @@ pub(super) const DIST_KINDS: &[&str] = &[
     "lognormal",
     "weibull",
     "pareto",
+    "empirical",
 ];
 
 /// Context for building located errors.
@@ -269,6 +270,7 @@ impl Cx<'_> {
                     )?,
                 }
             }
+            "empirical" => self.empirical(v, &kp, unit)?,
             "weibull" | "pareto" => {
                 let e = self.map(v, &kp)?;
                 self.check_keys(e, &["scale", "shape", "max"], &kp)?;
@@ -313,6 +315,42 @@ impl Cx<'_> {
             }
         };
         Dist::new(spec).map_err(|m| self.err(v.pos, &kp, m))
+    }
+}
+
+impl Cx<'_> {
+    /// `empirical: FILE`: the file's samples, read as hostile (a regular file, bounded),
+    /// a mistake in it named by its own line and column.
+    fn empirical(&self, v: &Node, key: &str, unit: Unit) -> R<DistSpec> {
+        let rel = self.string(v, key)?;
+        let full = match self.base_dir {
+            Some(d) => d.join(&rel),
+            None => Path::new(&rel).to_path_buf(),
+        };
+        let text = crate::files::read_text(&full, crate::files::SAMPLES)
+            .map_err(|e| self.err(v.pos, key, format!("cannot read {}: {e}", full.display())))?;
+        let value = |t: &str| -> Result<f64, String> {
+            match unit {
+                Unit::Duration => units::parse_duration(t).map(|d| d.as_secs_f64() * 1e6),
+                Unit::Size => units::parse_size(t).map(|b| b as f64),
+                Unit::Count => t
+                    .parse::<f64>()
+                    .map_err(|_| format!("'{t}' is not a number")),
+            }
+        };
+        let (values, cumulative) =
+            super::super::dist::parse_samples(&text, &value).map_err(|(line, col, m)| {
+                // The file as the workload names it, so the message reads the same anywhere.
+                self.err(v.pos, key, format!("{rel}:{line}:{col}: {m}"))
+            })?;
+        if values.is_empty() {
+            return Err(self.err(v.pos, key, format!("{} holds no samples", full.display())));
+        }
+        Ok(DistSpec::Empirical {
+            path: rel,
+            values: values.into(),
+            cumulative: cumulative.into(),
+        })
     }
 }
 

@@ -250,6 +250,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = server::DEFAULT_PER_ADDRESS as u32,
           value_parser = clap::value_parser!(u32).range(1..=server::MAX_CONNECTIONS as i64))]
     pub max_connections_per_address: u32,
+    /// Write a Combined Log Format line per answered request to FILE (appended), with the
+    /// microseconds to the answer's head at the end (Apache's %D).
+    #[arg(long, value_name = "FILE")]
+    pub access_log: Option<PathBuf>,
     /// Serve https with this certificate chain (PEM); `loadmix cert` makes one.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -611,6 +615,23 @@ async fn serve(a: ServeArgs) -> Exit {
         no_auth: a.no_auth,
         max_per_address: a.max_connections_per_address as usize,
         stomp_bind: Some(a.stomp_bind.unwrap_or_else(default_stomp_bind)),
+        access_log: match a
+            .access_log
+            .as_deref()
+            .map(server::access_log::AccessLog::open)
+        {
+            None => None,
+            Some(Ok(l)) => Some(l),
+            Some(Err(e)) => {
+                return Exit::Usage.fail(format!(
+                    "--access-log {}: {e}",
+                    a.access_log
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new(""))
+                        .display()
+                ));
+            }
+        },
         ..ServerConfig::default()
     };
     let ctx = cfg.context.clone();

@@ -249,7 +249,11 @@ async fn session(
     let mut vu = driver.new_vu(w, class, ids);
     // Set-up is part of what an arriving client waits for: it counts toward the corrected
     // latency of the first operation.
-    if let Err(detail) = vu.setup(&mut conn).await {
+    // Its requests are counted off the clock, by method and status, as a closed user's.
+    conn.keep_tally();
+    let set_up = vu.setup(&mut conn).await;
+    out.setup = conn.take_tally();
+    if let Err(detail) = set_up {
         out.failures.push(FailureNote {
             round: spec.round,
             label: spec.label_base,

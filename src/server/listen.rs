@@ -88,6 +88,7 @@ pub async fn serve(
     overflow: Router,
     limits: Limits,
     tls: Option<TlsAcceptor>,
+    log: Option<Arc<super::access_log::AccessLog>>,
     stop: CancellationToken,
 ) {
     let normal = Arc::new(builder(limits.header_timeout, true));
@@ -128,17 +129,18 @@ pub async fn serve(
         let stop = stop.clone();
         let tls = tls.clone();
         let header_timeout = limits.header_timeout;
+        let log = log.clone();
         conns.spawn(async move {
             // Its slot (and its address's, unless it is overflow), given back at the end.
             let _place = place;
             match tls {
-                None => serve_one(&builder, stream, service, &stop).await,
+                None => serve_one(&builder, stream, service, (peer, log), &stop).await,
                 Some(acceptor) => {
                     // A client that never finishes its handshake is cut off like one that
                     // never finishes its request head.
                     let handshake = tokio::time::timeout(header_timeout, acceptor.accept(stream));
                     if let Ok(Ok(s)) = handshake.await {
-                        serve_one(&builder, s, service, &stop).await;
+                        serve_one(&builder, s, service, (peer, log), &stop).await;
                     }
                 }
             }
@@ -168,15 +170,38 @@ async fn serve_one<S>(
     builder: &hyper::server::conn::http1::Builder,
     stream: S,
     app: Router,
+    (peer, log): (
+        std::net::SocketAddr,
+        Option<Arc<super::access_log::AccessLog>>,
+    ),
     stop: &CancellationToken,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let inner = TowerToHyperService::new(app);
     // Boxed answers make the connection Unpin, so it can hand its stream back at the end.
-    let service = hyper::service::service_fn(move |req| -> Answer {
-        Box::pin(hyper::service::Service::call(&inner, req))
-    });
+    let service =
+        hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| -> Answer {
+            let Some(log) = log.clone() else {
+                return Box::pin(hyper::service::Service::call(&inner, req));
+            };
+            let seen = super::access_log::Seen::of(
+                peer,
+                req.method(),
+                req.uri(),
+                req.version(),
+                req.headers(),
+            );
+            let answer = hyper::service::Service::call(&inner, req);
+            Box::pin(async move {
+                let r = answer.await;
+                if let Ok(resp) = &r {
+                    let bytes = hyper::body::Body::size_hint(resp.body()).exact();
+                    log.write(&seen, resp.status(), bytes);
+                }
+                r
+            })
+        });
     let mut conn = builder.serve_connection(TokioIo::new(stream), service);
     let stopping = stop.cancelled();
     tokio::pin!(stopping);
@@ -235,7 +260,7 @@ mod tests {
             connections: MAX_CONNECTIONS,
             per_address: MAX_CONNECTIONS,
         };
-        tokio::spawn(serve(l, app, overflow, limits, None, stop.clone()));
+        tokio::spawn(serve(l, app, overflow, limits, None, None, stop.clone()));
         (addr, stop)
     }
 

@@ -23,6 +23,7 @@
 // the usual axum shape; it is the cold path, and boxing it would only add noise.
 #![allow(clippy::result_large_err)]
 
+pub mod access_log;
 pub mod atom;
 pub mod certs;
 pub mod cmp;
@@ -93,6 +94,8 @@ pub struct ServerConfig {
     /// The broker takes a CONNECT without a login (one given is still checked): for the
     /// in-process server of a run, which only that run can reach.
     pub stomp_anonymous: bool,
+    /// Write a line per answered request here (`serve --access-log`).
+    pub access_log: Option<Arc<access_log::AccessLog>>,
 }
 
 pub use listen::MAX_CONNECTIONS;
@@ -120,6 +123,7 @@ impl Default for ServerConfig {
             tls: None,
             stomp_bind: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             stomp_anonymous: false,
+            access_log: None,
         }
     }
 }
@@ -205,6 +209,7 @@ pub struct ServerHandle {
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
     stomp_task: Option<tokio::task::JoinHandle<()>>,
+    access_log: Option<Arc<access_log::AccessLog>>,
 }
 
 impl ServerHandle {
@@ -214,6 +219,10 @@ impl ServerHandle {
         let _ = self.task.await;
         if let Some(t) = self.stomp_task {
             let _ = t.await;
+        }
+        // Every request answered is in the log once the server has stopped.
+        if let Some(l) = &self.access_log {
+            l.flush();
         }
     }
 
@@ -309,8 +318,17 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
         connections: cfg.max_connections.clamp(1, MAX_CONNECTIONS),
         per_address: cfg.max_per_address,
     };
+    if let Some(log) = &cfg.access_log {
+        tokio::spawn(log.clone().flusher(token.clone()));
+    }
     let task = tokio::spawn(listen::serve(
-        listener, app, overflow, limits, acceptor, token,
+        listener,
+        app,
+        overflow,
+        limits,
+        acceptor,
+        cfg.access_log.clone(),
+        token,
     ));
     Ok(ServerHandle {
         addr,
@@ -323,6 +341,7 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
         shutdown,
         task,
         stomp_task,
+        access_log: cfg.access_log.clone(),
     })
 }
 

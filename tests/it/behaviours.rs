@@ -202,3 +202,80 @@ users:
     );
     assert!(s.renormalised.get("del").copied().unwrap_or(0) > 0, "{s:?}");
 }
+
+/// `serve --access-log` writes one Combined Log Format line per request answered: a run
+/// of the behaviour models against it finds its every request there (measured, set-up,
+/// preflight and cleanup), each line with its status and the microseconds it took.
+#[test]
+fn the_embedded_servers_access_log_has_every_request_of_a_run() {
+    let tmp = tempdir();
+    let log = tmp.path().join("access.log");
+    let (mut serve, port) = spawn_serve(&[
+        "--stomp-bind",
+        "127.0.0.1:0",
+        "--access-log",
+        &path_str(&log),
+    ]);
+    let out = out_dir(&tmp);
+    let o = loadmix_bin(&[
+        "run",
+        "workloads/caldav-clients.yaml",
+        "--target",
+        &format!("http://127.0.0.1:{port}/cosmo"),
+        "--duration",
+        "2s",
+        "--rounds",
+        "1",
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    // SAFETY: a plain kill(2) of the child we spawned.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    assert!(serve.wait().unwrap().success());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = read_report(&out);
+    let sent = r.summary.total.requests
+        + r.preflight.requests
+        + r.rounds
+            .iter()
+            .map(|x| x.warmup_requests + x.setup.requests + x.cleanup.requests)
+            .sum::<u64>();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.len() as u64,
+        sent,
+        "the log has every request, and no other"
+    );
+    let mut reports = 0;
+    for l in &lines {
+        // host - user [time] "METHOD path HTTP/1.1" status bytes "referer" "agent" micros
+        let quoted: Vec<&str> = l.split('"').collect();
+        assert_eq!(quoted.len(), 7, "{l}");
+        assert!(
+            quoted[0].starts_with("127.0.0.1 - ") && quoted[0].ends_with("] "),
+            "{l}"
+        );
+        let status_bytes: Vec<&str> = quoted[2].split_whitespace().collect();
+        assert!(
+            status_bytes[0]
+                .parse::<u16>()
+                .is_ok_and(|s| (200..600).contains(&s)),
+            "{l}"
+        );
+        assert!(quoted[6].trim().parse::<u64>().is_ok(), "micros: {l}");
+        reports += u64::from(quoted[1].starts_with("REPORT "));
+    }
+    let time_range = r
+        .summary
+        .ops
+        .iter()
+        .filter(|o| o.op.ends_with("time_range_report"))
+        .map(|o| o.requests)
+        .sum::<u64>();
+    assert!(
+        reports >= time_range && time_range > 0,
+        "{reports} REPORTs, {time_range} time-range"
+    );
+}

@@ -265,3 +265,30 @@ pub fn serve_app(rt: &tokio::runtime::Runtime, app: axum::Router) -> SocketAddr 
     rt.spawn(async move { axum::serve(l, app).await });
     addr
 }
+
+/// `loadmix serve` as a process of its own on a free loopback port, with `extra`
+/// arguments; returned once its banner says it listens (reading the banner waits exactly
+/// as long as start-up takes).
+pub fn spawn_serve(extra: &[&str]) -> (std::process::Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bind = format!("127.0.0.1:{port}");
+    let mut args = vec!["serve", "--bind", &bind];
+    args.extend_from_slice(extra);
+    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_loadmix"))
+        .args(&args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = std::io::BufReader::new(serve.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut banner, &mut line).unwrap();
+    assert!(line.contains("listening on"), "{line}");
+    // The rest of what it says is read to its end, so that its last words ("stopping the
+    // server") never meet a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut banner, &mut std::io::sink()));
+    (serve, port)
+}

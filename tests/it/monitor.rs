@@ -2,27 +2,11 @@
 //! process, watched by PID, its CPU per operation and memory in the report; a process
 //! that is not there is reported and costs no load figure.
 
-use std::process::{Command, Stdio};
-
 use crate::common::*;
 
 #[test]
 fn a_watched_server_process_reports_its_cpu_per_operation() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_loadmix"))
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The banner says it listens; reading it waits exactly as long as start-up takes.
-    let mut banner = std::io::BufReader::new(serve.stderr.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut banner, &mut line).unwrap();
-    assert!(line.contains("listening on"), "{line}");
+    let (mut serve, port) = spawn_serve(&[]);
     let tmp = tempdir();
     let w = tmp.path().join("w.yaml");
     std::fs::write(

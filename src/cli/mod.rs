@@ -858,6 +858,16 @@ fn plan(a: PlanArgs) -> Exit {
     if let Err(e) = check_round(&w, a.round) {
         return e;
     }
+    if class
+        .chain
+        .rows
+        .iter()
+        .any(|r| r.to.iter().any(|t| t.when.is_some()))
+    {
+        eprintln!(
+            "note: class {class_name} has guarded transitions; this plan takes every guard as holding, while a run checks each against what the user holds then"
+        );
+    }
     // Streamed: any --ops prints in constant memory, and stops when stdout closes.
     use std::io::Write as _;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());

@@ -406,9 +406,18 @@ rmqctl() { HOME="$WORK/rabbitmq" /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE
 "$BIN" run fixtures/workloads/broker-restart.yaml --target "amqp://127.0.0.1:$AMQP_PORT" \
     --quiet --out "$WORK/amqp-restart" >/dev/null &
 RUN_PID=$!
-# Restart once the run has been going a while (its report's per-second progress is not
-# written until the end, so the clock decides).
-sleep 3
+# Restart once the run's four users are connected, and a second of their traffic (a fixed sleep restarted
+# the broker before they were, on a slow machine, so no user had to reconnect).
+connections() {
+    HOME="$WORK/rabbitmq" /usr/lib/rabbitmq/bin/rabbitmqctl -n "$RMQ_NODE" -q list_connections \
+        --no-table-headers name 2>/dev/null | grep -c . || true
+}
+for _ in $(seq 1 300); do
+    [ "$(connections)" -ge 4 ] && break
+    sleep 0.1
+done
+[ "$(connections)" -ge 4 ] || { echo "the restart run's users never connected" >&2; exit 1; }
+sleep 1
 rmqctl stop_app
 rmqctl start_app
 wait_port "$AMQP_PORT"

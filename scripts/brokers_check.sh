@@ -436,7 +436,9 @@ late = sum(b["successes"] for o in rnd["ops"] for b in o.get("timeline", [])[-3:
 assert late > 0, "nothing succeeded after the restart"
 for d in r["ledger"]["destinations"]:
     assert d["lost"] == d["lost_failed"], ("a confirmed message was lost", d)
-    assert d["duplicated"] == 0, d
+    # At least once: a delivery whose ack the restart cut off comes again, flagged as
+    # redelivered. A copy that is not so flagged is a real duplicate.
+    assert d["duplicated"] <= d["redelivered"], d
 print("   restarted mid-run: %d ok, %d failed (%s), %d connections, %d sends failed unconfirmed and %d of those lost"
       % (t["successes"], t["failures"], ", ".join(sorted(errors)), rnd["connections_opened"],
          sum(d["send_failed"] for d in r["ledger"]["destinations"]),

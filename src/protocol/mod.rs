@@ -491,7 +491,6 @@ impl VuDriver {
         o
     }
 
-    /// True when the VU must first make a collection (outside its table).
     /// Whether a behaviour's guard holds for this user now. Pools are http's; the
     /// resolver refuses pool guards elsewhere, and any other driver says no.
     pub fn guard_holds(&self, guard: &crate::workload::chain::Guard) -> bool {
@@ -503,6 +502,7 @@ impl VuDriver {
         }
     }
 
+    /// True when the VU must first make a collection (outside its table).
     pub fn needs_bootstrap(&self) -> bool {
         match &self.state {
             VuState::Http(_) | VuState::Stomp(_) | VuState::Amqp(_) => false,

@@ -45,6 +45,15 @@ pub const REPORT: Kind = Kind {
     limit: 512 << 20,
 };
 
+/// A file a workload names: beside the workload when the name is relative and the
+/// workload has a folder, else as given.
+pub fn beside(dir: Option<&Path>, name: &str) -> std::path::PathBuf {
+    match dir {
+        Some(d) => d.join(name),
+        None => Path::new(name).to_path_buf(),
+    }
+}
+
 /// Why a file was not read; the message does not repeat the path (callers name it).
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {

@@ -107,10 +107,7 @@ impl AccountPlan {
             },
             AccountMode::Existing => {
                 let file = a.file.clone().unwrap_or_default();
-                let path = match base_dir {
-                    Some(d) => d.join(&file),
-                    None => file.clone().into(),
-                };
+                let path = crate::files::beside(base_dir, &file);
                 let text = crate::files::read_text(&path, crate::files::ACCOUNTS).map_err(|e| {
                     ProtocolError::Setup(format!("accounts file {}: {e}", path.display()))
                 })?;

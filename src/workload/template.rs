@@ -56,10 +56,7 @@ pub fn read_secret(r: SecretRef<'_>, base: Option<&std::path::Path>) -> Result<S
             format!("environment variable {name} is not set (it holds a secret this workload uses)")
         })?,
         SecretRef::File(p) => {
-            let path = match base {
-                Some(b) => b.join(p),
-                None => std::path::PathBuf::from(p),
-            };
+            let path = crate::files::beside(base, p);
             let text = crate::files::read_text(&path, crate::files::SECRET)
                 .map_err(|e| format!("secret file {}: {e}", path.display()))?;
             text.strip_suffix('\n')

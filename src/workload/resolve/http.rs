@@ -231,10 +231,7 @@ impl Request<'_, '_> {
                         }
                         if let Some(f) = b.get("file") {
                             let rel = cx.string(f, &join(&bp, "file"))?;
-                            let full = match cx.base_dir {
-                                Some(d) => d.join(&rel),
-                                None => Path::new(&rel).to_path_buf(),
-                            };
+                            let full = crate::files::beside(cx.base_dir, &rel);
                             let bytes =
                                 crate::files::read(&full, crate::files::BODY).map_err(|e| {
                                     cx.err(

@@ -166,12 +166,15 @@ fn consistent(s: &ShardReport) -> Result<(), MergeError> {
                 let ended = [b.exited, b.max_ops, b.dead_ends]
                     .iter()
                     .try_fold(0u64, |a, x| a.checked_add(*x));
-                let counted = b
-                    .ops_per_session
-                    .counts
-                    .iter()
-                    .try_fold(0u64, |a, (_, n)| a.checked_add(*n));
-                if ended.and_then(|e| e.checked_add(b.cut)) != Some(b.started) || counted != ended {
+                let counted = |s: &model::sessions::Spread| {
+                    s.counts
+                        .iter()
+                        .try_fold(0u64, |a, (_, n)| a.checked_add(*n))
+                };
+                if ended.and_then(|e| e.checked_add(b.cut)) != Some(b.started)
+                    || counted(&b.ops_per_session) != ended
+                    || counted(&b.duration_s) != ended
+                {
                     return bad(format!(
                         "round {} {}.{}: {} sessions started do not add up to how they ended",
                         r.index, c.class, b.behaviour, b.started

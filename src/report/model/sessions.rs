@@ -54,12 +54,12 @@ pub struct Spread {
 
 impl Spread {
     fn of(counts: &session::Counts, scale: f64) -> Spread {
-        let n: u64 = counts.values().sum();
+        let n = counts.values().fold(0u64, |a, c| a.saturating_add(*c));
         let at = |q: f64| {
             let rank = ((q * n as f64).ceil() as u64).max(1);
             let mut seen = 0u64;
             for (v, c) in counts {
-                seen += c;
+                seen = seen.saturating_add(*c);
                 if seen >= rank {
                     return *v as f64 * scale;
                 }
@@ -77,6 +77,7 @@ impl Spread {
     }
 
     fn counts(&self) -> session::Counts {
+        // A report may name a value twice: its counts add, as they would have.
         let mut m = session::Counts::new();
         for (v, c) in &self.counts {
             let e = m.entry(*v).or_default();

@@ -1164,6 +1164,9 @@ async fn vu_loop(
         else {
             break;
         };
+        if pick.is_some() {
+            walk.started(started);
+        }
         let Some((op, outcome)) = one_op(
             &mut driver,
             &mut conn,

@@ -296,6 +296,9 @@ async fn session(
             }
         }
         let started = Instant::now();
+        if pick.is_some() {
+            walk.started(started);
+        }
         let Some((op, outcome)) = one_op(
             &mut vu,
             &mut conn,

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::seed::{VuRngs, next_step};
 use crate::workload::UserClass;
-use crate::workload::chain::{Guard, Session, Step};
+use crate::workload::chain::{Ended, Guard, Session, Step};
 
 /// Counts of values, each rounded down to two significant digits: bounded (at most 90
 /// keys a decade) and exact to add.
@@ -55,9 +55,11 @@ impl BehaviourTally {
     }
 }
 
+/// Add `b` to `a`; saturating, since counts may come from a report read back.
 pub fn add_counts(a: &mut Counts, b: &Counts) {
     for (k, v) in b {
-        *a.entry(*k).or_default() += v;
+        let e = a.entry(*k).or_default();
+        *e = e.saturating_add(*v);
     }
 }
 
@@ -91,7 +93,10 @@ impl ClassSessions {
 /// A user's walk: where it is, when its session began, what its sessions came to.
 pub struct Walk {
     session: Session,
+    /// When the session's first operation started; `None` until it has.
     began: Option<Instant>,
+    /// A session began with the last pick, and its first operation has not started yet.
+    beginning: bool,
     /// Kept only for classes with behaviours (a `mix:` has no sessions to speak of).
     tally: Option<ClassSessions>,
 }
@@ -101,6 +106,7 @@ impl Walk {
         Walk {
             session: Session::default(),
             began: None,
+            beginning: false,
             tally: (!class.chain.from_mix).then(|| ClassSessions {
                 behaviours: vec![BehaviourTally::default(); class.chain.behaviours.len()],
                 renormalised: vec![0; class.ops.len() + 1],
@@ -133,8 +139,7 @@ impl Walk {
                     if let Some(t) = &mut self.tally {
                         if let Some(b) = began {
                             t.behaviours[b].started += 1;
-                            // The session's clock starts with its first operation.
-                            self.began = Some(now + micros(think_us));
+                            self.beginning = true;
                         }
                         if renormalised {
                             let i = at.unwrap_or(class.ops.len());
@@ -145,18 +150,16 @@ impl Walk {
                 }
                 Step::End {
                     behaviour,
-                    dead_end,
+                    why,
+                    ops,
                     renormalised,
                 } => {
-                    let ops = self.session.last_ops;
                     if let Some(t) = &mut self.tally {
                         let b = &mut t.behaviours[behaviour];
-                        if dead_end {
-                            b.dead_ends += 1;
-                        } else if class.chain.max_ops.is_some_and(|m| ops >= m) {
-                            b.max_ops += 1;
-                        } else {
-                            b.exited += 1;
+                        match why {
+                            Ended::Exit => b.exited += 1,
+                            Ended::MaxOps => b.max_ops += 1,
+                            Ended::DeadEnd => b.dead_ends += 1,
                         }
                         *b.ops.entry(quantise(ops)).or_default() += 1;
                         let ms = self
@@ -176,6 +179,14 @@ impl Walk {
             }
         }
         None
+    }
+
+    /// The operation just picked started at `at`: a session's clock starts with its
+    /// first operation's start (after its think or pacing wait, or on arrival).
+    pub fn started(&mut self, at: Instant) {
+        if std::mem::take(&mut self.beginning) {
+            self.began = Some(at);
+        }
     }
 
     /// What the user's sessions came to, the one still running counted as cut.

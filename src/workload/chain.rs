@@ -132,8 +132,15 @@ pub struct Session {
     pub ops: u64,
     /// Sessions this user has ended (the pause is due before each later one).
     pub ended: u64,
-    /// How many operations the last session that ended ran.
-    pub last_ops: u64,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Exit,
+    MaxOps,
+    /// Every way on was guarded out (or the state had no row).
+    DeadEnd,
 }
 
 /// The next step of a user.
@@ -148,11 +155,11 @@ pub enum Step {
         /// The state drawn from had guarded transitions drop out.
         renormalised: bool,
     },
-    /// The session ends (an exit, `max_ops`, or a dead end where every way on is
-    /// guarded out), before any other operation.
+    /// The session ends, before any other operation, after `ops` operations.
     End {
         behaviour: usize,
-        dead_end: bool,
+        why: Ended,
+        ops: u64,
         renormalised: bool,
     },
 }
@@ -234,7 +241,7 @@ impl Chain {
             }
         };
         if self.max_ops.is_some_and(|m| session.ops >= m) {
-            return self.end(session, b, false, false);
+            return self.end(session, b, Ended::MaxOps, false);
         }
         let behaviour = &self.behaviours[b];
         let row_index = match at {
@@ -243,7 +250,7 @@ impl Chain {
         };
         // A state with no row of its own (validated away, but never trusted) ends.
         let Some(row) = row_index.and_then(|r| self.rows.get(r)) else {
-            return self.end(session, b, true, false);
+            return self.end(session, b, Ended::DeadEnd, false);
         };
         let (drawn, renormalised) = row.draw(mix, allowed);
         match drawn.map(|t| (t.to, &t.think)) {
@@ -264,24 +271,18 @@ impl Chain {
                     renormalised,
                 }
             }
-            Some((Target::Exit, _)) => self.end(session, b, false, renormalised),
-            None => self.end(session, b, true, renormalised),
+            Some((Target::Exit, _)) => self.end(session, b, Ended::Exit, renormalised),
+            None => self.end(session, b, Ended::DeadEnd, renormalised),
         }
     }
 
-    fn end(
-        &self,
-        session: &mut Session,
-        behaviour: usize,
-        dead_end: bool,
-        renormalised: bool,
-    ) -> Step {
+    fn end(&self, session: &mut Session, behaviour: usize, why: Ended, renormalised: bool) -> Step {
         session.current = None;
-        session.last_ops = std::mem::take(&mut session.ops);
         session.ended += 1;
         Step::End {
             behaviour,
-            dead_end,
+            why,
+            ops: std::mem::take(&mut session.ops),
             renormalised,
         }
     }
@@ -358,8 +359,9 @@ pub struct Expected {
 impl Chain {
     /// The expected visits of behaviour `b` to each operation per session: the start row
     /// times the fundamental matrix N = (I − Q)⁻¹, Q the transitions between operations.
-    /// A chain that cannot exit (a mix) gives its stationary shares instead, by power
-    /// iteration (bounded).
+    /// A chain that cannot exit gives its long-run shares from its start instead, by
+    /// power iteration of the lazy chain (½ I + ½ Q: the same shares, and it converges
+    /// also when the chain is periodic, as a → b → a), bounded.
     pub fn expected(&self, b: usize, n_ops: usize) -> Expected {
         let beh = &self.behaviours[b];
         let row_of = |r: usize| -> Vec<f64> {
@@ -402,10 +404,10 @@ impl Chain {
         }
         let mut x = start.clone();
         for _ in 0..10_000 {
-            let mut next = vec![0.0; n_ops];
+            let mut next: Vec<f64> = x.iter().map(|xi| xi / 2.0).collect();
             for (i, xi) in x.iter().enumerate() {
                 for (j, qij) in q[i].iter().enumerate() {
-                    next[j] += xi * qij;
+                    next[j] += xi * qij / 2.0;
                 }
             }
             let sum: f64 = next.iter().sum();
@@ -504,6 +506,27 @@ mod tests {
         }
         let mean = ops as f64 / sessions as f64;
         assert!((mean - 3.0).abs() < 0.1, "{mean}");
+    }
+
+    #[test]
+    fn a_periodic_chain_without_exit_has_even_shares() {
+        // a → b → a → …: the plain power iteration would flip between a and b forever.
+        let rows = vec![
+            Row::new(vec![t(Target::Op(0), 1.0)]).unwrap(),
+            Row::new(vec![t(Target::Op(1), 1.0)]).unwrap(),
+            Row::new(vec![t(Target::Op(0), 1.0)]).unwrap(),
+        ];
+        let b = Behaviour {
+            name: "b".into(),
+            weight: 1.0,
+            probability: 0.0,
+            start: 0,
+            states: vec![Some(1), Some(2)],
+        };
+        let c = Chain::new(vec![b], rows, None, None, false).unwrap();
+        let e = c.expected(0, 2);
+        assert_eq!(e.ops_per_session, None);
+        assert!((e.visits[0] - 0.5).abs() < 1e-6, "{e:?}");
     }
 
     #[test]

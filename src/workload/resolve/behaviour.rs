@@ -12,6 +12,10 @@ pub(super) const SESSION_KEYS: &[&str] = &["max_ops", "pause"];
 const TRANSITION_KEYS: &[&str] = &["p", "think", "when"];
 const GUARD_KEYS: &[&str] = &["pool"];
 
+/// The most operations a class with behaviours may have: what the chain implies is
+/// worked out with an n × n matrix (n³ to solve), and no real client has more states.
+pub(super) const MAX_STATES: usize = 256;
+
 /// Names a row may not use for an operation: they mean something else there.
 pub(super) const RESERVED: &[&str] = &["exit", "think"];
 
@@ -28,6 +32,16 @@ pub(super) struct ChainCx<'a> {
 pub(super) fn resolve_chain(cx: &Cx, node: &Node, c: &ChainCx<'_>) -> R<Chain> {
     let bpath = join(c.path, "behaviours");
     let bnode = required(cx, node, "behaviours", c.path)?;
+    if c.ops.len() > MAX_STATES {
+        return Err(cx.err(
+            bnode.pos,
+            &bpath,
+            format!(
+                "{} operations: a class with behaviours has at most {MAX_STATES}",
+                c.ops.len()
+            ),
+        ));
+    }
     let entries = cx.map(bnode, &bpath)?;
     if entries.is_empty() {
         return Err(cx.err(bnode.pos, &bpath, "no behaviours: the mapping is empty"));
@@ -41,13 +55,7 @@ pub(super) fn resolve_chain(cx: &Cx, node: &Node, c: &ChainCx<'_>) -> R<Chain> {
     }
     let chain = Chain::new(behaviours, rows, max_ops, pause, false)
         .map_err(|m| cx.err(bnode.pos, &bpath, m))?;
-    for (b, (k, _)) in chain
-        .behaviours
-        .iter()
-        .zip(entries)
-        .enumerate()
-        .map(|(i, x)| (i, x.1))
-    {
+    for (b, (k, _)) in entries.iter().enumerate() {
         if c.open && chain.max_ops.is_none() && !chain.can_exit(b, c.ops.len()) {
             return Err(cx.err_hint(
                 k.pos,
@@ -119,10 +127,13 @@ fn behaviour(
                 .map_err(|m| cx.err(start_node.pos, &start_path, m))?
         }
     };
+    let start_index = rows.len();
+    rows.push(start);
+    // Each row with where it was written, to name it when it leads to a state with none.
+    let mut written = vec![(start_node.pos, start_path, start_index)];
     let states_node = required(cx, v, "states", path)?;
     let states_path = join(path, "states");
     let mut states: Vec<Option<usize>> = vec![None; c.ops.len()];
-    let mut first = Vec::new();
     for (sk, sv) in cx.map(states_node, &states_path)? {
         let sp = join(&states_path, &sk.name);
         let op = op_index(cx, sk.pos, &sp, &sk.name, c, false)?;
@@ -134,28 +145,19 @@ fn behaviour(
             None => think.clone(),
         };
         let r = row(cx, sv, &sp, c, &state_think, true)?;
-        states[op] = Some(rows.len() + 1 + first.len());
-        first.push((sk.pos, sp, r));
-    }
-    // Every operation a row leads to must have a row of its own.
-    let start_index = rows.len();
-    rows.push(start);
-    let mut targets: Vec<(Pos, String, usize)> = Vec::new();
-    for t in &rows[start_index].to {
-        if let Target::Op(op) = t.to {
-            targets.push((start_node.pos, start_path.clone(), op));
-        }
-    }
-    for (pos, sp, r) in first {
-        for t in &r.to {
-            if let Target::Op(op) = t.to {
-                targets.push((pos, sp.clone(), op));
-            }
-        }
+        states[op] = Some(rows.len());
+        written.push((sk.pos, sp, rows.len()));
         rows.push(r);
     }
-    for (pos, at, op) in targets {
-        if states[op].is_none() {
+    // Every operation a row leads to must have a row of its own.
+    for (pos, at, r) in written {
+        for op in rows[r].to.iter().filter_map(|t| match t.to {
+            Target::Op(op) => Some(op),
+            Target::Exit => None,
+        }) {
+            if states[op].is_some() {
+                continue;
+            }
             let name = &c.ops[op].name;
             return Err(cx.err_hint(
                 pos,

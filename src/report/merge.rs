@@ -91,13 +91,18 @@ fn check(mut shards: Vec<ShardReport>) -> Result<Vec<ShardReport>, MergeError> {
                 r.rounds.len().to_string(),
             ));
         }
-        let names =
-            |r: &Report| -> Vec<String> { r.summary.ops.iter().map(|o| o.op.clone()).collect() };
-        if names(r) != names(r0) {
+        if table_ops(r) != table_ops(r0) {
             return Err(differ(
                 "operations",
-                names(r0).join(","),
-                names(r).join(","),
+                table_ops(r0).join(","),
+                table_ops(r).join(","),
+            ));
+        }
+        if let Some(stray) = r.summary.ops.iter().find(|o| !of_a_class(r, &o.op)) {
+            return Err(differ(
+                "operations",
+                table_ops(r0).join(","),
+                stray.op.clone(),
             ));
         }
     }
@@ -118,6 +123,33 @@ fn check(mut shards: Vec<ShardReport>) -> Result<Vec<ShardReport>, MergeError> {
     }
     shards.sort_by_key(|s| s.report.shard.map_or(0, |i| i.index));
     Ok(shards)
+}
+
+/// The operations of the workload's tables a report lists, in its order. A report lists
+/// these always, and a refinement label (`consumer.receive_empty`) only when it occurred:
+/// shards of one run agree on the first and may differ in the second.
+fn table_ops(r: &Report) -> Vec<String> {
+    let table: Vec<String> = r
+        .workload
+        .classes
+        .iter()
+        .flat_map(|c| c.ops.iter().map(move |o| format!("{}.{}", c.name, o.name)))
+        .collect();
+    r.summary
+        .ops
+        .iter()
+        .filter(|o| table.contains(&o.op))
+        .map(|o| o.op.clone())
+        .collect()
+}
+
+/// Whether `op` is `class.label` for one of the workload's classes.
+fn of_a_class(r: &Report, op: &str) -> bool {
+    r.workload.classes.iter().any(|c| {
+        op.strip_prefix(c.name.as_str())
+            .and_then(|rest| rest.strip_prefix('.'))
+            .is_some_and(|label| !label.is_empty())
+    })
 }
 
 /// The longest round a report may describe: a month.
@@ -872,6 +904,31 @@ mod tests {
             merge(vec![shard(0, 2), phase]).unwrap_err(),
             MergeError::Corrupt(_)
         ));
+    }
+
+    #[test]
+    fn a_refinement_label_one_shard_saw_and_another_did_not_is_merged() {
+        // A label such as `consumer.receive_empty` is listed only where it occurred.
+        let mut extra = shard(1, 2);
+        let class = extra.report.workload.classes[0].name.clone();
+        let mut seen = extra.report.rounds[0].ops[0].clone();
+        seen.op = format!("{class}.refinement");
+        extra.report.rounds[0].ops.push(seen.clone());
+        extra.report.summary.ops.push(seen);
+        let merged = merge(vec![shard(0, 2), extra]).unwrap();
+        let name = format!("{class}.refinement");
+        assert!(merged.summary.ops.iter().any(|o| o.op == name));
+        assert!(merged.rounds[0].ops.iter().any(|o| o.op == name));
+
+        let mut stray = shard(1, 2);
+        let mut other = stray.report.summary.ops[0].clone();
+        other.op = "elsewhere.op".into();
+        stray.report.summary.ops.push(other);
+        let e = merge(vec![shard(0, 2), stray]).unwrap_err().to_string();
+        assert!(
+            e.contains("operations") && e.contains("elsewhere.op"),
+            "{e}"
+        );
     }
 
     #[test]

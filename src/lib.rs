@@ -21,8 +21,10 @@
 mod answer;
 mod cli;
 mod engine;
+mod fidelity;
 mod files;
 pub mod formats;
+mod infer;
 mod ledger;
 mod metrics;
 mod monitor;
@@ -58,6 +60,14 @@ pub mod reports {
     pub use crate::report::{
         Report, ReportError, compare, html, load, merge, table, to_json, write_dir,
     };
+}
+
+/// Access logs: a workload inferred from them (`loadmix infer`), and whether two of them
+/// show the same traffic (`loadmix fidelity`).
+pub mod logs {
+    pub use crate::fidelity::{Check, Fidelity, compare};
+    pub use crate::infer::classify::Protocol;
+    pub use crate::infer::{Behaviour, Class, InferOptions, Inferred, Population, infer};
 }
 
 /// The embedded reference server (`loadmix serve`): Morse Code, Atom, CalDAV over memory

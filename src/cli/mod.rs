@@ -60,6 +60,71 @@ pub enum Command {
     /// Make a CA and a server certificate signed by it, for https on loopback (`serve
     /// --tls-cert/--tls-key`, nginx, `run --ca-cert`).
     Cert(CertArgs),
+    /// Infer a workload (behaviour models, think times, populations) from access logs.
+    Infer(InferArgs),
+    /// Whether a second access log shows the same traffic as a first: mix, transitions,
+    /// session lengths and durations, think times, rates, burstiness (exit 1 if not).
+    Fidelity(FidelityArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FidelityArgs {
+    /// The log the traffic should look like.
+    pub first: PathBuf,
+    /// The log to judge against it (a run of the inferred workload, another day's log).
+    pub second: PathBuf,
+    /// Cut both logs' sessions at this gap (else the first log's own).
+    #[arg(long, value_name = "DURATION")]
+    pub session_timeout: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum LogFormat {
+    Auto,
+    /// Common or Combined Log Format, optionally with a response time at the end.
+    Clf,
+    /// One JSON object per line.
+    Json,
+}
+
+impl LogFormat {
+    fn format(self) -> Option<crate::infer::log::Format> {
+        match self {
+            LogFormat::Auto => None,
+            LogFormat::Clf => Some(crate::infer::log::Format::Clf),
+            LogFormat::Json => Some(crate::infer::log::Format::Json),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct InferArgs {
+    /// Access logs (Common/Combined Log Format or JSON lines), read in this order.
+    #[arg(required = true, num_args = 1..)]
+    pub logs: Vec<PathBuf>,
+    /// Write the workload here (else to stdout).
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub format: LogFormat,
+    /// A session ends after this long without a request (else taken from the log's gaps).
+    #[arg(long, value_name = "DURATION")]
+    pub session_timeout: Option<String>,
+    /// At most this many behaviour models per class.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub max_behaviours: usize,
+    /// The target the written workload names.
+    #[arg(long, default_value = "embedded")]
+    pub target: String,
+    /// How long a round of the written workload runs.
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    pub duration: String,
+    /// The written workload's name.
+    #[arg(long, default_value = "inferred")]
+    pub name: String,
+    /// Seed of the clustering's random starts.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Args)]
@@ -483,6 +548,8 @@ pub async fn dispatch(cli: Cli) -> Exit {
         Command::Plan(a) => plan(a),
         Command::Report(a) => show_report(a),
         Command::Cert(a) => cert(a),
+        Command::Infer(a) => infer(a),
+        Command::Fidelity(a) => fidelity(a),
     }
 }
 
@@ -895,6 +962,82 @@ fn plan(a: PlanArgs) -> Exit {
 
 /// `loadmix merge`: check the shards, merge them, judge the thresholds on the merged run
 /// (exit 1 as `run` does), write and print it. Nothing is written when a shard is refused.
+/// `--session-timeout` in microseconds.
+fn session_timeout(text: Option<&str>) -> Result<Option<i64>, String> {
+    match text.map(crate::workload::units::parse_duration) {
+        None => Ok(None),
+        Some(Ok(d)) if !d.is_zero() => Ok(Some(d.as_micros().min(i64::MAX as u128) as i64)),
+        Some(Ok(_)) => Err("--session-timeout: must be more than 0".into()),
+        Some(Err(e)) => Err(format!("--session-timeout: {e}")),
+    }
+}
+
+fn fidelity(a: FidelityArgs) -> Exit {
+    let timeout_us = match session_timeout(a.session_timeout.as_deref()) {
+        Ok(t) => t,
+        Err(e) => return Exit::Usage.fail(e),
+    };
+    match crate::fidelity::compare(a.first, a.second, timeout_us) {
+        Ok(f) => {
+            print!("{}", f.table());
+            if f.passed() {
+                Exit::Ok
+            } else {
+                Exit::Threshold
+            }
+        }
+        Err(e) => Exit::Usage.fail(e),
+    }
+}
+
+fn infer(a: InferArgs) -> Exit {
+    let timeout_us = match session_timeout(a.session_timeout.as_deref()) {
+        Ok(t) => t,
+        Err(e) => return Exit::Usage.fail(e),
+    };
+    if let Err(e) = crate::workload::units::parse_duration(&a.duration) {
+        return Exit::Usage.fail(format!("--duration: {e}"));
+    }
+    if !(1..=16).contains(&a.max_behaviours) {
+        return Exit::Usage.fail("--max-behaviours: from 1 to 16");
+    }
+    let found = match crate::infer::infer(&crate::infer::InferOptions {
+        files: a.logs.clone(),
+        format: a.format.format(),
+        timeout_us,
+        max_behaviours: a.max_behaviours,
+        seed: a.seed,
+    }) {
+        Ok(f) => f,
+        Err(e) => return Exit::Usage.fail(e),
+    };
+    eprint!("{}", crate::infer::write::summary(&found));
+    let sources: Vec<String> = a.logs.iter().map(|p| p.display().to_string()).collect();
+    let yaml = crate::infer::write::workload(
+        &found,
+        &crate::infer::write::Target {
+            name: &a.name,
+            target: &a.target,
+            duration: &a.duration,
+            sources: &sources,
+        },
+    );
+    // What was written must load: a workload infer cannot run is its own bug.
+    if let Err(e) = crate::workload::load_str("inferred.yaml", &yaml, &[], None) {
+        return Exit::Usage.fail(format!("the inferred workload does not load: {e}\n{yaml}"));
+    }
+    match &a.out {
+        Some(p) => {
+            if let Err(e) = std::fs::write(p, &yaml) {
+                return Exit::Write.fail(format!("{}: {e}", p.display()));
+            }
+            eprintln!("wrote {}", p.display());
+        }
+        None => print!("{yaml}"),
+    }
+    Exit::Ok
+}
+
 fn merge(a: MergeArgs) -> Exit {
     let mut shards = Vec::new();
     for f in &a.shards {

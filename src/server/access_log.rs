@@ -1,7 +1,9 @@
 //! The embedded server's access log (`serve --access-log FILE`): one line per answered
 //! request in the Combined Log Format, with the time to the answer's head in microseconds
 //! at the end (Apache's `%D`), so a run against the embedded server leaves the kind of log
-//! a real server's operator has. The user is the Basic-auth name; what a client sends is
+//! a real server's operator has. Its time carries microseconds (Apache's
+//! `%{%d/%b/%Y:%H:%M:%S}t.%{usec_frac}t %{%z}t`): think times of milliseconds are then
+//! measurable from the log, which whole seconds would hide. The user is the Basic-auth name; what a client sends is
 //! escaped before it is written, so no request can forge a line. Lines are buffered and
 //! flushed once a second and when the server stops.
 
@@ -128,7 +130,7 @@ fn line(s: &Seen, status: StatusCode, bytes: Option<u64>, took: Duration) -> Str
         "{} - {} [{}] \"{} {} {version}\" {} {} \"{}\" \"{}\" {}",
         s.peer.ip(),
         s.user.as_deref().map_or("-".into(), |u| escape(u, false)),
-        s.at.format("%d/%b/%Y:%H:%M:%S %z"),
+        s.at.format("%d/%b/%Y:%H:%M:%S%.6f %z"),
         s.method,
         escape(
             s.uri.path_and_query().map_or(s.uri.path(), |p| p.as_str()),
@@ -192,7 +194,8 @@ mod tests {
             .unwrap()
             .with_timezone(&chrono::Local);
         let l = line(&s, StatusCode::OK, Some(42), Duration::from_micros(1234));
-        assert!(l.starts_with("::1 - alice ["), "{l}");
+        assert!(l.starts_with("::1 - alice [01/Dec/2026:"), "{l}");
+        assert!(l.contains(":00:00.000000 "), "{l}");
         assert!(
             l.ends_with("] \"GET /a%20b?q=1 HTTP/1.1\" 200 42 \"-\" \"ua \\\"x\\\"\" 1234\n"),
             "{l}"

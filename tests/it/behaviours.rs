@@ -210,7 +210,7 @@ users:
 fn the_embedded_servers_access_log_has_every_request_of_a_run() {
     let tmp = tempdir();
     let log = tmp.path().join("access.log");
-    let (mut serve, port) = spawn_serve(&[
+    let (serve, port) = spawn_serve(&[
         "--stomp-bind",
         "127.0.0.1:0",
         "--access-log",
@@ -230,9 +230,7 @@ fn the_embedded_servers_access_log_has_every_request_of_a_run() {
         &path_str(&out),
         "--quiet",
     ]);
-    // SAFETY: a plain kill(2) of the child we spawned.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
-    assert!(serve.wait().unwrap().success());
+    stop_serve(serve);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r = read_report(&out);
     let sent = r.summary.total.requests

@@ -266,6 +266,14 @@ pub fn serve_app(rt: &tokio::runtime::Runtime, app: axum::Router) -> SocketAddr 
     addr
 }
 
+/// Stop a `spawn_serve` server as Ctrl-C would, and check that it stopped cleanly (its
+/// access log flushed).
+pub fn stop_serve(mut serve: std::process::Child) {
+    // SAFETY: a plain kill(2) of the child we spawned.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    assert!(serve.wait().unwrap().success());
+}
+
 /// `loadmix serve` as a process of its own on a free loopback port, with `extra`
 /// arguments; returned once its banner says it listens (reading the banner waits exactly
 /// as long as start-up takes).

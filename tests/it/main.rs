@@ -15,6 +15,7 @@ mod end_to_end;
 mod engine_behaviour;
 mod faults;
 mod fuzz;
+mod infer;
 mod mix_fidelity;
 mod monitor;
 mod open_model;

@@ -1,0 +1,445 @@
+//! `loadmix fidelity`: whether two access logs show the same traffic, one table of
+//! checks, each with its statistic and the gate it is judged by. The logs are read as
+//! `infer` reads them (the same classification, the second cut into sessions at the
+//! first's timeout), so that a log and the log of a run of the workload inferred from it
+//! can be held side by side. A check passes when the difference is not significant
+//! (p ≥ [`ALPHA`]) or too small to matter (below its effect-size gate): big logs make
+//! any difference significant, and a load test needs the shape, not the last digit.
+
+pub mod stats;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use crate::infer::scan::{self, Scan, ScanOptions};
+
+/// Below this p-value a difference is significant.
+pub const ALPHA: f64 = 0.01;
+/// The most two operation mixes, or two rows of transitions, may differ by (TVD).
+pub const MIX_TVD: f64 = 0.05;
+pub const ROW_TVD: f64 = 0.10;
+/// The largest KS distance between two distributions that passes.
+pub const KS_D: f64 = 0.10;
+/// Rates (sessions per second, sessions at once) may differ by this factor.
+pub const RATE_RATIO: f64 = 1.15;
+/// Dispersion indices may differ by this factor.
+pub const DISPERSION_RATIO: f64 = 2.0;
+/// Samples a row or a transition's think times need in both logs to be compared.
+pub const MIN_SAMPLES: usize = 30;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FidelityError {
+    #[error(transparent)]
+    Scan(#[from] scan::ScanError),
+    #[error("{0}: no whole session to compare")]
+    NoSessions(String),
+}
+
+/// One judged check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    pub name: String,
+    pub first: String,
+    pub second: String,
+    pub statistic: String,
+    pub gate: String,
+    /// `None`: not enough samples to judge.
+    pub pass: Option<bool>,
+    pub note: Option<String>,
+}
+
+/// What one log shows, reduced to what the checks compare.
+#[derive(Debug, Default)]
+struct Traffic {
+    ops: BTreeMap<String, f64>,
+    /// from → (to or `exit`) → count.
+    rows: BTreeMap<String, BTreeMap<String, f64>>,
+    ops_per_session: Vec<f64>,
+    duration_us: Vec<f64>,
+    thinks: BTreeMap<(String, String), Vec<f64>>,
+    requests_us: Vec<i64>,
+    sessions: usize,
+    span_us: i64,
+    first_us: i64,
+    last_us: i64,
+    busy_us: f64,
+}
+
+fn traffic(s: &Scan) -> Traffic {
+    let name = |op: u16| {
+        let d = &s.ops[op as usize];
+        format!("{}.{}", d.protocol.name(), d.name)
+    };
+    let mut t = Traffic {
+        span_us: (s.last_us - s.first_us).max(1),
+        first_us: s.first_us,
+        last_us: s.last_us,
+        ..Default::default()
+    };
+    for (i, n) in s.op_requests.iter().enumerate() {
+        *t.ops.entry(name(i as u16)).or_default() += *n as f64;
+    }
+    for x in &s.sessions {
+        t.requests_us.extend(x.requests.iter().map(|r| r.at_us));
+        t.busy_us += (x.end_us() - x.start_us()).max(0) as f64;
+        if x.cut {
+            continue;
+        }
+        t.sessions += 1;
+        t.ops_per_session.push(x.requests.len() as f64);
+        t.duration_us
+            .push((x.end_us() - x.start_us()).max(0) as f64);
+        for w in x.requests.windows(2) {
+            *t.rows
+                .entry(name(w[0].op))
+                .or_default()
+                .entry(name(w[1].op))
+                .or_default() += 1.0;
+        }
+        if let Some(last) = x.requests.last() {
+            *t.rows
+                .entry(name(last.op))
+                .or_default()
+                .entry("exit".into())
+                .or_default() += 1.0;
+        }
+        for (a, b, th) in x.thinks() {
+            t.thinks
+                .entry((name(a), name(b)))
+                .or_default()
+                .push(th as f64);
+        }
+    }
+    t
+}
+
+/// Counts of `a` and `b` over the union of their keys.
+fn aligned(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> (Vec<f64>, Vec<f64>) {
+    let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.iter()
+        .map(|k| {
+            (
+                a.get(*k).copied().unwrap_or(0.0),
+                b.get(*k).copied().unwrap_or(0.0),
+            )
+        })
+        .unzip()
+}
+
+fn judged(p: f64, effect: f64, gate: f64) -> bool {
+    p >= ALPHA || effect <= gate
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn ms(us: f64) -> String {
+    crate::infer::write::duration(us)
+}
+
+/// The checks of `second` against `first`.
+fn checks(a: &Traffic, b: &Traffic) -> Vec<Check> {
+    let mut out = Vec::new();
+    let mix = |t: &Traffic| {
+        let total: f64 = t.ops.values().sum();
+        let mut v: Vec<(&String, f64)> = t.ops.iter().map(|(k, n)| (k, *n)).collect();
+        v.sort_by(|x, y| y.1.total_cmp(&x.1));
+        v.iter()
+            .take(3)
+            .map(|(k, n)| {
+                format!(
+                    "{} {:.0}%",
+                    k.rsplit('.').next().unwrap_or(k),
+                    100.0 * n / total.max(1.0)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (x, y) = aligned(&a.ops, &b.ops);
+    let (d, p) = (stats::tvd(&x, &y), stats::chi2_p(&x, &y));
+    out.push(Check {
+        name: "operation mix".into(),
+        first: mix(a),
+        second: mix(b),
+        statistic: format!("TVD {d:.3}, χ² p={}", pval(p)),
+        gate: format!("TVD ≤ {MIX_TVD} or p ≥ {ALPHA}"),
+        pass: Some(judged(p, d, MIX_TVD)),
+        note: None,
+    });
+    // The worst row among those both logs have enough of.
+    let mut worst: Option<(String, f64, f64)> = None;
+    for (from, ra) in &a.rows {
+        let Some(rb) = b.rows.get(from) else { continue };
+        let (x, y) = aligned(ra, rb);
+        if x.iter().sum::<f64>() < MIN_SAMPLES as f64 || y.iter().sum::<f64>() < MIN_SAMPLES as f64
+        {
+            continue;
+        }
+        let (d, p) = (stats::tvd(&x, &y), stats::chi2_p(&x, &y));
+        if worst.as_ref().is_none_or(|w| d > w.1) {
+            worst = Some((from.clone(), d, p));
+        }
+    }
+    out.push(match worst {
+        Some((from, d, p)) => Check {
+            name: "worst transition row".into(),
+            first: from.clone(),
+            second: from,
+            statistic: format!("TVD {d:.3}, χ² p={}", pval(p)),
+            gate: format!("TVD ≤ {ROW_TVD} or p ≥ {ALPHA}"),
+            pass: Some(judged(p, d, ROW_TVD)),
+            note: None,
+        },
+        None => unjudged(
+            "worst transition row",
+            "no row with enough transitions in both",
+        ),
+    });
+    out.push(distribution(
+        "operations per session",
+        &a.ops_per_session,
+        &b.ops_per_session,
+        |v| {
+            format!(
+                "median {:.0}, mean {:.2}",
+                median(v),
+                v.iter().sum::<f64>() / v.len().max(1) as f64
+            )
+        },
+    ));
+    out.push(distribution(
+        "session duration",
+        &a.duration_us,
+        &b.duration_us,
+        |v| format!("median {}", ms(median(v))),
+    ));
+    // Think times: the worst transition both logs have enough of.
+    let mut worst: Option<Check> = None;
+    let mut worst_d = -1.0;
+    for (k, ta) in &a.thinks {
+        let Some(tb) = b.thinks.get(k) else { continue };
+        if ta.len() < MIN_SAMPLES || tb.len() < MIN_SAMPLES {
+            continue;
+        }
+        if let Some((d, p)) = stats::ks(ta, tb)
+            && d > worst_d
+        {
+            worst_d = d;
+            let short = |s: &String| s.rsplit('.').next().unwrap_or(s).to_string();
+            worst = Some(Check {
+                name: format!("think {} → {}", short(&k.0), short(&k.1)),
+                first: format!("median {}", ms(median(ta))),
+                second: format!("median {}", ms(median(tb))),
+                statistic: format!("KS D {d:.3}, p={}", pval(p)),
+                gate: format!("D ≤ {KS_D} or p ≥ {ALPHA}"),
+                pass: Some(judged(p, d, KS_D)),
+                note: None,
+            });
+        }
+    }
+    out.push(
+        worst.unwrap_or_else(|| {
+            unjudged("think times", "no transition with enough samples in both")
+        }),
+    );
+    let rate = |t: &Traffic| t.sessions as f64 / (t.span_us as f64 / 1e6);
+    out.push(ratio(
+        "sessions per second",
+        rate(a),
+        rate(b),
+        RATE_RATIO,
+        |r| format!("{r:.3}"),
+    ));
+    let busy = |t: &Traffic| t.busy_us / t.span_us as f64;
+    out.push(ratio(
+        "sessions at once (mean)",
+        busy(a),
+        busy(b),
+        RATE_RATIO,
+        |r| format!("{r:.2}"),
+    ));
+    for (label, window) in [
+        ("1 s", 1_000_000i64),
+        ("10 s", 10_000_000),
+        ("60 s", 60_000_000),
+    ] {
+        let (Some((da, na)), Some((db, nb))) = (
+            stats::dispersion(&a.requests_us, a.first_us, a.last_us, window),
+            stats::dispersion(&b.requests_us, b.first_us, b.last_us, window),
+        ) else {
+            continue;
+        };
+        let mut c = ratio(
+            &format!("burstiness ({label} windows)"),
+            da,
+            db,
+            DISPERSION_RATIO,
+            |r| format!("dispersion {r:.2}"),
+        );
+        // Over a few windows a dispersion index is itself uncertain: a ratio no F test
+        // tells from chance passes.
+        let p = stats::dispersion_p(da, na, db, nb);
+        c.statistic = format!("{}, F p={}", c.statistic, pval(p));
+        c.gate = format!("{} or p ≥ {ALPHA}", c.gate);
+        c.pass = c.pass.map(|ok| ok || p >= ALPHA);
+        if da > 3.0 * db.max(1.0) {
+            c.note = Some(format!(
+                "the first log is burstier ({da:.1}) than {} (a model of Poisson arrivals and independent sessions stays near 1)",
+                if db <= 1.5 {
+                    "a Poisson model can be"
+                } else {
+                    "the second"
+                }
+            ));
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn pval(p: f64) -> String {
+    if p < 0.001 {
+        "<0.001".into()
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+fn unjudged(name: &str, why: &str) -> Check {
+    Check {
+        name: name.into(),
+        first: "-".into(),
+        second: "-".into(),
+        statistic: "-".into(),
+        gate: "-".into(),
+        pass: None,
+        note: Some(why.into()),
+    }
+}
+
+fn distribution(name: &str, a: &[f64], b: &[f64], show: impl Fn(&[f64]) -> String) -> Check {
+    if a.len() < MIN_SAMPLES || b.len() < MIN_SAMPLES {
+        return unjudged(name, &format!("fewer than {MIN_SAMPLES} whole sessions"));
+    }
+    let Some((d, p)) = stats::ks(a, b) else {
+        return unjudged(name, "no sample");
+    };
+    Check {
+        name: name.into(),
+        first: show(a),
+        second: show(b),
+        statistic: format!("KS D {d:.3}, p={}", pval(p)),
+        gate: format!("D ≤ {KS_D} or p ≥ {ALPHA}"),
+        pass: Some(judged(p, d, KS_D)),
+        note: None,
+    }
+}
+
+fn ratio(name: &str, a: f64, b: f64, gate: f64, show: impl Fn(f64) -> String) -> Check {
+    let r = if a > 0.0 {
+        b / a
+    } else if b > 0.0 {
+        f64::INFINITY
+    } else {
+        1.0
+    };
+    Check {
+        name: name.into(),
+        first: show(a),
+        second: show(b),
+        statistic: format!("ratio {r:.3}"),
+        gate: format!("within ×{gate}"),
+        pass: Some(r.is_finite() && r <= gate && r >= 1.0 / gate),
+        note: None,
+    }
+}
+
+/// The outcome of `fidelity`.
+#[derive(Debug)]
+pub struct Fidelity {
+    pub checks: Vec<Check>,
+    pub timeout_us: i64,
+    pub first: String,
+    pub second: String,
+}
+
+impl Fidelity {
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.pass != Some(false))
+    }
+
+    /// The table as printed.
+    pub fn table(&self) -> String {
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        t.set_header(["check", "first", "second", "statistic", "gate", "verdict"]);
+        for c in &self.checks {
+            t.add_row([
+                c.name.as_str(),
+                c.first.as_str(),
+                c.second.as_str(),
+                c.statistic.as_str(),
+                c.gate.as_str(),
+                match c.pass {
+                    Some(true) => "pass",
+                    Some(false) => "FAIL",
+                    None => "not judged",
+                },
+            ]);
+        }
+        let mut out = format!(
+            "fidelity of {} against {} (sessions cut at {})\n{t}\n",
+            self.second,
+            self.first,
+            ms(self.timeout_us as f64)
+        );
+        for c in &self.checks {
+            if let Some(n) = &c.note {
+                out.push_str(&format!("{}: {n}\n", c.name));
+            }
+        }
+        let failed = self.checks.iter().filter(|c| c.pass == Some(false)).count();
+        out.push_str(&if failed == 0 {
+            "every judged check passes\n".to_string()
+        } else {
+            format!("{failed} check(s) fail\n")
+        });
+        out
+    }
+}
+
+/// Compare log `second` with log `first`.
+pub fn compare(
+    first: PathBuf,
+    second: PathBuf,
+    timeout_us: Option<i64>,
+) -> Result<Fidelity, FidelityError> {
+    let a = scan::scan(&ScanOptions {
+        files: vec![first.clone()],
+        format: None,
+        timeout_us,
+        seed: 1,
+    })?;
+    let b = scan::scan(&ScanOptions {
+        files: vec![second.clone()],
+        format: None,
+        timeout_us: Some(a.timeout_us),
+        seed: 1,
+    })?;
+    let (ta, tb) = (traffic(&a), traffic(&b));
+    for (t, f) in [(&ta, &first), (&tb, &second)] {
+        if t.sessions == 0 {
+            return Err(FidelityError::NoSessions(f.display().to_string()));
+        }
+    }
+    Ok(Fidelity {
+        checks: checks(&ta, &tb),
+        timeout_us: a.timeout_us,
+        first: first.display().to_string(),
+        second: second.display().to_string(),
+    })
+}

@@ -1,0 +1,327 @@
+//! `loadmix infer`: a workload inferred from a server's access logs. The logs are read
+//! ([`log`]), each request named ([`classify`]), cut into sessions ([`scan`]), and the
+//! sessions of each protocol split into the clients that come back at a steady interval
+//! (a closed population with that pause) and those that arrive and leave (open-model
+//! arrivals). Each group's sessions are clustered into behaviour models ([`model`]) with
+//! think times fitted per behaviour and, where there are enough samples, per transition
+//! ([`fit`]). [`write`] turns the result into a workload file whose comments say how many
+//! samples each number rests on.
+
+pub mod classify;
+pub mod fit;
+pub mod log;
+pub mod model;
+pub mod scan;
+pub mod write;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use classify::Protocol;
+use scan::{Scan, ScanOptions, Session};
+
+/// A client whose pauses between sessions vary less than this (their standard deviation
+/// over their mean) polls at an interval: it is one of a closed population.
+pub const PERIODIC_CV: f64 = 0.5;
+/// Think samples a transition needs for a distribution of its own.
+pub const TRANSITION_THINK_SAMPLES: usize = 100;
+
+#[derive(Debug, Clone)]
+pub struct InferOptions {
+    pub files: Vec<PathBuf>,
+    pub format: Option<log::Format>,
+    pub timeout_us: Option<i64>,
+    pub max_behaviours: usize,
+    pub seed: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InferError {
+    #[error(transparent)]
+    Scan(#[from] scan::ScanError),
+    #[error("the logs hold no session of an operation loadmix can run")]
+    NoSessions,
+}
+
+/// How a class's users come.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Population {
+    /// Clients that poll: this many at once, pausing between sessions.
+    Closed { count: u32, pause: Option<fit::Fit> },
+    /// Sessions arriving at this rate per second, at most this many at once (seen).
+    Open { rate: f64, max_concurrency: u32 },
+}
+
+/// One behaviour of a class.
+#[derive(Debug, Clone)]
+pub struct Behaviour {
+    pub chain: model::Chain,
+    pub think: Option<fit::Fit>,
+    /// `(from, to)` local indices with a think of their own.
+    pub transition_thinks: Vec<((usize, usize), fit::Fit)>,
+}
+
+/// One inferred class.
+#[derive(Debug, Clone)]
+pub struct Class {
+    pub name: String,
+    pub protocol: Protocol,
+    pub population: Population,
+    /// Global op index of each local one.
+    pub ops: Vec<usize>,
+    pub behaviours: Vec<Behaviour>,
+    pub bic: Vec<(usize, f64)>,
+    /// Sessions it rests on (whole ones), and those the log's edges cut.
+    pub sessions: usize,
+    pub cut: usize,
+    pub clients: usize,
+    pub max_ops: usize,
+    pub think: Option<fit::Fit>,
+    /// What was taken off every gap before fitting (its 1st percentile), µs.
+    pub floor_us: f64,
+}
+
+/// What `infer` found.
+#[derive(Debug)]
+pub struct Inferred {
+    pub scan: Scan,
+    pub classes: Vec<Class>,
+    /// The path before `/dav/`, `/mc/`, `/atom/`, `/cmp/` in the log (`/cosmo`).
+    pub context: String,
+}
+
+/// Read the logs and infer their workload.
+pub fn infer(o: &InferOptions) -> Result<Inferred, InferError> {
+    let s = scan::scan(&ScanOptions {
+        files: o.files.clone(),
+        format: o.format,
+        timeout_us: o.timeout_us,
+        seed: o.seed,
+    })?;
+    let mut classes = Vec::new();
+    let periodic = periodic_clients(&s);
+    let mut protocols: Vec<Protocol> = s.ops.iter().map(|d| d.protocol).collect();
+    protocols.sort();
+    protocols.dedup();
+    for p in protocols {
+        for closed in [true, false] {
+            let group: Vec<&Session> = s
+                .sessions
+                .iter()
+                .filter(|x| x.protocol == p && periodic[x.client as usize] == closed)
+                .collect();
+            if let Some(c) = class_of(&s, p, closed, &group, o) {
+                classes.push(c);
+            }
+        }
+    }
+    if classes.is_empty() {
+        return Err(InferError::NoSessions);
+    }
+    let context = context(&s);
+    Ok(Inferred {
+        scan: s,
+        classes,
+        context,
+    })
+}
+
+/// Per client: whether it comes back at a steady interval (two gaps or more between its
+/// sessions, varying less than [`PERIODIC_CV`]).
+fn periodic_clients(s: &Scan) -> Vec<bool> {
+    s.between
+        .iter()
+        .map(|&(n, mean, m2)| {
+            n >= 2 && mean > 0.0 && {
+                let sd = (m2 / (n - 1) as f64).max(0.0).sqrt();
+                sd / mean < PERIODIC_CV
+            }
+        })
+        .collect()
+}
+
+fn context(s: &Scan) -> String {
+    for d in &s.ops {
+        let path = d.example.split('?').next().unwrap_or("");
+        for mark in ["/dav/", "/mc/", "/atom/", "/cmp/"] {
+            if let Some(i) = path.find(mark) {
+                return path[..i].to_string();
+            }
+        }
+    }
+    String::new()
+}
+
+/// The class of protocol `p`'s closed or open sessions, if it has any whole one.
+fn class_of(
+    s: &Scan,
+    p: Protocol,
+    closed: bool,
+    group: &[&Session],
+    o: &InferOptions,
+) -> Option<Class> {
+    let whole: Vec<&Session> = group.iter().copied().filter(|x| !x.cut).collect();
+    if whole.is_empty() {
+        return None;
+    }
+    // Local operation indices: those the whole sessions use, in the log's order.
+    let mut ops: Vec<usize> = Vec::new();
+    for x in &whole {
+        for r in &x.requests {
+            if !ops.contains(&(r.op as usize)) {
+                ops.push(r.op as usize);
+            }
+        }
+    }
+    ops.sort_unstable();
+    let local: HashMap<usize, usize> = ops.iter().enumerate().map(|(i, &g)| (g, i)).collect();
+    let n = ops.len();
+    let seqs: Vec<Vec<usize>> = whole
+        .iter()
+        .map(|x| x.requests.iter().map(|r| local[&(r.op as usize)]).collect())
+        .collect();
+    let paths: Vec<model::Path> = seqs.iter().filter_map(|q| model::Path::of(q, n)).collect();
+    let mix = model::fit(&paths, n, o.max_behaviours.max(1), o.seed)?;
+    let thinks_of = |pick: &dyn Fn(usize) -> bool| -> Vec<(usize, usize, f64)> {
+        whole
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| pick(*i))
+            .flat_map(|(_, x)| {
+                x.thinks()
+                    .map(|(a, b, t)| (local[&(a as usize)], local[&(b as usize)], t as f64))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    // The gaps' floor is the client's own work between an answer and its next request,
+    // not thinking: loadmix does that work too and adds its own, so it is taken off every
+    // gap before the think times are fitted.
+    let floor = fit::floor(&thinks_of(&|_| true).iter().map(|t| t.2).collect::<Vec<_>>());
+    let thinks_of = |pick: &dyn Fn(usize) -> bool| -> Vec<(usize, usize, f64)> {
+        thinks_of(pick)
+            .into_iter()
+            .map(|(a, b, t)| (a, b, (t - floor).max(0.0)))
+            .collect()
+    };
+    let all = thinks_of(&|_| true);
+    let class_think = fit::best(&all.iter().map(|t| t.2).collect::<Vec<_>>());
+    let behaviours = mix
+        .chains
+        .iter()
+        .enumerate()
+        .map(|(k, chain)| {
+            let mine = if mix.assignment.is_empty() {
+                Vec::new()
+            } else {
+                thinks_of(&|i| mix.assignment.get(i) == Some(&k))
+            };
+            let think = fit::best(&mine.iter().map(|t| t.2).collect::<Vec<_>>()).or(class_think);
+            let mut by: HashMap<(usize, usize), Vec<f64>> = HashMap::new();
+            for (a, b, t) in &mine {
+                by.entry((*a, *b)).or_default().push(*t);
+            }
+            let mut transition_thinks: Vec<((usize, usize), fit::Fit)> = by
+                .into_iter()
+                .filter(|(_, v)| v.len() >= TRANSITION_THINK_SAMPLES)
+                .filter_map(|(k, v)| fit::best(&v).map(|f| (k, f)))
+                // Only where the transition's own think differs from the behaviour's.
+                .filter(|(_, f)| {
+                    think.is_none_or(|t| {
+                        let r = f.median / t.median.max(1.0);
+                        !(0.7..=1.0 / 0.7).contains(&r)
+                    })
+                })
+                .collect();
+            transition_thinks.sort_by_key(|(k, _)| *k);
+            Behaviour {
+                chain: chain.clone(),
+                think,
+                transition_thinks,
+            }
+        })
+        .collect();
+    let span = (s.last_us - s.first_us).max(1) as f64 / 1e6;
+    let clients: Vec<u32> = {
+        let mut c: Vec<u32> = group.iter().map(|x| x.client).collect();
+        c.sort_unstable();
+        c.dedup();
+        c
+    };
+    let population = if closed {
+        // As many users as the clients present on average over the log.
+        let mut spans: HashMap<u32, (i64, i64)> = HashMap::new();
+        for x in group {
+            let e = spans.entry(x.client).or_insert((i64::MAX, i64::MIN));
+            e.0 = e.0.min(x.start_us());
+            e.1 = e.1.max(x.end_us());
+        }
+        let present: f64 = spans.values().map(|(a, b)| (b - a) as f64 / 1e6).sum();
+        Population::Closed {
+            count: ((present / span).round() as u32).max(1),
+            pause: fit::best(
+                &pauses(group)
+                    .iter()
+                    .map(|p| (p - floor).max(0.0))
+                    .collect::<Vec<_>>(),
+            ),
+        }
+    } else {
+        Population::Open {
+            rate: group.len() as f64 / span,
+            max_concurrency: concurrency_peak(group).saturating_mul(2).max(10),
+        }
+    };
+    let name = format!(
+        "{}_{}",
+        p.name(),
+        if closed { "clients" } else { "visitors" }
+    );
+    Some(Class {
+        name,
+        protocol: p,
+        population,
+        ops,
+        behaviours,
+        bic: mix.bic,
+        sessions: whole.len(),
+        cut: group.len() - whole.len(),
+        clients: clients.len(),
+        max_ops: seqs.iter().map(Vec::len).max().unwrap_or(1),
+        think: class_think,
+        floor_us: floor,
+    })
+}
+
+/// The pauses between one client's consecutive sessions (µs).
+fn pauses(group: &[&Session]) -> Vec<f64> {
+    let mut by: HashMap<u32, Vec<(i64, i64)>> = HashMap::new();
+    for x in group {
+        by.entry(x.client)
+            .or_default()
+            .push((x.start_us(), x.end_us()));
+    }
+    let mut out = Vec::new();
+    for v in by.values_mut() {
+        v.sort_unstable();
+        for w in v.windows(2) {
+            out.push((w[1].0 - w[0].1).max(0) as f64);
+        }
+    }
+    out
+}
+
+/// The most sessions open at once.
+pub fn concurrency_peak(group: &[&Session]) -> u32 {
+    let mut edges: Vec<(i64, i32)> = group
+        .iter()
+        .flat_map(|x| [(x.start_us(), 1), (x.end_us(), -1)])
+        .collect();
+    edges.sort_unstable();
+    let (mut now, mut peak) = (0i32, 0i32);
+    for (_, d) in edges {
+        now += d;
+        peak = peak.max(now);
+    }
+    peak.max(0) as u32
+}

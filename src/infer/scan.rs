@@ -1,0 +1,491 @@
+//! From log files to sessions, in two streamed passes. The first classifies every line and
+//! gathers the gaps between one client's requests, from which the session timeout is
+//! taken (the valley between think times and the pauses between sessions) unless one is
+//! given. The second cuts each client's requests into sessions at that timeout. Only
+//! open sessions are held while reading; finished ones are kept up to [`MAX_SESSIONS`]
+//! (a uniform sample beyond) for the model, while every count stays exact.
+//!
+//! A client is its session cookie, else its authenticated user, else its address and user
+//! agent, and one protocol: a key speaking two protocols is two clients.
+
+use std::collections::HashMap;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+
+use super::classify::{Kind, Protocol, classify};
+use super::log::{self, Entry, Format, Line};
+
+/// Finished sessions kept for the model; a uniform sample of the rest beyond this.
+pub const MAX_SESSIONS: usize = 200_000;
+/// Requests of one session kept; a longer session is cut there (and counted).
+pub const MAX_SESSION_OPS: usize = 10_000;
+/// Distinct clients tracked; requests of further clients are counted, not sessionised.
+pub const MAX_CLIENTS: usize = 2_000_000;
+/// Distinct operations; requests of further ones are counted as unclassified.
+pub const MAX_OPS: usize = 256;
+/// Lines refused that are shown, per file.
+const SHOWN: usize = 5;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("{file}: {source}")]
+    Io {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{0}: no line of it is a request")]
+    Empty(String),
+}
+
+/// One operation the log showed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpDef {
+    pub protocol: Protocol,
+    pub name: String,
+    /// http: method and path template, and the first target seen.
+    pub template: Option<(String, String)>,
+    pub example: String,
+}
+
+/// One request of a session.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Request {
+    pub op: u16,
+    pub at_us: i64,
+    pub done_us: i64,
+}
+
+/// One client's run of requests with no gap longer than the timeout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    pub client: u32,
+    pub protocol: Protocol,
+    pub requests: Vec<Request>,
+    /// Begun before the log did or still going when it ended (within one timeout of its
+    /// first or last line): its length is not known.
+    pub cut: bool,
+}
+
+impl Session {
+    pub fn start_us(&self) -> i64 {
+        self.requests.first().map_or(0, |r| r.at_us)
+    }
+    pub fn end_us(&self) -> i64 {
+        self.requests.iter().map(|r| r.done_us).max().unwrap_or(0)
+    }
+    /// The think times: from each answer to the next request, never negative.
+    pub fn thinks(&self) -> impl Iterator<Item = (u16, u16, i64)> + '_ {
+        self.requests
+            .windows(2)
+            .map(|w| (w[0].op, w[1].op, (w[1].at_us - w[0].done_us).max(0)))
+    }
+}
+
+/// What one file gave.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FileCounts {
+    pub file: String,
+    pub format: Option<&'static str>,
+    pub lines: u64,
+    pub refused: u64,
+    pub too_long: u64,
+    /// `file:line:column: why`, the first few.
+    pub shown: Vec<String>,
+}
+
+/// Everything read from the logs.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub files: Vec<FileCounts>,
+    pub ops: Vec<OpDef>,
+    /// Requests per op, exact.
+    pub op_requests: Vec<u64>,
+    pub setup: std::collections::BTreeMap<&'static str, u64>,
+    pub statics: u64,
+    /// Requests no rule names (a method that is no HTTP token).
+    pub unclassified: u64,
+    /// Requests past [`MAX_OPS`] or [`MAX_CLIENTS`].
+    pub untracked: u64,
+    pub first_us: i64,
+    pub last_us: i64,
+    pub timeout_us: i64,
+    /// How the timeout was found.
+    pub timeout_from: String,
+    /// Finished sessions (a uniform sample past [`MAX_SESSIONS`]).
+    pub sessions: Vec<Session>,
+    pub sessions_seen: u64,
+    pub sessions_cut: u64,
+    /// Per client: the gaps between its sessions (end to next start), count, mean, M2.
+    pub between: Vec<(u64, f64, f64)>,
+    pub client_protocol: Vec<Protocol>,
+}
+
+/// What `scan` is told.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    pub files: Vec<PathBuf>,
+    pub format: Option<Format>,
+    pub timeout_us: Option<i64>,
+    pub seed: u64,
+}
+
+/// A request reduced to what sessions need.
+struct Seen {
+    client: String,
+    protocol: Protocol,
+    op: OpDef,
+    at_us: i64,
+    done_us: i64,
+}
+
+/// Read every line of every file, calling `each` with what each request was.
+fn read_all(
+    o: &ScanOptions,
+    counts: &mut Vec<FileCounts>,
+    mut each: impl FnMut(Result<Seen, Kind>),
+) -> Result<(), ScanError> {
+    counts.clear();
+    for path in &o.files {
+        let io = |source| ScanError::Io {
+            file: path.display().to_string(),
+            source,
+        };
+        let f = std::fs::File::open(path).map_err(io)?;
+        let mut r = BufReader::with_capacity(256 << 10, f);
+        let mut c = FileCounts {
+            file: path.display().to_string(),
+            ..Default::default()
+        };
+        let mut format = o.format;
+        let mut buf = Vec::new();
+        loop {
+            let line = match log::next_line(&mut r, &mut buf).map_err(io)? {
+                Line::End => break,
+                Line::TooLong => {
+                    c.lines += 1;
+                    c.too_long += 1;
+                    c.refused += 1;
+                    note(
+                        &mut c,
+                        path,
+                        1,
+                        &format!("longer than {} bytes", log::MAX_LINE),
+                    );
+                    continue;
+                }
+                Line::Text(t) => t,
+            };
+            c.lines += 1;
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let fmt = *format.get_or_insert_with(|| Format::detect(&line));
+            c.format = Some(match fmt {
+                Format::Clf => "common/combined",
+                Format::Json => "json lines",
+            });
+            match log::parse(&line, fmt) {
+                Ok(e) => each(seen(&e)),
+                Err(e) => {
+                    c.refused += 1;
+                    note(&mut c, path, e.column, &e.why);
+                }
+            }
+            buf = line;
+        }
+        if c.lines == c.refused {
+            return Err(ScanError::Empty(c.file));
+        }
+        counts.push(c);
+    }
+    Ok(())
+}
+
+fn note(c: &mut FileCounts, path: &Path, column: usize, why: &str) {
+    if c.shown.len() < SHOWN {
+        c.shown
+            .push(format!("{}:{}:{column}: {why}", path.display(), c.lines));
+    }
+}
+
+fn seen(e: &Entry) -> Result<Seen, Kind> {
+    let path = e.path();
+    let query = e.target.split_once('?').map(|(_, q)| q);
+    match classify(&e.method, path, query, e.status) {
+        Kind::Op {
+            protocol,
+            name,
+            template,
+        } => {
+            let who = e
+                .cookie
+                .as_ref()
+                .map(|c| format!("c {c}"))
+                .or_else(|| e.user.as_ref().map(|u| format!("u {u}")))
+                .unwrap_or_else(|| format!("a {} {}", e.host, e.agent.as_deref().unwrap_or("-")));
+            Ok(Seen {
+                client: format!("{} {who}", protocol.name()),
+                protocol,
+                op: OpDef {
+                    protocol,
+                    name,
+                    template,
+                    example: e.target.chars().take(2048).collect(),
+                },
+                at_us: e.at_us,
+                done_us: e.done_us(),
+            })
+        }
+        other => Err(other),
+    }
+}
+
+/// Bins of the gap histogram: a twentieth of a decade each, from 1 µs to 10^11 µs.
+const BINS: usize = 220;
+
+fn bin(gap_us: i64) -> usize {
+    if gap_us <= 1 {
+        return 0;
+    }
+    (((gap_us as f64).log10() * 20.0) as usize).min(BINS - 1)
+}
+
+/// The timeout between the two kinds of gap in `hist` (Otsu's threshold over log gaps),
+/// or `None` when the gaps do not fall into two groups a decade apart.
+fn valley(hist: &[u64; BINS]) -> Option<i64> {
+    let total: u64 = hist.iter().sum();
+    if total < 10 {
+        return None;
+    }
+    let x = |i: usize| i as f64 / 20.0;
+    let sum_all: f64 = hist.iter().enumerate().map(|(i, &n)| x(i) * n as f64).sum();
+    let (mut best, mut best_var) = (None, 0.0);
+    let (mut w0, mut s0) = (0u64, 0.0);
+    for (i, &n) in hist.iter().enumerate().take(BINS - 1) {
+        w0 += n;
+        s0 += x(i) * n as f64;
+        let w1 = total - w0;
+        if w0 == 0 || w1 == 0 {
+            continue;
+        }
+        let (m0, m1) = (s0 / w0 as f64, (sum_all - s0) / w1 as f64);
+        let var = w0 as f64 * w1 as f64 * (m0 - m1).powi(2);
+        if var > best_var {
+            best_var = var;
+            best = Some((i, m0, m1));
+        }
+    }
+    let (_, m0, m1) = best?;
+    if m1 - m0 < 1.0 {
+        return None;
+    }
+    // Otsu splits the groups; the timeout is the middle of the widest run of the fewest
+    // gaps between their means, so that neither group's tail is cut.
+    let (lo, hi) = (
+        (m0 * 20.0).ceil() as usize,
+        ((m1 * 20.0) as usize).min(BINS - 1),
+    );
+    let fewest = hist[lo..=hi].iter().copied().min()?;
+    let (mut run, mut widest) = (None::<usize>, (lo, lo));
+    for i in lo..=hi + 1 {
+        match (run, hist.get(i).is_some_and(|&n| i <= hi && n == fewest)) {
+            (None, true) => run = Some(i),
+            (Some(a), false) => {
+                if i - a > widest.1 - widest.0 {
+                    widest = (a, i);
+                }
+                run = None;
+            }
+            _ => {}
+        }
+    }
+    Some(10f64.powf((x(widest.0) + x(widest.1)) / 2.0).round() as i64)
+}
+
+/// A web analytics session's usual timeout, when the log shows none.
+const DEFAULT_TIMEOUT_US: i64 = 30 * 60 * 1_000_000;
+
+/// Read the logs twice: the timeout, then the sessions.
+pub fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
+    let mut s = Scan {
+        first_us: i64::MAX,
+        last_us: i64::MIN,
+        ..Default::default()
+    };
+    // Pass 1: operations, set-up counts, log span and the gap histogram.
+    let mut hist = [0u64; BINS];
+    let mut last: HashMap<String, i64> = HashMap::new();
+    let mut counts = Vec::new();
+    read_all(o, &mut counts, |r| match r {
+        Ok(x) => {
+            s.first_us = s.first_us.min(x.at_us);
+            s.last_us = s.last_us.max(x.done_us);
+            if let Some(prev) = last.get_mut(&x.client) {
+                hist[bin(x.at_us - *prev)] += 1;
+                *prev = (*prev).max(x.done_us);
+            } else if last.len() < MAX_CLIENTS {
+                last.insert(x.client, x.done_us);
+            }
+        }
+        Err(Kind::SetUp(what)) => *s.setup.entry(what).or_default() += 1,
+        Err(Kind::Unclassified) => s.unclassified += 1,
+        Err(_) => s.statics += 1,
+    })?;
+    drop(last);
+    (s.timeout_us, s.timeout_from) = match (o.timeout_us, valley(&hist)) {
+        (Some(t), _) => (t, "given".into()),
+        (None, Some(t)) => (
+            t,
+            "the valley between think times and pauses in the gaps".into(),
+        ),
+        (None, None) => (
+            DEFAULT_TIMEOUT_US,
+            "30 min: the gaps show no valley between think times and pauses".into(),
+        ),
+    };
+    // Pass 2: sessions.
+    let mut clients: HashMap<String, u32> = HashMap::new();
+    let mut open: HashMap<u32, Session> = HashMap::new();
+    let mut last_end: Vec<i64> = Vec::new();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(o.seed);
+    let mut since_sweep = 0u32;
+    let mut now = i64::MIN;
+    read_all(o, &mut counts, |r| {
+        let Ok(x) = r else { return };
+        let op = match s
+            .ops
+            .iter()
+            .position(|d| d.protocol == x.protocol && d.name == x.op.name)
+        {
+            Some(i) => i,
+            None if s.ops.len() < MAX_OPS => {
+                s.ops.push(x.op);
+                s.op_requests.push(0);
+                s.ops.len() - 1
+            }
+            None => {
+                s.untracked += 1;
+                return;
+            }
+        };
+        let client = match clients.get(&x.client) {
+            Some(&c) => c,
+            None if clients.len() < MAX_CLIENTS => {
+                let c = clients.len() as u32;
+                clients.insert(x.client, c);
+                s.between.push((0, 0.0, 0.0));
+                s.client_protocol.push(x.protocol);
+                last_end.push(i64::MIN);
+                c
+            }
+            None => {
+                s.untracked += 1;
+                return;
+            }
+        };
+        s.op_requests[op] += 1;
+        now = now.max(x.at_us);
+        let req = Request {
+            op: op as u16,
+            at_us: x.at_us,
+            done_us: x.done_us,
+        };
+        let timeout = s.timeout_us;
+        let ends = open
+            .get(&client)
+            .is_some_and(|o| x.at_us - o.end_us() > timeout || o.requests.len() >= MAX_SESSION_OPS);
+        if ends && let Some(done) = open.remove(&client) {
+            finish(done, &mut s, &mut last_end, &mut rng);
+        }
+        open.entry(client)
+            .or_insert_with(|| Session {
+                client,
+                protocol: x.protocol,
+                requests: Vec::new(),
+                cut: false,
+            })
+            .requests
+            .push(req);
+        since_sweep += 1;
+        if since_sweep >= 10_000 {
+            since_sweep = 0;
+            let idle: Vec<u32> = open
+                .iter()
+                .filter(|(_, o)| now - o.end_us() > 2 * timeout)
+                .map(|(c, _)| *c)
+                .collect();
+            for c in idle {
+                if let Some(done) = open.remove(&c) {
+                    finish(done, &mut s, &mut last_end, &mut rng);
+                }
+            }
+        }
+    })?;
+    let mut rest: Vec<Session> = open.into_values().collect();
+    rest.sort_by_key(|x| (x.start_us(), x.client));
+    for done in rest {
+        finish(done, &mut s, &mut last_end, &mut rng);
+    }
+    s.files = counts;
+    Ok(s)
+}
+
+/// A session is done: mark it cut if the log's edges cut it, note the gap since the
+/// client's last one, keep it (or sample it in).
+fn finish(mut done: Session, s: &mut Scan, last_end: &mut [i64], rng: &mut Xoshiro256PlusPlus) {
+    done.requests.sort_by_key(|r| r.at_us);
+    let (start, end) = (done.start_us(), done.end_us());
+    done.cut = start - s.first_us <= s.timeout_us
+        || s.last_us - end <= s.timeout_us
+        || done.requests.len() >= MAX_SESSION_OPS;
+    let c = done.client as usize;
+    if last_end[c] != i64::MIN {
+        let gap = (start - last_end[c]).max(0) as f64 / 1e6;
+        let (n, mean, m2) = &mut s.between[c];
+        *n += 1;
+        let d = gap - *mean;
+        *mean += d / *n as f64;
+        *m2 += d * (gap - *mean);
+    }
+    last_end[c] = end;
+    s.sessions_seen += 1;
+    if done.cut {
+        s.sessions_cut += 1;
+    }
+    if s.sessions.len() < MAX_SESSIONS {
+        s.sessions.push(done);
+    } else {
+        let k = rng.random_range(0..s.sessions_seen);
+        if let Some(slot) = s.sessions.get_mut(k as usize) {
+            *slot = done;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timeout_is_the_valley_between_two_kinds_of_gap() {
+        let mut h = [0u64; BINS];
+        // Think times around 20 ms, pauses around 2 s.
+        for g in [15_000, 20_000, 25_000, 18_000, 22_000] {
+            h[bin(g)] += 100;
+        }
+        for g in [1_500_000, 2_000_000, 2_500_000] {
+            h[bin(g)] += 30;
+        }
+        let t = valley(&h).unwrap();
+        assert!((25_000..1_500_000).contains(&t), "{t}");
+        // One kind of gap only: no valley.
+        let mut one = [0u64; BINS];
+        for g in [15_000, 20_000, 25_000, 30_000] {
+            one[bin(g)] += 100;
+        }
+        assert_eq!(valley(&one), None);
+    }
+}

@@ -1,0 +1,185 @@
+//! `infer` and `fidelity` closing the loop on one machine: a known, seeded two-behaviour
+//! workload runs against the embedded server, which logs every request; `infer` must
+//! recover its weights, rows, think and pause times within their confidence intervals;
+//! the inferred workload, run the same way, must pass `fidelity` against the first log,
+//! and a deliberately different workload must fail it.
+
+use crate::common::*;
+use loadmix::logs::{self, Population};
+
+/// Run `workload` for `secs` against a fresh embedded server and return its access log.
+fn logged_run(
+    tmp: &tempfile::TempDir,
+    workload: &str,
+    name: &str,
+    secs: &str,
+) -> std::path::PathBuf {
+    let log = tmp.path().join(format!("{name}.log"));
+    let (serve, port) = spawn_serve(&[
+        "--stomp-bind",
+        "127.0.0.1:0",
+        "--access-log",
+        &path_str(&log),
+    ]);
+    let out = tmp.path().join(format!("{name}-out"));
+    let o = loadmix_bin(&[
+        "run",
+        workload,
+        "--target",
+        &format!("http://127.0.0.1:{port}/cosmo"),
+        "--duration",
+        secs,
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    stop_serve(serve);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(read_report(&out).summary.total.failures, 0);
+    log
+}
+
+/// `|x - truth|` within three standard errors of a proportion estimated from `n`.
+fn within(what: &str, x: f64, truth: f64, n: f64) {
+    let se = (truth * (1.0 - truth) / n).sqrt();
+    assert!(
+        (x - truth).abs() <= 3.0 * se,
+        "{what}: {x:.3} against {truth} (n {n:.0}, se {se:.3})"
+    );
+}
+
+fn name_of(inf: &logs::Inferred, c: &logs::Class, local: usize) -> String {
+    inf.scan.ops[c.ops[local]].name.clone()
+}
+
+#[test]
+fn a_known_workload_is_recovered_from_its_log_and_its_inferred_twin_passes_fidelity() {
+    let tmp = tempdir();
+    let truth = logged_run(&tmp, "fixtures/infer/truth.yaml", "truth", "12s");
+    let inf = logs::infer(&logs::InferOptions {
+        files: vec![truth.clone()],
+        format: None,
+        timeout_us: None,
+        max_behaviours: 4,
+        seed: 1,
+    })
+    .unwrap();
+    // Think times are at most 150 ms and pauses at least 300 ms: the timeout falls between.
+    assert!(
+        (150_000..=300_000).contains(&inf.scan.timeout_us),
+        "{}",
+        inf.scan.timeout_us
+    );
+    let [c] = &inf.classes[..] else {
+        panic!(
+            "{:?}",
+            inf.classes.iter().map(|c| &c.name).collect::<Vec<_>>()
+        )
+    };
+    let Population::Closed {
+        count,
+        pause: Some(pause),
+    } = &c.population
+    else {
+        panic!("{:?}", c.population)
+    };
+    assert_eq!(*count, 6);
+    // uniform [300 ms, 600 ms]: the median 450 ms, plus what a session's end costs.
+    assert!((400_000.0..=520_000.0).contains(&pause.median), "{pause:?}");
+    let [poll, write] = &c.behaviours[..] else {
+        panic!("{} behaviours, BIC {:?}", c.behaviours.len(), c.bic)
+    };
+    let n = c.sessions as f64;
+    within("poll's weight", poll.chain.weight, 2.0 / 3.0, n);
+    let local = |name: &str| {
+        (0..c.ops.len())
+            .find(|&i| name_of(&inf, c, i) == name)
+            .unwrap()
+    };
+    let (propfind, report, put) = (local("propfind"), local("report"), local("put_event"));
+    let row = |b: &logs::Behaviour, from: usize, to: usize| {
+        let counts = &b.chain.counts[from];
+        (
+            counts[to] / counts.iter().sum::<f64>(),
+            counts.iter().sum::<f64>(),
+        )
+    };
+    let (p, rows) = row(poll, propfind, report);
+    within("poll: propfind → report", p, 0.9, rows);
+    let (p, rows) = row(poll, report, c.ops.len());
+    within("poll: report → exit", p, 0.75, rows);
+    let (p, rows) = row(write, put, put);
+    within("write: put_event → put_event", p, 0.6, rows);
+    assert!(write.chain.start[put] > 0.9, "{:?}", write.chain.start);
+    // exponential, mean 15 ms, at most 150 ms: median 10.4 ms; the log adds what passes
+    // between one answer's head and the next request, a few milliseconds at most.
+    for b in [poll, write] {
+        let t = b.think.unwrap();
+        assert!((8_000.0..=17_000.0).contains(&t.median), "{t:?}");
+    }
+
+    let inferred = tmp.path().join("inferred.yaml");
+    let o = loadmix_bin(&[
+        "infer",
+        &path_str(&truth),
+        "--duration",
+        "12s",
+        "-o",
+        &path_str(&inferred),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let twin = logged_run(&tmp, &path_str(&inferred), "twin", "12s");
+    let f = logs::compare(truth.clone(), twin, None).unwrap();
+    assert!(f.passed(), "{}", f.table());
+    assert!(
+        f.checks.iter().filter(|c| c.pass.is_some()).count() >= 7,
+        "{}",
+        f.table()
+    );
+
+    let other = logged_run(&tmp, "fixtures/infer/different.yaml", "other", "12s");
+    let o = loadmix_bin(&["fidelity", &path_str(&truth), &path_str(&other)]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{table}");
+    assert!(
+        table.contains("operation mix") && table.contains("FAIL"),
+        "{table}"
+    );
+}
+
+#[test]
+fn logs_that_are_not_logs_are_refused_and_bad_lines_counted() {
+    let tmp = tempdir();
+    let bad = tmp.path().join("bad.log");
+    std::fs::write(&bad, "not a log line\n\u{0}\u{1}\n").unwrap();
+    let o = loadmix_bin(&["infer", &path_str(&bad)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no line of it is a request"));
+    let o = loadmix_bin(&["infer", &path_str(&tmp.path().join("missing.log"))]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = loadmix_bin(&[
+        "infer",
+        "fixtures/infer/mixed.log",
+        "--session-timeout",
+        "0s",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    // A log with good, broken and hostile lines: the good ones are read, the others counted
+    // and the first shown with file:line:column.
+    let o = loadmix_bin(&[
+        "infer",
+        "fixtures/infer/mixed.log",
+        "--session-timeout",
+        "30s",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("fixtures/infer/mixed.log:3:"), "{err}");
+    assert!(err.contains("refused"), "{err}");
+    let yaml = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        loadmix::load_str("x.yaml", &yaml, &[], None).is_ok(),
+        "{yaml}"
+    );
+    assert!(!yaml.contains("\nevil:"), "{yaml}");
+}

@@ -46,6 +46,22 @@ pub enum Kind {
     Unclassified,
 }
 
+/// A request target in origin form (`/path?query`): an absolute one (`http://host/path`,
+/// as proxies log) loses its scheme and host; anything else (`*`, garbage) is `None`.
+pub fn origin_form(target: &str) -> Option<&str> {
+    let rest = ["http://", "https://"]
+        .iter()
+        .find_map(|s| {
+            target
+                .get(..s.len())
+                .filter(|p| p.eq_ignore_ascii_case(s))
+                .map(|_| &target[s.len()..])
+        })
+        .map(|r| r.find('/').map_or("/", |i| &r[i..]));
+    let t = rest.unwrap_or(target);
+    t.starts_with('/').then_some(t)
+}
+
 /// The operation, set-up step or static asset that `method target` with `status` was.
 pub fn classify(method: &str, path: &str, query: Option<&str>, status: u16) -> Kind {
     if method.is_empty()
@@ -373,6 +389,10 @@ mod tests {
         assert_eq!(t, "/u/{uuid}/doc-4f9a2b7c1e.pdf");
         assert_eq!(name("GET", "/static/app.min.JS", 200), Kind::Static);
         assert_eq!(name("get\n", "/", 200), Kind::Unclassified);
+        assert_eq!(origin_form("http://h:80/a?b"), Some("/a?b"));
+        assert_eq!(origin_form("HTTPS://h"), Some("/"));
+        assert_eq!(origin_form("*"), None);
+        assert_eq!(origin_form("a/b"), None);
         is(name("GET", "/", 200), Protocol::Http, "get_root");
     }
 }

@@ -21,8 +21,11 @@ use classify::Protocol;
 use scan::{Scan, ScanOptions, Session};
 
 /// A client whose pauses between sessions vary less than this (their standard deviation
-/// over their mean) polls at an interval: it is one of a closed population.
-pub const PERIODIC_CV: f64 = 0.5;
+/// over their mean), over at least [`PERIODIC_GAPS`] of them, polls at an interval: it is
+/// one of a closed population. (Random arrivals' gaps have a CV near 1; with four gaps
+/// one in fifty still falls below 0.35 by chance.)
+pub const PERIODIC_CV: f64 = 0.35;
+pub const PERIODIC_GAPS: u64 = 4;
 /// Think samples a transition needs for a distribution of its own.
 pub const TRANSITION_THINK_SAMPLES: usize = 100;
 
@@ -39,8 +42,17 @@ pub struct InferOptions {
 pub enum InferError {
     #[error(transparent)]
     Scan(#[from] scan::ScanError),
-    #[error("the logs hold no session of an operation loadmix can run")]
-    NoSessions,
+    #[error(
+        "the logs hold no whole session of an operation loadmix can run: {sessions} sessions, \
+         {cut} of them begun before the log or still going at its end (timeout {timeout}, \
+         {from}); a shorter --session-timeout may find some"
+    )]
+    NoSessions {
+        sessions: u64,
+        cut: u64,
+        timeout: String,
+        from: String,
+    },
 }
 
 /// How a class's users come.
@@ -116,7 +128,12 @@ pub fn infer(o: &InferOptions) -> Result<Inferred, InferError> {
         }
     }
     if classes.is_empty() {
-        return Err(InferError::NoSessions);
+        return Err(InferError::NoSessions {
+            sessions: s.sessions_seen,
+            cut: s.sessions_cut,
+            timeout: write::duration(s.timeout_us as f64),
+            from: s.timeout_from.clone(),
+        });
     }
     let context = context(&s);
     Ok(Inferred {
@@ -126,13 +143,12 @@ pub fn infer(o: &InferOptions) -> Result<Inferred, InferError> {
     })
 }
 
-/// Per client: whether it comes back at a steady interval (two gaps or more between its
-/// sessions, varying less than [`PERIODIC_CV`]).
+/// Per client: whether it comes back at a steady interval.
 fn periodic_clients(s: &Scan) -> Vec<bool> {
     s.between
         .iter()
         .map(|&(n, mean, m2)| {
-            n >= 2 && mean > 0.0 && {
+            n >= PERIODIC_GAPS && mean > 0.0 && {
                 let sd = (m2 / (n - 1) as f64).max(0.0).sqrt();
                 sd / mean < PERIODIC_CV
             }

@@ -114,6 +114,9 @@ pub struct Scan {
     pub timeout_us: i64,
     /// How the timeout was found.
     pub timeout_from: String,
+    /// Whether any time in the logs has a fraction of a second (else think times are
+    /// known to the second only).
+    pub subsecond: bool,
     /// Finished sessions (a uniform sample past [`MAX_SESSIONS`]).
     pub sessions: Vec<Session>,
     pub sessions_seen: u64,
@@ -212,8 +215,9 @@ fn note(c: &mut FileCounts, path: &Path, column: usize, why: &str) {
 }
 
 fn seen(e: &Entry) -> Result<Seen, Kind> {
-    let path = e.path();
-    let query = e.target.split_once('?').map(|(_, q)| q);
+    let target = super::classify::origin_form(&e.target).ok_or(Kind::Unclassified)?;
+    let path = target.split(['?', '#']).next().unwrap_or("");
+    let query = target.split_once('?').map(|(_, q)| q);
     match classify(&e.method, path, query, e.status) {
         Kind::Op {
             protocol,
@@ -233,7 +237,7 @@ fn seen(e: &Entry) -> Result<Seen, Kind> {
                     protocol,
                     name,
                     template,
-                    example: e.target.chars().take(2048).collect(),
+                    example: target.chars().take(2048).collect(),
                 },
                 at_us: e.at_us,
                 done_us: e.done_us(),
@@ -255,7 +259,7 @@ fn bin(gap_us: i64) -> usize {
 
 /// The timeout between the two kinds of gap in `hist` (Otsu's threshold over log gaps),
 /// or `None` when the gaps do not fall into two groups a decade apart.
-fn valley(hist: &[u64; BINS]) -> Option<i64> {
+fn valley(hist: &[u64; BINS], from_us: i64) -> Option<i64> {
     let total: u64 = hist.iter().sum();
     if total < 10 {
         return None;
@@ -284,10 +288,11 @@ fn valley(hist: &[u64; BINS]) -> Option<i64> {
     }
     // Otsu splits the groups; the timeout is the middle of the widest run of the fewest
     // gaps between their means, so that neither group's tail is cut.
-    let (lo, hi) = (
-        (m0 * 20.0).ceil() as usize,
-        ((m1 * 20.0) as usize).min(BINS - 1),
-    );
+    let lo = ((m0 * 20.0).ceil() as usize).max(bin(from_us));
+    let hi = ((m1 * 20.0) as usize).min(BINS - 1);
+    if lo > hi {
+        return None;
+    }
     let fewest = hist[lo..=hi].iter().copied().min()?;
     let (mut run, mut widest) = (None::<usize>, (lo, lo));
     for i in lo..=hi + 1 {
@@ -316,18 +321,25 @@ pub fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
         ..Default::default()
     };
     // Pass 1: operations, set-up counts, log span and the gap histogram.
+    // Gaps from an answer to the next request, and from one request to the next: a log
+    // whose clock counts whole seconds can only tell the second.
     let mut hist = [0u64; BINS];
-    let mut last: HashMap<String, i64> = HashMap::new();
+    let mut hist_arrivals = [0u64; BINS];
+    let mut last: HashMap<String, (i64, i64)> = HashMap::new();
     let mut counts = Vec::new();
     read_all(o, &mut counts, |r| match r {
         Ok(x) => {
             s.first_us = s.first_us.min(x.at_us);
             s.last_us = s.last_us.max(x.done_us);
-            if let Some(prev) = last.get_mut(&x.client) {
-                hist[bin(x.at_us - *prev)] += 1;
-                *prev = (*prev).max(x.done_us);
+            s.subsecond |= x.at_us % 1_000_000 != 0;
+            if let Some((at, done)) = last.get_mut(&x.client) {
+                hist[bin(x.at_us - *done)] += 1;
+                // The same second: half of the clock's resolution.
+                hist_arrivals[bin((x.at_us - *at).max(500_000))] += 1;
+                *at = (*at).max(x.at_us);
+                *done = (*done).max(x.done_us);
             } else if last.len() < MAX_CLIENTS {
-                last.insert(x.client, x.done_us);
+                last.insert(x.client, (x.at_us, x.done_us));
             }
         }
         Err(Kind::SetUp(what)) => *s.setup.entry(what).or_default() += 1,
@@ -335,7 +347,14 @@ pub fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
         Err(_) => s.statics += 1,
     })?;
     drop(last);
-    (s.timeout_us, s.timeout_from) = match (o.timeout_us, valley(&hist)) {
+    // Whole seconds leave the bins between 1 s and 2 s, 2 s and 3 s... empty: the valley
+    // is looked for where a bin spans more than a second.
+    let found = if s.subsecond {
+        valley(&hist, 0)
+    } else {
+        valley(&hist_arrivals, 10_000_000)
+    };
+    (s.timeout_us, s.timeout_from) = match (o.timeout_us, found) {
         (Some(t), _) => (t, "given".into()),
         (None, Some(t)) => (
             t,
@@ -479,13 +498,13 @@ mod tests {
         for g in [1_500_000, 2_000_000, 2_500_000] {
             h[bin(g)] += 30;
         }
-        let t = valley(&h).unwrap();
+        let t = valley(&h, 0).unwrap();
         assert!((25_000..1_500_000).contains(&t), "{t}");
         // One kind of gap only: no valley.
         let mut one = [0u64; BINS];
         for g in [15_000, 20_000, 25_000, 30_000] {
             one[bin(g)] += 100;
         }
-        assert_eq!(valley(&one), None);
+        assert_eq!(valley(&one, 0), None);
     }
 }

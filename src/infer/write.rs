@@ -125,6 +125,18 @@ fn fitted(y: &mut String, key: &str, f: &Fit, of: &str, end: &str) {
     let _ = writeln!(y, "{key}{}{end}", dist(f));
 }
 
+/// A rate per second in the unit that keeps its digits: `/s`, `/m` or `/h`.
+fn rate_text(per_s: f64) -> String {
+    let per_h = per_s * 3600.0;
+    if per_s >= 0.1 {
+        format!("{:.4}/s", per_s)
+    } else if per_s * 60.0 >= 0.1 {
+        format!("{:.4}/m", per_s * 60.0)
+    } else {
+        format!("{:.4}/h", per_h.max(0.0001))
+    }
+}
+
 /// The workload file.
 pub fn workload(inf: &Inferred, t: &Target<'_>) -> String {
     let s = &inf.scan;
@@ -147,6 +159,12 @@ pub fn workload(inf: &Inferred, t: &Target<'_>) -> String {
         duration(s.timeout_us as f64),
         s.timeout_from
     );
+    if !s.subsecond {
+        y.push_str(
+            "# The log's clock counts whole seconds: think times and pauses below a second are\n\
+             # not in it, and those fitted here are good to a second at best.\n",
+        );
+    }
     if s.ops
         .iter()
         .any(|d| d.protocol == Protocol::Caldav && d.name == "report")
@@ -222,8 +240,8 @@ fn class(y: &mut String, inf: &Inferred, c: &Class) {
             );
             let _ = writeln!(
                 y,
-                "    arrival: {{ rate: {}/s, max_concurrency: {max_concurrency} }}",
-                p3(*rate)
+                "    arrival: {{ rate: {}, max_concurrency: {max_concurrency} }}",
+                rate_text(*rate)
             );
             let _ = writeln!(
                 y,
@@ -431,5 +449,8 @@ mod tests {
         assert_eq!(comment("a\nb: c\u{2028}"), "a\\x0ab: c\\u2028");
         assert_eq!(p3(0.5), "0.5");
         assert_eq!(p3(1.0), "1");
+        assert_eq!(rate_text(2.0), "2.0000/s");
+        assert_eq!(rate_text(0.01), "0.6000/m");
+        assert_eq!(rate_text(1e-9), "0.0001/h");
     }
 }

@@ -31,14 +31,17 @@ const SEEDS: &[&str] = &[
     "users:\n  - class: a\n    protocol: http\n    count: 2\n    think: { uniform: [0ms, 5ms] }\n    mix:\n      get: { weight: 1, path: \"/x/{vu}\", capture: { id: { json: /id } } }\n      put: { weight: 2, method: PUT, path: \"/x/{id}\", body: { random: 1KiB } }\nthresholds:\n  - { op: a.get, p95: \"< 10ms\" }\n",
 ];
 
-/// Either arbitrary text, or one of the seeds with a few bytes replaced, inserted or cut.
-fn hostile_text() -> impl Strategy<Value = String> {
-    let mutated = (
-        0..SEEDS.len(),
-        proptest::collection::vec((any::<u16>(), any::<u8>(), 0u8..3), 1..8),
+/// One of `seeds` with a number of `edits` of its bytes replaced, inserted or cut.
+fn mutated(
+    seeds: &'static [&'static str],
+    edits: std::ops::Range<usize>,
+) -> impl Strategy<Value = Vec<u8>> {
+    (
+        0..seeds.len(),
+        proptest::collection::vec((any::<u16>(), any::<u8>(), 0u8..3), edits),
     )
-        .prop_map(|(i, edits)| {
-            let mut b = SEEDS[i].as_bytes().to_vec();
+        .prop_map(move |(i, edits)| {
+            let mut b = seeds[i].as_bytes().to_vec();
             for (at, byte, kind) in edits {
                 let at = at as usize % (b.len() + 1);
                 match kind {
@@ -47,10 +50,14 @@ fn hostile_text() -> impl Strategy<Value = String> {
                     _ => b.truncate(at),
                 }
             }
-            String::from_utf8_lossy(&b).into_owned()
-        });
+            b
+        })
+}
+
+/// Either arbitrary text, or one of the seeds with a few bytes replaced, inserted or cut.
+fn hostile_text() -> impl Strategy<Value = String> {
     prop_oneof![
-        mutated,
+        mutated(SEEDS, 1..8).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
         any::<String>(),
         "[<>{}\\[\\]:;,=&\"' \r\n-]{0,200}"
     ]
@@ -330,4 +337,63 @@ fn the_embedded_broker_survives_hostile_sessions() {
     assert!(text.contains("receipt-id:ok"), "{text}");
     assert_eq!(srv.broker.destinations()["/queue/clean"].enqueued, 1);
     rt.block_on(srv.stop());
+}
+
+/// Access log lines of each kind `infer` reads, to mutate.
+const LOG_LINES: &[&str] = &[
+    r#"192.0.2.7 - alice [10/Oct/2000:13:55:36.250 -0700] "PUT /cosmo/dav/alice/cal/e1.ics HTTP/1.1" 201 0 "-" "k \"q\"" 1234"#,
+    r#"::1 - - [02/Dec/2026:00:33:02 +0000] "GET /item/123?page=2 HTTP/1.1" 200 12 "-" "-" 0.003"#,
+    r#"h - bob [02/Dec/2026:00:33:03 +0000] "REPORT /dav/bob/cal/ HTTP/1.1" 207 99"#,
+    r#"h - - [02/Dec/2026:00:33:04 +0000] "GET http://proxy.example/a/{b} HTTP/1.1" 200 1"#,
+    r#"{"time":"2026-12-02T00:33:02.5Z","remote_addr":"10.0.0.1","request":"GET /x/{y} HTTP/1.1","status":200,"request_time":0.01}"#,
+];
+
+/// Whole logs of mutated lines, several clients over ten minutes: `infer` either refuses
+/// them with a reason or writes a workload that loads, whatever a line holds.
+#[test]
+fn any_access_log_gives_a_workload_that_loads_or_a_clear_refusal() {
+    let dir = tempdir();
+    let file = dir.path().join("access.log");
+    let lines = proptest::collection::vec((mutated(LOG_LINES, 0..6), 0u32..600, 0u8..8), 1..80);
+    runner(150)
+        .run(&lines, |ls| {
+            let mut text = Vec::new();
+            for (line, second, who) in ls {
+                let line = String::from_utf8_lossy(&line)
+                    .replace(
+                        "00:33:02",
+                        &format!("00:{:02}:{:02}", second / 60, second % 60),
+                    )
+                    .replace("alice", &format!("u{who}"));
+                text.extend_from_slice(line.as_bytes());
+                text.push(b'\n');
+            }
+            std::fs::write(&file, &text).unwrap();
+            let o = loadmix::logs::InferOptions {
+                files: vec![file.clone()],
+                format: None,
+                timeout_us: Some(30_000_000),
+                max_behaviours: 3,
+                seed: 1,
+            };
+            match loadmix::logs::infer(&o) {
+                Ok(found) => {
+                    let y = loadmix::logs::workload(
+                        &found,
+                        &loadmix::logs::Target {
+                            name: "x",
+                            target: "embedded",
+                            duration: "1s",
+                            sources: &["access.log".into()],
+                        },
+                    );
+                    if let Err(e) = loadmix::load_str("x.yaml", &y, &[], None) {
+                        panic!("{e}\n{y}");
+                    }
+                }
+                Err(e) => assert!(!e.to_string().is_empty()),
+            }
+            Ok(())
+        })
+        .unwrap();
 }

@@ -5,14 +5,18 @@
 # take turns going first; every run prints each one's rate and CPU per request, and the end
 # prints the medians with the min and max over the runs, and B against A.
 # CPU is user + system time from getrusage for the whole process.
+# With FORM `chain`, B runs the same GET written as a behaviour model of one state that
+# loops on itself instead of a `mix:` table (A and B may then be one binary): what the
+# behaviour-model mechanism costs on the request path (issue 23).
 # Installs wrk and nginx (Debian) if missing.
-# Usage: bench/ab.sh A_BINARY B_BINARY [SECONDS=8] [RUNS=3]
+# Usage: bench/ab.sh A_BINARY B_BINARY [SECONDS=8] [RUNS=3] [FORM=mix|chain]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 A=$(realpath "$1")
 B=$(realpath "$2")
 SECS=${3:-8}
 RUNS=${4:-3}
+FORM=${5:-mix}
 command -v wrk >/dev/null && command -v nginx >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk nginx >/dev/null; }
 WORK=$(mktemp -d)
 PIDS=()
@@ -37,7 +41,9 @@ CONF
 nginx -c "$WORK/nginx.conf" & PIDS+=($!)
 URL="http://127.0.0.1:$PORT/index.html"
 for _ in $(seq 1 50); do curl -sf "$URL" >/dev/null && break; sleep 0.1; done
-cat >"$WORK/get.yaml" <<YAML
+# The same users, as a table or as a one-state chain.
+{
+    cat <<YAML
 name: trivial-get
 target: http://127.0.0.1:$PORT
 context: ""
@@ -47,9 +53,15 @@ users:
   - class: c
     protocol: http
     count: 64
-    mix:
-      get: { weight: 1, path: /index.html, expect: 200 }
 YAML
+} >"$WORK/head.yaml"
+{ cat "$WORK/head.yaml"; echo "    mix:"; echo "      get: { weight: 1, path: /index.html, expect: 200 }"; } >"$WORK/get.yaml"
+if [ "$FORM" = chain ]; then
+    { cat "$WORK/head.yaml"; echo "    ops:"; echo "      get: { path: /index.html, expect: 200 }"
+      echo "    behaviours:"; echo "      one: { weight: 1, start: get, states: { get: { get: 1 } } }"; } >"$WORK/get-b.yaml"
+else
+    cp "$WORK/get.yaml" "$WORK/get-b.yaml"
+fi
 cpu_of() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])['cpu'])" "$1"; }
 
 # rate and CPU µs per request of `wrk -t1`
@@ -67,7 +79,7 @@ PY
 # rate and CPU µs per request of one loadmix binary; no failure allowed
 lm_run() {
     rm -rf "$WORK/lm"
-    $M "$WORK/lm.out" -- "$1" run "$WORK/get.yaml" --workers 1 --quiet --out "$WORK/lm" >"$WORK/lm.m"
+    $M "$WORK/lm.out" -- "$1" run "$WORK/$2" --workers 1 --quiet --out "$WORK/lm" >"$WORK/lm.m"
     python3 - "$WORK/lm/run.json" "$(cpu_of "$WORK/lm.m")" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))["summary"]["total"]
@@ -79,11 +91,11 @@ PY
 
 R="$WORK/results"
 : >"$R"
-echo "machine: $(nproc) cores, $(uname -r); ${SECS}s per tool, $RUNS runs; A=$A B=$B" >&2
+echo "machine: $(nproc) cores, $(uname -r); ${SECS}s per tool, $RUNS runs; A=$A B=$B ($FORM)" >&2
 for k in $(seq 1 "$RUNS"); do
     cmds=('read -r W_RATE W_CPU < <(wrk_run)' \
-          'read -r A_RATE A_CPU < <(lm_run "$A")' \
-          'read -r B_RATE B_CPU < <(lm_run "$B")')
+          'read -r A_RATE A_CPU < <(lm_run "$A" get.yaml)' \
+          'read -r B_RATE B_CPU < <(lm_run "$B" get-b.yaml)')
     for i in 0 1 2; do eval "${cmds[$(((k - 1 + i) % 3))]}"; done
     printf "   run %s: wrk %.0f req/s %.2f µs/req | A %.0f req/s %.2f µs/req | B %.0f req/s %.2f µs/req\n" \
         "$k" "$W_RATE" "$W_CPU" "$A_RATE" "$A_CPU" "$B_RATE" "$B_CPU" >&2

@@ -1,5 +1,5 @@
 //! Reading the files loadmix is given (workloads, certificates, secrets, bodies, account
-//! lists, reports): each must be a regular file, since a FIFO would hang the read and a
+//! lists, reports, access logs): each must be a regular file, since a FIFO would hang the read and a
 //! device (`/dev/zero`) never ends, and each is read up to a bound that fits its kind,
 //! checked while reading, as a file can grow (or a `/proc` file claim no size at all).
 
@@ -104,6 +104,20 @@ pub fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, FileError> {
         return Err(too_large(bytes.len() as u64));
     }
     Ok(bytes)
+}
+
+/// `path` opened to be streamed (an access log of any size, read a line at a time with
+/// each line bounded by its reader), when it is a regular file.
+pub fn open_stream(path: &Path, what: &'static str) -> Result<std::fs::File, FileError> {
+    let file = open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(FileError::Folder(what));
+    }
+    if !meta.file_type().is_file() {
+        return Err(FileError::Special(what));
+    }
+    Ok(file)
 }
 
 /// As [`read`], as UTF-8 text.

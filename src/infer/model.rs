@@ -14,8 +14,8 @@ use rand::{RngExt, SeedableRng};
 pub const MIN_SESSIONS: f64 = 20.0;
 /// Sessions used for the fit; a longer list is sampled down to this.
 pub const MAX_FIT: usize = 20_000;
-const RESTARTS: usize = 5;
-const ITERATIONS: usize = 200;
+const RESTARTS: usize = 3;
+const ITERATIONS: usize = 100;
 /// Pseudo-count of every transition, so that no chain gives a session probability 0.
 const PRIOR: f64 = 1e-3;
 
@@ -194,7 +194,7 @@ fn em(
                 ri[j] = (l - z).exp();
             }
         }
-        if (total - last).abs() < 1e-6 * total.abs().max(1.0) {
+        if (total - last).abs() < 1e-5 * total.abs().max(1.0) {
             last = total;
             break;
         }

@@ -36,6 +36,11 @@ pub enum ScanError {
         file: String,
         source: std::io::Error,
     },
+    #[error("{file}: {source}")]
+    File {
+        file: String,
+        source: crate::files::FileError,
+    },
     #[error("{0}: no line of it is a request")]
     Empty(String),
 }
@@ -140,6 +145,8 @@ struct Seen {
     client: String,
     protocol: Protocol,
     op: OpDef,
+    /// The request target in origin form.
+    target: String,
     at_us: i64,
     done_us: i64,
 }
@@ -156,7 +163,11 @@ fn read_all(
             file: path.display().to_string(),
             source,
         };
-        let f = std::fs::File::open(path).map_err(io)?;
+        let f =
+            crate::files::open_stream(path, "an access log").map_err(|source| ScanError::File {
+                file: path.display().to_string(),
+                source,
+            })?;
         let mut r = BufReader::with_capacity(256 << 10, f);
         let mut c = FileCounts {
             file: path.display().to_string(),
@@ -237,8 +248,10 @@ fn seen(e: &Entry) -> Result<Seen, Kind> {
                     protocol,
                     name,
                     template,
-                    example: target.chars().take(2048).collect(),
+                    // Filled in only for an operation seen the first time.
+                    example: String::new(),
                 },
+                target: target.to_string(),
                 at_us: e.at_us,
                 done_us: e.done_us(),
             })
@@ -372,16 +385,22 @@ pub fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(o.seed);
     let mut since_sweep = 0u32;
     let mut now = i64::MIN;
+    let mut op_index: HashMap<Protocol, HashMap<String, usize>> = HashMap::new();
     read_all(o, &mut counts, |r| {
         let Ok(x) = r else { return };
-        let op = match s
-            .ops
-            .iter()
-            .position(|d| d.protocol == x.protocol && d.name == x.op.name)
-        {
-            Some(i) => i,
+        let known = op_index
+            .get(&x.protocol)
+            .and_then(|m| m.get(x.op.name.as_str()));
+        let op = match known {
+            Some(&i) => i,
             None if s.ops.len() < MAX_OPS => {
-                s.ops.push(x.op);
+                let mut d = x.op;
+                d.example = x.target.chars().take(2048).collect();
+                op_index
+                    .entry(d.protocol)
+                    .or_default()
+                    .insert(d.name.clone(), s.ops.len());
+                s.ops.push(d);
                 s.op_requests.push(0);
                 s.ops.len() - 1
             }

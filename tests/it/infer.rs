@@ -157,6 +157,15 @@ fn logs_that_are_not_logs_are_refused_and_bad_lines_counted() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no line of it is a request"));
     let o = loadmix_bin(&["infer", &path_str(&tmp.path().join("missing.log"))]);
     assert_eq!(o.status.code(), Some(2));
+    // A device would never end, and a folder is no log.
+    for special in ["/dev/zero", "fixtures"] {
+        let o = loadmix_bin(&["infer", special]);
+        assert_eq!(o.status.code(), Some(2), "{special}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("not an access log"),
+            "{special}"
+        );
+    }
     let o = loadmix_bin(&[
         "infer",
         "fixtures/infer/mixed.log",

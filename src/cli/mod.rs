@@ -62,8 +62,9 @@ pub enum Command {
     Cert(CertArgs),
     /// Infer a workload (behaviour models, think times, populations) from access logs.
     Infer(InferArgs),
-    /// Whether a second access log shows the same traffic as a first: mix, transitions,
-    /// session lengths and durations, think times, rates, burstiness (exit 1 if not).
+    /// Whether a second access log (or a workload, sampled offline) shows the same traffic
+    /// as a first log: mix, transitions, session lengths and durations, think times, rates,
+    /// burstiness (exit 1 if not).
     Fidelity(FidelityArgs),
 }
 
@@ -71,7 +72,8 @@ pub enum Command {
 pub struct FidelityArgs {
     /// The log the traffic should look like.
     pub first: PathBuf,
-    /// The log to judge against it (a run of the inferred workload, another day's log).
+    /// The log to judge against it (a run of the inferred workload, another day's log),
+    /// or a workload file (.yaml), sampled without traffic over the first log's span.
     pub second: PathBuf,
     /// Cut both logs' sessions at this gap (else the first log's own).
     #[arg(long, value_name = "DURATION")]
@@ -1023,8 +1025,19 @@ fn infer(a: InferArgs) -> Exit {
         },
     );
     // What was written must load: a workload infer cannot run is its own bug.
-    if let Err(e) = crate::workload::load_str("inferred.yaml", &yaml, &[], None) {
-        return Exit::Usage.fail(format!("the inferred workload does not load: {e}\n{yaml}"));
+    let w = match crate::workload::load_str("inferred.yaml", &yaml, &[], None) {
+        Ok(w) => w,
+        Err(e) => {
+            return Exit::Usage.fail(format!("the inferred workload does not load: {e}\n{yaml}"));
+        }
+    };
+    let name = a
+        .out
+        .as_ref()
+        .map_or("the workload".into(), |p| p.display().to_string());
+    match crate::fidelity::against_model(&found.scan, &w, &sources.join(", "), &name) {
+        Ok(f) => eprint!("{}", f.table()),
+        Err(e) => eprintln!("fidelity not judged: {e}"),
     }
     match &a.out {
         Some(p) => {

@@ -1,11 +1,13 @@
-//! `loadmix fidelity`: whether two access logs show the same traffic, one table of
-//! checks, each with its statistic and the gate it is judged by. The logs are read as
+//! `loadmix fidelity`: whether two access logs show the same traffic, or a log and a
+//! workload sampled offline (`model.rs`), one table of checks, each with its statistic
+//! and the gate it is judged by. The logs are read as
 //! `infer` reads them (the same classification, the second cut into sessions at the
 //! first's timeout), so that a log and the log of a run of the workload inferred from it
 //! can be held side by side. A check passes when the difference is not significant
 //! (p ≥ [`ALPHA`]) or too small to matter (below its effect-size gate): big logs make
 //! any difference significant, and a load test needs the shape, not the last digit.
 
+pub mod model;
 pub mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,6 +35,8 @@ pub enum FidelityError {
     Scan(#[from] scan::ScanError),
     #[error("{0}: no whole session to compare")]
     NoSessions(String),
+    #[error(transparent)]
+    Workload(#[from] crate::workload::WorkloadError),
 }
 
 /// One judged check.
@@ -412,7 +416,39 @@ impl Fidelity {
     }
 }
 
-/// Compare log `second` with log `first`.
+/// Whether `path` names a workload file rather than a log.
+fn is_workload(path: &std::path::Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"))
+}
+
+/// `log` against workload `w` sampled offline over its span.
+pub fn against_model(
+    log: &Scan,
+    w: &crate::workload::Workload,
+    first: &str,
+    second: &str,
+) -> Result<Fidelity, FidelityError> {
+    let sampled = model::sample(w, log);
+    let (ta, tb) = (traffic(log), traffic(&sampled));
+    for (t, f) in [(&ta, first), (&tb, second)] {
+        if t.sessions == 0 {
+            return Err(FidelityError::NoSessions(f.to_string()));
+        }
+    }
+    Ok(Fidelity {
+        checks: checks(&ta, &tb),
+        timeout_us: log.timeout_us,
+        first: first.to_string(),
+        second: format!(
+            "{second} (sampled without traffic, each gap plus the log's floor of {})",
+            ms(model::gap_floor(log))
+        ),
+    })
+}
+
+/// Compare `second` (a log, or a workload file sampled offline) with log `first`.
 pub fn compare(
     first: PathBuf,
     second: PathBuf,
@@ -424,6 +460,15 @@ pub fn compare(
         timeout_us,
         seed: 1,
     })?;
+    if is_workload(&second) {
+        let w = crate::workload::load(&second, &[])?;
+        return against_model(
+            &a,
+            &w,
+            &first.display().to_string(),
+            &second.display().to_string(),
+        );
+    }
     let b = scan::scan(&ScanOptions {
         files: vec![second.clone()],
         format: None,

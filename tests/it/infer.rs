@@ -137,6 +137,27 @@ fn a_known_workload_is_recovered_from_its_log_and_its_inferred_twin_passes_fidel
         f.table()
     );
 
+    // The model, sampled without traffic: the truth's own workload passes against its log,
+    // the different one fails, and infer prints its model's table.
+    let o = loadmix_bin(&["fidelity", &path_str(&truth), "fixtures/infer/truth.yaml"]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{table}");
+    assert!(table.contains("sampled without traffic"), "{table}");
+    let o = loadmix_bin(&[
+        "fidelity",
+        &path_str(&truth),
+        "fixtures/infer/different.yaml",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let o = loadmix_bin(&["infer", &path_str(&truth), "-o", &path_str(&inferred)]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("every judged check passes"), "{err}");
+
     let other = logged_run(&tmp, "fixtures/infer/different.yaml", "other", "12s");
     let o = loadmix_bin(&["fidelity", &path_str(&truth), &path_str(&other)]);
     let table = String::from_utf8_lossy(&o.stdout);

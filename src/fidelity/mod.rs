@@ -1,5 +1,6 @@
 //! `loadmix fidelity`: whether two access logs show the same traffic, or a log and a
-//! workload sampled offline (`model.rs`), one table of checks, each with its statistic
+//! workload sampled offline (`model.rs`), or a log and a run's report (`report.rs`), one
+//! table of checks, each with its statistic
 //! and the gate it is judged by. The logs are read as
 //! `infer` reads them (the same classification, the second cut into sessions at the
 //! first's timeout), so that a log and the log of a run of the workload inferred from it
@@ -8,6 +9,7 @@
 //! any difference significant, and a load test needs the shape, not the last digit.
 
 pub mod model;
+pub mod report;
 pub mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -266,6 +268,12 @@ fn checks(a: &Traffic, b: &Traffic) -> Vec<Check> {
         RATE_RATIO,
         |r| format!("{r:.2}"),
     ));
+    if b.requests_us.is_empty() {
+        out.push(unjudged(
+            "burstiness",
+            "no request times on the second side",
+        ));
+    }
     for (label, window) in [
         ("1 s", 1_000_000i64),
         ("10 s", 10_000_000),
@@ -460,6 +468,23 @@ pub fn compare(
         timeout_us,
         seed: 1,
     })?;
+    if second
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        && let Ok(r) = crate::report::load(&second)
+    {
+        let tb = report::traffic(&r);
+        let ta = traffic(&a);
+        if tb.sessions == 0 && tb.ops.is_empty() {
+            return Err(FidelityError::NoSessions(second.display().to_string()));
+        }
+        return Ok(Fidelity {
+            checks: checks(&ta, &tb),
+            timeout_us: a.timeout_us,
+            first: first.display().to_string(),
+            second: format!("{} (a run's report)", second.display()),
+        });
+    }
     if is_workload(&second) {
         let w = crate::workload::load(&second, &[])?;
         return against_model(

@@ -21,7 +21,7 @@ pub const MAX_REQUESTS: usize = 2_000_000;
 
 /// The classifier's protocol and name of a workload's operation, or `None` for a
 /// protocol no access log shows (a broker's).
-fn log_name(p: workload::Protocol, op: &str) -> Option<(Protocol, &str)> {
+pub(super) fn log_name(p: workload::Protocol, op: &str) -> Option<(Protocol, &str)> {
     let protocol = match p {
         workload::Protocol::Caldav => Protocol::Caldav,
         workload::Protocol::Morse => Protocol::Morse,
@@ -33,7 +33,7 @@ fn log_name(p: workload::Protocol, op: &str) -> Option<(Protocol, &str)> {
         (Protocol::Caldav, "time_range_report" | "sync_collection" | "multiget") => {
             (protocol, "report")
         }
-        (Protocol::Morse, "subscribe") => (protocol, "sync"),
+        (Protocol::Morse, "subscribe" | "sync_no_change") => (protocol, "sync"),
         _ => (protocol, op),
     })
 }

@@ -143,6 +143,16 @@ fn a_known_workload_is_recovered_from_its_log_and_its_inferred_twin_passes_fidel
     let table = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{table}");
     assert!(table.contains("sampled without traffic"), "{table}");
+    // The run's own report against its log: the mix and the sessions agree; what a report
+    // does not keep is not judged.
+    let report = tmp.path().join("truth-out").join("run.json");
+    let o = loadmix_bin(&["fidelity", &path_str(&truth), &path_str(&report)]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{table}");
+    assert!(
+        table.contains("a run's report") && table.contains("not judged"),
+        "{table}"
+    );
     let o = loadmix_bin(&[
         "fidelity",
         &path_str(&truth),

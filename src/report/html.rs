@@ -63,6 +63,7 @@ pub fn report(r: &Report) -> String {
     thresholds_table(&mut b, r);
     charts_section(&mut b, r);
     rounds_table(&mut b, r);
+    sessions_table(&mut b, r);
     answers_and_failures(&mut b, r);
     let _ = write!(
         b,
@@ -219,6 +220,53 @@ fn messages_table(b: &mut String, r: &Report) {
     }
     if let Some(l) = &r.ledger {
         ledger_table(b, l);
+    }
+}
+
+/// Classes with behaviours: per behaviour, its sessions as the console table has them,
+/// and a bar of its share of sessions beside its weight.
+fn sessions_table(b: &mut String, r: &Report) {
+    let all = super::model::sessions::sum(r.rounds.iter().map(|x| &x.sessions[..]));
+    for c in &all {
+        let started: u64 = c.behaviours.iter().map(|x| x.started).sum();
+        let _ = write!(
+            b,
+            "<h3>Sessions of {} ({started} started)</h3><table><tr>",
+            esc(&c.class)
+        );
+        for h in super::table::SESSION_COLUMNS {
+            let _ = write!(b, "<th>{}</th>", esc(h));
+        }
+        b.push_str("<th>share against weight</th></tr>");
+        for (row, x) in super::table::session_rows(c).iter().zip(&c.behaviours) {
+            b.push_str("<tr>");
+            for cell in row {
+                let _ = write!(b, "<td>{}</td>", esc(cell));
+            }
+            let share = if started == 0 {
+                0.0
+            } else {
+                x.started as f64 / started as f64
+            };
+            let _ = write!(
+                b,
+                "<td><svg width=\"120\" height=\"14\" role=\"img\" aria-label=\"share {:.1}%, weight {:.1}%\">\
+                 <rect width=\"{:.1}\" height=\"8\" fill=\"#4878a8\"/>\
+                 <rect y=\"9\" width=\"{:.1}\" height=\"4\" fill=\"#999\"/></svg></td></tr>",
+                share * 100.0,
+                x.weight_share * 100.0,
+                (share * 120.0).clamp(0.0, 120.0),
+                (x.weight_share * 120.0).clamp(0.0, 120.0)
+            );
+        }
+        b.push_str("</table>");
+        if let Some(list) = super::table::renormalised(c) {
+            let _ = write!(
+                b,
+                "<p>Guarded transitions dropped out (the rest renormalised) in: {}</p>",
+                esc(&list)
+            );
+        }
     }
 }
 

@@ -444,38 +444,35 @@ fn overruns(out: &mut String, r: &Report) {
     }
 }
 
-/// Classes with behaviours: per behaviour over the rounds, the sessions, how they ended,
-/// their length and duration, and the share of sessions against the weight.
-fn sessions(out: &mut String, r: &Report) {
-    let all = super::model::sessions::sum(r.rounds.iter().map(|x| &x.sessions[..]));
-    for c in &all {
-        let started: u64 = c.behaviours.iter().map(|b| b.started).sum();
-        let _ = writeln!(out, "sessions of {} ({started} started):", c.class);
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED)
-            .set_content_arrangement(ContentArrangement::Disabled);
-        t.set_header(vec![
-            "behaviour",
-            "sessions",
-            "share",
-            "weight",
-            "exited",
-            "max_ops",
-            "dead",
-            "cut",
-            "ops p50",
-            "ops mean",
-            "ops p90",
-            "time p50",
-            "time p90",
-        ]);
-        for b in &c.behaviours {
+/// The columns of a class's sessions, in the table and the HTML report.
+pub(super) const SESSION_COLUMNS: [&str; 13] = [
+    "behaviour",
+    "sessions",
+    "share",
+    "weight",
+    "exited",
+    "max_ops",
+    "dead",
+    "cut",
+    "ops p50",
+    "ops mean",
+    "ops p90",
+    "time p50",
+    "time p90",
+];
+
+/// One row per behaviour of `c`, in [`SESSION_COLUMNS`].
+pub(super) fn session_rows(c: &super::model::sessions::ClassSessions) -> Vec<Vec<String>> {
+    let started: u64 = c.behaviours.iter().map(|b| b.started).sum();
+    c.behaviours
+        .iter()
+        .map(|b| {
             let share = if started == 0 {
                 0.0
             } else {
                 b.started as f64 / started as f64
             };
-            t.add_row(vec![
+            vec![
                 b.behaviour.clone(),
                 b.started.to_string(),
                 format!("{:.1}%", share * 100.0),
@@ -489,7 +486,35 @@ fn sessions(out: &mut String, r: &Report) {
                 format!("{}", b.ops_per_session.p90),
                 format!("{:.3} s", b.duration_s.p50),
                 format!("{:.3} s", b.duration_s.p90),
-            ]);
+            ]
+        })
+        .collect()
+}
+
+/// Where guarded transitions dropped out, as `state n, ...`; `None` if nowhere.
+pub(super) fn renormalised(c: &super::model::sessions::ClassSessions) -> Option<String> {
+    (!c.renormalised.is_empty()).then(|| {
+        c.renormalised
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+/// Classes with behaviours: per behaviour over the rounds, the sessions, how they ended,
+/// their length and duration, and the share of sessions against the weight.
+fn sessions(out: &mut String, r: &Report) {
+    let all = super::model::sessions::sum(r.rounds.iter().map(|x| &x.sessions[..]));
+    for c in &all {
+        let started: u64 = c.behaviours.iter().map(|b| b.started).sum();
+        let _ = writeln!(out, "sessions of {} ({started} started):", c.class);
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Disabled);
+        t.set_header(SESSION_COLUMNS.to_vec());
+        for row in session_rows(c) {
+            t.add_row(row);
         }
         for i in 1..t.column_count() {
             if let Some(col) = t.column_mut(i) {
@@ -497,16 +522,10 @@ fn sessions(out: &mut String, r: &Report) {
             }
         }
         let _ = writeln!(out, "{t}");
-        if !c.renormalised.is_empty() {
-            let list: Vec<String> = c
-                .renormalised
-                .iter()
-                .map(|(k, n)| format!("{k} {n}"))
-                .collect();
+        if let Some(list) = renormalised(c) {
             let _ = writeln!(
                 out,
-                "  guarded transitions dropped out (the rest renormalised) in: {}",
-                list.join(", ")
+                "  guarded transitions dropped out (the rest renormalised) in: {list}"
             );
         }
     }

@@ -144,6 +144,20 @@ users:
     }
     let table = std::fs::read_to_string(out.join("report.txt")).unwrap();
     assert!(table.contains("sessions of c ("), "{table}");
+    // The HTML report has the same rows, each with its share against its weight.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let started: u64 = r
+        .rounds
+        .iter()
+        .flat_map(|x| &x.sessions[0].behaviours)
+        .map(|b| b.started)
+        .sum();
+    assert!(
+        html.contains(&format!("Sessions of c ({started} started)")),
+        "{html}"
+    );
+    assert!(html.contains("<td>browser</td>") && html.contains("<td>lost</td>"));
+    assert!(html.contains("share against weight"));
 }
 
 #[test]

@@ -109,11 +109,8 @@ fn traffic(s: &Scan) -> Traffic {
                 .entry("exit".into())
                 .or_default() += 1.0;
         }
-        for (a, b, th) in x.thinks() {
-            t.thinks
-                .entry((name(a), name(b)))
-                .or_default()
-                .push(th as f64);
+        for (a, b, th) in s.thinks_of(x) {
+            t.thinks.entry((name(a), name(b))).or_default().push(th);
         }
     }
     t

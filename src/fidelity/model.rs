@@ -62,7 +62,7 @@ pub fn gap_floor(log: &Scan) -> f64 {
         .sessions
         .iter()
         .filter(|s| !s.cut)
-        .flat_map(|s| s.thinks().map(|(_, _, t)| t as f64).collect::<Vec<_>>())
+        .flat_map(|s| log.thinks_of(s).into_iter().map(|(_, _, t)| t))
         .collect();
     crate::infer::fit::floor(&gaps)
 }

@@ -61,7 +61,12 @@ pub enum Population {
     /// Clients that poll: this many at once, pausing between sessions.
     Closed { count: u32, pause: Option<fit::Fit> },
     /// Sessions arriving at this rate per second, at most this many at once (seen).
-    Open { rate: f64, max_concurrency: u32 },
+    Open {
+        rate: f64,
+        max_concurrency: u32,
+        /// Sessions per second in each hour of the log, when it spans two hours or more.
+        hourly: Vec<f64>,
+    },
 }
 
 /// One behaviour of a class.
@@ -204,8 +209,9 @@ fn class_of(
             .enumerate()
             .filter(|(i, _)| pick(*i))
             .flat_map(|(_, x)| {
-                x.thinks()
-                    .map(|(a, b, t)| (local[&(a as usize)], local[&(b as usize)], t as f64))
+                s.thinks_of(x)
+                    .into_iter()
+                    .map(|(a, b, t)| (local[&(a as usize)], local[&(b as usize)], t))
                     .collect::<Vec<_>>()
             })
             .collect()
@@ -283,9 +289,12 @@ fn class_of(
             ),
         }
     } else {
+        // The kept sessions may be a sample of those seen: rates are scaled back up.
+        let scale = s.sessions_seen as f64 / s.sessions.len().max(1) as f64;
         Population::Open {
-            rate: group.len() as f64 / span,
+            rate: group.len() as f64 * scale / span,
             max_concurrency: concurrency_peak(group).saturating_mul(2).max(10),
+            hourly: hourly(group, s.first_us, s.last_us, scale),
         }
     };
     let name = format!(
@@ -307,6 +316,29 @@ fn class_of(
         think: class_think,
         floor_us: floor,
     })
+}
+
+/// Sessions started per second in each whole or partial hour from `first` to `last`;
+/// empty for a log shorter than two hours (or longer than a year).
+fn hourly(group: &[&Session], first: i64, last: i64, scale: f64) -> Vec<f64> {
+    const HOUR: i64 = 3_600_000_000;
+    let hours = (last - first) / HOUR + 1;
+    if !(3..=24 * 366).contains(&hours) {
+        return Vec::new();
+    }
+    let mut n = vec![0f64; hours as usize];
+    for x in group {
+        if let Some(h) = n.get_mut(((x.start_us() - first) / HOUR) as usize) {
+            *h += scale;
+        }
+    }
+    // The last hour is partial: its rate is over what the log covers of it.
+    let tail = ((last - first) % HOUR).max(1) as f64 / 1e6;
+    let len = n.len();
+    n.iter()
+        .enumerate()
+        .map(|(i, c)| c / if i + 1 == len { tail } else { 3600.0 })
+        .collect()
 }
 
 /// The pauses between one client's consecutive sessions (µs).

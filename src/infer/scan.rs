@@ -81,11 +81,43 @@ impl Session {
     pub fn end_us(&self) -> i64 {
         self.requests.iter().map(|r| r.done_us).max().unwrap_or(0)
     }
-    /// The think times: from each answer to the next request, never negative.
-    pub fn thinks(&self) -> impl Iterator<Item = (u16, u16, i64)> + '_ {
-        self.requests
+}
+
+/// Two numbers in [0, 1) fixed by `seed` (splitmix64), for a jitter that is the same on
+/// every reading of one log.
+fn unit_pair(seed: u64) -> (f64, f64) {
+    let mix = |mut z: u64| {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let a = mix(seed.wrapping_add(0x9e37_79b9_7f4a_7c15));
+    let b = mix(a);
+    (
+        (a >> 11) as f64 / (1u64 << 53) as f64,
+        (b >> 11) as f64 / (1u64 << 53) as f64,
+    )
+}
+
+impl Scan {
+    /// The think times of `x` (µs): from each answer to the next request, never negative.
+    /// A log whose clock counts whole seconds knows a gap only to within a second either
+    /// way: each is spread over that interval (a triangular jitter, fixed by the session
+    /// and the step), so that fits and tests see a distribution rather than steps.
+    pub fn thinks_of(&self, x: &Session) -> Vec<(u16, u16, f64)> {
+        x.requests
             .windows(2)
-            .map(|w| (w[0].op, w[1].op, (w[1].at_us - w[0].done_us).max(0)))
+            .enumerate()
+            .map(|(i, w)| {
+                let mut gap = (w[1].at_us - w[0].done_us) as f64;
+                if !self.subsecond {
+                    let seed = (x.start_us() as u64) ^ (u64::from(x.client) << 32) ^ i as u64;
+                    let (u1, u2) = unit_pair(seed);
+                    gap += (u1 - u2) * 1e6;
+                }
+                (w[0].op, w[1].op, gap.max(0.0))
+            })
+            .collect()
     }
 }
 

@@ -112,6 +112,34 @@ fn p3(x: f64) -> String {
     if s.is_empty() { "0".into() } else { s.into() }
 }
 
+/// The log's hours as comments: each hour's rate, the peak, and the ramp that would replay
+/// the day (for a round as long as the log), left for the reader to enable.
+fn hourly_profile(y: &mut String, hourly: &[f64]) {
+    let Some((peak_hour, peak)) = hourly.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1))
+    else {
+        return;
+    };
+    let rates: Vec<String> = hourly.iter().map(|r| format!("{r:.3}")).collect();
+    let _ = writeln!(
+        y,
+        "    # Per hour of the log (sessions/s): {}; the peak, hour {}, at {peak:.3}/s.",
+        rates.join(", "),
+        peak_hour + 1
+    );
+    let stages: Vec<String> = hourly
+        .iter()
+        .skip(1)
+        .map(|r| format!("{{ to: {}, over: 1h }}", rate_text(r.max(1e-6))))
+        .collect();
+    let _ = writeln!(
+        y,
+        "    # To replay the log's day, start at its first hour's rate ({}) with, in a round\n    \
+         # as long as the log: ramp: [ {} ]",
+        rate_text(hourly[0].max(1e-6)),
+        stages.join(", ")
+    );
+}
+
 /// `{indent}{key}{dist}{end}` after a comment saying what the fit rests on.
 fn fitted(y: &mut String, key: &str, f: &Fit, of: &str, end: &str) {
     let indent = &key[..key.len() - key.trim_start().len()];
@@ -233,11 +261,13 @@ fn class(y: &mut String, inf: &Inferred, c: &Class) {
         Population::Open {
             rate,
             max_concurrency,
+            hourly,
         } => {
             let _ = writeln!(
                 y,
                 "    # Sessions arriving and leaving: {rate:.4} a second over the log."
             );
+            hourly_profile(y, hourly);
             let _ = writeln!(
                 y,
                 "    arrival: {{ rate: {}, max_concurrency: {max_concurrency} }}",

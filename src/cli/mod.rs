@@ -78,6 +78,9 @@ pub struct FidelityArgs {
     /// Cut both logs' sessions at this gap (else the first log's own).
     #[arg(long, value_name = "DURATION")]
     pub session_timeout: Option<String>,
+    /// Name requests by these rules first (see `infer --rules`).
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -112,6 +115,10 @@ pub struct InferArgs {
     /// A session ends after this long without a request (else taken from the log's gaps).
     #[arg(long, value_name = "DURATION")]
     pub session_timeout: Option<String>,
+    /// Name requests by this rule file first: `rules:` of `{ op, method, path (a regular
+    /// expression), query, template }` or `{ static: true, path }`, the first match wins.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<PathBuf>,
     /// At most this many behaviour models per class.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub max_behaviours: usize,
@@ -964,6 +971,14 @@ fn plan(a: PlanArgs) -> Exit {
 
 /// `loadmix merge`: check the shards, merge them, judge the thresholds on the merged run
 /// (exit 1 as `run` does), write and print it. Nothing is written when a shard is refused.
+/// `--rules FILE`, read.
+fn load_rules(
+    path: Option<&std::path::Path>,
+) -> Result<Option<std::sync::Arc<crate::infer::rules::Rules>>, crate::infer::rules::RulesError> {
+    path.map(|p| crate::infer::rules::load(p).map(std::sync::Arc::new))
+        .transpose()
+}
+
 /// `--session-timeout` in microseconds.
 fn session_timeout(text: Option<&str>) -> Result<Option<i64>, String> {
     match text.map(crate::workload::units::parse_duration) {
@@ -979,7 +994,11 @@ fn fidelity(a: FidelityArgs) -> Exit {
         Ok(t) => t,
         Err(e) => return Exit::Usage.fail(e),
     };
-    match crate::fidelity::compare(a.first, a.second, timeout_us) {
+    let rules = match load_rules(a.rules.as_deref()) {
+        Ok(r) => r,
+        Err(e) => return Exit::Usage.fail(e),
+    };
+    match crate::fidelity::compare(a.first, a.second, timeout_us, rules) {
         Ok(f) => {
             print!("{}", f.table());
             if f.passed() {
@@ -1003,8 +1022,13 @@ fn infer(a: InferArgs) -> Exit {
     if !(1..=16).contains(&a.max_behaviours) {
         return Exit::Usage.fail("--max-behaviours: from 1 to 16");
     }
+    let rules = match load_rules(a.rules.as_deref()) {
+        Ok(r) => r,
+        Err(e) => return Exit::Usage.fail(e),
+    };
     let found = match crate::infer::infer(&crate::infer::InferOptions {
         files: a.logs.clone(),
+        rules,
         format: a.format.format(),
         timeout_us,
         max_behaviours: a.max_behaviours,

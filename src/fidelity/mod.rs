@@ -64,6 +64,8 @@ struct Traffic {
     duration_us: Vec<f64>,
     thinks: BTreeMap<(String, String), Vec<f64>>,
     requests_us: Vec<i64>,
+    /// When each whole session started.
+    starts_us: Vec<i64>,
     sessions: usize,
     span_us: i64,
     first_us: i64,
@@ -92,6 +94,7 @@ fn traffic(s: &Scan) -> Traffic {
             continue;
         }
         t.sessions += 1;
+        t.starts_us.push(x.start_us());
         t.ops_per_session.push(x.requests.len() as f64);
         t.duration_us
             .push((x.end_us() - x.start_us()).max(0) as f64);
@@ -257,6 +260,7 @@ fn checks(a: &Traffic, b: &Traffic) -> Vec<Check> {
         RATE_RATIO,
         |r| format!("{r:.3}"),
     ));
+    out.extend(hourly(a, b));
     let busy = |t: &Traffic| t.busy_us / t.span_us as f64;
     out.push(ratio(
         "sessions at once (mean)",
@@ -308,6 +312,45 @@ fn checks(a: &Traffic, b: &Traffic) -> Vec<Check> {
         out.push(c);
     }
     out
+}
+
+/// The sessions started in each hour, when both sides span two hours or more: hour by
+/// hour from each one's start, over the hours both have.
+fn hourly(a: &Traffic, b: &Traffic) -> Option<Check> {
+    const HOUR: i64 = 3_600_000_000;
+    let hours = (a.span_us.min(b.span_us) / HOUR).min(24 * 366);
+    if hours < 2 || a.starts_us.is_empty() || b.starts_us.is_empty() {
+        return None;
+    }
+    let count = |t: &Traffic| {
+        let mut n = vec![0f64; hours as usize];
+        for s in &t.starts_us {
+            if let Some(h) = usize::try_from((s - t.first_us) / HOUR)
+                .ok()
+                .and_then(|i| n.get_mut(i))
+            {
+                *h += 1.0;
+            }
+        }
+        n
+    };
+    let (x, y) = (count(a), count(b));
+    let (d, p) = (stats::tvd(&x, &y), stats::chi2_p(&x, &y));
+    let peak = |v: &[f64]| {
+        v.iter()
+            .enumerate()
+            .max_by(|p, q| p.1.total_cmp(q.1))
+            .map_or(0, |(i, _)| i + 1)
+    };
+    Some(Check {
+        name: format!("arrivals per hour ({hours} h)"),
+        first: format!("peak hour {}", peak(&x)),
+        second: format!("peak hour {}", peak(&y)),
+        statistic: format!("TVD {d:.3}, χ² p={}", pval(p)),
+        gate: format!("TVD ≤ {ROW_TVD} or p ≥ {ALPHA}"),
+        pass: Some(judged(p, d, ROW_TVD)),
+        note: None,
+    })
 }
 
 fn pval(p: f64) -> String {
@@ -458,9 +501,11 @@ pub fn compare(
     first: PathBuf,
     second: PathBuf,
     timeout_us: Option<i64>,
+    rules: Option<std::sync::Arc<crate::infer::rules::Rules>>,
 ) -> Result<Fidelity, FidelityError> {
     let a = scan::scan(&ScanOptions {
         files: vec![first.clone()],
+        rules: rules.clone(),
         format: None,
         timeout_us,
         seed: 1,
@@ -493,6 +538,7 @@ pub fn compare(
     }
     let b = scan::scan(&ScanOptions {
         files: vec![second.clone()],
+        rules,
         format: None,
         timeout_us: Some(a.timeout_us),
         seed: 1,

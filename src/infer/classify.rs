@@ -62,12 +62,16 @@ pub fn origin_form(target: &str) -> Option<&str> {
     t.starts_with('/').then_some(t)
 }
 
+/// Whether `method` looks like an HTTP method (upper case letters and `-`, at most 20).
+pub fn is_method(method: &str) -> bool {
+    !method.is_empty()
+        && method.len() <= 20
+        && method.bytes().all(|b| b.is_ascii_uppercase() || b == b'-')
+}
+
 /// The operation, set-up step or static asset that `method target` with `status` was.
 pub fn classify(method: &str, path: &str, query: Option<&str>, status: u16) -> Kind {
-    if method.is_empty()
-        || method.len() > 20
-        || !method.bytes().all(|b| b.is_ascii_uppercase() || b == b'-')
-    {
+    if !is_method(method) {
         return Kind::Unclassified;
     }
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();

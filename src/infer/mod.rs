@@ -11,6 +11,7 @@ pub mod classify;
 pub mod fit;
 pub mod log;
 pub mod model;
+pub mod rules;
 pub mod scan;
 pub mod write;
 
@@ -32,6 +33,7 @@ pub const TRANSITION_THINK_SAMPLES: usize = 100;
 #[derive(Debug, Clone)]
 pub struct InferOptions {
     pub files: Vec<PathBuf>,
+    pub rules: Option<std::sync::Arc<rules::Rules>>,
     pub format: Option<log::Format>,
     pub timeout_us: Option<i64>,
     pub max_behaviours: usize,
@@ -111,6 +113,7 @@ pub struct Inferred {
 pub fn infer(o: &InferOptions) -> Result<Inferred, InferError> {
     let s = scan::scan(&ScanOptions {
         files: o.files.clone(),
+        rules: o.rules.clone(),
         format: o.format,
         timeout_us: o.timeout_us,
         seed: o.seed,

@@ -167,6 +167,8 @@ pub struct Scan {
 #[derive(Debug, Clone)]
 pub struct ScanOptions {
     pub files: Vec<PathBuf>,
+    /// The user's rules, tried before the built-in classifiers.
+    pub rules: Option<std::sync::Arc<super::rules::Rules>>,
     pub format: Option<Format>,
     pub timeout_us: Option<i64>,
     pub seed: u64,
@@ -234,7 +236,7 @@ fn read_all(
                 Format::Json => "json lines",
             });
             match log::parse(&line, fmt) {
-                Ok(e) => each(seen(&e)),
+                Ok(e) => each(seen(&e, o.rules.as_deref())),
                 Err(e) => {
                     c.refused += 1;
                     note(&mut c, path, e.column, &e.why);
@@ -257,11 +259,15 @@ fn note(c: &mut FileCounts, path: &Path, column: usize, why: &str) {
     }
 }
 
-fn seen(e: &Entry) -> Result<Seen, Kind> {
+fn seen(e: &Entry, rules: Option<&super::rules::Rules>) -> Result<Seen, Kind> {
     let target = super::classify::origin_form(&e.target).ok_or(Kind::Unclassified)?;
     let path = target.split(['?', '#']).next().unwrap_or("");
     let query = target.split_once('?').map(|(_, q)| q);
-    match classify(&e.method, path, query, e.status) {
+    let kind = rules
+        .filter(|_| super::classify::is_method(&e.method))
+        .and_then(|r| r.classify(&e.method, path, query))
+        .unwrap_or_else(|| classify(&e.method, path, query, e.status));
+    match kind {
         Kind::Op {
             protocol,
             name,

@@ -371,6 +371,7 @@ fn any_access_log_gives_a_workload_that_loads_or_a_clear_refusal() {
             std::fs::write(&file, &text).unwrap();
             let o = loadmix::logs::InferOptions {
                 files: vec![file.clone()],
+                rules: None,
                 format: None,
                 timeout_us: Some(30_000_000),
                 max_behaviours: 3,

@@ -58,6 +58,7 @@ fn a_known_workload_is_recovered_from_its_log_and_its_inferred_twin_passes_fidel
     let truth = logged_run(&tmp, "fixtures/infer/truth.yaml", "truth", "12s");
     let inf = logs::infer(&logs::InferOptions {
         files: vec![truth.clone()],
+        rules: None,
         format: None,
         timeout_us: None,
         max_behaviours: 4,
@@ -129,7 +130,7 @@ fn a_known_workload_is_recovered_from_its_log_and_its_inferred_twin_passes_fidel
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let twin = logged_run(&tmp, &path_str(&inferred), "twin", "12s");
-    let f = logs::compare(truth.clone(), twin, None).unwrap();
+    let f = logs::compare(truth.clone(), twin, None, None).unwrap();
     assert!(f.passed(), "{}", f.table());
     assert!(
         f.checks.iter().filter(|c| c.pass.is_some()).count() >= 7,
@@ -222,4 +223,44 @@ fn logs_that_are_not_logs_are_refused_and_bad_lines_counted() {
         "{yaml}"
     );
     assert!(!yaml.contains("\nevil:"), "{yaml}");
+}
+
+/// A rule file names requests before the built-in classifiers: its operations appear in
+/// the workload under its names, a static rule counts requests apart, and a broken rule
+/// file is refused with file:line:column before any log is read.
+#[test]
+fn a_rule_file_names_the_requests_first() {
+    let o = loadmix_bin(&[
+        "infer",
+        "fixtures/infer/mixed.log",
+        "--session-timeout",
+        "30s",
+        "--rules",
+        "fixtures/infer/rules.yaml",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let yaml = String::from_utf8_lossy(&o.stdout);
+    for op in ["view_item:", "edit_item:", "save_item:"] {
+        assert!(yaml.contains(op), "{op}: {yaml}");
+    }
+    assert!(yaml.contains("GET /item/{id}"), "{yaml}");
+    assert!(!yaml.contains("get_item_n"), "{yaml}");
+    // `^/a` takes the hostile path as a static file.
+    assert!(!yaml.contains("evil"), "{yaml}");
+    let tmp = tempdir();
+    let bad = tmp.path().join("rules.yaml");
+    std::fs::write(&bad, "rules:\n  - { op: x, path: '[' }\n").unwrap();
+    let o = loadmix_bin(&[
+        "infer",
+        "fixtures/infer/mixed.log",
+        "--rules",
+        &path_str(&bad),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("rules.yaml:2:") && err.contains("not a regular expression"),
+        "{err}"
+    );
 }

@@ -1,0 +1,287 @@
+//! A rule file: the user's own names for requests, tried before the built-in classifiers.
+//! Each rule is a method (optional), a regular expression over the path, and a query
+//! parameter that must be present (optional); the first rule that matches names the
+//! request as an http operation (`op`), with a path `template` of its own or the generic
+//! one, or counts it as a static file (`static: true`). The expressions are Rust's `regex`
+//! (no backtracking: matching is linear in the path, whatever a rule says), each bounded in
+//! size; every mistake is named with file:line:column.
+//!
+//! ```yaml
+//! rules:
+//!   - { op: view_item, method: GET, path: '^/item/\d+$', template: '/item/{id}' }
+//!   - { op: search, path: '^/search$', query: q }
+//!   - { static: true, path: '^/assets/' }
+//! ```
+
+use std::path::Path;
+
+use super::classify::{Kind, Protocol, template};
+use crate::workload::yaml::{self, Node, Pos, Value};
+
+/// At most this many rules, each expression at most this large once compiled.
+pub const MAX_RULES: usize = 1000;
+const REGEX_SIZE: usize = 1 << 20;
+const KEYS: &[&str] = &["op", "method", "path", "query", "template", "static"];
+
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}:{column}: {message}")]
+pub struct RulesError {
+    pub file: String,
+    pub line: u32,
+    pub column: u32,
+    pub message: String,
+}
+
+#[derive(Debug)]
+struct Rule {
+    /// `None`: a static file.
+    op: Option<String>,
+    method: Option<String>,
+    path: regex::Regex,
+    query: Option<String>,
+    template: Option<String>,
+}
+
+/// The rules of one file, in its order.
+#[derive(Debug, Default)]
+pub struct Rules(Vec<Rule>);
+
+impl Rules {
+    /// What the first matching rule says `method path?query` is, if any rule matches.
+    pub fn classify(&self, method: &str, path: &str, query: Option<&str>) -> Option<Kind> {
+        let r = self.0.iter().find(|r| {
+            r.method.as_deref().is_none_or(|m| m == method)
+                && r.path.is_match(path)
+                && r.query.as_deref().is_none_or(|q| {
+                    query.is_some_and(|qs| qs.split('&').any(|kv| kv.split('=').next() == Some(q)))
+                })
+        })?;
+        let Some(op) = &r.op else {
+            return Some(Kind::Static);
+        };
+        let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        Some(Kind::Op {
+            protocol: Protocol::Http,
+            name: op.clone(),
+            template: Some((
+                method.to_string(),
+                r.template.clone().unwrap_or_else(|| template(&segs, query)),
+            )),
+        })
+    }
+}
+
+/// Read the rule file at `path`.
+pub fn load(path: &Path) -> Result<Rules, RulesError> {
+    let file = path.display().to_string();
+    let err = |pos: Pos, message: String| RulesError {
+        file: file.clone(),
+        line: pos.line,
+        column: pos.column,
+        message,
+    };
+    let text = crate::files::read_text(path, crate::files::WORKLOAD)
+        .map_err(|e| err(Pos { line: 0, column: 0 }, e.to_string()))?;
+    let root = yaml::parse(&text).map_err(|e| err(e.pos, e.message))?;
+    let Some(list) = root.get("rules") else {
+        return Err(err(root.pos, "expected `rules:`, a list of rules".into()));
+    };
+    let Value::Seq(items) = &list.value else {
+        return Err(err(
+            list.pos,
+            format!("`rules` must be a list, not {}", list.value.kind()),
+        ));
+    };
+    if items.len() > MAX_RULES {
+        return Err(err(
+            list.pos,
+            format!("{} rules; at most {MAX_RULES}", items.len()),
+        ));
+    }
+    let mut rules = Vec::with_capacity(items.len());
+    for item in items {
+        rules.push(rule(item, &err)?);
+    }
+    Ok(Rules(rules))
+}
+
+fn text<'a>(
+    n: &'a Node,
+    what: &str,
+    err: &impl Fn(Pos, String) -> RulesError,
+) -> Result<&'a str, RulesError> {
+    match &n.value {
+        Value::Str(s) => Ok(s),
+        v => Err(err(
+            n.pos,
+            format!("`{what}` must be a string, not {}", v.kind()),
+        )),
+    }
+}
+
+fn rule(item: &Node, err: &impl Fn(Pos, String) -> RulesError) -> Result<Rule, RulesError> {
+    let Value::Map(entries) = &item.value else {
+        return Err(err(
+            item.pos,
+            format!("a rule is a mapping, not {}", item.value.kind()),
+        ));
+    };
+    if let Some((k, _)) = entries
+        .iter()
+        .find(|(k, _)| !KEYS.contains(&k.name.as_str()))
+    {
+        return Err(err(
+            k.pos,
+            format!("unknown key `{}`; a rule has {}", k.name, KEYS.join(", ")),
+        ));
+    }
+    let path_node = item
+        .get("path")
+        .ok_or_else(|| err(item.pos, "a rule needs `path`, a regular expression".into()))?;
+    let path = regex::RegexBuilder::new(text(path_node, "path", err)?)
+        .size_limit(REGEX_SIZE)
+        .build()
+        .map_err(|e| err(path_node.pos, format!("not a regular expression: {e}")))?;
+    let is_static = match item.get("static").map(|n| &n.value) {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            return Err(err(
+                item.pos,
+                format!("`static` must be true or false, not {}", v.kind()),
+            ));
+        }
+    };
+    let op = match (item.get("op"), is_static) {
+        (Some(n), false) => {
+            let name = text(n, "op", err)?;
+            let ok = !name.is_empty()
+                && name.len() <= 48
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+                && !matches!(name, "exit" | "think");
+            if !ok {
+                return Err(err(
+                    n.pos,
+                    format!(
+                        "`{name}` is not an operation name: lower case letters, digits and _, at most 48, not exit or think"
+                    ),
+                ));
+            }
+            Some(name.to_string())
+        }
+        (None, true) => None,
+        (Some(n), true) => return Err(err(n.pos, "a static rule names no operation".into())),
+        (None, false) => {
+            return Err(err(
+                item.pos,
+                "a rule needs `op` (or `static: true`)".into(),
+            ));
+        }
+    };
+    let method = item
+        .get("method")
+        .map(|n| {
+            let m = text(n, "method", err)?;
+            if m.is_empty()
+                || m.len() > 20
+                || !m.bytes().all(|b| b.is_ascii_uppercase() || b == b'-')
+            {
+                return Err(err(n.pos, format!("`{m}` is not an HTTP method")));
+            }
+            Ok(m.to_string())
+        })
+        .transpose()?;
+    let query = item
+        .get("query")
+        .map(|n| text(n, "query", err).map(str::to_string))
+        .transpose()?;
+    let template = item
+        .get("template")
+        .map(|n| {
+            let t = text(n, "template", err)?;
+            if !t.starts_with('/') {
+                return Err(err(n.pos, format!("the template `{t}` must start with /")));
+            }
+            Ok(t.to_string())
+        })
+        .transpose()?;
+    Ok(Rule {
+        op,
+        method,
+        path,
+        query,
+        template,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("rules.yaml");
+        std::fs::write(&p, text).unwrap();
+        (d, p)
+    }
+
+    #[test]
+    fn the_first_matching_rule_names_the_request() {
+        let (_d, p) = write(
+            "rules:\n  - { op: view_item, method: GET, path: '^/item/\\d+$', template: '/item/{id}' }\n  - { op: search, path: '^/search$', query: q }\n  - { static: true, path: '^/assets/' }\n",
+        );
+        let r = load(&p).unwrap();
+        let Some(Kind::Op { name, template, .. }) = r.classify("GET", "/item/12", None) else {
+            panic!()
+        };
+        assert_eq!(
+            (name.as_str(), template.unwrap().1.as_str()),
+            ("view_item", "/item/{id}")
+        );
+        assert_eq!(r.classify("POST", "/item/12", None), None);
+        assert!(matches!(
+            r.classify("GET", "/search", Some("page=1&q=x")),
+            Some(Kind::Op { .. })
+        ));
+        assert_eq!(r.classify("GET", "/search", Some("page=1")), None);
+        assert_eq!(r.classify("GET", "/assets/a.png", None), Some(Kind::Static));
+    }
+
+    #[test]
+    fn mistakes_are_named_where_they_are() {
+        for (text, at, says) in [
+            (
+                "rules:\n  - { op: a, path: '(' }\n",
+                "2:",
+                "not a regular expression",
+            ),
+            (
+                "rules:\n  - { op: Bad, path: x }\n",
+                "2:",
+                "not an operation name",
+            ),
+            (
+                "rules:\n  - { op: a, path: x, colour: red }\n",
+                "2:",
+                "unknown key `colour`",
+            ),
+            ("rules:\n  - { path: x }\n", "2:", "needs `op`"),
+            ("rules: 3\n", "1:", "must be a list"),
+            ("other: []\n", "1:", "expected `rules:`"),
+            (
+                "rules:\n  - { op: a, method: get, path: x }\n",
+                "2:",
+                "not an HTTP method",
+            ),
+        ] {
+            let (_d, p) = write(text);
+            let e = load(&p).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("rules.yaml:{at}")) && e.contains(says),
+                "{text}: {e}"
+            );
+        }
+    }
+}

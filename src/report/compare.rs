@@ -180,10 +180,14 @@ fn server_rows(reports: &[Report]) -> Vec<ServerRow> {
         .collect()
 }
 
-/// A significant p-value as text: three decimals, or `p<0.001` rather than `p=0.000`.
+/// A significant p-value as text: three decimals, or `p<0.001` rather than `p=0.000`,
+/// and `p<0.05` where three decimals would round it up to the threshold (`p=0.050` beside
+/// "significant" reads as a contradiction).
 pub fn p_text(p: f64) -> String {
     if p < 0.001 {
         "p<0.001".into()
+    } else if (p * 1000.0).round() / 1000.0 >= ALPHA {
+        format!("p<{ALPHA}")
     } else {
         format!("p={p:.3}")
     }
@@ -201,7 +205,7 @@ pub fn server_verdict(c: &ServerCell) -> String {
 
 pub fn server_value(c: &ServerCell) -> String {
     match c.ci95 {
-        Some([lo, hi]) => format!("{} ±{}", sig(c.mean), sig((hi - lo) / 2.0)),
+        Some([lo, hi]) => super::stats::with_ci(c.mean, (hi - lo) / 2.0, " ±"),
         None => sig(c.mean),
     }
 }
@@ -514,7 +518,7 @@ fn warnings(short: &[String], reports: &[Report]) -> Vec<String> {
 
 fn rate(c: &Cell) -> String {
     match c.ci95 {
-        Some([lo, hi]) => format!("{:.1} ±{:.1}", c.ops_per_sec, (hi - lo) / 2.0),
+        Some([lo, hi]) => super::stats::with_ci(c.ops_per_sec, (hi - lo) / 2.0, " ±"),
         None => format!("{:.1}", c.ops_per_sec),
     }
 }
@@ -781,6 +785,14 @@ pub fn render_markdown(c: &Comparison) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_p_value_never_reads_as_the_other_side_of_the_threshold() {
+        assert_eq!(p_text(0.0496), "p<0.05");
+        assert_eq!(p_text(0.0494), "p=0.049");
+        assert_eq!(p_text(0.0004), "p<0.001");
+    }
+
     use super::*;
 
     #[test]

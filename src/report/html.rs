@@ -46,7 +46,7 @@ fn rate(o: &OpReport) -> String {
         .and_then(|a| a.ops_per_sec_ci95.map(|c| (a.ops_per_sec_mean, c)))
     {
         Some((m, [lo, hi])) if o.across_rounds.as_ref().is_some_and(|a| a.rounds > 1) => {
-            format!("{m:.1} ± {:.1}", (hi - lo) / 2.0)
+            super::stats::with_ci(m, (hi - lo) / 2.0, " ± ")
         }
         _ => format!("{:.1}", o.ops_per_sec),
     }
@@ -520,7 +520,7 @@ fn compare_table(c: &Comparison) -> String {
                 continue;
             };
             let rate = match x.ci95 {
-                Some([lo, hi]) => format!("{:.1} ± {:.1}", x.ops_per_sec, (hi - lo) / 2.0),
+                Some([lo, hi]) => super::stats::with_ci(x.ops_per_sec, (hi - lo) / 2.0, " ± "),
                 None => format!("{:.1}", x.ops_per_sec),
             };
             let _ = write!(

@@ -5,6 +5,17 @@
 use statrs::distribution::{ContinuousCDF, StudentsT};
 use statrs::statistics::Statistics;
 
+/// `mean ±half`, by one rule everywhere a figure has a confidence interval: the half-width
+/// to two significant digits, the mean to the same decimal place (so `0.203 ±0.064` and
+/// `24.6 ±5.1`, never `0.203 ±0.06359` beside `24.6 ±5.139`). `sep` goes between them.
+pub fn with_ci(mean: f64, half: f64, sep: &str) -> String {
+    if !(half.is_finite() && half > 0.0 && mean.is_finite()) {
+        return format!("{mean:.1}{sep}{half:.1}");
+    }
+    let decimals = (1 - half.log10().floor() as i32).clamp(0, 9) as usize;
+    format!("{mean:.decimals$}{sep}{half:.decimals$}")
+}
+
 /// Mean and sample variance (n − 1 in the denominator) of at least two values.
 pub fn mean_var(xs: &[f64]) -> (f64, f64) {
     (xs.iter().mean(), xs.iter().variance())
@@ -37,6 +48,15 @@ pub fn t_quantile_975(df: usize) -> f64 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_figure_and_its_interval_share_one_rule_for_digits() {
+        assert_eq!(with_ci(0.203, 0.06359, " ±"), "0.203 ±0.064");
+        assert_eq!(with_ci(24.6, 5.139, " ±"), "24.6 ±5.1");
+        assert_eq!(with_ci(9891.3, 120.5, " ±"), "9891 ±120");
+        assert_eq!(with_ci(5.0, 0.0, " ± "), "5.0 ± 0.0");
+    }
+
     use super::*;
 
     #[test]

@@ -730,7 +730,7 @@ fn row(op: &OpReport, multi: bool) -> Vec<String> {
     let l = &op.latency_ms;
     let rate = match (&op.across_rounds, multi) {
         (Some(a), true) => match a.ops_per_sec_ci95 {
-            Some([lo, hi]) => format!("{:.1} ±{:.1}", a.ops_per_sec_mean, (hi - lo) / 2.0),
+            Some([lo, hi]) => super::stats::with_ci(a.ops_per_sec_mean, (hi - lo) / 2.0, " ±"),
             None => format!("{:.1}", a.ops_per_sec_mean),
         },
         _ => format!("{:.1}", op.ops_per_sec),

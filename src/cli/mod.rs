@@ -1151,14 +1151,29 @@ fn show_report(a: ReportArgs) -> Exit {
 /// What to call each run in a comparison: the target's name stored in the report, else
 /// its target, else the folder its run.json is in, else the file; the first of these that
 /// tells all the runs apart (`compare` shortens long ones for its tables).
-fn run_names(reports: &[report::Report], files: &[PathBuf]) -> Vec<String> {
+/// How compared runs are named in tables: by their names, else targets, notes, labels or
+/// run directories, whichever tells them all apart; else `A`, `B`, … (and `true`: the
+/// legend then gives each run's file). Never by the whole path, which wraps every cell.
+fn run_names(reports: &[report::Report], files: &[PathBuf]) -> (Vec<String>, bool) {
     let unique = |v: &[String]| v.iter().collect::<std::collections::HashSet<_>>().len() == v.len();
-    let candidates: [Vec<String>; 3] = [
+    let labels = |r: &report::Report| {
+        r.labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let candidates: [Vec<String>; 5] = [
         reports
             .iter()
             .map(|r| r.name.clone().unwrap_or_default())
             .collect(),
         reports.iter().map(|r| r.target.clone()).collect(),
+        reports
+            .iter()
+            .map(|r| r.note.clone().unwrap_or_default())
+            .collect(),
+        reports.iter().map(labels).collect(),
         files
             .iter()
             .map(|p| {
@@ -1169,10 +1184,21 @@ fn run_names(reports: &[report::Report], files: &[PathBuf]) -> Vec<String> {
             })
             .collect(),
     ];
-    candidates
+    match candidates
         .into_iter()
         .find(|c| c.iter().all(|n| !n.is_empty()) && unique(c))
-        .unwrap_or_else(|| files.iter().map(|p| p.display().to_string()).collect())
+    {
+        Some(names) => (names, false),
+        None => (
+            (0..files.len())
+                .map(|i| match u8::try_from(i).ok().filter(|i| *i < 26) {
+                    Some(i) => char::from(b'A' + i).to_string(),
+                    None => format!("R{}", i + 1),
+                })
+                .collect(),
+            true,
+        ),
+    }
 }
 
 fn compare(a: CompareArgs) -> Exit {
@@ -1183,11 +1209,16 @@ fn compare(a: CompareArgs) -> Exit {
             Err(e) => return Exit::Usage.fail(e),
         }
     }
-    let names = run_names(&reports, &a.runs);
-    let c = match report::compare::compare(&names, &reports, a.force) {
+    let (names, lettered) = run_names(&reports, &a.runs);
+    let mut c = match report::compare::compare(&names, &reports, a.force) {
         Ok(c) => c,
         Err(e) => return Exit::Usage.fail(e),
     };
+    if lettered {
+        for (d, f) in c.details.iter_mut().zip(&a.runs) {
+            d.full_name = f.display().to_string();
+        }
+    }
     match a.format {
         CompareFormat::Table => print!("{}", report::compare::render_table(&c)),
         CompareFormat::Md => print!("{}", report::compare::render_markdown(&c)),

@@ -89,6 +89,30 @@ fn the_compare_command_refuses_different_workloads_unless_forced() {
     );
 }
 
+/// Two runs that nothing tells apart (one target, no names, notes or labels, run folders
+/// of one name) are A and B in the table, never their whole paths; the legend has them.
+#[test]
+fn runs_nothing_tells_apart_are_lettered_and_the_legend_gives_their_files() {
+    let tmp = tempdir();
+    let mut files = Vec::new();
+    for side in ["before", "after"] {
+        let dir = tmp.path().join(side).join("run");
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("run.json");
+        std::fs::copy("reports/example/run.json", &f).unwrap();
+        files.push(path_str(&f));
+    }
+    let out = loadmix_bin(&["compare", &files[0], &files[1]]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    assert!(table.contains("┆ A ") && table.contains("┆ B "), "{table}");
+    assert!(table.contains("vs A"), "{table}");
+    // The paths are in the legend, once each, and in no cell.
+    assert_eq!(table.matches(files[0].as_str()).count(), 1, "{table}");
+    assert!(table.contains(&format!("A = {}", files[0])), "{table}");
+    assert!(table.contains(&format!("B = {}", files[1])), "{table}");
+}
+
 fn write_workload(dir: &std::path::Path, thresholds: &str) -> String {
     let p = dir.join("w.yaml");
     std::fs::write(

@@ -535,22 +535,11 @@ fn verdict(c: &Cell) -> String {
 /// Console table: one row per operation and run, so it stays as narrow with four runs as
 /// with two, and wraps to the terminal's width (120 columns when it has none).
 pub fn render_table(c: &Comparison) -> String {
+    let width = terminal_width();
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
-    // $COLUMNS when the shell exports it, else the terminal's width, else 120.
-    match std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.parse::<u16>().ok())
-    {
-        Some(w) if w >= 40 => {
-            t.set_width(w);
-        }
-        _ if t.width().is_none() => {
-            t.set_width(120);
-        }
-        _ => {}
-    }
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(width);
     t.set_header(vec![
         "operation",
         "run",
@@ -594,16 +583,55 @@ pub fn render_table(c: &Comparison) -> String {
     let warnings: String = c
         .warnings
         .iter()
-        .map(|w| format!("WARNING: {w}\n"))
+        .map(|w| wrap(&format!("WARNING: {w}"), width.into(), "  "))
         .collect();
     format!(
-        "comparison of {} runs of {}\n{}\n{t}\nlatency vs: * the rounds' percentiles differ significantly, ? one round (not tested)\n{}method: {}\n{warnings}",
+        "comparison of {} runs of {}\n{}\n{t}\n{}{}{}{warnings}",
         c.runs.len(),
         c.workload,
         legend.join("\n"),
+        wrap(
+            "latency vs: * the rounds' percentiles differ significantly, ? one round (not tested)",
+            width.into(),
+            "  "
+        ),
         server_table(c),
-        c.method
+        wrap(&format!("method: {}", c.method), width.into(), "  ")
     )
+}
+
+/// The width tables and prose are laid out to: `$COLUMNS` when the shell exports it (at
+/// least 40), else the terminal's, else 120.
+pub fn terminal_width() -> u16 {
+    match std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse::<u16>().ok())
+    {
+        Some(w) => w.max(40),
+        None => Table::new().width().unwrap_or(120),
+    }
+}
+
+/// `text` broken between words into lines of at most `width` characters (a word longer
+/// than that stands alone), the lines after the first indented by `indent`; ends in a
+/// newline.
+pub fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line = indent.to_string();
+        } else if len > 0 && !line.ends_with(' ') {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
 }
 
 /// The server's cost per run, one row per measure and run, tested like ops/s.
@@ -613,15 +641,8 @@ fn server_table(c: &Comparison) -> String {
     }
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
-    if let Some(w) = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.parse::<u16>().ok())
-    {
-        t.set_width(w.max(40));
-    } else if t.width().is_none() {
-        t.set_width(120);
-    }
+        .set_content_arrangement(ContentArrangement::Dynamic)
+        .set_width(terminal_width());
     t.set_header(vec![
         "server".to_string(),
         "run".to_string(),
@@ -785,6 +806,17 @@ pub fn render_markdown(c: &Comparison) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn prose_wraps_between_words_to_the_width() {
+        let w = wrap("method: one two three four five six", 14, "  ");
+        assert_eq!(w, "method: one\n  two three\n  four five\n  six\n");
+        assert!(w.lines().all(|l| l.chars().count() <= 14));
+        assert_eq!(
+            wrap("averyveryverylongword x", 5, ""),
+            "averyveryverylongword\nx\n"
+        );
+    }
 
     #[test]
     fn a_p_value_never_reads_as_the_other_side_of_the_threshold() {

@@ -193,8 +193,8 @@ fn checks(a: &Traffic, b: &Traffic) -> Vec<Check> {
     out.push(match worst {
         Some((from, d, p)) => Check {
             name: "worst transition row".into(),
-            first: from.clone(),
-            second: from,
+            first: short_name(&from).to_string(),
+            second: short_name(&from).to_string(),
             statistic: format!("TVD {d:.3}, χ² p={}", pval(p)),
             gate: format!("TVD ≤ {ROW_TVD} or p ≥ {ALPHA}"),
             pass: Some(judged(p, d, ROW_TVD)),
@@ -235,9 +235,8 @@ fn checks(a: &Traffic, b: &Traffic) -> Vec<Check> {
             && d > worst_d
         {
             worst_d = d;
-            let short = |s: &String| s.rsplit('.').next().unwrap_or(s).to_string();
             worst = Some(Check {
-                name: format!("think {} → {}", short(&k.0), short(&k.1)),
+                name: format!("think {} → {}", short_name(&k.0), short_name(&k.1)),
                 first: format!("median {}", ms(median(ta))),
                 second: format!("median {}", ms(median(tb))),
                 statistic: format!("KS D {d:.3}, p={}", pval(p)),
@@ -353,6 +352,11 @@ fn hourly(a: &Traffic, b: &Traffic) -> Option<Check> {
     })
 }
 
+/// `put_event` of `caldav.put_event`: the operation without its protocol.
+fn short_name(op: &str) -> &str {
+    op.rsplit('.').next().unwrap_or(op)
+}
+
 fn pval(p: f64) -> String {
     if p < 0.001 {
         "<0.001".into()
@@ -426,8 +430,11 @@ impl Fidelity {
 
     /// The table as printed.
     pub fn table(&self) -> String {
+        let width = crate::report::compare::terminal_width();
         let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+            .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+            .set_width(width);
         t.set_header(["check", "first", "second", "statistic", "gate", "verdict"]);
         for c in &self.checks {
             t.add_row([
@@ -451,7 +458,11 @@ impl Fidelity {
         );
         for c in &self.checks {
             if let Some(n) = &c.note {
-                out.push_str(&format!("{}: {n}\n", c.name));
+                out.push_str(&crate::report::compare::wrap(
+                    &format!("{}: {n}", c.name),
+                    width.into(),
+                    "  ",
+                ));
             }
         }
         let failed = self.checks.iter().filter(|c| c.pass == Some(false)).count();

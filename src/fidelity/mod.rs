@@ -39,6 +39,8 @@ pub enum FidelityError {
     NoSessions(String),
     #[error(transparent)]
     Workload(#[from] crate::workload::WorkloadError),
+    #[error("not a run's report ({report}), nor a log ({log})")]
+    Neither { report: String, log: String },
 }
 
 /// One judged check.
@@ -521,10 +523,15 @@ pub fn compare(
         timeout_us,
         seed: 1,
     })?;
+    // A .json file is a run's report, or JSON lines; if it is neither, both reasons are
+    // given, so that a broken report is not reported as a log without a request.
+    let mut not_a_report = None;
     if second
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("json"))
-        && let Ok(r) = crate::report::load(&second)
+        && let Some(r) = crate::report::load(&second)
+            .map_err(|e| not_a_report = Some(e.to_string()))
+            .ok()
     {
         let tb = report::traffic(&r);
         let ta = traffic(&a);
@@ -553,6 +560,13 @@ pub fn compare(
         format: None,
         timeout_us: Some(a.timeout_us),
         seed: 1,
+    })
+    .map_err(|e| match not_a_report {
+        Some(r) => FidelityError::Neither {
+            report: r,
+            log: e.to_string(),
+        },
+        None => e.into(),
     })?;
     let (ta, tb) = (traffic(&a), traffic(&b));
     for (t, f) in [(&ta, &first), (&tb, &second)] {

@@ -52,18 +52,28 @@ pub struct Row {
     guarded: bool,
 }
 
+/// Each weight's share of their sum, and an alias sampler over them; refused unless the
+/// weights add up to something positive and finite. `whose` names them in messages.
+fn sampler(weights: Vec<f64>, whose: &str) -> Result<(Vec<f64>, WeightedAliasIndex<f64>), String> {
+    let total: f64 = weights.iter().sum();
+    if !(total > 0.0 && total.is_finite()) {
+        return Err(format!(
+            "the {whose} weights do not add up to something positive"
+        ));
+    }
+    let shares = weights.iter().map(|w| w / total).collect();
+    let alias = WeightedAliasIndex::new(weights)
+        .map_err(|e| format!("cannot build the {whose} sampler: {e}"))?;
+    Ok((shares, alias))
+}
+
 impl Row {
     /// A row from its transitions (weights already checked: finite, ≥ 0, some positive).
     pub fn new(mut to: Vec<Transition>) -> Result<Row, String> {
-        let total: f64 = to.iter().map(|t| t.weight).sum();
-        if !(total > 0.0 && total.is_finite()) {
-            return Err("the row's weights do not add up to something positive".into());
+        let (shares, alias) = sampler(to.iter().map(|t| t.weight).collect(), "row's")?;
+        for (t, p) in to.iter_mut().zip(shares) {
+            t.probability = p;
         }
-        for t in &mut to {
-            t.probability = t.weight / total;
-        }
-        let alias = WeightedAliasIndex::new(to.iter().map(|t| t.weight).collect())
-            .map_err(|e| format!("cannot build the row's sampler: {e}"))?;
         let guarded = to.iter().any(|t| t.when.is_some());
         Ok(Row { to, alias, guarded })
     }
@@ -201,15 +211,10 @@ impl Chain {
         pause: Option<Dist>,
         from_mix: bool,
     ) -> Result<Chain, String> {
-        let total: f64 = behaviours.iter().map(|b| b.weight).sum();
-        if !(total > 0.0 && total.is_finite()) {
-            return Err("the behaviours' weights do not add up to something positive".into());
+        let (shares, pick) = sampler(behaviours.iter().map(|b| b.weight).collect(), "behaviours'")?;
+        for (b, p) in behaviours.iter_mut().zip(shares) {
+            b.probability = p;
         }
-        for b in &mut behaviours {
-            b.probability = b.weight / total;
-        }
-        let pick = WeightedAliasIndex::new(behaviours.iter().map(|b| b.weight).collect())
-            .map_err(|e| format!("cannot build the behaviours' sampler: {e}"))?;
         Ok(Chain {
             behaviours,
             rows,

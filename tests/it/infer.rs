@@ -198,6 +198,12 @@ fn logs_that_are_not_logs_are_refused_and_bad_lines_counted() {
             "{special}"
         );
     }
+    // A broken report is named as one, not only as a log without a request.
+    let broken = tmp.path().join("run.json");
+    std::fs::write(&broken, "{\"schema\": ").unwrap();
+    let o = loadmix_bin(&["fidelity", "fixtures/infer/mixed.log", &path_str(&broken)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a run's report"));
     let o = loadmix_bin(&[
         "infer",
         "fixtures/infer/mixed.log",

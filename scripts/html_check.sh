@@ -6,14 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ ! -x /usr/bin/chromium ]; then
-    (apt-get install -y -qq chromium || (apt-get update -qq && apt-get install -y -qq chromium)) >/dev/null
-fi
-NODE_DIR=.tools/node
-if [ ! -d "$NODE_DIR/node_modules/playwright-core" ]; then
-    mkdir -p "$NODE_DIR"
-    (cd "$NODE_DIR" && npm install --silent --no-audit --no-fund playwright-core@1 >/dev/null)
-fi
+. scripts/browser_setup.sh
 BIN=${CARGO_TARGET_DIR:-target}/debug/loadmix
 [ -x "$BIN" ] || cargo build --locked
 OUT=target/html-check

@@ -47,6 +47,9 @@ os.makedirs(f"{work}/etc", exist_ok=True)
 open(f"{work}/etc/workload.yaml", "w").write(docs[("ConfigMap", "loadmix-workload")]["data"]["workload.yaml"])
 settings = dict(docs[("ConfigMap", "loadmix-settings")]["data"])
 settings["TARGET"] = target
+# Shards on one machine cannot share a port: each takes a free one, and none lingers.
+settings["METRICS_ADDR"] = "127.0.0.1:0"
+settings["METRICS_LINGER"] = "0s"
 start = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=5)
 settings["START_AT"] = start.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 shards = docs[("Job", "loadmix-shards")]["spec"]
@@ -56,6 +59,20 @@ def command(job):
     c = docs[("Job", job)]["spec"]["template"]["spec"]["containers"][0]
     assert c["command"] == ["/bin/sh", "-c"], c["command"]
     return c["args"][0].replace("/etc/loadmix/", f"{work}/etc/").replace("/reports/", f"{work}/reports/")
+# The PodMonitor (a CRD, so not in the schemas above) selects the shard pods and names
+# their metrics port.
+pm = yaml.safe_load(open("deploy/kubernetes/monitoring/podmonitor.yaml"))
+tmpl = shards["template"]
+want = pm["spec"]["selector"]["matchLabels"]
+if any(tmpl["metadata"]["labels"].get(k) != v for k, v in want.items()):
+    sys.exit(f"the PodMonitor selects {want}, not the shard pods' labels {tmpl['metadata']['labels']}")
+ports = {p["name"]: p["containerPort"] for p in tmpl["spec"]["containers"][0].get("ports", [])}
+for ep in pm["spec"]["podMetricsEndpoints"]:
+    if ep["port"] not in ports:
+        sys.exit(f"the PodMonitor scrapes port {ep['port']!r}; the shard container has {sorted(ports)}")
+ann = tmpl["metadata"].get("annotations", {})
+if ann.get("prometheus.io/port") != str(ports.get("metrics")):
+    sys.exit(f"the scrape annotation's port {ann.get('prometheus.io/port')} is not the metrics port {ports.get('metrics')}")
 json.dump({"env": settings, "shard": command("loadmix-shards"), "merge": command("loadmix-merge")},
           open(f"{work}/plan.json", "w"))
 PY

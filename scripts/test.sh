@@ -4,11 +4,12 @@
 # both stores, the CalDAV driver against two real servers (Radicale, Xandikos), and
 # https, Digest, WebDAV and other people's data against nginx, Apache and Radicale, the
 # two recipes (DAViCal on PostgreSQL, Tomcat), the message brokers ActiveMQ and RabbitMQ
-# over STOMP with their own counts, and the Kubernetes manifests. The Python packages
+# over STOMP with their own counts, a run watched live (its metrics in a real Prometheus, its
+# dashboard in Chromium), and the Kubernetes manifests. The Python packages
 # (caldav, radicale, xandikos, kubernetes-validate) are installed in venvs under .tools/
 # (git-ignored); Debian's nginx, libnginx-mod-http-dav-ext, apache2, davical, postgresql,
-# libapache2-mod-php, prometheus-postgres-exporter, tomcat10, activemq, rabbitmq-server
-# and chromium, and npm's playwright-core, when missing. CI runs exactly this (.ci/run).
+# libapache2-mod-php, prometheus-postgres-exporter, tomcat10, activemq, rabbitmq-server,
+# prometheus and chromium, and npm's playwright-core, when missing. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +38,9 @@ scripts/brokers_check.sh
 
 echo "== HTML pages in headless Chromium"
 scripts/html_check.sh
+
+echo "== watching a run live: a real Prometheus scrapes --metrics, --dashboard in headless Chromium"
+scripts/live_check.sh
 
 echo "== Kubernetes manifests: schemas, and the Jobs' commands run locally and merged"
 scripts/k8s_check.sh

@@ -26,6 +26,7 @@ mod files;
 pub mod formats;
 mod infer;
 mod ledger;
+mod live;
 mod metrics;
 mod monitor;
 mod protocol;

@@ -264,12 +264,29 @@ pub struct RunArgs {
     /// takes one from that time].
     #[arg(long, value_name = "ID", env = "LOADMIX_RUN_ID", value_parser = parse_run_id)]
     pub run_id: Option<String>,
+    /// Serve a live dashboard of the run (per second: ops/s, p50/p99, failures by class,
+    /// users; the operations so far; the report's link at the end) at ADDR, loopback by
+    /// default. It stays up after the run until Ctrl-C, or for --linger.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DASHBOARD_ADDR)]
+    pub dashboard: Option<std::net::SocketAddr>,
+    /// Expose the run's own series for Prometheus at http://ADDR/metrics while it runs
+    /// (requests, failures by class, bytes and a latency histogram by target, operation
+    /// and phase; users, round, phase, lag; shard as a label).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// How long --dashboard and --metrics stay up once the run is over, for a last look
+    /// or a last scrape [default: the dashboard until Ctrl-C, the metrics not at all].
+    #[arg(long, alias = "dashboard-linger", value_name = "DURATION", value_parser = crate::workload::units::parse_duration)]
+    pub linger: Option<std::time::Duration>,
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
     #[command(flatten)]
     pub tls: TlsArgs,
 }
+
+/// Where `--dashboard` listens when given no address: loopback only.
+const DASHBOARD_ADDR: &str = "127.0.0.1:5666";
 
 /// TLS settings of `https://` targets.
 #[derive(Debug, Args)]
@@ -616,6 +633,9 @@ impl From<RunArgs> for RunOptions {
             start_at: a.start_at,
             round_every: a.round_every,
             run_id: a.run_id,
+            dashboard: a.dashboard,
+            metrics: a.metrics,
+            linger: a.linger,
             monitor_process: a.monitor_process,
             monitor_prometheus: a.monitor_prometheus,
             order: a.order.map(|o| match o {

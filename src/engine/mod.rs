@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::answer::Answer;
 use crate::ledger::Ledger;
+use crate::metrics::live::Phase;
 use crate::metrics::{self, LabelTable, RoundStats, Sample};
 use crate::protocol::cleanup::CleanupStats;
 use crate::protocol::drain::DrainStats;
@@ -330,6 +331,9 @@ impl Runner {
     }
 
     pub fn finish(self, w: &Workload) -> RunResult {
+        if let Some(l) = &self.cfg.live {
+            l.set_phase(Phase::Done);
+        }
         RunResult {
             run_id: self.cfg.run_id.clone(),
             started_at: self.started_at,
@@ -487,19 +491,31 @@ async fn run_round(
         connect: w.run.connect_timeout,
         request: w.run.timeout,
     };
+    // Warm-up rounds are numbered after the measured ones.
+    let warmup_round = round > w.run.rounds;
+    if let Some(l) = &cfg.live {
+        l.set_round(round, Phase::Setup);
+    }
     let (ready, mut out, setup_failures) =
         set_up_users(w, cfg, drivers, labels, round, timeouts).await;
-    let live = cfg
-        .live
-        .clone()
-        .map(|l| (l, labels.iter().map(|(ci, _, _)| ci).collect()));
+    let live = cfg.live.clone().map(|l| (l, warmup_round));
     let (factory, aggregator) =
         metrics::aggregator(labels.len(), w.run.warmup, w.run.timeout, live);
     // A common start: wait for this round's slot, set-up done, then start the clock
     // and the samplers, whose seconds are the round's.
     let slot_late = wait_for_slot(cfg).await;
-    // Closed users inside their active window and open sessions in progress.
-    let users = Arc::new(AtomicU64::new(0));
+    // Closed users inside their active window and open sessions in progress: the live
+    // figures' own counter when there are live figures.
+    let users = cfg
+        .live
+        .as_ref()
+        .map_or_else(|| Arc::new(AtomicU64::new(0)), |l| l.users.clone());
+    if let Some(l) = &cfg.live {
+        l.set_phase(match warmup_round {
+            true => Phase::Warmup,
+            false => Phase::Measured,
+        });
+    }
     let samplers = Samplers::start(cfg, users.clone());
     let started_at = SystemTime::now();
     let start = Instant::now();
@@ -537,6 +553,9 @@ async fn run_round(
     halt.round_over.cancel();
     let (host, server, metrics) = samplers.finish().await;
     let stats = aggregator.await.unwrap_or_else(|_| RoundStats::empty());
+    if let Some(l) = &cfg.live {
+        l.set_phase(Phase::Cleanup);
+    }
     // After the clock: what the round made goes, unless the run keeps it.
     // A signal during the round has stopped it, and the cleanup still runs: the next
     // one cuts the cleanup short. A signal during the cleanup does at once.

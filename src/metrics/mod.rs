@@ -17,6 +17,9 @@ use tokio::sync::mpsc;
 use crate::answer::Answer;
 use crate::transport::ErrorClass;
 
+pub mod live;
+pub use live::{Counted, Live};
+
 /// Histogram range: 1 µs to 1 hour, 3 significant digits. Every histogram in loadmix uses
 /// it, so any two can be added (HdrHistogram refuses to add across ranges).
 pub const HIST_LOW: u64 = 1;
@@ -485,33 +488,6 @@ impl Seconds {
     }
 }
 
-/// Running totals per class for live progress, written only by the aggregator (so the
-/// request path never touches them) and read by whoever draws the progress line.
-#[derive(Debug, Default)]
-pub struct Live {
-    pub requests: Vec<std::sync::atomic::AtomicU64>,
-    pub failures: Vec<std::sync::atomic::AtomicU64>,
-}
-
-impl Live {
-    pub fn new(classes: usize) -> Live {
-        Live {
-            requests: (0..classes).map(|_| Default::default()).collect(),
-            failures: (0..classes).map(|_| Default::default()).collect(),
-        }
-    }
-
-    /// (requests, failures) per class so far.
-    pub fn totals(&self) -> Vec<(u64, u64)> {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.requests
-            .iter()
-            .zip(&self.failures)
-            .map(|(r, f)| (r.load(Relaxed), f.load(Relaxed)))
-            .collect()
-    }
-}
-
 /// Start a round's aggregator. Returns the sender VUs' recorders are built from, and the
 /// task that yields the round's figures once every recorder is dropped.
 ///
@@ -521,7 +497,7 @@ pub fn aggregator(
     labels: usize,
     warmup: Duration,
     timeout: Duration,
-    live: Option<(std::sync::Arc<Live>, Vec<usize>)>,
+    live: Option<(std::sync::Arc<Live>, bool)>,
 ) -> (RecorderFactory, tokio::task::JoinHandle<RoundStats>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<Sample>>();
     let warmup_us = warmup.as_micros() as u64;
@@ -536,15 +512,13 @@ pub fn aggregator(
                 .saturating_add(Duration::from_secs(5)),
         );
         while let Some(batch) = rx.recv().await {
-            if let Some((live, class_of)) = &live {
-                use std::sync::atomic::Ordering::Relaxed;
-                for s in batch.iter().filter(|s| !s.step) {
-                    if let Some(c) = class_of.get(s.label as usize) {
-                        live.requests[*c].fetch_add(1, Relaxed);
-                        if s.error.is_some() {
-                            live.failures[*c].fetch_add(1, Relaxed);
-                        }
-                    }
+            if let Some((live, warmup_round)) = &live {
+                for s in &batch {
+                    let counted = match *warmup_round || s.start_us < warmup_us {
+                        true => Counted::Warmup,
+                        false => Counted::Measured,
+                    };
+                    live.add(s, counted);
                 }
             }
             for s in &batch {

@@ -22,6 +22,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{EngineConfig, EngineError, RoundResult, Runner};
+use crate::live;
 use crate::metrics::Live;
 use crate::monitor::prometheus::MetricsSpec;
 use crate::monitor::{Watch, parse_watch};
@@ -83,6 +84,13 @@ pub struct RunOptions {
     pub round_every: Option<std::time::Duration>,
     /// `--run-id`: the run's id, the same in every shard; `None`: a new one.
     pub run_id: Option<String>,
+    /// `--dashboard`: serve the live dashboard there.
+    pub dashboard: Option<std::net::SocketAddr>,
+    /// `--metrics`: serve the run's Prometheus page there.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// `--linger`: how long both stay up after the run [default: the dashboard until a
+    /// signal, the metrics page not at all].
+    pub linger: Option<Duration>,
 }
 
 /// Under `--start-at`, the time between one round's end and the next one's slot, for
@@ -267,7 +275,14 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
     if !a.quiet {
         progress.line(&banner(w0, &targets, sweep.as_ref(), &run_id));
     }
+    let board = live::Board::new(
+        &run_id,
+        &w0.name,
+        (!a.shard.is_whole()).then_some((a.shard.index, a.shard.count)),
+    );
+    let watchers = start_watchers(&a, &board).await?;
     let cx = RunCx {
+        board: (!watchers.is_empty()).then(|| board.clone()),
         a: &a,
         targets: &targets,
         multi: targets.len() > 1 || sweep.is_some(),
@@ -299,9 +314,91 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
     watcher.abort();
     progress.finish();
     if let Some(e) = fatal {
+        stop_watchers(watchers).await;
         return Err(e);
     }
-    Ok(emit(&a, &out, &targets, sweep.as_ref(), &results))
+    let finished = emit(&a, &out, &targets, sweep.as_ref(), &results);
+    if !watchers.is_empty() {
+        board.finish(match (sweep.is_some(), targets.len() > 1) {
+            (true, _) => out.join("sweep.html"),
+            (false, true) => out.join("compare.html"),
+            (false, false) => out.join("report.html"),
+        });
+        linger(&a, &watchers).await;
+        stop_watchers(watchers).await;
+    }
+    Ok(finished)
+}
+
+/// `--dashboard` and `--metrics` started, each address said on stderr (even under
+/// `--quiet`: it is asked for), with a warning for one beyond this host.
+async fn start_watchers(
+    a: &RunOptions,
+    board: &Arc<live::Board>,
+) -> Result<Vec<live::Server>, RunError> {
+    let mut servers = Vec::new();
+    for (addr, serves) in [
+        (a.dashboard, live::Serves::Dashboard),
+        (a.metrics, live::Serves::Metrics),
+    ] {
+        let Some(addr) = addr else { continue };
+        let server = match live::serve(addr, board.clone(), serves).await {
+            Ok(s) => s,
+            Err(e) => {
+                stop_watchers(servers).await;
+                return Err(RunError::Usage(e.to_string()));
+            }
+        };
+        let what = match serves {
+            live::Serves::Dashboard => "dashboard",
+            live::Serves::Metrics => "metrics",
+        };
+        eprintln!("loadmix: {what} at {}", server.url());
+        if !live::is_loopback(&server.addr) {
+            eprintln!(
+                "warning: the {what} listens on {}, beyond this host: anyone who reaches it sees the run's figures and names",
+                server.addr
+            );
+        }
+        servers.push(server);
+    }
+    Ok(servers)
+}
+
+/// After the run: the pages stay up for `--linger`, or (the dashboard) until a signal.
+async fn linger(a: &RunOptions, servers: &[live::Server]) {
+    let until_signal = a.linger.is_none() && a.dashboard.is_some();
+    let wait = a.linger.unwrap_or_default();
+    if !until_signal && wait.is_zero() {
+        return;
+    }
+    let urls: Vec<String> = servers.iter().map(live::Server::url).collect();
+    let how = match until_signal {
+        true => "until Ctrl-C".to_string(),
+        false => format!("for {}", crate::workload::units::format_duration(wait)),
+    };
+    eprintln!(
+        "loadmix: the run is over; {} stays up {how}",
+        urls.join(" and ")
+    );
+    let mut signals = signals::Signals::install();
+    match until_signal {
+        true => {
+            signals.next().await;
+        }
+        false => {
+            tokio::select! {
+                _ = signals.next() => {}
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+}
+
+async fn stop_watchers(servers: Vec<live::Server>) {
+    for s in servers {
+        s.stop().await;
+    }
 }
 
 /// Every workload variant (one, or one per sweep value), each checked, and checked to
@@ -544,6 +641,8 @@ pub fn for_target(w: &Workload, spec: &TargetSpec) -> Workload {
 /// stop signal, progress and round clock.
 struct RunCx<'a> {
     a: &'a RunOptions,
+    /// The live pages' board, when `--dashboard` or `--metrics` serves one.
+    board: Option<Arc<live::Board>>,
     targets: &'a [NamedTarget],
     /// Several targets or sweep points: output goes into a folder each.
     multi: bool,
@@ -645,7 +744,17 @@ async fn open_lane(
     let a = cx.a;
     let wt = for_target(w, &t.spec);
     let (endpoint, server) = endpoint_of(a, w, t, dir).await?;
-    let live = Arc::new(Live::new(w.classes.len()));
+    let live = Arc::new(Live::new(&crate::engine::label_table(&wt)));
+    if let Some(b) = &cx.board {
+        b.add(live::Lane {
+            target: t.name.clone(),
+            point: label.map(str::to_string),
+            rounds: w.run.rounds,
+            warmup_rounds: w.run.warmup_rounds,
+            warmup_s: w.run.warmup.as_secs_f64(),
+            live: live.clone(),
+        });
+    }
     let p = cx.progress.clone();
     let tag = match (cx.multi, label) {
         (true, Some(l)) => format!("{l} {}", t.name),

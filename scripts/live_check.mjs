@@ -1,0 +1,62 @@
+// Opens a running loadmix dashboard in headless Chromium (Debian's, driven by
+// playwright-core) and fails unless: the page logs no console error and makes no request
+// beyond its own server; its throughput chart gains points while the run goes; once the
+// run is over it says so, links the report, and its measured totals equal run.json's.
+// Usage: node live_check.mjs URL RUN.json SCREENSHOT.png
+import { chromium } from "playwright-core";
+import fs from "node:fs";
+
+const [url, runJson, shot] = process.argv.slice(2);
+const origin = new URL(url).origin;
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+const page = await browser.newPage({ viewport: { width: 1100, height: 1000 } });
+const problems = [];
+page.on("console", (m) => { if (m.type() === "error") problems.push(`console error: ${m.text()}`); });
+page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+page.on("request", (r) => { if (!r.url().startsWith(origin)) problems.push(`request leaving the server: ${r.url()}`); });
+await page.goto(url, { waitUntil: "load" });
+
+const points = () => page.evaluate(() => {
+  const l = document.querySelector('figure[data-chart="throughput"] polyline');
+  return l ? Number(l.getAttribute("data-points")) : 0;
+});
+const state = () => page.evaluate(() => ({
+  finished: document.getElementById("done").hasAttribute("data-finished"),
+  gone: document.body.hasAttribute("data-gone"),
+}));
+// The chart gains points while the run goes: seen at two polls a few seconds apart.
+// The run itself is bounded (two 5 s rounds), so every wait here ends with it.
+let first = 0;
+while ((first = await points()) < 2) {
+  if ((await state()).finished) break;
+  await page.waitForTimeout(250);
+}
+await page.waitForTimeout(2500);
+const second = await points();
+if (!(second > first)) problems.push(`throughput chart did not gain points: ${first} then ${second}`);
+for (const c of ["throughput", "latency", "failures", "users"]) {
+  const n = await page.locator(`figure[data-chart="${c}"] svg polyline`).count();
+  if (n < 1) problems.push(`chart ${c}: nothing drawn`);
+}
+let s;
+while (!(s = await state()).finished && !s.gone) await page.waitForTimeout(250);
+if (!s.finished) problems.push("the page lost the run before it said the run was over");
+else {
+  const report = JSON.parse(fs.readFileSync(runJson, "utf8"));
+  const total = await page.getAttribute("#total", "data-total-requests");
+  const failed = await page.getAttribute("#total", "data-total-failed");
+  const want = report.summary.total;
+  if (Number(total) !== want.requests) problems.push(`dashboard total ${total}, run.json ${want.requests}`);
+  if (Number(failed) !== want.failures) problems.push(`dashboard failures ${failed}, run.json ${want.failures}`);
+  const r = await page.request.get(new URL("report", url).href);
+  if (!r.ok() || !(await r.text()).includes("<svg")) problems.push(`/report: ${r.status()}, not the report page`);
+  console.log(`   dashboard: ${second} points after ${first}; total ${total} requests = run.json's ${want.requests}`);
+}
+await page.screenshot({ path: shot, fullPage: true });
+await browser.close();
+if (problems.length) { console.log(`FAIL ${url}\n  ${problems.join("\n  ")}`); process.exit(1); }
+console.log(`ok   dashboard (screenshot ${shot})`);

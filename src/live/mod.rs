@@ -1,0 +1,284 @@
+//! Watching a run while it goes: the lanes' running totals (`metrics::live`) served over
+//! HTTP as a Prometheus text page (`prom.rs`, `--metrics ADDR`) and as a dashboard, one
+//! self-contained page polling a JSON snapshot (`page.rs`, `--dashboard [ADDR]`).
+//!
+//! A [`Board`] lists the lanes (one target of one sweep point) as the run opens them and
+//! keeps them to the end, so every counter a scraper saw goes on growing or stays. The
+//! board's lock is taken when a lane joins and when a page is built, never by the
+//! aggregators that write the totals, so a slow scraper cannot slow the run.
+//!
+//! The server is bounded like the embedded one: a request head must arrive within
+//! [`HEADER_TIMEOUT`], at most [`MAX_CONNECTIONS`] are served at once (more are closed),
+//! only `GET` is answered, and nothing a client sends is read beyond its request head.
+
+pub mod page;
+pub mod prom;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Live;
+
+/// How long a client may take to send a request head, or stay idle between requests.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections served at once; a browser tab holds one or two, a Prometheus one.
+pub const MAX_CONNECTIONS: usize = 32;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("{what} on {addr}: {source}")]
+    Bind {
+        what: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// One lane as the pages name it.
+pub struct Lane {
+    pub target: String,
+    /// The sweep point (`KEY=VALUE`), when the run sweeps.
+    pub point: Option<String>,
+    /// Measured rounds planned, and warm-up rounds (numbered after them).
+    pub rounds: u32,
+    pub warmup_rounds: u32,
+    /// The `warmup:` window at the start of each measured round, seconds.
+    pub warmup_s: f64,
+    pub live: Arc<Live>,
+}
+
+/// What the pages show: the run, its lanes, and where its report is once written.
+pub struct Board {
+    pub run_id: String,
+    pub workload: String,
+    /// `--shard I/N` when the run is one shard of several: (I, N).
+    pub shard: Option<(u32, u32)>,
+    started: Instant,
+    started_at: SystemTime,
+    lanes: Mutex<Vec<Arc<Lane>>>,
+    /// The report page written at the end (the comparison or sweep page when there is one).
+    report: Mutex<Option<PathBuf>>,
+}
+
+impl Board {
+    pub fn new(run_id: &str, workload: &str, shard: Option<(u32, u32)>) -> Arc<Board> {
+        Arc::new(Board {
+            run_id: run_id.to_string(),
+            workload: workload.to_string(),
+            shard,
+            started: Instant::now(),
+            started_at: SystemTime::now(),
+            lanes: Mutex::new(Vec::new()),
+            report: Mutex::new(None),
+        })
+    }
+
+    pub fn add(&self, lane: Lane) {
+        if let Ok(mut l) = self.lanes.lock() {
+            l.push(Arc::new(lane));
+        }
+    }
+
+    /// The lanes so far (cheap clones: the pages read their atomics after the lock).
+    pub fn lanes(&self) -> Vec<Arc<Lane>> {
+        self.lanes.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// The run is over and its report is at `path`.
+    pub fn finish(&self, path: PathBuf) {
+        if let Ok(mut r) = self.report.lock() {
+            *r = Some(path);
+        }
+    }
+
+    pub fn report(&self) -> Option<PathBuf> {
+        self.report.lock().ok().and_then(|r| r.clone())
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    pub fn started_at(&self) -> SystemTime {
+        self.started_at
+    }
+}
+
+/// What a listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serves {
+    /// `/metrics` only (`--metrics`).
+    Metrics,
+    /// The dashboard `/`, its `/live.json`, the final `/report`, and `/metrics` too.
+    Dashboard,
+}
+
+/// A listener serving the board until stopped.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub serves: Serves,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    /// Where a person or a scraper reads it.
+    pub fn url(&self) -> String {
+        match self.serves {
+            Serves::Metrics => format!("http://{}/metrics", self.addr),
+            Serves::Dashboard => format!("http://{}/", self.addr),
+        }
+    }
+
+    pub async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+/// Bind `addr` and serve the board there.
+pub async fn serve(
+    addr: SocketAddr,
+    board: Arc<Board>,
+    serves: Serves,
+) -> Result<Server, LiveError> {
+    let what = match serves {
+        Serves::Metrics => "--metrics",
+        Serves::Dashboard => "--dashboard",
+    };
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| LiveError::Bind { what, addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| LiveError::Bind { what, addr, source })?;
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(accept(listener, router(board, serves), stop.clone()));
+    Ok(Server {
+        addr: bound,
+        serves,
+        stop,
+        task,
+    })
+}
+
+fn router(board: Arc<Board>, serves: Serves) -> Router {
+    let metrics = {
+        let b = board.clone();
+        move || {
+            let b = b.clone();
+            async move {
+                (
+                    [(header::CONTENT_TYPE, prom::CONTENT_TYPE)],
+                    prom::render(&b),
+                )
+            }
+        }
+    };
+    let r = Router::new().route("/metrics", get(metrics));
+    if serves == Serves::Metrics {
+        return r;
+    }
+    let snapshot = {
+        let b = board.clone();
+        move || {
+            let b = b.clone();
+            async move {
+                (
+                    [
+                        (header::CONTENT_TYPE, "application/json"),
+                        (header::CACHE_CONTROL, "no-store"),
+                    ],
+                    page::snapshot_json(&b),
+                )
+            }
+        }
+    };
+    let report = move || {
+        let b = board.clone();
+        async move { report_page(&b).await }
+    };
+    r.route(
+        "/",
+        get(|| async {
+            (
+                [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+                page::DASHBOARD,
+            )
+        }),
+    )
+    .route("/live.json", get(snapshot))
+    // Browsers ask for it unprompted; a 404 would be an error in the page's console.
+    .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
+    .route("/report", get(report))
+}
+
+/// The report page written at the end, once it is.
+async fn report_page(b: &Board) -> Response {
+    let Some(path) = b.report() else {
+        return (
+            StatusCode::NOT_FOUND,
+            "the report is written when the run ends",
+        )
+            .into_response();
+    };
+    match crate::files::read(&path, crate::files::REPORT) {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], bytes).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+async fn accept(listener: TcpListener, app: Router, stop: CancellationToken) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT);
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = stop.cancelled() => return,
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                // Out of descriptors or a connection reset before it was taken: go on.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        // Past the bound the connection is closed at once (dropped).
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            continue;
+        };
+        let service = TowerToHyperService::new(app.clone());
+        let conn = builder.serve_connection(TokioIo::new(stream), service);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = stop.cancelled() => conn.as_mut().graceful_shutdown(),
+            }
+            // An answer being written may finish; an idle connection ends at once.
+            let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+        });
+    }
+}
+
+/// Whether an address is on this host only; anything else is said aloud at start.
+pub fn is_loopback(addr: &SocketAddr) -> bool {
+    addr.ip().is_loopback()
+}

@@ -1,0 +1,269 @@
+//! The running totals a run shows while it goes: the progress line, the dashboard and the
+//! Prometheus endpoint all read these, so they cannot disagree.
+//!
+//! Only the round's aggregator writes them, one batch of samples at a time, with relaxed
+//! atomic adds: nothing here is on a VU's request path, and a reader never takes a lock a
+//! writer waits on. Every counter only grows for the life of the process (a Prometheus
+//! counter), and what a measured round counts here is what its report counts: the same
+//! samples, split by the same warm-up rule.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use super::{LabelTable, Sample};
+use crate::transport::ErrorClass;
+
+/// Upper bounds of the latency buckets, µs: the classic latency ladder from 100 µs to a
+/// minute, fine where services answer (1 to 100 ms) and coarse beyond. A latency above
+/// the last bound is counted in `+Inf` only.
+pub const BUCKETS_US: [u64; 18] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000,
+];
+
+/// Where a lane (one target of one sweep point) is in its run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Before the first round, and between rounds while users are set up.
+    Setup,
+    /// A warm-up round: run whole and thrown away.
+    Warmup,
+    /// A measured round's clock is running (its first `warmup:` seconds included).
+    Measured,
+    /// A round's cleanup and drain, untimed.
+    Cleanup,
+    /// The lane's rounds are over.
+    Done,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 5] = [
+        Phase::Setup,
+        Phase::Warmup,
+        Phase::Measured,
+        Phase::Cleanup,
+        Phase::Done,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Setup => "setup",
+            Phase::Warmup => "warmup",
+            Phase::Measured => "measured",
+            Phase::Cleanup => "cleanup",
+            Phase::Done => "done",
+        }
+    }
+
+    fn from_u8(v: u8) -> Phase {
+        Phase::ALL
+            .get(usize::from(v))
+            .copied()
+            .unwrap_or(Phase::Done)
+    }
+}
+
+/// Which totals a sample goes to: the report's (measured) or those kept out of it (the
+/// `warmup:` window of a measured round, and whole warm-up rounds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    Measured = 0,
+    Warmup = 1,
+}
+
+/// One operation label's totals in one of the two `Counted` kinds.
+#[derive(Default)]
+pub struct Totals {
+    pub requests: AtomicU64,
+    pub successes: AtomicU64,
+    pub failures: [AtomicU64; 5],
+    pub bytes_sent: AtomicU64,
+    pub bytes_received: AtomicU64,
+    /// Successful latencies per bucket of [`BUCKETS_US`] (not cumulative); the last entry
+    /// holds those above every bound.
+    pub buckets: [AtomicU64; BUCKETS_US.len() + 1],
+    /// Sum of successful latencies, µs.
+    pub latency_sum_us: AtomicU64,
+}
+
+/// A plain copy of [`Totals`], read at one moment.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct TotalsSnapshot {
+    pub requests: u64,
+    pub successes: u64,
+    /// Failures by error class, in `ErrorClass::ALL`'s order.
+    pub failures: [u64; 5],
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub buckets: Vec<u64>,
+    pub latency_sum_us: u64,
+}
+
+impl Totals {
+    fn add(&self, s: &Sample) {
+        self.requests.fetch_add(1, Relaxed);
+        self.bytes_sent.fetch_add(s.bytes_sent, Relaxed);
+        self.bytes_received.fetch_add(s.bytes_received, Relaxed);
+        match s.error {
+            None => {
+                self.successes.fetch_add(1, Relaxed);
+                self.buckets[bucket_of(s.latency_us)].fetch_add(1, Relaxed);
+                self.latency_sum_us.fetch_add(s.latency_us, Relaxed);
+            }
+            Some(e) => {
+                self.failures[e.index()].fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    pub fn snapshot(&self) -> TotalsSnapshot {
+        TotalsSnapshot {
+            requests: self.requests.load(Relaxed),
+            successes: self.successes.load(Relaxed),
+            failures: std::array::from_fn(|i| self.failures[i].load(Relaxed)),
+            bytes_sent: self.bytes_sent.load(Relaxed),
+            bytes_received: self.bytes_received.load(Relaxed),
+            buckets: self.buckets.iter().map(|b| b.load(Relaxed)).collect(),
+            latency_sum_us: self.latency_sum_us.load(Relaxed),
+        }
+    }
+}
+
+/// The bucket a latency falls in: the first bound it does not exceed (Prometheus' `le`).
+pub fn bucket_of(latency_us: u64) -> usize {
+    BUCKETS_US.partition_point(|&b| b < latency_us)
+}
+
+/// One operation label: its names, and its totals of each kind.
+pub struct LiveOp {
+    pub class: String,
+    pub label: String,
+    /// A step of an operation, or a figure reported apart: left out of the totals, as
+    /// the report leaves it out.
+    pub step: bool,
+    pub counted: [Totals; 2],
+}
+
+/// The running totals of one lane: every label of its classes, its users, its round.
+pub struct Live {
+    /// Per class, every kind: what the progress line shows.
+    pub requests: Vec<AtomicU64>,
+    pub failures: Vec<AtomicU64>,
+    pub ops: Vec<LiveOp>,
+    class_of: Vec<usize>,
+    /// Users inside their active window and open sessions in progress; the engine's own
+    /// per-second count of active users is this counter.
+    pub users: Arc<AtomicU64>,
+    /// The round under way (from 1; warm-up rounds are numbered after the measured ones).
+    round: AtomicU32,
+    phase: AtomicU8,
+    /// Scheduling lag of every operation (not steps): sum in µs and count.
+    lag_sum_us: AtomicU64,
+    lag_count: AtomicU64,
+}
+
+impl Live {
+    pub fn new(labels: &LabelTable) -> Live {
+        Live {
+            requests: labels.classes.iter().map(|_| Default::default()).collect(),
+            failures: labels.classes.iter().map(|_| Default::default()).collect(),
+            ops: labels
+                .iter()
+                .map(|(_, class, label)| LiveOp {
+                    class: class.to_string(),
+                    label: label.to_string(),
+                    step: crate::workload::is_step_label(label),
+                    counted: Default::default(),
+                })
+                .collect(),
+            class_of: labels.iter().map(|(ci, _, _)| ci).collect(),
+            users: Arc::new(AtomicU64::new(0)),
+            round: AtomicU32::new(0),
+            phase: AtomicU8::new(Phase::Setup as u8),
+            lag_sum_us: AtomicU64::new(0),
+            lag_count: AtomicU64::new(0),
+        }
+    }
+
+    /// (requests, failures) per class so far.
+    pub fn totals(&self) -> Vec<(u64, u64)> {
+        self.requests
+            .iter()
+            .zip(&self.failures)
+            .map(|(r, f)| (r.load(Relaxed), f.load(Relaxed)))
+            .collect()
+    }
+
+    /// Count one sample, as `counted`. Called by the aggregator only.
+    pub(super) fn add(&self, s: &Sample, counted: Counted) {
+        let Some(op) = self.ops.get(s.label as usize) else {
+            return;
+        };
+        op.counted[counted as usize].add(s);
+        if s.step {
+            return;
+        }
+        if let Some(&c) = self.class_of.get(s.label as usize) {
+            self.requests[c].fetch_add(1, Relaxed);
+            if s.error.is_some() {
+                self.failures[c].fetch_add(1, Relaxed);
+            }
+        }
+        self.lag_sum_us.fetch_add(s.lag_us, Relaxed);
+        self.lag_count.fetch_add(1, Relaxed);
+    }
+
+    pub fn set_round(&self, round: u32, phase: Phase) {
+        self.round.store(round, Relaxed);
+        self.phase.store(phase as u8, Relaxed);
+    }
+
+    pub fn set_phase(&self, phase: Phase) {
+        self.phase.store(phase as u8, Relaxed);
+    }
+
+    pub fn round(&self) -> u32 {
+        self.round.load(Relaxed)
+    }
+
+    pub fn phase(&self) -> Phase {
+        Phase::from_u8(self.phase.load(Relaxed))
+    }
+
+    pub fn active_users(&self) -> u64 {
+        self.users.load(Relaxed)
+    }
+
+    /// (sum of scheduling lag in µs, operations) so far.
+    pub fn lag(&self) -> (u64, u64) {
+        (self.lag_sum_us.load(Relaxed), self.lag_count.load(Relaxed))
+    }
+}
+
+/// The error class names, in the order [`TotalsSnapshot::failures`] holds them.
+pub fn error_names() -> [&'static str; 5] {
+    ErrorClass::ALL.map(ErrorClass::name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_latency_falls_in_the_first_bucket_whose_bound_it_does_not_exceed() {
+        assert_eq!(bucket_of(0), 0);
+        assert_eq!(bucket_of(100), 0, "le is inclusive");
+        assert_eq!(bucket_of(101), 1);
+        assert_eq!(bucket_of(60_000_000), BUCKETS_US.len() - 1);
+        assert_eq!(bucket_of(60_000_001), BUCKETS_US.len(), "+Inf only");
+        assert_eq!(bucket_of(u64::MAX), BUCKETS_US.len());
+    }
+
+    #[test]
+    fn error_classes_keep_their_index_order() {
+        for (i, c) in ErrorClass::ALL.iter().enumerate() {
+            assert_eq!(c.index(), i);
+        }
+    }
+}

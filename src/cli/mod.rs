@@ -278,6 +278,10 @@ pub struct RunArgs {
     /// or a last scrape [default: the dashboard until Ctrl-C, the metrics not at all].
     #[arg(long, alias = "dashboard-linger", value_name = "DURATION", value_parser = crate::workload::units::parse_duration)]
     pub linger: Option<std::time::Duration>,
+    /// Every column of every table, however wide the terminal (report.txt always has
+    /// them all).
+    #[arg(long)]
+    pub wide: bool,
     /// No progress lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -382,6 +386,10 @@ pub struct ReportArgs {
     pub run: PathBuf,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Every column of every table, however wide the terminal (report.txt always has
+    /// them all).
+    #[arg(long)]
+    pub wide: bool,
     /// Write the HTML page here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
@@ -407,6 +415,10 @@ pub struct MergeArgs {
     pub out: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Every column of every table, however wide the terminal (report.txt always has
+    /// them all).
+    #[arg(long)]
+    pub wide: bool,
 }
 
 #[derive(Debug, Args)]
@@ -636,6 +648,7 @@ impl From<RunArgs> for RunOptions {
             dashboard: a.dashboard,
             metrics: a.metrics,
             linger: a.linger,
+            wide: a.wide,
             monitor_process: a.monitor_process,
             monitor_prometheus: a.monitor_prometheus,
             order: a.order.map(|o| match o {
@@ -1120,7 +1133,7 @@ fn merge(a: MergeArgs) -> Exit {
             }
         }
     }
-    if let Err(e) = print_report(&r, a.format) {
+    if let Err(e) = print_report(&r, a.format, a.wide) {
         return e;
     }
     if let Some(dir) = &a.out
@@ -1132,9 +1145,12 @@ fn merge(a: MergeArgs) -> Exit {
 }
 
 /// A report on stdout, as a table or as JSON.
-fn print_report(r: &report::Report, format: Format) -> Result<(), Exit> {
+fn print_report(r: &report::Report, format: Format, wide: bool) -> Result<(), Exit> {
     match format {
-        Format::Table => print!("{}", report::table::render(r)),
+        Format::Table => print!(
+            "{}",
+            report::table::render_for(r, report::table::console_width(wide))
+        ),
         Format::Json => match report::to_json(r) {
             Ok(j) => println!("{j}"),
             Err(e) => return Err(Exit::Write.fail(e)),
@@ -1148,7 +1164,7 @@ fn show_report(a: ReportArgs) -> Exit {
         Ok(r) => r,
         Err(e) => return Exit::Usage.fail(e),
     };
-    if let Err(e) = print_report(&r, a.format) {
+    if let Err(e) = print_report(&r, a.format, a.wide) {
         return e;
     }
     let mut code = Exit::Ok;
@@ -1210,12 +1226,7 @@ fn run_names(reports: &[report::Report], files: &[PathBuf]) -> (Vec<String>, boo
     {
         Some(names) => (names, false),
         None => (
-            (0..files.len())
-                .map(|i| match u8::try_from(i).ok().filter(|i| *i < 26) {
-                    Some(i) => char::from(b'A' + i).to_string(),
-                    None => format!("R{}", i + 1),
-                })
-                .collect(),
+            (0..files.len()).map(report::compare::letter).collect(),
             true,
         ),
     }

@@ -136,7 +136,7 @@ pub fn throughput(r: &Report) -> String {
             op.timeline
                 .iter()
                 .enumerate()
-                .map(|(i, b)| (i as f64 + 0.5, b.successes as f64))
+                .map(|(i, b)| super::axis::per_second(round, i, b.successes))
                 .collect()
         })
         .unwrap_or_default()
@@ -339,11 +339,13 @@ pub fn server(r: &Report) -> Option<String> {
 }
 
 /// A chart of the rounds' per-second figures: one line per name, `pick` giving a second's
-/// value for it (`None` leaves the second out); `empty` when no line has a point.
+/// value for it (`None` leaves the second out), a count per second when `counts`; `empty`
+/// when no line has a point.
 fn per_second_chart(
     r: &Report,
     names: &[String],
     pick: impl Fn(&PerSecond, &str) -> Option<f64>,
+    counts: bool,
     (caption, unit): (&str, &str),
     empty: &str,
 ) -> String {
@@ -352,7 +354,12 @@ fn per_second_chart(
             .per_second
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| pick(s, name).map(|v| (i as f64 + 0.5, v)))
+            .filter_map(|(i, s)| {
+                // A count in a partly covered second is a rate over the part covered;
+                // a level (latency, users) is as read, drawn mid-part.
+                let (x, scale) = super::axis::per_second(round, i, 1);
+                pick(s, name).map(|v| (x, if counts { v * scale } else { v }))
+            })
             .collect()
     });
     if lines.iter().all(|(_, p)| p.is_empty()) {
@@ -368,6 +375,7 @@ pub fn latency_over_time(r: &Report) -> String {
         r,
         &["p50".into(), "p99".into()],
         |s, name| if name == "p50" { s.p50_ms } else { s.p99_ms },
+        false,
         (
             "latency over time (ms, all operations, by the second they started; rounds in sequence)",
             "ms",
@@ -390,6 +398,7 @@ pub fn errors_over_time(r: &Report) -> String {
         r,
         &names,
         |s, name| Some(s.errors.get(name).copied().unwrap_or(0) as f64),
+        true,
         (
             "failures over time by class (per second; rounds in sequence)",
             "failures/s",
@@ -411,6 +420,7 @@ pub fn concurrency(r: &Report) -> String {
                 s.users.map(|u| u as f64)
             }
         },
+        false,
         (
             "active users and operations in flight (per second; rounds in sequence)",
             "count",
@@ -696,11 +706,7 @@ pub fn compare_over_time(c: &Comparison, p99: bool) -> String {
     if lines.is_empty() {
         return "<p class=\"note\">no per-second figures in these reports</p>".into();
     }
-    let xmax = lines
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|(x, _)| *x))
-        .fold(1.0, f64::max)
-        + 0.5;
+    let xmax = c.over_time.iter().map(|t| t.length_s).fold(0.0, f64::max);
     let (caption, unit) = if p99 {
         (
             "p99 latency over time per run (ms, all operations; rounds in sequence)",

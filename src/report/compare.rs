@@ -46,25 +46,32 @@ pub struct Comparison {
 pub struct OverTime {
     pub successes: Vec<(f64, f64)>,
     pub p99_ms: Vec<(f64, f64)>,
+    /// The length of the run's time axis, seconds.
+    pub length_s: f64,
 }
 
 impl OverTime {
     fn of(r: &Report) -> OverTime {
         let names = ["successes".to_string(), "p99".to_string()];
-        let (mut lines, _, _) = super::axis::rounds_in_sequence(r, &names, |round, name| {
-            let mid = |i: usize| i as f64 + 0.5;
+        let (mut lines, _, length_s) = super::axis::rounds_in_sequence(r, &names, |round, name| {
+            let mid = |i: usize| super::axis::per_second(round, i, 0).0;
             if name == "p99" {
                 let p99 = round.per_second.iter().enumerate();
                 p99.filter_map(|(i, s)| s.p99_ms.map(|v| (mid(i), v)))
                     .collect()
             } else {
                 let t = round.total.timeline.iter().enumerate();
-                t.map(|(i, b)| (mid(i), b.successes as f64)).collect()
+                t.map(|(i, b)| super::axis::per_second(round, i, b.successes))
+                    .collect()
             }
         });
         let p99_ms = lines.pop().map(|(_, p)| p).unwrap_or_default();
         let successes = lines.pop().map(|(_, p)| p).unwrap_or_default();
-        OverTime { successes, p99_ms }
+        OverTime {
+            successes,
+            p99_ms,
+            length_s,
+        }
     }
 }
 
@@ -198,7 +205,7 @@ pub fn server_verdict(c: &ServerCell) -> String {
     match (c.ratio, c.p_value) {
         (None, _) => "baseline".into(),
         (Some(r), Some(p)) if p < ALPHA => format!("{r:.2}× significant ({})", p_text(p)),
-        (Some(r), Some(p)) => format!("{r:.2}× no significant difference (p={p:.2})"),
+        (Some(r), Some(p)) => format!("{r:.2}× not significant (p={p:.2})"),
         (Some(r), None) => format!("{r:.2}× (one round: not tested)"),
     }
 }
@@ -527,15 +534,33 @@ fn verdict(c: &Cell) -> String {
     match (c.ratio, c.significant, c.p_value) {
         (None, _, _) => "baseline".into(),
         (Some(r), Some(true), Some(p)) => format!("{r:.2}× significant ({})", p_text(p)),
-        (Some(r), Some(false), Some(p)) => format!("{r:.2}× no significant difference (p={p:.2})"),
+        (Some(r), Some(false), Some(p)) => format!("{r:.2}× not significant (p={p:.2})"),
         (Some(r), _, _) => format!("{r:.2}× (one round: not tested)"),
     }
 }
 
+/// A run name longer than this is lettered in the console table.
+const MAX_RUN_NAME: usize = 10;
+
+/// A, B, ..., Z, then R27, R28, ...
+pub fn letter(i: usize) -> String {
+    match u8::try_from(i).ok().filter(|i| *i < 26) {
+        Some(i) => char::from(b'A' + i).to_string(),
+        None => format!("R{}", i + 1),
+    }
+}
+
 /// Console table: one row per operation and run, so it stays as narrow with four runs as
-/// with two, and wraps to the terminal's width (120 columns when it has none).
+/// with two, and wraps to the terminal's width (100 columns when it has none).
 pub fn render_table(c: &Comparison) -> String {
     let width = terminal_width();
+    // Long names would wrap every cell of the run column and the "vs" header: the table
+    // says A, B, ... and the legend says who they are.
+    let lettered = c.runs.iter().any(|n| n.chars().count() > MAX_RUN_NAME);
+    let runs: Vec<String> = match lettered {
+        false => c.runs.clone(),
+        true => (0..c.runs.len()).map(letter).collect(),
+    };
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
@@ -546,7 +571,7 @@ pub fn render_table(c: &Comparison) -> String {
         "ops/s",
         "p50 ms",
         "p99 ms",
-        &format!("vs {}", c.runs[0]),
+        &format!("vs {}", runs[0]),
         "latency vs",
     ]);
     for row in &c.rows {
@@ -556,7 +581,7 @@ pub fn render_table(c: &Comparison) -> String {
             } else {
                 String::new()
             };
-            let mut cells = vec![op, c.runs[i].clone()];
+            let mut cells = vec![op, runs[i].clone()];
             match cell {
                 Some(x) => {
                     cells.push(rate(x));
@@ -575,10 +600,22 @@ pub fn render_table(c: &Comparison) -> String {
             col.set_cell_alignment(CellAlignment::Right);
         }
     }
+    // "p50 1.00× p99 1.00×" reads as well on two lines; the verdict beside it does not.
+    if width < 120
+        && let Some(col) = t.column_mut(6)
+    {
+        col.set_constraint(comfy_table::ColumnConstraint::UpperBoundary(
+            comfy_table::Width::Fixed(13),
+        ));
+    }
     let legend: Vec<String> = c
         .details
         .iter()
-        .map(|d| format!("  {}", d.legend()))
+        .enumerate()
+        .map(|(i, d)| match lettered {
+            false => format!("  {}", d.legend()),
+            true => format!("  {} = {}", runs[i], d.legend()),
+        })
         .collect();
     let warnings: String = c
         .warnings
@@ -601,14 +638,14 @@ pub fn render_table(c: &Comparison) -> String {
 }
 
 /// The width tables and prose are laid out to: `$COLUMNS` when the shell exports it (at
-/// least 40), else the terminal's, else 120.
+/// least 40), else the terminal's, else 100 (a file or a pipe is read in a terminal later).
 pub fn terminal_width() -> u16 {
     match std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.parse::<u16>().ok())
     {
         Some(w) => w.max(40),
-        None => Table::new().width().unwrap_or(120),
+        None => Table::new().width().unwrap_or(100),
     }
 }
 

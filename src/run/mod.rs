@@ -88,6 +88,8 @@ pub struct RunOptions {
     pub dashboard: Option<std::net::SocketAddr>,
     /// `--metrics`: serve the run's Prometheus page there.
     pub metrics: Option<std::net::SocketAddr>,
+    /// `--wide`: every column of the console tables.
+    pub wide: bool,
     /// `--linger`: how long both stay up after the run [default: the dashboard until a
     /// signal, the metrics page not at all].
     pub linger: Option<Duration>,
@@ -1072,13 +1074,17 @@ fn single_point(a: &RunOptions, p: &PointResult) -> (String, bool) {
             .collect::<Vec<_>>(),
     );
     let reps: Vec<Report> = p.reports.iter().map(|(_, r, _)| r.clone()).collect();
+    let width = report::table::console_width(a.wide);
     let text = match (a.format, reps.as_slice()) {
-        (StdoutFormat::Table, [one]) => report::table::render(one),
+        (StdoutFormat::Table, [one]) => report::table::render_for(one, width),
         (StdoutFormat::Json, [one]) => json_text(one),
         (StdoutFormat::Table, _) => {
             let mut s = String::new();
             for (n, r, _) in &p.reports {
-                s.push_str(&format!("== {n}\n{}\n", report::table::render(r)));
+                s.push_str(&format!(
+                    "== {n}\n{}\n",
+                    report::table::render_for(r, width)
+                ));
             }
             if let Ok(c) = compare::compare(&names, &reps, false) {
                 s.push_str(&compare::render_table(&c));

@@ -57,7 +57,7 @@ fn identical_runs_show_no_significant_difference() {
         assert_eq!(x.significant, Some(false), "{}", row.op);
     }
     let table = compare::render_table(&c);
-    assert!(table.contains("no significant difference"));
+    assert!(table.contains("not significant"), "{table}");
 }
 
 #[test]
@@ -464,4 +464,58 @@ fn latency_differences_are_tested_over_rounds_too() {
         assert_eq!(x.p50_ratio, Some(1.0), "{}", row.op);
         assert!(x.p50_p_value.is_none_or(|p| p >= 0.05), "{}: {x:?}", row.op);
     }
+}
+
+/// The console report keeps to the terminal's width: at 100 and 80 columns no line is
+/// wider, the essential columns stay, and the line under the table names what went;
+/// `--wide` has every column, as report.txt does.
+#[test]
+fn the_report_fits_the_terminal_and_wide_has_every_column() {
+    let run = |columns: &str, wide: bool| {
+        let mut args = vec!["report", "reports/example/run.json"];
+        if wide {
+            args.push("--wide");
+        }
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_loadmix"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(&args)
+            .env("COLUMNS", columns)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    for columns in [100, 80] {
+        let out = run(&columns.to_string(), false);
+        for line in out.lines() {
+            assert!(
+                line.chars().count() <= columns,
+                "{} wide at {columns}: {line}",
+                line.chars().count()
+            );
+        }
+        for essential in [
+            "operation",
+            "requests",
+            "failed",
+            "ops/s",
+            "p50",
+            "p95",
+            "p99",
+        ] {
+            assert!(out.contains(essential), "{essential} at {columns}:\n{out}");
+        }
+        assert!(out.contains("received left out to fit"), "{out}");
+        assert!(out.contains("morse.sync_no_change"), "{out}");
+    }
+    let wide = run("80", true);
+    assert!(
+        wide.contains("┆ received │") && !wide.contains("left out"),
+        "{wide}"
+    );
+    let file = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/example/report.txt"),
+    )
+    .unwrap();
+    assert_eq!(wide, file, "report.txt is the wide report");
 }

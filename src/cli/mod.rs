@@ -66,6 +66,24 @@ pub enum Command {
     /// as a first log: mix, transitions, session lengths and durations, think times, rates,
     /// burstiness (exit 1 if not).
     Fidelity(FidelityArgs),
+    /// Print shell completions: `loadmix completions bash > /etc/bash_completion.d/loadmix`.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), or write one page per command into --out DIR.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write loadmix.1 and loadmix-COMMAND.1 here instead of loadmix.1 on stdout.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -588,6 +606,48 @@ pub async fn dispatch(cli: Cli) -> Exit {
         Command::Cert(a) => cert(a),
         Command::Infer(a) => infer(a),
         Command::Fidelity(a) => fidelity(a),
+        Command::Completions(a) => completions(a),
+        Command::Man(a) => man(a),
+    }
+}
+
+/// Completions from the command definitions themselves, so they cannot drift from them.
+fn completions(a: CompletionsArgs) -> Exit {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    // Into memory first: clap_complete panics on a failed write, a closed pipe included.
+    let mut text = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "loadmix", &mut text);
+    to_stdout(&text)
+}
+
+/// Bytes on stdout; a reader that closed the pipe early (`| head`) is not an error.
+fn to_stdout(bytes: &[u8]) -> Exit {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(bytes) {
+        Ok(()) => Exit::Ok,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Ok,
+        Err(e) => Exit::Write.fail(format!("stdout: {e}")),
+    }
+}
+
+/// The man pages, from the same definitions as `--help`.
+fn man(a: ManArgs) -> Exit {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    match &a.out {
+        Some(dir) => {
+            match std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(cmd, dir)) {
+                Ok(()) => Exit::Ok,
+                Err(e) => Exit::Write.fail(format!("man pages into {}: {e}", dir.display())),
+            }
+        }
+        None => {
+            let mut page = Vec::new();
+            // Writing into memory cannot fail.
+            let _ = clap_mangen::Man::new(cmd).render(&mut page);
+            to_stdout(&page)
+        }
     }
 }
 

@@ -77,3 +77,43 @@ fn validate_says_when_run_would_refuse_the_workload_for_memory() {
     assert!(err.contains("available"), "{err}");
     refused(&[&["run"][..], &args].concat(), "available");
 }
+
+/// Completions and man pages come from the command definitions: every command and flag
+/// is in them, the bash script parses, and a page is written per command.
+#[test]
+fn completions_and_man_pages_name_every_command() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = loadmix_bin(&["completions", shell]);
+        assert!(
+            o.status.success(),
+            "{shell}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = String::from_utf8(o.stdout).unwrap();
+        for word in ["run", "infer", "fidelity", "dashboard", "linger", "wide"] {
+            assert!(text.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+    let tmp = tempdir();
+    let script = tmp.path().join("loadmix.bash");
+    std::fs::write(&script, loadmix_bin(&["completions", "bash"]).stdout).unwrap();
+    let syntax = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        syntax.status.success(),
+        "{}",
+        String::from_utf8_lossy(&syntax.stderr)
+    );
+    let page = loadmix_bin(&["man"]);
+    let page = String::from_utf8(page.stdout).unwrap();
+    assert!(page.starts_with(".ie") && page.contains(".SH NAME") && page.contains("fidelity"));
+    let dir = tmp.path().join("man");
+    let o = loadmix_bin(&["man", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = std::fs::read_to_string(dir.join("loadmix-run.1")).unwrap();
+    assert!(run.contains("dashboard") && run.contains("linger"), "{run}");
+    assert!(dir.join("loadmix-infer.1").is_file());
+}

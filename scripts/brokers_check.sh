@@ -469,6 +469,18 @@ words = [a for o in r["summary"]["ops"] for a in o.get("answers", []) if a.get("
 assert words and "PRECONDITION_FAILED" in words[0].get("reason", ""), r["summary"]["ops"]
 print("   a queue of another type: amqp close 406", words[0]["reason"][:60], "...", "x", words[0]["count"])
 PY
+# `loadmix new` against RabbitMQ: the starter it writes (producers with confirms,
+# consumers) runs there with no failure.
+"$BIN" new --target "amqp://127.0.0.1:$AMQP_PORT" --quiet -o "$WORK/starter-amqp.yaml"
+"$BIN" run "$WORK/starter-amqp.yaml" --duration 3s --rounds 1 --quiet --out "$WORK/starter-amqp" >/dev/null
+python3 - "$WORK/starter-amqp/run.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = r["summary"]["total"]
+ops = {o["op"]: o["successes"] for o in r["summary"]["ops"]}
+assert t["failures"] == 0 and ops.get("producer.publish") and ops.get("consumer.consume"), (t, r["failures"][:3])
+print(f"   loadmix new against RabbitMQ: the starter ran {t['requests']} operations, 0 failed")
+PY
 set +e
 LOADMIX_PASSWORD=wrong "$BIN" run fixtures/workloads/broker-check-amqp.yaml \
     --target "amqp://127.0.0.1:$AMQP_PORT" --user nobody --quiet --out "$WORK/amqp-refused" >/dev/null 2>"$WORK/amqp-refused.err"

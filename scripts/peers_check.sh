@@ -114,3 +114,18 @@ if problems:
 print(f"{peer}: {total['requests']} requests, 0 failures, sessions (started, ended) {sessions}")
 PY
 done
+
+# `loadmix new` against Radicale: it finds CalDAV (and not Cosmo's protocols), and the
+# starter it writes runs there with no failure.
+echo "== loadmix new against radicale"
+"$BIN" new --target "http://127.0.0.1:$RPORT" --user loadmix --quiet -o "$WORK/starter-radicale.yaml"
+grep -q "class: caldav" "$WORK/starter-radicale.yaml" || { cat "$WORK/starter-radicale.yaml"; echo "no CalDAV class"; exit 1; }
+"$BIN" run "$WORK/starter-radicale.yaml" --user loadmix --duration 4s --rounds 1 --quiet \
+    --out "$WORK/starter-radicale" >/dev/null
+python3 - "$WORK/starter-radicale/run.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = r["summary"]["total"]
+assert t["failures"] == 0 and t["requests"] > 0, (t, r["failures"][:3])
+print(f"radicale: the starter of loadmix new ran {t['requests']} operations, 0 failed")
+PY

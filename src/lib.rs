@@ -34,6 +34,7 @@ mod report;
 mod run;
 mod secrets;
 mod server;
+mod starter;
 mod transport;
 mod workload;
 

@@ -66,10 +66,36 @@ pub enum Command {
     /// as a first log: mix, transitions, session lengths and durations, think times, rates,
     /// burstiness (exit 1 if not).
     Fidelity(FidelityArgs),
+    /// Probe a target (CalDAV, Cosmo's Morse Code and Atom, a plain GET, STOMP or AMQP),
+    /// trying each protocol briefly, and write a commented starter workload of those that
+    /// worked.
+    New(NewArgs),
     /// Print shell completions: `loadmix completions bash > /etc/bash_completion.d/loadmix`.
     Completions(CompletionsArgs),
     /// Print the man page (roff), or write one page per command into --out DIR.
     Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// The server: http(s)://HOST[:PORT][/PATH], stomp://HOST:PORT, amqp(s)://HOST:PORT,
+    /// or embedded.
+    #[arg(long, value_name = "URL")]
+    pub target: String,
+    /// Try only this protocol (caldav, morse, atom, http, stomp, amqp; repeatable).
+    #[arg(long = "protocol", value_name = "NAME")]
+    pub protocols: Vec<String>,
+    /// An existing account every user shares; its password from $LOADMIX_PASSWORD.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// The workload file to write (never overwritten).
+    #[arg(short, long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Only errors on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -606,8 +632,38 @@ pub async fn dispatch(cli: Cli) -> Exit {
         Command::Cert(a) => cert(a),
         Command::Infer(a) => infer(a),
         Command::Fidelity(a) => fidelity(a),
+        Command::New(a) => new_workload(a).await,
         Command::Completions(a) => completions(a),
         Command::Man(a) => man(a),
+    }
+}
+
+async fn new_workload(a: NewArgs) -> Exit {
+    let out = a.out.clone();
+    let quiet = a.quiet;
+    let o = crate::starter::NewOptions {
+        target: a.target,
+        protocols: a.protocols,
+        user: a.user,
+        out: a.out,
+        tls: a.tls.into(),
+        quiet: a.quiet,
+    };
+    match crate::starter::new(o).await {
+        Ok(kept) => {
+            if !quiet {
+                eprintln!(
+                    "wrote {} ({}); run it with: loadmix run {}",
+                    out.display(),
+                    kept.join(", "),
+                    out.display()
+                );
+            }
+            Exit::Ok
+        }
+        Err(e @ crate::starter::NewError::Write(_)) => Exit::Write.fail(e),
+        Err(e @ crate::starter::NewError::Usage(_)) => Exit::Usage.fail(e),
+        Err(e @ crate::starter::NewError::Nothing { .. }) => Exit::Unreachable.fail(e),
     }
 }
 
@@ -716,12 +772,18 @@ impl From<RunArgs> for RunOptions {
                 OrderArg::Balanced => crate::run::Order::Balanced,
                 OrderArg::Shuffle => crate::run::Order::Shuffle,
             }),
-            tls: TlsOptions {
-                ca_cert: a.tls.ca_cert,
-                client_cert: a.tls.client_cert,
-                client_key: a.tls.client_key,
-                insecure: a.tls.insecure,
-            },
+            tls: a.tls.into(),
+        }
+    }
+}
+
+impl From<TlsArgs> for TlsOptions {
+    fn from(t: TlsArgs) -> TlsOptions {
+        TlsOptions {
+            ca_cert: t.ca_cert,
+            client_cert: t.client_cert,
+            client_key: t.client_key,
+            insecure: t.insecure,
         }
     }
 }

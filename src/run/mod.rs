@@ -41,6 +41,8 @@ pub enum StdoutFormat {
     #[default]
     Table,
     Json,
+    /// Nothing on stdout, the files only (the trial runs of `loadmix new`).
+    Nothing,
 }
 
 /// Everything `loadmix run` needs, as plain data.
@@ -1053,6 +1055,7 @@ fn emit(
             match a.format {
                 StdoutFormat::Table => s.table(),
                 StdoutFormat::Json => json_text(&s),
+                StdoutFormat::Nothing => String::new(),
             }
         }
     };
@@ -1076,6 +1079,7 @@ fn single_point(a: &RunOptions, p: &PointResult) -> (String, bool) {
     let reps: Vec<Report> = p.reports.iter().map(|(_, r, _)| r.clone()).collect();
     let width = report::table::console_width(a.wide);
     let text = match (a.format, reps.as_slice()) {
+        (StdoutFormat::Nothing, _) => String::new(),
         (StdoutFormat::Table, [one]) => report::table::render_for(one, width),
         (StdoutFormat::Json, [one]) => json_text(one),
         (StdoutFormat::Table, _) => {

@@ -696,6 +696,9 @@ async fn set_up_users(
             });
         }
     }
+    if let Some(l) = &cfg.live {
+        l.setup_begins(setups.len() as u64);
+    }
     let mut ready = Vec::new();
     let mut out = VuOutput::default();
     let mut setup_failures = 0u64;
@@ -714,6 +717,9 @@ async fn set_up_users(
                 break;
             }
         };
+        if let Some(l) = &cfg.live {
+            l.setup_one();
+        }
         if let Ok((ci, vu, driver, conn, res, tally)) = res {
             add_tally(&mut out.setup, tally);
             if let Err(detail) = res {

@@ -44,6 +44,8 @@ struct LaneSnapshot {
     warmup_s: f64,
     phase: Phase,
     users: u64,
+    /// Users of the round's set-up ready, and to set up.
+    setup: (u64, u64),
     lag_sum_us: u64,
     lag_count: u64,
     ops: Vec<OpSnapshot>,
@@ -74,6 +76,7 @@ pub fn snapshot_json(b: &Board) -> String {
                 warmup_s: l.warmup_s,
                 phase: l.live.phase(),
                 users: l.live.active_users(),
+                setup: l.live.setup(),
                 lag_sum_us,
                 lag_count,
                 ops: l

@@ -158,6 +158,9 @@ pub struct Live {
     /// The round under way (from 1; warm-up rounds are numbered after the measured ones).
     round: AtomicU32,
     phase: AtomicU8,
+    /// Users of the round being set up (accounts, discovery), and of those, how many are.
+    setup_total: AtomicU64,
+    setup_done: AtomicU64,
     /// Scheduling lag of every operation (not steps): sum in µs and count.
     lag_sum_us: AtomicU64,
     lag_count: AtomicU64,
@@ -181,6 +184,8 @@ impl Live {
             users: Arc::new(AtomicU64::new(0)),
             round: AtomicU32::new(0),
             phase: AtomicU8::new(Phase::Setup as u8),
+            setup_total: AtomicU64::new(0),
+            setup_done: AtomicU64::new(0),
             lag_sum_us: AtomicU64::new(0),
             lag_count: AtomicU64::new(0),
         }
@@ -221,6 +226,25 @@ impl Live {
 
     pub fn set_phase(&self, phase: Phase) {
         self.phase.store(phase as u8, Relaxed);
+    }
+
+    /// A round's set-up begins: `users` to set up.
+    pub fn setup_begins(&self, users: u64) {
+        self.setup_total.store(users, Relaxed);
+        self.setup_done.store(0, Relaxed);
+    }
+
+    /// One more user of the round's set-up is ready (or failed its set-up).
+    pub fn setup_one(&self) {
+        self.setup_done.fetch_add(1, Relaxed);
+    }
+
+    /// (users set up, users to set up) of the round's set-up.
+    pub fn setup(&self) -> (u64, u64) {
+        (
+            self.setup_done.load(Relaxed),
+            self.setup_total.load(Relaxed),
+        )
     }
 
     pub fn round(&self) -> u32 {

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use crate::engine::RoundResult;
 use crate::metrics::Live;
+use crate::metrics::live::Phase;
 
 /// Progress on a terminal: a spinner line with the current target, round, rate and errors,
 /// and round summaries printed above it without tearing it. Nothing when stderr is not a
@@ -76,6 +77,20 @@ impl Progress {
         let Some(bar) = &self.bar else { return };
         let Ok(c) = self.current.lock() else { return };
         let Some(c) = c.as_ref() else { return };
+        // Set-up and cleanup take no operations: what they are doing is said instead.
+        match c.live.phase() {
+            Phase::Setup => {
+                let (done, of) = c.live.setup();
+                return bar.set_message(format!(
+                    "{} · setting up users (accounts, discovery): {done} of {of}",
+                    c.label
+                ));
+            }
+            Phase::Cleanup => {
+                return bar.set_message(format!("{} · cleaning up what the round made", c.label));
+            }
+            _ => {}
+        }
         let now = c.live.totals();
         let secs = c.started.elapsed().as_secs_f64().max(0.001);
         let (mut req, mut fail) = (0, 0);

@@ -9,7 +9,7 @@
 # (caldav, radicale, xandikos, kubernetes-validate) are installed in venvs under .tools/
 # (git-ignored); Debian's nginx, libnginx-mod-http-dav-ext, apache2, davical, postgresql,
 # libapache2-mod-php, prometheus-postgres-exporter, tomcat10, activemq, rabbitmq-server,
-# prometheus and chromium, and npm's playwright-core, when missing. CI runs exactly this (.ci/run).
+# prometheus and chromium, npm's playwright-core, and crates.io's mdbook, when missing. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +41,9 @@ scripts/html_check.sh
 
 echo "== watching a run live: a real Prometheus scrapes --metrics, --dashboard in headless Chromium"
 scripts/live_check.sh
+
+echo "== the book (docs/): mdBook builds it"
+scripts/docs_check.sh
 
 echo "== Kubernetes manifests: schemas, and the Jobs' commands run locally and merged"
 scripts/k8s_check.sh

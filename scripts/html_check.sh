@@ -23,7 +23,7 @@ cp "$OUT/pair/compare.html" "$OUT/compare.html"
 cp "$OUT/sweep/sweep.html" "$OUT/sweep.html"
 cp scripts/html_check.mjs "$NODE_DIR/html_check.mjs"
 node "$NODE_DIR/html_check.mjs" \
-    "$OUT/example.html:throughput,latency-over-time,concurrency,errors-over-time,latency,spectrum,rounds,errors" \
-    "$OUT/memory.html:throughput,latency-over-time,concurrency,errors-over-time,latency,spectrum,rounds,errors" \
-    "$OUT/compare.html:compare-throughput,compare-throughput-over-time,compare-p99-over-time" \
+    "$OUT/example.html:throughput,latency-over-time,latency-heat,concurrency,errors-over-time,latency,spectrum,rounds,errors" \
+    "$OUT/memory.html:throughput,latency-over-time,latency-heat,concurrency,errors-over-time,latency,spectrum,rounds,errors" \
+    "$OUT/compare.html:compare-throughput,compare-throughput-over-time,compare-p99-over-time,compare-spectrum-1,compare-spectrum-2,compare-spectrum-3" \
     "$OUT/sweep.html:sweep-throughput,sweep-p99"

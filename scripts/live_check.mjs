@@ -42,6 +42,7 @@ for (const c of ["throughput", "latency", "failures", "users"]) {
   const n = await page.locator(`figure[data-chart="${c}"] svg polyline`).count();
   if (n < 1) problems.push(`chart ${c}: nothing drawn`);
 }
+if ((await page.locator('figure[data-chart="heat"] svg rect').count()) < 1) problems.push("heat map: no cell drawn");
 let s;
 while (!(s = await state()).finished && !s.gone) await page.waitForTimeout(250);
 if (!s.finished) problems.push("the page lost the run before it said the run was over");

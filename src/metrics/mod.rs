@@ -387,7 +387,18 @@ pub struct Second {
     /// Time operations spent in flight within this second (µs): divided by a second, the
     /// mean number of operations in flight.
     pub busy_us: u64,
+    /// The successes that started in this second by latency, in the buckets of
+    /// [`HEAT_BOUNDS_US`] (the last holds those above every bound): a heat map's column.
+    pub heat: [u32; HEAT_BUCKETS],
 }
+
+/// Upper bounds of a heat map's latency rows, µs: 1, 2 and 5 of every decade from 10 µs to
+/// 50 s, fine enough to show two modes a factor of 2 apart, coarse enough for a chart.
+pub const HEAT_BOUNDS_US: [u64; 21] = [
+    10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000,
+    500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000, 20_000_000, 50_000_000,
+];
+pub const HEAT_BUCKETS: usize = HEAT_BOUNDS_US.len() + 1;
 
 /// Precision of the per-second histograms: enough for a chart, small enough (13 KiB) to
 /// keep a few minutes of seconds open at once.
@@ -475,6 +486,7 @@ impl Seconds {
             let second = self.at(sec);
             second.p50_us = Some(h.value_at_quantile(0.5));
             second.p99_us = Some(h.value_at_quantile(0.99));
+            second.heat = heat_of(&h);
         }
         self.closed_below = self.closed_below.max(sec + 1);
     }
@@ -486,6 +498,18 @@ impl Seconds {
         }
         (self.done, self.late)
     }
+}
+
+/// A second's histogram as counts per heat map row. HdrHistogram's buckets are finer than
+/// the rows, so each of its values is counted in the row its value falls in.
+fn heat_of(h: &Histogram<u32>) -> [u32; HEAT_BUCKETS] {
+    let mut rows = [0u32; HEAT_BUCKETS];
+    for v in h.iter_recorded() {
+        let row = HEAT_BOUNDS_US.partition_point(|&b| b < v.value_iterated_to());
+        let n = v.count_at_value();
+        rows[row] = rows[row].saturating_add(n);
+    }
+    rows
 }
 
 /// Start a round's aggregator. Returns the sender VUs' recorders are built from, and the

@@ -215,57 +215,64 @@ pub fn latency(r: &Report) -> String {
 /// 1/(1−q) (log), so the median, the 99th and the 99.99th percentile each get room. One
 /// line per operation (the six busiest) and the total, from the merged histograms.
 pub fn spectrum(r: &Report) -> String {
-    let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     let ops = busiest(&r.summary.ops, 6);
-    for o in ops.into_iter().chain(std::iter::once(&r.summary.total)) {
-        let Some(h) = super::model::decode_histogram(&o.histogram) else {
-            continue;
-        };
-        if h.is_empty() {
-            continue;
-        }
-        // Quantiles up to what the sample count can support.
-        let max_q = 1.0 - 1.0 / h.len().max(2) as f64;
-        let pts: Vec<(f64, f64)> = SPECTRUM_QUANTILES
-            .iter()
-            .copied()
-            .filter(|q| *q <= max_q)
-            .map(|q| {
-                (
-                    1.0 / (1.0 - q),
-                    (h.value_at_quantile(q) as f64 / 1000.0).max(0.001),
-                )
-            })
-            .collect();
-        if !pts.is_empty() {
-            lines.push((o.op.clone(), pts));
-        }
-    }
+    let lines: Vec<ColoredLine> = ops
+        .into_iter()
+        .chain(std::iter::once(&r.summary.total))
+        .enumerate()
+        .filter_map(|(i, o)| {
+            let c = if o.op == "total" { BLACK } else { color(i) };
+            spectrum_points(&o.histogram).map(|pts| (o.op.clone(), pts, c))
+        })
+        .collect();
     if lines.is_empty() {
         return "<p class=\"note\">no successful operation: no latency spectrum</p>".into();
     }
+    spectrum_chart(
+        "latency by percentile (ms, log; x: 1/(1−q): 2 = p50, 100 = p99, 10,000 = p99.99)",
+        &lines,
+    )
+}
+
+/// A named line with its colour.
+type ColoredLine = (String, Vec<(f64, f64)>, RGBColor);
+
+/// An encoded histogram's latency (ms) at each spectrum quantile its count supports, as
+/// (1/(1−q), ms); `None` when it holds no success.
+fn spectrum_points(encoded: &str) -> Option<Vec<(f64, f64)>> {
+    let h = super::model::decode_histogram(encoded)?;
+    if h.is_empty() {
+        return None;
+    }
+    // Quantiles up to what the sample count can support.
+    let max_q = 1.0 - 1.0 / h.len().max(2) as f64;
+    let pts: Vec<(f64, f64)> = SPECTRUM_QUANTILES
+        .iter()
+        .copied()
+        .filter(|q| *q <= max_q)
+        .map(|q| {
+            (
+                1.0 / (1.0 - q),
+                (h.value_at_quantile(q) as f64 / 1000.0).max(0.001),
+            )
+        })
+        .collect();
+    (!pts.is_empty()).then_some(pts)
+}
+
+/// Lines of latency against 1/(1−q), both axes logarithmic.
+fn spectrum_chart(caption: &str, lines: &[ColoredLine]) -> String {
+    let ys = || lines.iter().flat_map(|(_, p, _)| p.iter().map(|(_, y)| *y));
     let xmax = lines
         .iter()
-        .flat_map(|(_, p)| p.iter().map(|(x, _)| *x))
+        .flat_map(|(_, p, _)| p.iter().map(|(x, _)| *x))
         .fold(10.0, f64::max);
-    let ymax = lines
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
-        .fold(0.01, f64::max)
-        * 2.0;
-    let ymin = lines
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
-        .fold(f64::MAX, f64::min)
-        .clamp(0.001, 1.0)
-        / 2.0;
+    let ymax = ys().fold(0.01, f64::max) * 2.0;
+    let ymin = ys().fold(f64::MAX, f64::min).clamp(0.001, 1.0) / 2.0;
     svg(|root| {
         root.fill(&WHITE)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "latency by percentile (ms, log; x: 1/(1−q): 2 = p50, 100 = p99, 10,000 = p99.99)",
-                ("sans-serif", 15),
-            )
+            .caption(caption, ("sans-serif", 15))
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(55)
@@ -276,8 +283,8 @@ pub fn spectrum(r: &Report) -> String {
             .y_desc("ms")
             .x_label_formatter(&|x| percentile_label(*x))
             .draw()?;
-        for (i, (name, pts)) in lines.iter().enumerate() {
-            let c = if name == "total" { BLACK } else { color(i) };
+        for (name, pts, c) in lines {
+            let c = *c;
             chart
                 .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
                 .label(name.clone())
@@ -289,6 +296,43 @@ pub fn spectrum(r: &Report) -> String {
         root.present()?;
         Ok(())
     })
+}
+
+/// Per operation (the total and the busiest three), every run's latency by percentile on
+/// one chart: where two runs part (at p50, or only past p99) shows, as bars cannot.
+pub fn compare_spectra(c: &Comparison) -> Vec<(String, String)> {
+    let mut rows: Vec<&super::compare::Row> = c.rows.iter().filter(|r| r.op != "total").collect();
+    let requests = |r: &super::compare::Row| {
+        r.cells
+            .first()
+            .and_then(|x| x.as_ref())
+            .map_or(0.0, |x| x.ops_per_sec)
+    };
+    rows.sort_by(|a, b| requests(b).total_cmp(&requests(a)));
+    rows.truncate(3);
+    let total = c.rows.iter().filter(|r| r.op == "total");
+    total
+        .chain(rows)
+        .filter_map(|row| {
+            let lines: Vec<ColoredLine> = row
+                .cells
+                .iter()
+                .zip(&c.runs)
+                .enumerate()
+                .filter_map(|(i, (cell, run))| {
+                    let pts = spectrum_points(&cell.as_ref()?.histogram)?;
+                    Some((run.clone(), pts, if i == 0 { BLACK } else { color(i) }))
+                })
+                .collect();
+            (lines.len() > 1).then(|| {
+                let caption = format!(
+                    "{}: latency by percentile per run (ms, log; 2 = p50, 100 = p99)",
+                    row.op
+                );
+                (row.op.clone(), spectrum_chart(&caption, &lines))
+            })
+        })
+        .collect()
 }
 
 /// Quantiles drawn in the spectrum: dense where the tail bends.
@@ -405,6 +449,101 @@ pub fn errors_over_time(r: &Report) -> String {
         ),
         "no failures over time: nothing failed",
     )
+}
+
+/// Latency over time as a heat map: a column per second of the run (rounds in sequence),
+/// a row per latency band of `metrics::HEAT_BOUNDS_US` on a log scale, each cell as dark as
+/// the share of that second's successes in that band. Two modes (a cache and a disk, a
+/// collector's pauses) show as two bands, where percentiles would average them away.
+pub fn latency_heat(r: &Report) -> String {
+    use crate::metrics::HEAT_BOUNDS_US;
+    // Cells: (x from, x to, row, share of its second).
+    let mut cells: Vec<(f64, f64, usize, f64)> = Vec::new();
+    let mut bands = Vec::new();
+    let mut offset = 0.0;
+    for round in &r.rounds {
+        let len = super::axis::length(round);
+        bands.push((offset, offset + round.warmup_s.min(len), offset + len));
+        for (i, s) in round.per_second.iter().enumerate() {
+            let n: u64 = s.latency_heat.iter().map(|&c| u64::from(c)).sum();
+            if n == 0 {
+                continue;
+            }
+            let x0 = offset + i as f64;
+            let x1 = offset + (i as f64 + 1.0).min(len.max(i as f64 + 0.001));
+            for (row, &c) in s.latency_heat.iter().enumerate().filter(|(_, c)| **c > 0) {
+                cells.push((x0, x1, row, f64::from(c) / n as f64));
+            }
+        }
+        offset += len;
+    }
+    if cells.is_empty() {
+        return "<p class=\"note\" data-empty=\"1\">no per-second latency bands in this report</p>"
+            .into();
+    }
+    let rows = HEAT_BOUNDS_US.len() + 1;
+    let (lo, hi) = cells
+        .iter()
+        .fold((rows, 0), |(lo, hi), c| (lo.min(c.2), hi.max(c.2)));
+    let xmax = if offset > 0.0 { offset } else { 1.0 };
+    let label = |row: usize| match row {
+        r if r < HEAT_BOUNDS_US.len() => ms_label(HEAT_BOUNDS_US[r]),
+        _ => format!("> {}", ms_label(HEAT_BOUNDS_US[HEAT_BOUNDS_US.len() - 1])),
+    };
+    svg(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "latency heat map (share of each second's successes per latency band; rounds in sequence)",
+                ("sans-serif", 15),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..xmax, (lo as f64)..(hi as f64 + 1.0))?;
+        chart
+            .configure_mesh()
+            .x_desc("seconds")
+            .y_desc("latency up to")
+            .y_labels(hi - lo + 2)
+            .y_label_formatter(&|y| {
+                // A row's label sits at its upper edge.
+                match (y.fract().abs() < 1e-9, *y as usize) {
+                    (true, r) if r > 0 => label(r - 1),
+                    _ => String::new(),
+                }
+            })
+            .light_line_style(WHITE.mix(0.0))
+            .draw()?;
+        chart.draw_series(cells.iter().map(|&(x0, x1, row, share)| {
+            // White to dark blue, by share: a band with a tenth of the second is clearly
+            // there, one with all of it is darkest.
+            let t = share.sqrt();
+            let c = RGBColor(
+                (255.0 - 215.0 * t) as u8,
+                (255.0 - 165.0 * t) as u8,
+                (255.0 - 75.0 * t) as u8,
+            );
+            Rectangle::new([(x0, row as f64), (x1, row as f64 + 1.0)], c.filled())
+        }))?;
+        for (_, _, end) in &bands {
+            chart.draw_series(std::iter::once(PathElement::new(
+                vec![(*end, lo as f64), (*end, hi as f64 + 1.0)],
+                BLACK.mix(0.3),
+            )))?;
+        }
+        root.present()?;
+        Ok(())
+    })
+}
+
+/// A latency bound in µs as a label in ms: "0.01 ms", "2 ms", "5000 ms".
+fn ms_label(us: u64) -> String {
+    let ms = us as f64 / 1000.0;
+    match ms {
+        m if m < 1.0 => format!("{m} ms"),
+        m => format!("{m:.0} ms"),
+    }
 }
 
 /// Active users (at each second's end) and operations in flight (the second's mean) over
@@ -727,6 +866,7 @@ pub fn scaling(
     y_desc: &str,
     xs: &[String],
     lines: &[(String, Vec<Option<f64>>)],
+    mark_knee: bool,
 ) -> String {
     let n = xs.len().max(1) as f64;
     let ymax = lines
@@ -770,6 +910,18 @@ pub fn scaling(
                     PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2))
                 });
             chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, col.filled())))?;
+            let knee = mark_knee
+                .then(|| super::stats::sweep_knee(xs, vals))
+                .flatten();
+            if let Some(k) = knee.and_then(|k| vals[k].map(|v| (k, v))) {
+                let at = (k.0 as f64, k.1);
+                chart.draw_series(std::iter::once(Circle::new(at, 9, col.stroke_width(2))))?;
+                chart.draw_series(std::iter::once(Text::new(
+                    format!("knee: {}", xs.get(k.0).map_or("", String::as_str)),
+                    (at.0, at.1 * 0.9),
+                    ("sans-serif", 12),
+                )))?;
+            }
         }
         legend(&mut chart)?;
         root.present()?;

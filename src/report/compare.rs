@@ -292,6 +292,10 @@ pub struct Cell {
     /// Welch's p-value over the rounds' p99s (`p99_ratio` is the ratio).
     #[serde(default)]
     pub p99_p_value: Option<f64>,
+    /// The operation's merged histogram, encoded as in the report, for the percentile
+    /// overlay; not in compare.json, whose reader has the reports.
+    #[serde(skip)]
+    pub histogram: String,
 }
 
 /// Each round's (p50, p99) of one operation, in ms, for the rounds it succeeded in.
@@ -391,6 +395,7 @@ fn cell(
             .map(|b| o.latency_ms.p50 / b.latency_ms.p50),
         p50_p_value: base.and_then(|_| welch_p(&base_rounds.0, &rounds.0)),
         p99_p_value: base.and_then(|_| welch_p(&base_rounds.1, &rounds.1)),
+        histogram: o.histogram.clone(),
     }
 }
 
@@ -553,10 +558,18 @@ pub fn letter(i: usize) -> String {
 /// Console table: one row per operation and run, so it stays as narrow with four runs as
 /// with two, and wraps to the terminal's width (100 columns when it has none).
 pub fn render_table(c: &Comparison) -> String {
-    let width = terminal_width();
+    render_table_at(c, terminal_width())
+}
+
+/// The width files are laid out to: wide enough that no cell wraps, as a file is read in
+/// an editor or grepped, not in this terminal.
+pub const FILE_WIDTH: u16 = 400;
+
+/// The console table laid out to `width` columns.
+pub fn render_table_at(c: &Comparison, width: u16) -> String {
     // Long names would wrap every cell of the run column and the "vs" header: the table
     // says A, B, ... and the legend says who they are.
-    let lettered = c.runs.iter().any(|n| n.chars().count() > MAX_RUN_NAME);
+    let lettered = width < 160 && c.runs.iter().any(|n| n.chars().count() > MAX_RUN_NAME);
     let runs: Vec<String> = match lettered {
         false => c.runs.clone(),
         true => (0..c.runs.len()).map(letter).collect(),
@@ -632,7 +645,7 @@ pub fn render_table(c: &Comparison) -> String {
             width.into(),
             "  "
         ),
-        server_table(c),
+        server_table(c, width),
         wrap(&format!("method: {}", c.method), width.into(), "  ")
     )
 }
@@ -672,14 +685,14 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> String {
 }
 
 /// The server's cost per run, one row per measure and run, tested like ops/s.
-fn server_table(c: &Comparison) -> String {
+fn server_table(c: &Comparison, width: u16) -> String {
     if c.server.is_empty() {
         return String::new();
     }
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(terminal_width());
+        .set_width(width);
     t.set_header(vec![
         "server".to_string(),
         "run".to_string(),

@@ -356,6 +356,7 @@ fn charts_section(b: &mut String, r: &Report) {
     b.push_str("<h2>Charts</h2>");
     b.push_str(&figure("throughput", charts::throughput(r)));
     b.push_str(&figure("latency-over-time", charts::latency_over_time(r)));
+    b.push_str(&figure("latency-heat", charts::latency_heat(r)));
     b.push_str(&figure("concurrency", charts::concurrency(r)));
     b.push_str(&figure("errors-over-time", charts::errors_over_time(r)));
     if let Some(svg) = charts::server(r) {
@@ -496,6 +497,9 @@ pub fn comparison(c: &Comparison) -> String {
         "compare-p99-over-time",
         charts::compare_over_time(c, true),
     ));
+    for (i, (_, svg)) in charts::compare_spectra(c).into_iter().enumerate() {
+        b.push_str(&figure(&format!("compare-spectrum-{}", i + 1), svg));
+    }
     page(&format!("loadmix compare: {}", c.workload), &b)
 }
 
@@ -622,6 +626,7 @@ pub fn sweep(
             "ops/s",
             points,
             &lines(|x| x.0),
+            true,
         ),
     ));
     b.push_str(&figure(
@@ -631,6 +636,7 @@ pub fn sweep(
             "p99 ms",
             points,
             &lines(|x| x.1),
+            false,
         ),
     ));
     b.push_str("<table><tr><th>value</th>");

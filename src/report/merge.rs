@@ -513,6 +513,13 @@ fn merged_seconds(rounds: &[&RoundReport], offsets: &[usize]) -> Vec<PerSecond> 
                 *m.errors.entry(class.clone()).or_default() += n;
             }
             m.in_flight += s.in_flight;
+            // Counts per latency row add up, as percentiles do not.
+            if m.latency_heat.len() < s.latency_heat.len() {
+                m.latency_heat.resize(s.latency_heat.len(), 0);
+            }
+            for (a, b) in m.latency_heat.iter_mut().zip(&s.latency_heat) {
+                *a = a.saturating_add(*b);
+            }
             if let Some(u) = s.users {
                 m.users = Some(m.users.unwrap_or(0) + u);
             }

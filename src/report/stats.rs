@@ -46,6 +46,47 @@ pub fn t_quantile_975(df: usize) -> f64 {
     }
 }
 
+/// The knee of a sweep's figures (see [`knee`]): the swept values as numbers when they
+/// all are (1, 2, 4, 8 users), else evenly spaced (1KiB, 4KiB, ...); every point must
+/// have its figure.
+pub fn sweep_knee(values: &[String], ys: &[Option<f64>]) -> Option<usize> {
+    let ys: Vec<f64> = ys.iter().copied().collect::<Option<Vec<f64>>>()?;
+    let numeric: Option<Vec<f64>> = values
+        .iter()
+        .map(|v| v.trim().parse::<f64>().ok())
+        .collect();
+    let xs = numeric.unwrap_or_else(|| (0..values.len()).map(|i| i as f64).collect());
+    knee(&xs, &ys)
+}
+
+/// Where a rising curve bends: the swept value after which more of it stops adding much
+/// (the thread sweep's "where does adding users stop adding throughput"). The Kneedle
+/// rule (Satopää et al., 2011): with both axes scaled to [0, 1], the point farthest above
+/// the straight line from the first point to the last. `None` for fewer than three
+/// points, a curve that does not rise, or one that bends by less than a tenth of its
+/// range (it is about straight).
+pub fn knee(xs: &[f64], ys: &[f64]) -> Option<usize> {
+    if xs.len() != ys.len() || xs.len() < 3 {
+        return None;
+    }
+    let (x0, x1) = (xs[0], xs[xs.len() - 1]);
+    let (ymin, ymax) = ys
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &y| (a.min(y), b.max(y)));
+    // NaN compares false both ways: `partial_cmp` says a NaN range is no range.
+    let rises = |a: f64, b: f64| b.partial_cmp(&a) == Some(std::cmp::Ordering::Greater);
+    if !rises(x0, x1) || !rises(ymin, ymax) || !rises(ys[0], ys[ys.len() - 1]) {
+        return None;
+    }
+    let (i, d) = xs
+        .iter()
+        .zip(ys)
+        .enumerate()
+        .map(|(i, (x, y))| (i, (y - ymin) / (ymax - ymin) - (x - x0) / (x1 - x0)))
+        .fold((0, f64::MIN), |best, p| if p.1 > best.1 { p } else { best });
+    (d >= 0.1 && i > 0 && i + 1 < xs.len()).then_some(i)
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -145,5 +186,17 @@ mod trend_tests {
         let flat = trend(&[3000.0, 3100.0, 2950.0, 3050.0, 2990.0]).unwrap();
         assert!(flat.p_value > 0.05, "{flat:?}");
         assert!(trend(&[1.0, 2.0]).is_none());
+    }
+
+    #[test]
+    fn the_knee_is_where_more_stops_adding_much() {
+        // Throughput against writer threads: linear to 8, then flat.
+        let xs = [1.0, 2.0, 4.0, 8.0, 16.0, 25.0];
+        let ys = [100.0, 200.0, 400.0, 780.0, 800.0, 805.0];
+        assert_eq!(knee(&xs, &ys), Some(3));
+        // Straight: no knee; falling: none; too few points: none.
+        assert_eq!(knee(&xs, &[1.0, 2.0, 4.0, 8.0, 16.0, 25.0]), None);
+        assert_eq!(knee(&xs, &[6.0, 5.0, 4.0, 3.0, 2.0, 1.0]), None);
+        assert_eq!(knee(&[1.0, 2.0], &[1.0, 2.0]), None);
     }
 }

@@ -1006,7 +1006,10 @@ fn write_comparison(dir: &Path, reports: &[(String, Report, PathBuf)]) -> bool {
         return true;
     };
     let files = [
-        ("compare.txt", Ok(compare::render_table(&c))),
+        (
+            "compare.txt",
+            Ok(compare::render_table_at(&c, compare::FILE_WIDTH)),
+        ),
         ("compare.md", Ok(compare::render_markdown(&c))),
         ("compare.html", Ok(report::html::comparison(&c))),
         ("compare.json", serde_json::to_string_pretty(&c)),

@@ -127,7 +127,17 @@ impl Sweep {
             }
             t.add_row(row);
         }
-        format!("sweep of {}\n{t}\n", self.key)
+        let mut knees = String::new();
+        for (j, n) in self.targets.iter().enumerate() {
+            let ys: Vec<Option<f64>> = self.ops_per_sec.iter().map(|row| row[j]).collect();
+            if let Some(k) = crate::report::stats::sweep_knee(&self.values, &ys) {
+                knees.push_str(&format!(
+                    "{n}: throughput's knee at {} = {} (more adds little beyond it)\n",
+                    self.key, self.values[k]
+                ));
+            }
+        }
+        format!("sweep of {}\n{t}\n{knees}", self.key)
     }
 
     pub fn csv(&self) -> Result<String, csv::Error> {

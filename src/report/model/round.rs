@@ -86,6 +86,10 @@ pub struct PerSecond {
     /// Users active at the second's end (closed users in their window, open sessions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub users: Option<u64>,
+    /// The successes that started in this second per latency row of
+    /// `metrics::HEAT_BOUNDS_US` (the last row above every bound); empty when none did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_heat: Vec<u32>,
 }
 
 impl PerSecond {
@@ -101,6 +105,10 @@ impl PerSecond {
                 .collect(),
             in_flight: s.busy_us as f64 / 1e6,
             users,
+            latency_heat: match s.heat.iter().any(|&n| n > 0) {
+                true => s.heat.to_vec(),
+                false => Vec::new(),
+            },
         }
     }
 }

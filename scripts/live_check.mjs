@@ -43,6 +43,7 @@ for (const c of ["throughput", "latency", "failures", "users"]) {
   if (n < 1) problems.push(`chart ${c}: nothing drawn`);
 }
 if ((await page.locator('figure[data-chart="heat"] svg rect').count()) < 1) problems.push("heat map: no cell drawn");
+if ((await page.locator("#fails tbody tr").count()) < 1) problems.push("first failures: table not drawn");
 let s;
 while (!(s = await state()).finished && !s.gone) await page.waitForTimeout(250);
 if (!s.finished) problems.push("the page lost the run before it said the run was over");

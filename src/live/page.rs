@@ -9,7 +9,7 @@
 use serde::Serialize;
 
 use super::Board;
-use crate::metrics::live::{BUCKETS_US, Phase, TotalsSnapshot, error_names};
+use crate::metrics::live::{BUCKETS_US, LiveFailure, Phase, TotalsSnapshot, error_names};
 
 pub const DASHBOARD: &str = include_str!("dashboard.html");
 
@@ -48,6 +48,7 @@ struct LaneSnapshot {
     setup: (u64, u64),
     lag_sum_us: u64,
     lag_count: u64,
+    first_failures: Vec<LiveFailure>,
     ops: Vec<OpSnapshot>,
 }
 
@@ -79,6 +80,7 @@ pub fn snapshot_json(b: &Board) -> String {
                 setup: l.live.setup(),
                 lag_sum_us,
                 lag_count,
+                first_failures: l.live.first_failures(),
                 ops: l
                     .live
                     .ops

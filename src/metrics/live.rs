@@ -7,8 +7,8 @@
 //! counter), and what a measured round counts here is what its report counts: the same
 //! samples, split by the same warm-up rule.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 use super::{LabelTable, Sample};
 use crate::transport::ErrorClass;
@@ -145,6 +145,24 @@ pub struct LiveOp {
     pub counted: [Totals; 2],
 }
 
+/// The first failures a lane's dashboard lists.
+pub const FIRST_FAILURES: usize = 20;
+
+/// One failure as the dashboard lists it: when, which operation, its class and the
+/// answer the server gave (if any).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LiveFailure {
+    pub round: u32,
+    /// Seconds into the round the operation started.
+    pub at_s: f64,
+    pub class: String,
+    pub operation: String,
+    pub error: &'static str,
+    /// The last answer, in its protocol's words (`404`, `stomp ERROR 'no such queue'`),
+    /// or `none` when nothing came back.
+    pub answer: String,
+}
+
 /// The running totals of one lane: every label of its classes, its users, its round.
 pub struct Live {
     /// Per class, every kind: what the progress line shows.
@@ -161,6 +179,9 @@ pub struct Live {
     /// Users of the round being set up (accounts, discovery), and of those, how many are.
     setup_total: AtomicU64,
     setup_done: AtomicU64,
+    /// The run's first failures, at most [`FIRST_FAILURES`]; the lock is the aggregator's
+    /// (once per failure until the list is full) and a page's, never a VU's.
+    first_failures: Mutex<Vec<LiveFailure>>,
     /// Scheduling lag of every operation (not steps): sum in µs and count.
     lag_sum_us: AtomicU64,
     lag_count: AtomicU64,
@@ -186,6 +207,7 @@ impl Live {
             phase: AtomicU8::new(Phase::Setup as u8),
             setup_total: AtomicU64::new(0),
             setup_done: AtomicU64::new(0),
+            first_failures: Mutex::new(Vec::new()),
             lag_sum_us: AtomicU64::new(0),
             lag_count: AtomicU64::new(0),
         }
@@ -215,8 +237,35 @@ impl Live {
                 self.failures[c].fetch_add(1, Relaxed);
             }
         }
+        if let Some(e) = s.error {
+            self.note_failure(s, op, e);
+        }
         self.lag_sum_us.fetch_add(s.lag_us, Relaxed);
         self.lag_count.fetch_add(1, Relaxed);
+    }
+
+    fn note_failure(&self, s: &Sample, op: &LiveOp, e: ErrorClass) {
+        let Ok(mut list) = self.first_failures.lock() else {
+            return;
+        };
+        if list.len() < FIRST_FAILURES {
+            list.push(LiveFailure {
+                round: self.round(),
+                at_s: s.start_us as f64 / 1e6,
+                class: op.class.clone(),
+                operation: op.label.clone(),
+                error: e.name(),
+                answer: s.answer.to_string(),
+            });
+        }
+    }
+
+    /// The first failures so far, oldest first.
+    pub fn first_failures(&self) -> Vec<LiveFailure> {
+        self.first_failures
+            .lock()
+            .map(|l| l.clone())
+            .unwrap_or_default()
     }
 
     pub fn set_round(&self, round: u32, phase: Phase) {
@@ -282,6 +331,45 @@ mod tests {
         assert_eq!(bucket_of(60_000_000), BUCKETS_US.len() - 1);
         assert_eq!(bucket_of(60_000_001), BUCKETS_US.len(), "+Inf only");
         assert_eq!(bucket_of(u64::MAX), BUCKETS_US.len());
+    }
+
+    #[test]
+    fn the_first_failures_are_kept_with_their_answer_and_no_more_than_the_bound() {
+        let labels = LabelTable::new(vec![("q".into(), vec!["send".into()])]);
+        let live = Live::new(&labels);
+        live.set_round(2, Phase::Measured);
+        let failed = Sample {
+            label: 0,
+            start_us: 1_500_000,
+            latency_us: 10,
+            answer: crate::answer::Answer::http(503),
+            prior: [crate::answer::Answer::NONE; super::super::PRIOR_ANSWERS],
+            error: Some(ErrorClass::Status),
+            bytes_sent: 0,
+            bytes_received: 0,
+            corrected_us: 10,
+            lag_us: 0,
+            scheduled: false,
+            connect_us: None,
+            tls_us: None,
+            tls_resumed: false,
+            step: false,
+        };
+        for _ in 0..FIRST_FAILURES + 5 {
+            live.add(&failed, Counted::Measured);
+        }
+        let list = live.first_failures();
+        assert_eq!(list.len(), FIRST_FAILURES);
+        assert_eq!(
+            (
+                list[0].round,
+                list[0].at_s,
+                list[0].error,
+                list[0].answer.as_str()
+            ),
+            (2, 1.5, "status", "503")
+        );
+        assert_eq!(live.totals(), vec![(25, 25)]);
     }
 
     #[test]

@@ -338,23 +338,7 @@ mod tests {
         let labels = LabelTable::new(vec![("q".into(), vec!["send".into()])]);
         let live = Live::new(&labels);
         live.set_round(2, Phase::Measured);
-        let failed = Sample {
-            label: 0,
-            start_us: 1_500_000,
-            latency_us: 10,
-            answer: crate::answer::Answer::http(503),
-            prior: [crate::answer::Answer::NONE; super::super::PRIOR_ANSWERS],
-            error: Some(ErrorClass::Status),
-            bytes_sent: 0,
-            bytes_received: 0,
-            corrected_us: 10,
-            lag_us: 0,
-            scheduled: false,
-            connect_us: None,
-            tls_us: None,
-            tls_resumed: false,
-            step: false,
-        };
+        let failed = crate::metrics::tests::sample(0, 1_500_000, 10, Some(ErrorClass::Status));
         for _ in 0..FIRST_FAILURES + 5 {
             live.add(&failed, Counted::Measured);
         }
@@ -367,7 +351,7 @@ mod tests {
                 list[0].error,
                 list[0].answer.as_str()
             ),
-            (2, 1.5, "status", "503")
+            (2, 1.5, "status", "500")
         );
         assert_eq!(live.totals(), vec![(25, 25)]);
     }

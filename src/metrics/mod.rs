@@ -589,7 +589,13 @@ impl RecorderFactory {
 mod tests {
     use super::*;
 
-    fn sample(label: u32, start_us: u64, latency_us: u64, error: Option<ErrorClass>) -> Sample {
+    /// A sample for the tests of this module and its children; a failure answers 500.
+    pub(super) fn sample(
+        label: u32,
+        start_us: u64,
+        latency_us: u64,
+        error: Option<ErrorClass>,
+    ) -> Sample {
         Sample {
             label,
             start_us,

@@ -536,16 +536,17 @@ pub fn aggregator(
                 .saturating_add(Duration::from_secs(5)),
         );
         while let Some(batch) = rx.recv().await {
-            if let Some((live, warmup_round)) = &live {
-                for s in &batch {
-                    let counted = match *warmup_round || s.start_us < warmup_us {
+            for s in &batch {
+                // One warm-up rule for the round's figures and the live ones: what starts
+                // in the warm-up window is kept out of both.
+                let in_warmup = s.start_us < warmup_us;
+                if let Some((live, warmup_round)) = &live {
+                    let counted = match *warmup_round || in_warmup {
                         true => Counted::Warmup,
                         false => Counted::Measured,
                     };
                     live.add(s, counted);
                 }
-            }
-            for s in &batch {
                 if !s.step {
                     let _ = stats.lag.record(s.lag_us.clamp(HIST_LOW, HIST_HIGH));
                     seconds.record(s);
@@ -553,7 +554,7 @@ pub fn aggregator(
                 let Some(op) = stats.ops.get_mut(s.label as usize) else {
                     continue;
                 };
-                if s.start_us < warmup_us {
+                if in_warmup {
                     // Kept out of the statistics, but on the timeline: warm-up effects
                     // must be visible.
                     stats.warmup_requests += u64::from(!s.step);

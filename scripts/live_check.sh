@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Watching a run live, checked against what the run reports:
 #   1. a real Prometheus server (Debian's, on loopback, scraping every second) scrapes
-#      `loadmix run --metrics` during a run; afterwards its TSDB's requests counter equals
-#      the report's request count, and histogram_quantile of its latency buckets lands in
-#      the report's p99 bucket or the next one;
+#      `loadmix run --metrics` during a run against `loadmix serve`; afterwards its TSDB's
+#      requests counter equals the report's request count, its warm-up and off-the-clock
+#      (preflight, set-up, cleanup) counters the report's, and all of them together what
+#      the server counted; histogram_quantile of its latency buckets lands in the report's
+#      p99 bucket or the next one;
 #   2. the same run's `--dashboard` opens in headless Chromium while the run goes: its
 #      charts gain points as seconds pass, it makes no request beyond its own server, and at
 #      the end its totals equal run.json's and it links the report;
@@ -26,16 +28,29 @@ OUT=target/live-check
 rm -rf "$OUT"
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
-PROM= RUN=
+PROM= RUN= SERVE=
 cleanup() {
     [ -n "$RUN" ] && kill "$RUN" 2>/dev/null
+    [ -n "$SERVE" ] && kill "$SERVE" 2>/dev/null
     [ -n "$PROM" ] && kill "$PROM" 2>/dev/null
     wait 2>/dev/null
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-MPORT=$(free_port) DPORT=$(free_port) PPORT=$(free_port)
+MPORT=$(free_port) DPORT=$(free_port) PPORT=$(free_port) SPORT=$(free_port)
+
+# The server in a process of its own, so that what it counted can be held against what
+# the run's series say it sent.
+"$BIN" serve --bind "127.0.0.1:$SPORT" --no-auth >"$WORK/serve.log" 2>&1 &
+SERVE=$!
+SERVED="http://127.0.0.1:$SPORT/cosmo/_loadmix/metrics"
+until curl -sf "$SERVED" >/dev/null; do
+    kill -0 "$SERVE" 2>/dev/null || { cat "$WORK/serve.log"; echo "FAIL: loadmix serve did not start"; exit 1; }
+    sleep 0.1
+done
+served() { curl -sf "$SERVED" | awk '/^loadmix_server_requests_total/ {s += $2} END {print s + 0}'; }
+BEFORE=$(served)
 
 cat >"$WORK/prometheus.yml" <<YAML
 global:
@@ -57,7 +72,8 @@ done
 echo "   prometheus $(/usr/bin/prometheus --version 2>&1 | head -1 | awk '{print $3}') ready on $PROM_URL"
 
 # Two 5 s rounds with a 1 s warm-up window each: the measured and warm-up phases both count.
-"$BIN" run workloads/cosmo-0.7.yaml --duration 5s --rounds 2 --set run.warmup=1s \
+"$BIN" run workloads/cosmo-0.7.yaml --target "http://127.0.0.1:$SPORT/cosmo" \
+    --duration 5s --rounds 2 --set run.warmup=1s \
     --metrics "127.0.0.1:$MPORT" --dashboard "127.0.0.1:$DPORT" --linger 4s \
     --out "$OUT/run" >"$OUT/run.txt" 2>"$OUT/run.err" &
 RUN=$!
@@ -73,15 +89,16 @@ cp scripts/live_check.mjs "$NODE_DIR/live_check.mjs"
 node "$NODE_DIR/live_check.mjs" "http://127.0.0.1:$DPORT/" "$OUT/run/run.json" "$OUT/dashboard.png"
 wait "$RUN"
 RUN=
+AFTER=$(served)
 echo "   run: $(grep -c 'round [0-9]/2' "$OUT/run.err") rounds, report in $OUT/run"
 
 # What Prometheus stored. Every counter starts at 0 with the process, so its last value in
 # the TSDB is its increase over the run (PromQL's increase() extrapolates to the window's
 # edges and is not exact).
-python3 - "$PROM_URL" "$OUT/run/run.json" <<'EOPY'
+python3 - "$PROM_URL" "$OUT/run/run.json" "$((AFTER - BEFORE))" <<'EOPY'
 import json, sys, urllib.parse, urllib.request
 
-prom, report = sys.argv[1], json.load(open(sys.argv[2]))
+prom, report, served = sys.argv[1], json.load(open(sys.argv[2])), int(sys.argv[3])
 
 def query(q):
     url = prom + "/api/v1/query?" + urllib.parse.urlencode({"query": q})
@@ -100,6 +117,22 @@ q = 'sum(last_over_time(loadmix_requests_total{phase="warmup"}[10m]))'
 got = int(float(query(q)[0]["value"][1]))
 print(f"   prometheus: warm-up requests {got}; run.json: {warm}")
 assert got == warm, f"FAIL: warm-up requests {got} against {warm}"
+# Off the clock, step by step, as the report counts them; and everything the series say
+# was sent is what the server counted, request for request.
+want = {
+    "preflight": report["preflight"]["requests"],
+    "setup": sum(r["setup"]["requests"] for r in report["rounds"]),
+    "cleanup": sum(r["cleanup"]["requests"] for r in report["rounds"]),
+}
+untimed = {}
+for step, n in want.items():
+    q = f'sum(last_over_time(loadmix_untimed_requests_total{{step="{step}"}}[10m]))'
+    untimed[step] = int(float(query(q)[0]["value"][1]))
+print(f"   prometheus: off the clock {untimed}; run.json: {want}")
+assert untimed == want, f"FAIL: untimed requests {untimed} against {want}"
+sent = total + warm + sum(untimed.values())
+print(f"   prometheus: {sent} requests sent in all; loadmix serve counted {served}")
+assert sent == served, f"FAIL: the series say {sent} requests were sent, the server counted {served}"
 fails = report["summary"]["total"]["failures"]
 q = 'sum(last_over_time(loadmix_failures_total{phase="measured"}[10m]))'
 got = int(float(query(q)[0]["value"][1]))

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::answer::Answer;
 use crate::ledger::Ledger;
-use crate::metrics::live::Phase;
+use crate::metrics::live::{Phase, Untimed};
 use crate::metrics::{self, LabelTable, RoundStats, Sample};
 use crate::protocol::cleanup::CleanupStats;
 use crate::protocol::drain::DrainStats;
@@ -263,6 +263,9 @@ impl Runner {
     /// Build the drivers and run the preflight probes.
     pub async fn new(w: &Workload, cfg: EngineConfig) -> Result<Runner, EngineError> {
         let (drivers, preflight) = prepare(w, &cfg).await?;
+        if let Some(l) = &cfg.live {
+            l.add_untimed(Untimed::Preflight, preflight.values().sum());
+        }
         Ok(Runner {
             preflight,
             labels: label_table(w),
@@ -498,6 +501,9 @@ async fn run_round(
     }
     let (ready, mut out, setup_failures) =
         set_up_users(w, cfg, drivers, labels, round, timeouts).await;
+    if let Some(l) = &cfg.live {
+        l.add_untimed(Untimed::Setup, out.setup.values().sum());
+    }
     let live = cfg.live.clone().map(|l| (l, warmup_round));
     let (factory, aggregator) =
         metrics::aggregator(labels.len(), w.run.warmup, w.run.timeout, live);
@@ -572,6 +578,9 @@ async fn run_round(
         let leftovers = std::mem::take(&mut out.leftovers);
         crate::protocol::cleanup::run(cfg.endpoint.clone(), timeouts, leftovers, &until).await
     };
+    if let Some(l) = &cfg.live {
+        l.add_untimed(Untimed::Cleanup, cleanup.requests);
+    }
     let (drain, ledger) = tear_down(cfg, timeouts, &mut out, &until).await;
     // Stable: a VU's rows keep their order (a bootstrap before the pick it precedes).
     out.log.sort_by_key(|e| (e.class, e.vu));

@@ -46,6 +46,8 @@ struct LaneSnapshot {
     users: u64,
     /// Users of the round's set-up ready, and to set up.
     setup: (u64, u64),
+    /// Requests off the clock: preflight, set-up, cleanup.
+    untimed: [u64; 3],
     lag_sum_us: u64,
     lag_count: u64,
     first_failures: Vec<LiveFailure>,
@@ -78,6 +80,7 @@ pub fn snapshot_json(b: &Board) -> String {
                 phase: l.live.phase(),
                 users: l.live.active_users(),
                 setup: l.live.setup(),
+                untimed: l.live.untimed(),
                 lag_sum_us,
                 lag_count,
                 first_failures: l.live.first_failures(),

@@ -12,14 +12,14 @@
 use std::fmt::Write as _;
 
 use super::{Board, Lane};
-use crate::metrics::live::{BUCKETS_US, LiveOp, Phase, Totals, error_names};
+use crate::metrics::live::{BUCKETS_US, LiveOp, Phase, Totals, Untimed, error_names};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Every metric family the page can hold: the Grafana dashboard's queries are checked
 /// against it.
 #[cfg(test)]
-pub const FAMILIES: [&str; 20] = [
+pub const FAMILIES: [&str; 21] = [
     "loadmix_requests_total",
     "loadmix_successes_total",
     "loadmix_failures_total",
@@ -32,6 +32,7 @@ pub const FAMILIES: [&str; 20] = [
     "loadmix_step_sent_bytes_total",
     "loadmix_step_received_bytes_total",
     "loadmix_step_latency_seconds",
+    "loadmix_untimed_requests_total",
     "loadmix_active_users",
     "loadmix_round",
     "loadmix_phase",
@@ -66,6 +67,19 @@ pub fn render(b: &Board) -> String {
         .collect();
     for step in [false, true] {
         op_families(&mut out, &lanes, &bases, step);
+    }
+    family(
+        &mut out,
+        "loadmix_untimed_requests_total",
+        "counter",
+        "Requests sent off the clock, in no operation's count: the preflight, the users' set-ups, the cleanup.",
+    );
+    for (l, base) in lanes.iter().zip(&bases) {
+        for (kind, n) in Untimed::ALL.iter().zip(l.live.untimed()) {
+            let mut labels = base.clone();
+            labels.push("step", kind.name());
+            let _ = writeln!(out, "loadmix_untimed_requests_total{} {n}", labels.text());
+        }
     }
     family(
         &mut out,

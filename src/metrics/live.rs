@@ -64,6 +64,28 @@ impl Phase {
     }
 }
 
+/// Requests sent off the clock, which no operation counts but the server sees: the
+/// preflight's probes, the users' set-ups (accounts, discovery, first calendars) and the
+/// rounds' cleanup deletes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Untimed {
+    Preflight = 0,
+    Setup = 1,
+    Cleanup = 2,
+}
+
+impl Untimed {
+    pub const ALL: [Untimed; 3] = [Untimed::Preflight, Untimed::Setup, Untimed::Cleanup];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Untimed::Preflight => "preflight",
+            Untimed::Setup => "setup",
+            Untimed::Cleanup => "cleanup",
+        }
+    }
+}
+
 /// Which totals a sample goes to: the report's (measured) or those kept out of it (the
 /// `warmup:` window of a measured round, and whole warm-up rounds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,6 +201,8 @@ pub struct Live {
     /// Users of the round being set up (accounts, discovery), and of those, how many are.
     setup_total: AtomicU64,
     setup_done: AtomicU64,
+    /// Requests off the clock, by [`Untimed`].
+    untimed: [AtomicU64; 3],
     /// The run's first failures, at most [`FIRST_FAILURES`]; the lock is the aggregator's
     /// (once per failure until the list is full) and a page's, never a VU's.
     first_failures: Mutex<Vec<LiveFailure>>,
@@ -207,6 +231,7 @@ impl Live {
             phase: AtomicU8::new(Phase::Setup as u8),
             setup_total: AtomicU64::new(0),
             setup_done: AtomicU64::new(0),
+            untimed: Default::default(),
             first_failures: Mutex::new(Vec::new()),
             lag_sum_us: AtomicU64::new(0),
             lag_count: AtomicU64::new(0),
@@ -258,6 +283,16 @@ impl Live {
                 answer: s.answer.to_string(),
             });
         }
+    }
+
+    /// `n` more requests sent off the clock, as `kind`.
+    pub fn add_untimed(&self, kind: Untimed, n: u64) {
+        self.untimed[kind as usize].fetch_add(n, Relaxed);
+    }
+
+    /// Requests sent off the clock so far, in [`Untimed::ALL`]'s order.
+    pub fn untimed(&self) -> [u64; 3] {
+        std::array::from_fn(|i| self.untimed[i].load(Relaxed))
     }
 
     /// The first failures so far, oldest first.

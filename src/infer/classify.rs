@@ -249,8 +249,11 @@ pub fn template(segs: &[&str], query: Option<&str>) -> String {
     t
 }
 
+/// The longest operation name `infer` writes, its own or a rule file's.
+pub const MAX_OP_NAME: usize = 48;
+
 /// `get_item_n_edit` for `GET /item/{n}/edit`: lower case, `_` between words, at most
-/// 48 characters.
+/// [`MAX_OP_NAME`] characters.
 fn op_name(method: &str, template: &str) -> String {
     let mut n = method.to_ascii_lowercase();
     let path = template.split('?').next().unwrap_or("");
@@ -263,7 +266,7 @@ fn op_name(method: &str, template: &str) -> String {
     if path == "/" {
         n.push_str("_root");
     }
-    n.chars().take(48).collect()
+    n.chars().take(MAX_OP_NAME).collect()
 }
 
 #[cfg(test)]

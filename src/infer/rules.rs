@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use super::classify::{Kind, Protocol, template};
+use super::classify::{Kind, MAX_OP_NAME, Protocol, is_method, template};
 use crate::workload::yaml::{self, Node, Pos, Value};
 
 /// At most this many rules, each expression at most this large once compiled.
@@ -156,7 +156,7 @@ fn rule(item: &Node, err: &impl Fn(Pos, String) -> RulesError) -> Result<Rule, R
         (Some(n), false) => {
             let name = text(n, "op", err)?;
             let ok = !name.is_empty()
-                && name.len() <= 48
+                && name.len() <= MAX_OP_NAME
                 && name
                     .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
@@ -165,7 +165,7 @@ fn rule(item: &Node, err: &impl Fn(Pos, String) -> RulesError) -> Result<Rule, R
                 return Err(err(
                     n.pos,
                     format!(
-                        "`{name}` is not an operation name: lower case letters, digits and _, at most 48, not exit or think"
+                        "`{name}` is not an operation name: lower case letters, digits and _, at most {MAX_OP_NAME}, not exit or think"
                     ),
                 ));
             }
@@ -184,10 +184,7 @@ fn rule(item: &Node, err: &impl Fn(Pos, String) -> RulesError) -> Result<Rule, R
         .get("method")
         .map(|n| {
             let m = text(n, "method", err)?;
-            if m.is_empty()
-                || m.len() > 20
-                || !m.bytes().all(|b| b.is_ascii_uppercase() || b == b'-')
-            {
+            if !is_method(m) {
                 return Err(err(n.pos, format!("`{m}` is not an HTTP method")));
             }
             Ok(m.to_string())

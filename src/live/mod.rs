@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -38,7 +39,7 @@ pub const MAX_CONNECTIONS: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
-    #[error("{what} on {addr}: {source}")]
+    #[error("--{what} on {addr}: {source}")]
     Bind {
         what: &'static str,
         addr: SocketAddr,
@@ -125,6 +126,16 @@ pub enum Serves {
     Dashboard,
 }
 
+impl Serves {
+    /// Its flag's name: `dashboard`, `metrics`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Serves::Metrics => "metrics",
+            Serves::Dashboard => "dashboard",
+        }
+    }
+}
+
 /// A listener serving the board until stopped.
 pub struct Server {
     pub addr: SocketAddr,
@@ -154,10 +165,7 @@ pub async fn serve(
     board: Arc<Board>,
     serves: Serves,
 ) -> Result<Server, LiveError> {
-    let what = match serves {
-        Serves::Metrics => "--metrics",
-        Serves::Dashboard => "--dashboard",
-    };
+    let what = serves.name();
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| LiveError::Bind { what, addr, source })?;
@@ -174,59 +182,46 @@ pub async fn serve(
     })
 }
 
-fn router(board: Arc<Board>, serves: Serves) -> Router {
-    let metrics = {
-        let b = board.clone();
-        move || {
-            let b = b.clone();
-            async move {
-                (
-                    [(header::CONTENT_TYPE, prom::CONTENT_TYPE)],
-                    prom::render(&b),
-                )
-            }
-        }
+fn router(board: Arc<Board>, serves: Serves) -> Router<()> {
+    let r = Router::new().route("/metrics", get(metrics_page));
+    let r = match serves {
+        Serves::Metrics => r,
+        Serves::Dashboard => r
+            .route("/", get(dashboard_page))
+            .route("/live.json", get(snapshot))
+            // Browsers ask for it unprompted; a 404 would be an error in the page's console.
+            .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
+            .route("/report", get(report_page)),
     };
-    let r = Router::new().route("/metrics", get(metrics));
-    if serves == Serves::Metrics {
-        return r;
-    }
-    let snapshot = {
-        let b = board.clone();
-        move || {
-            let b = b.clone();
-            async move {
-                (
-                    [
-                        (header::CONTENT_TYPE, "application/json"),
-                        (header::CACHE_CONTROL, "no-store"),
-                    ],
-                    page::snapshot_json(&b),
-                )
-            }
-        }
-    };
-    let report = move || {
-        let b = board.clone();
-        async move { report_page(&b).await }
-    };
-    r.route(
-        "/",
-        get(|| async {
-            (
-                [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-                page::DASHBOARD,
-            )
-        }),
+    r.with_state(board)
+}
+
+async fn metrics_page(State(b): State<Arc<Board>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, prom::CONTENT_TYPE)],
+        prom::render(&b),
     )
-    .route("/live.json", get(snapshot))
-    // Browsers ask for it unprompted; a 404 would be an error in the page's console.
-    .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
-    .route("/report", get(report))
+}
+
+async fn dashboard_page() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        page::DASHBOARD,
+    )
+}
+
+async fn snapshot(State(b): State<Arc<Board>>) -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        page::snapshot_json(&b),
+    )
 }
 
 /// The report page written at the end, once it is.
-async fn report_page(b: &Board) -> Response {
+async fn report_page(State(b): State<Arc<Board>>) -> Response {
     let Some(path) = b.report() else {
         return (
             StatusCode::NOT_FOUND,

@@ -107,7 +107,7 @@ pub fn snapshot_json(b: &Board) -> String {
         report: b.report().map(|p| p.display().to_string()),
         process: Process {
             cpu_s: crate::engine::host::cpu_time().as_secs_f64(),
-            rss_bytes: super::prom::resident_bytes(),
+            rss_bytes: crate::monitor::own_resident_bytes(),
         },
         buckets_us: &BUCKETS_US,
         errors: error_names(),

@@ -260,7 +260,7 @@ fn process_families(out: &mut String, b: &Board) {
         "process_cpu_seconds_total {}",
         crate::engine::host::cpu_time().as_secs_f64()
     );
-    if let Some(rss) = resident_bytes() {
+    if let Some(rss) = crate::monitor::own_resident_bytes() {
         family(
             out,
             "process_resident_memory_bytes",
@@ -281,15 +281,6 @@ fn process_families(out: &mut String, b: &Board) {
         "When the run began, seconds since the Unix epoch.",
     );
     let _ = writeln!(out, "process_start_time_seconds {start:.3}");
-}
-
-/// This process's resident memory from `/proc/self/statm`.
-pub fn resident_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_ascii_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf reads a system constant.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
-    pages.checked_mul(page)
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {

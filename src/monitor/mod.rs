@@ -279,6 +279,12 @@ fn add_jvm(
     j.heap_committed_max = j.heap_committed_max.max(committed);
 }
 
+/// This process's resident memory, bytes, from its own `/proc/self/stat`.
+pub fn own_resident_bytes() -> Option<u64> {
+    let r = parse_stat(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+    r.rss_pages.checked_mul(sysconf(libc::_SC_PAGESIZE, 4096))
+}
+
 /// Watch `specs` once a second until `done`; one result per spec.
 pub fn sampler(
     watches: Vec<Watch>,

@@ -353,10 +353,7 @@ async fn start_watchers(
                 return Err(RunError::Usage(e.to_string()));
             }
         };
-        let what = match serves {
-            live::Serves::Dashboard => "dashboard",
-            live::Serves::Metrics => "metrics",
-        };
+        let what = serves.name();
         eprintln!("loadmix: {what} at {}", server.url());
         if !live::is_loopback(&server.addr) {
             eprintln!(

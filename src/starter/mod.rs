@@ -179,18 +179,15 @@ const AMQP: &str = r#"  # AMQP producers: persistent 1 KiB messages with publish
       consume: { weight: 1, params: { timeout: 1s } }
 "#;
 
-/// What one trial found.
+/// What one trial found: the operations it ran, none failing; or why it was not kept.
 struct Trial {
     kind: Kind,
-    /// Requests and failures of its one round; `None` when it did not run.
-    counts: Option<(u64, u64)>,
-    /// Why it was not kept, in words.
-    why: Option<String>,
+    outcome: Result<u64, String>,
 }
 
 impl Trial {
     fn passed(&self) -> bool {
-        self.why.is_none()
+        self.outcome.is_ok()
     }
 }
 
@@ -232,12 +229,9 @@ pub async fn new(o: NewOptions) -> Result<Vec<String>, NewError> {
         }
         let t = trial(&o, kind, scratch.path()).await;
         if !o.quiet {
-            match (&t.why, t.counts) {
-                (None, Some((n, _))) => {
-                    eprintln!("  {}: {n} operations, none failed: kept", kind.name())
-                }
-                (Some(why), _) => eprintln!("  {}: not kept: {why}", kind.name()),
-                (None, None) => {}
+            match &t.outcome {
+                Ok(n) => eprintln!("  {}: {n} operations, none failed: kept", kind.name()),
+                Err(why) => eprintln!("  {}: not kept: {why}", kind.name()),
             }
         }
         trials.push(t);
@@ -250,7 +244,12 @@ pub async fn new(o: NewOptions) -> Result<Vec<String>, NewError> {
     if kept.is_empty() {
         let tried = trials
             .iter()
-            .map(|t| format!("  {}: {}", t.kind.name(), t.why.as_deref().unwrap_or("?")))
+            .filter_map(|t| {
+                t.outcome
+                    .as_ref()
+                    .err()
+                    .map(|why| format!("  {}: {why}", t.kind.name()))
+            })
             .collect::<Vec<_>>()
             .join("\n");
         return Err(NewError::Nothing {
@@ -320,11 +319,10 @@ async fn trial(o: &NewOptions, kind: Kind, scratch: &Path) -> Trial {
         Err(e) => return not_kept(kind, format!("its report does not read: {e}")),
     };
     let t = &r.summary.total;
-    let counts = Some((t.requests, t.failures));
-    let why = match (t.requests, t.failures) {
-        (0, _) => Some("no operation ran".to_string()),
-        (_, 0) => None,
-        (n, f) => Some(format!(
+    let outcome = match (t.requests, t.failures) {
+        (0, _) => Err("no operation ran".to_string()),
+        (n, 0) => Ok(n),
+        (n, f) => Err(format!(
             "{f} of {n} operations failed{}",
             r.failures
                 .first()
@@ -332,14 +330,13 @@ async fn trial(o: &NewOptions, kind: Kind, scratch: &Path) -> Trial {
                 .unwrap_or_default()
         )),
     };
-    Trial { kind, counts, why }
+    Trial { kind, outcome }
 }
 
 fn not_kept(kind: Kind, why: String) -> Trial {
     Trial {
         kind,
-        counts: None,
-        why: Some(why),
+        outcome: Err(why),
     }
 }
 
@@ -399,15 +396,14 @@ fn document(o: &NewOptions, kinds: &[Kind], trials: &[Trial]) -> String {
     for k in kinds {
         s.push_str(k.classes());
     }
-    let failed: Vec<&Trial> = trials.iter().filter(|t| !t.passed()).collect();
+    let failed: Vec<(Kind, &String)> = trials
+        .iter()
+        .filter_map(|t| t.outcome.as_ref().err().map(|why| (t.kind, why)))
+        .collect();
     if !failed.is_empty() {
         s.push_str("# Tried and left out:\n");
-        for t in failed {
-            s.push_str(&format!(
-                "#   {}: {}\n",
-                t.kind.name(),
-                quote_comment(t.why.as_deref().unwrap_or("?"))
-            ));
+        for (kind, why) in failed {
+            s.push_str(&format!("#   {}: {}\n", kind.name(), quote_comment(why)));
         }
     }
     s

@@ -1124,8 +1124,6 @@ fn plan(a: PlanArgs) -> Exit {
     Exit::Ok
 }
 
-/// `loadmix merge`: check the shards, merge them, judge the thresholds on the merged run
-/// (exit 1 as `run` does), write and print it. Nothing is written when a shard is refused.
 /// `--rules FILE`, read.
 fn load_rules(
     path: Option<&std::path::Path>,
@@ -1230,6 +1228,8 @@ fn infer(a: InferArgs) -> Exit {
     Exit::Ok
 }
 
+/// `loadmix merge`: check the shards, merge them, judge the thresholds on the merged run
+/// (exit 1 as `run` does), write and print it. Nothing is written when a shard is refused.
 fn merge(a: MergeArgs) -> Exit {
     let mut shards = Vec::new();
     for f in &a.shards {
@@ -1306,9 +1306,6 @@ fn show_report(a: ReportArgs) -> Exit {
     code
 }
 
-/// What to call each run in a comparison: the target's name stored in the report, else
-/// its target, else the folder its run.json is in, else the file; the first of these that
-/// tells all the runs apart (`compare` shortens long ones for its tables).
 /// How compared runs are named in tables: by their names, else targets, notes, labels or
 /// run directories, whichever tells them all apart; else `A`, `B`, … (and `true`: the
 /// legend then gives each run's file). Never by the whole path, which wraps every cell.

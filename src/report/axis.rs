@@ -18,11 +18,8 @@ pub fn rounds_in_sequence(
     points: impl Fn(&RoundReport, &str) -> Vec<(f64, f64)>,
 ) -> (Vec<Line>, Vec<Band>, f64) {
     let mut lines: Vec<Line> = names.iter().map(|n| (n.clone(), Vec::new())).collect();
-    let mut bands = Vec::new();
-    let mut offset = 0.0;
-    for round in &r.rounds {
-        let len = length(round);
-        bands.push((offset, offset + round.warmup_s.min(len), offset + len));
+    let (bands, total) = bands(r);
+    for (round, &(offset, _, _)) in r.rounds.iter().zip(&bands) {
         for (name, pts) in lines.iter_mut() {
             pts.extend(
                 points(round, name)
@@ -30,10 +27,22 @@ pub fn rounds_in_sequence(
                     .map(|(x, y)| (offset + x, y)),
             );
         }
+    }
+    (lines, bands, total)
+}
+
+/// Each round's place on the axis, (start, end of warm-up, end), rounds end to end, and
+/// the axis's length: a run of short rounds is as long as they were; one of none gets a
+/// second to draw on.
+pub fn bands(r: &Report) -> (Vec<Band>, f64) {
+    let mut bands = Vec::with_capacity(r.rounds.len());
+    let mut offset = 0.0;
+    for round in &r.rounds {
+        let len = length(round);
+        bands.push((offset, offset + round.warmup_s.min(len), offset + len));
         offset += len;
     }
-    // A run of short rounds is as long as they were; one of none gets a second to draw on.
-    (lines, bands, if offset > 0.0 { offset } else { 1.0 })
+    (bands, if offset > 0.0 { offset } else { 1.0 })
 }
 
 /// How long a round is on the axis: its wall time, or its timeline's seconds when a report

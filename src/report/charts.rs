@@ -459,23 +459,20 @@ pub fn latency_heat(r: &Report) -> String {
     use crate::metrics::HEAT_BOUNDS_US;
     // Cells: (x from, x to, row, share of its second).
     let mut cells: Vec<(f64, f64, usize, f64)> = Vec::new();
-    let mut bands = Vec::new();
-    let mut offset = 0.0;
-    for round in &r.rounds {
-        let len = super::axis::length(round);
-        bands.push((offset, offset + round.warmup_s.min(len), offset + len));
+    let (bands, xmax) = super::axis::bands(r);
+    for (round, &(offset, _, end)) in r.rounds.iter().zip(&bands) {
         for (i, s) in round.per_second.iter().enumerate() {
             let n: u64 = s.latency_heat.iter().map(|&c| u64::from(c)).sum();
             if n == 0 {
                 continue;
             }
+            // A second the round only partly covered is as wide as the part covered.
             let x0 = offset + i as f64;
-            let x1 = offset + (i as f64 + 1.0).min(len.max(i as f64 + 0.001));
+            let x1 = (x0 + 1.0).min(end).max(x0 + 0.001);
             for (row, &c) in s.latency_heat.iter().enumerate().filter(|(_, c)| **c > 0) {
                 cells.push((x0, x1, row, f64::from(c) / n as f64));
             }
         }
-        offset += len;
     }
     if cells.is_empty() {
         return "<p class=\"note\" data-empty=\"1\">no per-second latency bands in this report</p>"
@@ -485,7 +482,6 @@ pub fn latency_heat(r: &Report) -> String {
     let (lo, hi) = cells
         .iter()
         .fold((rows, 0), |(lo, hi), c| (lo.min(c.2), hi.max(c.2)));
-    let xmax = if offset > 0.0 { offset } else { 1.0 };
     let label = |row: usize| match row {
         r if r < HEAT_BOUNDS_US.len() => ms_label(HEAT_BOUNDS_US[r]),
         _ => format!("> {}", ms_label(HEAT_BOUNDS_US[HEAT_BOUNDS_US.len() - 1])),

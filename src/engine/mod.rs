@@ -30,8 +30,8 @@ use crate::metrics::live::{Phase, Untimed};
 use crate::metrics::{self, LabelTable, RoundStats, Sample};
 use crate::protocol::cleanup::CleanupStats;
 use crate::protocol::drain::DrainStats;
-use crate::protocol::{AccountPlan, ClassDriver, ProtocolError, VuDriver, VuIds};
-use crate::transport::{Conn, Endpoint, ErrorClass, Tally, Timeouts, add_tally};
+use crate::protocol::{AccountPlan, ClassDriver, Done, Handoff, ProtocolError, VuDriver, VuIds};
+use crate::transport::{Endpoint, ErrorClass, Tally, Timeouts, add_tally};
 use crate::workload::{Stop, UserClass, Workload};
 use seed::{VuRngs, class_seed};
 
@@ -361,9 +361,6 @@ const FAILURE_NOTES_PER_VU: usize = 2;
 struct VuOutput {
     log: Vec<OpLogEntry>,
     failures: Vec<FailureNote>,
-    connections: u64,
-    retried: u64,
-    unsolicited: u64,
     /// Set-up requests, by method and status.
     setup: Tally,
     /// Open model: arrivals that found every slot taken and gave up, or waited.
@@ -372,24 +369,16 @@ struct VuOutput {
     sessions: u64,
     /// Classes with behaviours: what their users' sessions came to, by class index.
     walks: Vec<(usize, session::ClassSessions)>,
-    /// What its users made, for the end of the round to remove.
-    leftovers: Vec<crate::protocol::cleanup::Leftovers>,
-    /// The broker destinations of the run's own its users used, for the teardown.
-    queues: Vec<crate::protocol::drain::Queue>,
-    /// What its users sent and received through a broker, by stamp.
-    ledger: Ledger,
+    /// What its users handed over when they ended: what they left for the round's
+    /// teardown, and their connections.
+    handoff: Handoff,
 }
 
 impl VuOutput {
     fn absorb(&mut self, o: VuOutput) {
-        self.leftovers.extend(o.leftovers);
-        self.queues.extend(o.queues);
-        self.ledger.absorb(o.ledger);
+        self.handoff.absorb(o.handoff);
         self.log.extend(o.log);
         self.failures.extend(o.failures);
-        self.connections += o.connections;
-        self.retried += o.retried;
-        self.unsolicited += o.unsolicited;
         add_tally(&mut self.setup, o.setup);
         self.dropped += o.dropped;
         self.late += o.late;
@@ -399,16 +388,6 @@ impl VuOutput {
                 Some((_, mine)) => mine.absorb(&w),
                 None => self.walks.push((ci, w)),
             }
-        }
-    }
-}
-
-impl VuOutput {
-    /// A broker user's destinations and ledger, taken when it ends.
-    fn finish_broker(&mut self, driver: &mut VuDriver) {
-        self.queues.extend(driver.queues());
-        if let Some(l) = driver.take_ledger() {
-            self.ledger.absorb(l);
         }
     }
 }
@@ -572,16 +551,19 @@ async fn run_round(
             false => cfg.stop.clone(),
         },
     );
-    let cleanup = if cfg.keep_data {
-        CleanupStats::default()
-    } else {
-        let leftovers = std::mem::take(&mut out.leftovers);
-        crate::protocol::cleanup::run(cfg.endpoint.clone(), timeouts, leftovers, &until).await
-    };
-    if let Some(l) = &cfg.live {
-        l.add_untimed(Untimed::Cleanup, cleanup.requests);
+    let wire = out.handoff.wire;
+    let torn = crate::protocol::teardown::Teardown {
+        endpoint: cfg.endpoint.clone(),
+        timeouts,
+        keep_data: cfg.keep_data,
+        delete_queues: cfg.shard.is_whole(),
+        until: &until,
     }
-    let (drain, ledger) = tear_down(cfg, timeouts, &mut out, &until).await;
+    .run(std::mem::take(&mut out.handoff))
+    .await;
+    if let Some(l) = &cfg.live {
+        l.add_untimed(Untimed::Cleanup, torn.cleanup.requests);
+    }
     // Stable: a VU's rows keep their order (a bootstrap before the pick it precedes).
     out.log.sort_by_key(|e| (e.class, e.vu));
     out.failures.sort_by_key(|f| f.label);
@@ -601,9 +583,9 @@ async fn run_round(
             .saturating_sub(w.run.warmup),
             stats,
             vus: vus + out.sessions,
-            connections_opened: out.connections,
-            requests_retried: out.retried,
-            unsolicited_answers: out.unsolicited,
+            connections_opened: wire.opened,
+            requests_retried: wire.retried,
+            unsolicited_answers: wire.unsolicited,
             setup: std::mem::take(&mut out.setup),
             setup_failures,
             interrupted: cfg.stop.is_cancelled(),
@@ -612,48 +594,14 @@ async fn run_round(
             metrics,
             dropped: out.dropped,
             late: out.late,
-            cleanup,
-            drain,
-            ledger,
+            cleanup: torn.cleanup,
+            drain: torn.drain,
+            ledger: torn.ledger,
             sessions: std::mem::take(&mut out.walks),
         },
         out.log,
         out.failures,
     )
-}
-
-/// After the clock: the broker destinations the round used are drained (deleted when the
-/// run declared them and runs whole), unless the run keeps its data; the round's ledger,
-/// the drain's added, says whether every destination in it was drained.
-async fn tear_down(
-    cfg: &EngineConfig,
-    timeouts: Timeouts,
-    out: &mut VuOutput,
-    until: &crate::protocol::cleanup::Until,
-) -> (DrainStats, Ledger) {
-    let mut ledger = std::mem::take(&mut out.ledger);
-    let queues = std::mem::take(&mut out.queues);
-    if cfg.keep_data || (queues.is_empty() && ledger.is_empty()) {
-        return (DrainStats::default(), ledger);
-    }
-    let names: std::collections::HashSet<&str> = queues
-        .iter()
-        .map(|q| q.ledger_name.as_deref().unwrap_or(&q.name))
-        .collect();
-    // A topic holds nothing itself: what its subscribers did not take is in theirs.
-    let every = ledger
-        .destinations()
-        .all(|d| d.starts_with("/topic/") && !d.contains('#') || names.contains(d));
-    let mut drain = match queues.is_empty() {
-        true => DrainStats::default(),
-        false => {
-            let delete = cfg.shard.is_whole();
-            crate::protocol::drain::run(cfg.endpoint.clone(), timeouts, queues, delete, until).await
-        }
-    };
-    ledger.absorb(std::mem::take(&mut drain.ledger));
-    ledger.drained = every && drain.failures == 0;
-    (drain, ledger)
 }
 
 /// What every user of a round shares once its clock has started.
@@ -671,8 +619,8 @@ struct RoundCx<'a> {
     timeouts: Timeouts,
 }
 
-/// A closed user set up for the round: its class, index, driver and connection.
-type Ready = (usize, u32, VuDriver, Conn);
+/// A closed user set up for the round: its class, index and driver.
+type Ready = (usize, u32, VuDriver);
 
 /// Set-up (accounts, discovery) of closed users runs before the clock starts, as the 2007
 /// runner created its users before starting their threads. A user whose set-up failed
@@ -695,13 +643,11 @@ async fn set_up_users(
                 round,
                 run_id: cfg.run_id.clone(),
             };
-            let mut driver = drivers[ci].new_vu(w, class, ids);
-            let mut conn = crate::protocol::connection(&cfg.endpoint, class, timeouts);
+            let mut driver = drivers[ci].new_vu(w, class, ids, &cfg.endpoint, timeouts);
             setups.spawn(async move {
-                conn.keep_tally();
-                let res = driver.setup(&mut conn).await;
-                let tally = conn.take_tally();
-                (ci, vu, driver, conn, res, tally)
+                let res = driver.setup().await;
+                let tally = driver.take_untimed();
+                (ci, vu, driver, res, tally)
             });
         }
     }
@@ -729,7 +675,7 @@ async fn set_up_users(
         if let Some(l) = &cfg.live {
             l.setup_one();
         }
-        if let Ok((ci, vu, driver, conn, res, tally)) = res {
+        if let Ok((ci, vu, driver, res, tally)) = res {
             add_tally(&mut out.setup, tally);
             if let Err(detail) = res {
                 setup_failures += 1;
@@ -740,10 +686,10 @@ async fn set_up_users(
                     detail: format!("set-up of {}#{vu}: {detail}", w.classes[ci].name),
                 });
             }
-            ready.push((ci, vu, driver, conn));
+            ready.push((ci, vu, driver));
         }
     }
-    ready.sort_by_key(|(ci, vu, _, _)| (*ci, *vu));
+    ready.sort_by_key(|(ci, vu, _)| (*ci, *vu));
 
     (ready, out, setup_failures)
 }
@@ -838,7 +784,7 @@ fn spawn_closed(
     let windows: Vec<Vec<(Duration, Option<Duration>)>> =
         w.classes.iter().map(active_windows).collect();
     let mut vus = 0u64;
-    for (ci, vu, driver, conn) in ready {
+    for (ci, vu, driver) in ready {
         let class = &w.classes[ci];
         vus += 1;
         let (from, until) = windows[ci]
@@ -867,7 +813,7 @@ fn spawn_closed(
         };
         let recorder = factory.recorder();
         let stop = cfg.stop.clone();
-        tasks.spawn(vu_loop(spec, driver, conn, recorder, stop));
+        tasks.spawn(vu_loop(spec, driver, recorder, stop));
     }
     vus
 }
@@ -977,7 +923,7 @@ fn record(
     label_base: u32,
     (round, class_index, vu, seq, log_ops): (u32, usize, u32, u64, bool),
     op: Option<usize>,
-    outcome: &crate::protocol::Outcome,
+    done: &Done,
     t: Timing,
 ) {
     let start_us = t.started.duration_since(spec_start).as_micros() as u64;
@@ -992,15 +938,21 @@ fn record(
         start_us,
         latency_us,
         answer,
-        error: outcome.error.filter(|_| !skipped),
+        error: match done {
+            Done::Sent(o) => o.error,
+            Done::Skipped => None,
+        },
         skipped,
     };
-    if outcome.skipped {
-        if log_ops {
-            out.log.push(row(op.unwrap_or(0), 0, Answer::NONE, true));
+    let outcome = match done {
+        Done::Sent(o) => o,
+        Done::Skipped => {
+            if log_ops {
+                out.log.push(row(op.unwrap_or(0), 0, Answer::NONE, true));
+            }
+            return;
         }
-        return;
-    }
+    };
     let label = outcome.label.or(op).unwrap_or(0);
     let sample = sample_of(outcome, label_base + label as u32, start_us, &t);
     recorder.record(sample, t.ended);
@@ -1024,13 +976,12 @@ fn record(
 /// the class's first label.
 async fn finish_user<C: Future>(
     driver: &mut VuDriver,
-    conn: &Conn,
     recorder: &mut metrics::Recorder,
     (start, label_base): (Instant, u32),
     cancelled: &mut std::pin::Pin<&mut C>,
 ) {
     let left = tokio::select! {
-        o = driver.finish(conn) => o,
+        o = driver.finish() => o,
         _ = cancelled.as_mut() => None,
     };
     if let Some(o) = left {
@@ -1117,22 +1068,19 @@ pub(crate) type Cancelled<'p, 't> =
 /// the operation its behaviour picked. `None` when stopped meanwhile.
 async fn one_op(
     driver: &mut VuDriver,
-    conn: &mut Conn,
     rngs: &mut VuRngs,
     (seq, op): (u64, Option<usize>),
     cancelled: &mut Cancelled<'_, '_>,
-) -> Option<(Option<usize>, crate::protocol::Outcome)> {
-    // The operation's future is boxed for as long as it runs: inline, the largest of every
-    // driver's operations (4.4 KiB) would be part of every user's task, also while it
-    // thinks, and 100,000 idle users would pay for it 100,000 times. One allocation per
-    // operation costs far less than a request.
+) -> Option<(Option<usize>, Done)> {
+    // The contract boxes each step's future: inline, the largest of every driver's
+    // operations would be part of every user's task, also while it thinks.
     match op {
         None => tokio::select! {
-            o = Box::pin(driver.bootstrap(conn, &mut rngs.data)) => Some((None, o)),
+            o = driver.bootstrap(&mut rngs.data) => Some((None, o)),
             _ = cancelled.as_mut() => None,
         },
         Some(op) => tokio::select! {
-            o = Box::pin(driver.execute(op, seq, conn, &mut rngs.data)) => Some((Some(op), o)),
+            o = driver.execute(op, seq, &mut rngs.data) => Some((Some(op), o)),
             _ = cancelled.as_mut() => None,
         },
     }
@@ -1141,7 +1089,6 @@ async fn one_op(
 async fn vu_loop(
     spec: VuSpec,
     mut driver: VuDriver,
-    mut conn: Conn,
     mut recorder: metrics::Recorder,
     stop: CancellationToken,
 ) -> VuOutput {
@@ -1203,7 +1150,6 @@ async fn vu_loop(
         }
         let Some((op, outcome)) = one_op(
             &mut driver,
-            &mut conn,
             &mut rngs,
             (seq, pick.map(|(op, _)| op)),
             &mut cancelled,
@@ -1233,27 +1179,22 @@ async fn vu_loop(
         if !boot {
             seq += 1;
         }
-        if outcome.skipped {
+        if let Done::Skipped = outcome {
             // Nothing was sent, so nothing awaited: let the other users of this thread run.
             tokio::task::yield_now().await;
         }
     }
     finish_user(
         &mut driver,
-        &conn,
         &mut recorder,
         (spec.start, spec.label_base),
         &mut cancelled,
     )
     .await;
     recorder.flush();
-    out.connections = conn.opened;
-    out.retried = conn.retried;
-    out.unsolicited = conn.unsolicited;
     out.walks
         .extend(walk.finish().map(|w| (spec.class_index, w)));
-    out.leftovers.extend(driver.leftovers());
-    out.finish_broker(&mut driver);
+    out.handoff = driver.hand_off();
     out
 }
 

@@ -240,19 +240,17 @@ async fn session(
     let cancelled = stop.cancelled();
     tokio::pin!(cancelled);
     let mut recorder = factory.recorder();
-    let mut conn = crate::protocol::connection(&spec.endpoint, class, spec.timeouts);
     let ids = VuIds {
         vu: id,
         round: spec.round,
         run_id: spec.run_id.clone(),
     };
-    let mut vu = driver.new_vu(w, class, ids);
+    let mut vu = driver.new_vu(w, class, ids, &spec.endpoint, spec.timeouts);
     // Set-up is part of what an arriving client waits for: it counts toward the corrected
     // latency of the first operation.
     // Its requests are counted off the clock, by method and status, as a closed user's.
-    conn.keep_tally();
-    let set_up = vu.setup(&mut conn).await;
-    out.setup = conn.take_tally();
+    let set_up = vu.setup().await;
+    out.setup = vu.take_untimed();
     if let Err(detail) = set_up {
         out.failures.push(FailureNote {
             round: spec.round,
@@ -301,7 +299,6 @@ async fn session(
         }
         let Some((op, outcome)) = one_op(
             &mut vu,
-            &mut conn,
             &mut rngs,
             (seq, pick.map(|(op, _)| op)),
             &mut cancelled,
@@ -333,19 +330,14 @@ async fn session(
     }
     super::finish_user(
         &mut vu,
-        &conn,
         &mut recorder,
         (spec.start, spec.label_base),
         &mut cancelled,
     )
     .await;
     recorder.flush();
-    out.connections = conn.opened;
-    out.retried = conn.retried;
-    out.unsolicited = conn.unsolicited;
     out.walks
         .extend(walk.finish().map(|w| (spec.class_index, w)));
-    out.leftovers.extend(vu.leftovers());
-    out.finish_broker(&mut vu);
+    out.handoff = vu.hand_off();
     out
 }

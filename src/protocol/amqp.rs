@@ -28,15 +28,18 @@ use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProper
 use rand::rngs::Xoshiro256PlusPlus;
 use tokio::time::Instant;
 
+use async_trait::async_trait;
+
+use super::contract::{Done, Preflight, Protocol, Reach};
 use super::{Outcome, ProtocolError, Session, SetupError, VuIds};
 use crate::answer::Answer;
+use crate::transport::ErrorClass;
 use crate::transport::stream::Handshake;
-use crate::transport::{Conn, ErrorClass};
 use crate::workload::protocols::{AmqpOp, AmqpParams, QueueType};
 use crate::workload::{Dist, UserClass};
 
 use super::broker::{self, Failed, StampClock, body, done, nonce_of, producer, render};
-use super::drain::{Queue, QueueKind};
+use super::broker::{BrokerUser, OverBroker, Queue, QueueKind};
 use crate::ledger::{Ledger, Taken};
 
 /// What every user of an AMQP class shares.
@@ -107,6 +110,8 @@ pub struct AmqpVu {
     class: Arc<AmqpClass>,
     ids: VuIds,
     session: Session,
+    /// Connections opened.
+    opened: u64,
     /// Boxed: a connection, its channel and consumer are large, and an idle user of any
     /// protocol pays for the largest driver state.
     open: Option<Box<Session091>>,
@@ -164,12 +169,56 @@ fn failed(what: &str, e: lapin::Error) -> Failed {
     }
 }
 
+#[async_trait]
+impl Protocol for AmqpClass {
+    type User = BrokerUser<AmqpVu>;
+
+    fn user(self: &Arc<Self>, session: Session, ids: VuIds, reach: Reach) -> Self::User {
+        BrokerUser::new(AmqpVu::new(self.clone(), session, ids), reach)
+    }
+
+    /// A login over AMQP and the class's queue checked, with an account of the
+    /// preflight's own.
+    async fn preflight(self: &Arc<Self>, cx: Preflight<'_>) -> Result<(), ProtocolError> {
+        let s = cx.accounts.session(cx.workload, cx.class, &cx.ids);
+        preflight(self, &s, &cx.ids, &cx.reach).await
+    }
+}
+
+#[async_trait]
+impl OverBroker for AmqpVu {
+    async fn set_up(&mut self, reach: &Reach) -> Result<(), SetupError> {
+        self.set_up(reach).await
+    }
+
+    async fn run(&mut self, op: usize, reach: &Reach, rng: &mut Xoshiro256PlusPlus) -> Done {
+        self.run(op, reach, rng).await
+    }
+
+    async fn wait_out(&mut self, reach: &Reach) -> Option<Outcome> {
+        self.wait_out(reach).await
+    }
+
+    fn queues(&self) -> Vec<Queue> {
+        self.queues()
+    }
+
+    fn take_ledger(&mut self) -> Ledger {
+        self.ledger.take().map(|b| *b).unwrap_or_default()
+    }
+
+    fn opened(&self) -> u64 {
+        self.opened
+    }
+}
+
 impl AmqpVu {
-    pub fn new(class: Arc<AmqpClass>, session: Session, ids: VuIds) -> AmqpVu {
+    fn new(class: Arc<AmqpClass>, session: Session, ids: VuIds) -> AmqpVu {
         AmqpVu {
             class,
             ids,
             session,
+            opened: 0,
             open: None,
             sent: 0,
             ledger: None,
@@ -184,7 +233,7 @@ impl AmqpVu {
     }
 
     /// Untimed, before the round: connect, declare the queue, and start consuming.
-    pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
+    async fn set_up(&mut self, conn: &Reach) -> Result<(), SetupError> {
         let class = self.class.clone();
         self.ensure(&class, conn)
             .await
@@ -198,15 +247,12 @@ impl AmqpVu {
         Ok(())
     }
 
-    pub async fn execute(
-        &mut self,
-        op: usize,
-        conn: &mut Conn,
-        rng: &mut Xoshiro256PlusPlus,
-    ) -> Outcome {
+    async fn run(&mut self, op: usize, conn: &Reach, rng: &mut Xoshiro256PlusPlus) -> Done {
         let class = self.class.clone();
+        // The resolver built the table the engine picks from: an index past it is a pick
+        // of nothing.
         let Some(o) = class.ops.get(op) else {
-            return Outcome::failed(ErrorClass::Body, format!("no operation {op}"));
+            return Done::Skipped;
         };
         let started = Instant::now();
         let result = match o {
@@ -246,7 +292,7 @@ impl AmqpVu {
             self.last_tag = None;
         }
         out.steps.append(&mut self.settled);
-        out
+        Done::Sent(out)
     }
 
     /// Acknowledge delivery `tag` (and, `multiple`, those before it on the channel).
@@ -312,10 +358,10 @@ impl AmqpVu {
         self.in_tx.clear();
     }
 
-    async fn ensure(&mut self, class: &AmqpClass, conn: &mut Conn) -> Result<(), Failed> {
+    async fn ensure(&mut self, class: &AmqpClass, conn: &Reach) -> Result<(), Failed> {
         if self.open.is_none() {
             let (s, created) = Box::pin(open(class, &self.session, &self.ids, conn)).await?;
-            conn.opened += 1;
+            self.opened += 1;
             // Created once is the run's, even when a later reconnection finds it there.
             let created = created || self.used.as_ref().is_some_and(|u| u.created);
             self.used = Some(Box::new(Used {
@@ -330,7 +376,7 @@ impl AmqpVu {
     async fn publish(
         &mut self,
         class: &AmqpClass,
-        conn: &mut Conn,
+        conn: &Reach,
         p: Publish<'_>,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
@@ -483,7 +529,7 @@ impl AmqpVu {
 
     /// The confirms still outstanding when the user's round ends, each awaited within the
     /// request timeout of its publish: an outcome of these steps only; `None` if none.
-    pub async fn finish(&mut self, conn: &Conn) -> Option<Outcome> {
+    async fn wait_out(&mut self, conn: &Reach) -> Option<Outcome> {
         let timeout = conn.timeouts().request;
         // The deliveries taken since the last acknowledgement are acknowledged with it.
         if let Some(tag) = self.last_tag.take() {
@@ -509,7 +555,7 @@ impl AmqpVu {
     async fn request(
         &mut self,
         class: &AmqpClass,
-        conn: &mut Conn,
+        conn: &Reach,
         (size, timeout): (&Dist, &Dist),
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
@@ -592,7 +638,7 @@ impl AmqpVu {
     async fn reply(
         &mut self,
         class: &AmqpClass,
-        conn: &mut Conn,
+        conn: &Reach,
         (size, timeout): (&Dist, &Dist),
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
@@ -648,7 +694,7 @@ impl AmqpVu {
     async fn consume(
         &mut self,
         class: &AmqpClass,
-        conn: &mut Conn,
+        conn: &Reach,
         timeout: &Dist,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
@@ -717,14 +763,9 @@ impl AmqpVu {
         Ok(o)
     }
 
-    /// Nothing made over HTTP: what the round left on the broker is in `queues`.
-    pub fn leftovers(&self) -> Vec<(crate::transport::Method, super::cleanup::Place)> {
-        Vec::new()
-    }
-
     /// The queue this user used, for the teardown to drain when it is the run's own: one
     /// the run's declaration created.
-    pub fn queues(&self) -> Vec<Queue> {
+    fn queues(&self) -> Vec<Queue> {
         self.used
             .iter()
             .filter(|u| u.created)
@@ -738,11 +779,6 @@ impl AmqpVu {
                 ledger_name: None,
             })
             .collect()
-    }
-
-    /// What this user sent and received, by stamp.
-    pub fn take_ledger(&mut self) -> Option<Ledger> {
-        self.ledger.take().map(|b| *b)
     }
 }
 
@@ -808,7 +844,7 @@ async fn open(
     class: &AmqpClass,
     s: &Session,
     ids: &VuIds,
-    conn: &Conn,
+    conn: &Reach,
 ) -> Result<(Session091, bool), Failed> {
     let t0 = Instant::now();
     let connection = connect(s, conn).await?;
@@ -850,7 +886,7 @@ async fn open(
 
 /// An AMQP connection to the target as the session's user (RabbitMQ's `guest` without a
 /// password), on the target's virtual host.
-async fn connect(s: &Session, conn: &Conn) -> Result<Connection, Failed> {
+async fn connect(s: &Session, conn: &Reach) -> Result<Connection, Failed> {
     let endpoint = conn.endpoint();
     let addr = endpoint.amqp.ok_or_else(|| {
         Failed::of(
@@ -1054,11 +1090,11 @@ async fn replies_on(channel: &Channel, rq: Duration) -> Result<Consumer, Failed>
 
 /// Preflight: connect, open a channel and declare the class's queue once, so a refused
 /// login or an inequivalent queue stops the run with the broker's reason.
-pub async fn preflight(
+async fn preflight(
     class: &AmqpClass,
     s: &Session,
     ids: &VuIds,
-    conn: &Conn,
+    conn: &Reach,
 ) -> Result<(), ProtocolError> {
     // No queue declared, no consumer: the preflight leaves nothing on the broker.
     let probe = AmqpClass {
@@ -1094,7 +1130,7 @@ pub async fn preflight(
 /// drain's count stands); whether the queue was deleted.
 pub async fn drain(
     q: &Queue,
-    conn: &Conn,
+    conn: &Reach,
     (idle, until): (Duration, &super::cleanup::Until),
     delete: bool,
     ledger: &mut Ledger,
@@ -1134,7 +1170,7 @@ pub async fn drain(
     loop {
         let by = (Instant::now() + idle).min(until.at);
         let next = match tokio::time::timeout_at(by, consumer.next()).await {
-            Err(_) if until.passed() => return Err(super::drain::cut_off(&q.name, *taken, until)),
+            Err(_) if until.passed() => return Err(super::broker::cut_off(&q.name, *taken, until)),
             Err(_) => break,
             Ok(n) => n,
         };
@@ -1148,7 +1184,7 @@ pub async fn drain(
         }
         // A flood that never pauses is cut off too (what was taken is counted).
         if until.passed() {
-            return Err(super::drain::cut_off(&q.name, *taken, until));
+            return Err(super::broker::cut_off(&q.name, *taken, until));
         }
     }
     if !delete {

@@ -12,8 +12,12 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
 
-use super::session::{Exchange, Session};
-use super::{Outcome, VuIds, data, expect_of, morse};
+use async_trait::async_trait;
+
+use super::contract::{Done, Preflight, Protocol, Reach};
+use super::over_http::{HttpUser, OverHttp};
+use super::session::{AccountPlan, Exchange, Session};
+use super::{Outcome, ProtocolError, VuIds, data, expect_of, morse};
 use crate::formats::xml;
 use crate::transport::{Conn, Response};
 use crate::workload::protocols::AtomParams;
@@ -23,11 +27,18 @@ pub struct AtomClass {
     ops: Vec<AtomOp>,
     expect: Vec<Vec<u16>>,
     params: AtomParams,
+    accounts: AccountPlan,
 }
 
 impl AtomClass {
-    pub fn new(class: &UserClass, ops: &[AtomOp], params: &AtomParams) -> AtomClass {
+    pub fn new(
+        class: &UserClass,
+        ops: &[AtomOp],
+        params: &AtomParams,
+        accounts: &AccountPlan,
+    ) -> AtomClass {
         AtomClass {
+            accounts: accounts.clone(),
             expect: class
                 .ops
                 .iter()
@@ -137,12 +148,32 @@ impl AtomVu {
             collection: None,
         }
     }
+}
 
-    pub fn needs_bootstrap(&self) -> bool {
+#[async_trait]
+impl Protocol for AtomClass {
+    type User = HttpUser<AtomVu>;
+
+    fn user(self: &Arc<Self>, session: Session, ids: VuIds, reach: Reach) -> Self::User {
+        let vu = AtomVu::new(self.clone(), session.clone(), ids);
+        HttpUser::new(vu, session, &reach, &self.accounts)
+    }
+
+    /// An Atom user's collection is made through Morse Code: the probe publishes one.
+    async fn preflight(self: &Arc<Self>, cx: Preflight<'_>) -> Result<(), ProtocolError> {
+        morse::preflight_publish(&cx).await
+    }
+}
+
+#[async_trait]
+impl OverHttp for AtomVu {
+    const ACCOUNTS: bool = true;
+
+    fn needs_bootstrap(&self) -> bool {
         self.collection.is_none()
     }
 
-    pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
+    async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Done {
         // `publish` sends one item more than it is asked for, as the 2007 client did.
         let extra = self.class.params.initial_items.saturating_sub(1) as usize;
         let (mut o, created) = morse::publish(&self.s, &self.ids, conn, rng, extra, &[201]).await;
@@ -150,11 +181,11 @@ impl AtomVu {
             self.collection = Some((uid, items));
         }
         o.label = Some(self.class.params.label_publish);
-        o
+        Done::Sent(o)
     }
 
     /// The collection this user published (through Morse Code, as it was made).
-    pub fn leftovers(&self) -> Vec<(crate::transport::Method, super::cleanup::Place)> {
+    fn leftovers(&self) -> Vec<(crate::transport::Method, super::cleanup::Place)> {
         self.collection
             .iter()
             .map(|(uid, _)| {
@@ -166,16 +197,17 @@ impl AtomVu {
             .collect()
     }
 
-    pub async fn execute(
+    async fn execute(
         &mut self,
         op: usize,
+        _seq: u64,
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
-    ) -> Outcome {
+    ) -> Done {
         let class = self.class.clone();
         let expect = &class.expect[op];
         let Some((col, items)) = &self.collection else {
-            return Outcome::skipped();
+            return Done::Skipped;
         };
         let base = format!("{}/atom/collection/{col}", self.s.context);
         let atom = (
@@ -209,7 +241,7 @@ impl AtomVu {
             }
             AtomOp::UpdateEvent => {
                 if items.is_empty() {
-                    return Outcome::skipped();
+                    return Done::Skipped;
                 }
                 let uid = items[(rng.next_u64() % items.len() as u64) as usize].clone();
                 let entry = data::atom_entry(rng, &uid);
@@ -230,11 +262,11 @@ impl AtomVu {
             .map_or_else(Bytes::new, |(_, e)| Bytes::from(e.clone()));
         let r = match self.s.send(conn, method, &path, &headers, payload).await {
             Exchange::Answer(r) => r,
-            Exchange::Failed(o) => return o,
+            Exchange::Failed(o) => return Done::Sent(o),
         };
         let what = format!("{method} {path}");
         let o = Outcome::of(&r, expect, &what);
-        match &class.ops[op] {
+        Done::Sent(match &class.ops[op] {
             AtomOp::CreateEvent => {
                 let o = check_entry(&r, o, &what);
                 if o.is_ok()
@@ -248,7 +280,7 @@ impl AtomVu {
             AtomOp::TimeRangeFeed { .. } | AtomOp::FullFeed | AtomOp::Dashboard => {
                 check_feed(&r, o, &what)
             }
-        }
+        })
     }
 }
 

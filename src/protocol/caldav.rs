@@ -18,9 +18,13 @@ use hyper::header::{CONTENT_TYPE, ETAG, HeaderName, HeaderValue, IF_MATCH, IF_NO
 use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
 
+use async_trait::async_trait;
+
 use super::cleanup::Place;
-use super::session::{Exchange, Session};
-use super::{Outcome, SetupError, VuIds, bootstrap_expect, data, expect_of};
+use super::contract::{Done, Preflight, Protocol, Reach};
+use super::over_http::{HttpUser, OverHttp};
+use super::session::{AccountPlan, Exchange, Session};
+use super::{Outcome, ProtocolError, SetupError, VuIds, bootstrap_expect, data, expect_of};
 use crate::formats::dav::{CALDAV, DAV, Multistatus, find_prop_href, href_path, parse_multistatus};
 use crate::formats::ical;
 use crate::formats::xml::{self, XmlWriter};
@@ -32,11 +36,18 @@ pub struct CaldavClass {
     ops: Vec<CaldavOp>,
     expect: Vec<Vec<u16>>,
     params: CaldavParams,
+    accounts: AccountPlan,
 }
 
 impl CaldavClass {
-    pub fn new(class: &UserClass, ops: &[CaldavOp], params: &CaldavParams) -> CaldavClass {
+    pub fn new(
+        class: &UserClass,
+        ops: &[CaldavOp],
+        params: &CaldavParams,
+        accounts: &AccountPlan,
+    ) -> CaldavClass {
         CaldavClass {
+            accounts: accounts.clone(),
             expect: class
                 .ops
                 .iter()
@@ -127,6 +138,108 @@ const PRINCIPAL: &str =
     r#"<D:propfind xmlns:D="DAV:"><D:prop><D:current-user-principal/></D:prop></D:propfind>"#;
 const HOME_SET: &str = r#"<D:propfind xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><C:calendar-home-set/></D:prop></D:propfind>"#;
 
+#[async_trait]
+impl Protocol for CaldavClass {
+    type User = HttpUser<CaldavVu>;
+
+    fn user(self: &Arc<Self>, session: Session, ids: VuIds, reach: Reach) -> Self::User {
+        let vu = CaldavVu::new(self.clone(), session.clone(), ids);
+        HttpUser::new(vu, session, &reach, &self.accounts)
+    }
+
+    /// An account of the probe's own, then its calendar home found as a user's set-up
+    /// finds it.
+    async fn preflight(self: &Arc<Self>, cx: Preflight<'_>) -> Result<(), ProtocolError> {
+        let (s, mut conn) = super::over_http::probe_with_account(&cx).await?;
+        let auth = s.auth.clone();
+        let mut vu = CaldavVu::new(self.clone(), s, cx.ids.clone());
+        vu.discover(&mut conn).await.map_err(|e| {
+            let e = match auth.as_ref().and_then(|a| a.take_refusal()) {
+                Some(why) => e.explained(&why),
+                None => e,
+            };
+            let (request, answer) = e.parts();
+            cx.failed(request, answer)
+        })
+    }
+}
+
+#[async_trait]
+impl OverHttp for CaldavVu {
+    const ACCOUNTS: bool = true;
+
+    async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
+        self.discover(conn).await
+    }
+
+    fn needs_bootstrap(&self) -> bool {
+        self.cals.is_empty()
+    }
+
+    /// The calendars this user made (their events go with them).
+    fn leftovers(&self) -> Vec<(crate::transport::Method, Place)> {
+        self.cals
+            .iter()
+            .map(|c| {
+                (
+                    crate::transport::Method::DELETE,
+                    Place::Server(c.path.clone()),
+                )
+            })
+            .collect()
+    }
+
+    async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Done {
+        let expect = bootstrap_expect(
+            &self.class.ops,
+            &self.class.expect,
+            |o| *o == CaldavOp::CreateCalendar,
+            &[201],
+        );
+        let mut o = self.mkcalendar(conn, rng, &expect).await;
+        o.label = Some(self.class.params.label_create_calendar);
+        Done::Sent(o)
+    }
+
+    async fn execute(
+        &mut self,
+        op: usize,
+        _seq: u64,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Done {
+        let class = self.class.clone();
+        let expect = class.expect[op].as_slice();
+        if class.ops[op] == CaldavOp::CreateCalendar {
+            return self.mkcalendar(conn, rng, expect).await.into();
+        }
+        if self.cals.is_empty() {
+            return Done::Skipped;
+        }
+        let ci = (rng.next_u64() % self.cals.len() as u64) as usize;
+        match &class.ops[op] {
+            CaldavOp::CreateCalendar => Done::Skipped,
+            CaldavOp::PutEvent { size, recurring } => self
+                .new_event(conn, rng, ci, size.as_ref(), *recurring, expect)
+                .await
+                .into(),
+            CaldavOp::UpdateEvent { size } => {
+                self.update_event(conn, rng, ci, size.as_ref(), expect)
+                    .await
+            }
+            CaldavOp::GetEvent => self.get_event(conn, rng, ci, expect).await,
+            CaldavOp::DeleteEvent => self.delete_event(conn, rng, ci, expect).await,
+            CaldavOp::TimeRangeReport { range } => self
+                .time_range_report(conn, rng, ci, range, expect)
+                .await
+                .into(),
+            CaldavOp::Multiget { count } => self.multiget(conn, rng, ci, *count, expect).await,
+            CaldavOp::Propfind => self.propfind(conn, ci, expect).await.into(),
+            CaldavOp::SyncCollection => self.sync_collection(conn, ci, &class, expect).await.into(),
+        }
+    }
+}
+
 impl CaldavVu {
     pub fn new(class: Arc<CaldavClass>, s: Session, ids: VuIds) -> CaldavVu {
         CaldavVu {
@@ -150,7 +263,7 @@ impl CaldavVu {
     /// path, or, by RFC 6764, from `/.well-known/caldav` at the server's root (following
     /// its redirect) and then from the service's own root; then the principal's
     /// `calendar-home-set`.
-    pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
+    async fn discover(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
         let base = conn.endpoint().base_path.clone();
         if let Some(h) = &self.class.params.calendar_home {
             let mut h = format!("{base}{}", self.template(h));
@@ -277,35 +390,6 @@ impl CaldavVu {
         })
     }
 
-    pub fn needs_bootstrap(&self) -> bool {
-        self.cals.is_empty()
-    }
-
-    /// The calendars this user made (their events go with them).
-    pub fn leftovers(&self) -> Vec<(crate::transport::Method, Place)> {
-        self.cals
-            .iter()
-            .map(|c| {
-                (
-                    crate::transport::Method::DELETE,
-                    Place::Server(c.path.clone()),
-                )
-            })
-            .collect()
-    }
-
-    pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
-        let expect = bootstrap_expect(
-            &self.class.ops,
-            &self.class.expect,
-            |o| *o == CaldavOp::CreateCalendar,
-            &[201],
-        );
-        let mut o = self.mkcalendar(conn, rng, &expect).await;
-        o.label = Some(self.class.params.label_create_calendar);
-        o
-    }
-
     async fn mkcalendar(
         &mut self,
         conn: &mut Conn,
@@ -351,42 +435,6 @@ impl CaldavVu {
         o
     }
 
-    pub async fn execute(
-        &mut self,
-        op: usize,
-        conn: &mut Conn,
-        rng: &mut Xoshiro256PlusPlus,
-    ) -> Outcome {
-        let class = self.class.clone();
-        let expect = class.expect[op].as_slice();
-        if class.ops[op] == CaldavOp::CreateCalendar {
-            return self.mkcalendar(conn, rng, expect).await;
-        }
-        if self.cals.is_empty() {
-            return Outcome::skipped();
-        }
-        let ci = (rng.next_u64() % self.cals.len() as u64) as usize;
-        match &class.ops[op] {
-            CaldavOp::CreateCalendar => Outcome::skipped(),
-            CaldavOp::PutEvent { size, recurring } => {
-                self.new_event(conn, rng, ci, size.as_ref(), *recurring, expect)
-                    .await
-            }
-            CaldavOp::UpdateEvent { size } => {
-                self.update_event(conn, rng, ci, size.as_ref(), expect)
-                    .await
-            }
-            CaldavOp::GetEvent => self.get_event(conn, rng, ci, expect).await,
-            CaldavOp::DeleteEvent => self.delete_event(conn, rng, ci, expect).await,
-            CaldavOp::TimeRangeReport { range } => {
-                self.time_range_report(conn, rng, ci, range, expect).await
-            }
-            CaldavOp::Multiget { count } => self.multiget(conn, rng, ci, *count, expect).await,
-            CaldavOp::Propfind => self.propfind(conn, ci, expect).await,
-            CaldavOp::SyncCollection => self.sync_collection(conn, ci, &class, expect).await,
-        }
-    }
-
     /// A new event of about `size` bytes, created only where nothing is (`If-None-Match`).
     async fn new_event(
         &mut self,
@@ -427,9 +475,9 @@ impl CaldavVu {
         ci: usize,
         size: Option<&crate::workload::Dist>,
         expect: &[u16],
-    ) -> Outcome {
+    ) -> Done {
         let Some(ei) = pick_event(&self.cals[ci], rng) else {
-            return Outcome::skipped();
+            return Done::Skipped;
         };
         let e = &self.cals[ci].events[ei];
         let event = Event {
@@ -444,7 +492,9 @@ impl CaldavVu {
             .as_deref()
             .and_then(|t| HeaderValue::from_str(t).ok())
             .map(|v| (IF_MATCH, v));
-        self.put_event(conn, ci, event, body, cond, expect).await
+        self.put_event(conn, ci, event, body, cond, expect)
+            .await
+            .into()
     }
 
     /// A `calendar-query` for the events of a window of `range` in 2007.
@@ -485,10 +535,10 @@ impl CaldavVu {
         ci: usize,
         count: u32,
         expect: &[u16],
-    ) -> Outcome {
+    ) -> Done {
         let cal = &self.cals[ci];
         if cal.events.is_empty() {
-            return Outcome::skipped();
+            return Done::Skipped;
         }
         let n = (count as usize).min(cal.events.len());
         let start = (rng.next_u64() % cal.events.len() as u64) as usize;
@@ -506,7 +556,7 @@ impl CaldavVu {
             w.leaf("D:href", &e.path);
         }
         w.close("C:calendar-multiget");
-        self.report(conn, ci, w.finish(), expect).await.0
+        self.report(conn, ci, w.finish(), expect).await.0.into()
     }
 
     /// A `sync-collection` from the calendar's token; a token the server no longer knows
@@ -575,9 +625,9 @@ impl CaldavVu {
         ci: usize,
         method: &str,
         expect: &[u16],
-    ) -> Result<(usize, Response, Outcome), Outcome> {
+    ) -> Result<(usize, Response, Outcome), Done> {
         let Some(ei) = pick_event(&self.cals[ci], rng) else {
-            return Err(Outcome::skipped());
+            return Err(Done::Skipped);
         };
         let path = &self.cals[ci].events[ei].path;
         match self.s.send_to(conn, method, path, &[], Bytes::new()).await {
@@ -585,7 +635,7 @@ impl CaldavVu {
                 let o = Outcome::of(&r, expect, &format!("{method} {path}"));
                 Ok((ei, r, o))
             }
-            Exchange::Failed(o) => Err(o),
+            Exchange::Failed(o) => Err(o.into()),
         }
     }
 
@@ -596,18 +646,18 @@ impl CaldavVu {
         rng: &mut Xoshiro256PlusPlus,
         ci: usize,
         expect: &[u16],
-    ) -> Outcome {
+    ) -> Done {
         let (ei, r, o) = match self.send_to_event(conn, rng, ci, "GET", expect).await {
             Ok(x) => x,
-            Err(o) => return o,
+            Err(d) => return d,
         };
         if !o.is_ok() {
-            return o;
+            return o.into();
         }
         let parsed = std::str::from_utf8(&r.body)
             .map_err(|e| e.to_string())
             .and_then(ical::parse);
-        match parsed {
+        Done::Sent(match parsed {
             Ok(_) => {
                 if let Some(e) = etag_of(&r) {
                     self.cals[ci].events[ei].etag = Some(e);
@@ -618,7 +668,7 @@ impl CaldavVu {
                 let path = &self.cals[ci].events[ei].path;
                 o.body_error(format!("GET {path}: not iCalendar: {m}"))
             }
-        }
+        })
     }
 
     /// DELETE an event of calendar `ci` (one this user created) and forget it.
@@ -628,15 +678,15 @@ impl CaldavVu {
         rng: &mut Xoshiro256PlusPlus,
         ci: usize,
         expect: &[u16],
-    ) -> Outcome {
+    ) -> Done {
         match self.send_to_event(conn, rng, ci, "DELETE", expect).await {
             Ok((ei, _, o)) => {
                 if o.is_ok() {
                     self.cals[ci].events.remove(ei);
                 }
-                o
+                o.into()
             }
-            Err(o) => o,
+            Err(d) => d,
         }
     }
 

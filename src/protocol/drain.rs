@@ -15,10 +15,11 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
-use super::Session;
+use super::broker::{Queue, QueueKind};
 use super::cleanup::{MAX_NOTES, Until};
+use super::contract::Reach;
 use crate::ledger::Ledger;
-use crate::transport::{Conn, Endpoint, Reuse, Timeouts};
+use crate::transport::{Endpoint, Reuse, Timeouts};
 
 /// How long a destination must stay quiet to count as drained.
 pub const IDLE: Duration = Duration::from_millis(500);
@@ -26,31 +27,6 @@ pub const IDLE: Duration = Duration::from_millis(500);
 const LIMIT: Duration = Duration::from_secs(120);
 /// Destinations drained at once.
 const PARALLEL: usize = 16;
-
-/// Which protocol reaches a destination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum QueueKind {
-    Stomp,
-    Amqp,
-}
-
-/// A destination a user used, and whose credentials reach it.
-#[derive(Clone)]
-pub struct Queue {
-    pub session: Session,
-    pub kind: QueueKind,
-    pub name: String,
-    /// The run's declaration created it: the teardown deletes it.
-    pub created: bool,
-    /// The run's stamp, to tell its messages from others'.
-    pub nonce: u32,
-    /// A durable topic subscription (its client id, its name), drained by subscribing
-    /// again as it and deleted by unsubscribing; `name` is then the topic.
-    pub durable: Option<(String, String)>,
-    /// What the ledger calls what is taken here (a topic subscriber's own row); `None`:
-    /// the name.
-    pub ledger_name: Option<String>,
-}
 
 /// What the teardown did.
 #[derive(Debug, Clone, Default)]
@@ -76,14 +52,6 @@ impl DrainStats {
         }
         self.ledger.absorb(o.ledger);
     }
-}
-
-/// Why a drain ended with messages still coming.
-pub fn cut_off(name: &str, taken: u64, until: &Until) -> String {
-    format!(
-        "{name}: messages were still coming when the drain was stopped by {} ({taken} taken)",
-        until.reason()
-    )
 }
 
 /// Drain each destination once (however many users used it), and delete the created
@@ -130,7 +98,12 @@ async fn one(
     delete: bool,
     until: Until,
 ) -> DrainStats {
-    let conn = Conn::new(endpoint, Reuse::KeepAlive, timeouts);
+    let conn = Reach {
+        endpoint,
+        timeouts,
+        reuse: Reuse::KeepAlive,
+        resumes_tls: true,
+    };
     let mut stats = DrainStats {
         destinations: 1,
         ..DrainStats::default()

@@ -16,9 +16,13 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{Rng, RngExt};
 
+use async_trait::async_trait;
+
 use super::auth::Auth;
-use super::session::send_authenticated;
-use super::{Outcome, VuIds};
+use super::contract::{Done, Preflight, Protocol, Reach};
+use super::over_http::{HttpUser, OverHttp};
+use super::session::{AccountPlan, Session, send_authenticated};
+use super::{Outcome, ProtocolError, VuIds};
 use crate::answer::Answer;
 use crate::transport::{Conn, ErrorClass, Method, Request};
 use crate::workload::template::Ctx;
@@ -168,7 +172,7 @@ impl HttpClass {
         }
     }
 
-    pub fn new_vu(self: &Arc<HttpClass>, ids: VuIds, auth: Option<Auth>) -> HttpVu {
+    fn new_vu(self: &Arc<HttpClass>, ids: VuIds, auth: Option<Auth>) -> HttpVu {
         HttpVu {
             class: self.clone(),
             ids,
@@ -193,15 +197,39 @@ pub struct HttpVu {
     pools: Vec<VecDeque<String>>,
 }
 
-impl HttpVu {
-    /// Whether pool `index` holds a value (a behaviour's guard).
-    pub fn pool_holds(&self, index: usize) -> bool {
-        self.pools.get(index).is_some_and(|p| !p.is_empty())
+#[async_trait]
+impl Protocol for HttpClass {
+    type User = HttpUser<HttpVu>;
+
+    fn user(self: &Arc<Self>, session: Session, ids: VuIds, reach: Reach) -> Self::User {
+        let vu = self.new_vu(ids, session.auth.clone());
+        // Requests are the workload's own: no account is made for them.
+        HttpUser::new(vu, session, &reach, &AccountPlan::None)
+    }
+
+    /// Something listens and speaks HTTP: the workload's requests are its own, so no
+    /// request of them is sent before the clock.
+    async fn preflight(self: &Arc<Self>, cx: Preflight<'_>) -> Result<(), ProtocolError> {
+        super::over_http::probe(&cx).await
+    }
+}
+
+#[async_trait]
+impl OverHttp for HttpVu {
+    const ACCOUNTS: bool = false;
+
+    /// Pools are http's only guard: whether pool `index` holds a value.
+    fn guard_holds(&self, guard: &crate::workload::chain::Guard) -> bool {
+        match guard {
+            crate::workload::chain::Guard::Pool { index, .. } => {
+                self.pools.get(*index).is_some_and(|p| !p.is_empty())
+            }
+        }
     }
 
     /// What the end of the round removes: `(method, path)` for every entry still held in
     /// a pool that has a cleanup method. Paths are as remembered (without the base path).
-    pub fn leftovers(&self) -> Vec<(Method, super::cleanup::Place)> {
+    fn leftovers(&self) -> Vec<(Method, super::cleanup::Place)> {
         self.class
             .pools
             .iter()
@@ -213,16 +241,14 @@ impl HttpVu {
             })
             .collect()
     }
-}
 
-impl HttpVu {
-    pub async fn execute(
+    async fn execute(
         &mut self,
         op: usize,
         seq: u64,
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
-    ) -> Outcome {
+    ) -> Done {
         // Disjoint borrows of the VU's fields: no Arc clone per request, whose reference
         // count all VUs of the class would bounce between cores.
         let HttpVu {
@@ -234,8 +260,10 @@ impl HttpVu {
             pools,
         } = self;
         let class: &HttpClass = class;
+        // The resolver built the table the engine picks from: an index past it is a pick
+        // of nothing.
         let Some(p) = class.ops.get(op) else {
-            return failure(ErrorClass::Body, format!("no operation {op}"), 0);
+            return Done::Skipped;
         };
         let mut st = VuData {
             vars,
@@ -250,17 +278,16 @@ impl HttpVu {
         let mut done: Option<Outcome> = None;
         let mut steps = Vec::with_capacity(p.steps.len());
         for (label, step) in &p.steps {
-            let mut o = request(class, ids, auth.as_ref(), &mut st, step, seq, conn, rng).await;
-            if o.skipped {
-                if done.is_none() {
+            let mut o =
+                match request(class, ids, auth.as_ref(), &mut st, step, seq, conn, rng).await {
+                    Done::Sent(o) => o,
                     // Nothing to act on, nothing sent: the whole operation is skipped.
-                    return o;
-                }
-                o = Outcome::failed(
-                    ErrorClass::Body,
-                    "a step found nothing to act on after earlier steps ran".into(),
-                );
-            }
+                    Done::Skipped if done.is_none() => return Done::Skipped,
+                    Done::Skipped => Outcome::failed(
+                        ErrorClass::Body,
+                        "a step found nothing to act on after earlier steps ran".into(),
+                    ),
+                };
             steps.push((*label, o.clone()));
             let failed = o.error.is_some();
             if let Some(before) = &done {
@@ -275,9 +302,11 @@ impl HttpVu {
                 break;
             }
         }
-        let mut o = done.unwrap_or_else(Outcome::skipped);
+        let Some(mut o) = done else {
+            return Done::Skipped;
+        };
         o.steps = steps;
-        o
+        Done::Sent(o)
     }
 }
 
@@ -300,18 +329,18 @@ async fn request(
     seq: u64,
     conn: &mut Conn,
     rng: &mut Xoshiro256PlusPlus,
-) -> Outcome {
+) -> Done {
     // Something made earlier to act on, or nothing to do.
     let Some(picked) = pick(p, st, rng) else {
-        return Outcome::skipped();
+        return Done::Skipped;
     };
     let Some(parts) = render(class, ids, st, p, seq, conn, rng) else {
-        return Outcome::skipped();
+        return Done::Skipped;
     };
     let path: &str = st.path_buf;
     let resp = match send(conn, auth, p, path, &parts).await {
         Ok(r) => r,
-        Err(o) => return o,
+        Err(o) => return o.into(),
     };
     let status = resp.status.as_u16();
     let mut out = Outcome {
@@ -322,7 +351,6 @@ async fn request(
         bytes_sent: resp.bytes_sent,
         bytes_received: resp.bytes_received,
         latency: resp.elapsed,
-        skipped: false,
         prior: resp.earlier.iter().map(|&s| Answer::http(s)).collect(),
         handshake: resp.handshake,
         steps: Vec::new(),
@@ -340,7 +368,7 @@ async fn request(
     if !expected {
         out.error = Some(ErrorClass::Status);
         out.detail = Some(format!("{} {} -> {status}", p.method, st.path_buf));
-        return out;
+        return out.into();
     }
     for (var, from) in &p.captures {
         match capture(from, &resp.headers, &resp.body) {
@@ -348,12 +376,12 @@ async fn request(
             Err(m) => {
                 out.error = Some(ErrorClass::Body);
                 out.detail = Some(m);
-                return out;
+                return out.into();
             }
         }
     }
     remember(class, ids, st, p, seq, parts.base_len, rng);
-    out
+    out.into()
 }
 
 /// The pool entry the operation acts on, put in its variable: `Some(None)` when it picks

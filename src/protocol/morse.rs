@@ -12,8 +12,12 @@ use hyper::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
 
-use super::session::{Exchange, Session};
-use super::{Outcome, VuIds, bootstrap_expect, data, expect_of};
+use async_trait::async_trait;
+
+use super::contract::{Done, Preflight, Protocol, Reach};
+use super::over_http::{HttpUser, OverHttp};
+use super::session::{AccountPlan, Exchange, Session};
+use super::{Outcome, ProtocolError, VuIds, bootstrap_expect, data, expect_of};
 use crate::formats::eim;
 use crate::transport::{Conn, Response};
 use crate::workload::protocols::MorseParams;
@@ -34,10 +38,16 @@ pub struct MorseClass {
     ops: Vec<Op>,
     expect: Vec<Vec<u16>>,
     params: MorseParams,
+    accounts: AccountPlan,
 }
 
 impl MorseClass {
-    pub fn new(class: &UserClass, ops: &[Op], params: &MorseParams) -> MorseClass {
+    pub fn new(
+        class: &UserClass,
+        ops: &[Op],
+        params: &MorseParams,
+        accounts: &AccountPlan,
+    ) -> MorseClass {
         let expect = class
             .ops
             .iter()
@@ -57,6 +67,47 @@ impl MorseClass {
             ops: ops.to_vec(),
             expect,
             params: params.clone(),
+            accounts: accounts.clone(),
+        }
+    }
+}
+
+#[async_trait]
+impl Protocol for MorseClass {
+    type User = HttpUser<MorseVu>;
+
+    fn user(self: &Arc<Self>, session: Session, ids: VuIds, reach: Reach) -> Self::User {
+        let vu = MorseVu::new(self.clone(), session.clone(), ids);
+        HttpUser::new(vu, session, &reach, &self.accounts)
+    }
+
+    async fn preflight(self: &Arc<Self>, cx: Preflight<'_>) -> Result<(), ProtocolError> {
+        preflight_publish(&cx).await
+    }
+}
+
+/// The probe of Morse Code and Atom users: an account, then a one-item collection
+/// published and deleted.
+pub(crate) async fn preflight_publish(cx: &Preflight<'_>) -> Result<(), ProtocolError> {
+    let (s, mut conn) = super::over_http::probe_with_account(cx).await?;
+    let mut rng = <Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(1);
+    let (o, created) = publish(&s, &cx.ids, &mut conn, &mut rng, 0, &[201]).await;
+    let Some((uid, _, _)) = created else {
+        let why = s.auth.as_ref().and_then(|a| a.take_refusal());
+        return Err(cx.failed(
+            format!("Morse Code publish (PUT {}/mc/collection/…)", s.context),
+            match why {
+                Some(w) => format!("{}: {w}", o.detail.unwrap_or_default()),
+                None => o.detail.unwrap_or_default(),
+            },
+        ));
+    };
+    let path = format!("{}/mc/collection/{uid}", s.context);
+    match s.send(&mut conn, "DELETE", &path, &[], Bytes::new()).await {
+        Exchange::Answer(r) if r.status.as_u16() == 204 => Ok(()),
+        Exchange::Answer(r) => Err(cx.failed(format!("DELETE {path}"), r.status.to_string())),
+        Exchange::Failed(o) => {
+            Err(cx.failed(format!("DELETE {path}"), o.detail.unwrap_or_default()))
         }
     }
 }
@@ -148,38 +199,6 @@ impl MorseVu {
         }
     }
 
-    pub fn needs_bootstrap(&self) -> bool {
-        self.cols.is_empty()
-    }
-
-    /// The collections this user published and has not deleted.
-    pub fn leftovers(&self) -> Vec<(crate::transport::Method, super::cleanup::Place)> {
-        self.cols
-            .iter()
-            .map(|c| {
-                (
-                    crate::transport::Method::DELETE,
-                    super::cleanup::Place::Base(format!(
-                        "{}/mc/collection/{}",
-                        self.s.context, c.uid
-                    )),
-                )
-            })
-            .collect()
-    }
-
-    pub async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Outcome {
-        let expect = bootstrap_expect(
-            &self.class.ops,
-            &self.class.expect,
-            |o| *o == Op::Publish,
-            &[201],
-        );
-        let mut o = self.publish(conn, rng, &expect).await;
-        o.label = Some(self.class.params.label_publish);
-        o
-    }
-
     async fn publish(
         &mut self,
         conn: &mut Conn,
@@ -197,20 +216,58 @@ impl MorseVu {
         }
         o
     }
+}
 
-    pub async fn execute(
+#[async_trait]
+impl OverHttp for MorseVu {
+    const ACCOUNTS: bool = true;
+
+    fn needs_bootstrap(&self) -> bool {
+        self.cols.is_empty()
+    }
+
+    /// The collections this user published and has not deleted.
+    fn leftovers(&self) -> Vec<(crate::transport::Method, super::cleanup::Place)> {
+        self.cols
+            .iter()
+            .map(|c| {
+                (
+                    crate::transport::Method::DELETE,
+                    super::cleanup::Place::Base(format!(
+                        "{}/mc/collection/{}",
+                        self.s.context, c.uid
+                    )),
+                )
+            })
+            .collect()
+    }
+
+    async fn bootstrap(&mut self, conn: &mut Conn, rng: &mut Xoshiro256PlusPlus) -> Done {
+        let expect = bootstrap_expect(
+            &self.class.ops,
+            &self.class.expect,
+            |o| *o == Op::Publish,
+            &[201],
+        );
+        let mut o = self.publish(conn, rng, &expect).await;
+        o.label = Some(self.class.params.label_publish);
+        Done::Sent(o)
+    }
+
+    async fn execute(
         &mut self,
         op: usize,
+        _seq: u64,
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
-    ) -> Outcome {
+    ) -> Done {
         let class = self.class.clone();
         let expect = &class.expect[op];
         if class.ops[op] == Op::Publish {
-            return self.publish(conn, rng, expect).await;
+            return Done::Sent(self.publish(conn, rng, expect).await);
         }
         if self.cols.is_empty() {
-            return Outcome::skipped();
+            return Done::Skipped;
         }
         let ci = (rng.next_u64() % self.cols.len() as u64) as usize;
         let path = format!("{}/mc/collection/{}", self.s.context, self.cols[ci].uid);
@@ -221,14 +278,16 @@ impl MorseVu {
         };
         match class.ops[op] {
             // Handled before a collection is picked.
-            Op::Publish => Outcome::skipped(),
-            Op::Sync => self.fetch(&class, conn, rng, picked, true).await,
-            Op::Subscribe => self.fetch(&class, conn, rng, picked, false).await,
+            Op::Publish => Done::Skipped,
+            Op::Sync => Done::Sent(self.fetch(&class, conn, rng, picked, true).await),
+            Op::Subscribe => Done::Sent(self.fetch(&class, conn, rng, picked, false).await),
             Op::Update => self.update(&class, conn, rng, picked).await,
-            Op::Delete => self.delete(conn, picked).await,
+            Op::Delete => Done::Sent(self.delete(conn, picked).await),
         }
     }
+}
 
+impl MorseVu {
     /// A sync (with a token the user holds: the newest one `no_change_sync` of the time,
     /// reported as `sync_no_change`) or a subscribe (no token: the whole collection); the
     /// answer must be EIMML.
@@ -284,7 +343,7 @@ impl MorseVu {
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
         picked: Picked<'_>,
-    ) -> Outcome {
+    ) -> Done {
         let Picked { ci, path, expect } = picked;
         let col = &self.cols[ci];
         let Some(token) = col
@@ -292,7 +351,7 @@ impl MorseVu {
             .last()
             .and_then(|t| HeaderValue::from_str(t).ok())
         else {
-            return Outcome::skipped();
+            return Done::Skipped;
         };
         let mut sets: Vec<eim::Recordset> = Vec::with_capacity(3);
         let changed = (!col.items.is_empty())
@@ -327,16 +386,16 @@ impl MorseVu {
             .await
         {
             Exchange::Answer(r) => r,
-            Exchange::Failed(o) => return o,
+            Exchange::Failed(o) => return Done::Sent(o),
         };
         let o = Outcome::of(&r, expect, &format!("POST {path}"));
         if !o.is_ok() {
-            return o;
+            return Done::Sent(o);
         }
         let Some(t) = token_of(&r) else {
-            return o.body_error(format!(
+            return Done::Sent(o.body_error(format!(
                 "POST {path}: no X-MorseCode-SyncToken in the answer"
-            ));
+            )));
         };
         let col = &mut self.cols[ci];
         col.tokens.push(t);
@@ -344,7 +403,7 @@ impl MorseVu {
         if let Some(d) = deleted {
             col.items.retain(|u| *u != d);
         }
-        o
+        Done::Sent(o)
     }
 
     /// Delete the collection; it is no longer the user's.

@@ -339,7 +339,6 @@ impl Outcome {
             bytes_sent: resp.bytes_sent,
             bytes_received: resp.bytes_received,
             latency: resp.elapsed,
-            skipped: false,
             prior: resp.earlier.iter().map(|&s| Answer::http(s)).collect(),
             handshake: resp.handshake,
             steps: Vec::new(),
@@ -355,14 +354,6 @@ impl Outcome {
 
     pub fn is_ok(&self) -> bool {
         self.error.is_none()
-    }
-
-    /// An operation that had nothing to act on and sent nothing (2007: no stat recorded).
-    pub fn skipped() -> Outcome {
-        Outcome {
-            skipped: true,
-            ..Outcome::default()
-        }
     }
 
     /// Add a second request's cost to this outcome (multi-request operations).

@@ -31,13 +31,16 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 use super::broker::{self, Failed, StampClock, body, done, nonce_of, producer, render};
-use super::drain::{Queue, QueueKind};
+use super::broker::{BrokerUser, OverBroker, Queue, QueueKind};
 use super::{Outcome, ProtocolError, Session, SetupError, VuIds};
 use crate::answer::Answer;
 use crate::formats::stomp::{self, Command, Frame, Limits};
 use crate::ledger::{Ledger, Taken};
 use crate::transport::stream::{Deadline, Handshake, Stream};
-use crate::transport::{Conn, Endpoint, ErrorClass};
+use async_trait::async_trait;
+
+use super::contract::{Done, Preflight, Protocol, Reach};
+use crate::transport::{Endpoint, ErrorClass};
 use crate::workload::protocols::{AckMode, STAMP_LEN, StompOp, StompParams};
 use crate::workload::{Dist, Template, UserClass};
 
@@ -114,6 +117,8 @@ pub struct StompVu {
     class: Arc<StompClass>,
     ids: VuIds,
     session: Session,
+    /// Connections opened.
+    opened: u64,
     /// Boxed, as every driver's connection state: an idle user of any protocol pays for
     /// the largest.
     link: Option<Box<Link>>,
@@ -169,8 +174,50 @@ struct Pending {
     written: Instant,
 }
 
+#[async_trait]
+impl Protocol for StompClass {
+    type User = BrokerUser<StompVu>;
+
+    fn user(self: &Arc<Self>, session: Session, ids: VuIds, reach: Reach) -> Self::User {
+        BrokerUser::new(StompVu::new(self.clone(), session, ids), reach)
+    }
+
+    /// A login over STOMP, with an account of the preflight's own.
+    async fn preflight(self: &Arc<Self>, cx: Preflight<'_>) -> Result<(), ProtocolError> {
+        let s = cx.accounts.session(cx.workload, cx.class, &cx.ids);
+        preflight(self, &s, &cx.reach).await
+    }
+}
+
+#[async_trait]
+impl OverBroker for StompVu {
+    async fn set_up(&mut self, reach: &Reach) -> Result<(), SetupError> {
+        self.set_up(reach).await
+    }
+
+    async fn run(&mut self, op: usize, reach: &Reach, rng: &mut Xoshiro256PlusPlus) -> Done {
+        self.run(op, reach, rng).await
+    }
+
+    async fn wait_out(&mut self, reach: &Reach) -> Option<Outcome> {
+        self.wait_out(reach).await
+    }
+
+    fn queues(&self) -> Vec<Queue> {
+        self.queues()
+    }
+
+    fn take_ledger(&mut self) -> Ledger {
+        self.ledger.take().map(|b| *b).unwrap_or_default()
+    }
+
+    fn opened(&self) -> u64 {
+        self.opened
+    }
+}
+
 impl StompVu {
-    pub fn new(class: Arc<StompClass>, session: Session, ids: VuIds) -> StompVu {
+    fn new(class: Arc<StompClass>, session: Session, ids: VuIds) -> StompVu {
         let durable = class.params.durable.as_ref().map(|t| {
             let name = render(t, &class.class, &ids, 0, &mut rand::rng());
             Box::new(Durable {
@@ -182,6 +229,7 @@ impl StompVu {
             class,
             ids,
             session,
+            opened: 0,
             link: None,
             next_receipt: 1,
             sent: 0,
@@ -204,7 +252,7 @@ impl StompVu {
     }
 
     /// Untimed, before the round: connect, and subscribe when the class consumes.
-    pub async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
+    async fn set_up(&mut self, conn: &Reach) -> Result<(), SetupError> {
         let fail = |request: &str, answer: String| SetupError::Broker {
             request: request.to_string(),
             answer,
@@ -220,16 +268,11 @@ impl StompVu {
         Ok(())
     }
 
-    /// Nothing made over HTTP: what the round left on the broker is in `queues`.
-    pub fn leftovers(&self) -> Vec<(crate::transport::Method, super::cleanup::Place)> {
-        Vec::new()
-    }
-
     /// The run's own destinations this user sent to or subscribed to, for the teardown to
     /// drain: queues named after the run (STOMP cannot tell whether one existed before, nor
     /// delete one), and its durable topic subscription, which the teardown drains as its
     /// subscriber and then removes. A topic itself holds nothing to drain.
-    pub fn queues(&self) -> Vec<Queue> {
+    fn queues(&self) -> Vec<Queue> {
         let sent = self.ledger.iter().flat_map(|l| l.destinations());
         let mut names: Vec<&str> = sent
             .chain(self.subscription.as_deref())
@@ -259,20 +302,12 @@ impl StompVu {
         out
     }
 
-    /// What this user sent and received, by stamp.
-    pub fn take_ledger(&mut self) -> Option<Ledger> {
-        self.ledger.take().map(|b| *b)
-    }
-
-    pub async fn execute(
-        &mut self,
-        op: usize,
-        conn: &mut Conn,
-        rng: &mut Xoshiro256PlusPlus,
-    ) -> Outcome {
+    async fn run(&mut self, op: usize, conn: &Reach, rng: &mut Xoshiro256PlusPlus) -> Done {
         let class = self.class.clone();
+        // The resolver built the table the engine picks from: an index past it is a pick
+        // of nothing.
         let Some(o) = class.ops.get(op) else {
-            return Outcome::failed(ErrorClass::Body, format!("no operation {op}"));
+            return Done::Skipped;
         };
         let started = Instant::now();
         let result = match o {
@@ -332,12 +367,12 @@ impl StompVu {
             self.abort_tx(&class);
         }
         out.steps.append(&mut self.settled);
-        out
+        Done::Sent(out)
     }
 
     /// What the user still waits for when its round ends: its outstanding receipts, each
     /// within the request timeout of its send, as an outcome of steps only.
-    pub async fn finish(&mut self, conn: &Conn) -> Option<Outcome> {
+    async fn wait_out(&mut self, conn: &Reach) -> Option<Outcome> {
         let timeout = conn.timeouts().request;
         // The messages taken since the last acknowledgement are acknowledged with it.
         if let Some(id) = self.last_ack.take() {
@@ -569,7 +604,7 @@ impl StompVu {
     /// An open, logged-in session (subscribed, for a consumer), opening one if needed.
     /// Each subscription waits for its receipt: a topic's messages published before the
     /// broker has the subscriber are not its.
-    async fn ensure(&mut self, class: &StompClass, conn: &mut Conn) -> Result<(), Failed> {
+    async fn ensure(&mut self, class: &StompClass, conn: &Reach) -> Result<(), Failed> {
         let ready = self.link.as_ref().is_some_and(|l| {
             (l.subscribed || class.params.subscribe.is_none())
                 && (l.replies_subscribed || class.params.reply_to.is_none())
@@ -582,15 +617,11 @@ impl StompVu {
         Box::pin(self.open_and_subscribe(class, conn)).await
     }
 
-    async fn open_and_subscribe(
-        &mut self,
-        class: &StompClass,
-        conn: &mut Conn,
-    ) -> Result<(), Failed> {
+    async fn open_and_subscribe(&mut self, class: &StompClass, conn: &Reach) -> Result<(), Failed> {
         if self.link.is_none() {
             let client_id = self.durable.as_ref().map(|d| d.client_id.as_str());
             let link = Box::pin(open(&class.limits, &self.session, conn, client_id)).await?;
-            conn.opened += 1;
+            self.opened += 1;
             self.link = Some(Box::new(link));
         }
         let deadline = Instant::now() + conn.timeouts().request;
@@ -656,7 +687,7 @@ impl StompVu {
     async fn send(
         &mut self,
         class: &StompClass,
-        conn: &mut Conn,
+        conn: &Reach,
         s: Send<'_>,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
@@ -782,7 +813,7 @@ impl StompVu {
     async fn request(
         &mut self,
         class: &StompClass,
-        conn: &mut Conn,
+        conn: &Reach,
         q: Request<'_>,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
@@ -886,7 +917,7 @@ impl StompVu {
     async fn reply(
         &mut self,
         class: &StompClass,
-        conn: &mut Conn,
+        conn: &Reach,
         size: &Dist,
         timeout: &Dist,
         rng: &mut Xoshiro256PlusPlus,
@@ -934,7 +965,7 @@ impl StompVu {
     async fn receive(
         &mut self,
         class: &StompClass,
-        conn: &mut Conn,
+        conn: &Reach,
         timeout: &Dist,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
@@ -1112,7 +1143,7 @@ fn broker_error(f: &Frame) -> Failed {
 async fn open(
     limits: &Limits,
     s: &Session,
-    conn: &Conn,
+    conn: &Reach,
     client_id: Option<&str>,
 ) -> Result<Link, Failed> {
     let endpoint = conn.endpoint();
@@ -1260,7 +1291,7 @@ async fn read_frame(
 
 /// Preflight: log in once and leave, so a refused login stops the run with the broker's
 /// reason before the clock starts.
-pub async fn preflight(class: &StompClass, s: &Session, conn: &Conn) -> Result<(), ProtocolError> {
+async fn preflight(class: &StompClass, s: &Session, conn: &Reach) -> Result<(), ProtocolError> {
     let _ = open(&class.limits, s, conn, None)
         .await
         .map_err(|f| ProtocolError::Preflight {
@@ -1280,7 +1311,7 @@ pub async fn preflight(class: &StompClass, s: &Session, conn: &Conn) -> Result<(
 /// subscription was removed.
 pub async fn drain(
     q: &Queue,
-    conn: &Conn,
+    conn: &Reach,
     (idle, until): (Duration, &super::cleanup::Until),
     delete: bool,
     ledger: &mut Ledger,
@@ -1320,7 +1351,7 @@ pub async fn drain(
             _ => {}
         }
         if until.passed() {
-            return Err(super::drain::cut_off(&q.name, *taken, until));
+            return Err(super::broker::cut_off(&q.name, *taken, until));
         }
     }
     let mut wire = Vec::new();

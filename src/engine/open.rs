@@ -15,37 +15,38 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand_distr::{Distribution, Exp};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::seed::VuRngs;
-use super::{FailureNote, Timing, VuOutput, one_op, record};
+use super::FailureNote;
+use super::record::{VuOutput, Who};
+use super::user::{Active, Entry, UserSpec};
 use crate::metrics::RecorderFactory;
 use crate::protocol::{ClassDriver, VuIds};
 use crate::transport::{Endpoint, ErrorClass, Timeouts};
 use crate::workload::{Arrival, ArrivalProcess, UserClass, WhenFull, Workload, ramp_value};
 
+/// An open class in one round.
 pub(super) struct OpenSpec {
-    pub class_index: usize,
-    pub class: Arc<UserClass>,
-    pub arrival: Arrival,
-    pub round: u32,
-    pub seed: u64,
-    pub start: Instant,
-    pub deadline: Instant,
-    pub iterations: u64,
-    pub label_base: u32,
-    pub log_ops: bool,
-    pub run_id: Arc<str>,
-    pub endpoint: Arc<Endpoint>,
-    pub timeouts: Timeouts,
+    /// The class's place in the round (each session is named by its arrival's).
+    pub(super) who: Who,
+    pub(super) class: Arc<UserClass>,
+    pub(super) arrival: Arrival,
+    pub(super) seed: u64,
+    pub(super) deadline: Instant,
+    pub(super) iterations: u64,
+    pub(super) run_id: Arc<str>,
+    pub(super) endpoint: Arc<Endpoint>,
+    pub(super) timeouts: Timeouts,
     /// Sessions in progress, for the per-second count of active users.
-    pub users: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    pub(super) users: Arc<std::sync::atomic::AtomicU64>,
     /// This process's share of the schedule.
-    pub shard: super::shard::Shard,
+    pub(super) shard: super::shard::Shard,
     /// Waits for arrivals.
-    pub timer: super::timer::Timer,
+    pub(super) timer: super::timer::Timer,
+    /// Set once the run is stopped.
+    pub(super) halted: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The arrival times of one class in one round, as offsets from the round's start, up to
@@ -139,13 +140,13 @@ pub(super) async fn arrivals(
     // before the deadline that could not start are dropped, never silently skipped, and
     // the round ends on time however far behind the generator or the server has fallen.
     let mut closing = false;
-    let limit = spec.deadline.saturating_duration_since(spec.start);
+    let limit = spec.deadline.saturating_duration_since(spec.who.start);
     let schedule = Schedule::new(
         spec.seed,
-        spec.class_index,
+        spec.who.class_index,
         &spec.class,
         &spec.arrival,
-        spec.round,
+        spec.who.round,
         limit,
     );
     for (k, offset) in schedule.enumerate() {
@@ -153,7 +154,7 @@ pub(super) async fn arrivals(
         if !spec.shard.owns_arrival(k as u64) {
             continue;
         }
-        let Some(intended) = spec.start.checked_add(offset) else {
+        let Some(intended) = spec.who.start.checked_add(offset) else {
             break;
         };
         // Stopped (Ctrl-C): the round ends here; nothing after is due any more.
@@ -172,32 +173,22 @@ pub(super) async fn arrivals(
         if !wait_until(&spec.timer, intended, &stop).await {
             break;
         }
-        let permit = match slots.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => match spec.arrival.when_full {
-                WhenFull::Drop => {
-                    out.dropped += 1;
-                    continue;
-                }
-                WhenFull::Queue => {
-                    tokio::select! {
-                        p = slots.clone().acquire_owned() => match p {
-                            Ok(p) => {
-                                out.late += 1;
-                                p
-                            }
-                            Err(_) => break,
-                        },
-                        // A queue that does not drain within the round ends with it.
-                        _ = tokio::time::sleep_until(spec.deadline) => {
-                            out.dropped += 1;
-                            closing = true;
-                            continue;
-                        }
-                        _ = stop.cancelled() => break,
-                    }
-                }
-            },
+        let permit = match take_slot(&spec, &slots, &stop).await {
+            Slot::Free(p) => p,
+            Slot::Waited(p) => {
+                out.late += 1;
+                p
+            }
+            Slot::Full => {
+                out.dropped += 1;
+                continue;
+            }
+            Slot::RoundOver => {
+                out.dropped += 1;
+                closing = true;
+                continue;
+            }
+            Slot::Stopped => break,
         };
         let (spec2, w2, d2, f2, s2) = (
             spec.clone(),
@@ -225,6 +216,41 @@ pub(super) async fn arrivals(
     out
 }
 
+/// What an arrival found of the class's `max_concurrency` slots.
+enum Slot {
+    /// One was free.
+    Free(OwnedSemaphorePermit),
+    /// It waited for one (`when_full: queue`): counted as late.
+    Waited(OwnedSemaphorePermit),
+    /// None was free and it gave up (`when_full: drop`).
+    Full,
+    /// It waited and the round ended first: a queue that does not drain within the round
+    /// ends with it.
+    RoundOver,
+    /// The run was stopped.
+    Stopped,
+}
+
+/// A slot for an arrival, as the class says to do when they are all taken.
+async fn take_slot(spec: &OpenSpec, slots: &Arc<Semaphore>, stop: &CancellationToken) -> Slot {
+    if let Ok(p) = slots.clone().try_acquire_owned() {
+        return Slot::Free(p);
+    }
+    if let WhenFull::Drop = spec.arrival.when_full {
+        return Slot::Full;
+    }
+    tokio::select! {
+        p = slots.clone().acquire_owned() => match p {
+            Ok(p) => Slot::Waited(p),
+            Err(_) => Slot::Stopped,
+        },
+        _ = tokio::time::sleep_until(spec.deadline) => Slot::RoundOver,
+        _ = stop.cancelled() => Slot::Stopped,
+    }
+}
+
+/// One session: its set-up, on the clock of its first operation, then its operations as
+/// every user runs them.
 async fn session(
     spec: &OpenSpec,
     w: &Workload,
@@ -236,13 +262,13 @@ async fn session(
 ) -> VuOutput {
     let class = &spec.class;
     let mut out = VuOutput::default();
-    let _active = super::Active::enter(&spec.users);
+    let _active = Active::enter(&spec.users);
     let cancelled = stop.cancelled();
     tokio::pin!(cancelled);
     let mut recorder = factory.recorder();
     let ids = VuIds {
         vu: id,
-        round: spec.round,
+        round: spec.who.round,
         run_id: spec.run_id.clone(),
     };
     let mut vu = driver.new_vu(w, class, ids, &spec.endpoint, spec.timeouts);
@@ -253,91 +279,22 @@ async fn session(
     out.setup = vu.take_untimed();
     if let Err(detail) = set_up {
         out.failures.push(FailureNote {
-            round: spec.round,
-            label: spec.label_base,
+            round: spec.who.round,
+            label: spec.who.label_base,
             error: ErrorClass::Status,
             detail: format!("set-up of {} session {id}: {detail}", class.name),
         });
     }
-    let mut rngs = VuRngs::new(spec.seed, &class.name, id, spec.round);
-    let mut intended = arrived;
-    // As in the closed loop: `done` counts operations, `seq` the picks from the table, and a
-    // bootstrap's think comes from its own stream. The first operation starts on arrival.
-    let mut seq = 0u64;
-    let mut walk = super::session::Walk::new(class);
-    for done in 0..spec.iterations {
-        let boot = vu.needs_bootstrap();
-        let pick = if boot {
-            None
-        } else {
-            let allowed = |g: &crate::workload::chain::Guard| vu.guard_holds(g);
-            match walk.next(class, &mut rngs, &allowed, Instant::now(), true) {
-                Some(p) => Some(p),
-                // The session exited.
-                None => break,
-            }
-        };
-        let mut think = Duration::ZERO;
-        if done > 0 {
-            think = match pick {
-                Some((_, t)) => t,
-                None => rngs.think_before_bootstrap(class),
-            };
-            intended = Instant::now() + think;
-            if intended >= spec.deadline {
-                break;
-            }
-            recorder.flush_before_wait(think);
-            tokio::select! {
-                _ = tokio::time::sleep_until(intended) => {}
-                _ = &mut cancelled => break,
-            }
-        }
-        let started = Instant::now();
-        if pick.is_some() {
-            walk.started(started);
-        }
-        let Some((op, outcome)) = one_op(
-            &mut vu,
-            &mut rngs,
-            (seq, pick.map(|(op, _)| op)),
-            &mut cancelled,
-        )
-        .await
-        else {
-            break;
-        };
-        let ended = Instant::now();
-        record(
-            &mut out,
-            &mut recorder,
-            spec.start,
-            spec.label_base,
-            (spec.round, spec.class_index, id, seq, spec.log_ops),
-            op,
-            &outcome,
-            Timing {
-                think,
-                intended,
-                started,
-                ended,
-                scheduled: true,
-            },
-        );
-        if !boot {
-            seq += 1;
-        }
-    }
-    super::finish_user(
-        &mut vu,
-        &mut recorder,
-        (spec.start, spec.label_base),
-        &mut cancelled,
-    )
-    .await;
-    recorder.flush();
-    out.walks
-        .extend(walk.finish().map(|w| (spec.class_index, w)));
-    out.handoff = vu.hand_off();
+    let user = UserSpec {
+        who: Who { vu: id, ..spec.who },
+        class: class.clone(),
+        seed: spec.seed,
+        entry: Entry::Arrived { at: arrived },
+        end_by: Some(spec.deadline),
+        iterations: Some(spec.iterations),
+        halted: spec.halted.clone(),
+        timer: spec.timer.clone(),
+    };
+    super::user::run(&user, &mut vu, &mut recorder, &mut out, &mut cancelled).await;
     out
 }

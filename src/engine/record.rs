@@ -1,0 +1,215 @@
+//! What a user's picks come to in the round's figures: each pick's sample (and its steps'
+//! samples), the first failures' details, the `--log-ops` row, and everything the users
+//! of a round hand back when they end ([`VuOutput`]).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::session::ClassSessions;
+use super::{FailureNote, OpLogEntry};
+use crate::answer::Answer;
+use crate::metrics::{self, Sample};
+use crate::protocol::{Done, Handoff, Outcome};
+use crate::transport::{Tally, add_tally};
+
+/// Who recorded a pick: its place in the round and in the report.
+#[derive(Clone, Copy)]
+pub(super) struct Who {
+    /// The round's start, from which every sample's start is counted.
+    pub(super) start: Instant,
+    pub(super) round: u32,
+    pub(super) class_index: usize,
+    /// The user's index in its class, or an open session's place in the schedule.
+    pub(super) vu: u32,
+    /// The class's first label.
+    pub(super) label_base: u32,
+    /// Keep a row of every pick (`--log-ops`).
+    pub(super) log_ops: bool,
+}
+
+/// Per VU, keep only the first few failure details: the report needs examples, not a log.
+const FAILURE_NOTES_PER_VU: usize = 2;
+
+/// What the users of a round (closed users, open sessions) came to, added up as they end.
+#[derive(Default)]
+pub(super) struct VuOutput {
+    pub(super) log: Vec<OpLogEntry>,
+    pub(super) failures: Vec<FailureNote>,
+    /// Set-up requests, by method and status.
+    pub(super) setup: Tally,
+    /// Open model: arrivals that found every slot taken and gave up, or waited.
+    pub(super) dropped: u64,
+    pub(super) late: u64,
+    pub(super) sessions: u64,
+    /// Classes with behaviours: what their users' sessions came to, by class index.
+    pub(super) walks: Vec<(usize, ClassSessions)>,
+    /// What its users handed over when they ended: what they left for the round's
+    /// teardown, and their connections.
+    pub(super) handoff: Handoff,
+}
+
+impl VuOutput {
+    /// Add another user's.
+    pub(super) fn absorb(&mut self, o: VuOutput) {
+        self.handoff.absorb(o.handoff);
+        self.log.extend(o.log);
+        self.failures.extend(o.failures);
+        add_tally(&mut self.setup, o.setup);
+        self.dropped += o.dropped;
+        self.late += o.late;
+        self.sessions += o.sessions;
+        for (ci, w) in o.walks {
+            match self.walks.iter_mut().find(|(c, _)| *c == ci) {
+                Some((_, mine)) => mine.absorb(&w),
+                None => self.walks.push((ci, w)),
+            }
+        }
+    }
+}
+
+/// What one operation needs to be recorded.
+pub(super) struct Timing {
+    pub(super) think: Duration,
+    pub(super) intended: Instant,
+    pub(super) started: Instant,
+    pub(super) ended: Instant,
+    pub(super) scheduled: bool,
+}
+
+/// Record what a pick came to: its sample, its steps' samples, the first failures'
+/// details and, with `--log-ops`, its row. A skipped pick (nothing sent) has only its row.
+pub(super) fn record(
+    out: &mut VuOutput,
+    recorder: &mut metrics::Recorder,
+    who: &Who,
+    (seq, op): (u64, Option<usize>),
+    done: &Done,
+    t: Timing,
+) {
+    let start_us = t.started.duration_since(who.start).as_micros() as u64;
+    let row = |label: usize, latency_us: u64, answer: Answer, skipped: bool| OpLogEntry {
+        round: who.round,
+        class: who.class_index,
+        vu: who.vu,
+        seq,
+        think_us: t.think.as_micros() as u64,
+        op,
+        label,
+        start_us,
+        latency_us,
+        answer,
+        error: match done {
+            Done::Sent(o) => o.error,
+            Done::Skipped => None,
+        },
+        skipped,
+    };
+    let outcome = match done {
+        Done::Sent(o) => o,
+        Done::Skipped => {
+            if who.log_ops {
+                out.log.push(row(op.unwrap_or(0), 0, Answer::NONE, true));
+            }
+            return;
+        }
+    };
+    let label = outcome.label.or(op).unwrap_or(0);
+    let sample = sample_of(outcome, who.label_base + label as u32, start_us, &t);
+    recorder.record(sample, t.ended);
+    record_steps(recorder, outcome, who.label_base, start_us, t.ended);
+    if let (Some(e), true) = (outcome.error, out.failures.len() < FAILURE_NOTES_PER_VU) {
+        out.failures.push(FailureNote {
+            round: who.round,
+            label: sample.label,
+            error: e,
+            detail: outcome.detail.clone().unwrap_or_default(),
+        });
+    }
+    if who.log_ops {
+        out.log
+            .push(row(label, sample.latency_us, sample.answer, false));
+    }
+}
+
+/// The steps of a sequence, each under its own label, one after the other from the
+/// operation's start (left out of the totals, which count the operation once).
+pub(super) fn record_steps(
+    recorder: &mut metrics::Recorder,
+    outcome: &Outcome,
+    label_base: u32,
+    start_us: u64,
+    ended: Instant,
+) {
+    let mut step_start = start_us;
+    for (step_label, o) in &outcome.steps {
+        let s = step_sample(o, label_base + *step_label as u32, step_start);
+        recorder.record(s, ended);
+        step_start += s.latency_us;
+    }
+}
+
+/// An operation's sample under `label`, from its start (`start_us` into the round).
+fn sample_of(outcome: &Outcome, label: u32, start_us: u64, t: &Timing) -> Sample {
+    // The driver times the wire; an operation that failed before any answer arrived is
+    // timed by the engine, so timeouts show their real cost in the timeline.
+    let latency = if outcome.latency.is_zero() {
+        t.ended.duration_since(t.started)
+    } else {
+        outcome.latency
+    };
+    Sample {
+        label,
+        start_us,
+        latency_us: latency.as_micros() as u64,
+        answer: outcome.answer,
+        prior: prior_answers(&outcome.prior),
+        error: outcome.error,
+        bytes_sent: outcome.bytes_sent,
+        bytes_received: outcome.bytes_received,
+        corrected_us: t.ended.duration_since(t.intended).as_micros() as u64,
+        lag_us: t.started.saturating_duration_since(t.intended).as_micros() as u64,
+        scheduled: t.scheduled,
+        connect_us: outcome.handshake.map(|h| micros32(h.connect)),
+        tls_us: outcome.handshake.and_then(|h| h.tls).map(micros32),
+        tls_resumed: outcome.handshake.is_some_and(|h| h.resumed),
+        step: false,
+    }
+}
+
+/// One step of a sequence as its own sample (no warm-up of its own, no scheduling lag).
+fn step_sample(o: &Outcome, label: u32, start_us: u64) -> Sample {
+    let latency_us = o.latency.as_micros() as u64;
+    Sample {
+        label,
+        start_us,
+        latency_us,
+        answer: o.answer,
+        prior: prior_answers(&o.prior),
+        error: o.error,
+        bytes_sent: o.bytes_sent,
+        bytes_received: o.bytes_received,
+        corrected_us: latency_us,
+        lag_us: 0,
+        scheduled: false,
+        connect_us: o.handshake.map(|h| micros32(h.connect)),
+        tls_us: o.handshake.and_then(|h| h.tls).map(micros32),
+        tls_resumed: o.handshake.is_some_and(|h| h.resumed),
+        step: true,
+    }
+}
+
+/// Up to [`crate::metrics::PRIOR_ANSWERS`] earlier answers of an operation, none for none.
+fn prior_answers(list: &[Answer]) -> [Answer; crate::metrics::PRIOR_ANSWERS] {
+    let mut out = [Answer::NONE; crate::metrics::PRIOR_ANSWERS];
+    for (o, s) in out.iter_mut().zip(list) {
+        *o = *s;
+    }
+    out
+}
+
+/// Microseconds in 32 bits (over an hour saturates; connect and handshake times are
+/// bounded by the connect timeout long before).
+fn micros32(d: Duration) -> u32 {
+    u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
+}

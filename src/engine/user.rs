@@ -1,0 +1,292 @@
+//! One user's walk through its round, the same for a closed user and an open-model
+//! session: pick (or bootstrap), wait until the pick is due (its think, or its pacing
+//! slot), run it through the driver, record it; then wait out what the user still
+//! expects, and hand over what it leaves. Only where the first pick falls differs
+//! ([`Entry`]): a closed user thinks first, from its turn; a session's first pick is due
+//! on its arrival, so what it waited for before (a slot, its set-up) is in that pick's
+//! corrected latency.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::record::{Timing, VuOutput, Who, record, record_steps};
+use super::seed::VuRngs;
+use super::session::Walk;
+use super::timer::Timer;
+use crate::metrics;
+use crate::protocol::{Done, VuDriver};
+use crate::workload::UserClass;
+use crate::workload::chain::Guard;
+
+/// A user's stop signal, made once and polled in place: a fresh `cancelled()` per
+/// operation would register and unregister a waiter under the token's lock every time, a
+/// lock all users share.
+pub(super) type Cancelled<'p, 't> =
+    std::pin::Pin<&'p mut tokio_util::sync::WaitForCancellationFuture<'t>>;
+
+/// Where a user's first pick falls.
+#[derive(Clone, Copy)]
+pub(super) enum Entry {
+    /// A closed user: its turn comes at `begin` (the round's start, a ramp's moment, a
+    /// paced user's phase), and it thinks before its first pick as before every other.
+    Closed { begin: Instant },
+    /// An open session: its first pick is due when it arrived, with no think before it.
+    Arrived { at: Instant },
+}
+
+impl Entry {
+    /// When the user's schedule begins.
+    fn begin(self) -> Instant {
+        match self {
+            Entry::Closed { begin } => begin,
+            Entry::Arrived { at } => at,
+        }
+    }
+}
+
+/// Everything one user's loop needs besides its driver.
+pub(super) struct UserSpec {
+    pub(super) who: Who,
+    pub(super) class: Arc<UserClass>,
+    pub(super) seed: u64,
+    pub(super) entry: Entry,
+    /// The end of its round (or of its active window under a ramp).
+    pub(super) end_by: Option<Instant>,
+    /// How many operations it runs at most.
+    pub(super) iterations: Option<u64>,
+    /// Set once the run is stopped. Checked between operations instead of the token,
+    /// whose `is_cancelled` takes a lock that every user would share.
+    pub(super) halted: Arc<AtomicBool>,
+    /// Waits for pacing slots.
+    pub(super) timer: Timer,
+}
+
+impl UserSpec {
+    /// Whether its picks are due at set times (pacing, arrivals): their corrected latency
+    /// is then measured from those times.
+    fn scheduled(&self) -> bool {
+        matches!(self.entry, Entry::Arrived { .. }) || self.class.pacing.is_some()
+    }
+}
+
+/// Counts a user as active while it lives: the per-second "active users" figure.
+pub(super) struct Active(Arc<AtomicU64>);
+
+impl Active {
+    pub(super) fn enter(users: &Arc<AtomicU64>) -> Active {
+        users.fetch_add(1, Ordering::Relaxed);
+        Active(users.clone())
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Run the user to the end of its round, its iterations or the stop; what it waits for
+/// at the end is awaited, and what it leaves is handed to `out`.
+pub(super) async fn run(
+    spec: &UserSpec,
+    driver: &mut VuDriver,
+    recorder: &mut metrics::Recorder,
+    out: &mut VuOutput,
+    cancelled: &mut Cancelled<'_, '_>,
+) {
+    let class = &spec.class;
+    let mut rngs = VuRngs::new(spec.seed, &class.name, spec.who.vu, spec.who.round);
+    // `done` counts every operation (what `iterations` and pacing count); `seq` counts the
+    // picks from the table, which is what `loadmix plan` lists.
+    let (mut done, mut seq) = (0u64, 0u64);
+    let mut walk = Walk::new(class);
+    let one_session = matches!(spec.entry, Entry::Arrived { .. });
+    loop {
+        if spec.iterations.is_some_and(|n| done >= n) || spec.halted.load(Ordering::Relaxed) {
+            break;
+        }
+        let boot = driver.needs_bootstrap();
+        // One clock read serves the think's start and, when there is nothing to wait for,
+        // the operation's start: clock reads are a visible share of a fast request's cost.
+        let now = Instant::now();
+        let pick = match boot {
+            true => None,
+            false => {
+                let allowed = |g: &Guard| driver.guard_holds(g);
+                match walk.next(class, &mut rngs, &allowed, now, one_session) {
+                    Some(p) => Some(p),
+                    // The behaviour exited (an open session), or has nowhere to go.
+                    None => break,
+                }
+            }
+        };
+        let Some((intended, think)) = next_due(spec, done, now, &mut rngs, pick) else {
+            break;
+        };
+        if spec.end_by.is_some_and(|e| intended >= e) {
+            break;
+        }
+        // A paced user that fell behind does not send after the round's end the slots that
+        // fell due before it: they are dropped, and counted, as the open model does.
+        if let (Some(p), Some(e)) = (class.pacing, spec.end_by)
+            && now >= e
+        {
+            out.dropped += missed_slots(intended, e, p);
+            break;
+        }
+        let Some(started) = wait_until_due(spec, intended, now, recorder, cancelled).await else {
+            break;
+        };
+        if pick.is_some() {
+            walk.started(started);
+        }
+        let op = pick.map(|(op, _)| op);
+        let Some(outcome) = one_op(driver, &mut rngs, (seq, op), cancelled).await else {
+            break;
+        };
+        let timing = Timing {
+            think,
+            intended,
+            started,
+            ended: Instant::now(),
+            scheduled: spec.scheduled(),
+        };
+        record(out, recorder, &spec.who, (seq, op), &outcome, timing);
+        done += 1;
+        if !boot {
+            seq += 1;
+        }
+        if let Done::Skipped = outcome {
+            // Nothing was sent, so nothing awaited: let the other users of this thread run.
+            tokio::task::yield_now().await;
+        }
+    }
+    finish(spec, driver, recorder, cancelled).await;
+    recorder.flush();
+    out.walks
+        .extend(walk.finish().map(|w| (spec.who.class_index, w)));
+    out.handoff.absorb(driver.hand_off());
+}
+
+/// One operation: the bootstrap when the user has nothing of its own yet (`op` is
+/// `None`), else the operation its behaviour picked. `None` when stopped meanwhile.
+async fn one_op(
+    driver: &mut VuDriver,
+    rngs: &mut VuRngs,
+    (seq, op): (u64, Option<usize>),
+    cancelled: &mut Cancelled<'_, '_>,
+) -> Option<Done> {
+    // The contract boxes each step's future: inline, the largest of every driver's
+    // operations would be part of every user's task, also while it thinks.
+    tokio::select! {
+        o = async {
+            match op {
+                None => driver.bootstrap(&mut rngs.data).await,
+                Some(op) => driver.execute(op, seq, &mut rngs.data).await,
+            }
+        } => Some(o),
+        _ = cancelled.as_mut() => None,
+    }
+}
+
+/// What a user still waits for when it ends (a producer's outstanding confirms) is
+/// awaited and recorded as steps, unless the run is stopped first.
+async fn finish(
+    spec: &UserSpec,
+    driver: &mut VuDriver,
+    recorder: &mut metrics::Recorder,
+    cancelled: &mut Cancelled<'_, '_>,
+) {
+    let left = tokio::select! {
+        o = driver.finish() => o,
+        _ = cancelled.as_mut() => None,
+    };
+    if let Some(o) = left {
+        let at = Instant::now();
+        let start_us = at.duration_since(spec.who.start).as_micros() as u64;
+        record_steps(recorder, &o, spec.who.label_base, start_us, at);
+    }
+}
+
+/// When the next operation is due, and the think before it. Pacing: operation k is due at
+/// begin + k × pacing. An open session's first: on its arrival. Think: due when the think
+/// ends: the pick's (drawn with it from the behaviour's transition), or a bootstrap's from
+/// its own stream, so bootstraps shift no pick's think. Checked arithmetic: a schedule
+/// past what an Instant can hold simply ends (`None`).
+fn next_due(
+    spec: &UserSpec,
+    done: u64,
+    now: Instant,
+    rngs: &mut VuRngs,
+    pick: Option<(usize, Duration)>,
+) -> Option<(Instant, Duration)> {
+    let class = &spec.class;
+    if let Some(p) = class.pacing {
+        let k = u32::try_from(done).ok()?;
+        return Some((
+            spec.entry.begin().checked_add(p.checked_mul(k)?)?,
+            Duration::ZERO,
+        ));
+    }
+    if let (Entry::Arrived { at }, 0) = (spec.entry, done) {
+        return Some((at, Duration::ZERO));
+    }
+    let t = match pick {
+        Some((_, think)) => think,
+        None => rngs.think_before_bootstrap(class),
+    };
+    Some((now.checked_add(t)?, t))
+}
+
+/// The pacing slots from `intended` (the first not sent) up to the round's `end`.
+fn missed_slots(intended: Instant, end: Instant, pacing: Duration) -> u64 {
+    let behind = end.saturating_duration_since(intended).as_nanos();
+    match pacing.as_nanos() {
+        0 => 1,
+        p => behind.div_ceil(p).max(1) as u64,
+    }
+}
+
+/// Wait until `intended` (from `now`), handing the user's samples over first when the
+/// wait is long; when the operation starts, or `None` when the run stops meanwhile.
+async fn wait_until_due(
+    spec: &UserSpec,
+    intended: Instant,
+    now: Instant,
+    recorder: &mut metrics::Recorder,
+    cancelled: &mut Cancelled<'_, '_>,
+) -> Option<Instant> {
+    if intended <= now {
+        return Some(now);
+    }
+    recorder.flush_before_wait(intended - now);
+    // A pacing slot is a start time, kept to the microsecond; a think time is a pause, and
+    // tokio's millisecond timer is fine for it.
+    let wait = async {
+        match spec.class.pacing {
+            Some(_) => spec.timer.sleep_until(intended).await,
+            None => tokio::time::sleep_until(intended).await,
+        }
+    };
+    tokio::select! {
+        _ = wait => Some(Instant::now()),
+        _ = cancelled.as_mut() => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_paced_user_behind_at_the_end_counts_the_slots_it_did_not_send() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // Slot 10 ms in was the next; the round ended at 100 ms: slots 10, 30, ..., 90.
+        assert_eq!(missed_slots(t0 + ms(10), t0 + ms(100), ms(20)), 5);
+        assert_eq!(missed_slots(t0 + ms(100), t0 + ms(100), ms(20)), 1);
+    }
+}

@@ -1,5 +1,6 @@
-//! loadmix: weighted populations of protocol clients against calendar and collaboration
-//! servers, timed into throughput reports.
+//! loadmix: weighted populations of protocol clients (CalDAV, Morse Code, Atom, generic
+//! HTTP, STOMP, AMQP 0-9-1) against calendar, collaboration and messaging servers, timed
+//! into throughput reports.
 //!
 //! Data flows one way (see ARCHITECTURE.md): `workload` (YAML → typed `Workload`, no I/O)
 //! → `run` (targets, rounds, outputs) → `engine` (virtual users on tokio) → `protocol`

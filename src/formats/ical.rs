@@ -2,7 +2,7 @@
 //! (parsed with the `icalendar` crate's parser), TEXT value escaping, and the DATE-TIME and
 //! DURATION value grammars.
 
-use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono::Duration;
 
 /// The component types a calendar object resource may be about.
 pub const COMPONENTS: [&str; 3] = ["VEVENT", "VTODO", "VJOURNAL"];
@@ -246,18 +246,7 @@ pub fn escape_text(s: &str) -> String {
     out
 }
 
-/// `20070314T101500Z`, `20070314T101500` (floating, taken as UTC) or `20070314` (a date).
-pub fn parse_datetime(v: &str) -> Option<DateTime<Utc>> {
-    let v = v.trim();
-    let naive = if v.len() == 8 {
-        NaiveDate::parse_from_str(v, "%Y%m%d")
-            .ok()?
-            .and_hms_opt(0, 0, 0)?
-    } else {
-        NaiveDateTime::parse_from_str(v.trim_end_matches('Z'), "%Y%m%dT%H%M%S").ok()?
-    };
-    Some(Utc.from_utc_datetime(&naive))
-}
+pub use super::tz::parse_datetime;
 
 /// `PT30M`, `PT1H30M`, `P1D`, `P1W`, `-PT5M` (sign ignored for lengths). `None` for
 /// anything else, including a length chrono cannot hold.

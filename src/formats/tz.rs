@@ -191,8 +191,21 @@ pub fn resolve(value: &str, tzid: Option<&str>, zones: &[Zone]) -> Option<DateTi
     let zone = tzid.and_then(|id| zones.iter().find(|z| z.tzid == id));
     match zone {
         Some(z) if !v.ends_with('Z') => parse_local(v).map(|l| z.to_utc(l)),
-        _ => super::ical::parse_datetime(v),
+        _ => parse_datetime(v),
     }
+}
+
+/// `20070314T101500Z`, `20070314T101500` (floating, taken as UTC) or `20070314` (a date).
+pub fn parse_datetime(v: &str) -> Option<DateTime<Utc>> {
+    let v = v.trim();
+    let naive = if v.len() == 8 {
+        NaiveDate::parse_from_str(v, "%Y%m%d")
+            .ok()?
+            .and_hms_opt(0, 0, 0)?
+    } else {
+        NaiveDateTime::parse_from_str(v.trim_end_matches('Z'), "%Y%m%dT%H%M%S").ok()?
+    };
+    Some(Utc.from_utc_datetime(&naive))
 }
 
 #[cfg(test)]

@@ -39,7 +39,8 @@ use crate::workload::protocols::{AmqpOp, AmqpParams, QueueType};
 use crate::workload::{Dist, UserClass};
 
 use super::broker::{self, Failed, StampClock, body, done, nonce_of, producer, render};
-use super::broker::{BrokerUser, OverBroker, Queue, QueueKind};
+use super::broker::{Queue, QueueKind};
+use super::over_broker::{BrokerUser, OverBroker};
 use crate::ledger::{Ledger, Taken};
 
 /// What every user of an AMQP class shares.

@@ -1,9 +1,7 @@
 //! What the message-broker drivers (STOMP, AMQP) share: the stamp every message body starts
 //! with (run nonce, producer, sequence number, send time), the names of destinations,
 //! an exchange that failed and the outcome it makes, the destinations a user hands to the
-//! round's teardown ([`Queue`]) and what a drain says when it is cut off; and the
-//! [`User`] of every broker protocol ([`BrokerUser`], around the protocol's own
-//! [`OverBroker`] state), which hands its destinations and its ledger to the teardown.
+//! round's teardown ([`Queue`]) and what a drain says when it is cut off.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -12,11 +10,7 @@ use bytes::Bytes;
 use rand::Rng;
 use tokio::time::Instant;
 
-use async_trait::async_trait;
-
-use super::SetupError;
 use super::cleanup::Until;
-use super::contract::{DataRng, Done, Handoff, Reach, User, Wire};
 use super::{Outcome, Session, VuIds};
 use crate::answer::Answer;
 use crate::ledger::{Ledger, Producer, Taken};
@@ -290,63 +284,4 @@ pub(crate) fn cut_off(name: &str, taken: u64, until: &Until) -> String {
 /// destination of its own.
 pub(crate) fn holds_nothing(destination: &str) -> bool {
     destination.starts_with("/topic/") && !destination.contains('#')
-}
-
-/// One user's state of a broker protocol: the steps of [`User`], each given where the
-/// broker is, and what the user hands to the round's teardown.
-#[async_trait]
-pub(crate) trait OverBroker: Send + 'static {
-    /// Connect, and subscribe when the class consumes.
-    async fn set_up(&mut self, reach: &Reach) -> Result<(), SetupError>;
-    /// Run operation `op` of the class's table.
-    async fn run(&mut self, op: usize, reach: &Reach, rng: &mut DataRng) -> Done;
-    /// What the user still waits for when its round ends.
-    async fn wait_out(&mut self, reach: &Reach) -> Option<Outcome>;
-    /// The run's own destinations it used, for the teardown to drain.
-    fn queues(&self) -> Vec<Queue>;
-    /// What it sent and received, by stamp.
-    fn take_ledger(&mut self) -> Ledger;
-    /// Connections it opened.
-    fn opened(&self) -> u64;
-}
-
-/// A user of a broker: the protocol's state and where the broker is.
-pub(crate) struct BrokerUser<V> {
-    vu: V,
-    reach: Reach,
-}
-
-impl<V: OverBroker> BrokerUser<V> {
-    /// A user whose connections go where `reach` says.
-    pub(crate) fn new(vu: V, reach: Reach) -> Self {
-        BrokerUser { vu, reach }
-    }
-}
-
-#[async_trait]
-impl<V: OverBroker> User for BrokerUser<V> {
-    async fn setup(&mut self) -> Result<(), SetupError> {
-        self.vu.set_up(&self.reach).await
-    }
-
-    async fn execute(&mut self, op: usize, _seq: u64, rng: &mut DataRng) -> Done {
-        self.vu.run(op, &self.reach, rng).await
-    }
-
-    async fn finish(&mut self) -> Option<Outcome> {
-        self.vu.wait_out(&self.reach).await
-    }
-
-    /// Nothing made over HTTP: what the round left on the broker is in its queues.
-    fn hand_off(&mut self) -> Handoff {
-        Handoff {
-            queues: self.vu.queues(),
-            ledger: self.vu.take_ledger(),
-            wire: Wire {
-                opened: self.vu.opened(),
-                ..Wire::default()
-            },
-            leftovers: Vec::new(),
-        }
-    }
 }

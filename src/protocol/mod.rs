@@ -27,6 +27,7 @@ pub mod data;
 pub mod drain;
 pub mod http;
 pub mod morse;
+pub mod over_broker;
 pub mod over_http;
 pub mod session;
 pub mod stomp;

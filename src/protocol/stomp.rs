@@ -31,7 +31,8 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 use super::broker::{self, Failed, StampClock, body, done, nonce_of, producer, render};
-use super::broker::{BrokerUser, OverBroker, Queue, QueueKind};
+use super::broker::{Queue, QueueKind};
+use super::over_broker::{BrokerUser, OverBroker};
 use super::{Outcome, ProtocolError, Session, SetupError, VuIds};
 use crate::answer::Answer;
 use crate::formats::stomp::{self, Command, Frame, Limits};

@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 
 use super::ServerStats;
+pub(crate) use super::settings::Settings;
 use super::store::{CollectionInfo, Store, StoreError};
 
 #[derive(Clone)]
@@ -22,17 +23,6 @@ pub struct AppState {
     pub locks: Arc<Mutex<HashSet<String>>>,
     /// When the server started (the stall endpoint's clock).
     pub started: std::time::Instant,
-}
-
-pub struct Settings {
-    /// Context prefix, e.g. `/cosmo`, without a trailing slash.
-    pub context: String,
-    pub admin_user: String,
-    pub admin_password: String,
-    /// Accept any credentials and skip ownership checks.
-    pub no_auth: bool,
-    /// Largest request body read; larger ones get 413.
-    pub max_body: usize,
 }
 
 /// Who is asking.

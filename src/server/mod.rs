@@ -35,6 +35,7 @@ pub mod http;
 mod listen;
 pub mod model;
 pub mod morse;
+mod settings;
 pub mod stomp;
 pub mod store;
 

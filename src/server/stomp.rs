@@ -36,7 +36,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::http::Settings;
+use super::settings::Settings;
 use super::store::Store;
 use crate::formats::stomp::{self, Command, Frame, Limits};
 

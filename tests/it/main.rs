@@ -4,6 +4,7 @@
 
 mod common;
 
+mod architecture;
 mod auth;
 mod behaviours;
 

@@ -1,0 +1,286 @@
+//! ARCHITECTURE.md against the code: the table of modules says what each imports, and a
+//! table that nobody checks drifts. Also: no two modules import each other, and no two
+//! files of one folder do.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The code of a file without its comments and its unit tests: what it imports.
+fn code_of(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => &text[..],
+    };
+    text.lines()
+        .map(|l| match l.find("//") {
+            // A `//` inside a string ("http://") is rare in a use or a path; the lines
+            // that hold one are kept whole.
+            Some(i) if !l[..i].contains('"') => &l[..i],
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first segment of every path after `prefix` (`crate::`, `super::`), a group's
+/// `{a, b::c}` giving each of its items.
+fn names_after(code: &str, prefix: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = code;
+    while let Some(i) = rest.find(prefix) {
+        // A longer word ending in the prefix (`my_crate::`) is not it.
+        let before = rest[..i].chars().last();
+        rest = &rest[i + prefix.len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 1;
+            let end = group
+                .char_indices()
+                .find(|&(_, c)| {
+                    depth += match c {
+                        '{' => 1,
+                        '}' => -1,
+                        _ => 0,
+                    };
+                    depth == 0
+                })
+                .map_or(group.len(), |(j, _)| j);
+            let mut item = String::new();
+            let mut depth = 0;
+            for c in group[..end].chars().chain(Some(',')) {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        let first = item.trim().split("::").next().unwrap_or("").trim();
+                        if !first.is_empty() && first != "self" {
+                            out.insert(first.to_string());
+                        }
+                        item.clear();
+                        continue;
+                    }
+                    _ => {}
+                }
+                item.push(c);
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() && name != "self" {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+/// Every `.rs` file under `dir`, or the file itself.
+fn files_of(path: &Path) -> Vec<PathBuf> {
+    if path.is_file() {
+        return vec![path.to_path_buf()];
+    }
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(path).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(files_of(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The crate's top-level modules: each folder or file under `src/` but the roots.
+fn modules() -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(root().join("src"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_string();
+            match name.strip_suffix(".rs") {
+                Some("lib" | "main") => None,
+                Some(stem) => Some(stem.to_string()),
+                None => p.is_dir().then_some(name),
+            }
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// What each module's code imports of the crate's other modules.
+fn imports_in_code() -> BTreeMap<String, BTreeSet<String>> {
+    let all = modules();
+    all.iter()
+        .map(|m| {
+            let dir = root().join("src").join(m);
+            let path = match dir.is_dir() {
+                true => dir,
+                false => root().join("src").join(format!("{m}.rs")),
+            };
+            let used: BTreeSet<String> = files_of(&path)
+                .iter()
+                .flat_map(|f| names_after(&code_of(f), "crate::"))
+                .filter(|n| n != m && all.contains(n))
+                .collect();
+            (m.clone(), used)
+        })
+        .collect()
+}
+
+/// The table's rows, in order: each module and what it says the module imports
+/// ("everything above" being every module of the rows before it).
+fn imports_in_table() -> Vec<(String, BTreeSet<String>)> {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let mut rows: Vec<(String, BTreeSet<String>)> = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split(" | ").collect();
+        let (first, last) = (cells[0], cells[cells.len() - 1]);
+        let module = first
+            .trim_start_matches("| ")
+            .trim_matches('`')
+            .trim_end_matches('/');
+        let mut imports: BTreeSet<String> = last
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|s| s.trim_end_matches('/').to_string())
+            .collect();
+        if last.contains("everything above") {
+            imports.extend(rows.iter().map(|(m, _)| m.clone()));
+        }
+        rows.push((module.to_string(), imports));
+    }
+    rows
+}
+
+#[test]
+fn the_architecture_table_names_every_module_and_exactly_what_it_imports() {
+    let code = imports_in_code();
+    let table = imports_in_table();
+    let listed: BTreeSet<&str> = table.iter().map(|(m, _)| m.as_str()).collect();
+    let mut wrong = Vec::new();
+    for m in code.keys().filter(|m| !listed.contains(m.as_str())) {
+        wrong.push(format!("{m}: not in the table"));
+    }
+    for (m, said) in &table {
+        let Some(real) = code.get(m) else {
+            wrong.push(format!("{m}: in the table, not in src/"));
+            continue;
+        };
+        let missing: Vec<_> = real.difference(said).collect();
+        let extra: Vec<_> = said.difference(real).collect();
+        if !missing.is_empty() || !extra.is_empty() {
+            wrong.push(format!(
+                "{m}: imports {missing:?} the table does not name; the table names {extra:?} it does not import"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "ARCHITECTURE.md:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn no_two_modules_import_each_other() {
+    let code = imports_in_code();
+    let mut pairs = Vec::new();
+    for (a, uses) in &code {
+        for b in uses.iter().filter(|b| a < *b) {
+            if code.get(b).is_some_and(|u| u.contains(a)) {
+                pairs.push(format!("{a} <-> {b}"));
+            }
+        }
+    }
+    assert!(
+        pairs.is_empty(),
+        "modules that import each other: {pairs:?}"
+    );
+}
+
+/// Every folder of `src/` with the files in it that are siblings (all but `mod.rs`, whose
+/// children naturally use what it declares), and the folders beside them.
+fn folders(dir: &Path, out: &mut Vec<(PathBuf, Vec<String>)>) {
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let Some(name) = p.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
+            continue;
+        };
+        if p.is_dir() {
+            folders(&p, out);
+            names.push(name);
+        } else if let Some(stem) = name.strip_suffix(".rs")
+            && !matches!(stem, "mod" | "lib" | "main")
+        {
+            names.push(stem.to_string());
+        }
+    }
+    out.push((dir.to_path_buf(), names));
+}
+
+/// The module path of a folder under `src/`, as code names it after `crate::`.
+fn module_path(dir: &Path) -> String {
+    let rel = dir.strip_prefix(root().join("src")).unwrap();
+    rel.components()
+        .map(|c| c.as_os_str().to_str().unwrap().to_string())
+        .collect::<Vec<_>>()
+        .join("::")
+}
+
+#[test]
+fn no_two_files_of_a_folder_import_each_other() {
+    let mut all = Vec::new();
+    folders(&root().join("src"), &mut all);
+    let mut pairs = Vec::new();
+    for (dir, names) in all {
+        let path = module_path(&dir);
+        let uses: BTreeMap<&String, BTreeSet<String>> = names
+            .iter()
+            .map(|n| {
+                let file = match dir.join(n).is_dir() {
+                    true => dir.join(n),
+                    false => dir.join(format!("{n}.rs")),
+                };
+                let mut used = BTreeSet::new();
+                for f in files_of(&file) {
+                    let code = code_of(&f);
+                    // A file of a subfolder reaches its folder's siblings through
+                    // `super::super::` or the full path; a file of the folder itself
+                    // through `super::`.
+                    if f.parent() == Some(dir.as_path()) {
+                        used.extend(names_after(&code, "super::"));
+                    }
+                    if !path.is_empty() {
+                        used.extend(names_after(&code, &format!("crate::{path}::")));
+                    } else {
+                        used.extend(names_after(&code, "crate::"));
+                    }
+                }
+                used.retain(|u| u != n && names.contains(u));
+                (n, used)
+            })
+            .collect();
+        for (a, used) in &uses {
+            for b in used.iter().filter(|b| *a < *b) {
+                if uses.get(b).is_some_and(|u| u.contains(*a)) {
+                    pairs.push(format!("{}: {a} <-> {b}", dir.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        pairs.is_empty(),
+        "files that import each other:\n{}",
+        pairs.join("\n")
+    );
+}

@@ -1,0 +1,291 @@
+//! `loadmix plan`: what each user of a workload will pick and the think before each,
+//! without a server (plan = run), as text, JSON or one shard's part.
+
+use super::{Exit, WorkloadArgs, load_workload, parse_shard};
+use crate::engine;
+use crate::workload::{Workload, units};
+use clap::Args;
+use comfy_table::Table;
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+
+#[derive(Debug, Args)]
+pub(super) struct PlanArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// Which VU: CLASS#N (N from 0) [default: the first class, #0].
+    #[arg(long, value_name = "CLASS#N")]
+    pub vu: Option<String>,
+    /// How many operations.
+    #[arg(long, default_value_t = 20)]
+    pub ops: u64,
+    /// Which round (from 1).
+    #[arg(long, default_value_t = 1)]
+    pub round: u32,
+    /// Instead of one user's picks, list which users and arrivals of the round shard I of
+    /// N runs (see `run --shard`).
+    #[arg(long, value_name = "I/N", value_parser = parse_shard, conflicts_with = "vu")]
+    pub shard: Option<crate::engine::shard::Shard>,
+}
+
+/// `--round` names one of the workload's rounds.
+pub(super) fn check_round(w: &crate::workload::Workload, round: u32) -> Result<(), Exit> {
+    if round == 0 || round > w.run.rounds {
+        return Err(Exit::Usage.fail(format!(
+            "--round: the workload has rounds 1..={}",
+            w.run.rounds
+        )));
+    }
+    Ok(())
+}
+
+/// `plan --shard I/N`: the users and arrivals of one round that shard runs, streamed.
+pub(super) fn plan_shard(
+    w: &crate::workload::Workload,
+    shard: crate::engine::shard::Shard,
+    round: u32,
+) -> Exit {
+    if let Err(e) = check_round(w, round) {
+        return e;
+    }
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let _ = writeln!(
+        out,
+        "# {} shard {shard} round {round} seed {}\nclass\tkind\tindex\tat_ms",
+        w.name, w.run.seed
+    );
+    for part in engine::plan::shard_part(w, shard, round) {
+        let line = match part {
+            engine::plan::Part::User { class, vu } => writeln!(out, "{class}\tuser\t{vu}\t-"),
+            engine::plan::Part::Arrival { class, k, at } => {
+                writeln!(out, "{class}\tarrival\t{k}\t{:.3}", at.as_secs_f64() * 1e3)
+            }
+        };
+        if line.is_err() {
+            break;
+        }
+    }
+    let _ = out.flush();
+    Exit::Ok
+}
+
+/// The resolved plan, as `validate` prints it.
+pub(super) fn render_plan(w: &Workload) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "workload {} · hash {} · {}",
+        w.name,
+        &w.hash[..12],
+        w.file
+    );
+    if let Some(d) = &w.description {
+        let _ = writeln!(out, "{d}");
+    }
+    let _ = writeln!(out, "target {} · context '{}'", w.target, w.context);
+    let _ = writeln!(
+        out,
+        "run {} round(s) × {} · warm-up {} · seed {} · timeout {} · connect timeout {}",
+        w.run.rounds,
+        w.length_text(),
+        units::format_duration(w.run.warmup),
+        w.run.seed,
+        units::format_duration(w.run.timeout),
+        units::format_duration(w.run.connect_timeout)
+    );
+    if !w.overrides.is_empty() {
+        let _ = writeln!(out, "overrides: {}", w.overrides.join(" "));
+    }
+    let total = w.total_users() as f64;
+    let fmt_us =
+        |us: f64| units::format_duration(std::time::Duration::from_nanos((us * 1e3) as u64));
+    for c in &w.classes {
+        let _ = writeln!(
+            out,
+            "\nclass {} · protocol {} · {} user(s){} · think {} · {}",
+            c.name,
+            c.protocol.name(),
+            c.count,
+            c.iterations
+                .map(|n| format!(" · {n} ops each"))
+                .unwrap_or_default(),
+            c.think.describe(&fmt_us),
+            c.connection.name()
+        );
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        t.set_header(vec![
+            "operation",
+            "weight",
+            "probability",
+            "share of all ops",
+            "request / params",
+        ]);
+        for (i, op) in c.ops.iter().enumerate() {
+            let share = if total > 0.0 {
+                op.probability * c.count as f64 / total
+            } else {
+                0.0
+            };
+            let detail = c.kind.describe_op(i);
+            t.add_row(vec![
+                op.name.clone(),
+                if c.chain.from_mix {
+                    format!("{}", op.weight)
+                } else {
+                    "(rows)".into()
+                },
+                format!("{:.2}%", op.probability * 100.0),
+                format!("{:.2}%", share * 100.0),
+                detail,
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+        if !c.chain.from_mix {
+            behaviours_text(&mut out, c);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nshare of all ops assumes every user runs operations at the same rate."
+    );
+    if !w.thresholds.is_empty() {
+        let _ = writeln!(out, "thresholds:");
+        for t in &w.thresholds {
+            let _ = writeln!(out, "  {}: {}", t.op, t.text);
+        }
+    }
+    out
+}
+
+/// What each behaviour of a class implies, worked out exactly from its chain: its share
+/// of sessions, the operations a session runs and the visits to each state; states it
+/// defines but never reaches, as warnings.
+pub(super) fn behaviours_text(out: &mut String, c: &crate::workload::UserClass) {
+    use std::fmt::Write as _;
+    let n = c.ops.len();
+    let mut reached = vec![false; n];
+    for (b, beh) in c.chain.behaviours.iter().enumerate() {
+        let e = c.chain.expected(b, n);
+        let length = match e.ops_per_session {
+            Some(x) => format!("{x:.2} operations per session"),
+            None => "sessions never exit (they end with max_ops or the round)".into(),
+        };
+        let unit = if e.ops_per_session.is_some() {
+            "visits per session"
+        } else {
+            "long-run share"
+        };
+        let visits: Vec<String> = c
+            .ops
+            .iter()
+            .zip(&e.visits)
+            .filter(|(_, v)| **v > 0.0)
+            .map(|(o, v)| format!("{} {v:.3}", o.name))
+            .collect();
+        let _ = writeln!(
+            out,
+            "behaviour {} · weight {} ({:.1}% of sessions) · {length}\n  {unit}: {}",
+            beh.name,
+            beh.weight,
+            beh.probability * 100.0,
+            visits.join(", ")
+        );
+        let reach = c.chain.reachable(b, n);
+        for (op, r) in reach.iter().enumerate() {
+            reached[op] |= *r;
+            if !r && beh.states[op].is_some() {
+                let _ = writeln!(
+                    out,
+                    "  warning: state '{}' of behaviour '{}' is never reached",
+                    c.ops[op].name, beh.name
+                );
+            }
+        }
+    }
+    if let Some(m) = c.chain.max_ops {
+        let _ = writeln!(out, "a session ends after at most {m} operations");
+    }
+    for (op, r) in c.ops.iter().zip(&reached) {
+        if !r {
+            let _ = writeln!(
+                out,
+                "warning: operation '{}' is in ops but no behaviour reaches it",
+                op.name
+            );
+        }
+    }
+}
+
+pub(super) fn plan(a: PlanArgs) -> Exit {
+    let w = match load_workload(&a.workload) {
+        Ok(w) => w,
+        Err(e) => return Exit::Usage.fail(e),
+    };
+    if let Some(shard) = a.shard {
+        return plan_shard(&w, shard, a.round);
+    }
+    let (class_name, vu) = match &a.vu {
+        None => (w.classes[0].name.clone(), 0),
+        Some(s) => {
+            let (c, n) = s.split_once('#').unwrap_or((s.as_str(), "0"));
+            match n.parse::<u32>() {
+                Ok(n) => (c.to_string(), n),
+                Err(_) => {
+                    return Exit::Usage
+                        .fail(format!("--vu: '{s}' should be CLASS#N, e.g. morse#3"));
+                }
+            }
+        }
+    };
+    let Some(class) = w.class(&class_name) else {
+        let names: Vec<&str> = w.classes.iter().map(|c| c.name.as_str()).collect();
+        return Exit::Usage.fail(format!(
+            "--vu: no class '{class_name}' (classes: {})",
+            names.join(", ")
+        ));
+    };
+    if vu >= class.count {
+        return Exit::Usage.fail(format!(
+            "--vu: class {class_name} has {} user(s), numbered from 0",
+            class.count
+        ));
+    }
+    if let Err(e) = check_round(&w, a.round) {
+        return e;
+    }
+    if class
+        .chain
+        .rows
+        .iter()
+        .any(|r| r.to.iter().any(|t| t.when.is_some()))
+    {
+        eprintln!(
+            "note: class {class_name} has guarded transitions; this plan takes every guard as holding, while a run checks each against what the user holds then"
+        );
+    }
+    // Streamed: any --ops prints in constant memory, and stops when stdout closes.
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let _ = writeln!(
+        out,
+        "# {} {class_name}#{vu} round {} seed {}\nseq\tthink\top",
+        w.name, a.round, w.run.seed
+    );
+    for p in engine::plan::picks(w.run.seed, class, vu, a.round).take(a.ops as usize) {
+        if writeln!(
+            out,
+            "{}\t{:.3}ms\t{}",
+            p.seq,
+            p.think.as_secs_f64() * 1e3,
+            p.name
+        )
+        .is_err()
+        {
+            break;
+        }
+    }
+    let _ = out.flush();
+    Exit::Ok
+}

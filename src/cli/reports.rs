@@ -1,0 +1,220 @@
+//! The commands on saved reports: `report` (render a run.json again), `compare` (runs of
+//! one workload side by side) and `merge` (a sharded run's shards into one).
+
+use super::{Exit, Format};
+use crate::report;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub(super) struct ReportArgs {
+    /// A run.json written by `loadmix run`.
+    pub run: PathBuf,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Every column of every table, however wide the terminal (report.txt always has
+    /// them all).
+    #[arg(long)]
+    pub wide: bool,
+    /// Write the HTML page here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write the per-round CSV here.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub(super) enum CompareFormat {
+    Table,
+    Md,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct MergeArgs {
+    /// Every shard's run.json, once each.
+    #[arg(required = true, num_args = 1..)]
+    pub shards: Vec<PathBuf>,
+    /// Write the merged run.json, report.txt and report.html here.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Every column of every table, however wide the terminal (report.txt always has
+    /// them all).
+    #[arg(long)]
+    pub wide: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct CompareArgs {
+    /// Two or more run.json files; the first is the baseline.
+    #[arg(required = true, num_args = 2..)]
+    pub runs: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: CompareFormat,
+    /// Also write an HTML page with side-by-side charts.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Compare runs of different workloads anyway.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `loadmix merge`: check the shards, merge them, judge the thresholds on the merged run
+/// (exit 1 as `run` does), write and print it. Nothing is written when a shard is refused.
+pub(super) fn merge(a: MergeArgs) -> Exit {
+    let mut shards = Vec::new();
+    for f in &a.shards {
+        match report::load(f) {
+            Ok(r) => shards.push(report::merge::ShardReport {
+                file: f.display().to_string(),
+                report: r,
+            }),
+            Err(e) => return Exit::Usage.fail(e),
+        }
+    }
+    let mut r = match report::merge::merge(shards) {
+        Ok(r) => r,
+        Err(e) => return Exit::Usage.fail(e),
+    };
+    // The rules are the workload's; it is read back from the copy the report carries.
+    let mut passed = true;
+    if !r.thresholds.is_empty() {
+        match crate::workload::load_str(&r.workload.file, &r.workload.source, &[], None) {
+            Ok(w) => passed = report::thresholds::evaluate(&w.thresholds, &mut r),
+            Err(e) => {
+                eprintln!("warning: thresholds not judged: the workload does not load again: {e}")
+            }
+        }
+    }
+    if let Err(e) = print_report(&r, a.format, a.wide) {
+        return e;
+    }
+    if let Some(dir) = &a.out
+        && let Err(e) = report::write_dir(&r, dir)
+    {
+        return Exit::Write.fail(e);
+    }
+    if passed { Exit::Ok } else { Exit::Threshold }
+}
+
+/// A report on stdout, as a table or as JSON.
+pub(super) fn print_report(r: &report::Report, format: Format, wide: bool) -> Result<(), Exit> {
+    match format {
+        Format::Table => print!(
+            "{}",
+            report::table::render_for(r, report::table::console_width(wide))
+        ),
+        Format::Json => match report::to_json(r) {
+            Ok(j) => println!("{j}"),
+            Err(e) => return Err(Exit::Write.fail(e)),
+        },
+    }
+    Ok(())
+}
+
+pub(super) fn show_report(a: ReportArgs) -> Exit {
+    let r = match report::load(&a.run) {
+        Ok(r) => r,
+        Err(e) => return Exit::Usage.fail(e),
+    };
+    if let Err(e) = print_report(&r, a.format, a.wide) {
+        return e;
+    }
+    let mut code = Exit::Ok;
+    if let Some(h) = &a.html
+        && let Err(e) = report::write_file(h, &report::html::report(&r))
+    {
+        code = Exit::Write.fail(e);
+    }
+    if let Some(c) = &a.csv {
+        let written = report::csv::render(&r, true)
+            .map_err(|e| e.to_string())
+            .and_then(|t| report::write_file(c, &t).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            code = Exit::Write.fail(format!("{}: {e}", c.display()));
+        }
+    }
+    code
+}
+
+/// How compared runs are named in tables: by their names, else targets, notes, labels or
+/// run directories, whichever tells them all apart; else `A`, `B`, … (and `true`: the
+/// legend then gives each run's file). Never by the whole path, which wraps every cell.
+pub(super) fn run_names(reports: &[report::Report], files: &[PathBuf]) -> (Vec<String>, bool) {
+    let unique = |v: &[String]| v.iter().collect::<std::collections::HashSet<_>>().len() == v.len();
+    let labels = |r: &report::Report| {
+        r.labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let candidates: [Vec<String>; 5] = [
+        reports
+            .iter()
+            .map(|r| r.name.clone().unwrap_or_default())
+            .collect(),
+        reports.iter().map(|r| r.target.clone()).collect(),
+        reports
+            .iter()
+            .map(|r| r.note.clone().unwrap_or_default())
+            .collect(),
+        reports.iter().map(labels).collect(),
+        files
+            .iter()
+            .map(|p| {
+                p.parent()
+                    .and_then(|d| d.file_name())
+                    .map(|d| d.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
+            .collect(),
+    ];
+    match candidates
+        .into_iter()
+        .find(|c| c.iter().all(|n| !n.is_empty()) && unique(c))
+    {
+        Some(names) => (names, false),
+        None => (
+            (0..files.len()).map(report::compare::letter).collect(),
+            true,
+        ),
+    }
+}
+
+pub(super) fn compare(a: CompareArgs) -> Exit {
+    let mut reports = Vec::new();
+    for p in &a.runs {
+        match report::load(p) {
+            Ok(r) => reports.push(r),
+            Err(e) => return Exit::Usage.fail(e),
+        }
+    }
+    let (names, lettered) = run_names(&reports, &a.runs);
+    let mut c = match report::compare::compare(&names, &reports, a.force) {
+        Ok(c) => c,
+        Err(e) => return Exit::Usage.fail(e),
+    };
+    if lettered {
+        for (d, f) in c.details.iter_mut().zip(&a.runs) {
+            d.full_name = f.display().to_string();
+        }
+    }
+    match a.format {
+        CompareFormat::Table => print!("{}", report::compare::render_table(&c)),
+        CompareFormat::Md => print!("{}", report::compare::render_markdown(&c)),
+        CompareFormat::Json => match serde_json::to_string_pretty(&c) {
+            Ok(j) => println!("{j}"),
+            Err(e) => return Exit::Write.fail(format!("the comparison as JSON: {e}")),
+        },
+    }
+    if let Some(h) = &a.html
+        && let Err(e) = report::write_file(h, &report::html::comparison(&c))
+    {
+        return Exit::Write.fail(e);
+    }
+    Exit::Ok
+}

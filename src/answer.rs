@@ -36,9 +36,9 @@ pub struct Named {
 }
 
 /// Distinct named answers one process keeps; more reasons are not kept apart.
-pub const MAX_NAMED: usize = 4096;
+pub(crate) const MAX_NAMED: usize = 4096;
 /// A protocol or answer name, or a reason, longer than this is cut (at a character boundary) before it is interned.
-pub const MAX_REASON: usize = 200;
+pub(crate) const MAX_REASON: usize = 200;
 
 const NAMED_BASE: u32 = 1 << 16;
 

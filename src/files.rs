@@ -8,46 +8,46 @@ use std::path::Path;
 
 /// What a file is read as, and the most of it that is read.
 #[derive(Debug, Clone, Copy)]
-pub struct Kind {
+pub(crate) struct Kind {
     /// Named in messages: "a workload", "a certificate".
     pub what: &'static str,
     pub limit: u64,
 }
 
-pub const WORKLOAD: Kind = Kind {
+pub(crate) const WORKLOAD: Kind = Kind {
     what: "a workload",
     limit: 4 << 20,
 };
-pub const PEM: Kind = Kind {
+pub(crate) const PEM: Kind = Kind {
     what: "a PEM file",
     limit: 1 << 20,
 };
-pub const SECRET: Kind = Kind {
+pub(crate) const SECRET: Kind = Kind {
     what: "a secret",
     limit: 64 << 10,
 };
-pub const BODY: Kind = Kind {
+pub(crate) const BODY: Kind = Kind {
     what: "a request body",
     limit: 64 << 20,
 };
-pub const ACCOUNTS: Kind = Kind {
+pub(crate) const ACCOUNTS: Kind = Kind {
     what: "an accounts file",
     limit: 16 << 20,
 };
 /// Samples for an empirical distribution (think times from a log).
-pub const SAMPLES: Kind = Kind {
+pub(crate) const SAMPLES: Kind = Kind {
     what: "a samples file",
     limit: 16 << 20,
 };
 /// A saved report: its per-second series make it large, and `merge` holds every shard.
-pub const REPORT: Kind = Kind {
+pub(crate) const REPORT: Kind = Kind {
     what: "a report",
     limit: 512 << 20,
 };
 
 /// A file a workload names: beside the workload when the name is relative and the
 /// workload has a folder, else as given.
-pub fn beside(dir: Option<&Path>, name: &str) -> std::path::PathBuf {
+pub(crate) fn beside(dir: Option<&Path>, name: &str) -> std::path::PathBuf {
     match dir {
         Some(d) => d.join(name),
         None => Path::new(name).to_path_buf(),
@@ -80,7 +80,7 @@ fn human(n: u64) -> String {
 }
 
 /// The whole of `path`, when it is a regular file within `kind`'s bound.
-pub fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, FileError> {
+pub(crate) fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, FileError> {
     let file = open(path)?;
     let meta = file.metadata()?;
     if meta.is_dir() {
@@ -108,7 +108,7 @@ pub fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, FileError> {
 
 /// `path` opened to be streamed (an access log of any size, read a line at a time with
 /// each line bounded by its reader), when it is a regular file.
-pub fn open_stream(path: &Path, what: &'static str) -> Result<std::fs::File, FileError> {
+pub(crate) fn open_stream(path: &Path, what: &'static str) -> Result<std::fs::File, FileError> {
     let file = open(path)?;
     let meta = file.metadata()?;
     if meta.is_dir() {
@@ -121,7 +121,7 @@ pub fn open_stream(path: &Path, what: &'static str) -> Result<std::fs::File, Fil
 }
 
 /// As [`read`], as UTF-8 text.
-pub fn read_text(path: &Path, kind: Kind) -> Result<String, FileError> {
+pub(crate) fn read_text(path: &Path, kind: Kind) -> Result<String, FileError> {
     String::from_utf8(read(path, kind)?).map_err(|_| {
         FileError::Io(std::io::Error::new(
             std::io::ErrorKind::InvalidData,

@@ -20,9 +20,9 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 /// Chunks of sequence numbers a ledger keeps (512 bytes each: 64 MiB in all).
-pub const MAX_CHUNKS: usize = 1 << 17;
+pub(crate) const MAX_CHUNKS: usize = 1 << 17;
 /// Destinations a ledger names; messages to more are counted under the last.
-pub const MAX_DESTINATIONS: usize = 4096;
+pub(crate) const MAX_DESTINATIONS: usize = 4096;
 /// Runs of sends a producer keeps; past that its sends are counted, not attributed.
 const MAX_RUNS: usize = 1 << 16;
 const CHUNK_BITS: u32 = 4096;
@@ -39,7 +39,7 @@ pub struct Producer {
 
 /// A set of sequence numbers, in chunks of 4,096.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Seqs {
+pub(crate) struct Seqs {
     chunks: BTreeMap<u32, Box<[u64; WORDS]>>,
     len: u64,
 }
@@ -67,12 +67,12 @@ impl Seqs {
         Some(new)
     }
 
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.len
     }
 
     /// The set as sorted, disjoint `[start, end)` ranges.
-    pub fn ranges(&self) -> Vec<(u32, u64)> {
+    pub(crate) fn ranges(&self) -> Vec<(u32, u64)> {
         let mut out: Vec<(u32, u64)> = Vec::new();
         for (c, ch) in &self.chunks {
             for (w, word) in ch.iter().enumerate() {
@@ -101,7 +101,7 @@ fn split(seq: u32) -> (u32, usize, u64) {
 /// A producer's sends: runs of sequence numbers to one destination each, and those whose
 /// send failed (written, but no receipt or confirm came).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Sends {
+pub(crate) struct Sends {
     /// (destination index, first sequence number, how many).
     runs: Vec<(u32, u32, u32)>,
     failed: Seqs,
@@ -165,7 +165,7 @@ pub enum Taken {
 
 /// One part's ledger: a user's, a round's, a run's.
 #[derive(Debug, Clone, Default)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     names: Vec<String>,
     index: HashMap<String, u32>,
     counts: Vec<Counts>,
@@ -183,19 +183,19 @@ pub struct Ledger {
 
 impl Ledger {
     /// An empty ledger that is drained until a part added to it says otherwise.
-    pub fn drained() -> Ledger {
+    pub(crate) fn drained() -> Ledger {
         Ledger {
             drained: true,
             ..Ledger::default()
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.names.is_empty()
     }
 
     /// The destinations it names.
-    pub fn destinations(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn destinations(&self) -> impl Iterator<Item = &str> {
         self.names.iter().map(String::as_str)
     }
 
@@ -219,7 +219,7 @@ impl Ledger {
     }
 
     /// A producer wrote message `seq` to `destination`.
-    pub fn sent(&mut self, destination: &str, p: Producer, seq: u32) {
+    pub(crate) fn sent(&mut self, destination: &str, p: Producer, seq: u32) {
         let d = self.dest(destination);
         self.counts[d as usize].sent += 1;
         let s = self.sends.entry(p).or_default();
@@ -236,7 +236,7 @@ impl Ledger {
     }
 
     /// The send of message `seq` failed after it was written.
-    pub fn send_failed(&mut self, destination: &str, p: Producer, seq: u32) {
+    pub(crate) fn send_failed(&mut self, destination: &str, p: Producer, seq: u32) {
         let d = self.dest(destination);
         self.counts[d as usize].send_failed += 1;
         let budget = self.budget.get_or_insert(MAX_CHUNKS);
@@ -244,14 +244,14 @@ impl Ledger {
     }
 
     /// A message of another run, or none's, was taken from `destination`.
-    pub fn foreign(&mut self, destination: &str) {
+    pub(crate) fn foreign(&mut self, destination: &str) {
         let d = self.dest(destination);
         self.counts[d as usize].foreign += 1;
     }
 
     /// Message `seq` of `p` was taken from `destination`; `redelivered` when the broker
     /// flagged it so.
-    pub fn took(
+    pub(crate) fn took(
         &mut self,
         destination: &str,
         p: Producer,
@@ -299,7 +299,7 @@ impl Ledger {
     }
 
     /// Adds `o` to this ledger: what both received is a duplicate.
-    pub fn absorb(&mut self, o: Ledger) {
+    pub(crate) fn absorb(&mut self, o: Ledger) {
         let map: Vec<u32> = o.names.iter().map(|n| self.dest(n)).collect();
         let remap = |d: u32| map.get(d as usize).copied().unwrap_or(0);
         for (i, c) in o.counts.iter().enumerate() {
@@ -343,7 +343,7 @@ impl Ledger {
     }
 
     /// Per destination, with the losses worked out: every part must be in.
-    pub fn settle(&self) -> Vec<(String, Counts)> {
+    pub(crate) fn settle(&self) -> Vec<(String, Counts)> {
         let mut counts = self.counts.clone();
         for (p, s) in &self.sends {
             // Taken from any destination: a broker may name it otherwise than its sender.
@@ -366,7 +366,7 @@ impl Ledger {
     }
 
     /// The ledger as `run.json` keeps it, so that `merge` can add shards' ledgers.
-    pub fn to_record(&self) -> LedgerRecord {
+    pub(crate) fn to_record(&self) -> LedgerRecord {
         let mut producers: BTreeMap<Producer, ProducerRecord> = BTreeMap::new();
         for (p, s) in &self.sends {
             let r = producers
@@ -399,7 +399,7 @@ impl Ledger {
 
     /// A ledger from its record; `None` when the record is not one this could write
     /// (out-of-range indexes, ranges out of order, more than the bounds).
-    pub fn from_record(r: &LedgerRecord) -> Option<Ledger> {
+    pub(crate) fn from_record(r: &LedgerRecord) -> Option<Ledger> {
         if r.destinations.len() > MAX_DESTINATIONS {
             return None;
         }

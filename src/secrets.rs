@@ -12,14 +12,14 @@ use std::borrow::Cow;
 use std::sync::RwLock;
 
 /// What a secret is replaced with.
-pub const MASK: &str = "[redacted]";
+pub(crate) const MASK: &str = "[redacted]";
 /// Shorter values are not masked (see the module header).
-pub const MIN_LEN: usize = 4;
+pub(crate) const MIN_LEN: usize = 4;
 
 static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
 /// Header names whose values are credentials wherever a request is shown.
-pub const SENSITIVE_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie"];
+pub(crate) const SENSITIVE_HEADERS: &[&str] = &["authorization", "proxy-authorization", "cookie"];
 
 /// A credential held in memory: its `Debug` never shows it, and it is registered for
 /// masking when made.
@@ -50,7 +50,7 @@ impl std::fmt::Debug for Secret {
 }
 
 /// Remember `value` as a secret: from now on no output contains it.
-pub fn register(value: &str) {
+pub(crate) fn register(value: &str) {
     if value.len() < MIN_LEN {
         return;
     }
@@ -63,7 +63,7 @@ pub fn register(value: &str) {
 }
 
 /// `text` with every registered secret replaced by [`MASK`].
-pub fn redact(text: &str) -> Cow<'_, str> {
+pub(crate) fn redact(text: &str) -> Cow<'_, str> {
     let list = SECRETS.read().unwrap_or_else(|p| p.into_inner());
     if !list.iter().any(|s| text.contains(s.as_str())) {
         return Cow::Borrowed(text);
@@ -79,7 +79,7 @@ pub fn redact(text: &str) -> Cow<'_, str> {
 
 /// A workload's text with the values of credential headers (`Authorization: ...`,
 /// `Cookie: ...`) masked, for embedding in a report; registered secrets too.
-pub fn redact_source(text: &str) -> String {
+pub(crate) fn redact_source(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for line in text.split_inclusive('\n') {
         let trimmed = line.trim_start().trim_start_matches(['-', ' ', '"', '\'']);

@@ -4,7 +4,7 @@ use crate::run::{Finished, RunError};
 
 /// The process exit codes the README documents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     /// Success.
     Ok = 0,
     /// The run finished but a threshold failed.
@@ -20,12 +20,12 @@ pub enum Exit {
 }
 
 impl Exit {
-    pub fn code(self) -> i32 {
+    pub(crate) fn code(self) -> i32 {
         self as i32
     }
 
     /// Print `error: msg` and return this code.
-    pub fn fail(self, msg: impl std::fmt::Display) -> Exit {
+    pub(crate) fn fail(self, msg: impl std::fmt::Display) -> Exit {
         eprintln!("error: {}", crate::secrets::redact(&msg.to_string()));
         self
     }

@@ -4,7 +4,7 @@
 //! gets plain options ([`crate::run::RunOptions`]), so nothing below this module knows
 //! about clap.
 
-pub mod exit;
+pub(crate) mod exit;
 mod fidelity;
 mod infer;
 mod new;
@@ -21,7 +21,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::transport::TlsOptions;
 use crate::workload::{LoadOptions, Workload};
-pub use exit::Exit;
+pub(crate) use exit::Exit;
 use fidelity::{FidelityArgs, fidelity};
 use infer::{InferArgs, infer};
 use new::{NewArgs, new_workload};
@@ -116,7 +116,7 @@ pub struct WorkloadArgs {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Table,
     Json,
 }

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 /// One round's samples, one per second.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct HostSamples {
+pub(crate) struct HostSamples {
     /// This process's CPU, percent of one core.
     pub process_cpu: Vec<f64>,
     /// The host's busy CPU (everything but idle and I/O wait), percent of all cores.
@@ -25,7 +25,7 @@ pub struct HostSamples {
 }
 
 /// This process's user and system CPU time so far.
-pub fn cpu_time() -> Duration {
+pub(crate) fn cpu_time() -> Duration {
     // SAFETY: getrusage fills the struct we pass and reads nothing else; a zeroed rusage is
     // a valid value of that plain C struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -82,7 +82,7 @@ fn parse_stat(text: &str) -> Option<Stat> {
 }
 
 /// Sample once a second until `done`.
-pub fn sampler(
+pub(crate) fn sampler(
     done: CancellationToken,
     users: std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) -> tokio::task::JoinHandle<HostSamples> {

@@ -9,15 +9,15 @@
 //!
 //! The engine knows nothing of any protocol: it calls [`VuDriver::execute`].
 
-pub mod host;
-pub mod open;
+pub(crate) mod host;
+pub(crate) mod open;
 pub mod plan;
 mod record;
 mod round;
-pub mod seed;
-pub mod session;
-pub mod shard;
-pub mod timer;
+pub(crate) mod seed;
+pub(crate) mod session;
+pub(crate) mod shard;
+pub(crate) mod timer;
 mod user;
 
 use std::sync::Arc;
@@ -38,7 +38,7 @@ use seed::class_seed;
 
 /// How to run, beyond what the workload says.
 #[derive(Clone)]
-pub struct EngineConfig {
+pub(crate) struct EngineConfig {
     pub endpoint: Arc<Endpoint>,
     /// Cancelled on Ctrl-C (or by a test) to stop early.
     pub stop: CancellationToken,
@@ -69,17 +69,17 @@ pub struct EngineConfig {
 }
 
 /// Called with a finished round and the number of rounds planned.
-pub type RoundCallback = Arc<dyn Fn(&RoundResult, u32) + Send + Sync>;
+pub(crate) type RoundCallback = Arc<dyn Fn(&RoundResult, u32) + Send + Sync>;
 
 #[derive(Debug, thiserror::Error)]
-pub enum EngineError {
+pub(crate) enum EngineError {
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
 }
 
 /// One executed operation, when `--log-ops` is on.
 #[derive(Debug, Clone, PartialEq)]
-pub struct OpLogEntry {
+pub(crate) struct OpLogEntry {
     pub round: u32,
     pub class: usize,
     pub vu: u32,
@@ -103,7 +103,7 @@ pub struct OpLogEntry {
 
 /// The first failures of a run, with what came back, for the report.
 #[derive(Debug, Clone)]
-pub struct FailureNote {
+pub(crate) struct FailureNote {
     pub round: u32,
     pub label: u32,
     pub error: ErrorClass,
@@ -112,7 +112,7 @@ pub struct FailureNote {
 
 /// Everything one round produced.
 #[derive(Debug, Clone)]
-pub struct RoundResult {
+pub(crate) struct RoundResult {
     /// From 1.
     pub index: u32,
     pub started_at: SystemTime,
@@ -161,7 +161,7 @@ pub struct RoundResult {
 
 /// Everything a run produced.
 #[derive(Debug, Clone)]
-pub struct RunResult {
+pub(crate) struct RunResult {
     pub run_id: Arc<str>,
     pub started_at: SystemTime,
     pub finished_at: SystemTime,
@@ -180,7 +180,7 @@ pub struct RunResult {
 
 /// A warm-up round's headline figures (the round itself is not in the report).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct WarmupRound {
+pub(crate) struct WarmupRound {
     /// From 1.
     pub index: u32,
     pub elapsed: Duration,
@@ -193,7 +193,7 @@ pub struct WarmupRound {
 }
 
 /// The label table of a workload: each class's labels, in order.
-pub fn label_table(w: &Workload) -> LabelTable {
+pub(crate) fn label_table(w: &Workload) -> LabelTable {
     LabelTable::new(
         w.classes
             .iter()
@@ -212,7 +212,7 @@ fn stamp_clock(cfg: &EngineConfig) -> crate::protocol::StampClock {
 }
 
 /// The class drivers, each probed (unless `--no-preflight`); the probes' requests.
-pub async fn prepare(
+pub(crate) async fn prepare(
     w: &Workload,
     cfg: &EngineConfig,
 ) -> Result<(Vec<Arc<ClassDriver>>, Tally), EngineError> {
@@ -246,7 +246,7 @@ pub async fn prepare(
 /// Runs the rounds of one workload against one target, one round at a time, so several
 /// targets can be interleaved round by round (A B A B ...): drift on a shared machine then
 /// hits every target alike.
-pub struct Runner {
+pub(crate) struct Runner {
     cfg: EngineConfig,
     drivers: Vec<Arc<ClassDriver>>,
     labels: LabelTable,
@@ -262,7 +262,7 @@ pub struct Runner {
 
 impl Runner {
     /// Build the drivers and run the preflight probes.
-    pub async fn new(w: &Workload, cfg: EngineConfig) -> Result<Runner, EngineError> {
+    pub(crate) async fn new(w: &Workload, cfg: EngineConfig) -> Result<Runner, EngineError> {
         let (drivers, preflight) = prepare(w, &cfg).await?;
         if let Some(l) = &cfg.live {
             l.add_untimed(Untimed::Preflight, preflight.values().sum());
@@ -284,7 +284,7 @@ impl Runner {
     /// Run warm-up round `k` (from 1): a whole round, thrown away but for its headline
     /// figures. It is numbered after the measured rounds, so the measured rounds' users
     /// draw the same random streams with or without warm-up rounds.
-    pub async fn warmup_round(&mut self, w: &Workload, k: u32) {
+    pub(crate) async fn warmup_round(&mut self, w: &Workload, k: u32) {
         let index = w.run.rounds.saturating_add(k);
         let (round, _, _) = self.round_of(w, index).run().await;
         let total = round
@@ -311,7 +311,7 @@ impl Runner {
     }
 
     /// Run round `r` (from 1); `on_round` hears of it.
-    pub async fn round(&mut self, w: &Workload, r: u32) {
+    pub(crate) async fn round(&mut self, w: &Workload, r: u32) {
         let (mut round, log, fails) = self.round_of(w, r).run().await;
         self.op_log.extend(log);
         let ledger = std::mem::take(&mut round.ledger);
@@ -341,11 +341,11 @@ impl Runner {
     }
 
     /// The target's clock against ours so far, from its answers' `Date`.
-    pub fn target_clock(&self) -> Option<crate::transport::clock::ClockOffset> {
+    pub(crate) fn target_clock(&self) -> Option<crate::transport::clock::ClockOffset> {
         self.cfg.endpoint.clock.estimate()
     }
 
-    pub fn finish(self, w: &Workload) -> RunResult {
+    pub(crate) fn finish(self, w: &Workload) -> RunResult {
         if let Some(l) = &self.cfg.live {
             l.set_phase(Phase::Done);
         }
@@ -366,4 +366,4 @@ impl Runner {
 }
 
 /// The most failure details a run keeps.
-pub const MAX_FAILURE_NOTES: usize = 20;
+pub(crate) const MAX_FAILURE_NOTES: usize = 20;

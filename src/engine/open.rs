@@ -52,7 +52,7 @@ pub(super) struct OpenSpec {
 /// The arrival times of one class in one round, as offsets from the round's start, up to
 /// `limit`: one seeded schedule, whichever process (or shard of it) runs it. `loadmix plan`
 /// lists it from the same function.
-pub struct Schedule<'c> {
+pub(crate) struct Schedule<'c> {
     class: &'c UserClass,
     arrival: &'c Arrival,
     rng: Xoshiro256PlusPlus,
@@ -61,7 +61,7 @@ pub struct Schedule<'c> {
 }
 
 impl<'c> Schedule<'c> {
-    pub fn new(
+    pub(crate) fn new(
         seed: u64,
         class_index: usize,
         class: &'c UserClass,

@@ -18,7 +18,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use crate::workload::UserClass;
 use crate::workload::chain::{Guard, Session, Step};
 
-pub struct VuRngs {
+pub(crate) struct VuRngs {
     pub mix: Xoshiro256PlusPlus,
     pub think: Xoshiro256PlusPlus,
     pub boot_think: Xoshiro256PlusPlus,
@@ -26,7 +26,7 @@ pub struct VuRngs {
 }
 
 impl VuRngs {
-    pub fn new(seed: u64, class: &str, vu: u32, round: u32) -> VuRngs {
+    pub(crate) fn new(seed: u64, class: &str, vu: u32, round: u32) -> VuRngs {
         let base = mix64(
             mix64(mix64(seed ^ fnv1a(class.as_bytes())) ^ vu as u64) ^ ((round as u64) << 32),
         );
@@ -41,7 +41,7 @@ impl VuRngs {
 
 /// The next step of a VU of `class` in its `session`: the transition from the picks'
 /// stream, the think before it from the think stream; `allowed` says which guards hold.
-pub fn next_step(
+pub(crate) fn next_step(
     class: &UserClass,
     session: &mut Session,
     rngs: &mut VuRngs,
@@ -55,19 +55,19 @@ pub fn next_step(
 impl VuRngs {
     /// The think time before a bootstrap, from the bootstraps' own stream, so that
     /// bootstraps shift no pick's think time.
-    pub fn think_before_bootstrap(&mut self, class: &UserClass) -> Duration {
+    pub(crate) fn think_before_bootstrap(&mut self, class: &UserClass) -> Duration {
         next_think(class, &mut self.boot_think)
     }
 }
 
 /// The next think time of a VU of `class`.
-pub fn next_think(class: &UserClass, think: &mut Xoshiro256PlusPlus) -> Duration {
+pub(crate) fn next_think(class: &UserClass, think: &mut Xoshiro256PlusPlus) -> Duration {
     let us = class.think.sample(think);
     Duration::from_nanos((us * 1e3) as u64)
 }
 
 /// A per-class seed for data shared by all its VUs (random payloads).
-pub fn class_seed(seed: u64, class: &str) -> u64 {
+pub(crate) fn class_seed(seed: u64, class: &str) -> u64 {
     mix64(seed ^ fnv1a(class.as_bytes()) ^ 0x5eed)
 }
 

@@ -15,10 +15,10 @@ use crate::workload::chain::{Ended, Guard, Session, Step};
 
 /// Counts of values, each rounded down to two significant digits: bounded (at most 90
 /// keys a decade) and exact to add.
-pub type Counts = BTreeMap<u64, u64>;
+pub(crate) type Counts = BTreeMap<u64, u64>;
 
 /// `v` rounded down to two significant digits.
-pub fn quantise(v: u64) -> u64 {
+pub(crate) fn quantise(v: u64) -> u64 {
     let mut scale = 1u64;
     let mut x = v;
     while x >= 100 {
@@ -30,7 +30,7 @@ pub fn quantise(v: u64) -> u64 {
 
 /// One behaviour's sessions.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct BehaviourTally {
+pub(crate) struct BehaviourTally {
     pub started: u64,
     pub exited: u64,
     pub max_ops: u64,
@@ -44,7 +44,7 @@ pub struct BehaviourTally {
 }
 
 impl BehaviourTally {
-    pub fn absorb(&mut self, o: &BehaviourTally) {
+    pub(crate) fn absorb(&mut self, o: &BehaviourTally) {
         self.started += o.started;
         self.exited += o.exited;
         self.max_ops += o.max_ops;
@@ -56,7 +56,7 @@ impl BehaviourTally {
 }
 
 /// Add `b` to `a`; saturating, since counts may come from a report read back.
-pub fn add_counts(a: &mut Counts, b: &Counts) {
+pub(crate) fn add_counts(a: &mut Counts, b: &Counts) {
     for (k, v) in b {
         let e = a.entry(*k).or_default();
         *e = e.saturating_add(*v);
@@ -66,14 +66,14 @@ pub fn add_counts(a: &mut Counts, b: &Counts) {
 /// A class's sessions: per behaviour, and per state the draws in which guarded
 /// transitions dropped out.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ClassSessions {
+pub(crate) struct ClassSessions {
     pub behaviours: Vec<BehaviourTally>,
     /// Per state (operation index), and for the start row at the end, draws renormalised.
     pub renormalised: Vec<u64>,
 }
 
 impl ClassSessions {
-    pub fn absorb(&mut self, o: &ClassSessions) {
+    pub(crate) fn absorb(&mut self, o: &ClassSessions) {
         if self.behaviours.len() < o.behaviours.len() {
             self.behaviours
                 .resize(o.behaviours.len(), BehaviourTally::default());
@@ -91,7 +91,7 @@ impl ClassSessions {
 }
 
 /// A user's walk: where it is, when its session began, what its sessions came to.
-pub struct Walk {
+pub(crate) struct Walk {
     session: Session,
     /// When the session's first operation started; `None` until it has.
     began: Option<Instant>,
@@ -102,7 +102,7 @@ pub struct Walk {
 }
 
 impl Walk {
-    pub fn new(class: &UserClass) -> Walk {
+    pub(crate) fn new(class: &UserClass) -> Walk {
         Walk {
             session: Session::default(),
             began: None,
@@ -117,7 +117,7 @@ impl Walk {
     /// The next operation and the think before it, ending sessions (and starting the
     /// next) on the way; `None` when an open user's session ended (`one_session`), or
     /// when a new session ends before its first operation.
-    pub fn next(
+    pub(crate) fn next(
         &mut self,
         class: &UserClass,
         rngs: &mut VuRngs,
@@ -183,14 +183,14 @@ impl Walk {
 
     /// The operation just picked started at `at`: a session's clock starts with its
     /// first operation's start (after its think or pacing wait, or on arrival).
-    pub fn started(&mut self, at: Instant) {
+    pub(crate) fn started(&mut self, at: Instant) {
         if std::mem::take(&mut self.beginning) {
             self.began = Some(at);
         }
     }
 
     /// What the user's sessions came to, the one still running counted as cut.
-    pub fn finish(mut self) -> Option<ClassSessions> {
+    pub(crate) fn finish(mut self) -> Option<ClassSessions> {
         if let (Some(t), Some((b, Some(_)))) = (&mut self.tally, self.session.current) {
             t.behaviours[b].cut += 1;
         }

@@ -16,7 +16,7 @@ pub struct Shard {
 }
 
 /// More shards than this is a typo, not a cluster.
-pub const MAX_SHARDS: u32 = 10_000;
+pub(crate) const MAX_SHARDS: u32 = 10_000;
 
 impl Default for Shard {
     fn default() -> Shard {
@@ -92,7 +92,7 @@ impl Shard {
 /// clock at `at + n × every`, after its users are set up. A round whose set-up ran past
 /// its slot starts at once, and its lateness is recorded.
 #[derive(Debug)]
-pub struct RoundClock {
+pub(crate) struct RoundClock {
     pub at: SystemTime,
     /// Slot length; `None` for a run bound by iterations: only the first round waits.
     pub every: Option<Duration>,
@@ -100,7 +100,7 @@ pub struct RoundClock {
 }
 
 impl RoundClock {
-    pub fn new(at: SystemTime, every: Option<Duration>) -> RoundClock {
+    pub(crate) fn new(at: SystemTime, every: Option<Duration>) -> RoundClock {
         RoundClock {
             at,
             every,
@@ -109,7 +109,7 @@ impl RoundClock {
     }
 
     /// When the next round's clock should start; `None` when it should not wait.
-    pub fn next_slot(&self) -> Option<SystemTime> {
+    pub(crate) fn next_slot(&self) -> Option<SystemTime> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         match (n, self.every) {
             (0, _) => Some(self.at),
@@ -120,7 +120,7 @@ impl RoundClock {
 }
 
 /// `--start-at`: an RFC 3339 time (`2026-12-01T09:30:00Z`), or `+DURATION` from now.
-pub fn parse_start_at(s: &str, now: SystemTime) -> Result<SystemTime, String> {
+pub(crate) fn parse_start_at(s: &str, now: SystemTime) -> Result<SystemTime, String> {
     let s = s.trim();
     if let Some(rest) = s.strip_prefix('+') {
         let d = crate::workload::units::parse_duration(rest)

@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 /// The highest rate of scheduled starts (per second, all classes of a round) that gets the
 /// fine timer.
-pub const PRECISE_UP_TO: f64 = 5_000.0;
+pub(crate) const PRECISE_UP_TO: f64 = 5_000.0;
 
 /// The longest lead: beyond this a wake-up is a busy machine, which no lead fixes.
 const MAX_LEAD_NS: u64 = 300_000;
@@ -38,7 +38,7 @@ const MAX_LEAD_NS: u64 = 300_000;
 const STEP_NS: u64 = 1_000;
 
 #[cfg(target_os = "linux")]
-pub use linux::Timer;
+pub(crate) use linux::Timer;
 
 #[cfg(not(target_os = "linux"))]
 pub use fallback::Timer;
@@ -196,7 +196,7 @@ mod linux {
     /// A round's fine timer. Cheap to clone; its driving task ends when the last clone is
     /// dropped.
     #[derive(Clone)]
-    pub struct Timer {
+    pub(crate) struct Timer {
         inner: Option<Arc<Inner>>,
         _task: Option<Arc<Abort>>,
     }
@@ -214,7 +214,7 @@ mod linux {
         /// A timer for a round whose schedules start `rate` operations a second, driven by
         /// a task on the current runtime: tokio's timer above [`super::PRECISE_UP_TO`], or
         /// should the kernel refuse a timerfd.
-        pub fn start(rate: f64) -> Timer {
+        pub(crate) fn start(rate: f64) -> Timer {
             if rate > super::PRECISE_UP_TO {
                 return Timer::coarse();
             }
@@ -279,7 +279,7 @@ mod linux {
         }
 
         /// Wait until `at`, to within a few microseconds on an idle machine.
-        pub async fn sleep_until(&self, at: Instant) {
+        pub(crate) async fn sleep_until(&self, at: Instant) {
             let Some(inner) = &self.inner else {
                 tokio::time::sleep_until(at).await;
                 return;

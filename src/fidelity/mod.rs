@@ -8,9 +8,9 @@
 //! (p ≥ [`ALPHA`]) or too small to matter (below its effect-size gate): big logs make
 //! any difference significant, and a load test needs the shape, not the last digit.
 
-pub mod model;
-pub mod report;
-pub mod stats;
+pub(crate) mod model;
+pub(crate) mod report;
+pub(crate) mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -18,18 +18,18 @@ use std::path::PathBuf;
 use crate::infer::scan::{self, Scan, ScanOptions};
 
 /// Below this p-value a difference is significant.
-pub const ALPHA: f64 = 0.01;
+pub(crate) const ALPHA: f64 = 0.01;
 /// The most two operation mixes, or two rows of transitions, may differ by (TVD).
-pub const MIX_TVD: f64 = 0.05;
-pub const ROW_TVD: f64 = 0.10;
+pub(crate) const MIX_TVD: f64 = 0.05;
+pub(crate) const ROW_TVD: f64 = 0.10;
 /// The largest KS distance between two distributions that passes.
-pub const KS_D: f64 = 0.10;
+pub(crate) const KS_D: f64 = 0.10;
 /// Rates (sessions per second, sessions at once) may differ by this factor.
-pub const RATE_RATIO: f64 = 1.15;
+pub(crate) const RATE_RATIO: f64 = 1.15;
 /// Dispersion indices may differ by this factor.
-pub const DISPERSION_RATIO: f64 = 2.0;
+pub(crate) const DISPERSION_RATIO: f64 = 2.0;
 /// Samples a row or a transition's think times need in both logs to be compared.
-pub const MIN_SAMPLES: usize = 30;
+pub(crate) const MIN_SAMPLES: usize = 30;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FidelityError {
@@ -485,7 +485,7 @@ fn is_workload(path: &std::path::Path) -> bool {
 }
 
 /// `log` against workload `w` sampled offline over its span.
-pub fn against_model(
+pub(crate) fn against_model(
     log: &Scan,
     w: &crate::workload::Workload,
     first: &str,

@@ -17,7 +17,7 @@ use crate::infer::scan::{OpDef, Request, Scan, Session};
 use crate::workload::{self, ArrivalProcess, Workload};
 
 /// The most requests a model is sampled to.
-pub const MAX_REQUESTS: usize = 2_000_000;
+pub(crate) const MAX_REQUESTS: usize = 2_000_000;
 
 /// The classifier's protocol and name of a workload's operation, or `None` for a
 /// protocol no access log shows (a broker's).
@@ -57,7 +57,7 @@ fn service_times(log: &Scan) -> HashMap<(Protocol, String), f64> {
 }
 
 /// The log's floor of the gaps between an answer and the next request (µs).
-pub fn gap_floor(log: &Scan) -> f64 {
+pub(crate) fn gap_floor(log: &Scan) -> f64 {
     let gaps: Vec<f64> = log
         .sessions
         .iter()
@@ -68,7 +68,7 @@ pub fn gap_floor(log: &Scan) -> f64 {
 }
 
 /// A synthetic scan of `w`'s traffic over `log`'s span.
-pub fn sample(w: &Workload, log: &Scan) -> Scan {
+pub(crate) fn sample(w: &Workload, log: &Scan) -> Scan {
     let span = (log.last_us - log.first_us).max(1);
     let floor = gap_floor(log) as i64;
     let service = service_times(log);

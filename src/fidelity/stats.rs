@@ -7,7 +7,7 @@ use statrs::distribution::{ChiSquared, ContinuousCDF, FisherSnedecor};
 
 /// Half the summed absolute difference of the two count vectors' shares: 0 alike, 1
 /// disjoint.
-pub fn tvd(a: &[f64], b: &[f64]) -> f64 {
+pub(crate) fn tvd(a: &[f64], b: &[f64]) -> f64 {
     let (ta, tb): (f64, f64) = (a.iter().sum(), b.iter().sum());
     if ta <= 0.0 || tb <= 0.0 {
         return if ta == tb { 0.0 } else { 1.0 };
@@ -21,7 +21,7 @@ pub fn tvd(a: &[f64], b: &[f64]) -> f64 {
 
 /// The p-value of χ² homogeneity of two samples' counts over the same categories
 /// (categories empty in both are left out); 1 with fewer than two categories.
-pub fn chi2_p(a: &[f64], b: &[f64]) -> f64 {
+pub(crate) fn chi2_p(a: &[f64], b: &[f64]) -> f64 {
     let (ta, tb): (f64, f64) = (a.iter().sum(), b.iter().sum());
     let t = ta + tb;
     if ta <= 0.0 || tb <= 0.0 {
@@ -45,7 +45,7 @@ pub fn chi2_p(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// The two-sample KS statistic D and its asymptotic p-value; `None` if a sample is empty.
-pub fn ks(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
+pub(crate) fn ks(a: &[f64], b: &[f64]) -> Option<(f64, f64)> {
     if a.is_empty() || b.is_empty() {
         return None;
     }
@@ -89,7 +89,7 @@ fn kolmogorov_q(lambda: f64) -> f64 {
 
 /// The two-sided p-value that two dispersion indices over `na` and `nb` windows differ
 /// only by chance (an F test of the two variances, each over its own mean).
-pub fn dispersion_p(a: f64, na: usize, b: f64, nb: usize) -> f64 {
+pub(crate) fn dispersion_p(a: f64, na: usize, b: f64, nb: usize) -> f64 {
     if a <= 0.0 || b <= 0.0 || na < 2 || nb < 2 {
         return 1.0;
     }
@@ -102,7 +102,12 @@ pub fn dispersion_p(a: f64, na: usize, b: f64, nb: usize) -> f64 {
 /// The variance over the mean of the number of events per window of `window_us`, over
 /// `[first, last]`, and the number of windows; `None` with fewer than 10 windows or no
 /// events. 1 for a Poisson process; above 1 burstier.
-pub fn dispersion(times_us: &[i64], first: i64, last: i64, window_us: i64) -> Option<(f64, usize)> {
+pub(crate) fn dispersion(
+    times_us: &[i64],
+    first: i64,
+    last: i64,
+    window_us: i64,
+) -> Option<(f64, usize)> {
     let windows = usize::try_from((last - first) / window_us.max(1)).ok()?;
     if !(10..=10_000_000).contains(&windows) {
         return None;

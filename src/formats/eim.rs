@@ -383,7 +383,7 @@ mod tests {
         }
     }
 
-    pub const EIMML: &str = r#"<eim:collection uuid="C1" name="n &amp; m" xmlns:eim="http://osafoundation.org/eim/0">
+    pub(super) const EIMML: &str = r#"<eim:collection uuid="C1" name="n &amp; m" xmlns:eim="http://osafoundation.org/eim/0">
   <eim:recordset uuid="I1">
     <item:record xmlns:item="http://osafoundation.org/eim/item/0">
       <item:uuid eim:key="true" eim:type="text">I1</item:uuid>

@@ -213,7 +213,7 @@ mod tests {
     use super::*;
 
     /// Europe/Berlin as clients send it: CET, CEST from the last Sunday of March.
-    pub fn berlin() -> Zone {
+    pub(super) fn berlin() -> Zone {
         Zone {
             tzid: "Europe/Berlin".into(),
             observances: vec![

@@ -48,7 +48,7 @@ pub enum Kind {
 
 /// A request target in origin form (`/path?query`): an absolute one (`http://host/path`,
 /// as proxies log) loses its scheme and host; anything else (`*`, garbage) is `None`.
-pub fn origin_form(target: &str) -> Option<&str> {
+pub(crate) fn origin_form(target: &str) -> Option<&str> {
     let rest = ["http://", "https://"]
         .iter()
         .find_map(|s| {
@@ -63,14 +63,14 @@ pub fn origin_form(target: &str) -> Option<&str> {
 }
 
 /// Whether `method` looks like an HTTP method (upper case letters and `-`, at most 20).
-pub fn is_method(method: &str) -> bool {
+pub(crate) fn is_method(method: &str) -> bool {
     !method.is_empty()
         && method.len() <= 20
         && method.bytes().all(|b| b.is_ascii_uppercase() || b == b'-')
 }
 
 /// The operation, set-up step or static asset that `method target` with `status` was.
-pub fn classify(method: &str, path: &str, query: Option<&str>, status: u16) -> Kind {
+pub(crate) fn classify(method: &str, path: &str, query: Option<&str>, status: u16) -> Kind {
     if !is_method(method) {
         return Kind::Unclassified;
     }
@@ -208,7 +208,7 @@ fn placeholder(seg: &str) -> Option<&'static str> {
 }
 
 /// `/item/123/edit?page=2&q=x` as `/item/{n}/edit?page=&q=`.
-pub fn template(segs: &[&str], query: Option<&str>) -> String {
+pub(crate) fn template(segs: &[&str], query: Option<&str>) -> String {
     let mut t = String::new();
     for s in segs.iter().take(16) {
         t.push('/');
@@ -250,7 +250,7 @@ pub fn template(segs: &[&str], query: Option<&str>) -> String {
 }
 
 /// The longest operation name `infer` writes, its own or a rule file's.
-pub const MAX_OP_NAME: usize = 48;
+pub(crate) const MAX_OP_NAME: usize = 48;
 
 /// `get_item_n_edit` for `GET /item/{n}/edit`: lower case, `_` between words, at most
 /// [`MAX_OP_NAME`] characters.

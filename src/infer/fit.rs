@@ -26,7 +26,7 @@ const Z95: f64 = 1.644_853_626_951_472_2;
 
 /// The best of the four families for `xs` (µs), or `None` with fewer than 2 samples or
 /// samples all alike.
-pub fn best(xs: &[f64]) -> Option<Fit> {
+pub(crate) fn best(xs: &[f64]) -> Option<Fit> {
     let xs: Vec<f64> = xs
         .iter()
         .filter(|x| x.is_finite())
@@ -103,7 +103,7 @@ pub fn best(xs: &[f64]) -> Option<Fit> {
 
 /// The 1st percentile of `xs` (0 with fewer than 100 samples, or when it is not below
 /// half the median: then there is no floor to tell from thinking).
-pub fn floor(xs: &[f64]) -> f64 {
+pub(crate) fn floor(xs: &[f64]) -> f64 {
     if xs.len() < 100 {
         return 0.0;
     }

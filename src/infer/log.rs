@@ -6,11 +6,11 @@
 use std::io::BufRead;
 
 /// The longest line read; the rest of a longer one is skipped and the line refused.
-pub const MAX_LINE: usize = 64 << 10;
+pub(crate) const MAX_LINE: usize = 64 << 10;
 
 /// One request, as the log tells it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// When the request arrived, in microseconds since the Unix epoch.
     pub at_us: i64,
     pub host: String,
@@ -30,7 +30,7 @@ pub struct Entry {
 
 impl Entry {
     /// When the answer was done: arrival plus the time taken, when known.
-    pub fn done_us(&self) -> i64 {
+    pub(crate) fn done_us(&self) -> i64 {
         self.at_us
             .saturating_add(self.took_us.map_or(0, |t| t.min(i64::MAX as u64) as i64))
     }
@@ -58,7 +58,7 @@ impl Format {
 
 /// Why a line was not read as a request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// 1-based column where the line stopped making sense.
     pub column: usize,
     pub why: String,
@@ -72,7 +72,7 @@ fn refuse<T>(column: usize, why: impl Into<String>) -> Result<T, Refusal> {
 }
 
 /// Read one line (without its newline) in `format`.
-pub fn parse(line: &[u8], format: Format) -> Result<Entry, Refusal> {
+pub(crate) fn parse(line: &[u8], format: Format) -> Result<Entry, Refusal> {
     match format {
         Format::Clf => clf(line),
         Format::Json => json(line),
@@ -421,7 +421,7 @@ fn json(line: &[u8]) -> Result<Entry, Refusal> {
 }
 
 /// What reading one line gave.
-pub enum Line {
+pub(crate) enum Line {
     Text(Vec<u8>),
     /// A line longer than [`MAX_LINE`]: its start, the rest skipped.
     TooLong,
@@ -430,7 +430,7 @@ pub enum Line {
 
 /// The next line of `r` (its `\n` and a `\r` before it removed), reading at most
 /// [`MAX_LINE`] bytes of it into memory.
-pub fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<Line> {
+pub(crate) fn next_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<Line> {
     buf.clear();
     let mut too_long = false;
     let mut any = false;

@@ -7,13 +7,13 @@
 //! ([`fit`]). [`write`] turns the result into a workload file whose comments say how many
 //! samples each number rests on.
 
-pub mod classify;
-pub mod fit;
-pub mod log;
-pub mod model;
-pub mod rules;
-pub mod scan;
-pub mod write;
+pub(crate) mod classify;
+pub(crate) mod fit;
+pub(crate) mod log;
+pub(crate) mod model;
+pub(crate) mod rules;
+pub(crate) mod scan;
+pub(crate) mod write;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -25,10 +25,10 @@ use scan::{Scan, ScanOptions, Session};
 /// over their mean), over at least [`PERIODIC_GAPS`] of them, polls at an interval: it is
 /// one of a closed population. (Random arrivals' gaps have a CV near 1; with four gaps
 /// one in fifty still falls below 0.35 by chance.)
-pub const PERIODIC_CV: f64 = 0.35;
-pub const PERIODIC_GAPS: u64 = 4;
+pub(crate) const PERIODIC_CV: f64 = 0.35;
+pub(crate) const PERIODIC_GAPS: u64 = 4;
 /// Think samples a transition needs for a distribution of its own.
-pub const TRANSITION_THINK_SAMPLES: usize = 100;
+pub(crate) const TRANSITION_THINK_SAMPLES: usize = 100;
 
 #[derive(Debug, Clone)]
 pub struct InferOptions {
@@ -363,7 +363,7 @@ fn pauses(group: &[&Session]) -> Vec<f64> {
 }
 
 /// The most sessions open at once.
-pub fn concurrency_peak(group: &[&Session]) -> u32 {
+pub(crate) fn concurrency_peak(group: &[&Session]) -> u32 {
     let mut edges: Vec<(i64, i32)> = group
         .iter()
         .flat_map(|x| [(x.start_us(), 1), (x.end_us(), -1)])

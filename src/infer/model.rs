@@ -11,9 +11,9 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
 /// A cluster must hold this many sessions to be a behaviour of its own.
-pub const MIN_SESSIONS: f64 = 20.0;
+pub(crate) const MIN_SESSIONS: f64 = 20.0;
 /// Sessions used for the fit; a longer list is sampled down to this.
-pub const MAX_FIT: usize = 20_000;
+pub(crate) const MAX_FIT: usize = 20_000;
 const RESTARTS: usize = 3;
 const ITERATIONS: usize = 100;
 /// Pseudo-count of every transition, so that no chain gives a session probability 0.
@@ -21,7 +21,7 @@ const PRIOR: f64 = 1e-3;
 
 /// A session as the model sees it: its first operation and its transitions.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Path {
+pub(crate) struct Path {
     pub start: usize,
     /// `(from, to, count)`, where `to == n` is the exit.
     pub steps: Vec<(usize, usize, u32)>,
@@ -29,7 +29,7 @@ pub struct Path {
 
 impl Path {
     /// The path of a sequence of operations (indices below `n`).
-    pub fn of(ops: &[usize], n: usize) -> Option<Path> {
+    pub(crate) fn of(ops: &[usize], n: usize) -> Option<Path> {
         let start = *ops.first()?;
         let mut steps: Vec<(usize, usize, u32)> = Vec::new();
         let mut add = |a: usize, b: usize| match steps.iter_mut().find(|s| s.0 == a && s.1 == b) {
@@ -61,7 +61,7 @@ pub struct Chain {
 
 /// The fitted mixture and how it was chosen.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Mixture {
+pub(crate) struct Mixture {
     pub chains: Vec<Chain>,
     pub log_likelihood: f64,
     /// `(components, BIC)` of every size tried.
@@ -229,7 +229,7 @@ fn free_params(paths: &[Path], n: usize) -> f64 {
 }
 
 /// The mixture of 1..=`max_k` chains over `n` operations that BIC prefers.
-pub fn fit(paths: &[Path], n: usize, max_k: usize, seed: u64) -> Option<Mixture> {
+pub(crate) fn fit(paths: &[Path], n: usize, max_k: usize, seed: u64) -> Option<Mixture> {
     if paths.is_empty() || n == 0 {
         return None;
     }

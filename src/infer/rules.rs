@@ -19,13 +19,13 @@ use super::classify::{Kind, MAX_OP_NAME, Protocol, is_method, template};
 use crate::workload::yaml::{self, Node, Pos, Value};
 
 /// At most this many rules, each expression at most this large once compiled.
-pub const MAX_RULES: usize = 1000;
+pub(crate) const MAX_RULES: usize = 1000;
 const REGEX_SIZE: usize = 1 << 20;
 const KEYS: &[&str] = &["op", "method", "path", "query", "template", "static"];
 
 #[derive(Debug, thiserror::Error)]
 #[error("{file}:{line}:{column}: {message}")]
-pub struct RulesError {
+pub(crate) struct RulesError {
     pub file: String,
     pub line: u32,
     pub column: u32,
@@ -72,7 +72,7 @@ impl Rules {
 }
 
 /// Read the rule file at `path`.
-pub fn load(path: &Path) -> Result<Rules, RulesError> {
+pub(crate) fn load(path: &Path) -> Result<Rules, RulesError> {
     let file = path.display().to_string();
     let err = |pos: Pos, message: String| RulesError {
         file: file.clone(),

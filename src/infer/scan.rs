@@ -19,13 +19,13 @@ use super::classify::{Kind, Protocol, classify};
 use super::log::{self, Entry, Format, Line};
 
 /// Finished sessions kept for the model; a uniform sample of the rest beyond this.
-pub const MAX_SESSIONS: usize = 200_000;
+pub(crate) const MAX_SESSIONS: usize = 200_000;
 /// Requests of one session kept; a longer session is cut there (and counted).
-pub const MAX_SESSION_OPS: usize = 10_000;
+pub(crate) const MAX_SESSION_OPS: usize = 10_000;
 /// Distinct clients tracked; requests of further clients are counted, not sessionised.
-pub const MAX_CLIENTS: usize = 2_000_000;
+pub(crate) const MAX_CLIENTS: usize = 2_000_000;
 /// Distinct operations; requests of further ones are counted as unclassified.
-pub const MAX_OPS: usize = 256;
+pub(crate) const MAX_OPS: usize = 256;
 /// Lines refused that are shown, per file.
 const SHOWN: usize = 5;
 
@@ -165,7 +165,7 @@ pub struct Scan {
 
 /// What `scan` is told.
 #[derive(Debug, Clone)]
-pub struct ScanOptions {
+pub(crate) struct ScanOptions {
     pub files: Vec<PathBuf>,
     /// The user's rules, tried before the built-in classifiers.
     pub rules: Option<std::sync::Arc<super::rules::Rules>>,
@@ -365,7 +365,7 @@ fn valley(hist: &[u64; BINS], from_us: i64) -> Option<i64> {
 const DEFAULT_TIMEOUT_US: i64 = 30 * 60 * 1_000_000;
 
 /// Read the logs twice: the timeout, then the sessions.
-pub fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
+pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
     let mut s = Scan {
         first_us: i64::MAX,
         last_us: i64::MIN,

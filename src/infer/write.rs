@@ -17,7 +17,7 @@ pub struct Target<'a> {
 }
 
 /// `12.345ms`, `1.5s`: a duration from microseconds, as a workload writes one.
-pub fn duration(us: f64) -> String {
+pub(crate) fn duration(us: f64) -> String {
     if us >= 1e6 {
         format!("{:.3}s", us / 1e6)
     } else if us >= 1e3 {
@@ -28,7 +28,7 @@ pub fn duration(us: f64) -> String {
 }
 
 /// A fitted distribution in workload syntax.
-pub fn dist(f: &Fit) -> String {
+pub(crate) fn dist(f: &Fit) -> String {
     match f.dist {
         Fitted::Exponential { mean } => {
             format!("{{ exponential: {{ mean: {} }} }}", duration(mean))
@@ -399,7 +399,7 @@ fn class(y: &mut String, inf: &Inferred, c: &Class) {
 }
 
 /// What `infer` prints about what it read.
-pub fn summary(inf: &Inferred) -> String {
+pub(crate) fn summary(inf: &Inferred) -> String {
     let s = &inf.scan;
     let mut o = String::new();
     for f in &s.files {

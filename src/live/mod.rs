@@ -11,8 +11,8 @@
 //! [`HEADER_TIMEOUT`], at most [`MAX_CONNECTIONS`] are served at once (more are closed),
 //! only `GET` is answered, and nothing a client sends is read beyond its request head.
 
-pub mod page;
-pub mod prom;
+pub(crate) mod page;
+pub(crate) mod prom;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -33,12 +33,12 @@ use tokio_util::sync::CancellationToken;
 use crate::metrics::Live;
 
 /// How long a client may take to send a request head, or stay idle between requests.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once; a browser tab holds one or two, a Prometheus one.
-pub const MAX_CONNECTIONS: usize = 32;
+pub(crate) const MAX_CONNECTIONS: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
-pub enum LiveError {
+pub(crate) enum LiveError {
     #[error("--{what} on {addr}: {source}")]
     Bind {
         what: &'static str,
@@ -48,7 +48,7 @@ pub enum LiveError {
 }
 
 /// One lane as the pages name it.
-pub struct Lane {
+pub(crate) struct Lane {
     pub target: String,
     /// The sweep point (`KEY=VALUE`), when the run sweeps.
     pub point: Option<String>,
@@ -61,7 +61,7 @@ pub struct Lane {
 }
 
 /// What the pages show: the run, its lanes, and where its report is once written.
-pub struct Board {
+pub(crate) struct Board {
     pub run_id: String,
     pub workload: String,
     /// `--shard I/N` when the run is one shard of several: (I, N).
@@ -74,7 +74,7 @@ pub struct Board {
 }
 
 impl Board {
-    pub fn new(run_id: &str, workload: &str, shard: Option<(u32, u32)>) -> Arc<Board> {
+    pub(crate) fn new(run_id: &str, workload: &str, shard: Option<(u32, u32)>) -> Arc<Board> {
         Arc::new(Board {
             run_id: run_id.to_string(),
             workload: workload.to_string(),
@@ -86,40 +86,40 @@ impl Board {
         })
     }
 
-    pub fn add(&self, lane: Lane) {
+    pub(crate) fn add(&self, lane: Lane) {
         if let Ok(mut l) = self.lanes.lock() {
             l.push(Arc::new(lane));
         }
     }
 
     /// The lanes so far (cheap clones: the pages read their atomics after the lock).
-    pub fn lanes(&self) -> Vec<Arc<Lane>> {
+    pub(crate) fn lanes(&self) -> Vec<Arc<Lane>> {
         self.lanes.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// The run is over and its report is at `path`.
-    pub fn finish(&self, path: PathBuf) {
+    pub(crate) fn finish(&self, path: PathBuf) {
         if let Ok(mut r) = self.report.lock() {
             *r = Some(path);
         }
     }
 
-    pub fn report(&self) -> Option<PathBuf> {
+    pub(crate) fn report(&self) -> Option<PathBuf> {
         self.report.lock().ok().and_then(|r| r.clone())
     }
 
-    pub fn elapsed(&self) -> Duration {
+    pub(crate) fn elapsed(&self) -> Duration {
         self.started.elapsed()
     }
 
-    pub fn started_at(&self) -> SystemTime {
+    pub(crate) fn started_at(&self) -> SystemTime {
         self.started_at
     }
 }
 
 /// What a listener serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Serves {
+pub(crate) enum Serves {
     /// `/metrics` only (`--metrics`).
     Metrics,
     /// The dashboard `/`, its `/live.json`, the final `/report`, and `/metrics` too.
@@ -128,7 +128,7 @@ pub enum Serves {
 
 impl Serves {
     /// Its flag's name: `dashboard`, `metrics`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Serves::Metrics => "metrics",
             Serves::Dashboard => "dashboard",
@@ -137,7 +137,7 @@ impl Serves {
 }
 
 /// A listener serving the board until stopped.
-pub struct Server {
+pub(crate) struct Server {
     pub addr: SocketAddr,
     pub serves: Serves,
     stop: CancellationToken,
@@ -146,21 +146,21 @@ pub struct Server {
 
 impl Server {
     /// Where a person or a scraper reads it.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         match self.serves {
             Serves::Metrics => format!("http://{}/metrics", self.addr),
             Serves::Dashboard => format!("http://{}/", self.addr),
         }
     }
 
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.stop.cancel();
         let _ = self.task.await;
     }
 }
 
 /// Bind `addr` and serve the board there.
-pub async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     board: Arc<Board>,
     serves: Serves,
@@ -274,6 +274,6 @@ async fn accept(listener: TcpListener, app: Router, stop: CancellationToken) {
 }
 
 /// Whether an address is on this host only; anything else is said aloud at start.
-pub fn is_loopback(addr: &SocketAddr) -> bool {
+pub(crate) fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
 }

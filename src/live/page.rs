@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::Board;
 use crate::metrics::live::{BUCKETS_US, LiveFailure, Phase, TotalsSnapshot, error_names};
 
-pub const DASHBOARD: &str = include_str!("dashboard.html");
+pub(crate) const DASHBOARD: &str = include_str!("dashboard.html");
 
 #[derive(Serialize)]
 struct Snapshot<'a> {
@@ -64,7 +64,7 @@ struct OpSnapshot {
 }
 
 /// The board now, as the page reads it.
-pub fn snapshot_json(b: &Board) -> String {
+pub(crate) fn snapshot_json(b: &Board) -> String {
     let lanes = b
         .lanes()
         .iter()

@@ -14,12 +14,12 @@ use std::fmt::Write as _;
 use super::{Board, Lane};
 use crate::metrics::live::{BUCKETS_US, LiveOp, Phase, Totals, Untimed, error_names};
 
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Every metric family the page can hold: the Grafana dashboard's queries are checked
 /// against it.
 #[cfg(test)]
-pub const FAMILIES: [&str; 21] = [
+pub(crate) const FAMILIES: [&str; 21] = [
     "loadmix_requests_total",
     "loadmix_successes_total",
     "loadmix_failures_total",
@@ -44,7 +44,7 @@ pub const FAMILIES: [&str; 21] = [
 ];
 
 /// The whole page.
-pub fn render(b: &Board) -> String {
+pub(crate) fn render(b: &Board) -> String {
     let lanes = b.lanes();
     let shard = b.shard.map(|(i, _)| i.to_string());
     let mut out = String::with_capacity(4096);

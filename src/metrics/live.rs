@@ -16,7 +16,7 @@ use crate::transport::ErrorClass;
 /// Upper bounds of the latency buckets, µs: the classic latency ladder from 100 µs to a
 /// minute, fine where services answer (1 to 100 ms) and coarse beyond. A latency above
 /// the last bound is counted in `+Inf` only.
-pub const BUCKETS_US: [u64; 18] = [
+pub(crate) const BUCKETS_US: [u64; 18] = [
     100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
     1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000,
 ];
@@ -24,7 +24,7 @@ pub const BUCKETS_US: [u64; 18] = [
 /// Where a lane (one target of one sweep point) is in its run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Phase {
+pub(crate) enum Phase {
     /// Before the first round, and between rounds while users are set up.
     Setup,
     /// A warm-up round: run whole and thrown away.
@@ -38,7 +38,7 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub const ALL: [Phase; 5] = [
+    pub(crate) const ALL: [Phase; 5] = [
         Phase::Setup,
         Phase::Warmup,
         Phase::Measured,
@@ -46,7 +46,7 @@ impl Phase {
         Phase::Done,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Phase::Setup => "setup",
             Phase::Warmup => "warmup",
@@ -68,16 +68,16 @@ impl Phase {
 /// preflight's probes, the users' set-ups (accounts, discovery, first calendars) and the
 /// rounds' cleanup deletes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Untimed {
+pub(crate) enum Untimed {
     Preflight = 0,
     Setup = 1,
     Cleanup = 2,
 }
 
 impl Untimed {
-    pub const ALL: [Untimed; 3] = [Untimed::Preflight, Untimed::Setup, Untimed::Cleanup];
+    pub(crate) const ALL: [Untimed; 3] = [Untimed::Preflight, Untimed::Setup, Untimed::Cleanup];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Untimed::Preflight => "preflight",
             Untimed::Setup => "setup",
@@ -89,14 +89,14 @@ impl Untimed {
 /// Which totals a sample goes to: the report's (measured) or those kept out of it (the
 /// `warmup:` window of a measured round, and whole warm-up rounds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Counted {
+pub(crate) enum Counted {
     Measured = 0,
     Warmup = 1,
 }
 
 /// One operation label's totals in one of the two `Counted` kinds.
 #[derive(Default)]
-pub struct Totals {
+pub(crate) struct Totals {
     pub requests: AtomicU64,
     pub successes: AtomicU64,
     pub failures: [AtomicU64; 5],
@@ -111,7 +111,7 @@ pub struct Totals {
 
 /// A plain copy of [`Totals`], read at one moment.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct TotalsSnapshot {
+pub(crate) struct TotalsSnapshot {
     pub requests: u64,
     pub successes: u64,
     /// Failures by error class, in `ErrorClass::ALL`'s order.
@@ -139,7 +139,7 @@ impl Totals {
         }
     }
 
-    pub fn snapshot(&self) -> TotalsSnapshot {
+    pub(crate) fn snapshot(&self) -> TotalsSnapshot {
         TotalsSnapshot {
             requests: self.requests.load(Relaxed),
             successes: self.successes.load(Relaxed),
@@ -153,12 +153,12 @@ impl Totals {
 }
 
 /// The bucket a latency falls in: the first bound it does not exceed (Prometheus' `le`).
-pub fn bucket_of(latency_us: u64) -> usize {
+pub(crate) fn bucket_of(latency_us: u64) -> usize {
     BUCKETS_US.partition_point(|&b| b < latency_us)
 }
 
 /// One operation label: its names, and its totals of each kind.
-pub struct LiveOp {
+pub(crate) struct LiveOp {
     pub class: String,
     pub label: String,
     /// A step of an operation, or a figure reported apart: left out of the totals, as
@@ -168,12 +168,12 @@ pub struct LiveOp {
 }
 
 /// The first failures a lane's dashboard lists.
-pub const FIRST_FAILURES: usize = 20;
+pub(crate) const FIRST_FAILURES: usize = 20;
 
 /// One failure as the dashboard lists it: when, which operation, its class and the
 /// answer the server gave (if any).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct LiveFailure {
+pub(crate) struct LiveFailure {
     pub round: u32,
     /// Seconds into the round the operation started.
     pub at_s: f64,
@@ -186,7 +186,7 @@ pub struct LiveFailure {
 }
 
 /// The running totals of one lane: every label of its classes, its users, its round.
-pub struct Live {
+pub(crate) struct Live {
     /// Per class, every kind: what the progress line shows.
     pub requests: Vec<AtomicU64>,
     pub failures: Vec<AtomicU64>,
@@ -212,7 +212,7 @@ pub struct Live {
 }
 
 impl Live {
-    pub fn new(labels: &LabelTable) -> Live {
+    pub(crate) fn new(labels: &LabelTable) -> Live {
         Live {
             requests: labels.classes.iter().map(|_| Default::default()).collect(),
             failures: labels.classes.iter().map(|_| Default::default()).collect(),
@@ -239,7 +239,7 @@ impl Live {
     }
 
     /// (requests, failures) per class so far.
-    pub fn totals(&self) -> Vec<(u64, u64)> {
+    pub(crate) fn totals(&self) -> Vec<(u64, u64)> {
         self.requests
             .iter()
             .zip(&self.failures)
@@ -286,71 +286,71 @@ impl Live {
     }
 
     /// `n` more requests sent off the clock, as `kind`.
-    pub fn add_untimed(&self, kind: Untimed, n: u64) {
+    pub(crate) fn add_untimed(&self, kind: Untimed, n: u64) {
         self.untimed[kind as usize].fetch_add(n, Relaxed);
     }
 
     /// Requests sent off the clock so far, in [`Untimed::ALL`]'s order.
-    pub fn untimed(&self) -> [u64; 3] {
+    pub(crate) fn untimed(&self) -> [u64; 3] {
         std::array::from_fn(|i| self.untimed[i].load(Relaxed))
     }
 
     /// The first failures so far, oldest first.
-    pub fn first_failures(&self) -> Vec<LiveFailure> {
+    pub(crate) fn first_failures(&self) -> Vec<LiveFailure> {
         self.first_failures
             .lock()
             .map(|l| l.clone())
             .unwrap_or_default()
     }
 
-    pub fn set_round(&self, round: u32, phase: Phase) {
+    pub(crate) fn set_round(&self, round: u32, phase: Phase) {
         self.round.store(round, Relaxed);
         self.phase.store(phase as u8, Relaxed);
     }
 
-    pub fn set_phase(&self, phase: Phase) {
+    pub(crate) fn set_phase(&self, phase: Phase) {
         self.phase.store(phase as u8, Relaxed);
     }
 
     /// A round's set-up begins: `users` to set up.
-    pub fn setup_begins(&self, users: u64) {
+    pub(crate) fn setup_begins(&self, users: u64) {
         self.setup_total.store(users, Relaxed);
         self.setup_done.store(0, Relaxed);
     }
 
     /// One more user of the round's set-up is ready (or failed its set-up).
-    pub fn setup_one(&self) {
+    pub(crate) fn setup_one(&self) {
         self.setup_done.fetch_add(1, Relaxed);
     }
 
     /// (users set up, users to set up) of the round's set-up.
-    pub fn setup(&self) -> (u64, u64) {
+    pub(crate) fn setup(&self) -> (u64, u64) {
         (
             self.setup_done.load(Relaxed),
             self.setup_total.load(Relaxed),
         )
     }
 
-    pub fn round(&self) -> u32 {
+    pub(crate) fn round(&self) -> u32 {
         self.round.load(Relaxed)
     }
 
-    pub fn phase(&self) -> Phase {
+    pub(crate) fn phase(&self) -> Phase {
         Phase::from_u8(self.phase.load(Relaxed))
     }
 
-    pub fn active_users(&self) -> u64 {
+    pub(crate) fn active_users(&self) -> u64 {
         self.users.load(Relaxed)
     }
 
     /// (sum of scheduling lag in µs, operations) so far.
-    pub fn lag(&self) -> (u64, u64) {
+    pub(crate) fn lag(&self) -> (u64, u64) {
         (self.lag_sum_us.load(Relaxed), self.lag_count.load(Relaxed))
     }
 }
 
 /// The error class names, in the order [`TotalsSnapshot::failures`] holds them.
-pub fn error_names() -> [&'static str; 5] {
+pub(crate) fn error_names() -> [&'static str; 5] {
     ErrorClass::ALL.map(ErrorClass::name)
 }
 

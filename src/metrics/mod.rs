@@ -17,23 +17,23 @@ use tokio::sync::mpsc;
 use crate::answer::Answer;
 use crate::transport::ErrorClass;
 
-pub mod live;
-pub use live::{Counted, Live};
+pub(crate) mod live;
+pub(crate) use live::{Counted, Live};
 
 /// Histogram range: 1 µs to 1 hour, 3 significant digits. Every histogram in loadmix uses
 /// it, so any two can be added (HdrHistogram refuses to add across ranges).
-pub const HIST_LOW: u64 = 1;
-pub const HIST_HIGH: u64 = 3_600_000_000;
-pub const HIST_SIGFIG: u8 = 3;
+pub(crate) const HIST_LOW: u64 = 1;
+pub(crate) const HIST_HIGH: u64 = 3_600_000_000;
+pub(crate) const HIST_SIGFIG: u8 = 3;
 
-pub fn new_histogram() -> Histogram<u64> {
+pub(crate) fn new_histogram() -> Histogram<u64> {
     // The bounds are constants known to be valid.
     Histogram::new_with_bounds(HIST_LOW, HIST_HIGH, HIST_SIGFIG).expect("valid histogram bounds")
 }
 
 /// One finished operation.
 #[derive(Debug, Clone, Copy)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Global label index (see [`LabelTable`]).
     pub label: u32,
     /// Start, in microseconds since the round began.
@@ -69,7 +69,7 @@ pub struct Sample {
 /// Earlier requests of one operation whose answers a sample carries: a challenge, a
 /// resync, a challenge of the resync; the steps of a sequence (at most `MAX_STEPS`, each
 /// possibly challenged).
-pub const PRIOR_ANSWERS: usize = 8;
+pub(crate) const PRIOR_ANSWERS: usize = 8;
 
 /// Samples per hand-over: large enough to make the channel cost negligible, small enough
 /// that 100,000 VUs do not hold much memory.
@@ -78,14 +78,14 @@ const BATCH: usize = 128;
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 /// A VU's private recorder.
-pub struct Recorder {
+pub(crate) struct Recorder {
     buf: Vec<Sample>,
     tx: mpsc::UnboundedSender<Vec<Sample>>,
     last_flush: tokio::time::Instant,
 }
 
 impl Recorder {
-    pub fn record(&mut self, s: Sample, now: tokio::time::Instant) {
+    pub(crate) fn record(&mut self, s: Sample, now: tokio::time::Instant) {
         if self.buf.capacity() == 0 {
             self.buf.reserve_exact(BATCH);
         }
@@ -104,13 +104,13 @@ impl Recorder {
         }
     }
 
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         self.flush_at(tokio::time::Instant::now());
     }
 
     /// Before a user waits (think time, pacing): hand over what it holds, so its samples
     /// reach the aggregator within about one operation of their end, not one think time.
-    pub fn flush_before_wait(&mut self, wait: Duration) {
+    pub(crate) fn flush_before_wait(&mut self, wait: Duration) {
         if wait >= Duration::from_millis(100) && !self.buf.is_empty() {
             self.flush();
         }
@@ -125,14 +125,14 @@ impl Drop for Recorder {
 
 /// Maps (class, label) to the flat index samples carry.
 #[derive(Debug, Clone)]
-pub struct LabelTable {
+pub(crate) struct LabelTable {
     /// Per class: its name and its labels.
     pub classes: Vec<(String, Vec<String>)>,
     offsets: Vec<u32>,
 }
 
 impl LabelTable {
-    pub fn new(classes: Vec<(String, Vec<String>)>) -> LabelTable {
+    pub(crate) fn new(classes: Vec<(String, Vec<String>)>) -> LabelTable {
         let mut offsets = Vec::with_capacity(classes.len());
         let mut n = 0u32;
         for (_, labels) in &classes {
@@ -141,14 +141,14 @@ impl LabelTable {
         }
         LabelTable { classes, offsets }
     }
-    pub fn index(&self, class: usize, label: usize) -> u32 {
+    pub(crate) fn index(&self, class: usize, label: usize) -> u32 {
         self.offsets[class] + label as u32
     }
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.classes.iter().map(|(_, l)| l.len()).sum()
     }
     /// (class index, class name, label) of each flat index, in order.
-    pub fn iter(&self) -> impl Iterator<Item = (usize, &str, &str)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &str, &str)> {
         self.classes
             .iter()
             .enumerate()
@@ -158,7 +158,7 @@ impl LabelTable {
 
 /// Everything measured about one label in one round (or merged over rounds).
 #[derive(Debug, Clone)]
-pub struct OpStats {
+pub(crate) struct OpStats {
     pub requests: u64,
     pub successes: u64,
     pub failures: u64,
@@ -292,7 +292,7 @@ impl OpStats {
 
     /// Add another round's (or label's) figures to these. The timelines are added second by
     /// second.
-    pub fn merge(&mut self, other: &OpStats) {
+    pub(crate) fn merge(&mut self, other: &OpStats) {
         self.requests += other.requests;
         self.successes += other.successes;
         self.failures += other.failures;
@@ -328,7 +328,7 @@ impl OpStats {
     }
 
     /// Mean latency of successes, µs (exact).
-    pub fn mean_us(&self) -> f64 {
+    pub(crate) fn mean_us(&self) -> f64 {
         if self.successes == 0 {
             0.0
         } else {
@@ -337,7 +337,7 @@ impl OpStats {
     }
 
     /// Population standard deviation of successful latencies, µs (as the 2007 report).
-    pub fn stddev_us(&self) -> f64 {
+    pub(crate) fn stddev_us(&self) -> f64 {
         if self.successes == 0 {
             return 0.0;
         }
@@ -349,7 +349,7 @@ impl OpStats {
 
 /// The figures of one round: per label, plus what was left out as warm-up.
 #[derive(Debug, Clone)]
-pub struct RoundStats {
+pub(crate) struct RoundStats {
     pub ops: Vec<OpStats>,
     pub warmup_requests: u64,
     /// Scheduling lag of every operation (µs): how late the generator started it.
@@ -362,7 +362,7 @@ pub struct RoundStats {
 }
 
 impl RoundStats {
-    pub fn empty() -> RoundStats {
+    pub(crate) fn empty() -> RoundStats {
         RoundStats {
             ops: Vec::new(),
             warmup_requests: 0,
@@ -377,7 +377,7 @@ impl RoundStats {
 /// time are drawn from. Percentiles do not add, so they are kept here, per round, rather
 /// than in each label's timeline.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Second {
+pub(crate) struct Second {
     /// Latency percentiles of the successes that started in this second (µs; two
     /// significant digits), `None` when none did.
     pub p50_us: Option<u64>,
@@ -394,11 +394,11 @@ pub struct Second {
 
 /// Upper bounds of a heat map's latency rows, µs: 1, 2 and 5 of every decade from 10 µs to
 /// 50 s, fine enough to show two modes a factor of 2 apart, coarse enough for a chart.
-pub const HEAT_BOUNDS_US: [u64; 21] = [
+pub(crate) const HEAT_BOUNDS_US: [u64; 21] = [
     10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000,
     500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000, 20_000_000, 50_000_000,
 ];
-pub const HEAT_BUCKETS: usize = HEAT_BOUNDS_US.len() + 1;
+pub(crate) const HEAT_BUCKETS: usize = HEAT_BOUNDS_US.len() + 1;
 
 /// Precision of the per-second histograms: enough for a chart, small enough (13 KiB) to
 /// keep a few minutes of seconds open at once.
@@ -517,7 +517,7 @@ fn heat_of(h: &Histogram<u32>) -> [u32; HEAT_BUCKETS] {
 ///
 /// `timeout` is the request timeout: how long a second's percentiles must wait for late
 /// samples (see [`Seconds`]).
-pub fn aggregator(
+pub(crate) fn aggregator(
     labels: usize,
     warmup: Duration,
     timeout: Duration,
@@ -572,12 +572,12 @@ pub fn aggregator(
 
 /// Hands out recorders for one round.
 #[derive(Clone)]
-pub struct RecorderFactory {
+pub(crate) struct RecorderFactory {
     tx: mpsc::UnboundedSender<Vec<Sample>>,
 }
 
 impl RecorderFactory {
-    pub fn recorder(&self) -> Recorder {
+    pub(crate) fn recorder(&self) -> Recorder {
         Recorder {
             buf: Vec::new(),
             tx: self.tx.clone(),

@@ -24,7 +24,7 @@ const ENTRY_HEADER: usize = 20;
 
 /// What one look at a JVM's counters says.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct JvmReading {
+pub(crate) struct JvmReading {
     /// Collections so far, over every collector.
     pub gc_count: u64,
     /// Time in them so far, seconds.
@@ -42,11 +42,11 @@ pub struct JvmReading {
 /// directory listing that should not be repeated every second for each of them. It lives
 /// for one round's sampler, so a JVM started since is found the next round.
 #[derive(Debug, Default)]
-pub struct Files(std::collections::HashMap<u32, Option<PathBuf>>);
+pub(crate) struct Files(std::collections::HashMap<u32, Option<PathBuf>>);
 
 impl Files {
     /// The JVM counters of `pid`, when it is a HotSpot JVM whose perf-data file reads.
-    pub fn read(&mut self, pid: u32) -> Option<JvmReading> {
+    pub(crate) fn read(&mut self, pid: u32) -> Option<JvmReading> {
         let path = self.0.entry(pid).or_insert_with(|| locate(pid)).as_ref()?;
         read_file(path)
     }
@@ -90,7 +90,7 @@ fn find_in(tmp: &Path, name: &str) -> Option<PathBuf> {
 }
 
 /// A perf-data file's counters, or `None` when it is not one (or not ready).
-pub fn parse(b: &[u8]) -> Option<JvmReading> {
+pub(crate) fn parse(b: &[u8]) -> Option<JvmReading> {
     if b.len() < PROLOGUE || u32::from_be_bytes(b[0..4].try_into().ok()?) != MAGIC {
         return None;
     }

@@ -15,8 +15,8 @@
 //! Nothing here can stop a run: a process that cannot be found or read is reported as
 //! such, and the load figures stand. [`prometheus`] scrapes the metrics servers publish.
 
-pub mod jvm;
-pub mod prometheus;
+pub(crate) mod jvm;
+pub(crate) mod prometheus;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -29,14 +29,14 @@ const MAX_THREADS_READ: usize = 1024;
 
 /// A process to watch, as the user named it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProcessSpec {
+pub(crate) enum ProcessSpec {
     Pid(u32),
     Name(String),
 }
 
 impl ProcessSpec {
     /// `1234` or `pid:1234` is a PID; anything else a process name.
-    pub fn parse(s: &str) -> Result<ProcessSpec, String> {
+    pub(crate) fn parse(s: &str) -> Result<ProcessSpec, String> {
         let s = s.trim();
         let digits = s.strip_prefix("pid:").unwrap_or(s);
         if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -53,7 +53,7 @@ impl ProcessSpec {
         Ok(ProcessSpec::Name(s.to_string()))
     }
 
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self {
             ProcessSpec::Pid(p) => format!("pid {p}"),
             ProcessSpec::Name(n) => n.clone(),
@@ -61,7 +61,7 @@ impl ProcessSpec {
     }
 
     /// Whether anything matches now: a message for the user when not.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         if matching(self).is_empty() {
             Err(match self {
                 ProcessSpec::Pid(p) => format!("monitor: no process with PID {p}"),
@@ -75,7 +75,7 @@ impl ProcessSpec {
 
 /// A process to watch during the rounds of one target, and the name its figures go under.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Watch {
+pub(crate) struct Watch {
     pub spec: ProcessSpec,
     pub label: String,
 }
@@ -84,7 +84,7 @@ pub struct Watch {
 /// for servers that are different processes (two Tomcats, two PostgreSQL clusters). A PID
 /// watched for one target goes under its program's name (`java`), so two targets' figures
 /// line up in a comparison. Returns the watch and the target it is for.
-pub fn parse_watch(s: &str) -> Result<(Watch, Option<String>), String> {
+pub(crate) fn parse_watch(s: &str) -> Result<(Watch, Option<String>), String> {
     let (proc, target) = match s.rsplit_once('@') {
         Some((p, t)) if !t.trim().is_empty() => (p, Some(t.trim().to_string())),
         Some(_) => return Err(format!("'{s}': name the target after '@'")),
@@ -107,7 +107,7 @@ fn program_of(pid: u32) -> Option<String> {
 
 /// One monitored process (or group of processes) over one round.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProcessRound {
+pub(crate) struct ProcessRound {
     pub label: String,
     /// Most processes matched at once.
     pub processes_max: u32,
@@ -129,7 +129,7 @@ pub struct ProcessRound {
 
 /// The JVMs among a watched spec's processes, over one round.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct JvmRound {
+pub(crate) struct JvmRound {
     /// Collections during the round, and the time they took (seconds), over every
     /// collector.
     pub gc_count: u64,
@@ -280,13 +280,13 @@ fn add_jvm(
 }
 
 /// This process's resident memory, bytes, from its own `/proc/self/stat`.
-pub fn own_resident_bytes() -> Option<u64> {
+pub(crate) fn own_resident_bytes() -> Option<u64> {
     let r = parse_stat(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
     r.rss_pages.checked_mul(sysconf(libc::_SC_PAGESIZE, 4096))
 }
 
 /// Watch `specs` once a second until `done`; one result per spec.
-pub fn sampler(
+pub(crate) fn sampler(
     watches: Vec<Watch>,
     done: CancellationToken,
 ) -> tokio::task::JoinHandle<Vec<ProcessRound>> {

@@ -23,7 +23,7 @@ const SCRAPE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// An endpoint and the series to keep from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MetricsSpec {
+pub(crate) struct MetricsSpec {
     pub url: String,
     pub series: Vec<String>,
     host: String,
@@ -33,7 +33,7 @@ pub struct MetricsSpec {
 
 impl MetricsSpec {
     /// `http://host:port/path` and the series names.
-    pub fn new(url: &str, series: Vec<String>) -> Result<MetricsSpec, String> {
+    pub(crate) fn new(url: &str, series: Vec<String>) -> Result<MetricsSpec, String> {
         let uri: hyper::Uri = url
             .parse()
             .map_err(|e| format!("'{url}' is not a URL ({e})"))?;
@@ -62,7 +62,7 @@ impl MetricsSpec {
 
 /// One kept series over one round.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct SeriesRound {
+pub(crate) struct SeriesRound {
     pub url: String,
     pub series: String,
     /// `counter` or `gauge` (untyped series are read as gauges).
@@ -165,7 +165,7 @@ async fn scrape(spec: &MetricsSpec) -> Scraped {
 }
 
 /// Scrape `specs` once a second until `done`; one result per kept series, in order.
-pub fn sampler(
+pub(crate) fn sampler(
     specs: Vec<MetricsSpec>,
     done: CancellationToken,
 ) -> tokio::task::JoinHandle<Vec<SeriesRound>> {

@@ -44,7 +44,7 @@ use super::over_broker::{BrokerUser, OverBroker};
 use crate::ledger::{Ledger, Taken};
 
 /// What every user of an AMQP class shares.
-pub struct AmqpClass {
+pub(crate) struct AmqpClass {
     ops: Vec<AmqpOp>,
     params: AmqpParams,
     class: String,
@@ -62,7 +62,7 @@ pub struct AmqpClass {
 }
 
 impl AmqpClass {
-    pub fn new(
+    pub(crate) fn new(
         class: &UserClass,
         ops: &[AmqpOp],
         params: &AmqpParams,
@@ -107,7 +107,7 @@ struct Used {
 }
 
 /// One user of an AMQP class.
-pub struct AmqpVu {
+pub(crate) struct AmqpVu {
     class: Arc<AmqpClass>,
     ids: VuIds,
     session: Session,
@@ -1129,7 +1129,7 @@ async fn preflight(
 /// nothing has come for `idle` (or `until`), each message in `ledger`; then delete the
 /// queue when `delete`. How many were taken is added to `taken` as they come (a failed
 /// drain's count stands); whether the queue was deleted.
-pub async fn drain(
+pub(crate) async fn drain(
     q: &Queue,
     conn: &Reach,
     (idle, until): (Duration, &super::cleanup::Until),

@@ -23,7 +23,7 @@ use crate::transport::{Conn, Response};
 use crate::workload::protocols::AtomParams;
 use crate::workload::{AtomOp, UserClass};
 
-pub struct AtomClass {
+pub(crate) struct AtomClass {
     ops: Vec<AtomOp>,
     expect: Vec<Vec<u16>>,
     params: AtomParams,
@@ -31,7 +31,7 @@ pub struct AtomClass {
 }
 
 impl AtomClass {
-    pub fn new(
+    pub(crate) fn new(
         class: &UserClass,
         ops: &[AtomOp],
         params: &AtomParams,
@@ -62,7 +62,7 @@ impl AtomClass {
     }
 }
 
-pub struct AtomVu {
+pub(crate) struct AtomVu {
     class: Arc<AtomClass>,
     s: Session,
     ids: VuIds,
@@ -93,7 +93,7 @@ const ATOM_NS: &[u8] = b"http://www.w3.org/2005/Atom";
 /// only to know it is one, and parsing every entry of it with `atom_syndication` (after a
 /// separate pass for the nesting depth) cost the generator about half of what serving the
 /// feed cost the server.
-pub fn feed_entries(text: &str) -> Result<usize, String> {
+pub(crate) fn feed_entries(text: &str) -> Result<usize, String> {
     struct Shape {
         entries: usize,
     }
@@ -140,7 +140,7 @@ fn check_entry(r: &Response, o: Outcome, what: &str) -> Outcome {
 }
 
 impl AtomVu {
-    pub fn new(class: Arc<AtomClass>, s: Session, ids: VuIds) -> AtomVu {
+    pub(crate) fn new(class: Arc<AtomClass>, s: Session, ids: VuIds) -> AtomVu {
         AtomVu {
             class,
             s,

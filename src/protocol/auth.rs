@@ -29,7 +29,7 @@ const MAX_CHALLENGE: usize = 4096;
 
 /// One user's authentication.
 #[derive(Clone)]
-pub struct Auth {
+pub(crate) struct Auth {
     state: Arc<Mutex<State>>,
 }
 
@@ -53,7 +53,7 @@ enum Current {
 
 /// A challenge the server sent, as far as loadmix cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Challenge {
+pub(crate) struct Challenge {
     /// `Basic`, `Digest`, `Bearer`, ... as the server wrote it.
     pub scheme: String,
     /// The rest of the challenge (realm, nonce, ...).
@@ -61,7 +61,12 @@ pub struct Challenge {
 }
 
 impl Auth {
-    pub fn new(scheme: AuthScheme, user: &str, password: Secret, token: Option<Secret>) -> Auth {
+    pub(crate) fn new(
+        scheme: AuthScheme,
+        user: &str,
+        password: Secret,
+        token: Option<Secret>,
+    ) -> Auth {
         let mut state = State {
             scheme,
             user: user.to_string(),
@@ -87,7 +92,7 @@ impl Auth {
 
     /// The `Authorization` value for a request about to go out (`uri` as sent: path and
     /// query), or none while nothing is known to send.
-    pub fn header(&self, method: &str, uri: &str, body: &[u8]) -> Option<HeaderValue> {
+    pub(crate) fn header(&self, method: &str, uri: &str, body: &[u8]) -> Option<HeaderValue> {
         let mut st = self.lock();
         let State {
             user,
@@ -115,7 +120,7 @@ impl Auth {
 
     /// After a 401: learn from its challenges, and say whether the request should be sent
     /// once more (something new was learned). False means the credentials were refused.
-    pub fn challenged(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn challenged(&self, headers: &HeaderMap) -> bool {
         let challenges = challenges(headers);
         let mut st = self.lock();
         let scheme = st.scheme;
@@ -155,19 +160,19 @@ impl Auth {
     }
 
     /// A 401 stands: remember why, for the failure it becomes.
-    pub fn refused(&self, headers: &HeaderMap) {
+    pub(crate) fn refused(&self, headers: &HeaderMap) {
         let why = self.explain(headers);
         self.lock().refusal = Some(why);
     }
 
     /// Why the last 401 stood, once.
-    pub fn take_refusal(&self) -> Option<String> {
+    pub(crate) fn take_refusal(&self) -> Option<String> {
         self.lock().refusal.take()
     }
 
     /// Why a 401 stands, in words: what the server asked for, and whether loadmix's
     /// credentials were refused or never matched what it asked.
-    pub fn explain(&self, headers: &HeaderMap) -> String {
+    pub(crate) fn explain(&self, headers: &HeaderMap) -> String {
         let st = self.lock();
         describe_refusal(st.scheme, &st.user, &challenges(headers))
     }
@@ -195,7 +200,7 @@ impl State {
 }
 
 /// What a 401 means for a user of `scheme`, given the server's `challenges`.
-pub fn describe_refusal(scheme: AuthScheme, user: &str, challenges: &[Challenge]) -> String {
+pub(crate) fn describe_refusal(scheme: AuthScheme, user: &str, challenges: &[Challenge]) -> String {
     let asked: Vec<&str> = challenges.iter().map(|c| c.scheme.as_str()).collect();
     let ours = scheme.name();
     if asked.is_empty() {
@@ -239,7 +244,7 @@ fn realm_of(params: &str) -> Option<String> {
 /// Every challenge of a response's `WWW-Authenticate` headers, in order. One header may
 /// hold several (`Basic realm="a", Digest realm="b", nonce="..."`): a new challenge starts
 /// at a token followed by a space rather than by `=`, outside quotes.
-pub fn challenges(headers: &HeaderMap) -> Vec<Challenge> {
+pub(crate) fn challenges(headers: &HeaderMap) -> Vec<Challenge> {
     let mut out = Vec::new();
     for v in headers.get_all(WWW_AUTHENTICATE) {
         // Visible ASCII only (to_str): the Digest parser indexes by characters.

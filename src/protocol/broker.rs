@@ -39,7 +39,7 @@ pub(crate) fn now_ns() -> u64 {
 /// monotonic clock. A sharded run's cross processes and hosts: the wall clock, so an
 /// end-to-end latency then assumes the hosts' clocks agree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StampClock {
+pub(crate) enum StampClock {
     Monotonic,
     Wall,
 }

@@ -32,7 +32,7 @@ use crate::transport::{Conn, Response};
 use crate::workload::protocols::{self, CaldavParams};
 use crate::workload::{CaldavOp, UserClass};
 
-pub struct CaldavClass {
+pub(crate) struct CaldavClass {
     ops: Vec<CaldavOp>,
     expect: Vec<Vec<u16>>,
     params: CaldavParams,
@@ -40,7 +40,7 @@ pub struct CaldavClass {
 }
 
 impl CaldavClass {
-    pub fn new(
+    pub(crate) fn new(
         class: &UserClass,
         ops: &[CaldavOp],
         params: &CaldavParams,
@@ -88,7 +88,7 @@ struct Calendar {
     sync_token: Option<String>,
 }
 
-pub struct CaldavVu {
+pub(crate) struct CaldavVu {
     class: Arc<CaldavClass>,
     s: Session,
     ids: VuIds,
@@ -241,7 +241,7 @@ impl OverHttp for CaldavVu {
 }
 
 impl CaldavVu {
-    pub fn new(class: Arc<CaldavClass>, s: Session, ids: VuIds) -> CaldavVu {
+    pub(crate) fn new(class: Arc<CaldavClass>, s: Session, ids: VuIds) -> CaldavVu {
         CaldavVu {
             class,
             s,

@@ -18,13 +18,13 @@ use super::session::Exchange;
 use crate::transport::{Conn, Endpoint, Method, Reuse, Timeouts};
 
 /// Failures named per round; the rest are counted.
-pub const MAX_NOTES: usize = 20;
+pub(crate) const MAX_NOTES: usize = 20;
 /// Users cleaning up at once.
 const PARALLEL: usize = 64;
 
 /// Where a leftover is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Place {
+pub(crate) enum Place {
     /// A path under the target's base path (what the workload's templates name).
     Base(String),
     /// A path on the server as it is (a CalDAV href).
@@ -32,7 +32,7 @@ pub enum Place {
 }
 
 /// One user's leftovers: who it was, and what to send where.
-pub struct Leftovers {
+pub(crate) struct Leftovers {
     pub session: Session,
     pub items: Vec<(Method, Place)>,
 }
@@ -40,7 +40,7 @@ pub struct Leftovers {
 /// When a round's teardown (its cleanup, then its broker drains) must stop: at its
 /// deadline (`--cleanup-timeout`), or at once on a stop signal.
 #[derive(Debug, Clone)]
-pub struct Until {
+pub(crate) struct Until {
     pub at: Instant,
     /// The limit that sets `at`, in words: `--cleanup-timeout 120s`.
     limit: String,
@@ -49,7 +49,7 @@ pub struct Until {
 
 impl Until {
     /// `timeout` from now, or when `stop` is cancelled.
-    pub fn new(timeout: Duration, stop: CancellationToken) -> Until {
+    pub(crate) fn new(timeout: Duration, stop: CancellationToken) -> Until {
         Until {
             at: Instant::now() + timeout,
             limit: format!("--cleanup-timeout {timeout:?}"),
@@ -58,7 +58,7 @@ impl Until {
     }
 
     /// The same, but at most `limit` from now (`what` names that limit).
-    pub fn within(&self, limit: Duration, what: &str) -> Until {
+    pub(crate) fn within(&self, limit: Duration, what: &str) -> Until {
         let at = Instant::now() + limit;
         match at < self.at {
             true => Until {
@@ -71,12 +71,12 @@ impl Until {
     }
 
     /// Whether the teardown must stop now.
-    pub fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.stop.is_cancelled() || Instant::now() >= self.at
     }
 
     /// Why it stopped, in words, once it has.
-    pub fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
         if self.stop.is_cancelled() {
             "a stop signal".into()
         } else {
@@ -85,7 +85,7 @@ impl Until {
     }
 
     /// Resolves when the teardown must stop.
-    pub async fn reached(&self) {
+    pub(crate) async fn reached(&self) {
         tokio::select! {
             _ = tokio::time::sleep_until(self.at) => {}
             _ = self.stop.cancelled() => {}
@@ -95,7 +95,7 @@ impl Until {
 
 /// What cleaning up did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CleanupStats {
+pub(crate) struct CleanupStats {
     pub requests: u64,
     pub failures: u64,
     /// The first failures: the request and what came back.
@@ -152,7 +152,7 @@ fn path_of(endpoint: &Endpoint, place: &Place) -> String {
 
 /// Remove every user's leftovers; returns when all are done, or when `until` says to
 /// stop (what is left is counted and named).
-pub async fn run(
+pub(crate) async fn run(
     endpoint: Arc<Endpoint>,
     timeouts: Timeouts,
     leftovers: Vec<Leftovers>,

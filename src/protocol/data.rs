@@ -13,19 +13,19 @@ use crate::workload::dist::unit_f64;
 
 const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 
-pub fn string(rng: &mut Xoshiro256PlusPlus, n: usize) -> String {
+pub(crate) fn string(rng: &mut Xoshiro256PlusPlus, n: usize) -> String {
     (0..n)
         .map(|_| ALNUM[(rng.next_u64() % ALNUM.len() as u64) as usize] as char)
         .collect()
 }
 
 /// `random_string()` with no length: 0 to 254 characters.
-pub fn text(rng: &mut Xoshiro256PlusPlus) -> String {
+pub(crate) fn text(rng: &mut Xoshiro256PlusPlus) -> String {
     let n = (rng.next_u64() % 255) as usize;
     string(rng, n)
 }
 
-pub fn chance(rng: &mut Xoshiro256PlusPlus, p: f64) -> bool {
+pub(crate) fn chance(rng: &mut Xoshiro256PlusPlus, p: f64) -> bool {
     unit_f64(rng) < p
 }
 
@@ -40,7 +40,7 @@ fn nonzero_below(rng: &mut Xoshiro256PlusPlus, max: u64) -> u64 {
 }
 
 /// `2007MMDDTHHMM00Z` with the 2007 client's ranges (month 01-11, day 01-27 ...).
-pub fn date(rng: &mut Xoshiro256PlusPlus) -> String {
+pub(crate) fn date(rng: &mut Xoshiro256PlusPlus) -> String {
     format!(
         "2007{:02}{:02}T{:02}{:02}00Z",
         nonzero_below(rng, 12),
@@ -51,14 +51,14 @@ pub fn date(rng: &mut Xoshiro256PlusPlus) -> String {
 }
 
 /// A new item uid that carries the run id, so what loadmix created is recognisable.
-pub fn uid(rng: &mut Xoshiro256PlusPlus, run_id: &str) -> String {
+pub(crate) fn uid(rng: &mut Xoshiro256PlusPlus, run_id: &str) -> String {
     format!("lm-{run_id}-{}", string(rng, 24))
 }
 
 /// The records of a new or changed item, as the 2007 client sent them: item, modifiedBy,
 /// note and event, plus `mail` and `alarm` records with 5 % and 3 % chance; a daily
 /// recurrence with 5 %.
-pub fn eim_records(
+pub(crate) fn eim_records(
     rng: &mut Xoshiro256PlusPlus,
     uid: &str,
     user: &str,
@@ -146,7 +146,7 @@ pub fn eim_records(
 }
 
 /// An Atom entry with EIM-JSON content; a weekly rule with 4 % chance.
-pub fn atom_entry(rng: &mut Xoshiro256PlusPlus, uid: &str) -> String {
+pub(crate) fn atom_entry(rng: &mut Xoshiro256PlusPlus, uid: &str) -> String {
     let title = string(rng, 40);
     let start = date(rng);
     let duration = if chance(rng, 0.5) { "PT30M" } else { "PT60M" };
@@ -205,7 +205,12 @@ pub fn atom_entry(rng: &mut Xoshiro256PlusPlus, uid: &str) -> String {
 
 /// An iCalendar event of about `size` bytes (padded with a DESCRIPTION), weekly with
 /// probability `recurring`.
-pub fn ics_event(rng: &mut Xoshiro256PlusPlus, uid: &str, size: usize, recurring: f64) -> String {
+pub(crate) fn ics_event(
+    rng: &mut Xoshiro256PlusPlus,
+    uid: &str,
+    size: usize,
+    recurring: f64,
+) -> String {
     let duration = ["PT30M", "PT60M", "PT90M"][(rng.next_u64() % 3) as usize];
     let rrule = if chance(rng, recurring) {
         "RRULE:FREQ=WEEKLY\r\n"
@@ -238,7 +243,7 @@ pub fn ics_event(rng: &mut Xoshiro256PlusPlus, uid: &str, size: usize, recurring
 }
 
 /// A week of 2007: start = 2007-01-01 + rand(51) weeks, end = start + `len`.
-pub fn week(
+pub(crate) fn week(
     rng: &mut Xoshiro256PlusPlus,
     len: chrono::Duration,
 ) -> (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) {

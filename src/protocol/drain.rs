@@ -22,7 +22,7 @@ use crate::ledger::Ledger;
 use crate::transport::{Endpoint, Reuse, Timeouts};
 
 /// How long a destination must stay quiet to count as drained.
-pub const IDLE: Duration = Duration::from_millis(500);
+pub(crate) const IDLE: Duration = Duration::from_millis(500);
 /// The most one destination's drain may take: a queue still filling past it is named.
 const LIMIT: Duration = Duration::from_secs(120);
 /// Destinations drained at once.
@@ -30,7 +30,7 @@ const PARALLEL: usize = 16;
 
 /// What the teardown did.
 #[derive(Debug, Clone, Default)]
-pub struct DrainStats {
+pub(crate) struct DrainStats {
     pub destinations: u64,
     pub messages: u64,
     pub deleted: u64,
@@ -56,7 +56,7 @@ impl DrainStats {
 
 /// Drain each destination once (however many users used it), and delete the created
 /// queues when `delete`.
-pub async fn run(
+pub(crate) async fn run(
     endpoint: Arc<Endpoint>,
     timeouts: Timeouts,
     queues: Vec<Queue>,

@@ -61,7 +61,7 @@ enum PreparedBody {
     Template(Template),
 }
 
-pub struct HttpClass {
+pub(crate) struct HttpClass {
     ops: Vec<PreparedOp>,
     context: Arc<str>,
     class: Arc<str>,
@@ -119,7 +119,7 @@ fn prepare(h: &HttpRequest, expect: Option<Vec<u16>>, rng: &mut Xoshiro256PlusPl
 }
 
 impl HttpClass {
-    pub fn new(
+    pub(crate) fn new(
         workload: &Workload,
         class: &UserClass,
         requests: &[HttpRequest],
@@ -184,7 +184,7 @@ impl HttpClass {
     }
 }
 
-pub struct HttpVu {
+pub(crate) struct HttpVu {
     class: Arc<HttpClass>,
     ids: VuIds,
     /// Values captured from responses, by capture index.

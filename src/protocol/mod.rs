@@ -15,23 +15,23 @@
 //! so a client and the server cannot disagree on a grammar. Each driver's schema and
 //! typed operations are in `workload/protocols/`, in the file of the same name.
 
-pub mod amqp;
-pub mod atom;
-pub mod auth;
+pub(crate) mod amqp;
+pub(crate) mod atom;
+pub(crate) mod auth;
 mod broker;
-pub use broker::StampClock;
-pub mod caldav;
-pub mod cleanup;
-pub mod contract;
-pub mod data;
-pub mod drain;
-pub mod http;
-pub mod morse;
-pub mod over_broker;
-pub mod over_http;
-pub mod session;
-pub mod stomp;
-pub mod teardown;
+pub(crate) use broker::StampClock;
+pub(crate) mod caldav;
+pub(crate) mod cleanup;
+pub(crate) mod contract;
+pub(crate) mod data;
+pub(crate) mod drain;
+pub(crate) mod http;
+pub(crate) mod morse;
+pub(crate) mod over_broker;
+pub(crate) mod over_http;
+pub(crate) mod session;
+pub(crate) mod stomp;
+pub(crate) mod teardown;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,11 +40,11 @@ use crate::answer::Answer;
 use crate::transport::{Endpoint, ErrorClass, Handshake, Tally, Timeouts};
 use crate::workload::{ClassKind, Operation, UserClass, Workload};
 pub(crate) use contract::{Done, Handoff, Reach, User};
-pub use session::{AccountPlan, Session};
+pub(crate) use session::{AccountPlan, Session};
 
 /// What one operation did.
 #[derive(Debug, Clone, Default)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// A refinement of the operation's label (index into the class's labels), e.g. Morse
     /// Code `sync` reported as `sync_no_change`. `None` keeps the operation's own label.
     pub label: Option<usize>,
@@ -74,7 +74,7 @@ pub struct Outcome {
 
 /// Why a user's untimed set-up failed: the request that failed and what came back.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum SetupError {
+pub(crate) enum SetupError {
     /// Creating the user's account (CMP).
     #[error("account creation: {request} -> {answer}")]
     Account { request: String, answer: String },
@@ -88,7 +88,7 @@ pub enum SetupError {
 
 impl SetupError {
     /// The request that failed.
-    pub fn request(&self) -> &str {
+    pub(crate) fn request(&self) -> &str {
         match self {
             SetupError::Account { request, .. }
             | SetupError::Discovery { request, .. }
@@ -97,7 +97,7 @@ impl SetupError {
     }
 
     /// What came back.
-    pub fn answer(&self) -> &str {
+    pub(crate) fn answer(&self) -> &str {
         match self {
             SetupError::Account { answer, .. }
             | SetupError::Discovery { answer, .. }
@@ -139,7 +139,7 @@ impl SetupError {
 
 /// Errors that stop a run before it starts.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum ProtocolError {
+pub(crate) enum ProtocolError {
     /// A workload's account set-up cannot work (exit 2).
     #[error("accounts: {0}")]
     Setup(String),
@@ -154,13 +154,13 @@ pub enum ProtocolError {
 }
 
 /// The statuses an operation accepts: the workload's `expect`, or the protocol's.
-pub fn expect_of(op: &Operation, default: &[u16]) -> Vec<u16> {
+pub(crate) fn expect_of(op: &Operation, default: &[u16]) -> Vec<u16> {
     op.expect.clone().unwrap_or_else(|| default.to_vec())
 }
 
 /// The statuses a bootstrap operation accepts: those of the same operation in the table
 /// when it is there (`is_it`), else the protocol's.
-pub fn bootstrap_expect<T>(
+pub(crate) fn bootstrap_expect<T>(
     ops: &[T],
     expect: &[Vec<u16>],
     is_it: impl Fn(&T) -> bool,
@@ -182,7 +182,7 @@ pub(crate) struct ClassDriver {
 impl ClassDriver {
     /// The one place that turns a class's kind into its protocol's driver: every other
     /// step goes through the [`contract`] without asking which protocol it is.
-    pub fn new(
+    pub(crate) fn new(
         workload: &Workload,
         class: &UserClass,
         seed: u64,
@@ -224,7 +224,7 @@ impl ClassDriver {
     /// (what each protocol probes is its own: a TCP connect, a publish and delete of a
     /// one-item collection, calendar-home discovery, a broker login); its requests are
     /// counted into `tally`.
-    pub async fn preflight(
+    pub(crate) async fn preflight(
         &self,
         w: &Workload,
         class: &UserClass,
@@ -255,7 +255,7 @@ impl ClassDriver {
     }
 
     /// Fresh state of user `ids` for a round (or an open-model session).
-    pub fn new_vu(
+    pub(crate) fn new_vu(
         &self,
         w: &Workload,
         class: &UserClass,
@@ -271,7 +271,7 @@ impl ClassDriver {
 
 /// Who a VU is, for templates and for naming what it creates.
 #[derive(Debug, Clone)]
-pub struct VuIds {
+pub(crate) struct VuIds {
     /// Index within its class, from 0.
     pub vu: u32,
     /// Round number, from 1.

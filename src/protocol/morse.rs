@@ -34,7 +34,7 @@ struct Picked<'a> {
     expect: &'a [u16],
 }
 
-pub struct MorseClass {
+pub(crate) struct MorseClass {
     ops: Vec<Op>,
     expect: Vec<Vec<u16>>,
     params: MorseParams,
@@ -42,7 +42,7 @@ pub struct MorseClass {
 }
 
 impl MorseClass {
-    pub fn new(
+    pub(crate) fn new(
         class: &UserClass,
         ops: &[Op],
         params: &MorseParams,
@@ -118,7 +118,7 @@ struct Collection {
     tokens: Vec<String>,
 }
 
-pub struct MorseVu {
+pub(crate) struct MorseVu {
     class: Arc<MorseClass>,
     s: Session,
     ids: VuIds,
@@ -141,7 +141,7 @@ fn token_of(r: &Response) -> Option<String> {
 }
 
 /// Publish a new collection of `n + 1` items; shared with the Atom driver's first step.
-pub async fn publish(
+pub(crate) async fn publish(
     s: &Session,
     ids: &VuIds,
     conn: &mut Conn,
@@ -190,7 +190,7 @@ pub async fn publish(
 }
 
 impl MorseVu {
-    pub fn new(class: Arc<MorseClass>, s: Session, ids: VuIds) -> MorseVu {
+    pub(crate) fn new(class: Arc<MorseClass>, s: Session, ids: VuIds) -> MorseVu {
         MorseVu {
             class,
             s,

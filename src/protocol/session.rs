@@ -19,7 +19,7 @@ use crate::workload::{AccountMode, Accounts, AuthScheme, UserClass, Workload};
 
 /// Credentials and paths of one VU.
 #[derive(Clone)]
-pub struct Session {
+pub(crate) struct Session {
     pub user: String,
     pub password: String,
     /// How requests are authenticated; `None` sends no credentials.
@@ -29,7 +29,7 @@ pub struct Session {
 
 /// How accounts are obtained for a class (resolved once per run).
 #[derive(Debug, Clone)]
-pub enum AccountPlan {
+pub(crate) enum AccountPlan {
     None,
     /// Create `lm-{run}-{round}-{class}-{vu}` through CMP.
     Cmp {
@@ -76,7 +76,7 @@ fn optional_password(var: Option<&String>) -> Result<String, ProtocolError> {
 }
 
 impl AccountPlan {
-    pub fn resolve(
+    pub(crate) fn resolve(
         w: &Workload,
         base_dir: Option<&std::path::Path>,
     ) -> Result<AccountPlan, ProtocolError> {
@@ -132,7 +132,7 @@ impl AccountPlan {
     }
 
     /// The session of one VU (before any account is created).
-    pub fn session(&self, w: &Workload, class: &UserClass, ids: &VuIds) -> Session {
+    pub(crate) fn session(&self, w: &Workload, class: &UserClass, ids: &VuIds) -> Session {
         let (user, password) = match self {
             AccountPlan::None => (format!("lm-{}-{}", class.name, ids.vu), String::new()),
             AccountPlan::Cmp { password, .. } => (
@@ -165,7 +165,11 @@ impl AccountPlan {
     }
 
     /// Create the VU's account when the plan says so (untimed, before the round's clock).
-    pub async fn create_account(&self, s: &Session, conn: &mut Conn) -> Result<(), SetupError> {
+    pub(crate) async fn create_account(
+        &self,
+        s: &Session,
+        conn: &mut Conn,
+    ) -> Result<(), SetupError> {
         let AccountPlan::Cmp { admin, .. } = self else {
             return Ok(());
         };
@@ -207,19 +211,19 @@ fn basic(user: &str, password: &str) -> String {
 }
 
 /// A sent request: the answer, or the failed outcome to report.
-pub enum Exchange {
+pub(crate) enum Exchange {
     Answer(Response),
     Failed(Outcome),
 }
 
 impl Session {
     /// The target's base path followed by the workload's context.
-    pub fn context_path(&self, conn: &Conn) -> String {
+    pub(crate) fn context_path(&self, conn: &Conn) -> String {
         format!("{}{}", conn.endpoint().base_path, self.context)
     }
 
     /// Send a request (path relative to the target's base) with the VU's credentials.
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         conn: &mut Conn,
         method: &str,
@@ -233,7 +237,7 @@ impl Session {
 
     /// As [`Session::send`], to a path on the server as it is (no base path prepended):
     /// the well-known URIs live at the server's root whatever the target's path.
-    pub async fn send_to(
+    pub(crate) async fn send_to(
         &self,
         conn: &mut Conn,
         method: &str,
@@ -269,7 +273,7 @@ impl Session {
 /// first Digest nonce, a stale one, the scheme `auto` waited for) sends it once more; the
 /// answer then includes both exchanges. A 401 that stands leaves its explanation with the
 /// user's [`Auth`] for the failure's detail.
-pub async fn send_authenticated<B>(
+pub(crate) async fn send_authenticated<B>(
     conn: &mut Conn,
     auth: Option<&Auth>,
     method: &Method,
@@ -319,7 +323,7 @@ where
 }
 
 impl Outcome {
-    pub fn failed(class: ErrorClass, detail: String) -> Outcome {
+    pub(crate) fn failed(class: ErrorClass, detail: String) -> Outcome {
         Outcome {
             error: Some(class),
             detail: Some(detail),
@@ -328,7 +332,7 @@ impl Outcome {
     }
 
     /// The outcome of an answer: success when its status is one of `expected`.
-    pub fn of(resp: &Response, expected: &[u16], what: &str) -> Outcome {
+    pub(crate) fn of(resp: &Response, expected: &[u16], what: &str) -> Outcome {
         let status = resp.status.as_u16();
         let ok = expected.contains(&status);
         Outcome {
@@ -346,18 +350,18 @@ impl Outcome {
     }
 
     /// Mark a 2xx whose body did not parse.
-    pub fn body_error(mut self, detail: String) -> Outcome {
+    pub(crate) fn body_error(mut self, detail: String) -> Outcome {
         self.error = Some(ErrorClass::Body);
         self.detail = Some(detail);
         self
     }
 
-    pub fn is_ok(&self) -> bool {
+    pub(crate) fn is_ok(&self) -> bool {
         self.error.is_none()
     }
 
     /// Add a second request's cost to this outcome (multi-request operations).
-    pub fn add_cost(&mut self, other: &Outcome) {
+    pub(crate) fn add_cost(&mut self, other: &Outcome) {
         self.prior.extend(
             other
                 .prior

@@ -50,7 +50,7 @@ use crate::workload::{Dist, Template, UserClass};
 const MAX_WAITING: usize = 10_000;
 
 /// What every user of a STOMP class shares.
-pub struct StompClass {
+pub(crate) struct StompClass {
     ops: Vec<StompOp>,
     params: StompParams,
     class: String,
@@ -69,7 +69,7 @@ pub struct StompClass {
 }
 
 impl StompClass {
-    pub fn new(
+    pub(crate) fn new(
         class: &UserClass,
         ops: &[StompOp],
         params: &StompParams,
@@ -114,7 +114,7 @@ struct Read {
 }
 
 /// One user of a STOMP class.
-pub struct StompVu {
+pub(crate) struct StompVu {
     class: Arc<StompClass>,
     ids: VuIds,
     session: Session,
@@ -1310,7 +1310,7 @@ async fn preflight(class: &StompClass, s: &Session, conn: &Reach) -> Result<(), 
 /// `delete`. Then leave with a receipt, so the broker has settled them. How many were
 /// taken is added to `taken` as it comes (a failed drain's count stands); whether a
 /// subscription was removed.
-pub async fn drain(
+pub(crate) async fn drain(
     q: &Queue,
     conn: &Reach,
     (idle, until): (Duration, &super::cleanup::Until),

@@ -4,15 +4,15 @@
 use super::model::{Report, RoundReport};
 
 /// A named line: (x, y) points on the run's time axis.
-pub type Line = (String, Vec<(f64, f64)>);
+pub(super) type Line = (String, Vec<(f64, f64)>);
 /// A round on the axis: its start, the end of its warm-up, its end (seconds).
-pub type Band = (f64, f64, f64);
+pub(super) type Band = (f64, f64, f64);
 
 /// One line per name over the whole run, rounds laid end to end on one time axis (a round
 /// is as long as its timeline). `points(round, name)` gives a round's points, x in seconds
 /// from the round's start. Returns the lines, each round's (start, end of warm-up, end) and
 /// the axis's length.
-pub fn rounds_in_sequence(
+pub(super) fn rounds_in_sequence(
     r: &Report,
     names: &[String],
     points: impl Fn(&RoundReport, &str) -> Vec<(f64, f64)>,
@@ -34,7 +34,7 @@ pub fn rounds_in_sequence(
 /// Each round's place on the axis, (start, end of warm-up, end), rounds end to end, and
 /// the axis's length: a run of short rounds is as long as they were; one of none gets a
 /// second to draw on.
-pub fn bands(r: &Report) -> (Vec<Band>, f64) {
+pub(super) fn bands(r: &Report) -> (Vec<Band>, f64) {
     let mut bands = Vec::with_capacity(r.rounds.len());
     let mut offset = 0.0;
     for round in &r.rounds {
@@ -47,7 +47,7 @@ pub fn bands(r: &Report) -> (Vec<Band>, f64) {
 
 /// How long a round is on the axis: its wall time, or its timeline's seconds when a report
 /// has no wall time. A round of 36 ms is 36 ms wide, not a second.
-pub fn length(round: &RoundReport) -> f64 {
+pub(super) fn length(round: &RoundReport) -> f64 {
     span(round.elapsed_s, round.total.timeline.len())
 }
 
@@ -62,7 +62,7 @@ fn span(elapsed_s: f64, seconds: usize) -> f64 {
 /// Second `i`'s count as a rate, and the middle of the part of it the round covered: a
 /// round that ends 36 ms into a second did its operations in 36 ms, and its chart must
 /// say what its table says.
-pub fn per_second(round: &RoundReport, i: usize, count: u64) -> (f64, f64) {
+pub(super) fn per_second(round: &RoundReport, i: usize, count: u64) -> (f64, f64) {
     rate_in(length(round), i, count)
 }
 

@@ -120,7 +120,7 @@ fn time_chart(caption: &str, y_desc: &str, lines: &[Line], bands: &[Band], xmax:
 
 /// Successful operations per second over the run, rounds one after another, warm-up
 /// shaded, one line per operation (the eight busiest) and the total.
-pub fn throughput(r: &Report) -> String {
+pub(crate) fn throughput(r: &Report) -> String {
     let mut names: Vec<String> = busiest(&r.summary.ops, 8)
         .iter()
         .map(|o| o.op.clone())
@@ -151,7 +151,7 @@ pub fn throughput(r: &Report) -> String {
 }
 
 /// p50, p90, p99 and p99.9 per operation, on a log scale.
-pub fn latency(r: &Report) -> String {
+pub(crate) fn latency(r: &Report) -> String {
     let ops: Vec<&OpReport> = busiest(&r.summary.ops, 12)
         .into_iter()
         .filter(|o| o.successes > 0)
@@ -214,7 +214,7 @@ pub fn latency(r: &Report) -> String {
 /// The latency percentile spectrum, as HdrHistogram plots it: latency (log) against
 /// 1/(1−q) (log), so the median, the 99th and the 99.99th percentile each get room. One
 /// line per operation (the six busiest) and the total, from the merged histograms.
-pub fn spectrum(r: &Report) -> String {
+pub(crate) fn spectrum(r: &Report) -> String {
     let ops = busiest(&r.summary.ops, 6);
     let lines: Vec<ColoredLine> = ops
         .into_iter()
@@ -300,7 +300,7 @@ fn spectrum_chart(caption: &str, lines: &[ColoredLine]) -> String {
 
 /// Per operation (the total and the busiest three), every run's latency by percentile on
 /// one chart: where two runs part (at p50, or only past p99) shows, as bars cannot.
-pub fn compare_spectra(c: &Comparison) -> Vec<(String, String)> {
+pub(crate) fn compare_spectra(c: &Comparison) -> Vec<(String, String)> {
     let mut rows: Vec<&super::compare::Row> = c.rows.iter().filter(|r| r.op != "total").collect();
     let requests = |r: &super::compare::Row| {
         r.cells
@@ -354,7 +354,7 @@ fn percentile_label(x: f64) -> String {
 
 /// The watched server processes' CPU per second, on the throughput chart's time axis
 /// (rounds in sequence), in cores.
-pub fn server(r: &Report) -> Option<String> {
+pub(crate) fn server(r: &Report) -> Option<String> {
     let names: Vec<String> = r.summary.server.iter().map(|p| p.process.clone()).collect();
     if names.is_empty() {
         return None;
@@ -414,7 +414,7 @@ fn per_second_chart(
 
 /// p50 and p99 of all operations, second by second (by the second each operation
 /// started), on the throughput chart's time axis.
-pub fn latency_over_time(r: &Report) -> String {
+pub(crate) fn latency_over_time(r: &Report) -> String {
     per_second_chart(
         r,
         &["p50".into(), "p99".into()],
@@ -429,7 +429,7 @@ pub fn latency_over_time(r: &Report) -> String {
 }
 
 /// Failures per second by error class; a note when nothing failed.
-pub fn errors_over_time(r: &Report) -> String {
+pub(crate) fn errors_over_time(r: &Report) -> String {
     let mut names: Vec<String> = Vec::new();
     for s in r.rounds.iter().flat_map(|round| &round.per_second) {
         for k in s.errors.keys() {
@@ -455,7 +455,7 @@ pub fn errors_over_time(r: &Report) -> String {
 /// a row per latency band of `metrics::HEAT_BOUNDS_US` on a log scale, each cell as dark as
 /// the share of that second's successes in that band. Two modes (a cache and a disk, a
 /// collector's pauses) show as two bands, where percentiles would average them away.
-pub fn latency_heat(r: &Report) -> String {
+pub(crate) fn latency_heat(r: &Report) -> String {
     use crate::metrics::HEAT_BOUNDS_US;
     // Cells: (x from, x to, row, share of its second).
     let mut cells: Vec<(f64, f64, usize, f64)> = Vec::new();
@@ -544,7 +544,7 @@ fn ms_label(us: u64) -> String {
 
 /// Active users (at each second's end) and operations in flight (the second's mean) over
 /// time: the load the server was under.
-pub fn concurrency(r: &Report) -> String {
+pub(crate) fn concurrency(r: &Report) -> String {
     per_second_chart(
         r,
         &["active users".into(), "in flight".into()],
@@ -569,7 +569,7 @@ const MAX_SERIES_CHARTS: usize = 8;
 
 /// Each scraped series over time (counters as rates per second, gauges as read), one
 /// chart per series, on the throughput chart's time axis: (series, chart).
-pub fn scraped(r: &Report) -> Vec<(String, String)> {
+pub(crate) fn scraped(r: &Report) -> Vec<(String, String)> {
     r.summary
         .metrics
         .iter()
@@ -605,7 +605,7 @@ pub fn scraped(r: &Report) -> Vec<(String, String)> {
 }
 
 /// Total ops/s of each round, with the mean and its 95 % confidence interval.
-pub fn rounds(r: &Report) -> String {
+pub(crate) fn rounds(r: &Report) -> String {
     let a = r.summary.total.across_rounds.clone();
     let pts: Vec<(f64, f64)> = r
         .rounds
@@ -665,7 +665,7 @@ pub fn rounds(r: &Report) -> String {
 }
 
 /// Failures by class per operation (stacked bars); a note when nothing failed.
-pub fn errors(r: &Report) -> String {
+pub(crate) fn errors(r: &Report) -> String {
     let failing: Vec<&OpReport> = r.summary.ops.iter().filter(|o| o.failures > 0).collect();
     if failing.is_empty() {
         return "<p class=\"note\" data-empty=\"1\">no failures</p>".into();
@@ -720,7 +720,7 @@ pub fn errors(r: &Report) -> String {
 }
 
 /// Side by side: each run's ops/s per operation with its 95 % CI.
-pub fn compare_throughput(c: &Comparison) -> String {
+pub(crate) fn compare_throughput(c: &Comparison) -> String {
     let rows: Vec<_> = c
         .rows
         .iter()
@@ -827,7 +827,7 @@ pub fn compare_throughput(c: &Comparison) -> String {
 
 /// Each run's total successes per second (or p99 per second), rounds laid end to end: a
 /// run that warmed up, stalled or degraded shows its shape beside the others.
-pub fn compare_over_time(c: &Comparison, p99: bool) -> String {
+pub(crate) fn compare_over_time(c: &Comparison, p99: bool) -> String {
     let lines: Vec<Line> = c
         .runs
         .iter()
@@ -857,7 +857,7 @@ pub fn compare_over_time(c: &Comparison, p99: bool) -> String {
 }
 
 /// A scaling chart for sweeps: one line per target of `value(point)` against the swept value.
-pub fn scaling(
+pub(crate) fn scaling(
     title: &str,
     y_desc: &str,
     xs: &[String],

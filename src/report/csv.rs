@@ -63,7 +63,7 @@ pub(crate) fn to_text<T: Serialize>(
 }
 
 /// The report's rows; `header` as for [`to_text`].
-pub fn render(r: &Report, header: bool) -> Result<String, csv::Error> {
+pub(crate) fn render(r: &Report, header: bool) -> Result<String, csv::Error> {
     let rows = r.rounds.iter().flat_map(|round| {
         round
             .ops

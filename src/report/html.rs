@@ -147,7 +147,7 @@ fn run_heading(b: &mut String, r: &Report) {
     if let Some(d) = &r.summary.drift {
         let _ = write!(b, "<p class=\"warn\">drift: {}</p>", esc(&d.message));
     }
-    let server = super::table::server_lines(&r.summary);
+    let server = super::figures::server_lines(&r.summary);
     if !server.is_empty() {
         b.push_str("<h2>Server</h2>");
         for line in &server {
@@ -199,7 +199,7 @@ fn summary_table(b: &mut String, r: &Report) {
 
 /// A broker's operations in messages per second and per minute, and MiB per second.
 fn messages_table(b: &mut String, r: &Report) {
-    let rows = super::table::message_rates(r);
+    let rows = super::figures::message_rates(r);
     if rows.is_empty() {
         return;
     }
@@ -215,8 +215,8 @@ fn messages_table(b: &mut String, r: &Report) {
         );
     }
     b.push_str("</table>");
-    for bl in super::table::backlogs(r) {
-        let _ = write!(b, "<p>{}</p>", esc(&super::table::backlog_words(&bl)));
+    for bl in super::figures::backlogs(r) {
+        let _ = write!(b, "<p>{}</p>", esc(&super::figures::backlog_words(&bl)));
     }
     if let Some(l) = &r.ledger {
         ledger_table(b, l);
@@ -234,11 +234,11 @@ fn sessions_table(b: &mut String, r: &Report) {
             "<h3>Sessions of {} ({started} started)</h3><table><tr>",
             esc(&c.class)
         );
-        for h in super::table::SESSION_COLUMNS {
+        for h in super::figures::SESSION_COLUMNS {
             let _ = write!(b, "<th>{}</th>", esc(h));
         }
         b.push_str("<th>share against weight</th></tr>");
-        for (row, x) in super::table::session_rows(c).iter().zip(&c.behaviours) {
+        for (row, x) in super::figures::session_rows(c).iter().zip(&c.behaviours) {
             b.push_str("<tr>");
             for cell in row {
                 let _ = write!(b, "<td>{}</td>", esc(cell));
@@ -260,7 +260,7 @@ fn sessions_table(b: &mut String, r: &Report) {
             );
         }
         b.push_str("</table>");
-        if let Some(list) = super::table::renormalised(c) {
+        if let Some(list) = super::figures::renormalised(c) {
             let _ = write!(
                 b,
                 "<p>Guarded transitions dropped out (the rest renormalised) in: {}</p>",

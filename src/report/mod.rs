@@ -5,21 +5,23 @@
 //! [`write_file`], which masks registered secrets ([`crate::secrets`]).
 
 mod axis;
-pub mod charts;
+pub(crate) mod charts;
 pub mod compare;
-pub mod csv;
+pub(crate) mod csv;
+mod figures;
 pub mod html;
 pub mod merge;
-pub mod model;
-pub mod oplog;
-pub mod stats;
+pub(crate) mod model;
+pub(crate) mod oplog;
+pub(crate) mod stats;
 pub mod table;
-pub mod thresholds;
+pub(crate) mod thresholds;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-pub use model::{Report, SCHEMA, TlsInfo, build};
+pub use model::Report;
+pub(crate) use model::{SCHEMA, TlsInfo, build};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -84,7 +86,7 @@ pub fn load(path: &Path) -> Result<Report, ReportError> {
 
 /// The largest count or size a report may hold: far beyond any run, and small enough
 /// that the shards of the largest sharded run (10,000) add up without overflow.
-pub const MAX_COUNT: u64 = 1 << 50;
+pub(crate) const MAX_COUNT: u64 = 1 << 50;
 
 /// A number no run writes: a count past [`MAX_COUNT`], a negative integer, a
 /// non-finite or enormous float. Said with where it is.
@@ -134,7 +136,7 @@ pub fn write_dir(r: &Report, dir: &Path) -> Result<(), ReportError> {
 /// Write a file whole or not at all: into a temporary file beside it, flushed to disk,
 /// then renamed over the target. On a full disk no truncated file is left behind, and
 /// the error names the file.
-pub fn write_file(path: &Path, text: &str) -> Result<(), ReportError> {
+pub(crate) fn write_file(path: &Path, text: &str) -> Result<(), ReportError> {
     // Every file loadmix writes goes through here: no credential reaches one.
     let text = crate::secrets::redact(text);
     let werr = |p: &Path, source| ReportError::Write {

@@ -28,7 +28,7 @@ struct Row<'a> {
 }
 
 /// The op log as CSV text with its header line.
-pub fn render(w: &Workload, log: &[OpLogEntry]) -> Result<String, csv::Error> {
+pub(crate) fn render(w: &Workload, log: &[OpLogEntry]) -> Result<String, csv::Error> {
     let rows = log.iter().map(|e| {
         let c = &w.classes[e.class];
         Row {

@@ -8,7 +8,7 @@ use statrs::statistics::Statistics;
 /// `mean ±half`, by one rule everywhere a figure has a confidence interval: the half-width
 /// to two significant digits, the mean to the same decimal place (so `0.203 ±0.064` and
 /// `24.6 ±5.1`, never `0.203 ±0.06359` beside `24.6 ±5.139`). `sep` goes between them.
-pub fn with_ci(mean: f64, half: f64, sep: &str) -> String {
+pub(crate) fn with_ci(mean: f64, half: f64, sep: &str) -> String {
     if !(half.is_finite() && half > 0.0 && mean.is_finite()) {
         return format!("{mean:.1}{sep}{half:.1}");
     }
@@ -17,12 +17,12 @@ pub fn with_ci(mean: f64, half: f64, sep: &str) -> String {
 }
 
 /// Mean and sample variance (n − 1 in the denominator) of at least two values.
-pub fn mean_var(xs: &[f64]) -> (f64, f64) {
+pub(crate) fn mean_var(xs: &[f64]) -> (f64, f64) {
     (xs.iter().mean(), xs.iter().variance())
 }
 
 /// Mean, sample standard deviation and 95 % CI of `xs`. The CI is `None` below two values.
-pub fn mean_ci95(xs: &[f64]) -> (f64, f64, Option<(f64, f64)>) {
+pub(crate) fn mean_ci95(xs: &[f64]) -> (f64, f64, Option<(f64, f64)>) {
     let n = xs.len();
     if n == 0 {
         return (0.0, 0.0, None);
@@ -38,7 +38,7 @@ pub fn mean_ci95(xs: &[f64]) -> (f64, f64, Option<(f64, f64)>) {
 }
 
 /// The 97.5th percentile of Student's t with `df` degrees of freedom.
-pub fn t_quantile_975(df: usize) -> f64 {
+pub(crate) fn t_quantile_975(df: usize) -> f64 {
     match StudentsT::new(0.0, 1.0, df as f64) {
         Ok(t) => t.inverse_cdf(0.975),
         // df >= 1 always here; fall back to the normal quantile rather than fail a report.
@@ -49,7 +49,7 @@ pub fn t_quantile_975(df: usize) -> f64 {
 /// The knee of a sweep's figures (see [`knee`]): the swept values as numbers when they
 /// all are (1, 2, 4, 8 users), else evenly spaced (1KiB, 4KiB, ...); every point must
 /// have its figure.
-pub fn sweep_knee(values: &[String], ys: &[Option<f64>]) -> Option<usize> {
+pub(crate) fn sweep_knee(values: &[String], ys: &[Option<f64>]) -> Option<usize> {
     let ys: Vec<f64> = ys.iter().copied().collect::<Option<Vec<f64>>>()?;
     let numeric: Option<Vec<f64>> = values
         .iter()
@@ -65,7 +65,7 @@ pub fn sweep_knee(values: &[String], ys: &[Option<f64>]) -> Option<usize> {
 /// the straight line from the first point to the last. `None` for fewer than three
 /// points, a curve that does not rise, or one that bends by less than a tenth of its
 /// range (it is about straight).
-pub fn knee(xs: &[f64], ys: &[f64]) -> Option<usize> {
+pub(crate) fn knee(xs: &[f64], ys: &[f64]) -> Option<usize> {
     if xs.len() != ys.len() || xs.len() < 3 {
         return None;
     }
@@ -124,7 +124,7 @@ mod tests {
 /// implies from the first round to the last, and the two-sided p-value of its slope
 /// (Student's t with n − 2 degrees of freedom).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Trend {
+pub(crate) struct Trend {
     pub slope: f64,
     /// (fitted last − fitted first) ÷ fitted first.
     pub change: f64,
@@ -132,7 +132,7 @@ pub struct Trend {
 }
 
 /// The trend of `ys` over rounds 1..=n; `None` below three rounds or without variation.
-pub fn trend(ys: &[f64]) -> Option<Trend> {
+pub(crate) fn trend(ys: &[f64]) -> Option<Trend> {
     let n = ys.len();
     if n < 3 || ys.iter().any(|y| !y.is_finite()) {
         return None;

@@ -7,6 +7,10 @@ use std::fmt::Write;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table};
 
+use super::figures::{
+    SESSION_COLUMNS, backlog_words, backlogs, message_rates, renormalised, server_lines,
+    session_rows,
+};
 use super::model::{OpReport, Report, Summary};
 
 /// The width the console report is laid out to: none under `--wide`, else the
@@ -210,70 +214,6 @@ fn messages(out: &mut String, r: &Report) {
     }
 }
 
-/// A round's backlog: the run's messages on the broker (sent less taken) at the end of
-/// each second.
-pub struct Backlog {
-    pub round: u32,
-    pub per_second: Vec<i64>,
-}
-
-/// Each round's backlog, from its broker operations' per-second successes: sends and
-/// publishes add, receives and consumes (foreign ones too) take away; empty receives do
-/// not count. Rounds without both are left out.
-pub fn backlogs(r: &Report) -> Vec<Backlog> {
-    let brokers = broker_classes(r);
-    r.rounds
-        .iter()
-        .filter_map(|round| {
-            let mut per_second: Vec<i64> = Vec::new();
-            let (mut adds, mut takes) = (false, false);
-            for o in &round.ops {
-                if !o.class.as_deref().is_some_and(|c| brokers.contains(&c)) {
-                    continue;
-                }
-                let label = o.op.split_once('.').map_or("", |(_, l)| l);
-                let sign = match label {
-                    "send" | "publish" => 1,
-                    "receive" | "consume" | "receive_foreign" | "consume_foreign" => -1,
-                    _ => continue,
-                };
-                adds |= sign > 0;
-                takes |= sign < 0;
-                if per_second.len() < o.timeline.len() {
-                    per_second.resize(o.timeline.len(), 0);
-                }
-                for (k, b) in o.timeline.iter().enumerate() {
-                    per_second[k] += sign * b.successes as i64;
-                }
-            }
-            let mut level = 0i64;
-            for v in per_second.iter_mut() {
-                level += *v;
-                *v = level;
-            }
-            (adds && takes).then_some(Backlog {
-                round: round.index,
-                per_second,
-            })
-        })
-        .collect()
-}
-
-/// A round's backlog in words: its highest, when, and at the end.
-pub fn backlog_words(b: &Backlog) -> String {
-    let (at, max) = b
-        .per_second
-        .iter()
-        .enumerate()
-        .max_by_key(|(_, v)| **v)
-        .map_or((0, 0), |(k, v)| (k + 1, *v));
-    format!(
-        "backlog, round {} (sent less taken, at each second's end): highest {max} at {at} s, {} at the end",
-        b.round,
-        b.per_second.last().copied().unwrap_or(0)
-    )
-}
-
 /// Destinations shown one by one; the rest are summed.
 const LEDGER_ROWS: usize = 10;
 
@@ -322,60 +262,6 @@ pub fn ledger_words(c: &crate::ledger::Counts) -> String {
         let _ = write!(w, " · {what} {n}");
     }
     w
-}
-
-/// The names of the workload's broker classes (STOMP, AMQP).
-fn broker_classes(r: &Report) -> Vec<&str> {
-    r.workload
-        .classes
-        .iter()
-        .filter(|c| matches!(c.protocol.as_str(), "stomp" | "amqp"))
-        .map(|c| c.name.as_str())
-        .collect()
-}
-
-/// One broker operation's message rates.
-pub struct MessageRate<'a> {
-    pub op: &'a str,
-    pub per_sec: f64,
-    pub per_min: f64,
-    pub mib_per_sec: f64,
-}
-
-/// The message rates of the operations of broker classes (STOMP, AMQP), their figures
-/// reported apart (`receive.e2e`) left out.
-pub fn message_rates(r: &Report) -> Vec<MessageRate<'_>> {
-    let brokers = broker_classes(r);
-    let secs = r.summary.measured_s;
-    r.summary
-        .ops
-        .iter()
-        .filter(|o| o.class.as_deref().is_some_and(|c| brokers.contains(&c)))
-        .filter(|o| {
-            let label = o.op.split_once('.').map_or("", |(_, l)| l);
-            !crate::workload::is_step_label(label)
-        })
-        // An empty receive took no message.
-        .filter(|o| !o.op.ends_with("_empty"))
-        .filter(|o| o.successes > 0)
-        .map(|o| {
-            let per_sec = o
-                .across_rounds
-                .as_ref()
-                .map_or(o.ops_per_sec, |a| a.ops_per_sec_mean);
-            let bytes = (o.bytes_sent + o.bytes_received) as f64;
-            MessageRate {
-                op: &o.op,
-                per_sec,
-                per_min: per_sec * 60.0,
-                mib_per_sec: if secs > 0.0 {
-                    bytes / secs / (1024.0 * 1024.0)
-                } else {
-                    0.0
-                },
-            }
-        })
-        .collect()
 }
 
 /// Scheduled classes: latency from the intended start beside the service time.
@@ -474,64 +360,6 @@ fn overruns(out: &mut String, r: &Report) {
             );
         }
     }
-}
-
-/// The columns of a class's sessions, in the table and the HTML report.
-pub(super) const SESSION_COLUMNS: [&str; 13] = [
-    "behaviour",
-    "sessions",
-    "share",
-    "weight",
-    "exited",
-    "max_ops",
-    "dead",
-    "cut",
-    "ops p50",
-    "ops mean",
-    "ops p90",
-    "time p50",
-    "time p90",
-];
-
-/// One row per behaviour of `c`, in [`SESSION_COLUMNS`].
-pub(super) fn session_rows(c: &super::model::sessions::ClassSessions) -> Vec<Vec<String>> {
-    let started: u64 = c.behaviours.iter().map(|b| b.started).sum();
-    c.behaviours
-        .iter()
-        .map(|b| {
-            let share = if started == 0 {
-                0.0
-            } else {
-                b.started as f64 / started as f64
-            };
-            vec![
-                b.behaviour.clone(),
-                b.started.to_string(),
-                format!("{:.1}%", share * 100.0),
-                format!("{:.1}%", b.weight_share * 100.0),
-                b.exited.to_string(),
-                b.max_ops.to_string(),
-                b.dead_ends.to_string(),
-                b.cut.to_string(),
-                format!("{}", b.ops_per_session.p50),
-                format!("{:.2}", b.ops_per_session.mean),
-                format!("{}", b.ops_per_session.p90),
-                format!("{:.3} s", b.duration_s.p50),
-                format!("{:.3} s", b.duration_s.p90),
-            ]
-        })
-        .collect()
-}
-
-/// Where guarded transitions dropped out, as `state n, ...`; `None` if nowhere.
-pub(super) fn renormalised(c: &super::model::sessions::ClassSessions) -> Option<String> {
-    (!c.renormalised.is_empty()).then(|| {
-        c.renormalised
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    })
 }
 
 /// Classes with behaviours: per behaviour over the rounds, the sessions, how they ended,
@@ -914,73 +742,6 @@ fn connections_table(s: &crate::report::model::Summary, width: Option<usize>) ->
         "\nnew connections: connect{} time, ms (part of the latency above):\n{c}\n",
         if tls { " and TLS handshake" } else { "" }
     )
-}
-
-/// A watched JVM's collections and heap, one line.
-pub fn jvm_line(j: &super::model::JvmFigures) -> String {
-    format!(
-        "{} collections, {:.0} ms ({:.2} and {:.1} ms per 1,000 operations) · heap peak {:.0} MiB of {:.0} MiB committed · {}",
-        j.gc_count,
-        j.gc_time_ms,
-        j.gc_per_1000_ops,
-        j.gc_ms_per_1000_ops,
-        j.heap_used_peak_mib,
-        j.heap_committed_max_mib,
-        if j.collectors.is_empty() {
-            "collectors unnamed".to_string()
-        } else {
-            j.collectors.join(", ")
-        }
-    )
-}
-
-/// What the watched processes and scraped series cost, one line each; a monitor that
-/// could not see everything is a `WARNING:` line.
-pub fn server_lines(s: &super::model::Summary) -> Vec<String> {
-    let mut out = Vec::new();
-    for p in &s.server {
-        out.push(format!(
-            "server {}: {:.2} ms CPU per operation · {:.2} cores · {:.1} CPU-s ({:.1} user, {:.1} system) · peak RSS {:.0} MiB · {} threads · {} process(es) · {} context switches",
-            p.process,
-            p.cpu_ms_per_op,
-            p.cores_used,
-            p.cpu_user_s + p.cpu_system_s,
-            p.cpu_user_s,
-            p.cpu_system_s,
-            p.rss_peak_mib,
-            p.threads_max,
-            p.processes_max,
-            p.context_switches
-        ));
-        if let Some(j) = &p.jvm {
-            out.push(format!("server {} (JVM): {}", p.process, jvm_line(j)));
-        }
-        if let Some(problem) = &p.problem {
-            out.push(format!("WARNING: monitor: {problem}"));
-        }
-    }
-    for m in &s.metrics {
-        match m.kind.as_str() {
-            // Never read: only the warning below says anything.
-            "" => {}
-            "counter" => {
-                out.push(format!(
-                    "metric {}: {:.1} per second (max {:.1}) · {:.1} in all · {:.2} per 1,000 operations",
-                    m.series, m.mean, m.max, m.increase, m.per_1000_ops
-                ));
-            }
-            _ => {
-                out.push(format!(
-                    "metric {}: mean {:.1} · max {:.1}",
-                    m.series, m.mean, m.max
-                ));
-            }
-        }
-        if let Some(problem) = &m.problem {
-            out.push(format!("WARNING: monitor: {problem}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ fn figure(r: &Report, op: &str, metric: ThresholdMetric) -> Option<f64> {
 /// Evaluate every rule against the report and record the results in it. Returns true when
 /// all passed. A rule whose figure does not exist (no successful operation to take a
 /// latency from) fails: a gate must not pass on no evidence.
-pub fn evaluate(rules: &[Threshold], r: &mut Report) -> bool {
+pub(crate) fn evaluate(rules: &[Threshold], r: &mut Report) -> bool {
     let results: Vec<ThresholdInfo> = rules
         .iter()
         .map(|t| {
@@ -97,7 +97,7 @@ pub fn evaluate(rules: &[Threshold], r: &mut Report) -> bool {
 }
 
 /// The pass/fail list for the console.
-pub fn render(r: &Report) -> String {
+pub(crate) fn render(r: &Report) -> String {
     let mut out = String::new();
     if r.thresholds.is_empty() {
         return out;

@@ -7,10 +7,10 @@ use crate::workload::Workload;
 /// Memory one virtual user or open session may hold: 5.7 KiB measured for an idle user
 /// (100,000 in 569 MiB, `bench/generator.sh`), plus an HTTP connection's read and write
 /// buffers once it is busy.
-pub const BYTES_PER_USER: u64 = 16 * 1024;
+pub(crate) const BYTES_PER_USER: u64 = 16 * 1024;
 
 /// The most users or sessions the workload has at once, over all classes.
-pub fn peak_users(w: &Workload) -> u64 {
+pub(crate) fn peak_users(w: &Workload) -> u64 {
     w.classes
         .iter()
         .map(|c| match &c.arrival {
@@ -29,7 +29,7 @@ fn available() -> Option<u64> {
 }
 
 /// `Err` with what to do when the workload's users cannot fit in this machine's memory.
-pub fn check(w: &Workload) -> Result<(), String> {
+pub(crate) fn check(w: &Workload) -> Result<(), String> {
     let Some(avail) = available() else {
         return Ok(());
     };

@@ -10,9 +10,9 @@
 
 pub(crate) mod capacity;
 mod progress;
-pub mod signals;
-pub mod sweep;
-pub mod targets;
+pub(crate) mod signals;
+pub(crate) mod sweep;
+pub(crate) mod targets;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,7 +33,7 @@ use crate::transport::{Address, Endpoint};
 use crate::transport::{EndpointError, TlsClient, TlsOptions};
 use crate::workload::{EmbeddedStore, LoadOptions, Override, Stop, TargetSpec, Workload};
 use progress::{Progress, round_line};
-pub use targets::{NamedTarget, parse_targets};
+pub(crate) use targets::{NamedTarget, parse_targets};
 
 /// What to print on stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -99,7 +99,7 @@ pub struct RunOptions {
 
 /// Under `--start-at`, the time between one round's end and the next one's slot, for
 /// set-up and cleanup.
-pub const DEFAULT_ROUND_GAP: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const DEFAULT_ROUND_GAP: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// In which order several targets take their rounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -184,7 +184,7 @@ fn warn(msg: impl std::fmt::Display) {
     eprintln!("error: {}", crate::secrets::redact(&msg.to_string()));
 }
 
-pub fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     let now = chrono::Utc::now();
     format!(
         "{}-{:06x}",
@@ -628,7 +628,7 @@ fn metrics_of(
 /// services live (`loadmix serve` prints such a URL), so it replaces the workload's
 /// `context` rather than having it appended: `--target http://host:8080/cosmo` and
 /// `context: /cosmo` mean `/cosmo/...`, not `/cosmo/cosmo/...`.
-pub fn for_target(w: &Workload, spec: &TargetSpec) -> Workload {
+pub(crate) fn for_target(w: &Workload, spec: &TargetSpec) -> Workload {
     let mut wt = w.clone();
     if let TargetSpec::Url(u) = spec
         && !u.base_path.is_empty()

@@ -15,7 +15,7 @@ use crate::metrics::live::Phase;
 /// and round summaries printed above it without tearing it. Nothing when stderr is not a
 /// terminal or with `--quiet` (round lines still go to stderr unless quiet).
 #[derive(Clone)]
-pub struct Progress {
+pub(super) struct Progress {
     bar: Option<ProgressBar>,
     quiet: bool,
     current: Arc<Mutex<Option<Current>>>,
@@ -31,7 +31,7 @@ struct Current {
 }
 
 impl Progress {
-    pub fn new(quiet: bool) -> Progress {
+    pub(super) fn new(quiet: bool) -> Progress {
         let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
             let pb = ProgressBar::new_spinner();
             pb.set_style(
@@ -48,7 +48,7 @@ impl Progress {
         }
     }
 
-    pub fn line(&self, s: &str) {
+    pub(super) fn line(&self, s: &str) {
         let s = crate::secrets::redact(s);
         let s = s.as_ref();
         match &self.bar {
@@ -58,7 +58,13 @@ impl Progress {
         }
     }
 
-    pub fn begin(&self, label: String, live: Arc<Live>, classes: Vec<String>, length: String) {
+    pub(super) fn begin(
+        &self,
+        label: String,
+        live: Arc<Live>,
+        classes: Vec<String>,
+        length: String,
+    ) {
         let base = live.totals();
         if let Ok(mut c) = self.current.lock() {
             *c = Some(Current {
@@ -73,7 +79,7 @@ impl Progress {
     }
 
     /// Redraw from the live counters (called by a ticker).
-    pub fn tick(&self) {
+    pub(super) fn tick(&self) {
         let Some(bar) = &self.bar else { return };
         let Ok(c) = self.current.lock() else { return };
         let Some(c) = c.as_ref() else { return };
@@ -114,14 +120,14 @@ impl Progress {
         ));
     }
 
-    pub fn finish(&self) {
+    pub(super) fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
     }
 }
 
-pub fn round_line(target: &str, r: &RoundResult, of: u32) -> String {
+pub(super) fn round_line(target: &str, r: &RoundResult, of: u32) -> String {
     let (mut req, mut ok, mut failed) = (0u64, 0u64, 0u64);
     // Steps and figures reported apart are not operations of their own.
     for s in r.stats.ops.iter().filter(|s| !s.step) {

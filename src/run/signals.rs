@@ -4,14 +4,14 @@
 
 /// Which signal arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
+pub(crate) enum Signal {
     Interrupt,
     Terminate,
     Hangup,
 }
 
 impl Signal {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Signal::Interrupt => "SIGINT",
             Signal::Terminate => "SIGTERM",
@@ -20,7 +20,7 @@ impl Signal {
     }
 
     /// The shell's exit status for a process ended by this signal (128 + its number).
-    pub fn exit_status(self) -> i32 {
+    pub(crate) fn exit_status(self) -> i32 {
         128 + match self {
             Signal::Interrupt => 2,
             Signal::Terminate => 15,
@@ -30,7 +30,7 @@ impl Signal {
 }
 
 /// The signals to listen for; `None` where they cannot be installed (then only Ctrl-C).
-pub struct Signals {
+pub(crate) struct Signals {
     #[cfg(unix)]
     term: Option<tokio::signal::unix::Signal>,
     #[cfg(unix)]
@@ -39,7 +39,7 @@ pub struct Signals {
 
 impl Signals {
     /// Install the handlers now, before the run starts, so an early signal is not lost.
-    pub fn install() -> Signals {
+    pub(crate) fn install() -> Signals {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -53,7 +53,7 @@ impl Signals {
     }
 
     /// The next stop signal.
-    pub async fn next(&mut self) -> Signal {
+    pub(crate) async fn next(&mut self) -> Signal {
         #[cfg(unix)]
         {
             async fn on(s: &mut Option<tokio::signal::unix::Signal>) {

@@ -9,7 +9,7 @@ use super::PointResult;
 use crate::report::{self, Report, compare};
 
 /// `KEY=v1,v2,...`
-pub fn parse_sweep(s: &str) -> Result<(String, Vec<String>), String> {
+pub(crate) fn parse_sweep(s: &str) -> Result<(String, Vec<String>), String> {
     let (k, v) = s.split_once('=').ok_or_else(|| {
         format!("--sweep {s}: expected KEY=V1,V2,..., e.g. users.producer.count=3,5,10")
     })?;
@@ -26,7 +26,7 @@ pub fn parse_sweep(s: &str) -> Result<(String, Vec<String>), String> {
 
 /// The scaling figures of a sweep: per point and target, the total mean ops/s and p99.
 #[derive(Serialize)]
-pub struct Sweep {
+pub(crate) struct Sweep {
     pub key: String,
     /// The points that ran (fewer than asked when interrupted).
     pub values: Vec<String>,
@@ -39,7 +39,7 @@ pub struct Sweep {
 
 /// Where one point's report for one target was written.
 #[derive(Serialize)]
-pub struct ReportRef {
+pub(crate) struct ReportRef {
     pub point: Option<String>,
     pub target: String,
     pub dir: String,
@@ -105,7 +105,7 @@ impl Sweep {
     }
 
     /// The table printed on stdout and written to `sweep.txt`.
-    pub fn table(&self) -> String {
+    pub(crate) fn table(&self) -> String {
         let mut t = comfy_table::Table::new();
         t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
         let mut header = vec![self.key.clone()];
@@ -140,7 +140,7 @@ impl Sweep {
         format!("sweep of {}\n{t}\n{knees}", self.key)
     }
 
-    pub fn csv(&self) -> Result<String, csv::Error> {
+    pub(crate) fn csv(&self) -> Result<String, csv::Error> {
         let mut rows = Vec::new();
         for (i, p) in self.values.iter().enumerate() {
             for (j, n) in self.targets.iter().enumerate() {
@@ -162,7 +162,7 @@ impl Sweep {
         })
     }
 
-    pub fn json(&self) -> Result<String, serde_json::Error> {
+    pub(crate) fn json(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string_pretty(self)
     }
 

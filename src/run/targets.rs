@@ -5,13 +5,16 @@ use crate::workload::{EmbeddedStore, TargetSpec};
 
 /// A target as named on the command line (`--target pg=http://...`).
 #[derive(Debug, Clone)]
-pub struct NamedTarget {
+pub(crate) struct NamedTarget {
     pub name: String,
     pub spec: TargetSpec,
 }
 
 /// Parse `--target` values: `NAME=SPEC` or `SPEC` (named after its store or host).
-pub fn parse_targets(args: &[String], default: &TargetSpec) -> Result<Vec<NamedTarget>, String> {
+pub(crate) fn parse_targets(
+    args: &[String],
+    default: &TargetSpec,
+) -> Result<Vec<NamedTarget>, String> {
     if args.is_empty() {
         return Ok(vec![NamedTarget {
             name: default_name(default),

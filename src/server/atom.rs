@@ -55,7 +55,7 @@ fn format(f: &str) -> Option<Format> {
     })
 }
 
-pub async fn feed_default(
+pub(crate) async fn feed_default(
     st: State<AppState>,
     Path(uid): Path<String>,
     q: Query<HashMap<String, String>>,
@@ -65,7 +65,7 @@ pub async fn feed_default(
     in_place_or_off_thread(expands, move || feed(st, uid, "full", None, q, h)).await
 }
 
-pub async fn feed_projection(
+pub(crate) async fn feed_projection(
     st: State<AppState>,
     Path((uid, p)): Path<(String, String)>,
     q: Query<HashMap<String, String>>,
@@ -75,7 +75,7 @@ pub async fn feed_projection(
     in_place_or_off_thread(expands, move || feed(st, uid, &p, None, q, h)).await
 }
 
-pub async fn feed_projection_format(
+pub(crate) async fn feed_projection_format(
     st: State<AppState>,
     Path((uid, p, f)): Path<(String, String, String)>,
     q: Query<HashMap<String, String>>,
@@ -427,7 +427,7 @@ fn outcome(o: WriteOutcome, status: StatusCode, ctx: &str, uid: &str, data: &Ite
     }
 }
 
-pub async fn create(
+pub(crate) async fn create(
     State(st): State<AppState>,
     Path(uid): Path<String>,
     headers: HeaderMap,
@@ -502,7 +502,7 @@ fn owned_item(
     Err(text(StatusCode::NOT_FOUND, "no such item"))
 }
 
-pub async fn get_item(
+pub(crate) async fn get_item(
     State(st): State<AppState>,
     Path(uid): Path<String>,
     headers: HeaderMap,
@@ -523,7 +523,7 @@ pub async fn get_item(
     )
 }
 
-pub async fn update(
+pub(crate) async fn update(
     State(st): State<AppState>,
     Path(uid): Path<String>,
     headers: HeaderMap,
@@ -573,7 +573,7 @@ pub async fn update(
     }
 }
 
-pub async fn delete_item(
+pub(crate) async fn delete_item(
     State(st): State<AppState>,
     Path(uid): Path<String>,
     headers: HeaderMap,

@@ -12,7 +12,7 @@ use crate::formats::xml;
 
 const CMP_NS: &str = "http://osafoundation.org/cosmo/CMP";
 
-pub async fn put_user(
+pub(crate) async fn put_user(
     State(st): State<AppState>,
     Path(name): Path<String>,
     headers: HeaderMap,

@@ -35,7 +35,7 @@ enum Target {
     Resource(String, String, String),
 }
 
-pub async fn handle(State(st): State<AppState>, req: Request) -> Response {
+pub(crate) async fn handle(State(st): State<AppState>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let body = match axum::body::to_bytes(body, st.settings.max_body).await {
         Ok(b) => b,
@@ -1120,7 +1120,7 @@ fn query_matches(f: &CompFilter, d: &ItemData, uid: &str) -> Result<bool, TooDen
 }
 
 /// `.well-known/caldav` points clients at the DAV root.
-pub async fn well_known(State(st): State<AppState>) -> Response {
+pub(crate) async fn well_known(State(st): State<AppState>) -> Response {
     let mut r = StatusCode::MOVED_PERMANENTLY.into_response();
     if let Ok(v) = HeaderValue::from_str(&format!("{}/dav/", st.settings.context)) {
         r.headers_mut().insert(header::LOCATION, v);

@@ -13,11 +13,11 @@ use crate::formats::ical::COMPONENTS;
 use crate::formats::tz::resolve;
 
 /// The most instances one resource expands into; more answers 507.
-pub const MAX_INSTANCES: u16 = 1000;
+pub(crate) const MAX_INSTANCES: u16 = 1000;
 
 /// How a REPORT wants calendar data shaped.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Shape {
+pub(crate) enum Shape {
     Expand(Range),
     LimitRecurrenceSet(Range),
 }
@@ -145,7 +145,7 @@ const RECURRENCE_PROPS: [&str; 7] = [
 
 /// The calendar object `ics` shaped as asked. `timing` is the item's (for its
 /// occurrences). Text that is not a calendar object is returned unchanged.
-pub fn shape(ics: &str, timing: Option<&Timing>, how: Shape) -> Result<String, TooDense> {
+pub(crate) fn shape(ics: &str, timing: Option<&Timing>, how: Shape) -> Result<String, TooDense> {
     let unfolded = icalendar::parser::unfold(ics);
     let (head, blocks) = split(&unfolded);
     let is_main = |b: &&Block| COMPONENTS.contains(&b.kind);

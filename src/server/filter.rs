@@ -14,11 +14,11 @@ use crate::formats::ical::COMPONENTS;
 use crate::formats::xml::El;
 
 /// A half-open time range; an end that is absent is the far past or future.
-pub type Range = (DateTime<Utc>, DateTime<Utc>);
+pub(crate) type Range = (DateTime<Utc>, DateTime<Utc>);
 
 /// Why a filter cannot be evaluated.
 #[derive(Debug, Clone, PartialEq)]
-pub enum FilterError {
+pub(crate) enum FilterError {
     /// Well-formed but beyond this server: 403 with the named CALDAV precondition.
     Unsupported {
         condition: &'static str,
@@ -29,7 +29,7 @@ pub enum FilterError {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct TextMatch {
+pub(crate) struct TextMatch {
     needle: String,
     /// `i;ascii-casemap` (the default): ASCII letters compare without case.
     casemap: bool,
@@ -50,14 +50,14 @@ impl TextMatch {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct ParamFilter {
+pub(crate) struct ParamFilter {
     name: String,
     not_defined: bool,
     text: Option<TextMatch>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct PropFilter {
+pub(crate) struct PropFilter {
     name: String,
     not_defined: bool,
     text: Option<TextMatch>,
@@ -65,7 +65,7 @@ pub struct PropFilter {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct CompFilter {
+pub(crate) struct CompFilter {
     pub name: String,
     not_defined: bool,
     pub range: Option<Range>,
@@ -209,7 +209,7 @@ fn comp_filter(el: &El, depth: usize) -> Result<CompFilter, FilterError> {
 }
 
 /// The filter of a calendar-query, or `None` when it has none (every resource matches).
-pub fn parse(query: &El) -> Result<Option<CompFilter>, FilterError> {
+pub(crate) fn parse(query: &El) -> Result<Option<CompFilter>, FilterError> {
     let Some(filter) = query.child(CALDAV, "filter") else {
         return Ok(None);
     };
@@ -231,7 +231,7 @@ pub fn parse(query: &El) -> Result<Option<CompFilter>, FilterError> {
 impl CompFilter {
     /// The main component asked for and its time range, when that is all the filter asks:
     /// then stored timings answer it without parsing any calendar text.
-    pub fn simple(&self) -> Option<(Option<&str>, Option<Range>)> {
+    pub(crate) fn simple(&self) -> Option<(Option<&str>, Option<Range>)> {
         if !self.props.is_empty() || self.not_defined {
             return None;
         }
@@ -245,7 +245,7 @@ impl CompFilter {
     }
 
     /// The time range of the main component, if the filter has one (to pre-filter items).
-    pub fn range(&self) -> Option<Range> {
+    pub(crate) fn range(&self) -> Option<Range> {
         self.comps.iter().find_map(|c| c.range)
     }
 }
@@ -321,7 +321,11 @@ fn comps_match(
 }
 
 /// Whether a stored item matches the filter.
-pub fn matches(f: &CompFilter, cal: &Calendar<'_>, data: &ItemData) -> Result<bool, TooDense> {
+pub(crate) fn matches(
+    f: &CompFilter,
+    cal: &Calendar<'_>,
+    data: &ItemData,
+) -> Result<bool, TooDense> {
     if f.not_defined {
         return Ok(false);
     }

@@ -20,17 +20,17 @@ use http_body_util::BodyExt;
 
 /// The slowest average a request body may arrive at, once the grace period is over
 /// (bytes per second): a body of `n` bytes has `grace + n / MIN_BODY_RATE` in all.
-pub const MIN_BODY_RATE: u64 = 1_000;
+pub(crate) const MIN_BODY_RATE: u64 = 1_000;
 
 /// Connections past the limits that are still served (the counters and a 503), at once.
-pub const OVERFLOW_CONNECTIONS: usize = 256;
+pub(crate) const OVERFLOW_CONNECTIONS: usize = 256;
 
 /// How long a connection past the limits may take to send its request head.
-pub const OVERFLOW_HEADER_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const OVERFLOW_HEADER_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How a request body is bounded.
 #[derive(Debug, Clone, Copy)]
-pub struct BodyRules {
+pub(crate) struct BodyRules {
     /// Larger bodies are answered 413.
     pub max_body: usize,
     /// Time a body has before the minimum rate applies (the header timeout).
@@ -59,7 +59,11 @@ fn refuse(status: StatusCode, msg: &str) -> Response {
 /// bytes. A body declared or found larger than the limit gets 413; one that falls behind
 /// the minimum rate gets 408; one the client breaks off gets 400. Each closes the
 /// connection, as the rest of the body would be read as the next request.
-pub async fn read_body(State(rules): State<BodyRules>, req: Request, next: Next) -> Response {
+pub(crate) async fn read_body(
+    State(rules): State<BodyRules>,
+    req: Request,
+    next: Next,
+) -> Response {
     let (parts, body) = req.into_parts();
     if HttpBody::is_end_stream(&body) {
         return next.run(Request::from_parts(parts, body)).await;
@@ -122,19 +126,19 @@ async fn collect(mut body: Body, rules: BodyRules) -> Result<Bytes, Response> {
 
 /// Open connections per client address.
 #[derive(Debug)]
-pub struct Addresses {
+pub(crate) struct Addresses {
     open: Mutex<HashMap<IpAddr, usize>>,
     per_address: usize,
 }
 
 /// One connection's place in [`Addresses`], given back when dropped.
-pub struct Ticket {
+pub(crate) struct Ticket {
     table: Arc<Addresses>,
     ip: IpAddr,
 }
 
 impl Addresses {
-    pub fn new(per_address: usize) -> Arc<Self> {
+    pub(crate) fn new(per_address: usize) -> Arc<Self> {
         Arc::new(Addresses {
             open: Mutex::new(HashMap::new()),
             per_address: per_address.max(1),
@@ -142,7 +146,7 @@ impl Addresses {
     }
 
     /// A place for one more connection from `ip`, or `None` when it has its share.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Ticket> {
+    pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<Ticket> {
         let mut open = self.open.lock().ok()?;
         let n = open.entry(ip).or_insert(0);
         if *n >= self.per_address {
@@ -170,7 +174,7 @@ impl Drop for Ticket {
 }
 
 /// What a connection past the limits gets for anything but the counters.
-pub async fn busy() -> Response {
+pub(crate) async fn busy() -> Response {
     let mut r = refuse(StatusCode::SERVICE_UNAVAILABLE, "server busy");
     r.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -14,7 +14,7 @@ pub(crate) use super::settings::Settings;
 use super::store::{CollectionInfo, Store, StoreError};
 
 #[derive(Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
     pub store: Arc<dyn Store>,
     pub stats: Arc<ServerStats>,
     /// The STOMP broker's counts, shown beside the requests.
@@ -27,14 +27,14 @@ pub struct AppState {
 
 /// Who is asking.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Caller {
+pub(crate) struct Caller {
     pub name: String,
     pub admin: bool,
 }
 
 impl AppState {
     /// The caller from Basic credentials, or the 401 to send.
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, Response> {
+    pub(crate) fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, Response> {
         let creds = basic_credentials(headers);
         let s = &self.settings;
         if s.no_auth {
@@ -68,12 +68,12 @@ impl AppState {
     }
 
     /// May `caller` act on something `owner` owns?
-    pub fn may_access(&self, caller: &Caller, owner: &str) -> bool {
+    pub(crate) fn may_access(&self, caller: &Caller, owner: &str) -> bool {
         self.settings.no_auth || caller.admin || caller.name == owner
     }
 
     /// Take the write lock of a collection, or `None` when another update holds it.
-    pub fn try_lock(&self, collection: &str) -> Option<CollectionLock> {
+    pub(crate) fn try_lock(&self, collection: &str) -> Option<CollectionLock> {
         let mut held = self.locks.lock().ok()?;
         if !held.insert(collection.to_string()) {
             return None;
@@ -88,23 +88,23 @@ impl AppState {
 /// The store's key of a collection: its owner and uid. Each user has a namespace of their
 /// own, so one user's collection uids neither clash with nor reveal another's. ('/' is in
 /// no safe segment, so the key is unambiguous.)
-pub fn ckey(owner: &str, uid: &str) -> String {
+pub(crate) fn ckey(owner: &str, uid: &str) -> String {
     format!("{owner}/{uid}")
 }
 
 /// The uid of a collection as its users see it, from its store key.
-pub fn public_uid(key: &str) -> &str {
+pub(crate) fn public_uid(key: &str) -> &str {
     key.rsplit_once('/').map_or(key, |(_, u)| u)
 }
 
 /// Whether a store key belongs to `owner`'s namespace.
-pub fn owned_by(key: &str, owner: &str) -> bool {
+pub(crate) fn owned_by(key: &str, owner: &str) -> bool {
     key.split_once('/').is_some_and(|(o, _)| o == owner)
 }
 
 impl AppState {
     /// Authenticate, check the uid, and load a collection the caller may use.
-    pub fn owned_collection(
+    pub(crate) fn owned_collection(
         &self,
         headers: &HeaderMap,
         uid: &str,
@@ -124,7 +124,7 @@ impl AppState {
 
     /// 409 when an item uid is already used by one of `owner`'s collections (Cosmo's item
     /// identity, within the owner's namespace).
-    pub fn uid_free(&self, owner: &str, uid: &str) -> Result<(), Response> {
+    pub(crate) fn uid_free(&self, owner: &str, uid: &str) -> Result<(), Response> {
         match self.store.items_by_uid(uid) {
             Ok(found) if found.iter().any(|(k, _)| owned_by(k, owner)) => Err(text(
                 StatusCode::CONFLICT,
@@ -137,7 +137,7 @@ impl AppState {
 }
 
 /// Released when dropped.
-pub struct CollectionLock {
+pub(crate) struct CollectionLock {
     locks: Arc<Mutex<HashSet<String>>>,
     uid: String,
 }
@@ -163,7 +163,7 @@ fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
     Some((u.to_string(), p.to_string()))
 }
 
-pub fn unauthorized() -> Response {
+pub(crate) fn unauthorized() -> Response {
     (
         StatusCode::UNAUTHORIZED,
         [(
@@ -175,7 +175,7 @@ pub fn unauthorized() -> Response {
         .into_response()
 }
 
-pub fn text(status: StatusCode, msg: impl Into<String>) -> Response {
+pub(crate) fn text(status: StatusCode, msg: impl Into<String>) -> Response {
     let mut m = msg.into();
     if !m.ends_with('\n') {
         m.push('\n');
@@ -188,7 +188,7 @@ pub fn text(status: StatusCode, msg: impl Into<String>) -> Response {
         .into_response()
 }
 
-pub fn store_error(e: StoreError) -> Response {
+pub(crate) fn store_error(e: StoreError) -> Response {
     text(
         StatusCode::INTERNAL_SERVER_ERROR,
         format!("store error: {e}"),
@@ -197,7 +197,7 @@ pub fn store_error(e: StoreError) -> Response {
 
 /// A path segment that cannot escape its place: not empty, not `.` or `..`, no slash or
 /// backslash (also when it arrived percent-encoded), no control characters.
-pub fn safe_segment(s: &str) -> bool {
+pub(crate) fn safe_segment(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 512
         && s != "."
@@ -206,12 +206,12 @@ pub fn safe_segment(s: &str) -> bool {
         && !s.chars().any(char::is_control)
 }
 
-pub fn bad_segment() -> Response {
+pub(crate) fn bad_segment() -> Response {
     text(StatusCode::BAD_REQUEST, "bad path segment")
 }
 
 /// 411 when a body-carrying request says nothing of its length.
-pub fn require_length(headers: &HeaderMap) -> Result<(), Response> {
+pub(crate) fn require_length(headers: &HeaderMap) -> Result<(), Response> {
     if headers.contains_key(header::CONTENT_LENGTH)
         || headers.contains_key(header::TRANSFER_ENCODING)
     {
@@ -222,7 +222,7 @@ pub fn require_length(headers: &HeaderMap) -> Result<(), Response> {
 }
 
 /// The media type of the request, lower-cased, without parameters.
-pub fn media_type(headers: &HeaderMap) -> String {
+pub(crate) fn media_type(headers: &HeaderMap) -> String {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -236,12 +236,12 @@ pub fn media_type(headers: &HeaderMap) -> String {
         .unwrap_or_default()
 }
 
-pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// Percent-decode a path segment; `None` when the escapes are malformed or not UTF-8.
-pub fn percent_decode(s: &str) -> Option<String> {
+pub(crate) fn percent_decode(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -259,7 +259,7 @@ pub fn percent_decode(s: &str) -> Option<String> {
 }
 
 /// Percent-encode a path segment for an href.
-pub fn percent_encode(s: &str) -> String {
+pub(crate) fn percent_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~@:+".contains(&b) {

@@ -29,15 +29,15 @@ use super::guard;
 
 /// How long a client may take to send a request head, or stay silent between requests
 /// (the default of `ServerConfig::header_timeout`).
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once.
-pub const MAX_CONNECTIONS: usize = 10_000;
+pub(crate) const MAX_CONNECTIONS: usize = 10_000;
 /// How long in-flight requests may take to finish once the server is asked to stop.
 const DRAIN: Duration = Duration::from_secs(5);
 
 /// A middleware that turns a panic in a handler into a 500 (and a line on stderr) instead
 /// of a connection closed with no answer.
-pub async fn catch_panic(req: Request<Body>, next: axum::middleware::Next) -> Response {
+pub(super) async fn catch_panic(req: Request<Body>, next: axum::middleware::Next) -> Response {
     // Kept (cheap clones) to name the request if it panics; formatted only then.
     let (method, uri) = (req.method().clone(), req.uri().clone());
     match std::panic::AssertUnwindSafe(next.run(req))
@@ -62,7 +62,7 @@ pub async fn catch_panic(req: Request<Body>, next: axum::middleware::Next) -> Re
 
 /// What the accept loop allows (see [`guard`]).
 #[derive(Clone)]
-pub struct Limits {
+pub(super) struct Limits {
     /// How long a request head may take, and a connection stay idle between requests.
     pub header_timeout: Duration,
     /// Connections served at once.
@@ -82,7 +82,7 @@ const LINGER_BYTES: usize = 64 << 20;
 /// or its address holding its share) is served `overflow` instead, one request with a
 /// short head timeout: the counters stay answerable under a flood and the rest get 503;
 /// past [`guard::OVERFLOW_CONNECTIONS`] of those, it is closed unanswered.
-pub async fn serve(
+pub(super) async fn serve(
     listener: TcpListener,
     app: Router,
     overflow: Router,

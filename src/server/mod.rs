@@ -23,21 +23,21 @@
 // the usual axum shape; it is the cold path, and boxing it would only add noise.
 #![allow(clippy::result_large_err)]
 
-pub mod access_log;
-pub mod atom;
+pub(crate) mod access_log;
+pub(crate) mod atom;
 pub mod certs;
-pub mod cmp;
-pub mod dav;
-pub mod expand;
-pub mod filter;
-pub mod guard;
-pub mod http;
+pub(crate) mod cmp;
+pub(crate) mod dav;
+pub(crate) mod expand;
+pub(crate) mod filter;
+pub(crate) mod guard;
+pub(crate) mod http;
 mod listen;
-pub mod model;
-pub mod morse;
+pub(crate) mod model;
+pub(crate) mod morse;
 mod settings;
-pub mod stomp;
-pub mod store;
+pub(crate) mod stomp;
+pub(crate) mod store;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -55,7 +55,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use http::{AppState, Settings, safe_segment, text};
-pub use store::{MemoryStore, SqliteStore, Store, StoreError};
+pub(crate) use store::{MemoryStore, SqliteStore, Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -99,14 +99,14 @@ pub struct ServerConfig {
     pub access_log: Option<Arc<access_log::AccessLog>>,
 }
 
-pub use listen::MAX_CONNECTIONS;
+pub(crate) use listen::MAX_CONNECTIONS;
 
 /// Connections one address may hold by default: half, so that one client flooding the
 /// server leaves the other half to everyone else.
-pub const DEFAULT_PER_ADDRESS: usize = MAX_CONNECTIONS / 2;
+pub(crate) const DEFAULT_PER_ADDRESS: usize = MAX_CONNECTIONS / 2;
 
 /// Cosmo's default administrator.
-pub const DEFAULT_ADMIN: (&str, &str) = ("root", "cosmo");
+pub(crate) const DEFAULT_ADMIN: (&str, &str) = ("root", "cosmo");
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -243,7 +243,7 @@ pub enum StoreSpec {
 }
 
 /// Open the store a spec names.
-pub fn open_store(spec: &StoreSpec) -> Result<Arc<dyn Store>, ServerError> {
+pub(crate) fn open_store(spec: &StoreSpec) -> Result<Arc<dyn Store>, ServerError> {
     Ok(match spec {
         StoreSpec::Memory => Arc::new(MemoryStore::new()),
         StoreSpec::Sqlite(p) => Arc::new(SqliteStore::open(std::path::Path::new(p)).map_err(

@@ -8,11 +8,11 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::formats::eim::{self, EVENT_NS, ITEM_NS, NOTE_NS};
-pub use crate::formats::eim::{Field, Record};
-pub use crate::formats::ical::parse_datetime as parse_ical_datetime;
+pub(crate) use crate::formats::eim::{Field, Record};
+pub(crate) use crate::formats::ical::parse_datetime as parse_ical_datetime;
 use crate::formats::ical::{self, parse_duration};
 use crate::formats::tz;
-pub use crate::formats::tz::Zone;
+pub(crate) use crate::formats::tz::Zone;
 
 /// What is stored for an item.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -199,7 +199,7 @@ impl ItemData {
 }
 
 /// Parse EIM-JSON (an Atom entry's content): the item's uid and data.
-pub fn from_eim_json(text: &str) -> Result<(String, ItemData), String> {
+pub(crate) fn from_eim_json(text: &str) -> Result<(String, ItemData), String> {
     let (uid, records) = eim::from_json(text)?;
     Ok((uid, ItemData::new(records, None)))
 }
@@ -207,14 +207,14 @@ pub fn from_eim_json(text: &str) -> Result<(String, ItemData), String> {
 /// A parsed EIMML collection: its uid and name, and per recordset the item uid and either
 /// its data or a tombstone.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Eimml {
+pub(crate) struct Eimml {
     pub uuid: String,
     pub name: Option<String>,
     pub recordsets: Vec<(String, Option<ItemData>)>,
 }
 
 /// Parse an EIMML body (Morse Code publish or update).
-pub fn parse_eimml(text: &str) -> Result<Eimml, String> {
+pub(crate) fn parse_eimml(text: &str) -> Result<Eimml, String> {
     let e = eim::parse_eimml(text)?;
     Ok(Eimml {
         uuid: e.uuid,
@@ -228,7 +228,7 @@ pub fn parse_eimml(text: &str) -> Result<Eimml, String> {
 }
 
 /// Write an EIMML collection: live items as recordsets, deleted ones as tombstones.
-pub fn write_eimml<'a>(
+pub(crate) fn write_eimml<'a>(
     uuid: &str,
     name: &str,
     items: impl Iterator<Item = (&'a str, Option<&'a ItemData>)>,
@@ -360,7 +360,7 @@ fn timing_from_ics(ics: &str) -> Option<Timing> {
 /// How many occurrences of one rule a query may look at. A rule is first moved forward to
 /// just before the range where that is exact (see [`Timing::occurrences`]), so only rules
 /// with BY-parts that match very often come near this.
-pub const SCAN_LIMIT: u32 = 100_000;
+pub(crate) const SCAN_LIMIT: u32 = 100_000;
 
 /// A recurrence that cannot be expanded within [`SCAN_LIMIT`] occurrences.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -52,7 +52,7 @@ fn parse_body(headers: &HeaderMap, body: &[u8], uid: &str) -> Result<model::Eimm
     Ok(e)
 }
 
-pub async fn publish(
+pub(crate) async fn publish(
     State(st): State<AppState>,
     Path(uid): Path<String>,
     headers: HeaderMap,
@@ -95,7 +95,7 @@ pub async fn publish(
     }
 }
 
-pub async fn subscribe_or_sync(
+pub(crate) async fn subscribe_or_sync(
     State(st): State<AppState>,
     Path(uid): Path<String>,
     headers: HeaderMap,
@@ -130,7 +130,7 @@ pub async fn subscribe_or_sync(
     }
 }
 
-pub async fn update(
+pub(crate) async fn update(
     State(st): State<AppState>,
     Path(uid): Path<String>,
     headers: HeaderMap,
@@ -196,7 +196,7 @@ pub async fn update(
     }
 }
 
-pub async fn delete(
+pub(crate) async fn delete(
     State(st): State<AppState>,
     Path(uid): Path<String>,
     headers: HeaderMap,

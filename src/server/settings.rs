@@ -3,7 +3,7 @@
 //! the largest body it reads.
 
 /// The server's settings, shared by its HTTP side and its broker.
-pub struct Settings {
+pub(crate) struct Settings {
     /// Context prefix, e.g. `/cosmo`, without a trailing slash.
     pub context: String,
     /// The admin account (CMP), for both sides.

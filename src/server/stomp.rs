@@ -41,7 +41,7 @@ use super::store::Store;
 use crate::formats::stomp::{self, Command, Frame, Limits};
 
 /// STOMP connections served at once; more are answered with an ERROR and closed.
-pub const MAX_CONNECTIONS: usize = 20_000;
+pub(crate) const MAX_CONNECTIONS: usize = 20_000;
 /// Subscriptions one connection may hold.
 const MAX_SUBSCRIPTIONS: usize = 64;
 /// Messages one connection may hold unsettled, whatever the prefetches add up to.

@@ -21,7 +21,7 @@ use crate::workload::LoadOptions;
 const TRIAL_ITERATIONS: &str = "6";
 
 #[derive(Debug, thiserror::Error)]
-pub enum NewError {
+pub(crate) enum NewError {
     #[error("{0}")]
     Usage(String),
     #[error("{0}")]
@@ -32,7 +32,7 @@ pub enum NewError {
 }
 
 /// What `loadmix new` is asked.
-pub struct NewOptions {
+pub(crate) struct NewOptions {
     /// `--target`: a URL (`http(s)://`, `stomp://`, `amqp(s)://`) or `embedded`.
     pub target: String,
     /// `--protocol`: only these (their names), else every one the scheme allows.
@@ -192,7 +192,7 @@ impl Trial {
 }
 
 /// Probe the target with each candidate and write the workload of those that worked.
-pub async fn new(o: NewOptions) -> Result<Vec<String>, NewError> {
+pub(crate) async fn new(o: NewOptions) -> Result<Vec<String>, NewError> {
     let mut kinds = Kind::candidates(&o.target)?;
     if !o.protocols.is_empty() {
         for p in &o.protocols {

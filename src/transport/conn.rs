@@ -91,10 +91,10 @@ pub struct Conn {
 
 /// Requests by method and the status they got (0: no answer), for work done off the
 /// clock, so that what the server logged adds up.
-pub type Tally = std::collections::BTreeMap<(String, u16), u64>;
+pub(crate) type Tally = std::collections::BTreeMap<(String, u16), u64>;
 
 /// Add `more` to `into`.
-pub fn add_tally(into: &mut Tally, more: Tally) {
+pub(crate) fn add_tally(into: &mut Tally, more: Tally) {
     for (k, n) in more {
         *into.entry(k).or_insert(0) += n;
     }

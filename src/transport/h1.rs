@@ -17,11 +17,11 @@ use hyper::{HeaderMap, Method, Request, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Longest answer head (status line and headers), and longest trailer section.
-pub const MAX_HEAD: usize = 64 * 1024;
+pub(super) const MAX_HEAD: usize = 64 * 1024;
 /// Most headers in one answer head.
-pub const MAX_HEADERS: usize = 100;
+pub(super) const MAX_HEADERS: usize = 100;
 /// Largest body read into memory.
-pub const MAX_BODY: usize = 64 << 20;
+pub(super) const MAX_BODY: usize = 64 << 20;
 
 /// What becomes of an answer's body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +51,7 @@ const READ_CHUNK: usize = 16 * 1024;
 /// request's own headers, `Host` when it has none, `Connection: close` when asked, and
 /// the body's `Content-Length` (a request's own `Content-Length` or `Transfer-Encoding`
 /// is replaced: the body is always sent whole). The body itself follows when it is small.
-pub fn encode(req: &Request<Bytes>, host: &HeaderValue, close: bool, out: &mut Vec<u8>) {
+pub(super) fn encode(req: &Request<Bytes>, host: &HeaderValue, close: bool, out: &mut Vec<u8>) {
     out.clear();
     let body = req.body();
     out.extend_from_slice(req.method().as_str().as_bytes());
@@ -89,7 +89,7 @@ pub fn encode(req: &Request<Bytes>, host: &HeaderValue, close: bool, out: &mut V
 }
 
 /// Whether [`encode`] left the body out of the buffer, to be written after it.
-pub fn body_apart(req: &Request<Bytes>) -> bool {
+pub(super) fn body_apart(req: &Request<Bytes>) -> bool {
     req.body().len() > INLINE_BODY
 }
 
@@ -102,7 +102,7 @@ fn header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
 
 /// A complete answer.
 #[derive(Debug)]
-pub struct Answer {
+pub(super) struct Answer {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
@@ -117,7 +117,7 @@ pub struct Answer {
 
 /// Why no complete answer was read.
 #[derive(Debug)]
-pub enum ReadError {
+pub(super) enum ReadError {
     /// The connection closed or failed; `any` when some of the answer had arrived.
     Closed { any: bool, cause: Option<io::Error> },
     /// The bytes are not an HTTP/1.x answer, or break a bound.
@@ -187,7 +187,7 @@ impl<R: AsyncRead + Unpin> Reader<'_, R> {
 
 /// Read one answer to a request with `method`. `buf` holds what was read beyond earlier
 /// answers (normally nothing) and keeps its allocation from one answer to the next.
-pub async fn read_answer<R: AsyncRead + Unpin>(
+pub(super) async fn read_answer<R: AsyncRead + Unpin>(
     io: &mut R,
     buf: &mut BytesMut,
     method: &Method,
@@ -284,7 +284,7 @@ type Head = (StatusCode, HeaderMap, bool);
 
 /// Whether `buf` holds a whole answer head that is not an interim (1xx) one: the server
 /// has answered the request, whatever is still to come.
-pub fn final_head_in(buf: &[u8]) -> bool {
+pub(super) fn final_head_in(buf: &[u8]) -> bool {
     let mut rest = buf;
     while let Some(end) = rest.windows(4).position(|w| w == b"\r\n\r\n") {
         // `HTTP/1.1 1xx`: the status's first digit is the tenth byte.

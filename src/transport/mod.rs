@@ -6,23 +6,25 @@
 //! [`stream::Stream`] of its own and gets the same timing and the same error classes.
 //! The target's clock is read from its answers (`clock.rs`); TLS settings are [`tls`]'s.
 
-pub mod clock;
-pub mod conn;
+pub(crate) mod clock;
+pub(crate) mod conn;
 mod h1;
-pub mod stream;
-pub mod tls;
+pub(crate) mod stream;
+pub(crate) mod tls;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 use hyper::header::HeaderValue;
 
-pub use conn::{Conn, Response, Tally, add_tally};
-pub use h1::BodyUse;
-pub use stream::Handshake;
-pub use tls::{TlsClient, TlsError, TlsOptions};
+pub use conn::{Conn, Response};
+pub(crate) use conn::{Tally, add_tally};
+pub(crate) use h1::BodyUse;
+pub(crate) use stream::Handshake;
+pub(crate) use tls::{TlsClient, TlsError, TlsOptions};
 
-pub use hyper::{Method, Request};
+pub(crate) use hyper::Method;
+pub use hyper::Request;
 
 /// Why a request did not produce a usable answer. Ordered as reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -255,7 +257,7 @@ pub struct Timeouts {
     pub request: Duration,
 }
 
-pub use stream::probe;
+pub(crate) use stream::probe;
 
 #[cfg(test)]
 mod tests {

@@ -107,7 +107,7 @@ impl AsyncWrite for Io {
 }
 
 /// An open stream to the target, and the socket under it.
-pub struct Stream {
+pub(crate) struct Stream {
     io: Io,
     /// The socket, to look for the peer's close without going through the reactor.
     #[cfg(unix)]
@@ -117,7 +117,7 @@ pub struct Stream {
 impl Stream {
     /// Open a stream to the endpoint (TCP, then TLS for a TLS endpoint), each step within
     /// `timeout`: what it cost, or a `connect` failure in words.
-    pub async fn connect(
+    pub(crate) async fn connect(
         endpoint: &Endpoint,
         timeout: Duration,
         resume_tls: bool,
@@ -127,7 +127,7 @@ impl Stream {
 
     /// [`Stream::connect`] to another port of the same target (its broker's), with the
     /// target's TLS settings.
-    pub async fn connect_at(
+    pub(crate) async fn connect_at(
         endpoint: &Endpoint,
         addr: std::net::SocketAddr,
         timeout: Duration,
@@ -159,7 +159,7 @@ impl Stream {
     /// peek asks the kernel directly: the reactor may not have seen a FIN that has already
     /// arrived.
     #[cfg(unix)]
-    pub fn waiting(&self) -> Waiting {
+    pub(crate) fn waiting(&self) -> Waiting {
         let mut byte = 0u8;
         // SAFETY: `fd` is the connection's socket, owned by `io`, which is alive; the
         // buffer is one valid byte; MSG_PEEK leaves the data where it is.
@@ -196,7 +196,7 @@ impl Stream {
     }
 
     /// Write all of `parts` in order; on failure, how many bytes went out before it.
-    pub async fn write(&mut self, parts: &[&[u8]]) -> Result<(), (u64, std::io::Error)> {
+    pub(crate) async fn write(&mut self, parts: &[&[u8]]) -> Result<(), (u64, std::io::Error)> {
         let io = &mut self.io;
         let mut written = 0u64;
         for part in parts {
@@ -218,7 +218,7 @@ impl Stream {
 }
 
 /// How a watched write ended.
-pub struct Written {
+pub(crate) struct Written {
     /// Bytes of the request that went out.
     pub bytes: u64,
     /// The server answered before all of it was written; the rest was not sent.
@@ -231,7 +231,7 @@ impl Stream {
     /// it (RFC 9112 §9.6), and a writer that does not read would wait for the timeout or
     /// meet a reset instead of the answer. Stops writing once a final answer's head is in
     /// `buf`, or when the write fails after some of an answer arrived.
-    pub async fn write_watching(
+    pub(crate) async fn write_watching(
         &mut self,
         parts: &[&[u8]],
         buf: &mut bytes::BytesMut,
@@ -310,7 +310,7 @@ impl AsyncRead for Stream {
 
 /// What an idle connection holds when it is about to be reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Waiting {
+pub(crate) enum Waiting {
     /// Nothing: it is clean.
     Nothing,
     /// The peer closed or reset it (or, on TLS, sent records between answers).
@@ -324,14 +324,14 @@ pub enum Waiting {
 /// deadline, and when it fires before the current deadline it is moved there. An
 /// exchange that completes in time (nearly all) costs no timer registration.
 #[derive(Default)]
-pub struct Deadline {
+pub(crate) struct Deadline {
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Deadline {
     /// `work`'s output, or `None` when `deadline` passed first. `work` is pinned by the
     /// caller, so that it is stored once in the caller's future rather than moved in here.
-    pub async fn within<F: Future>(
+    pub(crate) async fn within<F: Future>(
         &mut self,
         deadline: Instant,
         mut work: Pin<&mut F>,
@@ -439,7 +439,7 @@ async fn open(
 /// Why a preflight probe failed: nothing listens, or the TLS handshake failed (a
 /// certificate problem, said plainly).
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum ProbeError {
+pub(crate) enum ProbeError {
     #[error("{0}")]
     Connect(String),
     #[error("{0}")]
@@ -448,7 +448,7 @@ pub enum ProbeError {
 
 /// Probe that something accepts connections at the endpoint, and for https that the TLS
 /// handshake succeeds (preflight).
-pub async fn probe(endpoint: &Endpoint, timeout: Duration) -> Result<(), ProbeError> {
+pub(crate) async fn probe(endpoint: &Endpoint, timeout: Duration) -> Result<(), ProbeError> {
     match open(endpoint, endpoint.addr, timeout, true).await {
         Ok(_) => Ok(()),
         Err(e @ (OpenError::Tls(_) | OpenError::TlsTimeout(_))) => Err(ProbeError::Tls(e.reason())),

@@ -298,7 +298,7 @@ impl ServerCertVerifier for AcceptAny {
 }
 
 /// A plain reason for a failed handshake, in the words an operator would search for.
-pub fn explain(e: &std::io::Error) -> String {
+pub(crate) fn explain(e: &std::io::Error) -> String {
     let Some(tls) = e
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>())

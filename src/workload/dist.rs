@@ -292,18 +292,18 @@ impl Dist {
 }
 
 /// Sample values, ascending, and their cumulative counts.
-pub type Samples = (Vec<f64>, Vec<f64>);
+pub(crate) type Samples = (Vec<f64>, Vec<f64>);
 
 /// Where a samples file is wrong: line, column (from 1) and what.
-pub type SampleError = (usize, usize, String);
+pub(crate) type SampleError = (usize, usize, String);
 
 /// The most lines an empirical distribution's file may give.
-pub const MAX_SAMPLE_LINES: usize = 1_000_000;
+pub(crate) const MAX_SAMPLE_LINES: usize = 1_000_000;
 
 /// An empirical distribution's samples: one value a line (`120ms`), or a value and how
 /// many times it was seen (`120ms 42`); blank lines and `#` comments skipped. `value`
 /// reads one value in the distribution's unit. On a mistake: its line, column and what.
-pub fn parse_samples(
+pub(crate) fn parse_samples(
     text: &str,
     value: &dyn Fn(&str) -> Result<f64, String>,
 ) -> Result<Samples, SampleError> {
@@ -383,7 +383,7 @@ fn capped<R: Rng + ?Sized>(
 
 /// A uniform draw in [0, 1) from the top 53 bits, independent of rand's float conventions
 /// so that plans stay the same across rand releases.
-pub fn unit_f64<R: Rng + ?Sized>(rng: &mut R) -> f64 {
+pub(crate) fn unit_f64<R: Rng + ?Sized>(rng: &mut R) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 

@@ -66,7 +66,7 @@ impl fmt::Display for Diagnostic {
 }
 
 /// Closest candidate to `word`, if it is close enough to be a plausible typo.
-pub fn did_you_mean<'a>(
+pub(crate) fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {

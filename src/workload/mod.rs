@@ -5,27 +5,27 @@
 //! downstream sees raw strings or re-validates; every mistake is a [`WorkloadError`] naming
 //! file:line:column and key.
 
-pub mod chain;
-pub mod dist;
-pub mod error;
-pub mod overrides;
-pub mod protocols;
+pub(crate) mod chain;
+pub(crate) mod dist;
+pub(crate) mod error;
+pub(crate) mod overrides;
+pub(crate) mod protocols;
 mod resolve;
-pub mod template;
-pub mod units;
-pub mod yaml;
+pub(crate) mod template;
+pub(crate) mod units;
+pub(crate) mod yaml;
 
 use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use dist::Dist;
+pub(crate) use dist::Dist;
 pub use error::{Diagnostic, WorkloadError};
 pub use overrides::Override;
 pub use protocols::Protocol;
-pub use protocols::{AtomOp, CaldavOp, ClassKind, MorseOp};
-pub use template::Template;
+pub(crate) use protocols::{AtomOp, CaldavOp, ClassKind, MorseOp};
+pub(crate) use template::Template;
 
 /// A workload ready to run: every value checked, every default filled in.
 #[derive(Debug, Clone)]
@@ -365,7 +365,7 @@ pub struct Stage {
 
 /// The value of a ramped quantity `t` into the round: `start` before any stage, linear
 /// within a stage, the last value after the last stage.
-pub fn ramp_value(start: f64, ramp: &[Stage], t: Duration) -> f64 {
+pub(crate) fn ramp_value(start: f64, ramp: &[Stage], t: Duration) -> f64 {
     let mut from = start;
     let mut at = Duration::ZERO;
     for s in ramp {
@@ -398,42 +398,42 @@ pub struct Operation {
 pub(crate) struct Params(pub Vec<(String, ParamValue)>);
 
 impl Params {
-    pub fn get(&self, name: &str) -> Option<&ParamValue> {
+    pub(crate) fn get(&self, name: &str) -> Option<&ParamValue> {
         self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v)
     }
-    pub fn dist(&self, name: &str) -> Option<&Dist> {
+    pub(crate) fn dist(&self, name: &str) -> Option<&Dist> {
         match self.get(name) {
             Some(ParamValue::Dist(d)) => Some(d),
             _ => None,
         }
     }
-    pub fn number(&self, name: &str) -> Option<f64> {
+    pub(crate) fn number(&self, name: &str) -> Option<f64> {
         match self.get(name) {
             Some(ParamValue::Number(n)) => Some(*n),
             _ => None,
         }
     }
-    pub fn text(&self, name: &str) -> Option<&str> {
+    pub(crate) fn text(&self, name: &str) -> Option<&str> {
         match self.get(name) {
             Some(ParamValue::Text(t)) => Some(t),
             _ => None,
         }
     }
-    pub fn flag(&self, name: &str) -> Option<bool> {
+    pub(crate) fn flag(&self, name: &str) -> Option<bool> {
         match self.get(name) {
             Some(ParamValue::Flag(b)) => Some(*b),
             _ => None,
         }
     }
     /// A map of names to templates (message headers).
-    pub fn headers(&self, name: &str) -> &[(String, Template)] {
+    pub(crate) fn headers(&self, name: &str) -> &[(String, Template)] {
         match self.get(name) {
             Some(ParamValue::Headers(h)) => h,
             _ => &[],
         }
     }
 
-    pub fn template(&self, name: &str) -> Option<&Template> {
+    pub(crate) fn template(&self, name: &str) -> Option<&Template> {
         match self.get(name) {
             Some(ParamValue::Template(t)) => Some(t),
             _ => None,
@@ -472,7 +472,7 @@ pub struct HttpRequest {
 }
 
 /// Most steps in one operation.
-pub const MAX_STEPS: usize = 4;
+pub(crate) const MAX_STEPS: usize = 4;
 
 /// One step of an http operation made of steps.
 #[derive(Debug, Clone)]
@@ -485,7 +485,7 @@ pub struct HttpStep {
 }
 
 /// Step labels are `operation.step`; operation names cannot hold a '.'.
-pub fn is_step_label(label: &str) -> bool {
+pub(crate) fn is_step_label(label: &str) -> bool {
     label.contains('.')
 }
 
@@ -516,7 +516,7 @@ pub enum PickOrder {
 
 /// Most entries one user keeps in one pool; the oldest goes when a new one comes (and is
 /// then neither picked nor cleaned up).
-pub const MAX_POOL: usize = 100_000;
+pub(crate) const MAX_POOL: usize = 100_000;
 
 /// A per-user pool of what a class's operations created.
 #[derive(Debug, Clone)]

@@ -86,7 +86,7 @@ impl Override {
 }
 
 /// Apply overrides to the document tree in order.
-pub fn apply(root: &mut Node, overrides: &[Override]) -> Result<(), WorkloadError> {
+pub(crate) fn apply(root: &mut Node, overrides: &[Override]) -> Result<(), WorkloadError> {
     for o in overrides {
         match o {
             Override::Set { path, value, .. } => {

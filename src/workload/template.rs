@@ -42,7 +42,7 @@ enum Seg {
 
 /// Where a secret comes from: `{env:NAME}` or `{file:PATH}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SecretRef<'a> {
+pub(crate) enum SecretRef<'a> {
     Env(&'a str),
     File(&'a str),
 }
@@ -50,7 +50,10 @@ pub enum SecretRef<'a> {
 /// Read a secret: an environment variable that must be set, or a file (relative to
 /// `base`, the workload's folder) whose text is the value without its final line break.
 /// The value is registered so that it is masked in every output.
-pub fn read_secret(r: SecretRef<'_>, base: Option<&std::path::Path>) -> Result<String, String> {
+pub(crate) fn read_secret(
+    r: SecretRef<'_>,
+    base: Option<&std::path::Path>,
+) -> Result<String, String> {
     let value = match r {
         SecretRef::Env(name) => std::env::var(name).map_err(|_| {
             format!("environment variable {name} is not set (it holds a secret this workload uses)")
@@ -70,7 +73,7 @@ pub fn read_secret(r: SecretRef<'_>, base: Option<&std::path::Path>) -> Result<S
 }
 
 /// Names every template can use without a capture.
-pub const BUILTIN_VARS: &[&str] = &[
+pub(crate) const BUILTIN_VARS: &[&str] = &[
     "vu", "round", "seq", "uuid", "rand", "now", "now_ms", "context", "run_id", "class", "env",
     "file",
 ];

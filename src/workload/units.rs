@@ -8,7 +8,7 @@ use std::time::Duration;
 /// Parse a duration such as `250us`, `10ms`, `1.5s`, `2m`, `1h`. A bare `0` is allowed
 /// (zero needs no unit); any other number without a unit is refused because `500` could
 /// mean milliseconds or seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     if t == "0" {
         return Ok(Duration::ZERO);
@@ -46,7 +46,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// Parse a size in bytes: `512B`, `4KiB`, `1MiB`, `2GiB`, SI `4KB` (1000), or a bare
 /// integer meaning bytes.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let (num, unit) = split_number(t)
         .ok_or_else(|| format!("'{text}' is not a size; write e.g. 512B, 4KiB, 1MiB"))?;
@@ -75,7 +75,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 /// Parse a rate such as `50/s`, `300/m`, `10/h`, into events per second.
-pub fn parse_rate(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_rate(text: &str) -> Result<f64, String> {
     let t = text.trim();
     let (n, per) = t
         .split_once('/')
@@ -112,7 +112,7 @@ fn split_number(t: &str) -> Option<(f64, &str)> {
 }
 
 /// Render a duration the way a user would write it, for plans and reports.
-pub fn format_duration(d: Duration) -> String {
+pub(crate) fn format_duration(d: Duration) -> String {
     let us = d.as_micros();
     if us == 0 {
         "0s".into()

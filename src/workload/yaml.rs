@@ -28,13 +28,13 @@ impl Pos {
 
 /// One YAML value with its position.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Node {
+pub(crate) struct Node {
     pub value: Value,
     pub pos: Pos,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub(crate) enum Value {
     Null,
     Bool(bool),
     Int(i64),
@@ -47,14 +47,14 @@ pub enum Value {
 /// A mapping key (always a string in a workload) with its own position, so that an unknown
 /// key is reported where the key is, not where its value is.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Key {
+pub(crate) struct Key {
     pub name: String,
     pub pos: Pos,
 }
 
 impl Value {
     /// A word for the kind of value, for "expected a mapping, found a string" messages.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Value::Null => "nothing (null)",
             Value::Bool(_) => "a boolean",
@@ -68,12 +68,12 @@ impl Value {
 }
 
 impl Node {
-    pub fn new(value: Value, pos: Pos) -> Node {
+    pub(crate) fn new(value: Value, pos: Pos) -> Node {
         Node { value, pos }
     }
 
     /// The scalar as text, as a user would have typed it (numbers included), for unit parsing.
-    pub fn scalar_text(&self) -> Option<String> {
+    pub(crate) fn scalar_text(&self) -> Option<String> {
         match &self.value {
             Value::Str(s) => Some(s.clone()),
             Value::Int(i) => Some(i.to_string()),
@@ -83,7 +83,7 @@ impl Node {
         }
     }
 
-    pub fn get(&self, key: &str) -> Option<&Node> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Node> {
         match &self.value {
             Value::Map(entries) => entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v),
             _ => None,
@@ -93,13 +93,13 @@ impl Node {
 
 /// A YAML syntax or structure error from the parser, with its position when known.
 #[derive(Debug, Clone)]
-pub struct SyntaxError {
+pub(crate) struct SyntaxError {
     pub pos: Pos,
     pub message: String,
 }
 
 /// Parse a YAML document into a positioned tree. An empty document is a `Null` node.
-pub fn parse(text: &str) -> Result<Node, SyntaxError> {
+pub(crate) fn parse(text: &str) -> Result<Node, SyntaxError> {
     let spanned: Result<Option<Spanned<RawValue>>, _> = serde_saphyr::from_str(text);
     match spanned {
         Ok(Some(s)) => Ok(from_spanned(s)),
@@ -122,7 +122,7 @@ pub fn parse(text: &str) -> Result<Node, SyntaxError> {
 
 /// Parse one scalar given on the command line (`--set run.duration=10s`) the way YAML would
 /// type it, so `--set run.rounds=3` is an integer and `--set think=0ms` a string.
-pub fn parse_override_value(text: &str) -> Node {
+pub(crate) fn parse_override_value(text: &str) -> Node {
     match parse(text) {
         Ok(mut node) => {
             set_pos(&mut node, Pos::NONE);

@@ -11,12 +11,12 @@ use loadmix::reports::Report;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-pub fn root() -> &'static Path {
+pub(crate) fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// A runtime that lives as long as the test, for servers in the background.
-pub fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -25,19 +25,19 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// The embedded reference server on an ephemeral port.
-pub fn embedded(rt: &tokio::runtime::Runtime) -> ServerHandle {
+pub(crate) fn embedded(rt: &tokio::runtime::Runtime) -> ServerHandle {
     rt.block_on(server::start(ServerConfig::default())).unwrap()
 }
 
 /// Run the CLI in-process (the same code path as the binary); returns the exit code.
-pub fn loadmix(args: &[&str]) -> i32 {
+pub(crate) fn loadmix(args: &[&str]) -> i32 {
     let mut v = vec!["loadmix"];
     v.extend_from_slice(args);
     loadmix::main(v)
 }
 
 /// Run the real binary from the crate root.
-pub fn loadmix_bin(args: &[&str]) -> Output {
+pub(crate) fn loadmix_bin(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_loadmix"))
         .current_dir(root())
         .args(args)
@@ -45,11 +45,11 @@ pub fn loadmix_bin(args: &[&str]) -> Output {
         .unwrap()
 }
 
-pub fn read_report(dir: &Path) -> Report {
+pub(crate) fn read_report(dir: &Path) -> Report {
     loadmix::reports::load(&dir.join("run.json")).unwrap()
 }
 
-pub fn op<'a>(r: &'a Report, name: &str) -> &'a loadmix::reports::OpReport {
+pub(crate) fn op<'a>(r: &'a Report, name: &str) -> &'a loadmix::reports::OpReport {
     r.summary
         .ops
         .iter()
@@ -57,21 +57,21 @@ pub fn op<'a>(r: &'a Report, name: &str) -> &'a loadmix::reports::OpReport {
         .unwrap_or_else(|| panic!("no op {name} in report"))
 }
 
-pub fn tempdir() -> tempfile::TempDir {
+pub(crate) fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
-pub fn path_str(p: &Path) -> String {
+pub(crate) fn path_str(p: &Path) -> String {
     p.display().to_string()
 }
 
-pub fn out_dir(t: &tempfile::TempDir) -> PathBuf {
+pub(crate) fn out_dir(t: &tempfile::TempDir) -> PathBuf {
     t.path().join("out")
 }
 
 /// How a faulty server misbehaves.
 #[derive(Clone, Copy, Debug)]
-pub enum Fault {
+pub(crate) enum Fault {
     /// Accept, read the request, close without answering.
     Close,
     /// Accept, read, wait this long, then answer 200.
@@ -83,7 +83,7 @@ pub enum Fault {
 }
 
 /// A loopback server that misbehaves in one way; stops with the runtime.
-pub fn faulty(rt: &tokio::runtime::Runtime, fault: Fault) -> SocketAddr {
+pub(crate) fn faulty(rt: &tokio::runtime::Runtime, fault: Fault) -> SocketAddr {
     rt.block_on(async move {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
@@ -123,7 +123,7 @@ pub fn faulty(rt: &tokio::runtime::Runtime, fault: Fault) -> SocketAddr {
 
 /// A server that answers every request `201` with a JSON body `{"id": 42, ...}` and a
 /// `Location: http://localhost/items/42` header (absolute, as RFC 9110 allows), and records each request line it receives.
-pub fn recording(
+pub(crate) fn recording(
     rt: &tokio::runtime::Runtime,
 ) -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -162,7 +162,7 @@ pub fn recording(
 }
 
 /// A loopback port with nothing listening.
-pub fn closed_port() -> SocketAddr {
+pub(crate) fn closed_port() -> SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let a = l.local_addr().unwrap();
     drop(l);
@@ -171,7 +171,7 @@ pub fn closed_port() -> SocketAddr {
 
 /// A server that answers each request with what `reply(method, path, body)` returns (a whole
 /// HTTP response), for protocol corner cases no real server shows on demand.
-pub fn scripted<F>(rt: &tokio::runtime::Runtime, reply: F) -> SocketAddr
+pub(crate) fn scripted<F>(rt: &tokio::runtime::Runtime, reply: F) -> SocketAddr
 where
     F: Fn(&str, &str, &str) -> String + Send + Sync + 'static,
 {
@@ -231,7 +231,7 @@ where
 }
 
 /// A complete HTTP/1.1 response.
-pub fn http_response(status: &str, content_type: &str, body: &str) -> String {
+pub(crate) fn http_response(status: &str, content_type: &str, body: &str) -> String {
     format!(
         "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
@@ -240,7 +240,7 @@ pub fn http_response(status: &str, content_type: &str, body: &str) -> String {
 
 /// Send `signal` (`-INT`, `-TERM`) to a running loadmix, once `ready` says it has got
 /// where it should be interrupted; what it printed and how it ended.
-pub fn interrupt(
+pub(crate) fn interrupt(
     child: std::process::Child,
     signal: &str,
     ready: impl Fn() -> bool,
@@ -257,7 +257,7 @@ pub fn interrupt(
 }
 
 /// Serve `app` on an ephemeral loopback port, in `rt`.
-pub fn serve_app(rt: &tokio::runtime::Runtime, app: axum::Router) -> SocketAddr {
+pub(crate) fn serve_app(rt: &tokio::runtime::Runtime, app: axum::Router) -> SocketAddr {
     let l = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
@@ -268,7 +268,7 @@ pub fn serve_app(rt: &tokio::runtime::Runtime, app: axum::Router) -> SocketAddr 
 
 /// Stop a `spawn_serve` server as Ctrl-C would, and check that it stopped cleanly (its
 /// access log flushed).
-pub fn stop_serve(mut serve: std::process::Child) {
+pub(crate) fn stop_serve(mut serve: std::process::Child) {
     // SAFETY: a plain kill(2) of the child we spawned.
     unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
     assert!(serve.wait().unwrap().success());
@@ -277,7 +277,7 @@ pub fn stop_serve(mut serve: std::process::Child) {
 /// `loadmix serve` as a process of its own on a free loopback port, with `extra`
 /// arguments; returned once its banner says it listens (reading the banner waits exactly
 /// as long as start-up takes).
-pub fn spawn_serve(extra: &[&str]) -> (std::process::Child, u16) {
+pub(crate) fn spawn_serve(extra: &[&str]) -> (std::process::Child, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

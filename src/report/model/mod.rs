@@ -8,7 +8,7 @@ mod generator;
 mod op;
 mod round;
 mod server;
-pub mod sessions;
+pub(crate) mod sessions;
 
 use std::collections::BTreeMap;
 
@@ -18,16 +18,17 @@ use crate::engine::RunResult;
 use crate::metrics::OpStats;
 use crate::workload::{Stop, Workload, units};
 
-pub use generator::Generator;
-pub use op::{AnswerCount, OpReport, Phase, decode_histogram};
+pub(crate) use generator::Generator;
+pub(crate) use op::Phase;
+pub use op::{AnswerCount, OpReport, decode_histogram};
 pub(in crate::report) use op::{op_report, rate, summary_op};
-pub use round::{PerSecond, RoundReport};
-pub use server::{JvmFigures, ServerProcess, ServerSeries};
+pub(crate) use round::{PerSecond, RoundReport};
+pub(crate) use server::{JvmFigures, ServerProcess, ServerSeries};
 pub(in crate::report) use server::{series_summary, server_summary};
 
-pub const SCHEMA: &str = "loadmix/report/v2";
+pub(crate) const SCHEMA: &str = "loadmix/report/v2";
 /// Earlier schemas this version still reads: v1 is v2 without `answers`.
-pub const READS: [&str; 2] = [SCHEMA, "loadmix/report/v1"];
+pub(crate) const READS: [&str; 2] = [SCHEMA, "loadmix/report/v1"];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Report {
@@ -218,11 +219,26 @@ pub struct RunInfo {
 pub struct ClassInfo {
     pub name: String,
     pub protocol: String,
+    /// Its users send and take messages through a broker. Reports written before this
+    /// was kept do not have it ([`ClassInfo::carries_messages`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<bool>,
     pub count: u32,
     pub iterations: Option<u64>,
     pub connection: String,
     pub think: String,
     pub ops: Vec<OpInfo>,
+}
+
+impl ClassInfo {
+    /// Whether its users carry messages: as the run said, or for a report written before
+    /// runs said so, as its protocol's name says.
+    pub fn carries_messages(&self) -> bool {
+        self.messages.unwrap_or_else(|| {
+            crate::workload::Protocol::from_name(&self.protocol)
+                .is_some_and(crate::workload::Protocol::carries_messages)
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -356,7 +372,7 @@ pub struct FailureInfo {
 }
 
 /// Build the report of a finished (or interrupted) run.
-pub fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
+pub(crate) fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
     let labels = Labels::of(w, run);
     let embedded = target.starts_with("embedded");
     let mut across = Across::new(labels.names.len());
@@ -647,6 +663,7 @@ fn workload_info(w: &Workload) -> WorkloadInfo {
             .map(|c| ClassInfo {
                 name: c.name.clone(),
                 protocol: c.protocol.name().into(),
+                messages: Some(c.protocol.carries_messages()),
                 count: c.count,
                 iterations: c.iterations,
                 connection: c.connection.name().into(),
@@ -682,5 +699,32 @@ pub(in crate::report) fn host() -> Host {
         os: std::env::consts::OS.into(),
         arch: std::env::consts::ARCH.into(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(protocol: &str, messages: Option<bool>) -> ClassInfo {
+        ClassInfo {
+            name: "c".into(),
+            protocol: protocol.into(),
+            messages,
+            count: 1,
+            iterations: None,
+            connection: "keep-alive".into(),
+            think: "0".into(),
+            ops: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_class_carries_messages_as_its_run_said_or_as_older_reports_protocol_says() {
+        assert!(class("amqp", Some(true)).carries_messages());
+        assert!(!class("stomp", Some(false)).carries_messages());
+        assert!(class("stomp", None).carries_messages());
+        assert!(!class("caldav", None).carries_messages());
+        assert!(!class("no-such-protocol", None).carries_messages());
     }
 }

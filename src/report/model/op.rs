@@ -287,7 +287,7 @@ fn latency_of(h: &hdrhistogram::Histogram<u64>) -> Latency {
 }
 
 /// Serialise a histogram so other tools (and `loadmix compare`) can read it back exactly.
-pub fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> String {
+pub(super) fn encode_histogram(h: &hdrhistogram::Histogram<u64>) -> String {
     let mut buf = Vec::new();
     match V2DeflateSerializer::new().serialize(h, &mut buf) {
         Ok(_) => base64::engine::general_purpose::STANDARD.encode(buf),

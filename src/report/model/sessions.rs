@@ -88,7 +88,7 @@ impl Spread {
 }
 
 /// The report's sessions of a round, from the engine's tallies by class index.
-pub fn of(w: &Workload, walks: &[(usize, Tally)]) -> Vec<ClassSessions> {
+pub(crate) fn of(w: &Workload, walks: &[(usize, Tally)]) -> Vec<ClassSessions> {
     let mut out: Vec<ClassSessions> = walks
         .iter()
         .filter_map(|(ci, t)| {
@@ -133,7 +133,7 @@ pub fn of(w: &Workload, walks: &[(usize, Tally)]) -> Vec<ClassSessions> {
 
 /// Several rounds' (or shards') sessions added up, class by class and behaviour by
 /// behaviour, in the order first seen.
-pub fn sum<'a>(parts: impl IntoIterator<Item = &'a [ClassSessions]>) -> Vec<ClassSessions> {
+pub(crate) fn sum<'a>(parts: impl IntoIterator<Item = &'a [ClassSessions]>) -> Vec<ClassSessions> {
     let mut out: Vec<ClassSessions> = Vec::new();
     let mut counts: Vec<Vec<(session::Counts, session::Counts)>> = Vec::new();
     for part in parts {

@@ -29,12 +29,12 @@ struct State {
 }
 
 #[derive(Default)]
-pub struct MemoryStore {
+pub(crate) struct MemoryStore {
     state: RwLock<State>,
 }
 
 impl MemoryStore {
-    pub fn new() -> MemoryStore {
+    pub(crate) fn new() -> MemoryStore {
         MemoryStore::default()
     }
 

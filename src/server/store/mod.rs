@@ -10,9 +10,9 @@ mod memory;
 mod sqlite;
 
 use bytes::Bytes;
-pub use memory::MemoryStore;
+pub(crate) use memory::MemoryStore;
 use serde::{Deserialize, Serialize};
-pub use sqlite::SqliteStore;
+pub(crate) use sqlite::SqliteStore;
 use std::collections::BTreeMap;
 
 use super::model::ItemData;
@@ -168,7 +168,7 @@ pub enum CreateOutcome {
 
 /// The namespace (owner) part of a collection key `owner/uid`; keys without one share
 /// the empty namespace. Cosmo's item identity holds within one namespace.
-pub fn namespace(key: &str) -> &str {
+pub(crate) fn namespace(key: &str) -> &str {
     key.split_once('/').map_or("", |(o, _)| o)
 }
 
@@ -400,7 +400,7 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 /// Default resource name of an item created without one (Morse Code, Atom).
-pub fn default_name(uid: &str) -> String {
+pub(crate) fn default_name(uid: &str) -> String {
     format!("{uid}.ics")
 }
 

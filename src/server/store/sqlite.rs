@@ -10,7 +10,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::*;
 
-pub struct SqliteStore {
+pub(crate) struct SqliteStore {
     conn: Mutex<Connection>,
 }
 
@@ -35,7 +35,7 @@ CREATE INDEX IF NOT EXISTS queue_q ON queue(queue, id);
 
 impl SqliteStore {
     /// Open (or create) the database file.
-    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+    pub(crate) fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let conn = Connection::open(path)?;
         // WAL lets readers proceed during a write and survives crashes; NORMAL sync is
         // durable across process restarts, which is what a reference server needs.

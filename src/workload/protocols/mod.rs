@@ -20,29 +20,29 @@ use std::time::Duration;
 use super::dist::{Dist, Unit};
 use super::{HttpRequest, Params, Pool};
 
-pub use amqp::{AmqpOp, AmqpParams, QueueType};
-pub use atom::{AtomOp, AtomParams};
-pub use caldav::{CaldavOp, CaldavParams};
-pub use morse::{MorseOp, MorseParams};
-pub use stomp::{AckMode, STAMP_LEN, StompOp, StompParams};
+pub(crate) use amqp::{AmqpOp, AmqpParams, QueueType};
+pub(crate) use atom::{AtomOp, AtomParams};
+pub(crate) use caldav::{CaldavOp, CaldavParams};
+pub(crate) use morse::{MorseOp, MorseParams};
+pub(crate) use stomp::{AckMode, STAMP_LEN, StompOp, StompParams};
 
 /// The defaults, one place: the catalog's help and the README quote these values.
-pub mod defaults {
+pub(crate) mod defaults {
     /// Morse Code: items in a published collection (exponential with this mean, capped).
-    pub const COLLECTION_SIZE_MEAN: f64 = 50.0;
-    pub const COLLECTION_SIZE_MAX: f64 = 3000.0;
+    pub(crate) const COLLECTION_SIZE_MEAN: f64 = 50.0;
+    pub(crate) const COLLECTION_SIZE_MAX: f64 = 3000.0;
     /// Morse Code: share of syncs that use the newest token.
-    pub const NO_CHANGE_SYNC: f64 = 0.2;
+    pub(crate) const NO_CHANGE_SYNC: f64 = 0.2;
     /// Morse Code: chance an update also deletes an item.
-    pub const TOMBSTONE: f64 = 0.333;
+    pub(crate) const TOMBSTONE: f64 = 0.333;
     /// Atom: items in the collection published first.
-    pub const INITIAL_ITEMS: u32 = 21;
+    pub(crate) const INITIAL_ITEMS: u32 = 21;
     /// Atom feeds and CalDAV reports: the window a time-range query asks for.
-    pub const RANGE_DAYS: u64 = 7;
+    pub(crate) const RANGE_DAYS: u64 = 7;
     /// CalDAV: chance a new event has an RRULE.
-    pub const RECURRING: f64 = 0.05;
+    pub(crate) const RECURRING: f64 = 0.05;
     /// CalDAV: events per multiget.
-    pub const MULTIGET_COUNT: u32 = 10;
+    pub(crate) const MULTIGET_COUNT: u32 = 10;
 }
 
 /// A protocol a user class can speak: the one list. Adding a variant makes every match
@@ -84,6 +84,15 @@ impl Protocol {
             Protocol::Stomp => "stomp",
             Protocol::Amqp => "amqp",
             Protocol::Http => "http",
+        }
+    }
+
+    /// Whether its users send and take stamped messages through a broker: the report
+    /// then gives their message rates, backlogs and ledger.
+    pub fn carries_messages(self) -> bool {
+        match self {
+            Protocol::Stomp | Protocol::Amqp => true,
+            Protocol::Morse | Protocol::Atom | Protocol::Caldav | Protocol::Http => false,
         }
     }
 

@@ -21,7 +21,7 @@ use crate::workload::{Params, Template};
 
 /// The stamp every message body starts with (run nonce, producer, sequence, send time):
 /// a body smaller than this is refused.
-pub const STAMP_LEN: usize = 24;
+pub(crate) const STAMP_LEN: usize = 24;
 
 const ACK_MODES: &[&str] = &["auto", "client", "client-individual"];
 

@@ -23,7 +23,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 M="python3 bench/measure.py"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 
 mkdir -p "$WORK/www"
 head -c 196 /dev/zero | tr '\0' 'x' >"$WORK/www/index.html"

@@ -26,14 +26,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"; }
 trap cleanup EXIT
 M="python3 bench/measure.py"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_port() {
-    for _ in $(seq 1 240); do
-        (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.25
-    done
-    return 1
-}
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 
 AMQ="$WORK/activemq"
 mkdir -p "$AMQ/conf" "$AMQ/data" "$AMQ/tmp"

@@ -19,14 +19,8 @@ WORK=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_port() {
-    for _ in $(seq 1 200); do
-        (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 HTTP=$(free_port)
 STOMP=$(free_port)
 "$BIN" serve --bind "127.0.0.1:$HTTP" --stomp-bind "127.0.0.1:$STOMP" --no-auth >"$WORK/serve.log" 2>&1 &

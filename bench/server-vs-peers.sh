@@ -25,7 +25,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-wait_port() { for _ in $(seq 1 100); do python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $1), 1)" 2>/dev/null && return 0; sleep 0.1; done; echo "port $1 did not open"; exit 1; }
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 
 # Ports: loadmix memory 18180, loadmix sqlite 18181, Radicale 18182, Xandikos 18183.
 target/release/loadmix serve --bind 127.0.0.1:18180 --store memory --no-auth >"$WORK/mem.log" 2>&1 & PIDS+=($!)

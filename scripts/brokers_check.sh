@@ -65,15 +65,8 @@ cleanup() {
 }
 trap cleanup EXIT
 [ -n "${KEEP_WORK:-}" ] && trap - EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_port() {
-    for _ in $(seq 1 240); do
-        (echo >"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.25
-    done
-    echo "nothing listens on port $1" >&2
-    return 1
-}
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 # The report's counts: the run id, receipts of sends (or confirms), messages received,
 # failures, messages the drain took after the rounds; and the ledger must say that every
 # destination was drained, nothing lost, nothing twice, nothing foreign.

@@ -37,7 +37,8 @@ cleanup() {
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 MPORT=$(free_port) DPORT=$(free_port) PPORT=$(free_port) SPORT=$(free_port)
 
 # The server in a process of its own, so that what it counted can be held against what

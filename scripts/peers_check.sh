@@ -20,14 +20,8 @@ WORK=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_port() {
-    for _ in $(seq 1 100); do
-        python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 1)" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "$2 did not start on port $1:"; cat "$WORK/$2.log"; exit 1
-}
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 
 RPORT=$(free_port)
 cat >"$WORK/radicale.conf" <<CONF
@@ -45,8 +39,8 @@ PIDS+=($!)
 XPORT=$(free_port)
 .tools/venv-xandikos/bin/xandikos serve -d "$WORK/xandikos-data" --defaults -l 127.0.0.1 -p "$XPORT" >"$WORK/xandikos.log" 2>&1 &
 PIDS+=($!)
-wait_port "$RPORT" radicale
-wait_port "$XPORT" xandikos
+wait_port "$RPORT" radicale "$WORK/radicale.log"
+wait_port "$XPORT" xandikos "$WORK/xandikos.log"
 
 for peer in "radicale $RPORT" "xandikos $XPORT"; do
     set -- $peer

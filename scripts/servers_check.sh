@@ -55,14 +55,8 @@ cleanup() {
 }
 trap cleanup EXIT
 [ -n "${KEEP_WORK:-}" ] && trap - EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_port() {
-    for _ in $(seq 1 100); do
-        python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 1)" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "$2 did not start on port $1:"; cat "$WORK/$2.log" 2>/dev/null || true; exit 1
-}
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 fail() { echo "servers_check: $*"; exit 1; }
 # Field `$2` of run.json `$1` (a Python expression over `r`).
 field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"; }
@@ -133,9 +127,9 @@ http {
 }
 CONF
 nginx -c "$WORK/nginx.conf" >"$WORK/nginx.log" 2>&1 || { cat "$WORK/nginx.log" "$WORK/nginx-error.log"; fail "nginx did not start"; }
-wait_port "$RPORT" radicale
-wait_port "$TPORT" nginx
-wait_port "$WPORT" nginx
+wait_port "$RPORT" radicale "$WORK/radicale.log"
+wait_port "$TPORT" nginx "$WORK/nginx.log"
+wait_port "$WPORT" nginx "$WORK/nginx.log"
 
 echo "== 1. caldav-sync.yaml over https (nginx TLS in front of Radicale)"
 "$BIN" run workloads/caldav-sync.yaml --target "https://127.0.0.1:$TPORT" --user loadmix \
@@ -230,7 +224,7 @@ Alias /dav $WORK/apache/dav
 </Directory>
 CONF
 apache2 -f "$WORK/apache/httpd.conf" -k start >"$WORK/apache.log" 2>&1 || { cat "$WORK/apache.log"; fail "apache did not start"; }
-wait_port "$APORT" apache
+wait_port "$APORT" apache "$WORK/apache.log"
 "$BIN" run workloads/webdav.yaml --target "http://127.0.0.1:$APORT/dav" --user loadmix \
     --set run.warmup=0s --duration 4s --rounds 1 --quiet --out "$WORK/apache-dav" >"$WORK/apache-dav.txt" 2>&1 \
     || { cat "$WORK/apache-dav.txt"; fail "webdav.yaml against Apache failed"; }
@@ -257,7 +251,7 @@ echo "== 4. the embedded server over https (Cosmo workload)"
 EPORT=$(free_port)
 "$BIN" serve --bind "127.0.0.1:$EPORT" --tls-cert "$WORK/certs/cert.pem" --tls-key "$WORK/certs/key.pem" >"$WORK/serve.log" 2>&1 &
 PIDS+=($!)
-wait_port "$EPORT" serve
+wait_port "$EPORT" serve "$WORK/serve.log"
 "$BIN" run workloads/cosmo-0.7.yaml --target "https://127.0.0.1:$EPORT/cosmo" --ca-cert "$WORK/certs/ca.pem" \
     --set run.warmup=0s --duration 4s --rounds 1 --quiet --out "$WORK/cosmo-https" >"$WORK/cosmo-https.txt" 2>&1 \
     || { cat "$WORK/cosmo-https.txt"; fail "the Cosmo workload over https failed"; }

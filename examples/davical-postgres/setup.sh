@@ -35,14 +35,8 @@ fi
 PG=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 M=/usr/lib/apache2/modules
 PHP=$(ls $M/libphp*.so | head -1)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_port() {
-    for _ in $(seq 1 200); do
-        python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 1)" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "nothing listens on port $1" >&2; return 1
-}
+# shellcheck source=scripts/lib/ports.sh
+. "$(dirname "$0")/../../scripts/lib/ports.sh"
 chmod 755 "$WORK"
 : >"$WORK/targets.env"
 for variant in on off; do

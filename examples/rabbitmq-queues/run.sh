@@ -30,7 +30,8 @@ stop() {
     rm -rf "$WORK"
 }
 trap stop EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# shellcheck source=scripts/lib/ports.sh
+. scripts/lib/ports.sh
 AMQP_PORT=$(free_port)
 DIST_PORT=$(free_port)
 cat >"$WORK/rabbitmq.conf" <<CONF

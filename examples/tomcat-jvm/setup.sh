@@ -27,7 +27,8 @@ if [ ! -x "$HOME_DIR/bin/catalina.sh" ]; then
 fi
 JAVA_HOME=$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")
 export JAVA_HOME
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# shellcheck source=scripts/lib/ports.sh
+. "$(dirname "$0")/../../scripts/lib/ports.sh"
 wait_http() {
     # Tomcat answers 401 on the share once it has deployed it.
     for _ in $(seq 1 600); do

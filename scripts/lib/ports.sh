@@ -1,0 +1,34 @@
+# Loopback ports for the servers the checks and recipes start: sourced, not run.
+#   free_port                 a TCP port on 127.0.0.1 that nothing listens on now
+#   wait_port PORT [NAME [LOG]]
+#                             wait (up to $WAIT_PORT_SECONDS, 60 by default) until
+#                             something accepts on PORT; else say so, print the tail of
+#                             LOG when given, and fail
+
+free_port() {
+    local port
+    # Below Linux's ephemeral range (32768-60999), so no client socket holds it.
+    for _ in $(seq 1 200); do
+        port=$((20000 + RANDOM % 12000))
+        if ! (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            echo "$port"
+            return 0
+        fi
+    done
+    echo "no free port on 127.0.0.1" >&2
+    return 1
+}
+
+wait_port() {
+    local port=$1 name=${2:-something} log=${3:-}
+    local tries=$(( ${WAIT_PORT_SECONDS:-60} * 10 ))
+    for _ in $(seq 1 "$tries"); do
+        (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "$name did not start on port $port" >&2
+    if [ -n "$log" ] && [ -f "$log" ]; then
+        tail -30 "$log" >&2
+    fi
+    return 1
+}

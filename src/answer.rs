@@ -61,6 +61,7 @@ impl Answer {
         })
     }
 
+    /// No answer arrived.
     pub fn is_none(self) -> bool {
         self.0 == 0
     }

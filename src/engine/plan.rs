@@ -10,14 +10,18 @@ use super::shard::Shard;
 use crate::workload::chain::{Session, Step};
 use crate::workload::{Stop, UserClass, Workload};
 
+/// One pick a user will make, as `loadmix plan` lists it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedOp {
+    /// The pick's number among the user's picks, from 0.
     pub seq: u64,
     /// The user's session it is part of (from 0), and that session's behaviour.
     pub session: u64,
+    /// Index of that behaviour in the class.
     pub behaviour: usize,
     /// Index into the class's operation table.
     pub op: usize,
+    /// The operation's name.
     pub name: String,
     /// Think time before the operation.
     pub think: Duration,
@@ -78,8 +82,22 @@ pub fn sequence(seed: u64, class: &UserClass, vu: u32, round: u32, n: u64) -> Ve
 /// of an open class (its place in the schedule and when it is due).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Part {
-    User { class: String, vu: u32 },
-    Arrival { class: String, k: u64, at: Duration },
+    /// A closed user.
+    User {
+        /// Its class.
+        class: String,
+        /// Its index in the class.
+        vu: u32,
+    },
+    /// An arrival of an open class.
+    Arrival {
+        /// Its class.
+        class: String,
+        /// Its place in the class's schedule, from 0.
+        k: u64,
+        /// When it is due, from the round's start.
+        at: Duration,
+    },
 }
 
 /// How long an open class's schedule runs in a round: the duration, or the hour an

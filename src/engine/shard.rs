@@ -11,7 +11,9 @@ use std::time::{Duration, SystemTime};
 /// Shard `index` (from 0) of `count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
+    /// This process's index, from 0.
     pub index: u32,
+    /// How many processes share the run.
     pub count: u32,
 }
 
@@ -64,6 +66,7 @@ impl Shard {
         Ok(Shard { index, count })
     }
 
+    /// True for the whole run (one process).
     pub fn is_whole(&self) -> bool {
         self.count == 1
     }

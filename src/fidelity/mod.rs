@@ -46,13 +46,19 @@ pub enum FidelityError {
 /// One judged check.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Check {
+    /// What is compared: `mix`, `think`, `session length`, ...
     pub name: String,
+    /// The first log's figure, in words.
     pub first: String,
+    /// The second's (a log, a report or a sampled workload).
     pub second: String,
+    /// The test statistic and its value.
     pub statistic: String,
+    /// What the statistic must stay within to pass.
     pub gate: String,
     /// `None`: not enough samples to judge.
     pub pass: Option<bool>,
+    /// Why it was not judged, or what to read into it.
     pub note: Option<String>,
 }
 
@@ -419,13 +425,18 @@ fn ratio(name: &str, a: f64, b: f64, gate: f64, show: impl Fn(f64) -> String) ->
 /// The outcome of `fidelity`.
 #[derive(Debug)]
 pub struct Fidelity {
+    /// Every check, judged or not.
     pub checks: Vec<Check>,
+    /// The session timeout both sides were cut at, µs.
     pub timeout_us: i64,
+    /// What the first side was (its file).
     pub first: String,
+    /// What the second side was.
     pub second: String,
 }
 
 impl Fidelity {
+    /// No judged check failed.
     pub fn passed(&self) -> bool {
         self.checks.iter().all(|c| c.pass != Some(false))
     }

@@ -67,6 +67,51 @@ pub(crate) fn gap_floor(log: &Scan) -> f64 {
     crate::infer::fit::floor(&gaps)
 }
 
+/// Who starts when, as (user or arrival index, start µs, one session only): a closed
+/// class's users at the start, an open class's arrivals over the span.
+fn starts(w: &Workload, class: &crate::workload::UserClass, span: i64) -> Vec<(u32, i64, bool)> {
+    match &class.arrival {
+        None => (0..class.count).map(|vu| (vu, 0, false)).collect(),
+        Some(a) => {
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(w.run.seed ^ 0xa11);
+            let (mut t, mut k, mut v) = (0f64, 0u32, Vec::new());
+            let gap = 1e6 / a.rate.max(1e-9);
+            loop {
+                t += match a.process {
+                    ArrivalProcess::Poisson => -gap * (1.0 - rng.random::<f64>()).ln(),
+                    ArrivalProcess::Constant => gap,
+                };
+                if t >= span as f64 || v.len() >= MAX_REQUESTS {
+                    break v;
+                }
+                v.push((k, t as i64, true));
+                k = k.saturating_add(1);
+            }
+        }
+    }
+}
+
+/// The sampled log's number for operation `name` of `protocol`, added at its first use.
+fn op_id(
+    s: &mut Scan,
+    index: &mut HashMap<(Protocol, String), u16>,
+    protocol: Protocol,
+    name: &str,
+) -> u16 {
+    *index
+        .entry((protocol, name.to_string()))
+        .or_insert_with(|| {
+            s.ops.push(OpDef {
+                protocol,
+                name: name.to_string(),
+                template: None,
+                example: String::new(),
+            });
+            s.op_requests.push(0);
+            (s.ops.len() - 1) as u16
+        })
+}
+
 /// A synthetic scan of `w`'s traffic over `log`'s span.
 pub(crate) fn sample(w: &Workload, log: &Scan) -> Scan {
     let span = (log.last_us - log.first_us).max(1);
@@ -94,44 +139,14 @@ pub(crate) fn sample(w: &Workload, log: &Scan) -> Scan {
         };
         let op_ids: Vec<u16> = ops
             .iter()
-            .map(|(p, n)| {
-                *index.entry((*p, n.to_string())).or_insert_with(|| {
-                    s.ops.push(OpDef {
-                        protocol: *p,
-                        name: n.to_string(),
-                        template: None,
-                        example: String::new(),
-                    });
-                    s.op_requests.push(0);
-                    (s.ops.len() - 1) as u16
-                })
-            })
+            .map(|(p, n)| op_id(&mut s, &mut index, *p, n))
             .collect();
         let took: Vec<i64> = ops
             .iter()
             .map(|(p, n)| service.get(&(*p, n.to_string())).copied().unwrap_or(0.0) as i64)
             .collect();
         let protocol = ops.first().map_or(Protocol::Http, |o| o.0);
-        // Who starts when: closed users at the start, open arrivals over the span.
-        let starts: Vec<(u32, i64, bool)> = match &class.arrival {
-            None => (0..class.count).map(|vu| (vu, 0, false)).collect(),
-            Some(a) => {
-                let mut rng = Xoshiro256PlusPlus::seed_from_u64(w.run.seed ^ 0xa11);
-                let (mut t, mut k, mut v) = (0f64, 0u32, Vec::new());
-                let gap = 1e6 / a.rate.max(1e-9);
-                loop {
-                    t += match a.process {
-                        ArrivalProcess::Poisson => -gap * (1.0 - rng.random::<f64>()).ln(),
-                        ArrivalProcess::Constant => gap,
-                    };
-                    if t >= span as f64 || v.len() >= MAX_REQUESTS {
-                        break v;
-                    }
-                    v.push((k, t as i64, true));
-                    k = k.saturating_add(1);
-                }
-            }
-        };
+        let starts = starts(w, class, span);
         for (vu, start, one_session) in starts {
             let mut t = start;
             let mut current: Option<(u64, Session)> = None;

@@ -4,15 +4,20 @@
 
 use super::xml::{self, El, XmlWriter};
 
+/// The WebDAV namespace.
 pub const DAV: &str = "DAV:";
+/// The CalDAV namespace (RFC 4791).
 pub const CALDAV: &str = "urn:ietf:params:xml:ns:caldav";
+/// Apple CalendarServer's namespace (getctag and other extensions).
 pub const CS: &str = "http://calendarserver.org/ns/";
 
 /// What a multistatus answer says: per response its href and status (200 when it carries
 /// only propstats), and the sync token if any.
 #[derive(Debug, Default, PartialEq)]
 pub struct Multistatus {
+    /// Per response: its href, its status, and its ETag when it has one.
     pub responses: Vec<(String, u16, Option<String>)>,
+    /// The collection's new sync token (RFC 6578), when one came.
     pub sync_token: Option<String>,
 }
 
@@ -52,6 +57,7 @@ pub fn parse_multistatus(body: &[u8]) -> Result<Multistatus, String> {
     Ok(out)
 }
 
+/// The code of an HTTP status line (`HTTP/1.1 404 Not Found` is 404).
 pub fn status_code(line: &str) -> Option<u16> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
@@ -122,6 +128,7 @@ impl Default for MultistatusWriter {
 }
 
 impl MultistatusWriter {
+    /// An empty multistatus, its root open.
     pub fn new() -> MultistatusWriter {
         let mut w = XmlWriter::new();
         w.open(
@@ -257,10 +264,12 @@ impl MultistatusWriter {
             .close("D:response");
     }
 
+    /// Add the collection's sync token.
     pub fn sync_token(&mut self, token: &str) {
         self.w.leaf("D:sync-token", token);
     }
 
+    /// Close the root; the document.
     pub fn finish(mut self) -> String {
         self.w.close("D:multistatus");
         self.w.finish()

@@ -8,20 +8,31 @@ use serde::{Deserialize, Serialize};
 
 use super::xml::{self, XmlWriter};
 
+/// The EIM core namespace (collections, recordsets).
 pub const EIM_NS: &str = "http://osafoundation.org/eim/0";
+/// The item record's namespace.
 pub const ITEM_NS: &str = "http://osafoundation.org/eim/item/0";
+/// The note record's namespace.
 pub const NOTE_NS: &str = "http://osafoundation.org/eim/note/0";
+/// The event record's namespace.
 pub const EVENT_NS: &str = "http://osafoundation.org/eim/event/0";
+/// The modified-by record's namespace.
 pub const MODBY_NS: &str = "http://osafoundation.org/eim/modifiedBy/0";
+/// The mail record's namespace.
 pub const MAIL_NS: &str = "http://osafoundation.org/eim/mail/0";
+/// The display-alarm record's namespace.
 pub const ALARM_NS: &str = "http://osafoundation.org/eim/displayAlarm/0";
 
 /// One typed field of a record. `value: None` is an empty element.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Field {
+    /// The field's name.
     pub name: String,
+    /// Its EIM type (`text`, `decimal`, `datetime`, `clob`, ...).
     pub ty: String,
+    /// Part of the record's key.
     pub key: bool,
+    /// Its value; `None` is written as an empty element.
     pub value: Option<String>,
 }
 
@@ -50,12 +61,16 @@ impl Field {
 /// One EIM record: a namespace's fields for an item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
+    /// The namespace prefix it is written with.
     pub prefix: String,
+    /// Its namespace.
     pub ns: String,
+    /// Its fields, in order.
     pub fields: Vec<Field>,
 }
 
 impl Record {
+    /// A record of `fields` in namespace `ns`, written with `prefix`.
     pub fn new(prefix: &str, ns: &str, fields: Vec<Field>) -> Record {
         Record {
             prefix: prefix.into(),
@@ -64,6 +79,7 @@ impl Record {
         }
     }
 
+    /// The value of field `name`, if it has one.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.fields
             .iter()
@@ -79,8 +95,11 @@ pub type Recordset = (String, Option<Vec<Record>>);
 /// A parsed EIMML collection.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Eimml {
+    /// The collection's uuid.
     pub uuid: String,
+    /// Its name, when it has one.
     pub name: Option<String>,
+    /// Its recordsets, in order.
     pub recordsets: Vec<Recordset>,
 }
 

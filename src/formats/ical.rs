@@ -13,18 +13,27 @@ pub const COMPONENTS: [&str; 3] = ["VEVENT", "VTODO", "VJOURNAL"];
 pub struct Component {
     /// `VEVENT`, `VTODO` or `VJOURNAL`.
     pub kind: String,
+    /// Its UID.
     pub uid: String,
+    /// SUMMARY, unescaped.
     pub summary: Option<String>,
+    /// DESCRIPTION, unescaped.
     pub description: Option<String>,
+    /// DTSTART as written (`20070314T101500Z`).
     pub dtstart: Option<String>,
+    /// DTEND as written.
     pub dtend: Option<String>,
+    /// DURATION as written (`PT1H`).
     pub duration: Option<String>,
+    /// RRULE as written.
     pub rrule: Option<String>,
     /// Every EXDATE value, each list split into its dates.
     pub exdates: Vec<String>,
     /// The `TZID` of DTSTART, DTEND and of each EXDATE value (same order as `exdates`).
     pub dtstart_tzid: Option<String>,
+    /// The `TZID` of DTEND.
     pub dtend_tzid: Option<String>,
+    /// The `TZID` of each EXDATE value.
     pub exdate_tzids: Vec<Option<String>>,
     /// The calendar's VTIMEZONE definitions.
     pub zones: Vec<super::tz::Zone>,

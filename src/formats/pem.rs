@@ -11,7 +11,9 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{path}: {reason}")]
 pub struct PemError {
+    /// The file.
     pub path: String,
+    /// What is wrong with it.
     pub reason: String,
 }
 
@@ -26,7 +28,6 @@ fn read(path: &Path) -> Result<Vec<u8>, PemError> {
     crate::files::read(path, crate::files::PEM).map_err(|e| err(path, e))
 }
 
-/// Every certificate in a PEM file, in order.
 /// The certificates of a PEM file, checked as `certs` checks them, as PEM text again (for
 /// a library that takes PEM, as lapin's TLS does).
 pub fn certs_pem(path: &Path) -> Result<String, PemError> {
@@ -44,6 +45,7 @@ pub fn certs_pem(path: &Path) -> Result<String, PemError> {
     Ok(out)
 }
 
+/// Every certificate in a PEM file, in order.
 pub fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, PemError> {
     let text = read(path)?;
     let certs = CertificateDer::pem_slice_iter(&text)

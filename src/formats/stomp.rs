@@ -42,21 +42,37 @@ impl Default for Limits {
 /// know (a broker's extension), so it is counted in its own words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
+    /// `CONNECT`.
     Connect,
+    /// `STOMP` (CONNECT's 1.2 name).
     Stomp,
+    /// `CONNECTED`.
     Connected,
+    /// `SEND`.
     Send,
+    /// `SUBSCRIBE`.
     Subscribe,
+    /// `UNSUBSCRIBE`.
     Unsubscribe,
+    /// `ACK`.
     Ack,
+    /// `NACK`.
     Nack,
+    /// `BEGIN`.
     Begin,
+    /// `COMMIT`.
     Commit,
+    /// `ABORT`.
     Abort,
+    /// `DISCONNECT`.
     Disconnect,
+    /// `MESSAGE`.
     Message,
+    /// `RECEIPT`.
     Receipt,
+    /// `ERROR`.
     Error,
+    /// A command this codec does not know, as it came.
     Other(String),
 }
 
@@ -79,6 +95,7 @@ impl Command {
         (Command::Error, "ERROR"),
     ];
 
+    /// The command as it is written on the wire.
     pub fn name(&self) -> &str {
         match self {
             Command::Other(s) => s,
@@ -106,13 +123,16 @@ impl Command {
 /// One decoded frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
+    /// What the frame is.
     pub command: Command,
     /// In the order sent, repeats kept (the first is the one that counts).
     pub headers: Vec<(String, String)>,
+    /// Its body (empty for most commands).
     pub body: Bytes,
 }
 
 impl Frame {
+    /// A frame of `command` with no header and no body.
     pub fn new(command: Command) -> Frame {
         Frame {
             command,
@@ -178,24 +198,39 @@ fn push_escaped(out: &mut Vec<u8>, s: &str, escape: bool) {
 /// Why the bytes are not a STOMP frame. The stream is out of step after any of these.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
+    /// The head (command and headers) is longer than the limit.
     #[error("frame head longer than {0} bytes")]
     HeadTooLong(usize),
+    /// More headers than the limit.
     #[error("more than {0} headers in one frame")]
     TooManyHeaders(usize),
+    /// A body longer than the limit.
     #[error("body longer than {limit} bytes ({size})")]
-    BodyTooLong { size: String, limit: usize },
+    BodyTooLong {
+        /// The length the frame gave, as written.
+        size: String,
+        /// The most this codec reads.
+        limit: usize,
+    },
+    /// A `content-length` that is not a number.
     #[error("content-length '{0}' is not a number of bytes")]
     BadLength(String),
+    /// An empty command line.
     #[error("the frame has no command")]
     NoCommand,
+    /// A command that is not upper-case letters.
     #[error("command '{0}' is not upper-case letters")]
     BadCommand(String),
+    /// A header line without a colon.
     #[error("header line '{0}' has no ':'")]
     NoColon(String),
+    /// A header with an escape STOMP 1.2 does not define.
     #[error("header line '{0}' has an escape STOMP 1.2 does not define")]
     BadEscape(String),
+    /// The head is not UTF-8.
     #[error("the frame's head is not UTF-8")]
     NotUtf8,
+    /// No NUL after a body of the length the frame gave.
     #[error("the body of content-length {0} is not followed by a NUL")]
     NoNul(usize),
 }

@@ -23,7 +23,9 @@ const CACHE: usize = 256;
 /// A VTIMEZONE: its name and observances.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Zone {
+    /// Its TZID.
     pub tzid: String,
+    /// Its STANDARD and DAYLIGHT blocks.
     pub observances: Vec<Observance>,
 }
 
@@ -32,12 +34,14 @@ pub struct Zone {
 pub struct Observance {
     /// Its first onset, local time in the offset before it (`19700329T020000`).
     pub start: String,
-    /// Offsets from UTC before and after an onset, in seconds.
+    /// The offset from UTC before an onset, in seconds.
     pub offset_from: i32,
+    /// The offset after an onset, in seconds.
     pub offset_to: i32,
     /// The onsets after the first, as a rule or as dates (local, like `start`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rrule: Option<String>,
+    /// The later onsets as RDATE values.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rdates: Vec<String>,
 }

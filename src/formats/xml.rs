@@ -11,21 +11,30 @@ use quick_xml::reader::NsReader;
 /// (namespace, local name, value), children and text.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct El {
+    /// Its namespace URI (empty for none).
     pub ns: String,
+    /// Its local name.
     pub name: String,
+    /// The prefix it was written with.
     pub prefix: String,
+    /// Its attributes: namespace, local name, value.
     pub attrs: Vec<(String, String, String)>,
+    /// Its child elements, in order.
     pub children: Vec<El>,
+    /// Its text, the pieces between its children joined.
     pub text: String,
 }
 
 impl El {
+    /// Whether it is element `name` of namespace `ns`.
     pub fn is(&self, ns: &str, name: &str) -> bool {
         self.ns == ns && self.name == name
     }
+    /// Its first child `name` of namespace `ns`.
     pub fn child(&self, ns: &str, name: &str) -> Option<&El> {
         self.children.iter().find(|c| c.is(ns, name))
     }
+    /// Its children `name` of namespace `ns`, in order.
     pub fn children_named<'a>(
         &'a self,
         ns: &'a str,
@@ -52,6 +61,7 @@ pub const MAX_DEPTH: usize = 64;
 /// text between (decoded, references resolved). [`parse`] builds a tree from it; a caller
 /// that only needs to check a document's shape walks it without allocating one.
 pub trait Visit {
+    /// An element opens: its depth from 1, namespace and start tag.
     fn open(
         &mut self,
         depth: usize,
@@ -59,9 +69,11 @@ pub trait Visit {
         e: &BytesStart<'_>,
         reader: &NsReader<&[u8]>,
     ) -> Result<(), String>;
+    /// The element last opened closes.
     fn close(&mut self) -> Result<(), String> {
         Ok(())
     }
+    /// Text inside the element open now.
     fn text(&mut self, _text: &str) -> Result<(), String> {
         Ok(())
     }
@@ -353,6 +365,7 @@ impl XmlWriter {
         self.open(name, &[]).text(text).close(name)
     }
 
+    /// Close what is open; the document.
     pub fn finish(self) -> String {
         // Everything written came from `&str`s, so the bytes are UTF-8.
         String::from_utf8(self.w.into_inner()).unwrap_or_default()

@@ -9,13 +9,18 @@
 /// The protocols an inferred class can speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Protocol {
+    /// CalDAV and WebDAV requests.
     Caldav,
+    /// Cosmo's Morse Code.
     Morse,
+    /// Cosmo's Atom feeds and AtomPub.
     Atom,
+    /// Any other request, by method and path template.
     Http,
 }
 
 impl Protocol {
+    /// Its name in a workload (`caldav`, `morse`, ...).
     pub const fn name(self) -> &'static str {
         match self {
             Protocol::Caldav => "caldav",

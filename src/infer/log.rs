@@ -321,59 +321,16 @@ fn json(line: &[u8]) -> Result<Entry, Refusal> {
         column: e.column().max(1),
         why: format!("not JSON: {e}"),
     })?;
-    let o = v.as_object().ok_or_else(|| Refusal {
+    let f = Fields(v.as_object().ok_or_else(|| Refusal {
         column: 1,
         why: "not a JSON object".into(),
-    })?;
-    // Nested objects (Caddy's `request: {method, uri, remote_ip, headers}`) are looked in
-    // too, one level deep.
-    let get = |names: &[&str]| -> Option<&serde_json::Value> {
-        names.iter().find_map(|n| {
-            o.get(*n).or_else(|| {
-                o.values()
-                    .filter_map(|x| x.as_object())
-                    .find_map(|inner| inner.get(*n))
-            })
-        })
-    };
-    let string = |names: &[&str]| -> Option<String> {
-        get(names).and_then(|v| match v {
-            serde_json::Value::String(s) => dash(s.clone()),
-            serde_json::Value::Number(n) => Some(n.to_string()),
-            serde_json::Value::Array(a) => a.first().and_then(|x| x.as_str()).map(str::to_string),
-            _ => None,
-        })
-    };
-    let number = |names: &[&str]| -> Option<f64> {
-        get(names).and_then(|v| match v {
-            serde_json::Value::Number(n) => n.as_f64(),
-            serde_json::Value::String(s) => s.parse().ok(),
-            _ => None,
-        })
-    };
-    let at_us = if let Some(t) = string(&["time", "timestamp", "@timestamp", "time_iso8601"])
-        .filter(|t| t.parse::<f64>().is_err())
-    {
-        chrono::DateTime::parse_from_rfc3339(&t)
-            .map(|d| d.timestamp_micros())
-            .or_else(|_| clf_time(t.as_bytes()))
-            .map_err(|_| Refusal {
-                column: 1,
-                why: format!("time `{t}` is neither RFC 3339 nor a log time"),
-            })?
-    } else if let Some(s) = number(&["msec", "ts", "time", "timestamp"]) {
-        if !(s.is_finite() && (0.0..1e11).contains(&s)) {
-            return refuse(1, format!("time {s} is not seconds since the epoch"));
-        }
-        (s * 1e6).round() as i64
-    } else {
-        return refuse(1, "no time (time, timestamp, @timestamp, msec)");
-    };
+    })?);
+    let at_us = f.time_us()?;
     let (mut method, mut target) = (
-        string(&["method", "request_method"]),
-        string(&["uri", "request_uri", "path", "url"]),
+        f.string(&["method", "request_method"]),
+        f.string(&["uri", "request_uri", "path", "url"]),
     );
-    if let (None, Some(r)) = (&method, string(&["request"])) {
+    if let (None, Some(r)) = (&method, f.string(&["request"])) {
         let mut p = r.split(' ');
         method = p.next().map(str::to_string);
         target = target.or_else(|| p.next().map(str::to_string));
@@ -381,43 +338,109 @@ fn json(line: &[u8]) -> Result<Entry, Refusal> {
     let (Some(method), Some(target)) = (method, target) else {
         return refuse(1, "no method and path (method, uri or request)");
     };
-    let status = number(&["status", "status_code"])
+    let status = f
+        .number(&["status", "status_code"])
         .filter(|s| (100.0..=999.0).contains(s))
         .ok_or_else(|| Refusal {
             column: 1,
             why: "no status".into(),
         })? as u16;
-    let took_us = if let Some(us) = number(&["duration_us"]) {
-        Some(us)
-    } else if let Some(ms) = number(&["duration_ms", "elapsed_ms"]) {
-        Some(ms * 1e3)
-    } else {
-        number(&["request_time", "duration", "upstream_response_time"]).map(|s| s * 1e6)
-    }
-    .filter(|t| t.is_finite() && (0.0..1e15).contains(t))
-    .map(|t| t.round() as u64);
     Ok(Entry {
         at_us,
-        host: string(&[
-            "remote_addr",
-            "remote_ip",
-            "client_ip",
-            "ip",
-            "client",
-            "host",
-        ])
-        .unwrap_or_else(|| "-".into()),
-        user: string(&["remote_user", "user", "user_id", "username"]),
-        cookie: string(&["session", "session_id", "sid", "cookie"]),
+        host: f
+            .string(&[
+                "remote_addr",
+                "remote_ip",
+                "client_ip",
+                "ip",
+                "client",
+                "host",
+            ])
+            .unwrap_or_else(|| "-".into()),
+        user: f.string(&["remote_user", "user", "user_id", "username"]),
+        cookie: f.string(&["session", "session_id", "sid", "cookie"]),
         method,
         target,
         status,
-        bytes: number(&["body_bytes_sent", "bytes", "size", "bytes_sent"])
+        bytes: f
+            .number(&["body_bytes_sent", "bytes", "size", "bytes_sent"])
             .filter(|b| b.is_finite() && *b >= 0.0)
             .map(|b| b as u64),
-        agent: string(&["http_user_agent", "user_agent", "agent", "User-Agent"]),
-        took_us,
+        agent: f.string(&["http_user_agent", "user_agent", "agent", "User-Agent"]),
+        took_us: f.took_us(),
     })
+}
+
+/// A JSON log line's object, whose fields are found by any of their usual names.
+struct Fields<'a>(&'a serde_json::Map<String, serde_json::Value>);
+
+impl Fields<'_> {
+    /// The first of `names` present. Nested objects (Caddy's `request: {method, uri,
+    /// remote_ip, headers}`) are looked in too, one level deep.
+    fn get(&self, names: &[&str]) -> Option<&serde_json::Value> {
+        names.iter().find_map(|n| {
+            self.0.get(*n).or_else(|| {
+                self.0
+                    .values()
+                    .filter_map(|x| x.as_object())
+                    .find_map(|inner| inner.get(*n))
+            })
+        })
+    }
+
+    /// A field as text: a string (`-` is none), a number, or an array's first string.
+    fn string(&self, names: &[&str]) -> Option<String> {
+        self.get(names).and_then(|v| match v {
+            serde_json::Value::String(s) => dash(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            serde_json::Value::Array(a) => a.first().and_then(|x| x.as_str()).map(str::to_string),
+            _ => None,
+        })
+    }
+
+    /// A field as a number: a number, or a string that reads as one.
+    fn number(&self, names: &[&str]) -> Option<f64> {
+        self.get(names).and_then(|v| match v {
+            serde_json::Value::Number(n) => n.as_f64(),
+            serde_json::Value::String(s) => s.parse().ok(),
+            _ => None,
+        })
+    }
+
+    /// When the request came, µs since the epoch: an RFC 3339 or log time, or seconds.
+    fn time_us(&self) -> Result<i64, Refusal> {
+        let text = self
+            .string(&["time", "timestamp", "@timestamp", "time_iso8601"])
+            .filter(|t| t.parse::<f64>().is_err());
+        if let Some(t) = text {
+            return chrono::DateTime::parse_from_rfc3339(&t)
+                .map(|d| d.timestamp_micros())
+                .or_else(|_| clf_time(t.as_bytes()))
+                .map_err(|_| Refusal {
+                    column: 1,
+                    why: format!("time `{t}` is neither RFC 3339 nor a log time"),
+                });
+        }
+        match self.number(&["msec", "ts", "time", "timestamp"]) {
+            Some(s) if s.is_finite() && (0.0..1e11).contains(&s) => Ok((s * 1e6).round() as i64),
+            Some(s) => refuse(1, format!("time {s} is not seconds since the epoch")),
+            None => refuse(1, "no time (time, timestamp, @timestamp, msec)"),
+        }
+    }
+
+    /// How long the server took, µs: in µs, ms or seconds, whichever the line gives.
+    fn took_us(&self) -> Option<u64> {
+        if let Some(us) = self.number(&["duration_us"]) {
+            Some(us)
+        } else if let Some(ms) = self.number(&["duration_ms", "elapsed_ms"]) {
+            Some(ms * 1e3)
+        } else {
+            self.number(&["request_time", "duration", "upstream_response_time"])
+                .map(|s| s * 1e6)
+        }
+        .filter(|t| t.is_finite() && (0.0..1e15).contains(t))
+        .map(|t| t.round() as u64)
+    }
 }
 
 /// What reading one line gave.

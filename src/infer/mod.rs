@@ -30,13 +30,20 @@ pub(crate) const PERIODIC_GAPS: u64 = 4;
 /// Think samples a transition needs for a distribution of its own.
 pub(crate) const TRANSITION_THINK_SAMPLES: usize = 100;
 
+/// What `infer` reads and how it models it.
 #[derive(Debug, Clone)]
 pub struct InferOptions {
+    /// The access logs, read in order as one.
     pub files: Vec<PathBuf>,
+    /// The user's names for requests (`--rules`), tried first.
     pub rules: Option<std::sync::Arc<rules::Rules>>,
+    /// The logs' format; `None` finds it from the first lines.
     pub format: Option<log::Format>,
+    /// The gap that ends a session, µs; `None` finds it from the gaps.
     pub timeout_us: Option<i64>,
+    /// The most behaviours a class may have.
     pub max_behaviours: usize,
+    /// The seed of the model's fits.
     pub seed: u64,
 }
 
@@ -61,10 +68,17 @@ pub enum InferError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Population {
     /// Clients that poll: this many at once, pausing between sessions.
-    Closed { count: u32, pause: Option<fit::Fit> },
+    Closed {
+        /// Clients at once.
+        count: u32,
+        /// The pause between a client's sessions, when there are enough to fit one.
+        pause: Option<fit::Fit>,
+    },
     /// Sessions arriving at this rate per second, at most this many at once (seen).
     Open {
+        /// Sessions a second.
         rate: f64,
+        /// The most in progress at once.
         max_concurrency: u32,
         /// Sessions per second in each hour of the log, when it spans two hours or more.
         hourly: Vec<f64>,
@@ -74,7 +88,9 @@ pub enum Population {
 /// One behaviour of a class.
 #[derive(Debug, Clone)]
 pub struct Behaviour {
+    /// Its states and transitions.
     pub chain: model::Chain,
+    /// Its think time, when there are enough gaps to fit one.
     pub think: Option<fit::Fit>,
     /// `(from, to)` local indices with a think of their own.
     pub transition_thinks: Vec<((usize, usize), fit::Fit)>,
@@ -83,18 +99,27 @@ pub struct Behaviour {
 /// One inferred class.
 #[derive(Debug, Clone)]
 pub struct Class {
+    /// Its name in the written workload.
     pub name: String,
+    /// The protocol its requests were.
     pub protocol: Protocol,
+    /// How its users come.
     pub population: Population,
     /// Global op index of each local one.
     pub ops: Vec<usize>,
+    /// Its behaviours, a mixture of Markov chains.
     pub behaviours: Vec<Behaviour>,
+    /// The BIC of each number of behaviours tried.
     pub bic: Vec<(usize, f64)>,
-    /// Sessions it rests on (whole ones), and those the log's edges cut.
+    /// Whole sessions it rests on.
     pub sessions: usize,
+    /// Sessions the log's edges cut, left out.
     pub cut: usize,
+    /// Distinct clients seen.
     pub clients: usize,
+    /// The most operations of a whole session.
     pub max_ops: usize,
+    /// The class's think time, over all its gaps.
     pub think: Option<fit::Fit>,
     /// What was taken off every gap before fitting (its 1st percentile), µs.
     pub floor_us: f64,
@@ -103,7 +128,9 @@ pub struct Class {
 /// What `infer` found.
 #[derive(Debug)]
 pub struct Inferred {
+    /// The logs' requests, sessions and what they were.
     pub scan: Scan,
+    /// The classes found.
     pub classes: Vec<Class>,
     /// The path before `/dav/`, `/mc/`, `/atom/`, `/cmp/` in the log (`/cosmo`).
     pub context: String,

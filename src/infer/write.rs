@@ -10,9 +10,13 @@ use super::{Class, Inferred, Population};
 
 /// Options of the written file.
 pub struct Target<'a> {
+    /// The workload's name.
     pub name: &'a str,
+    /// Its target URL.
     pub target: &'a str,
+    /// Its rounds' duration, as written (`60s`).
     pub duration: &'a str,
+    /// The logs it came from, named in its comments.
     pub sources: &'a [String],
 }
 

@@ -164,6 +164,38 @@ async fn scrape(spec: &MetricsSpec) -> Scraped {
     }
 }
 
+/// One reading of one series: a gauge's value as it is; a counter's increase since its
+/// `last` reading (or since the endpoint's `previous_at` answer, when the counter was
+/// not on that page: it started from nothing), as a rate over the time between.
+fn take_reading(
+    o: &mut SeriesRound,
+    last: &mut Option<(f64, Instant)>,
+    previous_at: Option<Instant>,
+    (counter, v): (bool, f64),
+    now: Instant,
+) {
+    o.kind = if counter { "counter" } else { "gauge" }.into();
+    if !counter {
+        o.values.push(v);
+        return;
+    }
+    let before = match (*last, previous_at) {
+        (Some(b), _) => Some(b),
+        (None, Some(at)) => Some((0.0, at)),
+        (None, None) => None,
+    };
+    if let Some((before, at)) = before {
+        // A counter that went down was reset: count from zero.
+        let inc = if v >= before { v - before } else { v };
+        o.increase += inc;
+        let dt = now.duration_since(at).as_secs_f64();
+        if dt > 0.0 {
+            o.values.push(inc / dt);
+        }
+    }
+    *last = Some((v, now));
+}
+
 /// Scrape `specs` once a second until `done`; one result per kept series, in order.
 pub(crate) fn sampler(
     specs: Vec<MetricsSpec>,
@@ -213,32 +245,10 @@ pub(crate) fn sampler(
                         continue;
                     }
                 };
-                let earlier = previous[i].replace(now);
-                let previous_at = earlier;
+                let previous_at = previous[i].replace(now);
                 for (k, v) in values.into_iter().enumerate() {
-                    let o = &mut out[i][k];
-                    let Some((counter, v)) = v else { continue };
-                    o.kind = if counter { "counter" } else { "gauge" }.into();
-                    if !counter {
-                        o.values.push(v);
-                    } else {
-                        // A counter absent from earlier pages started from nothing.
-                        let before = match (last[i][k], previous_at) {
-                            (Some(b), _) => Some(b),
-                            (None, Some(at)) => Some((0.0, at)),
-                            (None, None) => None,
-                        };
-                        if let Some((before, at)) = before {
-                            // A counter that went down was reset: count from zero.
-                            let inc = if v >= before { v - before } else { v };
-                            o.increase += inc;
-                            let dt = now.duration_since(at).as_secs_f64();
-                            if dt > 0.0 {
-                                o.values.push(inc / dt);
-                            }
-                        }
-                        last[i][k] = Some((v, now));
-                    }
+                    let Some(v) = v else { continue };
+                    take_reading(&mut out[i][k], &mut last[i][k], previous_at, v, now);
                     seen[i][k] = true;
                 }
             }

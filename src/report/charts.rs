@@ -719,15 +719,14 @@ pub(crate) fn errors(r: &Report) -> String {
     })
 }
 
-/// Side by side: each run's ops/s per operation with its 95 % CI.
-pub(crate) fn compare_throughput(c: &Comparison) -> String {
+/// The operations a throughput comparison draws (each but the total that some run
+/// measured), and the axis's end: the highest bar or interval, with room above it.
+fn throughput_rows(c: &Comparison) -> (Vec<&super::compare::Row>, f64) {
     let rows: Vec<_> = c
         .rows
         .iter()
         .filter(|r| r.op != "total" && r.cells.iter().flatten().any(|x| x.ops_per_sec > 0.0))
         .collect();
-    let n = rows.len().max(1) as f64;
-    let k = c.runs.len().max(1) as f64;
     let ymax = rows
         .iter()
         .flat_map(|r| {
@@ -738,18 +737,31 @@ pub(crate) fn compare_throughput(c: &Comparison) -> String {
         })
         .fold(1.0, f64::max)
         * 1.15;
-    let labels: Vec<String> = rows.iter().map(|r| r.op.clone()).collect();
-    // Operations down the side with their names written level (bars run across), so no
-    // label crosses a bar however many operations or runs there are. The first operation
-    // is at the top.
-    let label_width = labels
+    (rows, ymax)
+}
+
+/// Room down a chart's side for the longest of `labels`, in pixels (8 to 40 characters).
+fn label_width(labels: &[String]) -> u32 {
+    labels
         .iter()
         .map(|l| l.chars().count())
         .max()
         .unwrap_or(8)
         .clamp(8, 40) as u32
         * 7
-        + 10;
+        + 10
+}
+
+/// Side by side: each run's ops/s per operation with its 95 % CI.
+pub(crate) fn compare_throughput(c: &Comparison) -> String {
+    let (rows, ymax) = throughput_rows(c);
+    let n = rows.len().max(1) as f64;
+    let k = c.runs.len().max(1) as f64;
+    let labels: Vec<String> = rows.iter().map(|r| r.op.clone()).collect();
+    // Operations down the side with their names written level (bars run across), so no
+    // label crosses a bar however many operations or runs there are. The first operation
+    // is at the top.
+    let label_width = label_width(&labels);
     let height = (H as f64).max(60.0 + n * (14.0 * k + 10.0)) as u32;
     let flip = |i: usize| n - 1.0 - i as f64;
     let mut out = String::new();

@@ -18,9 +18,12 @@ use super::stats;
 /// Significance level of the tests.
 pub const ALPHA: f64 = 0.05;
 
+/// Runs of one workload side by side: the rows of each operation and the server's side, with their tests.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Comparison {
+    /// The workload's name.
     pub workload: String,
+    /// How the runs were compared, in words (rounds, tests, their correction).
     pub method: String,
     /// Target (or file) of each run, first is the baseline.
     pub runs: Vec<String>,
@@ -31,6 +34,7 @@ pub struct Comparison {
     /// generator that may have set the pace. Named by run.
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// One row per operation, the total first.
     pub rows: Vec<Row>,
     /// What the work cost the server, per run: each watched process's CPU per operation
     /// and each scraped series, tested over rounds like ops/s.
@@ -44,7 +48,9 @@ pub struct Comparison {
 /// One run's total throughput and latency per second, its rounds laid end to end.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OverTime {
+    /// Successes per second: (seconds from the start, value).
     pub successes: Vec<(f64, f64)>,
+    /// p99 latency per second, ms: (seconds from the start, value).
     pub p99_ms: Vec<(f64, f64)>,
     /// The length of the run's time axis, seconds.
     pub length_s: f64,
@@ -78,17 +84,24 @@ impl OverTime {
 /// One server figure across the runs: `CPU ms/op (postgres)`, or a scraped series.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ServerRow {
+    /// What is measured, in words.
     pub measure: String,
+    /// Its unit.
     pub unit: String,
+    /// One cell per run; `None` where a run did not measure it.
     pub cells: Vec<Option<ServerCell>>,
 }
 
 /// A server figure's mean over a run's rounds, and how it differs from the first run's.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ServerCell {
+    /// Rounds that measured it.
     pub rounds: usize,
+    /// Its mean over them.
     pub mean: f64,
+    /// The mean's 95 % confidence interval (two rounds or more).
     pub ci95: Option<[f64; 2]>,
+    /// Its mean against the first run's.
     pub ratio: Option<f64>,
     /// Welch's two-sided p-value over the rounds' values against the first run's.
     pub p_value: Option<f64>,
@@ -210,6 +223,7 @@ pub fn server_verdict(c: &ServerCell) -> String {
     }
 }
 
+/// A server cell's mean with its interval, as the tables print it.
 pub fn server_value(c: &ServerCell) -> String {
     match c.ci95 {
         Some([lo, hi]) => super::stats::with_ci(c.mean, (hi - lo) / 2.0, " ±"),
@@ -238,8 +252,11 @@ pub struct RunDetails {
     pub name: String,
     /// As it was given.
     pub full_name: String,
+    /// Its target.
     pub target: String,
+    /// Its `--note`.
     pub note: Option<String>,
+    /// Its `--label`s.
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
@@ -264,29 +281,43 @@ impl RunDetails {
     }
 }
 
+/// One operation (or the total) across the runs.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Row {
+    /// `class.label`, or `total`.
     pub op: String,
+    /// One cell per run; `None` where a run did not have it.
     pub cells: Vec<Option<Cell>>,
 }
 
+/// One operation's figures in one run, against the first run's.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Cell {
+    /// Rounds it ran in.
     pub rounds: usize,
+    /// Successes per second, the mean of the rounds.
     pub ops_per_sec: f64,
+    /// Its 95 % confidence interval over the rounds.
     pub ci95: Option<[f64; 2]>,
+    /// Median latency over the rounds, ms.
     pub p50_ms: f64,
+    /// 95th percentile, ms.
     pub p95_ms: f64,
+    /// 99th percentile, ms.
     pub p99_ms: f64,
+    /// Ops/s against the first run's.
     pub ratio: Option<f64>,
+    /// p99 against the first run's.
     pub p99_ratio: Option<f64>,
     /// Welch's two-sided p-value against the first run; `None` for the first run and when
     /// either side has fewer than two rounds.
     pub p_value: Option<f64>,
+    /// Whether the ops/s difference is significant (Welch, p < 0.05).
     pub significant: Option<bool>,
-    /// p50 against the first run's, and Welch's p-value over the rounds' p50s.
+    /// p50 against the first run's.
     #[serde(default)]
     pub p50_ratio: Option<f64>,
+    /// Welch's p-value over the rounds' p50s against the first run's.
     #[serde(default)]
     pub p50_p_value: Option<f64>,
     /// Welch's p-value over the rounds' p99s (`p99_ratio` is the ratio).
@@ -313,10 +344,13 @@ fn round_percentiles(r: &Report, op: &str) -> (Vec<f64>, Vec<f64>) {
         .unzip()
 }
 
+/// Why runs could not be compared.
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
+    /// Fewer than two runs.
     #[error("need at least two runs to compare")]
     TooFew,
+    /// Runs of different workloads (their names).
     #[error("these runs are of different workloads ({0}); compare like with like, or pass --force")]
     DifferentWorkloads(String),
 }

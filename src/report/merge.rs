@@ -21,29 +21,46 @@ use crate::transport::ErrorClass;
 /// Shards whose rounds started further apart than this are not one run.
 const MAX_SKEW_S: i64 = 24 * 3600;
 
+/// Why shards' reports could not be merged.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum MergeError {
+    /// No report was given.
     #[error("give the reports of every shard of one run (at least one)")]
     Nothing,
+    /// A report of a whole run, not of a shard.
     #[error("{0}: not a shard's report (run with --shard I/N)")]
     NotAShard(String),
+    /// Reports of different runs, or settings that differ.
     #[error("{0}")]
     Mismatch(String),
+    /// A shard's report is missing.
     #[error("shard {index} of {count} is missing")]
-    Missing { index: u32, count: u32 },
+    Missing {
+        /// The missing shard.
+        index: u32,
+        /// How many shards the run had.
+        count: u32,
+    },
+    /// One shard's report twice.
     #[error("shard {index} is given twice: {first} and {second}")]
     Duplicate {
+        /// The shard.
         index: u32,
+        /// The first file.
         first: String,
+        /// The second.
         second: String,
     },
+    /// A report whose figures do not add up.
     #[error("{0}")]
     Corrupt(String),
 }
 
 /// A shard's report and the file it came from (for messages).
 pub struct ShardReport {
+    /// The file it was read from.
     pub file: String,
+    /// The report.
     pub report: Report,
 }
 

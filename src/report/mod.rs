@@ -23,32 +23,60 @@ use std::path::{Path, PathBuf};
 pub use model::Report;
 pub(crate) use model::{SCHEMA, TlsInfo, build};
 
+/// Why a report could not be read, written or rendered.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
+    /// The file could not be read.
     #[error("{}: {source}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// Why.
         #[source]
         source: crate::files::FileError,
     },
+    /// The file is not JSON of a report.
     #[error("{}: not a loadmix report: {source}", path.display())]
     Parse {
+        /// The file.
         path: PathBuf,
+        /// What the parser said.
         #[source]
         source: serde_json::Error,
     },
+    /// A report of a schema this version does not read.
     #[error("{}: schema '{found}' is not one this version reads ({SCHEMA})", path.display())]
-    Schema { path: PathBuf, found: String },
+    Schema {
+        /// The file.
+        path: PathBuf,
+        /// The schema it names.
+        found: String,
+    },
+    /// Figures no run of loadmix could have written.
     #[error("{}: not a report loadmix wrote: {what}", path.display())]
-    Implausible { path: PathBuf, what: String },
+    Implausible {
+        /// The file.
+        path: PathBuf,
+        /// What does not add up.
+        what: String,
+    },
+    /// A file could not be written.
     #[error("cannot write {}: {source}", path.display())]
     Write {
+        /// The file.
         path: PathBuf,
+        /// Why.
         #[source]
         source: std::io::Error,
     },
+    /// A chart or page could not be rendered.
     #[error("cannot render {what}: {message}")]
-    Render { what: &'static str, message: String },
+    Render {
+        /// What was being rendered.
+        what: &'static str,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// Read a saved report.

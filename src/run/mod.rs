@@ -48,17 +48,25 @@ pub enum StdoutFormat {
 /// Everything `loadmix run` needs, as plain data.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
+    /// The workload file and its overrides.
     pub workload: LoadOptions,
     /// `--target` values, `[NAME=]SPEC`; empty means the workload's own target.
     pub targets: Vec<String>,
     /// `KEY=V1,V2,...`
     pub sweep: Option<String>,
+    /// Also write the HTML report here.
     pub html: Option<PathBuf>,
+    /// Also write the CSV here.
     pub csv: Option<PathBuf>,
+    /// The report's folder; `reports/NAME-RUNID/` by default.
     pub out: Option<PathBuf>,
+    /// What goes to stdout.
     pub format: StdoutFormat,
+    /// Probe each class's protocol before the clock (`--no-preflight` turns it off).
     pub preflight: bool,
+    /// Write every operation here (`--log-ops`).
     pub log_ops: Option<PathBuf>,
+    /// No progress lines.
     pub quiet: bool,
     /// TLS settings of `https://` targets.
     pub tls: TlsOptions,
@@ -161,6 +169,7 @@ pub enum RunError {
 /// How a run that ran ended.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Finished {
+    /// A threshold of the workload failed (exit 1).
     pub thresholds_failed: bool,
     /// Some output could not be written (each failure was printed); the rest was.
     pub write_failed: bool,
@@ -248,6 +257,7 @@ pub(crate) struct PointResult {
     write_failed: bool,
 }
 
+/// Run a workload against its targets, round by round, and write every output.
 pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
     let sweep = a
         .sweep

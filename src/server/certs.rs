@@ -16,19 +16,28 @@ use crate::formats::pem::{self, PemError};
 /// Why certificates could not be made, written or used.
 #[derive(Debug, thiserror::Error)]
 pub enum CertError {
+    /// The certificate could not be made.
     #[error("making the certificate: {0}")]
     Generate(#[from] rcgen::Error),
+    /// A file could not be written.
     #[error("{path}: {source}")]
     Write {
+        /// The file.
         path: String,
+        /// Why.
         source: std::io::Error,
     },
+    /// A PEM file could not be read.
     #[error(transparent)]
     Pem(#[from] PemError),
+    /// The certificate and key do not make a server's identity.
     #[error("{cert} and {key}: {reason}")]
     Unusable {
+        /// The certificate's file.
         cert: String,
+        /// The key's file.
         key: String,
+        /// Why not.
         reason: String,
     },
 }
@@ -36,8 +45,11 @@ pub enum CertError {
 /// The files `write_pair` wrote.
 #[derive(Debug, Clone)]
 pub struct CertFiles {
+    /// The CA's certificate, for the client's `--ca-cert`.
     pub ca: PathBuf,
+    /// The server's certificate, signed by the CA.
     pub cert: PathBuf,
+    /// The server's key.
     pub key: PathBuf,
 }
 

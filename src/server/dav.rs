@@ -620,6 +620,34 @@ impl Dav<'_> {
         }
     }
 
+    /// A PUT's body as an iCalendar object: its UID and data, or the answer that refuses
+    /// it (a media type that is not `text/calendar`, text that is not iCalendar, with
+    /// the parser's reason in `x-loadmix-reason`).
+    fn calendar_data(&self, body: &[u8]) -> Result<(String, model::ItemData), Response> {
+        let mt = media_type(self.headers);
+        if !mt.is_empty() && mt != "text/calendar" {
+            return Err(dav_error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                CALDAV,
+                "supported-calendar-data",
+            ));
+        }
+        let Ok(t) = std::str::from_utf8(body) else {
+            return Err(dav_error(
+                StatusCode::BAD_REQUEST,
+                CALDAV,
+                "valid-calendar-data",
+            ));
+        };
+        model::parse_ics(t).map_err(|m| {
+            let mut r = dav_error(StatusCode::BAD_REQUEST, CALDAV, "valid-calendar-data");
+            if let Ok(v) = HeaderValue::from_str(&m.replace(['\r', '\n'], " ")) {
+                r.headers_mut().insert("x-loadmix-reason", v);
+            }
+            r
+        })
+    }
+
     fn put(&self, user: &str, cal: &str, name: &str, body: &[u8]) -> Response {
         if let Err(r) = require_length(self.headers) {
             return r;
@@ -628,26 +656,9 @@ impl Dav<'_> {
             Ok(c) => c,
             Err(_) => return text(StatusCode::CONFLICT, "the calendar does not exist"),
         };
-        let mt = media_type(self.headers);
-        if !mt.is_empty() && mt != "text/calendar" {
-            return dav_error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                CALDAV,
-                "supported-calendar-data",
-            );
-        }
-        let Ok(t) = std::str::from_utf8(body) else {
-            return dav_error(StatusCode::BAD_REQUEST, CALDAV, "valid-calendar-data");
-        };
-        let (uid, data) = match model::parse_ics(t) {
+        let (uid, data) = match self.calendar_data(body) {
             Ok(x) => x,
-            Err(m) => {
-                let mut r = dav_error(StatusCode::BAD_REQUEST, CALDAV, "valid-calendar-data");
-                if let Ok(v) = HeaderValue::from_str(&m.replace(['\r', '\n'], " ")) {
-                    r.headers_mut().insert("x-loadmix-reason", v);
-                }
-                return r;
-            }
+            Err(r) => return r,
         };
         if !components_of(&c).iter().any(|k| k == data.component()) {
             return dav_error(

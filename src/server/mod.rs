@@ -57,27 +57,41 @@ use tokio_util::sync::CancellationToken;
 use http::{AppState, Settings, safe_segment, text};
 pub(crate) use store::{MemoryStore, SqliteStore, Store, StoreError};
 
+/// Why the embedded server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// Its address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {
+        /// The address.
         addr: SocketAddr,
+        /// Why.
         source: std::io::Error,
     },
+    /// Its store could not be opened.
     #[error("cannot open store {spec}: {source}")]
-    Store { spec: String, source: StoreError },
+    Store {
+        /// The store, as given.
+        spec: String,
+        /// Why.
+        source: StoreError,
+    },
 }
 
 /// How to run the server.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
+    /// Where it listens (port 0: any free port).
     pub bind: SocketAddr,
+    /// Where it keeps its data.
     pub store: StoreSpec,
     /// Path prefix of every service, e.g. `/cosmo` ("" for none).
     pub context: String,
     /// Larger request bodies are answered 413.
     pub max_body: usize,
+    /// The admin account (CMP).
     pub admin_user: String,
+    /// The admin's password.
     pub admin_password: String,
     /// Accept any credentials, skip ownership checks (quick local use).
     pub no_auth: bool,
@@ -197,9 +211,13 @@ impl ServerStats {
 
 /// A running server.
 pub struct ServerHandle {
+    /// Where it listens.
     pub addr: SocketAddr,
+    /// Its counters.
     pub stats: Arc<ServerStats>,
+    /// Its data.
     pub store: Arc<dyn Store>,
+    /// `memory` or `sqlite`.
     pub store_kind: &'static str,
     /// Serving https.
     pub tls: bool,
@@ -237,6 +255,7 @@ impl ServerHandle {
 /// Which store the server keeps its data in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreSpec {
+    /// In memory, gone when it stops.
     Memory,
     /// A SQLite database file (created if absent) that survives restarts.
     Sqlite(String),

@@ -28,8 +28,11 @@ use super::{Endpoint, ErrorClass, Reuse, Timeouts, TransportError, h1, tls};
 /// A completed exchange.
 #[derive(Debug)]
 pub struct Response {
+    /// The answer's status.
     pub status: StatusCode,
+    /// Its headers.
     pub headers: HeaderMap,
+    /// Its body (empty when the request said to drop it).
     pub body: Bytes,
     /// Request line, headers and body as written (approximate for headers hyper adds).
     pub bytes_sent: u64,
@@ -140,6 +143,7 @@ fn replayable(m: &Method) -> bool {
 }
 
 impl Conn {
+    /// A connection to `endpoint`, kept or not as `policy` says; nothing is opened yet.
     pub fn new(endpoint: Arc<Endpoint>, policy: Reuse, timeouts: Timeouts) -> Conn {
         Conn {
             endpoint,
@@ -180,6 +184,7 @@ impl Conn {
         self.tally.take().map(|t| *t).unwrap_or_default()
     }
 
+    /// Where it connects.
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }

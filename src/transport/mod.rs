@@ -44,6 +44,7 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
+    /// Every class, in the order reports list them.
     pub const ALL: [ErrorClass; 5] = [
         ErrorClass::Connect,
         ErrorClass::Timeout,
@@ -51,6 +52,7 @@ impl ErrorClass {
         ErrorClass::Status,
         ErrorClass::Body,
     ];
+    /// Its name in reports.
     pub fn name(self) -> &'static str {
         match self {
             ErrorClass::Connect => "connect",
@@ -60,15 +62,19 @@ impl ErrorClass {
             ErrorClass::Body => "body",
         }
     }
+    /// Its place in `ALL`.
     pub fn index(self) -> usize {
         self as usize
     }
 }
 
+/// A request that failed on the wire, classified.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{class:?}: {message}", class = .class.name())]
 pub struct TransportError {
+    /// What kind of failure.
     pub class: ErrorClass,
+    /// What happened, in words.
     pub message: String,
     /// Bytes already written when the failure happened.
     pub bytes_sent: u64,
@@ -77,6 +83,7 @@ pub struct TransportError {
 /// The server side of the wire: where to connect and what to call it.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
+    /// The address connected to.
     pub addr: SocketAddr,
     /// Value of the `Host` header.
     pub host: HeaderValue,
@@ -207,6 +214,7 @@ impl Endpoint {
         })
     }
 
+    /// A plain-HTTP endpoint on `addr`, named `display`.
     pub fn local(addr: SocketAddr, display: &str) -> Endpoint {
         Endpoint {
             addr,
@@ -253,7 +261,9 @@ impl AmqpTls {
 /// Timeouts of a connection.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
+    /// How long a TCP connect (and TLS handshake) may take.
     pub connect: Duration,
+    /// How long a request may take, from when it is sent until its whole answer is read.
     pub request: Duration,
 }
 

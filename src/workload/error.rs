@@ -8,22 +8,39 @@ use super::yaml::Pos;
 /// Any reason a workload cannot be loaded. Every variant means exit code 2: nothing was sent.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum WorkloadError {
+    /// The file could not be read.
     #[error("{path}: cannot read workload file: {message}")]
-    Read { path: String, message: String },
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// A located mistake in the file.
     #[error("{0}")]
     Invalid(Box<Diagnostic>),
+    /// A command-line override that does not apply.
     #[error("{arg}: {message}")]
-    BadOverride { arg: String, message: String },
+    BadOverride {
+        /// The argument as given.
+        arg: String,
+        /// Why.
+        message: String,
+    },
 }
 
 /// One located mistake in a workload file.
 #[derive(Debug, Clone)]
 pub struct Diagnostic {
+    /// The workload file.
     pub file: String,
+    /// Where in it (line and column).
     pub pos: Pos,
     /// Dotted key path, e.g. `users[1].mix.sinc` (or `users.morse.mix.sinc`).
     pub key: String,
+    /// What is wrong.
     pub message: String,
+    /// What to do about it, when there is something to say.
     pub hint: Option<String>,
     /// The offending line of the file, shown under the message with a caret.
     pub source_line: Option<String>,

@@ -30,7 +30,9 @@ pub(crate) use template::Template;
 /// A workload ready to run: every value checked, every default filled in.
 #[derive(Debug, Clone)]
 pub struct Workload {
+    /// Its `name:`.
     pub name: String,
+    /// Its `description:`.
     pub description: Option<String>,
     /// The file it was loaded from, as given.
     pub file: String,
@@ -41,12 +43,17 @@ pub struct Workload {
     /// SHA-256 of the workload's mix (everything but `run` and `target`), so reports of the
     /// same mix can be compared even when durations or targets differ.
     pub hash: String,
+    /// Where it runs by default (`target:`; `embedded` unless given).
     pub target: TargetSpec,
     /// Path prefix of the server's services, e.g. `/cosmo`; empty for none.
     pub context: String,
+    /// Rounds, duration or iterations, warm-up, timeouts, seed.
     pub run: RunSpec,
+    /// How accounts are made or found (`accounts:`).
     pub accounts: Option<Accounts>,
+    /// Its classes of users, in order.
     pub classes: Vec<UserClass>,
+    /// Its thresholds (`thresholds:`).
     pub thresholds: Vec<Threshold>,
     /// `monitor.process`: the server's processes to watch (names or PIDs, as written).
     pub monitor_processes: Vec<String>,
@@ -293,7 +300,9 @@ pub enum AccountMode {
 /// A population of identical virtual users.
 #[derive(Debug, Clone)]
 pub struct UserClass {
+    /// Its `class:` name.
     pub name: String,
+    /// The protocol its users speak.
     pub protocol: Protocol,
     /// Users of a closed class (0 for an open class).
     pub count: u32,
@@ -307,7 +316,9 @@ pub struct UserClass {
     /// Per-class cap on operations per VU (overrides `run.iterations`; with a duration the
     /// class stops at whichever comes first).
     pub iterations: Option<u64>,
+    /// The think time before each pick (its own, else the workload's).
     pub think: Dist,
+    /// Kept alive, or one connection per request.
     pub connection: Connection,
     /// https: a new connection may resume an earlier TLS session (default); `false` makes
     /// every connection pay a full handshake.
@@ -315,6 +326,7 @@ pub struct UserClass {
     /// How its users authenticate; `None`: the protocol's default (Basic for the drivers
     /// when there are accounts, nothing for `http`).
     pub auth: Option<AuthSpec>,
+    /// Its operation table, in the order written.
     pub ops: Vec<Operation>,
     /// Every label this class may report: its operations first, in table order, then the
     /// protocol's extra labels. Metrics are indexed by position in this list.
@@ -627,6 +639,7 @@ impl Workload {
         }
     }
 
+    /// The class named `name`.
     pub fn class(&self, name: &str) -> Option<&UserClass> {
         self.classes.iter().find(|c| c.name == name)
     }
@@ -635,14 +648,19 @@ impl Workload {
 /// A workload file and the flags that override it, as plain data (no clap here).
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
+    /// The workload file.
     pub path: std::path::PathBuf,
     /// `KEY=VALUE` overrides, in order.
     pub set: Vec<String>,
     /// `CLASS=N,...`
     pub users: Option<String>,
+    /// `--duration`.
     pub duration: Option<String>,
+    /// `--iterations`.
     pub iterations: Option<String>,
+    /// `--rounds`.
     pub rounds: Option<String>,
+    /// `--seed`.
     pub seed: Option<String>,
     /// An existing account every user shares (`accounts.create=shared`,
     /// `accounts.username=NAME`); its password from `$LOADMIX_PASSWORD`.

@@ -10,13 +10,20 @@ use super::yaml::{self, Key, Node, Pos, Value};
 /// One override, as given on the command line.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Override {
+    /// `--set KEY=VALUE` (and the flags that stand for one).
     Set {
+        /// The key's path.
         path: Vec<String>,
+        /// The value, parsed as YAML.
         value: String,
+        /// The argument as given, for messages.
         arg: String,
     },
+    /// `--users CLASS=N,...`.
     Users {
+        /// Each class and its count.
         counts: Vec<(String, u32)>,
+        /// The argument as given, for messages.
         arg: String,
     },
 }

@@ -284,3 +284,70 @@ fn no_two_files_of_a_folder_import_each_other() {
         pairs.join("\n")
     );
 }
+
+/// Every function of a file and its length in lines: from its `fn` line to the `}` at
+/// the same indentation (rustfmt's layout).
+fn function_lengths(path: &Path) -> Vec<(String, usize)> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let head = trimmed
+            .trim_start_matches("pub ")
+            .trim_start_matches("pub(crate) ")
+            .trim_start_matches("pub(super) ")
+            .trim_start_matches("const ")
+            .trim_start_matches("async ");
+        let Some(rest) = head.strip_prefix("fn ") else {
+            continue;
+        };
+        // A declaration without a body (a trait's) ends on its own line.
+        let end = lines[i..]
+            .iter()
+            .position(|l| {
+                *l == format!("{indent}}}")
+                    || (l.trim_end().ends_with(';')
+                        && !l.contains('{')
+                        && l.starts_with(indent)
+                        && !l[indent.len()..].starts_with(' '))
+            })
+            .map(|k| k + 1);
+        if let Some(n) = end {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            out.push((format!("{}:{} {name}", path.display(), i + 1), n));
+        }
+    }
+    out
+}
+
+#[test]
+fn functions_are_short_enough_to_read_whole() {
+    let src = root().join("src");
+    let long: Vec<(String, usize)> = files_of(&src)
+        .iter()
+        .flat_map(|f| function_lengths(f))
+        .filter(|(_, n)| *n > 100)
+        .collect();
+    let in_the_layers_that_change_most: Vec<_> = long
+        .iter()
+        .filter(|(at, _)| {
+            ["engine", "protocol", "run", "cli"]
+                .iter()
+                .any(|m| at.contains(&format!("/src/{m}/")))
+        })
+        .collect();
+    assert!(
+        in_the_layers_that_change_most.is_empty(),
+        "over 100 lines in engine/, protocol/, run/ or cli/: {in_the_layers_that_change_most:?}"
+    );
+    assert!(
+        long.len() <= 5,
+        "{} functions over 100 lines: {long:?}",
+        long.len()
+    );
+}

@@ -30,16 +30,24 @@ pub(crate) const SCHEMA: &str = "loadmix/report/v2";
 /// Earlier schemas this version still reads: v1 is v2 without `answers`.
 pub(crate) const READS: [&str; 2] = [SCHEMA, "loadmix/report/v1"];
 
+/// A run's report (`run.json`): what ran, against what, and every figure it produced.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Report {
+    /// `loadmix/report/v2`.
     pub schema: String,
+    /// The loadmix that wrote it.
     pub tool: Tool,
+    /// The machine it ran on.
     pub host: Host,
+    /// The run's id (in its files' and destinations' names).
     pub run_id: String,
+    /// When it started (RFC 3339).
     pub started_at: String,
+    /// When it finished (RFC 3339).
     pub finished_at: String,
     /// Stopped early (Ctrl-C): the figures cover what ran.
     pub interrupted: bool,
+    /// The target, as given.
     pub target: String,
     /// The target's name (`--target NAME=URL`, or the one loadmix gave it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -53,7 +61,9 @@ pub struct Report {
     /// How an https target's certificate was checked; absent for http.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsInfo>,
+    /// The seed every random stream derives from.
     pub seed: u64,
+    /// The workload that ran.
     pub workload: WorkloadInfo,
     /// Whole rounds run first and thrown away (`run.warmup_rounds`): what each did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -71,8 +81,11 @@ pub struct Report {
     /// A merged run (`loadmix merge`): the shards it was made from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<ShardRun>,
+    /// Each measured round.
     pub rounds: Vec<RoundReport>,
+    /// The rounds together.
     pub summary: Summary,
+    /// The workload's thresholds, judged.
     pub thresholds: Vec<ThresholdInfo>,
     /// The first failures, with what came back.
     pub failures: Vec<FailureInfo>,

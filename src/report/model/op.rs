@@ -17,13 +17,19 @@ use crate::transport::ErrorClass;
 pub struct OpReport {
     /// `class.label`, or `total`.
     pub op: String,
+    /// Its class; `None` for the total.
     pub class: Option<String>,
+    /// Requests sent (successes and failures).
     pub requests: u64,
+    /// Operations that got the answer they expect.
     pub successes: u64,
+    /// Operations that did not.
     pub failures: u64,
     /// Successes per second of measured time. Across rounds: the mean of the rounds.
     pub ops_per_sec: f64,
+    /// Bytes written.
     pub bytes_sent: u64,
+    /// Bytes read.
     pub bytes_received: u64,
     /// Responses by HTTP status.
     pub status: BTreeMap<String, u64>,
@@ -42,6 +48,7 @@ pub struct OpReport {
     /// start, coordinated-omission corrected; `latency_ms` is then the service time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_corrected_ms: Option<Latency>,
+    /// `latency_corrected_ms`'s histogram, as `histogram` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub histogram_corrected: Option<String>,
     /// TCP connect time of the connections its operations had to open (part of the
@@ -201,12 +208,17 @@ impl OpReport {
 /// A protocol's named answer and how often it came.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 pub struct AnswerCount {
+    /// The protocol (`stomp`, `amqp`).
     pub protocol: String,
+    /// The answer's name (`RECEIPT`, `basic.ack`, `close`).
     pub name: String,
+    /// Its code, when it has one (an AMQP reply code).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<u16>,
+    /// Its reason, when it gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// How often it came.
     pub count: u64,
 }
 

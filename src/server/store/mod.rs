@@ -258,19 +258,19 @@ pub(crate) struct Apply {
     pub is_put: bool,
 }
 
-/// Check a write against the collection as it is, and work out what to store. Shared by
-/// both stores so they cannot disagree on the rules.
-pub(crate) fn decide(
+/// What a write's precondition refuses it with, if it does: a collection version that
+/// has moved on (`Stale`), an item whose ETag is not the one given, or one that exists
+/// where it must not.
+fn precondition_fails(
     info: &CollectionInfo,
     view: &dyn WriteView,
-    ops: Vec<ItemOp>,
     pre: &Precondition,
-) -> Result<Result<Vec<Apply>, WriteOutcome>, StoreError> {
+) -> Result<Option<WriteOutcome>, StoreError> {
     match pre {
         Precondition::None => {}
         Precondition::Version(v) => {
             if *v != info.version {
-                return Ok(Err(WriteOutcome::Stale));
+                return Ok(Some(WriteOutcome::Stale));
             }
         }
         Precondition::ItemEtag { uid, etag } => {
@@ -284,14 +284,28 @@ pub(crate) fn decide(
                     || c.trim_start_matches("W/") == etag.trim_start_matches("W/")
             });
             if !matches {
-                return Ok(Err(WriteOutcome::PreconditionFailed));
+                return Ok(Some(WriteOutcome::PreconditionFailed));
             }
         }
         Precondition::ItemAbsent { uid } => {
             if view.by_uid(uid)?.is_some_and(|i| i.data.is_some()) {
-                return Ok(Err(WriteOutcome::PreconditionFailed));
+                return Ok(Some(WriteOutcome::PreconditionFailed));
             }
         }
+    }
+    Ok(None)
+}
+
+/// Check a write against the collection as it is, and work out what to store. Shared by
+/// both stores so they cannot disagree on the rules.
+pub(crate) fn decide(
+    info: &CollectionInfo,
+    view: &dyn WriteView,
+    ops: Vec<ItemOp>,
+    pre: &Precondition,
+) -> Result<Result<Vec<Apply>, WriteOutcome>, StoreError> {
+    if let Some(refused) = precondition_fails(info, view, pre)? {
+        return Ok(Err(refused));
     }
     let mut out: Vec<Apply> = Vec::with_capacity(ops.len());
     for op in ops {

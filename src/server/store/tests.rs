@@ -114,6 +114,17 @@ fn collections_items_versions_and_tombstones() {
                 .unwrap(),
             WriteOutcome::Conflict(_)
         ));
+    });
+}
+
+#[test]
+fn writes_keep_their_preconditions_and_a_deleted_collection_frees_its_uids() {
+    each_store(|s| {
+        s.create_collection("c1", "alice", "Cal", "", vec![("a".into(), data("A2"))])
+            .unwrap();
+        s.create_collection("c2", "alice", "Other", "", vec![])
+            .unwrap();
+        let (info, _) = s.items("c1", None).unwrap().unwrap();
         // ETag preconditions.
         let etag = s
             .item_by_name("c1", "a.ics")

@@ -67,6 +67,7 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// Every protocol, in the order the docs list them.
     pub const ALL: [Protocol; 6] = [
         Protocol::Morse,
         Protocol::Atom,
@@ -76,6 +77,7 @@ impl Protocol {
         Protocol::Http,
     ];
 
+    /// Its name in a workload (`protocol: caldav`).
     pub fn name(self) -> &'static str {
         match self {
             Protocol::Morse => "morse",
@@ -96,6 +98,7 @@ impl Protocol {
         }
     }
 
+    /// The protocol of that name.
     pub fn from_name(s: &str) -> Option<Protocol> {
         Protocol::ALL.into_iter().find(|p| p.name() == s)
     }

@@ -84,62 +84,21 @@ pub(super) fn resolve_class(
         pos,
         path: mix_path,
     } = resolve_table(cx, node, &path, protocol)?;
-    let chain = match node.get("behaviours") {
-        None => Chain::of_mix(&ops.iter().map(|o| o.weight).collect::<Vec<_>>(), &think)
-            .map_err(|m| cx.err(pos, &mix_path, m))?,
-        Some(_) => {
-            if arrival.is_some()
-                && let Some(n) = node.get("iterations")
-            {
-                return Err(cx.err_hint(
-                    n.pos,
-                    &format!("{path}.iterations"),
-                    "an arrival's session runs until it exits; iterations do not apply",
-                    Some("bound a session with session.max_ops".into()),
-                ));
-            }
-            let chain = behaviour::resolve_chain(
-                cx,
-                node,
-                &behaviour::ChainCx {
-                    ops: &ops,
-                    think: &think,
-                    pools: &pools,
-                    open: arrival.is_some(),
-                    path: &path,
-                },
-            )?;
-            let shares = behaviour::implied_mix(&chain, ops.len());
-            for (op, share) in ops.iter_mut().zip(shares) {
-                op.probability = share;
-            }
-            chain
-        }
-    };
-    let mut labels: Vec<String> = ops.iter().map(|o| o.name.clone()).collect();
-    let named: Vec<(&str, &Params)> = ops
-        .iter()
-        .map(|o| o.name.as_str())
-        .zip(&op_params)
-        .collect();
-    let kind = match protocols::build_class(protocol, &named, &params, &mut labels) {
-        Ok(ClassKind::Http { .. }) => {
-            // Each step is reported under `operation.step`, after the table's labels.
-            let mut requests = requests;
-            for (op, h) in ops.iter().zip(requests.iter_mut()) {
-                for st in &mut h.steps {
-                    st.label = labels.len();
-                    labels.push(format!("{}.{}", op.name, st.name));
-                }
-            }
-            ClassKind::Http {
-                pools: resolve_cleanup(cx, node, &path, &pools)?,
-                requests,
-            }
-        }
-        Ok(k) => k,
-        Err(m) => return Err(cx.err(pos, &mix_path, m)),
-    };
+    let chain = chain_of(
+        cx,
+        node,
+        (&path, &mix_path, pos),
+        &mut ops,
+        (&think, &pools, arrival.is_some()),
+    )?;
+    let (labels, kind) = kind_of(
+        cx,
+        node,
+        (&path, &mix_path, pos),
+        protocol,
+        (&ops, &op_params, &params),
+        (requests, &pools),
+    )?;
     Ok(UserClass {
         name,
         protocol,
@@ -159,6 +118,80 @@ pub(super) fn resolve_class(
         kind,
         captures,
     })
+}
+
+/// The class's behaviour: its `behaviours:`, or its table as the chain of one; a
+/// behaviour's implied mix becomes its operations' probabilities.
+fn chain_of(
+    cx: &Cx,
+    node: &Node,
+    (path, mix_path, pos): (&str, &str, Pos),
+    ops: &mut [Operation],
+    (think, pools, open): (&Dist, &[(String, Pos)], bool),
+) -> R<Chain> {
+    Ok(match node.get("behaviours") {
+        None => Chain::of_mix(&ops.iter().map(|o| o.weight).collect::<Vec<_>>(), think)
+            .map_err(|m| cx.err(pos, mix_path, m))?,
+        Some(_) => {
+            if open && let Some(n) = node.get("iterations") {
+                return Err(cx.err_hint(
+                    n.pos,
+                    &format!("{path}.iterations"),
+                    "an arrival's session runs until it exits; iterations do not apply",
+                    Some("bound a session with session.max_ops".into()),
+                ));
+            }
+            let chain = behaviour::resolve_chain(
+                cx,
+                node,
+                &behaviour::ChainCx {
+                    ops,
+                    think,
+                    pools,
+                    open,
+                    path,
+                },
+            )?;
+            let shares = behaviour::implied_mix(&chain, ops.len());
+            for (op, share) in ops.iter_mut().zip(shares) {
+                op.probability = share;
+            }
+            chain
+        }
+    })
+}
+
+/// The class's labels (its operations', then its protocol's and its steps') and its
+/// typed kind.
+fn kind_of(
+    cx: &Cx,
+    node: &Node,
+    (path, mix_path, pos): (&str, &str, Pos),
+    protocol: Protocol,
+    (ops, op_params, params): (&[Operation], &[Params], &Params),
+    (requests, pools): (Vec<HttpRequest>, &[(String, Pos)]),
+) -> R<(Vec<String>, ClassKind)> {
+    let mut labels: Vec<String> = ops.iter().map(|o| o.name.clone()).collect();
+    let named: Vec<(&str, &Params)> = ops.iter().map(|o| o.name.as_str()).zip(op_params).collect();
+    let kind = match protocols::build_class(protocol, &named, params, &mut labels) {
+        Ok(ClassKind::Http { .. }) => {
+            // Each step is reported under `operation.step`, after the table's labels.
+            let mut requests = requests;
+            for (op, h) in ops.iter().zip(requests.iter_mut()) {
+                for st in &mut h.steps {
+                    st.label = labels.len();
+                    labels.push(format!("{}.{}", op.name, st.name));
+                }
+            }
+            ClassKind::Http {
+                pools: resolve_cleanup(cx, node, path, pools)?,
+                requests,
+            }
+        }
+        Ok(k) => k,
+        Err(m) => return Err(cx.err(pos, mix_path, m)),
+    };
+    Ok((labels, kind))
 }
 
 /// The class name: letters, digits, '_' or '-'.
@@ -460,23 +493,11 @@ fn resolve_cleanup(cx: &Cx, node: &Node, path: &str, pools: &[(String, Pos)]) ->
     Ok(out)
 }
 
-/// Every operation that can be picked must be sendable some time: the variables it reads
-/// must be captured by operations that can themselves be sent, starting from those that
-/// read none. Two operations that each need the other's capture could never send
-/// anything, and a run would only spin.
-fn check_sendable(
-    cx: &Cx,
-    ops: &[Operation],
-    requests: &[HttpRequest],
-    captures: &[String],
-    pools: usize,
-    op_pos: &[Pos],
-    mix_path: &str,
-) -> R<()> {
-    // What each operation reads: its templates' variables, except the one its own pick
-    // fills; and the pool it picks from, which some sendable operation must fill.
-    // A step may read what an earlier step of its own operation captured or picked, and
-    // pick from a pool an earlier step filled.
+/// What each operation reads: its templates' variables, except the one its own pick
+/// fills; and the pools it picks from, which some sendable operation must fill. A step
+/// may read what an earlier step of its own operation captured or picked, and pick from
+/// a pool an earlier step filled.
+fn reads(requests: &[HttpRequest]) -> (Vec<Vec<usize>>, Vec<Vec<usize>>) {
     let mut outside_pools: Vec<Vec<usize>> = Vec::new();
     let uses: Vec<Vec<usize>> = requests
         .iter()
@@ -512,6 +533,23 @@ fn check_sendable(
             v
         })
         .collect();
+    (uses, outside_pools)
+}
+
+/// Every operation that can be picked must be sendable some time: the variables it reads
+/// must be captured by operations that can themselves be sent, starting from those that
+/// read none. Two operations that each need the other's capture could never send
+/// anything, and a run would only spin.
+fn check_sendable(
+    cx: &Cx,
+    ops: &[Operation],
+    requests: &[HttpRequest],
+    captures: &[String],
+    pools: usize,
+    op_pos: &[Pos],
+    mix_path: &str,
+) -> R<()> {
+    let (uses, outside_pools) = reads(requests);
     let mut available = vec![false; captures.len()];
     let mut filled = vec![false; pools];
     let mut sendable = vec![false; requests.len()];

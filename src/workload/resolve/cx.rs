@@ -210,35 +210,7 @@ impl Cx<'_> {
         let kp = join(key, &k.name);
         let spec = match k.name.as_str() {
             "constant" => DistSpec::Constant(self.unit_value(v, &kp, unit)?),
-            "uniform" => {
-                let Value::Seq(items) = &v.value else {
-                    return Err(self.err(v.pos, &kp, "uniform takes a list [low, high]"));
-                };
-                if items.len() != 2 {
-                    return Err(self.err(
-                        v.pos,
-                        &kp,
-                        format!("uniform takes two values [low, high], got {}", items.len()),
-                    ));
-                }
-                let (low, high) = (
-                    self.unit_value(&items[0], &kp, unit)?,
-                    self.unit_value(&items[1], &kp, unit)?,
-                );
-                if low > high {
-                    let text = |n: &Node| n.scalar_text().unwrap_or_default();
-                    return Err(self.err(
-                        v.pos,
-                        &kp,
-                        format!(
-                            "uniform needs [low, high] with low <= high, got [{}, {}]",
-                            text(&items[0]),
-                            text(&items[1])
-                        ),
-                    ));
-                }
-                DistSpec::Uniform { low, high }
-            }
+            "uniform" => self.uniform(v, &kp, unit)?,
             "exponential" => {
                 let e = self.map(v, &kp)?;
                 self.check_keys(e, &["mean", "max"], &kp)?;
@@ -271,32 +243,7 @@ impl Cx<'_> {
                 }
             }
             "empirical" => self.empirical(v, &kp, unit)?,
-            "weibull" | "pareto" => {
-                let e = self.map(v, &kp)?;
-                self.check_keys(e, &["scale", "shape", "max"], &kp)?;
-                let value = |name: &str| {
-                    self.unit_value(required(self, v, name, &kp)?, &join(&kp, name), unit)
-                };
-                let shape = self.number(required(self, v, "shape", &kp)?, &join(&kp, "shape"))?;
-                let (scale, max) = (value("scale")?, v.get("max"));
-                if k.name == "weibull" {
-                    DistSpec::Weibull {
-                        scale,
-                        shape,
-                        max: max
-                            .map(|m| self.unit_value(m, &join(&kp, "max"), unit))
-                            .transpose()?,
-                    }
-                } else {
-                    // A Pareto's tail has no end: one draw in a million could stall a user
-                    // for a day, so the cap is part of it.
-                    DistSpec::Pareto {
-                        scale,
-                        shape,
-                        max: value("max")?,
-                    }
-                }
-            }
+            "weibull" | "pareto" => self.heavy_tail(&k.name, v, &kp, unit)?,
             _ => {
                 let e = self.map(v, &kp)?;
                 self.check_keys(e, &["median", "p95"], &kp)?;
@@ -315,6 +262,65 @@ impl Cx<'_> {
             }
         };
         Dist::new(spec).map_err(|m| self.err(v.pos, &kp, m))
+    }
+
+    /// `uniform: [low, high]`, low no higher than high.
+    fn uniform(&self, v: &Node, kp: &str, unit: Unit) -> R<DistSpec> {
+        let Value::Seq(items) = &v.value else {
+            return Err(self.err(v.pos, kp, "uniform takes a list [low, high]"));
+        };
+        if items.len() != 2 {
+            return Err(self.err(
+                v.pos,
+                kp,
+                format!("uniform takes two values [low, high], got {}", items.len()),
+            ));
+        }
+        let (low, high) = (
+            self.unit_value(&items[0], kp, unit)?,
+            self.unit_value(&items[1], kp, unit)?,
+        );
+        if low > high {
+            let text = |n: &Node| n.scalar_text().unwrap_or_default();
+            return Err(self.err(
+                v.pos,
+                kp,
+                format!(
+                    "uniform needs [low, high] with low <= high, got [{}, {}]",
+                    text(&items[0]),
+                    text(&items[1])
+                ),
+            ));
+        }
+        Ok(DistSpec::Uniform { low, high })
+    }
+
+    /// `weibull:` or `pareto:` (`kind`): a scale and a shape, and a cap (a Pareto's is
+    /// required).
+    fn heavy_tail(&self, kind: &str, v: &Node, kp: &str, unit: Unit) -> R<DistSpec> {
+        let e = self.map(v, kp)?;
+        self.check_keys(e, &["scale", "shape", "max"], kp)?;
+        let value =
+            |name: &str| self.unit_value(required(self, v, name, kp)?, &join(kp, name), unit);
+        let shape = self.number(required(self, v, "shape", kp)?, &join(kp, "shape"))?;
+        let (scale, max) = (value("scale")?, v.get("max"));
+        Ok(if kind == "weibull" {
+            DistSpec::Weibull {
+                scale,
+                shape,
+                max: max
+                    .map(|m| self.unit_value(m, &join(kp, "max"), unit))
+                    .transpose()?,
+            }
+        } else {
+            // A Pareto's tail has no end: one draw in a million could stall a user
+            // for a day, so the cap is part of it.
+            DistSpec::Pareto {
+                scale,
+                shape,
+                max: value("max")?,
+            }
+        })
     }
 }
 

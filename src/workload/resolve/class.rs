@@ -2,8 +2,23 @@
 //! think time, connection policy, parameters and probability table, turned into a
 //! [`UserClass`] with typed operations.
 
-use super::*;
+use std::time::Duration;
+
+use super::behaviour;
+use super::cx::Cx;
+use super::http::{HTTP_OP_KEYS, resolve_http};
+use super::{R, connection, join, required};
 use crate::workload::chain::Chain;
+use crate::workload::dist::{Dist, Unit};
+use crate::workload::error::did_you_mean;
+use crate::workload::protocols::{self, ParamDef, ParamKind, Protocol};
+use crate::workload::template::{BUILTIN_VARS, Template};
+use crate::workload::units;
+use crate::workload::yaml::{Key, Node, Pos, Value};
+use crate::workload::{
+    Arrival, ArrivalProcess, Body, ClassKind, Connection, HttpRequest, HttpStep, MAX_STEPS,
+    Operation, ParamValue, Params, Pool, Stage, UserClass, WhenFull,
+};
 
 pub(super) const CLASS_KEYS: &[&str] = &[
     "class",
@@ -1138,4 +1153,78 @@ pub(super) fn resolve_expect(cx: &Cx, node: &Node, path: &str) -> R<Vec<u16>> {
             Ok(code as u16)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::workload::{Connection, UserClass, WorkloadError, load_str};
+
+    /// One class of the generic http protocol, with `extra` keys of its own.
+    fn class(extra: &str) -> Result<UserClass, String> {
+        let yaml = format!(
+            "users:\n  - class: c\n    protocol: http\n{extra}    mix: {{ g: {{ weight: 1, path: /x }} }}\n"
+        );
+        load_str("w.yaml", &yaml, &[], None)
+            .map(|mut w| w.classes.remove(0))
+            .map_err(|e| match e {
+                WorkloadError::Invalid(d) => format!("{}: {}", d.key, d.message),
+                other => other.to_string(),
+            })
+    }
+
+    #[test]
+    fn a_class_takes_its_own_connection_iterations_and_tls_resumption() {
+        let c = class("    count: 2\n    connection: per_request\n    iterations: 7\n    tls_resumption: false\n").unwrap();
+        assert_eq!(
+            (c.count, c.iterations, c.tls_resumption),
+            (2, Some(7), false)
+        );
+        assert!(matches!(c.connection, Connection::PerRequest));
+        let d = class("    count: 1\n").unwrap();
+        assert!(d.tls_resumption, "a new connection may resume by default");
+        assert_eq!(d.iterations, None);
+    }
+
+    #[test]
+    fn a_class_is_closed_or_open_never_both_nor_neither() {
+        let both = class("    count: 1\n    arrival: { rate: 5/s }\n").unwrap_err();
+        assert!(
+            both.starts_with("users.c.arrival: give either 'count'"),
+            "{both}"
+        );
+        let neither = class("").unwrap_err();
+        assert!(
+            neither.contains("missing required key 'count'"),
+            "{neither}"
+        );
+        let open = class("    arrival: { rate: 5/s }\n").unwrap();
+        assert_eq!(open.count, 0);
+        assert!(open.arrival.is_some());
+    }
+
+    #[test]
+    fn pacing_is_for_closed_classes_without_a_think_time() {
+        assert!(
+            class("    count: 1\n    pacing: 20ms\n")
+                .unwrap()
+                .pacing
+                .is_some()
+        );
+        let open = class("    arrival: { rate: 5/s }\n    pacing: 20ms\n").unwrap_err();
+        assert!(open.contains("pacing is for closed classes"), "{open}");
+        let both = class("    count: 1\n    pacing: 20ms\n    think: 1s\n").unwrap_err();
+        assert!(both.contains("either 'pacing' or 'think'"), "{both}");
+        let zero = class("    count: 1\n    pacing: 0s\n").unwrap_err();
+        assert!(zero.contains("longer than 0"), "{zero}");
+    }
+
+    #[test]
+    fn a_class_name_is_letters_digits_underscores_and_dashes() {
+        let yaml = "users:\n  - class: \"a b\"\n    protocol: http\n    count: 1\n    mix: { g: { weight: 1, path: /x } }\n";
+        let e = load_str("w.yaml", yaml, &[], None).unwrap_err().to_string();
+        assert!(
+            e.contains("class name 'a b' must be letters, digits"),
+            "{e}"
+        );
+    }
 }

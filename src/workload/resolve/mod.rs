@@ -13,7 +13,6 @@ use sha2::{Digest, Sha256};
 use super::dist::{Dist, DistSpec, Unit};
 use super::error::{Diagnostic, WorkloadError, did_you_mean};
 use super::overrides::{self, Override};
-use super::protocols::{ParamDef, ParamKind, Protocol};
 use super::template::{BUILTIN_VARS, SecretRef, Template, read_secret};
 use super::units;
 use super::yaml::{self, Key, Node, Pos, Value};
@@ -29,7 +28,6 @@ mod thresholds;
 
 use class::*;
 use cx::*;
-use http::*;
 use run::*;
 use thresholds::*;
 

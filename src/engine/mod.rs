@@ -151,7 +151,8 @@ pub(crate) struct RoundResult {
     pub late: u64,
     /// Removing what the round made, after its clock stopped.
     pub cleanup: CleanupStats,
-    /// Draining the broker destinations it used, and deleting the queues it declared.
+    /// The rest of the protocols' teardown: what the users left on the target drained,
+    /// and what the run declared deleted.
     pub drain: DrainStats,
     /// What its producers sent and its consumers (and the drain) took, by stamp.
     pub ledger: Ledger,
@@ -172,7 +173,7 @@ pub(crate) struct RunResult {
     pub interrupted: bool,
     pub op_log: Vec<OpLogEntry>,
     pub failures: Vec<FailureNote>,
-    /// The measured rounds' ledgers added up; `None` when no broker was used.
+    /// The measured rounds' ledgers added up; `None` when no message was stamped.
     pub ledger: Option<Ledger>,
     /// The preflight probes' requests, by method and status (before any round).
     pub preflight: Tally,

@@ -177,7 +177,7 @@ impl Round<'_> {
             endpoint: cfg.endpoint.clone(),
             timeouts: self.timeouts(),
             keep_data: cfg.keep_data,
-            delete_queues: cfg.shard.is_whole(),
+            whole_run: cfg.shard.is_whole(),
             until: &until,
         }
         .run(handoff)

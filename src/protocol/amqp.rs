@@ -186,7 +186,6 @@ impl Protocol for AmqpClass {
     }
 }
 
-#[async_trait]
 impl OverBroker for AmqpVu {
     async fn set_up(&mut self, reach: &Reach) -> Result<(), SetupError> {
         self.set_up(reach).await

@@ -165,7 +165,6 @@ impl Protocol for AtomClass {
     }
 }
 
-#[async_trait]
 impl OverHttp for AtomVu {
     const ACCOUNTS: bool = true;
 

@@ -164,7 +164,6 @@ impl Protocol for CaldavClass {
     }
 }
 
-#[async_trait]
 impl OverHttp for CaldavVu {
     const ACCOUNTS: bool = true;
 

@@ -214,7 +214,6 @@ impl Protocol for HttpClass {
     }
 }
 
-#[async_trait]
 impl OverHttp for HttpVu {
     const ACCOUNTS: bool = false;
 

@@ -218,7 +218,6 @@ impl MorseVu {
     }
 }
 
-#[async_trait]
 impl OverHttp for MorseVu {
     const ACCOUNTS: bool = true;
 

@@ -10,15 +10,20 @@ use super::{Outcome, SetupError};
 use crate::ledger::Ledger;
 
 /// One user's state of a broker protocol: the steps of [`User`], each given where the
-/// broker is, and what the user hands to the round's teardown.
-#[async_trait]
+/// broker is, and what the user hands to the round's teardown. Used only inside
+/// [`BrokerUser`], so its steps are plain futures.
 pub(crate) trait OverBroker: Send + 'static {
     /// Connect, and subscribe when the class consumes.
-    async fn set_up(&mut self, reach: &Reach) -> Result<(), SetupError>;
+    fn set_up(&mut self, reach: &Reach) -> impl Future<Output = Result<(), SetupError>> + Send;
     /// Run operation `op` of the class's table.
-    async fn run(&mut self, op: usize, reach: &Reach, rng: &mut DataRng) -> Done;
+    fn run(
+        &mut self,
+        op: usize,
+        reach: &Reach,
+        rng: &mut DataRng,
+    ) -> impl Future<Output = Done> + Send;
     /// What the user still waits for when its round ends.
-    async fn wait_out(&mut self, reach: &Reach) -> Option<Outcome>;
+    fn wait_out(&mut self, reach: &Reach) -> impl Future<Output = Option<Outcome>> + Send;
     /// The run's own destinations it used, for the teardown to drain.
     fn queues(&self) -> Vec<Queue>;
     /// What it sent and received, by stamp.

@@ -13,16 +13,16 @@ use crate::transport::{Conn, Method, Tally};
 use crate::workload::chain::Guard;
 
 /// One user's state of a protocol over HTTP: the steps of [`User`], each given the
-/// user's connection.
-#[async_trait]
+/// user's connection. Used only inside [`HttpUser`], never as a trait object, so its
+/// steps are plain futures: the one allocation per step is [`User`]'s.
 pub(crate) trait OverHttp: Send + 'static {
     /// Users of this protocol have accounts made for them in set-up (Cosmo's CMP, when the
     /// workload asks for it).
     const ACCOUNTS: bool;
 
     /// Untimed preparation after the account: discovery.
-    async fn setup(&mut self, _conn: &mut Conn) -> Result<(), SetupError> {
-        Ok(())
+    fn setup(&mut self, _conn: &mut Conn) -> impl Future<Output = Result<(), SetupError>> + Send {
+        async { Ok(()) }
     }
 
     /// True when the user must first make a collection, outside its table.
@@ -31,12 +31,22 @@ pub(crate) trait OverHttp: Send + 'static {
     }
 
     /// Make the first collection.
-    async fn bootstrap(&mut self, _conn: &mut Conn, _rng: &mut DataRng) -> Done {
-        Done::Skipped
+    fn bootstrap(
+        &mut self,
+        _conn: &mut Conn,
+        _rng: &mut DataRng,
+    ) -> impl Future<Output = Done> + Send {
+        async { Done::Skipped }
     }
 
     /// Run operation `op` of the class's table.
-    async fn execute(&mut self, op: usize, seq: u64, conn: &mut Conn, rng: &mut DataRng) -> Done;
+    fn execute(
+        &mut self,
+        op: usize,
+        seq: u64,
+        conn: &mut Conn,
+        rng: &mut DataRng,
+    ) -> impl Future<Output = Done> + Send;
 
     /// Whether a behaviour's guard holds.
     fn guard_holds(&self, _guard: &Guard) -> bool {

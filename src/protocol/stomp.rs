@@ -190,7 +190,6 @@ impl Protocol for StompClass {
     }
 }
 
-#[async_trait]
 impl OverBroker for StompVu {
     async fn set_up(&mut self, reach: &Reach) -> Result<(), SetupError> {
         self.set_up(reach).await

@@ -20,9 +20,9 @@ pub(crate) struct Teardown<'a> {
     pub(crate) timeouts: Timeouts,
     /// Leave everything on the target (`--keep-data`).
     pub(crate) keep_data: bool,
-    /// Delete the queues the run declared: only a whole run may, since another shard's
-    /// users may still be on them.
-    pub(crate) delete_queues: bool,
+    /// This process runs the whole run, not a shard of it: what the run declared may be
+    /// deleted (another shard's users may still be using it).
+    pub(crate) whole_run: bool,
     /// When to stop: the deadline, or a signal.
     pub(crate) until: &'a Until,
 }
@@ -79,7 +79,7 @@ impl Teardown<'_> {
                     self.endpoint.clone(),
                     self.timeouts,
                     queues,
-                    self.delete_queues,
+                    self.whole_run,
                     self.until,
                 )
                 .await

@@ -7,13 +7,16 @@
 # and report included) over the operations it counted; the server's is its CPU per
 # successful operation from the report. Prints, per driver, the median (min-max) of both
 # and their ratio.
-# Usage: bench/drivers.sh [SECONDS=10] [RUNS=3]
+# Usage: [LM=path/to/loadmix] bench/drivers.sh [SECONDS=10] [RUNS=3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-10}
 RUNS=${2:-3}
-cargo build --release --locked -q
-LM=target/release/loadmix
+# LM=PATH measures another build (an earlier commit's, for a before and after).
+if [ -z "${LM:-}" ]; then
+    cargo build --release --locked -q
+    LM=target/release/loadmix
+fi
 WORK=$(mktemp -d)
 SERVE=
 cleanup() { [ -n "$SERVE" ] && kill "$SERVE" 2>/dev/null; rm -rf "$WORK"; }

@@ -187,51 +187,6 @@ impl Protocol for AmqpClass {
 }
 
 impl OverBroker for AmqpVu {
-    async fn set_up(&mut self, reach: &Reach) -> Result<(), SetupError> {
-        self.set_up(reach).await
-    }
-
-    async fn run(&mut self, op: usize, reach: &Reach, rng: &mut Xoshiro256PlusPlus) -> Done {
-        self.run(op, reach, rng).await
-    }
-
-    async fn wait_out(&mut self, reach: &Reach) -> Option<Outcome> {
-        self.wait_out(reach).await
-    }
-
-    fn queues(&self) -> Vec<Queue> {
-        self.queues()
-    }
-
-    fn take_ledger(&mut self) -> Ledger {
-        self.ledger.take().map(|b| *b).unwrap_or_default()
-    }
-
-    fn opened(&self) -> u64 {
-        self.opened
-    }
-}
-
-impl AmqpVu {
-    fn new(class: Arc<AmqpClass>, session: Session, ids: VuIds) -> AmqpVu {
-        AmqpVu {
-            class,
-            ids,
-            session,
-            opened: 0,
-            open: None,
-            sent: 0,
-            ledger: None,
-            used: None,
-            pending: VecDeque::new(),
-            in_tx: Vec::new(),
-            settled: Vec::new(),
-            unacked: 0,
-            last_tag: None,
-            last_request: None,
-        }
-    }
-
     /// Untimed, before the round: connect, declare the queue, and start consuming.
     async fn set_up(&mut self, conn: &Reach) -> Result<(), SetupError> {
         let class = self.class.clone();
@@ -293,6 +248,75 @@ impl AmqpVu {
         }
         out.steps.append(&mut self.settled);
         Done::Sent(out)
+    }
+
+    /// The confirms still outstanding when the user's round ends, each awaited within the
+    /// request timeout of its publish: an outcome of these steps only; `None` if none.
+    async fn wait_out(&mut self, conn: &Reach) -> Option<Outcome> {
+        let timeout = conn.timeouts().request;
+        // The deliveries taken since the last acknowledgement are acknowledged with it.
+        if let Some(tag) = self.last_tag.take() {
+            let _ = self.ack(tag, true, timeout).await;
+        }
+        if self.pending.is_empty() && self.in_tx.is_empty() {
+            return None;
+        }
+        let class = self.class.clone();
+        // A transaction begun is committed with what it holds.
+        let _ = self.commit(&class, timeout).await;
+        let mut steps = std::mem::take(&mut self.settled);
+        self.settle(&class, &mut steps, 0, timeout).await;
+        Some(Outcome {
+            steps,
+            ..Outcome::default()
+        })
+    }
+
+    /// The queue this user used, for the teardown to drain when it is the run's own: one
+    /// the run's declaration created.
+    fn queues(&self) -> Vec<Queue> {
+        self.used
+            .iter()
+            .filter(|u| u.created)
+            .map(|u| Queue {
+                session: self.session.clone(),
+                kind: QueueKind::Amqp,
+                name: u.name.clone(),
+                created: true,
+                nonce: self.class.nonce,
+                durable: None,
+                ledger_name: None,
+            })
+            .collect()
+    }
+
+    fn take_ledger(&mut self) -> Ledger {
+        self.ledger.take().map(|b| *b).unwrap_or_default()
+    }
+
+    fn opened(&self) -> u64 {
+        self.opened
+    }
+}
+
+impl AmqpVu {
+    fn new(class: Arc<AmqpClass>, session: Session, ids: VuIds) -> AmqpVu {
+        AmqpVu {
+            class,
+            ids,
+            session,
+            opened: 0,
+            open: None,
+            sent: 0,
+            ledger: None,
+            used: None,
+            pending: VecDeque::new(),
+            in_tx: Vec::new(),
+            settled: Vec::new(),
+            unacked: 0,
+            last_tag: None,
+            last_request: None,
+        }
     }
 
     /// Acknowledge delivery `tag` (and, `multiple`, those before it on the channel).
@@ -527,28 +551,6 @@ impl AmqpVu {
         }
     }
 
-    /// The confirms still outstanding when the user's round ends, each awaited within the
-    /// request timeout of its publish: an outcome of these steps only; `None` if none.
-    async fn wait_out(&mut self, conn: &Reach) -> Option<Outcome> {
-        let timeout = conn.timeouts().request;
-        // The deliveries taken since the last acknowledgement are acknowledged with it.
-        if let Some(tag) = self.last_tag.take() {
-            let _ = self.ack(tag, true, timeout).await;
-        }
-        if self.pending.is_empty() && self.in_tx.is_empty() {
-            return None;
-        }
-        let class = self.class.clone();
-        // A transaction begun is committed with what it holds.
-        let _ = self.commit(&class, timeout).await;
-        let mut steps = std::mem::take(&mut self.settled);
-        self.settle(&class, &mut steps, 0, timeout).await;
-        Some(Outcome {
-            steps,
-            ..Outcome::default()
-        })
-    }
-
     /// A request with RabbitMQ's direct reply-to and a correlation id of this run, user and
     /// sequence number, then its reply: timed from the publish to the reply. A reply to an
     /// earlier request that timed out is taken and left out.
@@ -761,24 +763,6 @@ impl AmqpVu {
             labels,
         );
         Ok(o)
-    }
-
-    /// The queue this user used, for the teardown to drain when it is the run's own: one
-    /// the run's declaration created.
-    fn queues(&self) -> Vec<Queue> {
-        self.used
-            .iter()
-            .filter(|u| u.created)
-            .map(|u| Queue {
-                session: self.session.clone(),
-                kind: QueueKind::Amqp,
-                name: u.name.clone(),
-                created: true,
-                nonce: self.class.nonce,
-                durable: None,
-                ledger_name: None,
-            })
-            .collect()
     }
 }
 

@@ -191,66 +191,6 @@ impl Protocol for StompClass {
 }
 
 impl OverBroker for StompVu {
-    async fn set_up(&mut self, reach: &Reach) -> Result<(), SetupError> {
-        self.set_up(reach).await
-    }
-
-    async fn run(&mut self, op: usize, reach: &Reach, rng: &mut Xoshiro256PlusPlus) -> Done {
-        self.run(op, reach, rng).await
-    }
-
-    async fn wait_out(&mut self, reach: &Reach) -> Option<Outcome> {
-        self.wait_out(reach).await
-    }
-
-    fn queues(&self) -> Vec<Queue> {
-        self.queues()
-    }
-
-    fn take_ledger(&mut self) -> Ledger {
-        self.ledger.take().map(|b| *b).unwrap_or_default()
-    }
-
-    fn opened(&self) -> u64 {
-        self.opened
-    }
-}
-
-impl StompVu {
-    fn new(class: Arc<StompClass>, session: Session, ids: VuIds) -> StompVu {
-        let durable = class.params.durable.as_ref().map(|t| {
-            let name = render(t, &class.class, &ids, 0, &mut rand::rng());
-            Box::new(Durable {
-                client_id: format!("{}-{}-{}", ids.run_id, class.class, ids.vu),
-                name,
-            })
-        });
-        let vu = StompVu {
-            class,
-            ids,
-            session,
-            opened: 0,
-            link: None,
-            next_receipt: 1,
-            sent: 0,
-            waiting: VecDeque::new(),
-            ledger: None,
-            subscription: None,
-            reply_to: None,
-            durable: None,
-            taken_as: None,
-            replies: VecDeque::new(),
-            last_request: None,
-            pending: VecDeque::new(),
-            settled: Vec::new(),
-            unacked: 0,
-            last_ack: None,
-            tx: None,
-            next_tx: 1,
-        };
-        StompVu { durable, ..vu }
-    }
-
     /// Untimed, before the round: connect, and subscribe when the class consumes.
     async fn set_up(&mut self, conn: &Reach) -> Result<(), SetupError> {
         let fail = |request: &str, answer: String| SetupError::Broker {
@@ -266,40 +206,6 @@ impl StompVu {
             l.opened = None;
         }
         Ok(())
-    }
-
-    /// The run's own destinations this user sent to or subscribed to, for the teardown to
-    /// drain: queues named after the run (STOMP cannot tell whether one existed before, nor
-    /// delete one), and its durable topic subscription, which the teardown drains as its
-    /// subscriber and then removes. A topic itself holds nothing to drain.
-    fn queues(&self) -> Vec<Queue> {
-        let sent = self.ledger.iter().flat_map(|l| l.destinations());
-        let mut names: Vec<&str> = sent
-            .chain(self.subscription.as_deref())
-            .chain(self.reply_to.as_deref())
-            .filter(|n| n.contains(&self.class.run_id) && !n.starts_with("/topic/"))
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        let queue = |name: &str| Queue {
-            session: self.session.clone(),
-            kind: QueueKind::Stomp,
-            name: name.to_string(),
-            created: false,
-            nonce: self.class.nonce,
-            durable: None,
-            ledger_name: None,
-        };
-        let mut out: Vec<Queue> = names.into_iter().map(queue).collect();
-        if let (Some(d), Some(topic)) = (&self.durable, &self.subscription) {
-            out.push(Queue {
-                created: true,
-                durable: Some((d.client_id.clone(), d.name.clone())),
-                ledger_name: self.taken_as.clone(),
-                ..queue(topic)
-            });
-        }
-        out
     }
 
     async fn run(&mut self, op: usize, conn: &Reach, rng: &mut Xoshiro256PlusPlus) -> Done {
@@ -394,6 +300,84 @@ impl StompVu {
             steps: std::mem::take(&mut self.settled),
             ..Outcome::default()
         })
+    }
+
+    /// The run's own destinations this user sent to or subscribed to, for the teardown to
+    /// drain: queues named after the run (STOMP cannot tell whether one existed before, nor
+    /// delete one), and its durable topic subscription, which the teardown drains as its
+    /// subscriber and then removes. A topic itself holds nothing to drain.
+    fn queues(&self) -> Vec<Queue> {
+        let sent = self.ledger.iter().flat_map(|l| l.destinations());
+        let mut names: Vec<&str> = sent
+            .chain(self.subscription.as_deref())
+            .chain(self.reply_to.as_deref())
+            .filter(|n| n.contains(&self.class.run_id) && !n.starts_with("/topic/"))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let queue = |name: &str| Queue {
+            session: self.session.clone(),
+            kind: QueueKind::Stomp,
+            name: name.to_string(),
+            created: false,
+            nonce: self.class.nonce,
+            durable: None,
+            ledger_name: None,
+        };
+        let mut out: Vec<Queue> = names.into_iter().map(queue).collect();
+        if let (Some(d), Some(topic)) = (&self.durable, &self.subscription) {
+            out.push(Queue {
+                created: true,
+                durable: Some((d.client_id.clone(), d.name.clone())),
+                ledger_name: self.taken_as.clone(),
+                ..queue(topic)
+            });
+        }
+        out
+    }
+
+    fn take_ledger(&mut self) -> Ledger {
+        self.ledger.take().map(|b| *b).unwrap_or_default()
+    }
+
+    fn opened(&self) -> u64 {
+        self.opened
+    }
+}
+
+impl StompVu {
+    fn new(class: Arc<StompClass>, session: Session, ids: VuIds) -> StompVu {
+        let durable = class.params.durable.as_ref().map(|t| {
+            let name = render(t, &class.class, &ids, 0, &mut rand::rng());
+            Box::new(Durable {
+                client_id: format!("{}-{}-{}", ids.run_id, class.class, ids.vu),
+                name,
+            })
+        });
+        let vu = StompVu {
+            class,
+            ids,
+            session,
+            opened: 0,
+            link: None,
+            next_receipt: 1,
+            sent: 0,
+            waiting: VecDeque::new(),
+            ledger: None,
+            subscription: None,
+            reply_to: None,
+            durable: None,
+            taken_as: None,
+            replies: VecDeque::new(),
+            last_request: None,
+            pending: VecDeque::new(),
+            settled: Vec::new(),
+            unacked: 0,
+            last_ack: None,
+            tx: None,
+            next_tx: 1,
+        };
+        StompVu { durable, ..vu }
     }
 
     /// Leave as STOMP says: DISCONNECT, and its receipt, so the broker has let go of the

@@ -27,7 +27,8 @@ pub(crate) struct AtomClass {
     ops: Vec<AtomOp>,
     expect: Vec<Vec<u16>>,
     params: AtomParams,
-    accounts: AccountPlan,
+    /// How its users' accounts are made, shared by all of them.
+    accounts: Arc<AccountPlan>,
 }
 
 impl AtomClass {
@@ -35,7 +36,7 @@ impl AtomClass {
         class: &UserClass,
         ops: &[AtomOp],
         params: &AtomParams,
-        accounts: &AccountPlan,
+        accounts: &Arc<AccountPlan>,
     ) -> AtomClass {
         AtomClass {
             accounts: accounts.clone(),
@@ -156,7 +157,7 @@ impl Protocol for AtomClass {
 
     fn user(self: &Arc<Self>, session: Session, ids: VuIds, reach: Reach) -> Self::User {
         let vu = AtomVu::new(self.clone(), session.clone(), ids);
-        HttpUser::new(vu, session, &reach, &self.accounts)
+        HttpUser::new(vu, session, &reach, Some(self.accounts.clone()))
     }
 
     /// An Atom user's collection is made through Morse Code: the probe publishes one.
@@ -166,8 +167,6 @@ impl Protocol for AtomClass {
 }
 
 impl OverHttp for AtomVu {
-    const ACCOUNTS: bool = true;
-
     fn needs_bootstrap(&self) -> bool {
         self.collection.is_none()
     }

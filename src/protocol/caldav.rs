@@ -36,7 +36,8 @@ pub(crate) struct CaldavClass {
     ops: Vec<CaldavOp>,
     expect: Vec<Vec<u16>>,
     params: CaldavParams,
-    accounts: AccountPlan,
+    /// How its users' accounts are made, shared by all of them.
+    accounts: Arc<AccountPlan>,
 }
 
 impl CaldavClass {
@@ -44,7 +45,7 @@ impl CaldavClass {
         class: &UserClass,
         ops: &[CaldavOp],
         params: &CaldavParams,
-        accounts: &AccountPlan,
+        accounts: &Arc<AccountPlan>,
     ) -> CaldavClass {
         CaldavClass {
             accounts: accounts.clone(),
@@ -144,7 +145,7 @@ impl Protocol for CaldavClass {
 
     fn user(self: &Arc<Self>, session: Session, ids: VuIds, reach: Reach) -> Self::User {
         let vu = CaldavVu::new(self.clone(), session.clone(), ids);
-        HttpUser::new(vu, session, &reach, &self.accounts)
+        HttpUser::new(vu, session, &reach, Some(self.accounts.clone()))
     }
 
     /// An account of the probe's own, then its calendar home found as a user's set-up
@@ -165,8 +166,6 @@ impl Protocol for CaldavClass {
 }
 
 impl OverHttp for CaldavVu {
-    const ACCOUNTS: bool = true;
-
     async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
         self.discover(conn).await
     }

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use super::auth::Auth;
 use super::contract::{Done, Preflight, Protocol, Reach};
 use super::over_http::{HttpUser, OverHttp};
-use super::session::{AccountPlan, Session, send_authenticated};
+use super::session::{Session, send_authenticated};
 use super::{Outcome, ProtocolError, VuIds};
 use crate::answer::Answer;
 use crate::transport::{Conn, ErrorClass, Method, Request};
@@ -204,7 +204,7 @@ impl Protocol for HttpClass {
     fn user(self: &Arc<Self>, session: Session, ids: VuIds, reach: Reach) -> Self::User {
         let vu = self.new_vu(ids, session.auth.clone());
         // Requests are the workload's own: no account is made for them.
-        HttpUser::new(vu, session, &reach, &AccountPlan::None)
+        HttpUser::new(vu, session, &reach, None)
     }
 
     /// Something listens and speaks HTTP: the workload's requests are its own, so no
@@ -215,8 +215,6 @@ impl Protocol for HttpClass {
 }
 
 impl OverHttp for HttpVu {
-    const ACCOUNTS: bool = false;
-
     /// Pools are http's only guard: whether pool `index` holds a value.
     fn guard_holds(&self, guard: &crate::workload::chain::Guard) -> bool {
         match guard {

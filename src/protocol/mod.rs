@@ -176,7 +176,7 @@ pub(crate) fn bootstrap_expect<T>(
 /// its accounts are made.
 pub(crate) struct ClassDriver {
     protocol: Box<dyn contract::AnyProtocol>,
-    accounts: AccountPlan,
+    accounts: Arc<AccountPlan>,
 }
 
 impl ClassDriver {
@@ -196,6 +196,7 @@ impl ClassDriver {
             .position(|c| c.name == class.name)
             .and_then(|i| u16::try_from(i).ok())
             .unwrap_or(u16::MAX);
+        let accounts = Arc::new(accounts);
         let a = &accounts;
         let protocol: Box<dyn contract::AnyProtocol> = match &class.kind {
             ClassKind::Http { requests, pools } => Box::new(Arc::new(http::HttpClass::new(

@@ -38,7 +38,8 @@ pub(crate) struct MorseClass {
     ops: Vec<Op>,
     expect: Vec<Vec<u16>>,
     params: MorseParams,
-    accounts: AccountPlan,
+    /// How its users' accounts are made, shared by all of them.
+    accounts: Arc<AccountPlan>,
 }
 
 impl MorseClass {
@@ -46,7 +47,7 @@ impl MorseClass {
         class: &UserClass,
         ops: &[Op],
         params: &MorseParams,
-        accounts: &AccountPlan,
+        accounts: &Arc<AccountPlan>,
     ) -> MorseClass {
         let expect = class
             .ops
@@ -78,7 +79,7 @@ impl Protocol for MorseClass {
 
     fn user(self: &Arc<Self>, session: Session, ids: VuIds, reach: Reach) -> Self::User {
         let vu = MorseVu::new(self.clone(), session.clone(), ids);
-        HttpUser::new(vu, session, &reach, &self.accounts)
+        HttpUser::new(vu, session, &reach, Some(self.accounts.clone()))
     }
 
     async fn preflight(self: &Arc<Self>, cx: Preflight<'_>) -> Result<(), ProtocolError> {
@@ -219,8 +220,6 @@ impl MorseVu {
 }
 
 impl OverHttp for MorseVu {
-    const ACCOUNTS: bool = true;
-
     fn needs_bootstrap(&self) -> bool {
         self.cols.is_empty()
     }

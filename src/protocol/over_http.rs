@@ -3,6 +3,8 @@
 //! [`OverHttp`] state), Cosmo's accounts made in its set-up when the protocol has them, a
 //! refused 401 explained in the failure it caused, and the preflight's first probe.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 use super::contract::{DataRng, Done, Handoff, Preflight, Reach, User, Wire};
@@ -16,10 +18,6 @@ use crate::workload::chain::Guard;
 /// user's connection. Used only inside [`HttpUser`], never as a trait object, so its
 /// steps are plain futures: the one allocation per step is [`User`]'s.
 pub(crate) trait OverHttp: Send + 'static {
-    /// Users of this protocol have accounts made for them in set-up (Cosmo's CMP, when the
-    /// workload asks for it).
-    const ACCOUNTS: bool;
-
     /// Untimed preparation after the account: discovery.
     fn setup(&mut self, _conn: &mut Conn) -> impl Future<Output = Result<(), SetupError>> + Send {
         async { Ok(()) }
@@ -62,17 +60,24 @@ pub(crate) struct HttpUser<V> {
     vu: V,
     conn: Conn,
     session: Session,
-    accounts: AccountPlan,
+    /// How its account is made in set-up (Cosmo's CMP, when the workload asks for it);
+    /// `None` for a protocol whose requests are the workload's own.
+    accounts: Option<Arc<AccountPlan>>,
 }
 
 impl<V: OverHttp> HttpUser<V> {
     /// A user whose connection is built from `reach`.
-    pub(crate) fn new(vu: V, session: Session, reach: &Reach, accounts: &AccountPlan) -> Self {
+    pub(crate) fn new(
+        vu: V,
+        session: Session,
+        reach: &Reach,
+        accounts: Option<Arc<AccountPlan>>,
+    ) -> Self {
         HttpUser {
             vu,
             conn: connection(reach),
             session,
-            accounts: accounts.clone(),
+            accounts,
         }
     }
 
@@ -111,8 +116,8 @@ impl<V: OverHttp> User for HttpUser<V> {
     async fn setup(&mut self) -> Result<(), SetupError> {
         // Counted from here until the engine takes them: set-up is off the clock.
         self.conn.keep_tally();
-        if V::ACCOUNTS {
-            self.accounts
+        if let Some(accounts) = &self.accounts {
+            accounts
                 .create_account(&self.session, &mut self.conn)
                 .await?;
         }

@@ -236,8 +236,9 @@ async fn take_slot(spec: &OpenSpec, slots: &Arc<Semaphore>, stop: &CancellationT
     if let Ok(p) = slots.clone().try_acquire_owned() {
         return Slot::Free(p);
     }
-    if let WhenFull::Drop = spec.arrival.when_full {
-        return Slot::Full;
+    match spec.arrival.when_full {
+        WhenFull::Drop => return Slot::Full,
+        WhenFull::Queue => {}
     }
     tokio::select! {
         p = slots.clone().acquire_owned() => match p {

@@ -88,7 +88,7 @@ pub(super) fn record(
     t: Timing,
 ) {
     let start_us = t.started.duration_since(who.start).as_micros() as u64;
-    let row = |label: usize, latency_us: u64, answer: Answer, skipped: bool| OpLogEntry {
+    let row = |label: usize, latency_us: u64, answer: Answer| OpLogEntry {
         round: who.round,
         class: who.class_index,
         vu: who.vu,
@@ -103,13 +103,13 @@ pub(super) fn record(
             Done::Sent(o) => o.error,
             Done::Skipped => None,
         },
-        skipped,
+        skipped: matches!(done, Done::Skipped),
     };
     let outcome = match done {
         Done::Sent(o) => o,
         Done::Skipped => {
             if who.log_ops {
-                out.log.push(row(op.unwrap_or(0), 0, Answer::NONE, true));
+                out.log.push(row(op.unwrap_or(0), 0, Answer::NONE));
             }
             return;
         }
@@ -127,8 +127,7 @@ pub(super) fn record(
         });
     }
     if who.log_ops {
-        out.log
-            .push(row(label, sample.latency_us, sample.answer, false));
+        out.log.push(row(label, sample.latency_us, sample.answer));
     }
 }
 

@@ -2,6 +2,7 @@
 //! prefixes and the order of elements, as Radicale, Xandikos and others write them) and
 //! writing them as the embedded server, with quick-xml's writer behind [`XmlWriter`].
 
+use super::FormatError;
 use super::xml::{self, El, XmlWriter};
 
 /// The WebDAV namespace.
@@ -22,9 +23,14 @@ pub struct Multistatus {
 }
 
 /// Parse a multistatus body, whatever the prefixes and the order of its elements.
-pub fn parse_multistatus(body: &[u8]) -> Result<Multistatus, String> {
-    let text = std::str::from_utf8(body).map_err(|e| e.to_string())?;
+pub fn parse_multistatus(body: &[u8]) -> Result<Multistatus, FormatError> {
+    let text = std::str::from_utf8(body).map_err(|e| FormatError::Xml(e.to_string()))?;
     let root = xml::parse(text)?;
+    multistatus_of(&root).map_err(FormatError::Multistatus)
+}
+
+/// The responses and sync token of a parsed multistatus document.
+fn multistatus_of(root: &El) -> Result<Multistatus, String> {
     if !root.is(DAV, "multistatus") {
         return Err(format!(
             "root element is {}, not DAV:multistatus",
@@ -365,5 +371,31 @@ mod writer_tests {
             assert!(e.is(DAV, "error"));
             assert!(e.child(ns, c).is_some());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_multistatus_is_refused_as_xml_or_as_not_a_multistatus() {
+        assert!(matches!(
+            parse_multistatus(b"garbage"),
+            Err(FormatError::Xml(_))
+        ));
+        assert!(matches!(
+            parse_multistatus(b"\xff<a/>"),
+            Err(FormatError::Xml(_))
+        ));
+        let Err(FormatError::Multistatus(m)) = parse_multistatus(b"<html/>") else {
+            panic!("<html/> is well-formed and not a multistatus")
+        };
+        assert!(m.contains("not DAV:multistatus"), "{m}");
+        let ok = parse_multistatus(
+            br#"<d:multistatus xmlns:d="DAV:"><d:response><d:href>/a</d:href><d:status>HTTP/1.1 404 Not Found</d:status></d:response></d:multistatus>"#,
+        )
+        .unwrap();
+        assert_eq!(ok.responses, vec![("/a".to_string(), 404, None)]);
     }
 }

@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::FormatError;
 use super::xml::{self, XmlWriter};
 
 /// The EIM core namespace (collections, recordsets).
@@ -108,7 +109,7 @@ pub struct Eimml {
 /// it: the client reads a sync's answer only to know it is one, and a collection of a few
 /// thousand items would otherwise cost it more than the server spent writing it.
 /// Returns the number of recordsets.
-pub fn check_eimml(text: &str) -> Result<usize, String> {
+pub fn check_eimml(text: &str) -> Result<usize, FormatError> {
     struct Shape {
         recordsets: usize,
     }
@@ -153,13 +154,19 @@ pub fn check_eimml(text: &str) -> Result<usize, String> {
         }
     }
     let mut shape = Shape { recordsets: 0 };
-    xml::walk(text, &mut shape)?;
+    // The visitor's own refusals come back through the walk: all of them say "not EIMML".
+    xml::walk(text, &mut shape).map_err(|e| FormatError::Eim(e.to_string()))?;
     Ok(shape.recordsets)
 }
 
 /// Parse an EIMML body (a Morse Code publish, update, subscribe or sync).
-pub fn parse_eimml(text: &str) -> Result<Eimml, String> {
+pub fn parse_eimml(text: &str) -> Result<Eimml, FormatError> {
     let root = xml::parse(text)?;
+    eimml_of(&root).map_err(FormatError::Eim)
+}
+
+/// The collection a parsed EIMML document holds.
+fn eimml_of(root: &xml::El) -> Result<Eimml, String> {
     if !root.is(EIM_NS, "collection") {
         return Err(format!(
             "root element is {{{}}}{}, not eim:collection",
@@ -308,7 +315,12 @@ pub fn to_json(uid: &str, records: &[Record]) -> serde_json::Value {
 }
 
 /// Parse EIM-JSON (an Atom entry's content): the item's uid and records.
-pub fn from_json(text: &str) -> Result<(String, Vec<Record>), String> {
+pub fn from_json(text: &str) -> Result<(String, Vec<Record>), FormatError> {
+    records_of_json(text).map_err(FormatError::Eim)
+}
+
+/// [`from_json`], its message as written.
+fn records_of_json(text: &str) -> Result<(String, Vec<Record>), String> {
     let v: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("content is not EIM-JSON: {e}"))?;
     let uid = v
@@ -454,11 +466,14 @@ mod tests {
 
     #[test]
     fn eimml_errors() {
-        assert!(
-            parse_eimml("<x/>")
-                .unwrap_err()
-                .contains("not eim:collection")
-        );
+        assert!(matches!(
+            parse_eimml("<x/>").unwrap_err(),
+            FormatError::Eim(m) if m.contains("not eim:collection")
+        ));
+        assert!(matches!(
+            parse_eimml("<x>").unwrap_err(),
+            FormatError::Xml(m) if m.contains("malformed XML")
+        ));
         assert!(
             parse_eimml(r#"<eim:collection xmlns:eim="http://osafoundation.org/eim/0"/>"#).is_err()
         );

@@ -4,6 +4,8 @@
 
 use chrono::Duration;
 
+use super::FormatError;
+
 /// The component types a calendar object resource may be about.
 pub const COMPONENTS: [&str; 3] = ["VEVENT", "VTODO", "VJOURNAL"];
 
@@ -85,7 +87,12 @@ pub const MAX_DEPTH: usize = 16;
 
 /// Parse a calendar object and return its first VEVENT, VTODO or VJOURNAL, which must
 /// have a UID. The message says what is wrong, for a 400 or a failed operation.
-pub fn parse(text: &str) -> Result<Component, String> {
+pub fn parse(text: &str) -> Result<Component, FormatError> {
+    component_of(text).map_err(FormatError::ICalendar)
+}
+
+/// [`parse`], its message as written.
+fn component_of(text: &str) -> Result<Component, String> {
     let unfolded = icalendar::parser::unfold(text);
     check_depth(&unfolded)?;
     let cal = icalendar::parser::read_calendar(&unfolded)
@@ -146,7 +153,12 @@ pub fn parse(text: &str) -> Result<Component, String> {
 /// Check a recurrence rule against RFC 5545 §3.3.10: one FREQ, each part once, numbers
 /// in their ranges (INTERVAL and COUNT positive), COUNT and UNTIL not both, weekdays
 /// that are weekdays. The message names the part, for a 400.
-pub fn check_rrule(rule: &str) -> Result<(), String> {
+pub fn check_rrule(rule: &str) -> Result<(), FormatError> {
+    rrule_problem(rule).map_err(FormatError::ICalendar)
+}
+
+/// [`check_rrule`], its message as written.
+fn rrule_problem(rule: &str) -> Result<(), String> {
     const FREQS: [&str; 7] = [
         "SECONDLY", "MINUTELY", "HOURLY", "DAILY", "WEEKLY", "MONTHLY", "YEARLY",
     ];
@@ -340,11 +352,10 @@ mod tests {
             s + "END:VEVENT\r\nEND:VCALENDAR\r\n"
         };
         assert!(parse(&nest(MAX_DEPTH - 2)).is_ok());
-        assert!(
-            parse(&nest(MAX_DEPTH - 1))
-                .unwrap_err()
-                .contains("nested deeper")
-        );
+        assert!(matches!(
+            parse(&nest(MAX_DEPTH - 1)).unwrap_err(),
+            FormatError::ICalendar(m) if m.contains("nested deeper")
+        ));
         // What crashed the server before: 20,000 levels.
         assert!(parse(&nest(20_000)).is_err());
     }
@@ -391,7 +402,9 @@ mod tests {
             ("FREQ=DAILY;BYHOUR=24", "BYHOUR=24"),
             ("FREQ=DAILY;SOMETHING=1", "SOMETHING=1"),
         ] {
-            let e = check_rrule(bad).unwrap_err();
+            let FormatError::ICalendar(e) = check_rrule(bad).unwrap_err() else {
+                panic!("{bad}: refused as something other than iCalendar")
+            };
             assert!(e.contains(says), "{bad}: {e}");
         }
     }

@@ -11,3 +11,30 @@ pub mod pem;
 pub mod stomp;
 pub mod tz;
 pub mod xml;
+
+/// What is wrong with a document one of these parsers was given, by the format that
+/// refused it. The message says what and, where it can, where, in words fit for a 400 or
+/// a failed operation's detail.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    /// Not well-formed XML, or nested deeper than [`xml::MAX_DEPTH`].
+    #[error("{0}")]
+    Xml(String),
+    /// Well-formed XML that is not a WebDAV multistatus.
+    #[error("{0}")]
+    Multistatus(String),
+    /// Not EIMML or EIM-JSON of the shape Morse Code and Atom carry.
+    #[error("{0}")]
+    Eim(String),
+    /// Not an iCalendar object with one event, task or journal entry, or a recurrence
+    /// rule that RFC 5545 does not allow.
+    #[error("{0}")]
+    ICalendar(String),
+}
+
+/// Layers whose own errors are still messages take a format's message as it stands.
+impl From<FormatError> for String {
+    fn from(e: FormatError) -> String {
+        e.to_string()
+    }
+}

@@ -7,6 +7,8 @@ use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::name::ResolveResult;
 use quick_xml::reader::NsReader;
 
+use super::FormatError;
+
 /// One element: its namespace, local name, the prefix it was written with, attributes
 /// (namespace, local name, value), children and text.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -81,7 +83,12 @@ pub trait Visit {
 
 /// Walk a document, with the rules every body is read by: well-formed, one root, prefixes
 /// declared, only the predefined entities, at most [`MAX_DEPTH`] levels.
-pub fn walk(text: &str, v: &mut impl Visit) -> Result<(), String> {
+pub fn walk(text: &str, v: &mut impl Visit) -> Result<(), FormatError> {
+    walk_text(text, v).map_err(FormatError::Xml)
+}
+
+/// [`walk`], its message as the visitor or the reader gave it.
+fn walk_text(text: &str, v: &mut impl Visit) -> Result<(), String> {
     let mut reader = NsReader::from_str(text);
     let mut depth = 0usize;
     let mut seen_root = false;
@@ -248,17 +255,17 @@ impl Visit for Tree {
 }
 
 /// Parse a document into its root element. The message says what is wrong, for a 400.
-pub fn parse(text: &str) -> Result<El, String> {
+pub fn parse(text: &str) -> Result<El, FormatError> {
     let mut tree = Tree::default();
     walk(text, &mut tree)?;
     tree.root
-        .ok_or_else(|| "malformed XML: no root element".into())
+        .ok_or_else(|| FormatError::Xml("malformed XML: no root element".into()))
 }
 
 /// Refuse a document nested deeper than [`MAX_DEPTH`] without building anything, before it
 /// goes to a parser that recurses per level (`atom_syndication`'s extensions). Other
 /// mistakes are left to that parser.
-pub fn check_depth(bytes: &[u8]) -> Result<(), String> {
+pub fn check_depth(bytes: &[u8]) -> Result<(), FormatError> {
     let mut reader = quick_xml::Reader::from_reader(bytes);
     let mut buf = Vec::new();
     let mut depth = 0usize;
@@ -267,9 +274,9 @@ pub fn check_depth(bytes: &[u8]) -> Result<(), String> {
             Ok(Event::Start(_)) => {
                 depth += 1;
                 if depth > MAX_DEPTH {
-                    return Err(format!(
+                    return Err(FormatError::Xml(format!(
                         "malformed XML: elements nested deeper than {MAX_DEPTH} levels"
-                    ));
+                    )));
                 }
             }
             Ok(Event::End(_)) => depth = depth.saturating_sub(1),
@@ -414,7 +421,9 @@ mod tests {
     fn nesting_is_bounded() {
         let nest = |n: usize| format!("{}{}", "<a>".repeat(n), "</a>".repeat(n));
         assert!(parse(&nest(MAX_DEPTH)).is_ok());
-        let e = parse(&nest(MAX_DEPTH + 1)).unwrap_err();
+        let FormatError::Xml(e) = parse(&nest(MAX_DEPTH + 1)).unwrap_err() else {
+            panic!("too deep is an XML error")
+        };
         assert!(e.contains("nested deeper"), "{e}");
         // What crashed the server before: 60,000 levels.
         assert!(parse(&nest(60_000)).is_err());

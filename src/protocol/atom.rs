@@ -133,6 +133,7 @@ fn check_entry(r: &Response, o: Outcome, what: &str) -> Outcome {
         return o;
     }
     let parsed = xml::check_depth(&r.body)
+        .map_err(String::from)
         .and_then(|()| atom_syndication::Entry::read_from(&r.body[..]).map_err(|e| e.to_string()));
     match parsed {
         Ok(_) => o,

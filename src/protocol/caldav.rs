@@ -654,7 +654,7 @@ impl CaldavVu {
         }
         let parsed = std::str::from_utf8(&r.body)
             .map_err(|e| e.to_string())
-            .and_then(ical::parse);
+            .and_then(|t| ical::parse(t).map_err(String::from));
         Done::Sent(match parsed {
             Ok(_) => {
                 if let Some(e) = etag_of(&r) {

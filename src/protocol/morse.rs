@@ -325,7 +325,7 @@ impl MorseVu {
         if o.is_ok() {
             let parsed = std::str::from_utf8(&r.body)
                 .map_err(|e| e.to_string())
-                .and_then(eim::check_eimml);
+                .and_then(|t| eim::check_eimml(t).map_err(String::from));
             if let Err(m) = parsed {
                 return o.body_error(format!("GET {path}: not EIMML: {m}"));
             }

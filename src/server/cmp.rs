@@ -44,7 +44,7 @@ pub(crate) async fn put_user(
     }
     let doc = match std::str::from_utf8(&body)
         .map_err(|e| e.to_string())
-        .and_then(xml::parse)
+        .and_then(|t| xml::parse(t).map_err(String::from))
     {
         Ok(d) => d,
         Err(m) => return text(StatusCode::BAD_REQUEST, m),

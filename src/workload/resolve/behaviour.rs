@@ -28,10 +28,14 @@ pub(super) struct ChainCx<'a> {
     pub path: &'a str,
 }
 
-/// The chain of a class with `behaviours:`.
-pub(super) fn resolve_chain(cx: &Cx, node: &Node, c: &ChainCx<'_>) -> R<Chain> {
+/// The chain of a class with `behaviours:` (`bnode`) and, when given, `session:`.
+pub(super) fn resolve_chain(
+    cx: &Cx,
+    bnode: &Node,
+    session_node: Option<&Node>,
+    c: &ChainCx<'_>,
+) -> R<Chain> {
     let bpath = join(c.path, "behaviours");
-    let bnode = required(cx, node, "behaviours", c.path)?;
     if c.ops.len() > MAX_STATES {
         return Err(cx.err(
             bnode.pos,
@@ -46,7 +50,7 @@ pub(super) fn resolve_chain(cx: &Cx, node: &Node, c: &ChainCx<'_>) -> R<Chain> {
     if entries.is_empty() {
         return Err(cx.err(bnode.pos, &bpath, "no behaviours: the mapping is empty"));
     }
-    let (max_ops, pause) = session(cx, node, c)?;
+    let (max_ops, pause) = session(cx, session_node, c)?;
     let mut rows: Vec<Row> = Vec::new();
     let mut behaviours = Vec::new();
     for (k, v) in entries {
@@ -68,8 +72,8 @@ pub(super) fn resolve_chain(cx: &Cx, node: &Node, c: &ChainCx<'_>) -> R<Chain> {
     Ok(chain)
 }
 
-fn session(cx: &Cx, node: &Node, c: &ChainCx<'_>) -> R<(Option<u64>, Option<Dist>)> {
-    let Some(s) = node.get("session") else {
+fn session(cx: &Cx, node: Option<&Node>, c: &ChainCx<'_>) -> R<(Option<u64>, Option<Dist>)> {
+    let Some(s) = node else {
         return Ok((None, None));
     };
     let path = join(c.path, "session");

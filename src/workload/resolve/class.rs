@@ -20,25 +20,47 @@ use crate::workload::{
     Operation, ParamValue, Params, Pool, Stage, UserClass, WhenFull,
 };
 
-pub(super) const CLASS_KEYS: &[&str] = &[
-    "class",
-    "protocol",
-    "count",
-    "arrival",
-    "ramp",
-    "pacing",
-    "iterations",
-    "think",
-    "connection",
-    "tls_resumption",
-    "auth",
-    "cleanup",
-    "mix",
-    "ops",
-    "behaviours",
-    "session",
-    "params",
-];
+/// The keys a class may have, each named once: the list of them that unknown keys are
+/// checked against, and a [`ClassKeys`] with a field per key, looked up once, that every
+/// reader below takes its key from.
+macro_rules! class_keys {
+    ($($key:ident),* $(,)?) => {
+        pub(super) const CLASS_KEYS: &[&str] = &[$(stringify!($key)),*];
+
+        /// A class's node and its entries by key (`None`: not given).
+        pub(super) struct ClassKeys<'n> {
+            /// The class's own node, for the position of a message about a missing key.
+            pub(super) node: &'n Node,
+            $(pub(super) $key: Option<&'n Node>,)*
+        }
+
+        impl<'n> ClassKeys<'n> {
+            pub(super) fn of(node: &'n Node) -> Self {
+                ClassKeys { node, $($key: node.get(stringify!($key)),)* }
+            }
+        }
+    };
+}
+
+class_keys!(
+    class,
+    protocol,
+    count,
+    arrival,
+    ramp,
+    pacing,
+    iterations,
+    think,
+    connection,
+    tls_resumption,
+    auth,
+    cleanup,
+    mix,
+    ops,
+    behaviours,
+    session,
+    params,
+);
 
 pub(super) const ARRIVAL_KEYS: &[&str] = &["rate", "process", "max_concurrency", "when_full"];
 
@@ -53,43 +75,24 @@ pub(super) fn resolve_class(
 ) -> R<UserClass> {
     let fallback = format!("users[{index}]");
     let entries = cx.map(node, &fallback)?;
+    let keys = ClassKeys::of(node);
     // Name the class in later messages once we know it.
-    let name = class_name(cx, node, &fallback)?;
+    let name = class_name(cx, &keys, &fallback)?;
     let path = format!("users.{name}");
     cx.check_keys(entries, CLASS_KEYS, &path)?;
-    let protocol = protocol_of(cx, node, &path)?;
+    let protocol = protocol_of(cx, &keys, &path)?;
     let Population {
         count,
         arrival,
         ramp,
         pacing,
-    } = population(cx, node, &path)?;
-    let iterations = node
-        .get("iterations")
-        .map(|n| {
-            cx.int(n, &format!("{path}.iterations"), 1)
-                .map(|v| v as u64)
-        })
-        .transpose()?;
-    let think = match node.get("think") {
-        Some(n) => cx.dist(n, &format!("{path}.think"), Unit::Duration)?,
-        None => think.clone(),
-    };
-    let connection = match node.get("connection") {
-        Some(n) => connection(cx, n, &format!("{path}.connection"))?,
-        None => conn,
-    };
-    let tls_resumption = node
-        .get("tls_resumption")
-        .map(|n| cx.boolean(n, &format!("{path}.tls_resumption")))
-        .transpose()?
-        .unwrap_or(true);
-    let def = protocol.def();
-    let params = match node.get("params") {
-        Some(n) => resolve_params(cx, n, def.class_params, &format!("{path}.params"))?,
-        None => Params::default(),
-    };
-
+    } = population(cx, &keys, &path)?;
+    let iterations = iterations_of(cx, &keys, &path)?;
+    let think = think_of(cx, &keys, &path, think)?;
+    let connection = connection_of(cx, &keys, &path, conn)?;
+    let tls_resumption = tls_resumption_of(cx, &keys, &path)?;
+    let params = params_of(cx, &keys, &path, protocol)?;
+    let keys = &keys;
     let Table {
         mut ops,
         op_params,
@@ -98,17 +101,17 @@ pub(super) fn resolve_class(
         pools,
         pos,
         path: mix_path,
-    } = resolve_table(cx, node, &path, protocol)?;
+    } = resolve_table(cx, keys, &path, protocol)?;
     let chain = chain_of(
         cx,
-        node,
+        keys,
         (&path, &mix_path, pos),
         &mut ops,
         (&think, &pools, arrival.is_some()),
     )?;
     let (labels, kind) = kind_of(
         cx,
-        node,
+        keys,
         (&path, &mix_path, pos),
         protocol,
         (&ops, &op_params, &params),
@@ -135,20 +138,61 @@ pub(super) fn resolve_class(
     })
 }
 
+/// `iterations:`, each user's (or each session's) number of operations, at least 1.
+fn iterations_of(cx: &Cx, keys: &ClassKeys<'_>, path: &str) -> R<Option<u64>> {
+    keys.iterations
+        .map(|n| cx.int(n, &join(path, "iterations"), 1).map(|v| v as u64))
+        .transpose()
+}
+
+/// `think:`, the class's own think time, or the workload's.
+fn think_of(cx: &Cx, keys: &ClassKeys<'_>, path: &str, workload: &Dist) -> R<Dist> {
+    match keys.think {
+        Some(n) => cx.dist(n, &join(path, "think"), Unit::Duration),
+        None => Ok(workload.clone()),
+    }
+}
+
+/// `connection:`, the class's own connection policy, or the workload's.
+fn connection_of(cx: &Cx, keys: &ClassKeys<'_>, path: &str, workload: Connection) -> R<Connection> {
+    match keys.connection {
+        Some(n) => connection(cx, n, &join(path, "connection")),
+        None => Ok(workload),
+    }
+}
+
+/// `tls_resumption:`, whether a new connection resumes an earlier TLS session (yes,
+/// unless the class says no).
+fn tls_resumption_of(cx: &Cx, keys: &ClassKeys<'_>, path: &str) -> R<bool> {
+    Ok(keys
+        .tls_resumption
+        .map(|n| cx.boolean(n, &join(path, "tls_resumption")))
+        .transpose()?
+        .unwrap_or(true))
+}
+
+/// `params:`, the class's parameters, checked against its protocol's.
+fn params_of(cx: &Cx, keys: &ClassKeys<'_>, path: &str, protocol: Protocol) -> R<Params> {
+    match keys.params {
+        Some(n) => resolve_params(cx, n, protocol.def().class_params, &join(path, "params")),
+        None => Ok(Params::default()),
+    }
+}
+
 /// The class's behaviour: its `behaviours:`, or its table as the chain of one; a
 /// behaviour's implied mix becomes its operations' probabilities.
 fn chain_of(
     cx: &Cx,
-    node: &Node,
+    keys: &ClassKeys<'_>,
     (path, mix_path, pos): (&str, &str, Pos),
     ops: &mut [Operation],
     (think, pools, open): (&Dist, &[(String, Pos)], bool),
 ) -> R<Chain> {
-    Ok(match node.get("behaviours") {
+    Ok(match keys.behaviours {
         None => Chain::of_mix(&ops.iter().map(|o| o.weight).collect::<Vec<_>>(), think)
             .map_err(|m| cx.err(pos, mix_path, m))?,
-        Some(_) => {
-            if open && let Some(n) = node.get("iterations") {
+        Some(bnode) => {
+            if open && let Some(n) = keys.iterations {
                 return Err(cx.err_hint(
                     n.pos,
                     &format!("{path}.iterations"),
@@ -158,7 +202,8 @@ fn chain_of(
             }
             let chain = behaviour::resolve_chain(
                 cx,
-                node,
+                bnode,
+                keys.session,
                 &behaviour::ChainCx {
                     ops,
                     think,
@@ -180,7 +225,7 @@ fn chain_of(
 /// typed kind.
 fn kind_of(
     cx: &Cx,
-    node: &Node,
+    keys: &ClassKeys<'_>,
     (path, mix_path, pos): (&str, &str, Pos),
     protocol: Protocol,
     (ops, op_params, params): (&[Operation], &[Params], &Params),
@@ -199,7 +244,7 @@ fn kind_of(
                 }
             }
             ClassKind::Http {
-                pools: resolve_cleanup(cx, node, path, pools)?,
+                pools: resolve_cleanup(cx, keys, path, pools)?,
                 requests,
             }
         }
@@ -210,9 +255,8 @@ fn kind_of(
 }
 
 /// The class name: letters, digits, '_' or '-'.
-fn class_name(cx: &Cx, node: &Node, fallback: &str) -> R<String> {
-    let name_node = node.get("class");
-    let name = match name_node {
+fn class_name(cx: &Cx, keys: &ClassKeys<'_>, fallback: &str) -> R<String> {
+    let name = match keys.class {
         Some(n) => {
             let s = cx.string(n, &format!("{fallback}.class"))?;
             if s.is_empty()
@@ -230,7 +274,7 @@ fn class_name(cx: &Cx, node: &Node, fallback: &str) -> R<String> {
         }
         None => {
             return Err(cx.err(
-                node.pos,
+                keys.node.pos,
                 fallback,
                 "missing required key 'class' (the class name)",
             ));
@@ -239,8 +283,10 @@ fn class_name(cx: &Cx, node: &Node, fallback: &str) -> R<String> {
     Ok(name)
 }
 
-fn protocol_of(cx: &Cx, node: &Node, path: &str) -> R<Protocol> {
-    let proto_node = required(cx, node, "protocol", path)?;
+fn protocol_of(cx: &Cx, keys: &ClassKeys<'_>, path: &str) -> R<Protocol> {
+    let proto_node = keys
+        .protocol
+        .ok_or_else(|| cx.err(keys.node.pos, path, "missing required key 'protocol'"))?;
     let proto_name = cx.string(proto_node, &format!("{path}.protocol"))?;
     let protocol = Protocol::from_name(&proto_name).ok_or_else(|| {
         let names: Vec<&str> = Protocol::ALL.iter().map(|p| p.name()).collect();
@@ -465,7 +511,12 @@ fn check_pools(
 
 /// `cleanup: { POOL: METHOD }` of an http class: what to send, at the end of each round,
 /// to every entry its users still hold in a pool.
-fn resolve_cleanup(cx: &Cx, node: &Node, path: &str, pools: &[(String, Pos)]) -> R<Vec<Pool>> {
+fn resolve_cleanup(
+    cx: &Cx,
+    keys: &ClassKeys<'_>,
+    path: &str,
+    pools: &[(String, Pos)],
+) -> R<Vec<Pool>> {
     let mut out: Vec<Pool> = pools
         .iter()
         .map(|(name, _)| Pool {
@@ -473,7 +524,7 @@ fn resolve_cleanup(cx: &Cx, node: &Node, path: &str, pools: &[(String, Pos)]) ->
             cleanup: None,
         })
         .collect();
-    let Some(c) = node.get("cleanup") else {
+    let Some(c) = keys.cleanup else {
         return Ok(out);
     };
     let ck = join(path, "cleanup");
@@ -629,12 +680,10 @@ struct Population {
     pacing: Option<Duration>,
 }
 
-fn population(cx: &Cx, node: &Node, path: &str) -> R<Population> {
+fn population(cx: &Cx, keys: &ClassKeys<'_>, path: &str) -> R<Population> {
     // A null count (`--set users.x.count=`) is no count: it lets --set switch a class to arrival.
-    let count_node = node
-        .get("count")
-        .filter(|n| !matches!(n.value, Value::Null));
-    let (count, arrival) = match (count_node, node.get("arrival")) {
+    let count_node = keys.count.filter(|n| !matches!(n.value, Value::Null));
+    let (count, arrival) = match (count_node, keys.arrival) {
         (Some(_), Some(a)) => {
             return Err(cx.err(
                 a.pos,
@@ -644,7 +693,7 @@ fn population(cx: &Cx, node: &Node, path: &str) -> R<Population> {
         }
         (None, None) => {
             return Err(cx.err_hint(
-                node.pos,
+                keys.node.pos,
                 path,
                 "missing required key 'count' (or 'arrival' for an open model)",
                 Some("write e.g. count: 10, or arrival: { rate: 50/s }".into()),
@@ -658,18 +707,18 @@ fn population(cx: &Cx, node: &Node, path: &str) -> R<Population> {
         }
         (None, Some(a)) => (0, Some(resolve_arrival(cx, a, &format!("{path}.arrival"))?)),
     };
-    let ramp = match node.get("ramp") {
+    let ramp = match keys.ramp {
         Some(r) => resolve_ramp(cx, r, &format!("{path}.ramp"), arrival.is_some())?,
         None => Vec::new(),
     };
-    let pacing = match node.get("pacing") {
+    let pacing = match keys.pacing {
         None => None,
         Some(n) => {
             let key = format!("{path}.pacing");
             if arrival.is_some() {
                 return Err(cx.err(n.pos, &key, "pacing is for closed classes (count); an open class is paced by its arrival rate"));
             }
-            if node.get("think").is_some() {
+            if keys.think.is_some() {
                 return Err(cx.err(n.pos, &key, "give either 'pacing' or 'think', not both"));
             }
             let d = cx.duration(n, &key)?;
@@ -702,13 +751,21 @@ struct Table {
     path: String,
 }
 
-fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Table> {
+fn resolve_table(cx: &Cx, keys: &ClassKeys<'_>, path: &str, protocol: Protocol) -> R<Table> {
     // A class with behaviours defines its operations in `ops:` (no weights: its rows
     // have them); one without picks from its `mix:` table.
-    let weighted = node.get("behaviours").is_none();
-    let key = if weighted { "mix" } else { "ops" };
-    let other = if weighted { "ops" } else { "mix" };
-    if let Some(n) = node.get(other) {
+    let weighted = keys.behaviours.is_none();
+    let (key, other) = if weighted {
+        ("mix", "ops")
+    } else {
+        ("ops", "mix")
+    };
+    let (table, misplaced) = if weighted {
+        (keys.mix, keys.ops)
+    } else {
+        (keys.ops, keys.mix)
+    };
+    if let Some(n) = misplaced {
         let message = if weighted {
             "'ops:' defines the operations of 'behaviours:'; a class without behaviours picks from 'mix:'"
         } else {
@@ -717,7 +774,9 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
         return Err(cx.err(n.pos, &format!("{path}.{other}"), message));
     }
     let mix_path = format!("{path}.{key}");
-    let (mix, mix_entries) = mix_entries(cx, node, path, &mix_path, key)?;
+    let mix = table
+        .ok_or_else(|| cx.err(keys.node.pos, path, format!("missing required key '{key}'")))?;
+    let mix_entries = mix_entries(cx, mix, &mix_path)?;
     let mut captures: Vec<String> = Vec::new();
     let mut ops: Vec<Operation> = Vec::new();
     let mut capture_sites: Vec<(String, Pos)> = Vec::new();
@@ -791,14 +850,7 @@ fn resolve_table(cx: &Cx, node: &Node, path: &str, protocol: Protocol) -> R<Tabl
 }
 
 /// The class's `mix:` (or `ops:`), a mapping with at least one operation.
-fn mix_entries<'n>(
-    cx: &Cx,
-    node: &'n Node,
-    path: &str,
-    mix_path: &str,
-    key: &str,
-) -> R<(&'n Node, &'n [(Key, Node)])> {
-    let mix = required(cx, node, key, path)?;
+fn mix_entries<'n>(cx: &Cx, mix: &'n Node, mix_path: &str) -> R<&'n [(Key, Node)]> {
     let mix_entries = match &mix.value {
         Value::Map(e) => e,
         Value::Null => return Err(cx.err(mix.pos, mix_path, "the operation table is empty")),
@@ -816,7 +868,7 @@ fn mix_entries<'n>(
     if mix_entries.is_empty() {
         return Err(cx.err(mix.pos, mix_path, "the operation table is empty"));
     }
-    Ok((mix, mix_entries))
+    Ok(mix_entries)
 }
 
 /// One row of a table: the operation with its weight and expected statuses, its
@@ -1157,7 +1209,117 @@ pub(super) fn resolve_expect(cx: &Cx, node: &Node, path: &str) -> R<Vec<u16>> {
 
 #[cfg(test)]
 mod tests {
-    use crate::workload::{Connection, UserClass, WorkloadError, load_str};
+    use super::super::cx::Cx;
+    use super::*;
+    use crate::workload::{Connection, UserClass, WorkloadError, load_str, yaml};
+
+    /// One key reader run on a class written as YAML: its value, or the message it gave.
+    fn read<T>(class_yaml: &str, f: impl Fn(&Cx, &ClassKeys<'_>) -> R<T>) -> Result<T, String> {
+        let cx = Cx {
+            file: "w.yaml",
+            lines: class_yaml.lines().collect(),
+            base_dir: None,
+        };
+        let node = yaml::parse(class_yaml).expect("YAML");
+        f(&cx, &ClassKeys::of(&node)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_key_is_listed_once_and_looked_up_under_its_name() {
+        let mut sorted = CLASS_KEYS.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), CLASS_KEYS.len());
+        let node = yaml::parse("tls_resumption: false\nsession: { max_ops: 3 }\n").unwrap();
+        let keys = ClassKeys::of(&node);
+        assert!(keys.tls_resumption.is_some() && keys.session.is_some());
+        assert!(keys.think.is_none() && keys.mix.is_none());
+    }
+
+    #[test]
+    fn iterations_are_at_least_one_and_absent_when_not_given() {
+        assert_eq!(
+            read("iterations: 7\n", |cx, k| iterations_of(cx, k, "users.c")),
+            Ok(Some(7))
+        );
+        assert_eq!(
+            read("count: 1\n", |cx, k| iterations_of(cx, k, "users.c")),
+            Ok(None)
+        );
+        let e = read("iterations: 0\n", |cx, k| iterations_of(cx, k, "users.c")).unwrap_err();
+        assert!(e.contains("users.c.iterations"), "{e}");
+    }
+
+    #[test]
+    fn a_class_think_time_overrides_the_workloads() {
+        let workload = Dist::constant(2.0);
+        let own = read("think: 5ms\n", |cx, k| {
+            think_of(cx, k, "users.c", &workload)
+        })
+        .unwrap();
+        assert_eq!(own.mean(), 5_000.0, "in microseconds");
+        let inherited = read("count: 1\n", |cx, k| think_of(cx, k, "users.c", &workload));
+        assert_eq!(inherited.map(|d| d.mean()), Ok(2.0));
+        let e = read("think: soon\n", |cx, k| {
+            think_of(cx, k, "users.c", &workload)
+        })
+        .unwrap_err();
+        assert!(e.contains("users.c.think"), "{e}");
+    }
+
+    #[test]
+    fn a_class_connection_policy_overrides_the_workloads() {
+        let own = read("connection: per_request\n", |cx, k| {
+            connection_of(cx, k, "users.c", Connection::KeepAlive)
+        });
+        assert!(matches!(own, Ok(Connection::PerRequest)));
+        let inherited = read("count: 1\n", |cx, k| {
+            connection_of(cx, k, "users.c", Connection::KeepAlive)
+        });
+        assert!(matches!(inherited, Ok(Connection::KeepAlive)));
+        let e = read("connection: sometimes\n", |cx, k| {
+            connection_of(cx, k, "users.c", Connection::KeepAlive)
+        })
+        .unwrap_err();
+        assert!(e.contains("users.c.connection"), "{e}");
+    }
+
+    #[test]
+    fn tls_sessions_are_resumed_unless_the_class_says_no() {
+        assert_eq!(
+            read("count: 1\n", |cx, k| tls_resumption_of(cx, k, "users.c")),
+            Ok(true)
+        );
+        assert_eq!(
+            read("tls_resumption: false\n", |cx, k| tls_resumption_of(
+                cx, k, "users.c"
+            )),
+            Ok(false)
+        );
+        assert!(
+            read("tls_resumption: 3\n", |cx, k| tls_resumption_of(
+                cx, k, "users.c"
+            ))
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn class_params_are_checked_against_the_protocols() {
+        let ok = read("params: { subscribe: /queue/a }\n", |cx, k| {
+            params_of(cx, k, "users.c", Protocol::Stomp)
+        });
+        assert!(ok.is_ok(), "{ok:?}");
+        let none = read("count: 1\n", |cx, k| {
+            params_of(cx, k, "users.c", Protocol::Stomp)
+        });
+        assert!(none.is_ok());
+        let e = read("params: { nonsense: 1 }\n", |cx, k| {
+            params_of(cx, k, "users.c", Protocol::Stomp)
+        })
+        .unwrap_err();
+        assert!(e.contains("users.c.params"), "{e}");
+    }
 
     /// One class of the generic http protocol, with `extra` keys of its own.
     fn class(extra: &str) -> Result<UserClass, String> {

@@ -217,7 +217,8 @@ fn resolve_users(cx: &Cx, root: &Node, accounts: Option<&Accounts>) -> R<Vec<Use
     let mut classes: Vec<UserClass> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let mut c = resolve_class(cx, item, i, &think, connection)?;
-        c.auth = match item.get("auth") {
+        let keys = ClassKeys::of(item);
+        c.auth = match keys.auth {
             Some(n) => Some(resolve_auth(
                 cx,
                 n,
@@ -227,7 +228,7 @@ fn resolve_users(cx: &Cx, root: &Node, accounts: Option<&Accounts>) -> R<Vec<Use
             None => auth.clone(),
         };
         if let Some(prev) = classes.iter().find(|p| p.name == c.name) {
-            let pos = item.get("class").map(|n| n.pos).unwrap_or(item.pos);
+            let pos = keys.class.map_or(item.pos, |n| n.pos);
             return Err(cx.err(
                 pos,
                 &format!("users[{i}].class"),

@@ -23,8 +23,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 M="python3 bench/measure.py"
-# shellcheck source=scripts/lib/ports.sh
-. scripts/lib/ports.sh
+# shellcheck source=scripts/lib/servers.sh
+. scripts/lib/servers.sh
 
 mkdir -p "$WORK/www"
 head -c 196 /dev/zero | tr '\0' 'x' >"$WORK/www/index.html"

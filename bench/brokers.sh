@@ -26,8 +26,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"; }
 trap cleanup EXIT
 M="python3 bench/measure.py"
-# shellcheck source=scripts/lib/ports.sh
-. scripts/lib/ports.sh
+# shellcheck source=scripts/lib/servers.sh
+. scripts/lib/servers.sh
 
 AMQ="$WORK/activemq"
 mkdir -p "$AMQ/conf" "$AMQ/data" "$AMQ/tmp"

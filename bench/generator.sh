@@ -32,8 +32,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
 trap cleanup EXIT
 M="python3 bench/measure.py"
-# shellcheck source=scripts/lib/ports.sh
-. scripts/lib/ports.sh
+# shellcheck source=scripts/lib/servers.sh
+. scripts/lib/servers.sh
 
 # nginx: one worker, no access log, a 196-byte static file its worker can read.
 mkdir -p "$WORK/www"

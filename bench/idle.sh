@@ -19,8 +19,8 @@ WORK=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
-# shellcheck source=scripts/lib/ports.sh
-. scripts/lib/ports.sh
+# shellcheck source=scripts/lib/servers.sh
+. scripts/lib/servers.sh
 HTTP=$(free_port)
 STOMP=$(free_port)
 "$BIN" serve --bind "127.0.0.1:$HTTP" --stomp-bind "127.0.0.1:$STOMP" --no-auth >"$WORK/serve.log" 2>&1 &

@@ -25,8 +25,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-# shellcheck source=scripts/lib/ports.sh
-. scripts/lib/ports.sh
+# shellcheck source=scripts/lib/servers.sh
+. scripts/lib/servers.sh
 
 # Ports: loadmix memory 18180, loadmix sqlite 18181, Radicale 18182, Xandikos 18183.
 target/release/loadmix serve --bind 127.0.0.1:18180 --store memory --no-auth >"$WORK/mem.log" 2>&1 & PIDS+=($!)

@@ -19,8 +19,8 @@ PID=""
 cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null || true; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-# shellcheck source=scripts/lib/ports.sh
-. scripts/lib/ports.sh
+# shellcheck source=scripts/lib/servers.sh
+. scripts/lib/servers.sh
 
 for STORE in memory "sqlite:$WORK/check.db"; do
     PORT=$(free_port)

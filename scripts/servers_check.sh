@@ -1,27 +1,17 @@
 #!/usr/bin/env bash
-# loadmix against the kind of servers users own, started here on loopback from Debian and
-# PyPI packages (installed when missing). Fails, never skips, when one cannot be started.
+# Starts the kind of servers users own on loopback from Debian's and PyPI's packages
+# (installed when missing) and hands them to the Rust checks of tests/real/
+# (web_servers.rs, davical.rs, recipes.rs), which hold loadmix's typed report against
+# what each server logged or holds. Fails, never skips, when one cannot be started.
 #
-#   1. nginx terminating TLS in front of Radicale (certificate made here with
-#      `loadmix cert`): caldav-sync.yaml over https with --ca-cert, 0 failures; with
-#      another CA the run stops at preflight, exit 3, naming the unknown issuer.
-#   2. nginx's WebDAV modules with Basic auth: webdav.yaml, 0 failures, no 404 on a
-#      delete, the share empty afterwards, and the report's requests equal to what nginx
-#      logged (cleanup included).
-#   3. Apache's mod_dav with Digest auth: webdav.yaml, 0 failures, one 401 per user.
-#   4. The embedded server over https (`loadmix serve --tls-cert/--tls-key`): the Cosmo
-#      workload, 0 failures.
-#   5. Other people's data: Radicale pre-filled with a calendar and events of its own; every
-#      CalDAV workload runs against the same account; the pre-filled files are
-#      byte-for-byte unchanged afterwards, and nothing the runs made is left.
-#   6. DAViCal on PostgreSQL (Apache, mod_php): caldav-sync.yaml with nothing but
-#      --target .../caldav.php and --user, 0 failures, nothing left behind.
-#   7. The recipe examples/davical-postgres (synchronous_commit on vs off), briefly: both
-#      configurations compared, PostgreSQL's and Apache's CPU per operation filled in,
-#      each cluster's commits scraped from its own prometheus-postgres-exporter.
-#   8. The recipe examples/tomcat-jvm (two Tomcat 10 WebDAV servers, small heap + SerialGC
-#      vs large heap + ParallelGC), briefly: 0 failures, each JVM watched by PID for its
-#      own target, its collections and heap read from its perf data and compared.
+#   1. nginx terminating TLS in front of Radicale (a certificate made here with
+#      `loadmix cert`, and another CA's), logging `METHOD STATUS` per request;
+#   2. nginx's WebDAV modules with Basic auth, logging the same way, over a share folder;
+#   3. Apache's mod_dav with Digest auth, logging the same way;
+#   4. the embedded server over https (`loadmix serve --tls-cert/--tls-key`);
+#   5. Radicale (htpasswd) pre-filled with a calendar and events of someone else's;
+#   6. DAViCal on PostgreSQL (Apache, mod_php), set up by examples/davical-postgres;
+#   7. the recipes examples/davical-postgres and examples/tomcat-jvm, briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,11 +45,9 @@ cleanup() {
 }
 trap cleanup EXIT
 [ -n "${KEEP_WORK:-}" ] && trap - EXIT
-# shellcheck source=scripts/lib/ports.sh
-. scripts/lib/ports.sh
+# shellcheck source=scripts/lib/servers.sh
+. scripts/lib/servers.sh
 fail() { echo "servers_check: $*"; exit 1; }
-# Field `$2` of run.json `$1` (a Python expression over `r`).
-field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 PASSWORD='s3cr3t pa:ss$'
 export LOADMIX_PASSWORD="$PASSWORD"
@@ -131,69 +119,15 @@ wait_port "$RPORT" radicale "$WORK/radicale.log"
 wait_port "$TPORT" nginx "$WORK/nginx.log"
 wait_port "$WPORT" nginx "$WORK/nginx.log"
 
-echo "== 1. caldav-sync.yaml over https (nginx TLS in front of Radicale)"
-"$BIN" run workloads/caldav-sync.yaml --target "https://127.0.0.1:$TPORT" --user loadmix \
-    --ca-cert "$WORK/certs/ca.pem" --duration 4s --rounds 1 --quiet --out "$WORK/tls" \
-    >"$WORK/tls.txt" 2>&1 || { cat "$WORK/tls.txt"; fail "caldav-sync over https failed"; }
-[ "$(field "$WORK/tls/run.json" "r['summary']['total']['failures']")" = 0 ] || { cat "$WORK/tls.txt"; fail "failures over https"; }
-[ "$(field "$WORK/tls/run.json" "r['tls']['verified']")" = True ] || fail "the report does not say the certificate was verified"
-python3 - "$WORK/tls/run.json" "$WORK/tls-access.log" <<'PY'
-import collections, json, sys
-r = json.load(open(sys.argv[1]))
-logged = sum(collections.Counter(l.split()[1] for l in open(sys.argv[2])).values())
-ops = r["summary"]["ops"]
-measured = sum(sum(o["status"].values()) + sum(a.get("count", 0) for a in o.get("answers", [])) for o in ops)
-warmup = sum(x["warmup_requests"] for x in r["rounds"])
-setup = r.get("preflight", {}).get("requests", 0) + sum(x.get("setup", {}).get("requests", 0) for x in r["rounds"])
-cleanup = sum(x["cleanup"]["requests"] for x in r["rounds"])
-if measured + warmup + setup + cleanup != logged:
-    print(f"over https: measured {measured} + warm-up {warmup} + set-up {setup} + cleanup {cleanup} != nginx logged {logged}")
-    sys.exit(1)
-print(f"   0 failures; measured {measured} + warm-up {warmup} + set-up {setup} + cleanup {cleanup} = nginx's {logged}")
-PY
-set +e
-"$BIN" run workloads/caldav-sync.yaml --target "https://127.0.0.1:$TPORT" --user loadmix \
-    --ca-cert "$WORK/other-ca/ca.pem" --duration 2s --rounds 1 --quiet --out "$WORK/wrong-ca" >"$WORK/wrong-ca.txt" 2>&1
-code=$?
-set -e
-[ "$code" = 3 ] || { cat "$WORK/wrong-ca.txt"; fail "a wrong CA should exit 3, got $code"; }
-grep -q "unknown issuer" "$WORK/wrong-ca.txt" || { cat "$WORK/wrong-ca.txt"; fail "the wrong CA is not named"; }
-echo "   wrong CA: exit 3, unknown issuer"
+export LOADMIX_REAL_TLS_TARGET="https://127.0.0.1:$TPORT" LOADMIX_REAL_TLS_LOG="$WORK/tls-access.log"
+export LOADMIX_REAL_CA="$WORK/certs/ca.pem" LOADMIX_REAL_OTHER_CA="$WORK/other-ca/ca.pem"
+export LOADMIX_REAL_NGINX_DAV="http://127.0.0.1:$WPORT/dav" LOADMIX_REAL_NGINX_DAV_LOG="$WORK/dav-access.log"
+export LOADMIX_REAL_NGINX_DAV_SHARE="$WORK/dav"
 
-echo "== 2. webdav.yaml against nginx WebDAV (Basic)"
-"$BIN" run workloads/webdav.yaml --target "http://127.0.0.1:$WPORT/dav" --user loadmix \
-    --set run.warmup=0s --duration 4s --rounds 2 --quiet --out "$WORK/nginx-dav" >"$WORK/nginx-dav.txt" 2>&1 \
-    || { cat "$WORK/nginx-dav.txt"; fail "webdav.yaml against nginx failed"; }
-python3 - "$WORK/nginx-dav/run.json" "$WORK/dav-access.log" "$WORK/dav" <<'PY'
-import collections, json, os, sys
-r = json.load(open(sys.argv[1]))
-t = r["summary"]["total"]
-problems = []
-if t["failures"]:
-    problems.append(f"{t['failures']} failures: {r['failures'][:3]}")
-logged = collections.Counter(l.split()[1] for l in open(sys.argv[2]))
-if logged.get("404"):
-    problems.append(f"{logged['404']} requests answered 404")
-reported = sum(sum(o["status"].values()) for o in r["summary"]["ops"])
-cleanup = sum(x["cleanup"]["requests"] for x in r["rounds"])
-if reported + cleanup != sum(logged.values()):
-    problems.append(f"report {reported} + cleanup {cleanup} != nginx logged {sum(logged.values())}")
-left = os.listdir(sys.argv[3])
-if left:
-    problems.append(f"{len(left)} files left on the share")
-if problems:
-    print("nginx WebDAV: " + "; ".join(problems)); sys.exit(1)
-print(f"   {reported} answers in the report + {cleanup} cleanup = nginx's {sum(logged.values())}, no 404, share empty")
-PY
-
-echo "== 3. webdav.yaml against Apache mod_dav (Digest)"
 APORT=$(free_port)
 mkdir -p "$WORK/apache/dav"
-python3 - "$WORK/apache/digest" "$PASSWORD" <<'PY'
-import hashlib, sys
-ha1 = hashlib.md5(f"loadmix:dav:{sys.argv[2]}".encode()).hexdigest()
-open(sys.argv[1], "w").write(f"loadmix:dav:{ha1}\n")
-PY
+HA1=$(printf '%s' "loadmix:dav:$PASSWORD" | md5sum | cut -d' ' -f1)
+printf 'loadmix:dav:%s\n' "$HA1" >"$WORK/apache/digest"
 M=/usr/lib/apache2/modules
 cat >"$WORK/apache/httpd.conf" <<CONF
 ServerRoot $WORK/apache
@@ -225,41 +159,15 @@ Alias /dav $WORK/apache/dav
 CONF
 apache2 -f "$WORK/apache/httpd.conf" -k start >"$WORK/apache.log" 2>&1 || { cat "$WORK/apache.log"; fail "apache did not start"; }
 wait_port "$APORT" apache "$WORK/apache.log"
-"$BIN" run workloads/webdav.yaml --target "http://127.0.0.1:$APORT/dav" --user loadmix \
-    --set run.warmup=0s --duration 4s --rounds 1 --quiet --out "$WORK/apache-dav" >"$WORK/apache-dav.txt" 2>&1 \
-    || { cat "$WORK/apache-dav.txt"; fail "webdav.yaml against Apache failed"; }
-python3 - "$WORK/apache-dav/run.json" "$WORK/apache/access.log" <<'PY'
-import collections, json, sys
-r = json.load(open(sys.argv[1]))
-t = r["summary"]["total"]
-logged = collections.Counter(l.split()[1] for l in open(sys.argv[2]))
-problems = []
-if t["failures"]:
-    problems.append(f"{t['failures']} failures: {r['failures'][:3]}")
-users = r["workload"]["classes"][0]["count"]
-reported_401 = t["status"].get("401", 0)
-if logged.get("401", 0) > users * 2 or reported_401 == 0:
-    problems.append(f"Digest: Apache answered 401 {logged.get('401', 0)} times, the report says {reported_401}, for {users} users")
-if logged.get("404"):
-    problems.append(f"{logged['404']} requests answered 404")
-if problems:
-    print("Apache Digest: " + "; ".join(problems)); sys.exit(1)
-print(f"   {t['requests']} requests, 0 failures, {logged.get('401', 0)} Digest challenges for {users} users")
-PY
+export LOADMIX_REAL_APACHE_DAV="http://127.0.0.1:$APORT/dav" LOADMIX_REAL_APACHE_LOG="$WORK/apache/access.log"
 
-echo "== 4. the embedded server over https (Cosmo workload)"
 EPORT=$(free_port)
 "$BIN" serve --bind "127.0.0.1:$EPORT" --tls-cert "$WORK/certs/cert.pem" --tls-key "$WORK/certs/key.pem" >"$WORK/serve.log" 2>&1 &
 PIDS+=($!)
 wait_port "$EPORT" serve "$WORK/serve.log"
-"$BIN" run workloads/cosmo-0.7.yaml --target "https://127.0.0.1:$EPORT/cosmo" --ca-cert "$WORK/certs/ca.pem" \
-    --set run.warmup=0s --duration 4s --rounds 1 --quiet --out "$WORK/cosmo-https" >"$WORK/cosmo-https.txt" 2>&1 \
-    || { cat "$WORK/cosmo-https.txt"; fail "the Cosmo workload over https failed"; }
-[ "$(field "$WORK/cosmo-https/run.json" "r['summary']['total']['failures']")" = 0 ] || { cat "$WORK/cosmo-https.txt"; fail "failures over https"; }
-# The 2007 client opened a connection per request: each has its handshake, most resumed.
-echo "   0 failures, $(field "$WORK/cosmo-https/run.json" "r['summary']['total']['requests']") requests, TLS handshake p50 $(field "$WORK/cosmo-https/run.json" "r['summary']['total']['tls_handshake_ms']['p50']") ms, $(field "$WORK/cosmo-https/run.json" "r['summary']['total']['tls_resumed']") resumed"
+export LOADMIX_REAL_EMBEDDED_HTTPS="https://127.0.0.1:$EPORT/cosmo"
 
-echo "== 5. other people's data on Radicale is never touched"
+# Someone else's calendar on Radicale, which the runs must never touch.
 BASE="http://127.0.0.1:$RPORT/loadmix"
 curl -sf -u "loadmix:$PASSWORD" -X MKCALENDAR "$BASE/precious/" >/dev/null || fail "cannot make the pre-filled calendar"
 for i in 1 2 3; do
@@ -277,18 +185,11 @@ END:VEVENT
 END:VCALENDAR
 ICS
 done
-snapshot() { (cd "$WORK/radicale-data/collection-root/loadmix" && find precious -type f -print0 | sort -z | xargs -0 sha256sum); }
-before=$(snapshot)
-for wl in caldav-sync caldav-saturate; do
-    "$BIN" run "workloads/$wl.yaml" --target "http://127.0.0.1:$RPORT" --user loadmix \
-        --set run.warmup=0s --duration 3s --rounds 1 --quiet --out "$WORK/foreign-$wl" >"$WORK/foreign-$wl.txt" 2>&1 \
-        || { cat "$WORK/foreign-$wl.txt"; fail "$wl against the pre-filled Radicale failed"; }
-done
-after=$(snapshot)
-[ "$before" = "$after" ] || { diff <(echo "$before") <(echo "$after"); fail "the pre-filled calendar changed"; }
-left=$(find "$WORK/radicale-data/collection-root/loadmix" -mindepth 1 -maxdepth 1 -type d ! -name precious ! -name '.Radicale*' | wc -l)
-[ "$left" = 0 ] || { ls "$WORK/radicale-data/collection-root/loadmix"; fail "$left calendar(s) the runs made are left"; }
-echo "   the pre-filled calendar is byte-for-byte unchanged; nothing the runs made is left"
+export LOADMIX_REAL_RADICALE="http://127.0.0.1:$RPORT"
+export LOADMIX_REAL_RADICALE_HOME="$WORK/radicale-data/collection-root/loadmix"
+echo "== 1-5. nginx TLS + Radicale, nginx WebDAV, Apache Digest, embedded https, Radicale's own data"
+real_checks web_servers::
+
 echo "== 6. DAViCal on PostgreSQL: only the URL and a user"
 # The recipe's own set-up (examples/davical-postgres): its first server is enough here.
 # PostgreSQL runs as its own user, which must reach the folder.
@@ -297,81 +198,18 @@ examples/davical-postgres/setup.sh "$WORK/davical" >"$WORK/davical-setup.log" 2>
     || { cat "$WORK/davical-setup.log" "$WORK"/davical/*/*.log 2>/dev/null; fail "DAViCal could not be set up"; }
 # shellcheck disable=SC1091
 . "$WORK/davical/targets.env"
-"$BIN" run workloads/caldav-sync.yaml --target "$URL_ON" --user admin \
-    --duration 4s --rounds 1 --quiet --out "$WORK/davical-run" >"$WORK/davical-run.txt" 2>&1 \
-    || { cat "$WORK/davical-run.txt" "$WORK/davical/on/apache/error.log"; fail "caldav-sync.yaml against DAViCal failed"; }
-python3 - "$WORK/davical-run/run.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-t = r["summary"]["total"]
-c = r["rounds"][0]["cleanup"]
-if t["failures"] or c["failures"] or t["requests"] == 0:
-    print(f"DAViCal: {t['failures']} failures {r['failures'][:3]}, cleanup {c}"); sys.exit(1)
-print(f"   {t['requests']} requests, 0 failures, {c['requests']} calendars deleted after the round")
-PY
-left=$(psql -h "$PGSOCK_ON" -p "$PGPORT_ON" -U postgres -qAt -c "SELECT count(*) FROM collection WHERE dav_name LIKE '/admin/lm-%'" davical)
-[ "$left" = 0 ] || fail "$left calendar(s) the run made are left in DAViCal"
+# The collections the run made, counted in DAViCal's database.
+cat >"$WORK/davical-left" <<SH
+#!/bin/sh
+exec psql -h "$PGSOCK_ON" -p "$PGPORT_ON" -U postgres -qAt -c "SELECT count(*) FROM collection WHERE dav_name LIKE '/admin/lm-%'" davical
+SH
+chmod +x "$WORK/davical-left"
+LOADMIX_REAL_DAVICAL="$URL_ON" LOADMIX_REAL_DAVICAL_LEFT="$WORK/davical-left" real_checks davical::
 examples/davical-postgres/stop.sh "$WORK/davical"
-echo "== 7. examples/davical-postgres, briefly"
+echo "== 7. the recipes examples/davical-postgres and examples/tomcat-jvm, briefly"
 LOADMIX_BIN="$BIN" examples/davical-postgres/run.sh "$WORK/recipe" 2 3s >"$WORK/recipe.txt" 2>&1 \
     || { cat "$WORK/recipe.txt"; fail "the DAViCal recipe failed"; }
-python3 - "$WORK/recipe" <<'PY'
-import json, sys
-problems = []
-for variant in ["sync-on", "sync-off"]:
-    r = json.load(open(f"{sys.argv[1]}/{variant}/run.json"))
-    t = r["summary"]["total"]
-    if t["failures"] or not t["successes"]:
-        problems.append(f"{variant}: {t['failures']} failures of {t['requests']}")
-    server = {p["process"]: p for p in r["summary"].get("server", [])}
-    for name in ["postgres", "apache2"]:
-        p = server.get(name)
-        if not p or p["cpu_ms_per_op"] <= 0 or p["rss_peak_mib"] <= 0 or p.get("problem"):
-            problems.append(f"{variant}: server column {name} not filled: {p}")
-    if len(r.get("warmup_rounds", [])) != 1 or r.get("order") != "balanced":
-        problems.append(f"{variant}: warm-up rounds {r.get('warmup_rounds')} order {r.get('order')}")
-    series = {m["series"]: m for m in r["summary"].get("metrics", [])}
-    commits = series.get("pg_stat_database_xact_commit")
-    if not commits or commits.get("problem") or commits["per_1000_ops"] <= 0:
-        problems.append(f"{variant}: its own exporter's commits not scraped: {commits}")
-compare = open(f"{sys.argv[1]}/compare.txt").read()
-for row in ["CPU postgres (ms/op)", "pg_stat_database_xact_commit (per 1,000 ops)"]:
-    if row not in compare:
-        problems.append(f"compare.txt lacks {row}")
-if problems:
-    print("DAViCal recipe: " + "; ".join(problems)); sys.exit(1)
-print("   both configurations compared; postgres and apache2 CPU per operation and each cluster's commits filled in")
-PY
-echo "== 8. examples/tomcat-jvm, briefly"
 LOADMIX_BIN="$BIN" examples/tomcat-jvm/run.sh "$WORK/tomcat" 2 3s >"$WORK/tomcat.txt" 2>&1 \
     || { cat "$WORK/tomcat.txt"; fail "the Tomcat recipe failed"; }
-python3 - "$WORK/tomcat" <<'PY'
-import json, sys
-problems = []
-for variant in ["small", "large"]:
-    r = json.load(open(f"{sys.argv[1]}/{variant}/run.json"))
-    t = r["summary"]["total"]
-    if t["failures"] or not t["successes"]:
-        problems.append(f"{variant}: {t['failures']} failures of {t['requests']}: {r['failures'][:3]}")
-    if any(x["cleanup"]["failures"] for x in r["rounds"]):
-        problems.append(f"{variant}: cleanup failed")
-    server = r["summary"].get("server", [])
-    if len(server) != 1 or server[0]["process"] != "java":
-        problems.append(f"{variant}: one JVM watched, as 'java': {[p['process'] for p in server]}")
-        continue
-    p = server[0]
-    jvm = p.get("jvm") or {}
-    if p["cpu_ms_per_op"] <= 0 or p.get("problem") or jvm.get("heap_used_peak_mib", 0) <= 0 or not jvm.get("collectors"):
-        problems.append(f"{variant}: JVM figures not filled: {p}")
-small = json.load(open(f"{sys.argv[1]}/small/run.json"))["summary"]["server"][0]["jvm"]
-if small["gc_count"] == 0:
-    problems.append("the 64 MiB SerialGC JVM collected nothing under 64 KiB uploads")
-compare = open(f"{sys.argv[1]}/compare.txt").read()
-for row in ["CPU java (ms/op)", "GC time java", "heap peak java"]:
-    if row not in compare:
-        problems.append(f"compare.txt lacks {row}")
-if problems:
-    print("Tomcat recipe: " + "; ".join(problems)); sys.exit(1)
-print(f"   both JVMs compared; the small one collected {small['gc_count']} times ({small['gc_time_ms']:.0f} ms)")
-PY
+LOADMIX_REAL_DAVICAL_RECIPE="$WORK/recipe" LOADMIX_REAL_TOMCAT_RECIPE="$WORK/tomcat" real_checks recipes::servers::
 echo "== servers_check: all passed"

@@ -30,8 +30,8 @@ if [ ${#need[@]} -gt 0 ]; then
     rm -f /usr/sbin/policy-rc.d
 fi
 PG=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-# shellcheck source=scripts/lib/ports.sh
-. "$(dirname "$0")/../../scripts/lib/ports.sh"
+# shellcheck source=scripts/lib/servers.sh
+. "$(dirname "$0")/../../scripts/lib/servers.sh"
 mkdir -p "$WORK"
 chmod 755 "$WORK"
 : >"$WORK/targets.env"

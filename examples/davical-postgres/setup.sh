@@ -35,8 +35,8 @@ fi
 PG=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 M=/usr/lib/apache2/modules
 PHP=$(ls $M/libphp*.so | head -1)
-# shellcheck source=scripts/lib/ports.sh
-. "$(dirname "$0")/../../scripts/lib/ports.sh"
+# shellcheck source=scripts/lib/servers.sh
+. "$(dirname "$0")/../../scripts/lib/servers.sh"
 chmod 755 "$WORK"
 : >"$WORK/targets.env"
 for variant in on off; do

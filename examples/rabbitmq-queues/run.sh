@@ -30,8 +30,8 @@ stop() {
     rm -rf "$WORK"
 }
 trap stop EXIT
-# shellcheck source=scripts/lib/ports.sh
-. scripts/lib/ports.sh
+# shellcheck source=scripts/lib/servers.sh
+. scripts/lib/servers.sh
 AMQP_PORT=$(free_port)
 DIST_PORT=$(free_port)
 cat >"$WORK/rabbitmq.conf" <<CONF

@@ -27,8 +27,8 @@ if [ ! -x "$HOME_DIR/bin/catalina.sh" ]; then
 fi
 JAVA_HOME=$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")
 export JAVA_HOME
-# shellcheck source=scripts/lib/ports.sh
-. "$(dirname "$0")/../../scripts/lib/ports.sh"
+# shellcheck source=scripts/lib/servers.sh
+. "$(dirname "$0")/../../scripts/lib/servers.sh"
 wait_http() {
     # Tomcat answers 401 on the share once it has deployed it.
     for _ in $(seq 1 600); do

@@ -1,9 +1,13 @@
-# Loopback ports for the servers the checks and recipes start: sourced, not run.
+# What the scripts that start servers share (the checks, recipes and benches): sourced,
+# not run.
 #   free_port                 a TCP port on 127.0.0.1 that nothing listens on now
 #   wait_port PORT [NAME [LOG]]
 #                             wait (up to $WAIT_PORT_SECONDS, 60 by default) until
 #                             something accepts on PORT; else say so, print the tail of
 #                             LOG when given, and fail
+#   real_checks FILTER        the Rust checks of tests/real/ whose names hold FILTER,
+#                             one at a time (they share the server they are handed
+#                             through LOADMIX_REAL_* variables), their figures printed
 
 free_port() {
     local port
@@ -33,4 +37,8 @@ wait_port() {
         tail -30 "$log" >&2
     fi
     return 1
+}
+
+real_checks() {
+    cargo test --locked --test real -- --ignored --test-threads=1 --nocapture "$1"
 }

@@ -1,0 +1,163 @@
+//! The recipes under examples/, each run briefly by the script that checks its servers
+//! and handed over as the folder it wrote: every run in it without a failure, the server
+//! columns filled in, and the comparison the recipe exists for.
+
+use std::path::Path;
+
+use loadmix::reports::Report;
+
+use crate::handed::{files_under, path, report};
+
+/// Every `run.json` under `dir`.
+fn reports_under(dir: &Path) -> Vec<(std::path::PathBuf, Report)> {
+    files_under(dir)
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "run.json"))
+        .map(|p| {
+            let run = p.parent().expect("a folder").to_path_buf();
+            let r = report(&run);
+            (run, r)
+        })
+        .collect()
+}
+
+fn without_failures(name: &str, r: &Report) {
+    let t = &r.summary.total;
+    assert_eq!(t.failures, 0, "{name}: {:?}", r.failures.first());
+    assert!(t.successes > 0, "{name}: nothing succeeded");
+}
+
+fn compare_text(dir: &Path) -> String {
+    let f = dir.join("compare.txt");
+    std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()))
+}
+
+/// The recipes scripts/brokers_check.sh runs.
+mod brokers {
+    use super::*;
+
+    #[test]
+    #[ignore = "handed examples/activemq-stores' output by scripts/brokers_check.sh"]
+    fn activemq_stores_every_part_runs_and_the_remote_database_store_is_slowest() {
+        let dir = path("LOADMIX_REAL_ACTIVEMQ_RECIPE");
+        let runs = reports_under(&dir);
+        // A grid of 4 stores × 3 sizes, read/write on 2 stores × 2, and a writer sweep of 3.
+        assert!(runs.len() >= 4 * 3 + 2 * 2 + 3, "{} runs", runs.len());
+        for (p, r) in &runs {
+            without_failures(&p.display().to_string(), r);
+        }
+        let grid = dir
+            .join("grid")
+            .join("users.producer.mix.send.params.size=1KiB");
+        let rate = |store: &str| report(&grid.join(store)).summary.total.ops_per_sec;
+        let (remote, kahadb, jdbc) = (rate("remote"), rate("kahadb"), rate("jdbc"));
+        eprintln!("grid at 1 KiB, msg/s: remote {remote:.0}, kahadb {kahadb:.0}, jdbc {jdbc:.0}");
+        assert!(
+            remote < kahadb,
+            "the store 45 ms away is slower than KahaDB"
+        );
+        assert!(
+            remote < jdbc,
+            "the store 45 ms away is slower than the local database"
+        );
+    }
+
+    #[test]
+    #[ignore = "handed examples/rabbitmq-queues' output by scripts/brokers_check.sh"]
+    fn rabbitmq_queues_classic_and_quorum_are_compared_with_the_erlang_vms_cpu() {
+        let dir = path("LOADMIX_REAL_RABBITMQ_RECIPE");
+        for t in ["classic", "quorum"] {
+            let r = report(&dir.join(t));
+            without_failures(t, &r);
+            assert!(
+                r.summary.server.iter().any(|p| p.cpu_ms_per_op > 0.0),
+                "{t}: {:?}",
+                r.summary.server
+            );
+        }
+        assert!(compare_text(&dir).contains("quorum"));
+    }
+}
+
+/// The recipes scripts/servers_check.sh runs.
+mod servers {
+    use super::*;
+
+    #[test]
+    #[ignore = "handed examples/davical-postgres' output by scripts/servers_check.sh"]
+    fn davical_postgres_both_commit_modes_are_compared_with_each_clusters_commits() {
+        let dir = path("LOADMIX_REAL_DAVICAL_RECIPE");
+        for variant in ["sync-on", "sync-off"] {
+            let r = report(&dir.join(variant));
+            without_failures(variant, &r);
+            for name in ["postgres", "apache2"] {
+                let p = r
+                    .summary
+                    .server
+                    .iter()
+                    .find(|p| p.process == name)
+                    .unwrap_or_else(|| panic!("{variant}: {name} not watched"));
+                assert!(p.cpu_ms_per_op > 0.0, "{variant}: {p:?}");
+                assert!(p.rss_peak_mib > 0.0, "{variant}: {p:?}");
+                assert_eq!(p.problem, None, "{variant}");
+            }
+            assert_eq!(r.warmup_rounds.len(), 1, "{variant}: one warm-up round");
+            assert_eq!(r.order.as_deref(), Some("balanced"), "{variant}");
+            let commits = r
+                .summary
+                .metrics
+                .iter()
+                .find(|m| m.series == "pg_stat_database_xact_commit")
+                .unwrap_or_else(|| panic!("{variant}: its own exporter's commits not scraped"));
+            assert_eq!(commits.problem, None, "{variant}");
+            assert!(commits.per_1000_ops > 0.0, "{variant}: {commits:?}");
+        }
+        let compare = compare_text(&dir);
+        for row in [
+            "CPU postgres (ms/op)",
+            "pg_stat_database_xact_commit (per 1,000 ops)",
+        ] {
+            assert!(compare.contains(row), "compare.txt lacks {row}");
+        }
+    }
+
+    #[test]
+    #[ignore = "handed examples/tomcat-jvm's output by scripts/servers_check.sh"]
+    fn tomcat_jvm_each_jvms_collections_and_heap_are_read_and_compared() {
+        let dir = path("LOADMIX_REAL_TOMCAT_RECIPE");
+        for variant in ["small", "large"] {
+            let r = report(&dir.join(variant));
+            without_failures(variant, &r);
+            assert!(
+                r.rounds.iter().all(|x| x.cleanup.failures == 0),
+                "{variant}: cleanup failed"
+            );
+            let [p] = r.summary.server.as_slice() else {
+                panic!("{variant}: one JVM watched: {:?}", r.summary.server)
+            };
+            assert_eq!(p.process, "java", "{variant}");
+            assert!(p.cpu_ms_per_op > 0.0, "{variant}: {p:?}");
+            assert_eq!(p.problem, None, "{variant}");
+            let jvm = p
+                .jvm
+                .as_ref()
+                .unwrap_or_else(|| panic!("{variant}: no JVM figures"));
+            assert!(jvm.heap_used_peak_mib > 0.0, "{variant}: {jvm:?}");
+            assert!(!jvm.collectors.is_empty(), "{variant}: {jvm:?}");
+        }
+        let small = report(&dir.join("small"));
+        let jvm = small.summary.server[0].jvm.as_ref().unwrap();
+        eprintln!(
+            "the small JVM collected {} times ({:.0} ms)",
+            jvm.gc_count, jvm.gc_time_ms
+        );
+        assert!(
+            jvm.gc_count > 0,
+            "the 64 MiB SerialGC JVM collected nothing under 64 KiB uploads"
+        );
+        let compare = compare_text(&dir);
+        for row in ["CPU java (ms/op)", "GC time java", "heap peak java"] {
+            assert!(compare.contains(row), "compare.txt lacks {row}");
+        }
+    }
+}

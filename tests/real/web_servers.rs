@@ -1,0 +1,251 @@
+//! HTTP servers users own, started by scripts/servers_check.sh with access logs of one
+//! `METHOD STATUS` line per request: nginx terminating TLS in front of Radicale, nginx's
+//! and Apache's WebDAV, the embedded server over https, and a Radicale holding someone
+//! else's calendar. What each logged is held against what loadmix says it sent.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::handed::{Sent, files_under, logged_statuses, path, run, run_code, scratch, var};
+
+/// How many requests a log gained while `f` ran, by status.
+fn logged_during<T>(log: &Path, f: impl FnOnce() -> T) -> (T, BTreeMap<String, u64>) {
+    let before = logged_statuses(log);
+    let out = f();
+    let mut gained = logged_statuses(log);
+    for (status, n) in before {
+        let now = gained.entry(status).or_insert(0);
+        *now -= n;
+    }
+    gained.retain(|_, n| *n > 0);
+    (out, gained)
+}
+
+#[test]
+#[ignore = "handed nginx and Radicale by scripts/servers_check.sh"]
+fn over_https_every_request_sent_is_one_nginx_logged() {
+    let tmp = scratch();
+    let target = var("LOADMIX_REAL_TLS_TARGET");
+    let ca = var("LOADMIX_REAL_CA");
+    let (r, logged) = logged_during(&path("LOADMIX_REAL_TLS_LOG"), || {
+        run(
+            tmp.path(),
+            &[
+                "workloads/caldav-sync.yaml",
+                "--target",
+                &target,
+                "--user",
+                "loadmix",
+                "--ca-cert",
+                &ca,
+                "--duration",
+                "4s",
+                "--rounds",
+                "1",
+            ],
+        )
+    });
+    let sent = Sent::of(&r);
+    let logged: u64 = logged.values().sum();
+    eprintln!(
+        "measured {} + warm-up {} + set-up {} + cleanup {} against nginx's {logged}",
+        sent.measured, sent.warmup, sent.setup, sent.cleanup
+    );
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures.first());
+    assert!(
+        r.tls.as_ref().is_some_and(|t| t.verified),
+        "the certificate was verified"
+    );
+    assert_eq!(sent.all(), logged);
+}
+
+#[test]
+#[ignore = "handed nginx and Radicale by scripts/servers_check.sh"]
+fn a_certificate_from_another_ca_stops_the_run_at_preflight_naming_the_unknown_issuer() {
+    let tmp = scratch();
+    let ran = run_code(
+        tmp.path(),
+        &[
+            "workloads/caldav-sync.yaml",
+            "--target",
+            &var("LOADMIX_REAL_TLS_TARGET"),
+            "--user",
+            "loadmix",
+            "--ca-cert",
+            &var("LOADMIX_REAL_OTHER_CA"),
+            "--duration",
+            "2s",
+            "--rounds",
+            "1",
+        ],
+    );
+    assert_eq!(ran.code, 3, "{}", ran.stderr);
+    assert!(ran.stderr.contains("unknown issuer"), "{}", ran.stderr);
+}
+
+#[test]
+#[ignore = "handed nginx's WebDAV by scripts/servers_check.sh"]
+fn webdav_on_nginx_answers_what_nginx_logged_no_404_and_leaves_the_share_empty() {
+    let tmp = scratch();
+    let target = var("LOADMIX_REAL_NGINX_DAV");
+    let (r, logged) = logged_during(&path("LOADMIX_REAL_NGINX_DAV_LOG"), || {
+        run(
+            tmp.path(),
+            &[
+                "workloads/webdav.yaml",
+                "--target",
+                &target,
+                "--user",
+                "loadmix",
+                "--set",
+                "run.warmup=0s",
+                "--duration",
+                "4s",
+                "--rounds",
+                "2",
+            ],
+        )
+    });
+    let sent = Sent::of(&r);
+    eprintln!(
+        "report {} + cleanup {} against nginx's {logged:?}",
+        sent.measured, sent.cleanup
+    );
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures.first());
+    assert_eq!(logged.get("404"), None, "a delete of something not there");
+    assert_eq!(sent.measured + sent.cleanup, logged.values().sum::<u64>());
+    let share = path("LOADMIX_REAL_NGINX_DAV_SHARE");
+    let left: Vec<_> = std::fs::read_dir(&share).unwrap().collect();
+    assert!(left.is_empty(), "{} files left on the share", left.len());
+}
+
+#[test]
+#[ignore = "handed Apache's mod_dav by scripts/servers_check.sh"]
+fn webdav_on_apache_with_digest_is_challenged_once_per_user() {
+    let tmp = scratch();
+    let target = var("LOADMIX_REAL_APACHE_DAV");
+    let (r, logged) = logged_during(&path("LOADMIX_REAL_APACHE_LOG"), || {
+        run(
+            tmp.path(),
+            &[
+                "workloads/webdav.yaml",
+                "--target",
+                &target,
+                "--user",
+                "loadmix",
+                "--set",
+                "run.warmup=0s",
+                "--duration",
+                "4s",
+                "--rounds",
+                "1",
+            ],
+        )
+    });
+    let users = u64::from(r.workload.classes[0].count);
+    let challenged = logged.get("401").copied().unwrap_or(0);
+    let reported = r.summary.total.status.get("401").copied().unwrap_or(0);
+    eprintln!("{users} users: Apache answered 401 {challenged} times, the report says {reported}");
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures.first());
+    assert!(reported > 0, "the Digest challenge is in the report");
+    assert!(
+        challenged <= 2 * users,
+        "a challenge per request, not per user"
+    );
+    assert_eq!(logged.get("404"), None);
+}
+
+#[test]
+#[ignore = "handed the embedded server over https by scripts/servers_check.sh"]
+fn the_cosmo_workload_runs_on_the_embedded_server_over_https() {
+    let tmp = scratch();
+    let r = run(
+        tmp.path(),
+        &[
+            "workloads/cosmo-0.7.yaml",
+            "--target",
+            &var("LOADMIX_REAL_EMBEDDED_HTTPS"),
+            "--ca-cert",
+            &var("LOADMIX_REAL_CA"),
+            "--set",
+            "run.warmup=0s",
+            "--duration",
+            "4s",
+            "--rounds",
+            "1",
+        ],
+    );
+    let t = &r.summary.total;
+    eprintln!(
+        "{} requests, TLS handshake p50 {:?} ms, {} resumed",
+        t.requests,
+        t.tls_handshake_ms.as_ref().map(|p| p.p50),
+        t.tls_resumed
+    );
+    assert_eq!(t.failures, 0, "{:?}", r.failures.first());
+    // The 2007 client opened a connection per request: each has its handshake.
+    assert!(t.tls_handshake_ms.is_some());
+}
+
+/// Every file under `dir`, by path, with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<std::path::PathBuf, Vec<u8>> {
+    files_under(dir)
+        .into_iter()
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            (p, bytes)
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "handed a pre-filled Radicale by scripts/servers_check.sh"]
+fn other_peoples_calendars_on_radicale_are_never_touched() {
+    let tmp = scratch();
+    let home = path("LOADMIX_REAL_RADICALE_HOME");
+    let precious = home.join("precious");
+    let before = snapshot(&precious);
+    assert_eq!(
+        before
+            .keys()
+            .filter(|p| p.parent() == Some(&precious) && p.extension().is_some_and(|e| e == "ics"))
+            .count(),
+        3,
+        "the script pre-fills three events (Radicale keeps caches of them beside)"
+    );
+    for w in ["caldav-sync", "caldav-saturate"] {
+        run(
+            &tmp.path().join(w),
+            &[
+                &format!("workloads/{w}.yaml"),
+                "--target",
+                &var("LOADMIX_REAL_RADICALE"),
+                "--user",
+                "loadmix",
+                "--set",
+                "run.warmup=0s",
+                "--duration",
+                "3s",
+                "--rounds",
+                "1",
+            ],
+        );
+    }
+    assert!(
+        snapshot(&precious) == before,
+        "the pre-filled calendar changed"
+    );
+    let made: Vec<_> = std::fs::read_dir(&home)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name != "precious" && !name.starts_with(".Radicale")
+        })
+        .collect();
+    assert!(
+        made.is_empty(),
+        "calendars the runs made are left: {made:?}"
+    );
+}

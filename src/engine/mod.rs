@@ -20,6 +20,8 @@ pub(crate) mod shard;
 pub(crate) mod timer;
 mod user;
 
+pub(crate) use user::MAX_SKIPS_IN_A_ROW;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -149,6 +151,9 @@ pub(crate) struct RoundResult {
     /// users: the slots that fell due before the round's end and were not sent by then.
     pub dropped: u64,
     pub late: u64,
+    /// Users stopped for the round because their picks found nothing to act on
+    /// ([`user::MAX_SKIPS_IN_A_ROW`] in a row).
+    pub stuck: u64,
     /// Removing what the round made, after its clock stopped.
     pub cleanup: CleanupStats,
     /// The rest of the protocols' teardown: what the users left on the target drained,

@@ -42,6 +42,8 @@ pub(super) struct VuOutput {
     pub(super) dropped: u64,
     pub(super) late: u64,
     pub(super) sessions: u64,
+    /// Users stopped because pick after pick found nothing to act on.
+    pub(super) stuck: u64,
     /// Classes with behaviours: what their users' sessions came to, by class index.
     pub(super) walks: Vec<(usize, ClassSessions)>,
     /// What its users handed over when they ended: what they left for the round's
@@ -59,6 +61,7 @@ impl VuOutput {
         self.dropped += o.dropped;
         self.late += o.late;
         self.sessions += o.sessions;
+        self.stuck += o.stuck;
         for (ci, w) in o.walks {
             match self.walks.iter_mut().find(|(c, _)| *c == ci) {
                 Some((_, mine)) => mine.absorb(&w),
@@ -75,6 +78,8 @@ pub(super) struct Timing {
     pub(super) started: Instant,
     pub(super) ended: Instant,
     pub(super) scheduled: bool,
+    /// The operation was the user's bootstrap, not a pick.
+    pub(super) bootstrap: bool,
 }
 
 /// Record what a pick came to: its sample, its steps' samples, the first failures'
@@ -108,6 +113,11 @@ pub(super) fn record(
     let outcome = match done {
         Done::Sent(o) => o,
         Done::Skipped => {
+            // A bootstrap is never skipped by a driver; a pick is, and is counted.
+            if let Some(op) = op {
+                let sample = Sample::skipped(who.label_base + op as u32, start_us);
+                recorder.record(sample, t.ended);
+            }
             if who.log_ops {
                 out.log.push(row(op.unwrap_or(0), 0, Answer::NONE));
             }
@@ -173,6 +183,8 @@ fn sample_of(outcome: &Outcome, label: u32, start_us: u64, t: &Timing) -> Sample
         tls_us: outcome.handshake.and_then(|h| h.tls).map(micros32),
         tls_resumed: outcome.handshake.is_some_and(|h| h.resumed),
         step: false,
+        skipped: false,
+        bootstrap: t.bootstrap,
     }
 }
 
@@ -195,6 +207,8 @@ fn step_sample(o: &Outcome, label: u32, start_us: u64) -> Sample {
         tls_us: o.handshake.and_then(|h| h.tls).map(micros32),
         tls_resumed: o.handshake.is_some_and(|h| h.resumed),
         step: true,
+        skipped: false,
+        bootstrap: false,
     }
 }
 

@@ -228,6 +228,7 @@ impl Round<'_> {
             metrics: timed.metrics,
             dropped: out.dropped,
             late: out.late,
+            stuck: out.stuck,
             cleanup: torn.cleanup,
             drain: torn.drain,
             ledger: torn.ledger,

@@ -21,6 +21,11 @@ use crate::protocol::{Done, VuDriver};
 use crate::workload::UserClass;
 use crate::workload::chain::Guard;
 
+/// A user whose picks find nothing to act on this many times in a row stops for the
+/// round: its mix needs what none of its operations makes (an update with no put), and
+/// with no think time it would spin a core sending nothing.
+pub(crate) const MAX_SKIPS_IN_A_ROW: u32 = 1_000;
+
 /// A user's stop signal, made once and polled in place: a fresh `cancelled()` per
 /// operation would register and unregister a waiter under the token's lock every time, a
 /// lock all users share.
@@ -104,6 +109,7 @@ pub(super) async fn run(
     let (mut done, mut seq) = (0u64, 0u64);
     let mut walk = Walk::new(class);
     let one_session = matches!(spec.entry, Entry::Arrived { .. });
+    let mut skips_in_a_row = 0u32;
     loop {
         if spec.iterations.is_some_and(|n| done >= n) || spec.halted.load(Ordering::Relaxed) {
             break;
@@ -153,6 +159,7 @@ pub(super) async fn run(
             started,
             ended: Instant::now(),
             scheduled: spec.scheduled(),
+            bootstrap: op.is_none(),
         };
         record(out, recorder, &spec.who, (seq, op), &outcome, timing);
         done += 1;
@@ -160,8 +167,15 @@ pub(super) async fn run(
             seq += 1;
         }
         if let Done::Skipped = outcome {
+            skips_in_a_row += 1;
+            if skips_in_a_row >= MAX_SKIPS_IN_A_ROW {
+                out.stuck += 1;
+                break;
+            }
             // Nothing was sent, so nothing awaited: let the other users of this thread run.
             tokio::task::yield_now().await;
+        } else {
+            skips_in_a_row = 0;
         }
     }
     finish(spec, driver, recorder, cancelled).await;

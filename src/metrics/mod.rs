@@ -64,6 +64,37 @@ pub(crate) struct Sample {
     /// One step of an operation made of steps: counted under its own label only (not a
     /// warm-up operation, no scheduling lag of its own).
     pub step: bool,
+    /// A pick that could not act (nothing of its kind to act on): nothing was sent, and
+    /// it is counted apart, under the operation that was picked, never as a request.
+    pub skipped: bool,
+    /// Not a pick from the table: what a user made of its own first (a collection),
+    /// recorded under the operation it is, and told apart from that operation's picks.
+    pub bootstrap: bool,
+}
+
+impl Sample {
+    /// A pick of `label` at `start_us` that sent nothing.
+    pub(crate) fn skipped(label: u32, start_us: u64) -> Sample {
+        Sample {
+            label,
+            start_us,
+            latency_us: 0,
+            answer: Answer::NONE,
+            prior: [Answer::NONE; PRIOR_ANSWERS],
+            error: None,
+            bytes_sent: 0,
+            bytes_received: 0,
+            corrected_us: 0,
+            lag_us: 0,
+            scheduled: false,
+            connect_us: None,
+            tls_us: None,
+            tls_resumed: false,
+            step: false,
+            skipped: true,
+            bootstrap: false,
+        }
+    }
 }
 
 /// Earlier requests of one operation whose answers a sample carries: a challenge, a
@@ -160,6 +191,10 @@ impl LabelTable {
 #[derive(Debug, Clone)]
 pub(crate) struct OpStats {
     pub requests: u64,
+    /// Picks of this operation that could not act and sent nothing.
+    pub skipped: u64,
+    /// Of the requests, those that were a user's bootstrap rather than a pick.
+    pub bootstraps: u64,
     pub successes: u64,
     pub failures: u64,
     /// Answers by what they were: HTTP statuses first, in order, then named answers.
@@ -203,6 +238,8 @@ impl Default for OpStats {
     fn default() -> Self {
         OpStats {
             requests: 0,
+            skipped: 0,
+            bootstraps: 0,
             successes: 0,
             failures: 0,
             by_answer: BTreeMap::new(),
@@ -227,6 +264,7 @@ impl Default for OpStats {
 impl OpStats {
     pub(crate) fn record(&mut self, s: &Sample) {
         self.requests += 1;
+        self.bootstraps += u64::from(s.bootstrap);
         self.step |= s.step;
         for &a in s.prior.iter().chain([&s.answer]).filter(|a| !a.is_none()) {
             *self.by_answer.entry(a).or_insert(0) += 1;
@@ -294,6 +332,8 @@ impl OpStats {
     /// second.
     pub(crate) fn merge(&mut self, other: &OpStats) {
         self.requests += other.requests;
+        self.skipped += other.skipped;
+        self.bootstraps += other.bootstraps;
         self.successes += other.successes;
         self.failures += other.failures;
         for (k, v) in &other.by_answer {
@@ -537,6 +577,15 @@ pub(crate) fn aggregator(
         );
         while let Some(batch) = rx.recv().await {
             for s in &batch {
+                if s.skipped {
+                    // Nothing went on the wire: no lag, no second, no live request.
+                    if let Some(op) = stats.ops.get_mut(s.label as usize)
+                        && s.start_us >= warmup_us
+                    {
+                        op.skipped += 1;
+                    }
+                    continue;
+                }
                 // One warm-up rule for the round's figures and the live ones: what starts
                 // in the warm-up window is kept out of both.
                 let in_warmup = s.start_us < warmup_us;
@@ -613,6 +662,8 @@ mod tests {
             tls_us: None,
             tls_resumed: false,
             step: false,
+            skipped: false,
+            bootstrap: false,
         }
     }
 
@@ -627,12 +678,21 @@ mod tests {
         r.record(sample(0, 2_500_000, 4_000, None), now);
         r.record(sample(1, 1_100_000, 9, Some(ErrorClass::Status)), now);
         r.record(sample(1, 1_100_000, HIST_HIGH * 2, None), now);
+        // Picks that sent nothing: counted apart, one in the warm-up left out.
+        r.record(Sample::skipped(0, 400_000), now);
+        r.record(Sample::skipped(0, 1_300_000), now);
+        r.record(Sample::skipped(0, 2_300_000), now);
         drop(factory);
         drop(r);
         let stats = handle.await.unwrap();
-        assert_eq!(stats.warmup_requests, 1);
+        assert_eq!(
+            stats.warmup_requests, 1,
+            "a skipped pick is no warm-up request"
+        );
         let a = &stats.ops[0];
         assert_eq!((a.requests, a.successes, a.failures), (2, 2, 0));
+        assert_eq!(a.skipped, 2);
+        assert_eq!(stats.lag.len(), 5, "no lag for what was never sent");
         assert_eq!(a.mean_us(), 3000.0);
         assert_eq!(a.stddev_us(), 1000.0);
         assert_eq!(

@@ -144,6 +144,9 @@ fn run_heading(b: &mut String, r: &Report) {
     for w in &r.summary.generator_warnings {
         let _ = write!(b, "<p class=\"warn\">{}</p>", esc(w));
     }
+    for w in super::model::mix::warnings(&r.summary.mix) {
+        let _ = write!(b, "<p class=\"warn\">{}</p>", esc(&w));
+    }
     if let Some(d) = &r.summary.drift {
         let _ = write!(b, "<p class=\"warn\">drift: {}</p>", esc(&d.message));
     }

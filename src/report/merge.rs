@@ -246,6 +246,8 @@ fn stats_of(o: &OpReport, file: &str) -> Result<OpStats, MergeError> {
     let corrupt = |what: &str| MergeError::Corrupt(format!("{file}: {}: {what}", o.op));
     let mut s = OpStats {
         requests: o.requests,
+        skipped: o.skipped,
+        bootstraps: o.bootstraps,
         successes: o.successes,
         failures: o.failures,
         bytes_sent: o.bytes_sent,
@@ -551,7 +553,8 @@ pub fn merge(shards: Vec<ShardReport>) -> Result<Report, MergeError> {
     let shards = check(shards)?;
     let r0 = &shards[0].report;
     let (rounds, over) = merged_rounds(&shards)?;
-    let summary = merged_summary(&rounds, over);
+    let mut summary = merged_summary(&rounds, over);
+    summary.mix = model::mix::of(&r0.workload.classes, &summary.ops);
     // The earliest and the latest of a time every shard has (RFC 3339 in UTC, all with
     // milliseconds, so their text sorts as their times do).
     let span = |f: fn(&Report) -> &String| {
@@ -695,6 +698,7 @@ fn merged_summary(rounds: &[RoundReport], mut over: OverRounds) -> Summary {
         server: model::server_summary(rounds, successes),
         metrics: model::series_summary(rounds, successes),
         drift: model::drift(&total_rates),
+        mix: Vec::new(),
     }
 }
 
@@ -801,6 +805,8 @@ mod tests {
             tls_us: None,
             tls_resumed: false,
             step: false,
+            skipped: false,
+            bootstrap: false,
         };
         let mut whole = OpStats::default();
         let mut parts = vec![OpStats::default(), OpStats::default(), OpStats::default()];

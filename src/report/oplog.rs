@@ -4,7 +4,8 @@
 //! (`stomp RECEIPT`). `seq` numbers a user's picks from its table as `loadmix plan` does, and `think_us` is
 //! the think time before the operation, so a plan and a log compare line for line. A
 //! bootstrap (`op` is `(bootstrap)`) carries the `seq` of the pick that follows it; a pick
-//! with nothing to act on sent nothing and has `error` `skipped`.
+//! with nothing to act on sent nothing and has `error` `skipped` (the report counts it as
+//! its operation's `skipped`).
 
 use serde::Serialize;
 

@@ -41,6 +41,9 @@ pub fn render_for(r: &Report, width: Option<usize>) -> String {
     for w in &r.summary.generator_warnings {
         let _ = writeln!(out, "WARNING: {w}");
     }
+    for line in super::model::mix::warnings(&r.summary.mix) {
+        let _ = writeln!(out, "{line}");
+    }
     for line in server_lines(&r.summary) {
         let _ = writeln!(out, "{line}");
     }

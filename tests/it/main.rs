@@ -23,6 +23,7 @@ mod monitor;
 mod open_model;
 mod options;
 mod pools;
+mod realized_mix;
 mod secrets;
 mod server;
 mod server_limits;

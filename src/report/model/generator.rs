@@ -94,13 +94,6 @@ pub(super) fn of(r: &crate::engine::RoundResult, embedded: bool) -> Generator {
             )
         });
     }
-    let sessions = r.vus.max(1);
-    if r.dropped > 0 || r.late * 100 > sessions {
-        warnings.push(format!(
-            "round {round}: arrivals could not start on time: {} dropped, {} late of {} (max_concurrency reached, or paced users behind their schedule when the round ended)",
-            r.dropped, r.late, r.vus
-        ));
-    }
     if cpu_mean > CPU_LIMIT * 100.0 * cores as f64 {
         warnings.push(format!(
             "round {round}: the loadmix process used {cpu_mean:.0}% CPU of {cores} cores on average{}",
@@ -111,14 +104,7 @@ pub(super) fn of(r: &crate::engine::RoundResult, embedded: bool) -> Generator {
             }
         ));
     }
-    // A common start missed: this shard's round began after the others' (set-up ran past
-    // its slot), so their seconds overlap less than planned.
-    if let Some(late) = r.slot_late.filter(|d| *d > SLOT_LATE_WARNING) {
-        warnings.push(format!(
-            "round {round}: started {:.1} s after its --start-at slot (set-up ran past it; give --round-every more room)",
-            late.as_secs_f64()
-        ));
-    }
+    warnings.extend(schedule_warnings(r));
     Generator {
         cpu_percent: cpu,
         cpu_mean,
@@ -133,6 +119,36 @@ pub(super) fn of(r: &crate::engine::RoundResult, embedded: bool) -> Generator {
         run_queue_max,
         warnings,
     }
+}
+
+/// What kept a round's users from their schedule: arrivals dropped or late, users stopped
+/// because their picks found nothing to act on, a shard's round begun after its slot.
+fn schedule_warnings(r: &crate::engine::RoundResult) -> Vec<String> {
+    let round = r.index;
+    let mut warnings = Vec::new();
+    let sessions = r.vus.max(1);
+    if r.dropped > 0 || r.late * 100 > sessions {
+        warnings.push(format!(
+            "round {round}: arrivals could not start on time: {} dropped, {} late of {} (max_concurrency reached, or paced users behind their schedule when the round ended)",
+            r.dropped, r.late, r.vus
+        ));
+    }
+    if r.stuck > 0 {
+        warnings.push(format!(
+            "round {round}: {} users stopped: {} picks in a row found nothing to act on (the mix needs items, such as events to update, that none of its operations made)",
+            r.stuck,
+            crate::engine::MAX_SKIPS_IN_A_ROW
+        ));
+    }
+    // A common start missed: this shard's round began after the others' (set-up ran past
+    // its slot), so their seconds overlap less than planned.
+    if let Some(late) = r.slot_late.filter(|d| *d > SLOT_LATE_WARNING) {
+        warnings.push(format!(
+            "round {round}: started {:.1} s after its --start-at slot (set-up ran past it; give --round-every more room)",
+            late.as_secs_f64()
+        ));
+    }
+    warnings
 }
 
 #[cfg(test)]
@@ -176,6 +192,7 @@ mod tests {
             },
             dropped: 0,
             late: 0,
+            stuck: 0,
             cleanup: Default::default(),
             drain: Default::default(),
             ledger: Default::default(),

@@ -5,6 +5,7 @@
 //! the watched server in `server.rs`, the generator's own health in `generator.rs`.
 
 mod generator;
+pub(crate) mod mix;
 mod op;
 mod round;
 mod server;
@@ -236,6 +237,9 @@ pub struct ClassInfo {
     /// was kept do not have it ([`ClassInfo::carries_messages`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<bool>,
+    /// Its users walk behaviours (a chain of states) rather than pick from a `mix:`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub behaviours: bool,
     pub count: u32,
     pub iterations: Option<u64>,
     pub connection: String,
@@ -315,6 +319,9 @@ pub struct Summary {
     /// piling up. `None` when the rounds show no significant trend (or are too few).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<Drift>,
+    /// Per class, the mix sent against the mix asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mix: Vec<mix::ClassMix>,
 }
 
 /// A significant trend in total ops/s over a target's measured rounds.
@@ -394,7 +401,9 @@ pub(crate) fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
         .iter()
         .map(|r| round_report(w, &labels, r, embedded, &mut across))
         .collect();
-    let summary = summary(&labels, &across, &rounds, run);
+    let mut summary = summary(&labels, &across, &rounds, run);
+    let workload = workload_info(w);
+    summary.mix = mix::of(&workload.classes, &summary.ops);
     Report {
         schema: SCHEMA.to_string(),
         tool: Tool {
@@ -412,7 +421,7 @@ pub(crate) fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
         labels: BTreeMap::new(),
         tls: None,
         seed: w.run.seed,
-        workload: workload_info(w),
+        workload,
         warmup_rounds: warmup_rounds(run),
         order: None,
         shard: None,
@@ -608,6 +617,8 @@ fn summary(labels: &Labels, across: &Across, rounds: &[RoundReport], run: &RunRe
         drift: drift(&across.total_rates),
         server: server_summary(rounds, total.successes),
         metrics: series_summary(rounds, total.successes),
+        // Filled in beside the workload's description, which says what was asked.
+        mix: Vec::new(),
     }
 }
 
@@ -677,6 +688,7 @@ fn workload_info(w: &Workload) -> WorkloadInfo {
                 name: c.name.clone(),
                 protocol: c.protocol.name().into(),
                 messages: Some(c.protocol.carries_messages()),
+                behaviours: !c.chain.from_mix,
                 count: c.count,
                 iterations: c.iterations,
                 connection: c.connection.name().into(),
@@ -724,6 +736,7 @@ mod tests {
             name: "c".into(),
             protocol: protocol.into(),
             messages,
+            behaviours: false,
             count: 1,
             iterations: None,
             connection: "keep-alive".into(),

@@ -21,6 +21,15 @@ pub struct OpReport {
     pub class: Option<String>,
     /// Requests sent (successes and failures).
     pub requests: u64,
+    /// Picks of this operation that sent nothing: the user had nothing of its kind to
+    /// act on (an update before any put). Never among the requests; the mix sent is the
+    /// requests', so a share of skips is a share of the mix asked that did not run.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: u64,
+    /// Of the requests, those a user sent to make its own first collection (its
+    /// bootstrap), not picked from the table: the mix sent is the requests without them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bootstraps: u64,
     /// Operations that got the answer they expect.
     pub successes: u64,
     /// Operations that did not.
@@ -161,6 +170,8 @@ pub(in crate::report) fn op_report(
         op: name.to_string(),
         class: class.cloned(),
         requests: s.requests,
+        skipped: s.skipped,
+        bootstraps: s.bootstraps,
         successes: s.successes,
         failures: s.failures,
         ops_per_sec,

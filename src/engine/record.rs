@@ -74,7 +74,13 @@ impl VuOutput {
 /// What one operation needs to be recorded.
 pub(super) struct Timing {
     pub(super) think: Duration,
+    /// When the operation was due: the end of the think, its pacing slot, its arrival.
     pub(super) intended: Instant,
+    /// When the user was free to send it: the previous operation's end, or (for an open
+    /// session's first) the end of its wait for a slot and of its set-up. What lies past
+    /// `intended` before this is the server's doing; what lies past both before `started`
+    /// is the generator's (its timer waking late), and is never the server's latency.
+    pub(super) ready: Instant,
     pub(super) started: Instant,
     pub(super) ended: Instant,
     pub(super) scheduled: bool,
@@ -176,8 +182,14 @@ fn sample_of(outcome: &Outcome, label: u32, start_us: u64, t: &Timing) -> Sample
         error: outcome.error,
         bytes_sent: outcome.bytes_sent,
         bytes_received: outcome.bytes_received,
-        corrected_us: t.ended.duration_since(t.intended).as_micros() as u64,
-        lag_us: t.started.saturating_duration_since(t.intended).as_micros() as u64,
+        // Coordinated omission: the time the user could not send because the server held
+        // it (busy with the previous operation past this one's due time, or queued for a
+        // slot) is added to the service time; the generator's own lateness is not.
+        corrected_us: (latency + t.ready.saturating_duration_since(t.intended)).as_micros() as u64,
+        lag_us: t
+            .started
+            .saturating_duration_since(t.intended.max(t.ready))
+            .as_micros() as u64,
         scheduled: t.scheduled,
         connect_us: outcome.handshake.map(|h| micros32(h.connect)),
         tls_us: outcome.handshake.and_then(|h| h.tls).map(micros32),

@@ -156,6 +156,7 @@ pub(super) async fn run(
         let timing = Timing {
             think,
             intended,
+            ready: now,
             started,
             ended: Instant::now(),
             scheduled: spec.scheduled(),

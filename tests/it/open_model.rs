@@ -235,3 +235,31 @@ fn a_paced_class_behind_its_schedule_ends_its_round_on_time_and_counts_what_it_d
     );
     rt.block_on(srv.stop());
 }
+
+#[test]
+fn on_an_idle_server_corrected_latency_is_the_service_time_not_the_timers_lateness() {
+    // Sessions of 4 operations 100 ms apart on an endpoint that answers after 1 ms: no
+    // operation ever waits for the server, so the corrected figure has nothing to add. The
+    // timer's wake-up after each think is the generator's lateness, reported as its lag.
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let (code, r) = run_yaml(
+        &format!(
+            "target: {}\nrun: {{ duration: 3s, seed: 5, warmup: 0s }}\nthink: 100ms\nusers:\n  - class: s\n    protocol: http\n    arrival: {{ rate: 20/s }}\n    iterations: 4\n    mix:\n      get: {{ weight: 1, path: '{{context}}/_loadmix/delay/1' }}\n",
+            srv.url()
+        ),
+        &[],
+    );
+    assert_eq!(code, 0);
+    let t = &r.summary.total;
+    let corrected = t.latency_corrected_ms.as_ref().expect("corrected latency");
+    assert!(t.requests > 100, "{} requests", t.requests);
+    assert!(
+        (corrected.p50 - t.latency_ms.p50).abs() < 0.3,
+        "corrected p50 {} ms against service p50 {} ms",
+        corrected.p50,
+        t.latency_ms.p50
+    );
+    assert!(corrected.p50 >= t.latency_ms.p50 - 0.01, "never shorter");
+    rt.block_on(srv.stop());
+}

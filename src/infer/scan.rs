@@ -5,8 +5,10 @@
 //! open sessions are held while reading; finished ones are kept up to [`MAX_SESSIONS`]
 //! (a uniform sample beyond) for the model, while every count stays exact.
 //!
-//! A client is its session cookie, else its authenticated user, else its address and user
-//! agent, and one protocol: a key speaking two protocols is two clients.
+//! A client is a loadmix user by its User-Agent (`loadmix/VERSION (run RUN; CLASS#N)`,
+//! however many users share an account), else its session cookie, else its authenticated
+//! user, else its address and user agent, and one protocol: a key speaking two protocols
+//! is two clients.
 
 use std::collections::HashMap;
 use std::io::BufReader;
@@ -273,10 +275,9 @@ fn seen(e: &Entry, rules: Option<&super::rules::Rules>) -> Result<Seen, Kind> {
             name,
             template,
         } => {
-            let who = e
-                .cookie
-                .as_ref()
-                .map(|c| format!("c {c}"))
+            let who = loadmix_user(e.agent.as_deref())
+                .map(|u| format!("l {u}"))
+                .or_else(|| e.cookie.as_ref().map(|c| format!("c {c}")))
                 .or_else(|| e.user.as_ref().map(|u| format!("u {u}")))
                 .unwrap_or_else(|| format!("a {} {}", e.host, e.agent.as_deref().unwrap_or("-")));
             Ok(Seen {
@@ -541,8 +542,31 @@ fn finish(mut done: Session, s: &mut Scan, last_end: &mut [i64], rng: &mut Xoshi
     }
 }
 
+/// The user a loadmix User-Agent names (`run RUN; CLASS#N`), when the agent is loadmix's
+/// default one: each of its users is a client of its own.
+fn loadmix_user(agent: Option<&str>) -> Option<&str> {
+    let rest = agent?.strip_prefix("loadmix/")?;
+    let inside = rest.split_once(" (")?.1.strip_suffix(')')?;
+    let (run, user) = inside.split_once("; ")?;
+    (run.starts_with("run ") && user.contains('#')).then_some(inside)
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_loadmix_user_agent_names_its_user_and_nothing_else_does() {
+        let agent = "loadmix/0.1.0 (run 20261202T150007Z-ab2b98; caldav#7)";
+        assert_eq!(
+            loadmix_user(Some(agent)),
+            Some("run 20261202T150007Z-ab2b98; caldav#7")
+        );
+        assert_eq!(loadmix_user(Some("Mozilla/5.0 (X11; Linux)")), None);
+        assert_eq!(loadmix_user(Some("loadmix/0.1.0")), None);
+        assert_eq!(loadmix_user(Some("loadmix/0.1.0 (something else)")), None);
+        assert_eq!(loadmix_user(None), None);
+    }
+
     use super::*;
 
     #[test]

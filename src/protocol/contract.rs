@@ -54,6 +54,8 @@ pub(crate) struct Reach {
     pub(crate) reuse: Reuse,
     /// Whether new TLS connections may resume an earlier session of this target.
     pub(crate) resumes_tls: bool,
+    /// What the user's requests say it is (`User-Agent`), for protocols over HTTP.
+    pub(crate) user_agent: Option<hyper::header::HeaderValue>,
 }
 
 impl Reach {
@@ -67,6 +69,20 @@ impl Reach {
                 Connection::PerRequest => Reuse::PerRequest,
             },
             resumes_tls: class.tls_resumption,
+            user_agent: None,
+        }
+    }
+
+    /// The reach of user `ids` of `class`, its `User-Agent` filled in from the class's.
+    pub(crate) fn of_user(
+        endpoint: &Arc<Endpoint>,
+        class: &UserClass,
+        timeouts: Timeouts,
+        ids: &VuIds,
+    ) -> Reach {
+        Reach {
+            user_agent: user_agent(&class.user_agent, &class.name, ids),
+            ..Reach::of(endpoint, class, timeouts)
         }
     }
 
@@ -239,4 +255,15 @@ impl<P: Protocol> AnyProtocol for Arc<P> {
     async fn preflight(&self, cx: Preflight<'_>) -> Result<(), ProtocolError> {
         Protocol::preflight(self, cx).await
     }
+}
+
+/// A class's `User-Agent` template with the user's own values in it; `None` if what came
+/// out is no header value (the workload checks the template; the run id is loadmix's).
+fn user_agent(template: &str, class: &str, ids: &VuIds) -> Option<hyper::header::HeaderValue> {
+    let text = template
+        .replace("{version}", env!("CARGO_PKG_VERSION"))
+        .replace("{run_id}", &ids.run_id)
+        .replace("{class}", class)
+        .replace("{vu}", &ids.vu.to_string());
+    hyper::header::HeaderValue::from_str(&text).ok()
 }

@@ -103,6 +103,7 @@ async fn one(
         timeouts,
         reuse: Reuse::KeepAlive,
         resumes_tls: true,
+        user_agent: None,
     };
     let mut stats = DrainStats {
         destinations: 1,

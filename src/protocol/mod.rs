@@ -265,7 +265,7 @@ impl ClassDriver {
         timeouts: Timeouts,
     ) -> VuDriver {
         let session = self.accounts.session(w, class, &ids);
-        let reach = Reach::of(endpoint, class, timeouts);
+        let reach = Reach::of_user(endpoint, class, timeouts, &ids);
         VuDriver(self.protocol.user(session, ids, reach))
     }
 }

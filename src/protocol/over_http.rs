@@ -104,7 +104,8 @@ impl<V: OverHttp> HttpUser<V> {
 
 /// A user's HTTP/1.1 connection, as its reach says.
 pub(crate) fn connection(reach: &Reach) -> Conn {
-    let conn = Conn::new(reach.endpoint.clone(), reach.reuse, reach.timeouts);
+    let conn = Conn::new(reach.endpoint.clone(), reach.reuse, reach.timeouts)
+        .with_user_agent(reach.user_agent.clone());
     match reach.resumes_tls {
         true => conn,
         false => conn.without_tls_resumption(),

@@ -90,6 +90,8 @@ pub struct Conn {
     body_use: h1::BodyUse,
     /// Exchanges counted by method and status while untimed work (set-up) is tallied.
     tally: Option<Box<Tally>>,
+    /// What every request says it is, unless it says so itself.
+    user_agent: Option<hyper::header::HeaderValue>,
 }
 
 /// Requests by method and the status they got (0: no answer), for work done off the
@@ -159,7 +161,14 @@ impl Conn {
             deadline: Deadline::default(),
             body_use: h1::BodyUse::default(),
             tally: None,
+            user_agent: None,
         }
+    }
+
+    /// Every request says it is `agent` (`User-Agent`), unless it says so itself.
+    pub fn with_user_agent(mut self, agent: Option<hyper::header::HeaderValue>) -> Conn {
+        self.user_agent = agent;
+        self
     }
 
     /// Every new TLS connection makes a full handshake (no session resumption).
@@ -211,7 +220,7 @@ impl Conn {
     ) -> impl Future<Output = Result<Response, TransportError>> + '_ {
         h1::encode(
             &req,
-            &self.endpoint.host,
+            (&self.endpoint.host, self.user_agent.as_ref()),
             self.policy == Reuse::PerRequest,
             &mut self.wire,
         );

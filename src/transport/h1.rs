@@ -12,7 +12,9 @@
 use std::io;
 
 use bytes::{Buf, Bytes, BytesMut};
-use hyper::header::{CONNECTION, CONTENT_LENGTH, HOST, HeaderName, HeaderValue, TRANSFER_ENCODING};
+use hyper::header::{
+    CONNECTION, CONTENT_LENGTH, HOST, HeaderName, HeaderValue, TRANSFER_ENCODING, USER_AGENT,
+};
 use hyper::{HeaderMap, Method, Request, StatusCode};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -48,10 +50,16 @@ const INLINE_BODY: usize = 16 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 
 /// Append the request line and headers of `req` to `out`, as they go on the wire: the
-/// request's own headers, `Host` when it has none, `Connection: close` when asked, and
-/// the body's `Content-Length` (a request's own `Content-Length` or `Transfer-Encoding`
-/// is replaced: the body is always sent whole). The body itself follows when it is small.
-pub(super) fn encode(req: &Request<Bytes>, host: &HeaderValue, close: bool, out: &mut Vec<u8>) {
+/// request's own headers, `Host` when it has none, the user's `User-Agent` when it has
+/// none, `Connection: close` when asked, and the body's `Content-Length` (a request's own
+/// `Content-Length` or `Transfer-Encoding` is replaced: the body is always sent whole).
+/// The body itself follows when it is small.
+pub(super) fn encode(
+    req: &Request<Bytes>,
+    (host, agent): (&HeaderValue, Option<&HeaderValue>),
+    close: bool,
+    out: &mut Vec<u8>,
+) {
     out.clear();
     let body = req.body();
     out.extend_from_slice(req.method().as_str().as_bytes());
@@ -66,6 +74,9 @@ pub(super) fn encode(req: &Request<Bytes>, host: &HeaderValue, close: bool, out:
     let headers = req.headers();
     if !headers.contains_key(HOST) {
         header(out, HOST.as_str(), host.as_bytes());
+    }
+    if let Some(agent) = agent.filter(|_| !headers.contains_key(USER_AGENT)) {
+        header(out, USER_AGENT.as_str(), agent.as_bytes());
     }
     for (name, value) in headers {
         if name == CONTENT_LENGTH || name == TRANSFER_ENCODING {
@@ -561,19 +572,34 @@ mod tests {
             .body(Bytes::from_static(b"<x/>"))
             .unwrap();
         let mut out = Vec::new();
-        encode(&req, &HeaderValue::from_static("h:80"), true, &mut out);
+        encode(
+            &req,
+            (&HeaderValue::from_static("h:80"), None),
+            true,
+            &mut out,
+        );
         assert_eq!(
             String::from_utf8(out.clone()).unwrap(),
             "PROPFIND /dav/a%20b?x=1 HTTP/1.1\r\nhost: h:80\r\ndepth: 1\r\nconnection: close\r\ncontent-length: 4\r\n\r\n<x/>"
         );
         let get = Request::get("/").body(Bytes::new()).unwrap();
-        encode(&get, &HeaderValue::from_static("h"), false, &mut out);
+        encode(
+            &get,
+            (&HeaderValue::from_static("h"), None),
+            false,
+            &mut out,
+        );
         assert_eq!(out, b"GET / HTTP/1.1\r\nhost: h\r\n\r\n");
         let put = Request::put("/p")
             .header("host", "mine")
             .body(Bytes::new())
             .unwrap();
-        encode(&put, &HeaderValue::from_static("h"), false, &mut out);
+        encode(
+            &put,
+            (&HeaderValue::from_static("h"), None),
+            false,
+            &mut out,
+        );
         assert_eq!(
             out,
             b"PUT /p HTTP/1.1\r\nhost: mine\r\ncontent-length: 0\r\n\r\n"
@@ -581,9 +607,45 @@ mod tests {
         let big = Request::put("/p")
             .body(Bytes::from(vec![b'x'; INLINE_BODY + 1]))
             .unwrap();
-        encode(&big, &HeaderValue::from_static("h"), false, &mut out);
+        encode(
+            &big,
+            (&HeaderValue::from_static("h"), None),
+            false,
+            &mut out,
+        );
         assert!(body_apart(&big));
         assert!(out.ends_with(b"content-length: 16385\r\n\r\n"));
+    }
+
+    #[test]
+    fn the_users_agent_goes_on_every_request_that_names_none_of_its_own() {
+        let agent = HeaderValue::from_static("loadmix/1 (run r; c#0)");
+        let mut out = Vec::new();
+        let get = Request::get("/").body(Bytes::new()).unwrap();
+        encode(
+            &get,
+            (&HeaderValue::from_static("h"), Some(&agent)),
+            false,
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            b"GET / HTTP/1.1\r\nhost: h\r\nuser-agent: loadmix/1 (run r; c#0)\r\n\r\n"
+        );
+        let own = Request::get("/")
+            .header("user-agent", "mine")
+            .body(Bytes::new())
+            .unwrap();
+        encode(
+            &own,
+            (&HeaderValue::from_static("h"), Some(&agent)),
+            false,
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            b"GET / HTTP/1.1\r\nhost: h\r\nuser-agent: mine\r\n\r\n"
+        );
     }
 
     #[test]

@@ -297,6 +297,11 @@ pub enum AccountMode {
     None,
 }
 
+/// What a user says it is, unless the workload says otherwise: the tool, its version,
+/// the run and the user, so that a server's log tells users apart (and a load test from
+/// its clients), and `loadmix infer` reads one user per agent.
+pub(crate) const DEFAULT_USER_AGENT: &str = "loadmix/{version} (run {run_id}; {class}#{vu})";
+
 /// A population of identical virtual users.
 #[derive(Debug, Clone)]
 pub struct UserClass {
@@ -323,6 +328,9 @@ pub struct UserClass {
     /// https: a new connection may resume an earlier TLS session (default); `false` makes
     /// every connection pay a full handshake.
     pub tls_resumption: bool,
+    /// The `User-Agent` its users send, a template of `{version}`, `{run_id}`, `{class}`
+    /// and `{vu}` ([`DEFAULT_USER_AGENT`] unless the workload or the class says).
+    pub user_agent: String,
     /// How its users authenticate; `None`: the protocol's default (Basic for the drivers
     /// when there are accounts, nothing for `http`).
     pub auth: Option<AuthSpec>,

@@ -270,3 +270,49 @@ fn a_rule_file_names_the_requests_first() {
         "{err}"
     );
 }
+
+#[test]
+fn each_user_names_itself_in_its_user_agent_though_all_share_one_account() {
+    // Three CalDAV users behind the one admin account: only their User-Agent tells them
+    // apart in the server's log, which is what `infer` keys a loadmix user by.
+    let tmp = tempdir();
+    let log = tmp.path().join("ua.log");
+    let (serve, port) = spawn_serve(&["--access-log", &path_str(&log)]);
+    let w = tmp.path().join("ua.yaml");
+    std::fs::write(
+        &w,
+        "context: /cosmo\nrun: { iterations: 20, rounds: 1, seed: 3, warmup: 0s }\nusers:\n  - class: cal\n    protocol: caldav\n    count: 3\n    mix: { sync_collection: 3, put_event: 1 }\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_loadmix"))
+        .args([
+            "run",
+            &path_str(&w),
+            "--target",
+            &format!("http://127.0.0.1:{port}/cosmo"),
+        ])
+        .args(["--user", "root", "--quiet", "--out", &path_str(&out)])
+        .env("LOADMIX_PASSWORD", "cosmo")
+        .output()
+        .unwrap();
+    stop_serve(serve);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = read_report(&out);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut by_agent = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        // Combined Log Format: the agent is the third quoted field.
+        let agent = line.split('"').nth(5).unwrap_or("-");
+        *by_agent.entry(agent.to_string()).or_insert(0u64) += 1;
+    }
+    let version = env!("CARGO_PKG_VERSION");
+    for vu in 0..3 {
+        let agent = format!("loadmix/{version} (run {}; cal#{vu})", r.run_id);
+        // 20 operations each, its calendar's bootstrap among them, and its set-up.
+        assert!(
+            by_agent.get(&agent).copied().unwrap_or(0) >= 20,
+            "{agent}: {by_agent:?}"
+        );
+    }
+}

@@ -60,6 +60,7 @@ class_keys!(
     behaviours,
     session,
     params,
+    user_agent,
 );
 
 pub(super) const ARRIVAL_KEYS: &[&str] = &["rate", "process", "max_concurrency", "when_full"];
@@ -128,7 +129,8 @@ pub(super) fn resolve_class(
         think,
         connection,
         tls_resumption,
-        // Filled in by the caller, which knows the workload's default and its accounts.
+        // Filled in by the caller, which knows the workload's defaults and its accounts.
+        user_agent: String::new(),
         auth: None,
         ops,
         labels,
@@ -136,6 +138,45 @@ pub(super) fn resolve_class(
         kind,
         captures,
     })
+}
+
+/// The placeholders a `user_agent:` may hold.
+const AGENT_VARS: [&str; 4] = ["version", "run_id", "class", "vu"];
+/// The longest `user_agent:` (servers refuse long header lines).
+const MAX_AGENT: usize = 512;
+
+/// `user_agent:` (the workload's or a class's): printable ASCII, as a header value must
+/// be, at most [`MAX_AGENT`] bytes, with no placeholder but [`AGENT_VARS`].
+pub(super) fn user_agent(cx: &Cx, n: &Node, path: &str) -> R<String> {
+    let s = cx.string(n, path)?;
+    if s.is_empty() || s.len() > MAX_AGENT || !s.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return Err(cx.err(
+            n.pos,
+            path,
+            format!("a User-Agent is 1 to {MAX_AGENT} printable ASCII characters"),
+        ));
+    }
+    let mut rest = s.as_str();
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else {
+            return Err(cx.err(n.pos, path, "a '{' with no '}'"));
+        };
+        let var = &after[..close];
+        if !AGENT_VARS.contains(&var) {
+            return Err(cx.err_hint(
+                n.pos,
+                path,
+                format!("unknown placeholder {{{var}}}"),
+                Some(format!(
+                    "a User-Agent may hold {{{}}}",
+                    AGENT_VARS.join("}, {")
+                )),
+            ));
+        }
+        rest = &after[close + 1..];
+    }
+    Ok(s)
 }
 
 /// `iterations:`, each user's (or each session's) number of operations, at least 1.
@@ -1234,6 +1275,20 @@ mod tests {
         let keys = ClassKeys::of(&node);
         assert!(keys.tls_resumption.is_some() && keys.session.is_some());
         assert!(keys.think.is_none() && keys.mix.is_none());
+    }
+
+    #[test]
+    fn a_user_agent_is_printable_ascii_with_known_placeholders() {
+        let agent = |yaml: &str| read(yaml, |cx, k| user_agent(cx, k.user_agent.unwrap(), "ua"));
+        assert_eq!(
+            agent("user_agent: \"probe/2 ({class}#{vu}; {run_id}; {version})\"\n"),
+            Ok("probe/2 ({class}#{vu}; {run_id}; {version})".to_string())
+        );
+        let unknown = agent("user_agent: \"x {user}\"\n").unwrap_err();
+        assert!(unknown.contains("unknown placeholder {user}"), "{unknown}");
+        assert!(agent("user_agent: \"x {vu\"\n").is_err());
+        assert!(agent("user_agent: \"caf\u{e9}\"\n").is_err(), "not ASCII");
+        assert!(agent("user_agent: \"\"\n").is_err());
     }
 
     #[test]

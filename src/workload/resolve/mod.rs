@@ -46,6 +46,7 @@ const TOP_KEYS: &[&str] = &[
     "think",
     "users",
     "thresholds",
+    "user_agent",
 ];
 
 fn required<'n>(cx: &Cx, node: &'n Node, name: &str, path: &str) -> R<&'n Node> {
@@ -214,6 +215,10 @@ fn resolve_users(cx: &Cx, root: &Node, accounts: Option<&Accounts>) -> R<Vec<Use
         .get("auth")
         .map(|n| resolve_auth(cx, n, "auth", accounts))
         .transpose()?;
+    let agent = match root.get("user_agent") {
+        Some(n) => user_agent(cx, n, "user_agent")?,
+        None => crate::workload::DEFAULT_USER_AGENT.to_string(),
+    };
     let mut classes: Vec<UserClass> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let mut c = resolve_class(cx, item, i, &think, connection)?;
@@ -226,6 +231,10 @@ fn resolve_users(cx: &Cx, root: &Node, accounts: Option<&Accounts>) -> R<Vec<Use
                 accounts,
             )?),
             None => auth.clone(),
+        };
+        c.user_agent = match keys.user_agent {
+            Some(n) => user_agent(cx, n, &format!("users.{}.user_agent", c.name))?,
+            None => agent.clone(),
         };
         if let Some(prev) = classes.iter().find(|p| p.name == c.name) {
             let pos = keys.class.map_or(item.pos, |n| n.pos);

@@ -273,10 +273,10 @@ async fn session(
         run_id: spec.run_id.clone(),
     };
     let mut vu = driver.new_vu(w, class, ids, &spec.endpoint, spec.timeouts);
-    // Set-up is part of what an arriving client waits for: it counts toward the corrected
-    // latency of the first operation.
+    // Set-up (its first calendar or collection among it) is part of what an arriving
+    // client waits for: it counts toward the corrected latency of the first operation.
     // Its requests are counted off the clock, by method and status, as a closed user's.
-    let set_up = vu.setup().await;
+    let set_up = super::user::set_up(&mut vu, (spec.seed, &class.name, id, spec.who.round)).await;
     out.setup = vu.take_untimed();
     if let Err(detail) = set_up {
         out.failures.push(FailureNote {

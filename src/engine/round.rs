@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::record::{VuOutput, Who};
-use super::user::{Active, Entry, UserSpec};
+use super::user::{self, Active, Entry, UserSpec};
 use super::{
     EngineConfig, FailureNote, MAX_FAILURE_NOTES, OpLogEntry, RoundResult, host, open, timer,
 };
@@ -57,8 +57,9 @@ impl Round<'_> {
         self.result(timed, torn, out, vus, setup_failures)
     }
 
-    /// Set-up (accounts, discovery) of closed users runs before the clock starts, as the
-    /// 2007 runner created its users before starting their threads. A user whose set-up
+    /// Set-up (accounts, discovery, each user's first calendar or collection) of closed
+    /// users runs before the clock starts, as the 2007 runner created its users before
+    /// starting their threads. A user whose set-up
     /// failed still runs (its failures are the server's answer); the failure is noted.
     async fn set_up_users(&self) -> (Vec<Ready>, VuOutput, u64) {
         let (w, cfg, round) = (self.w, self.cfg, self.index);
@@ -77,8 +78,9 @@ impl Round<'_> {
                 };
                 let mut driver =
                     self.drivers[ci].new_vu(w, class, ids, &cfg.endpoint, self.timeouts());
+                let seeds = (w.run.seed, class.name.clone());
                 setups.spawn(async move {
-                    let res = driver.setup().await;
+                    let res = user::set_up(&mut driver, (seeds.0, &seeds.1, vu, round)).await;
                     let tally = driver.take_untimed();
                     (ci, vu, driver, res, tally)
                 });

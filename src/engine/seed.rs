@@ -53,6 +53,15 @@ pub(crate) fn next_step(
 }
 
 impl VuRngs {
+    /// The data of a user's set-up (what it makes before its first pick), from a stream
+    /// of its own: the picks' data does not change with what set-up made.
+    pub(crate) fn setup_data(seed: u64, class: &str, vu: u32, round: u32) -> Xoshiro256PlusPlus {
+        let base = mix64(
+            mix64(mix64(seed ^ fnv1a(class.as_bytes())) ^ vu as u64) ^ ((round as u64) << 32),
+        );
+        Xoshiro256PlusPlus::seed_from_u64(mix64(base ^ 5))
+    }
+
     /// The think time before a bootstrap, from the bootstraps' own stream, so that
     /// bootstraps shift no pick's think time.
     pub(crate) fn think_before_bootstrap(&mut self, class: &UserClass) -> Duration {

@@ -79,7 +79,6 @@ fn cosmo_mix_runs_clean_and_agrees_with_the_server_on_both_stores() {
             "morse.update",
             "morse.subscribe",
             "morse.delete",
-            "atom.publish",
             "atom.time_range_feed",
             "atom.full_feed",
             "atom.create_event",
@@ -95,9 +94,10 @@ fn cosmo_mix_runs_clean_and_agrees_with_the_server_on_both_stores() {
         }
         // What the server answered, request for request, with the set-up the report
         // counts off the clock: one CMP account per user and per preflight (3 classes),
-        // the Morse Code and Atom preflights' publish and delete, and three discovery
-        // PROPFINDs per CalDAV user and for the CalDAV preflight (`/.well-known/caldav`,
-        // redirected; the principal; the calendar home).
+        // the Morse Code and Atom preflights' publish and delete, each Morse Code and Atom
+        // user's first collection and each CalDAV user's first calendar, and three
+        // discovery PROPFINDs per CalDAV user and for the CalDAV preflight
+        // (`/.well-known/caldav`, redirected; the principal; the calendar home).
         let s = &srv.stats;
         let untimed = |k: &str| {
             r.preflight.answers.get(k).copied().unwrap_or(0)
@@ -108,8 +108,14 @@ fn cosmo_mix_runs_clean_and_agrees_with_the_server_on_both_stores() {
         };
         assert_eq!(
             untimed("PUT 201"),
-            15 + 3 + 2,
-            "accounts and preflight publishes"
+            15 + 3 + 2 + 13,
+            "accounts, preflight publishes, and 13 users' first collections"
+        );
+        assert_eq!(untimed("MKCALENDAR 201"), 2, "2 users' first calendars");
+        assert_eq!(
+            count(&r, "atom.publish"),
+            0,
+            "an Atom user's collection is set-up"
         );
         assert_eq!(
             s.count("PUT", 201),
@@ -134,7 +140,7 @@ fn cosmo_mix_runs_clean_and_agrees_with_the_server_on_both_stores() {
         assert_eq!(s.count("PUT", 200), count(&r, "atom.update_event"));
         assert_eq!(
             s.count("MKCALENDAR", 201),
-            count(&r, "caldav.create_calendar")
+            count(&r, "caldav.create_calendar") + untimed("MKCALENDAR 201")
         );
         assert_eq!(
             s.count("REPORT", 207),
@@ -343,11 +349,17 @@ fn a_rejected_sync_token_triggers_a_counted_full_resync() {
     );
     let r = read_report(&out);
     assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures);
-    assert_eq!(count(&r, "c.create_calendar"), 1, "bootstrap");
+    let setup: u64 = r.rounds.iter().map(|x| x.setup.requests).sum();
+    assert_eq!(setup, 1, "the user's calendar, made in its set-up");
+    assert_eq!(
+        count(&r, "c.create_calendar"),
+        0,
+        "not among the measured operations"
+    );
     assert_eq!(count(&r, "c.sync_collection"), 1, "the initial sync");
     assert_eq!(
         count(&r, "c.sync_collection_resync"),
-        4,
+        5,
         "every later sync was rejected and redone"
     );
     // Both requests of a resync are in the statuses, so they add up to what the server
@@ -358,8 +370,8 @@ fn a_rejected_sync_token_triggers_a_counted_full_resync() {
         .iter()
         .find(|o| o.op == "c.sync_collection_resync")
         .unwrap();
-    assert_eq!(resync.status.get("412"), Some(&4), "{:?}", resync.status);
-    assert_eq!(resync.status.get("207"), Some(&4), "{:?}", resync.status);
+    assert_eq!(resync.status.get("412"), Some(&5), "{:?}", resync.status);
+    assert_eq!(resync.status.get("207"), Some(&5), "{:?}", resync.status);
     let statuses: u64 = r.summary.ops.iter().flat_map(|o| o.status.values()).sum();
     let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
     assert_eq!(
@@ -367,9 +379,9 @@ fn a_rejected_sync_token_triggers_a_counted_full_resync() {
         "the calendar it made is deleted after the round"
     );
     assert_eq!(
-        statuses + cleanup,
+        statuses + setup + cleanup,
         answered.load(std::sync::atomic::Ordering::SeqCst),
-        "statuses in the report and cleanup = requests the server answered"
+        "statuses in the report, set-up and cleanup = requests the server answered"
     );
 }
 

@@ -7,11 +7,19 @@ use std::collections::BTreeMap;
 
 use crate::common::*;
 
-fn caldav_run(
-    mix: &str,
-    users: u32,
-    iterations: u32,
-) -> (loadmix::reports::Report, String, String) {
+/// What a CalDAV run against the embedded server came to.
+struct Ran {
+    r: loadmix::reports::Report,
+    /// The `--log-ops` CSV.
+    log: String,
+    /// `report.txt`.
+    text: String,
+    /// PUTs the server answered 201.
+    puts: u64,
+}
+
+/// `users` CalDAV users of class `cal` with `mix` (and `params`), `iterations` picks each.
+fn caldav_run(mix: &str, params: &str, users: u32, iterations: u32) -> Ran {
     let rt = runtime();
     let srv = embedded(&rt);
     let tmp = tempdir();
@@ -19,7 +27,7 @@ fn caldav_run(
     std::fs::write(
         &w,
         format!(
-            "context: /cosmo\naccounts: {{ create: cmp }}\nrun: {{ iterations: {iterations}, rounds: 1, seed: 11, warmup: 0s }}\nthink: 0ms\nusers:\n  - class: cal\n    protocol: caldav\n    count: {users}\n    mix: {mix}\n"
+            "context: /cosmo\naccounts: {{ create: cmp }}\nrun: {{ iterations: {iterations}, rounds: 1, seed: 11, warmup: 0s }}\nthink: 0ms\nusers:\n  - class: cal\n    protocol: caldav\n    count: {users}\n    params: {{ {params} }}\n    mix: {mix}\n"
         ),
     )
     .unwrap();
@@ -36,10 +44,14 @@ fn caldav_run(
         "--quiet",
     ]);
     assert_eq!(code, 0);
+    let puts = srv.stats.count("PUT", 201);
     rt.block_on(srv.stop());
-    let r = read_report(&out);
-    let text = std::fs::read_to_string(out.join("report.txt")).unwrap_or_default();
-    (r, std::fs::read_to_string(&log).unwrap(), text)
+    Ran {
+        r: read_report(&out),
+        log: std::fs::read_to_string(&log).unwrap(),
+        text: std::fs::read_to_string(out.join("report.txt")).unwrap_or_default(),
+        puts,
+    }
 }
 
 /// Rows of the op log with `error` `skipped`, by operation.
@@ -58,8 +70,9 @@ fn skipped_in_log(log: &str) -> BTreeMap<String, u64> {
 fn a_pick_with_nothing_to_act_on_is_counted_and_the_mix_sent_says_so() {
     // 20 users each begin with an empty calendar: an update or a get picked before the
     // user's first put finds nothing to act on.
-    let (r, log, text) = caldav_run(
+    let Ran { r, log, text, .. } = caldav_run(
         "{ sync_collection: 70, put_event: 10, update_event: 10, get_event: 10 }",
+        "",
         20,
         30,
     );
@@ -113,37 +126,84 @@ fn a_pick_with_nothing_to_act_on_is_counted_and_the_mix_sent_says_so() {
 }
 
 #[test]
-fn a_mix_that_can_send_nothing_stops_its_users_and_says_why() {
-    let (r, _, _) = caldav_run(
-        "{ update_event: 1, get_event: 1, delete_event: 1 }",
-        3,
-        100_000,
+fn a_mix_that_could_never_act_is_refused_where_it_is_written() {
+    let tmp = tempdir();
+    let w = tmp.path().join("noop.yaml");
+    std::fs::write(
+        &w,
+        "accounts: { create: cmp }\nusers:\n  - class: cal\n    protocol: caldav\n    count: 3\n    mix: { update_event: 1, get_event: 1, delete_event: 1 }\n",
+    )
+    .unwrap();
+    let o = loadmix_bin(&["validate", &path_str(&w)]);
+    assert_eq!(o.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("noop.yaml:6:10: users.cal.mix:"), "{said}");
+    assert!(
+        said.contains("no operation of this class puts one"),
+        "{said}"
     );
-    let skipped: u64 = ["cal.update_event", "cal.get_event", "cal.delete_event"]
-        .iter()
-        .map(|o| op(&r, o).skipped)
-        .sum();
-    // Each user stops after the same number of fruitless picks in a row.
-    assert_eq!(skipped, 3 * 1_000);
-    let sent: u64 = ["cal.update_event", "cal.get_event", "cal.delete_event"]
-        .iter()
-        .map(|o| op(&r, o).requests)
-        .sum();
-    assert_eq!(sent, 0);
+    // A put with no weight puts nothing either.
+    std::fs::write(
+        &w,
+        "accounts: { create: cmp }\nusers:\n  - class: cal\n    protocol: caldav\n    count: 3\n    mix: { get_event: 1, put_event: 0 }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        loadmix_bin(&["validate", &path_str(&w)]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn users_whose_picks_run_out_of_things_to_act_on_stop_and_say_why() {
+    // Five events each, and a mix that only deletes: after five deletes every pick finds
+    // nothing, and each user stops after the same number of fruitless picks in a row.
+    let Ran { r, .. } = caldav_run("{ delete_event: 1 }", "initial_events: 5", 3, 100_000);
+    let d = op(&r, "cal.delete_event");
+    assert_eq!(d.requests, 3 * 5);
+    assert_eq!(d.skipped, 3 * 1_000);
     let warned = r.rounds[0]
         .generator
         .warnings
         .iter()
         .any(|w| w.contains("3 users stopped") && w.contains("found nothing to act on"));
     assert!(warned, "{:?}", r.rounds[0].generator.warnings);
-    assert!(r.summary.mix[0].differs || r.summary.mix[0].sent == 0);
+}
+
+#[test]
+fn calendars_filled_in_set_up_leave_no_pick_without_an_event() {
+    // 40 events per user before the clock: updates, gets and reports all have events to
+    // act on from the first pick, and the events are set-up, counted off the clock.
+    let Ran { r, log, puts, .. } = caldav_run(
+        "{ update_event: 1, get_event: 1, time_range_report: 1 }",
+        "initial_events: 40",
+        4,
+        60,
+    );
+    assert!(skipped_in_log(&log).is_empty(), "nothing skipped");
+    let m = &r.summary.mix[0];
+    assert_eq!((m.sent, m.skipped), (4 * 60, 0));
+    assert!(!m.differs, "{m:?}");
+    let setup_puts: u64 = r
+        .rounds
+        .iter()
+        .map(|x| x.setup.answers.get("PUT 201").copied().unwrap_or(0))
+        .sum();
+    let preflight_puts = r.preflight.answers.get("PUT 201").copied().unwrap_or(0);
+    // Each user's CMP account and its 40 events, in its set-up.
+    assert_eq!(setup_puts, 4 * (1 + 40));
+    assert_eq!(
+        puts,
+        setup_puts + preflight_puts,
+        "no PUT among the measured picks"
+    );
 }
 
 #[test]
 fn a_mix_that_always_acts_is_sent_as_asked() {
     // Puts and syncs always have something to act on: nothing is skipped, and Pearson's
     // test finds the shares sent consistent with the shares asked.
-    let (r, log, _) = caldav_run("{ sync_collection: 3, put_event: 1 }", 4, 250);
+    let Ran { r, log, .. } = caldav_run("{ sync_collection: 3, put_event: 1 }", "", 4, 250);
     assert!(skipped_in_log(&log).is_empty());
     let m = &r.summary.mix[0];
     assert_eq!((m.sent, m.skipped), (4 * 250, 0));

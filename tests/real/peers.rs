@@ -68,8 +68,17 @@ fn caldav_sync_runs_its_whole_mix_on_each_server_dominated_by_sync() {
             );
         }
         // Each user's calendar is made in its set-up, off the clock.
-        let made = r.rounds[0].setup.answers.get("MKCALENDAR 201").copied().unwrap_or(0);
-        assert!(made > 0, "{peer}: no calendar made in set-up: {:?}", r.rounds[0].setup);
+        let made = r.rounds[0]
+            .setup
+            .answers
+            .get("MKCALENDAR 201")
+            .copied()
+            .unwrap_or(0);
+        assert!(
+            made > 0,
+            "{peer}: no calendar made in set-up: {:?}",
+            r.rounds[0].setup
+        );
         let most = requests.iter().max_by_key(|(_, n)| **n).map(|(op, _)| *op);
         assert_eq!(most, Some("caldav.sync_collection"), "{peer}: {requests:?}");
     }

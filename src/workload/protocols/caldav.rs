@@ -6,6 +6,7 @@ use super::{
 };
 use crate::workload::Params;
 use crate::workload::dist::Dist;
+use crate::workload::dist::Unit;
 
 pub(super) static DEF: ProtocolDef = ProtocolDef {
     ops: &[
@@ -39,8 +40,18 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
             "path of the calendar home ({user}, {vu}, {run_id}); discovered when absent",
         ),
         p("discovery", ParamKind::Text, "where discovery starts"),
+        p(
+            "initial_events",
+            ParamKind::Dist(Unit::Count),
+            "events each user's first calendar holds before the clock starts (a count or a distribution)",
+        ),
     ],
 };
+
+/// The most events set-up puts in one user's first calendar, whatever `initial_events`
+/// draws: it bounds the set-up a workload can ask for (and a server with 100,000
+/// events per calendar is measured by that already).
+pub(crate) const MAX_INITIAL_EVENTS: u64 = 100_000;
 
 /// CalDAV operations.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,6 +142,48 @@ pub struct CaldavParams {
     pub label_resync: usize,
     /// The first calendar, made outside the table.
     pub label_create_calendar: usize,
+    /// Events put in a user's first calendar in its set-up (`None`: none).
+    pub initial_events: Option<Dist>,
+}
+
+/// Why a class with these operations (and their weights) could never act on what most of
+/// its operations need: events to update, read or delete, and none ever put (no
+/// `put_event` with a weight, no `initial_events`). `None` when it can.
+pub(super) fn nothing_to_act_on(
+    ops: &[CaldavOp],
+    weights: &[f64],
+    params: &CaldavParams,
+) -> Option<String> {
+    let needs: Vec<&str> = ops
+        .iter()
+        .zip(weights)
+        .filter(|(o, w)| **w > 0.0 && o.needs_an_event())
+        .map(|(o, _)| o.name())
+        .collect();
+    let puts = ops
+        .iter()
+        .zip(weights)
+        .any(|(o, w)| *w > 0.0 && matches!(o, CaldavOp::PutEvent { .. }));
+    let prefilled = params
+        .initial_events
+        .as_ref()
+        .is_some_and(|d| d.mean() > 0.0);
+    (!needs.is_empty() && !puts && !prefilled).then(|| {
+        format!(
+            "{} act on events, and no operation of this class puts one: every such pick would send nothing (give put_event a weight, or params.initial_events a count)",
+            needs.join(", ")
+        )
+    })
+}
+
+impl CaldavOp {
+    /// It acts on one of the user's events, and sends nothing when there is none.
+    fn needs_an_event(&self) -> bool {
+        matches!(
+            self,
+            CaldavOp::UpdateEvent { .. } | CaldavOp::GetEvent | CaldavOp::DeleteEvent
+        )
+    }
 }
 
 /// The class's typed operations and parameters, with every default applied.
@@ -146,6 +199,7 @@ pub(super) fn build(
             discovery: class_params.text("discovery").map(str::to_string),
             label_resync: label_index(labels, "sync_collection_resync"),
             label_create_calendar: label_index(labels, "create_calendar"),
+            initial_events: class_params.dist("initial_events").cloned(),
         },
     })
 }

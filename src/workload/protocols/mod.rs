@@ -22,7 +22,7 @@ use super::{HttpRequest, Params, Pool};
 
 pub(crate) use amqp::{AmqpOp, AmqpParams, QueueType};
 pub(crate) use atom::{AtomOp, AtomParams};
-pub(crate) use caldav::{CaldavOp, CaldavParams};
+pub(crate) use caldav::{CaldavOp, CaldavParams, MAX_INITIAL_EVENTS};
 pub(crate) use morse::{MorseOp, MorseParams};
 pub(crate) use stomp::{AckMode, STAMP_LEN, StompOp, StompParams};
 
@@ -332,6 +332,22 @@ pub(in crate::workload) fn build_class(
 }
 
 impl ClassKind {
+    /// Why a class of this kind, its operations picked with these weights, could never
+    /// send what most of its picks ask for (its operations need items none of them
+    /// makes, and nothing is made before the first pick); `None` when it can.
+    pub(in crate::workload) fn nothing_to_act_on(&self, weights: &[f64]) -> Option<String> {
+        match self {
+            ClassKind::Caldav { ops, params } => caldav::nothing_to_act_on(ops, weights, params),
+            // Morse Code and Atom users publish a collection in their set-up (Atom's with
+            // `initial_items`), and what an http or broker class sends needs nothing made.
+            ClassKind::Http { .. }
+            | ClassKind::Morse { .. }
+            | ClassKind::Atom { .. }
+            | ClassKind::Stomp { .. }
+            | ClassKind::Amqp { .. } => None,
+        }
+    }
+
     /// The parameters of operation `i` as `validate` shows them.
     pub fn describe_op(&self, i: usize) -> String {
         let fmt_d = |d: &Dist, unit_secs: bool| {

@@ -292,6 +292,11 @@ fn kind_of(
         Ok(k) => k,
         Err(m) => return Err(cx.err(pos, mix_path, m)),
     };
+    // Shares, not weights: a class with behaviours picks by its chain's implied mix.
+    let weights: Vec<f64> = ops.iter().map(|o| o.probability).collect();
+    if let Some(m) = kind.nothing_to_act_on(&weights) {
+        return Err(cx.err(pos, mix_path, m));
+    }
     Ok((labels, kind))
 }
 

@@ -211,8 +211,11 @@ impl Round<'_> {
             slot_late: timed.slot_late,
             elapsed: timed.elapsed,
             // A round's clock is its duration: what was in flight at its end is counted,
-            // over the duration, and the overrun is reported.
+            // over the duration, and the overrun is reported. A round whose users all
+            // stopped before the bell (each one's next operation fell due after it) still
+            // ran its whole duration; only a stopped run measures less.
             measured: match run.stop {
+                Stop::Duration(d) if !self.cfg.stop.is_cancelled() => d,
                 Stop::Duration(d) => timed.elapsed.min(d),
                 Stop::Iterations(_) => timed.elapsed,
             }

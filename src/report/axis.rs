@@ -60,17 +60,49 @@ fn span(elapsed_s: f64, seconds: usize) -> f64 {
 }
 
 /// Second `i`'s count as a rate, and the middle of the part of it the round covered: a
-/// round that ends 36 ms into a second did its operations in 36 ms, and its chart must
-/// say what its table says.
+/// round that ends 36 ms into its first second did its operations in 36 ms, and its chart
+/// must say what its table says. A later second the round covered only partly (the
+/// sliver after its last whole second) is drawn at its count: divided by the sliver, one
+/// operation in its last 0.9 ms would be drawn as 1,000 a second.
 pub(super) fn per_second(round: &RoundReport, i: usize, count: u64) -> (f64, f64) {
     rate_in(length(round), i, count)
 }
 
-/// How much of second `i` a round `len` seconds long covered (never less than a
-/// millisecond, so a count divides into a rate), and the count as a rate over it.
+/// Every second's count as a rate, a partly covered last second merged into the one
+/// before it (their counts over the time both covered), so the curve neither spikes nor
+/// dips at the round's end.
+pub(super) fn rates(round: &RoundReport, counts: &[u64]) -> Vec<(f64, f64)> {
+    merged_rates(length(round), counts)
+}
+
+fn merged_rates(len: f64, counts: &[u64]) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = counts
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| rate_in(len, i, n))
+        .collect();
+    let last = counts.len().saturating_sub(1);
+    let covered = len - last as f64;
+    if last > 0 && covered < 1.0 {
+        let span = 1.0 + covered.max(0.0);
+        let both = (counts[last - 1] + counts[last]) as f64;
+        out.truncate(last - 1);
+        out.push(((last - 1) as f64 + span / 2.0, both / span));
+    }
+    out
+}
+
+/// How much of second `i` a round `len` seconds long covered, and the count as a rate:
+/// over the part covered for the round's first second (never less than a millisecond),
+/// at its count for a later one.
 fn rate_in(len: f64, i: usize, count: u64) -> (f64, f64) {
     let c = (len - i as f64).clamp(1e-3, 1.0);
-    (i as f64 + c / 2.0, count as f64 / c)
+    let rate = if i == 0 {
+        count as f64 / c
+    } else {
+        count as f64
+    };
+    (i as f64 + c / 2.0, rate)
 }
 
 #[cfg(test)]
@@ -86,7 +118,26 @@ mod tests {
         let len = span(2.5, 3);
         assert_eq!(len, 2.5);
         assert_eq!(rate_in(len, 0, 10), (0.5, 10.0));
-        assert_eq!(rate_in(len, 2, 10), (2.25, 20.0));
+        assert_eq!(
+            rate_in(len, 2, 10),
+            (2.25, 10.0),
+            "a later sliver at its count"
+        );
         assert_eq!(span(0.0, 4), 4.0, "no wall time: the timeline's seconds");
+    }
+
+    #[test]
+    fn a_last_sliver_is_merged_into_the_second_before_it_and_never_spikes() {
+        // 60 operations a second for 10 s, and one more in the last 0.9 ms.
+        let mut counts = vec![60u64; 10];
+        counts.push(1);
+        let pts = merged_rates(10.0009, &counts);
+        assert_eq!(pts.len(), 10);
+        let (x, rate) = pts[9];
+        assert!((rate - 61.0 / 1.0009).abs() < 1e-9, "{rate}");
+        assert!((x - (9.0 + 1.0009 / 2.0)).abs() < 1e-9);
+        assert!(pts.iter().all(|(_, r)| *r < 62.0), "{pts:?}");
+        // A round of whole seconds keeps every second as it is.
+        assert_eq!(merged_rates(2.0, &[5, 7]), vec![(0.5, 5.0), (1.5, 7.0)]);
     }
 }

@@ -133,11 +133,8 @@ pub(crate) fn throughput(r: &Report) -> String {
             round.ops.iter().find(|o| o.op == name)
         };
         op.map(|op| {
-            op.timeline
-                .iter()
-                .enumerate()
-                .map(|(i, b)| super::axis::per_second(round, i, b.successes))
-                .collect()
+            let counts: Vec<u64> = op.timeline.iter().map(|b| b.successes).collect();
+            super::axis::rates(round, &counts)
         })
         .unwrap_or_default()
     });

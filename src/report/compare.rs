@@ -66,9 +66,8 @@ impl OverTime {
                 p99.filter_map(|(i, s)| s.p99_ms.map(|v| (mid(i), v)))
                     .collect()
             } else {
-                let t = round.total.timeline.iter().enumerate();
-                t.map(|(i, b)| super::axis::per_second(round, i, b.successes))
-                    .collect()
+                let counts: Vec<u64> = round.total.timeline.iter().map(|b| b.successes).collect();
+                super::axis::rates(round, &counts)
             }
         });
         let p99_ms = lines.pop().map(|(_, p)| p).unwrap_or_default();

@@ -172,3 +172,31 @@ fn a_round_that_runs_past_its_duration_is_measured_over_the_duration_and_says_so
     assert!(text.contains("round 1 ran"), "{text}");
     rt.block_on(srv.stop());
 }
+
+#[test]
+fn a_round_whose_users_stop_before_the_bell_measures_its_whole_duration() {
+    // Think times up to 600 ms: each user's next operation falls due after the 2 s bell
+    // some time before it rings, so the last one ends early. The round still lasted 2 s,
+    // and its ops/s is its successes over 2 s, not over the time to the last one's end.
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let tmp = tempdir();
+    let w = write(
+        tmp.path(),
+        &format!(
+            "target: {}\nrun: {{ duration: 2s, warmup: 0s, seed: 3 }}\nthink: {{ uniform: [300ms, 600ms] }}\nusers:\n  - class: c\n    protocol: http\n    count: 3\n    mix:\n      get: {{ weight: 1, path: '{{context}}/_loadmix/delay/1' }}\n",
+            srv.url()
+        ),
+    );
+    let out = out_dir(&tmp);
+    assert_eq!(
+        loadmix(&["run", &w, "--out", &path_str(&out), "--quiet"]),
+        0
+    );
+    let r = read_report(&out);
+    let round = &r.rounds[0];
+    assert_eq!(round.measured_s, 2.0);
+    let get = op(&r, "c.get");
+    assert!((get.ops_per_sec - get.successes as f64 / 2.0).abs() < 1e-9);
+    rt.block_on(srv.stop());
+}

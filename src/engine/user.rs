@@ -110,6 +110,7 @@ pub(super) async fn run(
     let mut walk = Walk::new(class);
     let one_session = matches!(spec.entry, Entry::Arrived { .. });
     let mut skips_in_a_row = 0u32;
+    driver.round_ends_at(spec.end_by);
     loop {
         if spec.iterations.is_some_and(|n| done >= n) || spec.halted.load(Ordering::Relaxed) {
             break;

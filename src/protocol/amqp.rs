@@ -709,7 +709,8 @@ impl AmqpVu {
             ));
         };
         let start = Instant::now();
-        let next = match tokio::time::timeout(wait, consumer.next()).await {
+        let until = conn.wait_until(start, wait);
+        let next = match tokio::time::timeout_at(until, consumer.next()).await {
             Err(_) => {
                 let mut o = done(Answer::NONE, 0, 0, start.elapsed());
                 o.label = Some(class.params.label_consume_empty);

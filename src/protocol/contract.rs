@@ -56,6 +56,9 @@ pub(crate) struct Reach {
     pub(crate) resumes_tls: bool,
     /// What the user's requests say it is (`User-Agent`), for protocols over HTTP.
     pub(crate) user_agent: Option<hyper::header::HeaderValue>,
+    /// When the user's round (or its active window) ends: a wait for a message that may
+    /// come ends there, not past the bell.
+    pub(crate) round_end: Option<tokio::time::Instant>,
 }
 
 impl Reach {
@@ -70,7 +73,20 @@ impl Reach {
             },
             resumes_tls: class.tls_resumption,
             user_agent: None,
+            round_end: None,
         }
+    }
+
+    /// Until when to wait for a message that may come, from `start`, at most `wait`: the
+    /// round's end when that comes first (never before `start`).
+    pub(crate) fn wait_until(
+        &self,
+        start: tokio::time::Instant,
+        wait: std::time::Duration,
+    ) -> tokio::time::Instant {
+        let until = start + wait;
+        self.round_end
+            .map_or(until, |end| until.min(end.max(start)))
     }
 
     /// The reach of user `ids` of `class`, its `User-Agent` filled in from the class's.
@@ -161,6 +177,10 @@ pub(crate) trait User: Send {
     fn take_untimed(&mut self) -> Tally {
         Tally::new()
     }
+
+    /// When the user's round ends (`None`: when its iterations are done): a protocol that
+    /// waits for what may come (a consumer's receive) stops waiting there.
+    fn round_ends_at(&mut self, _end: Option<tokio::time::Instant>) {}
 
     /// True when the user must first make something of its own (a collection, outside
     /// its table, as the 2007 client did).

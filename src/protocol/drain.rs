@@ -104,6 +104,7 @@ async fn one(
         reuse: Reuse::KeepAlive,
         resumes_tls: true,
         user_agent: None,
+        round_end: None,
     };
     let mut stats = DrainStats {
         destinations: 1,

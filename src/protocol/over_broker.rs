@@ -47,6 +47,10 @@ impl<V: OverBroker> BrokerUser<V> {
 
 #[async_trait]
 impl<V: OverBroker> User for BrokerUser<V> {
+    fn round_ends_at(&mut self, end: Option<tokio::time::Instant>) {
+        self.reach.round_end = end;
+    }
+
     async fn setup(&mut self) -> Result<(), SetupError> {
         self.vu.set_up(&self.reach).await
     }

@@ -958,7 +958,10 @@ impl StompVu {
         let start = Instant::now();
         let msg = match self.waiting.pop_front() {
             Some(m) => Some(m),
-            None => self.next_message(class, start + wait).await?,
+            None => {
+                self.next_message(class, conn.wait_until(start, wait))
+                    .await?
+            }
         };
         let Some(m) = msg else {
             let mut o = done(Answer::NONE, 0, 0, start.elapsed());

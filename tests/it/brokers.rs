@@ -884,3 +884,47 @@ users:
     assert_eq!(copies, 300, "{counts:?}");
     h_stop(&rt, h);
 }
+
+#[test]
+fn a_consumer_waiting_for_a_message_stops_waiting_at_the_rounds_bell() {
+    // Three consumers wait up to 5 s each for messages one producer sends every 100 ms:
+    // most of their receives wait. At the end of a 2 s round the waiting ones stop there,
+    // instead of holding the round open for their whole timeout.
+    let Setup {
+        rt,
+        h,
+        tmp: _tmp,
+        w,
+        target,
+        out,
+    } = set_up(
+        r#"
+run: { duration: 2s, rounds: 2, warmup: 0s }
+users:
+  - class: producer
+    protocol: stomp
+    count: 1
+    think: 100ms
+    mix:
+      send: { weight: 1, params: { destination: "/queue/bell-{run_id}" } }
+  - class: consumer
+    protocol: stomp
+    count: 3
+    params: { subscribe: "/queue/bell-{run_id}" }
+    mix:
+      receive: { weight: 1, params: { timeout: 5s } }
+"#,
+    );
+    assert_eq!(run_to(&w, &target, &out, &[]), 0);
+    let r = read_report(&out);
+    for round in &r.rounds {
+        assert_eq!(round.measured_s, 2.0);
+        let over = round.overran_s.unwrap_or(0.0);
+        assert!(
+            over < 0.5,
+            "round {} ran {over} s past its bell",
+            round.index
+        );
+    }
+    h_stop(&rt, h);
+}

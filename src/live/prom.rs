@@ -19,8 +19,9 @@ pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8"
 /// Every metric family the page can hold: the Grafana dashboard's queries are checked
 /// against it.
 #[cfg(test)]
-pub(crate) const FAMILIES: [&str; 21] = [
+pub(crate) const FAMILIES: [&str; 22] = [
     "loadmix_requests_total",
+    "loadmix_skipped_total",
     "loadmix_successes_total",
     "loadmix_failures_total",
     "loadmix_sent_bytes_total",
@@ -190,6 +191,23 @@ fn op_families(out: &mut String, lanes: &[std::sync::Arc<Lane>], bases: &[Labels
         );
         for (labels, t) in &rows {
             let _ = writeln!(out, "{full}{} {}", labels.text(), get(t));
+        }
+    }
+    if !step {
+        // A pick is an operation's, never a step's.
+        family(
+            out,
+            "loadmix_skipped_total",
+            "counter",
+            "Operations picked with nothing to act on: they sent nothing and are no request (by phase).",
+        );
+        for (labels, t) in &rows {
+            let _ = writeln!(
+                out,
+                "loadmix_skipped_total{} {}",
+                labels.text(),
+                load(&t.skipped)
+            );
         }
     }
     let full = format!("{prefix}failures_total");

@@ -107,6 +107,8 @@ pub(crate) struct Totals {
     pub buckets: [AtomicU64; BUCKETS_US.len() + 1],
     /// Sum of successful latencies, µs.
     pub latency_sum_us: AtomicU64,
+    /// Picks that found nothing to act on and sent nothing (no request).
+    pub skipped: AtomicU64,
 }
 
 /// A plain copy of [`Totals`], read at one moment.
@@ -245,6 +247,13 @@ impl Live {
             .zip(&self.failures)
             .map(|(r, f)| (r.load(Relaxed), f.load(Relaxed)))
             .collect()
+    }
+
+    /// Count a pick that sent nothing, as `counted`. Called by the aggregator only.
+    pub(super) fn skip(&self, s: &Sample, counted: Counted) {
+        if let Some(op) = self.ops.get(s.label as usize) {
+            op.counted[counted as usize].skipped.fetch_add(1, Relaxed);
+        }
     }
 
     /// Count one sample, as `counted`. Called by the aggregator only.

@@ -578,9 +578,18 @@ pub(crate) fn aggregator(
         while let Some(batch) = rx.recv().await {
             for s in &batch {
                 if s.skipped {
-                    // Nothing went on the wire: no lag, no second, no live request.
+                    // Nothing went on the wire: no lag, no second, no live request; a
+                    // live count of its own.
+                    let in_warmup = s.start_us < warmup_us;
+                    if let Some((live, warmup_round)) = &live {
+                        let counted = match *warmup_round || in_warmup {
+                            true => Counted::Warmup,
+                            false => Counted::Measured,
+                        };
+                        live.skip(s, counted);
+                    }
                     if let Some(op) = stats.ops.get_mut(s.label as usize)
-                        && s.start_us >= warmup_us
+                        && !in_warmup
                     {
                         op.skipped += 1;
                     }

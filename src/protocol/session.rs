@@ -197,6 +197,12 @@ impl AccountPlan {
             .map_err(|e| fail(format!("cannot build the request: {e}")))?;
         match conn.send(req).await {
             Ok(r) if r.status.as_u16() == 201 || r.status.as_u16() == 204 => Ok(()),
+            // Not Cosmo, or a Cosmo that will not let this admin make users: say what to
+            // write instead of a bare status.
+            Ok(r) if matches!(r.status.as_u16(), 403 | 404 | 405 | 501) => Err(fail(format!(
+                "{}: this server makes no accounts through Cosmo's CMP here; for accounts that exist, write accounts: {{ create: shared, username: NAME }} (or --user NAME) with LOADMIX_PASSWORD, or accounts: {{ create: existing, file: USERS }}",
+                r.status
+            ))),
             Ok(r) => Err(fail(r.status.to_string())),
             Err(e) => Err(fail(e.message)),
         }

@@ -384,11 +384,19 @@ fn document(o: &NewOptions, kinds: &[Kind], trials: &[Trial]) -> String {
         .iter()
         .any(|k| matches!(k, Kind::Cosmo | Kind::Caldav))
     {
-        s.push_str(
-            "# Each user gets an account of its own through Cosmo's CMP on the embedded server;\n\
-             # with --user every user shares that existing account instead.\n\
-             accounts:\n  create: cmp\n",
-        );
+        match &o.user {
+            Some(user) => s.push_str(&format!(
+                "# Every user shares the existing account --user named (its password from\n\
+                 # $LOADMIX_PASSWORD); each makes and deletes only calendars of its own.\n\
+                 accounts:\n  create: shared\n  username: {}\n",
+                yaml_string(user)
+            )),
+            None => s.push_str(
+                "# Each user gets an account of its own through Cosmo's CMP (the embedded\n\
+                 # server has it); for a server whose accounts exist, give --user.\n\
+                 accounts:\n  create: cmp\n",
+            ),
+        }
     }
     s.push_str("connection: keep_alive\n");
     s.push_str("think: { exponential: { mean: 200ms, max: 2s } }\n");
@@ -457,6 +465,20 @@ mod tests {
             !text.contains("al\nice"),
             "a control character in --user stays in its comment"
         );
+    }
+
+    #[test]
+    fn with_a_user_every_user_shares_that_account_and_without_one_cmp_makes_them() {
+        let mut o = opts("http://127.0.0.1:1/dav");
+        o.user = Some("alice".into());
+        let text = document(&o, &[Kind::Caldav], &[]);
+        assert!(
+            text.contains("accounts:\n  create: shared\n  username: \"alice\"\n"),
+            "{text}"
+        );
+        o.user = None;
+        let text = document(&o, &[Kind::Caldav], &[]);
+        assert!(text.contains("accounts:\n  create: cmp\n"), "{text}");
     }
 
     #[test]

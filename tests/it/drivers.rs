@@ -464,3 +464,32 @@ fn warm_up_rounds_set_up_and_cleanup_add_up_to_the_servers_count() {
     assert_eq!(answered, reported);
     rt.block_on(srv.stop());
 }
+
+#[test]
+fn a_server_without_cosmos_cmp_is_told_apart_and_the_fix_is_named() {
+    // A CalDAV server that refuses CMP's account creation (403), as any server but Cosmo
+    // does: the run stops at preflight saying so, and what to write instead.
+    let rt = runtime();
+    let addr = scripted(&rt, |method, _path, _body| match method {
+        "PUT" => http_response("403 Forbidden", "text/plain", "no"),
+        _ => http_response("404 Not Found", "text/plain", ""),
+    });
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "target: http://{addr}\naccounts: {{ create: cmp }}\nusers:\n  - class: c\n    protocol: caldav\n    count: 1\n    mix: {{ sync_collection: 1 }}\n"
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let o = loadmix_bin(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains("403 Forbidden: this server makes no accounts through Cosmo's CMP"),
+        "{said}"
+    );
+    assert!(said.contains("create: shared"), "{said}");
+}

@@ -131,7 +131,9 @@ pub(super) fn record(
         }
     };
     let label = outcome.label.or(op).unwrap_or(0);
-    let sample = sample_of(outcome, who.label_base + label as u32, start_us, &t);
+    let mut sample = sample_of(outcome, who.label_base + label as u32, start_us, &t);
+    // The row of the table picked, which the answer's label may refine.
+    sample.pick = op.map_or(metrics::NO_PICK, |o| who.label_base + o as u32);
     recorder.record(sample, t.ended);
     record_steps(recorder, outcome, who.label_base, start_us, t.ended);
     if let (Some(e), true) = (outcome.error, out.failures.len() < FAILURE_NOTES_PER_VU) {
@@ -197,6 +199,7 @@ fn sample_of(outcome: &Outcome, label: u32, start_us: u64, t: &Timing) -> Sample
         step: false,
         skipped: false,
         bootstrap: t.bootstrap,
+        pick: metrics::NO_PICK,
     }
 }
 
@@ -221,6 +224,7 @@ fn step_sample(o: &Outcome, label: u32, start_us: u64) -> Sample {
         step: true,
         skipped: false,
         bootstrap: false,
+        pick: metrics::NO_PICK,
     }
 }
 

@@ -70,7 +70,13 @@ pub(crate) struct Sample {
     /// Not a pick from the table: what a user made of its own first (a collection),
     /// recorded under the operation it is, and told apart from that operation's picks.
     pub bootstrap: bool,
+    /// The label of the operation picked from the table, which `label` may refine (a
+    /// sync reported as `sync_no_change`); [`NO_PICK`] for a bootstrap or a step.
+    pub pick: u32,
 }
+
+/// [`Sample::pick`] of a sample that is no pick from the table.
+pub(crate) const NO_PICK: u32 = u32::MAX;
 
 impl Sample {
     /// A pick of `label` at `start_us` that sent nothing.
@@ -93,6 +99,7 @@ impl Sample {
             step: false,
             skipped: true,
             bootstrap: false,
+            pick: label,
         }
     }
 }
@@ -195,6 +202,9 @@ pub(crate) struct OpStats {
     pub skipped: u64,
     /// Of the requests, those that were a user's bootstrap rather than a pick.
     pub bootstraps: u64,
+    /// Picks of this operation that sent a request, whatever label their answer was
+    /// counted under (a sync picked and reported as `sync_no_change` is a sync's pick).
+    pub picked: u64,
     pub successes: u64,
     pub failures: u64,
     /// Answers by what they were: HTTP statuses first, in order, then named answers.
@@ -240,6 +250,7 @@ impl Default for OpStats {
             requests: 0,
             skipped: 0,
             bootstraps: 0,
+            picked: 0,
             successes: 0,
             failures: 0,
             by_answer: BTreeMap::new(),
@@ -334,6 +345,7 @@ impl OpStats {
         self.requests += other.requests;
         self.skipped += other.skipped;
         self.bootstraps += other.bootstraps;
+        self.picked += other.picked;
         self.successes += other.successes;
         self.failures += other.failures;
         for (k, v) in &other.by_answer {
@@ -609,6 +621,12 @@ pub(crate) fn aggregator(
                     let _ = stats.lag.record(s.lag_us.clamp(HIST_LOW, HIST_HIGH));
                     seconds.record(s);
                 }
+                if !in_warmup
+                    && s.pick != NO_PICK
+                    && let Some(picked) = stats.ops.get_mut(s.pick as usize)
+                {
+                    picked.picked += 1;
+                }
                 let Some(op) = stats.ops.get_mut(s.label as usize) else {
                     continue;
                 };
@@ -673,6 +691,7 @@ mod tests {
             step: false,
             skipped: false,
             bootstrap: false,
+            pick: NO_PICK,
         }
     }
 
@@ -719,6 +738,27 @@ mod tests {
         assert_eq!(b.by_answer[&Answer::http(500)], 1);
         assert_eq!(b.clamped, 1);
         assert_eq!(b.bytes_received, 40);
+    }
+
+    #[tokio::test]
+    async fn a_pick_counts_under_the_operation_picked_whatever_its_answers_label() {
+        let (factory, handle) = aggregator(2, Duration::ZERO, Duration::from_secs(60), None);
+        let mut r = factory.recorder();
+        let now = tokio::time::Instant::now();
+        // Operation 0 picked, its answer counted under label 1 (a sync reported as
+        // sync_no_change); then a bootstrap under label 0, which is no pick.
+        let mut refined = sample(1, 10, 1_000, None);
+        refined.pick = 0;
+        r.record(refined, now);
+        let mut boot = sample(0, 20, 1_000, None);
+        boot.bootstrap = true;
+        r.record(boot, now);
+        drop(factory);
+        drop(r);
+        let stats = handle.await.unwrap();
+        assert_eq!((stats.ops[0].picked, stats.ops[0].requests), (1, 1));
+        assert_eq!((stats.ops[1].picked, stats.ops[1].requests), (0, 1));
+        assert_eq!(stats.ops[0].bootstraps, 1);
     }
 
     #[test]

@@ -248,6 +248,7 @@ fn stats_of(o: &OpReport, file: &str) -> Result<OpStats, MergeError> {
         requests: o.requests,
         skipped: o.skipped,
         bootstraps: o.bootstraps,
+        picked: o.picked,
         successes: o.successes,
         failures: o.failures,
         bytes_sent: o.bytes_sent,
@@ -807,6 +808,7 @@ mod tests {
             step: false,
             skipped: false,
             bootstrap: false,
+            pick: crate::metrics::NO_PICK,
         };
         let mut whole = OpStats::default();
         let mut parts = vec![OpStats::default(), OpStats::default(), OpStats::default()];

@@ -1,6 +1,7 @@
 //! The mix sent held against the mix asked, per class. A class that picks from a `mix:`
 //! table asks for each operation with a probability; what it sent is each operation's
-//! requests less its bootstraps (made outside the table). A pick that found nothing to act
+//! picks that sent a request, whatever label their answer was counted under (a sync
+//! reported as `sync_no_change` is a sync's pick; a bootstrap is no pick). A pick that found nothing to act
 //! on sent nothing and is counted as skipped, so an update picked before any put shows as
 //! a share asked that was not sent. Pearson's χ² goodness-of-fit test says whether the
 //! shares sent could come from the shares asked; the report warns when they could not
@@ -78,7 +79,7 @@ fn class_mix(class: &ClassInfo, ops: &[OpReport]) -> ClassMix {
             MixRow {
                 op: o.name.clone(),
                 asked: o.probability,
-                sent: r.map_or(0, |r| r.requests.saturating_sub(r.bootstraps)),
+                sent: r.map_or(0, |r| r.picked),
                 skipped: r.map_or(0, |r| r.skipped),
                 sent_share: 0.0,
             }
@@ -126,7 +127,9 @@ fn class_mix(class: &ClassInfo, ops: &[OpReport]) -> ClassMix {
 }
 
 /// Pearson's test of the counts sent against the shares asked, over the operations asked
-/// at all; `None` when there are fewer than two, or too few picks for the test to hold.
+/// at all. Operations expected fewer than [`MIN_EXPECTED`] times are pooled into one
+/// category (a 0.25 % delete in a short run), which is tested as such once it is expected
+/// often enough; `None` when fewer than two categories can be tested.
 fn chi_square(rows: &[MixRow], sent: u64) -> Option<ChiSquare> {
     let asked: Vec<&MixRow> = rows.iter().filter(|r| r.asked > 0.0).collect();
     let n = asked.iter().map(|r| r.sent).sum::<u64>() as f64;
@@ -134,16 +137,32 @@ fn chi_square(rows: &[MixRow], sent: u64) -> Option<ChiSquare> {
         return None;
     }
     let total_asked: f64 = asked.iter().map(|r| r.asked).sum();
-    let mut chi2 = 0.0;
+    // (expected, observed) per category: each operation expected often enough alone, the
+    // rest pooled.
+    let mut categories: Vec<(f64, f64)> = Vec::new();
+    let mut rare = (0.0, 0.0);
     for r in &asked {
         let expected = n * r.asked / total_asked;
-        if expected < MIN_EXPECTED {
-            return None;
+        match expected < MIN_EXPECTED {
+            true => rare = (rare.0 + expected, rare.1 + r.sent as f64),
+            false => categories.push((expected, r.sent as f64)),
         }
-        let d = r.sent as f64 - expected;
-        chi2 += d * d / expected;
     }
-    let df = asked.len() as u32 - 1;
+    match rare.0 {
+        e if e >= MIN_EXPECTED => categories.push(rare),
+        // Too rare even pooled: folded into the smallest tested category.
+        e if e > 0.0 => {
+            let smallest = categories.iter_mut().min_by(|a, b| a.0.total_cmp(&b.0))?;
+            smallest.0 += rare.0;
+            smallest.1 += rare.1;
+        }
+        _ => {}
+    }
+    if categories.len() < 2 {
+        return None;
+    }
+    let chi2: f64 = categories.iter().map(|(e, o)| (o - e) * (o - e) / e).sum();
+    let df = categories.len() as u32 - 1;
     let p_value = ChiSquared::new(f64::from(df)).ok()?.sf(chi2);
     Some(ChiSquare { chi2, df, p_value })
 }
@@ -240,6 +259,7 @@ mod tests {
         r.requests = requests;
         r.skipped = skipped;
         r.bootstraps = bootstraps;
+        r.picked = requests - bootstraps;
         r
     }
 
@@ -314,6 +334,47 @@ mod tests {
         let ops = [op("b.a", 900, 0, 0), op("b.z", 100, 0, 0)];
         let m = &of(&[b], &ops)[0];
         assert!(m.test.is_none() && !m.differs, "{m:?}");
+    }
+
+    #[test]
+    fn rare_operations_are_pooled_so_the_rest_is_still_tested() {
+        // 1,000 picks of 99 / 0.4 / 0.3 / 0.3 %: the three rare ones (expected 4, 3 and 3
+        // times) are too rare alone, and pooled are expected 10 times.
+        let c = class(
+            "m",
+            &[
+                ("sync", 0.99),
+                ("update", 0.004),
+                ("delete", 0.003),
+                ("sub", 0.003),
+            ],
+            false,
+        );
+        let ops = [
+            op("m.sync", 990, 0, 0),
+            op("m.update", 4, 0, 0),
+            op("m.delete", 3, 0, 0),
+            op("m.sub", 3, 0, 0),
+        ];
+        let m = &of(std::slice::from_ref(&c), &ops)[0];
+        let t = m
+            .test
+            .as_ref()
+            .expect("the rare ones pooled: sync against the rest");
+        // sync expected 990, the pool (update, delete, sub) 10: observed exactly that.
+        assert_eq!(t.df, 1);
+        assert!(t.chi2.abs() < 1e-9, "{t:?}");
+        assert!(!m.differs);
+        // A pool far from its share is found: the rare ones ran 40 times, not 10.
+        let ops = [
+            op("m.sync", 960, 0, 0),
+            op("m.update", 20, 0, 0),
+            op("m.delete", 10, 0, 0),
+            op("m.sub", 10, 0, 0),
+        ];
+        let m = &of(&[c], &ops)[0];
+        assert!(m.test.as_ref().unwrap().p_value < 1e-9);
+        assert!(m.differs);
     }
 
     #[test]

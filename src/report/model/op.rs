@@ -30,6 +30,11 @@ pub struct OpReport {
     /// bootstrap), not picked from the table: the mix sent is the requests without them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub bootstraps: u64,
+    /// Picks of this operation from its class's table that sent a request, whatever label
+    /// their answer was counted under (a sync picked and reported as `sync_no_change`):
+    /// the mix sent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub picked: u64,
     /// Operations that got the answer they expect.
     pub successes: u64,
     /// Operations that did not.
@@ -172,6 +177,7 @@ pub(in crate::report) fn op_report(
         requests: s.requests,
         skipped: s.skipped,
         bootstraps: s.bootstraps,
+        picked: s.picked,
         successes: s.successes,
         failures: s.failures,
         ops_per_sec,

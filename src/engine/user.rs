@@ -208,6 +208,7 @@ pub(super) async fn set_up(
                 o.detail.unwrap_or_default()
             ));
         }
+        driver.prefill(&mut rng).await?;
     }
     Ok(())
 }

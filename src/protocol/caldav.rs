@@ -197,12 +197,34 @@ impl OverHttp for CaldavVu {
         );
         let mut o = self.mkcalendar(conn, rng, &expect).await;
         o.label = Some(self.class.params.label_create_calendar);
-        if o.is_ok()
-            && let Some(failed) = self.fill_first_calendar(conn, rng).await
-        {
-            return Done::Sent(failed);
-        }
         Done::Sent(o)
+    }
+
+    /// The class's `initial_events` put in the calendar set-up made, one PUT each (of
+    /// the generator's natural size, recurring as often as `put_event`'s default), so
+    /// that reports, syncs and updates meet a calendar of a realistic size from the first
+    /// pick. Stops at the first failure; the rest are not sent.
+    async fn prefill(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Result<(), String> {
+        let n = self.class.params.initial_events.as_ref().map_or(0, |d| {
+            (d.sample(rng).round().max(0.0) as u64).min(MAX_INITIAL_EVENTS)
+        });
+        let Some(ci) = self.cals.len().checked_sub(1) else {
+            return Ok(());
+        };
+        for i in 0..n {
+            let o = self
+                .new_event(conn, rng, ci, None, protocols::defaults::RECURRING, &[201])
+                .await;
+            if !o.is_ok() {
+                let why = o.detail.unwrap_or_default();
+                return Err(format!("initial event {} of {n}: {why}", i + 1));
+            }
+        }
+        Ok(())
     }
 
     async fn execute(
@@ -468,30 +490,6 @@ impl CaldavVu {
             expect,
         )
         .await
-    }
-
-    /// The class's `initial_events` put in the calendar just made, one PUT each (of the
-    /// generator's natural size, recurring as often as `put_event`'s default), so that
-    /// reports, syncs and updates meet a calendar of a realistic size from the first
-    /// pick. The first failure, if one came; the rest are not sent.
-    async fn fill_first_calendar(
-        &mut self,
-        conn: &mut Conn,
-        rng: &mut Xoshiro256PlusPlus,
-    ) -> Option<Outcome> {
-        let n = self.class.params.initial_events.as_ref().map_or(0, |d| {
-            (d.sample(rng).round().max(0.0) as u64).min(MAX_INITIAL_EVENTS)
-        });
-        let ci = self.cals.len().checked_sub(1)?;
-        for _ in 0..n {
-            let o = self
-                .new_event(conn, rng, ci, None, protocols::defaults::RECURRING, &[201])
-                .await;
-            if !o.is_ok() {
-                return Some(o);
-            }
-        }
-        None
     }
 
     /// One of the user's events rewritten, on the condition that it is as last seen

@@ -193,6 +193,13 @@ pub(crate) trait User: Send {
         Done::Skipped
     }
 
+    /// Fill what set-up's bootstrap made with the data the class asks for before the
+    /// first pick (a calendar's `initial_events`). Set-up only: a bootstrap made again
+    /// during the round is measured and is not filled. Why it failed, if it did.
+    async fn prefill(&mut self, _rng: &mut DataRng) -> Result<(), String> {
+        Ok(())
+    }
+
     /// Run operation `op` (an index into the class's table, which the resolver built the
     /// driver from); `seq` counts this user's picks.
     async fn execute(&mut self, op: usize, seq: u64, rng: &mut DataRng) -> Done;

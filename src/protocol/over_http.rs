@@ -37,6 +37,15 @@ pub(crate) trait OverHttp: Send + 'static {
         async { Done::Skipped }
     }
 
+    /// Fill the first collection with the class's initial data (set-up only).
+    fn prefill(
+        &mut self,
+        _conn: &mut Conn,
+        _rng: &mut DataRng,
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        async { Ok(()) }
+    }
+
     /// Run operation `op` of the class's table.
     fn execute(
         &mut self,
@@ -140,6 +149,10 @@ impl<V: OverHttp> User for HttpUser<V> {
     async fn bootstrap(&mut self, rng: &mut DataRng) -> Done {
         let done = self.vu.bootstrap(&mut self.conn, rng).await;
         self.explained(done)
+    }
+
+    async fn prefill(&mut self, rng: &mut DataRng) -> Result<(), String> {
+        self.vu.prefill(&mut self.conn, rng).await
     }
 
     async fn execute(&mut self, op: usize, seq: u64, rng: &mut DataRng) -> Done {

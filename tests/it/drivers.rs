@@ -493,3 +493,50 @@ fn a_server_without_cosmos_cmp_is_told_apart_and_the_fix_is_named() {
     );
     assert!(said.contains("create: shared"), "{said}");
 }
+
+#[test]
+fn a_calendar_made_again_during_the_round_is_not_filled_and_every_request_is_counted() {
+    // The first MKCALENDAR (in set-up) is refused, the next (the user's first operation,
+    // measured as a bootstrap) accepted. Only set-up fills a calendar with its
+    // initial_events: the measured bootstrap sends no PUT the report would not count.
+    let rt = runtime();
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mkcalendars = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (counter, made) = (answered.clone(), mkcalendars.clone());
+    let addr = scripted(&rt, move |method, _path, _body| {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match method {
+            "MKCALENDAR" if made.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 => {
+                http_response("503 Service Unavailable", "text/plain", "")
+            }
+            "MKCALENDAR" | "PUT" => http_response("201 Created", "text/plain", ""),
+            "DELETE" => http_response("204 No Content", "text/plain", ""),
+            _ => http_response("405 Method Not Allowed", "text/plain", ""),
+        }
+    });
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "target: http://{addr}\ncontext: ''\nrun: {{ iterations: 3 }}\nusers:\n  - class: c\n    protocol: caldav\n    count: 1\n    params: {{ calendar_home: /home/, initial_events: 5 }}\n    mix: {{ put_event: 1 }}\n"
+        ),
+    )
+    .unwrap();
+    let out = out_dir(&tmp);
+    assert_eq!(
+        loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]),
+        0
+    );
+    let r = read_report(&out);
+    assert_eq!(op(&r, "c.create_calendar").bootstraps, 1, "made again, measured");
+    let statuses: u64 = r.summary.ops.iter().flat_map(|o| o.status.values()).sum();
+    let setup: u64 = r.rounds.iter().map(|x| x.setup.requests).sum();
+    let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
+    assert_eq!(setup, 1, "the refused MKCALENDAR, and no event put after it");
+    assert_eq!(
+        statuses + setup + cleanup,
+        answered.load(std::sync::atomic::Ordering::SeqCst),
+        "statuses, set-up and cleanup = requests the server answered"
+    );
+}

@@ -84,7 +84,12 @@ impl Reach {
         start: tokio::time::Instant,
         wait: std::time::Duration,
     ) -> tokio::time::Instant {
-        let until = start + wait;
+        // A wait too long for the clock to hold is as good as none: the round's end, or
+        // a day, whichever the clock holds.
+        let until = start
+            .checked_add(wait)
+            .or_else(|| start.checked_add(std::time::Duration::from_secs(86_400)))
+            .unwrap_or(start);
         self.round_end
             .map_or(until, |end| until.min(end.max(start)))
     }

@@ -84,8 +84,6 @@ pub(super) struct Timing {
     pub(super) started: Instant,
     pub(super) ended: Instant,
     pub(super) scheduled: bool,
-    /// The operation was the user's bootstrap, not a pick.
-    pub(super) bootstrap: bool,
 }
 
 /// Record what a pick came to: its sample, its steps' samples, the first failures'
@@ -198,7 +196,6 @@ fn sample_of(outcome: &Outcome, label: u32, start_us: u64, t: &Timing) -> Sample
         tls_resumed: outcome.handshake.is_some_and(|h| h.resumed),
         step: false,
         skipped: false,
-        bootstrap: t.bootstrap,
         pick: metrics::NO_PICK,
     }
 }
@@ -223,7 +220,6 @@ fn step_sample(o: &Outcome, label: u32, start_us: u64) -> Sample {
         tls_resumed: o.handshake.is_some_and(|h| h.resumed),
         step: true,
         skipped: false,
-        bootstrap: false,
         pick: metrics::NO_PICK,
     }
 }

@@ -27,9 +27,7 @@ pub(crate) struct VuRngs {
 
 impl VuRngs {
     pub(crate) fn new(seed: u64, class: &str, vu: u32, round: u32) -> VuRngs {
-        let base = mix64(
-            mix64(mix64(seed ^ fnv1a(class.as_bytes())) ^ vu as u64) ^ ((round as u64) << 32),
-        );
+        let base = base(seed, class, vu, round);
         VuRngs {
             mix: Xoshiro256PlusPlus::seed_from_u64(mix64(base ^ 1)),
             think: Xoshiro256PlusPlus::seed_from_u64(mix64(base ^ 2)),
@@ -37,6 +35,11 @@ impl VuRngs {
             boot_think: Xoshiro256PlusPlus::seed_from_u64(mix64(base ^ 4)),
         }
     }
+}
+
+/// What every stream of one VU in one round is derived from.
+fn base(seed: u64, class: &str, vu: u32, round: u32) -> u64 {
+    mix64(mix64(mix64(seed ^ fnv1a(class.as_bytes())) ^ vu as u64) ^ ((round as u64) << 32))
 }
 
 /// The next step of a VU of `class` in its `session`: the transition from the picks'
@@ -56,10 +59,7 @@ impl VuRngs {
     /// The data of a user's set-up (what it makes before its first pick), from a stream
     /// of its own: the picks' data does not change with what set-up made.
     pub(crate) fn setup_data(seed: u64, class: &str, vu: u32, round: u32) -> Xoshiro256PlusPlus {
-        let base = mix64(
-            mix64(mix64(seed ^ fnv1a(class.as_bytes())) ^ vu as u64) ^ ((round as u64) << 32),
-        );
-        Xoshiro256PlusPlus::seed_from_u64(mix64(base ^ 5))
+        Xoshiro256PlusPlus::seed_from_u64(mix64(base(seed, class, vu, round) ^ 5))
     }
 
     /// The think time before a bootstrap, from the bootstraps' own stream, so that

@@ -161,7 +161,6 @@ pub(super) async fn run(
             started,
             ended: Instant::now(),
             scheduled: spec.scheduled(),
-            bootstrap: op.is_none(),
         };
         record(out, recorder, &spec.who, (seq, op), &outcome, timing);
         done += 1;

@@ -67,9 +67,6 @@ pub(crate) struct Sample {
     /// A pick that could not act (nothing of its kind to act on): nothing was sent, and
     /// it is counted apart, under the operation that was picked, never as a request.
     pub skipped: bool,
-    /// Not a pick from the table: what a user made of its own first (a collection),
-    /// recorded under the operation it is, and told apart from that operation's picks.
-    pub bootstrap: bool,
     /// The label of the operation picked from the table, which `label` may refine (a
     /// sync reported as `sync_no_change`); [`NO_PICK`] for a bootstrap or a step.
     pub pick: u32,
@@ -79,6 +76,12 @@ pub(crate) struct Sample {
 pub(crate) const NO_PICK: u32 = u32::MAX;
 
 impl Sample {
+    /// Not a pick from the table nor a step: what a user made of its own first (a
+    /// collection), recorded under the operation it is and told apart from its picks.
+    pub(crate) fn is_bootstrap(&self) -> bool {
+        !self.step && self.pick == NO_PICK
+    }
+
     /// A pick of `label` at `start_us` that sent nothing.
     pub(crate) fn skipped(label: u32, start_us: u64) -> Sample {
         Sample {
@@ -98,7 +101,6 @@ impl Sample {
             tls_resumed: false,
             step: false,
             skipped: true,
-            bootstrap: false,
             pick: label,
         }
     }
@@ -275,7 +277,7 @@ impl Default for OpStats {
 impl OpStats {
     pub(crate) fn record(&mut self, s: &Sample) {
         self.requests += 1;
-        self.bootstraps += u64::from(s.bootstrap);
+        self.bootstraps += u64::from(s.is_bootstrap());
         self.step |= s.step;
         for &a in s.prior.iter().chain([&s.answer]).filter(|a| !a.is_none()) {
             *self.by_answer.entry(a).or_insert(0) += 1;
@@ -589,24 +591,6 @@ pub(crate) fn aggregator(
         );
         while let Some(batch) = rx.recv().await {
             for s in &batch {
-                if s.skipped {
-                    // Nothing went on the wire: no lag, no second, no live request; a
-                    // live count of its own.
-                    let in_warmup = s.start_us < warmup_us;
-                    if let Some((live, warmup_round)) = &live {
-                        let counted = match *warmup_round || in_warmup {
-                            true => Counted::Warmup,
-                            false => Counted::Measured,
-                        };
-                        live.skip(s, counted);
-                    }
-                    if let Some(op) = stats.ops.get_mut(s.label as usize)
-                        && !in_warmup
-                    {
-                        op.skipped += 1;
-                    }
-                    continue;
-                }
                 // One warm-up rule for the round's figures and the live ones: what starts
                 // in the warm-up window is kept out of both.
                 let in_warmup = s.start_us < warmup_us;
@@ -615,7 +599,19 @@ pub(crate) fn aggregator(
                         true => Counted::Warmup,
                         false => Counted::Measured,
                     };
-                    live.add(s, counted);
+                    match s.skipped {
+                        true => live.skip(s, counted),
+                        false => live.add(s, counted),
+                    }
+                }
+                if s.skipped {
+                    // Nothing went on the wire: no lag, no second, no request.
+                    if let Some(op) = stats.ops.get_mut(s.label as usize)
+                        && !in_warmup
+                    {
+                        op.skipped += 1;
+                    }
+                    continue;
                 }
                 if !s.step {
                     let _ = stats.lag.record(s.lag_us.clamp(HIST_LOW, HIST_HIGH));
@@ -690,8 +686,8 @@ mod tests {
             tls_resumed: false,
             step: false,
             skipped: false,
-            bootstrap: false,
-            pick: NO_PICK,
+            // A pick of its own label; a test sets another, or none for a bootstrap.
+            pick: label,
         }
     }
 
@@ -751,7 +747,7 @@ mod tests {
         refined.pick = 0;
         r.record(refined, now);
         let mut boot = sample(0, 20, 1_000, None);
-        boot.bootstrap = true;
+        boot.pick = NO_PICK;
         r.record(boot, now);
         drop(factory);
         drop(r);

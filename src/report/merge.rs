@@ -807,8 +807,7 @@ mod tests {
             tls_resumed: false,
             step: false,
             skipped: false,
-            bootstrap: false,
-            pick: crate::metrics::NO_PICK,
+            pick: 0,
         };
         let mut whole = OpStats::default();
         let mut parts = vec![OpStats::default(), OpStats::default(), OpStats::default()];

@@ -529,11 +529,18 @@ fn a_calendar_made_again_during_the_round_is_not_filled_and_every_request_is_cou
         0
     );
     let r = read_report(&out);
-    assert_eq!(op(&r, "c.create_calendar").bootstraps, 1, "made again, measured");
+    assert_eq!(
+        op(&r, "c.create_calendar").bootstraps,
+        1,
+        "made again, measured"
+    );
     let statuses: u64 = r.summary.ops.iter().flat_map(|o| o.status.values()).sum();
     let setup: u64 = r.rounds.iter().map(|x| x.setup.requests).sum();
     let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
-    assert_eq!(setup, 1, "the refused MKCALENDAR, and no event put after it");
+    assert_eq!(
+        setup, 1,
+        "the refused MKCALENDAR, and no event put after it"
+    );
     assert_eq!(
         statuses + setup + cleanup,
         answered.load(std::sync::atomic::Ordering::SeqCst),

@@ -70,7 +70,7 @@ pub(crate) fn of(classes: &[ClassInfo], ops: &[OpReport]) -> Vec<ClassMix> {
 }
 
 fn class_mix(class: &ClassInfo, ops: &[OpReport]) -> ClassMix {
-    let rows: Vec<MixRow> = class
+    let mut rows: Vec<MixRow> = class
         .ops
         .iter()
         .map(|o| {
@@ -87,17 +87,12 @@ fn class_mix(class: &ClassInfo, ops: &[OpReport]) -> ClassMix {
         .collect();
     let sent: u64 = rows.iter().map(|r| r.sent).sum();
     let skipped = rows.iter().map(|r| r.skipped).sum();
-    let rows: Vec<MixRow> = rows
-        .into_iter()
-        .map(|r| MixRow {
-            sent_share: if sent == 0 {
-                0.0
-            } else {
-                r.sent as f64 / sent as f64
-            },
-            ..r
-        })
-        .collect();
+    for r in &mut rows {
+        r.sent_share = match sent {
+            0 => 0.0,
+            n => r.sent as f64 / n as f64,
+        };
+    }
     let max_gap_pct = rows
         .iter()
         .map(|r| (r.sent_share - r.asked).abs() * 100.0)

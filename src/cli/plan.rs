@@ -3,7 +3,7 @@
 
 use super::{Exit, WorkloadArgs, load_workload, parse_shard};
 use crate::engine;
-use crate::workload::{Workload, units};
+use crate::workload::{UserClass, Workload, units};
 use clap::Args;
 use comfy_table::Table;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
@@ -73,6 +73,27 @@ pub(super) fn plan_shard(
 pub(super) fn render_plan(w: &Workload) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
+    run_text(&mut out, w);
+    let total = w.total_users() as f64;
+    for c in &w.classes {
+        class_text(&mut out, c, total);
+    }
+    let _ = writeln!(
+        out,
+        "\nshare of all ops assumes every user runs operations at the same rate."
+    );
+    if !w.thresholds.is_empty() {
+        let _ = writeln!(out, "thresholds:");
+        for t in &w.thresholds {
+            let _ = writeln!(out, "  {}: {}", t.op, t.text);
+        }
+    }
+    out
+}
+
+/// The workload, its target and how its rounds run.
+fn run_text(out: &mut String, w: &Workload) {
+    use std::fmt::Write as _;
     let _ = writeln!(
         out,
         "workload {} · hash {} · {}",
@@ -94,69 +115,73 @@ pub(super) fn render_plan(w: &Workload) -> String {
         units::format_duration(w.run.timeout),
         units::format_duration(w.run.connect_timeout)
     );
+    if w.run.warmup_rounds > 0 {
+        let _ = writeln!(
+            out,
+            "{} warm-up round(s) first, run and thrown away",
+            w.run.warmup_rounds
+        );
+    }
+    if w.run.keep_state {
+        let _ = writeln!(
+            out,
+            "users keep what they made (accounts, calendars, items) from round to round; it is removed once, after the last"
+        );
+    }
     if !w.overrides.is_empty() {
         let _ = writeln!(out, "overrides: {}", w.overrides.join(" "));
     }
-    let total = w.total_users() as f64;
+}
+
+/// One class: its users and think, its operations with their weights and shares (of
+/// `total` users' operations), its behaviours.
+fn class_text(out: &mut String, c: &UserClass, total: f64) {
+    use std::fmt::Write as _;
     let fmt_us =
         |us: f64| units::format_duration(std::time::Duration::from_nanos((us * 1e3) as u64));
-    for c in &w.classes {
-        let _ = writeln!(
-            out,
-            "\nclass {} · protocol {} · {} user(s){} · think {} · {}",
-            c.name,
-            c.protocol.name(),
-            c.count,
-            c.iterations
-                .map(|n| format!(" · {n} ops each"))
-                .unwrap_or_default(),
-            c.think.describe(&fmt_us),
-            c.connection.name()
-        );
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
-        t.set_header(vec![
-            "operation",
-            "weight",
-            "probability",
-            "share of all ops",
-            "request / params",
-        ]);
-        for (i, op) in c.ops.iter().enumerate() {
-            let share = if total > 0.0 {
-                op.probability * c.count as f64 / total
-            } else {
-                0.0
-            };
-            let detail = c.kind.describe_op(i);
-            t.add_row(vec![
-                op.name.clone(),
-                if c.chain.from_mix {
-                    format!("{}", op.weight)
-                } else {
-                    "(rows)".into()
-                },
-                format!("{:.2}%", op.probability * 100.0),
-                format!("{:.2}%", share * 100.0),
-                detail,
-            ]);
-        }
-        let _ = writeln!(out, "{t}");
-        if !c.chain.from_mix {
-            behaviours_text(&mut out, c);
-        }
-    }
     let _ = writeln!(
         out,
-        "\nshare of all ops assumes every user runs operations at the same rate."
+        "\nclass {} · protocol {} · {} user(s){} · think {} · {}",
+        c.name,
+        c.protocol.name(),
+        c.count,
+        c.iterations
+            .map(|n| format!(" · {n} ops each"))
+            .unwrap_or_default(),
+        c.think.describe(&fmt_us),
+        c.connection.name()
     );
-    if !w.thresholds.is_empty() {
-        let _ = writeln!(out, "thresholds:");
-        for t in &w.thresholds {
-            let _ = writeln!(out, "  {}: {}", t.op, t.text);
-        }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(vec![
+        "operation",
+        "weight",
+        "probability",
+        "share of all ops",
+        "request / params",
+    ]);
+    for (i, op) in c.ops.iter().enumerate() {
+        let share = if total > 0.0 {
+            op.probability * c.count as f64 / total
+        } else {
+            0.0
+        };
+        t.add_row(vec![
+            op.name.clone(),
+            if c.chain.from_mix {
+                format!("{}", op.weight)
+            } else {
+                "(rows)".into()
+            },
+            format!("{:.2}%", op.probability * 100.0),
+            format!("{:.2}%", share * 100.0),
+            c.kind.describe_op(i),
+        ]);
     }
-    out
+    let _ = writeln!(out, "{t}");
+    if !c.chain.from_mix {
+        behaviours_text(out, c);
+    }
 }
 
 /// What each behaviour of a class implies, worked out exactly from its chain: its share

@@ -264,6 +264,8 @@ pub(crate) struct Runner {
     ledger: Option<Ledger>,
     /// The preflight probes' requests, by method and status.
     preflight: Tally,
+    /// Users going on into the next round (`run.keep_state`).
+    kept: Vec<record::Ready>,
 }
 
 impl Runner {
@@ -284,6 +286,7 @@ impl Runner {
             op_log: Vec::new(),
             failures: Vec::new(),
             ledger: None,
+            kept: Vec::new(),
         })
     }
 
@@ -292,7 +295,10 @@ impl Runner {
     /// draw the same random streams with or without warm-up rounds.
     pub(crate) async fn warmup_round(&mut self, w: &Workload, k: u32) {
         let index = w.run.rounds.saturating_add(k);
-        let (round, _, _) = self.round_of(w, index).run().await;
+        let kept = std::mem::take(&mut self.kept);
+        let done = self.round_of(w, index).run(kept).await;
+        self.kept = done.kept;
+        let round = done.result;
         let total = round
             .stats
             .ops
@@ -318,7 +324,14 @@ impl Runner {
 
     /// Run round `r` (from 1); `on_round` hears of it.
     pub(crate) async fn round(&mut self, w: &Workload, r: u32) {
-        let (mut round, log, fails) = self.round_of(w, r).run().await;
+        let kept = std::mem::take(&mut self.kept);
+        let round::RoundDone {
+            result: mut round,
+            log,
+            failures: fails,
+            kept,
+        } = self.round_of(w, r).run(kept).await;
+        self.kept = kept;
         self.op_log.extend(log);
         let ledger = std::mem::take(&mut round.ledger);
         if !ledger.is_empty() {
@@ -333,6 +346,24 @@ impl Runner {
             f(&round, w.run.rounds);
         }
         self.rounds.push(round);
+    }
+
+    /// After the last round, or a stop: what the users kept from round to round made is
+    /// removed once, its requests counted in the last measured round's cleanup.
+    pub(crate) async fn close(&mut self, w: &Workload) {
+        let kept = std::mem::take(&mut self.kept);
+        if kept.is_empty() {
+            return;
+        }
+        let mut handoff = crate::protocol::Handoff::default();
+        for (_, _, mut driver) in kept {
+            handoff.absorb(driver.hand_off());
+        }
+        let last = u32::try_from(self.rounds.len()).unwrap_or(u32::MAX);
+        let torn = self.round_of(w, last).tear_down(handoff).await;
+        if let Some(r) = self.rounds.last_mut() {
+            r.cleanup.absorb(torn.cleanup);
+        }
     }
 
     /// Round `index` of this runner's workload.

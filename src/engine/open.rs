@@ -295,6 +295,7 @@ async fn session(
         iterations: Some(spec.iterations),
         halted: spec.halted.clone(),
         timer: spec.timer.clone(),
+        keep: false,
     };
     super::user::run(&user, &mut vu, &mut recorder, &mut out, &mut cancelled).await;
     out

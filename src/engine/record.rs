@@ -10,7 +10,7 @@ use super::session::ClassSessions;
 use super::{FailureNote, OpLogEntry};
 use crate::answer::Answer;
 use crate::metrics::{self, Sample};
-use crate::protocol::{Done, Handoff, Outcome};
+use crate::protocol::{Done, Handoff, Outcome, VuDriver};
 use crate::transport::{Tally, add_tally};
 
 /// Who recorded a pick: its place in the round and in the report.
@@ -49,12 +49,18 @@ pub(super) struct VuOutput {
     /// What its users handed over when they ended: what they left for the round's
     /// teardown, and their connections.
     pub(super) handoff: Handoff,
+    /// Users that go on into the next round (`run.keep_state`).
+    pub(super) kept: Vec<Ready>,
 }
+
+/// A closed user with its set-up done: its class, index and driver.
+pub(super) type Ready = (usize, u32, VuDriver);
 
 impl VuOutput {
     /// Add another user's.
     pub(super) fn absorb(&mut self, o: VuOutput) {
         self.handoff.absorb(o.handoff);
+        self.kept.extend(o.kept);
         self.log.extend(o.log);
         self.failures.extend(o.failures);
         add_tally(&mut self.setup, o.setup);

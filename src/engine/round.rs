@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::record::{VuOutput, Who};
+use super::record::{Ready, VuOutput, Who};
 use super::user::{self, Active, Entry, UserSpec};
 use super::{
     EngineConfig, FailureNote, MAX_FAILURE_NOTES, OpLogEntry, RoundResult, host, open, timer,
@@ -44,33 +44,51 @@ impl Round<'_> {
     }
 
     /// Run it: set-up, clock, users, clock stopped, teardown; its result, its `--log-ops`
-    /// rows and its first failures.
-    pub(super) async fn run(&self) -> (RoundResult, Vec<OpLogEntry>, Vec<FailureNote>) {
-        let (ready, mut out, setup_failures) = self.set_up_users().await;
+    /// rows, its first failures, and the users that go on into the next round. `kept`
+    /// are the users the last round kept (`run.keep_state`): they are not set up again.
+    pub(super) async fn run(&self, kept: Vec<Ready>) -> RoundDone {
+        let (ready, mut out, setup_failures) = self.set_up_users(kept).await;
         let clock = Clock::start(self).await;
         let vus = self.run_users(&clock, ready, &mut out).await;
         let timed = clock.stop().await;
         // The teardown takes what the users left; their connection counts stay.
         let handoff = std::mem::take(&mut out.handoff);
         out.handoff.wire = handoff.wire;
+        let kept = std::mem::take(&mut out.kept);
         let torn = self.tear_down(handoff).await;
-        self.result(timed, torn, out, vus, setup_failures)
+        let (result, log, failures) = self.result(timed, torn, out, vus, setup_failures);
+        RoundDone {
+            result,
+            log,
+            failures,
+            kept,
+        }
     }
 
     /// Set-up (accounts, discovery, each user's first calendar or collection) of closed
     /// users runs before the clock starts, as the 2007 runner created its users before
     /// starting their threads. A user whose set-up
     /// failed still runs (its failures are the server's answer); the failure is noted.
-    async fn set_up_users(&self) -> (Vec<Ready>, VuOutput, u64) {
+    /// A user kept from the last round is ready as it is.
+    async fn set_up_users(&self, kept: Vec<Ready>) -> (Vec<Ready>, VuOutput, u64) {
         let (w, cfg, round) = (self.w, self.cfg, self.index);
         if let Some(l) = &cfg.live {
             l.set_round(round, Phase::Setup);
         }
+        let mut ready = Vec::with_capacity(kept.len());
+        for (ci, vu, mut driver) in kept {
+            driver.begin_round(round);
+            ready.push((ci, vu, driver));
+        }
+        let held: std::collections::HashSet<(usize, u32)> =
+            ready.iter().map(|(ci, vu, _)| (*ci, *vu)).collect();
         let mut setups = tokio::task::JoinSet::new();
         for (ci, class) in w.classes.iter().enumerate() {
             // Sharded, this process runs its own users, each with the index (and so the
             // seed and account) it has in one process.
-            for vu in (0..Workload::peak_users(class)).filter(|vu| cfg.shard.owns_user(*vu)) {
+            for vu in (0..Workload::peak_users(class))
+                .filter(|vu| cfg.shard.owns_user(*vu) && !held.contains(&(ci, *vu)))
+            {
                 let ids = VuIds {
                     vu,
                     round,
@@ -89,7 +107,6 @@ impl Round<'_> {
         if let Some(l) = &cfg.live {
             l.setup_begins(setups.len() as u64);
         }
-        let mut ready = Vec::new();
         let mut out = VuOutput::default();
         let mut setup_failures = 0u64;
         loop {
@@ -163,7 +180,7 @@ impl Round<'_> {
     /// After the clock: what the round made goes, unless the run keeps it. A signal
     /// during the round has stopped it, and the teardown still runs: the next one cuts
     /// it short. A signal during the teardown does at once.
-    async fn tear_down(&self, handoff: crate::protocol::Handoff) -> TornDown {
+    pub(super) async fn tear_down(&self, handoff: crate::protocol::Handoff) -> TornDown {
         let cfg = self.cfg;
         if let Some(l) = &cfg.live {
             l.set_phase(Phase::Cleanup);
@@ -243,8 +260,14 @@ impl Round<'_> {
     }
 }
 
-/// A closed user set up for the round: its class, index and driver.
-type Ready = (usize, u32, VuDriver);
+/// What a round came to: its result, its `--log-ops` rows, its first failures, and the
+/// users that go on into the next round (`run.keep_state`).
+pub(super) struct RoundDone {
+    pub(super) result: RoundResult,
+    pub(super) log: Vec<OpLogEntry>,
+    pub(super) failures: Vec<FailureNote>,
+    pub(super) kept: Vec<Ready>,
+}
 
 /// The round's clock while it runs: its start, the aggregator its users record into,
 /// the samplers on its seconds, and the stop seen as a flag.
@@ -466,6 +489,7 @@ fn spawn_closed(
             }),
             halted: cx.halted.clone(),
             timer: cx.timer.clone(),
+            keep: w.run.keep_state && driver.keeps_state(),
         };
         let turn = cx.start.checked_add(from);
         let recorder = factory.recorder();
@@ -491,18 +515,36 @@ async fn closed_user(
     let mut out = VuOutput::default();
     let cancelled = stop.cancelled();
     tokio::pin!(cancelled);
+    if its_turn_comes(turn, deadline, &mut cancelled).await {
+        let _active = Active::enter(&users);
+        super::user::run(&spec, &mut driver, &mut recorder, &mut out, &mut cancelled).await;
+    } else if !spec.keep {
+        // It never ran, but its set-up made what the teardown removes.
+        out.handoff.absorb(driver.hand_off());
+    }
+    if spec.keep {
+        out.kept.push((spec.who.class_index, spec.who.vu, driver));
+    }
+    out
+}
+
+/// Wait for a closed user's turn: false when it never comes (after the round's end, or
+/// the run stopped first).
+async fn its_turn_comes(
+    turn: Option<Instant>,
+    deadline: Option<Instant>,
+    cancelled: &mut super::user::Cancelled<'_, '_>,
+) -> bool {
     let Some(begin) = turn.filter(|b| deadline.is_none_or(|d| *b < d)) else {
-        return out;
+        return false;
     };
     if begin > Instant::now() {
         tokio::select! {
             _ = tokio::time::sleep_until(begin) => {}
-            _ = cancelled.as_mut() => return out,
+            _ = cancelled.as_mut() => return false,
         }
     }
-    let _active = Active::enter(&users);
-    super::user::run(&spec, &mut driver, &mut recorder, &mut out, &mut cancelled).await;
-    out
+    true
 }
 
 /// Open classes: sessions arrive on a schedule, each with fresh state.

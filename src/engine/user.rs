@@ -67,6 +67,9 @@ pub(super) struct UserSpec {
     pub(super) halted: Arc<AtomicBool>,
     /// Waits for pacing slots.
     pub(super) timer: Timer,
+    /// It goes on into the next round (`run.keep_state`): what it made stays its own, for
+    /// the run's last teardown, not this round's.
+    pub(super) keep: bool,
 }
 
 impl UserSpec {
@@ -183,7 +186,12 @@ pub(super) async fn run(
     recorder.flush();
     out.walks
         .extend(walk.finish().map(|w| (spec.who.class_index, w)));
-    out.handoff.absorb(driver.hand_off());
+    let mut handed = driver.hand_off();
+    if spec.keep {
+        // Still its own: a kept user hands what it made over once, after the last round.
+        handed.leftovers.clear();
+    }
+    out.handoff.absorb(handed);
 }
 
 /// A user's set-up, off the clock: the protocol's own (an account, discovery, a broker's

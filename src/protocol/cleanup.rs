@@ -109,7 +109,7 @@ pub(crate) struct CleanupStats {
 }
 
 impl CleanupStats {
-    fn absorb(&mut self, o: CleanupStats) {
+    pub(crate) fn absorb(&mut self, o: CleanupStats) {
         self.requests += o.requests;
         self.failures += o.failures;
         self.left += o.left;

@@ -183,6 +183,17 @@ pub(crate) trait User: Send {
         Tally::new()
     }
 
+    /// Whether the user can go on into the next round with what it holds (its account,
+    /// what it made, its connection) when the run keeps state (`run.keep_state`): a user
+    /// over HTTP can; a broker user's subscription and ledger belong to their round.
+    fn keeps_state(&self) -> bool {
+        false
+    }
+
+    /// A kept user begins round `round` (from 1): what it numbers by round (a template's
+    /// `{round}`) follows.
+    fn begin_round(&mut self, _round: u32) {}
+
     /// When the user's round ends (`None`: when its iterations are done): a protocol that
     /// waits for what may come (a consumer's receive) stops waiting there.
     fn round_ends_at(&mut self, _end: Option<tokio::time::Instant>) {}

@@ -224,6 +224,11 @@ impl OverHttp for HttpVu {
         }
     }
 
+    /// Its pools and variables go on; `{round}` names the round it is in.
+    fn begin_round(&mut self, round: u32) {
+        self.ids.round = round;
+    }
+
     /// What the end of the round removes: `(method, path)` for every entry still held in
     /// a pool that has a cleanup method. Paths are as remembered (without the base path).
     fn leftovers(&self) -> Vec<(Method, super::cleanup::Place)> {

@@ -60,6 +60,9 @@ pub(crate) trait OverHttp: Send + 'static {
         false
     }
 
+    /// A kept user begins round `round`.
+    fn begin_round(&mut self, _round: u32) {}
+
     /// What the user made and the end of the round removes.
     fn leftovers(&self) -> Vec<(Method, cleanup::Place)>;
 }
@@ -142,6 +145,14 @@ impl<V: OverHttp> User for HttpUser<V> {
         self.conn.take_tally()
     }
 
+    fn keeps_state(&self) -> bool {
+        true
+    }
+
+    fn begin_round(&mut self, round: u32) {
+        self.vu.begin_round(round);
+    }
+
     fn needs_bootstrap(&self) -> bool {
         self.vu.needs_bootstrap()
     }
@@ -174,10 +185,12 @@ impl<V: OverHttp> User for HttpUser<V> {
                 })
                 .into_iter()
                 .collect(),
+            // Counted since the last hand-off: a user kept into the next round hands its
+            // connections over once per round.
             wire: Wire {
-                opened: self.conn.opened,
-                retried: self.conn.retried,
-                unsolicited: self.conn.unsolicited,
+                opened: std::mem::take(&mut self.conn.opened),
+                retried: std::mem::take(&mut self.conn.retried),
+                unsolicited: std::mem::take(&mut self.conn.unsolicited),
             },
             ..Handoff::default()
         }

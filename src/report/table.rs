@@ -104,9 +104,13 @@ fn heading(out: &mut String, r: &Report) {
         .iter()
         .map(|c| format!("{} {}×{}", c.name, c.protocol, c.count))
         .collect();
+    let kept = match w.run.keep_state {
+        true => " · users keep their data from round to round",
+        false => "",
+    };
     let _ = writeln!(
         out,
-        "{} round(s) of {length}, measured {:.1}s in all · users: {}",
+        "{} round(s) of {length}, measured {:.1}s in all · users: {}{kept}",
         r.summary.rounds,
         r.summary.measured_s,
         users.join(", ")

@@ -676,6 +676,11 @@ async fn run_point(
     let mut lanes = open_lanes(cx, w, label.as_deref(), dir).await?;
     let order = cx.a.order.unwrap_or(Order::Balanced);
     run_rounds(cx, w, label.as_deref(), order, &mut lanes).await;
+    // What users kept from round to round made goes once, after the last round (or a
+    // stop), while each target's embedded server still runs.
+    for lane in &mut lanes {
+        lane.runner.close(&lane.workload).await;
+    }
     let mut point = PointResult {
         label,
         reports: Vec::new(),

@@ -211,6 +211,10 @@ pub struct RunSpec {
     /// Whole rounds run first for every target and thrown away (a cold JVM, an empty
     /// cache), recorded as such.
     pub warmup_rounds: u32,
+    /// Users keep what they made (accounts, calendars, items, connections) from one
+    /// round to the next, and it is removed once, after the last (`run.keep_state`);
+    /// otherwise each round starts every user afresh.
+    pub keep_state: bool,
     pub seed: u64,
     /// Whole-request timeout (connect, send, response head and body).
     pub timeout: Duration,

@@ -18,6 +18,7 @@ mod engine_behaviour;
 mod faults;
 mod fuzz;
 mod infer;
+mod kept_state;
 mod mix_fidelity;
 mod monitor;
 mod open_model;

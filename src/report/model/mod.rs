@@ -227,6 +227,10 @@ pub struct RunInfo {
     pub rounds: u32,
     pub warmup_s: f64,
     pub timeout_s: f64,
+    /// Users kept what they made from round to round (`run.keep_state`), removed once
+    /// after the last round.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_state: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -680,6 +684,7 @@ fn workload_info(w: &Workload) -> WorkloadInfo {
             rounds: w.run.rounds,
             warmup_s: w.run.warmup.as_secs_f64(),
             timeout_s: w.run.timeout.as_secs_f64(),
+            keep_state: w.run.keep_state,
         },
         classes: w
             .classes

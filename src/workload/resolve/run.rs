@@ -8,6 +8,7 @@ pub(super) const RUN_KEYS: &[&str] = &[
     "rounds",
     "warmup",
     "warmup_rounds",
+    "keep_state",
     "seed",
     "timeout",
     "connect_timeout",
@@ -26,6 +27,7 @@ pub(super) fn resolve_run(cx: &Cx, node: Option<&Node>) -> R<RunSpec> {
         rounds: 1,
         warmup: Duration::ZERO,
         warmup_rounds: 0,
+        keep_state: false,
         seed: 1,
         timeout: Duration::from_secs(30),
         connect_timeout: Duration::from_secs(5),
@@ -93,6 +95,9 @@ pub(super) fn resolve_run(cx: &Cx, node: Option<&Node>) -> R<RunSpec> {
             ));
         }
         run.warmup_rounds = k as u32;
+    }
+    if let Some(n) = node.get("keep_state") {
+        run.keep_state = cx.boolean(n, "run.keep_state")?;
     }
     if let Some(n) = node.get("connect_timeout") {
         run.connect_timeout = cx.duration(n, "run.connect_timeout")?;

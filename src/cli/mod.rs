@@ -251,6 +251,17 @@ fn validate(a: WorkloadArgs) -> Exit {
         Err(e) => return Exit::Usage.fail(e),
     };
     print!("{}", render_plan(&w));
+    for c in &w.classes {
+        if let Some(e) = crate::engine::plan::skip_estimate(&w, c)
+            && e.share() > plan::SKIP_WARNING_SHARE
+        {
+            eprintln!(
+                "warning: class '{}': {:.1} % of its picks would find nothing to act on: give its users data before their first pick (params.initial_events, initial_items), or keep it from round to round (run.keep_state)",
+                c.name,
+                e.share() * 100.0
+            );
+        }
+    }
     // Valid, but too big for this machine: `run` would refuse it here.
     if let Err(m) = crate::run::capacity::check(&w) {
         eprintln!("warning: `loadmix run` would refuse this workload on this machine: {m}");

@@ -77,6 +77,9 @@ pub(super) fn render_plan(w: &Workload) -> String {
     let total = w.total_users() as f64;
     for c in &w.classes {
         class_text(&mut out, c, total);
+        if let Some(e) = engine::plan::skip_estimate(w, c) {
+            let _ = writeln!(out, "{}", skip_text(&e));
+        }
     }
     let _ = writeln!(
         out,
@@ -89,6 +92,33 @@ pub(super) fn render_plan(w: &Workload) -> String {
         }
     }
     out
+}
+
+/// A sampled plan's share of picks with nothing to act on beyond which `validate` warns:
+/// the realized mix would then be visibly off the mix asked.
+pub(super) const SKIP_WARNING_SHARE: f64 = 0.02;
+
+/// What a sampled plan of a class's picks says of those that would send nothing.
+pub(super) fn skip_text(e: &engine::plan::SkipEstimate) -> String {
+    let ops: Vec<String> = e.by_op.iter().map(|(op, n)| format!("{op} {n}")).collect();
+    let rounds = match e.rounds {
+        1 => String::new(),
+        n => format!(" in each of {n} rounds"),
+    };
+    let sampled = format!(
+        "a sampled plan ({} user(s), {} picks each{rounds})",
+        e.users, e.per_round
+    );
+    match e.skipped {
+        0 => format!("{sampled} finds something to act on for every pick"),
+        _ => format!(
+            "{sampled} finds nothing to act on for {} of {} picks ({:.1} %: {}); such a pick sends nothing and is reported as skipped",
+            e.skipped,
+            e.picks,
+            e.share() * 100.0,
+            ops.join(", ")
+        ),
+    }
 }
 
 /// The workload, its target and how its rounds run.

@@ -139,3 +139,112 @@ pub fn shard_part(w: &Workload, shard: Shard, round: u32) -> impl Iterator<Item 
     });
     users.chain(arrivals)
 }
+
+/// What a sampled plan of a class's picks comes to when each pick is walked through what
+/// the user holds: how many would find nothing to act on and send nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkipEstimate {
+    /// Users (or open-model arrivals) sampled.
+    pub users: u32,
+    /// Picks followed per user and round.
+    pub per_round: u64,
+    /// Rounds followed (all of them when users keep their state, up to 10).
+    pub rounds: u32,
+    /// Picks followed in all.
+    pub picks: u64,
+    /// Those that would find nothing to act on.
+    pub skipped: u64,
+    /// Skipped picks by operation, most first.
+    pub by_op: Vec<(String, u64)>,
+}
+
+impl SkipEstimate {
+    /// The share of picks skipped, from 0 to 1.
+    pub fn share(&self) -> f64 {
+        match self.picks {
+            0 => 0.0,
+            n => self.skipped as f64 / n as f64,
+        }
+    }
+}
+
+/// Most users (or arrivals) of a class a sampled plan follows.
+const SAMPLED_USERS: u32 = 50;
+
+/// Most picks per user and round a sampled plan follows.
+const SAMPLED_PICKS: u64 = 1_000;
+
+/// Picks per user a sampled plan follows when the round's length in picks depends on how
+/// fast the server answers (no think, no pacing): its first ones, where picks with
+/// nothing to act on gather, so the share found is an upper bound of the round's.
+pub const FIRST_PICKS: u64 = 100;
+
+/// How many picks a user of `class` makes in a round, as far as the plan can tell
+/// without a server: its iterations, or for a duration its think (or pacing) into the
+/// round's length, or [`FIRST_PICKS`] with neither; at most [`SAMPLED_PICKS`].
+fn picks_per_round(w: &Workload, class: &UserClass) -> u64 {
+    if class.arrival.is_some() {
+        return class.iterations.unwrap_or(1).min(SAMPLED_PICKS);
+    }
+    let n = match (class.iterations, w.run.stop) {
+        (Some(n), _) | (None, Stop::Iterations(n)) => n,
+        (None, Stop::Duration(d)) => {
+            let gap_us = match class.pacing {
+                Some(p) => p.as_secs_f64() * 1e6,
+                None => class.think.mean(),
+            };
+            match gap_us >= 1.0 {
+                true => (d.as_secs_f64() * 1e6 / gap_us).ceil() as u64,
+                false => FIRST_PICKS,
+            }
+        }
+    };
+    n.clamp(1, SAMPLED_PICKS)
+}
+
+/// The picks of up to [`SAMPLED_USERS`] users of `class` walked through what each holds
+/// after its set-up (its `initial_events`, say), through round 1, or every round when
+/// users keep their state; `None` for a class whose picks always have something to act
+/// on.
+pub fn skip_estimate(w: &Workload, class: &UserClass) -> Option<SkipEstimate> {
+    let per_round = picks_per_round(w, class);
+    let kept = w.run.keep_state && class.arrival.is_none();
+    let rounds = match kept {
+        true => w.run.rounds.clamp(1, 10),
+        false => 1,
+    };
+    let users = match class.arrival {
+        Some(_) => SAMPLED_USERS,
+        None => Workload::peak_users(class).clamp(1, SAMPLED_USERS),
+    };
+    let mut by_op = vec![0u64; class.ops.len()];
+    let (mut picked, mut skipped) = (0u64, 0u64);
+    for vu in 0..users {
+        let mut rng = VuRngs::setup_data(w.run.seed, &class.name, vu, 1);
+        let mut held = class.kind.holdings_after_setup(&mut rng)?;
+        for round in 1..=rounds {
+            for p in picks(w.run.seed, class, vu, round).take(per_round as usize) {
+                picked += 1;
+                if !class.kind.acts(p.op, &mut held, &mut rng) {
+                    skipped += 1;
+                    by_op[p.op] += 1;
+                }
+            }
+        }
+    }
+    let mut by_op: Vec<(String, u64)> = by_op
+        .into_iter()
+        .enumerate()
+        .filter(|(_, n)| *n > 0)
+        .map(|(i, n)| (class.ops[i].name.clone(), n))
+        .collect();
+    by_op.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Some(SkipEstimate {
+        users,
+        per_round,
+        rounds,
+        picks: picked,
+        skipped,
+        by_op,
+    })
+}

@@ -18,12 +18,16 @@ struct Ran {
     puts: u64,
 }
 
-/// `users` CalDAV users of class `cal` with `mix` (and `params`), `iterations` picks each.
-fn caldav_run(mix: &str, params: &str, users: u32, iterations: u32) -> Ran {
-    let rt = runtime();
-    let srv = embedded(&rt);
-    let tmp = tempdir();
-    let w = tmp.path().join("w.yaml");
+/// A workload of `users` CalDAV users of class `cal` with `mix` (and `params`),
+/// `iterations` picks each, written in `dir`.
+fn caldav_workload(
+    dir: &std::path::Path,
+    mix: &str,
+    params: &str,
+    users: u32,
+    iterations: u32,
+) -> std::path::PathBuf {
+    let w = dir.join("w.yaml");
     std::fs::write(
         &w,
         format!(
@@ -31,6 +35,15 @@ fn caldav_run(mix: &str, params: &str, users: u32, iterations: u32) -> Ran {
         ),
     )
     .unwrap();
+    w
+}
+
+/// That workload run against the embedded server.
+fn caldav_run(mix: &str, params: &str, users: u32, iterations: u32) -> Ran {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let tmp = tempdir();
+    let w = caldav_workload(tmp.path(), mix, params, users, iterations);
     let (out, log) = (out_dir(&tmp), tmp.path().join("ops.csv"));
     let code = loadmix(&[
         "run",
@@ -152,6 +165,43 @@ fn a_mix_that_could_never_act_is_refused_where_it_is_written() {
         loadmix_bin(&["validate", &path_str(&w)]).status.code(),
         Some(2)
     );
+}
+
+#[test]
+fn validate_foresees_the_picks_that_will_find_nothing_and_warns() {
+    // One calendar each, puts rare: `validate`'s sampled plan walks the very picks the
+    // run makes through the events each user holds, so it finds the skipped picks the
+    // run then reports, operation by operation.
+    let (mix, users, iterations) = ("{ put_event: 5, update_event: 45, get_event: 50 }", 20, 20);
+    let tmp = tempdir();
+    let w = caldav_workload(tmp.path(), mix, "", users, iterations);
+    let o = loadmix_bin(&["validate", &path_str(&w)]);
+    assert_eq!(o.status.code(), Some(0), "a warning, not a refusal");
+    let (said, warned) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(
+        warned.contains("warning: class 'cal':") && warned.contains("would find nothing to act on"),
+        "{warned}"
+    );
+    let line = said
+        .lines()
+        .find(|l| l.starts_with("a sampled plan (20 user(s), 20 picks each)"))
+        .unwrap_or_else(|| panic!("{said}"));
+    let Ran { r, .. } = caldav_run(mix, "", users, iterations);
+    for name in ["update_event", "get_event"] {
+        let skipped = op(&r, &format!("cal.{name}")).skipped;
+        assert!(skipped > 0);
+        assert!(
+            line.contains(&format!("{name} {skipped}")),
+            "the run skipped {skipped} {name}: {line}"
+        );
+    }
+    // With events from set-up, nothing to warn of.
+    let w = caldav_workload(tmp.path(), mix, "initial_events: 20", users, iterations);
+    let o = loadmix_bin(&["validate", &path_str(&w)]);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning: class"));
 }
 
 #[test]

@@ -11,6 +11,7 @@
 mod amqp;
 mod atom;
 mod caldav;
+mod holdings;
 mod http;
 mod morse;
 mod stomp;

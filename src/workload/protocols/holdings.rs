@@ -1,0 +1,137 @@
+//! What a user holds that its picks act on, followed without a server: the events of each
+//! of a CalDAV user's calendars, the items of an Atom user's collection. `validate`'s
+//! sampled plan walks a class's picks through it to say which share of them would find
+//! nothing to act on and send nothing, as the drivers decide it: an update, get or
+//! delete of an event needs one in the calendar picked; an Atom update needs an item.
+//! Morse Code users always hold a collection (one deleted is published again, as a
+//! bootstrap), and what http and broker classes send needs nothing made.
+
+use rand::Rng;
+
+use super::{AtomOp, CaldavOp, ClassKind, MAX_INITIAL_EVENTS};
+
+/// What one user holds, for the operations that need something.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Holdings {
+    /// Events in each calendar; its first is made (and filled) in set-up.
+    Calendars(Vec<u64>),
+    /// Items in the one collection.
+    Items(u64),
+}
+
+impl ClassKind {
+    /// What a user of this class holds when its set-up is done (`initial_events` drawn
+    /// from `rng`); `None` when none of its picks can find nothing to act on.
+    pub(crate) fn holdings_after_setup(&self, rng: &mut impl Rng) -> Option<Holdings> {
+        match self {
+            ClassKind::Caldav { params, .. } => {
+                let n = params.initial_events.as_ref().map_or(0, |d| {
+                    (d.sample(rng).round().max(0.0) as u64).min(MAX_INITIAL_EVENTS)
+                });
+                Some(Holdings::Calendars(vec![n]))
+            }
+            ClassKind::Atom { params, .. } => {
+                Some(Holdings::Items(u64::from(params.initial_items)))
+            }
+            ClassKind::Http { .. }
+            | ClassKind::Morse { .. }
+            | ClassKind::Stomp { .. }
+            | ClassKind::Amqp { .. } => None,
+        }
+    }
+
+    /// Whether pick `op` acts on what the user holds (and changes it as the driver
+    /// would: a put adds an event, a delete takes one away), or finds nothing and is
+    /// skipped. The calendar a CalDAV pick works on is drawn from `rng`, as the driver
+    /// draws it.
+    pub(crate) fn acts(&self, op: usize, held: &mut Holdings, rng: &mut impl Rng) -> bool {
+        match (self, held) {
+            (ClassKind::Caldav { ops, .. }, Holdings::Calendars(cals)) => {
+                caldav_acts(ops.get(op), cals, rng)
+            }
+            (ClassKind::Atom { ops, .. }, Holdings::Items(items)) => match ops.get(op) {
+                Some(AtomOp::CreateEvent) => {
+                    *items = items.saturating_add(1);
+                    true
+                }
+                Some(AtomOp::UpdateEvent) => *items > 0,
+                _ => true,
+            },
+            _ => true,
+        }
+    }
+}
+
+/// A CalDAV pick on the user's calendars.
+fn caldav_acts(op: Option<&CaldavOp>, cals: &mut Vec<u64>, rng: &mut impl Rng) -> bool {
+    let Some(op) = op else { return true };
+    if let CaldavOp::CreateCalendar = op {
+        cals.push(0);
+        return true;
+    }
+    if cals.is_empty() {
+        return false;
+    }
+    // As the driver draws it.
+    let i = (rng.next_u64() % cals.len() as u64) as usize;
+    let events = &mut cals[i];
+    match op {
+        CaldavOp::PutEvent { .. } => {
+            *events = events.saturating_add(1);
+            true
+        }
+        CaldavOp::DeleteEvent => match events.checked_sub(1) {
+            Some(left) => {
+                *events = left;
+                true
+            }
+            None => false,
+        },
+        CaldavOp::UpdateEvent { .. } | CaldavOp::GetEvent => *events > 0,
+        _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn an_event_must_be_there_to_be_updated_got_or_deleted() {
+        let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(1);
+        let mut cals = vec![0];
+        let put = CaldavOp::PutEvent {
+            size: None,
+            recurring: 0.0,
+        };
+        assert!(!caldav_acts(Some(&CaldavOp::GetEvent), &mut cals, &mut rng));
+        assert!(!caldav_acts(
+            Some(&CaldavOp::DeleteEvent),
+            &mut cals,
+            &mut rng
+        ));
+        assert!(caldav_acts(Some(&put), &mut cals, &mut rng));
+        assert!(caldav_acts(Some(&CaldavOp::GetEvent), &mut cals, &mut rng));
+        assert!(caldav_acts(
+            Some(&CaldavOp::DeleteEvent),
+            &mut cals,
+            &mut rng
+        ));
+        assert_eq!(cals, vec![0]);
+        // A new calendar is empty: picks that land on it find nothing.
+        let mut two = vec![5];
+        assert!(caldav_acts(
+            Some(&CaldavOp::CreateCalendar),
+            &mut two,
+            &mut rng
+        ));
+        let found = (0..200)
+            .filter(|_| caldav_acts(Some(&CaldavOp::GetEvent), &mut two, &mut rng))
+            .count();
+        assert!(
+            (60..140).contains(&found),
+            "{found} of 200 on either calendar"
+        );
+    }
+}

@@ -547,3 +547,39 @@ fn a_calendar_made_again_during_the_round_is_not_filled_and_every_request_is_cou
         "statuses, set-up and cleanup = requests the server answered"
     );
 }
+
+#[test]
+fn a_redirect_is_the_operations_answer_and_is_not_followed() {
+    // Every GET of /a is sent to /b: the operation is the one request, its 302 counted as
+    // the answer (a failure unless expected), and /b is never asked for.
+    let rt = runtime();
+    let followed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = followed.clone();
+    let addr = scripted(&rt, move |_method, path, _body| match path {
+        "/a" => "HTTP/1.1 302 Found\r\nlocation: /b\r\ncontent-length: 0\r\n\r\n".to_string(),
+        _ => {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            http_response("200 OK", "text/plain", "b")
+        }
+    });
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "target: http://{addr}\nrun: {{ iterations: 5 }}\nusers:\n  - class: c\n    protocol: http\n    count: 1\n    mix:\n      a: {{ weight: 1, path: /a }}\n      moved: {{ weight: 1, path: /a, expect: [302] }}\n"
+        ),
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let code = loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    let (a, moved) = (op(&r, "c.a"), op(&r, "c.moved"));
+    assert_eq!(a.requests + moved.requests, 5);
+    assert!(a.requests > 0 && moved.requests > 0);
+    assert_eq!(a.failures, a.requests, "an unexpected 302 is a failure");
+    assert_eq!(moved.successes, moved.requests, "an expected one is not");
+    assert_eq!(r.summary.total.requests, 5);
+    assert_eq!(followed.load(std::sync::atomic::Ordering::Relaxed), 0);
+}

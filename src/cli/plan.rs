@@ -12,7 +12,8 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 pub(super) struct PlanArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
-    /// Which VU: CLASS#N (N from 0) [default: the first class, #0].
+    /// Which user: CLASS#N (N from 0) [default: the first class, #0]; for an open class,
+    /// the session of its arrival N in the round.
     #[arg(long, value_name = "CLASS#N")]
     pub vu: Option<String>,
     /// How many operations.
@@ -281,35 +282,14 @@ pub(super) fn plan(a: PlanArgs) -> Exit {
     if let Some(shard) = a.shard {
         return plan_shard(&w, shard, a.round);
     }
-    let (class_name, vu) = match &a.vu {
-        None => (w.classes[0].name.clone(), 0),
-        Some(s) => {
-            let (c, n) = s.split_once('#').unwrap_or((s.as_str(), "0"));
-            match n.parse::<u32>() {
-                Ok(n) => (c.to_string(), n),
-                Err(_) => {
-                    return Exit::Usage
-                        .fail(format!("--vu: '{s}' should be CLASS#N, e.g. morse#3"));
-                }
-            }
-        }
+    let (class, vu) = match which_user(&w, a.vu.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return e,
     };
-    let Some(class) = w.class(&class_name) else {
-        let names: Vec<&str> = w.classes.iter().map(|c| c.name.as_str()).collect();
-        return Exit::Usage.fail(format!(
-            "--vu: no class '{class_name}' (classes: {})",
-            names.join(", ")
-        ));
-    };
-    if vu >= class.count {
-        return Exit::Usage.fail(format!(
-            "--vu: class {class_name} has {} user(s), numbered from 0",
-            class.count
-        ));
-    }
     if let Err(e) = check_round(&w, a.round) {
         return e;
     }
+    let class_name = class.name.as_str();
     if class
         .chain
         .rows
@@ -319,6 +299,9 @@ pub(super) fn plan(a: PlanArgs) -> Exit {
         eprintln!(
             "note: class {class_name} has guarded transitions; this plan takes every guard as holding, while a run checks each against what the user holds then"
         );
+    }
+    if class.arrival.is_some() {
+        return plan_arrival(&w, class, vu, a.round, a.ops);
     }
     // Streamed: any --ops prints in constant memory, and stops when stdout closes.
     use std::io::Write as _;
@@ -338,6 +321,72 @@ pub(super) fn plan(a: PlanArgs) -> Exit {
         )
         .is_err()
         {
+            break;
+        }
+    }
+    let _ = out.flush();
+    Exit::Ok
+}
+
+/// The class and user (or open arrival) `--vu CLASS#N` names; the first class's #0 when
+/// it is not given.
+fn which_user<'w>(w: &'w Workload, vu: Option<&str>) -> Result<(&'w UserClass, u32), Exit> {
+    let (class_name, n) = match vu {
+        None => (w.classes[0].name.as_str(), 0),
+        Some(s) => {
+            let (c, n) = s.split_once('#').unwrap_or((s, "0"));
+            match n.parse::<u32>() {
+                Ok(n) => (c, n),
+                Err(_) => {
+                    return Err(
+                        Exit::Usage.fail(format!("--vu: '{s}' should be CLASS#N, e.g. morse#3"))
+                    );
+                }
+            }
+        }
+    };
+    let Some(class) = w.class(class_name) else {
+        let names: Vec<&str> = w.classes.iter().map(|c| c.name.as_str()).collect();
+        return Err(Exit::Usage.fail(format!(
+            "--vu: no class '{class_name}' (classes: {})",
+            names.join(", ")
+        )));
+    };
+    if class.arrival.is_none() && n >= Workload::peak_users(class) {
+        return Err(Exit::Usage.fail(format!(
+            "--vu: class {class_name} has {} user(s), numbered from 0",
+            Workload::peak_users(class)
+        )));
+    }
+    Ok((class, n))
+}
+
+/// `plan --vu CLASS#K` of an open class: when arrival K is due in the round and the picks
+/// of its session (the first due on arrival, with no think before it).
+fn plan_arrival(w: &Workload, class: &UserClass, k: u32, round: u32, ops: u64) -> Exit {
+    let Some(at) = engine::plan::arrival_at(w, class, u64::from(k), round) else {
+        return Exit::Usage.fail(format!(
+            "--vu: round {round} of class {} has no arrival {k} (arrivals are numbered from 0; `plan --shard 1/1` lists them)",
+            class.name
+        ));
+    };
+    use std::io::Write as _;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let _ = writeln!(
+        out,
+        "# {} {}#{k}: open arrival {k}, due {:.3} ms into round {round}, seed {}; its session's picks\nseq\tthink\top",
+        w.name,
+        class.name,
+        at.as_secs_f64() * 1e3,
+        w.run.seed
+    );
+    let picks = engine::plan::arrival_picks(w, class, k, round);
+    for p in picks.take(usize::try_from(ops).unwrap_or(usize::MAX)) {
+        let think = match p.seq {
+            0 => "on arrival".to_string(),
+            _ => format!("{:.3}ms", p.think.as_secs_f64() * 1e3),
+        };
+        if writeln!(out, "{}\t{think}\t{}", p.seq, p.name).is_err() {
             break;
         }
     }

@@ -78,6 +78,36 @@ pub fn sequence(seed: u64, class: &UserClass, vu: u32, round: u32, n: u64) -> Ve
         .collect()
 }
 
+/// When arrival `k` (from 0) of an open class is due in `round`, from the round's start;
+/// `None` when the round's schedule has no such arrival (or the class is closed).
+pub fn arrival_at(w: &Workload, class: &UserClass, k: u64, round: u32) -> Option<Duration> {
+    let ci = w.classes.iter().position(|c| c.name == class.name)?;
+    let a = class.arrival.as_ref()?;
+    Schedule::new(w.run.seed, ci, class, a, round, schedule_limit(w)).nth(usize::try_from(k).ok()?)
+}
+
+/// The picks of the session of open arrival `k` in `round`: its first session only, at
+/// most its `iterations` (1 by default), as the run makes them. Its first pick is due on
+/// arrival, whatever think the stream drew for it.
+pub fn arrival_picks<'c>(
+    w: &Workload,
+    class: &'c UserClass,
+    k: u32,
+    round: u32,
+) -> impl Iterator<Item = PlannedOp> + 'c {
+    let n = class.iterations.unwrap_or(1);
+    picks(w.run.seed, class, k, round)
+        .take_while(|p| p.session == 0)
+        .take(usize::try_from(n).unwrap_or(usize::MAX))
+        .map(|p| match p.seq {
+            0 => PlannedOp {
+                think: Duration::ZERO,
+                ..p
+            },
+            _ => p,
+        })
+}
+
 /// One unit of work of a round, as a shard's part lists it: a closed user, or an arrival
 /// of an open class (its place in the schedule and when it is due).
 #[derive(Debug, Clone, PartialEq)]

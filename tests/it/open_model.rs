@@ -263,3 +263,61 @@ fn on_an_idle_server_corrected_latency_is_the_service_time_not_the_timers_latene
     assert!(corrected.p50 >= t.latency_ms.p50 - 0.01, "never shorter");
     rt.block_on(srv.stop());
 }
+
+#[test]
+fn plan_shows_an_open_arrivals_session_as_the_run_makes_it() {
+    // `plan --vu web#K` of an open class: arrival K's due time and its session's picks,
+    // held against the run's own op log rows of that session.
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        "context: /cosmo\nrun: { duration: 1s, rounds: 1, seed: 3 }\nusers:\n  - class: web\n    protocol: http\n    arrival: { rate: 20/s }\n    iterations: 3\n    think: 10ms\n    mix:\n      a: { weight: 1, path: '{context}/_loadmix/delay/1' }\n      b: { weight: 1, path: '{context}/_loadmix/delay/1' }\n",
+    )
+    .unwrap();
+    let (out, log) = (out_dir(&tmp), tmp.path().join("ops.csv"));
+    let code = loadmix(&[
+        "run",
+        &path_str(&w),
+        "--out",
+        &path_str(&out),
+        "--log-ops",
+        &path_str(&log),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    let log = std::fs::read_to_string(&log).unwrap();
+    for k in 0..5 {
+        let o = loadmix_bin(&["plan", &path_str(&w), "--vu", &format!("web#{k}")]);
+        assert_eq!(o.status.code(), Some(0));
+        let said = String::from_utf8_lossy(&o.stdout);
+        let head = said.lines().next().unwrap_or_default();
+        let due_ms: f64 = head
+            .split("due ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{head}"));
+        let planned: Vec<&str> = said
+            .lines()
+            .skip(2)
+            .filter_map(|l| l.split('\t').nth(2))
+            .collect();
+        // round,class,vu,seq,op,label,think_us,start_us,...
+        let rows: Vec<Vec<&str>> = log
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f[1] == "web" && f[2] == k.to_string())
+            .collect();
+        let ran: Vec<&str> = rows.iter().map(|f| f[4]).collect();
+        assert_eq!(planned, ran, "arrival {k}");
+        assert_eq!(planned.len(), 3, "its iterations");
+        let started_ms = rows[0][7].parse::<f64>().unwrap() / 1e3;
+        assert!(started_ms >= due_ms - 0.001, "{started_ms} before {due_ms}");
+        assert!(said.contains("0\ton arrival\t"), "{said}");
+    }
+    let o = loadmix_bin(&["plan", &path_str(&w), "--vu", "web#100000"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("has no arrival 100000"));
+}

@@ -30,7 +30,7 @@ use crate::formats::ical;
 use crate::formats::xml::{self, XmlWriter};
 use crate::transport::{Conn, Response};
 
-use crate::workload::protocols::{self, CaldavParams, MAX_INITIAL_EVENTS};
+use crate::workload::protocols::{CaldavParams, EventShape, MAX_INITIAL_EVENTS};
 use crate::workload::{CaldavOp, UserClass};
 
 pub(crate) struct CaldavClass {
@@ -59,8 +59,8 @@ impl CaldavClass {
                         o,
                         match k {
                             CaldavOp::CreateCalendar => &[201],
-                            CaldavOp::PutEvent { .. } => &[201, 204],
-                            CaldavOp::UpdateEvent { .. } => &[200, 201, 204],
+                            CaldavOp::PutEvent(_) => &[201, 204],
+                            CaldavOp::UpdateEvent(_) => &[200, 201, 204],
                             CaldavOp::GetEvent => &[200],
                             CaldavOp::DeleteEvent => &[200, 204],
                             CaldavOp::TimeRangeReport { .. }
@@ -200,10 +200,11 @@ impl OverHttp for CaldavVu {
         Done::Sent(o)
     }
 
-    /// The class's `initial_events` put in the calendar set-up made, one PUT each (of
-    /// the generator's natural size, recurring as often as `put_event`'s default), so
-    /// that reports, syncs and updates meet a calendar of a realistic size from the first
-    /// pick. Stops at the first failure; the rest are not sent.
+    /// The class's `initial_events` put in the calendar set-up made, one PUT each, in
+    /// the shape of the class's `put_event` (its size, recurrence, attendees, alarms; the
+    /// generator's default shape when it has none), so that reports, syncs and updates
+    /// meet a calendar of a realistic size and make-up from the first pick. Stops at the
+    /// first failure; the rest are not sent.
     async fn prefill(
         &mut self,
         conn: &mut Conn,
@@ -215,10 +216,18 @@ impl OverHttp for CaldavVu {
         let Some(ci) = self.cals.len().checked_sub(1) else {
             return Ok(());
         };
+        let class = self.class.clone();
+        let default = EventShape::default();
+        let shape = class
+            .ops
+            .iter()
+            .find_map(|o| match o {
+                CaldavOp::PutEvent(shape) => Some(shape),
+                _ => None,
+            })
+            .unwrap_or(&default);
         for i in 0..n {
-            let o = self
-                .new_event(conn, rng, ci, None, protocols::defaults::RECURRING, &[201])
-                .await;
+            let o = self.new_event(conn, rng, ci, shape, &[201]).await;
             if !o.is_ok() {
                 let why = o.detail.unwrap_or_default();
                 return Err(format!("initial event {} of {n}: {why}", i + 1));
@@ -245,14 +254,8 @@ impl OverHttp for CaldavVu {
         let ci = (rng.next_u64() % self.cals.len() as u64) as usize;
         match &class.ops[op] {
             CaldavOp::CreateCalendar => Done::Skipped,
-            CaldavOp::PutEvent { size, recurring } => self
-                .new_event(conn, rng, ci, size.as_ref(), *recurring, expect)
-                .await
-                .into(),
-            CaldavOp::UpdateEvent { size } => {
-                self.update_event(conn, rng, ci, size.as_ref(), expect)
-                    .await
-            }
+            CaldavOp::PutEvent(shape) => self.new_event(conn, rng, ci, shape, expect).await.into(),
+            CaldavOp::UpdateEvent(shape) => self.update_event(conn, rng, ci, shape, expect).await,
             CaldavOp::GetEvent => self.get_event(conn, rng, ci, expect).await,
             CaldavOp::DeleteEvent => self.delete_event(conn, rng, ci, expect).await,
             CaldavOp::TimeRangeReport { range } => self
@@ -467,14 +470,13 @@ impl CaldavVu {
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
         ci: usize,
-        size: Option<&crate::workload::Dist>,
-        recurring: f64,
+        shape: &EventShape,
         expect: &[u16],
     ) -> Outcome {
         let uid = data::uid(rng, &self.ids.run_id);
         let path = format!("{}{uid}.ics", self.cals[ci].path);
-        let size = size.map_or(0, |d| d.sample(rng) as usize);
-        let body = data::ics_event(rng, &uid, size, recurring);
+        let size = shape.size.as_ref().map_or(0, |d| d.sample(rng) as usize);
+        let body = data::ics_event(rng, &uid, size, shape);
         // Never overwrite a resource loadmix did not create.
         let cond = (IF_NONE_MATCH, HeaderValue::from_static("*"));
         self.put_event(
@@ -499,7 +501,7 @@ impl CaldavVu {
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
         ci: usize,
-        size: Option<&crate::workload::Dist>,
+        shape: &EventShape,
         expect: &[u16],
     ) -> Done {
         let Some(ei) = pick_event(&self.cals[ci], rng) else {
@@ -511,8 +513,8 @@ impl CaldavVu {
             uid: e.uid.clone(),
             etag: e.etag.clone(),
         };
-        let size = size.map_or(0, |d| d.sample(rng) as usize);
-        let body = data::ics_event(rng, &event.uid, size, protocols::defaults::RECURRING);
+        let size = shape.size.as_ref().map_or(0, |d| d.sample(rng) as usize);
+        let body = data::ics_event(rng, &event.uid, size, shape);
         let cond = event
             .etag
             .as_deref()

@@ -10,6 +10,7 @@ use crate::formats::eim::{
     self, ALARM_NS, EVENT_NS, Field, ITEM_NS, MAIL_NS, MODBY_NS, NOTE_NS, Record,
 };
 use crate::workload::dist::unit_f64;
+use crate::workload::protocols::EventShape;
 
 const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 
@@ -203,16 +204,19 @@ pub(crate) fn atom_entry(rng: &mut Xoshiro256PlusPlus, uid: &str) -> String {
     entry.to_string()
 }
 
-/// An iCalendar event of about `size` bytes (padded with a DESCRIPTION), weekly with
-/// probability `recurring`.
+/// An iCalendar event of about `size` bytes (padded with a DESCRIPTION) in `shape`:
+/// weekly with its chance of recurring, 2 to 6 attendees with theirs (at
+/// `example.invalid`, and no ORGANIZER, so no server schedules anything), a display
+/// alarm with its. A share of 0 draws nothing, so events without attendees and alarms
+/// are drawn as they always were.
 pub(crate) fn ics_event(
     rng: &mut Xoshiro256PlusPlus,
     uid: &str,
     size: usize,
-    recurring: f64,
+    shape: &EventShape,
 ) -> String {
     let duration = ["PT30M", "PT60M", "PT90M"][(rng.next_u64() % 3) as usize];
-    let rrule = if chance(rng, recurring) {
+    let rrule = if chance(rng, shape.recurring) {
         "RRULE:FREQ=WEEKLY\r\n"
     } else {
         ""
@@ -222,8 +226,23 @@ pub(crate) fn ics_event(
         date(rng),
         string(rng, 50)
     );
+    if shape.attendees > 0.0 && chance(rng, shape.attendees) {
+        for i in 0..2 + rng.next_u64() % 5 {
+            s.push_str(&format!(
+                "ATTENDEE;CN=Guest {i};ROLE=REQ-PARTICIPANT;PARTSTAT=NEEDS-ACTION:mailto:lm-{}@example.invalid\r\n",
+                string(rng, 8).to_ascii_lowercase()
+            ));
+        }
+    }
+    // Properties first, then the alarm: RFC 5545 puts subcomponents after them.
+    let alarm = match shape.alarms > 0.0 && chance(rng, shape.alarms) {
+        true => {
+            "BEGIN:VALARM\r\nACTION:DISPLAY\r\nDESCRIPTION:Reminder\r\nTRIGGER:-PT15M\r\nEND:VALARM\r\n"
+        }
+        false => "",
+    };
     let tail = "END:VEVENT\r\nEND:VCALENDAR\r\n";
-    let room = size.saturating_sub(s.len() + tail.len() + "DESCRIPTION:\r\n".len());
+    let room = size.saturating_sub(s.len() + alarm.len() + tail.len() + "DESCRIPTION:\r\n".len());
     if room > 0 {
         // Folded at 74 characters, as RFC 5545 wants lines of at most 75 octets.
         let desc = string(rng, room);
@@ -238,6 +257,7 @@ pub(crate) fn ics_event(
         }
         s.push_str("\r\n");
     }
+    s.push_str(alarm);
     s.push_str(tail);
     s
 }
@@ -263,6 +283,36 @@ mod tests {
     use rand::SeedableRng;
 
     #[test]
+    fn events_carry_attendees_and_alarms_as_often_as_their_shape_says() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+        let shape = EventShape {
+            attendees: 0.3,
+            alarms: 0.1,
+            ..EventShape::default()
+        };
+        let events: Vec<String> = (0..2000)
+            .map(|_| ics_event(&mut rng, "U", 0, &shape))
+            .collect();
+        let with = |what: &str| events.iter().filter(|e| e.contains(what)).count();
+        assert!(
+            (520..680).contains(&with("ATTENDEE;")),
+            "{}",
+            with("ATTENDEE;")
+        );
+        assert!(
+            (150..250).contains(&with("BEGIN:VALARM")),
+            "{}",
+            with("BEGIN:VALARM")
+        );
+        for e in &events {
+            let n = e.matches("ATTENDEE;").count();
+            assert!(n == 0 || (2..=6).contains(&n), "{n}");
+            assert!(!e.contains("ORGANIZER"), "nobody is invited");
+            assert!(ical::parse(e).is_ok());
+        }
+    }
+
+    #[test]
     fn generated_bodies_parse_as_their_formats() {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         for _ in 0..50 {
@@ -276,11 +326,20 @@ mod tests {
             let (uid, recs) = eim::from_json(e.content().unwrap().value().unwrap()).unwrap();
             assert_eq!(uid, "U3");
             assert!(recs.iter().any(|r| r.get("dtstart").is_some()));
-            let ics = ics_event(&mut rng, "U4", 1024, 0.5);
+            let shape = EventShape {
+                recurring: 0.5,
+                attendees: 0.5,
+                alarms: 0.5,
+                ..EventShape::default()
+            };
+            let ics = ics_event(&mut rng, "U4", 1024, &shape);
             assert!((1000..1100).contains(&ics.len()), "{}", ics.len());
             let c = ical::parse(&ics).unwrap();
             assert_eq!(c.uid, "U4");
             assert!(c.dtstart.is_some());
+            if ics.contains("BEGIN:VALARM") {
+                assert!(ics.find("BEGIN:VALARM") > ics.find("DESCRIPTION:"));
+            }
         }
     }
 }

@@ -20,9 +20,11 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
                     ParamKind::Probability,
                     "chance the event has an RRULE",
                 ),
+                ATTENDEES,
+                ALARMS,
             ],
         ),
-        op(CaldavOp::NAMES[2], &[SIZE]),
+        op(CaldavOp::NAMES[2], &[SIZE, ATTENDEES, ALARMS]),
         op(CaldavOp::NAMES[3], &[]),
         op(CaldavOp::NAMES[4], &[]),
         op(CaldavOp::NAMES[5], &[RANGE]),
@@ -48,6 +50,66 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
     ],
 };
 
+/// An event's share of attendees, on a put or an update.
+const ATTENDEES: super::ParamDef = p(
+    "attendees",
+    ParamKind::Probability,
+    "chance the event lists 2 to 6 attendees (at example.invalid, no organizer: nobody is invited)",
+);
+
+/// An event's share of alarms, on a put or an update.
+const ALARMS: super::ParamDef = p(
+    "alarms",
+    ParamKind::Probability,
+    "chance the event carries a VALARM (a display reminder 15 minutes before)",
+);
+
+/// What an event a user puts looks like: its size, and how often it recurs, lists
+/// attendees and carries an alarm.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventShape {
+    /// About this many bytes (the generator's natural size when `None`).
+    pub size: Option<Dist>,
+    /// Chance of a weekly RRULE.
+    pub recurring: f64,
+    /// Chance of 2 to 6 ATTENDEE lines.
+    pub attendees: f64,
+    /// Chance of a VALARM.
+    pub alarms: f64,
+}
+
+impl Default for EventShape {
+    /// The generator's natural size, recurring as often as the 2007 client's events, no
+    /// attendees, no alarms.
+    fn default() -> EventShape {
+        EventShape {
+            size: None,
+            recurring: defaults::RECURRING,
+            attendees: 0.0,
+            alarms: 0.0,
+        }
+    }
+}
+
+impl EventShape {
+    fn of(p: &Params, recurring: f64) -> EventShape {
+        EventShape {
+            size: p.dist("size").cloned(),
+            recurring,
+            attendees: p.number("attendees").unwrap_or(0.0),
+            alarms: p.number("alarms").unwrap_or(0.0),
+        }
+    }
+
+    /// As `validate` shows it.
+    pub fn describe(&self, size: String) -> String {
+        format!(
+            "size {size} · recurring {} · attendees {} · alarms {}",
+            self.recurring, self.attendees, self.alarms
+        )
+    }
+}
+
 /// The most events set-up puts in one user's first calendar, whatever `initial_events`
 /// draws: it bounds the set-up a workload can ask for (and a server with 100,000
 /// events per calendar is measured by that already).
@@ -57,14 +119,10 @@ pub(crate) const MAX_INITIAL_EVENTS: u64 = 100_000;
 #[derive(Debug, Clone, PartialEq)]
 pub enum CaldavOp {
     CreateCalendar,
-    /// A new event of about `size` bytes (the generator's natural size when `None`).
-    PutEvent {
-        size: Option<Dist>,
-        recurring: f64,
-    },
-    UpdateEvent {
-        size: Option<Dist>,
-    },
+    /// A new event of this shape.
+    PutEvent(EventShape),
+    /// One of the user's events rewritten in this shape.
+    UpdateEvent(EventShape),
     GetEvent,
     DeleteEvent,
     TimeRangeReport {
@@ -92,8 +150,8 @@ impl CaldavOp {
     pub fn name(&self) -> &'static str {
         match self {
             CaldavOp::CreateCalendar => Self::NAMES[0],
-            CaldavOp::PutEvent { .. } => Self::NAMES[1],
-            CaldavOp::UpdateEvent { .. } => Self::NAMES[2],
+            CaldavOp::PutEvent(_) => Self::NAMES[1],
+            CaldavOp::UpdateEvent(_) => Self::NAMES[2],
             CaldavOp::GetEvent => Self::NAMES[3],
             CaldavOp::DeleteEvent => Self::NAMES[4],
             CaldavOp::TimeRangeReport { .. } => Self::NAMES[5],
@@ -105,13 +163,11 @@ impl CaldavOp {
     fn build(name: &str, p: &Params) -> Option<CaldavOp> {
         Some(match name {
             "create_calendar" => CaldavOp::CreateCalendar,
-            "put_event" => CaldavOp::PutEvent {
-                size: p.dist("size").cloned(),
-                recurring: p.number("recurring").unwrap_or(defaults::RECURRING),
-            },
-            "update_event" => CaldavOp::UpdateEvent {
-                size: p.dist("size").cloned(),
-            },
+            "put_event" => CaldavOp::PutEvent(EventShape::of(
+                p,
+                p.number("recurring").unwrap_or(defaults::RECURRING),
+            )),
+            "update_event" => CaldavOp::UpdateEvent(EventShape::of(p, defaults::RECURRING)),
             "get_event" => CaldavOp::GetEvent,
             "delete_event" => CaldavOp::DeleteEvent,
             "time_range_report" => CaldavOp::TimeRangeReport {
@@ -163,7 +219,7 @@ pub(super) fn nothing_to_act_on(
     let puts = ops
         .iter()
         .zip(weights)
-        .any(|(o, w)| *w > 0.0 && matches!(o, CaldavOp::PutEvent { .. }));
+        .any(|(o, w)| *w > 0.0 && matches!(o, CaldavOp::PutEvent(_)));
     let prefilled = params
         .initial_events
         .as_ref()
@@ -181,7 +237,7 @@ impl CaldavOp {
     fn needs_an_event(&self) -> bool {
         matches!(
             self,
-            CaldavOp::UpdateEvent { .. } | CaldavOp::GetEvent | CaldavOp::DeleteEvent
+            CaldavOp::UpdateEvent(_) | CaldavOp::GetEvent | CaldavOp::DeleteEvent
         )
     }
 }

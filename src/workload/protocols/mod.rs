@@ -23,7 +23,7 @@ use super::{HttpRequest, Params, Pool};
 
 pub(crate) use amqp::{AmqpOp, AmqpParams, QueueType};
 pub(crate) use atom::{AtomOp, AtomParams};
-pub(crate) use caldav::{CaldavOp, CaldavParams, MAX_INITIAL_EVENTS};
+pub(crate) use caldav::{CaldavOp, CaldavParams, EventShape, MAX_INITIAL_EVENTS};
 pub(crate) use morse::{MorseOp, MorseParams};
 pub(crate) use stomp::{AckMode, STAMP_LEN, StompOp, StompParams};
 
@@ -373,13 +373,12 @@ impl ClassKind {
                 _ => String::new(),
             },
             ClassKind::Caldav { ops, .. } => match ops.get(i) {
-                Some(CaldavOp::PutEvent { size, recurring }) => format!(
-                    "size {} · recurring {recurring}",
-                    size.as_ref().map_or("natural".into(), |d| fmt_d(d, false))
+                Some(CaldavOp::PutEvent(shape) | CaldavOp::UpdateEvent(shape)) => shape.describe(
+                    shape
+                        .size
+                        .as_ref()
+                        .map_or("natural".into(), |d| fmt_d(d, false)),
                 ),
-                Some(CaldavOp::UpdateEvent { size: Some(d) }) => {
-                    format!("size {}", fmt_d(d, false))
-                }
                 Some(CaldavOp::TimeRangeReport { range }) => {
                     format!("range {}", fmt_d(range, true))
                 }

@@ -394,12 +394,13 @@ mod tests {
             "discovery starts at /.well-known/caldav"
         );
         match &ops[0] {
-            CaldavOp::PutEvent { size, recurring } => {
+            CaldavOp::PutEvent(shape) => {
                 assert_eq!(
-                    size.as_ref().map(|d| d.sample(&mut rand::rng())),
+                    shape.size.as_ref().map(|d| d.sample(&mut rand::rng())),
                     Some(4096.0)
                 );
-                assert_eq!(*recurring, 0.5);
+                assert_eq!(shape.recurring, 0.5);
+                assert_eq!((shape.attendees, shape.alarms), (0.0, 0.0));
             }
             other => panic!("{other:?}"),
         }

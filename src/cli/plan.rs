@@ -75,17 +75,17 @@ pub(super) fn render_plan(w: &Workload) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     run_text(&mut out, w);
-    let total = w.total_users() as f64;
-    for c in &w.classes {
-        class_text(&mut out, c, total);
+    let (shares, basis) = class_shares(w);
+    for (c, share) in w.classes.iter().zip(shares) {
+        class_text(&mut out, c, share);
+        if let Some(rate) = offered_rate(c) {
+            let _ = writeln!(out, "{}", rate.text());
+        }
         if let Some(e) = engine::plan::skip_estimate(w, c) {
             let _ = writeln!(out, "{}", skip_text(&e));
         }
     }
-    let _ = writeln!(
-        out,
-        "\nshare of all ops assumes every user runs operations at the same rate."
-    );
+    let _ = writeln!(out, "\n{basis}");
     if !w.thresholds.is_empty() {
         let _ = writeln!(out, "thresholds:");
         for t in &w.thresholds {
@@ -164,24 +164,143 @@ fn run_text(out: &mut String, w: &Workload) {
     }
 }
 
-/// One class: its users and think, its operations with their weights and shares (of
-/// `total` users' operations), its behaviours.
-fn class_text(out: &mut String, c: &UserClass, total: f64) {
-    use std::fmt::Write as _;
+/// A class's first line: its protocol, its users (or arrivals) and how they are paced.
+fn class_heading(c: &UserClass) -> String {
     let fmt_us =
         |us: f64| units::format_duration(std::time::Duration::from_nanos((us * 1e3) as u64));
-    let _ = writeln!(
-        out,
-        "\nclass {} · protocol {} · {} user(s){} · think {} · {}",
+    let users = match &c.arrival {
+        Some(a) => format!(
+            "open: sessions arrive at {}/s ({}), at most {} at once, when full {}, {} op(s) each",
+            a.rate,
+            match a.process {
+                crate::workload::ArrivalProcess::Poisson => "poisson",
+                crate::workload::ArrivalProcess::Constant => "constant",
+            },
+            a.max_concurrency,
+            match a.when_full {
+                crate::workload::WhenFull::Queue => "queue",
+                crate::workload::WhenFull::Drop => "drop",
+            },
+            c.iterations.unwrap_or(1)
+        ),
+        None => format!(
+            "{} user(s){}",
+            c.count,
+            c.iterations
+                .map(|n| format!(" · {n} ops each"))
+                .unwrap_or_default()
+        ),
+    };
+    let ramp = match c.ramp.len() {
+        0 => String::new(),
+        n => format!(" · ramp of {n} stage(s), up to {} at the peak", peak(c)),
+    };
+    let pace = match c.pacing {
+        Some(p) => format!("pacing {} (no think)", units::format_duration(p)),
+        None => format!("think {}", c.think.describe(&fmt_us)),
+    };
+    let pause = c
+        .chain
+        .pause
+        .as_ref()
+        .map(|p| format!(" · pause between sessions {}", p.describe(&fmt_us)))
+        .unwrap_or_default();
+    format!(
+        "class {} · protocol {} · {users}{ramp} · {pace}{pause} · {}",
         c.name,
         c.protocol.name(),
-        c.count,
-        c.iterations
-            .map(|n| format!(" · {n} ops each"))
-            .unwrap_or_default(),
-        c.think.describe(&fmt_us),
         c.connection.name()
-    );
+    )
+}
+
+/// A class's most users (or sessions per second) under its ramp.
+fn peak(c: &UserClass) -> String {
+    match &c.arrival {
+        Some(a) => {
+            let top = c.ramp.iter().filter_map(|s| s.to).fold(a.rate, f64::max);
+            format!("{top}/s")
+        }
+        None => format!("{} user(s)", Workload::peak_users(c)),
+    }
+}
+
+/// The operations a class offers per second, as far as the plan can tell without a
+/// server.
+enum Offered {
+    /// Exactly: an open class's sessions, or paced users.
+    Exactly(f64),
+    /// About at most: users that think, before the server's answers add to each cycle
+    /// (a round's drawn thinks may average a little under their mean).
+    AtMost(f64),
+}
+
+impl Offered {
+    fn rate(&self) -> f64 {
+        match self {
+            Offered::Exactly(r) | Offered::AtMost(r) => *r,
+        }
+    }
+
+    fn text(&self) -> String {
+        match self {
+            Offered::Exactly(r) => format!("offered: {r:.1} ops/s"),
+            Offered::AtMost(r) => format!(
+                "offered: up to about {r:.1} ops/s (users ÷ mean think; the time each answer takes lowers it)"
+            ),
+        }
+    }
+}
+
+/// What class `c` offers per second: an open class its rate × operations per session, a
+/// paced one its users ÷ the pacing, one that thinks its users ÷ the mean think; `None`
+/// when its users go as fast as the server answers (no think).
+fn offered_rate(c: &UserClass) -> Option<Offered> {
+    if let Some(a) = &c.arrival {
+        return Some(Offered::Exactly(a.rate * c.iterations.unwrap_or(1) as f64));
+    }
+    if let Some(p) = c.pacing.filter(|p| !p.is_zero()) {
+        return Some(Offered::Exactly(c.count as f64 / p.as_secs_f64()));
+    }
+    let think_s = c.think.mean() / 1e6;
+    (think_s > 0.0).then(|| Offered::AtMost(c.count as f64 / think_s))
+}
+
+/// Each class's share of all operations, and the line saying what it rests on: the
+/// classes' offered rates when every class has one, else their users, every user taken
+/// to run at the same rate (an open class then has none to give).
+fn class_shares(w: &Workload) -> (Vec<Option<f64>>, &'static str) {
+    let rates: Option<Vec<f64>> = w
+        .classes
+        .iter()
+        .map(|c| offered_rate(c).map(|o| o.rate()))
+        .collect();
+    if let Some(rates) = rates {
+        let sum: f64 = rates.iter().sum();
+        if sum > 0.0 {
+            return (
+                rates.iter().map(|r| Some(r / sum)).collect(),
+                "share of all ops from each class's offered rate (a class that thinks gives its most, as if every answer were instant).",
+            );
+        }
+    }
+    let users = w.total_users() as f64;
+    (
+        w.classes
+            .iter()
+            .map(|c| match (&c.arrival, users > 0.0) {
+                (None, true) => Some(c.count as f64 / users),
+                _ => None,
+            })
+            .collect(),
+        "share of all ops assumes every closed user runs operations at the same rate (open classes: see their offered rate).",
+    )
+}
+
+/// One class: its users and think, its operations with their weights and shares (of all
+/// operations, from the class's `share`), its behaviours.
+fn class_text(out: &mut String, c: &UserClass, share: Option<f64>) {
+    use std::fmt::Write as _;
+    let _ = writeln!(out, "\n{}", class_heading(c));
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header(vec![
@@ -192,11 +311,9 @@ fn class_text(out: &mut String, c: &UserClass, total: f64) {
         "request / params",
     ]);
     for (i, op) in c.ops.iter().enumerate() {
-        let share = if total > 0.0 {
-            op.probability * c.count as f64 / total
-        } else {
-            0.0
-        };
+        let share = share.map_or("-".to_string(), |s| {
+            format!("{:.2}%", op.probability * s * 100.0)
+        });
         t.add_row(vec![
             op.name.clone(),
             if c.chain.from_mix {
@@ -205,7 +322,7 @@ fn class_text(out: &mut String, c: &UserClass, total: f64) {
                 "(rows)".into()
             },
             format!("{:.2}%", op.probability * 100.0),
-            format!("{:.2}%", share * 100.0),
+            share,
             c.kind.describe_op(i),
         ]);
     }

@@ -131,8 +131,43 @@ pub(crate) fn format_duration(d: Duration) -> String {
     }
 }
 
+/// Render a size the way a user would write it (`512B`, `4KiB`, `1.5MiB`), for plans:
+/// the largest binary unit it is at least one of, to at most one decimal.
+pub(crate) fn format_size(bytes: f64) -> String {
+    const UNITS: [(&str, f64); 4] = [
+        ("GiB", 1024.0 * 1024.0 * 1024.0),
+        ("MiB", 1024.0 * 1024.0),
+        ("KiB", 1024.0),
+        ("B", 1.0),
+    ];
+    if !bytes.is_finite() || bytes < 1024.0 {
+        return format!("{:.0}B", bytes.max(0.0));
+    }
+    let (unit, size) = UNITS
+        .iter()
+        .find(|(_, size)| bytes >= *size)
+        .copied()
+        .unwrap_or(("B", 1.0));
+    let v = bytes / size;
+    match (v * 10.0).round() % 10.0 == 0.0 {
+        true => format!("{v:.0}{unit}"),
+        false => format!("{v:.1}{unit}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sizes_read_as_they_are_written() {
+        use super::format_size;
+        assert_eq!(format_size(512.0), "512B");
+        assert_eq!(format_size(4096.0), "4KiB");
+        assert_eq!(format_size(1536.0), "1.5KiB");
+        assert_eq!(format_size(600.4), "600B");
+        assert_eq!(format_size(64.0 * 1024.0 * 1024.0), "64MiB");
+        assert_eq!(format_size(f64::NAN), "0B");
+    }
+
     use super::*;
 
     #[test]

@@ -78,6 +78,41 @@ fn validate_says_when_run_would_refuse_the_workload_for_memory() {
     refused(&[&["run"][..], &args].concat(), "available");
 }
 
+#[test]
+fn validate_says_what_will_run_open_classes_rates_and_sizes_included() {
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        "run: { duration: 10s, keep_state: true, warmup_rounds: 2 }\nusers:\n  - class: web\n    protocol: http\n    arrival: { rate: 20/s, process: constant, max_concurrency: 50, when_full: drop }\n    iterations: 3\n    mix: { get: { weight: 1, path: /x } }\n  - class: paced\n    protocol: http\n    count: 4\n    pacing: 100ms\n    mix: { get: { weight: 1, path: /y } }\n  - class: producer\n    protocol: stomp\n    count: 2\n    think: 50ms\n    mix: { send: { weight: 1, params: { destination: /queue/q, size: 4KiB } } }\n",
+    )
+    .unwrap();
+    let o = loadmix_bin(&["validate", &path_str(&w)]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for line in [
+        "2 warm-up round(s) first, run and thrown away",
+        "users keep what they made (accounts, calendars, items) from round to round",
+        "class web · protocol http · open: sessions arrive at 20/s (constant), at most 50 at once, when full drop, 3 op(s) each",
+        // 20/s × 3 ops; 4 users every 100 ms; 2 users thinking 50 ms.
+        "offered: 60.0 ops/s",
+        "offered: 40.0 ops/s",
+        "offered: up to about 40.0 ops/s",
+        "class paced · protocol http · 4 user(s) · pacing 100ms (no think)",
+        "size 4KiB",
+        "share of all ops from each class's offered rate",
+    ] {
+        assert!(said.contains(line), "{line:?} not in:\n{said}");
+    }
+    // 60 of 140 offered ops/s are the open class's.
+    assert!(said.contains("42.86%"), "{said}");
+}
+
 /// Completions and man pages come from the command definitions: every command and flag
 /// is in them, the bash script parses, and a page is written per command.
 #[test]

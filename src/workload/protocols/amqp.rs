@@ -191,12 +191,14 @@ impl AmqpOp {
     pub fn describe(&self) -> String {
         match self {
             AmqpOp::Publish {
+                size,
                 persistent,
                 confirm,
                 mandatory,
                 ..
             } => format!(
-                "{} · {}{}",
+                "size {} · {} · {}{}",
+                size.describe(&crate::workload::units::format_size),
                 if *persistent {
                     "persistent"
                 } else {
@@ -205,7 +207,10 @@ impl AmqpOp {
                 if *confirm { "confirmed" } else { "unconfirmed" },
                 if *mandatory { " · mandatory" } else { "" }
             ),
-            AmqpOp::Request { .. } => "waits for the reply (direct reply-to)".into(),
+            AmqpOp::Request { size, .. } => format!(
+                "size {} · waits for the reply (direct reply-to)",
+                size.describe(&crate::workload::units::format_size)
+            ),
             AmqpOp::Consume { .. } | AmqpOp::Reply { .. } => String::new(),
         }
     }

@@ -357,7 +357,7 @@ impl ClassKind {
                     crate::workload::units::format_duration(Duration::from_nanos((us * 1e3) as u64))
                 })
             } else {
-                d.describe(&|v| format!("{v:.0}"))
+                d.describe(&crate::workload::units::format_size)
             }
         };
         match self {

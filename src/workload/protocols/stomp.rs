@@ -236,12 +236,14 @@ impl StompOp {
         match self {
             StompOp::Send {
                 destination,
+                size,
                 persistent,
                 receipt,
                 ..
             } => format!(
-                "to {} · {} · {}",
+                "to {} · size {} · {} · {}",
                 destination.source,
+                size.describe(&crate::workload::units::format_size),
                 if *persistent {
                     "persistent"
                 } else {
@@ -249,9 +251,13 @@ impl StompOp {
                 },
                 if *receipt { "receipt" } else { "no receipt" }
             ),
-            StompOp::Request { destination, .. } => {
-                format!("to {} · waits for the reply", destination.source)
-            }
+            StompOp::Request {
+                destination, size, ..
+            } => format!(
+                "to {} · size {} · waits for the reply",
+                destination.source,
+                size.describe(&crate::workload::units::format_size)
+            ),
             StompOp::Receive { .. } | StompOp::Reply { .. } => String::new(),
         }
     }

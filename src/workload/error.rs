@@ -27,6 +27,77 @@ pub enum WorkloadError {
         /// Why.
         message: String,
     },
+    /// Several mistakes found in one pass over the file (at most [`MAX_REPORTED`]), each
+    /// as it would be alone; `more` says some were left unsaid.
+    #[error("{}", several(.found, *.more))]
+    Several {
+        /// The mistakes, in the order the file has them.
+        found: Vec<WorkloadError>,
+        /// More were found than are listed.
+        more: bool,
+    },
+}
+
+/// The most mistakes one pass over a workload reports.
+pub(crate) const MAX_REPORTED: usize = 20;
+
+fn several(found: &[WorkloadError], more: bool) -> String {
+    let list: Vec<String> = found.iter().map(|e| e.to_string()).collect();
+    let tail = match more {
+        true => format!("\n\n(only the first {MAX_REPORTED} are listed)"),
+        false => String::new(),
+    };
+    format!(
+        "{} mistakes in the workload:\n\n{}{tail}",
+        found.len(),
+        list.join("\n\n")
+    )
+}
+
+/// The mistakes one pass finds: each section of a file is checked whatever the others
+/// came to, so that one run of `validate` lists them all (up to [`MAX_REPORTED`]).
+#[derive(Default)]
+pub(crate) struct Found {
+    found: Vec<WorkloadError>,
+    more: bool,
+}
+
+impl Found {
+    /// The value, or `None` with its mistake noted.
+    pub(crate) fn keep<T>(&mut self, r: Result<T, WorkloadError>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.note(e);
+                None
+            }
+        }
+    }
+
+    /// Note a mistake.
+    pub(crate) fn note(&mut self, e: WorkloadError) {
+        match self.found.len() < MAX_REPORTED {
+            true => self.found.push(e),
+            false => self.more = true,
+        }
+    }
+
+    /// What was found as one error, its mistakes in file order; `None` when none was.
+    pub(crate) fn into_error(mut self) -> Option<WorkloadError> {
+        let line = |e: &WorkloadError| match e {
+            WorkloadError::Invalid(d) if d.pos.is_known() => (d.pos.line, d.pos.column),
+            _ => (u32::MAX, u32::MAX),
+        };
+        self.found.sort_by_key(line);
+        match (self.found.len(), self.more) {
+            (0, _) => None,
+            (1, false) => self.found.pop(),
+            _ => Some(WorkloadError::Several {
+                found: self.found,
+                more: self.more,
+            }),
+        }
+    }
 }
 
 /// One located mistake in a workload file.
@@ -113,6 +184,38 @@ pub(crate) fn did_you_mean<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_pass_lists_at_most_twenty_mistakes_in_file_order() {
+        let at = |line: u32| {
+            WorkloadError::Invalid(Box::new(Diagnostic {
+                file: "w.yaml".into(),
+                pos: Pos { line, column: 1 },
+                key: format!("k{line}"),
+                message: "wrong".into(),
+                hint: None,
+                source_line: None,
+                from_override: false,
+            }))
+        };
+        let mut found = Found::default();
+        assert!(found.keep::<()>(Err(at(9))).is_none());
+        found.note(at(3));
+        let two = found.into_error().unwrap().to_string();
+        assert!(two.starts_with("2 mistakes in the workload:"), "{two}");
+        assert!(two.find("w.yaml:3:1") < two.find("w.yaml:9:1"), "{two}");
+        let mut found = Found::default();
+        (1..=25).for_each(|l| found.note(at(l)));
+        let many = found.into_error().unwrap().to_string();
+        assert!(many.starts_with("20 mistakes"), "{many}");
+        assert!(many.ends_with("(only the first 20 are listed)"), "{many}");
+        let mut found = Found::default();
+        found.note(at(4));
+        assert!(matches!(
+            found.into_error(),
+            Some(WorkloadError::Invalid(_))
+        ));
+    }
 
     #[test]
     fn suggests_near_misses_only() {

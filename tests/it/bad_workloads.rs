@@ -67,14 +67,26 @@ fn each_bad_workload_has_its_expected_message() {
 fn every_located_message_names_file_line_and_column() {
     for yaml in fixtures() {
         let golden = std::fs::read_to_string(yaml.with_extension("err")).unwrap_or_default();
-        let first = golden.lines().next().unwrap_or("");
-        let prefix = format!("{}:", rel(&yaml));
-        assert!(first.starts_with(&prefix), "{first}");
-        let rest = &first[prefix.len()..];
-        let mut parts = rest.splitn(3, ':');
-        let line: Option<u32> = parts.next().and_then(|s| s.parse().ok());
-        let col: Option<u32> = parts.next().and_then(|s| s.parse().ok());
-        assert!(line.is_some() && col.is_some(), "no line:column in {first}");
+        // One mistake is its message; several are listed under a count, each as it would
+        // be alone, a blank line apart.
+        let firsts: Vec<&str> = match golden.lines().next() {
+            Some(l) if l.ends_with("mistakes in the workload:") => golden
+                .split("\n\n")
+                .skip(1)
+                .filter_map(|p| p.lines().next())
+                .collect(),
+            Some(l) => vec![l],
+            None => vec![""],
+        };
+        for first in firsts {
+            let prefix = format!("{}:", rel(&yaml));
+            assert!(first.starts_with(&prefix), "{first}");
+            let rest = &first[prefix.len()..];
+            let mut parts = rest.splitn(3, ':');
+            let line: Option<u32> = parts.next().and_then(|s| s.parse().ok());
+            let col: Option<u32> = parts.next().and_then(|s| s.parse().ok());
+            assert!(line.is_some() && col.is_some(), "no line:column in {first}");
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 use super::dist::{Dist, DistSpec, Unit};
-use super::error::{Diagnostic, WorkloadError, did_you_mean};
+use super::error::{Diagnostic, Found, WorkloadError, did_you_mean};
 use super::overrides::{self, Override};
 use super::template::{BUILTIN_VARS, SecretRef, Template, read_secret};
 use super::units;
@@ -74,48 +74,83 @@ pub(super) fn resolve(
         base_dir,
     };
     let root = parse_root(&cx, text, ovr)?;
+    // Each section is checked whatever the others came to, so that one pass lists every
+    // mistake.
+    let mut found = Found::default();
+    let w = sections(&cx, (&root, text), ovr, &mut found);
+    match (w, found.into_error()) {
+        (Some(w), None) => Ok(w),
+        (_, Some(e)) => Err(e),
+        (None, None) => Err(cx.err(
+            Pos { line: 0, column: 0 },
+            "",
+            "the workload did not resolve",
+        )),
+    }
+}
+
+/// Every section of the file, each resolved whatever the others came to; `None` when
+/// one of them has a mistake (noted in `found`).
+fn sections(
+    cx: &Cx,
+    (root, text): (&Node, &str),
+    ovr: &[Override],
+    found: &mut Found,
+) -> Option<Workload> {
     let name = match root.get("name") {
-        Some(n) => cx.string(n, "name")?,
-        None => Path::new(file)
-            .file_stem()
-            .map(|s| s.to_string_lossy().to_string())
-            .unwrap_or_else(|| "workload".into()),
+        Some(n) => found.keep(cx.string(n, "name")),
+        None => Some(
+            Path::new(cx.file)
+                .file_stem()
+                .map(|s| s.to_string_lossy().to_string())
+                .unwrap_or_else(|| "workload".into()),
+        ),
     };
-    let description = root
-        .get("description")
-        .map(|n| cx.string(n, "description"))
-        .transpose()?;
-    let run = resolve_run(&cx, root.get("run"))?;
-    let accounts = root
-        .get("accounts")
-        .map(|n| resolve_accounts(&cx, n))
-        .transpose()?;
-    let classes = resolve_users(&cx, &root, accounts.as_ref())?;
-    let thresholds = match root.get("thresholds") {
-        None => Vec::new(),
-        Some(n) => resolve_thresholds(&cx, n, &classes)?,
+    let description = found.keep(
+        root.get("description")
+            .map(|n| cx.string(n, "description"))
+            .transpose(),
+    );
+    let run = found.keep(resolve_run(cx, root.get("run")));
+    let accounts = found.keep(
+        root.get("accounts")
+            .map(|n| resolve_accounts(cx, n))
+            .transpose(),
+    );
+    let classes = resolve_users(cx, root, accounts.as_ref().and_then(Option::as_ref), found);
+    // Thresholds name classes: checked against them only when every class resolved.
+    let thresholds = match (root.get("thresholds"), &classes) {
+        (None, _) => Some(Vec::new()),
+        (Some(n), Some(c)) => found.keep(resolve_thresholds(cx, n, c)),
+        (Some(_), None) => None,
     };
-    Ok(Workload {
-        name,
-        description,
-        file: file.to_string(),
+    let target = found.keep(resolve_target(cx, root));
+    let context = found.keep(resolve_context(cx, root));
+    let monitor_processes = found.keep(match root.get("monitor") {
+        Some(m) => resolve_monitor(cx, m),
+        None => Ok(Vec::new()),
+    });
+    let monitor_metrics = found.keep(
+        match root.get("monitor").and_then(|m| m.get("prometheus")) {
+            Some(p) => resolve_prometheus(cx, p),
+            None => Ok(Vec::new()),
+        },
+    );
+    Some(Workload {
+        name: name?,
+        description: description?,
+        file: cx.file.to_string(),
         source_text: text.to_string(),
         overrides: ovr.iter().map(Override::display).collect(),
-        hash: mix_hash(&root),
-        target: resolve_target(&cx, &root)?,
-        context: resolve_context(&cx, &root)?,
-        run,
-        accounts,
-        classes,
-        thresholds,
-        monitor_processes: match root.get("monitor") {
-            Some(m) => resolve_monitor(&cx, m)?,
-            None => Vec::new(),
-        },
-        monitor_metrics: match root.get("monitor").and_then(|m| m.get("prometheus")) {
-            Some(p) => resolve_prometheus(&cx, p)?,
-            None => Vec::new(),
-        },
+        hash: mix_hash(root),
+        target: target?,
+        context: context?,
+        run: run?,
+        accounts: accounts?,
+        classes: classes?,
+        thresholds: thresholds?,
+        monitor_processes: monitor_processes?,
+        monitor_metrics: monitor_metrics?,
     })
 }
 
@@ -181,7 +216,29 @@ fn resolve_context(cx: &Cx, root: &Node) -> R<String> {
 
 /// `users:`: every class, each with its own `auth:` or the file's, no name twice, and at
 /// least one user in all.
-fn resolve_users(cx: &Cx, root: &Node, accounts: Option<&Accounts>) -> R<Vec<UserClass>> {
+/// The classes of `users:`, each checked whatever the others came to (their mistakes
+/// go into `found`); `None` when one of them, or what they share, has a mistake.
+fn resolve_users(
+    cx: &Cx,
+    root: &Node,
+    accounts: Option<&Accounts>,
+    found: &mut Found,
+) -> Option<Vec<UserClass>> {
+    match resolve_all_users(cx, root, accounts, found) {
+        Ok(classes) => classes,
+        Err(e) => {
+            found.note(e);
+            None
+        }
+    }
+}
+
+fn resolve_all_users(
+    cx: &Cx,
+    root: &Node,
+    accounts: Option<&Accounts>,
+    found: &mut Found,
+) -> R<Option<Vec<UserClass>>> {
     let connection = match root.get("connection") {
         None => Connection::KeepAlive,
         Some(n) => connection(cx, n, "connection")?,
@@ -219,32 +276,26 @@ fn resolve_users(cx: &Cx, root: &Node, accounts: Option<&Accounts>) -> R<Vec<Use
         Some(n) => user_agent(cx, n, "user_agent")?,
         None => crate::workload::DEFAULT_USER_AGENT.to_string(),
     };
+    let shared = Shared {
+        think: &think,
+        connection,
+        auth: auth.as_ref(),
+        agent: &agent,
+        accounts,
+    };
     let mut classes: Vec<UserClass> = Vec::new();
+    let mut failed = 0usize;
     for (i, item) in items.iter().enumerate() {
-        let mut c = resolve_class(cx, item, i, &think, connection)?;
-        let keys = ClassKeys::of(item);
-        c.auth = match keys.auth {
-            Some(n) => Some(resolve_auth(
-                cx,
-                n,
-                &format!("users.{}.auth", c.name),
-                accounts,
-            )?),
-            None => auth.clone(),
-        };
-        c.user_agent = match keys.user_agent {
-            Some(n) => user_agent(cx, n, &format!("users.{}.user_agent", c.name))?,
-            None => agent.clone(),
-        };
-        if let Some(prev) = classes.iter().find(|p| p.name == c.name) {
-            let pos = keys.class.map_or(item.pos, |n| n.pos);
-            return Err(cx.err(
-                pos,
-                &format!("users[{i}].class"),
-                format!("class name '{}' is used twice", prev.name),
-            ));
+        match one_class(cx, item, i, &shared, &classes) {
+            Ok(c) => classes.push(c),
+            Err(e) => {
+                found.note(e);
+                failed += 1;
+            }
         }
-        classes.push(c);
+    }
+    if failed > 0 {
+        return Ok(None);
     }
     if classes
         .iter()
@@ -257,7 +308,51 @@ fn resolve_users(cx: &Cx, root: &Node, accounts: Option<&Accounts>) -> R<Vec<Use
             Some("give at least one class a count of 1 or more".into()),
         ));
     }
-    Ok(classes)
+    Ok(Some(classes))
+}
+
+/// What every class of a file inherits unless it says otherwise.
+struct Shared<'a> {
+    think: &'a Dist,
+    connection: Connection,
+    auth: Option<&'a AuthSpec>,
+    agent: &'a str,
+    accounts: Option<&'a Accounts>,
+}
+
+/// Class `i` of `users:`, with what it inherits; `before` are the classes resolved so far
+/// (a name may not come twice).
+fn one_class(
+    cx: &Cx,
+    item: &Node,
+    i: usize,
+    shared: &Shared,
+    before: &[UserClass],
+) -> R<UserClass> {
+    let mut c = resolve_class(cx, item, i, shared.think, shared.connection)?;
+    let keys = ClassKeys::of(item);
+    c.auth = match keys.auth {
+        Some(n) => Some(resolve_auth(
+            cx,
+            n,
+            &format!("users.{}.auth", c.name),
+            shared.accounts,
+        )?),
+        None => shared.auth.cloned(),
+    };
+    c.user_agent = match keys.user_agent {
+        Some(n) => user_agent(cx, n, &format!("users.{}.user_agent", c.name))?,
+        None => shared.agent.to_string(),
+    };
+    if let Some(prev) = before.iter().find(|p| p.name == c.name) {
+        let pos = keys.class.map_or(item.pos, |n| n.pos);
+        return Err(cx.err(
+            pos,
+            &format!("users[{i}].class"),
+            format!("class name '{}' is used twice", prev.name),
+        ));
+    }
+    Ok(c)
 }
 
 fn connection(cx: &Cx, n: &Node, key: &str) -> R<Connection> {

@@ -135,7 +135,21 @@ fn run_text(out: &mut String, w: &Workload) {
     if let Some(d) = &w.description {
         let _ = writeln!(out, "{d}");
     }
-    let _ = writeln!(out, "target {} · context '{}'", w.target, w.context);
+    let users = w.context_users();
+    match users.is_empty() {
+        true => {
+            let _ = writeln!(out, "target {}", w.target);
+        }
+        false => {
+            let _ = writeln!(
+                out,
+                "target {} · context '{}' (for {})",
+                w.target,
+                w.context,
+                users.join(", ")
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "run {} round(s) × {} · warm-up {} · seed {} · timeout {} · connect timeout {}",

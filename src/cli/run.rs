@@ -12,8 +12,9 @@ pub(super) struct RunArgs {
     #[command(flatten)]
     pub workload: WorkloadArgs,
     /// Where to send the load: embedded, embedded:memory, embedded:sqlite[:PATH], or
-    /// http[s]://host:port[/base], optionally named (NAME=...). Repeat it to compare targets:
-    /// rounds then alternate between them (A B A B ...). Overrides the workload's.
+    /// http[s]://host:port[/base], stomp://, amqp://, optionally named (NAME=...). Repeat it
+    /// to compare targets: their rounds then take turns (A B B A ... by default, see
+    /// --order). Overrides the workload's.
     #[arg(long, value_name = "[NAME=]TARGET")]
     pub target: Vec<String>,
     /// Run the workload once per value of one key, e.g.

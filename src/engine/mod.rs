@@ -250,8 +250,8 @@ pub(crate) async fn prepare(
 }
 
 /// Runs the rounds of one workload against one target, one round at a time, so several
-/// targets can be interleaved round by round (A B A B ...): drift on a shared machine then
-/// hits every target alike.
+/// targets can be interleaved round by round (A B B A ... by default): drift on a shared
+/// machine then hits every target alike.
 pub(crate) struct Runner {
     cfg: EngineConfig,
     drivers: Vec<Arc<ClassDriver>>,

@@ -1,5 +1,5 @@
 //! What `loadmix run` does around the engine: one or more named targets run round by round
-//! in alternation (A B A B ..., so drift on a shared machine hits them alike), optional
+//! taking turns (A B B A ... by default, so drift on a shared machine hits them alike), optional
 //! sweeps of one workload value, embedded servers started and stopped, live progress,
 //! Ctrl-C, and every output: per target `run.json`, `report.txt`, `report.html`; a
 //! comparison when there are several targets; a scaling table and chart for a sweep.

@@ -651,6 +651,53 @@ impl Workload {
         }
     }
 
+    /// What the `context` prefix applies to in this workload, as `validate` names it:
+    /// Cosmo's paths (Morse Code, Atom, CMP accounts), CalDAV discovery's fallback, and
+    /// templates that say `{context}`. Empty when nothing does (a broker workload, a
+    /// CalDAV one whose discovery and homes never use it), so no context is shown.
+    pub fn context_users(&self) -> Vec<&'static str> {
+        let says = |t: &template::Template| t.source.contains("{context}");
+        let http_says = |r: &HttpRequest| {
+            says(&r.path)
+                || r.headers.iter().any(|(_, v)| says(v))
+                || matches!(&r.body, Body::Template(t) if says(t))
+                || r.steps.iter().any(|s| says(&s.request.path))
+        };
+        let mut users = Vec::new();
+        let mut add = |what: &'static str| {
+            if !users.contains(&what) {
+                users.push(what);
+            }
+        };
+        if self
+            .accounts
+            .as_ref()
+            .is_some_and(|a| a.create == AccountMode::Cmp)
+        {
+            add("CMP accounts");
+        }
+        for c in &self.classes {
+            match &c.kind {
+                ClassKind::Morse { .. } | ClassKind::Atom { .. } => add("Cosmo's paths"),
+                ClassKind::Caldav { params, .. } => {
+                    let templated =
+                        |t: &Option<String>| t.as_deref().is_some_and(|t| t.contains("{context}"));
+                    if params.discovery.is_none() || templated(&params.discovery) {
+                        add("CalDAV discovery");
+                    }
+                    if templated(&params.calendar_home) {
+                        add("calendar homes");
+                    }
+                }
+                ClassKind::Http { requests, .. } if requests.iter().any(http_says) => {
+                    add("{context} in templates")
+                }
+                _ => {}
+            }
+        }
+        users
+    }
+
     /// The class named `name`.
     pub fn class(&self, name: &str) -> Option<&UserClass> {
         self.classes.iter().find(|c| c.name == name)

@@ -111,6 +111,13 @@ fn validate_says_what_will_run_open_classes_rates_and_sizes_included() {
     }
     // 60 of 140 offered ops/s are the open class's.
     assert!(said.contains("42.86%"), "{said}");
+    // Nothing here uses the context prefix, so none is shown; Cosmo's mix names its uses.
+    assert!(!said.contains("context '"), "{said}");
+    let cosmo = loadmix_bin(&["validate", "workloads/cosmo-0.7.yaml"]);
+    assert!(
+        String::from_utf8_lossy(&cosmo.stdout)
+            .contains("context '/cosmo' (for CMP accounts, Cosmo's paths, CalDAV discovery)")
+    );
 }
 
 /// Completions and man pages come from the command definitions: every command and flag

@@ -98,6 +98,12 @@ impl Dist {
 
     /// Build a sampler; the message names the parameter that is out of range.
     pub fn new(spec: DistSpec) -> Result<Dist, String> {
+        Dist::new_in(spec, &|v| format!("{v}"))
+    }
+
+    /// Build a sampler whose values are in a unit: a message that is out of range writes
+    /// them with `fmt` (`2s`, `4KiB`), as the user wrote them.
+    pub fn new_in(spec: DistSpec, fmt: &dyn Fn(f64) -> String) -> Result<Dist, String> {
         let sampler = match &spec {
             DistSpec::Constant(v) => {
                 if *v < 0.0 {
@@ -108,7 +114,9 @@ impl Dist {
             DistSpec::Uniform { low, high } => {
                 if *low < 0.0 || high < low {
                     return Err(format!(
-                        "uniform needs 0 <= low <= high, got [{low}, {high}]"
+                        "uniform needs 0 <= low <= high, got [{}, {}]",
+                        fmt(*low),
+                        fmt(*high)
                     ));
                 }
                 Sampler::Uniform(*low, *high)
@@ -134,7 +142,9 @@ impl Dist {
             DistSpec::LogNormal { median, p95 } => {
                 if *median <= 0.0 || p95 < median {
                     return Err(format!(
-                        "lognormal needs 0 < median <= p95, got median {median}, p95 {p95}"
+                        "lognormal needs 0 < median <= p95, got median {}, p95 {}",
+                        fmt(*median),
+                        fmt(*p95)
                     ));
                 }
                 let mu = median.ln();
@@ -146,7 +156,8 @@ impl Dist {
             DistSpec::Weibull { scale, shape, max } => {
                 if !(*scale > 0.0 && *shape > 0.0) || max.is_some_and(|m| m <= 0.0) {
                     return Err(format!(
-                        "weibull needs scale > 0, shape > 0 (and max > 0), got scale {scale}, shape {shape}"
+                        "weibull needs scale > 0, shape > 0 (and max > 0), got scale {}, shape {shape}",
+                        fmt(*scale)
                     ));
                 }
                 Sampler::Weibull(
@@ -157,7 +168,9 @@ impl Dist {
             DistSpec::Pareto { scale, shape, max } => {
                 if !(*scale > 0.0 && *shape > 0.0 && max > scale) {
                     return Err(format!(
-                        "pareto needs scale > 0, shape > 0 and max > scale, got scale {scale}, shape {shape}, max {max}"
+                        "pareto needs scale > 0, shape > 0 and max > scale, got scale {}, shape {shape}, max {}",
+                        fmt(*scale),
+                        fmt(*max)
                     ));
                 }
                 Sampler::Pareto(

@@ -261,7 +261,12 @@ impl Cx<'_> {
                 }
             }
         };
-        Dist::new(spec).map_err(|m| self.err(v.pos, &kp, m))
+        let written = |x: f64| match unit {
+            Unit::Duration => units::format_duration(Duration::from_nanos((x * 1e3) as u64)),
+            Unit::Size => units::format_size(x),
+            Unit::Count => format!("{x}"),
+        };
+        Dist::new_in(spec, &written).map_err(|m| self.err(v.pos, &kp, m))
     }
 
     /// `uniform: [low, high]`, low no higher than high.

@@ -196,7 +196,8 @@ pub(super) async fn run(
 
 /// A user's set-up, off the clock: the protocol's own (an account, discovery, a broker's
 /// subscription), then what the user makes of its own before its first pick (a
-/// calendar, a collection), so that neither is among the measured operations. Its
+/// calendar, a collection, and the data the class puts in it or in its pools), so that
+/// none of it is among the measured operations. Its
 /// requests are in the tally the caller takes next. A bootstrap that failed leaves the
 /// user to make it again as its first operation, measured and flagged as a bootstrap.
 pub(super) async fn set_up(
@@ -204,20 +205,18 @@ pub(super) async fn set_up(
     (seed, class, vu, round): (u64, &str, u32, u32),
 ) -> Result<(), String> {
     driver.setup().await.map_err(|e| e.to_string())?;
-    if driver.needs_bootstrap() {
-        let mut rng = VuRngs::setup_data(seed, class, vu, round);
-        if let Done::Sent(o) = driver.bootstrap(&mut rng).await
-            && let Some(e) = o.error
-        {
-            return Err(format!(
-                "its first collection: {} {}",
-                e.name(),
-                o.detail.unwrap_or_default()
-            ));
-        }
-        driver.prefill(&mut rng).await?;
+    let mut rng = VuRngs::setup_data(seed, class, vu, round);
+    if driver.needs_bootstrap()
+        && let Done::Sent(o) = driver.bootstrap(&mut rng).await
+        && let Some(e) = o.error
+    {
+        return Err(format!(
+            "its first collection: {} {}",
+            e.name(),
+            o.detail.unwrap_or_default()
+        ));
     }
-    Ok(())
+    driver.prefill(&mut rng).await
 }
 
 /// One operation: the bootstrap when the user has nothing of its own yet (`op` is

@@ -209,9 +209,10 @@ pub(crate) trait User: Send {
         Done::Skipped
     }
 
-    /// Fill what set-up's bootstrap made with the data the class asks for before the
-    /// first pick (a calendar's `initial_events`). Set-up only: a bootstrap made again
-    /// during the round is measured and is not filled. Why it failed, if it did.
+    /// Give the user the data the class asks for before the first pick: a calendar's
+    /// `initial_events` in what set-up's bootstrap made, an http class's `prefill:` in its
+    /// pools. Set-up only: a bootstrap made again during the round is measured and is
+    /// not filled. Why it failed, if it did.
     async fn prefill(&mut self, _rng: &mut DataRng) -> Result<(), String> {
         Ok(())
     }

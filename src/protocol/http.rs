@@ -29,9 +29,13 @@ use crate::workload::template::Ctx;
 use std::collections::VecDeque;
 
 use crate::workload::{
-    Body, CaptureFrom, HttpRequest, MAX_POOL, Pick, PickOrder, Pool, Remember, Template, UserClass,
-    Workload,
+    Body, CaptureFrom, HttpRequest, MAX_POOL, MAX_PREFILL, Pick, PickOrder, Pool, Prefill,
+    Remember, Template, UserClass, Workload,
 };
+
+/// Where `{seq}` starts for the requests of a user's set-up (its prefill), so that the
+/// names they make never meet those of its picks, which count from 0 each round.
+pub(crate) const PREFILL_SEQ: u64 = 1_000_000_000;
 
 /// An operation with everything that does not change between requests prepared once.
 struct PreparedOp {
@@ -68,6 +72,8 @@ pub(crate) struct HttpClass {
     /// Names of the captured variables, by index.
     vars: Vec<String>,
     pools: Vec<Pool>,
+    /// Operations run in each user's set-up to fill its pools.
+    prefill: Vec<Prefill>,
 }
 
 /// A request with everything that does not change between sends made once.
@@ -122,8 +128,7 @@ impl HttpClass {
     pub(crate) fn new(
         workload: &Workload,
         class: &UserClass,
-        requests: &[HttpRequest],
-        pools: &[Pool],
+        (requests, pools, prefill): (&[HttpRequest], &[Pool], &[Prefill]),
         seed: u64,
     ) -> HttpClass {
         // Random bodies are made once per class: their content does not matter to a server,
@@ -149,6 +154,7 @@ impl HttpClass {
             class: class.name.as_str().into(),
             vars: class.captures.clone(),
             pools: pools.to_vec(),
+            prefill: prefill.to_vec(),
         }
     }
 
@@ -222,6 +228,33 @@ impl OverHttp for HttpVu {
                 self.pools.get(*index).is_some_and(|p| !p.is_empty())
             }
         }
+    }
+
+    /// The class's `prefill:` operations, each run its drawn count of times (at most
+    /// [`MAX_PREFILL`]) before the first pick, their `{seq}` from [`PREFILL_SEQ`]. Stops
+    /// at the first that fails or finds nothing to act on.
+    async fn prefill(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+    ) -> Result<(), String> {
+        let class = self.class.clone();
+        let mut seq = PREFILL_SEQ;
+        for p in &class.prefill {
+            let n = (p.count.sample(rng).round().max(0.0) as u64).min(MAX_PREFILL);
+            for i in 0..n {
+                let why = match self.execute(p.op, seq, conn, rng).await {
+                    Done::Sent(o) if o.error.is_none() => None,
+                    Done::Sent(o) => Some(o.detail.unwrap_or_else(|| "failed".into())),
+                    Done::Skipped => Some("found nothing to act on".into()),
+                };
+                if let Some(why) = why {
+                    return Err(format!("prefill {} {} of {n}: {why}", p.name, i + 1));
+                }
+                seq = seq.saturating_add(1);
+            }
+        }
+        Ok(())
     }
 
     /// Its pools and variables go on; `{round}` names the round it is in.

@@ -199,8 +199,15 @@ impl ClassDriver {
         let accounts = Arc::new(accounts);
         let a = &accounts;
         let protocol: Box<dyn contract::AnyProtocol> = match &class.kind {
-            ClassKind::Http { requests, pools } => Box::new(Arc::new(http::HttpClass::new(
-                workload, class, requests, pools, seed,
+            ClassKind::Http {
+                requests,
+                pools,
+                prefill,
+            } => Box::new(Arc::new(http::HttpClass::new(
+                workload,
+                class,
+                (requests, pools, prefill),
+                seed,
             ))),
             ClassKind::Morse { params, ops } => {
                 Box::new(Arc::new(morse::MorseClass::new(class, ops, params, a)))

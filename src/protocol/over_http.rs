@@ -37,7 +37,7 @@ pub(crate) trait OverHttp: Send + 'static {
         async { Done::Skipped }
     }
 
-    /// Fill the first collection with the class's initial data (set-up only).
+    /// Give the user the data its class asks for before the first pick (set-up only).
     fn prefill(
         &mut self,
         _conn: &mut Conn,

@@ -551,6 +551,23 @@ pub struct Pool {
     pub cleanup: Option<hyper::Method>,
 }
 
+/// `prefill: { OPERATION: COUNT }` of an http class: an operation that fills a pool, run
+/// this many times in each user's set-up, off the clock, so that its first picks find
+/// something to act on.
+#[derive(Debug, Clone)]
+pub struct Prefill {
+    /// Index of the operation in the class's table.
+    pub op: usize,
+    /// Its name, for messages.
+    pub name: String,
+    /// How many times (a count or a distribution, drawn per user).
+    pub count: Dist,
+}
+
+/// The most times set-up runs one prefill operation for one user, whatever its count
+/// draws.
+pub(crate) const MAX_PREFILL: u64 = 100_000;
+
 #[derive(Debug, Clone)]
 pub enum Body {
     None,

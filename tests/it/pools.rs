@@ -328,3 +328,66 @@ fn a_signal_during_cleanup_cuts_it_short_and_the_report_is_written() {
     // The round itself had ended: its figures are whole.
     assert_eq!(r.summary.total.successes, 10);
 }
+
+#[test]
+fn a_prefill_fills_each_users_pool_in_set_up_off_the_clock() {
+    // WebDAV users with 10 files each before their first pick: their gets, PROPFINDs and
+    // deletes find files from the start, the puts that made them are set-up's, and every
+    // request the server answered is accounted for.
+    let rt = runtime();
+    let share = Arc::new(Share::default());
+    let app = Router::new().fallback(handle).with_state(share.clone());
+    let addr = serve_app(&rt, app);
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let o = loadmix_bin(&[
+        "run",
+        "workloads/webdav.yaml",
+        "--target",
+        &format!("http://{addr}/dav"),
+        "--set",
+        "auth=basic",
+        "--set",
+        "think=0ms",
+        "--set",
+        "users.dav.prefill={put: 10}",
+        "--iterations",
+        "20",
+        "--rounds",
+        "2",
+        "--set",
+        "run.warmup=0s",
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = read_report(&out);
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures);
+    for round in &r.rounds {
+        assert_eq!(
+            round.setup.answers.get("PUT 201"),
+            Some(&(8 * 10)),
+            "round {}: {:?}",
+            round.index,
+            round.setup.answers
+        );
+    }
+    // With ten files each, no pick found its pool empty.
+    assert_eq!(r.summary.total.skipped, 0);
+    let answered: u64 = share.answered.lock().unwrap().values().sum();
+    let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
+    let setup: u64 = r.rounds.iter().map(|x| x.setup.requests).sum();
+    let measured: u64 = r.summary.total.status.values().sum();
+    assert_eq!(measured + setup + cleanup, answered);
+    assert!(share.files.lock().unwrap().is_empty(), "all removed");
+    // A prefill names an operation that fills a pool.
+    let bad = loadmix_bin(&[
+        "validate",
+        "workloads/webdav.yaml",
+        "--set",
+        "users.dav.prefill={get: 10}",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("'get' fills no pool"));
+}

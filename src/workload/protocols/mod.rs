@@ -19,7 +19,7 @@ mod stomp;
 use std::time::Duration;
 
 use super::dist::{Dist, Unit};
-use super::{HttpRequest, Params, Pool};
+use super::{HttpRequest, Params, Pool, Prefill};
 
 pub(crate) use amqp::{AmqpOp, AmqpParams, QueueType};
 pub(crate) use atom::{AtomOp, AtomParams};
@@ -198,6 +198,8 @@ pub enum ClassKind {
     Http {
         requests: Vec<HttpRequest>,
         pools: Vec<Pool>,
+        /// Operations run in set-up to fill the pools.
+        prefill: Vec<Prefill>,
     },
     Morse {
         params: MorseParams,
@@ -323,6 +325,7 @@ pub(in crate::workload) fn build_class(
         Protocol::Http => Ok(ClassKind::Http {
             requests: Vec::new(),
             pools: Vec::new(),
+            prefill: Vec::new(),
         }),
         Protocol::Morse => morse::build(ops, class_params, labels),
         Protocol::Atom => atom::build(ops, class_params, labels),

@@ -19,6 +19,7 @@ use crate::workload::{
     Arrival, ArrivalProcess, Body, ClassKind, Connection, HttpRequest, HttpStep, MAX_STEPS,
     Operation, ParamValue, Params, Pool, Stage, UserClass, WhenFull,
 };
+use crate::workload::{MAX_PREFILL, Prefill};
 
 /// The keys a class may have, each named once: the list of them that unknown keys are
 /// checked against, and a [`ClassKeys`] with a field per key, looked up once, that every
@@ -61,6 +62,7 @@ class_keys!(
     session,
     params,
     user_agent,
+    prefill,
 );
 
 pub(super) const ARRIVAL_KEYS: &[&str] = &["rate", "process", "max_concurrency", "when_full"];
@@ -286,8 +288,21 @@ fn kind_of(
             }
             ClassKind::Http {
                 pools: resolve_cleanup(cx, keys, path, pools)?,
+                prefill: resolve_prefill(cx, keys, path, ops, &requests)?,
                 requests,
             }
+        }
+        Ok(_) if keys.prefill.is_some() => {
+            let n = keys.prefill.map_or(pos, |n| n.pos);
+            return Err(cx.err_hint(
+                n,
+                &join(path, "prefill"),
+                "prefill runs operations of an http class",
+                Some(
+                    "a CalDAV class fills its calendars with params.initial_events, an Atom class with params.initial_items"
+                        .into(),
+                ),
+            ));
         }
         Ok(k) => k,
         Err(m) => return Err(cx.err(pos, mix_path, m)),
@@ -553,6 +568,59 @@ fn check_pools(
         }
     }
     Ok(())
+}
+
+/// `prefill: { OPERATION: COUNT }` of an http class: operations of its table that
+/// remember what they make, each run COUNT times (a count or a distribution) in every
+/// user's set-up.
+fn resolve_prefill(
+    cx: &Cx,
+    keys: &ClassKeys<'_>,
+    path: &str,
+    ops: &[Operation],
+    requests: &[HttpRequest],
+) -> R<Vec<Prefill>> {
+    let Some(node) = keys.prefill else {
+        return Ok(Vec::new());
+    };
+    let pp = join(path, "prefill");
+    let mut out = Vec::new();
+    for (k, v) in cx.map(node, &pp)? {
+        let kp = join(&pp, &k.name);
+        let Some(op) = ops.iter().position(|o| o.name == k.name) else {
+            let names: Vec<&str> = ops.iter().map(|o| o.name.as_str()).collect();
+            return Err(cx.err_hint(
+                k.pos,
+                &kp,
+                format!("no operation '{}' in this class", k.name),
+                Some(match did_you_mean(&k.name, names.iter().copied()) {
+                    Some(s) => format!("did you mean '{s}'?"),
+                    None => format!("operations of this class: {}", names.join(", ")),
+                }),
+            ));
+        };
+        let fills = requests
+            .get(op)
+            .is_some_and(|r| r.remember.is_some() && r.pick.is_none() && r.steps.is_empty());
+        if !fills {
+            return Err(cx.err_hint(
+                k.pos,
+                &kp,
+                format!("'{}' fills no pool", k.name),
+                Some("prefill runs an operation that remembers what it makes (remember: POOL) and picks nothing, so that later picks find it".into()),
+            ));
+        }
+        let count = cx.dist(v, &kp, Unit::Count)?;
+        if count.mean() > MAX_PREFILL as f64 {
+            return Err(cx.err(v.pos, &kp, format!("at most {MAX_PREFILL} a user")));
+        }
+        out.push(Prefill {
+            op,
+            name: k.name.clone(),
+            count,
+        });
+    }
+    Ok(out)
 }
 
 /// `cleanup: { POOL: METHOD }` of an http class: what to send, at the end of each round,

@@ -47,6 +47,37 @@ pub(crate) async fn handle(State(s): State<Arc<Share>>, req: Request) -> axum::r
     StatusCode::from_u16(status).unwrap().into_response()
 }
 
+/// `workloads/webdav.yaml` against the share at `addr`, 2 rounds without think, with
+/// `extra` arguments; its report, which has no failure.
+fn run_webdav(addr: std::net::SocketAddr, extra: &[&str]) -> loadmix::reports::Report {
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let target = format!("http://{addr}/dav");
+    let mut args = vec![
+        "run",
+        "workloads/webdav.yaml",
+        "--target",
+        &target,
+        "--set",
+        "auth=basic",
+        "--set",
+        "think=0ms",
+        "--rounds",
+        "2",
+        "--set",
+        "run.warmup=0s",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    let out_s = path_str(&out);
+    args.extend_from_slice(&["--out", &out_s]);
+    let o = loadmix_bin(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = read_report(&out);
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures);
+    r
+}
+
 #[test]
 fn users_act_only_on_what_they_made_and_the_round_cleans_up() {
     let rt = runtime();
@@ -59,30 +90,7 @@ fn users_act_only_on_what_they_made_and_the_round_cleans_up() {
         .insert("/dav/theirs.txt".into(), b"keep me".to_vec());
     let app = Router::new().fallback(handle).with_state(share.clone());
     let addr = serve_app(&rt, app);
-    let tmp = tempdir();
-    let out = out_dir(&tmp);
-    let o = loadmix_bin(&[
-        "run",
-        "workloads/webdav.yaml",
-        "--target",
-        &format!("http://{addr}/dav"),
-        "--set",
-        "auth=basic",
-        "--set",
-        "think=0ms",
-        "--iterations",
-        "60",
-        "--rounds",
-        "2",
-        "--set",
-        "run.warmup=0s",
-        "--out",
-        &path_str(&out),
-        "--quiet",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r = read_report(&out);
-    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures);
+    let r = run_webdav(addr, &["--iterations", "60"]);
     let answered = share.answered.lock().unwrap().clone();
     // Nothing ever missed: no GET, PROPFIND or DELETE of a file that was not there.
     for ((m, status), n) in &answered {
@@ -338,32 +346,10 @@ fn a_prefill_fills_each_users_pool_in_set_up_off_the_clock() {
     let share = Arc::new(Share::default());
     let app = Router::new().fallback(handle).with_state(share.clone());
     let addr = serve_app(&rt, app);
-    let tmp = tempdir();
-    let out = out_dir(&tmp);
-    let o = loadmix_bin(&[
-        "run",
-        "workloads/webdav.yaml",
-        "--target",
-        &format!("http://{addr}/dav"),
-        "--set",
-        "auth=basic",
-        "--set",
-        "think=0ms",
-        "--set",
-        "users.dav.prefill={put: 10}",
-        "--iterations",
-        "20",
-        "--rounds",
-        "2",
-        "--set",
-        "run.warmup=0s",
-        "--out",
-        &path_str(&out),
-        "--quiet",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r = read_report(&out);
-    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures);
+    let r = run_webdav(
+        addr,
+        &["--iterations", "20", "--set", "users.dav.prefill={put: 10}"],
+    );
     for round in &r.rounds {
         assert_eq!(
             round.setup.answers.get("PUT 201"),

@@ -107,8 +107,13 @@ pub(super) fn skip_text(e: &engine::plan::SkipEstimate) -> String {
         n => format!(" in each of {n} rounds"),
     };
     let sampled = format!(
-        "a sampled plan ({} user(s), {} picks each{rounds})",
-        e.users, e.per_round
+        "a sampled plan ({} {}, {} picks each{rounds})",
+        e.users,
+        match e.open {
+            true => "session(s)",
+            false => "user(s)",
+        },
+        e.per_round
     );
     match e.skipped {
         0 => format!("{sampled} finds something to act on for every pick"),
@@ -184,18 +189,24 @@ fn class_heading(c: &UserClass) -> String {
         |us: f64| units::format_duration(std::time::Duration::from_nanos((us * 1e3) as u64));
     let users = match &c.arrival {
         Some(a) => format!(
-            "open: sessions arrive at {}/s ({}), at most {} at once, when full {}, {} op(s) each",
+            "open: sessions arrive at {}/s ({}), at most {} at once, when full {}, {} op(s) each{}",
             a.rate,
             match a.process {
                 crate::workload::ArrivalProcess::Poisson => "poisson",
                 crate::workload::ArrivalProcess::Constant => "constant",
             },
-            a.max_concurrency,
+            // One session per returning user at a time.
+            a.returning
+                .map_or(a.max_concurrency, |r| r.min(a.max_concurrency)),
             match a.when_full {
                 crate::workload::WhenFull::Queue => "queue",
                 crate::workload::WhenFull::Drop => "drop",
             },
-            c.iterations.unwrap_or(1)
+            c.iterations.unwrap_or(1),
+            match a.returning {
+                Some(n) => format!(", each one of {n} returning users"),
+                None => ", each a new user".into(),
+            }
         ),
         None => format!(
             "{} user(s){}",

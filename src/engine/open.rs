@@ -1,6 +1,7 @@
 //! The open model: sessions of a class arrive on a schedule (Poisson or evenly spaced, at a
-//! rate that may ramp), each with fresh protocol state, run `iterations` operations and
-//! leave. Latency is measured from each operation's intended start, so a server that stalls
+//! rate that may ramp), each a new user with fresh protocol state (or one of the class's
+//! returning users, set up before the clock, the one away longest, with what it made
+//! before), run `iterations` operations and leave. Latency is measured from each operation's intended start, so a server that stalls
 //! shows its stall in the corrected figures even though the generator waited (coordinated
 //! omission, as wrk2 corrects it); the service time is recorded beside it.
 //!
@@ -23,7 +24,7 @@ use super::FailureNote;
 use super::record::{VuOutput, Who};
 use super::user::{Active, Entry, UserSpec};
 use crate::metrics::RecorderFactory;
-use crate::protocol::{ClassDriver, VuIds};
+use crate::protocol::{ClassDriver, VuDriver, VuIds};
 use crate::transport::{Endpoint, ErrorClass, Timeouts};
 use crate::workload::{Arrival, ArrivalProcess, UserClass, WhenFull, Workload, ramp_value};
 
@@ -47,6 +48,56 @@ pub(super) struct OpenSpec {
     pub(super) timer: super::timer::Timer,
     /// Set once the run is stopped.
     pub(super) halted: Arc<std::sync::atomic::AtomicBool>,
+    /// The class's returning users, when it has them: each session is one of them.
+    pub(super) returning: Option<Arc<Returning>>,
+}
+
+/// An open class's returning users: set up before the round's clock, each lent to one
+/// session at a time, the one away longest first, and acting on what it made in its
+/// earlier sessions.
+pub(super) struct Returning {
+    idle: std::sync::Mutex<std::collections::VecDeque<(u32, VuDriver)>>,
+    /// How many there are.
+    count: usize,
+    /// Their state goes on into the next round (`run.keep_state`).
+    keep: bool,
+}
+
+impl Returning {
+    pub(super) fn new(users: impl Iterator<Item = (u32, VuDriver)>, keep: bool) -> Arc<Returning> {
+        let idle: std::collections::VecDeque<(u32, VuDriver)> = users.collect();
+        Arc::new(Returning {
+            count: idle.len(),
+            idle: std::sync::Mutex::new(idle),
+            keep,
+        })
+    }
+
+    /// The idle queue; a poisoned lock still holds the users.
+    fn idle(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(u32, VuDriver)>> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The user away longest, for a session.
+    fn lend(&self) -> Option<(u32, VuDriver)> {
+        self.idle().pop_front()
+    }
+
+    /// A user back from its session.
+    fn give_back(&self, user: (u32, VuDriver)) {
+        self.idle().push_back(user);
+    }
+
+    /// At the round's end: the users kept for the next round (class `ci`), or what they
+    /// made handed to the round's teardown.
+    fn end_round(&self, ci: usize, out: &mut VuOutput) {
+        for (vu, mut d) in self.idle().drain(..) {
+            match self.keep && d.keeps_state() {
+                true => out.kept.push((ci, vu, d)),
+                false => out.handoff.absorb(d.hand_off()),
+            }
+        }
+    }
 }
 
 /// The arrival times of one class in one round, as offsets from the round's start, up to
@@ -131,10 +182,13 @@ pub(super) async fn arrivals(
 ) -> VuOutput {
     let spec = Arc::new(spec);
     let mut out = VuOutput::default();
-    // Sharded, this process holds its part of the limit the whole run shares.
-    let slots = Arc::new(Semaphore::new(
-        spec.shard.share(spec.arrival.max_concurrency) as usize,
-    ));
+    // Sharded, this process holds its part of the limit the whole run shares. With
+    // returning users, no more sessions than users at once: one user, one session.
+    let share = spec.shard.share(spec.arrival.max_concurrency) as usize;
+    let slots = Arc::new(Semaphore::new(match &spec.returning {
+        Some(r) => share.min(r.count),
+        None => share,
+    }));
     let mut sessions = tokio::task::JoinSet::new();
     // Once the round's time is up, the rest of the schedule is only counted: arrivals due
     // before the deadline that could not start are dropped, never silently skipped, and
@@ -213,6 +267,9 @@ pub(super) async fn arrivals(
             out.absorb(o);
         }
     }
+    if let Some(r) = &spec.returning {
+        r.end_round(spec.who.class_index, &mut out);
+    }
     out
 }
 
@@ -267,15 +324,53 @@ async fn session(
     let cancelled = stop.cancelled();
     tokio::pin!(cancelled);
     let mut recorder = factory.recorder();
+    // A returning user was set up before the clock; a new one is set up now.
+    let (mut vu, lent) = match spec.returning.as_ref().map(|r| r.lend()) {
+        Some(Some((user, d))) => (d, Some(user)),
+        // Never: a session holds a slot, and there are no more slots than users.
+        Some(None) => {
+            out.dropped += 1;
+            return out;
+        }
+        None => (new_session_user(spec, w, driver, id, &mut out).await, None),
+    };
+    let user = UserSpec {
+        who: Who { vu: id, ..spec.who },
+        class: class.clone(),
+        seed: spec.seed,
+        entry: Entry::Arrived { at: arrived },
+        end_by: Some(spec.deadline),
+        iterations: Some(spec.iterations),
+        halted: spec.halted.clone(),
+        timer: spec.timer.clone(),
+        // A returning user keeps what it made for its next session.
+        keep: lent.is_some(),
+    };
+    super::user::run(&user, &mut vu, &mut recorder, &mut out, &mut cancelled).await;
+    if let (Some(r), Some(user)) = (&spec.returning, lent) {
+        r.give_back((user, vu));
+    }
+    out
+}
+
+/// A new user for session `id`, set up now: its set-up (its first calendar or collection
+/// among it) is part of what an arriving client waits for, so it counts toward the
+/// corrected latency of the first operation. Its requests are counted off the clock, by
+/// method and status, as a closed user's.
+async fn new_session_user(
+    spec: &OpenSpec,
+    w: &Workload,
+    driver: &ClassDriver,
+    id: u32,
+    out: &mut VuOutput,
+) -> VuDriver {
+    let class = &spec.class;
     let ids = VuIds {
         vu: id,
         round: spec.who.round,
         run_id: spec.run_id.clone(),
     };
     let mut vu = driver.new_vu(w, class, ids, &spec.endpoint, spec.timeouts);
-    // Set-up (its first calendar or collection among it) is part of what an arriving
-    // client waits for: it counts toward the corrected latency of the first operation.
-    // Its requests are counted off the clock, by method and status, as a closed user's.
     let set_up = super::user::set_up(&mut vu, (spec.seed, &class.name, id, spec.who.round)).await;
     out.setup = vu.take_untimed();
     if let Err(detail) = set_up {
@@ -286,17 +381,5 @@ async fn session(
             detail: format!("set-up of {} session {id}: {detail}", class.name),
         });
     }
-    let user = UserSpec {
-        who: Who { vu: id, ..spec.who },
-        class: class.clone(),
-        seed: spec.seed,
-        entry: Entry::Arrived { at: arrived },
-        end_by: Some(spec.deadline),
-        iterations: Some(spec.iterations),
-        halted: spec.halted.clone(),
-        timer: spec.timer.clone(),
-        keep: false,
-    };
-    super::user::run(&user, &mut vu, &mut recorder, &mut out, &mut cancelled).await;
-    out
+    vu
 }

@@ -8,6 +8,7 @@ use super::open::Schedule;
 use super::seed::{VuRngs, next_step};
 use super::shard::Shard;
 use crate::workload::chain::{Session, Step};
+use crate::workload::protocols::Holdings;
 use crate::workload::{Stop, UserClass, Workload};
 
 /// One pick a user will make, as `loadmix plan` lists it.
@@ -139,21 +140,18 @@ fn schedule_limit(w: &Workload) -> Duration {
     }
 }
 
-/// What `shard` runs of `round`: every closed user it owns, then every arrival it owns,
+/// What `shard` runs of `round`: every standing user it owns (closed users, an open
+/// class's returning users), then every arrival it owns,
 /// class by class, lazily (an open class may have millions of arrivals).
 pub fn shard_part(w: &Workload, shard: Shard, round: u32) -> impl Iterator<Item = Part> + '_ {
-    let users = w
-        .classes
-        .iter()
-        .filter(|c| c.arrival.is_none())
-        .flat_map(move |c| {
-            (0..Workload::peak_users(c))
-                .filter(move |vu| shard.owns_user(*vu))
-                .map(move |vu| Part::User {
-                    class: c.name.clone(),
-                    vu,
-                })
-        });
+    let users = w.classes.iter().flat_map(move |c| {
+        (0..Workload::standing_users(c))
+            .filter(move |vu| shard.owns_user(*vu))
+            .map(move |vu| Part::User {
+                class: c.name.clone(),
+                vu,
+            })
+    });
     let limit = schedule_limit(w);
     let arrivals = w.classes.iter().enumerate().flat_map(move |(ci, c)| {
         c.arrival.iter().flat_map(move |a| {
@@ -174,8 +172,10 @@ pub fn shard_part(w: &Workload, shard: Shard, round: u32) -> impl Iterator<Item 
 /// the user holds: how many would find nothing to act on and send nothing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SkipEstimate {
-    /// Users (or open-model arrivals) sampled.
+    /// Users (or open-model sessions) sampled.
     pub users: u32,
+    /// They are an open class's sessions.
+    pub open: bool,
     /// Picks followed per user and round.
     pub per_round: u64,
     /// Rounds followed (all of them when users keep their state, up to 10).
@@ -247,15 +247,34 @@ pub fn skip_estimate(w: &Workload, class: &UserClass) -> Option<SkipEstimate> {
         Some(_) => SAMPLED_USERS,
         None => Workload::peak_users(class).clamp(1, SAMPLED_USERS),
     };
+    // An open class's arrivals are each a new user, or one of its returning users (taken
+    // in turn here), who holds what its earlier sessions made.
+    let returning = class
+        .arrival
+        .as_ref()
+        .and_then(|a| a.returning)
+        .filter(|r| *r > 0);
+    let mut held: Vec<Option<Holdings>> = vec![None; users as usize];
     let mut by_op = vec![0u64; class.ops.len()];
     let (mut picked, mut skipped) = (0u64, 0u64);
     for vu in 0..users {
-        let mut rng = VuRngs::setup_data(w.run.seed, &class.name, vu, 1);
-        let mut held = class.kind.holdings_after_setup(&mut rng)?;
+        let owner = returning.map_or(vu, |r| vu % r);
+        let mut rng = VuRngs::setup_data(w.run.seed, &class.name, owner, 1);
+        let slot = &mut held[owner as usize];
+        if slot.is_none() {
+            *slot = Some(class.kind.holdings_after_setup(&mut rng)?);
+        }
+        let Some(holding) = slot.as_mut() else {
+            continue;
+        };
         for round in 1..=rounds {
-            for p in picks(w.run.seed, class, vu, round).take(per_round as usize) {
+            let picks: Box<dyn Iterator<Item = PlannedOp>> = match class.arrival {
+                Some(_) => Box::new(arrival_picks(w, class, vu, round)),
+                None => Box::new(picks(w.run.seed, class, vu, round).take(per_round as usize)),
+            };
+            for p in picks {
                 picked += 1;
-                if !class.kind.acts(p.op, &mut held, &mut rng) {
+                if !class.kind.acts(p.op, holding, &mut rng) {
                     skipped += 1;
                     by_op[p.op] += 1;
                 }
@@ -271,6 +290,7 @@ pub fn skip_estimate(w: &Workload, class: &UserClass) -> Option<SkipEstimate> {
     by_op.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     Some(SkipEstimate {
         users,
+        open: class.arrival.is_some(),
         per_round,
         rounds,
         picks: picked,

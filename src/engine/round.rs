@@ -86,7 +86,7 @@ impl Round<'_> {
         for (ci, class) in w.classes.iter().enumerate() {
             // Sharded, this process runs its own users, each with the index (and so the
             // seed and account) it has in one process.
-            for vu in (0..Workload::peak_users(class))
+            for vu in (0..Workload::standing_users(class))
                 .filter(|vu| cfg.shard.owns_user(*vu) && !held.contains(&(ci, *vu)))
             {
                 let ids = VuIds {
@@ -165,8 +165,12 @@ impl Round<'_> {
             halted: clock.halt.halted.clone(),
         };
         let mut tasks = tokio::task::JoinSet::new();
-        let vus = spawn_closed(&cx, ready, &clock.factory, &mut tasks);
-        spawn_open(&cx, &clock.factory, &mut tasks);
+        // An open class's standing users are its returning users, lent to its sessions.
+        let (closed, returning): (Vec<Ready>, Vec<Ready>) = ready
+            .into_iter()
+            .partition(|(ci, _, _)| self.w.classes[*ci].arrival.is_none());
+        let vus = spawn_closed(&cx, closed, &clock.factory, &mut tasks);
+        spawn_open(&cx, returning, &clock.factory, &mut tasks);
         while let Some(res) = tasks.join_next().await {
             // A user task only ends by returning; a panic would be a bug, and losing one
             // user's output is better than losing the round.
@@ -550,6 +554,7 @@ async fn its_turn_comes(
 /// Open classes: sessions arrive on a schedule, each with fresh state.
 fn spawn_open(
     cx: &RoundCx<'_>,
+    mut returning: Vec<Ready>,
     factory: &metrics::RecorderFactory,
     tasks: &mut tokio::task::JoinSet<VuOutput>,
 ) {
@@ -559,7 +564,13 @@ fn spawn_open(
         let Some(arrival) = class.arrival.clone() else {
             continue;
         };
+        let (mine, rest): (Vec<Ready>, Vec<Ready>) =
+            returning.into_iter().partition(|(c, _, _)| *c == ci);
+        returning = rest;
         let spec = open::OpenSpec {
+            returning: (arrival.returning.is_some()).then(|| {
+                open::Returning::new(mine.into_iter().map(|(_, vu, d)| (vu, d)), w.run.keep_state)
+            }),
             who: cx.who(ci, 0),
             class: cx.classes[ci].clone(),
             arrival,

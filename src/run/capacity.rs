@@ -14,7 +14,7 @@ pub(crate) fn peak_users(w: &Workload) -> u64 {
     w.classes
         .iter()
         .map(|c| match &c.arrival {
-            Some(a) => a.max_concurrency as u64,
+            Some(a) => (a.max_concurrency as u64).max(a.returning.unwrap_or(0) as u64),
             None => Workload::peak_users(c) as u64,
         })
         .sum()

@@ -361,7 +361,14 @@ pub struct Arrival {
     /// At most this many sessions at once.
     pub max_concurrency: u32,
     pub when_full: WhenFull,
+    /// A population of this many returning users, set up before the round's clock, each
+    /// session taking one that is not in a session (the one away longest) and acting on
+    /// what it made before; `None`: every session is a new user.
+    pub returning: Option<u32>,
 }
+
+/// The most returning users an open class may have.
+pub(crate) const MAX_RETURNING: i64 = 100_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArrivalProcess {
@@ -648,6 +655,15 @@ impl Workload {
     /// Total virtual users across closed classes (open classes have sessions instead).
     pub fn total_users(&self) -> u64 {
         self.classes.iter().map(|c| c.count as u64).sum()
+    }
+
+    /// The users of a class set up before each round's clock: a closed class's most
+    /// users, an open class's returning users.
+    pub fn standing_users(class: &UserClass) -> u32 {
+        match &class.arrival {
+            Some(a) => a.returning.unwrap_or(0),
+            None => Workload::peak_users(class),
+        }
     }
 
     /// The most users a closed class ever has: its count, or the ramp's peak.

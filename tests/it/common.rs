@@ -300,3 +300,37 @@ pub(crate) fn spawn_serve(extra: &[&str]) -> (std::process::Child, u16) {
     std::thread::spawn(move || std::io::copy(&mut banner, &mut std::io::sink()));
     (serve, port)
 }
+
+/// `yaml` run against a fresh embedded server: its report, and the server's own counts
+/// as (method, status, count).
+pub(crate) fn run_embedded(yaml: &str) -> (Report, Vec<(String, u16, u64)>) {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(&w, yaml).unwrap();
+    let out = out_dir(&tmp);
+    let target = srv.url();
+    let code = loadmix(&[
+        "run",
+        &path_str(&w),
+        "--target",
+        &target,
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    let counts = srv.stats.snapshot();
+    rt.block_on(srv.stop());
+    (read_report(&out), counts)
+}
+
+/// How many requests of `method` the server answered with `status`, from its counts.
+pub(crate) fn answered(counts: &[(String, u16, u64)], method: &str, status: u16) -> u64 {
+    counts
+        .iter()
+        .filter(|(m, s, _)| m == method && *s == status)
+        .map(|(_, _, n)| n)
+        .sum()
+}

@@ -8,39 +8,9 @@ use crate::common::*;
 /// CalDAV users with 10 events each and no put in their mix, over a warm-up round and
 /// three measured rounds: the report, and the server's counts by (method, status).
 fn run(keep_state: bool) -> (loadmix::reports::Report, Vec<(String, u16, u64)>) {
-    let rt = runtime();
-    let srv = embedded(&rt);
-    let tmp = tempdir();
-    let w = tmp.path().join("w.yaml");
-    std::fs::write(
-        &w,
-        format!(
-            "context: /cosmo\naccounts: {{ create: cmp }}\nrun: {{ duration: 500ms, rounds: 3, warmup_rounds: 1, keep_state: {keep_state}, seed: 5 }}\nthink: 20ms\nusers:\n  - class: cal\n    protocol: caldav\n    count: 4\n    params: {{ initial_events: 10 }}\n    mix: {{ sync_collection: 40, update_event: 40, get_event: 20 }}\n"
-        ),
-    )
-    .unwrap();
-    let out = out_dir(&tmp);
-    let code = loadmix(&[
-        "run",
-        &path_str(&w),
-        "--target",
-        &srv.url(),
-        "--out",
-        &path_str(&out),
-        "--quiet",
-    ]);
-    assert_eq!(code, 0);
-    let counts = srv.stats.snapshot();
-    rt.block_on(srv.stop());
-    (read_report(&out), counts)
-}
-
-fn answered(counts: &[(String, u16, u64)], method: &str, status: u16) -> u64 {
-    counts
-        .iter()
-        .filter(|(m, s, _)| m == method && *s == status)
-        .map(|(_, _, n)| n)
-        .sum()
+    run_embedded(&format!(
+        "context: /cosmo\naccounts: {{ create: cmp }}\nrun: {{ duration: 500ms, rounds: 3, warmup_rounds: 1, keep_state: {keep_state}, seed: 5 }}\nthink: 20ms\nusers:\n  - class: cal\n    protocol: caldav\n    count: 4\n    params: {{ initial_events: 10 }}\n    mix: {{ sync_collection: 40, update_event: 40, get_event: 20 }}\n"
+    ))
 }
 
 /// Everything the report accounts for: measured, preflight, set-up, cleanup and the

@@ -321,3 +321,43 @@ fn plan_shows_an_open_arrivals_session_as_the_run_makes_it() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("has no arrival 100000"));
 }
+
+/// An open CalDAV class of 4 returning users with 10 events each, 40 sessions a second of
+/// 2 picks: the report and the server's counts by (method, status).
+fn returning_run(keep_state: bool) -> (loadmix::reports::Report, Vec<(String, u16, u64)>) {
+    run_embedded(&format!(
+        "context: /cosmo\naccounts: {{ create: cmp }}\nrun: {{ duration: 1s, rounds: 2, seed: 9, keep_state: {keep_state} }}\nusers:\n  - class: cal\n    protocol: caldav\n    arrival: {{ rate: 40/s, process: constant, returning: 4 }}\n    iterations: 2\n    params: {{ initial_events: 10 }}\n    mix: {{ update_event: 1, get_event: 1 }}\n"
+    ))
+}
+
+#[test]
+fn open_sessions_of_returning_users_act_on_what_those_users_made() {
+    for keep_state in [false, true] {
+        let (r, counts) = returning_run(keep_state);
+        let rounds = r.rounds.len() as u64;
+        assert_eq!(rounds, 2);
+        // Many sessions, four users: each user is set up (account, calendar, 10 events)
+        // before its round's clock, once per round, or once in all when kept.
+        let made = if keep_state { 4 } else { 4 * rounds };
+        assert_eq!(answered(&counts, "MKCALENDAR", 201), made, "{counts:?}");
+        assert_eq!(answered(&counts, "DELETE", 204), made, "{counts:?}");
+        // Open classes have no preflight.
+        assert_eq!(r.preflight.requests, 0);
+        assert_eq!(
+            answered(&counts, "PUT", 201),
+            made * (10 + 1),
+            "an account and 10 events per user: {counts:?}"
+        );
+        let picks = r.summary.total.requests;
+        assert!(picks >= 2 * 20, "{picks} picks: sessions came and went");
+        // Every session found events: its user's calendar held them from before.
+        assert_eq!(r.summary.total.skipped, 0);
+        let answered: u64 = counts.iter().map(|(_, _, n)| n).sum();
+        let untimed: u64 = r.preflight.requests
+            + r.rounds
+                .iter()
+                .map(|x| x.setup.requests + x.cleanup.requests)
+                .sum::<u64>();
+        assert_eq!(answered, picks + untimed, "{counts:?}");
+    }
+}

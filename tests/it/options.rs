@@ -98,7 +98,7 @@ fn validate_says_what_will_run_open_classes_rates_and_sizes_included() {
     for line in [
         "2 warm-up round(s) first, run and thrown away",
         "users keep what they made (accounts, calendars, items) from round to round",
-        "class web · protocol http · open: sessions arrive at 20/s (constant), at most 50 at once, when full drop, 3 op(s) each",
+        "class web · protocol http · open: sessions arrive at 20/s (constant), at most 50 at once, when full drop, 3 op(s) each, each a new user",
         // 20/s × 3 ops; 4 users every 100 ms; 2 users thinking 50 ms.
         "offered: 60.0 ops/s",
         "offered: 40.0 ops/s",

@@ -24,6 +24,7 @@ use super::{HttpRequest, Params, Pool, Prefill};
 pub(crate) use amqp::{AmqpOp, AmqpParams, QueueType};
 pub(crate) use atom::{AtomOp, AtomParams};
 pub(crate) use caldav::{CaldavOp, CaldavParams, EventShape, MAX_INITIAL_EVENTS};
+pub(crate) use holdings::Holdings;
 pub(crate) use morse::{MorseOp, MorseParams};
 pub(crate) use stomp::{AckMode, STAMP_LEN, StompOp, StompParams};
 

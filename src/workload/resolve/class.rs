@@ -19,7 +19,7 @@ use crate::workload::{
     Arrival, ArrivalProcess, Body, ClassKind, Connection, HttpRequest, HttpStep, MAX_STEPS,
     Operation, ParamValue, Params, Pool, Stage, UserClass, WhenFull,
 };
-use crate::workload::{MAX_PREFILL, Prefill};
+use crate::workload::{MAX_PREFILL, MAX_RETURNING, Prefill};
 
 /// The keys a class may have, each named once: the list of them that unknown keys are
 /// checked against, and a [`ClassKeys`] with a field per key, looked up once, that every
@@ -65,7 +65,13 @@ class_keys!(
     prefill,
 );
 
-pub(super) const ARRIVAL_KEYS: &[&str] = &["rate", "process", "max_concurrency", "when_full"];
+pub(super) const ARRIVAL_KEYS: &[&str] = &[
+    "rate",
+    "process",
+    "max_concurrency",
+    "when_full",
+    "returning",
+];
 
 pub(super) const OP_KEYS: &[&str] = &["weight", "params", "expect"];
 
@@ -1134,11 +1140,26 @@ pub(super) fn resolve_arrival(cx: &Cx, node: &Node, path: &str) -> R<Arrival> {
             }
         },
     };
+    let returning = match node.get("returning") {
+        None => None,
+        Some(n) => {
+            let k = cx.int(n, &join(path, "returning"), 1)?;
+            if k > MAX_RETURNING {
+                return Err(cx.err(
+                    n.pos,
+                    &join(path, "returning"),
+                    format!("at most {MAX_RETURNING} returning users, got {k}"),
+                ));
+            }
+            Some(k as u32)
+        }
+    };
     Ok(Arrival {
         rate,
         process,
         max_concurrency,
         when_full,
+        returning,
     })
 }
 

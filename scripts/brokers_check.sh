@@ -143,6 +143,7 @@ export LOADMIX_REAL_RABBITMQ_AMQP="amqp://127.0.0.1:$AMQP_PORT"
 export LOADMIX_REAL_RABBITMQ_AMQPS="amqps://127.0.0.1:$AMQPS_PORT"
 export LOADMIX_REAL_RABBITMQ_CA="$RMQ/tls/ca.pem"
 export LOADMIX_REAL_RABBITMQ_PROMETHEUS="http://127.0.0.1:$PROM_PORT/metrics"
+export LOADMIX_REAL_RABBITMQ_LOG="$RMQ/log/$RMQ_NODE.log"
 real_checks rabbitmq::
 kill "${PIDS[1]}" 2>/dev/null || true
 "$WORK/rabbitmqctl" stop >/dev/null 2>&1 || true

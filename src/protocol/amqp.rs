@@ -840,7 +840,7 @@ async fn open(
     };
     let rq = conn.timeouts().request;
     let queue = render(&class.params.queue, &class.class, ids, 0, &mut rand::rng());
-    let (channel, created) = channel_for(class, &connection, &queue, rq).await?;
+    let (channel, created) = channel_for(class, &connection, (&queue, &ids.run_id), rq).await?;
     prepare(class, &channel, &queue, rq).await?;
     let consumes = class
         .ops
@@ -934,13 +934,16 @@ async fn connect(s: &Session, conn: &Reach) -> Result<Connection, Failed> {
         })
 }
 
-/// The user's channel, and whether the queue is new: a class that declares its queue
-/// first asks for it passively, which the broker answers by closing the channel (404)
-/// when it is not there, so a second channel is opened then.
+/// The user's channel, and whether the queue is the run's own, to be deleted after: one
+/// named with the run's id is (no other run could have made it, as with a STOMP
+/// destination), and is declared without asking. Another is first asked for passively,
+/// so that a queue that was there before is never deleted; the broker answers that by
+/// closing the channel (404, and a `not_found` line in RabbitMQ's log) when it is not
+/// there, so a second channel is opened then.
 async fn channel_for(
     class: &AmqpClass,
     connection: &Connection,
-    queue: &str,
+    (queue, run_id): (&str, &str),
     rq: Duration,
 ) -> Result<(Channel, bool), Failed> {
     let new_channel = || async {
@@ -951,6 +954,9 @@ async fn channel_for(
     let channel = new_channel().await?;
     if class.params.queue_type == QueueType::Existing {
         return Ok((channel, false));
+    }
+    if !run_id.is_empty() && queue.contains(run_id) {
+        return Ok((channel, true));
     }
     let passive = QueueDeclareOptions {
         passive: true,

@@ -3,8 +3,9 @@
 //! each message taken entered in the ledger as drained, and the queues the run declared
 //! are deleted. Untimed, counted apart. `--keep-data` skips it.
 //!
-//! Only the run's own destinations are touched: an AMQP queue the run's declaration
-//! created (it was not there before), a STOMP destination named after the run (STOMP
+//! Only the run's own destinations are touched: an AMQP queue named after the run or that
+//! the run's declaration created (it was not there before), a STOMP destination named
+//! after the run (STOMP
 //! cannot tell whether one existed), and the durable topic subscriptions its users made
 //! (drained as their subscriber, then unsubscribed). A sharded run drains but deletes nothing: another
 //! shard's users may still be on the queue.

@@ -217,7 +217,18 @@ mod over_amqp {
     #[test]
     #[ignore = "handed RabbitMQ by scripts/brokers_check.sh"]
     fn confirms_on_a_classic_queue_equal_the_brokers_counters() {
+        // The queue is named with the run's id: declared without a passive ask first, so
+        // the broker's log gains no `not_found` channel error from it.
+        let log = var("LOADMIX_REAL_RABBITMQ_LOG");
+        let not_found = || {
+            std::fs::read_to_string(&log)
+                .unwrap_or_else(|e| panic!("RabbitMQ's log {log}: {e}"))
+                .matches("not_found")
+                .count()
+        };
+        let before = not_found();
         confirmed_delivered_and_drained_equal_the_brokers("classic", "producer.publish", &[]);
+        assert_eq!(not_found(), before, "not_found lines added to {log}");
     }
 
     #[test]

@@ -139,6 +139,8 @@ pub(crate) struct RoundResult {
     pub unsolicited_answers: u64,
     /// VUs whose set-up (account, discovery) failed; they ran anyway, and failed visibly.
     pub setup_failures: u64,
+    /// The first of them, by class and index: who, and what came back.
+    pub setup_failure: Option<String>,
     pub interrupted: bool,
     /// This process's CPU use, and the machine around it, per second: how busy, how much
     /// stolen, the run queue.

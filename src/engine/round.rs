@@ -70,7 +70,7 @@ impl Round<'_> {
     /// starting their threads. A user whose set-up
     /// failed still runs (its failures are the server's answer); the failure is noted.
     /// A user kept from the last round is ready as it is.
-    async fn set_up_users(&self, kept: Vec<Ready>) -> (Vec<Ready>, VuOutput, u64) {
+    async fn set_up_users(&self, kept: Vec<Ready>) -> (Vec<Ready>, VuOutput, SetupFailures) {
         let (w, cfg, round) = (self.w, self.cfg, self.index);
         if let Some(l) = &cfg.live {
             l.set_round(round, Phase::Setup);
@@ -108,7 +108,7 @@ impl Round<'_> {
             l.setup_begins(setups.len() as u64);
         }
         let mut out = VuOutput::default();
-        let mut setup_failures = 0u64;
+        let mut failed = SetupFailures::default();
         loop {
             // A stop signal ends the set-up at once (a discovery that hangs must not hold
             // the run): the users not yet set up are dropped, those that are go on to the
@@ -130,12 +130,13 @@ impl Round<'_> {
             if let Ok((ci, vu, driver, res, tally)) = res {
                 add_tally(&mut out.setup, tally);
                 if let Err(detail) = res {
-                    setup_failures += 1;
+                    let detail = format!("set-up of {}#{vu}: {detail}", w.classes[ci].name);
+                    failed.add((ci, vu), &detail);
                     out.failures.push(FailureNote {
                         round,
                         label: self.labels.index(ci, 0),
                         error: ErrorClass::Status,
-                        detail: format!("set-up of {}#{vu}: {detail}", w.classes[ci].name),
+                        detail,
                     });
                 }
                 ready.push((ci, vu, driver));
@@ -145,7 +146,7 @@ impl Round<'_> {
         if let Some(l) = &cfg.live {
             l.add_untimed(Untimed::Setup, out.setup.values().sum());
         }
-        (ready, out, setup_failures)
+        (ready, out, failed)
     }
 
     /// The closed users and the open arrivals, from the clock's start to the last one's
@@ -218,7 +219,7 @@ impl Round<'_> {
         torn: TornDown,
         mut out: VuOutput,
         vus: u64,
-        setup_failures: u64,
+        setup_failures: SetupFailures,
     ) -> (RoundResult, Vec<OpLogEntry>, Vec<FailureNote>) {
         // Stable: a user's rows keep their order (a bootstrap before the pick it precedes).
         out.log.sort_by_key(|e| (e.class, e.vu));
@@ -247,7 +248,8 @@ impl Round<'_> {
             requests_retried: wire.retried,
             unsolicited_answers: wire.unsolicited,
             setup: std::mem::take(&mut out.setup),
-            setup_failures,
+            setup_failures: setup_failures.count,
+            setup_failure: setup_failures.first.map(|(_, d)| d),
             interrupted: self.cfg.stop.is_cancelled(),
             host: timed.host,
             server: timed.server,
@@ -261,6 +263,23 @@ impl Round<'_> {
             sessions: std::mem::take(&mut out.walks),
         };
         (round, out.log, out.failures)
+    }
+}
+
+/// The users whose set-up failed in a round: how many, and the first by class and
+/// index (the same whatever order the set-ups finished in).
+#[derive(Default)]
+struct SetupFailures {
+    count: u64,
+    first: Option<((usize, u32), String)>,
+}
+
+impl SetupFailures {
+    fn add(&mut self, who: (usize, u32), detail: &str) {
+        self.count += 1;
+        if self.first.as_ref().is_none_or(|(w, _)| who < *w) {
+            self.first = Some((who, detail.to_string()));
+        }
     }
 }
 

@@ -505,6 +505,19 @@ fn untimed(out: &mut String, r: &Report) {
         r.preflight.requests,
         answers.join(", ")
     );
+    let failed: u64 = r.rounds.iter().map(|x| x.setup_failures).sum();
+    if failed > 0 {
+        let first = r
+            .failures
+            .iter()
+            .find(|f| f.detail.starts_with("set-up of "))
+            .map(|f| format!(" First, in round {}: {}", f.round, f.detail))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "WARNING: {failed} user set-up(s) failed and were not retried; those users ran anyway, and what they could not do failed in the round.{first}"
+        );
+    }
 }
 
 /// What the rounds deleted after themselves, and what they could not.

@@ -140,11 +140,30 @@ pub(super) fn round_line(target: &str, r: &RoundResult, of: u32) -> String {
     format!(
         "{target}: round {}/{of}: {req} requests, {failed} failed, {rate:.1} ops/s over {secs:.1}s{}{}",
         r.index,
-        if r.setup_failures > 0 {
-            format!(", {} user set-ups failed", r.setup_failures)
-        } else {
-            String::new()
-        },
+        setup_failed(r),
         if r.interrupted { " (interrupted)" } else { "" }
+    )
+}
+
+/// A round's failed set-ups, for its progress line: how many, that none was retried,
+/// and the first one's user and answer (at most 200 characters of it).
+fn setup_failed(r: &RoundResult) -> String {
+    if r.setup_failures == 0 {
+        return String::new();
+    }
+    let first = r
+        .setup_failure
+        .as_deref()
+        .map(|d| {
+            let mut d: String = d.chars().take(200).collect();
+            if d.len() < r.setup_failure.as_deref().map_or(0, str::len) {
+                d.push('…');
+            }
+            format!("; first: {d}")
+        })
+        .unwrap_or_default();
+    format!(
+        ", {} user set-up(s) failed (not retried; those users ran anyway){first}",
+        r.setup_failures
     )
 }

@@ -546,6 +546,16 @@ fn a_calendar_made_again_during_the_round_is_not_filled_and_every_request_is_cou
         answered.load(std::sync::atomic::Ordering::SeqCst),
         "statuses, set-up and cleanup = requests the server answered"
     );
+    // The failed set-up is said, with its user and the server's answer, and that it was
+    // not retried.
+    assert_eq!(r.rounds[0].setup_failures, 1);
+    let text = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(
+        text.contains("WARNING: 1 user set-up(s) failed and were not retried")
+            && text.contains("First, in round 1: set-up of c#0: its first collection:")
+            && text.contains("503"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -182,6 +182,7 @@ mod tests {
             unsolicited_answers: 0,
             setup: Default::default(),
             setup_failures: 0,
+            setup_failure: None,
             interrupted: false,
             host: HostSamples {
                 process_cpu: vec![own; 3],

@@ -71,6 +71,10 @@ pub(crate) struct SeriesRound {
     pub values: Vec<f64>,
     /// A counter's increase over the round.
     pub increase: f64,
+    /// The seconds that increase was read over (first reading to last): a counter's
+    /// mean rate is the increase over them, not the mean of its seconds' rates, which
+    /// would weigh the round's last part second as a whole one.
+    pub span_s: f64,
     pub mean: f64,
     pub max: f64,
     /// Why the figures are missing or partial.
@@ -191,6 +195,7 @@ fn take_reading(
         let dt = now.duration_since(at).as_secs_f64();
         if dt > 0.0 {
             o.values.push(inc / dt);
+            o.span_s += dt;
         }
     }
     *last = Some((v, now));
@@ -269,14 +274,22 @@ pub(crate) fn sampler(
             }
         }
         let mut flat: Vec<SeriesRound> = out.into_iter().flatten().collect();
-        for o in &mut flat {
-            if !o.values.is_empty() {
-                o.mean = o.values.iter().sum::<f64>() / o.values.len() as f64;
-                o.max = o.values.iter().copied().fold(f64::MIN, f64::max);
-            }
-        }
+        flat.iter_mut().for_each(summarise);
         flat
     })
+}
+
+/// A series' mean and maximum: a counter's mean rate is its increase over the time it
+/// was read over; a gauge's, the mean of its readings.
+fn summarise(o: &mut SeriesRound) {
+    if o.values.is_empty() {
+        return;
+    }
+    o.mean = match (o.kind.as_str(), o.span_s > 0.0) {
+        ("counter", true) => o.increase / o.span_s,
+        _ => o.values.iter().sum::<f64>() / o.values.len() as f64,
+    };
+    o.max = o.values.iter().copied().fold(f64::MIN, f64::max);
 }
 
 #[cfg(test)]
@@ -296,6 +309,31 @@ mod tests {
         let page = "# TYPE req_total counter\nreq_total{m=\"GET\"} 10\nreq_total{m=\"PUT\"} 5\n# TYPE heap gauge\nheap 123.5\n";
         let got = read_page(&spec(&["req_total", "heap", "absent"]), "text/plain", page).unwrap();
         assert_eq!(got, vec![Some((true, 15.0)), Some((false, 123.5)), None]);
+    }
+
+    #[test]
+    fn a_counters_rate_is_its_increase_over_the_time_read() {
+        // 800 a second for two whole seconds, then 10 in the last tenth of a second: over
+        // the 2.1 s read, 1,610 / 2.1 = 767/s; the mean of the three readings' rates would
+        // weigh the tenth as a whole second and say (800 + 800 + 100) / 3 = 567/s.
+        let t0 = Instant::now();
+        let (mut o, mut last) = (SeriesRound::default(), None);
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        take_reading(&mut o, &mut last, None, (true, 0.0), at(0));
+        take_reading(&mut o, &mut last, Some(at(0)), (true, 800.0), at(1000));
+        take_reading(&mut o, &mut last, Some(at(1000)), (true, 1600.0), at(2000));
+        take_reading(&mut o, &mut last, Some(at(2000)), (true, 1610.0), at(2100));
+        summarise(&mut o);
+        assert_eq!(o.increase, 1610.0);
+        assert!((o.mean - 1610.0 / 2.1).abs() < 1e-9, "{}", o.mean);
+        assert_eq!(o.max, 800.0);
+        // A gauge is the mean of its readings.
+        let (mut g, mut none) = (SeriesRound::default(), None);
+        for v in [1.0, 2.0, 6.0] {
+            take_reading(&mut g, &mut none, None, (false, v), t0);
+        }
+        summarise(&mut g);
+        assert_eq!((g.mean, g.max), (3.0, 6.0));
     }
 
     #[test]

@@ -155,6 +155,10 @@ pub struct ServerSeries {
     pub max: f64,
     /// A counter's increase over the round (or the run).
     pub increase: f64,
+    /// The seconds a counter's increase was read over; its mean rate is the increase
+    /// over them. Absent in reports written before it was kept.
+    #[serde(default, skip_serializing_if = "no_span")]
+    pub span_s: f64,
     /// A counter's increase per 1,000 successful operations (GC pauses, commits, ...).
     pub per_1000_ops: f64,
     /// Per second (rounds only).
@@ -173,6 +177,7 @@ impl ServerSeries {
             mean: s.mean,
             max: s.max,
             increase: s.increase,
+            span_s: s.span_s,
             per_1000_ops: per_1000(s.increase, successes),
             values: s.values.clone(),
             problem: s.problem.clone(),
@@ -186,6 +191,10 @@ impl ServerSeries {
     }
 }
 
+fn no_span(s: &f64) -> bool {
+    *s == 0.0
+}
+
 fn per_1000(increase: f64, successes: u64) -> f64 {
     if successes > 0 {
         increase * 1000.0 / successes as f64
@@ -194,7 +203,8 @@ fn per_1000(increase: f64, successes: u64) -> f64 {
     }
 }
 
-/// Each scraped series over all rounds: increases add, the mean is over every second.
+/// Each scraped series over all rounds: increases and the seconds read add; a counter's
+/// mean is the one over the other, a gauge's the mean of every reading.
 pub(in crate::report) fn series_summary(
     rounds: &[RoundReport],
     successes: u64,
@@ -216,21 +226,25 @@ pub(in crate::report) fn series_summary(
                 .collect();
             let values: Vec<f64> = per.iter().flat_map(|x| x.values.iter().copied()).collect();
             let increase: f64 = per.iter().map(|x| x.increase).sum();
+            let span_s: f64 = per.iter().map(|x| x.span_s).sum();
+            let kind = per
+                .iter()
+                .map(|x| x.kind.clone())
+                .find(|k| !k.is_empty())
+                .unwrap_or_default();
             ServerSeries {
                 url: m.url.clone(),
                 series: m.series.clone(),
-                kind: per
-                    .iter()
-                    .map(|x| x.kind.clone())
-                    .find(|k| !k.is_empty())
-                    .unwrap_or_default(),
-                mean: if values.is_empty() {
-                    0.0
-                } else {
-                    values.iter().sum::<f64>() / values.len() as f64
+                // A counter's rate over every second read, as in each round.
+                mean: match (kind == "counter" && span_s > 0.0, values.is_empty()) {
+                    (true, _) => increase / span_s,
+                    (false, true) => 0.0,
+                    (false, false) => values.iter().sum::<f64>() / values.len() as f64,
                 },
+                kind,
                 max: values.iter().copied().fold(0.0, f64::max),
                 increase,
+                span_s,
                 per_1000_ops: per_1000(increase, successes),
                 values: Vec::new(),
                 problem: per.iter().find_map(|x| x.problem.clone()),

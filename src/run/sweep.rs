@@ -34,6 +34,10 @@ pub(crate) struct Sweep {
     /// `[point][target]`, `None` where a target did not run.
     pub ops_per_sec: Vec<Vec<Option<f64>>>,
     pub p99_ms: Vec<Vec<Option<f64>>>,
+    /// The watched server processes' CPU per successful operation (milliseconds, summed
+    /// over the processes), where the point watched any (`--monitor-process`): what each
+    /// operation cost the server as the swept value grew.
+    pub server_cpu_ms_per_op: Vec<Vec<Option<f64>>>,
     pub reports: Vec<Vec<ReportRef>>,
 }
 
@@ -52,6 +56,8 @@ struct CsvRow<'a> {
     target: &'a str,
     ops_per_sec: report::csv::Fixed,
     p99_ms: report::csv::Fixed,
+    /// Empty where no server process was watched.
+    server_cpu_ms_per_op: Option<report::csv::Fixed>,
 }
 
 impl Sweep {
@@ -76,6 +82,13 @@ impl Sweep {
             .iter()
             .map(|p| targets.iter().map(|n| cell(p, n)).collect())
             .collect();
+        let cost = |p: &PointResult, n: &String| {
+            p.reports
+                .iter()
+                .find(|(x, _, _)| x == n)
+                .filter(|(_, r, _)| !r.summary.server.is_empty())
+                .map(|(_, r, _)| r.summary.server.iter().map(|s| s.cpu_ms_per_op).sum())
+        };
         Sweep {
             key: key.to_string(),
             values: values.iter().take(results.len()).cloned().collect(),
@@ -87,6 +100,10 @@ impl Sweep {
             p99_ms: table
                 .iter()
                 .map(|row| row.iter().map(|c| c.map(|x| x.1)).collect())
+                .collect(),
+            server_cpu_ms_per_op: results
+                .iter()
+                .map(|p| targets.iter().map(|n| cost(p, n)).collect())
                 .collect(),
             reports: results
                 .iter()
@@ -108,21 +125,33 @@ impl Sweep {
     pub(crate) fn table(&self) -> String {
         let mut t = comfy_table::Table::new();
         t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        // The server's cost per operation, for the targets whose processes were watched.
+        let costed: Vec<bool> = (0..self.targets.len())
+            .map(|j| self.server_cpu_ms_per_op.iter().any(|row| row[j].is_some()))
+            .collect();
         let mut header = vec![self.key.clone()];
-        for n in &self.targets {
+        for (n, costed) in self.targets.iter().zip(&costed) {
             header.push(format!("{n} ops/s"));
             header.push(format!("{n} p99 ms"));
+            if *costed {
+                header.push(format!("{n} server CPU ms/op"));
+            }
         }
         t.set_header(header);
         for (i, p) in self.values.iter().enumerate() {
             let mut row = vec![p.clone()];
-            for j in 0..self.targets.len() {
+            for (j, costed) in costed.iter().enumerate() {
                 match (self.ops_per_sec[i][j], self.p99_ms[i][j]) {
                     (Some(ops), Some(p99)) => {
                         row.push(format!("{ops:.1}"));
                         row.push(format!("{p99:.2}"));
                     }
                     _ => row.extend(["-".to_string(), "-".to_string()]),
+                }
+                if *costed {
+                    row.push(
+                        self.server_cpu_ms_per_op[i][j].map_or("-".into(), |c| format!("{c:.3}")),
+                    );
                 }
             }
             t.add_row(row);
@@ -150,6 +179,8 @@ impl Sweep {
                         target: n,
                         ops_per_sec: report::csv::Fixed(ops),
                         p99_ms: report::csv::Fixed(p99),
+                        server_cpu_ms_per_op: self.server_cpu_ms_per_op[i][j]
+                            .map(report::csv::Fixed),
                     });
                 }
             }
@@ -248,11 +279,12 @@ mod tests {
             targets: vec!["m".into()],
             ops_per_sec: vec![vec![Some(10.0)], vec![None]],
             p99_ms: vec![vec![Some(1.5)], vec![None]],
+            server_cpu_ms_per_op: vec![vec![None], vec![None]],
             reports: Vec::new(),
         };
         assert_eq!(
             s.csv().unwrap(),
-            "users.p.mix.send.body.random,target,ops_per_sec,p99_ms\n1KiB,m,10.000,1.500\n"
+            "users.p.mix.send.body.random,target,ops_per_sec,p99_ms,server_cpu_ms_per_op\n1KiB,m,10.000,1.500,\n"
         );
         assert!(s.table().contains("┆ -"), "{}", s.table());
     }

@@ -351,7 +351,8 @@ impl Runner {
     }
 
     /// After the last round, or a stop: what the users kept from round to round made is
-    /// removed once, its requests counted in the last measured round's cleanup.
+    /// removed once, its requests counted in the last measured round's cleanup (or the
+    /// last warm-up round's, when none was measured).
     pub(crate) async fn close(&mut self, w: &Workload) {
         let kept = std::mem::take(&mut self.kept);
         if kept.is_empty() {
@@ -363,8 +364,12 @@ impl Runner {
         }
         let last = u32::try_from(self.rounds.len()).unwrap_or(u32::MAX);
         let torn = self.round_of(w, last).tear_down(handoff).await;
-        if let Some(r) = self.rounds.last_mut() {
-            r.cleanup.absorb(torn.cleanup);
+        // Stopped before any measured round: the last warm-up round's untimed requests
+        // hold them, so that the report still adds up to what the server answered.
+        match (self.rounds.last_mut(), self.warmups.last_mut()) {
+            (Some(r), _) => r.cleanup.absorb(torn.cleanup),
+            (None, Some(wr)) => wr.other_requests += torn.cleanup.requests,
+            (None, None) => {}
         }
     }
 

@@ -1,9 +1,10 @@
 //! The open model: sessions of a class arrive on a schedule (Poisson or evenly spaced, at a
 //! rate that may ramp), each a new user with fresh protocol state (or one of the class's
 //! returning users, set up before the clock, the one away longest, with what it made
-//! before), run `iterations` operations and leave. Latency is measured from each operation's intended start, so a server that stalls
-//! shows its stall in the corrected figures even though the generator waited (coordinated
-//! omission, as wrk2 corrects it); the service time is recorded beside it.
+//! before), run `iterations` operations and leave. Latency is measured from each
+//! operation's intended start, so a server that stalls shows its stall in the corrected
+//! figures even though the generator waited (coordinated omission, as wrk2 corrects
+//! it); the service time is recorded beside it.
 //!
 //! At most `max_concurrency` sessions run at once. An arrival that finds them all busy
 //! waits for a slot (`queue`, counted as late) or gives up (`drop`, counted). The schedule

@@ -186,12 +186,13 @@ pub(super) async fn run(
     recorder.flush();
     out.walks
         .extend(walk.finish().map(|w| (spec.who.class_index, w)));
-    let mut handed = driver.hand_off();
-    if spec.keep {
-        // Still its own: a kept user hands what it made over once, after the last round.
-        handed.leftovers.clear();
+    match spec.keep {
+        // Still its own: a kept user hands what it made over once, after the last round,
+        // and only its connection counts now (listing what it made would cost a returning
+        // user's every session a walk of its pools).
+        true => out.handoff.wire.absorb(driver.take_wire()),
+        false => out.handoff.absorb(driver.hand_off()),
     }
-    out.handoff.absorb(handed);
 }
 
 /// A user's set-up, off the clock: the protocol's own (an account, discovery, a broker's

@@ -210,9 +210,12 @@ impl OverHttp for CaldavVu {
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<(), String> {
-        let n = self.class.params.initial_events.as_ref().map_or(0, |d| {
-            (d.sample(rng).round().max(0.0) as u64).min(MAX_INITIAL_EVENTS)
-        });
+        let n = self
+            .class
+            .params
+            .initial_events
+            .as_ref()
+            .map_or(0, |d| d.sample_count(rng, MAX_INITIAL_EVENTS));
         let Some(ci) = self.cals.len().checked_sub(1) else {
             return Ok(());
         };

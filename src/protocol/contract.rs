@@ -194,6 +194,12 @@ pub(crate) trait User: Send {
     /// `{round}`) follows.
     fn begin_round(&mut self, _round: u32) {}
 
+    /// A kept user's connection counts since it last handed them over, at the end of a
+    /// round or session it goes on from: what it made stays its own, and is not listed.
+    fn take_wire(&mut self) -> Wire {
+        Wire::default()
+    }
+
     /// When the user's round ends (`None`: when its iterations are done): a protocol that
     /// waits for what may come (a consumer's receive) stops waiting there.
     fn round_ends_at(&mut self, _end: Option<tokio::time::Instant>) {}

@@ -241,7 +241,7 @@ impl OverHttp for HttpVu {
         let class = self.class.clone();
         let mut seq = PREFILL_SEQ;
         for p in &class.prefill {
-            let n = (p.count.sample(rng).round().max(0.0) as u64).min(MAX_PREFILL);
+            let n = p.count.sample_count(rng, MAX_PREFILL);
             for i in 0..n {
                 let why = match self.execute(p.op, seq, conn, rng).await {
                     Done::Sent(o) if o.error.is_none() => None,

@@ -153,6 +153,14 @@ impl<V: OverHttp> User for HttpUser<V> {
         self.vu.begin_round(round);
     }
 
+    fn take_wire(&mut self) -> Wire {
+        Wire {
+            opened: std::mem::take(&mut self.conn.opened),
+            retried: std::mem::take(&mut self.conn.retried),
+            unsolicited: std::mem::take(&mut self.conn.unsolicited),
+        }
+    }
+
     fn needs_bootstrap(&self) -> bool {
         self.vu.needs_bootstrap()
     }
@@ -185,13 +193,7 @@ impl<V: OverHttp> User for HttpUser<V> {
                 })
                 .into_iter()
                 .collect(),
-            // Counted since the last hand-off: a user kept into the next round hands its
-            // connections over once per round.
-            wire: Wire {
-                opened: std::mem::take(&mut self.conn.opened),
-                retried: std::mem::take(&mut self.conn.retried),
-                unsolicited: std::mem::take(&mut self.conn.unsolicited),
-            },
+            wire: self.take_wire(),
             ..Handoff::default()
         }
     }

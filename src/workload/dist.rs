@@ -191,6 +191,12 @@ impl Dist {
     }
 
     /// Draw one value (never negative).
+    /// Draw a count: the value rounded, at least 0 and at most `max` (how many items a
+    /// user's set-up makes, say).
+    pub fn sample_count<R: Rng + ?Sized>(&self, rng: &mut R, max: u64) -> u64 {
+        (self.sample(rng).round().max(0.0) as u64).min(max)
+    }
+
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         match &self.sampler {
             Sampler::Constant(v) => *v,

@@ -25,9 +25,10 @@ impl ClassKind {
     pub(crate) fn holdings_after_setup(&self, rng: &mut impl Rng) -> Option<Holdings> {
         match self {
             ClassKind::Caldav { params, .. } => {
-                let n = params.initial_events.as_ref().map_or(0, |d| {
-                    (d.sample(rng).round().max(0.0) as u64).min(MAX_INITIAL_EVENTS)
-                });
+                let n = params
+                    .initial_events
+                    .as_ref()
+                    .map_or(0, |d| d.sample_count(rng, MAX_INITIAL_EVENTS));
                 Some(Holdings::Calendars(vec![n]))
             }
             ClassKind::Atom { params, .. } => {

@@ -48,7 +48,8 @@ pub(super) fn bands(r: &Report) -> (Vec<Band>, f64) {
 /// How long a round is on the axis: its wall time, or its timeline's seconds when a report
 /// has no wall time. A round of 36 ms is 36 ms wide, not a second.
 pub(super) fn length(round: &RoundReport) -> f64 {
-    span(round.elapsed_s, round.total.timeline.len())
+    let seconds = round.sums().iter().map(|o| o.timeline.len()).max();
+    span(round.elapsed_s, seconds.unwrap_or(0))
 }
 
 fn span(elapsed_s: f64, seconds: usize) -> f64 {

@@ -100,10 +100,10 @@ fn time_chart(caption: &str, y_desc: &str, lines: &[Line], bands: &[Band], xmax:
             )))?;
         }
         for (i, (name, pts)) in lines.iter().enumerate() {
-            let (c, width) = if name == "total" {
-                (BLACK, 2)
-            } else {
-                (color(i), 1)
+            let (c, width) = match name.as_str() {
+                "total" => (BLACK, 2),
+                n if super::model::is_sum(n) => (color(i), 2),
+                _ => (color(i), 1),
             };
             chart
                 .draw_series(LineSeries::new(pts.clone(), c.stroke_width(width)))?
@@ -125,13 +125,11 @@ pub(crate) fn throughput(r: &Report) -> String {
         .iter()
         .map(|o| o.op.clone())
         .collect();
-    names.push("total".into());
+    names.extend(r.summary.sums().iter().map(|o| o.op.clone()));
     let (lines, bands, xmax) = rounds_in_sequence(r, &names, |round, name| {
-        let op = if name == "total" {
-            Some(&round.total)
-        } else {
-            round.ops.iter().find(|o| o.op == name)
-        };
+        let op = round
+            .sum(name)
+            .or_else(|| round.ops.iter().find(|o| o.op == name));
         op.map(|op| {
             let counts: Vec<u64> = op.timeline.iter().map(|b| b.successes).collect();
             super::axis::rates(round, &counts)
@@ -215,7 +213,7 @@ pub(crate) fn spectrum(r: &Report) -> String {
     let ops = busiest(&r.summary.ops, 6);
     let lines: Vec<ColoredLine> = ops
         .into_iter()
-        .chain(std::iter::once(&r.summary.total))
+        .chain(r.summary.sums())
         .enumerate()
         .filter_map(|(i, o)| {
             let c = if o.op == "total" { BLACK } else { color(i) };
@@ -298,7 +296,11 @@ fn spectrum_chart(caption: &str, lines: &[ColoredLine]) -> String {
 /// Per operation (the total and the busiest three), every run's latency by percentile on
 /// one chart: where two runs part (at p50, or only past p99) shows, as bars cannot.
 pub(crate) fn compare_spectra(c: &Comparison) -> Vec<(String, String)> {
-    let mut rows: Vec<&super::compare::Row> = c.rows.iter().filter(|r| r.op != "total").collect();
+    let mut rows: Vec<&super::compare::Row> = c
+        .rows
+        .iter()
+        .filter(|r| !super::model::is_sum(&r.op))
+        .collect();
     let requests = |r: &super::compare::Row| {
         r.cells
             .first()
@@ -307,7 +309,7 @@ pub(crate) fn compare_spectra(c: &Comparison) -> Vec<(String, String)> {
     };
     rows.sort_by(|a, b| requests(b).total_cmp(&requests(a)));
     rows.truncate(3);
-    let total = c.rows.iter().filter(|r| r.op == "total");
+    let total = c.rows.iter().filter(|r| super::model::is_sum(&r.op));
     total
         .chain(rows)
         .filter_map(|row| {
@@ -603,11 +605,11 @@ pub(crate) fn scraped(r: &Report) -> Vec<(String, String)> {
 
 /// Total ops/s of each round, with the mean and its 95 % confidence interval.
 pub(crate) fn rounds(r: &Report) -> String {
-    let a = r.summary.total.across_rounds.clone();
+    let a = r.summary.headline().across_rounds.clone();
     let pts: Vec<(f64, f64)> = r
         .rounds
         .iter()
-        .map(|x| (x.index as f64, x.total.ops_per_sec))
+        .map(|x| (x.index as f64, x.headline().ops_per_sec))
         .collect();
     let ymax = pts.iter().map(|p| p.1).fold(1.0, f64::max) * 1.25;
     let xmax = r.rounds.len() as f64 + 1.0;
@@ -722,7 +724,9 @@ fn throughput_rows(c: &Comparison) -> (Vec<&super::compare::Row>, f64) {
     let rows: Vec<_> = c
         .rows
         .iter()
-        .filter(|r| r.op != "total" && r.cells.iter().flatten().any(|x| x.ops_per_sec > 0.0))
+        .filter(|r| {
+            !super::model::is_sum(&r.op) && r.cells.iter().flatten().any(|x| x.ops_per_sec > 0.0)
+        })
         .collect();
     let ymax = rows
         .iter()

@@ -66,7 +66,12 @@ impl OverTime {
                 p99.filter_map(|(i, s)| s.p99_ms.map(|v| (mid(i), v)))
                     .collect()
             } else {
-                let counts: Vec<u64> = round.total.timeline.iter().map(|b| b.successes).collect();
+                let counts: Vec<u64> = round
+                    .headline()
+                    .timeline
+                    .iter()
+                    .map(|b| b.successes)
+                    .collect();
                 super::axis::rates(round, &counts)
             }
         });
@@ -110,41 +115,48 @@ pub struct ServerCell {
 /// per successful operation of each process, counters per 1,000 operations, gauges' means.
 fn server_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
     let mut out: Vec<(String, String, Vec<f64>)> = Vec::new();
-    let mut add = |measure: String, unit: &str, v: f64| match out
+    let mut add = |measure: String, unit: String, v: f64| match out
         .iter_mut()
         .find(|(m, _, _)| *m == measure)
     {
         Some((_, _, vs)) => vs.push(v),
-        None => out.push((measure, unit.to_string(), vec![v])),
+        None => out.push((measure, unit, vec![v])),
     };
     for round in &r.rounds {
-        if round.total.successes == 0 {
+        if round.headline().successes == 0 {
             continue;
         }
         for p in round.server.iter().filter(|p| p.problem.is_none()) {
-            add(format!("CPU {}", p.process), "ms/op", p.cpu_ms_per_op);
+            add(
+                format!("CPU {}", p.process),
+                "ms/op".into(),
+                p.cpu_ms_per_op,
+            );
             if let Some(j) = &p.jvm {
                 add(
                     format!("GC time {}", p.process),
-                    "ms per 1,000 ops",
+                    "ms per 1,000 ops".into(),
                     j.gc_ms_per_1000_ops,
                 );
                 add(
                     format!("GC count {}", p.process),
-                    "per 1,000 ops",
+                    "per 1,000 ops".into(),
                     j.gc_per_1000_ops,
                 );
                 add(
                     format!("heap peak {}", p.process),
-                    "MiB",
+                    "MiB".into(),
                     j.heap_used_peak_mib,
                 );
             }
         }
         for m in round.metrics.iter().filter(|m| m.problem.is_none()) {
             match m.kind.as_str() {
-                "counter" => add(m.series.clone(), "per 1,000 ops", m.per_1000_ops),
-                "gauge" => add(m.series.clone(), "mean", m.mean),
+                "counter" => {
+                    let per = m.per.as_deref().unwrap_or("ops");
+                    add(m.series.clone(), format!("per 1,000 {per}"), m.per_1000_ops)
+                }
+                "gauge" => add(m.series.clone(), "mean".into(), m.mean),
                 _ => {}
             }
         }
@@ -333,11 +345,9 @@ fn round_percentiles(r: &Report, op: &str) -> (Vec<f64>, Vec<f64>) {
     r.rounds
         .iter()
         .filter_map(|round| {
-            let o = if op == "total" {
-                Some(&round.total)
-            } else {
-                round.ops.iter().find(|o| o.op == op)
-            }?;
+            let o = round
+                .sum(op)
+                .or_else(|| round.ops.iter().find(|o| o.op == op))?;
             (o.successes > 0).then_some((o.latency_ms.p50, o.latency_ms.p99))
         })
         .unzip()
@@ -497,7 +507,8 @@ fn same_workload(names: &[String], reports: &[Report]) -> Result<(), CompareErro
     Ok(())
 }
 
-/// One row per operation any run has, then the total: each run's cell against the first.
+/// One row per operation any run has, then the sums (the total; messages sent and
+/// taken): each run's cell against the first.
 fn op_rows(reports: &[Report]) -> Vec<Row> {
     let mut ops: Vec<String> = Vec::new();
     for r in reports {
@@ -507,13 +518,12 @@ fn op_rows(reports: &[Report]) -> Vec<Row> {
             }
         }
     }
-    ops.push("total".into());
+    ops.extend(reports[0].summary.sums().iter().map(|o| o.op.clone()));
     let find = |r: &Report, op: &str| -> Option<OpReport> {
-        if op == "total" {
-            Some(r.summary.total.clone())
-        } else {
-            r.summary.ops.iter().find(|o| o.op == op).cloned()
-        }
+        r.summary
+            .sum(op)
+            .or_else(|| r.summary.ops.iter().find(|o| o.op == op))
+            .cloned()
     };
     ops.iter()
         .map(|op| {

@@ -65,42 +65,38 @@ pub(crate) fn to_text<T: Serialize>(
 /// The report's rows; `header` as for [`to_text`].
 pub(crate) fn render(r: &Report, header: bool) -> Result<String, csv::Error> {
     let rows = r.rounds.iter().flat_map(|round| {
-        round
-            .ops
-            .iter()
-            .chain(std::iter::once(&round.total))
-            .map(move |o| {
-                let l = &o.latency_ms;
-                let e = |k: &str| o.errors.get(k).copied().unwrap_or(0);
-                Row {
-                    run_id: &r.run_id,
-                    target: &r.target,
-                    workload: &r.workload.name,
-                    round: round.index,
-                    op: &o.op,
-                    class: o.class.as_deref().unwrap_or(""),
-                    requests: o.requests,
-                    successes: o.successes,
-                    failures: o.failures,
-                    ops_per_sec: Fixed(o.ops_per_sec),
-                    mean_ms: Fixed(l.mean),
-                    min_ms: Fixed(l.min),
-                    stddev_ms: Fixed(l.stddev),
-                    p50_ms: Fixed(l.p50),
-                    p90_ms: Fixed(l.p90),
-                    p95_ms: Fixed(l.p95),
-                    p99_ms: Fixed(l.p99),
-                    p999_ms: Fixed(l.p999),
-                    max_ms: Fixed(l.max),
-                    bytes_sent: o.bytes_sent,
-                    bytes_received: o.bytes_received,
-                    errors_connect: e("connect"),
-                    errors_timeout: e("timeout"),
-                    errors_reset: e("reset"),
-                    errors_status: e("status"),
-                    errors_body: e("body"),
-                }
-            })
+        round.ops.iter().chain(round.sums()).map(move |o| {
+            let l = &o.latency_ms;
+            let e = |k: &str| o.errors.get(k).copied().unwrap_or(0);
+            Row {
+                run_id: &r.run_id,
+                target: &r.target,
+                workload: &r.workload.name,
+                round: round.index,
+                op: &o.op,
+                class: o.class.as_deref().unwrap_or(""),
+                requests: o.requests,
+                successes: o.successes,
+                failures: o.failures,
+                ops_per_sec: Fixed(o.ops_per_sec),
+                mean_ms: Fixed(l.mean),
+                min_ms: Fixed(l.min),
+                stddev_ms: Fixed(l.stddev),
+                p50_ms: Fixed(l.p50),
+                p90_ms: Fixed(l.p90),
+                p95_ms: Fixed(l.p95),
+                p99_ms: Fixed(l.p99),
+                p999_ms: Fixed(l.p999),
+                max_ms: Fixed(l.max),
+                bytes_sent: o.bytes_sent,
+                bytes_received: o.bytes_received,
+                errors_connect: e("connect"),
+                errors_timeout: e("timeout"),
+                errors_reset: e("reset"),
+                errors_status: e("status"),
+                errors_body: e("body"),
+            }
+        })
     });
     to_text(rows, header)
 }

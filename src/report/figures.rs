@@ -229,8 +229,13 @@ pub(crate) fn server_lines(s: &crate::report::model::Summary) -> Vec<String> {
             "" => {}
             "counter" => {
                 out.push(format!(
-                    "metric {}: {:.1} per second (max {:.1}) · {:.1} in all · {:.2} per 1,000 operations",
-                    m.series, m.mean, m.max, m.increase, m.per_1000_ops
+                    "metric {}: {:.1} per second (max {:.1}) · {:.1} in all · {:.2} per 1,000 {}",
+                    m.series,
+                    m.mean,
+                    m.max,
+                    m.increase,
+                    m.per_1000_ops,
+                    m.per.as_deref().unwrap_or("operations")
                 ));
             }
             _ => {

@@ -167,12 +167,7 @@ fn run_heading(b: &mut String, r: &Report) {
 /// One row per operation and the total, as the console's table.
 fn summary_table(b: &mut String, r: &Report) {
     b.push_str("<h2>Summary</h2><table><tr><th>operation</th><th>requests</th><th>ok</th><th>failed</th><th>ops/s (95% CI)</th><th>mean ms</th><th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th><th>sent B</th><th>received B</th></tr>");
-    for o in r
-        .summary
-        .ops
-        .iter()
-        .chain(std::iter::once(&r.summary.total))
-    {
+    for o in r.summary.ops.iter().chain(r.summary.sums()) {
         let l = &o.latency_ms;
         let _ = write!(
             b,
@@ -308,7 +303,7 @@ fn corrected_table(b: &mut String, r: &Report) {
         .summary
         .ops
         .iter()
-        .chain(std::iter::once(&r.summary.total))
+        .chain(r.summary.sums())
         .filter(|o| o.latency_corrected_ms.is_some())
         .collect();
     if !scheduled.is_empty() {
@@ -388,10 +383,10 @@ fn rounds_table(b: &mut String, r: &Report) {
             x.connections_opened,
             x.requests_retried,
             x.warmup_requests,
-            x.total.requests,
-            x.total.failures,
-            x.total.ops_per_sec,
-            ms(&x.total, x.total.latency_ms.p99)
+            x.headline().requests,
+            x.headline().failures,
+            x.headline().ops_per_sec,
+            ms(x.headline(), x.headline().latency_ms.p99)
         );
     }
     b.push_str("</table>");

@@ -196,7 +196,8 @@ fn consistent(s: &ShardReport) -> Result<(), MergeError> {
                 r.elapsed_s
             ));
         }
-        for o in r.ops.iter().chain(std::iter::once(&r.total)) {
+        let sums = [Some(&r.total), r.sent.as_ref(), r.received.as_ref()];
+        for o in r.ops.iter().chain(sums.into_iter().flatten()) {
             if o.successes.checked_add(o.failures) != Some(o.requests) {
                 return bad(format!(
                     "round {} {}: {} successes and {} failures are not its {} requests",
@@ -324,16 +325,34 @@ fn merge_round(
 ) -> Result<(RoundReport, Vec<MergedOp>), MergeError> {
     let (starts, offsets) = round_starts(shards, i)?;
     let mut merged_ops = merged_round_ops(shards, i, &offsets)?;
-    let (total, total_rate) = merged_round_total(shards, i, &offsets)?;
-    let mut round = merged_round_report(shards, i, &starts, &offsets, &total);
+    let mut sums = Vec::new();
+    for name in model::SUM_NAMES {
+        if let Some(sum) = merged_round_sum(shards, i, &offsets, name)? {
+            sums.push((name, sum));
+        }
+    }
+    let headline = sums
+        .iter()
+        .map(|(_, (s, _))| s)
+        .find(|s| s.requests > 0)
+        .map_or(0, |s| s.successes);
+    let mut round = merged_round_report(shards, i, &starts, &offsets, headline);
     round.ops = merged_ops
         .iter()
         .map(|(name, class, stats, rate)| {
             model::op_report(name, class.as_ref(), stats, *rate, true)
         })
         .collect();
-    round.total = model::op_report("total", None, &total, total_rate, true);
-    merged_ops.push(("total".into(), None, total, total_rate));
+    for (name, (stats, rate)) in sums {
+        let report = model::op_report(name, None, &stats, rate, true);
+        match name {
+            "sent" => round.sent = Some(report),
+            "received" => round.received = Some(report),
+            _ => round.total = report,
+        }
+        merged_ops.push((name.into(), None, stats, rate));
+    }
+    round.rebase_metrics();
     Ok((round, merged_ops))
 }
 
@@ -392,22 +411,26 @@ fn merged_round_ops(
     Ok(merged_ops)
 }
 
-/// Round `i`'s total over every shard, and its rate.
-fn merged_round_total(
+/// Round `i`'s sum of that name (`total`, `sent`, `received`) over every shard, and its
+/// rate; `None` when no shard has it.
+fn merged_round_sum(
     shards: &[ShardReport],
     i: usize,
     offsets: &[usize],
-) -> Result<(OpStats, f64), MergeError> {
-    let mut total = OpStats::default();
-    let mut total_rate = 0.0;
+    name: &str,
+) -> Result<Option<(OpStats, f64)>, MergeError> {
+    let mut sum: Option<(OpStats, f64)> = None;
     for (s, by) in shards.iter().zip(offsets) {
-        let t = &s.report.rounds[i].total;
+        let Some(t) = s.report.rounds[i].sum(name) else {
+            continue;
+        };
         let mut x = stats_of(t, &s.file)?;
         x.timeline = shifted(&x.timeline, *by);
-        total.merge(&x);
-        total_rate += t.ops_per_sec;
+        let (stats, rate) = sum.get_or_insert_with(Default::default);
+        stats.merge(&x);
+        *rate += t.ops_per_sec;
     }
-    Ok((total, total_rate))
+    Ok(sum)
 }
 
 /// Round `i` over every shard, but for its operations and total: counts added, the
@@ -417,7 +440,7 @@ fn merged_round_report(
     i: usize,
     starts: &[i64],
     offsets: &[usize],
-    total: &OpStats,
+    headline_successes: u64,
 ) -> RoundReport {
     let rounds: Vec<&RoundReport> = shards.iter().map(|s| &s.report.rounds[i]).collect();
     let r0 = rounds[0];
@@ -431,12 +454,10 @@ fn merged_round_report(
     // not over those of the shard it was watched from.
     let mut server = monitored.server.clone();
     for p in &mut server {
-        p.per_ops(total.successes);
+        p.per_ops(headline_successes);
     }
-    let mut metrics = monitored.metrics.clone();
-    for m in &mut metrics {
-        m.per_ops(total.successes);
-    }
+    // Its counters per operation once the round's operations are merged (`merge_round`).
+    let metrics = monitored.metrics.clone();
     RoundReport {
         index: r0.index,
         started_at: shards
@@ -490,7 +511,10 @@ fn merged_round_report(
             .filter_map(|r| r.start_late_ms)
             .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x)))),
         interrupted: rounds.iter().any(|r| r.interrupted),
-        total: model::op_report("total", None, total, 0.0, true),
+        // Filled in by the caller.
+        total: model::op_report("total", None, &OpStats::default(), 0.0, true),
+        sent: None,
+        received: None,
         ops: Vec::new(),
     }
 }
@@ -665,14 +689,36 @@ fn merged_rounds(shards: &[ShardReport]) -> Result<(Vec<RoundReport>, OverRounds
 
 /// The summary across the merged rounds, as one process's report has it.
 fn merged_summary(rounds: &[RoundReport], mut over: OverRounds) -> Summary {
-    let (total_stats, total_rates) = over
-        .iter()
-        .position(|(n, ..)| n == "total")
-        .map(|k| {
+    let mut take = |name: &str| {
+        over.iter().position(|(n, ..)| n == name).map(|k| {
             let (_, _, s, r) = over.remove(k);
             (s, r)
         })
-        .unwrap_or_default();
+    };
+    let (total_stats, total_rates) = take("total").unwrap_or_default();
+    let sent = take("sent");
+    let received = take("received");
+    let sum_op = |name: &str, s: &Option<(OpStats, Vec<f64>)>| {
+        s.as_ref().map(|(s, r)| model::summary_op(name, None, s, r))
+    };
+    // The headline: the first sum with requests (see `model::sums`).
+    let (headline, headline_rates) = [
+        Some(&(total_stats.clone(), total_rates.clone())),
+        sent.as_ref(),
+        received.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|(s, _)| s.requests > 0)
+    .map_or((0, total_rates.clone()), |(s, r)| (s.successes, r.clone()));
+    let (requests, successes) = [
+        Some(&total_stats),
+        sent.as_ref().map(|x| &x.0),
+        received.as_ref().map(|x| &x.0),
+    ]
+    .into_iter()
+    .flatten()
+    .fold((0, 0), |(r, s), o| (r + o.requests, s + o.successes));
     let summary_ops: Vec<OpReport> = over
         .iter()
         .map(|(n, c, s, r)| model::summary_op(n, c.as_ref(), s, r))
@@ -683,24 +729,26 @@ fn merged_summary(rounds: &[RoundReport], mut over: OverRounds) -> Summary {
             generator_warnings.push(w.clone());
         }
     }
-    let successes = total_stats.successes;
-    let requests = total_stats.requests;
-    Summary {
+    let mut summary = Summary {
         rounds: rounds.len(),
         measured_s: rounds.iter().map(|r| r.measured_s).sum(),
         ops: summary_ops,
         total: model::summary_op("total", None, &total_stats, &total_rates),
+        sent: sum_op("sent", &sent),
+        received: sum_op("received", &received),
         success_ratio: if requests == 0 {
             0.0
         } else {
             successes as f64 / requests as f64
         },
         generator_warnings,
-        server: model::server_summary(rounds, successes),
-        metrics: model::series_summary(rounds, successes),
-        drift: model::drift(&total_rates),
+        server: model::server_summary(rounds, headline),
+        metrics: model::series_summary(rounds),
+        drift: model::drift(&headline_rates),
         mix: Vec::new(),
-    }
+    };
+    summary.rebase_metrics();
+    summary
 }
 
 /// Each shard as the merged report lists it.

@@ -149,7 +149,7 @@ fn operations(out: &mut String, r: &Report, width: Option<usize>) {
         .summary
         .ops
         .iter()
-        .chain(std::iter::once(&r.summary.total))
+        .chain(r.summary.sums())
         .map(|op| row(op, multi))
         .collect();
     // received, sent, stddev, min, max, mean, ok: the order they give way in.
@@ -159,16 +159,27 @@ fn operations(out: &mut String, r: &Report, width: Option<usize>) {
         fitted(&header, rows, &[13, 12, 8, 6, 7, 5, 2], width)
     );
     let s = &r.summary;
+    let sums: Vec<String> = s
+        .sums()
+        .iter()
+        .map(|o| {
+            format!(
+                "{0} successes {1} · {0} failures {2}",
+                o.op, o.successes, o.failures
+            )
+        })
+        .collect();
     let _ = writeln!(
         out,
-        "total successes {} · total failures {} · success ratio {:.4}",
-        s.total.successes, s.total.failures, s.success_ratio
+        "{} · success ratio {:.4}",
+        sums.join(" · "),
+        s.success_ratio
     );
     if multi {
         let rates: Vec<String> = r
             .rounds
             .iter()
-            .map(|rr| format!("{:.1}", rr.total.ops_per_sec))
+            .map(|rr| format!("{:.1}", rr.headline().ops_per_sec))
             .collect();
         let _ = writeln!(out, "ops/s per round: {}", rates.join(", "));
     }
@@ -276,7 +287,7 @@ fn corrected_latency(out: &mut String, s: &Summary, width: Option<usize>) {
     let scheduled: Vec<&OpReport> = s
         .ops
         .iter()
-        .chain(std::iter::once(&s.total))
+        .chain(s.sums())
         .filter(|o| o.latency_corrected_ms.is_some())
         .collect();
     if !scheduled.is_empty() {
@@ -722,7 +733,7 @@ fn connections_table(s: &crate::report::model::Summary, width: Option<usize>) ->
     let opened: Vec<&OpReport> = s
         .ops
         .iter()
-        .chain(std::iter::once(&s.total))
+        .chain(s.sums())
         .filter(|o| o.connect_ms.is_some())
         .collect();
     if opened.is_empty() {

@@ -9,8 +9,8 @@ use crate::workload::{Comparison, Threshold, ThresholdMetric};
 /// operation.
 fn figure(r: &Report, op: &str, metric: ThresholdMetric) -> Option<f64> {
     let s = &r.summary;
-    let rows: Vec<&OpReport> = if op == "total" {
-        vec![&s.total]
+    let rows: Vec<&OpReport> = if let Some(sum) = s.sum(op) {
+        vec![sum]
     } else if s.ops.iter().any(|o| o.op == op) {
         s.ops.iter().filter(|o| o.op == op).collect()
     } else {

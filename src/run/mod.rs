@@ -611,8 +611,11 @@ fn metrics_of(
 ) -> Result<Vec<(MetricsSpec, Option<String>)>, RunError> {
     let usage = |m: String| RunError::Usage(format!("monitor: {m}"));
     let mut out = Vec::new();
-    for (url, series) in &w.monitor_metrics {
-        out.push((MetricsSpec::new(url, series.clone()).map_err(usage)?, None));
+    for m in &w.monitor_metrics {
+        out.push((
+            MetricsSpec::new(&m.url, m.series.clone()).map_err(usage)?,
+            None,
+        ));
     }
     for flag in &a.monitor_prometheus {
         let (url, series) = flag.split_once('#').ok_or_else(|| {
@@ -772,6 +775,11 @@ async fn open_lane(
         });
     }
     let p = cx.progress.clone();
+    let tallies: Vec<crate::workload::Tally> = w
+        .classes
+        .iter()
+        .flat_map(|c| c.labels.iter().map(|l| c.protocol.tally(l)))
+        .collect();
     let tag = match (cx.multi, label) {
         (true, Some(l)) => format!("{l} {}", t.name),
         (true, None) => t.name.clone(),
@@ -785,7 +793,7 @@ async fn open_lane(
         preflight: a.preflight,
         run_id: cx.run_id.into(),
         on_round: Some(Arc::new(move |r: &RoundResult, of: u32| {
-            p.line(&round_line(&tag, r, of))
+            p.line(&round_line(&tag, r, of, &tallies))
         })),
         live: Some(live.clone()),
         keep_data: a.keep_data,

@@ -5,6 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::workload::Tally;
 use tokio::time::Instant;
 
 use crate::engine::RoundResult;
@@ -127,19 +129,49 @@ impl Progress {
     }
 }
 
-pub(super) fn round_line(target: &str, r: &RoundResult, of: u32) -> String {
-    let (mut req, mut ok, mut failed) = (0u64, 0u64, 0u64);
-    // Steps and figures reported apart are not operations of their own.
-    for s in r.stats.ops.iter().filter(|s| !s.step) {
-        req += s.requests;
-        ok += s.successes;
-        failed += s.failures;
+/// A round's line: its requests answered, and the messages sent and taken apart from
+/// them (`tallies` gives each label's sum, in the round's label order), as the report's
+/// sums are.
+pub(super) fn round_line(target: &str, r: &RoundResult, of: u32, tallies: &[Tally]) -> String {
+    // Per sum (total, sent, received): requests, successes, failures.
+    let mut sums = [(0u64, 0u64, 0u64); 3];
+    for (s, t) in r.stats.ops.iter().zip(tallies) {
+        let k = match t {
+            Tally::Total => 0,
+            Tally::Sent => 1,
+            Tally::Received => 2,
+            Tally::Apart => continue,
+        };
+        sums[k].0 += s.requests;
+        sums[k].1 += s.successes;
+        sums[k].2 += s.failures;
     }
     let secs = r.measured.as_secs_f64();
-    let rate = if secs > 0.0 { ok as f64 / secs } else { 0.0 };
+    let rate = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    let messages = tallies
+        .iter()
+        .any(|t| matches!(t, Tally::Sent | Tally::Received));
+    let mut parts = Vec::new();
+    let (req, ok, failed) = sums[0];
+    if req > 0 || !messages {
+        parts.push(format!(
+            "{req} requests, {failed} failed, {:.1} ops/s",
+            rate(ok)
+        ));
+    }
+    if messages {
+        let ((_, sent, sent_failed), (_, taken, taken_failed)) = (sums[1], sums[2]);
+        parts.push(format!(
+            "{sent} messages sent, {taken} taken ({:.1} and {:.1} msg/s), {} failed",
+            rate(sent),
+            rate(taken),
+            sent_failed + taken_failed
+        ));
+    }
     format!(
-        "{target}: round {}/{of}: {req} requests, {failed} failed, {rate:.1} ops/s over {secs:.1}s{}{}",
+        "{target}: round {}/{of}: {} over {secs:.1}s{}{}",
         r.index,
+        parts.join("; "),
         setup_failed(r),
         if r.interrupted { " (interrupted)" } else { "" }
     )

@@ -69,7 +69,7 @@ impl Sweep {
     ) -> Sweep {
         let cell = |p: &PointResult, n: &String| {
             p.reports.iter().find(|(x, _, _)| x == n).map(|(_, r, _)| {
-                let t = &r.summary.total;
+                let t = r.summary.headline();
                 (
                     t.across_rounds
                         .as_ref()

@@ -318,7 +318,7 @@ async fn trial(o: &NewOptions, kind: Kind, scratch: &Path) -> Trial {
         Ok(r) => r,
         Err(e) => return not_kept(kind, format!("its report does not read: {e}")),
     };
-    let t = &r.summary.total;
+    let t = r.summary.headline();
     let outcome = match (t.requests, t.failures) {
         (0, _) => Err("no operation ran".to_string()),
         (n, 0) => Ok(n),

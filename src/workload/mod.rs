@@ -24,6 +24,7 @@ pub(crate) use dist::Dist;
 pub use error::{Diagnostic, WorkloadError};
 pub use overrides::Override;
 pub use protocols::Protocol;
+pub(crate) use protocols::Tally;
 pub(crate) use protocols::{AtomOp, CaldavOp, ClassKind, MorseOp};
 pub(crate) use template::Template;
 
@@ -58,7 +59,19 @@ pub struct Workload {
     /// `monitor.process`: the server's processes to watch (names or PIDs, as written).
     pub monitor_processes: Vec<String>,
     /// `monitor.prometheus`: metrics endpoints and the series to keep from each.
-    pub monitor_metrics: Vec<(String, Vec<String>)>,
+    pub monitor_metrics: Vec<MetricsWatch>,
+}
+
+/// One `monitor.prometheus` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsWatch {
+    /// `http://host:port/path`.
+    pub url: String,
+    /// The series to keep.
+    pub series: Vec<String>,
+    /// `per:` what a counter's increase is divided by (an operation, a class, or a sum);
+    /// `None`: the report's headline sum.
+    pub per: Option<String>,
 }
 
 /// Where the load goes.

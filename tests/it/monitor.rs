@@ -198,3 +198,80 @@ fn the_embedded_servers_own_metrics_are_scraped_and_a_wrong_endpoint_is_said_pla
     assert!(page.contains("<figure data-chart=\"series-1\"><svg"));
     rt.block_on(srv.stop());
 }
+
+/// `per:` divides a scraped counter by one operation's successes: the server's request
+/// counter, which counts both classes' requests, per 1,000 of class `a`'s sends is
+/// 1,000 × (a + b) / a.
+#[test]
+fn a_scraped_counter_is_given_per_the_operation_it_names() {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let base = srv.url();
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    let class = |name: &str, count: u32| {
+        format!(
+            "  - {{ class: {name}, protocol: http, count: {count}, cleanup: {{ sent: DELETE }}, mix: {{ send: {{ weight: 1, method: POST, path: '{{context}}/queue/{name}', body: x, expect: [201], remember: sent }} }} }}\n"
+        )
+    };
+    std::fs::write(
+        &w,
+        format!(
+            "context: /cosmo\nmonitor:\n  prometheus:\n    - {{ url: '{base}/cosmo/_loadmix/metrics', series: [loadmix_server_requests_total], per: a.send }}\n    - {{ url: '{base}/cosmo/_loadmix/metrics', series: [process_cpu_seconds_total] }}\nrun: {{ duration: 2s, rounds: 2 }}\nusers:\n{}{}",
+            class("a", 1),
+            class("b", 3)
+        ),
+    )
+    .unwrap();
+    let out = out_dir(&tmp);
+    let code = loadmix(&[
+        "run",
+        &path_str(&w),
+        "--target",
+        &base,
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    let (a, b) = (op(&r, "a.send").successes, op(&r, "b.send").successes);
+    assert!(a > 0 && b > a, "{a} {b}");
+    let find = |s: &str| {
+        r.summary
+            .metrics
+            .iter()
+            .find(|x| x.series == s)
+            .unwrap()
+            .clone()
+    };
+    let requests = find("loadmix_server_requests_total");
+    assert_eq!(requests.per.as_deref(), Some("a.send"));
+    let want = 1000.0 * (a + b) as f64 / a as f64;
+    assert!(
+        (requests.per_1000_ops - want).abs() <= 0.02 * want,
+        "{} per 1,000 a.send, want {want:.0}",
+        requests.per_1000_ops
+    );
+    // Without `per:`, the headline sum (both classes here).
+    let cpu = find("process_cpu_seconds_total");
+    assert_eq!(cpu.per, None);
+    let total = r.summary.total.successes as f64;
+    assert!((cpu.per_1000_ops - cpu.increase * 1000.0 / total).abs() < 1e-9);
+    // Each round divides by its own successes of a.send.
+    for round in &r.rounds {
+        let m = round
+            .metrics
+            .iter()
+            .find(|x| x.series == requests.series)
+            .unwrap();
+        let n = round
+            .ops
+            .iter()
+            .find(|o| o.op == "a.send")
+            .unwrap()
+            .successes as f64;
+        assert!((m.per_1000_ops - m.increase * 1000.0 / n).abs() < 1e-9);
+    }
+    rt.block_on(srv.stop());
+}

@@ -28,7 +28,7 @@ pub(crate) fn counts(r: &Report, sent: (&str, &str), received: (&str, &str)) -> 
         run_id: r.run_id.clone(),
         acknowledged: answers(r, sent.0, sent.1),
         received: answers(r, received.0, received.1),
-        failures: r.summary.total.failures,
+        failures: r.summary.failures(),
         drained: drained(r),
     }
 }
@@ -64,7 +64,7 @@ pub(crate) fn ledger_is_whole(r: &Report) {
 /// the two subscribers took in all.
 pub(crate) fn topic_is_whole(r: &Report) -> u64 {
     assert_eq!(
-        r.summary.total.failures,
+        r.summary.failures(),
         0,
         "{:?}",
         &r.failures[..r.failures.len().min(3)]

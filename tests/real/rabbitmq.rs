@@ -298,7 +298,7 @@ mod over_amqp {
                 &amqp(),
             ],
         );
-        assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures.first());
+        assert_eq!(r.summary.failures(), 0, "{:?}", r.failures.first());
         assert_eq!(op(&r, "client.request").successes, 40);
         assert_eq!(op(&r, "service.reply").successes, 40);
         let l = r.ledger.as_ref().expect("a ledger");
@@ -417,7 +417,7 @@ users:
             &tmp.path().join("out"),
             &[&w, "--duration", "3s", "--rounds", "1"],
         );
-        assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures.first());
+        assert_eq!(r.summary.failures(), 0, "{:?}", r.failures.first());
         assert!(op(&r, "producer.publish").successes > 0);
         assert!(op(&r, "consumer.consume").successes > 0);
     }
@@ -482,14 +482,16 @@ mod restarted {
         wait_port(port_of(&target));
         run.wait().expect("loadmix ends");
         let r = crate::handed::report(tmp.path());
-        let t = &r.summary.total;
+        let t = &r.summary;
         let errors: std::collections::BTreeSet<&String> =
             r.summary.ops.iter().flat_map(|o| o.errors.keys()).collect();
         eprintln!(
             "restarted mid-run: {} ok, {} failed ({errors:?}), {} connections",
-            t.successes, t.failures, r.rounds[0].connections_opened
+            t.successes(),
+            t.failures(),
+            r.rounds[0].connections_opened
         );
-        assert!(t.failures > 0, "the restart was not seen");
+        assert!(t.failures() > 0, "the restart was not seen");
         for e in &errors {
             assert!(
                 ["reset", "connect", "timeout", "status"].contains(&e.as_str()),

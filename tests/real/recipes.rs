@@ -22,9 +22,9 @@ fn reports_under(dir: &Path) -> Vec<(std::path::PathBuf, Report)> {
 }
 
 fn without_failures(name: &str, r: &Report) {
-    let t = &r.summary.total;
-    assert_eq!(t.failures, 0, "{name}: {:?}", r.failures.first());
-    assert!(t.successes > 0, "{name}: nothing succeeded");
+    let t = &r.summary;
+    assert_eq!(t.failures(), 0, "{name}: {:?}", r.failures.first());
+    assert!(t.successes() > 0, "{name}: nothing succeeded");
 }
 
 fn compare_text(dir: &Path) -> String {
@@ -49,7 +49,7 @@ mod brokers {
         let grid = dir
             .join("grid")
             .join("users.producer.mix.send.params.size=1KiB");
-        let rate = |store: &str| report(&grid.join(store)).summary.total.ops_per_sec;
+        let rate = |store: &str| report(&grid.join(store)).summary.headline().ops_per_sec;
         let (remote, kahadb, jdbc) = (rate("remote"), rate("kahadb"), rate("jdbc"));
         eprintln!("grid at 1 KiB, msg/s: remote {remote:.0}, kahadb {kahadb:.0}, jdbc {jdbc:.0}");
         assert!(

@@ -10,6 +10,7 @@ mod op;
 mod round;
 mod server;
 pub(crate) mod sessions;
+mod sums;
 
 use std::collections::BTreeMap;
 
@@ -26,6 +27,7 @@ pub(in crate::report) use op::{op_report, rate, summary_op};
 pub(crate) use round::{PerSecond, RoundReport};
 pub(crate) use server::{JvmFigures, ServerProcess, ServerSeries};
 pub(in crate::report) use server::{series_summary, server_summary};
+pub(crate) use sums::{NAMES as SUM_NAMES, Sums, is_sum};
 
 pub(crate) const SCHEMA: &str = "loadmix/report/v2";
 /// Earlier schemas this version still reads: v1 is v2 without `answers`.
@@ -306,7 +308,14 @@ pub struct Summary {
     pub rounds: usize,
     pub measured_s: f64,
     pub ops: Vec<OpReport>,
+    /// The requests answered (not messages sent or taken: `sent`, `received`).
     pub total: OpReport,
+    /// Messages sent or published, when the workload carries messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<OpReport>,
+    /// Messages taken, when the workload carries messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received: Option<OpReport>,
     /// Successes ÷ requests over the whole run, 0..1.
     pub success_ratio: f64,
     /// Every round's generator warnings, once each.
@@ -445,6 +454,10 @@ pub(crate) fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
 struct Labels {
     names: Vec<(usize, String, String)>,
     listed: Vec<bool>,
+    /// The sum each label adds to.
+    tallies: Vec<crate::workload::Tally>,
+    /// Whether any class carries messages (the report then has `sent` and `received`).
+    messages: bool,
 }
 
 impl Labels {
@@ -465,7 +478,17 @@ impl Labels {
                         .any(|r| r.stats.ops.get(i).is_some_and(|s| s.requests > 0))
             })
             .collect();
-        Labels { names, listed }
+        let tallies = names
+            .iter()
+            .map(|(ci, _, l)| w.classes[*ci].protocol.tally(l))
+            .collect();
+        let messages = w.classes.iter().any(|c| c.protocol.carries_messages());
+        Labels {
+            names,
+            listed,
+            tallies,
+            messages,
+        }
     }
 
     /// `class.label` of label `i`.
@@ -475,11 +498,13 @@ impl Labels {
 }
 
 /// What the rounds add up to, gathered as they are reported: per label its figures over
-/// every round and its rate in each, and the total's rate in each.
+/// every round and its rate in each, and each sum's rate in each.
 struct Across {
     merged: Vec<OpStats>,
     rates: Vec<Vec<f64>>,
     total_rates: Vec<f64>,
+    sent_rates: Vec<f64>,
+    received_rates: Vec<f64>,
 }
 
 impl Across {
@@ -488,6 +513,8 @@ impl Across {
             merged: vec![OpStats::default(); labels],
             rates: vec![Vec::new(); labels],
             total_rates: Vec::new(),
+            sent_rates: Vec::new(),
+            received_rates: Vec::new(),
         }
     }
 }
@@ -502,13 +529,10 @@ fn round_report(
 ) -> RoundReport {
     let secs = r.measured.as_secs_f64();
     let mut ops = Vec::new();
-    let mut total = OpStats::default();
+    let mut sums = Sums::new(labels.messages);
     for (i, (_, class, label)) in labels.names.iter().enumerate() {
         let s = r.stats.ops.get(i).cloned().unwrap_or_default();
-        // A step is part of its operation, which the total counts once.
-        if !crate::workload::is_step_label(label) {
-            total.merge(&s);
-        }
+        sums.add(labels.tallies[i], &s);
         across.merged[i].merge(&s);
         across.rates[i].push(rate(s.successes, secs));
         if labels.listed[i] {
@@ -522,8 +546,18 @@ fn round_report(
             ));
         }
     }
+    let total = &sums.total;
+    let headline = sums.headline_successes();
     across.total_rates.push(rate(total.successes, secs));
-    RoundReport {
+    let sum_report = |name: &str, s: &Option<OpStats>, rates: &mut Vec<f64>| {
+        s.as_ref().map(|s| {
+            rates.push(rate(s.successes, secs));
+            op_report(name, None, s, rate(s.successes, secs), true)
+        })
+    };
+    let sent = sum_report("sent", &sums.sent, &mut across.sent_rates);
+    let received = sum_report("received", &sums.received, &mut across.received_rates);
+    let mut report = RoundReport {
         index: r.index,
         started_at: rfc3339(r.started_at),
         elapsed_s: r.elapsed.as_secs_f64(),
@@ -566,31 +600,41 @@ fn round_report(
         server: r
             .server
             .iter()
-            .map(|p| ServerProcess::of(p, total.successes, r.elapsed.as_secs_f64()))
+            .map(|p| ServerProcess::of(p, headline, r.elapsed.as_secs_f64()))
             .collect(),
         metrics: r
             .metrics
             .iter()
-            .map(|s| ServerSeries::of(s, total.successes))
+            .map(|s| ServerSeries::of(s, per_of(w, s)))
             .collect(),
         per_second: round::per_second(&r.stats.seconds, &r.host.users),
         per_second_late: r.stats.seconds_late,
         start_late_ms: r.slot_late.map(|d| d.as_secs_f64() * 1000.0),
         interrupted: r.interrupted,
-        total: op_report("total", None, &total, rate(total.successes, secs), true),
+        total: op_report("total", None, total, rate(total.successes, secs), true),
+        sent,
+        received,
         ops,
-    }
+    };
+    report.rebase_metrics();
+    report
+}
+
+/// The `per:` of the `monitor.prometheus` entry a scraped series came from.
+fn per_of(w: &Workload, s: &crate::monitor::prometheus::SeriesRound) -> Option<String> {
+    w.monitor_metrics
+        .iter()
+        .find(|m| m.url == s.url && m.series.contains(&s.series))
+        .and_then(|m| m.per.clone())
 }
 
 /// Across the rounds: each listed operation and the total with their per-round rates,
 /// the generator's warnings once each, drift, and the server's side.
 fn summary(labels: &Labels, across: &Across, rounds: &[RoundReport], run: &RunResult) -> Summary {
     let mut ops = Vec::new();
-    let mut total = OpStats::default();
+    let mut sums = Sums::new(labels.messages);
     for (i, (_, class, label)) in labels.names.iter().enumerate() {
-        if !crate::workload::is_step_label(label) {
-            total.merge(&across.merged[i]);
-        }
+        sums.add(labels.tallies[i], &across.merged[i]);
         if labels.listed[i] {
             let name = format!("{class}.{label}");
             ops.push(summary_op(
@@ -607,23 +651,47 @@ fn summary(labels: &Labels, across: &Across, rounds: &[RoundReport], run: &RunRe
             generator_warnings.push(warning.clone());
         }
     }
-    Summary {
+    let headline = sums.headline_successes();
+    let sum_op = |name: &str, s: &Option<OpStats>, rates: &[f64]| {
+        s.as_ref().map(|s| summary_op(name, None, s, rates))
+    };
+    let total = summary_op("total", None, &sums.total, &across.total_rates);
+    let sent = sum_op("sent", &sums.sent, &across.sent_rates);
+    let received = sum_op("received", &sums.received, &across.received_rates);
+    let headline_rates = [
+        (&total, &across.total_rates),
+        (sent.as_ref().unwrap_or(&total), &across.sent_rates),
+        (received.as_ref().unwrap_or(&total), &across.received_rates),
+    ]
+    .into_iter()
+    .find(|(o, _)| o.requests > 0)
+    .map_or(&across.total_rates, |(_, r)| r);
+    // Every operation counted once: the sums' requests together, whatever they hold.
+    let (requests, successes) = [Some(&total), sent.as_ref(), received.as_ref()]
+        .into_iter()
+        .flatten()
+        .fold((0, 0), |(r, s), o| (r + o.requests, s + o.successes));
+    let mut summary = Summary {
         rounds: run.rounds.len(),
         measured_s: run.rounds.iter().map(|r| r.measured.as_secs_f64()).sum(),
-        success_ratio: if total.requests == 0 {
+        success_ratio: if requests == 0 {
             0.0
         } else {
-            total.successes as f64 / total.requests as f64
+            successes as f64 / requests as f64
         },
         ops,
-        total: summary_op("total", None, &total, &across.total_rates),
+        drift: drift(headline_rates),
+        total,
+        sent,
+        received,
         generator_warnings,
-        drift: drift(&across.total_rates),
-        server: server_summary(rounds, total.successes),
-        metrics: series_summary(rounds, total.successes),
+        server: server_summary(rounds, headline),
+        metrics: series_summary(rounds),
         // Filled in beside the workload's description, which says what was asked.
         mix: Vec::new(),
-    }
+    };
+    summary.rebase_metrics();
+    summary
 }
 
 fn warmup_rounds(run: &RunResult) -> Vec<WarmupRoundInfo> {

@@ -67,7 +67,14 @@ pub struct RoundReport {
     pub per_second_late: u64,
     pub interrupted: bool,
     pub ops: Vec<OpReport>,
+    /// The requests answered (not messages sent or taken: `sent`, `received`).
     pub total: OpReport,
+    /// Messages sent or published, when the workload carries messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<OpReport>,
+    /// Messages taken, when the workload carries messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received: Option<OpReport>,
 }
 
 /// One second of a round (second `i` of the vector starts `i` s after the round).

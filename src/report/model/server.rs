@@ -159,8 +159,13 @@ pub struct ServerSeries {
     /// over them. Absent in reports written before it was kept.
     #[serde(default, skip_serializing_if = "no_span")]
     pub span_s: f64,
-    /// A counter's increase per 1,000 successful operations (GC pauses, commits, ...).
+    /// A counter's increase per 1,000 successful operations (GC pauses, commits, ...):
+    /// of the headline sum, or of what `per` names.
     pub per_1000_ops: f64,
+    /// `per:` of its `monitor.prometheus` entry: the operation, class or sum whose
+    /// successes `per_1000_ops` divides by; absent: the headline sum's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per: Option<String>,
     /// Per second (rounds only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<f64>,
@@ -169,7 +174,11 @@ pub struct ServerSeries {
 }
 
 impl ServerSeries {
-    pub(super) fn of(s: &crate::monitor::prometheus::SeriesRound, successes: u64) -> ServerSeries {
+    /// A round's series, its per-operation figure left for [`ServerSeries::per_ops`].
+    pub(super) fn of(
+        s: &crate::monitor::prometheus::SeriesRound,
+        per: Option<String>,
+    ) -> ServerSeries {
         ServerSeries {
             url: s.url.clone(),
             series: s.series.clone(),
@@ -178,7 +187,8 @@ impl ServerSeries {
             max: s.max,
             increase: s.increase,
             span_s: s.span_s,
-            per_1000_ops: per_1000(s.increase, successes),
+            per_1000_ops: 0.0,
+            per,
             values: s.values.clone(),
             problem: s.problem.clone(),
         }
@@ -204,11 +214,9 @@ fn per_1000(increase: f64, successes: u64) -> f64 {
 }
 
 /// Each scraped series over all rounds: increases and the seconds read add; a counter's
-/// mean is the one over the other, a gauge's the mean of every reading.
-pub(in crate::report) fn series_summary(
-    rounds: &[RoundReport],
-    successes: u64,
-) -> Vec<ServerSeries> {
+/// mean is the one over the other, a gauge's the mean of every reading. Its
+/// per-operation figure is left for [`ServerSeries::per_ops`].
+pub(in crate::report) fn series_summary(rounds: &[RoundReport]) -> Vec<ServerSeries> {
     let Some(first) = rounds.first() else {
         return Vec::new();
     };
@@ -245,7 +253,8 @@ pub(in crate::report) fn series_summary(
                 max: values.iter().copied().fold(0.0, f64::max),
                 increase,
                 span_s,
-                per_1000_ops: per_1000(increase, successes),
+                per_1000_ops: 0.0,
+                per: m.per.clone(),
                 values: Vec::new(),
                 problem: per.iter().find_map(|x| x.problem.clone()),
             }

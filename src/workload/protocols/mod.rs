@@ -100,6 +100,27 @@ impl Protocol {
         }
     }
 
+    /// Which of the report's sums an operation label of this protocol adds to. A
+    /// one-way message (a send, a publish, a message taken) is not a request answered: its
+    /// latency is a confirm or a wait, and a message sent and then taken is one message,
+    /// not two operations. So those go to `sent` and `received`, and `total` keeps the
+    /// round trips (every HTTP operation, a broker `request` and `reply`). A step
+    /// (`send.confirm`, `receive.e2e`) is part of its operation, and a receive that took
+    /// nothing (`receive_empty`) took no message: both stand in their own rows only.
+    pub fn tally(self, label: &str) -> Tally {
+        if super::is_step_label(label) {
+            return Tally::Apart;
+        }
+        match (self, label) {
+            (Protocol::Stomp, "send") | (Protocol::Amqp, "publish") => Tally::Sent,
+            (Protocol::Stomp, "receive" | "receive_foreign")
+            | (Protocol::Amqp, "consume" | "consume_foreign") => Tally::Received,
+            (Protocol::Stomp, "receive_empty" | "reply_empty")
+            | (Protocol::Amqp, "consume_empty" | "reply_empty") => Tally::Apart,
+            _ => Tally::Total,
+        }
+    }
+
     /// The protocol of that name.
     pub fn from_name(s: &str) -> Option<Protocol> {
         Protocol::ALL.into_iter().find(|p| p.name() == s)
@@ -116,6 +137,19 @@ impl Protocol {
             Protocol::Http => &http::DEF,
         }
     }
+}
+
+/// The report's sum an operation's figures go to ([`Protocol::tally`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tally {
+    /// `total`: requests answered.
+    Total,
+    /// `sent`: messages sent or published.
+    Sent,
+    /// `received`: messages taken.
+    Received,
+    /// Its own row only.
+    Apart,
 }
 
 /// What kind of value a parameter takes.

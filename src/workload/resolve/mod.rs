@@ -130,12 +130,15 @@ fn sections(
         Some(m) => resolve_monitor(cx, m),
         None => Ok(Vec::new()),
     });
-    let monitor_metrics = found.keep(
-        match root.get("monitor").and_then(|m| m.get("prometheus")) {
-            Some(p) => resolve_prometheus(cx, p),
-            None => Ok(Vec::new()),
-        },
-    );
+    // `per:` names operations: checked against them only when every class resolved.
+    let monitor_metrics = match (
+        root.get("monitor").and_then(|m| m.get("prometheus")),
+        &classes,
+    ) {
+        (None, _) => Some(Vec::new()),
+        (Some(p), Some(c)) => found.keep(resolve_prometheus(cx, p, c)),
+        (Some(_), None) => None,
+    };
     Some(Workload {
         name: name?,
         description: description?,

@@ -277,8 +277,13 @@ pub(super) fn resolve_monitor(cx: &Cx, node: &Node) -> R<Vec<String>> {
     Ok(out)
 }
 
-/// `monitor.prometheus: { url: http://..., series: [a, b] }` (or a list of them).
-pub(super) fn resolve_prometheus(cx: &Cx, node: &Node) -> R<Vec<(String, Vec<String>)>> {
+/// `monitor.prometheus: { url: http://..., series: [a, b], per: class.op }` (or a list of
+/// them).
+pub(super) fn resolve_prometheus(
+    cx: &Cx,
+    node: &Node,
+    classes: &[UserClass],
+) -> R<Vec<MetricsWatch>> {
     let items: Vec<&Node> = match &node.value {
         Value::Seq(items) => items.iter().collect(),
         _ => vec![node],
@@ -287,7 +292,7 @@ pub(super) fn resolve_prometheus(cx: &Cx, node: &Node) -> R<Vec<(String, Vec<Str
     let mut out = Vec::new();
     for item in items {
         let entries = cx.map(item, key)?;
-        cx.check_keys(entries, &["url", "series"], key)?;
+        cx.check_keys(entries, &["url", "series", "per"], key)?;
         let url_node = required(cx, item, "url", key)?;
         let url = cx.string(url_node, &join(key, "url"))?;
         if !url.starts_with("http://") {
@@ -312,7 +317,18 @@ pub(super) fn resolve_prometheus(cx: &Cx, node: &Node) -> R<Vec<(String, Vec<Str
                 "name the series to keep, e.g. [process_cpu_seconds_total]",
             ));
         }
-        out.push((url, series));
+        let per = match item.get("per") {
+            Some(n) => {
+                let per = cx.string(n, &join(key, "per"))?;
+                let names = super::thresholds::Names::of(classes);
+                if !names.all.contains(&per) {
+                    return Err(names.unknown(cx, n, &per, key, "per"));
+                }
+                Some(per)
+            }
+            None => None,
+        };
+        out.push(MetricsWatch { url, series, per });
     }
     Ok(out)
 }

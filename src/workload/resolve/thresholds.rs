@@ -11,11 +11,7 @@ pub(super) fn resolve_thresholds(cx: &Cx, node: &Node, classes: &[UserClass]) ->
         ));
     };
     let mut out = Vec::new();
-    let mut names: Vec<String> = vec!["total".into()];
-    for c in classes {
-        names.push(c.name.clone());
-        names.extend(c.labels.iter().map(|l| format!("{}.{l}", c.name)));
-    }
+    let names = Names::of(classes);
     let metric_names: Vec<&str> = ThresholdMetric::NAMES.iter().map(|(n, _)| *n).collect();
     for (i, item) in items.iter().enumerate() {
         let path = format!("thresholds[{i}]");
@@ -25,16 +21,8 @@ pub(super) fn resolve_thresholds(cx: &Cx, node: &Node, classes: &[UserClass]) ->
         cx.check_keys(entries, &allowed, &path)?;
         let op_node = required(cx, item, "op", &path)?;
         let op = cx.string(op_node, &join(&path, "op"))?;
-        if !names.contains(&op) {
-            return Err(cx.err_hint(
-                op_node.pos,
-                &join(&path, "op"),
-                format!("no operation, class or total named '{op}'"),
-                Some(match did_you_mean(&op, names.iter().map(String::as_str)) {
-                    Some(s) => format!("did you mean '{s}'?"),
-                    None => "write total, a class name, or class.operation".into(),
-                }),
-            ));
+        if !names.all.contains(&op) {
+            return Err(names.unknown(cx, op_node, &op, &path, "op"));
         }
         if entries.len() < 2 {
             return Err(cx.err(
@@ -101,4 +89,61 @@ pub(super) fn resolve_thresholds(cx: &Cx, node: &Node, classes: &[UserClass]) ->
         }
     }
     Ok(out)
+}
+
+/// What a threshold's `op` (or a scraped counter's `per`) can name: a sum, a class, or
+/// one of its operations.
+pub(super) struct Names {
+    pub(super) all: Vec<String>,
+    /// Some class carries messages: `sent` and `received` are sums.
+    messages: bool,
+}
+
+impl Names {
+    /// `total` adds up requests answered; messages sent and taken have sums of their own
+    /// (`report::model::sums`), and a workload of messages alone has nothing in `total`.
+    pub(super) fn of(classes: &[UserClass]) -> Names {
+        let answers = classes.iter().any(|c| {
+            c.labels
+                .iter()
+                .any(|l| c.protocol.tally(l) == crate::workload::Tally::Total)
+        });
+        let messages = classes.iter().any(|c| c.protocol.carries_messages());
+        let mut all: Vec<String> = Vec::new();
+        if answers || !messages {
+            all.push("total".into());
+        }
+        if messages {
+            all.extend(["sent".into(), "received".into()]);
+        }
+        for c in classes {
+            all.push(c.name.clone());
+            all.extend(c.labels.iter().map(|l| format!("{}.{l}", c.name)));
+        }
+        Names { all, messages }
+    }
+
+    /// The error of a name (at `path`.`key`) that names nothing here.
+    pub(super) fn unknown(
+        &self,
+        cx: &Cx,
+        at: &Node,
+        op: &str,
+        path: &str,
+        key: &str,
+    ) -> WorkloadError {
+        let message = if op == "total" {
+            "total adds up requests answered, and this workload's operations are messages \
+             sent and taken"
+                .to_string()
+        } else {
+            format!("no operation, class or sum named '{op}'")
+        };
+        let hint = match did_you_mean(op, self.all.iter().map(String::as_str)) {
+            Some(s) if op != "total" => format!("did you mean '{s}'?"),
+            _ if self.messages => "write sent, received, a class name, or class.operation".into(),
+            _ => "write total, a class name, or class.operation".into(),
+        };
+        cx.err_hint(at.pos, &join(path, key), message, Some(hint))
+    }
 }

@@ -60,6 +60,21 @@ pub(super) struct CompareArgs {
     /// Compare runs of different workloads anyway.
     #[arg(long)]
     pub force: bool,
+    /// The difference, in percent, to say how many rounds would detect (with the rounds'
+    /// spread, at α 0.05 and power 0.8).
+    #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = effect_pct)]
+    pub effect: f64,
+}
+
+/// `--effect`: a percentage above 0 and at most 1,000 (`5` or `5%`).
+fn effect_pct(s: &str) -> Result<f64, String> {
+    let n = s.trim().trim_end_matches('%').trim();
+    match n.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1000.0 => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a percentage above 0 and at most 1000, e.g. 5%"
+        )),
+    }
 }
 
 /// `loadmix merge`: check the shards, merge them, judge the thresholds on the merged run
@@ -194,7 +209,7 @@ pub(super) fn compare(a: CompareArgs) -> Exit {
         }
     }
     let (names, lettered) = run_names(&reports, &a.runs);
-    let mut c = match report::compare::compare(&names, &reports, a.force) {
+    let mut c = match report::compare::compare_for(&names, &reports, a.force, a.effect) {
         Ok(c) => c,
         Err(e) => return Exit::Usage.fail(e),
     };

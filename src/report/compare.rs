@@ -10,13 +10,11 @@ use std::fmt::Write;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table};
 use serde::Serialize;
-use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use super::model::{OpReport, Report};
-use super::stats;
+use super::{power, stats};
 
-/// Significance level of the tests.
-pub const ALPHA: f64 = 0.05;
+pub use super::power::{ALPHA, welch_p};
 
 /// Runs of one workload side by side: the rows of each operation and the server's side, with their tests.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -34,8 +32,24 @@ pub struct Comparison {
     /// generator that may have set the pace. Named by run.
     #[serde(default)]
     pub warnings: Vec<String>,
-    /// One row per operation, the total first.
+    /// One row per operation, then the sums.
     pub rows: Vec<Row>,
+    /// The one test each run's verdict rests on, judged at α alone: the headline sum's
+    /// ops/s, or its p50 when throughput was set by the workload. Every other test of a
+    /// run against the first is Holm-corrected among themselves.
+    #[serde(default)]
+    pub primary: String,
+    /// The difference the rounds' needed effect is sized for (`--effect`), percent.
+    #[serde(default)]
+    pub effect_pct: f64,
+    /// Every run is of one target: an A/A calibration, in which any star is a false alarm.
+    #[serde(default)]
+    pub same_target: bool,
+    /// What the comparison could tell, per run against the first, in words: the primary
+    /// test's detectable effect, the rounds `effect_pct` would need, a paced throughput,
+    /// an A/A run's noise floor.
+    #[serde(default)]
+    pub power: Vec<String>,
     /// What the work cost the server, per run: each watched process's CPU per operation
     /// and each scraped series, tested over rounds like ops/s.
     #[serde(default)]
@@ -109,6 +123,9 @@ pub struct ServerCell {
     pub ratio: Option<f64>,
     /// Welch's two-sided p-value over the rounds' values against the first run's.
     pub p_value: Option<f64>,
+    /// Adjusted with the run's other tests (Holm); a difference is significant below α.
+    #[serde(default)]
+    pub p_adjusted: Option<f64>,
 }
 
 /// The server figures every round of a run recorded, keyed by measure: per round, CPU ms
@@ -199,6 +216,7 @@ fn server_rows(reports: &[Report]) -> Vec<ServerRow> {
                             .filter(|b| *b > 0.0)
                             .map(|b| mean / b),
                         p_value: against.and_then(|b| welch_p(b, v)),
+                        p_adjusted: None,
                     })
                 })
                 .collect();
@@ -226,7 +244,7 @@ pub fn p_text(p: f64) -> String {
 
 /// A server figure against the baseline's, like ops/s: ratio, and significance.
 pub fn server_verdict(c: &ServerCell) -> String {
-    match (c.ratio, c.p_value) {
+    match (c.ratio, c.p_adjusted.or(c.p_value)) {
         (None, _) => "baseline".into(),
         (Some(r), Some(p)) if p < ALPHA => format!("{r:.2}× significant ({})", p_text(p)),
         (Some(r), Some(p)) => format!("{r:.2}× not significant (p={p:.2})"),
@@ -323,8 +341,20 @@ pub struct Cell {
     /// Welch's two-sided p-value against the first run; `None` for the first run and when
     /// either side has fewer than two rounds.
     pub p_value: Option<f64>,
-    /// Whether the ops/s difference is significant (Welch, p < 0.05).
+    /// Whether the ops/s difference is significant: its Holm-adjusted p (its own p for
+    /// the primary test) below α; `None` when not tested (one round, or paced).
     pub significant: Option<bool>,
+    /// `p_value` adjusted for the run's other tests (Holm); equal to it for the primary.
+    #[serde(default)]
+    pub p_adjusted: Option<f64>,
+    /// The smallest ops/s difference its rounds could detect (α, power 0.8), as a percent
+    /// of the first run's mean.
+    #[serde(default)]
+    pub mde_pct: Option<f64>,
+    /// Throughput set by the workload's think times, pacing or arrivals in both runs
+    /// (users waited on the server less than a tenth of their time): ops/s not tested.
+    #[serde(default)]
+    pub paced: bool,
     /// p50 against the first run's.
     #[serde(default)]
     pub p50_ratio: Option<f64>,
@@ -334,6 +364,15 @@ pub struct Cell {
     /// Welch's p-value over the rounds' p99s (`p99_ratio` is the ratio).
     #[serde(default)]
     pub p99_p_value: Option<f64>,
+    /// The two latency p-values adjusted as `p_adjusted` is; the stars use them.
+    #[serde(default)]
+    pub p50_p_adjusted: Option<f64>,
+    /// The p99's, adjusted.
+    #[serde(default)]
+    pub p99_p_adjusted: Option<f64>,
+    /// The smallest p50 difference its rounds could detect, percent of the first run's.
+    #[serde(default)]
+    pub p50_mde_pct: Option<f64>,
     /// The operation's merged histogram, encoded as in the report, for the percentile
     /// overlay; not in compare.json, whose reader has the reports.
     #[serde(skip)]
@@ -364,30 +403,13 @@ pub enum CompareError {
     DifferentWorkloads(String),
 }
 
-/// Welch's t-test: two-sided p-value that two samples have the same mean.
-pub fn welch_p(a: &[f64], b: &[f64]) -> Option<f64> {
-    if a.len() < 2 || b.len() < 2 {
-        return None;
-    }
-    let stats = |x: &[f64]| {
-        let (m, v) = super::stats::mean_var(x);
-        (x.len() as f64, m, v)
-    };
-    let (na, ma, va) = stats(a);
-    let (nb, mb, vb) = stats(b);
-    let se2 = va / na + vb / nb;
-    if se2 == 0.0 {
-        // No spread on either side: the means are equal or they are not.
-        return Some(if (ma - mb).abs() < f64::EPSILON * ma.abs().max(1.0) {
-            1.0
-        } else {
-            0.0
-        });
-    }
-    let t = (ma - mb) / se2.sqrt();
-    let df = se2 * se2 / ((va / na).powi(2) / (na - 1.0) + (vb / nb).powi(2) / (nb - 1.0));
-    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
-    Some(2.0 * (1.0 - dist.cdf(t.abs())))
+/// The smallest difference of means `base` and `mine` could detect, as a percent of
+/// `base`'s mean ([`power::mde`]).
+fn detectable_pct(base: &[f64], mine: &[f64]) -> Option<f64> {
+    let (m, _) = stats::mean_var(base);
+    let sd = power::pooled_sd(base, mine)?;
+    let d = power::mde(sd, base.len(), mine.len())?;
+    (m > 0.0).then(|| 100.0 * d / m)
 }
 
 /// An operation's cell: its figures, and against the baseline's (`base`, with the
@@ -403,8 +425,8 @@ fn cell(
         .map(|a| a.ops_per_sec_per_round.clone())
         .unwrap_or_default();
     let mean = a.map_or(o.ops_per_sec, |a| a.ops_per_sec_mean);
-    let (ratio, p99_ratio, p_value) = match base {
-        None => (None, None, None),
+    let (ratio, p99_ratio, p_value, mde_pct) = match base {
+        None => (None, None, None, None),
         Some(b) => {
             let bm = b
                 .across_rounds
@@ -419,6 +441,7 @@ fn cell(
                 (bm > 0.0).then(|| mean / bm),
                 (b.latency_ms.p99 > 0.0).then(|| o.latency_ms.p99 / b.latency_ms.p99),
                 welch_p(&brates, &rates),
+                detectable_pct(&brates, &rates),
             )
         }
     };
@@ -431,23 +454,43 @@ fn cell(
         p99_ms: o.latency_ms.p99,
         ratio,
         p99_ratio,
+        // Judged once every test of the run is in (`calibrate`).
         significant: p_value.map(|p| p < ALPHA),
+        p_adjusted: p_value,
+        mde_pct,
+        paced: false,
         p_value,
         p50_ratio: base
             .filter(|b| b.latency_ms.p50 > 0.0)
             .map(|b| o.latency_ms.p50 / b.latency_ms.p50),
         p50_p_value: base.and_then(|_| welch_p(&base_rounds.0, &rounds.0)),
         p99_p_value: base.and_then(|_| welch_p(&base_rounds.1, &rounds.1)),
+        p50_p_adjusted: base.and_then(|_| welch_p(&base_rounds.0, &rounds.0)),
+        p99_p_adjusted: base.and_then(|_| welch_p(&base_rounds.1, &rounds.1)),
+        p50_mde_pct: base.and_then(|_| detectable_pct(&base_rounds.0, &rounds.0)),
         histogram: o.histogram.clone(),
     }
 }
 
+/// The effect `compare` sizes its rounds for unless told (`--effect`), percent.
+pub const DEFAULT_EFFECT_PCT: f64 = 5.0;
+
 /// Compare `reports` (named by `names`, shortened for tables by [`short_names`]), the
-/// first being the baseline.
+/// first being the baseline, sizing the rounds for a [`DEFAULT_EFFECT_PCT`] difference.
 pub fn compare(
     names: &[String],
     reports: &[Report],
     force: bool,
+) -> Result<Comparison, CompareError> {
+    compare_for(names, reports, force, DEFAULT_EFFECT_PCT)
+}
+
+/// [`compare`], saying how many rounds a difference of `effect_pct` percent would need.
+pub fn compare_for(
+    names: &[String],
+    reports: &[Report],
+    force: bool,
+    effect_pct: f64,
 ) -> Result<Comparison, CompareError> {
     let short = short_names(names);
     if reports.len() < 2 {
@@ -456,15 +499,22 @@ pub fn compare(
     if !force {
         same_workload(names, reports)?;
     }
-    let rows = op_rows(reports);
-    let server = server_rows(reports);
+    let mut rows = op_rows(reports);
+    let mut server = server_rows(reports);
+    let calibration = calibrate(&mut rows, &mut server, reports, &short, effect_pct);
     let mut method = format!(
-        "throughput: mean ops/s over rounds ± 95 % CI (Student's t); difference to the first run tested with Welch's t-test over per-round ops/s, two-sided, significant when p < {ALPHA}; latency: p50 and p99 from merged histograms, their ratios to the first run tested with Welch's t-test over the rounds' own p50s and p99s (* when p < {ALPHA})"
+        "throughput: mean ops/s over rounds ± 95 % CI (Student's t); difference to the first run tested with Welch's t-test over per-round ops/s, two-sided; latency: p50 and p99 from merged histograms, their ratios to the first run tested with Welch's t-test over the rounds' own p50s and p99s; the primary test ({}) judged alone at α = {ALPHA}, every other test of a run against the first (throughput, p50 and p99 of each row, server figures) Holm-corrected among themselves, significant (or *) when the adjusted p < {ALPHA}; detectable effect: the smallest difference the rounds detect at α = {ALPHA} with power {}",
+        calibration.primary,
+        power::POWER
     );
     if !server.is_empty() {
         method.push_str("; server: each round's CPU per successful operation and scraped series (counters per 1,000 operations, gauges' means), mean over rounds ± 95 % CI, tested as ops/s");
     }
     Ok(Comparison {
+        primary: calibration.primary,
+        effect_pct,
+        same_target: calibration.same_target,
+        power: calibration.power,
         workload: reports[0].workload.name.clone(),
         method,
         runs: short.clone(),
@@ -485,6 +535,199 @@ pub fn compare(
         over_time: reports.iter().map(OverTime::of).collect(),
         rows,
     })
+}
+
+/// What [`calibrate`] decided and found.
+struct Calibration {
+    primary: String,
+    same_target: bool,
+    power: Vec<String>,
+}
+
+/// One test of a run against the first: which row (or server row) and which measure.
+#[derive(Clone, Copy, PartialEq)]
+enum Test {
+    Rate(usize),
+    P50(usize),
+    P99(usize),
+    Server(usize),
+}
+
+/// Judges every run against the first as one family of tests: the primary test (the
+/// headline's ops/s, or its p50 when both runs' throughput was set by the workload) at
+/// α alone, every other test Holm-corrected; and says in words what each comparison could
+/// have detected.
+fn calibrate(
+    rows: &mut [Row],
+    server: &mut [ServerRow],
+    reports: &[Report],
+    names: &[String],
+    effect_pct: f64,
+) -> Calibration {
+    let headline = reports[0].summary.headline().op.clone();
+    let primary_row = rows.iter().position(|r| r.op == headline);
+    let busy: Vec<Option<f64>> = reports
+        .iter()
+        .map(|r| power::busy_share(&r.rounds))
+        .collect();
+    let paced_at = |i: usize| busy[i].is_some_and(|b| b < power::PACED_BELOW);
+    let mut words = Vec::new();
+    let mut any_paced = false;
+    for i in 1..reports.len() {
+        let paced = paced_at(0) && paced_at(i);
+        any_paced |= paced;
+        let primary = primary_row.map(|k| if paced { Test::P50(k) } else { Test::Rate(k) });
+        judge_run(rows, server, i, paced, primary);
+        words.extend(power_words(
+            rows, reports, names, i, primary, &busy, effect_pct,
+        ));
+    }
+    let same_target = reports.iter().all(|r| r.target == reports[0].target);
+    if same_target {
+        words.push(format!(
+            "A/A calibration: every run is of {}, so any significant difference or * above is a false alarm, and each detectable effect is this setup's noise floor",
+            reports[0].target
+        ));
+    }
+    Calibration {
+        primary: format!("{headline} {}", if any_paced { "p50" } else { "ops/s" }),
+        same_target,
+        power: words,
+    }
+}
+
+/// Run `i`'s tests against the first: the primary alone, the rest Holm-corrected, each
+/// cell's adjusted p-values and verdicts set. A paced run's ops/s are not tested.
+fn judge_run(
+    rows: &mut [Row],
+    server: &mut [ServerRow],
+    i: usize,
+    paced: bool,
+    primary: Option<Test>,
+) {
+    let mut tests: Vec<(Test, Option<f64>)> = Vec::new();
+    for (k, row) in rows.iter_mut().enumerate() {
+        let Some(c) = row.cells.get_mut(i).and_then(Option::as_mut) else {
+            continue;
+        };
+        c.paced = paced;
+        if !paced {
+            tests.push((Test::Rate(k), c.p_value));
+        }
+        tests.push((Test::P50(k), c.p50_p_value));
+        tests.push((Test::P99(k), c.p99_p_value));
+    }
+    for (k, row) in server.iter().enumerate() {
+        if let Some(c) = row.cells.get(i).and_then(Option::as_ref) {
+            tests.push((Test::Server(k), c.p_value));
+        }
+    }
+    let family: Vec<Option<f64>> = tests
+        .iter()
+        .map(|(t, p)| if Some(*t) == primary { None } else { *p })
+        .collect();
+    let adjusted = power::holm(&family);
+    for ((t, p), adj) in tests.into_iter().zip(adjusted) {
+        let adj = if Some(t) == primary { p } else { adj };
+        match t {
+            Test::Rate(k) => {
+                if let Some(c) = rows[k].cells[i].as_mut() {
+                    c.p_adjusted = adj;
+                    c.significant = adj.map(|p| p < ALPHA);
+                }
+            }
+            Test::P50(k) => {
+                if let Some(c) = rows[k].cells[i].as_mut() {
+                    c.p50_p_adjusted = adj;
+                }
+            }
+            Test::P99(k) => {
+                if let Some(c) = rows[k].cells[i].as_mut() {
+                    c.p99_p_adjusted = adj;
+                }
+            }
+            Test::Server(k) => {
+                if let Some(c) = server[k].cells[i].as_mut() {
+                    c.p_adjusted = adj;
+                }
+            }
+        }
+    }
+    if paced {
+        for c in rows.iter_mut().filter_map(|r| r.cells[i].as_mut()) {
+            c.significant = None;
+            c.p_adjusted = None;
+        }
+    }
+}
+
+/// What run `i`'s comparison with the first could tell, in words: its primary test's
+/// detectable effect, the rounds an `effect_pct` difference would need, and why ops/s
+/// was not tested when it was paced.
+fn power_words(
+    rows: &[Row],
+    reports: &[Report],
+    names: &[String],
+    i: usize,
+    primary: Option<Test>,
+    busy: &[Option<f64>],
+    effect_pct: f64,
+) -> Vec<String> {
+    let (a, b) = (&names[0], &names[i]);
+    let mut out = Vec::new();
+    let headline = reports[0].summary.headline().op.clone();
+    let per_round = |r: &Report, t: Test| -> Vec<f64> {
+        match t {
+            Test::P50(_) => round_percentiles(r, &headline).0,
+            _ => r
+                .summary
+                .headline()
+                .across_rounds
+                .as_ref()
+                .map(|x| x.ops_per_sec_per_round.clone())
+                .unwrap_or_default(),
+        }
+    };
+    let Some(t) = primary else {
+        return out;
+    };
+    if matches!(t, Test::P50(_)) {
+        let pct = |x: Option<f64>| x.map_or("?".into(), |v| format!("{:.0} %", v * 100.0));
+        out.push(format!(
+            "{b} against {a}: throughput was set by the workload (its users waited on the server {} and {} of their time, under {:.0} %): ops/s is not tested, and the primary test is {headline} p50",
+            pct(busy[0]),
+            pct(busy[i]),
+            power::PACED_BELOW * 100.0
+        ));
+    }
+    let (base, mine) = (per_round(&reports[0], t), per_round(&reports[i], t));
+    let measure = if matches!(t, Test::P50(_)) {
+        "p50"
+    } else {
+        "ops/s"
+    };
+    let (Test::Rate(k) | Test::P50(k) | Test::P99(k) | Test::Server(k)) = t;
+    let cell = rows[k].cells.get(i).and_then(Option::as_ref);
+    let mde = match t {
+        Test::P50(_) => cell.and_then(|c| c.p50_mde_pct),
+        _ => cell.and_then(|c| c.mde_pct),
+    };
+    let (mean, _) = stats::mean_var(&base);
+    let needed = power::pooled_sd(&base, &mine)
+        .and_then(|sd| power::rounds_for(sd, effect_pct / 100.0 * mean));
+    match mde {
+        Some(d) => out.push(format!(
+            "{b} against {a}: with {} and {} rounds, {headline} {measure} could detect a difference of ±{d:.1} % (α {ALPHA}, power {}); ±{effect_pct} % would need {} rounds each",
+            base.len(),
+            mine.len(),
+            power::POWER,
+            needed.map_or(format!("more than {}", power::MAX_ROUNDS), |n| n.to_string())
+        )),
+        None => out.push(format!(
+            "{b} against {a}: {headline} {measure} has fewer than two rounds on a side, so nothing is tested; run 5 rounds or more"
+        )),
+    }
+    out
 }
 
 /// Runs of different workloads (by hash) are not compared unless forced.
@@ -578,13 +821,34 @@ fn rate(c: &Cell) -> String {
     }
 }
 
-fn verdict(c: &Cell) -> String {
-    match (c.ratio, c.significant, c.p_value) {
-        (None, _, _) => "baseline".into(),
-        (Some(r), Some(true), Some(p)) => format!("{r:.2}× significant ({})", p_text(p)),
-        (Some(r), Some(false), Some(p)) => format!("{r:.2}× not significant (p={p:.2})"),
-        (Some(r), _, _) => format!("{r:.2}× (one round: not tested)"),
+/// Ops/s against the baseline: the ratio, and its test's verdict with the p-value it was
+/// judged on (Holm's, named, when it was corrected) and, when not significant, the
+/// smallest difference the rounds could have shown.
+pub fn verdict(c: &Cell) -> String {
+    let Some(r) = c.ratio else {
+        return "baseline".into();
+    };
+    if c.paced {
+        return format!("{r:.2}× (set by the workload: not tested)");
     }
+    let (Some(p), Some(adj), Some(significant)) = (c.p_value, c.p_adjusted, c.significant) else {
+        return format!("{r:.2}× (one round: not tested)");
+    };
+    let corrected = (adj - p).abs() > 1e-12;
+    if significant {
+        let holm = if corrected { "Holm " } else { "" };
+        return format!("{r:.2}× significant ({holm}{})", p_text(adj));
+    }
+    let holm = if corrected {
+        format!(", Holm {adj:.2}")
+    } else {
+        String::new()
+    };
+    let mde = c
+        .mde_pct
+        .map(|d| format!("; detects ±{d:.0} %"))
+        .unwrap_or_default();
+    format!("{r:.2}× not significant (p={p:.2}{holm}{mde})")
 }
 
 /// A run name longer than this is lettered in the console table.
@@ -678,13 +942,18 @@ pub fn render_table_at(c: &Comparison, width: u16) -> String {
         .iter()
         .map(|w| wrap(&format!("WARNING: {w}"), width.into(), "  "))
         .collect();
+    let power: String = c
+        .power
+        .iter()
+        .map(|w| wrap(&format!("power: {w}"), width.into(), "  "))
+        .collect();
     format!(
-        "comparison of {} runs of {}\n{}\n{t}\n{}{}{}{warnings}",
+        "comparison of {} runs of {}\n{}\n{t}\n{}{}{power}{}{warnings}",
         c.runs.len(),
         c.workload,
         legend.join("\n"),
         wrap(
-            "latency vs: * the rounds' percentiles differ significantly, ? one round (not tested)",
+            "latency vs: * the rounds' percentiles differ significantly (Holm-corrected), ? one round (not tested)",
             width.into(),
             "  "
         ),
@@ -765,6 +1034,10 @@ fn server_table(c: &Comparison, width: u16) -> String {
 /// p50 and p99 against the baseline: ratios, starred when the rounds' own percentiles
 /// differ significantly.
 pub fn latency_verdict(c: &Cell) -> String {
+    let (p50, p99) = (
+        c.p50_p_adjusted.or(c.p50_p_value),
+        c.p99_p_adjusted.or(c.p99_p_value),
+    );
     let one = |name: &str, ratio: Option<f64>, p: Option<f64>| -> Option<String> {
         let r = ratio?;
         let mark = match p {
@@ -774,13 +1047,10 @@ pub fn latency_verdict(c: &Cell) -> String {
         };
         Some(format!("{name} {r:.2}×{mark}"))
     };
-    let parts: Vec<String> = [
-        one("p50", c.p50_ratio, c.p50_p_value),
-        one("p99", c.p99_ratio, c.p99_p_value),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let parts: Vec<String> = [one("p50", c.p50_ratio, p50), one("p99", c.p99_ratio, p99)]
+        .into_iter()
+        .flatten()
+        .collect();
     if parts.is_empty() {
         "baseline".into()
     } else {
@@ -892,6 +1162,9 @@ pub fn render_markdown(c: &Comparison) -> String {
                 );
             }
         }
+    }
+    for w in &c.power {
+        let _ = write!(out, "\n{w}.\n");
     }
     let _ = write!(out, "\n_{}_\n", c.method);
     out

@@ -531,15 +531,10 @@ fn compare_table(c: &Comparison) -> String {
                 x.p50_ms, x.p95_ms, x.p99_ms
             );
             if i > 0 {
-                let verdict = match (x.ratio, x.significant, x.p_value) {
-                    (Some(r), Some(true), Some(p)) => {
-                        format!("<b>{r:.2}×</b> significant ({})", compare::p_text(p))
-                    }
-                    (Some(r), Some(false), Some(p)) => {
-                        format!("{r:.2}× no significant difference (p={p:.2})")
-                    }
-                    (Some(r), _, _) => format!("{r:.2}× (one round: not tested)"),
-                    (None, _, _) => "-".to_string(),
+                let words = esc(&compare::verdict(x)).into_owned();
+                let verdict = match x.significant {
+                    Some(true) => format!("<b>{words}</b>"),
+                    _ => words,
                 };
                 let _ = write!(
                     b,
@@ -552,9 +547,13 @@ fn compare_table(c: &Comparison) -> String {
     }
     let _ = write!(
         b,
-        "</table><p class=\"note\">significance level {}</p>",
-        compare::ALPHA
+        "</table><p class=\"note\">significance level {} (primary test: {}; the others Holm-corrected)</p>",
+        compare::ALPHA,
+        esc(&c.primary)
     );
+    for w in &c.power {
+        let _ = write!(b, "<p class=\"note\">{}</p>", esc(w));
+    }
     b
 }
 

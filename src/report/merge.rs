@@ -744,7 +744,7 @@ fn merged_summary(rounds: &[RoundReport], mut over: OverRounds) -> Summary {
         generator_warnings,
         server: model::server_summary(rounds, headline),
         metrics: model::series_summary(rounds),
-        drift: model::drift(&headline_rates),
+        drift: model::drift(rounds, &headline_rates),
         mix: Vec::new(),
     };
     summary.rebase_metrics();

@@ -13,6 +13,7 @@ pub mod html;
 pub mod merge;
 pub(crate) mod model;
 pub(crate) mod oplog;
+pub(crate) mod power;
 pub(crate) mod stats;
 pub mod table;
 pub(crate) mod thresholds;

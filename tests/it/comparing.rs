@@ -416,7 +416,7 @@ fn a_run_still_warming_up_is_flagged_in_its_report_and_in_the_comparison() {
     let mem = fixture("queue-memory.json");
     let mut warming = mem.clone();
     // A cold JVM's rounds (the issue's): 1,690 → 2,460 → 3,430 → 3,620 ops/s.
-    warming.summary.drift = loadmix::reports::drift(&[1690.0, 2460.0, 3430.0, 3620.0]);
+    warming.summary.drift = loadmix::reports::drift(&[], &[1690.0, 2460.0, 3430.0, 3620.0]);
     let d = warming.summary.drift.as_ref().expect("a significant rise");
     assert!(
         d.message.contains("rose") && d.message.contains("warmup_rounds"),
@@ -425,7 +425,7 @@ fn a_run_still_warming_up_is_flagged_in_its_report_and_in_the_comparison() {
     );
     assert!(loadmix::reports::table::render(&warming).contains("WARNING: drift: throughput rose"));
     assert!(
-        loadmix::reports::drift(&[3000.0, 3100.0, 2950.0, 3050.0]).is_none(),
+        loadmix::reports::drift(&[], &[3000.0, 3100.0, 2950.0, 3050.0]).is_none(),
         "noise is not drift"
     );
     let c = compare::compare(&["steady".into(), "cold".into()], &[mem, warming], false).unwrap();
@@ -518,4 +518,128 @@ fn the_report_fits_the_terminal_and_wide_has_every_column() {
     )
     .unwrap();
     assert_eq!(wide, file, "report.txt is the wide report");
+}
+
+/// Two targets on one embedded server whose only difference is the delay it answers
+/// with: `a` 10 ms, `b` the `b_ms` given. Their comparison, as `run` wrote it.
+fn delayed_pair(b_ms: u32) -> compare::Comparison {
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    // The target's path is the workload's context: each target its own delay.
+    std::fs::write(
+        &w,
+        "run: { duration: 1s, warmup: 0s, rounds: 5, seed: 5 }\nthink: 0ms\nusers:\n  - class: c\n    protocol: http\n    count: 4\n    mix:\n      get: { weight: 1, path: '{context}' }\n",
+    )
+    .unwrap();
+    let out = out_dir(&tmp);
+    let base = srv.url();
+    let (a, b) = (
+        format!("a={base}/cosmo/_loadmix/delay/10"),
+        format!("b={base}/cosmo/_loadmix/delay/{b_ms}"),
+    );
+    let code = loadmix(&[
+        "run",
+        &path_str(&w),
+        "--target",
+        &a,
+        "--target",
+        &b,
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    rt.block_on(srv.stop());
+    let reports = [read_report(&out.join("a")), read_report(&out.join("b"))];
+    compare::compare(&["a".into(), "b".into()], &reports, false).unwrap()
+}
+
+/// A server made 20 % slower (12 ms for 10 ms) is found by the primary test, and the
+/// comparison says what it could have detected.
+#[test]
+fn a_twenty_percent_slowdown_is_detected_by_the_primary_test() {
+    let c = delayed_pair(12);
+    assert_eq!(c.primary, "total ops/s");
+    assert!(!c.same_target);
+    let total = c.rows.iter().find(|r| r.op == "total").unwrap();
+    let b = total.cells[1].as_ref().unwrap();
+    let ratio = b.ratio.unwrap();
+    assert!((0.78..0.88).contains(&ratio), "10/12 = 0.83: {ratio}");
+    assert_eq!(b.significant, Some(true), "p = {:?}", b.p_value);
+    // The primary test is judged alone: its p is not adjusted.
+    assert_eq!(b.p_adjusted, b.p_value);
+    let mde = b.mde_pct.unwrap();
+    assert!(
+        mde > 0.0 && mde < 17.0,
+        "a 17 % drop was detectable: ±{mde} %"
+    );
+    assert!(
+        c.power
+            .iter()
+            .any(|w| w.contains("could detect") && w.contains("rounds each")),
+        "{:?}",
+        c.power
+    );
+    let table = compare::render_table(&c);
+    assert!(table.contains("power: b against a"), "{table}");
+}
+
+/// One server under two names: an A/A run. It is said to be one, and every test but the
+/// primary is Holm-corrected, never below its own p; what the rounds could detect is the
+/// noise floor it prints.
+#[test]
+fn an_a_a_run_is_named_and_its_secondary_tests_are_corrected() {
+    let c = delayed_pair(10);
+    assert!(c.same_target, "{:?}", c.details);
+    assert!(
+        c.power.iter().any(|w| w.starts_with("A/A calibration")),
+        "{:?}",
+        c.power
+    );
+    for row in c.rows.iter().filter(|r| r.op != "total") {
+        let x = row.cells[1].as_ref().unwrap();
+        for (p, adj) in [
+            (x.p_value, x.p_adjusted),
+            (x.p50_p_value, x.p50_p_adjusted),
+            (x.p99_p_value, x.p99_p_adjusted),
+        ] {
+            if let (Some(p), Some(adj)) = (p, adj) {
+                assert!(adj >= p, "{}: {adj} < {p}", row.op);
+            }
+        }
+        assert_eq!(x.significant, x.p_adjusted.map(|p| p < compare::ALPHA));
+    }
+    let total = c.rows.iter().find(|r| r.op == "total").unwrap();
+    assert!(total.cells[1].as_ref().unwrap().mde_pct.is_some());
+}
+
+/// Users who think 200 ms for every 1 ms of the server's: their throughput is their
+/// think time's, so ops/s is not tested and latency is the primary test; and the drift
+/// test does not read their seeded rounds as a trend.
+#[test]
+fn throughput_set_by_think_times_is_not_tested() {
+    let (r, _) = run_embedded(
+        "target: embedded\nrun: { duration: 1s, warmup: 0s, rounds: 4, seed: 9 }\nthink: 200ms\nusers:\n  - class: c\n    protocol: http\n    count: 3\n    mix:\n      get: { weight: 1, path: '{context}/_loadmix/delay/1' }\n",
+    );
+    assert!(r.summary.drift.is_none());
+    let c = compare::compare(&["a".into(), "b".into()], &[r.clone(), r], false).unwrap();
+    assert_eq!(c.primary, "total p50");
+    let total = c.rows.iter().find(|r| r.op == "total").unwrap();
+    let b = total.cells[1].as_ref().unwrap();
+    assert!(b.paced);
+    assert_eq!(b.significant, None);
+    assert!(
+        compare::verdict(b).contains("set by the workload"),
+        "{}",
+        compare::verdict(b)
+    );
+    assert!(
+        c.power
+            .iter()
+            .any(|w| w.contains("throughput was set by the workload")),
+        "{:?}",
+        c.power
+    );
 }

@@ -353,11 +353,22 @@ pub(super) const SLOT_LATE_WARNING: std::time::Duration = std::time::Duration::f
 
 /// A trend is flagged when its slope is significant at this level…
 const DRIFT_ALPHA: f64 = 0.05;
-/// …and it moves throughput by at least this much from the first round to the last.
+/// …and it moves throughput by at least this much from the first round to the last…
 const DRIFT_MIN_CHANGE: f64 = 0.05;
+/// …over this many rounds at least: a slope through three points rests on one degree of
+/// freedom, and one slow first round (a cold cache) reads as a steady rise.
+pub(crate) const DRIFT_MIN_ROUNDS: usize = 4;
 
-/// The drift of per-round total ops/s, when there is one worth a warning.
-pub fn drift(rates: &[f64]) -> Option<Drift> {
+/// The drift of the headline's per-round ops/s, when there is one worth a warning: at
+/// least [`DRIFT_MIN_ROUNDS`] rounds, and not when the rounds' throughput was set by the
+/// workload (their users waited on the server under a tenth of their time), where seeded
+/// think times alone move it from round to round.
+pub fn drift(rounds: &[RoundReport], rates: &[f64]) -> Option<Drift> {
+    if rates.len() < DRIFT_MIN_ROUNDS
+        || super::power::busy_share(rounds).is_some_and(|b| b < super::power::PACED_BELOW)
+    {
+        return None;
+    }
     let t = super::stats::trend(rates)?;
     if t.p_value >= DRIFT_ALPHA || t.change.abs() < DRIFT_MIN_CHANGE {
         return None;
@@ -680,7 +691,7 @@ fn summary(labels: &Labels, across: &Across, rounds: &[RoundReport], run: &RunRe
             successes as f64 / requests as f64
         },
         ops,
-        drift: drift(headline_rates),
+        drift: drift(rounds, headline_rates),
         total,
         sent,
         received,
@@ -816,6 +827,36 @@ mod tests {
             think: "0".into(),
             ops: Vec::new(),
         }
+    }
+
+    /// A/A: rounds of one unchanging server, their ops/s noise alone (3 % and 10 % spread),
+    /// are flagged as drifting at most as often as the test's α, at every round count.
+    #[test]
+    fn drift_false_alarms_on_steady_rounds_stay_within_alpha() {
+        use rand::SeedableRng;
+        use rand_distr::{Distribution, Normal};
+        let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(11);
+        for cv in [0.03, 0.10] {
+            let noise = Normal::new(1000.0, 1000.0 * cv).unwrap();
+            for n in [3, 4, 5, 10] {
+                let trials = 2000;
+                let flagged = (0..trials)
+                    .filter(|_| {
+                        let rates: Vec<f64> = (0..n).map(|_| noise.sample(&mut rng)).collect();
+                        drift(&[], &rates).is_some()
+                    })
+                    .count();
+                let rate = flagged as f64 / trials as f64;
+                eprintln!("drift false alarms, spread {cv}, {n} rounds: {rate:.4}");
+                if n < DRIFT_MIN_ROUNDS {
+                    assert_eq!(flagged, 0, "{n} rounds are too few to test");
+                }
+                assert!(rate <= DRIFT_ALPHA + 0.012, "cv {cv}, {n} rounds: {rate}");
+            }
+        }
+        // A real rise over enough rounds is still flagged.
+        let rising = [1690.0, 2460.0, 3430.0, 3620.0];
+        assert!(drift(&[], &rising).is_some());
     }
 
     #[test]

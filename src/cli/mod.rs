@@ -263,7 +263,7 @@ fn validate(a: WorkloadArgs) -> Exit {
         }
     }
     // Valid, but too big for this machine: `run` would refuse it here.
-    if let Err(m) = crate::run::capacity::check(&w) {
+    if let Err(m) = crate::run::fits::check(&w) {
         eprintln!("warning: `loadmix run` would refuse this workload on this machine: {m}");
     }
     Exit::Ok

@@ -21,6 +21,12 @@ pub(super) struct RunArgs {
     /// users.producer.count=3,5,10 or users.caldav.mix.put_event.params.size=1KiB,16KiB.
     #[arg(long, value_name = "KEY=V1,V2,...")]
     pub sweep: Option<String>,
+    /// Search each target's capacity: the highest arrival rate of the workload's open
+    /// classes (scaled together) that keeps this service level, e.g. "p99 < 200ms,
+    /// errors < 1%" (grow, bisect, repeat the ends; a step the generator could not keep
+    /// is said, not judged). Writes capacity.txt, capacity.json and capacity.html.
+    #[arg(long, value_name = "SERVICE LEVEL", conflicts_with = "sweep")]
+    pub capacity: Option<String>,
     /// Also write the HTML page of the run here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
@@ -136,6 +142,7 @@ impl From<RunArgs> for RunOptions {
             workload: (&a.workload).into(),
             targets: a.target,
             sweep: a.sweep,
+            capacity: a.capacity,
             html: a.html,
             csv: a.csv,
             out: a.out,

@@ -20,6 +20,7 @@ pub(crate) mod shard;
 pub(crate) mod timer;
 mod user;
 
+pub(crate) use record::BEHIND_LIMIT;
 pub(crate) use user::MAX_SKIPS_IN_A_ROW;
 
 use std::sync::Arc;
@@ -153,6 +154,9 @@ pub(crate) struct RoundResult {
     /// users: the slots that fell due before the round's end and were not sent by then.
     pub dropped: u64,
     pub late: u64,
+    /// Open model: arrivals the generator started over [`record::BEHIND_LIMIT`] late
+    /// though no busy slot held them (its own lateness, not the server's).
+    pub behind: u64,
     /// Users stopped for the round because their picks found nothing to act on
     /// ([`user::MAX_SKIPS_IN_A_ROW`] in a row).
     pub stuck: u64,
@@ -382,6 +386,25 @@ impl Runner {
             labels: &self.labels,
             index,
         }
+    }
+
+    /// The last measured round alone, as a run of one round: a capacity search judges
+    /// each step by it while the runner goes on. `None` before any measured round.
+    pub(crate) fn last_round(&self) -> Option<RunResult> {
+        let last = self.rounds.last()?;
+        Some(RunResult {
+            run_id: self.cfg.run_id.clone(),
+            started_at: last.started_at,
+            finished_at: SystemTime::now(),
+            labels: self.labels.clone(),
+            rounds: vec![last.clone()],
+            warmups: Vec::new(),
+            interrupted: last.interrupted,
+            op_log: Vec::new(),
+            failures: Vec::new(),
+            ledger: None,
+            preflight: Tally::new(),
+        })
     }
 
     /// The target's clock against ours so far, from its answers' `Date`.

@@ -183,28 +183,16 @@ pub(super) async fn arrivals(
 ) -> VuOutput {
     let spec = Arc::new(spec);
     let mut out = VuOutput::default();
-    // Sharded, this process holds its part of the limit the whole run shares. With
-    // returning users, no more sessions than users at once: one user, one session.
-    let share = spec.shard.share(spec.arrival.max_concurrency) as usize;
-    let slots = Arc::new(Semaphore::new(match &spec.returning {
-        Some(r) => share.min(r.count),
-        None => share,
-    }));
+    let slots = slots_of(&spec);
     let mut sessions = tokio::task::JoinSet::new();
     // Once the round's time is up, the rest of the schedule is only counted: arrivals due
     // before the deadline that could not start are dropped, never silently skipped, and
     // the round ends on time however far behind the generator or the server has fallen.
     let mut closing = false;
-    let limit = spec.deadline.saturating_duration_since(spec.who.start);
-    let schedule = Schedule::new(
-        spec.seed,
-        spec.who.class_index,
-        &spec.class,
-        &spec.arrival,
-        spec.who.round,
-        limit,
-    );
-    for (k, offset) in schedule.enumerate() {
+    // When the last arrival's wait for a slot ended: a later arrival due before it was
+    // held by the server, not by the generator.
+    let mut held_until = spec.who.start;
+    for (k, offset) in schedule_of(&spec).enumerate() {
         // Another shard's arrival: it starts there, with the same index and seed.
         if !spec.shard.owns_arrival(k as u64) {
             continue;
@@ -228,10 +216,15 @@ pub(super) async fn arrivals(
         if !wait_until(&spec.timer, intended, &stop).await {
             break;
         }
+        let woke = Instant::now();
+        if woke.saturating_duration_since(intended.max(held_until)) > super::record::BEHIND_LIMIT {
+            out.behind += 1;
+        }
         let permit = match take_slot(&spec, &slots, &stop).await {
             Slot::Free(p) => p,
             Slot::Waited(p) => {
                 out.late += 1;
+                held_until = Instant::now();
                 p
             }
             Slot::Full => {
@@ -272,6 +265,30 @@ pub(super) async fn arrivals(
         r.end_round(spec.who.class_index, &mut out);
     }
     out
+}
+
+/// The round's arrival times for this class, up to its deadline.
+fn schedule_of(spec: &OpenSpec) -> Schedule<'_> {
+    let limit = spec.deadline.saturating_duration_since(spec.who.start);
+    Schedule::new(
+        spec.seed,
+        spec.who.class_index,
+        &spec.class,
+        &spec.arrival,
+        spec.who.round,
+        limit,
+    )
+}
+
+/// The class's session slots in this process: sharded, its part of the limit the whole
+/// run shares; with returning users, no more sessions than users at once (one user, one
+/// session).
+fn slots_of(spec: &OpenSpec) -> Arc<Semaphore> {
+    let share = spec.shard.share(spec.arrival.max_concurrency) as usize;
+    Arc::new(Semaphore::new(match &spec.returning {
+        Some(r) => share.min(r.count),
+        None => share,
+    }))
 }
 
 /// What an arrival found of the class's `max_concurrency` slots.

@@ -41,6 +41,9 @@ pub(super) struct VuOutput {
     /// Open model: arrivals that found every slot taken and gave up, or waited.
     pub(super) dropped: u64,
     pub(super) late: u64,
+    /// Open model: arrivals the generator itself started more than
+    /// [`BEHIND_LIMIT`] after they fell due, with nothing (no busy slot) holding them.
+    pub(super) behind: u64,
     pub(super) sessions: u64,
     /// Users stopped because pick after pick found nothing to act on.
     pub(super) stuck: u64,
@@ -52,6 +55,10 @@ pub(super) struct VuOutput {
     /// Users that go on into the next round (`run.keep_state`).
     pub(super) kept: Vec<Ready>,
 }
+
+/// An arrival started later than this after it fell due, by the generator's own doing,
+/// is counted as behind: the schedule was not kept.
+pub(crate) const BEHIND_LIMIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A closed user with its set-up done: its class, index and driver.
 pub(super) type Ready = (usize, u32, VuDriver);
@@ -66,6 +73,7 @@ impl VuOutput {
         add_tally(&mut self.setup, o.setup);
         self.dropped += o.dropped;
         self.late += o.late;
+        self.behind += o.behind;
         self.sessions += o.sessions;
         self.stuck += o.stuck;
         for (ci, w) in o.walks {

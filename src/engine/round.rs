@@ -256,6 +256,7 @@ impl Round<'_> {
             metrics: timed.metrics,
             dropped: out.dropped,
             late: out.late,
+            behind: out.behind,
             stuck: out.stuck,
             cleanup: torn.cleanup,
             drain: torn.drain,

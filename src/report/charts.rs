@@ -937,3 +937,76 @@ pub(crate) fn scaling(
         Ok(())
     })
 }
+
+/// One target's steps on a chart against the offered rate: its name, and per step the
+/// rate, the figure, and whether the step kept the service level.
+pub(crate) type RateSeries = (String, Vec<(f64, f64, bool)>);
+
+/// A capacity search's chart: one figure (p99, errors) against the offered rate, a line
+/// and a point per step of each target (filled where the step kept the service level,
+/// a cross where it did not), the rate on a log axis, and the level's bound drawn across.
+pub(crate) fn against_rate(
+    title: &str,
+    y_desc: &str,
+    lines: &[RateSeries],
+    level: Option<f64>,
+) -> String {
+    let all = || lines.iter().flat_map(|(_, v)| v.iter());
+    let xmin = all().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    let xmax = all().map(|p| p.0).fold(0.0, f64::max);
+    let (xmin, xmax) = match xmin.is_finite() && xmin > 0.0 {
+        true => (xmin / 1.3, xmax * 1.3),
+        false => (0.1, 10.0),
+    };
+    let ymax = all().map(|p| p.1).chain(level).fold(1e-9, f64::max) * 1.15;
+    svg(|root| {
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 15))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(60)
+            .build_cartesian_2d((xmin..xmax).log_scale(), 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("offered sessions/s (log scale)")
+            .y_desc(y_desc)
+            .draw()?;
+        if let Some(b) = level {
+            chart
+                .draw_series(LineSeries::new(
+                    vec![(xmin, b), (xmax, b)],
+                    RED.mix(0.7).stroke_width(2),
+                ))?
+                .label("service level")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED.stroke_width(2)));
+        }
+        for (j, (name, pts)) in lines.iter().enumerate() {
+            let col = color(j);
+            let mut sorted = pts.clone();
+            sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+            chart
+                .draw_series(LineSeries::new(
+                    sorted.iter().map(|p| (p.0, p.1)),
+                    col.mix(0.5).stroke_width(1),
+                ))?
+                .label(name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2))
+                });
+            chart.draw_series(
+                pts.iter()
+                    .filter(|p| p.2)
+                    .map(|p| Circle::new((p.0, p.1), 4, col.filled())),
+            )?;
+            chart.draw_series(
+                pts.iter()
+                    .filter(|p| !p.2)
+                    .map(|p| Cross::new((p.0, p.1), 5, col.stroke_width(2))),
+            )?;
+        }
+        legend(&mut chart)?;
+        root.present()?;
+        Ok(())
+    })
+}

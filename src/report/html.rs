@@ -660,3 +660,37 @@ pub fn sweep(
     }
     page(title, &b)
 }
+
+/// A capacity search's page: the answer per target and against the first in words
+/// (`intro`), its charts, and each target's steps as a table under `header`.
+pub(crate) fn capacity(
+    title: &str,
+    intro: &[String],
+    charts: Vec<(&str, String)>,
+    header: &[&str],
+    steps: &[(String, Vec<Vec<String>>)],
+) -> String {
+    let mut b = format!("<h1>{}</h1>", esc(title));
+    for p in intro {
+        let _ = write!(b, "<p>{}</p>", esc(p));
+    }
+    for (kind, svg) in charts {
+        b.push_str(&figure(kind, svg));
+    }
+    for (target, rows) in steps {
+        let _ = write!(b, "<h2>{}</h2><table><tr>", esc(target));
+        for h in header {
+            let _ = write!(b, "<th>{}</th>", esc(h));
+        }
+        b.push_str("</tr>");
+        for row in rows {
+            b.push_str("<tr>");
+            for cell in row {
+                let _ = write!(b, "<td>{}</td>", esc(cell));
+            }
+            b.push_str("</tr>");
+        }
+        b.push_str("</table>");
+    }
+    page(title, &b)
+}

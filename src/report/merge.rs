@@ -533,6 +533,7 @@ fn merged_generator(shards: &[ShardReport], i: usize) -> Generator {
         g.lag_max_ms = g.lag_max_ms.max(x.lag_max_ms);
         g.dropped += x.dropped;
         g.late += x.late;
+        g.behind += x.behind;
         g.host_busy_mean = g.host_busy_mean.max(x.host_busy_mean);
         g.steal_mean = g.steal_mean.max(x.steal_mean);
         g.run_queue_max = g.run_queue_max.max(x.run_queue_max);

@@ -3,11 +3,13 @@
 //! Any failure makes the exit code 1 (CI gating).
 
 use super::model::{OpReport, Report, ThresholdInfo};
-use crate::workload::{Comparison, Threshold, ThresholdMetric};
+use crate::workload::{Threshold, ThresholdMetric};
 
 /// The summary figures a rule names: the total, a class (its operations merged), or one
-/// operation.
-fn figure(r: &Report, op: &str, metric: ThresholdMetric) -> Option<f64> {
+/// operation. `felt`: latencies from each operation's intended start where it had one
+/// (open arrivals, paced users: what a user waited, queueing included), else the service
+/// time.
+pub(crate) fn figure(r: &Report, op: &str, metric: ThresholdMetric, felt: bool) -> Option<f64> {
     let s = &r.summary;
     let rows: Vec<&OpReport> = if let Some(sum) = s.sum(op) {
         vec![sum]
@@ -29,7 +31,11 @@ fn figure(r: &Report, op: &str, metric: ThresholdMetric) -> Option<f64> {
         // Latency of a whole class: merge the operations' histograms.
         let mut h = crate::metrics::new_histogram();
         for o in &rows {
-            if let Some(x) = super::model::decode_histogram(&o.histogram) {
+            let encoded = match (felt, &o.histogram_corrected) {
+                (true, Some(c)) => c,
+                _ => &o.histogram,
+            };
+            if let Some(x) = super::model::decode_histogram(encoded) {
                 let _ = h.add(&x);
             }
         }
@@ -48,7 +54,10 @@ fn figure(r: &Report, op: &str, metric: ThresholdMetric) -> Option<f64> {
         });
     }
     let o = rows[0];
-    let l = &o.latency_ms;
+    let l = match (felt, &o.latency_corrected_ms) {
+        (true, Some(c)) => c,
+        _ => &o.latency_ms,
+    };
     let latency_ok = o.successes > 0;
     Some(match metric {
         ThresholdMetric::Errors => {
@@ -76,13 +85,8 @@ pub(crate) fn evaluate(rules: &[Threshold], r: &mut Report) -> bool {
     let results: Vec<ThresholdInfo> = rules
         .iter()
         .map(|t| {
-            let observed = figure(r, &t.op, t.metric);
-            let passed = observed.is_some_and(|v| match t.cmp {
-                Comparison::Lt => v < t.value,
-                Comparison::Le => v <= t.value,
-                Comparison::Gt => v > t.value,
-                Comparison::Ge => v >= t.value,
-            });
+            let observed = figure(r, &t.op, t.metric, false);
+            let passed = observed.is_some_and(|v| t.cmp.holds(v, t.value));
             ThresholdInfo {
                 op: t.op.clone(),
                 rule: t.text.clone(),

@@ -9,6 +9,8 @@
 //! either into an exit code.
 
 pub(crate) mod capacity;
+mod embedded;
+pub(crate) mod fits;
 mod progress;
 pub(crate) mod signals;
 pub(crate) mod sweep;
@@ -28,10 +30,11 @@ use crate::monitor::prometheus::MetricsSpec;
 use crate::monitor::{Watch, parse_watch};
 use crate::protocol::{AccountPlan, ProtocolError};
 use crate::report::{self, Report, TlsInfo, compare};
-use crate::server::{self, ServerConfig, ServerHandle};
+use crate::server::{self, ServerConfig};
 use crate::transport::{Address, Endpoint};
 use crate::transport::{EndpointError, TlsClient, TlsOptions};
 use crate::workload::{EmbeddedStore, LoadOptions, Override, Stop, TargetSpec, Workload};
+use embedded::Embedded;
 use progress::{Progress, round_line};
 pub(crate) use targets::{NamedTarget, parse_targets};
 
@@ -54,6 +57,9 @@ pub struct RunOptions {
     pub targets: Vec<String>,
     /// `KEY=V1,V2,...`
     pub sweep: Option<String>,
+    /// `--capacity "p99 < 200ms, errors < 1%"`: search each target's highest arrival
+    /// rate within this service level instead of running the rounds as written.
+    pub capacity: Option<String>,
     /// Also write the HTML report here.
     pub html: Option<PathBuf>,
     /// Also write the CSV here.
@@ -188,6 +194,21 @@ fn json_text<T: serde::Serialize>(v: &T) -> String {
     }
 }
 
+/// Write each file's text into `dir` (a text that could not be made is its error); false
+/// when any could not be written, each failure said and the rest written.
+fn write_all<const N: usize>(dir: &Path, files: [(&str, Result<String, String>); N]) -> bool {
+    let mut ok = true;
+    for (f, text) in files {
+        let path = dir.join(f);
+        let written = text.and_then(|t| report::write_file(&path, &t).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            warn(format!("{}: {e}", path.display()));
+            ok = false;
+        }
+    }
+    ok
+}
+
 /// A non-fatal problem, printed as it happens; the run goes on.
 fn warn(msg: impl std::fmt::Display) {
     eprintln!("error: {}", crate::secrets::redact(&msg.to_string()));
@@ -244,7 +265,7 @@ struct Lane {
     workload: Workload,
     runner: Runner,
     live: Arc<Live>,
-    server: Option<ServerHandle>,
+    server: Option<Embedded>,
 }
 
 /// Everything one point (one workload variant) produced.
@@ -266,6 +287,7 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
         .transpose()
         .map_err(RunError::Usage)?;
     let points = load_points(&a, sweep.as_ref())?;
+    let level = level_of(&a, &points)?;
     let targets = parse_targets(&a.targets, &points[0].1.target).map_err(RunError::Usage)?;
     check_targets(&a, &targets)?;
     let run_id = run_id_of(&a);
@@ -277,17 +299,15 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
     let (stop, hurry) = (CancellationToken::new(), CancellationToken::new());
     let progress = Progress::new(a.quiet);
     let watcher = watch_signals(stop.clone(), hurry.clone(), progress.clone());
-    let ticker = {
-        let p = progress.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                p.tick();
-            }
-        })
-    };
+    let ticker = tick(&progress);
     if !a.quiet {
-        progress.line(&banner(w0, &targets, sweep.as_ref(), &run_id));
+        progress.line(&banner(
+            w0,
+            &targets,
+            sweep.as_ref(),
+            level.as_ref(),
+            &run_id,
+        ));
     }
     let board = live::Board::new(
         &run_id,
@@ -305,7 +325,20 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
         hurry: &hurry,
         progress: &progress,
         clock: round_clock(&a, &points),
+        round_lines: level.is_none(),
     };
+    if let Some(level) = &level {
+        let done = capacity::run(&cx, w0, level, &out).await;
+        ticker.abort();
+        watcher.abort();
+        progress.finish();
+        if !watchers.is_empty() && done.is_ok() {
+            board.finish(out.join("capacity.html"));
+            linger(&a, &watchers).await;
+        }
+        stop_watchers(watchers).await;
+        return done;
+    }
     let mut results: Vec<PointResult> = Vec::new();
     let mut fatal = None;
     for (label, w) in &points {
@@ -436,9 +469,35 @@ fn load_points(
         }
     }
     for (_, w) in &points {
-        capacity::check(w).map_err(RunError::Usage)?;
+        fits::check(w).map_err(RunError::Usage)?;
     }
     Ok(points)
+}
+
+/// `--capacity`'s service level, read against the workload, and the workload checked to
+/// have an arrival rate to search; `None` without the flag.
+fn level_of(
+    a: &RunOptions,
+    points: &[(Option<String>, Workload)],
+) -> Result<Option<capacity::slo::Slo>, RunError> {
+    let Some(text) = &a.capacity else {
+        return Ok(None);
+    };
+    if a.sweep.is_some() {
+        return Err(RunError::Usage(
+            "--capacity and --sweep: one at a time (a capacity search varies the arrival rate itself)".into(),
+        ));
+    }
+    if !a.shard.is_whole() {
+        return Err(RunError::Usage(
+            "--capacity and --shard: a search chooses each step from the last, so it runs in one process".into(),
+        ));
+    }
+    let w = &points[0].1;
+    capacity::base_rate(w).map_err(RunError::Usage)?;
+    capacity::slo::parse(text, w)
+        .map(Some)
+        .map_err(RunError::Usage)
 }
 
 /// What the command line says of the targets that cannot work: `--order` with one
@@ -498,23 +557,45 @@ fn banner(
     w0: &Workload,
     targets: &[NamedTarget],
     sweep: Option<&(String, Vec<String>)>,
+    level: Option<&capacity::slo::Slo>,
     run_id: &str,
 ) -> String {
     let names: Vec<String> = targets
         .iter()
         .map(|t| format!("{} ({})", t.name, t.spec))
         .collect();
+    let shape = match level {
+        Some(l) => format!(
+            "capacity search at {}, steps of {}",
+            l.text,
+            w0.length_text()
+        ),
+        None => format!(
+            "{} users · {} round(s) × {}",
+            w0.total_users(),
+            w0.run.rounds,
+            w0.length_text()
+        ),
+    };
     format!(
-        "loadmix: {} against {} · {} users · {} round(s) × {}{} · run {run_id}",
+        "loadmix: {} against {} · {shape}{} · run {run_id}",
         w0.name,
         names.join(", "),
-        w0.total_users(),
-        w0.run.rounds,
-        w0.length_text(),
         sweep
             .map(|(k, v)| format!(" · sweep {k} over {}", v.join(",")))
             .unwrap_or_default()
     )
+}
+
+/// The progress line redrawn four times a second until aborted.
+fn tick(progress: &Progress) -> tokio::task::JoinHandle<()> {
+    let p = progress.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            p.tick();
+        }
+    })
 }
 
 /// Under `--start-at`, one clock for the whole run, every target and sweep point: slot n
@@ -666,6 +747,8 @@ struct RunCx<'a> {
     hurry: &'a CancellationToken,
     progress: &'a Progress,
     clock: Option<Arc<crate::engine::shard::RoundClock>>,
+    /// A line on stderr after each round (a capacity search says each step instead).
+    round_lines: bool,
 }
 
 /// One workload variant against every target: set each up, run their rounds in
@@ -792,9 +875,9 @@ async fn open_lane(
         log_ops: a.log_ops.is_some(),
         preflight: a.preflight,
         run_id: cx.run_id.into(),
-        on_round: Some(Arc::new(move |r: &RoundResult, of: u32| {
-            p.line(&round_line(&tag, r, of, &tallies))
-        })),
+        on_round: cx.round_lines.then(|| -> crate::engine::RoundCallback {
+            Arc::new(move |r: &RoundResult, of: u32| p.line(&round_line(&tag, r, of, &tallies)))
+        }),
         live: Some(live.clone()),
         keep_data: a.keep_data,
         cleanup_timeout: a.cleanup_timeout,
@@ -830,13 +913,13 @@ async fn endpoint_of(
     w: &Workload,
     t: &NamedTarget,
     dir: &Path,
-) -> Result<(Endpoint, Option<ServerHandle>), RunError> {
+) -> Result<(Endpoint, Option<Embedded>), RunError> {
     match &t.spec {
         TargetSpec::Embedded { store } => {
-            let h = start_embedded(w, t, store, dir).await?;
-            let mut e = Endpoint::local(h.addr, &t.spec.to_string());
-            e.broker = h.stomp_addr;
-            Ok((e, Some(h)))
+            let s = start_embedded(w, t, store, dir).await?;
+            let mut e = Endpoint::local(s.handle().addr, &t.spec.to_string());
+            e.broker = s.handle().stomp_addr;
+            Ok((e, Some(s)))
         }
         TargetSpec::Url(u) => {
             let address = Address {
@@ -869,7 +952,7 @@ async fn start_embedded(
     t: &NamedTarget,
     store: &EmbeddedStore,
     dir: &Path,
-) -> Result<ServerHandle, RunError> {
+) -> Result<Embedded, RunError> {
     let store = match store {
         EmbeddedStore::Memory => server::StoreSpec::Memory,
         EmbeddedStore::Sqlite(p) if p.is_empty() => {
@@ -894,7 +977,7 @@ async fn start_embedded(
     {
         (cfg.admin_user, cfg.admin_password) = admin;
     }
-    server::start(cfg).await.map_err(|e| match e {
+    Embedded::start(cfg).await.map_err(|e| match e {
         server::ServerError::Store { .. } => RunError::Usage(e.to_string()),
         _ => RunError::Unreachable(format!("embedded server: {e}")),
     })
@@ -1032,20 +1115,12 @@ fn write_comparison(dir: &Path, reports: &[(String, Report, PathBuf)]) -> bool {
         ),
         ("compare.md", Ok(compare::render_markdown(&c))),
         ("compare.html", Ok(report::html::comparison(&c))),
-        ("compare.json", serde_json::to_string_pretty(&c)),
+        (
+            "compare.json",
+            serde_json::to_string_pretty(&c).map_err(|e| e.to_string()),
+        ),
     ];
-    let mut ok = true;
-    for (f, text) in files {
-        let path = dir.join(f);
-        let written = text
-            .map_err(|e| e.to_string())
-            .and_then(|t| report::write_file(&path, &t).map_err(|e| e.to_string()));
-        if let Err(e) = written {
-            warn(format!("{}: {e}", path.display()));
-            ok = false;
-        }
-    }
-    ok
+    write_all(dir, files)
 }
 
 /// Print the figures and write the outputs that span targets or points.

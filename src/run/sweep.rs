@@ -239,17 +239,7 @@ impl Sweep {
             ("sweep.json", self.json().map_err(|e| e.to_string())),
             ("sweep.html", Ok(html)),
         ];
-        let mut ok = true;
-        for (f, text) in files {
-            let path = out.join(f);
-            let written =
-                text.and_then(|t| report::write_file(&path, &t).map_err(|e| e.to_string()));
-            if let Err(e) = written {
-                super::warn(format!("{}: {e}", path.display()));
-                ok = false;
-            }
-        }
-        ok
+        super::write_all(out, files)
     }
 }
 

@@ -76,6 +76,9 @@ pub enum ServerError {
         /// Why.
         source: StoreError,
     },
+    /// The threads it runs on could not be started.
+    #[error("cannot start the server's threads: {0}")]
+    Threads(std::io::Error),
 }
 
 /// How to run the server.

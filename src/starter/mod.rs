@@ -287,6 +287,7 @@ async fn trial(o: &NewOptions, kind: Kind, scratch: &Path) -> Trial {
         },
         targets: Vec::new(),
         sweep: None,
+        capacity: None,
         html: None,
         csv: None,
         out: Some(out.clone()),

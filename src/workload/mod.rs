@@ -380,6 +380,10 @@ pub struct Arrival {
     pub returning: Option<u32>,
 }
 
+/// The most sessions a second one class may ask for. One process cannot start sessions
+/// much faster than this, and a schedule it cannot keep would measure the generator.
+pub(crate) const MAX_ARRIVAL_RATE: f64 = 200_000.0;
+
 /// The most returning users an open class may have.
 pub(crate) const MAX_RETURNING: i64 = 100_000;
 
@@ -664,7 +668,62 @@ pub enum Comparison {
     Ge,
 }
 
+impl Comparison {
+    /// Whether `observed` meets a rule of this comparison against `bound`.
+    pub fn holds(self, observed: f64, bound: f64) -> bool {
+        match self {
+            Comparison::Lt => observed < bound,
+            Comparison::Le => observed <= bound,
+            Comparison::Gt => observed > bound,
+            Comparison::Ge => observed >= bound,
+        }
+    }
+}
+
+impl Threshold {
+    /// A rule's condition as written (`< 200ms`, `<= 1%`, `> 100/s`): its comparison and
+    /// its bound in the metric's unit (milliseconds, percent, per second). The error says
+    /// what is wrong with the text, for the caller to place.
+    pub(crate) fn condition(
+        metric: ThresholdMetric,
+        text: &str,
+    ) -> Result<(Comparison, f64), String> {
+        let t = text.trim();
+        let (cmp, rest) = if let Some(r) = t.strip_prefix("<=") {
+            (Comparison::Le, r)
+        } else if let Some(r) = t.strip_prefix(">=") {
+            (Comparison::Ge, r)
+        } else if let Some(r) = t.strip_prefix('<') {
+            (Comparison::Lt, r)
+        } else if let Some(r) = t.strip_prefix('>') {
+            (Comparison::Gt, r)
+        } else {
+            return Err(format!("'{t}' needs a comparison first, e.g. \"< 200ms\""));
+        };
+        let rest = rest.trim();
+        let value = match metric {
+            ThresholdMetric::Errors => rest
+                .strip_suffix('%')
+                .and_then(|n| n.trim().parse::<f64>().ok())
+                .filter(|p| (0.0..=100.0).contains(p))
+                .ok_or_else(|| format!("'{rest}' is not a percentage such as 1%"))?,
+            ThresholdMetric::OpsPerSec => match rest.parse::<f64>() {
+                Ok(n) if n.is_finite() => n,
+                _ => units::parse_rate(rest)?,
+            },
+            _ => units::parse_duration(rest)?.as_secs_f64() * 1e3,
+        };
+        Ok((cmp, value))
+    }
+}
+
 impl Workload {
+    /// What a rule (a threshold, a service level) can name: the sums (`total`, or `sent`
+    /// and `received` where classes carry messages), each class and each `class.op`.
+    pub(crate) fn rule_names(&self) -> Vec<String> {
+        resolve::rule_names(&self.classes)
+    }
+
     /// Total virtual users across closed classes (open classes have sessions instead).
     pub fn total_users(&self) -> u64 {
         self.classes.iter().map(|c| c.count as u64).sum()

@@ -571,8 +571,10 @@ fn a_twenty_percent_slowdown_is_detected_by_the_primary_test() {
     // The primary test is judged alone: its p is not adjusted.
     assert_eq!(b.p_adjusted, b.p_value);
     let mde = b.mde_pct.unwrap();
+    // The delay endpoint is exact enough that rounds may count alike: then any
+    // difference is detectable (±0 %).
     assert!(
-        mde > 0.0 && mde < 17.0,
+        (0.0..17.0).contains(&mde),
         "a 17 % drop was detectable: ±{mde} %"
     );
     assert!(

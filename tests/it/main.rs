@@ -10,6 +10,7 @@ mod behaviours;
 
 mod bad_workloads;
 mod brokers;
+mod capacity;
 mod comparing;
 mod docs;
 mod drivers;

@@ -21,6 +21,10 @@ pub struct Generator {
     /// users: the slots that fell due before the round's end and were not sent by then.
     pub dropped: u64,
     pub late: u64,
+    /// Open model: arrivals the generator itself started over 10 ms after they fell
+    /// due, no busy slot holding them: its schedule was not kept.
+    #[serde(default)]
+    pub behind: u64,
     /// The host around loadmix, means over the round: busy CPU and steal, percent of all
     /// cores; the longest run queue seen.
     #[serde(default)]
@@ -34,7 +38,7 @@ pub struct Generator {
 }
 
 /// Lag above this at the 99th percentile means the generator could not keep its schedule.
-const LAG_P99_LIMIT_MS: f64 = 10.0;
+pub(crate) const LAG_P99_LIMIT_MS: f64 = 10.0;
 /// CPU above this share of all cores, on average, means the generator's process was busy.
 const CPU_LIMIT: f64 = 0.90;
 
@@ -114,6 +118,7 @@ pub(super) fn of(r: &crate::engine::RoundResult, embedded: bool) -> Generator {
         lag_max_ms,
         dropped: r.dropped,
         late: r.late,
+        behind: r.behind,
         host_busy_mean,
         steal_mean,
         run_queue_max,
@@ -131,6 +136,14 @@ fn schedule_warnings(r: &crate::engine::RoundResult) -> Vec<String> {
         warnings.push(format!(
             "round {round}: arrivals could not start on time: {} dropped, {} late of {} (max_concurrency reached, or paced users behind their schedule when the round ended)",
             r.dropped, r.late, r.vus
+        ));
+    }
+    if r.behind * 100 > sessions {
+        warnings.push(format!(
+            "round {round}: the generator started {} of {} arrivals over {} ms late, no busy slot holding them: it did not keep its schedule",
+            r.behind,
+            r.vus,
+            crate::engine::BEHIND_LIMIT.as_millis()
         ));
     }
     if r.stuck > 0 {
@@ -193,6 +206,7 @@ mod tests {
             },
             dropped: 0,
             late: 0,
+            behind: 0,
             stuck: 0,
             cleanup: Default::default(),
             drain: Default::default(),

@@ -20,7 +20,7 @@ use crate::engine::RunResult;
 use crate::metrics::OpStats;
 use crate::workload::{Stop, Workload, units};
 
-pub(crate) use generator::Generator;
+pub(crate) use generator::{Generator, LAG_P99_LIMIT_MS};
 pub(crate) use op::Phase;
 pub use op::{AnswerCount, OpReport, decode_histogram};
 pub(in crate::report) use op::{op_report, rate, summary_op};

@@ -1083,17 +1083,13 @@ fn resolve_entry(
     Ok((op, params, request))
 }
 
-/// The most sessions a second one class may ask for. One process cannot start sessions
-/// much faster than this, and a schedule it cannot keep would measure the generator.
-pub(super) const MAX_ARRIVAL_RATE: f64 = 200_000.0;
-
 /// A rate of arrivals, within what one process can start.
 fn arrival_rate(text: &str) -> Result<f64, String> {
     let r = units::parse_rate(text)?;
-    if r > MAX_ARRIVAL_RATE {
+    if r > crate::workload::MAX_ARRIVAL_RATE {
         return Err(format!(
             "{text} is more sessions than one process can start (at most {}/s per class); split the load over several classes or processes",
-            MAX_ARRIVAL_RATE as u64
+            crate::workload::MAX_ARRIVAL_RATE as u64
         ));
     }
     Ok(r)

@@ -62,6 +62,12 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
+/// What a rule's `op` can name in a workload of these classes: its sums (`total`, or
+/// `sent` and `received`), its classes and their operations.
+pub(super) fn rule_names(classes: &[UserClass]) -> Vec<String> {
+    Names::of(classes).all
+}
+
 pub(super) fn resolve(
     file: &str,
     text: &str,

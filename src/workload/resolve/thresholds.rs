@@ -40,45 +40,8 @@ pub(super) fn resolve_thresholds(cx: &Cx, node: &Node, classes: &[UserClass]) ->
                 .unwrap_or(ThresholdMetric::Mean);
             let text = cx.string(v, &kp)?;
             let t = text.trim();
-            let (cmp, rest) = if let Some(r) = t.strip_prefix("<=") {
-                (Comparison::Le, r)
-            } else if let Some(r) = t.strip_prefix(">=") {
-                (Comparison::Ge, r)
-            } else if let Some(r) = t.strip_prefix('<') {
-                (Comparison::Lt, r)
-            } else if let Some(r) = t.strip_prefix('>') {
-                (Comparison::Gt, r)
-            } else {
-                return Err(cx.err(
-                    v.pos,
-                    &kp,
-                    format!("'{t}' needs a comparison first, e.g. \"< 200ms\""),
-                ));
-            };
-            let rest = rest.trim();
-            let value = match metric {
-                ThresholdMetric::Errors => rest
-                    .strip_suffix('%')
-                    .and_then(|n| n.trim().parse::<f64>().ok())
-                    .filter(|p| (0.0..=100.0).contains(p))
-                    .ok_or_else(|| {
-                        cx.err(
-                            v.pos,
-                            &kp,
-                            format!("'{rest}' is not a percentage such as 1%"),
-                        )
-                    })?,
-                ThresholdMetric::OpsPerSec => match rest.parse::<f64>() {
-                    Ok(n) => n,
-                    Err(_) => units::parse_rate(rest).map_err(|m| cx.err(v.pos, &kp, m))?,
-                },
-                _ => {
-                    units::parse_duration(rest)
-                        .map_err(|m| cx.err(v.pos, &kp, m))?
-                        .as_secs_f64()
-                        * 1e3
-                }
-            };
+            let (cmp, value) =
+                Threshold::condition(metric, t).map_err(|m| cx.err(v.pos, &kp, m))?;
             out.push(Threshold {
                 op: op.clone(),
                 metric,

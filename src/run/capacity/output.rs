@@ -1,0 +1,427 @@
+//! A capacity search's answer: per target, the rate it sustained every time and the rate
+//! from which it failed every time, why the search ended, each step; the targets against
+//! the first; as the table on stdout and in `capacity.txt`, `capacity.json` (schema
+//! `loadmix/capacity/v1`) and `capacity.html` with its charts.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::search::{End, Outcome, PRECISION, Search};
+use super::slo::{Slo, Step};
+use crate::report::{self, charts};
+use crate::workload::{Stop, ThresholdMetric, Workload};
+
+pub(crate) const SCHEMA: &str = "loadmix/capacity/v1";
+
+/// The whole answer.
+#[derive(Debug, Serialize)]
+pub(crate) struct Capacity {
+    pub schema: &'static str,
+    pub workload: String,
+    pub service_level: Slo,
+    /// Sessions per second of the workload's open classes as written: the first step.
+    pub start_rate: f64,
+    /// Each step's round, seconds.
+    pub step_s: f64,
+    /// Bisection stops when the bracket is this narrow (a share of its low end).
+    pub precision: f64,
+    pub targets: Vec<TargetCapacity>,
+    /// Each target after the first, against the first.
+    pub versus: Vec<Versus>,
+}
+
+/// One target's answer.
+#[derive(Debug, Serialize)]
+pub(crate) struct TargetCapacity {
+    pub name: String,
+    /// The highest rate at or below which every step kept the level (sessions/s).
+    pub sustained: Option<f64>,
+    /// The lowest rate at or above which every step missed it.
+    pub fails_from: Option<f64>,
+    pub end: End,
+    /// The answer in words.
+    pub verdict: String,
+    pub steps: Vec<Step>,
+}
+
+/// A target against the first.
+#[derive(Debug, Serialize)]
+pub(crate) struct Versus {
+    pub name: String,
+    pub baseline: String,
+    /// Its sustained rate over the baseline's.
+    pub ratio: Option<f64>,
+    /// Their intervals do not overlap: the search tells them apart.
+    pub separate: bool,
+    pub words: String,
+}
+
+impl Capacity {
+    pub(crate) fn new(
+        w: &Workload,
+        level: &Slo,
+        start: f64,
+        names: &[String],
+        searches: &[Search],
+        steps: Vec<Vec<Step>>,
+    ) -> Capacity {
+        let targets: Vec<TargetCapacity> = names
+            .iter()
+            .zip(searches)
+            .zip(steps)
+            .map(|((name, s), steps)| {
+                let (sustained, fails_from) = s.bracket();
+                let end = s.end().unwrap_or(End::Interrupted);
+                TargetCapacity {
+                    name: name.clone(),
+                    sustained,
+                    fails_from,
+                    end,
+                    verdict: verdict(sustained, fails_from, end, steps.len()),
+                    steps,
+                }
+            })
+            .collect();
+        let versus = targets
+            .iter()
+            .skip(1)
+            .map(|t| versus(&targets[0], t))
+            .collect();
+        Capacity {
+            schema: SCHEMA,
+            workload: w.name.clone(),
+            service_level: level.clone(),
+            start_rate: start,
+            step_s: match w.run.stop {
+                Stop::Duration(d) => d.as_secs_f64(),
+                Stop::Iterations(_) => 0.0,
+            },
+            precision: PRECISION,
+            targets,
+            versus,
+        }
+    }
+
+    /// The answer and every step, for the console and `capacity.txt`.
+    pub(crate) fn table(&self) -> String {
+        let mut out = format!(
+            "capacity of {} at {} (open classes scaled together; each step a round of {})\n",
+            self.workload,
+            self.service_level.text,
+            secs_text(self.step_s)
+        );
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        t.set_header(["target", "sustains", "fails from", "steps", "answer"]);
+        for c in &self.targets {
+            t.add_row([
+                c.name.clone(),
+                c.sustained.map_or("-".into(), rate_text),
+                c.fails_from.map_or("-".into(), rate_text),
+                c.steps.len().to_string(),
+                c.verdict.clone(),
+            ]);
+        }
+        out.push_str(&format!("{t}\n"));
+        for v in &self.versus {
+            out.push_str(&format!("{}\n", v.words));
+        }
+        for c in &self.targets {
+            let mut t = comfy_table::Table::new();
+            t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+            t.set_header(STEP_HEADER);
+            for s in &c.steps {
+                t.add_row(step_cells(s));
+            }
+            out.push_str(&format!("\nsteps of {}\n{t}\n", c.name));
+        }
+        out
+    }
+
+    /// Write `capacity.txt`, `capacity.json` and `capacity.html` into `out`; false when
+    /// any could not be written (each failure is printed).
+    pub(crate) fn write(&self, out: &Path) -> bool {
+        let files = [
+            ("capacity.txt", Ok(self.table())),
+            (
+                "capacity.json",
+                serde_json::to_string_pretty(self).map_err(|e| e.to_string()),
+            ),
+            ("capacity.html", Ok(self.html())),
+        ];
+        super::super::write_all(out, files)
+    }
+
+    fn html(&self) -> String {
+        let mut intro = vec![format!(
+            "service level: {} · open classes scaled together from {} · each step a round of {} · bisection to {:.0} %",
+            self.service_level.text,
+            rate_text(self.start_rate),
+            secs_text(self.step_s),
+            self.precision * 100.0
+        )];
+        intro.extend(
+            self.targets
+                .iter()
+                .map(|c| format!("{}: {}", c.name, c.verdict)),
+        );
+        intro.extend(self.versus.iter().map(|v| v.words.clone()));
+        let series = |pick: fn(&Step) -> Option<f64>| -> Vec<charts::RateSeries> {
+            self.targets
+                .iter()
+                .map(|c| {
+                    let pts = c
+                        .steps
+                        .iter()
+                        .filter_map(|s| pick(s).map(|y| (s.rate, y, s.outcome == Outcome::Passed)))
+                        .collect();
+                    (c.name.clone(), pts)
+                })
+                .collect()
+        };
+        let bound = |metric: ThresholdMetric| {
+            self.service_level
+                .rules
+                .iter()
+                .find(|r| {
+                    r.metric == metric && crate::report::model::SUM_NAMES.contains(&r.op.as_str())
+                })
+                .map(|r| r.value)
+        };
+        let charts = vec![
+            (
+                "capacity-p99",
+                charts::against_rate(
+                    "p99 latency as users felt it (ms) against the offered rate",
+                    "p99 ms",
+                    &series(|s| s.p99_ms),
+                    bound(ThresholdMetric::P99),
+                ),
+            ),
+            (
+                "capacity-errors",
+                charts::against_rate(
+                    "failed share (%) against the offered rate",
+                    "errors %",
+                    &series(|s| s.errors_pct),
+                    bound(ThresholdMetric::Errors),
+                ),
+            ),
+        ];
+        let steps: Vec<(String, Vec<Vec<String>>)> = self
+            .targets
+            .iter()
+            .map(|c| {
+                (
+                    format!("steps of {}", c.name),
+                    c.steps.iter().map(|s| step_cells(s).to_vec()).collect(),
+                )
+            })
+            .collect();
+        report::html::capacity(
+            &format!("{}: capacity at {}", self.workload, self.service_level.text),
+            &intro,
+            charts,
+            &STEP_HEADER,
+            &steps,
+        )
+    }
+}
+
+const STEP_HEADER: [&str; 8] = [
+    "step",
+    "offered/s",
+    "achieved ops/s",
+    "p99 ms",
+    "errors %",
+    "dropped %",
+    "lag p99 ms",
+    "verdict",
+];
+
+fn step_cells(s: &Step) -> [String; 8] {
+    let opt = |v: Option<f64>, d: usize| v.map_or("-".into(), |v| format!("{v:.d$}"));
+    [
+        s.step.to_string(),
+        rate_text(s.rate),
+        format!("{:.1}", s.achieved_ops_per_sec),
+        opt(s.p99_ms, 2),
+        opt(s.errors_pct, 2),
+        format!("{:.2}", s.dropped_pct),
+        format!("{:.2}", s.lag_p99_ms),
+        outcome_text(s),
+    ]
+}
+
+fn outcome_text(s: &Step) -> String {
+    match (s.outcome, &s.why) {
+        (Outcome::Passed, _) => "passed".into(),
+        (Outcome::Failed, Some(w)) => format!("failed: {w}"),
+        (Outcome::Failed, None) => "failed".into(),
+        (Outcome::Generator, w) => format!(
+            "generator-limited: {}",
+            w.as_deref()
+                .unwrap_or("the generator did not keep its schedule")
+        ),
+    }
+}
+
+/// The line the console gets after each step.
+pub(crate) fn step_line(target: &str, s: &Step) -> String {
+    format!(
+        "{target} step {}: {} offered, {:.1} ops/s, p99 {} ms, errors {} %: {}",
+        s.step,
+        rate_text(s.rate),
+        s.achieved_ops_per_sec,
+        s.p99_ms.map_or("-".into(), |v| format!("{v:.2}")),
+        s.errors_pct.map_or("-".into(), |v| format!("{v:.2}")),
+        outcome_text(s)
+    )
+}
+
+/// A rate with as many digits as it needs: `840/s`, `12.5/s`, `0.75/s`.
+pub(crate) fn rate_text(r: f64) -> String {
+    if r >= 100.0 {
+        format!("{r:.0}/s")
+    } else if r >= 10.0 {
+        format!("{r:.1}/s")
+    } else {
+        format!("{r:.2}/s")
+    }
+}
+
+fn secs_text(s: f64) -> String {
+    if s.fract().abs() < 1e-9 {
+        format!("{s:.0}s")
+    } else {
+        format!("{s:.3}s")
+    }
+}
+
+/// A target's answer in words.
+fn verdict(lo: Option<f64>, hi: Option<f64>, end: End, steps: usize) -> String {
+    let r = |v: Option<f64>| v.map_or("-".to_string(), rate_text);
+    match end {
+        End::Found => match hi.zip(lo) {
+            Some((h, l)) if h > l * (1.0 + PRECISION) + 1e-9 => format!(
+                "sustains {} every time, fails every time from {}; between them it sometimes kept the level",
+                r(lo),
+                r(hi)
+            ),
+            _ => format!("sustains {}, fails from {}", r(lo), r(hi)),
+        },
+        End::Generator { rate } => format!(
+            "at least {}: at {} the generator, not the server, set the limit (its schedule, or the workload's session cap: see that step)",
+            r(lo),
+            rate_text(rate)
+        ),
+        End::Ceiling { rate } => format!(
+            "at least {}: the most loadmix offers one class",
+            rate_text(rate)
+        ),
+        End::Floor { rate } => format!("missed the level even at {}", rate_text(rate)),
+        End::Steps => format!(
+            "between {} and {}: after {steps} steps that disagreed, no narrower interval",
+            r(lo),
+            r(hi)
+        ),
+        End::Interrupted => format!(
+            "stopped after {steps} steps: so far sustains {}, fails from {}",
+            r(lo),
+            r(hi)
+        ),
+    }
+}
+
+/// `b` against the baseline `a`.
+fn versus(a: &TargetCapacity, b: &TargetCapacity) -> Versus {
+    let ratio = match (a.sustained, b.sustained) {
+        (Some(x), Some(y)) if x > 0.0 => Some(y / x),
+        _ => None,
+    };
+    // Apart when one's every-time-pass is above the other's every-time-fail.
+    let above = |x: &TargetCapacity, y: &TargetCapacity| match (x.sustained, y.fails_from) {
+        (Some(l), Some(h)) => l >= h,
+        _ => false,
+    };
+    let separate = above(a, b) || above(b, a);
+    let bound = |t: &TargetCapacity| matches!(t.end, End::Generator { .. } | End::Ceiling { .. });
+    let words = match (ratio, separate) {
+        (Some(q), false) if bound(a) || bound(b) => format!(
+            "{} sustains {q:.2}× {}'s rate, but {} is only a lower bound (the most this machine could offer): the search cannot rank them",
+            b.name,
+            a.name,
+            match (bound(a), bound(b)) {
+                (true, true) => "each",
+                (true, false) => a.name.as_str(),
+                _ => b.name.as_str(),
+            }
+        ),
+        (Some(q), true) => format!(
+            "{} sustains {q:.2}× {}'s rate, and their intervals do not overlap: {} is {}",
+            b.name,
+            a.name,
+            b.name,
+            if q > 1.0 { "higher" } else { "lower" }
+        ),
+        (Some(q), false) => format!(
+            "{} sustains {q:.2}× {}'s rate, but their intervals overlap: at this precision the search does not tell them apart",
+            b.name, a.name
+        ),
+        (None, _) => format!(
+            "{} and {} cannot be compared: one has no rate it sustained every time",
+            b.name, a.name
+        ),
+    };
+    Versus {
+        name: b.name.clone(),
+        baseline: a.name.clone(),
+        ratio,
+        separate,
+        words,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(name: &str, lo: Option<f64>, hi: Option<f64>) -> TargetCapacity {
+        TargetCapacity {
+            name: name.into(),
+            sustained: lo,
+            fails_from: hi,
+            end: End::Found,
+            verdict: String::new(),
+            steps: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn targets_are_apart_only_when_their_intervals_do_not_overlap() {
+        let a = target("memory", Some(800.0), Some(840.0));
+        let b = target("sqlite", Some(300.0), Some(315.0));
+        let v = versus(&a, &b);
+        assert!(v.separate, "{}", v.words);
+        assert!((v.ratio.unwrap() - 0.375).abs() < 1e-9);
+        assert!(v.words.contains("sqlite is lower"), "{}", v.words);
+        let c = target("again", Some(820.0), Some(900.0));
+        let v = versus(&a, &c);
+        assert!(!v.separate && v.words.contains("overlap"), "{}", v.words);
+        let d = target("none", None, Some(10.0));
+        assert!(versus(&a, &d).ratio.is_none());
+    }
+
+    #[test]
+    fn rates_keep_the_digits_they_need() {
+        assert_eq!(rate_text(840.4), "840/s");
+        assert_eq!(rate_text(12.46), "12.5/s");
+        assert_eq!(rate_text(0.754), "0.75/s");
+        assert!(verdict(Some(100.0), Some(200.0), End::Found, 9).contains("sometimes"));
+        assert!(
+            verdict(Some(3200.0), None, End::Generator { rate: 6400.0 }, 7)
+                .contains("at least 3200/s")
+        );
+    }
+}

@@ -1,0 +1,306 @@
+//! A service level (`--capacity "p99 < 200ms, errors < 1%"`): its rules, read against the
+//! workload's names, and one step judged against them and against the generator's own
+//! schedule (a step the generator could not keep says nothing of the server).
+
+use serde::Serialize;
+
+use super::search::Outcome;
+use crate::report::Report;
+use crate::report::model::LAG_P99_LIMIT_MS;
+use crate::report::thresholds::figure;
+use crate::workload::{Threshold, ThresholdMetric, Workload};
+
+/// At most this many rules, and this long a text: a service level is a line, not a file.
+const MAX_RULES: usize = 20;
+const MAX_TEXT: usize = 1_000;
+/// A step whose arrivals were dropped (or started late by the generator) beyond this
+/// share, percent, did not offer what it says.
+pub(crate) const MAX_DROPPED_PCT: f64 = 1.0;
+
+/// The rules a step must keep.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Slo {
+    /// As written.
+    pub text: String,
+    #[serde(skip)]
+    pub rules: Vec<Threshold>,
+}
+
+/// `[OP ]METRIC CMP VALUE, ...`: `p99 < 200ms, errors < 1%` (of the headline sum) or
+/// `caldav.put_event p95 < 1s` (of an operation, a class or a sum).
+pub(crate) fn parse(text: &str, w: &Workload) -> Result<Slo, String> {
+    if text.len() > MAX_TEXT {
+        return Err(format!(
+            "--capacity: {} characters; a service level has at most {MAX_TEXT}",
+            text.len()
+        ));
+    }
+    let names = w.rule_names();
+    let headline = if names.iter().any(|n| n == "total") {
+        "total"
+    } else {
+        "sent"
+    };
+    let items: Vec<&str> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if items.is_empty() {
+        return Err("--capacity: give a service level, e.g. \"p99 < 200ms, errors < 1%\"".into());
+    }
+    if items.len() > MAX_RULES {
+        return Err(format!(
+            "--capacity: {} rules; at most {MAX_RULES}",
+            items.len()
+        ));
+    }
+    let rules = items
+        .iter()
+        .map(|item| rule(item, &names, headline))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Slo {
+        text: items.join(", "),
+        rules,
+    })
+}
+
+/// One rule of the service level.
+fn rule(item: &str, names: &[String], headline: &str) -> Result<Threshold, String> {
+    let at = item
+        .find(['<', '>'])
+        .ok_or_else(|| format!("--capacity: '{item}' needs a comparison, e.g. \"p99 < 200ms\""))?;
+    let (left, condition) = item.split_at(at);
+    let words: Vec<&str> = left.split_whitespace().collect();
+    let (op, metric_name) = match words.as_slice() {
+        [m] => (headline, *m),
+        [op, m] => (*op, *m),
+        _ => {
+            return Err(format!(
+                "--capacity: '{item}': write METRIC CMP VALUE or OPERATION METRIC CMP VALUE"
+            ));
+        }
+    };
+    let metric = ThresholdMetric::NAMES
+        .iter()
+        .find(|(n, _)| *n == metric_name)
+        .map(|(_, m)| *m)
+        .ok_or_else(|| {
+            let known: Vec<&str> = ThresholdMetric::NAMES.iter().map(|(n, _)| *n).collect();
+            format!(
+                "--capacity: '{item}': no metric '{metric_name}'; one of {}",
+                known.join(", ")
+            )
+        })?;
+    if !names.iter().any(|n| n == op) {
+        return Err(format!(
+            "--capacity: '{item}': the workload has no operation, class or sum named '{op}' (it has {})",
+            names.join(", ")
+        ));
+    }
+    let (cmp, value) =
+        Threshold::condition(metric, condition).map_err(|m| format!("--capacity: {m}"))?;
+    Ok(Threshold {
+        op: op.to_string(),
+        metric,
+        cmp,
+        value,
+        text: match op == headline && words.len() == 1 {
+            true => format!("{metric_name} {}", condition.trim()),
+            false => format!("{op} {metric_name} {}", condition.trim()),
+        },
+    })
+}
+
+/// One rule at one step.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct RuleAt {
+    pub rule: String,
+    /// `None`: nothing to read it from (no success to time), which fails the rule.
+    pub observed: Option<f64>,
+    pub passed: bool,
+}
+
+/// One step of a target's search: what was offered, what came back, and the verdict.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Step {
+    /// From 1, in the order this target ran them.
+    pub step: u32,
+    /// Sessions offered per second, all open classes together.
+    pub rate: f64,
+    /// The headline sum's successes per second over the measured time.
+    pub achieved_ops_per_sec: f64,
+    /// The headline sum's p99 as users felt it (from each operation's intended start).
+    pub p99_ms: Option<f64>,
+    /// The headline sum's failed share, percent.
+    pub errors_pct: Option<f64>,
+    /// Arrivals that could not start (every session slot busy, or due after the round),
+    /// percent of those the schedule offered.
+    pub dropped_pct: f64,
+    /// How late the generator started operations against their schedule, p99.
+    pub lag_p99_ms: f64,
+    pub rules: Vec<RuleAt>,
+    pub outcome: Outcome,
+    /// Why it failed, or why it says nothing of the server; `None` when it passed.
+    pub why: Option<String>,
+}
+
+/// Judge the one-round report of a step at `rate`, which offered `offered` arrivals.
+pub(crate) fn judge(slo: &Slo, step: u32, rate: f64, offered: f64, rep: &Report) -> Step {
+    let headline = rep.summary.headline();
+    let errors_pct = (headline.requests > 0)
+        .then(|| headline.failures as f64 * 100.0 / headline.requests as f64);
+    let p99_ms = figure(rep, headline_name(rep), ThresholdMetric::P99, true);
+    let generator = rep.rounds.first().map(|r| &r.generator);
+    let lag_p99_ms = generator.map_or(0.0, |g| g.lag_p99_ms);
+    let dropped = generator.map_or(0, |g| g.dropped);
+    let behind = generator.map_or(0, |g| g.behind);
+    let late = generator.map_or(0, |g| g.late);
+    // The level kept by the server's own time (no wait for a session slot in it): when
+    // only the felt latency missed, the workload's session cap held the arrivals.
+    let served_within = slo
+        .rules
+        .iter()
+        .all(|t| figure(rep, &t.op, t.metric, false).is_some_and(|v| t.cmp.holds(v, t.value)));
+    let behind_pct = if offered > 0.0 {
+        behind as f64 * 100.0 / offered
+    } else {
+        0.0
+    };
+    let dropped_pct = if offered > 0.0 {
+        dropped as f64 * 100.0 / offered
+    } else {
+        0.0
+    };
+    let rules: Vec<RuleAt> = slo
+        .rules
+        .iter()
+        .map(|t| {
+            let observed = figure(rep, &t.op, t.metric, true);
+            RuleAt {
+                rule: t.text.clone(),
+                observed,
+                passed: observed.is_some_and(|v| t.cmp.holds(v, t.value)),
+            }
+        })
+        .collect();
+    let (outcome, why) = if behind_pct > MAX_DROPPED_PCT {
+        (
+            Outcome::Generator,
+            Some(format!(
+                "the generator itself started {behind} of about {offered:.0} arrivals ({behind_pct:.1} %) over {} ms late",
+                crate::engine::BEHIND_LIMIT.as_millis()
+            )),
+        )
+    } else if lag_p99_ms > LAG_P99_LIMIT_MS {
+        let said = generator
+            .and_then(|g| g.warnings.first().cloned())
+            .unwrap_or_default();
+        (
+            Outcome::Generator,
+            Some(format!(
+                "the generator started operations {lag_p99_ms:.1} ms late (p99, over {LAG_P99_LIMIT_MS} ms): {said}"
+            )),
+        )
+    } else if missed(&rules).is_some()
+        && served_within
+        && late as f64 * 100.0 > offered * MAX_DROPPED_PCT
+    {
+        (
+            Outcome::Generator,
+            Some(format!(
+                "{late} of about {offered:.0} arrivals waited for a session slot, and the server's own time kept the level: the class's max_concurrency, not the server, was the limit (raise it)"
+            )),
+        )
+    } else if dropped_pct > MAX_DROPPED_PCT {
+        (
+            Outcome::Failed,
+            Some(format!(
+                "{dropped} of about {offered:.0} arrivals ({dropped_pct:.1} %) were dropped: every session slot was busy"
+            )),
+        )
+    } else if let Some(missed) = missed(&rules) {
+        (Outcome::Failed, Some(missed))
+    } else {
+        (Outcome::Passed, None)
+    };
+    Step {
+        step,
+        rate,
+        achieved_ops_per_sec: headline
+            .across_rounds
+            .as_ref()
+            .map_or(headline.ops_per_sec, |a| a.ops_per_sec_mean),
+        p99_ms,
+        errors_pct,
+        dropped_pct,
+        lag_p99_ms,
+        rules,
+        outcome,
+        why,
+    }
+}
+
+/// The headline sum's name in a report.
+fn headline_name(rep: &Report) -> &str {
+    let h = rep.summary.headline();
+    crate::report::model::SUM_NAMES
+        .iter()
+        .copied()
+        .find(|n| rep.summary.sum(n).is_some_and(|s| std::ptr::eq(s, h)))
+        .unwrap_or("total")
+}
+
+/// The rules a step missed, in words.
+fn missed(rules: &[RuleAt]) -> Option<String> {
+    let words: Vec<String> = rules
+        .iter()
+        .filter(|r| !r.passed)
+        .map(|r| match r.observed {
+            Some(v) => format!("{} (was {v:.2})", r.rule),
+            None => format!("{} (nothing to read it from)", r.rule),
+        })
+        .collect();
+    (!words.is_empty()).then(|| format!("missed {}", words.join(", ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(yaml: &str) -> Workload {
+        crate::workload::load_str("t.yaml", yaml, &[], None).unwrap()
+    }
+
+    const HTTP: &str = "users:\n  - class: web\n    protocol: http\n    arrival: { rate: 10/s }\n    mix: { get: { weight: 1, path: /x } }\n";
+
+    #[test]
+    fn rules_name_the_headline_unless_they_name_an_operation() {
+        let s = parse(" p99 < 200ms, errors < 1% ,web.get p50 <= 1s", &w(HTTP)).unwrap();
+        let got: Vec<(&str, f64)> = s.rules.iter().map(|t| (t.op.as_str(), t.value)).collect();
+        assert_eq!(got, [("total", 200.0), ("total", 1.0), ("web.get", 1000.0)]);
+        assert_eq!(s.text, "p99 < 200ms, errors < 1%, web.get p50 <= 1s");
+        assert_eq!(s.rules[2].text, "web.get p50 <= 1s");
+    }
+
+    #[test]
+    fn a_bad_service_level_says_what_is_wrong() {
+        for (bad, says) in [
+            ("", "give a service level"),
+            ("p99 200ms", "needs a comparison"),
+            ("p98 < 1s", "no metric 'p98'"),
+            (
+                "web.put p99 < 1s",
+                "no operation, class or sum named 'web.put'",
+            ),
+            ("errors < 1", "not a percentage"),
+            ("p99 < soon", "--capacity"),
+            ("a b p99 < 1s", "OPERATION METRIC"),
+        ] {
+            let e = parse(bad, &w(HTTP)).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        let long = vec!["p99 < 1s"; 21].join(",");
+        assert!(parse(&long, &w(HTTP)).unwrap_err().contains("at most 20"));
+    }
+}

@@ -1,0 +1,146 @@
+//! `run --capacity`: the highest arrival rate each target keeps a service level at, held
+//! against servers whose capacity is known (one request at a time, each taking a fixed
+//! time: none can serve more than one per service time a second), the generator's own
+//! limit said rather than judged, and workloads a search cannot vary refused before
+//! anything is sent.
+
+use crate::common::*;
+
+/// Sessions of one request each, on a new connection each (an open class's users are new).
+const ONE_REQUEST: &str = "name: cap-serial\nrun: { duration: 1s, warmup: 0s, seed: 3 }\nusers:\n  - class: web\n    protocol: http\n    arrival: { rate: 10/s }\n    mix:\n      work: { weight: 1, path: /work }\n";
+
+/// A server that answers one request at a time, each after `service_ms`: it cannot
+/// answer more than 1000 / `service_ms` a second, and queues what comes faster.
+fn serial(rt: &tokio::runtime::Runtime, service_ms: u64) -> std::net::SocketAddr {
+    use std::sync::Arc;
+    let one = Arc::new(tokio::sync::Mutex::new(()));
+    let app = axum::Router::new().route(
+        "/work",
+        axum::routing::get(move || {
+            let one = one.clone();
+            async move {
+                let _turn = one.lock().await;
+                tokio::time::sleep(std::time::Duration::from_millis(service_ms)).await;
+                "done"
+            }
+        }),
+    );
+    serve_app(rt, app)
+}
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn a_server_twice_as_slow_sustains_less_and_neither_beyond_its_service_time() {
+    let rt = runtime();
+    let (fast, slow) = (serial(&rt, 5), serial(&rt, 20));
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(&w, ONE_REQUEST).unwrap();
+    let out = out_dir(&tmp);
+    let o = loadmix_bin(&[
+        "run",
+        &path_str(&w),
+        "--capacity",
+        "p99 < 100ms, errors < 1%",
+        "--target",
+        &format!("fast=http://{fast}"),
+        "--target",
+        &format!("slow=http://{slow}"),
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let c = json(&out.join("capacity.json"));
+    assert_eq!(c["schema"], "loadmix/capacity/v1");
+    assert_eq!(c["service_level"]["text"], "p99 < 100ms, errors < 1%");
+    let (f, s) = (&c["targets"][0], &c["targets"][1]);
+    assert_eq!(f["name"], "fast");
+    for (t, most) in [(f, 200.0), (s, 50.0)] {
+        // Neither sustains more than it can serve; each misses the level somewhere.
+        let lo = t["sustained"].as_f64().expect("some rate sustained");
+        let hi = t["fails_from"].as_f64().expect("some rate failed");
+        assert!(
+            lo < most && lo < hi,
+            "{}: [{lo}, {hi}]\n{stdout}",
+            t["name"]
+        );
+        assert_eq!(t["end"]["kind"], "found", "{stdout}");
+    }
+    let versus = &c["versus"][0];
+    assert_eq!(versus["separate"], true, "{stdout}");
+    assert!(versus["ratio"].as_f64().unwrap() < 0.6, "{stdout}");
+    for t in [f, s] {
+        let steps = t["steps"].as_array().unwrap();
+        let lo = t["sustained"].as_f64().unwrap();
+        for step in steps {
+            let rate = step["rate"].as_f64().unwrap();
+            if step["outcome"] == "passed" {
+                assert!(step["p99_ms"].as_f64().unwrap() < 100.0, "{step}");
+            }
+            if rate <= lo {
+                assert_eq!(step["outcome"], "passed", "{step}");
+            }
+        }
+        // The target's report keeps every step's round.
+        let name = t["name"].as_str().unwrap();
+        let rep = read_report(&out.join(name));
+        assert_eq!(rep.rounds.len(), steps.len(), "{name}");
+    }
+    let html = std::fs::read_to_string(out.join("capacity.html")).unwrap();
+    for chart in ["capacity-p99", "capacity-errors"] {
+        assert!(html.contains(&format!("data-chart=\"{chart}\"")), "{chart}");
+    }
+    let txt = std::fs::read_to_string(out.join("capacity.txt")).unwrap();
+    assert!(
+        txt.contains("steps of slow") && txt.contains("do not overlap"),
+        "{txt}"
+    );
+}
+
+#[test]
+fn a_workload_a_search_cannot_vary_is_refused_before_anything_is_sent() {
+    let tmp = tempdir();
+    let cases = [
+        (
+            "users:\n  - class: c\n    protocol: http\n    count: 2\n    mix: { g: { weight: 1, path: /x } }\n",
+            "p99 < 1s",
+            "has none",
+        ),
+        (ONE_REQUEST, "p99 < 1s, p97 < 2s", "no metric 'p97'"),
+        (
+            ONE_REQUEST,
+            "web.nothing p99 < 1s",
+            "no operation, class or sum named 'web.nothing'",
+        ),
+        (
+            "run: { iterations: 3 }\nusers:\n  - class: a\n    protocol: http\n    arrival: { rate: 3/s }\n    mix: { g: { weight: 1, path: /x } }\n",
+            "p99 < 1s",
+            "iterations",
+        ),
+    ];
+    for (i, (yaml, level, says)) in cases.iter().enumerate() {
+        let w = tmp.path().join(format!("w{i}.yaml"));
+        std::fs::write(&w, yaml).unwrap();
+        let o = loadmix_bin(&[
+            "run",
+            &path_str(&w),
+            "--capacity",
+            level,
+            "--target",
+            "embedded",
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{level}: {err}");
+        assert!(err.contains(says), "{level}: {err}");
+    }
+}

@@ -869,17 +869,20 @@ pub(crate) fn compare_over_time(c: &Comparison, p99: bool) -> String {
     time_chart(caption, unit, &lines, &[], xmax)
 }
 
-/// A scaling chart for sweeps: one line per target of `value(point)` against the swept value.
+/// A scaling chart for sweeps: one line per target of `value(point)` against the swept
+/// value, and a thin line per fitted curve (`fitted`, the model's value at each point).
 pub(crate) fn scaling(
     title: &str,
     y_desc: &str,
     xs: &[String],
     lines: &[(String, Vec<Option<f64>>)],
     mark_knee: bool,
+    fitted: &[(String, Vec<Option<f64>>)],
 ) -> String {
     let n = xs.len().max(1) as f64;
     let ymax = lines
         .iter()
+        .chain(fitted)
         .flat_map(|(_, v)| v.iter().flatten().copied())
         .fold(1e-9, f64::max)
         * 1.15;
@@ -932,11 +935,26 @@ pub(crate) fn scaling(
                 )))?;
             }
         }
+        for (j, (name, vals)) in fitted.iter().enumerate() {
+            let col = color(j).mix(0.6);
+            let pts: Vec<(f64, f64)> = vals
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| v.map(|v| (i as f64, v)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts, col.stroke_width(1)))?
+                .label(name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], col));
+        }
         legend(&mut chart)?;
         root.present()?;
         Ok(())
     })
 }
+
+/// A line on a sweep's chart: its name and its value at each swept point, where it has one.
+pub(crate) type PointSeries = (String, Vec<Option<f64>>);
 
 /// One target's steps on a chart against the offered rate: its name, and per step the
 /// rate, the figure, and whether the step kept the service level.

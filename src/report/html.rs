@@ -597,13 +597,18 @@ pub fn sweep(
     targets: &[String],
     table: &[Vec<Option<(f64, f64)>>],
     comparisons: &[(String, Comparison)],
+    models: (&[charts::PointSeries], &[String]),
 ) -> String {
+    let (fitted, notes) = models;
     let mut b = format!(
         "<h1>{}</h1><p>sweep of <code>{}</code> over {}</p>",
         esc(title),
         esc(key),
         esc(&points.join(", "))
     );
+    for n in notes {
+        let _ = write!(b, "<p>{}</p>", esc(n));
+    }
     let lines = |pick: fn(&(f64, f64)) -> f64| -> Vec<(String, Vec<Option<f64>>)> {
         targets
             .iter()
@@ -624,6 +629,7 @@ pub fn sweep(
             points,
             &lines(|x| x.0),
             true,
+            fitted,
         ),
     ));
     b.push_str(&figure(
@@ -634,6 +640,7 @@ pub fn sweep(
             points,
             &lines(|x| x.1),
             false,
+            &[],
         ),
     ));
     b.push_str("<table><tr><th>value</th>");

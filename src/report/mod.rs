@@ -17,6 +17,7 @@ pub(crate) mod power;
 pub(crate) mod stats;
 pub mod table;
 pub(crate) mod thresholds;
+pub(crate) mod usl;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -6,6 +6,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::PointResult;
+use crate::report::usl::UslFit;
 use crate::report::{self, Report, compare};
 
 /// `KEY=v1,v2,...`
@@ -38,7 +39,106 @@ pub(crate) struct Sweep {
     /// over the processes), where the point watched any (`--monitor-process`): what each
     /// operation cost the server as the swept value grew.
     pub server_cpu_ms_per_op: Vec<Vec<Option<f64>>>,
+    /// Per target, the Universal Scalability Law fitted to its rounds, when the swept
+    /// key is a count (users, sessions at once) and three or more counts ran.
+    pub usl: Vec<Option<UslFit>>,
     pub reports: Vec<Vec<ReportRef>>,
+}
+
+/// The last part of a key that counts concurrent users, so that the law applies.
+const COUNT_KEYS: [&str; 3] = ["count", "max_concurrency", "returning"];
+
+/// Per target, the law fitted to each point's rounds, when `key` counts users.
+fn fits(
+    key: &str,
+    values: &[String],
+    targets: &[String],
+    results: &[PointResult],
+) -> Vec<Option<UslFit>> {
+    let counts: Option<Vec<f64>> = values
+        .iter()
+        .map(|v| v.trim().parse::<f64>().ok().filter(|n| *n >= 1.0))
+        .collect();
+    let is_count = COUNT_KEYS.contains(&key.rsplit('.').next().unwrap_or(key));
+    targets
+        .iter()
+        .map(|name| {
+            let counts = counts.as_ref().filter(|_| is_count)?;
+            let points: Vec<(f64, Vec<f64>)> = results
+                .iter()
+                .zip(counts)
+                .filter_map(|(p, n)| {
+                    let (_, r, _) = p.reports.iter().find(|(x, _, _)| x == name)?;
+                    Some((
+                        *n,
+                        r.rounds
+                            .iter()
+                            .map(|rd| rd.headline().ops_per_sec)
+                            .collect(),
+                    ))
+                })
+                .collect();
+            report::usl::fit(&points)
+        })
+        .collect()
+}
+
+/// A fit in words: its parameters with their intervals, its peak, how well it fits.
+fn usl_line(target: &str, f: &UslFit) -> String {
+    let peak = match (f.peak_n, f.peak_ops_per_sec) {
+        (Some(n), Some(x)) => format!("throughput peaks at N* = {n:.1} ({x:.1} ops/s predicted)"),
+        _ => "no coherency cost: throughput flattens, never falls".into(),
+    };
+    let poor = f
+        .poor
+        .as_ref()
+        .map(|p| format!("; a poor fit: {p}"))
+        .unwrap_or_default();
+    format!(
+        "{target}: USL λ = {:.1} ops/s [{:.1}, {:.1}], σ = {:.4} [{:.4}, {:.4}], κ = {:.6} [{:.6}, {:.6}]; {peak}; R² = {:.3}{poor}",
+        f.fit.lambda,
+        f.lambda_ci[0],
+        f.lambda_ci[1],
+        f.fit.sigma,
+        f.sigma_ci[0],
+        f.sigma_ci[1],
+        f.fit.kappa,
+        f.kappa_ci[0],
+        f.kappa_ci[1],
+        f.r2
+    )
+}
+
+/// Each target's σ and κ against the first's: apart when their intervals do not overlap.
+fn usl_versus(targets: &[String], fits: &[Option<UslFit>]) -> Vec<String> {
+    let Some(Some(a)) = fits.first() else {
+        return Vec::new();
+    };
+    let apart = |x: [f64; 2], y: [f64; 2]| {
+        if x[1] < y[0] || y[1] < x[0] {
+            "apart"
+        } else {
+            "overlapping"
+        }
+    };
+    targets
+        .iter()
+        .zip(fits)
+        .skip(1)
+        .filter_map(|(n, f)| f.as_ref().map(|f| (n, f)))
+        .map(|(n, f)| {
+            format!(
+                "{n} against {}: contention σ {:.4} against {:.4} (intervals {}), coherency κ {:.6} against {:.6} (intervals {})",
+                targets[0],
+                f.fit.sigma,
+                a.fit.sigma,
+                apart(f.sigma_ci, a.sigma_ci),
+                f.fit.kappa,
+                a.fit.kappa,
+                apart(f.kappa_ci, a.kappa_ci)
+            )
+        })
+        .collect()
 }
 
 /// Where one point's report for one target was written.
@@ -105,6 +205,12 @@ impl Sweep {
                 .iter()
                 .map(|p| targets.iter().map(|n| cost(p, n)).collect())
                 .collect(),
+            usl: fits(
+                key,
+                &values[..results.len().min(values.len())],
+                targets,
+                results,
+            ),
             reports: results
                 .iter()
                 .map(|p| {
@@ -166,7 +272,24 @@ impl Sweep {
                 ));
             }
         }
-        format!("sweep of {}\n{t}\n{knees}", self.key)
+        let mut models = String::new();
+        for line in self.usl_notes() {
+            models.push_str(&line);
+            models.push('\n');
+        }
+        format!("sweep of {}\n{t}\n{knees}{models}", self.key)
+    }
+
+    /// The fits in words, and each target's σ and κ against the first's.
+    fn usl_notes(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .targets
+            .iter()
+            .zip(&self.usl)
+            .filter_map(|(n, f)| f.as_ref().map(|f| usl_line(n, f)))
+            .collect();
+        lines.extend(usl_versus(&self.targets, &self.usl));
+        lines
     }
 
     pub(crate) fn csv(&self) -> Result<String, csv::Error> {
@@ -225,6 +348,20 @@ impl Sweep {
             .zip(&self.p99_ms)
             .map(|(o, p)| o.iter().zip(p).map(|(o, p)| o.zip(*p)).collect())
             .collect();
+        let fitted: Vec<(String, Vec<Option<f64>>)> = self
+            .targets
+            .iter()
+            .zip(&self.usl)
+            .filter_map(|(n, f)| {
+                let f = f.as_ref()?;
+                let at = self
+                    .values
+                    .iter()
+                    .map(|v| v.trim().parse::<f64>().ok().map(|x| f.fit.at(x)))
+                    .collect();
+                Some((format!("{n} USL fit"), at))
+            })
+            .collect();
         let html = report::html::sweep(
             &title,
             &self.key,
@@ -232,6 +369,7 @@ impl Sweep {
             &self.targets,
             &table,
             &comparisons,
+            (&fitted, &self.usl_notes()),
         );
         let files = [
             ("sweep.txt", Ok(self.table())),
@@ -270,6 +408,7 @@ mod tests {
             ops_per_sec: vec![vec![Some(10.0)], vec![None]],
             p99_ms: vec![vec![Some(1.5)], vec![None]],
             server_cpu_ms_per_op: vec![vec![None], vec![None]],
+            usl: vec![None],
             reports: Vec::new(),
         };
         assert_eq!(

@@ -9,25 +9,6 @@ use crate::common::*;
 /// Sessions of one request each, on a new connection each (an open class's users are new).
 const ONE_REQUEST: &str = "name: cap-serial\nrun: { duration: 1s, warmup: 0s, seed: 3 }\nusers:\n  - class: web\n    protocol: http\n    arrival: { rate: 10/s }\n    mix:\n      work: { weight: 1, path: /work }\n";
 
-/// A server that answers one request at a time, each after `service_ms`: it cannot
-/// answer more than 1000 / `service_ms` a second, and queues what comes faster.
-fn serial(rt: &tokio::runtime::Runtime, service_ms: u64) -> std::net::SocketAddr {
-    use std::sync::Arc;
-    let one = Arc::new(tokio::sync::Mutex::new(()));
-    let app = axum::Router::new().route(
-        "/work",
-        axum::routing::get(move || {
-            let one = one.clone();
-            async move {
-                let _turn = one.lock().await;
-                tokio::time::sleep(std::time::Duration::from_millis(service_ms)).await;
-                "done"
-            }
-        }),
-    );
-    serve_app(rt, app)
-}
-
 fn json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }

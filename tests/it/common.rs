@@ -334,3 +334,22 @@ pub(crate) fn answered(counts: &[(String, u16, u64)], method: &str, status: u16)
         .map(|(_, _, n)| n)
         .sum()
 }
+
+/// A server that answers one request at a time, each after `service_ms`: it cannot
+/// answer more than 1000 / `service_ms` a second, and queues what comes faster.
+pub(crate) fn serial(rt: &tokio::runtime::Runtime, service_ms: u64) -> std::net::SocketAddr {
+    use std::sync::Arc;
+    let one = Arc::new(tokio::sync::Mutex::new(()));
+    let app = axum::Router::new().route(
+        "/work",
+        axum::routing::get(move || {
+            let one = one.clone();
+            async move {
+                let _turn = one.lock().await;
+                tokio::time::sleep(std::time::Duration::from_millis(service_ms)).await;
+                "done"
+            }
+        }),
+    );
+    serve_app(rt, app)
+}

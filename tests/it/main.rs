@@ -26,6 +26,7 @@ mod open_model;
 mod options;
 mod pools;
 mod realized_mix;
+mod scalability;
 mod secrets;
 mod server;
 mod server_limits;

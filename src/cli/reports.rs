@@ -155,6 +155,44 @@ pub(super) fn show_report(a: ReportArgs) -> Exit {
     code
 }
 
+/// `compare` of saved capacity searches (`capacity.json`): each file named by its folder
+/// (else a letter), its targets after it.
+fn compare_capacities(a: &CompareArgs) -> Exit {
+    use crate::run::capacity::output;
+    if a.html.is_some() || !matches!(a.format, CompareFormat::Table) {
+        return Exit::Usage.fail(
+            "capacity answers compare as a table; each search's capacity.html and capacity.json hold the rest",
+        );
+    }
+    let mut files = Vec::new();
+    for (i, p) in a.runs.iter().enumerate() {
+        let c = match output::load(p) {
+            Ok(c) => c,
+            Err(e) => return Exit::Usage.fail(e),
+        };
+        let name = p
+            .parent()
+            .and_then(|d| d.file_name())
+            .map(|d| d.to_string_lossy().into_owned())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| report::compare::letter(i));
+        files.push((name, c));
+    }
+    let mut seen = std::collections::HashSet::new();
+    if !files.iter().all(|(n, _)| seen.insert(n.clone())) {
+        for (i, f) in files.iter_mut().enumerate() {
+            f.0 = report::compare::letter(i);
+        }
+    }
+    match output::compare_answers(files, a.force) {
+        Ok(text) => {
+            print!("{}", text);
+            Exit::Ok
+        }
+        Err(e) => Exit::Usage.fail(e),
+    }
+}
+
 /// How compared runs are named in tables: by their names, else targets, notes, labels or
 /// run directories, whichever tells them all apart; else `A`, `B`, … (and `true`: the
 /// legend then gives each run's file). Never by the whole path, which wraps every cell.
@@ -201,6 +239,12 @@ pub(super) fn run_names(reports: &[report::Report], files: &[PathBuf]) -> (Vec<S
 }
 
 pub(super) fn compare(a: CompareArgs) -> Exit {
+    if a.runs
+        .iter()
+        .any(|p| crate::run::capacity::output::is_capacity(p))
+    {
+        return compare_capacities(&a);
+    }
     let mut reports = Vec::new();
     for p in &a.runs {
         match report::load(p) {

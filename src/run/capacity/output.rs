@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::search::{End, Outcome, PRECISION, Search};
 use super::slo::{Slo, Step};
@@ -15,9 +15,9 @@ use crate::workload::{Stop, ThresholdMetric, Workload};
 pub(crate) const SCHEMA: &str = "loadmix/capacity/v1";
 
 /// The whole answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Capacity {
-    pub schema: &'static str,
+    pub schema: String,
     pub workload: String,
     pub service_level: Slo,
     /// Sessions per second of the workload's open classes as written: the first step.
@@ -32,7 +32,7 @@ pub(crate) struct Capacity {
 }
 
 /// One target's answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct TargetCapacity {
     pub name: String,
     /// The highest rate at or below which every step kept the level (sessions/s).
@@ -46,7 +46,7 @@ pub(crate) struct TargetCapacity {
 }
 
 /// A target against the first.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Versus {
     pub name: String,
     pub baseline: String,
@@ -89,7 +89,7 @@ impl Capacity {
             .map(|t| versus(&targets[0], t))
             .collect();
         Capacity {
-            schema: SCHEMA,
+            schema: SCHEMA.into(),
             workload: w.name.clone(),
             service_level: level.clone(),
             start_rate: start,
@@ -332,6 +332,102 @@ fn verdict(lo: Option<f64>, hi: Option<f64>, end: End, steps: usize) -> String {
             r(hi)
         ),
     }
+}
+
+/// A `capacity.json` read back, bounded as a report is; refused unless it is one whose
+/// figures a search could have written.
+pub(crate) fn load(path: &Path) -> Result<Capacity, String> {
+    let text = crate::files::read_text(path, crate::files::REPORT)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let c: Capacity = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "{}:{}:{}: not a capacity answer: {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        )
+    })?;
+    if c.schema != SCHEMA {
+        return Err(format!(
+            "{}: schema {:?}, expected {SCHEMA}",
+            path.display(),
+            c.schema
+        ));
+    }
+    let rate_ok = |r: Option<f64>| r.is_none_or(|r| r.is_finite() && r >= 0.0);
+    if let Some(t) = c
+        .targets
+        .iter()
+        .find(|t| !rate_ok(t.sustained) || !rate_ok(t.fails_from))
+    {
+        return Err(format!(
+            "{}: target {:?} has a rate no search gives (negative or not finite)",
+            path.display(),
+            t.name
+        ));
+    }
+    Ok(c)
+}
+
+/// Whether a file names itself a capacity answer, so that `compare` reads it as one.
+pub(crate) fn is_capacity(path: &Path) -> bool {
+    crate::files::read_text(path, crate::files::REPORT)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .is_some_and(|v| v.get("schema").and_then(|s| s.as_str()) == Some(SCHEMA))
+}
+
+/// Saved answers compared: every target of every file (named `FILE:TARGET` when there
+/// are several files), each against the first. `Err` when they searched different
+/// workloads or service levels, unless `force`.
+pub(crate) fn compare_answers(
+    files: Vec<(String, Capacity)>,
+    force: bool,
+) -> Result<String, String> {
+    let Some((_, first)) = files.first() else {
+        return Err("nothing to compare".into());
+    };
+    let (workload, level) = (first.workload.clone(), first.service_level.text.clone());
+    if !force
+        && let Some((name, c)) = files
+            .iter()
+            .find(|(_, c)| c.workload != workload || c.service_level.text != level)
+    {
+        return Err(format!(
+            "{name} searched {} at {}, the first {workload} at {level}: --force to compare them anyway",
+            c.workload, c.service_level.text
+        ));
+    }
+    let several = files.len() > 1;
+    let targets: Vec<TargetCapacity> = files
+        .into_iter()
+        .flat_map(|(file, c)| {
+            c.targets.into_iter().map(move |mut t| {
+                if several {
+                    t.name = format!("{file}:{}", t.name);
+                }
+                t
+            })
+        })
+        .collect();
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header(["target", "sustains", "fails from", "steps", "answer"]);
+    for c in &targets {
+        t.add_row([
+            c.name.clone(),
+            c.sustained.map_or("-".into(), rate_text),
+            c.fails_from.map_or("-".into(), rate_text),
+            c.steps.len().to_string(),
+            c.verdict.clone(),
+        ]);
+    }
+    let mut out = format!("capacity of {workload} at {level}\n{t}\n");
+    for b in targets.iter().skip(1) {
+        out.push_str(&versus(&targets[0], b).words);
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 /// `b` against the baseline `a`.

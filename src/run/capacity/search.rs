@@ -4,7 +4,7 @@
 //! comes in, the next rate goes out, so it is held against synthetic servers whose
 //! capacity is known.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Each growth step offers this many times the last.
 const GROWTH: f64 = 2.0;
@@ -20,7 +20,7 @@ pub(crate) const MAX_STEPS: usize = 30;
 const MAX_HALVINGS: u32 = 10;
 
 /// What one step found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Outcome {
     /// Within the service level, and the generator kept its schedule.
@@ -32,7 +32,7 @@ pub(crate) enum Outcome {
 }
 
 /// Why a search ended.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub(crate) enum End {
     /// The bracket narrowed and both its ends were repeated.

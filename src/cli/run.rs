@@ -27,6 +27,25 @@ pub(super) struct RunArgs {
     /// is said, not judged). Writes capacity.txt, capacity.json and capacity.html.
     #[arg(long, value_name = "SERVICE LEVEL", conflicts_with = "sweep")]
     pub capacity: Option<String>,
+    /// Start this target's server before its rounds and stop it after them:
+    /// NAME=COMMAND, run with `sh -c` in a scratch folder beside the report (its output
+    /// kept there), its process group watched as the server (repeatable).
+    #[arg(long = "start", value_name = "NAME=COMMAND")]
+    pub start: Vec<String>,
+    /// How to know a started server is ready: NAME=tcp://127.0.0.1:PORT (the port
+    /// accepts) or NAME=http://127.0.0.1:PORT/PATH (it answers).
+    #[arg(long = "ready", value_name = "NAME=URL")]
+    pub ready: Vec<String>,
+    /// How to stop a started server [default: SIGTERM to its process group, SIGKILL 20 s
+    /// later].
+    #[arg(long = "stop", value_name = "NAME=COMMAND")]
+    pub stop: Vec<String>,
+    /// An environment variable for a started server and its stop command (repeatable).
+    #[arg(long = "start-env", value_name = "NAME:KEY=VALUE")]
+    pub start_env: Vec<String>,
+    /// How long a started server may take to be ready.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_positive_duration)]
+    pub ready_timeout: std::time::Duration,
     /// Also write the HTML page of the run here.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
@@ -143,6 +162,13 @@ impl From<RunArgs> for RunOptions {
             targets: a.target,
             sweep: a.sweep,
             capacity: a.capacity,
+            start: crate::run::started::StartFlags {
+                start: a.start,
+                ready: a.ready,
+                stop: a.stop,
+                env: a.start_env,
+                ready_timeout: a.ready_timeout,
+            },
             html: a.html,
             csv: a.csv,
             out: a.out,

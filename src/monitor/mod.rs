@@ -32,6 +32,9 @@ const MAX_THREADS_READ: usize = 1024;
 pub(crate) enum ProcessSpec {
     Pid(u32),
     Name(String),
+    /// Every process of a process group: a server loadmix started (`--start`), with
+    /// whatever it forks (a JVM under a wrapper script, PostgreSQL's backends).
+    Group(u32),
 }
 
 impl ProcessSpec {
@@ -57,6 +60,7 @@ impl ProcessSpec {
         match self {
             ProcessSpec::Pid(p) => format!("pid {p}"),
             ProcessSpec::Name(n) => n.clone(),
+            ProcessSpec::Group(g) => format!("group {g}"),
         }
     }
 
@@ -66,10 +70,21 @@ impl ProcessSpec {
             Err(match self {
                 ProcessSpec::Pid(p) => format!("monitor: no process with PID {p}"),
                 ProcessSpec::Name(n) => format!("monitor: no process named '{n}' is running"),
+                ProcessSpec::Group(g) => format!("monitor: no process left in group {g}"),
             })
         } else {
             Ok(())
         }
+    }
+}
+
+/// The name a started server's figures go under: its group leader's program (`java`,
+/// `loadmix`), as a PID watched for one target is.
+pub(crate) fn group_watch(pgid: u32) -> Watch {
+    let spec = ProcessSpec::Group(pgid);
+    Watch {
+        label: program_of(pgid).unwrap_or_else(|| spec.label()),
+        spec,
     }
 }
 
@@ -96,6 +111,14 @@ pub(crate) fn parse_watch(s: &str) -> Result<(Watch, Option<String>), String> {
         _ => spec.label(),
     };
     Ok((Watch { spec, label }, target))
+}
+
+/// A process's group, from `/proc/PID/stat` (the field after the state, past the
+/// command name in parentheses, which may hold anything).
+fn group_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(2)?.parse().ok()
 }
 
 /// The command name of a running process.
@@ -218,6 +241,14 @@ fn matching(spec: &ProcessSpec) -> Vec<u32> {
             } else {
                 Vec::new()
             }
+        }
+        ProcessSpec::Group(g) => {
+            let Ok(dir) = std::fs::read_dir("/proc") else {
+                return Vec::new();
+            };
+            dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(|pid| group_of(*pid) == Some(*g))
+                .collect()
         }
         ProcessSpec::Name(name) => {
             let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -431,6 +462,15 @@ fn problem(o: &ProcessRound, missing: u32, seconds: u32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_group_is_every_process_that_shares_it() {
+        // SAFETY: getpgrp(2) only reads this process's group.
+        let mine = unsafe { libc::getpgrp() } as u32;
+        assert_eq!(group_of(std::process::id()), Some(mine));
+        assert!(matching(&ProcessSpec::Group(mine)).contains(&std::process::id()));
+        assert_eq!(group_watch(mine).spec, ProcessSpec::Group(mine));
+    }
 
     #[test]
     fn specs_are_pids_or_names() {

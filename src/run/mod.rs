@@ -13,6 +13,7 @@ mod embedded;
 pub(crate) mod fits;
 mod progress;
 pub(crate) mod signals;
+pub(crate) mod started;
 pub(crate) mod sweep;
 pub(crate) mod targets;
 
@@ -60,6 +61,9 @@ pub struct RunOptions {
     /// `--capacity "p99 < 200ms, errors < 1%"`: search each target's highest arrival
     /// rate within this service level instead of running the rounds as written.
     pub capacity: Option<String>,
+    /// Servers loadmix starts and stops for their targets (`--start`, `--ready`, `--stop`,
+    /// `--start-env`).
+    pub start: started::StartFlags,
     /// Also write the HTML report here.
     pub html: Option<PathBuf>,
     /// Also write the CSV here.
@@ -265,7 +269,26 @@ struct Lane {
     workload: Workload,
     runner: Runner,
     live: Arc<Live>,
-    server: Option<Embedded>,
+    servers: Servers,
+}
+
+/// What a lane started for its target: an embedded server, or a server `--start`
+/// names. Both stop with the lane, whatever ended it.
+#[derive(Default)]
+struct Servers {
+    embedded: Option<Embedded>,
+    started: Option<started::Started>,
+}
+
+impl Servers {
+    async fn stop(self) {
+        if let Some(s) = self.embedded {
+            s.stop().await;
+        }
+        if let Some(s) = self.started {
+            s.stop().await;
+        }
+    }
 }
 
 /// Everything one point (one workload variant) produced.
@@ -290,6 +313,7 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
     let level = level_of(&a, &points)?;
     let targets = parse_targets(&a.targets, &points[0].1.target).map_err(RunError::Usage)?;
     check_targets(&a, &targets)?;
+    let starts = started::specs(&a.start, &targets).map_err(RunError::Usage)?;
     let run_id = run_id_of(&a);
     let w0 = &points[0].1;
     let out = a
@@ -326,6 +350,7 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
         progress: &progress,
         clock: round_clock(&a, &points),
         round_lines: level.is_none(),
+        starts: &starts,
     };
     if let Some(level) = &level {
         let done = capacity::run(&cx, w0, level, &out).await;
@@ -749,6 +774,8 @@ struct RunCx<'a> {
     clock: Option<Arc<crate::engine::shard::RoundClock>>,
     /// A line on stderr after each round (a capacity search says each step instead).
     round_lines: bool,
+    /// The servers loadmix starts, by target name.
+    starts: &'a [(String, started::StartSpec)],
 }
 
 /// One workload variant against every target: set each up, run their rounds in
@@ -788,9 +815,7 @@ async fn run_point(
 /// Stop the embedded servers of lanes already set up, when a later one cannot be.
 async fn stop_lanes(lanes: Vec<Lane>) {
     for l in lanes {
-        if let Some(s) = l.server {
-            s.stop().await;
-        }
+        l.servers.stop().await;
     }
 }
 
@@ -841,11 +866,11 @@ async fn open_lane(
     t: &NamedTarget,
     label: Option<&str>,
     dir: &Path,
-    watch: Watching,
+    mut watch: Watching,
 ) -> Result<Lane, RunError> {
     let a = cx.a;
     let wt = for_target(w, &t.spec);
-    let (endpoint, server) = endpoint_of(a, w, t, dir).await?;
+    let (endpoint, servers) = reach(cx, w, t, dir, &mut watch).await?;
     let live = Arc::new(Live::new(&crate::engine::label_table(&wt)));
     if let Some(b) = &cx.board {
         b.add(live::Lane {
@@ -892,17 +917,48 @@ async fn open_lane(
             workload: wt,
             runner,
             live,
-            server,
+            servers,
         }),
         Err(e) => {
-            if let Some(s) = server {
-                s.stop().await;
-            }
+            servers.stop().await;
             let msg = format!("target {}: {e}", t.name);
             Err(match &e {
                 EngineError::Protocol(ProtocolError::Setup(_)) => RunError::Usage(msg),
                 _ => RunError::Unreachable(msg),
             })
+        }
+    }
+}
+
+/// The target's server started when `--start` names it (its group then watched), and
+/// where it is; what was started is stopped again if it cannot be reached.
+async fn reach(
+    cx: &RunCx<'_>,
+    w: &Workload,
+    t: &NamedTarget,
+    dir: &Path,
+    watch: &mut Watching,
+) -> Result<(Endpoint, Servers), RunError> {
+    let mut servers = Servers::default();
+    if let Some((_, spec)) = cx.starts.iter().find(|(n, _)| *n == t.name) {
+        let at = match cx.targets.len() > 1 {
+            true => dir.join(safe(&t.name)).join("server"),
+            false => dir.join("server"),
+        };
+        let s = started::Started::start(&t.name, spec, &at, cx.stop)
+            .await
+            .map_err(|e| RunError::Unreachable(e.to_string()))?;
+        watch.monitors.push(s.watch());
+        servers.started = Some(s);
+    }
+    match endpoint_of(cx.a, w, t, dir).await {
+        Ok((e, embedded)) => {
+            servers.embedded = embedded;
+            Ok((e, servers))
+        }
+        Err(e) => {
+            servers.stop().await;
+            Err(e)
         }
     }
 }
@@ -1031,9 +1087,7 @@ async fn report_lane(
     point: &mut PointResult,
 ) {
     let (a, targets) = (cx.a, cx.targets);
-    if let Some(s) = lane.server {
-        s.stop().await;
-    }
+    lane.servers.stop().await;
     let w = &lane.workload;
     let target_clock = lane.runner.target_clock();
     let result = lane.runner.finish(w);

@@ -15,6 +15,7 @@ fn json(path: &std::path::Path) -> serde_json::Value {
 
 #[test]
 fn a_slower_server_sustains_less_and_neither_beyond_its_service_time() {
+    let _alone = alone();
     let rt = runtime();
     let (fast, slow) = (serial(&rt, 20), serial(&rt, 80));
     let tmp = tempdir();

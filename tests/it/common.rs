@@ -353,3 +353,13 @@ pub(crate) fn serial(rt: &tokio::runtime::Runtime, service_ms: u64) -> std::net:
     );
     serve_app(rt, app)
 }
+
+/// Tests whose figures depend on the machine's timing (a capacity search, a generator
+/// driven past its limit, a log's think times) take this, so that they do not run while
+/// another of them loads the cores; the rest of the suite still runs beside them.
+pub(crate) fn alone() -> std::sync::MutexGuard<'static, ()> {
+    static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ALONE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

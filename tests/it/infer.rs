@@ -54,6 +54,7 @@ fn name_of(inf: &logs::Inferred, c: &logs::Class, local: usize) -> String {
 
 #[test]
 fn a_known_workload_is_recovered_from_its_log_and_its_inferred_twin_passes_fidelity() {
+    let _alone = alone();
     let tmp = tempdir();
     let truth = logged_run(&tmp, "fixtures/infer/truth.yaml", "truth", "12s");
     let inf = logs::infer(&logs::InferOptions {

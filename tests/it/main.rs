@@ -31,5 +31,6 @@ mod secrets;
 mod server;
 mod server_limits;
 mod sharding;
+mod started;
 mod starter;
 mod tls;

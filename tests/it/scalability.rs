@@ -8,6 +8,7 @@ use crate::common::*;
 
 #[test]
 fn a_serial_server_shows_contention_and_a_parallel_one_none() {
+    let _alone = alone();
     let rt = runtime();
     let one_at_a_time = serial(&rt, 20);
     let all_at_once = embedded(&rt);

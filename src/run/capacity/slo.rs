@@ -155,26 +155,13 @@ pub(crate) fn judge(slo: &Slo, step: u32, rate: f64, offered: f64, rep: &Report)
         .then(|| headline.failures as f64 * 100.0 / headline.requests as f64);
     let p99_ms = figure(rep, headline_name(rep), ThresholdMetric::P99, true);
     let generator = rep.rounds.first().map(|r| &r.generator);
-    let lag_p99_ms = generator.map_or(0.0, |g| g.lag_p99_ms);
-    let dropped = generator.map_or(0, |g| g.dropped);
-    let behind = generator.map_or(0, |g| g.behind);
-    let late = generator.map_or(0, |g| g.late);
+    let kept = Schedule::of(rep, offered);
     // The level kept by the server's own time (no wait for a session slot in it): when
     // only the felt latency missed, the workload's session cap held the arrivals.
     let served_within = slo
         .rules
         .iter()
         .all(|t| figure(rep, &t.op, t.metric, false).is_some_and(|v| t.cmp.holds(v, t.value)));
-    let behind_pct = if offered > 0.0 {
-        behind as f64 * 100.0 / offered
-    } else {
-        0.0
-    };
-    let dropped_pct = if offered > 0.0 {
-        dropped as f64 * 100.0 / offered
-    } else {
-        0.0
-    };
     let rules: Vec<RuleAt> = slo
         .rules
         .iter()
@@ -187,53 +174,7 @@ pub(crate) fn judge(slo: &Slo, step: u32, rate: f64, offered: f64, rep: &Report)
             }
         })
         .collect();
-    let missed_level = missed(&rules);
-    let fails = missed_level.is_some() || dropped_pct > MAX_DROPPED_PCT;
-    let behind_words = format!(
-        "the generator itself started {behind} of about {offered:.0} arrivals ({behind_pct:.1} %) over {} ms late",
-        crate::engine::BEHIND_LIMIT.as_millis()
-    );
-    let (outcome, why) = if behind_pct > BEHIND_ALWAYS_PCT {
-        (Outcome::Generator, Some(behind_words))
-    } else if lag_p99_ms > LAG_P99_LIMIT_MS {
-        let said = generator
-            .and_then(|g| g.warnings.first().cloned())
-            .unwrap_or_default();
-        (
-            Outcome::Generator,
-            Some(format!(
-                "the generator started operations {lag_p99_ms:.1} ms late (p99, over {LAG_P99_LIMIT_MS} ms): {said}"
-            )),
-        )
-    } else if fails && behind_pct > MAX_DROPPED_PCT {
-        // Its lateness is in the felt latency: whose the miss was cannot be told. A step
-        // that passed all the same stands (the lateness only made it harder).
-        (
-            Outcome::Generator,
-            Some(format!("{behind_words}, and the step missed the level")),
-        )
-    } else if missed_level.is_some()
-        && served_within
-        && late as f64 * 100.0 > offered * MAX_DROPPED_PCT
-    {
-        (
-            Outcome::Generator,
-            Some(format!(
-                "{late} of about {offered:.0} arrivals waited for a session slot, and the server's own time kept the level: the class's max_concurrency, not the server, was the limit (raise it)"
-            )),
-        )
-    } else if dropped_pct > MAX_DROPPED_PCT {
-        (
-            Outcome::Failed,
-            Some(format!(
-                "{dropped} of about {offered:.0} arrivals ({dropped_pct:.1} %) were dropped: every session slot was busy"
-            )),
-        )
-    } else if let Some(m) = missed_level {
-        (Outcome::Failed, Some(m))
-    } else {
-        (Outcome::Passed, None)
-    };
+    let (outcome, why) = verdict(&rules, &kept, served_within, offered, generator);
     Step {
         step,
         rate,
@@ -243,11 +184,107 @@ pub(crate) fn judge(slo: &Slo, step: u32, rate: f64, offered: f64, rep: &Report)
             .map_or(headline.ops_per_sec, |a| a.ops_per_sec_mean),
         p99_ms,
         errors_pct,
-        dropped_pct,
-        lag_p99_ms,
+        dropped_pct: kept.dropped_pct,
+        lag_p99_ms: kept.lag_p99_ms,
         rules,
         outcome,
         why,
+    }
+}
+
+/// What the generator's report says of a step's schedule.
+struct Schedule {
+    lag_p99_ms: f64,
+    dropped: u64,
+    dropped_pct: f64,
+    behind: u64,
+    behind_pct: f64,
+    late: u64,
+}
+
+impl Schedule {
+    fn of(rep: &Report, offered: f64) -> Schedule {
+        let g = rep.rounds.first().map(|r| &r.generator);
+        let pct = |n: u64| {
+            if offered > 0.0 {
+                n as f64 * 100.0 / offered
+            } else {
+                0.0
+            }
+        };
+        let (dropped, behind) = (g.map_or(0, |g| g.dropped), g.map_or(0, |g| g.behind));
+        Schedule {
+            lag_p99_ms: g.map_or(0.0, |g| g.lag_p99_ms),
+            dropped,
+            dropped_pct: pct(dropped),
+            behind,
+            behind_pct: pct(behind),
+            late: g.map_or(0, |g| g.late),
+        }
+    }
+}
+
+/// A step's outcome and why: first whether the generator kept its schedule (a step it
+/// did not keep says nothing of the server, unless the step passed all the same and
+/// little was late), then the server's misses.
+fn verdict(
+    rules: &[RuleAt],
+    k: &Schedule,
+    served_within: bool,
+    offered: f64,
+    generator: Option<&crate::report::model::Generator>,
+) -> (Outcome, Option<String>) {
+    let missed_level = missed(rules);
+    let fails = missed_level.is_some() || k.dropped_pct > MAX_DROPPED_PCT;
+    let behind_words = format!(
+        "the generator itself started {} of about {offered:.0} arrivals ({:.1} %) over {} ms late",
+        k.behind,
+        k.behind_pct,
+        crate::engine::BEHIND_LIMIT.as_millis()
+    );
+    if k.behind_pct > BEHIND_ALWAYS_PCT {
+        (Outcome::Generator, Some(behind_words))
+    } else if k.lag_p99_ms > LAG_P99_LIMIT_MS {
+        let said = generator
+            .and_then(|g| g.warnings.first().cloned())
+            .unwrap_or_default();
+        (
+            Outcome::Generator,
+            Some(format!(
+                "the generator started operations {:.1} ms late (p99, over {LAG_P99_LIMIT_MS} ms): {said}",
+                k.lag_p99_ms
+            )),
+        )
+    } else if fails && k.behind_pct > MAX_DROPPED_PCT {
+        // Its lateness is in the felt latency: whose the miss was cannot be told. A step
+        // that passed all the same stands (the lateness only made it harder).
+        (
+            Outcome::Generator,
+            Some(format!("{behind_words}, and the step missed the level")),
+        )
+    } else if missed_level.is_some()
+        && served_within
+        && k.late as f64 * 100.0 > offered * MAX_DROPPED_PCT
+    {
+        (
+            Outcome::Generator,
+            Some(format!(
+                "{} of about {offered:.0} arrivals waited for a session slot, and the server's own time kept the level: the class's max_concurrency, not the server, was the limit (raise it)",
+                k.late
+            )),
+        )
+    } else if k.dropped_pct > MAX_DROPPED_PCT {
+        (
+            Outcome::Failed,
+            Some(format!(
+                "{} of about {offered:.0} arrivals ({:.1} %) were dropped: every session slot was busy",
+                k.dropped, k.dropped_pct
+            )),
+        )
+    } else if let Some(m) = missed_level {
+        (Outcome::Failed, Some(m))
+    } else {
+        (Outcome::Passed, None)
     }
 }
 

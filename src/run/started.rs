@@ -1,0 +1,374 @@
+//! Configurations loadmix starts itself (`--start NAME=COMMAND`): each target's server
+//! started from a scratch folder of its own, in a process group of its own, with the
+//! environment the command line gives it; waited for until it is ready (a port that
+//! accepts, or a URL that answers); watched as a group, so no PID is passed; and stopped
+//! when its rounds are over, whatever ended them: `--stop`'s command, else SIGTERM to the
+//! group, then SIGKILL. If loadmix itself dies, the kernel sends the server SIGTERM.
+//!
+//! Commands come only from the command line, never from a workload file, and each is
+//! printed before it runs.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tokio::process::{Child, Command};
+use tokio_util::sync::CancellationToken;
+
+/// How long a stop command, then SIGTERM, may take before the group is killed.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+/// How often readiness is probed.
+const PROBE_EVERY: Duration = Duration::from_millis(100);
+
+/// How to know a started server is ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ready {
+    /// `tcp://HOST:PORT`: the port accepts a connection.
+    Tcp(String),
+    /// `http://HOST:PORT/PATH`: the URL answers anything at all.
+    Http { addr: String, path: String },
+}
+
+impl Ready {
+    /// `tcp://127.0.0.1:61613` or `http://127.0.0.1:8080/health` (loopback only).
+    pub(crate) fn parse(s: &str) -> Result<Ready, String> {
+        let (scheme, rest) = s
+            .split_once("://")
+            .ok_or_else(|| format!("--ready {s}: give tcp://HOST:PORT or http://HOST:PORT/PATH"))?;
+        let (addr, path) = match rest.split_once('/') {
+            Some((a, p)) => (a, format!("/{p}")),
+            None => (rest, "/".to_string()),
+        };
+        let host = addr.rsplit_once(':').map(|(h, _)| h).unwrap_or(addr);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if !["127.0.0.1", "localhost", "::1"].contains(&host) {
+            return Err(format!(
+                "--ready {s}: a started server is on this machine: give 127.0.0.1, ::1 or localhost"
+            ));
+        }
+        if addr
+            .rsplit_once(':')
+            .is_none_or(|(_, p)| p.parse::<u16>().is_err())
+        {
+            return Err(format!("--ready {s}: name the port (HOST:PORT)"));
+        }
+        match scheme {
+            "tcp" => Ok(Ready::Tcp(addr.to_string())),
+            "http" => Ok(Ready::Http {
+                addr: addr.to_string(),
+                path,
+            }),
+            _ => Err(format!("--ready {s}: tcp:// or http://")),
+        }
+    }
+
+    /// Whether the server is ready now.
+    async fn probe(&self) -> bool {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        match self {
+            Ready::Tcp(addr) => tokio::net::TcpStream::connect(addr.as_str()).await.is_ok(),
+            Ready::Http { addr, path } => {
+                let Ok(mut s) = tokio::net::TcpStream::connect(addr.as_str()).await else {
+                    return false;
+                };
+                let req =
+                    format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+                if s.write_all(req.as_bytes()).await.is_err() {
+                    return false;
+                }
+                let mut head = [0u8; 12];
+                matches!(s.read(&mut head).await, Ok(n) if n >= 12 && head.starts_with(b"HTTP/"))
+            }
+        }
+    }
+}
+
+/// What the command line says of one target's server.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StartSpec {
+    pub command: String,
+    pub ready: Option<Ready>,
+    pub stop: Option<String>,
+    pub env: Vec<(String, String)>,
+    /// How long it may take to be ready.
+    pub ready_timeout: Duration,
+}
+
+/// The flags that start servers, as given: `--start NAME=COMMAND`, `--ready NAME=URL`,
+/// `--stop NAME=COMMAND`, `--start-env NAME:KEY=VALUE`.
+#[derive(Debug, Clone, Default)]
+pub struct StartFlags {
+    pub start: Vec<String>,
+    pub ready: Vec<String>,
+    pub stop: Vec<String>,
+    pub env: Vec<String>,
+    pub ready_timeout: Duration,
+}
+
+/// Each target's spec, the flags checked against the targets: every flag names a target
+/// that `--start` starts, and only targets reached by URL are started.
+pub(crate) fn specs(
+    f: &StartFlags,
+    targets: &[super::NamedTarget],
+) -> Result<Vec<(String, StartSpec)>, String> {
+    let split = |flag: &str, s: &str| -> Result<(String, String), String> {
+        s.split_once('=')
+            .map(|(n, v)| (n.trim().to_string(), v.to_string()))
+            .filter(|(n, v)| !n.is_empty() && !v.trim().is_empty())
+            .ok_or_else(|| format!("{flag} {s}: give NAME=..."))
+    };
+    let mut out: Vec<(String, StartSpec)> = Vec::new();
+    for s in &f.start {
+        let (name, command) = split("--start", s)?;
+        let Some(t) = targets.iter().find(|t| t.name == name) else {
+            return Err(format!("--start {name}=...: no target named {name}"));
+        };
+        if matches!(t.spec, crate::workload::TargetSpec::Embedded { .. }) {
+            return Err(format!(
+                "--start {name}: an embedded target is started by loadmix already"
+            ));
+        }
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(format!("--start {name}: given twice"));
+        }
+        out.push((
+            name,
+            StartSpec {
+                command,
+                ready_timeout: f.ready_timeout,
+                ..StartSpec::default()
+            },
+        ));
+    }
+    let of = |out: &[(String, StartSpec)], flag: &str, name: &str| -> Result<usize, String> {
+        out.iter()
+            .position(|(n, _)| n == name)
+            .ok_or_else(|| format!("{flag} {name}: no --start {name}=COMMAND to go with it"))
+    };
+    for s in &f.ready {
+        let (name, url) = split("--ready", s)?;
+        let i = of(&out, "--ready", &name)?;
+        out[i].1.ready = Some(Ready::parse(&url)?);
+    }
+    for s in &f.stop {
+        let (name, cmd) = split("--stop", s)?;
+        let i = of(&out, "--stop", &name)?;
+        out[i].1.stop = Some(cmd);
+    }
+    for s in &f.env {
+        let (name, kv) = s
+            .split_once(':')
+            .ok_or_else(|| format!("--start-env {s}: give NAME:KEY=VALUE"))?;
+        let i = of(&out, "--start-env", name.trim())?;
+        let (k, v) = kv
+            .split_once('=')
+            .filter(|(k, _)| {
+                !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            })
+            .ok_or_else(|| {
+                format!("--start-env {s}: give NAME:KEY=VALUE, KEY in letters, digits and _")
+            })?;
+        out[i].1.env.push((k.to_string(), v.to_string()));
+    }
+    if let Some((name, _)) = out.iter().find(|(_, s)| s.ready.is_none()) {
+        return Err(format!(
+            "--start {name}: say how to know it is ready: --ready {name}=tcp://127.0.0.1:PORT (or http://...)"
+        ));
+    }
+    Ok(out)
+}
+
+/// Why a server could not be started.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StartError {
+    #[error("{target}: cannot start `{command}`: {source}")]
+    Spawn {
+        target: String,
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("{target}: the started server exited ({status}) before it was ready; its output is in {}", dir.display())]
+    Exited {
+        target: String,
+        status: String,
+        dir: PathBuf,
+    },
+    #[error("{target}: not ready after {timeout:?}; its output is in {}", dir.display())]
+    NotReady {
+        target: String,
+        timeout: Duration,
+        dir: PathBuf,
+    },
+    #[error("{target}: stopped before the server was ready")]
+    Stopped { target: String },
+}
+
+/// A started server: its process group, and where its output goes.
+pub(crate) struct Started {
+    target: String,
+    child: Child,
+    pgid: u32,
+    dir: PathBuf,
+    spec: StartSpec,
+}
+
+impl Started {
+    /// Start `spec`'s command with `sh -c` in `dir` (created), its output into
+    /// `dir/server.out` and `dir/server.err`, and wait until it is ready.
+    pub(crate) async fn start(
+        target: &str,
+        spec: &StartSpec,
+        dir: &Path,
+        stop: &CancellationToken,
+    ) -> Result<Started, StartError> {
+        let spawn_err = |source| StartError::Spawn {
+            target: target.into(),
+            command: spec.command.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(spawn_err)?;
+        let out = std::fs::File::create(dir.join("server.out")).map_err(spawn_err)?;
+        let err = std::fs::File::create(dir.join("server.err")).map_err(spawn_err)?;
+        eprintln!(
+            "loadmix: starting {target}: sh -c {:?} in {}",
+            spec.command,
+            dir.display()
+        );
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(&spec.command)
+            .current_dir(dir)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(std::process::Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .kill_on_drop(false);
+        // SAFETY: prctl is async-signal-safe; it only asks the kernel to send SIGTERM to
+        // the child when its parent (loadmix) dies, so a killed run leaves no server.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(spawn_err)?;
+        let pgid = child.id().unwrap_or(0);
+        let mut started = Started {
+            target: target.into(),
+            child,
+            pgid,
+            dir: dir.to_path_buf(),
+            spec: spec.clone(),
+        };
+        if let Err(e) = started.wait_ready(stop).await {
+            started.stop().await;
+            return Err(e);
+        }
+        Ok(started)
+    }
+
+    async fn wait_ready(&mut self, stop: &CancellationToken) -> Result<(), StartError> {
+        let Some(ready) = self.spec.ready.clone() else {
+            return Ok(());
+        };
+        let until = tokio::time::Instant::now() + self.spec.ready_timeout;
+        loop {
+            if ready.probe().await {
+                return Ok(());
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(StartError::Exited {
+                    target: self.target.clone(),
+                    status: status.to_string(),
+                    dir: self.dir.clone(),
+                });
+            }
+            if tokio::time::Instant::now() >= until {
+                return Err(StartError::NotReady {
+                    target: self.target.clone(),
+                    timeout: self.spec.ready_timeout,
+                    dir: self.dir.clone(),
+                });
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(PROBE_EVERY) => {}
+                _ = stop.cancelled() => return Err(StartError::Stopped { target: self.target.clone() }),
+            }
+        }
+    }
+
+    /// The started group, to watch as the target's server.
+    pub(crate) fn watch(&self) -> crate::monitor::Watch {
+        crate::monitor::group_watch(self.pgid)
+    }
+
+    /// Stop the server: `--stop`'s command if there is one, else SIGTERM to its group;
+    /// SIGKILL to the group if it is still there after the grace period. Said on stderr.
+    pub(crate) async fn stop(mut self) {
+        if let Some(cmd) = self.spec.stop.clone() {
+            eprintln!("loadmix: stopping {}: sh -c {cmd:?}", self.target);
+            let ran = Command::new("sh")
+                .arg("-c")
+                .arg(&cmd)
+                .current_dir(&self.dir)
+                .envs(self.spec.env.iter().map(|(k, v)| (k, v)))
+                .stdin(std::process::Stdio::null())
+                .status();
+            let _ = tokio::time::timeout(STOP_GRACE, ran).await;
+        } else {
+            signal_group(self.pgid, libc::SIGTERM);
+        }
+        let exited = tokio::time::timeout(STOP_GRACE, self.child.wait()).await;
+        if exited.is_err() {
+            eprintln!(
+                "loadmix: {} did not stop within {STOP_GRACE:?}: killed",
+                self.target
+            );
+        }
+        // Whatever the leader did, nothing of the group outlives the run.
+        signal_group(self.pgid, libc::SIGKILL);
+        let _ = self.child.wait().await;
+    }
+}
+
+/// Send `sig` to every process of group `pgid` (never to group 0, this process's own).
+fn signal_group(pgid: u32, sig: libc::c_int) {
+    let Ok(g) = libc::pid_t::try_from(pgid) else {
+        return;
+    };
+    if g > 1 {
+        // SAFETY: kill(2) with a negative pid signals that process group; no memory is
+        // touched.
+        unsafe {
+            libc::kill(-g, sig);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_is_a_loopback_port_or_url() {
+        assert_eq!(
+            Ready::parse("tcp://127.0.0.1:61613"),
+            Ok(Ready::Tcp("127.0.0.1:61613".into()))
+        );
+        assert_eq!(
+            Ready::parse("http://localhost:8080/health"),
+            Ok(Ready::Http {
+                addr: "localhost:8080".into(),
+                path: "/health".into()
+            })
+        );
+        for bad in [
+            "127.0.0.1:80",
+            "tcp://example.com:80",
+            "tcp://127.0.0.1",
+            "udp://127.0.0.1:5",
+        ] {
+            assert!(Ready::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -47,20 +47,35 @@ fn a_slower_server_sustains_less_and_neither_beyond_its_service_time() {
     assert_eq!(c["service_level"]["text"], "p99 < 150ms, errors < 1%");
     let (f, s) = (&c["targets"][0], &c["targets"][1]);
     assert_eq!(f["name"], "fast");
+    // On a host busy with the rest of the suite the generator may fall behind first: the
+    // search then stops there and says its answer is a lower bound.
+    let mut found = 0;
     for (t, most) in [(f, 50.0), (s, 12.5)] {
-        // Neither sustains more than it can serve; each misses the level somewhere.
+        // Neither sustains more than it can serve.
         let lo = t["sustained"].as_f64().expect("some rate sustained");
-        let hi = t["fails_from"].as_f64().expect("some rate failed");
-        assert!(
-            lo < most && lo < hi,
-            "{}: [{lo}, {hi}]\n{stdout}",
-            t["name"]
-        );
-        assert_eq!(t["end"]["kind"], "found", "{stdout}");
+        assert!(lo < most, "{}: {lo}\n{stdout}", t["name"]);
+        match t["end"]["kind"].as_str().unwrap() {
+            "found" => {
+                let hi = t["fails_from"].as_f64().expect("some rate failed");
+                assert!(lo < hi, "{}: [{lo}, {hi}]\n{stdout}", t["name"]);
+                found += 1;
+            }
+            "generator" => {
+                assert!(
+                    t["verdict"].as_str().unwrap().starts_with("at least"),
+                    "{stdout}"
+                );
+                let last = t["steps"].as_array().unwrap().last().unwrap();
+                assert_eq!(last["outcome"], "generator", "{stdout}");
+            }
+            other => panic!("{}: ended {other}\n{stdout}", t["name"]),
+        }
     }
-    let versus = &c["versus"][0];
-    assert_eq!(versus["separate"], true, "{stdout}");
-    assert!(versus["ratio"].as_f64().unwrap() < 0.6, "{stdout}");
+    if found == 2 {
+        let versus = &c["versus"][0];
+        assert_eq!(versus["separate"], true, "{stdout}");
+        assert!(versus["ratio"].as_f64().unwrap() < 0.6, "{stdout}");
+    }
     for t in [f, s] {
         let steps = t["steps"].as_array().unwrap();
         let lo = t["sustained"].as_f64().unwrap();
@@ -69,7 +84,7 @@ fn a_slower_server_sustains_less_and_neither_beyond_its_service_time() {
             if step["outcome"] == "passed" {
                 assert!(step["p99_ms"].as_f64().unwrap() < 150.0, "{step}");
             }
-            if rate <= lo {
+            if rate <= lo && step["outcome"] != "generator" {
                 assert_eq!(step["outcome"], "passed", "{step}");
             }
         }
@@ -84,7 +99,7 @@ fn a_slower_server_sustains_less_and_neither_beyond_its_service_time() {
     }
     let txt = std::fs::read_to_string(out.join("capacity.txt")).unwrap();
     assert!(
-        txt.contains("steps of slow") && txt.contains("do not overlap"),
+        txt.contains("steps of slow") && (found < 2 || txt.contains("do not overlap")),
         "{txt}"
     );
 

@@ -523,6 +523,7 @@ fn the_report_fits_the_terminal_and_wide_has_every_column() {
 /// Two targets on one embedded server whose only difference is the delay it answers
 /// with: `a` 10 ms, `b` the `b_ms` given. Their comparison, as `run` wrote it.
 fn delayed_pair(b_ms: u32) -> compare::Comparison {
+    let _alone = alone();
     let rt = runtime();
     let srv = embedded(&rt);
     let tmp = tempdir();

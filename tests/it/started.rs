@@ -20,6 +20,7 @@ fn free_port() -> u16 {
 
 #[test]
 fn a_started_server_is_watched_without_a_pid_and_stopped_after_an_interrupt() {
+    let _alone = alone();
     let tmp = tempdir();
     let w = tmp.path().join("w.yaml");
     std::fs::write(

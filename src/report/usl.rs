@@ -27,9 +27,10 @@ impl Usl {
         if d <= 0.0 { 0.0 } else { self.lambda * n / d }
     }
 
-    /// Where throughput peaks, when coherency makes it fall again.
+    /// Where throughput peaks, when coherency makes it fall again: at one user already
+    /// when contention is whole (σ = 1: every user more only queues, and costs a little).
     pub(crate) fn peak_n(&self) -> Option<f64> {
-        (self.kappa > 1e-12 && self.sigma < 1.0).then(|| ((1.0 - self.sigma) / self.kappa).sqrt())
+        (self.kappa > 1e-12).then(|| ((1.0 - self.sigma).max(0.0) / self.kappa).sqrt().max(1.0))
     }
 }
 
@@ -240,6 +241,26 @@ mod tests {
         assert!((f.fit.sigma - 0.2).abs() < 0.01, "{f:?}");
         assert!(f.fit.kappa < 1e-5, "{f:?}");
         assert!(f.peak_n.is_none_or(|n| n > 100.0), "{f:?}");
+    }
+
+    #[test]
+    fn whole_contention_with_a_coherency_cost_peaks_at_one() {
+        // One journal every writer waits for, and each writer more costs a little: the
+        // curve falls from the first writer on.
+        let truth = Usl {
+            lambda: 3300.0,
+            sigma: 1.0,
+            kappa: 0.008,
+        };
+        let f = fit(&synthetic(
+            truth,
+            &[3.0, 5.0, 10.0, 15.0, 20.0, 25.0],
+            3,
+            0.01,
+        ))
+        .unwrap();
+        assert!(f.fit.sigma > 0.9, "{f:?}");
+        assert_eq!(f.peak_n, Some(1.0), "{f:?}");
     }
 
     #[test]

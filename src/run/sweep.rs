@@ -86,6 +86,9 @@ fn fits(
 /// A fit in words: its parameters with their intervals, its peak, how well it fits.
 fn usl_line(target: &str, f: &UslFit) -> String {
     let peak = match (f.peak_n, f.peak_ops_per_sec) {
+        (Some(n), Some(x)) if n <= 1.0 => format!(
+            "throughput peaks at N* = 1 ({x:.1} ops/s predicted): every user more only queues, and costs a little"
+        ),
         (Some(n), Some(x)) => format!("throughput peaks at N* = {n:.1} ({x:.1} ops/s predicted)"),
         _ => "no coherency cost: throughput flattens, never falls".into(),
     };

@@ -182,6 +182,7 @@ fn a_known_workload_is_recovered_from_its_log_and_its_inferred_twin_passes_fidel
 
 #[test]
 fn logs_that_are_not_logs_are_refused_and_bad_lines_counted() {
+    let _alone = alone();
     let tmp = tempdir();
     let bad = tmp.path().join("bad.log");
     std::fs::write(&bad, "not a log line\n\u{0}\u{1}\n").unwrap();
@@ -237,6 +238,7 @@ fn logs_that_are_not_logs_are_refused_and_bad_lines_counted() {
 /// file is refused with file:line:column before any log is read.
 #[test]
 fn a_rule_file_names_the_requests_first() {
+    let _alone = alone();
     let o = loadmix_bin(&[
         "infer",
         "fixtures/infer/mixed.log",
@@ -274,6 +276,7 @@ fn a_rule_file_names_the_requests_first() {
 
 #[test]
 fn each_user_names_itself_in_its_user_agent_though_all_share_one_account() {
+    let _alone = alone();
     // Three CalDAV users behind the one admin account: only their User-Agent tells them
     // apart in the server's log, which is what `infer` keys a loadmix user by.
     let tmp = tempdir();

@@ -18,7 +18,6 @@ mod end_to_end;
 mod engine_behaviour;
 mod faults;
 mod fuzz;
-mod infer;
 mod kept_state;
 mod mix_fidelity;
 mod monitor;

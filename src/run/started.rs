@@ -314,7 +314,17 @@ impl Started {
                 .envs(self.spec.env.iter().map(|(k, v)| (k, v)))
                 .stdin(std::process::Stdio::null())
                 .status();
-            let _ = tokio::time::timeout(STOP_GRACE, ran).await;
+            match tokio::time::timeout(STOP_GRACE, ran).await {
+                Ok(Ok(status)) if status.success() => {}
+                Ok(Ok(status)) => {
+                    eprintln!("loadmix: {}'s stop command ended {status}", self.target)
+                }
+                Ok(Err(e)) => eprintln!("loadmix: {}'s stop command did not run: {e}", self.target),
+                Err(_) => eprintln!(
+                    "loadmix: {}'s stop command took over {STOP_GRACE:?}",
+                    self.target
+                ),
+            }
         } else {
             signal_group(self.pgid, libc::SIGTERM);
         }

@@ -111,19 +111,7 @@ impl Capacity {
             self.service_level.text,
             secs_text(self.step_s)
         );
-        let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-        t.set_header(["target", "sustains", "fails from", "steps", "answer"]);
-        for c in &self.targets {
-            t.add_row([
-                c.name.clone(),
-                c.sustained.map_or("-".into(), rate_text),
-                c.fails_from.map_or("-".into(), rate_text),
-                c.steps.len().to_string(),
-                c.verdict.clone(),
-            ]);
-        }
-        out.push_str(&format!("{t}\n"));
+        out.push_str(&format!("{}\n", answers(&self.targets)));
         for v in &self.versus {
             out.push_str(&format!("{}\n", v.words));
         }
@@ -410,10 +398,21 @@ pub(crate) fn compare_answers(
             })
         })
         .collect();
+    let mut out = format!("capacity of {workload} at {level}\n{}\n", answers(&targets));
+    for b in targets.iter().skip(1) {
+        out.push_str(&versus(&targets[0], b).words);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// Each target's answer, a row each: the console's and `capacity.txt`'s first table, and
+/// saved answers compared.
+fn answers(targets: &[TargetCapacity]) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
     t.set_header(["target", "sustains", "fails from", "steps", "answer"]);
-    for c in &targets {
+    for c in targets {
         t.add_row([
             c.name.clone(),
             c.sustained.map_or("-".into(), rate_text),
@@ -422,12 +421,7 @@ pub(crate) fn compare_answers(
             c.verdict.clone(),
         ]);
     }
-    let mut out = format!("capacity of {workload} at {level}\n{t}\n");
-    for b in targets.iter().skip(1) {
-        out.push_str(&versus(&targets[0], b).words);
-        out.push('\n');
-    }
-    Ok(out)
+    t
 }
 
 /// `b` against the baseline `a`.

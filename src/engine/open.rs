@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::FailureNote;
 use super::record::{VuOutput, Who};
 use super::user::{Active, Entry, UserSpec};
-use crate::metrics::RecorderFactory;
+use crate::metrics::{Recorder, RecorderFactory};
 use crate::protocol::{ClassDriver, VuDriver, VuIds};
 use crate::transport::{Endpoint, ErrorClass, Timeouts};
 use crate::workload::{Arrival, ArrivalProcess, UserClass, WhenFull, Workload, ramp_value};
@@ -89,12 +89,15 @@ impl Returning {
         self.idle().push_back(user);
     }
 
-    /// At the round's end: the users kept for the next round (class `ci`), or what they
-    /// made handed to the round's teardown.
-    fn end_round(&self, ci: usize, out: &mut VuOutput) {
-        for (vu, mut d) in self.idle().drain(..) {
+    /// At the round's end, each user's connections closed (they stayed open between its
+    /// sessions) and what it still waited for recorded: the users kept for the next round
+    /// (class `ci`), or what they made handed to the round's teardown.
+    async fn end_round(&self, who: &Who, recorder: &mut Recorder, out: &mut VuOutput) {
+        let users: Vec<(u32, VuDriver)> = self.idle().drain(..).collect();
+        for (vu, mut d) in users {
+            super::user::retire(who, &mut d, recorder).await;
             match self.keep && d.keeps_state() {
-                true => out.kept.push((ci, vu, d)),
+                true => out.kept.push((who.class_index, vu, d)),
                 false => out.handoff.absorb(d.hand_off()),
             }
         }
@@ -262,7 +265,9 @@ pub(super) async fn arrivals(
         }
     }
     if let Some(r) = &spec.returning {
-        r.end_round(spec.who.class_index, &mut out);
+        let mut recorder = factory.recorder();
+        r.end_round(&spec.who, &mut recorder, &mut out).await;
+        recorder.flush();
     }
     out
 }
@@ -363,6 +368,7 @@ async fn session(
         timer: spec.timer.clone(),
         // A returning user keeps what it made for its next session.
         keep: lent.is_some(),
+        returns: lent.is_some(),
     };
     super::user::run(&user, &mut vu, &mut recorder, &mut out, &mut cancelled).await;
     if let (Some(r), Some(user)) = (&spec.returning, lent) {

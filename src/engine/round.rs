@@ -514,6 +514,7 @@ fn spawn_closed(
             halted: cx.halted.clone(),
             timer: cx.timer.clone(),
             keep: w.run.keep_state && driver.keeps_state(),
+            returns: false,
         };
         let turn = cx.start.checked_add(from);
         let recorder = factory.recorder();

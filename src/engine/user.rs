@@ -17,7 +17,7 @@ use super::seed::VuRngs;
 use super::session::Walk;
 use super::timer::Timer;
 use crate::metrics;
-use crate::protocol::{Done, VuDriver};
+use crate::protocol::{Done, Outcome, VuDriver};
 use crate::workload::UserClass;
 use crate::workload::chain::Guard;
 
@@ -70,6 +70,9 @@ pub(super) struct UserSpec {
     /// It goes on into the next round (`run.keep_state`): what it made stays its own, for
     /// the run's last teardown, not this round's.
     pub(super) keep: bool,
+    /// A returning user's session: the user comes back for another, so its connections
+    /// stay open when this one ends.
+    pub(super) returns: bool,
 }
 
 impl UserSpec {
@@ -250,13 +253,30 @@ async fn finish(
     cancelled: &mut Cancelled<'_, '_>,
 ) {
     let left = tokio::select! {
-        o = driver.finish() => o,
+        o = async {
+            match spec.returns {
+                true => driver.rest().await,
+                false => driver.finish().await,
+            }
+        } => o,
         _ = cancelled.as_mut() => None,
     };
+    record_left(&spec.who, recorder, left);
+}
+
+/// A returning user's end, at its round's end, after its last session: its connections
+/// closed, and what it still waited for recorded.
+pub(super) async fn retire(who: &Who, driver: &mut VuDriver, recorder: &mut metrics::Recorder) {
+    let left = driver.finish().await;
+    record_left(who, recorder, left);
+}
+
+/// Record the steps a user's end settled (a producer's last confirms), as of now.
+fn record_left(who: &Who, recorder: &mut metrics::Recorder, left: Option<Outcome>) {
     if let Some(o) = left {
         let at = Instant::now();
-        let start_us = at.duration_since(spec.who.start).as_micros() as u64;
-        record_steps(recorder, &o, spec.who.label_base, start_us, at);
+        let start_us = at.duration_since(who.start).as_micros() as u64;
+        record_steps(recorder, &o, who.label_base, start_us, at);
     }
 }
 

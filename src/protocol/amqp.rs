@@ -252,7 +252,8 @@ impl OverBroker for AmqpVu {
 
     /// The confirms still outstanding when the user's round ends, each awaited within the
     /// request timeout of its publish: an outcome of these steps only; `None` if none.
-    async fn wait_out(&mut self, conn: &Reach) -> Option<Outcome> {
+    /// The connection is closed when the user is dropped, so one that stays keeps it.
+    async fn wait_out(&mut self, conn: &Reach, _stays: bool) -> Option<Outcome> {
         let timeout = conn.timeouts().request;
         // The deliveries taken since the last acknowledgement are acknowledged with it.
         if let Some(tag) = self.last_tag.take() {

@@ -239,6 +239,13 @@ pub(crate) trait User: Send {
         None
     }
 
+    /// A returning user's session is over and the user will be back for another: what it
+    /// waits for is awaited as at [`User::finish`], but its connections stay open, as a
+    /// client that stays running keeps them between bursts of work.
+    async fn rest(&mut self) -> Option<Outcome> {
+        self.finish().await
+    }
+
     /// What it leaves for the round's teardown and its connection counts, taken once
     /// when it ends.
     fn hand_off(&mut self) -> Handoff;

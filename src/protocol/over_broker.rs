@@ -22,8 +22,13 @@ pub(crate) trait OverBroker: Send + 'static {
         reach: &Reach,
         rng: &mut DataRng,
     ) -> impl Future<Output = Done> + Send;
-    /// What the user still waits for when its round ends.
-    fn wait_out(&mut self, reach: &Reach) -> impl Future<Output = Option<Outcome>> + Send;
+    /// What the user still waits for when its round ends, or, when it `stays`, when its
+    /// session ends and it returns for another (its connection then kept open).
+    fn wait_out(
+        &mut self,
+        reach: &Reach,
+        stays: bool,
+    ) -> impl Future<Output = Option<Outcome>> + Send;
     /// The run's own destinations it used, for the teardown to drain.
     fn queues(&self) -> Vec<Queue>;
     /// What it sent and received, by stamp.
@@ -60,7 +65,11 @@ impl<V: OverBroker> User for BrokerUser<V> {
     }
 
     async fn finish(&mut self) -> Option<Outcome> {
-        self.vu.wait_out(&self.reach).await
+        self.vu.wait_out(&self.reach, false).await
+    }
+
+    async fn rest(&mut self) -> Option<Outcome> {
+        self.vu.wait_out(&self.reach, true).await
     }
 
     /// Nothing made over HTTP: what the round left on the broker is in its queues.

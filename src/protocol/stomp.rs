@@ -278,7 +278,7 @@ impl OverBroker for StompVu {
 
     /// What the user still waits for when its round ends: its outstanding receipts, each
     /// within the request timeout of its send, as an outcome of steps only.
-    async fn wait_out(&mut self, conn: &Reach) -> Option<Outcome> {
+    async fn wait_out(&mut self, conn: &Reach, stays: bool) -> Option<Outcome> {
         let timeout = conn.timeouts().request;
         // The messages taken since the last acknowledgement are acknowledged with it.
         if let Some(id) = self.last_ack.take() {
@@ -295,7 +295,11 @@ impl OverBroker for StompVu {
             self.link = None;
             self.fail_pending(&class, f.class, &f.detail);
         }
-        self.disconnect(&class, timeout).await;
+        // A user that returns for another session keeps its connection, and with it its
+        // subscription.
+        if !stays {
+            self.disconnect(&class, timeout).await;
+        }
         waited.then(|| Outcome {
             steps: std::mem::take(&mut self.settled),
             ..Outcome::default()

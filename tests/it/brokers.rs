@@ -941,3 +941,38 @@ users:
     }
     h_stop(&rt, h);
 }
+
+#[test]
+fn returning_producers_keep_their_connection_from_session_to_session() {
+    let Setup {
+        rt,
+        h,
+        tmp: _tmp,
+        w,
+        target,
+        out,
+    } = set_up(
+        r#"
+name: broker-returning
+run: { duration: 1s, rounds: 1, seed: 3 }
+users:
+  - class: producer
+    protocol: stomp
+    arrival: { rate: 60/s, process: constant, returning: 3 }
+    mix:
+      send: { weight: 1, params: { destination: "/queue/back-{run_id}", size: 64B, receipt: true } }
+"#,
+    );
+    assert_eq!(run_to(&w, &target, &out, &[]), 0);
+    let r = read_report(&out);
+    let send = op(&r, "producer.send");
+    // About 60 sessions, each of one send, by 3 producers that each connected once (at
+    // their set-up) and disconnected once, at the round's end.
+    assert!(send.successes >= 50, "{}", send.successes);
+    assert_eq!(r.rounds[0].connections_opened, 3);
+    let counts = h.broker.destinations();
+    let enqueued: u64 = counts.values().map(|c| c.enqueued).sum();
+    assert_eq!(send.successes, enqueued, "{counts:?}");
+    assert_eq!(answer_count(send, "RECEIPT"), enqueued);
+    h_stop(&rt, h);
+}

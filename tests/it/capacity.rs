@@ -31,6 +31,9 @@ fn a_slower_server_sustains_less_and_neither_beyond_its_service_time() {
         &format!("fast=http://{fast}"),
         "--target",
         &format!("slow=http://{slow}"),
+        // The servers are this test's threads: the fast one's steps are costed by it.
+        "--monitor-process",
+        &format!("{}@fast", std::process::id()),
         "--out",
         &path_str(&out),
         "--quiet",
@@ -76,6 +79,14 @@ fn a_slower_server_sustains_less_and_neither_beyond_its_service_time() {
         assert_eq!(versus["separate"], true, "{stdout}");
         assert!(versus["ratio"].as_f64().unwrap() < 0.6, "{stdout}");
     }
+    // Each of the watched target's steps says what it cost the server; the other's none.
+    for (t, watched) in [(f, true), (s, false)] {
+        for step in t["steps"].as_array().unwrap() {
+            let cpu = step["server"]["cpu_ms_per_op"].as_f64();
+            assert_eq!(cpu.is_some(), watched, "{step}");
+            assert!(cpu.is_none_or(|c| c >= 0.0) && step["server"]["gc_per_1000_ops"].is_null());
+        }
+    }
     for t in [f, s] {
         let steps = t["steps"].as_array().unwrap();
         let lo = t["sustained"].as_f64().unwrap();
@@ -99,7 +110,10 @@ fn a_slower_server_sustains_less_and_neither_beyond_its_service_time() {
     }
     let txt = std::fs::read_to_string(out.join("capacity.txt")).unwrap();
     assert!(
-        txt.contains("steps of slow") && (found < 2 || txt.contains("do not overlap")),
+        txt.contains("steps of slow")
+            && txt.contains("server at that rate")
+            && txt.contains("server CPU ms/op")
+            && (found < 2 || txt.contains("do not overlap")),
         "{txt}"
     );
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::search::{End, Outcome, PRECISION, Search};
-use super::slo::{Slo, Step};
+use super::slo::{Slo, Step, StepCost};
 use crate::report::{self, charts};
 use crate::workload::{Stop, ThresholdMetric, Workload};
 
@@ -118,9 +118,10 @@ impl Capacity {
         for c in &self.targets {
             let mut t = comfy_table::Table::new();
             t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-            t.set_header(STEP_HEADER);
+            let cost = has_cost(&c.steps);
+            t.set_header(step_header(cost));
             for s in &c.steps {
-                t.add_row(step_cells(s));
+                t.add_row(step_cells(s, cost));
             }
             out.push_str(&format!("\nsteps of {}\n{t}\n", c.name));
         }
@@ -149,11 +150,15 @@ impl Capacity {
             secs_text(self.step_s),
             self.precision * 100.0
         )];
-        intro.extend(
-            self.targets
-                .iter()
-                .map(|c| format!("{}: {}", c.name, c.verdict)),
-        );
+        intro.extend(self.targets.iter().map(|c| match cost_at_capacity(c) {
+            Some(k) => format!(
+                "{}: {} (the server at that rate: {})",
+                c.name,
+                c.verdict,
+                k.text()
+            ),
+            None => format!("{}: {}", c.name, c.verdict),
+        }));
         intro.extend(self.versus.iter().map(|v| v.words.clone()));
         let series = |pick: fn(&Step) -> Option<f64>| -> Vec<charts::RateSeries> {
             self.targets
@@ -197,13 +202,14 @@ impl Capacity {
                 ),
             ),
         ];
+        let cost = self.targets.iter().any(|c| has_cost(&c.steps));
         let steps: Vec<(String, Vec<Vec<String>>)> = self
             .targets
             .iter()
             .map(|c| {
                 (
                     format!("steps of {}", c.name),
-                    c.steps.iter().map(|s| step_cells(s).to_vec()).collect(),
+                    c.steps.iter().map(|s| step_cells(s, cost)).collect(),
                 )
             })
             .collect();
@@ -211,26 +217,34 @@ impl Capacity {
             &format!("{}: capacity at {}", self.workload, self.service_level.text),
             &intro,
             charts,
-            &STEP_HEADER,
+            &step_header(cost),
             &steps,
         )
     }
 }
 
-const STEP_HEADER: [&str; 8] = [
-    "step",
-    "offered/s",
-    "achieved ops/s",
-    "p99 ms",
-    "errors %",
-    "dropped %",
-    "lag p99 ms",
-    "verdict",
-];
+/// The steps' columns; with `cost`, the watched server's cost of each step before the
+/// verdict.
+fn step_header(cost: bool) -> Vec<&'static str> {
+    let mut h = vec![
+        "step",
+        "offered/s",
+        "achieved ops/s",
+        "p99 ms",
+        "errors %",
+        "dropped %",
+        "lag p99 ms",
+    ];
+    if cost {
+        h.extend(["server CPU ms/op", "GC per 1,000 ops"]);
+    }
+    h.push("verdict");
+    h
+}
 
-fn step_cells(s: &Step) -> [String; 8] {
+fn step_cells(s: &Step, cost: bool) -> Vec<String> {
     let opt = |v: Option<f64>, d: usize| v.map_or("-".into(), |v| format!("{v:.d$}"));
-    [
+    let mut row = vec![
         s.step.to_string(),
         rate_text(s.rate),
         format!("{:.1}", s.achieved_ops_per_sec),
@@ -238,8 +252,32 @@ fn step_cells(s: &Step) -> [String; 8] {
         opt(s.errors_pct, 2),
         format!("{:.2}", s.dropped_pct),
         format!("{:.2}", s.lag_p99_ms),
-        outcome_text(s),
-    ]
+    ];
+    if cost {
+        let c = s.server.as_ref();
+        row.push(opt(c.map(|c| c.cpu_ms_per_op), 3));
+        row.push(opt(c.and_then(|c| c.gc_per_1000_ops), 2));
+    }
+    row.push(outcome_text(s));
+    row
+}
+
+/// Whether any step has the watched server's cost.
+fn has_cost(steps: &[Step]) -> bool {
+    steps.iter().any(|s| s.server.is_some())
+}
+
+/// What the server spent at the rate the target sustained: the mean over the steps that
+/// passed at that rate.
+fn cost_at_capacity(c: &TargetCapacity) -> Option<StepCost> {
+    let rate = c.sustained?;
+    let at: Vec<&StepCost> = c
+        .steps
+        .iter()
+        .filter(|s| s.outcome == Outcome::Passed && (s.rate - rate).abs() <= rate * 1e-9)
+        .filter_map(|s| s.server.as_ref())
+        .collect();
+    StepCost::mean(&at)
 }
 
 fn outcome_text(s: &Step) -> String {
@@ -411,15 +449,25 @@ pub(crate) fn compare_answers(
 fn answers(targets: &[TargetCapacity]) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-    t.set_header(["target", "sustains", "fails from", "steps", "answer"]);
+    let cost = targets.iter().any(|c| has_cost(&c.steps));
+    let mut header = vec!["target", "sustains", "fails from", "steps"];
+    if cost {
+        header.push("server at that rate");
+    }
+    header.push("answer");
+    t.set_header(header);
     for c in targets {
-        t.add_row([
+        let mut row = vec![
             c.name.clone(),
             c.sustained.map_or("-".into(), rate_text),
             c.fails_from.map_or("-".into(), rate_text),
             c.steps.len().to_string(),
-            c.verdict.clone(),
-        ]);
+        ];
+        if cost {
+            row.push(cost_at_capacity(c).map_or("-".into(), |k| k.text()));
+        }
+        row.push(c.verdict.clone());
+        t.add_row(row);
     }
     t
 }
@@ -501,6 +549,51 @@ mod tests {
         assert!(!v.separate && v.words.contains("overlap"), "{}", v.words);
         let d = target("none", None, Some(10.0));
         assert!(versus(&a, &d).ratio.is_none());
+    }
+
+    fn step(rate: f64, outcome: Outcome, cpu: f64, gc: Option<f64>) -> Step {
+        Step {
+            step: 0,
+            rate,
+            achieved_ops_per_sec: rate,
+            p99_ms: None,
+            errors_pct: None,
+            dropped_pct: 0.0,
+            lag_p99_ms: 0.0,
+            rules: Vec::new(),
+            outcome,
+            why: None,
+            server: Some(StepCost {
+                cpu_ms_per_op: cpu,
+                gc_per_1000_ops: gc,
+                gc_ms_per_1000_ops: gc.map(|g| g * 2.0),
+            }),
+        }
+    }
+
+    #[test]
+    fn the_cost_at_capacity_is_the_mean_of_the_steps_passed_at_that_rate() {
+        let mut t = target("jdbc", Some(400.0), Some(420.0));
+        t.steps = vec![
+            step(400.0, Outcome::Passed, 0.2, Some(1.0)),
+            step(420.0, Outcome::Failed, 9.0, Some(9.0)),
+            step(400.0, Outcome::Passed, 0.4, Some(3.0)),
+            step(400.0, Outcome::Failed, 9.0, Some(9.0)),
+            step(200.0, Outcome::Passed, 9.0, Some(9.0)),
+        ];
+        let c = cost_at_capacity(&t).unwrap();
+        assert!((c.cpu_ms_per_op - 0.3).abs() < 1e-9, "{c:?}");
+        assert_eq!(
+            (c.gc_per_1000_ops, c.gc_ms_per_1000_ops),
+            (Some(2.0), Some(4.0))
+        );
+        assert_eq!(c.text(), "0.300 ms CPU/op · 2.00 GC/1,000 (4.0 ms)");
+        // A step that could not read a JVM leaves collections unsaid, not averaged as 0.
+        t.steps[2].server.as_mut().unwrap().gc_per_1000_ops = None;
+        assert_eq!(cost_at_capacity(&t).unwrap().gc_per_1000_ops, None);
+        // Nothing sustained: no cost to give.
+        t.sustained = None;
+        assert!(cost_at_capacity(&t).is_none());
     }
 
     #[test]

@@ -146,6 +146,70 @@ pub(crate) struct Step {
     pub outcome: Outcome,
     /// Why it failed, or why it says nothing of the server; `None` when it passed.
     pub why: Option<String>,
+    /// What the step cost the watched server, when one was watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<StepCost>,
+}
+
+/// What a step cost the watched server processes, all of them together, per successful
+/// operation of the headline sum: what a rate costs, beside whether it was kept.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub(crate) struct StepCost {
+    /// CPU per successful operation, milliseconds.
+    pub cpu_ms_per_op: f64,
+    /// A JVM's collections per 1,000 successful operations, when one was watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gc_per_1000_ops: Option<f64>,
+    /// Their time, milliseconds per 1,000 successful operations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gc_ms_per_1000_ops: Option<f64>,
+}
+
+impl StepCost {
+    /// From a step's report: `None` when no server was watched, or none could be read.
+    fn of(rep: &Report) -> Option<StepCost> {
+        let read: Vec<_> = rep
+            .summary
+            .server
+            .iter()
+            .filter(|p| p.problem.is_none())
+            .collect();
+        if read.is_empty() {
+            return None;
+        }
+        let jvms: Vec<_> = read.iter().filter_map(|p| p.jvm.as_ref()).collect();
+        let jvm_sum = |f: fn(&crate::report::model::JvmFigures) -> f64| {
+            (!jvms.is_empty()).then(|| jvms.iter().map(|j| f(j)).sum())
+        };
+        Some(StepCost {
+            cpu_ms_per_op: read.iter().map(|p| p.cpu_ms_per_op).sum(),
+            gc_per_1000_ops: jvm_sum(|j| j.gc_per_1000_ops),
+            gc_ms_per_1000_ops: jvm_sum(|j| j.gc_ms_per_1000_ops),
+        })
+    }
+
+    /// The mean of several steps' costs (the repeats at one rate).
+    pub(crate) fn mean(costs: &[&StepCost]) -> Option<StepCost> {
+        let n = costs.len() as f64;
+        let avg = |f: fn(&StepCost) -> Option<f64>| {
+            let v: Vec<f64> = costs.iter().filter_map(|c| f(c)).collect();
+            (v.len() == costs.len()).then(|| v.iter().sum::<f64>() / n)
+        };
+        (!costs.is_empty()).then(|| StepCost {
+            cpu_ms_per_op: costs.iter().map(|c| c.cpu_ms_per_op).sum::<f64>() / n,
+            gc_per_1000_ops: avg(|c| c.gc_per_1000_ops),
+            gc_ms_per_1000_ops: avg(|c| c.gc_ms_per_1000_ops),
+        })
+    }
+
+    /// `0.21 ms CPU/op · 1.40 GC/1,000 (2.1 ms)`.
+    pub(crate) fn text(&self) -> String {
+        let mut t = format!("{:.3} ms CPU/op", self.cpu_ms_per_op);
+        if let (Some(n), Some(ms)) = (self.gc_per_1000_ops, self.gc_ms_per_1000_ops) {
+            t.push_str(&format!(" · {n:.2} GC/1,000 ({ms:.1} ms)"));
+        }
+        t
+    }
 }
 
 /// Judge the one-round report of a step at `rate`, which offered `offered` arrivals.
@@ -189,6 +253,7 @@ pub(crate) fn judge(slo: &Slo, step: u32, rate: f64, offered: f64, rep: &Report)
         rules,
         outcome,
         why,
+        server: StepCost::of(rep),
     }
 }
 

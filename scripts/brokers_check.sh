@@ -9,7 +9,8 @@
 #   2. RabbitMQ 3.10 with rabbitmq_stomp and rabbitmq_prometheus, over STOMP, AMQP 0-9-1
 #      and amqps:// (a CA of loadmix's own), restarted under a run by `rabbitmqctl`;
 #   3. ActiveMQ on the JDBC store (PostgreSQL, set up by examples/activemq-stores);
-#   4. the recipes examples/activemq-stores and examples/rabbitmq-queues, briefly.
+#   4. the recipes examples/activemq-stores, examples/activemq-gc and
+#      examples/rabbitmq-queues, briefly.
 # Fails, never skips, when a broker cannot be started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -169,8 +170,11 @@ examples/activemq-stores/stop.sh "$STORES"
 rm -rf "$STORES"
 trap cleanup EXIT
 
-echo "== 4. the recipes examples/activemq-stores and examples/rabbitmq-queues, briefly"
+echo "== 4. the recipes examples/activemq-stores, activemq-gc and rabbitmq-queues, briefly"
 LOADMIX_BIN="$BIN" examples/activemq-stores/run.sh "$WORK/recipe" 1 2s 10 3,10 >"$WORK/recipe.txt"
 LOADMIX_BIN="$BIN" examples/rabbitmq-queues/run.sh "$WORK/rabbit-recipe" 1 4s >"$WORK/rabbit-recipe.txt"
-LOADMIX_REAL_ACTIVEMQ_RECIPE="$WORK/recipe" LOADMIX_REAL_RABBITMQ_RECIPE="$WORK/rabbit-recipe" real_checks recipes::brokers::
+# A loose level, so that a brief search ends after a few steps.
+LOADMIX_BIN="$BIN" examples/activemq-gc/run.sh "$WORK/gc-recipe" 2s "sent p99 < 5ms, errors < 1%" >"$WORK/gc-recipe.txt"
+LOADMIX_REAL_ACTIVEMQ_RECIPE="$WORK/recipe" LOADMIX_REAL_RABBITMQ_RECIPE="$WORK/rabbit-recipe" \
+    LOADMIX_REAL_ACTIVEMQ_GC_RECIPE="$WORK/gc-recipe" real_checks recipes::brokers::
 echo "== brokers_check: all passed"

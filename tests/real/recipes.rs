@@ -63,6 +63,63 @@ mod brokers {
     }
 
     #[test]
+    #[ignore = "handed examples/activemq-gc's output by scripts/brokers_check.sh"]
+    fn activemq_gc_four_started_configurations_each_have_a_capacity_and_their_collections() {
+        let dir = path("LOADMIX_REAL_ACTIVEMQ_GC_RECIPE");
+        let f = dir.join("capacity.json");
+        let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let c: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let targets = c["targets"].as_array().unwrap();
+        let names: Vec<&str> = targets
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["g1-kahadb", "g1-jdbc", "parallel-kahadb", "parallel-jdbc"]
+        );
+        for t in targets {
+            let name = t["name"].as_str().unwrap();
+            assert!(
+                t["sustained"].as_f64().is_some_and(|r| r > 0.0),
+                "{name}: {t}"
+            );
+            // Every step costed by the process group loadmix started: no PID was given.
+            for step in t["steps"].as_array().unwrap() {
+                let cost = &step["server"];
+                assert!(
+                    cost["cpu_ms_per_op"].as_f64().is_some_and(|v| v > 0.0),
+                    "{name}: {step}"
+                );
+                assert!(cost["gc_per_1000_ops"].as_f64().is_some(), "{name}: {step}");
+            }
+            // The collector the configuration asked for is the one its JVM ran.
+            let r = report(&dir.join(name));
+            let jvm = r
+                .summary
+                .server
+                .iter()
+                .find_map(|p| p.jvm.as_ref())
+                .unwrap_or_else(|| panic!("{name}: no JVM read: {:?}", r.summary.server));
+            let asked = if name.starts_with("g1") {
+                "G1"
+            } else {
+                "Parallel"
+            };
+            assert!(
+                jvm.collectors.iter().any(|c| c.contains(asked)),
+                "{name}: {:?}",
+                jvm.collectors
+            );
+            // The broker's output is kept beside its report.
+            assert!(
+                dir.join(name).join("server").join("server.out").is_file(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     #[ignore = "handed examples/rabbitmq-queues' output by scripts/brokers_check.sh"]
     fn rabbitmq_queues_classic_and_quorum_are_compared_with_the_erlang_vms_cpu() {
         let dir = path("LOADMIX_REAL_RABBITMQ_RECIPE");

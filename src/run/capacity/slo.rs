@@ -334,7 +334,7 @@ fn verdict(
         (
             Outcome::Generator,
             Some(format!(
-                "{} of about {offered:.0} arrivals waited for a session slot, and the server's own time kept the level: the class's max_concurrency, not the server, was the limit (raise it)",
+                "{} of about {offered:.0} arrivals waited for a session slot, and the server's own time kept the level: the class's session cap (its max_concurrency, or its number of returning users), not the server, was the limit (raise it)",
                 k.late
             )),
         )

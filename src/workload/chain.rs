@@ -55,16 +55,31 @@ pub struct Row {
 /// Each weight's share of their sum, and an alias sampler over them; refused unless the
 /// weights add up to something positive and finite. `whose` names them in messages.
 fn sampler(weights: Vec<f64>, whose: &str) -> Result<(Vec<f64>, WeightedAliasIndex<f64>), String> {
-    let total: f64 = weights.iter().sum();
-    if !(total > 0.0 && total.is_finite()) {
-        return Err(format!(
-            "the {whose} weights do not add up to something positive"
-        ));
-    }
-    let shares = weights.iter().map(|w| w / total).collect();
-    let alias = WeightedAliasIndex::new(weights)
+    let shares = shares(&weights)
+        .ok_or_else(|| format!("the {whose} weights do not add up to something positive"))?;
+    let alias = WeightedAliasIndex::new(shares.clone())
         .map_err(|e| format!("cannot build the {whose} sampler: {e}"))?;
     Ok((shares, alias))
+}
+
+/// Each weight's share of their sum; `None` unless some weight is positive and all are
+/// finite. Only ratios matter: taken against the largest weight first, weights of any
+/// magnitude (1e-320 or 1e300) share as their ratios say, and a ratio too small for a
+/// double to hold in full (subnormal) is no share at all, as its chance of a draw is.
+pub(crate) fn shares(weights: &[f64]) -> Option<Vec<f64>> {
+    let largest = weights.iter().copied().fold(0.0, f64::max);
+    if !(largest > 0.0 && largest.is_finite()) || weights.iter().any(|w| !w.is_finite()) {
+        return None;
+    }
+    let scaled: Vec<f64> = weights
+        .iter()
+        .map(|w| match w / largest {
+            r if r >= f64::MIN_POSITIVE => r,
+            _ => 0.0,
+        })
+        .collect();
+    let total: f64 = scaled.iter().sum();
+    Some(scaled.iter().map(|w| w / total).collect())
 }
 
 impl Row {
@@ -89,19 +104,25 @@ impl Row {
             return (Some(&self.to[self.alias.sample(rng)]), false);
         }
         let open = |t: &Transition| t.when.as_ref().is_none_or(allowed);
-        let total: f64 = self.to.iter().filter(|t| open(t)).map(|t| t.weight).sum();
-        let renormalised = self.to.iter().any(|t| t.weight > 0.0 && !open(t));
+        // Shares, not the weights as written: they are scaled so that any magnitude sums.
+        let total: f64 = self
+            .to
+            .iter()
+            .filter(|t| open(t))
+            .map(|t| t.probability)
+            .sum();
+        let renormalised = self.to.iter().any(|t| t.probability > 0.0 && !open(t));
         if total <= 0.0 {
             return (None, renormalised);
         }
         let mut x = unit_f64(rng) * total;
         let mut last = None;
-        for t in self.to.iter().filter(|t| open(t) && t.weight > 0.0) {
+        for t in self.to.iter().filter(|t| open(t) && t.probability > 0.0) {
             last = Some(t);
-            if x < t.weight {
+            if x < t.probability {
                 return (Some(t), renormalised);
             }
-            x -= t.weight;
+            x -= t.probability;
         }
         (last, renormalised)
     }
@@ -303,7 +324,7 @@ impl Chain {
                 continue;
             }
             for t in &self.rows[r].to {
-                if let (Target::Op(op), true) = (t.to, t.weight > 0.0)
+                if let (Target::Op(op), true) = (t.to, t.probability > 0.0)
                     && op < n_ops
                     && !seen[op]
                 {
@@ -324,7 +345,7 @@ impl Chain {
         // States that can reach exit, found backwards to a fixed point.
         let exits_from = |r: usize, ok: &[bool]| {
             self.rows[r].to.iter().any(|t| {
-                t.weight > 0.0
+                t.probability > 0.0
                     && match t.to {
                         Target::Exit => true,
                         Target::Op(op) => ok.get(op).copied().unwrap_or(false),
@@ -541,6 +562,42 @@ mod tests {
         let e = c.expected(0, 2);
         assert_eq!(e.ops_per_session, None);
         assert!((e.visits[0] - 0.75).abs() < 1e-9, "{e:?}");
+    }
+
+    #[test]
+    fn weights_of_any_magnitude_share_as_their_ratios_say() {
+        let tiny = 1e-320;
+        assert_eq!(shares(&[tiny, tiny]), Some(vec![0.5, 0.5]));
+        assert_eq!(shares(&[1.0, tiny]), Some(vec![1.0, 0.0]));
+        assert_eq!(shares(&[1e300, 1e300, 2e300]), Some(vec![0.25, 0.25, 0.5]));
+        assert_eq!(shares(&[0.0, 0.0]), None);
+        assert_eq!(shares(&[1.0, f64::INFINITY]), None);
+        // Rows of such weights draw, and draw as their shares say.
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        for ws in [[tiny, tiny, 2.0 * tiny], [1e300, 1e300, 2e300]] {
+            let row = Row::new(
+                ws.iter()
+                    .enumerate()
+                    .map(|(i, w)| t(Target::Op(i), *w))
+                    .collect(),
+            )
+            .unwrap();
+            let mut n = [0u32; 3];
+            for _ in 0..20_000 {
+                if let (
+                    Some(Transition {
+                        to: Target::Op(i), ..
+                    }),
+                    _,
+                ) = row.draw(&mut rng, &|_| true)
+                {
+                    n[*i] += 1;
+                }
+            }
+            assert!((n[2] as f64 / 20_000.0 - 0.5).abs() < 0.02, "{ws:?}: {n:?}");
+        }
+        let mix = Chain::of_mix(&[tiny, tiny], &Dist::constant(0.0)).unwrap();
+        assert!((mix.expected(0, 2).visits[0] - 0.5).abs() < 1e-9);
     }
 
     #[test]

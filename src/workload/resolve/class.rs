@@ -935,17 +935,17 @@ fn resolve_table(cx: &Cx, keys: &ClassKeys<'_>, path: &str, protocol: Protocol) 
         op_params.push(params);
         op_pos.push(k.pos);
     }
-    let total: f64 = ops.iter().map(|o| o.weight).sum();
-    if total <= 0.0 {
+    let weights: Vec<f64> = ops.iter().map(|o| o.weight).collect();
+    let Some(shares) = crate::workload::chain::shares(&weights) else {
         return Err(cx.err_hint(
             mix.pos,
             &mix_path,
             "all weights are zero: no operation could ever be picked",
             Some("give at least one operation a positive weight".into()),
         ));
-    }
-    for op in &mut ops {
-        op.probability = op.weight / total;
+    };
+    for (op, share) in ops.iter_mut().zip(shares) {
+        op.probability = share;
     }
     check_pools(cx, &requests, &pools, &mix_path)?;
     check_captures(cx, &requests, &captures, &capture_sites, &mix_path)?;

@@ -397,11 +397,12 @@ impl Ledger {
         }
     }
 
-    /// A ledger from its record; `None` when the record is not one this could write
-    /// (out-of-range indexes, ranges out of order, more than the bounds).
-    pub(crate) fn from_record(r: &LedgerRecord) -> Option<Ledger> {
+    /// A ledger from its record, or why the record is not one this could write
+    /// (out-of-range indexes, ranges out of order, more than the bounds, counts that
+    /// contradict the sets they count).
+    pub(crate) fn from_record(r: &LedgerRecord) -> Result<Ledger, String> {
         if r.destinations.len() > MAX_DESTINATIONS {
-            return None;
+            return Err(format!("more than {MAX_DESTINATIONS} destinations"));
         }
         let mut l = Ledger {
             drained: r.drained,
@@ -425,24 +426,31 @@ impl Ledger {
             .map(|r| u64::from(r.2))
             .sum();
         if sends > MAX_CHUNKS as u64 * u64::from(CHUNK_BITS) {
-            return None;
+            return Err(format!("{sends} sends, more than a ledger holds"));
         }
         for p in &r.producers {
+            let who = format!(
+                "class {} round {} user {}",
+                p.producer.class, p.producer.round, p.producer.vu
+            );
             if p.runs.len() > MAX_RUNS
                 || p.runs.iter().any(|r| r.0 >= n)
                 || p.got.iter().any(|g| g.destination >= n)
             {
-                return None;
+                return Err(format!(
+                    "{who}: a destination out of range, or too many runs"
+                ));
             }
             let mut budget = *l.budget();
-            let failed = from_ranges(&p.failed, &mut budget)?;
+            let unreadable = || format!("{who}: sequence ranges out of order or past the bound");
+            let failed = from_ranges(&p.failed, &mut budget).ok_or_else(unreadable)?;
             for g in &p.got {
-                let set = from_ranges(&g.ranges, &mut budget)?;
+                let set = from_ranges(&g.ranges, &mut budget).ok_or_else(unreadable)?;
                 if l.got
                     .insert((p.producer, g.destination, g.how), set)
                     .is_some()
                 {
-                    return None;
+                    return Err(format!("{who}: one destination's takings listed twice"));
                 }
             }
             l.budget = Some(budget);
@@ -457,7 +465,51 @@ impl Ledger {
                 );
             }
         }
-        Some(l)
+        l.agrees_with_its_sets()?;
+        Ok(l)
+    }
+
+    /// Whether the counts are what the sets say: every message taken once is in exactly
+    /// one set, and every send is in a run or counted past the runs' bound. A record whose
+    /// counts say otherwise (more received than its sets hold, more sent than its runs)
+    /// was not written by loadmix.
+    fn agrees_with_its_sets(&self) -> Result<(), String> {
+        let n = self.counts.len();
+        let (mut received, mut drained) = (vec![0u64; n], vec![0u64; n]);
+        for ((_, d, how), set) in &self.got {
+            let into = match how {
+                Taken::Received => &mut received,
+                Taken::Drained => &mut drained,
+            };
+            into[*d as usize] += set.len();
+        }
+        for (i, c) in self.counts.iter().enumerate() {
+            let name = &self.names[i];
+            if c.received != received[i] || c.drained != drained[i] {
+                return Err(format!(
+                    "{name}: {} received and {} drained, but the messages it lists number {} and {}",
+                    c.received, c.drained, received[i], drained[i]
+                ));
+            }
+            if c.send_failed > c.sent {
+                return Err(format!(
+                    "{name}: {} sends failed of {} sent",
+                    c.send_failed, c.sent
+                ));
+            }
+        }
+        let counted: u64 = self.counts.iter().map(|c| c.sent).sum();
+        let listed: u64 = self
+            .sends
+            .values()
+            .map(|s| s.runs.iter().map(|r| u64::from(r.2)).sum::<u64>() + s.unattributed)
+            .sum();
+        if counted != listed {
+            return Err(format!(
+                "{counted} sent, but its producers list {listed} sends"
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -626,6 +678,35 @@ mod tests {
     }
 
     #[test]
+    fn a_record_whose_counts_contradict_its_sets_is_refused_saying_how() {
+        let mut l = Ledger::default();
+        for seq in 0..891 {
+            l.sent("/q", P, seq);
+            l.took("/q", P, seq, Taken::Received, false);
+        }
+        let good = l.to_record();
+        assert!(Ledger::from_record(&good).is_ok());
+        let mut r = good.clone();
+        r.destinations[0].counts.received = 1_000_000_000_000;
+        let why = Ledger::from_record(&r).unwrap_err();
+        assert!(
+            why.contains("1000000000000 received") && why.contains("891"),
+            "{why}"
+        );
+        // Runs that claim more sends than were counted would settle as lost.
+        let mut r = good.clone();
+        r.producers[0].runs = vec![(0, 0, 1 << 29)];
+        let why = Ledger::from_record(&r).unwrap_err();
+        assert!(
+            why.contains("891 sent") && why.contains("536870912"),
+            "{why}"
+        );
+        let mut r = good;
+        r.destinations[0].counts.send_failed = 892;
+        assert!(Ledger::from_record(&r).is_err());
+    }
+
+    #[test]
     fn a_record_out_of_order_or_out_of_range_is_refused() {
         let mut r = LedgerRecord::default();
         r.destinations.push(DestinationRecord {
@@ -640,12 +721,12 @@ mod tests {
             }],
             ..ProducerRecord::of(P)
         });
-        assert!(Ledger::from_record(&r).is_none());
+        assert!(Ledger::from_record(&r).is_err());
         r.producers[0].got = vec![];
         r.producers[0].runs = vec![(3, 0, 1)];
-        assert!(Ledger::from_record(&r).is_none());
+        assert!(Ledger::from_record(&r).is_err());
         // Sends beyond what a ledger could hold would take for ever to settle: refused.
         r.producers[0].runs = vec![(0, 0, u32::MAX); 200];
-        assert!(Ledger::from_record(&r).is_none());
+        assert!(Ledger::from_record(&r).is_err());
     }
 }

@@ -647,9 +647,9 @@ fn merged_ledger(
         let Some(rec) = &s.report.ledger else {
             continue;
         };
-        let l = crate::ledger::Ledger::from_record(rec).ok_or_else(|| {
+        let l = crate::ledger::Ledger::from_record(rec).map_err(|why| {
             MergeError::Corrupt(format!(
-                "{}: its message ledger is not one loadmix wrote",
+                "{}: its message ledger is not one loadmix wrote: {why}",
                 s.file
             ))
         })?;

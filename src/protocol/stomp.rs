@@ -48,6 +48,8 @@ use crate::workload::{Dist, Template, UserClass};
 /// Messages a user keeps that arrived while it waited for something else: more than its
 /// prefetch means the broker does not keep to it.
 const MAX_WAITING: usize = 10_000;
+/// Nor more than this many bytes of them.
+const MAX_WAITING_BYTES: u64 = 64 << 20;
 
 /// What every user of a STOMP class shares.
 pub(crate) struct StompClass {
@@ -576,17 +578,54 @@ impl StompVu {
     /// A MESSAGE that came while the user waited for something else, kept for the next
     /// receive; more than any prefetch allows is the broker's fault.
     fn keep_message(&mut self, r: Read) -> Result<(), Failed> {
-        if self.waiting.len() + self.replies.len() >= MAX_WAITING {
+        let reply = self.whose(&r.frame)?;
+        let kept: u64 = self
+            .waiting
+            .iter()
+            .chain(&self.replies)
+            .map(|k| k.bytes)
+            .sum();
+        if self.waiting.len() + self.replies.len() >= MAX_WAITING
+            || kept.saturating_add(r.bytes) > MAX_WAITING_BYTES
+        {
             return Err(Failed::of(
                 ErrorClass::Body,
-                format!("the broker sent more than {MAX_WAITING} messages unasked"),
+                format!(
+                    "the broker sent more than {MAX_WAITING} messages or {} MiB unasked",
+                    MAX_WAITING_BYTES >> 20
+                ),
             ));
         }
-        match r.frame.get("subscription") == Some(REPLIES) {
+        match reply {
             true => self.replies.push_back(r),
             false => self.waiting.push_back(r),
         }
         Ok(())
+    }
+
+    /// Whether a MESSAGE is a reply to this user's requests (else one of its
+    /// subscription's); a MESSAGE for a subscription this user never made is the
+    /// broker's fault, and is not kept: a producer subscribes to nothing.
+    fn whose(&self, f: &Frame) -> Result<bool, Failed> {
+        let sub = f.get("subscription").unwrap_or("");
+        let link = self.link.as_deref();
+        let replies = link.is_some_and(|l| l.replies_subscribed) && sub == REPLIES;
+        let own = self
+            .durable
+            .as_ref()
+            .map_or(SUBSCRIPTION, |d| d.name.as_str());
+        let requests = link.is_some_and(|l| l.subscribed) && sub == own;
+        match (replies, requests) {
+            (true, _) => Ok(true),
+            (_, true) => Ok(false),
+            _ => Err(Failed::of(
+                ErrorClass::Body,
+                format!(
+                    "the broker sent a MESSAGE for subscription '{}', which this user never made",
+                    sub.chars().take(64).collect::<String>()
+                ),
+            )),
+        }
     }
 
     /// An open, logged-in session (subscribed, for a consumer), opening one if needed.
@@ -1028,10 +1067,10 @@ impl StompVu {
             };
             match r.frame.command {
                 // A reply to one of its requests is kept for the request that waits.
-                Command::Message if r.frame.get("subscription") == Some(REPLIES) => {
-                    self.keep_message(r)?
-                }
-                Command::Message => return Ok(Some(r)),
+                Command::Message => match self.whose(&r.frame)? {
+                    true => self.keep_message(r)?,
+                    false => return Ok(Some(r)),
+                },
                 Command::Error => return Err(broker_error(&r.frame)),
                 // A producer that also consumes: a windowed send's receipt.
                 Command::Receipt => self.on_receipt(class, &r),

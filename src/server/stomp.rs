@@ -52,6 +52,10 @@ const MAX_TX_MESSAGES: usize = 100_000;
 const MAX_TRANSACTIONS: usize = 16;
 /// Topic subscriptions the broker keeps in all.
 const MAX_TOPIC_SUBSCRIPTIONS: usize = 100_000;
+/// Destinations (queues and topics) clients may name, in all.
+pub(crate) const MAX_DESTINATIONS: usize = 10_000;
+/// A subscription id's length, in bytes: it names the subscription's queue.
+const MAX_SUBSCRIPTION_ID: usize = 256;
 /// A subscription's prefetch when it names none (ActiveMQ's default for queues).
 const DEFAULT_PREFETCH: usize = 1000;
 
@@ -87,6 +91,24 @@ impl BrokerStats {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Admit a destination a client names (SEND, SUBSCRIBE): one already known, or a new
+    /// one while the broker knows fewer than [`MAX_DESTINATIONS`]. The broker never forgets
+    /// a destination (its counters are the run's record), so without this bound every new
+    /// name would grow its memory and every read of its counters for good.
+    fn admit(&self, dest: &str) -> Result<(), String> {
+        let mut d = self.destinations.lock().unwrap_or_else(|p| p.into_inner());
+        if d.contains_key(dest) {
+            return Ok(());
+        }
+        if d.len() >= MAX_DESTINATIONS {
+            return Err(format!(
+                "this broker holds {MAX_DESTINATIONS} destinations, its most: '{dest}' would be one more"
+            ));
+        }
+        d.insert(dest.to_string(), DestinationCounts::default());
+        Ok(())
     }
 
     fn count(&self, dest: &str, f: impl FnOnce(&mut DestinationCounts)) {
@@ -553,6 +575,7 @@ impl Connection {
 
     fn send(&mut self, f: &Frame) -> Result<(), End> {
         let dest = destination(f)?;
+        self.broker.stats.admit(&dest).map_err(End::Error)?;
         match f.get("transaction") {
             Some(tx) => {
                 let held = self
@@ -599,7 +622,13 @@ impl Connection {
 
     fn subscribe(&mut self, f: &Frame) -> Result<(), End> {
         let id = required(f, "id")?.to_string();
+        if id.len() > MAX_SUBSCRIPTION_ID {
+            return Err(End::Error(format!(
+                "a subscription id is at most {MAX_SUBSCRIPTION_ID} bytes"
+            )));
+        }
         let dest = destination(f)?;
+        self.broker.stats.admit(&dest).map_err(End::Error)?;
         if self.subs.iter().any(|s| s.id == id) {
             return Err(End::Error(format!("subscription '{id}' already exists")));
         }

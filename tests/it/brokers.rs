@@ -565,6 +565,8 @@ enum Stomp {
     Malformed,
     /// Never answers a SEND.
     Silent,
+    /// Sends a 1 MiB MESSAGE for a subscription nobody made before each RECEIPT.
+    Unasked,
 }
 
 /// A loopback STOMP broker of a few lines that records the head of every SEND frame.
@@ -607,6 +609,11 @@ fn fake_stomp(
                                     Stomp::CloseEveryThird if n % 3 == 0 => return,
                                     Stomp::Malformed => "NOT A FRAME\n\n\0".to_string(),
                                     Stomp::Silent => continue,
+                                    Stomp::Unasked => {
+                                        let body = "x".repeat(1 << 20);
+                                        let id = head.lines().find_map(|l| l.strip_prefix("receipt:")).unwrap_or("");
+                                        format!("MESSAGE\nsubscription:nobodys\nmessage-id:m\ndestination:/queue/q\n\n{body}\0RECEIPT\nreceipt-id:{id}\n\n\0")
+                                    }
                                     _ => {
                                         match head.lines().find_map(|l| l.strip_prefix("receipt:"))
                                         {
@@ -975,4 +982,84 @@ users:
     assert_eq!(send.successes, enqueued, "{counts:?}");
     assert_eq!(answer_count(send, "RECEIPT"), enqueued);
     h_stop(&rt, h);
+}
+
+#[test]
+fn the_destinations_a_client_can_name_are_bounded_and_what_is_known_still_works() {
+    use std::io::{Read, Write};
+    let rt = runtime();
+    let h = broker(&rt, true);
+    let addr = h.stomp_addr.unwrap();
+    let talk = |bytes: &[u8]| -> String {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        s.write_all(b"CONNECT\naccept-version:1.2\n\n\0").unwrap();
+        s.write_all(bytes).unwrap();
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    // One byte to each of 10,001 names: the last is refused, in the broker's words.
+    let mut frames = Vec::new();
+    for i in 0..=10_000 {
+        frames.extend_from_slice(format!("SEND\ndestination:/queue/n{i}\n\nx\0").as_bytes());
+    }
+    let out = talk(&frames);
+    assert!(
+        out.contains("ERROR") && out.contains("10000 destinations"),
+        "{out}"
+    );
+    let known = h.broker.destinations();
+    assert_eq!(known.len(), 10_000);
+    assert!(!known.contains_key("/queue/n10000"));
+    // A destination it knows still takes messages, a new one (and a topic) does not.
+    let out = talk(b"SEND\ndestination:/queue/n7\nreceipt:ok\n\nx\0");
+    assert!(out.contains("receipt-id:ok"), "{out}");
+    let out = talk(b"SUBSCRIBE\nid:0\ndestination:/topic/fresh\nreceipt:s\n\n\0");
+    assert!(
+        out.contains("ERROR") && !out.contains("receipt-id:s"),
+        "{out}"
+    );
+    assert_eq!(h.broker.destinations()["/queue/n7"].enqueued, 2);
+    h_stop(&rt, h);
+}
+
+#[test]
+fn messages_a_broker_sends_for_no_subscription_of_the_user_are_its_fault_not_kept() {
+    let rt = runtime();
+    let (addr, seen) = fake_stomp(&rt, Stomp::Unasked);
+    let tmp = tempdir();
+    let w = write_workload(
+        tmp.path(),
+        &TWO_PRODUCERS.replace("size: 64B", "size: 64B\n          receipt: true"),
+    );
+    let out = out_dir(&tmp);
+    run_to(&w, &format!("stomp://{addr}"), &out, &["--keep-data"]);
+    let r = read_report(&out);
+    let send = op(&r, "producer.send");
+    // Every send reached the broker, and each failed on the MESSAGE that came unasked.
+    assert_eq!(seen.lock().unwrap().len(), 24);
+    assert_eq!(
+        (send.requests, send.failures),
+        (24, 24),
+        "{:?}",
+        send.errors
+    );
+    assert_eq!(
+        send.errors.get("body").copied(),
+        Some(24),
+        "{:?}",
+        send.errors
+    );
+    let why = r
+        .failures
+        .first()
+        .map(|f| f.detail.clone())
+        .unwrap_or_default();
+    assert!(
+        why.contains("'nobodys', which this user never made"),
+        "{why}"
+    );
 }

@@ -4,7 +4,8 @@
 //! request as an http operation (`op`), with a path `template` of its own or the generic
 //! one, or counts it as a static file (`static: true`). The expressions are Rust's `regex`
 //! (no backtracking: matching is linear in the path, whatever a rule says), each bounded in
-//! size; every mistake is named with file:line:column.
+//! size, and a path past [`MAX_RULE_PATH`] matches none; every mistake is named with
+//! file:line:column.
 //!
 //! ```yaml
 //! rules:
@@ -20,7 +21,14 @@ use crate::workload::yaml::{self, Node, Pos, Value};
 
 /// At most this many rules, each expression at most this large once compiled.
 pub(crate) const MAX_RULES: usize = 1000;
-const REGEX_SIZE: usize = 1 << 20;
+const REGEX_SIZE: usize = 256 << 10;
+/// Bounded repeats (`{0,2000}`) an expression may hold, counted through their nesting:
+/// the matcher tracks a state for each position inside one, so they, more than the
+/// expression's size, set the time a path takes.
+const MAX_REPEATS: u64 = 256;
+/// Paths longer than this match no rule. Matching is linear in the path, but its factor
+/// is the expression's compiled size: with both bounded, so is each line's work.
+pub(crate) const MAX_RULE_PATH: usize = 8 << 10;
 const KEYS: &[&str] = &["op", "method", "path", "query", "template", "static"];
 
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +59,7 @@ impl Rules {
     pub fn classify(&self, method: &str, path: &str, query: Option<&str>) -> Option<Kind> {
         let r = self.0.iter().find(|r| {
             r.method.as_deref().is_none_or(|m| m == method)
+                && path.len() <= MAX_RULE_PATH
                 && r.path.is_match(path)
                 && r.query.as_deref().is_none_or(|q| {
                     query.is_some_and(|qs| qs.split('&').any(|kv| kv.split('=').next() == Some(q)))
@@ -138,10 +147,30 @@ fn rule(item: &Node, err: &impl Fn(Pos, String) -> RulesError) -> Result<Rule, R
     let path_node = item
         .get("path")
         .ok_or_else(|| err(item.pos, "a rule needs `path`, a regular expression".into()))?;
-    let path = regex::RegexBuilder::new(text(path_node, "path", err)?)
+    let pattern = text(path_node, "path", err)?;
+    if let Some(n) = repeated(pattern).filter(|n| *n > MAX_REPEATS) {
+        return Err(err(
+            path_node.pos,
+            format!(
+                "this expression repeats {n} times in bounded repeats such as {{0,{n}}}, more than {MAX_REPEATS}: matching takes time in proportion to them; use + or *, or smaller bounds"
+            ),
+        ));
+    }
+    let path = regex::RegexBuilder::new(pattern)
         .size_limit(REGEX_SIZE)
         .build()
-        .map_err(|e| err(path_node.pos, format!("not a regular expression: {e}")))?;
+        .map_err(|e| {
+            err(
+                path_node.pos,
+                match e {
+                    regex::Error::CompiledTooBig(_) => format!(
+                        "this expression is over {} KiB once compiled, and matching takes time in proportion to it: a bounded repeat such as {{0,2000}} copies what it repeats that many times; simplify it",
+                        REGEX_SIZE >> 10
+                    ),
+                    e => format!("not a regular expression: {e}"),
+                },
+            )
+        })?;
     let is_static = match item.get("static").map(|n| &n.value) {
         None => false,
         Some(Value::Bool(b)) => *b,
@@ -213,6 +242,38 @@ fn rule(item: &Node, err: &impl Fn(Pos, String) -> RulesError) -> Result<Rule, R
     })
 }
 
+/// The bounded repeats of an expression, each its bound times the bounds around it,
+/// added up; `None` when it does not parse (the regex builder then says why).
+fn repeated(pattern: &str) -> Option<u64> {
+    use regex_syntax::hir::{Hir, HirKind};
+    fn walk(h: &Hir, around: u64) -> u64 {
+        match h.kind() {
+            HirKind::Repetition(r) => {
+                let bound = u64::from(r.max.unwrap_or(r.min).max(1));
+                let inside = around.saturating_mul(bound);
+                // An unbounded repeat (`+`, `*`) adds no state per position.
+                let own = if r.max.is_some() && bound > 1 {
+                    inside
+                } else {
+                    0
+                };
+                own.saturating_add(walk(&r.sub, inside))
+            }
+            HirKind::Capture(c) => walk(&c.sub, around),
+            HirKind::Concat(hs) | HirKind::Alternation(hs) => hs
+                .iter()
+                .fold(0u64, |n, h| n.saturating_add(walk(h, around))),
+            _ => 0,
+        }
+    }
+    // The parser's own nesting limit bounds this walk's depth.
+    let hir = regex_syntax::ParserBuilder::new()
+        .build()
+        .parse(pattern)
+        .ok()?;
+    Some(walk(&hir, 1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +305,21 @@ mod tests {
         ));
         assert_eq!(r.classify("GET", "/search", Some("page=1")), None);
         assert_eq!(r.classify("GET", "/assets/a.png", None), Some(Kind::Static));
+        // A path past the bound matches no rule, however it ends.
+        let long = format!("/assets/{}", "a".repeat(MAX_RULE_PATH));
+        assert_eq!(r.classify("GET", &long, None), None);
+        // What a Unicode class costs still fits.
+        let (_d, p) = write("rules:\n  - { op: a, path: '^/\\w+/\\w+/\\d+$' }\n");
+        assert!(load(&p).unwrap().classify("GET", "/é/b/1", None).is_some());
+    }
+
+    #[test]
+    fn bounded_repeats_are_counted_through_their_nesting() {
+        assert_eq!(repeated("[a-z]{0,2000}b"), Some(2000));
+        assert_eq!(repeated("(a{0,50}){0,50}"), Some(2550));
+        assert_eq!(repeated(r"^/\d{4}-\d{2}/(\w+)$"), Some(6));
+        assert_eq!(repeated(r"^/item/\d+$"), Some(0));
+        assert_eq!(repeated("("), None);
     }
 
     #[test]
@@ -271,6 +347,12 @@ mod tests {
                 "rules:\n  - { op: a, method: get, path: x }\n",
                 "2:",
                 "not an HTTP method",
+            ),
+            // 46 bytes whose matching took minutes on a 50-line log.
+            (
+                "rules:\n  - { op: a, path: '[a-z]{0,2000}b' }\n",
+                "2:",
+                "more than 256",
             ),
         ] {
             let (_d, p) = write(text);

@@ -147,30 +147,7 @@ fn rule(item: &Node, err: &impl Fn(Pos, String) -> RulesError) -> Result<Rule, R
     let path_node = item
         .get("path")
         .ok_or_else(|| err(item.pos, "a rule needs `path`, a regular expression".into()))?;
-    let pattern = text(path_node, "path", err)?;
-    if let Some(n) = repeated(pattern).filter(|n| *n > MAX_REPEATS) {
-        return Err(err(
-            path_node.pos,
-            format!(
-                "this expression repeats {n} times in bounded repeats such as {{0,{n}}}, more than {MAX_REPEATS}: matching takes time in proportion to them; use + or *, or smaller bounds"
-            ),
-        ));
-    }
-    let path = regex::RegexBuilder::new(pattern)
-        .size_limit(REGEX_SIZE)
-        .build()
-        .map_err(|e| {
-            err(
-                path_node.pos,
-                match e {
-                    regex::Error::CompiledTooBig(_) => format!(
-                        "this expression is over {} KiB once compiled, and matching takes time in proportion to it: a bounded repeat such as {{0,2000}} copies what it repeats that many times; simplify it",
-                        REGEX_SIZE >> 10
-                    ),
-                    e => format!("not a regular expression: {e}"),
-                },
-            )
-        })?;
+    let path = path_regex(path_node, err)?;
     let is_static = match item.get("static").map(|n| &n.value) {
         None => false,
         Some(Value::Bool(b)) => *b,
@@ -240,6 +217,37 @@ fn rule(item: &Node, err: &impl Fn(Pos, String) -> RulesError) -> Result<Rule, R
         query,
         template,
     })
+}
+
+/// A rule's path expression, compiled: refused when it would make matching slow.
+fn path_regex(
+    path_node: &Node,
+    err: &impl Fn(Pos, String) -> RulesError,
+) -> Result<regex::Regex, RulesError> {
+    let pattern = text(path_node, "path", err)?;
+    if let Some(n) = repeated(pattern).filter(|n| *n > MAX_REPEATS) {
+        return Err(err(
+            path_node.pos,
+            format!(
+                "this expression repeats {n} times in bounded repeats such as {{0,{n}}}, more than {MAX_REPEATS}: matching takes time in proportion to them; use + or *, or smaller bounds"
+            ),
+        ));
+    }
+    regex::RegexBuilder::new(pattern)
+        .size_limit(REGEX_SIZE)
+        .build()
+        .map_err(|e| {
+            err(
+                path_node.pos,
+                match e {
+                    regex::Error::CompiledTooBig(_) => format!(
+                        "this expression is over {} KiB once compiled, and matching takes time in proportion to it: simplify it",
+                        REGEX_SIZE >> 10
+                    ),
+                    e => format!("not a regular expression: {e}"),
+                },
+            )
+        })
 }
 
 /// The bounded repeats of an expression, each its bound times the bounds around it,

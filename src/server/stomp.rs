@@ -364,6 +364,9 @@ struct Connection {
     /// CONNECT's `client-id`, which names a durable subscription with its name.
     client_id: Option<String>,
     number: u64,
+    /// When the bytes of the frame being read began to come: it must be whole within the
+    /// header timeout from then, however the wait for it is interrupted.
+    begun: Option<Instant>,
 }
 
 impl Connection {
@@ -380,6 +383,7 @@ impl Connection {
             notify: Arc::new(Notify::new()),
             client_id: None,
             number,
+            begun: None,
         }
     }
 
@@ -470,15 +474,13 @@ impl Connection {
                 gone = self.flush().await.is_err();
             }
             self.out.clear();
-            // A frame begun must end within the header timeout; between frames a
-            // connection may wait for messages as long as it likes.
-            let deadline =
-                (!self.buf.is_empty()).then(|| Instant::now() + self.broker.header_timeout);
+            // A frame begun must end within the header timeout from its first byte;
+            // between frames a connection may wait for messages as long as it likes.
             let notify = self.notify.clone();
             // A batch cut short goes on at once; a frame that has come is read first.
             let frame = tokio::select! {
                 biased;
-                f = self.next_frame(deadline) => f,
+                f = self.next_frame(None) => f,
                 _ = notify.notified() => continue,
                 _ = stop.cancelled() => return End::Quietly,
                 _ = std::future::ready(()), if more => continue,
@@ -495,17 +497,32 @@ impl Connection {
         }
     }
 
-    /// The next whole frame; `None` when the client closed between frames.
-    async fn next_frame(&mut self, deadline: Option<Instant>) -> Result<Option<Frame>, End> {
+    /// The next whole frame, by `first` when given, and within the header timeout of
+    /// its first byte; `None` when the client closed between frames.
+    async fn next_frame(&mut self, first: Option<Instant>) -> Result<Option<Frame>, End> {
         loop {
             match stomp::decode(&mut self.buf, &self.broker.limits) {
                 Ok(Some(f)) => {
                     self.broker.stats.frames.fetch_add(1, Ordering::Relaxed);
+                    // What is left is the next frame's start, which came just now.
+                    self.begun = (!self.buf.is_empty()).then(Instant::now);
                     return Ok(Some(f));
                 }
                 Ok(None) => {}
                 Err(e) => return Err(End::Error(format!("malformed frame: {e}"))),
             }
+            // Heart-beats (bare line ends) were skipped: only a frame's bytes begin one.
+            match self.buf.is_empty() {
+                true => self.begun = None,
+                false => {
+                    self.begun.get_or_insert_with(Instant::now);
+                }
+            }
+            let whole_by = self.begun.map(|b| b + self.broker.header_timeout);
+            let deadline = match (first, whole_by) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let read = self.socket.read_buf(&mut self.buf);
             let n = match deadline {
                 Some(d) => match tokio::time::timeout_at(d, read).await {

@@ -1063,3 +1063,31 @@ fn messages_a_broker_sends_for_no_subscription_of_the_user_are_its_fault_not_kep
         "{why}"
     );
 }
+
+#[test]
+fn a_frame_begun_after_connect_must_end_within_the_header_timeout() {
+    use std::io::{Read, Write};
+    let rt = runtime();
+    let h = rt
+        .block_on(server::start(ServerConfig {
+            no_auth: true,
+            header_timeout: std::time::Duration::from_millis(300),
+            ..ServerConfig::default()
+        }))
+        .unwrap();
+    let mut s = std::net::TcpStream::connect(h.stomp_addr.unwrap()).unwrap();
+    s.write_all(b"CONNECT\naccept-version:1.2\n\n\0").unwrap();
+    // Half a SEND, then nothing: the broker ends it, though it is past its CONNECT and
+    // idle between frames was allowed.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    s.write_all(b"SEND\ndestination:/queue/slow\n").unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("CONNECTED"), "{text}");
+    assert!(
+        text.contains("ERROR") && text.contains("no whole frame"),
+        "{text}"
+    );
+    h_stop(&rt, h);
+}

@@ -62,6 +62,13 @@ pub enum InferError {
         timeout: String,
         from: String,
     },
+    #[error(
+        "every request in the logs comes from one client (told apart by its User-Agent, \
+         session cookie, user or address): {sessions} sessions, {cut} of them begun before \
+         the log or still going at its end, and a population cannot be modelled from one \
+         client; give logs of several, or a format that names them (see `infer` in the book)"
+    )]
+    OneClient { sessions: u64, cut: u64 },
 }
 
 /// How a class's users come.
@@ -161,6 +168,12 @@ pub fn infer(o: &InferOptions) -> Result<Inferred, InferError> {
                 classes.push(c);
             }
         }
+    }
+    if classes.is_empty() && s.between.len() == 1 {
+        return Err(InferError::OneClient {
+            sessions: s.sessions_seen,
+            cut: s.sessions_cut,
+        });
     }
     if classes.is_empty() {
         return Err(InferError::NoSessions {

@@ -191,6 +191,25 @@ fn logs_that_are_not_logs_are_refused_and_bad_lines_counted() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no line of it is a request"));
     let o = loadmix_bin(&["infer", &path_str(&tmp.path().join("missing.log"))]);
     assert_eq!(o.status.code(), Some(2));
+    // A log of one client is said to be that, not to want a shorter timeout.
+    let one = tmp.path().join("one.log");
+    let lines: String = (0..50)
+        .map(|i| {
+            format!(
+                "127.0.0.1 - - [02/Dec/2026:00:{:02}:{:02} +0000] \"GET /item/{i} HTTP/1.1\" 200 12 \"-\" \"curl/8\"\n",
+                i / 10,
+                (i % 10) * 5
+            )
+        })
+        .collect();
+    std::fs::write(&one, lines).unwrap();
+    let o = loadmix_bin(&["infer", &path_str(&one)]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("comes from one client") && !err.contains("shorter"),
+        "{err}"
+    );
     // A device would never end, and a folder is no log.
     for special in ["/dev/zero", "fixtures"] {
         let o = loadmix_bin(&["infer", special]);

@@ -173,8 +173,9 @@ trap cleanup EXIT
 echo "== 4. the recipes examples/activemq-stores, activemq-gc and rabbitmq-queues, briefly"
 LOADMIX_BIN="$BIN" examples/activemq-stores/run.sh "$WORK/recipe" 1 2s 10 3,10 >"$WORK/recipe.txt"
 LOADMIX_BIN="$BIN" examples/rabbitmq-queues/run.sh "$WORK/rabbit-recipe" 1 4s >"$WORK/rabbit-recipe.txt"
-# A loose level, so that a brief search ends after a few steps.
-LOADMIX_BIN="$BIN" examples/activemq-gc/run.sh "$WORK/gc-recipe" 2s "sent p99 < 5ms, errors < 1%" >"$WORK/gc-recipe.txt"
+# A loose level: a brief search of a debug build on a busy host ends after a few steps,
+# on the generator's limit or the brokers', never before any step passed.
+LOADMIX_BIN="$BIN" examples/activemq-gc/run.sh "$WORK/gc-recipe" 2s "sent p99 < 500ms, errors < 5%" >"$WORK/gc-recipe.txt"
 LOADMIX_REAL_ACTIVEMQ_RECIPE="$WORK/recipe" LOADMIX_REAL_RABBITMQ_RECIPE="$WORK/rabbit-recipe" \
     LOADMIX_REAL_ACTIVEMQ_GC_RECIPE="$WORK/gc-recipe" real_checks recipes::brokers::
 echo "== brokers_check: all passed"

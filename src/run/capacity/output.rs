@@ -338,8 +338,11 @@ fn verdict(lo: Option<f64>, hi: Option<f64>, end: End, steps: usize) -> String {
             _ => format!("sustains {}, fails from {}", r(lo), r(hi)),
         },
         End::Generator { rate } => format!(
-            "at least {}: at {} the generator, not the server, set the limit (its schedule, or the workload's session cap: see that step)",
-            r(lo),
+            "{}: at {} the generator, not the server, set the limit (its schedule, or the workload's session cap: see that step)",
+            match lo {
+                Some(l) => format!("at least {}", rate_text(l)),
+                None => "no rate kept the level before that".into(),
+            },
             rate_text(rate)
         ),
         End::Ceiling { rate } => format!(
@@ -605,6 +608,10 @@ mod tests {
         assert!(
             verdict(Some(3200.0), None, End::Generator { rate: 6400.0 }, 7)
                 .contains("at least 3200/s")
+        );
+        assert!(
+            verdict(None, Some(250.0), End::Generator { rate: 125.0 }, 2)
+                .starts_with("no rate kept the level before that: at 125/s")
         );
     }
 }

@@ -93,9 +93,12 @@ impl Returning {
     /// sessions) and what it still waited for recorded: the users kept for the next round
     /// (class `ci`), or what they made handed to the round's teardown.
     async fn end_round(&self, who: &Who, recorder: &mut Recorder, out: &mut VuOutput) {
-        let users: Vec<(u32, VuDriver)> = self.idle().drain(..).collect();
-        for (vu, mut d) in users {
-            super::user::retire(who, &mut d, recorder).await;
+        let mut users: Vec<(u32, VuDriver)> = self.idle().drain(..).collect();
+        // All at once: against a silent broker each may wait out the request timeout.
+        let ends = users.iter_mut().map(|(_, d)| d.finish());
+        let left = futures_util::future::join_all(ends).await;
+        for ((vu, mut d), left) in users.into_iter().zip(left) {
+            super::user::record_left(who, recorder, left);
             match self.keep && d.keeps_state() {
                 true => out.kept.push((who.class_index, vu, d)),
                 false => out.handoff.absorb(d.hand_off()),

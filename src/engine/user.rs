@@ -264,15 +264,8 @@ async fn finish(
     record_left(&spec.who, recorder, left);
 }
 
-/// A returning user's end, at its round's end, after its last session: its connections
-/// closed, and what it still waited for recorded.
-pub(super) async fn retire(who: &Who, driver: &mut VuDriver, recorder: &mut metrics::Recorder) {
-    let left = driver.finish().await;
-    record_left(who, recorder, left);
-}
-
 /// Record the steps a user's end settled (a producer's last confirms), as of now.
-fn record_left(who: &Who, recorder: &mut metrics::Recorder, left: Option<Outcome>) {
+pub(super) fn record_left(who: &Who, recorder: &mut metrics::Recorder, left: Option<Outcome>) {
     if let Some(o) = left {
         let at = Instant::now();
         let start_us = at.duration_since(who.start).as_micros() as u64;

@@ -37,7 +37,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::settings::Settings;
-use super::store::Store;
+use super::store::{Store, Taken};
 use crate::formats::stomp::{self, Command, Frame, Limits};
 
 /// STOMP connections served at once; more are answered with an ERROR and closed.
@@ -244,7 +244,7 @@ impl Broker {
                 }
             }
         }
-        while let Ok(Some(_)) = self.store.queue_pop(&Self::key(queue)) {}
+        let _ = self.store.queue_clear(&Self::key(queue));
     }
 
     /// Remove the topic subscription whose queue's name ends with `suffix` (a durable
@@ -263,11 +263,21 @@ impl Broker {
         }
     }
 
-    fn requeue(&self, dest: &str, body: Bytes) {
-        if self.store.queue_push(&Self::key(dest), body).is_ok() {
+    /// A dispatched message given back: ready again, in its place, for its consumers.
+    fn requeue(&self, dest: &str, id: u64) {
+        if self.store.queue_settle(&Self::key(dest), id, false).is_ok() {
             self.stats.count(dest, |c| c.requeued += 1);
             self.wake(dest);
         }
+    }
+
+    /// A dispatched message acknowledged: gone from the store.
+    fn acked(&self, dest: &str, id: u64) -> Result<(), End> {
+        self.store
+            .queue_settle(&Self::key(dest), id, true)
+            .map_err(|e| End::Error(format!("the store failed: {e}")))?;
+        self.stats.count(dest, |c| c.dequeued += 1);
+        Ok(())
     }
 }
 
@@ -342,7 +352,8 @@ struct Subscription {
 struct Unsettled {
     sub: String,
     dest: String,
-    body: Bytes,
+    /// The store's id of the message, which it keeps until it is settled.
+    id: u64,
 }
 
 /// Why a connection ends: the client left, or an ERROR (with its message) must be sent.
@@ -402,7 +413,7 @@ impl Connection {
         let _ = self.socket.shutdown().await;
         // What was dispatched and not settled goes back, as with any broker.
         for (_, u) in std::mem::take(&mut self.unsettled) {
-            self.broker.requeue(&u.dest, u.body);
+            self.broker.requeue(&u.dest, u.id);
         }
         // A topic subscription ends with its connection, unless it is durable.
         for sub in self.subs.iter().filter(|s| s.queue != s.dest && !s.durable) {
@@ -714,14 +725,8 @@ impl Connection {
             return Err(End::Error(format!("no subscription '{id}'")));
         };
         let sub = self.subs.remove(i);
-        // A topic's subscription goes with its consumer, unless it is durable and the
-        // UNSUBSCRIBE does not say to remove it (ActiveMQ's name, RabbitMQ's durable).
-        let remove = f.get("activemq.subscriptionName").is_some()
-            || f.get("durable") == Some("true")
-            || !sub.durable;
-        if sub.queue != sub.dest && remove {
-            self.broker.leave(&sub.dest, &sub.queue);
-        }
+        // What it was handed and did not settle goes back first, so that a topic queue
+        // removed below takes it along.
         let gone: Vec<u64> = self
             .unsettled
             .iter()
@@ -730,8 +735,16 @@ impl Connection {
             .collect();
         for k in gone {
             if let Some(u) = self.unsettled.remove(&k) {
-                self.broker.requeue(&u.dest, u.body);
+                self.broker.requeue(&u.dest, u.id);
             }
+        }
+        // A topic's subscription goes with its consumer, unless it is durable and the
+        // UNSUBSCRIBE does not say to remove it (ActiveMQ's name, RabbitMQ's durable).
+        let remove = f.get("activemq.subscriptionName").is_some()
+            || f.get("durable") == Some("true")
+            || !sub.durable;
+        if sub.queue != sub.dest && remove {
+            self.broker.leave(&sub.dest, &sub.queue);
         }
         Ok(())
     }
@@ -767,8 +780,8 @@ impl Connection {
                 s.unsettled = s.unsettled.saturating_sub(1);
             }
             match ok {
-                true => self.broker.stats.count(&u.dest, |c| c.dequeued += 1),
-                false => self.broker.requeue(&u.dest, u.body),
+                true => self.broker.acked(&u.dest, u.id)?,
+                false => self.broker.requeue(&u.dest, u.id),
             }
         }
         Ok(())
@@ -786,13 +799,15 @@ impl Connection {
                 if full {
                     break;
                 }
+                // What must still be acknowledged stays stored (taken) until it is.
+                let key = Broker::key(&s.queue);
                 let popped = self
                     .broker
                     .store
-                    .queue_pop(&Broker::key(&s.queue))
+                    .queue_take(&key, s.ack != AckMode::Auto)
                     .map_err(|e| End::Error(format!("the store failed: {e}")))?;
-                let Some(body) = popped else { break };
-                self.deliver(i, body);
+                let Some(taken) = popped else { break };
+                self.deliver(i, taken);
                 // An auto-ack subscription is not bounded by acks: bound the batch by
                 // what one write may hold, and let the socket's pace do the rest.
                 if self.subs[i].ack == AckMode::Auto && self.out.len() >= 1 << 20 {
@@ -804,13 +819,19 @@ impl Connection {
         Ok(more)
     }
 
-    fn deliver(&mut self, i: usize, body: Bytes) {
+    /// Write subscription `i`'s MESSAGE for the stored message `id` (0 under auto ack).
+    fn deliver(&mut self, i: usize, taken: Taken) {
         let n = self.broker.next_message.fetch_add(1, Ordering::Relaxed);
         let s = &mut self.subs[i];
         let mut m = Frame::new(Command::Message)
             .header("subscription", &s.id)
             .header("message-id", &n.to_string())
             .header("destination", &s.dest);
+        // As ActiveMQ and RabbitMQ say it: handed out before, to a consumer that left
+        // without settling it, so a second copy is not a duplicate.
+        if taken.redelivered {
+            m = m.header("redelivered", "true");
+        }
         self.broker.stats.count(&s.queue, |c| c.dispatched += 1);
         match s.ack {
             AckMode::Auto => self.broker.stats.count(&s.queue, |c| c.dequeued += 1),
@@ -822,13 +843,13 @@ impl Connection {
                     Unsettled {
                         sub: s.id.clone(),
                         dest: s.queue.clone(),
-                        body: body.clone(),
+                        id: taken.id,
                     },
                 );
             }
         }
         // What its sender added (reply-to, correlation-id, its own) goes with it.
-        let (headers, payload) = unpack(&body);
+        let (headers, payload) = unpack(&taken.body);
         for (k, v) in headers {
             if !OWN_HEADERS.contains(&k.as_str()) {
                 m = m.header(&k, &v);
@@ -854,6 +875,7 @@ const OWN_HEADERS: &[&str] = &[
     "subscription",
     "message-id",
     "ack",
+    "redelivered",
 ];
 
 /// What a stored message starts with when it keeps its sender's headers; a stored body
@@ -869,7 +891,9 @@ fn pack(f: &Frame) -> Bytes {
         .filter(|(k, _)| !OWN_HEADERS.contains(&k.as_str()))
         .collect();
     if kept.is_empty() && !f.body.starts_with(PACKED) {
-        return f.body.clone();
+        // A copy: the frame's body is a slice of the buffer it was read into, which a
+        // queued message would otherwise keep whole for as long as it waits.
+        return Bytes::copy_from_slice(&f.body);
     }
     let mut b = Vec::with_capacity(f.body.len() + 64);
     b.extend_from_slice(PACKED);
@@ -964,5 +988,23 @@ mod tests {
         // A packed message cut short is a body, not a panic.
         let cut = pack(&f).slice(..10);
         assert_eq!(unpack(&cut).1, cut);
+    }
+
+    #[test]
+    fn a_stored_message_does_not_share_the_buffer_it_was_read_into() {
+        // A small SEND read with a large one behind it, as a connection's buffer holds.
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(b"SEND\ndestination:/queue/a\n\nsmall\0");
+        buf.extend_from_slice(&vec![b'x'; 1 << 20]);
+        let whole = buf.as_ptr() as usize..buf.as_ptr() as usize + buf.len();
+        let f = crate::formats::stomp::decode(&mut buf, &Limits::default())
+            .unwrap()
+            .unwrap();
+        let kept = pack(&f);
+        assert_eq!(kept, "small");
+        assert!(
+            !whole.contains(&(kept.as_ptr() as usize)),
+            "the kept body is a slice of the connection's buffer"
+        );
     }
 }

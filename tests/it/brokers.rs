@@ -1091,3 +1091,141 @@ fn a_frame_begun_after_connect_must_end_within_the_header_timeout() {
     );
     h_stop(&rt, h);
 }
+
+/// A raw STOMP connection for the tests that talk to the broker frame by frame.
+struct Raw {
+    s: std::net::TcpStream,
+    pending: Vec<u8>,
+}
+
+impl Raw {
+    fn connect(addr: std::net::SocketAddr) -> Raw {
+        let s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+            .unwrap();
+        let mut r = Raw {
+            s,
+            pending: Vec::new(),
+        };
+        r.write("CONNECT\naccept-version:1.2\n\n\0");
+        assert!(r.frame().starts_with("CONNECTED"));
+        r
+    }
+
+    fn write(&mut self, frames: &str) {
+        use std::io::Write;
+        self.s.write_all(frames.as_bytes()).unwrap();
+    }
+
+    /// The next frame, its NUL left off (the bodies here hold none).
+    fn frame(&mut self) -> String {
+        use std::io::Read;
+        loop {
+            while self.pending.first().is_some_and(|b| *b == b'\n') {
+                self.pending.remove(0);
+            }
+            if let Some(end) = self.pending.iter().position(|b| *b == 0) {
+                let f: Vec<u8> = self.pending.drain(..=end).collect();
+                return String::from_utf8_lossy(&f[..end]).into_owned();
+            }
+            let mut buf = [0u8; 4096];
+            let n = self.s.read(&mut buf).unwrap();
+            assert!(n > 0, "the broker closed the connection");
+            self.pending.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    /// Frames until the RECEIPT for `id`, which must come.
+    fn until_receipt(&mut self, id: &str) -> Vec<String> {
+        let mut before = Vec::new();
+        loop {
+            let f = self.frame();
+            if f.starts_with("RECEIPT") && f.contains(&format!("receipt-id:{id}\n")) {
+                return before;
+            }
+            assert!(!f.starts_with("ERROR"), "{f}");
+            before.push(f);
+        }
+    }
+}
+
+fn header<'f>(frame: &'f str, name: &str) -> &'f str {
+    frame
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {frame}"))
+}
+
+/// A receipt promises the message is kept: one handed to a consumer and not acknowledged
+/// when the server is killed (SIGKILL: nothing of it runs after) is there, in its place,
+/// when the server starts again on the same file.
+#[test]
+fn a_stored_message_handed_out_and_not_acknowledged_outlives_a_killed_server() {
+    let tmp = tempdir();
+    let db = path_str(&tmp.path().join("broker.db"));
+    let stomp = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (mut serve, _) = spawn_serve(&[
+        "--no-auth",
+        "--store",
+        &format!("sqlite:{db}"),
+        "--stomp-bind",
+        &stomp.to_string(),
+    ]);
+    let mut producer = Raw::connect(stomp);
+    let sends: String = (0..200)
+        .map(|i| format!("SEND\ndestination:/queue/keep\nreceipt:s{i}\n\nm{i}\0"))
+        .collect();
+    producer.write(&sends);
+    producer.until_receipt("s199");
+    // A consumer takes 50, acknowledges 10, and is still holding the rest when the
+    // server is killed.
+    let mut consumer = Raw::connect(stomp);
+    consumer.write(
+        "SUBSCRIBE\nid:0\ndestination:/queue/keep\nack:client-individual\nactivemq.prefetchSize:50\n\n\0",
+    );
+    let taken: Vec<String> = (0..50).map(|_| consumer.frame()).collect();
+    for (i, m) in taken.iter().take(10).enumerate() {
+        let ack = header(m, "ack");
+        consumer.write(&format!("ACK\nid:{ack}\nreceipt:a{i}\n\n\0"));
+        consumer.until_receipt(&format!("a{i}"));
+    }
+    serve.kill().unwrap();
+    serve.wait().unwrap();
+
+    let rt = runtime();
+    let h = rt
+        .block_on(server::start(ServerConfig {
+            no_auth: true,
+            store: server::StoreSpec::Sqlite(db),
+            ..ServerConfig::default()
+        }))
+        .unwrap();
+    let mut reader = Raw::connect(h.stomp_addr.unwrap());
+    reader.write("SEND\ndestination:/queue/keep\nreceipt:last\n\nlast\0");
+    reader.until_receipt("last");
+    reader.write("SUBSCRIBE\nid:0\ndestination:/queue/keep\n\n\0");
+    let (mut bodies, mut again) = (Vec::new(), Vec::new());
+    loop {
+        let f = reader.frame();
+        let (head, body) = f.split_once("\n\n").unwrap();
+        if body == "last" {
+            break;
+        }
+        if head.contains("\nredelivered:true") {
+            again.push(body.to_string());
+        }
+        bodies.push(body.to_string());
+    }
+    let expected: Vec<String> = (10..200).map(|i| format!("m{i}")).collect();
+    assert_eq!(
+        bodies, expected,
+        "every receipted message not acknowledged, in order"
+    );
+    // Fifty were out at once; each acknowledgement let one more go out.
+    let handed_out: Vec<String> = (10..60).map(|i| format!("m{i}")).collect();
+    assert_eq!(again, handed_out, "flagged: those handed out before");
+    h_stop(&rt, h);
+}

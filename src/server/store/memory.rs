@@ -1,7 +1,7 @@
 //! Everything in process memory, behind one reader-writer lock: reads run in parallel, a
 //! write holds the lock for its whole batch. Gone when the server stops.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
@@ -24,8 +24,26 @@ struct State {
     /// Item uid to the collections holding it live (one, unless CalDAV calendars share
     /// a UID).
     index: HashMap<String, Vec<String>>,
-    queues: HashMap<String, VecDeque<Bytes>>,
+    /// Only queues that hold something: an emptied one is forgotten.
+    queues: HashMap<String, Queue>,
     last_epoch: u64,
+    last_message: u64,
+}
+
+/// A queue's messages by id (the order they came in): those ready to hand out, and those
+/// handed out and not yet settled.
+#[derive(Default)]
+struct Queue {
+    ready: BTreeMap<u64, Bytes>,
+    taken: HashMap<u64, Bytes>,
+    /// Ready ids that were taken before.
+    given_back: HashSet<u64>,
+}
+
+impl Queue {
+    fn depth(&self) -> usize {
+        self.ready.len() + self.taken.len()
+    }
 }
 
 #[derive(Default)]
@@ -350,17 +368,55 @@ impl Store for MemoryStore {
 
     fn queue_push(&self, queue: &str, message: Bytes) -> Result<u64, StoreError> {
         let mut st = self.write_lock()?;
+        st.last_message += 1;
+        let id = st.last_message;
         let q = st.queues.entry(queue.to_string()).or_default();
-        q.push_back(message);
-        Ok(q.len() as u64)
+        q.ready.insert(id, message);
+        Ok(q.depth() as u64)
     }
 
-    fn queue_pop(&self, queue: &str) -> Result<Option<Bytes>, StoreError> {
-        Ok(self
-            .write_lock()?
-            .queues
-            .get_mut(queue)
-            .and_then(VecDeque::pop_front))
+    fn queue_take(&self, queue: &str, keep: bool) -> Result<Option<Taken>, StoreError> {
+        let mut st = self.write_lock()?;
+        let Some(q) = st.queues.get_mut(queue) else {
+            return Ok(None);
+        };
+        let taken = q.ready.pop_first().map(|(id, body)| Taken {
+            id,
+            body,
+            redelivered: q.given_back.remove(&id),
+        });
+        if let (true, Some(t)) = (keep, &taken) {
+            q.taken.insert(t.id, t.body.clone());
+        }
+        forget_if_empty(&mut st, queue);
+        Ok(taken)
+    }
+
+    fn queue_settle(&self, queue: &str, id: u64, done: bool) -> Result<(), StoreError> {
+        let mut st = self.write_lock()?;
+        let Some(q) = st.queues.get_mut(queue) else {
+            return Ok(());
+        };
+        if let Some(m) = q.taken.remove(&id)
+            && !done
+        {
+            q.ready.insert(id, m);
+            q.given_back.insert(id);
+        }
+        forget_if_empty(&mut st, queue);
+        Ok(())
+    }
+
+    fn queue_clear(&self, queue: &str) -> Result<(), StoreError> {
+        self.write_lock()?.queues.remove(queue);
+        Ok(())
+    }
+}
+
+/// An emptied queue is forgotten, so names used once do not stay for good.
+fn forget_if_empty(st: &mut State, queue: &str) {
+    if st.queues.get(queue).is_some_and(|q| q.depth() == 0) {
+        st.queues.remove(queue);
     }
 }
 

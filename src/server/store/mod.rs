@@ -175,6 +175,16 @@ pub(crate) fn namespace(key: &str) -> &str {
 /// SQL for the namespace of the `collection` column, as [`namespace`] computes it.
 pub(crate) const NAMESPACE_SQL: &str = "(CASE WHEN instr(collection, '/') > 0 THEN substr(collection, 1, instr(collection, '/') - 1) ELSE '' END)";
 
+/// A message handed out of a queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    /// The store's id for it, which settles it.
+    pub id: u64,
+    pub body: Bytes,
+    /// It was handed out before and given back (a consumer left without settling it).
+    pub redelivered: bool,
+}
+
 /// Storage behind the embedded server's services.
 pub trait Store: Send + Sync + 'static {
     /// Short name for reports: `memory`, `sqlite`.
@@ -234,10 +244,23 @@ pub trait Store: Send + Sync + 'static {
     /// when CalDAV calendars hold the same UID.
     fn items_by_uid(&self, uid: &str) -> Result<Vec<(String, Item)>, StoreError>;
 
-    /// Append a message; returns the queue's depth afterwards.
+    /// Append a message; returns the queue's depth afterwards (taken messages included),
+    /// at a cost that does not grow with it.
     fn queue_push(&self, queue: &str, message: Bytes) -> Result<u64, StoreError>;
-    /// Remove and return the oldest message, if any.
-    fn queue_pop(&self, queue: &str) -> Result<Option<Bytes>, StoreError>;
+    /// Remove and return the oldest message not taken, if any.
+    fn queue_pop(&self, queue: &str) -> Result<Option<Bytes>, StoreError> {
+        Ok(self.queue_take(queue, false)?.map(|t| t.body))
+    }
+    /// Hand out the oldest message not taken: gone at once, or (`keep`) kept stored and
+    /// taken until [`Store::queue_settle`], as a broker's dispatch to a consumer that must
+    /// still acknowledge it. A store that outlives its server gives back, when it opens
+    /// again, whatever was taken and never settled.
+    fn queue_take(&self, queue: &str, keep: bool) -> Result<Option<Taken>, StoreError>;
+    /// A taken message acknowledged (`done`: removed) or given back (ready again, in its
+    /// old place). An id that is not taken is let be.
+    fn queue_settle(&self, queue: &str, id: u64, done: bool) -> Result<(), StoreError>;
+    /// Remove everything the queue holds, taken or not.
+    fn queue_clear(&self, queue: &str) -> Result<(), StoreError>;
 }
 
 /// What a store must look up to decide a write.

@@ -2,6 +2,7 @@
 //! One connection behind a mutex serialises access, which is also what makes every write
 //! batch atomic with respect to the others; each batch is one transaction.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
@@ -12,6 +13,9 @@ use super::*;
 
 pub(crate) struct SqliteStore {
     conn: Mutex<Connection>,
+    /// Each queue's depth once counted, kept by every change after, so a push does not
+    /// count the queue again (which costs its depth); taken only with `conn` held.
+    depths: Mutex<HashMap<String, u64>>,
 }
 
 const SCHEMA: &str = r#"
@@ -52,8 +56,27 @@ impl SqliteStore {
                 "ALTER TABLE collections ADD COLUMN props TEXT NOT NULL DEFAULT '{}'",
             )?;
         }
+        // Databases made before messages were kept until acknowledged gain the columns
+        // that say whether one is out (`taken`) and how often it was handed out.
+        for column in ["taken", "handed"] {
+            let has = conn
+                .prepare("SELECT 1 FROM pragma_table_info('queue') WHERE name = ?1")?
+                .exists([column])?;
+            if !has {
+                conn.execute_batch(&format!(
+                    "ALTER TABLE queue ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0"
+                ))?;
+            }
+        }
+        // Messages handed to consumers that never settled them when the server stopped
+        // (however it stopped) go back to their queues: a receipt promised they are kept.
+        conn.execute_batch(
+            "CREATE INDEX IF NOT EXISTS queue_ready ON queue(queue, taken, id);
+             UPDATE queue SET taken = 0 WHERE taken <> 0;",
+        )?;
         Ok(SqliteStore {
             conn: Mutex::new(conn),
+            depths: Mutex::new(HashMap::new()),
         })
     }
 
@@ -489,27 +512,112 @@ impl Store for SqliteStore {
 
     fn queue_push(&self, queue: &str, message: Bytes) -> Result<u64, StoreError> {
         let conn = self.lock()?;
-        conn.execute(
-            "INSERT INTO queue(queue, body) VALUES (?1, ?2)",
-            params![queue, message.as_ref()],
-        )?;
-        let depth: i64 = conn.query_row(
-            "SELECT COUNT(*) FROM queue WHERE queue = ?1",
-            [queue],
-            |r| r.get(0),
-        )?;
-        Ok(depth as u64)
+        conn.prepare_cached("INSERT INTO queue(queue, body) VALUES (?1, ?2)")?
+            .execute(params![queue, message.as_ref()])?;
+        let mut depths = self.depths.lock().unwrap_or_else(|p| p.into_inner());
+        let depth = match depths.get_mut(queue) {
+            Some(d) => {
+                *d += 1;
+                *d
+            }
+            None => {
+                let d: i64 = conn.query_row(
+                    "SELECT COUNT(*) FROM queue WHERE queue = ?1",
+                    [queue],
+                    |r| r.get(0),
+                )?;
+                depths.insert(queue.to_string(), d as u64);
+                d as u64
+            }
+        };
+        Ok(depth)
     }
 
-    fn queue_pop(&self, queue: &str) -> Result<Option<Bytes>, StoreError> {
+    fn queue_take(&self, queue: &str, keep: bool) -> Result<Option<Taken>, StoreError> {
         let conn = self.lock()?;
-        let body: Option<Vec<u8>> = conn
-            .query_row(
-                "DELETE FROM queue WHERE id = (SELECT id FROM queue WHERE queue = ?1 ORDER BY id LIMIT 1) RETURNING body",
-                [queue],
-                |r| r.get(0),
-            )
+        let sql = match keep {
+            true => {
+                "UPDATE queue SET taken = 1, handed = handed + 1 WHERE id = (SELECT id FROM queue WHERE queue = ?1 AND taken = 0 ORDER BY id LIMIT 1) RETURNING id, body, handed"
+            }
+            false => {
+                "DELETE FROM queue WHERE id = (SELECT id FROM queue WHERE queue = ?1 AND taken = 0 ORDER BY id LIMIT 1) RETURNING id, body, handed + 1"
+            }
+        };
+        let taken: Option<(i64, Vec<u8>, i64)> = conn
+            .prepare_cached(sql)?
+            .query_row([queue], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .optional()?;
-        Ok(body.map(Bytes::from))
+        if taken.is_some() && !keep {
+            self.gone(queue);
+        }
+        Ok(taken.map(|(id, body, handed)| Taken {
+            id: id as u64,
+            body: Bytes::from(body),
+            redelivered: handed > 1,
+        }))
+    }
+
+    fn queue_settle(&self, queue: &str, id: u64, done: bool) -> Result<(), StoreError> {
+        let conn = self.lock()?;
+        let id = i64::try_from(id).unwrap_or(i64::MAX);
+        let sql = match done {
+            true => "DELETE FROM queue WHERE id = ?1 AND queue = ?2 AND taken = 1",
+            false => "UPDATE queue SET taken = 0 WHERE id = ?1 AND queue = ?2 AND taken = 1",
+        };
+        let changed = conn.prepare_cached(sql)?.execute(params![id, queue])?;
+        if done && changed > 0 {
+            self.gone(queue);
+        }
+        Ok(())
+    }
+
+    fn queue_clear(&self, queue: &str) -> Result<(), StoreError> {
+        let conn = self.lock()?;
+        conn.execute("DELETE FROM queue WHERE queue = ?1", [queue])?;
+        self.depths
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(queue);
+        Ok(())
+    }
+}
+
+impl SqliteStore {
+    /// A message left `queue`: its kept depth falls, and an emptied queue is forgotten.
+    fn gone(&self, queue: &str) {
+        let mut depths = self.depths.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = depths.get_mut(queue) {
+            *d = d.saturating_sub(1);
+            if *d == 0 {
+                depths.remove(queue);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+impl SqliteStore {
+    /// How many times SQLite's virtual machine passed 100 instructions while `f` ran: the
+    /// work a statement did, independent of the clock.
+    pub(super) fn count_steps(&self, f: impl FnOnce()) -> u64 {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let n = std::sync::Arc::new(AtomicU64::new(0));
+        let counter = n.clone();
+        self.lock()
+            .unwrap()
+            .progress_handler(
+                100,
+                Some(move || {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    false
+                }),
+            )
+            .unwrap();
+        f();
+        self.lock()
+            .unwrap()
+            .progress_handler(100, None::<fn() -> bool>)
+            .unwrap();
+        n.load(Ordering::Relaxed)
     }
 }

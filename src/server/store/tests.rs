@@ -214,6 +214,88 @@ fn users_and_queues() {
 }
 
 #[test]
+fn a_taken_message_stays_until_settled_and_goes_back_in_its_place() {
+    each_store(|s| {
+        for m in ["1", "2", "3"] {
+            s.queue_push("q", Bytes::from(m)).unwrap();
+        }
+        let one = s.queue_take("q", true).unwrap().unwrap();
+        assert_eq!((one.body.as_ref(), one.redelivered), (&b"1"[..], false));
+        let two = s.queue_take("q", true).unwrap().unwrap();
+        assert_eq!(two.body, "2");
+        // Taken messages still count in the depth and are not handed out twice.
+        assert_eq!(s.queue_push("q", Bytes::from("4")).unwrap(), 4);
+        assert_eq!(s.queue_take("q", true).unwrap().unwrap().body, "3");
+        s.queue_settle("q", one.id, false).unwrap();
+        s.queue_settle("q", two.id, true).unwrap();
+        // Settling again, or under another queue's name, changes nothing.
+        s.queue_settle("q", two.id, false).unwrap();
+        s.queue_settle("elsewhere", one.id, true).unwrap();
+        let again = s.queue_take("q", false).unwrap().unwrap();
+        assert_eq!(again.body, "1", "back in its place");
+        assert!(again.redelivered, "and said to have been handed out before");
+        let four = s.queue_take("q", false).unwrap().unwrap();
+        assert_eq!((four.body.as_ref(), four.redelivered), (&b"4"[..], false));
+        assert!(s.queue_pop("q").unwrap().is_none(), "3 is still taken");
+        s.queue_clear("q").unwrap();
+        assert_eq!(s.queue_push("q", Bytes::from("5")).unwrap(), 1);
+    });
+}
+
+#[test]
+fn what_was_taken_and_never_settled_is_ready_again_after_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keep.db");
+    {
+        let s = SqliteStore::open(&path).unwrap();
+        for m in ["1", "2", "3"] {
+            s.queue_push("q", Bytes::from(m)).unwrap();
+        }
+        let one = s.queue_take("q", true).unwrap().unwrap();
+        s.queue_take("q", true).unwrap().unwrap();
+        s.queue_settle("q", one.id, true).unwrap();
+        // Dropped without a word, as a killed server would leave it.
+    }
+    let s = SqliteStore::open(&path).unwrap();
+    assert_eq!(s.queue_push("q", Bytes::from("4")).unwrap(), 3);
+    let left: Vec<(Bytes, bool)> = std::iter::from_fn(|| s.queue_take("q", false).unwrap())
+        .map(|t| (t.body, t.redelivered))
+        .collect();
+    let handed_before = |m: &'static str, r| (Bytes::from(m), r);
+    assert_eq!(
+        left,
+        [
+            handed_before("2", true),
+            handed_before("3", false),
+            handed_before("4", false)
+        ]
+    );
+}
+
+#[test]
+fn a_push_costs_the_same_whatever_the_queues_depth() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = SqliteStore::open(&dir.path().join("deep.db")).unwrap();
+    let steps_of_a_push = |s: &SqliteStore| {
+        s.count_steps(|| {
+            s.queue_push("q", Bytes::from_static(b"m")).unwrap();
+        })
+    };
+    for _ in 0..100 {
+        s.queue_push("q", Bytes::from_static(b"m")).unwrap();
+    }
+    let shallow = steps_of_a_push(&s);
+    for _ in 0..20_000 {
+        s.queue_push("q", Bytes::from_static(b"m")).unwrap();
+    }
+    let deep = steps_of_a_push(&s);
+    assert!(
+        deep <= shallow + 2,
+        "{deep} steps at 20,000 deep against {shallow} at 100"
+    );
+}
+
+#[test]
 fn sqlite_data_survives_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("keep.db");

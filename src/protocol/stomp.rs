@@ -25,7 +25,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use rand::rngs::Xoshiro256PlusPlus;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
@@ -98,7 +97,7 @@ impl StompClass {
 /// An open session with the broker.
 struct Link {
     stream: Stream,
-    buf: BytesMut,
+    buf: stomp::FrameBuffer,
     deadline: Deadline,
     /// The opening's cost, until the operation that opened it reports it.
     opened: Option<Handshake>,
@@ -1195,7 +1194,7 @@ async fn open(
         stream,
         // Small to begin with: an idle consumer holds it for as long as it waits, and a
         // frame larger than it grows it.
-        buf: BytesMut::with_capacity(512),
+        buf: stomp::FrameBuffer::with_capacity(512),
         deadline: Deadline::default(),
         opened: Some(handshake),
         subscribed: false,
@@ -1281,12 +1280,12 @@ async fn read(link: &mut Link, limits: &Limits, deadline: Instant) -> Result<Rea
 
 async fn read_frame(
     stream: &mut Stream,
-    buf: &mut BytesMut,
+    buf: &mut stomp::FrameBuffer,
     limits: &Limits,
 ) -> Result<Read, Failed> {
     loop {
         let before = buf.len();
-        match stomp::decode(buf, limits) {
+        match buf.decode(limits) {
             Ok(Some(frame)) => {
                 return Ok(Read {
                     bytes: (before - buf.len()) as u64,
@@ -1301,7 +1300,7 @@ async fn read_frame(
                 ));
             }
         }
-        match stream.read_buf(buf).await {
+        match stream.read_buf(buf.tail()).await {
             Ok(0) => {
                 return Err(Failed::of(
                     ErrorClass::Reset,

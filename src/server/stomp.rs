@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
@@ -365,7 +365,7 @@ enum End {
 struct Connection {
     socket: TcpStream,
     broker: Arc<Broker>,
-    buf: BytesMut,
+    buf: stomp::FrameBuffer,
     out: Vec<u8>,
     subs: Vec<Subscription>,
     /// By ack id, in dispatch order.
@@ -386,7 +386,7 @@ impl Connection {
         Connection {
             socket,
             broker,
-            buf: BytesMut::with_capacity(4096),
+            buf: stomp::FrameBuffer::with_capacity(4096),
             out: Vec::new(),
             subs: Vec::new(),
             unsettled: BTreeMap::new(),
@@ -512,7 +512,7 @@ impl Connection {
     /// its first byte; `None` when the client closed between frames.
     async fn next_frame(&mut self, first: Option<Instant>) -> Result<Option<Frame>, End> {
         loop {
-            match stomp::decode(&mut self.buf, &self.broker.limits) {
+            match self.buf.decode(&self.broker.limits) {
                 Ok(Some(f)) => {
                     self.broker.stats.frames.fetch_add(1, Ordering::Relaxed);
                     // What is left is the next frame's start, which came just now.
@@ -534,7 +534,7 @@ impl Connection {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let read = self.socket.read_buf(&mut self.buf);
+            let read = self.socket.read_buf(self.buf.tail());
             let n = match deadline {
                 Some(d) => match tokio::time::timeout_at(d, read).await {
                     Ok(r) => r,
@@ -992,6 +992,7 @@ mod tests {
 
     #[test]
     fn a_stored_message_does_not_share_the_buffer_it_was_read_into() {
+        use bytes::BytesMut;
         // A small SEND read with a large one behind it, as a connection's buffer holds.
         let mut buf = BytesMut::new();
         buf.extend_from_slice(b"SEND\ndestination:/queue/a\n\nsmall\0");

@@ -83,7 +83,8 @@ fn the_parsers_never_panic() {
 }
 
 /// STOMP frames near valid ones (a SEND, a MESSAGE with a content-length, a CONNECTED),
-/// cut, changed and fed in pieces: the decoder never panics, never takes more than it was
+/// cut, changed and fed in pieces (a frame buffer, too, a few bytes at a time): the
+/// decoder never panics, never takes more than it was
 /// given, and stays within its bounds; what it decodes encodes and decodes to the same.
 #[test]
 fn the_stomp_decoder_never_panics_and_what_it_reads_round_trips() {
@@ -138,6 +139,27 @@ fn the_stomp_decoder_never_panics_and_what_it_reads_round_trips() {
                 }
             }
             prop_assert!(frames.len() <= wire.len());
+            // A frame buffer fed a few bytes at a time, resuming its search each time,
+            // reads what the one-shot decoder reads (up to where either refuses).
+            let mut fb = stomp::FrameBuffer::default();
+            let mut trickled = Vec::new();
+            let mut refused = false;
+            'trickle: for part in wire.chunks(split % 7 + 1) {
+                fb.tail().extend_from_slice(part);
+                loop {
+                    match fb.decode(&limits) {
+                        Ok(Some(f)) => trickled.push(f),
+                        Ok(None) => break,
+                        Err(_) => {
+                            refused = true;
+                            break 'trickle;
+                        }
+                    }
+                }
+            }
+            let n = trickled.len().min(frames.len());
+            prop_assert_eq!(&trickled[..n], &frames[..n]);
+            prop_assert!(refused || trickled.len() >= frames.len());
             for f in frames {
                 prop_assert!(f.body.len() <= limits.max_body);
                 prop_assert!(f.headers.len() <= limits.max_headers);

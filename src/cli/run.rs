@@ -122,7 +122,8 @@ pub(super) struct RunArgs {
     pub run_id: Option<String>,
     /// Serve a live dashboard of the run (per second: ops/s, p50/p99, failures by class,
     /// users; the operations so far; the report's link at the end) at ADDR, loopback by
-    /// default. It stays up after the run until Ctrl-C, or for --linger.
+    /// default. It stays up after the run until Ctrl-C (with a terminal on stdin; without
+    /// one it closes with the run), or for --linger.
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DASHBOARD_ADDR)]
     pub dashboard: Option<std::net::SocketAddr>,
     /// Expose the run's own series for Prometheus at http://ADDR/metrics while it runs
@@ -131,7 +132,8 @@ pub(super) struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
     /// How long --dashboard and --metrics stay up once the run is over, for a last look
-    /// or a last scrape [default: the dashboard until Ctrl-C, the metrics not at all].
+    /// or a last scrape [default: the dashboard until Ctrl-C when run from a terminal, else
+    /// not at all; the metrics not at all].
     #[arg(long, alias = "dashboard-linger", value_name = "DURATION", value_parser = crate::workload::units::parse_duration)]
     pub linger: Option<std::time::Duration>,
     /// Every column of every table, however wide the terminal (report.txt always has

@@ -434,9 +434,17 @@ async fn start_watchers(
     Ok(servers)
 }
 
-/// After the run: the pages stay up for `--linger`, or (the dashboard) until a signal.
+/// After the run: the pages stay up for `--linger`, or (the dashboard, when a terminal
+/// can send the signal) until a signal.
 async fn linger(a: &RunOptions, servers: &[live::Server]) {
-    let until_signal = a.linger.is_none() && a.dashboard.is_some();
+    use std::io::IsTerminal;
+    let until_signal = lingers_until_signal(a, std::io::stdin().is_terminal());
+    if a.linger.is_none() && a.dashboard.is_some() && !until_signal {
+        eprintln!(
+            "loadmix: no terminal to stop it from, so the dashboard closes with the run \
+             (--linger keeps it up)"
+        );
+    }
     let wait = a.linger.unwrap_or_default();
     if !until_signal && wait.is_zero() {
         return;
@@ -462,6 +470,12 @@ async fn linger(a: &RunOptions, servers: &[live::Server]) {
             }
         }
     }
+}
+
+/// Whether the pages stay up until Ctrl-C: the dashboard's default, but only with a
+/// terminal to press it in; a script or CI job without one would wait for good.
+fn lingers_until_signal(a: &RunOptions, terminal: bool) -> bool {
+    a.linger.is_none() && a.dashboard.is_some() && terminal
 }
 
 async fn stop_watchers(servers: Vec<live::Server>) {

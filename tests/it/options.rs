@@ -159,3 +159,33 @@ fn completions_and_man_pages_name_every_command() {
     assert!(run.contains("dashboard") && run.contains("linger"), "{run}");
     assert!(dir.join("loadmix-infer.1").is_file());
 }
+
+/// `--dashboard` stays up after the run until Ctrl-C only where a terminal can send it:
+/// without one (a script, a CI job; stdin is not a terminal here) the run ends, and says
+/// why the dashboard closed with it.
+#[test]
+fn a_dashboard_run_without_a_terminal_ends_with_its_run() {
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        "name: brief\nrun: { iterations: 5, rounds: 1, warmup: 0s }\nusers:\n  - class: c\n    protocol: http\n    count: 1\n    mix:\n      get: { weight: 1, path: /cosmo/queue/none }\n",
+    )
+    .unwrap();
+    let out = out_dir(&tmp);
+    let o = loadmix_bin(&[
+        "run",
+        &path_str(&w),
+        "--target",
+        "embedded",
+        "--dashboard",
+        "127.0.0.1:0",
+        "--quiet",
+        "--out",
+        &path_str(&out),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("the dashboard closes with the run"), "{err}");
+    assert!(!err.contains("until Ctrl-C"), "{err}");
+}

@@ -8,7 +8,8 @@
 //! aggregators that write the totals, so a slow scraper cannot slow the run.
 //!
 //! The server is bounded like the embedded one: a request head must arrive within
-//! [`HEADER_TIMEOUT`], at most [`MAX_CONNECTIONS`] are served at once (more are closed),
+//! [`HEADER_TIMEOUT`], at most [`MAX_CONNECTIONS`] are served at once (a newer one closes
+//! the oldest, so idle sockets cannot lock a scraper out),
 //! only `GET` is answered, and nothing a client sends is read beyond its request head.
 
 pub(crate) mod page;
@@ -27,7 +28,6 @@ use axum::routing::get;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Live;
@@ -236,7 +236,7 @@ async fn report_page(State(b): State<Arc<Board>>) -> Response {
 }
 
 async fn accept(listener: TcpListener, app: Router, stop: CancellationToken) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let open = Arc::new(Mutex::new(Open::default()));
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -253,27 +253,92 @@ async fn accept(listener: TcpListener, app: Router, stop: CancellationToken) {
                 }
             },
         };
-        // Past the bound the connection is closed at once (dropped).
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            continue;
-        };
+        let (id, evict) = open.lock().unwrap_or_else(|p| p.into_inner()).admit();
         let service = TowerToHyperService::new(app.clone());
         let conn = builder.serve_connection(TokioIo::new(stream), service);
-        let stop = stop.clone();
+        let (stop, open) = (stop.clone(), open.clone());
         tokio::spawn(async move {
-            let _permit = permit;
             tokio::pin!(conn);
             tokio::select! {
-                _ = conn.as_mut() => return,
-                _ = stop.cancelled() => conn.as_mut().graceful_shutdown(),
+                _ = conn.as_mut() => {}
+                // Made room for a newer one: closed at once.
+                _ = evict.cancelled() => {}
+                _ = stop.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    // An answer being written may finish; an idle connection ends at once.
+                    let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+                }
             }
-            // An answer being written may finish; an idle connection ends at once.
-            let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+            open.lock().unwrap_or_else(|p| p.into_inner()).left(id);
         });
+    }
+}
+
+/// The connections being served, oldest first. A full house makes room by closing the
+/// oldest, so sockets held open and idle (which could otherwise keep every slot for
+/// their head timeout, again and again) cannot lock out a scrape that asks and goes.
+#[derive(Default)]
+struct Open {
+    next: u64,
+    conns: std::collections::VecDeque<(u64, CancellationToken)>,
+}
+
+impl Open {
+    /// A new connection's id and the token that closes it.
+    fn admit(&mut self) -> (u64, CancellationToken) {
+        if self.conns.len() >= MAX_CONNECTIONS
+            && let Some((_, oldest)) = self.conns.pop_front()
+        {
+            oldest.cancel();
+        }
+        self.next += 1;
+        let token = CancellationToken::new();
+        self.conns.push_back((self.next, token.clone()));
+        (self.next, token)
+    }
+
+    fn left(&mut self, id: u64) {
+        self.conns.retain(|(i, _)| *i != id);
     }
 }
 
 /// Whether an address is on this host only; anything else is said aloud at start.
 pub(crate) fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[test]
+    fn sockets_held_idle_cannot_lock_a_scraper_out() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let board = Board::new("r", "w", None);
+            let addr = "127.0.0.1:0".parse().unwrap();
+            let server = serve(addr, board, Serves::Metrics).await.unwrap();
+            // More idle sockets than there are slots, each sending half a head.
+            let mut idle = Vec::new();
+            for _ in 0..MAX_CONNECTIONS + 8 {
+                let mut s = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+                s.write_all(b"GET /metr").await.unwrap();
+                idle.push(s);
+            }
+            let mut scrape = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+            scrape
+                .write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut answer = Vec::new();
+            let _ = scrape.read_to_end(&mut answer).await;
+            let answer = String::from_utf8_lossy(&answer);
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            server.stop().await;
+        });
+    }
 }

@@ -137,6 +137,11 @@ pub struct Counts {
     pub lost: u64,
     /// Of the lost, those whose send had failed: the broker may never have had them.
     pub lost_failed: u64,
+    /// Of those received or drained, the messages no producer of the run sent: a stamp
+    /// the broker forged or mangled (worked out when every part is in; one shard's report
+    /// judges only its own producers).
+    #[serde(default)]
+    pub unsent: u64,
 }
 
 impl Counts {
@@ -152,6 +157,7 @@ impl Counts {
         self.untracked += o.untracked;
         self.lost += o.lost;
         self.lost_failed += o.lost_failed;
+        self.unsent += o.unsent;
     }
 }
 
@@ -342,8 +348,10 @@ impl Ledger {
         }
     }
 
-    /// Per destination, with the losses worked out: every part must be in.
-    pub(crate) fn settle(&self) -> Vec<(String, Counts)> {
+    /// Per destination, with the losses worked out: every part must be in. `whole`: the
+    /// ledger is the whole run's, so a producer it never saw send is no producer of the
+    /// run (in one shard's, it may be another shard's).
+    pub(crate) fn settle(&self, whole: bool) -> Vec<(String, Counts)> {
         let mut counts = self.counts.clone();
         for (p, s) in &self.sends {
             // Taken from any destination: a broker may name it otherwise than its sender.
@@ -362,11 +370,36 @@ impl Ledger {
                 }
             }
         }
+        for ((p, d, _), set) in &self.got {
+            counts[*d as usize].unsent += self.never_sent(p, set, whole);
+        }
         self.names.iter().cloned().zip(counts).collect()
     }
 
+    /// How many of `set`, taken as `p`'s, `p` never sent; none where that cannot be told
+    /// (sends past the runs' bound, or a producer another shard may have had).
+    fn never_sent(&self, p: &Producer, set: &Seqs, whole: bool) -> u64 {
+        let Some(s) = self.sends.get(p) else {
+            return if whole { set.len() } else { 0 };
+        };
+        if s.unattributed > 0 {
+            return 0;
+        }
+        let mut runs: Vec<(u64, u64)> = s
+            .runs
+            .iter()
+            .map(|&(_, first, n)| (u64::from(first), u64::from(first) + u64::from(n)))
+            .collect();
+        runs.sort_unstable();
+        let sent = |seq: u64| {
+            let i = runs.partition_point(|r| r.0 <= seq);
+            i > 0 && seq < runs[i - 1].1
+        };
+        iter_set(set).filter(|&seq| !sent(u64::from(seq))).count() as u64
+    }
+
     /// The ledger as `run.json` keeps it, so that `merge` can add shards' ledgers.
-    pub(crate) fn to_record(&self) -> LedgerRecord {
+    pub(crate) fn to_record(&self, whole: bool) -> LedgerRecord {
         let mut producers: BTreeMap<Producer, ProducerRecord> = BTreeMap::new();
         for (p, s) in &self.sends {
             let r = producers
@@ -389,7 +422,7 @@ impl Ledger {
         LedgerRecord {
             drained: self.drained,
             destinations: self
-                .settle()
+                .settle(whole)
                 .into_iter()
                 .map(|(name, counts)| DestinationRecord { name, counts })
                 .collect(),
@@ -414,6 +447,7 @@ impl Ledger {
             // Losses are worked out again from the sets.
             c.lost = 0;
             c.lost_failed = 0;
+            c.unsent = 0;
             l.counts[i] = c;
         }
         let n = l.names.len() as u32;
@@ -603,7 +637,7 @@ mod tests {
     };
 
     fn settled(l: &Ledger) -> Counts {
-        l.settle().into_iter().next().map(|(_, c)| c).unwrap()
+        l.settle(true).into_iter().next().map(|(_, c)| c).unwrap()
     }
 
     #[test]
@@ -640,6 +674,36 @@ mod tests {
     }
 
     #[test]
+    fn messages_taken_that_no_producer_sent_are_counted_as_never_sent() {
+        let q = Producer { vu: 9, ..P };
+        let mut producer = Ledger::default();
+        for seq in 0..4 {
+            producer.sent("/queue/a", P, seq);
+        }
+        for seq in 10..12 {
+            producer.sent("/queue/a", P, seq);
+        }
+        let mut consumer = Ledger::default();
+        // What was sent, then a broker's forgeries: P's 100 and 101 (past its sends) and
+        // 4 (between its runs), and a message of a producer the run never had.
+        for seq in [0, 1, 2, 3, 10, 11, 100, 101, 4] {
+            consumer.took("/queue/a", P, seq, Taken::Received, false);
+        }
+        consumer.took("/queue/a", q, 5, Taken::Drained, false);
+        let mut run = Ledger::default();
+        run.absorb(producer);
+        run.absorb(consumer);
+        let whole = &run.settle(true)[0].1;
+        assert_eq!((whole.sent, whole.received, whole.drained), (6, 9, 1));
+        assert_eq!((whole.unsent, whole.lost), (4, 0));
+        // In one shard's report, a producer it never saw may be another shard's.
+        assert_eq!(run.settle(false)[0].1.unsent, 3);
+        // And a ledger kept in run.json works it out again, as merge does.
+        let back = Ledger::from_record(&run.to_record(false)).unwrap();
+        assert_eq!(back.settle(true)[0].1, *whole);
+    }
+
+    #[test]
     fn a_ledger_kept_in_run_json_adds_up_as_the_one_it_came_from() {
         let mut a = Ledger::default();
         for seq in 0..5000 {
@@ -649,17 +713,17 @@ mod tests {
             }
         }
         a.send_failed("/queue/a", P, 14);
-        let json = serde_json::to_string(&a.to_record()).unwrap();
+        let json = serde_json::to_string(&a.to_record(true)).unwrap();
         let back: LedgerRecord = serde_json::from_str(&json).unwrap();
         let b = Ledger::from_record(&back).unwrap();
-        assert_eq!(b.settle(), a.settle());
+        assert_eq!(b.settle(true), a.settle(true));
         // Another shard received what this one did not: nothing is lost, nothing doubled.
         let mut other = Ledger::default();
         for seq in (0..5000).filter(|s| s % 7 == 0) {
             other.took("/queue/a", P, seq, Taken::Received, false);
         }
         let mut merged = b;
-        merged.absorb(Ledger::from_record(&other.to_record()).unwrap());
+        merged.absorb(Ledger::from_record(&other.to_record(true)).unwrap());
         let c = settled(&merged);
         assert_eq!((c.received, c.lost, c.duplicated), (5000, 0, 0));
     }
@@ -684,7 +748,7 @@ mod tests {
             l.sent("/q", P, seq);
             l.took("/q", P, seq, Taken::Received, false);
         }
-        let good = l.to_record();
+        let good = l.to_record(true);
         assert!(Ledger::from_record(&good).is_ok());
         let mut r = good.clone();
         r.destinations[0].counts.received = 1_000_000_000_000;

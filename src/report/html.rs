@@ -272,7 +272,7 @@ fn sessions_table(b: &mut String, r: &Report) {
 fn ledger_table(b: &mut String, l: &crate::ledger::LedgerRecord) {
     let _ = write!(
         b,
-        "<p>By stamp{}:</p><table><tr><th>destination</th><th>sent</th><th>received</th><th>drained</th><th>lost</th><th>duplicated</th><th>out of order</th><th>foreign</th><th>sends failed</th></tr>",
+        "<p>By stamp{}:</p><table><tr><th>destination</th><th>sent</th><th>received</th><th>drained</th><th>lost</th><th>duplicated</th><th>out of order</th><th>foreign</th><th>sends failed</th><th>never sent</th></tr>",
         match l.drained {
             true => " (every destination drained after its round: lost is lost)",
             false => " (not drained: lost counts what may still be on the broker)",
@@ -282,7 +282,7 @@ fn ledger_table(b: &mut String, l: &crate::ledger::LedgerRecord) {
         let c = &d.counts;
         let _ = write!(
             b,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&d.name),
             c.sent,
             c.received,
@@ -291,7 +291,8 @@ fn ledger_table(b: &mut String, l: &crate::ledger::LedgerRecord) {
             c.duplicated,
             c.out_of_order,
             c.foreign,
-            c.send_failed
+            c.send_failed,
+            c.unsent
         );
     }
     b.push_str("</table>");

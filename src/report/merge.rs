@@ -662,7 +662,7 @@ fn merged_ledger(
             }
         }
     }
-    Ok(merged.map(|l| l.to_record()))
+    Ok(merged.map(|l| l.to_record(true)))
 }
 
 /// Per operation over rounds: its name, class, merged figures and each round's summed rate.

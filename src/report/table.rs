@@ -275,6 +275,7 @@ pub fn ledger_words(c: &crate::ledger::Counts) -> String {
         (c.send_failed, "sends failed"),
         (c.foreign, "foreign"),
         (c.untracked, "untracked"),
+        (c.unsent, "taken but never sent (stamps forged or mangled)"),
     ];
     for (n, what) in extra.iter().filter(|(n, _)| *n > 0) {
         let _ = write!(w, " · {what} {n}");

@@ -1126,6 +1126,8 @@ async fn report_lane(
             index: a.shard.index,
             count: a.shard.count,
         });
+        // Producers it never saw may be another shard's: not judged here, but at merge.
+        rep.ledger = result.ledger.as_ref().map(|l| l.to_record(false));
     }
     rep.note = a.note.clone();
     rep.labels = labels_for(&a.labels, &lane.name, targets);

@@ -455,7 +455,8 @@ pub(crate) fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
         summary,
         thresholds: thresholds(w),
         failures: failures(run, &labels),
-        ledger: run.ledger.as_ref().map(|l| l.to_record()),
+        // A shard's report is made again as a part by whoever knows it is one.
+        ledger: run.ledger.as_ref().map(|l| l.to_record(true)),
         preflight: Untimed::of(&run.preflight),
     }
 }

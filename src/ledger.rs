@@ -200,6 +200,13 @@ impl Ledger {
         self.names.is_empty()
     }
 
+    /// Stamped messages sent to `destination`, as far as this ledger knows.
+    pub(crate) fn sent_to(&self, destination: &str) -> u64 {
+        self.index
+            .get(destination)
+            .map_or(0, |&d| self.counts[d as usize].sent)
+    }
+
     /// The destinations it names.
     pub(crate) fn destinations(&self) -> impl Iterator<Item = &str> {
         self.names.iter().map(String::as_str)

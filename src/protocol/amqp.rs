@@ -1123,11 +1123,12 @@ async fn preflight(
 pub(crate) async fn drain(
     q: &Queue,
     conn: &Reach,
-    (idle, until): (Duration, &super::cleanup::Until),
+    bounds: super::drain::Bounds<'_>,
     delete: bool,
     ledger: &mut Ledger,
     taken: &mut u64,
 ) -> Result<bool, String> {
+    let (idle, until) = (bounds.idle, bounds.until);
     let rq = conn.timeouts().request;
     let connection = connect(&q.session, conn).await.map_err(|f| f.detail)?;
     let channel = within(rq, connection.create_channel(), "the channel")
@@ -1175,8 +1176,8 @@ pub(crate) async fn drain(
             None => break,
         }
         // A flood that never pauses is cut off too (what was taken is counted).
-        if until.passed() {
-            return Err(super::broker::cut_off(&q.name, *taken, until));
+        if let Some(why) = bounds.stop(&q.name, *taken) {
+            return Err(why);
         }
     }
     if !delete {

@@ -279,6 +279,14 @@ pub(crate) fn cut_off(name: &str, taken: u64, until: &Until) -> String {
     )
 }
 
+/// Why a drain stopped at its bound: the broker went on sending past all the run could
+/// have left there.
+pub(crate) fn past_bound(name: &str, most: u64) -> String {
+    format!(
+        "{name}: the broker sent more than the {most} messages the round could have left there; the drain stopped"
+    )
+}
+
 /// A destination that holds nothing itself once the round is over (a topic: what its
 /// subscribers did not take is in theirs), so it needs no drain. A wildcard is not a
 /// destination of its own.

@@ -28,6 +28,30 @@ pub(crate) const IDLE: Duration = Duration::from_millis(500);
 const LIMIT: Duration = Duration::from_secs(120);
 /// Destinations drained at once.
 const PARALLEL: usize = 16;
+/// Messages a drain takes from a destination past what the round sent there (sends it
+/// did not count, another run's): more, and the broker is flooding it.
+pub(crate) const MARGIN: u64 = 10_000;
+
+/// When one destination's drain ends: once nothing has come for `idle`, at `until`, or
+/// past `most` messages taken.
+#[derive(Clone, Copy)]
+pub(crate) struct Bounds<'a> {
+    pub idle: Duration,
+    pub until: &'a Until,
+    pub most: u64,
+}
+
+impl Bounds<'_> {
+    /// The drain of `name` must stop, having taken `taken`: why.
+    pub(crate) fn stop(&self, name: &str, taken: u64) -> Option<String> {
+        if taken > self.most {
+            return Some(super::broker::past_bound(name, self.most));
+        }
+        self.until
+            .passed()
+            .then(|| super::broker::cut_off(name, taken, self.until))
+    }
+}
 
 /// What the teardown did.
 #[derive(Debug, Clone, Default)]
@@ -55,13 +79,13 @@ impl DrainStats {
     }
 }
 
-/// Drain each destination once (however many users used it), and delete the created
-/// queues when `delete`.
+/// Drain each destination once (however many users used it), taking at most `most` of
+/// its messages, and delete the created queues when `delete`.
 pub(crate) async fn run(
     endpoint: Arc<Endpoint>,
     timeouts: Timeouts,
     queues: Vec<Queue>,
-    delete: bool,
+    (delete, most): (bool, &dyn Fn(&Queue) -> u64),
     until: &Until,
 ) -> DrainStats {
     let mut once: BTreeMap<(QueueKind, String), Queue> = BTreeMap::new();
@@ -81,7 +105,8 @@ pub(crate) async fn run(
         }
         let endpoint = endpoint.clone();
         let until = until.within(LIMIT, "the drain's own limit of");
-        tasks.spawn(async move { one(endpoint, timeouts, q, delete, until).await });
+        let most = most(&q);
+        tasks.spawn(async move { one(endpoint, timeouts, q, (delete, most), until).await });
     }
     while let Some(r) = tasks.join_next().await {
         if let Ok(s) = r {
@@ -96,7 +121,7 @@ async fn one(
     endpoint: Arc<Endpoint>,
     timeouts: Timeouts,
     q: Queue,
-    delete: bool,
+    (delete, most): (bool, u64),
     until: Until,
 ) -> DrainStats {
     let conn = Reach {
@@ -113,12 +138,16 @@ async fn one(
     };
     // What was taken is counted, whether or not the drain then failed.
     let (ledger, taken) = (&mut stats.ledger, &mut stats.messages);
-    let times = (IDLE, &until);
+    let bounds = Bounds {
+        idle: IDLE,
+        until: &until,
+        most,
+    };
     let done = match q.kind {
-        QueueKind::Stomp => super::stomp::drain(&q, &conn, times, delete, ledger, taken).await,
+        QueueKind::Stomp => super::stomp::drain(&q, &conn, bounds, delete, ledger, taken).await,
         QueueKind::Amqp => {
             let delete = delete && q.created;
-            super::amqp::drain(&q, &conn, times, delete, ledger, taken).await
+            super::amqp::drain(&q, &conn, bounds, delete, ledger, taken).await
         }
     };
     match done {

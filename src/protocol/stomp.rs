@@ -1341,7 +1341,7 @@ async fn preflight(class: &StompClass, s: &Session, conn: &Reach) -> Result<(), 
 pub(crate) async fn drain(
     q: &Queue,
     conn: &Reach,
-    (idle, until): (Duration, &super::cleanup::Until),
+    bounds: super::drain::Bounds<'_>,
     delete: bool,
     ledger: &mut Ledger,
     taken: &mut u64,
@@ -1365,7 +1365,7 @@ pub(crate) async fn drain(
         .map_err(|f| f.detail)?;
     let as_named = q.ledger_name.as_deref().unwrap_or(&q.name);
     loop {
-        let by = (Instant::now() + idle).min(until.at);
+        let by = (Instant::now() + bounds.idle).min(bounds.until.at);
         let r = match read(&mut link, &limits, by).await {
             Ok(r) => r,
             Err(f) if f.class == ErrorClass::Timeout => break,
@@ -1379,8 +1379,8 @@ pub(crate) async fn drain(
             Command::Error => return Err(broker_error(&r.frame).detail),
             _ => {}
         }
-        if until.passed() {
-            return Err(super::broker::cut_off(&q.name, *taken, until));
+        if let Some(why) = bounds.stop(&q.name, *taken) {
+            return Err(why);
         }
     }
     let mut wire = Vec::new();
@@ -1401,10 +1401,14 @@ pub(crate) async fn drain(
             .map_err(|f| f.detail)?;
         match r.frame.command {
             Command::Receipt => return Ok(removed),
-            // Dispatched before the broker read the DISCONNECT: taken all the same.
+            // Dispatched before the broker read the DISCONNECT: taken all the same, up to
+            // the drain's bound (a broker flooding it would keep the RECEIPT back).
             Command::Message => {
                 *taken += 1;
-                broker::drained(ledger, as_named, q.nonce, &r.frame.body)
+                broker::drained(ledger, as_named, q.nonce, &r.frame.body);
+                if *taken > bounds.most {
+                    return Err(super::broker::past_bound(&q.name, bounds.most));
+                }
             }
             Command::Error => return Err(broker_error(&r.frame).detail),
             _ => {}

@@ -72,6 +72,15 @@ impl Teardown<'_> {
         let every = ledger
             .destinations()
             .all(|d| super::broker::holds_nothing(d) || names.contains(d));
+        // What the round sent there, and some more, is all a drain takes from a
+        // destination in a whole run: a broker flooding it past that is not the round's.
+        // In a shard another shard's producers may have sent any number.
+        let most = |q: &super::broker::Queue| match self.whole_run {
+            true => ledger
+                .sent_to(q.ledger_name.as_deref().unwrap_or(&q.name))
+                .saturating_add(drain::MARGIN),
+            false => u64::MAX,
+        };
         let mut drain = match queues.is_empty() {
             true => DrainStats::default(),
             false => {
@@ -79,7 +88,7 @@ impl Teardown<'_> {
                     self.endpoint.clone(),
                     self.timeouts,
                     queues,
-                    self.whole_run,
+                    (self.whole_run, &most),
                     self.until,
                 )
                 .await

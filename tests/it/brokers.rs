@@ -567,6 +567,8 @@ enum Stomp {
     Silent,
     /// Sends a 1 MiB MESSAGE for a subscription nobody made before each RECEIPT.
     Unasked,
+    /// Answers SENDs, and floods every SUBSCRIBE with messages that never end.
+    FloodDrain,
 }
 
 /// A loopback STOMP broker of a few lines that records the head of every SEND frame.
@@ -622,6 +624,11 @@ fn fake_stomp(
                                         }
                                     }
                                 }
+                            } else if head.starts_with("SUBSCRIBE") && matches!(how, Stomp::FloodDrain) {
+                                let batch = "MESSAGE\nsubscription:drain\nmessage-id:m\ndestination:/queue/q\n\nnot the run's\0".repeat(1000);
+                                // Until the client goes: it is then written to a closed socket.
+                                while s.write_all(batch.as_bytes()).await.is_ok() {}
+                                return;
                             } else {
                                 continue;
                             };
@@ -1228,4 +1235,32 @@ fn a_stored_message_handed_out_and_not_acknowledged_outlives_a_killed_server() {
     let handed_out: Vec<String> = (10..60).map(|i| format!("m{i}")).collect();
     assert_eq!(again, handed_out, "flagged: those handed out before");
     h_stop(&rt, h);
+}
+
+/// A broker that floods the teardown's drain: it stops past what the round could have left
+/// there (the round's sends and a margin), says why, and the run ends.
+#[test]
+fn a_broker_flooding_the_drain_is_stopped_past_what_the_round_left() {
+    let rt = runtime();
+    let (addr, seen) = fake_stomp(&rt, Stomp::FloodDrain);
+    let tmp = tempdir();
+    let w = write_workload(tmp.path(), TWO_PRODUCERS);
+    let out = out_dir(&tmp);
+    let code = run_to(&w, &format!("stomp://{addr}"), &out, &[]);
+    assert_eq!(code, 0);
+    assert_eq!(seen.lock().unwrap().len(), 24);
+    let r = read_report(&out);
+    let c = &r.rounds[0].cleanup;
+    assert_eq!(c.drain_failures, 1, "{c:?}");
+    // 24 sent, and 10,000 more allowed: the next one stops it.
+    assert_eq!(c.drained_messages, 24 + 10_001, "{c:?}");
+    assert!(
+        c.failed
+            .iter()
+            .any(|f| f.contains("more than the 10024 messages")),
+        "{c:?}"
+    );
+    let l = r.ledger.as_ref().unwrap();
+    assert!(!l.drained);
+    assert_eq!(l.destinations[0].counts.foreign, 24 + 10_001);
 }

@@ -15,7 +15,7 @@
 //! of 4,096 sequence numbers, and a ledger holds at most [`MAX_CHUNKS`] of them; a message
 //! past that is counted as received, but `untracked`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
 pub(crate) const MAX_CHUNKS: usize = 1 << 17;
 /// Destinations a ledger names; messages to more are counted under the last.
 pub(crate) const MAX_DESTINATIONS: usize = 4096;
+/// Messages a consumer's ledger remembers as taken and not acknowledged; one past that is
+/// taken as acknowledged, so a redelivery of it counts as a duplicate.
+const MAX_UNACKED: usize = 1 << 16;
 /// Runs of sends a producer keeps; past that its sends are counted, not attributed.
 const MAX_RUNS: usize = 1 << 16;
 const CHUNK_BITS: u32 = 4096;
@@ -181,6 +184,10 @@ pub(crate) struct Ledger {
     /// A consumer's last sequence number per producer, for order (never merged: order is
     /// each consumer's own).
     last: HashMap<Producer, u32>,
+    /// What a consumer took and has not acknowledged (by producer, destination and
+    /// sequence number): only these may come again as redeliveries. A consumer's own,
+    /// never merged; at most [`MAX_UNACKED`].
+    unacked: HashSet<(Producer, u32, u32)>,
     budget: Option<usize>,
     /// Every destination it names was drained after its round (set by whoever knows:
     /// adding ledgers leaves it alone).
@@ -278,12 +285,16 @@ impl Ledger {
             true => Some(false),
             false => self.insert_got(p, d, how, seq),
         };
+        // Taken again, and the broker says it handed it out before: a redelivery, not a
+        // duplicate, when this consumer never acknowledged the first copy.
+        let excused = redelivered && self.unacked.contains(&(p, d, seq));
+        if how == Taken::Received && inserted.is_some() && self.unacked.len() < MAX_UNACKED {
+            self.unacked.insert((p, d, seq));
+        }
         let c = &mut self.counts[d as usize];
         match inserted {
             None => c.untracked += 1,
-            // Taken again, and the broker says it handed it out before: a redelivery of
-            // what was not acknowledged, not a duplicate.
-            Some(false) if redelivered => {}
+            Some(false) if excused => {}
             Some(false) => c.duplicated += 1,
             Some(true) if how == Taken::Drained => c.drained += 1,
             Some(true) => c.received += 1,
@@ -296,6 +307,18 @@ impl Ledger {
             } else {
                 *last = seq;
             }
+        }
+    }
+
+    /// The consumer acknowledged what it took: `Some` one message (auto ack, or one
+    /// acknowledged on its own), `None` everything so far (a cumulative ack).
+    pub(crate) fn acknowledged(&mut self, one: Option<(&str, Producer, u32)>) {
+        match one {
+            Some((destination, p, seq)) => {
+                let d = self.dest(destination);
+                self.unacked.remove(&(p, d, seq));
+            }
+            None => self.unacked.clear(),
         }
     }
 
@@ -678,6 +701,37 @@ mod tests {
         assert_eq!(c.out_of_order, 1, "2 after 3");
         assert_eq!(c.foreign, 1);
         assert_eq!((c.lost, c.lost_failed), (3, 1), "7, 8 and the failed 9");
+    }
+
+    #[test]
+    fn a_redelivery_is_excused_only_where_the_first_copy_was_never_acknowledged() {
+        let mut producer = Ledger::default();
+        for seq in 0..6 {
+            producer.sent("/queue/a", P, seq);
+        }
+        let mut c = Ledger::default();
+        let took = |c: &mut Ledger, seq, again| c.took("/queue/a", P, seq, Taken::Received, again);
+        // 0 taken and never acknowledged: its redelivery is the broker's right.
+        took(&mut c, 0, false);
+        took(&mut c, 0, true);
+        // 1 acknowledged on its own, 2 and 3 by a cumulative ack: each came again.
+        took(&mut c, 1, false);
+        c.acknowledged(Some(("/queue/a", P, 1)));
+        took(&mut c, 2, false);
+        took(&mut c, 3, false);
+        c.acknowledged(None);
+        for seq in [1, 2, 3] {
+            took(&mut c, seq, true);
+        }
+        // And a copy that does not say it is redelivered is a duplicate whatever it is.
+        took(&mut c, 4, false);
+        took(&mut c, 4, false);
+        let mut run = Ledger::default();
+        run.absorb(producer);
+        run.absorb(c);
+        let got = settled(&run);
+        assert_eq!((got.received, got.duplicated, got.redelivered), (5, 4, 4));
+        assert_eq!(got.lost, 1, "5");
     }
 
     #[test]

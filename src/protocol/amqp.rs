@@ -256,8 +256,11 @@ impl OverBroker for AmqpVu {
     async fn wait_out(&mut self, conn: &Reach, _stays: bool) -> Option<Outcome> {
         let timeout = conn.timeouts().request;
         // The deliveries taken since the last acknowledgement are acknowledged with it.
-        if let Some(tag) = self.last_tag.take() {
-            let _ = self.ack(tag, true, timeout).await;
+        if let Some(tag) = self.last_tag.take()
+            && self.ack(tag, true, timeout).await.is_ok()
+            && let Some(l) = self.ledger.as_mut()
+        {
+            l.acknowledged(None);
         }
         if self.pending.is_empty() && self.in_tx.is_empty() {
             return None;
@@ -623,7 +626,9 @@ impl AmqpVu {
             };
             match broker::stamp_of(&d.data, class.nonce) {
                 Some(st) => {
-                    ledger.took(DIRECT_REPLY_TO, st.producer, st.seq, Taken::Received, false)
+                    // Direct reply-to delivers without acknowledgements.
+                    ledger.took(DIRECT_REPLY_TO, st.producer, st.seq, Taken::Received, false);
+                    ledger.acknowledged(Some((DIRECT_REPLY_TO, st.producer, st.seq)));
                 }
                 None => ledger.foreign(DIRECT_REPLY_TO),
             }
@@ -731,15 +736,21 @@ impl AmqpVu {
         };
         let latency = start.elapsed();
         let received = delivery.data.len() as u64;
+        let mut acked = broker::Acked::This;
         if class.params.manual_ack {
             // Every Nth delivery is acknowledged, and with it (multiple) those before. The
             // delivery came whatever became of its acknowledgement: its bytes count.
             self.unacked += 1;
+            acked = broker::Acked::No;
             if self.unacked >= class.params.ack_every {
                 let multiple = class.params.ack_every > 1;
                 self.ack(delivery.delivery_tag, multiple, conn.timeouts().request)
                     .await
                     .map_err(|f| f.with_bytes(0, received))?;
+                acked = match multiple {
+                    true => broker::Acked::AllSoFar,
+                    false => broker::Acked::This,
+                };
             } else {
                 self.last_tag = Some(delivery.delivery_tag);
             }
@@ -760,7 +771,7 @@ impl AmqpVu {
             &mut o,
             &delivery.data,
             (class.nonce, class.clock),
-            (queue, delivery.redelivered),
+            (queue, delivery.redelivered, acked),
             &mut self.ledger,
             labels,
         );

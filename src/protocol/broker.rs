@@ -185,19 +185,28 @@ pub(super) fn producer(class: u16, ids: &VuIds) -> Producer {
     }
 }
 
-/// What a consumer does with a message it took from a destination (and whether the
-/// broker flagged it redelivered): its end-to-end latency as a step of the operation, and
-/// its stamp in the user's ledger; a message without this run's stamp is counted as
-/// foreign (`labels.1`) and not timed.
+/// Whether a consumer acknowledged the message it just took: not yet, that one (auto
+/// ack, or one acknowledged on its own), or it and every one before (a cumulative ack).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Acked {
+    No,
+    This,
+    AllSoFar,
+}
+
+/// What a consumer does with a message it took from a destination (whether the broker
+/// flagged it redelivered, and whether the consumer has acknowledged it): its end-to-end
+/// latency as a step of the operation, and its stamp in the user's ledger; a message
+/// without this run's stamp is counted as foreign (`labels.1`) and not timed.
 pub(super) fn took(
     o: &mut Outcome,
     body: &[u8],
     (nonce, clock): (u32, StampClock),
-    taken_from: (&str, bool),
+    taken_from: (&str, bool, Acked),
     ledger: &mut Option<Box<Ledger>>,
     labels: (usize, usize),
 ) {
-    let (destination, redelivered) = taken_from;
+    let (destination, redelivered, acked) = taken_from;
     let l = ledger.get_or_insert_with(Box::default);
     match stamp_of(body, nonce) {
         Some(st) => {
@@ -210,11 +219,18 @@ pub(super) fn took(
                 Taken::Received,
                 redelivered,
             );
+            if acked == Acked::This {
+                l.acknowledged(Some((destination, st.producer, st.seq)));
+            }
         }
         None => {
             o.label = Some(labels.1);
             l.foreign(destination);
         }
+    }
+    // This one and every one before it, once it is in the ledger.
+    if acked == Acked::AllSoFar {
+        l.acknowledged(None);
     }
 }
 

@@ -282,8 +282,12 @@ impl OverBroker for StompVu {
     async fn wait_out(&mut self, conn: &Reach, stays: bool) -> Option<Outcome> {
         let timeout = conn.timeouts().request;
         // The messages taken since the last acknowledgement are acknowledged with it.
-        if let Some(id) = self.last_ack.take() {
-            let _ = self.ack(&id, timeout).await;
+        if let Some(id) = self.last_ack.take()
+            && self.ack(&id, timeout).await.is_ok()
+            && self.class.params.ack == AckMode::Client
+            && let Some(l) = self.ledger.as_mut()
+        {
+            l.acknowledged(None);
         }
         let class = self.class.clone();
         let waited = !self.pending.is_empty() || self.tx.is_some();
@@ -932,7 +936,11 @@ impl StompVu {
         let dest = self.reply_to.as_deref().unwrap_or("");
         let l = self.ledger.get_or_insert_with(Box::default);
         match broker::stamp_of(&r.frame.body, class.nonce) {
-            Some(st) => l.took(dest, st.producer, st.seq, Taken::Received, false),
+            Some(st) => {
+                // A reply subscription acknowledges automatically.
+                l.took(dest, st.producer, st.seq, Taken::Received, false);
+                l.acknowledged(Some((dest, st.producer, st.seq)));
+            }
             None => l.foreign(dest),
         }
     }
@@ -1012,17 +1020,23 @@ impl StompVu {
         };
         let latency = start.elapsed();
         let mut sent = 0;
+        let mut acked = broker::Acked::This;
         if class.params.ack != AckMode::Auto
             && let Some(ack) = m.frame.get("ack")
         {
             // Every Nth message is acknowledged, and with it (ack: client) those before.
             self.unacked += 1;
+            acked = broker::Acked::No;
             if self.unacked >= class.params.ack_every {
                 // The message came whatever became of its ACK: its bytes are counted.
                 sent = self
                     .ack(ack, conn.timeouts().request)
                     .await
                     .map_err(|f| f.with_bytes(0, m.bytes))?;
+                acked = match class.params.ack {
+                    AckMode::Client => broker::Acked::AllSoFar,
+                    _ => broker::Acked::This,
+                };
             } else {
                 self.last_ack = Some(ack.into());
             }
@@ -1046,7 +1060,7 @@ impl StompVu {
             &mut o,
             &m.frame.body,
             (class.nonce, class.clock),
-            (dest, again),
+            (dest, again, acked),
             &mut self.ledger,
             labels,
         );

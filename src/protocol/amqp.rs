@@ -1134,7 +1134,7 @@ async fn preflight(
 pub(crate) async fn drain(
     q: &Queue,
     conn: &Reach,
-    bounds: super::drain::Bounds<'_>,
+    bounds: broker::Bounds<'_>,
     delete: bool,
     ledger: &mut Ledger,
     taken: &mut u64,

@@ -1,7 +1,8 @@
 //! What the message-broker drivers (STOMP, AMQP) share: the stamp every message body starts
 //! with (run nonce, producer, sequence number, send time), the names of destinations,
 //! an exchange that failed and the outcome it makes, the destinations a user hands to the
-//! round's teardown ([`Queue`]) and what a drain says when it is cut off.
+//! round's teardown ([`Queue`]), when a drain of one must stop ([`Bounds`]) and what it
+//! says when it is cut off.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -293,6 +294,27 @@ pub(crate) fn cut_off(name: &str, taken: u64, until: &Until) -> String {
         "{name}: messages were still coming when the drain was stopped by {} ({taken} taken)",
         until.reason()
     )
+}
+
+/// When one destination's drain ends: once nothing has come for `idle`, at `until`, or
+/// past `most` messages taken.
+#[derive(Clone, Copy)]
+pub(crate) struct Bounds<'a> {
+    pub idle: Duration,
+    pub until: &'a Until,
+    pub most: u64,
+}
+
+impl Bounds<'_> {
+    /// The drain of `name` must stop, having taken `taken`: why.
+    pub(crate) fn stop(&self, name: &str, taken: u64) -> Option<String> {
+        if taken > self.most {
+            return Some(past_bound(name, self.most));
+        }
+        self.until
+            .passed()
+            .then(|| cut_off(name, taken, self.until))
+    }
 }
 
 /// Why a drain stopped at its bound: the broker went on sending past all the run could

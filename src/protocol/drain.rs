@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
-use super::broker::{Queue, QueueKind};
+use super::broker::{Bounds, Queue, QueueKind};
 use super::cleanup::{MAX_NOTES, Until};
 use super::contract::Reach;
 use crate::ledger::Ledger;
@@ -31,27 +31,6 @@ const PARALLEL: usize = 16;
 /// Messages a drain takes from a destination past what the round sent there (sends it
 /// did not count, another run's): more, and the broker is flooding it.
 pub(crate) const MARGIN: u64 = 10_000;
-
-/// When one destination's drain ends: once nothing has come for `idle`, at `until`, or
-/// past `most` messages taken.
-#[derive(Clone, Copy)]
-pub(crate) struct Bounds<'a> {
-    pub idle: Duration,
-    pub until: &'a Until,
-    pub most: u64,
-}
-
-impl Bounds<'_> {
-    /// The drain of `name` must stop, having taken `taken`: why.
-    pub(crate) fn stop(&self, name: &str, taken: u64) -> Option<String> {
-        if taken > self.most {
-            return Some(super::broker::past_bound(name, self.most));
-        }
-        self.until
-            .passed()
-            .then(|| super::broker::cut_off(name, taken, self.until))
-    }
-}
 
 /// What the teardown did.
 #[derive(Debug, Clone, Default)]

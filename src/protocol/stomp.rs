@@ -1355,7 +1355,7 @@ async fn preflight(class: &StompClass, s: &Session, conn: &Reach) -> Result<(), 
 pub(crate) async fn drain(
     q: &Queue,
     conn: &Reach,
-    bounds: super::drain::Bounds<'_>,
+    bounds: broker::Bounds<'_>,
     delete: bool,
     ledger: &mut Ledger,
     taken: &mut u64,

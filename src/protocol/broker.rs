@@ -319,7 +319,7 @@ impl Bounds<'_> {
 
 /// Why a drain stopped at its bound: the broker went on sending past all the run could
 /// have left there.
-pub(crate) fn past_bound(name: &str, most: u64) -> String {
+fn past_bound(name: &str, most: u64) -> String {
     format!(
         "{name}: the broker sent more than the {most} messages the round could have left there; the drain stopped"
     )

@@ -1420,8 +1420,8 @@ pub(crate) async fn drain(
             Command::Message => {
                 *taken += 1;
                 broker::drained(ledger, as_named, q.nonce, &r.frame.body);
-                if *taken > bounds.most {
-                    return Err(super::broker::past_bound(&q.name, bounds.most));
+                if let Some(why) = bounds.stop(&q.name, *taken) {
+                    return Err(why);
                 }
             }
             Command::Error => return Err(broker_error(&r.frame).detail),

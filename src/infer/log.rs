@@ -96,10 +96,6 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn done(&self) -> bool {
-        self.at >= self.s.len()
-    }
-
     /// The next space-separated field.
     fn field(&mut self, what: &str) -> Result<&'a [u8], Refusal> {
         self.skip_spaces();
@@ -208,14 +204,17 @@ fn clf(line: &[u8]) -> Result<Entry, Refusal> {
         agent = dash(c.quoted("user agent")?);
     }
     // What follows is a response time: a decimal is seconds (nginx's $request_time,
-    // Apache's %T with a fraction), a whole number microseconds (Apache's %D). Any other
-    // trailing fields are left alone.
-    let mut took_us = None;
-    c.skip_spaces();
-    if !c.done() {
-        let f = text(c.field("response time")?);
-        took_us = response_time(&f);
-    }
+    // Apache's %T with a fraction), a whole number microseconds (Apache's %D). Traefik
+    // ends its line with `<count> "<router>" "<url>" <took>ms`: a last field in ms wins.
+    let rest = text(&c.s[c.at..]);
+    let took_us = rest
+        .split_whitespace()
+        .next_back()
+        .and_then(|last| last.strip_suffix("ms"))
+        .and_then(|ms| ms.parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && (0.0..1e12).contains(ms))
+        .map(|ms| (ms * 1e3).round() as u64)
+        .or_else(|| rest.split_whitespace().next().and_then(response_time));
     Ok(Entry {
         at_us,
         host,
@@ -325,10 +324,17 @@ fn json(line: &[u8]) -> Result<Entry, Refusal> {
         column: 1,
         why: "not a JSON object".into(),
     })?);
-    let at_us = f.time_us()?;
+    let (logged_us, at_end) = f.time_us()?;
+    let took_us = f.took_us();
+    // A time written when the answer had gone (nginx's $msec, Caddy's ts) less the
+    // response time is when the request came.
+    let at_us = match (at_end, took_us) {
+        (true, Some(t)) => logged_us.saturating_sub(i64::try_from(t).unwrap_or(i64::MAX)),
+        _ => logged_us,
+    };
     let (mut method, mut target) = (
-        f.string(&["method", "request_method"]),
-        f.string(&["uri", "request_uri", "path", "url"]),
+        f.string(&["method", "request_method", "RequestMethod"]),
+        f.string(&["uri", "request_uri", "RequestPath", "path", "url"]),
     );
     if let (None, Some(r)) = (&method, f.string(&["request"])) {
         let mut p = r.split(' ');
@@ -339,7 +345,7 @@ fn json(line: &[u8]) -> Result<Entry, Refusal> {
         return refuse(1, "no method and path (method, uri or request)");
     };
     let status = f
-        .number(&["status", "status_code"])
+        .number(&["status", "status_code", "DownstreamStatus"])
         .filter(|s| (100.0..=999.0).contains(s))
         .ok_or_else(|| Refusal {
             column: 1,
@@ -351,24 +357,73 @@ fn json(line: &[u8]) -> Result<Entry, Refusal> {
             .string(&[
                 "remote_addr",
                 "remote_ip",
+                "ClientHost",
                 "client_ip",
                 "ip",
                 "client",
                 "host",
             ])
             .unwrap_or_else(|| "-".into()),
-        user: f.string(&["remote_user", "user", "user_id", "username"]),
+        user: f.string(&[
+            "remote_user",
+            "user",
+            "user_id",
+            "username",
+            "ClientUsername",
+        ]),
         cookie: f.string(&["session", "session_id", "sid", "cookie"]),
         method,
         target,
         status,
         bytes: f
-            .number(&["body_bytes_sent", "bytes", "size", "bytes_sent"])
+            .number(&[
+                "body_bytes_sent",
+                "bytes",
+                "size",
+                "bytes_sent",
+                "DownstreamContentSize",
+            ])
             .filter(|b| b.is_finite() && *b >= 0.0)
             .map(|b| b as u64),
-        agent: f.string(&["http_user_agent", "user_agent", "agent", "User-Agent"]),
+        agent: f.string(&[
+            "http_user_agent",
+            "user_agent",
+            "agent",
+            "User-Agent",
+            "request_User-Agent",
+        ]),
         took_us: f.took_us(),
     })
+}
+
+/// The objects among a JSON object's values.
+fn inner_objects(
+    o: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<&serde_json::Map<String, serde_json::Value>> {
+    o.values().filter_map(|x| x.as_object()).collect()
+}
+
+/// Fields that hold a request's time as text (RFC 3339 or a log time), first found wins.
+const TEXT_TIMES: [&str; 5] = [
+    "StartUTC",
+    "time",
+    "timestamp",
+    "@timestamp",
+    "time_iso8601",
+];
+
+/// Fields that hold a request's time as seconds since the epoch.
+const NUMBER_TIMES: [&str; 4] = ["msec", "ts", "time", "timestamp"];
+
+/// An RFC 3339 or log time as µs since the epoch.
+fn parse_text_time(t: &str) -> Result<i64, Refusal> {
+    chrono::DateTime::parse_from_rfc3339(t)
+        .map(|d| d.timestamp_micros())
+        .or_else(|_| clf_time(t.as_bytes()))
+        .map_err(|_| Refusal {
+            column: 1,
+            why: format!("time `{t}` is neither RFC 3339 nor a log time"),
+        })
 }
 
 /// A JSON log line's object, whose fields are found by any of their usual names.
@@ -376,16 +431,14 @@ struct Fields<'a>(&'a serde_json::Map<String, serde_json::Value>);
 
 impl Fields<'_> {
     /// The first of `names` present. Nested objects (Caddy's `request: {method, uri,
-    /// remote_ip, headers}`) are looked in too, one level deep.
+    /// remote_ip, headers: {User-Agent}}`) are looked in too, two levels deep.
     fn get(&self, names: &[&str]) -> Option<&serde_json::Value> {
-        names.iter().find_map(|n| {
-            self.0.get(*n).or_else(|| {
-                self.0
-                    .values()
-                    .filter_map(|x| x.as_object())
-                    .find_map(|inner| inner.get(*n))
-            })
-        })
+        let first = inner_objects(self.0);
+        let second: Vec<_> = first.iter().flat_map(|o| inner_objects(o)).collect();
+        let levels: Vec<_> = std::iter::once(self.0).chain(first).chain(second).collect();
+        names
+            .iter()
+            .find_map(|n| levels.iter().find_map(|o| o.get(*n)))
     }
 
     /// A field as text: a string (`-` is none), a number, or an array's first string.
@@ -407,24 +460,34 @@ impl Fields<'_> {
         })
     }
 
-    /// When the request came, µs since the epoch: an RFC 3339 or log time, or seconds.
-    fn time_us(&self) -> Result<i64, Refusal> {
+    /// When the request came, µs since the epoch: an RFC 3339 or log time, or seconds;
+    /// and whether that time is the line's writing, after the answer (nginx's `msec`,
+    /// Caddy's `ts`), rather than the request's arrival. A line may carry both (nginx's `$time_iso8601` beside `$msec`): the one whose clock
+    /// has a fraction of a second wins, the text on a tie. Traefik's `StartUTC` comes
+    /// before its `time`, which is when the line was written, not when the request came.
+    fn time_us(&self) -> Result<(i64, bool), Refusal> {
         let text = self
-            .string(&["time", "timestamp", "@timestamp", "time_iso8601"])
+            .string(&TEXT_TIMES)
             .filter(|t| t.parse::<f64>().is_err());
-        if let Some(t) = text {
-            return chrono::DateTime::parse_from_rfc3339(&t)
-                .map(|d| d.timestamp_micros())
-                .or_else(|_| clf_time(t.as_bytes()))
-                .map_err(|_| Refusal {
-                    column: 1,
-                    why: format!("time `{t}` is neither RFC 3339 nor a log time"),
-                });
-        }
-        match self.number(&["msec", "ts", "time", "timestamp"]) {
-            Some(s) if s.is_finite() && (0.0..1e11).contains(&s) => Ok((s * 1e6).round() as i64),
-            Some(s) => refuse(1, format!("time {s} is not seconds since the epoch")),
-            None => refuse(1, "no time (time, timestamp, @timestamp, msec)"),
+        let number = NUMBER_TIMES.iter().find_map(|&name| {
+            let at_end = matches!(name, "msec" | "ts");
+            self.get(&[name]).and_then(|v| match v {
+                serde_json::Value::Number(n) => n.as_f64().map(|s| (s, n.is_f64(), at_end)),
+                serde_json::Value::String(s) => {
+                    s.parse().ok().map(|n| (n, s.contains('.'), at_end))
+                }
+                _ => None,
+            })
+        });
+        let text_is_finer = |t: &str| t.contains(['.', ',']);
+        match (text, number) {
+            (Some(t), Some((_, false, _))) | (Some(t), None) => Ok((parse_text_time(&t)?, false)),
+            (Some(t), Some(_)) if text_is_finer(&t) => Ok((parse_text_time(&t)?, false)),
+            (_, Some((s, _, at_end))) if s.is_finite() && (0.0..1e11).contains(&s) => {
+                Ok(((s * 1e6).round() as i64, at_end))
+            }
+            (_, Some((s, ..))) => refuse(1, format!("time {s} is not seconds since the epoch")),
+            (None, None) => refuse(1, "no time (time, timestamp, @timestamp, msec)"),
         }
     }
 
@@ -432,6 +495,8 @@ impl Fields<'_> {
     fn took_us(&self) -> Option<u64> {
         if let Some(us) = self.number(&["duration_us"]) {
             Some(us)
+        } else if let Some(ns) = self.number(&["Duration"]) {
+            Some(ns / 1e3)
         } else if let Some(ms) = self.number(&["duration_ms", "elapsed_ms"]) {
             Some(ms * 1e3)
         } else {
@@ -522,6 +587,11 @@ mod tests {
         assert_eq!(n.at_us % 1_000_000, 250_000);
         let c = ok(r#"h - - [02/Dec/2026:00:33:02 +0100] "DELETE /x HTTP/1.1" 204 0"#);
         assert_eq!((c.agent, c.took_us), (None, None));
+        // Traefik's common format: a request count, router and URL, then the time in ms.
+        let t = ok(
+            r#"10.0.0.9 - - [02/Dec/2026:00:33:02 +0000] "GET /x HTTP/1.1" 200 5 "-" "k6" 4711 "r@file" "http://127.0.0.1:8080" 12ms"#,
+        );
+        assert_eq!((t.agent.as_deref(), t.took_us), (Some("k6"), Some(12_000)));
     }
 
     #[test]
@@ -540,6 +610,62 @@ mod tests {
         );
         assert_eq!((caddy.method.as_str(), caddy.host.as_str()), ("PUT", "::1"));
         assert_eq!(caddy.took_us, Some(500_000));
+        // Caddy writes `ts` when the answer has gone: the request came `duration` before.
+        assert_eq!(caddy.at_us, 1_764_635_581_750_000);
+        let caddy = ok(
+            r#"{"ts":1764635582.25,"request":{"method":"GET","uri":"/a","headers":{"User-Agent":["ua/1"]}},"user_id":"bob","size":7,"status":200}"#,
+        );
+        assert_eq!(
+            (caddy.agent.as_deref(), caddy.user.as_deref()),
+            (Some("ua/1"), Some("bob"))
+        );
+        assert_eq!(caddy.bytes, Some(7));
+    }
+
+    #[test]
+    fn a_json_line_with_two_clocks_is_timed_by_the_finer() {
+        // nginx's $time_iso8601 counts whole seconds, $msec milliseconds.
+        let n = ok(
+            r#"{"time_iso8601":"2025-12-02T00:33:02+00:00","msec":"1764635582.250","request":"GET / HTTP/1.1","status":200}"#,
+        );
+        assert_eq!(n.at_us, 1_764_635_582_250_000);
+        let n = ok(
+            r#"{"time":"2025-12-02T00:33:02+00:00","msec":1764635582.25,"request":"GET / HTTP/1.1","status":200}"#,
+        );
+        assert_eq!(n.at_us, 1_764_635_582_250_000);
+        // nginx writes $msec when the answer has gone: less $request_time is the arrival.
+        let n = ok(
+            r#"{"msec":1764635582.250,"request_time":0.040,"request":"GET / HTTP/1.1","status":200}"#,
+        );
+        assert_eq!((n.at_us, n.took_us), (1_764_635_582_210_000, Some(40_000)));
+        // A text time with a fraction beats whole seconds; on a tie the text wins.
+        let t = ok(
+            r#"{"time":"2025-12-02T00:33:02.750Z","ts":1764635582,"request":"GET / HTTP/1.1","status":200}"#,
+        );
+        assert_eq!(t.at_us, 1_764_635_582_750_000);
+        let t = ok(
+            r#"{"time":"2025-12-02T00:33:03Z","ts":1764635582,"request":"GET / HTTP/1.1","status":200}"#,
+        );
+        assert_eq!(t.at_us, 1_764_635_583_000_000);
+    }
+
+    #[test]
+    fn traefik_json_lines_are_read() {
+        let t = ok(
+            r#"{"ClientHost":"10.0.0.9","ClientUsername":"-","DownstreamContentSize":42,"DownstreamStatus":207,"Duration":3500000,"RequestMethod":"PROPFIND","RequestPath":"/dav/u/","StartUTC":"2025-12-02T00:33:02.123456789Z","request_User-Agent":"DAVx5","time":"2025-12-02T00:33:02Z"}"#,
+        );
+        assert_eq!(
+            (
+                t.method.as_str(),
+                t.target.as_str(),
+                t.status,
+                t.host.as_str()
+            ),
+            ("PROPFIND", "/dav/u/", 207, "10.0.0.9")
+        );
+        assert_eq!((t.user, t.agent.as_deref()), (None, Some("DAVx5")));
+        assert_eq!((t.bytes, t.took_us), (Some(42), Some(3_500)));
+        assert_eq!(t.at_us, 1_764_635_582_123_456);
     }
 
     #[test]

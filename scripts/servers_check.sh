@@ -11,7 +11,9 @@
 #   4. the embedded server over https (`loadmix serve --tls-cert/--tls-key`);
 #   5. Radicale (htpasswd) pre-filled with a calendar and events of someone else's;
 #   6. DAViCal on PostgreSQL (Apache, mod_php), set up by examples/davical-postgres;
-#   7. the recipes examples/davical-postgres and examples/tomcat-jvm, briefly.
+#   7. the recipes examples/davical-postgres and examples/tomcat-jvm, briefly;
+#   8. nginx proxying the embedded server, logging with the JSON `log_format` the book
+#      recommends for `infer` (taken from docs/src/infer.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -72,6 +74,13 @@ CONF
 .tools/venv-radicale/bin/radicale -C "$WORK/radicale.conf" >"$WORK/radicale.log" 2>&1 &
 PIDS+=($!)
 mkdir -p "$WORK/dav" "$WORK/nginx-tmp"
+# The book's JSON log_format for `infer`, taken from the page itself so that what the book
+# recommends is what is tested; nginx proxies the embedded server with it.
+IPORT=$(free_port); JPORT=$(free_port)
+awk '/^log_format loadmix/{on=1} on{print} on&&/;$/{exit}' docs/src/infer.md >"$WORK/infer-log-format.conf"
+grep -q msec "$WORK/infer-log-format.conf" || fail "docs/src/infer.md has no nginx log_format loadmix"
+"$BIN" serve --bind "127.0.0.1:$IPORT" --stomp-bind 127.0.0.1:0 >"$WORK/serve-infer.log" 2>&1 &
+PIDS+=($!)
 cat >"$WORK/nginx.conf" <<CONF
 load_module /usr/lib/nginx/modules/ngx_http_dav_ext_module.so;
 user root;
@@ -81,6 +90,7 @@ error_log $WORK/nginx-error.log;
 events { worker_connections 1024; }
 http {
   log_format plain '\$request_method \$status';
+  include $WORK/infer-log-format.conf;
   client_body_temp_path $WORK/nginx-tmp/body;
   proxy_temp_path $WORK/nginx-tmp/proxy;
   fastcgi_temp_path $WORK/nginx-tmp/fastcgi;
@@ -95,6 +105,15 @@ http {
       proxy_pass http://127.0.0.1:$RPORT;
       proxy_set_header Host \$http_host;
       proxy_set_header X-Forwarded-Proto https;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+  server {
+    listen 127.0.0.1:$JPORT;
+    access_log $WORK/infer-access.json loadmix;
+    location / {
+      proxy_pass http://127.0.0.1:$IPORT;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
     }
@@ -118,11 +137,14 @@ nginx -c "$WORK/nginx.conf" >"$WORK/nginx.log" 2>&1 || { cat "$WORK/nginx.log" "
 wait_port "$RPORT" radicale "$WORK/radicale.log"
 wait_port "$TPORT" nginx "$WORK/nginx.log"
 wait_port "$WPORT" nginx "$WORK/nginx.log"
+wait_port "$IPORT" serve "$WORK/serve-infer.log"
+wait_port "$JPORT" nginx "$WORK/nginx.log"
 
 export LOADMIX_REAL_TLS_TARGET="https://127.0.0.1:$TPORT" LOADMIX_REAL_TLS_LOG="$WORK/tls-access.log"
 export LOADMIX_REAL_CA="$WORK/certs/ca.pem" LOADMIX_REAL_OTHER_CA="$WORK/other-ca/ca.pem"
 export LOADMIX_REAL_NGINX_DAV="http://127.0.0.1:$WPORT/dav" LOADMIX_REAL_NGINX_DAV_LOG="$WORK/dav-access.log"
 export LOADMIX_REAL_NGINX_DAV_SHARE="$WORK/dav"
+export LOADMIX_REAL_NGINX_JSON="http://127.0.0.1:$JPORT/cosmo" LOADMIX_REAL_NGINX_JSON_LOG="$WORK/infer-access.json"
 
 APORT=$(free_port)
 mkdir -p "$WORK/apache/dav"
@@ -189,6 +211,8 @@ export LOADMIX_REAL_RADICALE="http://127.0.0.1:$RPORT"
 export LOADMIX_REAL_RADICALE_HOME="$WORK/radicale-data/collection-root/loadmix"
 echo "== 1-5. nginx TLS + Radicale, nginx WebDAV, Apache Digest, embedded https, Radicale's own data"
 real_checks web_servers::
+echo "== 8. infer on nginx's JSON log of a known population, and fidelity of its replay"
+real_checks infer_nginx::
 
 echo "== 6. DAViCal on PostgreSQL: only the URL and a user"
 # The recipe's own set-up (examples/davical-postgres): its first server is enough here.

@@ -47,6 +47,21 @@ pub struct InferOptions {
     pub seed: u64,
 }
 
+impl InferOptions {
+    /// `files` read as `loadmix infer` reads them without options: the format and the
+    /// timeout found from the logs, at most 4 behaviours a class, seed 1.
+    pub fn of(files: Vec<PathBuf>) -> Self {
+        InferOptions {
+            files,
+            rules: None,
+            format: None,
+            timeout_us: None,
+            max_behaviours: 4,
+            seed: 1,
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum InferError {
     #[error(transparent)]

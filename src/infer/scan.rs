@@ -309,46 +309,54 @@ fn bin(gap_us: i64) -> usize {
     (((gap_us as f64).log10() * 20.0) as usize).min(BINS - 1)
 }
 
-/// The timeout between the two kinds of gap in `hist` (Otsu's threshold over log gaps),
-/// or `None` when the gaps do not fall into two groups a decade apart.
+/// Bins a gap count is smoothed over, either side: a tenth of a decade.
+const SMOOTH: usize = 2;
+
+/// The timeout between the two kinds of gap in `hist`: think times within a session and
+/// pauses between sessions, from `from_us` on; `None` when the gaps show no such valley.
+///
+/// The valley is the bin whose smoothed count lies deepest below the lower of the two
+/// highest peaks either side of it (its prominence), the peaks at least half a decade
+/// apart and the valley under half the lower peak. A split that maximises the variance
+/// between the groups (Otsu) is not used: exponential think times spread over two decades
+/// on a log scale and that split then falls inside them.
 fn valley(hist: &[u64; BINS], from_us: i64) -> Option<i64> {
     let total: u64 = hist.iter().sum();
     if total < 10 {
         return None;
     }
-    let x = |i: usize| i as f64 / 20.0;
-    let sum_all: f64 = hist.iter().enumerate().map(|(i, &n)| x(i) * n as f64).sum();
-    let (mut best, mut best_var) = (None, 0.0);
-    let (mut w0, mut s0) = (0u64, 0.0);
-    for (i, &n) in hist.iter().enumerate().take(BINS - 1) {
-        w0 += n;
-        s0 += x(i) * n as f64;
-        let w1 = total - w0;
-        if w0 == 0 || w1 == 0 {
+    let smooth: Vec<u64> = (0..BINS)
+        .map(|i| {
+            hist[i.saturating_sub(SMOOTH)..=(i + SMOOTH).min(BINS - 1)]
+                .iter()
+                .sum()
+        })
+        .collect();
+    let peak = |r: std::ops::Range<usize>| {
+        r.clone()
+            .map(|j| (smooth[j], j))
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+    };
+    let mut best: Option<(u64, usize, usize, usize)> = None;
+    let start = bin(from_us).max(1);
+    for (i, &here) in smooth.iter().enumerate().take(BINS - 1).skip(start) {
+        let (Some((left, l)), Some((right, r))) = (peak(0..i), peak(i + 1..BINS)) else {
             continue;
+        };
+        let lower = left.min(right);
+        let deep = here * 2 < lower && r - l >= 10 && lower >= 5;
+        let prominence = lower - here.min(lower);
+        if deep && best.is_none_or(|b| prominence > b.0) {
+            best = Some((prominence, i, l, r));
         }
-        let (m0, m1) = (s0 / w0 as f64, (sum_all - s0) / w1 as f64);
-        let var = w0 as f64 * w1 as f64 * (m0 - m1).powi(2);
-        if var > best_var {
-            best_var = var;
-            best = Some((i, m0, m1));
-        }
     }
-    let (_, m0, m1) = best?;
-    if m1 - m0 < 1.0 {
-        return None;
-    }
-    // Otsu splits the groups; the timeout is the middle of the widest run of the fewest
-    // gaps between their means, so that neither group's tail is cut.
-    let lo = ((m0 * 20.0).ceil() as usize).max(bin(from_us));
-    let hi = ((m1 * 20.0) as usize).min(BINS - 1);
-    if lo > hi {
-        return None;
-    }
-    let fewest = hist[lo..=hi].iter().copied().min()?;
-    let (mut run, mut widest) = (None::<usize>, (lo, lo));
-    for i in lo..=hi + 1 {
-        match (run, hist.get(i).is_some_and(|&n| i <= hi && n == fewest)) {
+    let (_, _, l, r) = best?;
+    // The middle of the widest run of the fewest gaps between the two peaks, so that
+    // neither group's tail is cut.
+    let fewest = smooth[l..=r].iter().copied().min()?;
+    let (mut run, mut widest) = (None::<usize>, (l, l));
+    for i in l..=r + 1 {
+        match (run, i <= r && smooth.get(i) == Some(&fewest)) {
             (None, true) => run = Some(i),
             (Some(a), false) => {
                 if i - a > widest.1 - widest.0 {
@@ -359,6 +367,7 @@ fn valley(hist: &[u64; BINS], from_us: i64) -> Option<i64> {
             _ => {}
         }
     }
+    let x = |i: usize| i as f64 / 20.0;
     Some(10f64.powf((x(widest.0) + x(widest.1)) / 2.0).round() as i64)
 }
 
@@ -587,5 +596,22 @@ mod tests {
             one[bin(g)] += 100;
         }
         assert_eq!(valley(&one, 0), None);
+    }
+
+    #[test]
+    fn exponential_think_times_are_not_split_from_themselves() {
+        // Think times exponential of mean 150 ms spread over two decades on a log scale;
+        // pauses of 2-3 s. The timeout belongs between them, not inside the think times.
+        let mut h = [0u64; BINS];
+        let n = 600;
+        for k in 0..n {
+            let q = (k as f64 + 0.5) / n as f64;
+            h[bin((-150_000.0 * (1.0 - q).ln()) as i64)] += 1;
+        }
+        for k in 0..120 {
+            h[bin(2_000_000 + k * 8_000)] += 1;
+        }
+        let t = valley(&h, 0).unwrap();
+        assert!((900_000..2_000_000).contains(&t), "{t}");
     }
 }

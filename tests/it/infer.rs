@@ -57,15 +57,7 @@ fn a_known_workload_is_recovered_from_its_log_and_its_inferred_twin_passes_fidel
     let _alone = alone();
     let tmp = tempdir();
     let truth = logged_run(&tmp, "fixtures/infer/truth.yaml", "truth", "12s");
-    let inf = logs::infer(&logs::InferOptions {
-        files: vec![truth.clone()],
-        rules: None,
-        format: None,
-        timeout_us: None,
-        max_behaviours: 4,
-        seed: 1,
-    })
-    .unwrap();
+    let inf = logs::infer(&logs::InferOptions::of(vec![truth.clone()])).unwrap();
     // Think times are at most 150 ms and pauses at least 300 ms: the timeout falls between.
     assert!(
         (150_000..=300_000).contains(&inf.scan.timeout_us),

@@ -12,6 +12,7 @@ mod activemq;
 mod book;
 mod broker_counts;
 mod davical;
+mod infer_nginx;
 mod kubernetes;
 mod live;
 mod peers;

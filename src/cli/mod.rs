@@ -262,9 +262,12 @@ fn validate(a: WorkloadArgs) -> Exit {
             );
         }
     }
-    // Valid, but too big for this machine: `run` would refuse it here.
+    // Valid, but too big for this machine: `run` refuses it here, so `validate` does too
+    // (after the plan, which says what it would have been).
     if let Err(m) = crate::run::fits::check(&w) {
-        eprintln!("warning: `loadmix run` would refuse this workload on this machine: {m}");
+        return Exit::Usage.fail(format!(
+            "`loadmix run` would refuse this workload on this machine: {m}"
+        ));
     }
     Exit::Ok
 }

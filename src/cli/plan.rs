@@ -342,7 +342,7 @@ fn class_text(out: &mut String, c: &UserClass, share: Option<f64>) {
         t.add_row(vec![
             op.name.clone(),
             if c.chain.from_mix {
-                format!("{}", op.weight)
+                weight(op.weight)
             } else {
                 "(rows)".into()
             },
@@ -386,10 +386,19 @@ pub(super) fn behaviours_text(out: &mut String, c: &crate::workload::UserClass) 
             out,
             "behaviour {} · weight {} ({:.1}% of sessions) · {length}\n  {unit}: {}",
             beh.name,
-            beh.weight,
+            weight(beh.weight),
             beh.probability * 100.0,
             visits.join(", ")
         );
+        if beh.weight > 0.0 && beh.probability == 0.0 {
+            let _ = writeln!(
+                out,
+                "  warning: weight {} is too small beside the others for a double to \
+                 draw: behaviour '{}' never runs",
+                weight(beh.weight),
+                beh.name
+            );
+        }
         let reach = c.chain.reachable(b, n);
         for (op, r) in reach.iter().enumerate() {
             reached[op] |= *r;
@@ -534,4 +543,14 @@ fn plan_arrival(w: &Workload, class: &UserClass, k: u32, round: u32, ops: u64) -
     }
     let _ = out.flush();
     Exit::Ok
+}
+
+/// A weight as its user wrote it, in scientific notation when a plain decimal would run
+/// to hundreds of digits (`1e-320`, `1e300`).
+fn weight(w: f64) -> String {
+    if w != 0.0 && !(1e-4..1e9).contains(&w.abs()) {
+        format!("{w:e}")
+    } else {
+        format!("{w}")
+    }
 }

@@ -69,13 +69,32 @@ fn validate_says_when_run_would_refuse_the_workload_for_memory() {
     let args = ["workloads/cosmo-0.7.yaml", "--users", "morse=100000000"];
     let out = loadmix_bin(&[&["validate"][..], &args].concat());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("`loadmix run` would refuse this workload on this machine"),
+        err.contains("error: `loadmix run` would refuse this workload on this machine"),
         "{err}"
     );
     assert!(err.contains("available"), "{err}");
     refused(&[&["run"][..], &args].concat(), "available");
+}
+
+#[test]
+fn validate_says_a_behaviour_too_light_to_draw_never_runs() {
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        "users:\n  - class: c\n    protocol: caldav\n    count: 2\n    ops: { propfind: {} }\n    behaviours:\n      light: { weight: 1e-320, start: propfind, states: { propfind: { exit: 1 } } }\n      heavy: { weight: 1, start: propfind, states: { propfind: { exit: 1 } } }\n",
+    )
+    .unwrap();
+    let out = loadmix_bin(&["validate", &path_str(&w)]);
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{plan}");
+    assert!(
+        plan.contains("behaviour light · weight 1e-320 (0.0% of sessions)"),
+        "{plan}"
+    );
+    assert!(plan.contains("behaviour 'light' never runs"), "{plan}");
 }
 
 #[test]

@@ -24,7 +24,7 @@ trap cleanup EXIT
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$LM" serve --bind "127.0.0.1:$PORT" >"$WORK/serve.log" 2>&1 &
 SERVE=$!
-for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/cosmo/_loadmix/stats" && break; sleep 0.1; done
+for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/cosmo/_loadmix/metrics" && break; sleep 0.1; done
 echo "machine: $(nproc) cores; $(date -u +%Y-%m-%dT%H:%MZ); ${SECS}s x $RUNS per driver"
 for driver in morse atom caldav; do
     case $driver in

@@ -10,14 +10,15 @@
 //! - a REST message queue for the generic protocol: `POST|GET {ctx}/queue/{name}`;
 //! - a STOMP 1.2 broker on a port of its own, its queues in the same store ([`stomp`]);
 //! - `GET {ctx}/_loadmix/stats`: requests answered, by method and status, and the broker's
-//!   counts per destination;
+//!   counts per destination (to a caller with an account); `GET {ctx}/_loadmix/metrics`:
+//!   the requests and the process's cost for Prometheus (open);
 //! - `{ctx}/_loadmix/delay/{ms}` answers after exactly `ms`, and
 //!   `{ctx}/_loadmix/stall/{period_ms}/{stall_ms}` freezes for the end of every period:
 //!   references for the generator's timing accuracy and coordinated-omission correction.
 //!
 //! The three protocols share one store of collections and items, so an event published
 //! through Morse Code is in the Atom feed and in the CalDAV calendar. Every service except
-//! the queue and the counters requires HTTP Basic auth (or `--no-auth`).
+//! the queue and `/metrics` requires HTTP Basic auth (or `--no-auth`).
 
 // Handlers' helpers return the ready-to-send response as their error (`Result<T, Response>`),
 // the usual axum shape; it is the cold path, and boxing it would only add noise.
@@ -594,7 +595,14 @@ async fn metrics_text(State(st): State<AppState>) -> Response {
         .into_response()
 }
 
-async fn stats_json(State(st): State<AppState>) -> Response {
+/// The counters, to a caller with an account (or any, under `--no-auth`): they name every
+/// destination clients used, which is theirs to see, not the network's. `/metrics` holds
+/// only requests by method and status and the process's cost, and stays open, as
+/// Prometheus endpoints are.
+async fn stats_json(State(st): State<AppState>, headers: axum::http::HeaderMap) -> Response {
+    if let Err(refused) = st.authenticate(&headers) {
+        return refused;
+    }
     let rows: Vec<serde_json::Value> = st
         .stats
         .snapshot()

@@ -1461,3 +1461,24 @@ fn times_with_a_tzid_are_resolved_through_the_calendars_vtimezone() {
         assert!(feed("2026-04-15T09:30:00Z", "2026-04-15T10:30:00Z").is_empty());
     });
 }
+
+#[test]
+fn the_counters_name_destinations_only_to_an_account_and_metrics_stay_open() {
+    each_store(|rt, srv, alice, _| {
+        let mut anyone = Client::new(rt, srv, None);
+        let mut wrong = Client::new(rt, srv, Some(("alice", "not-hers")));
+        assert_eq!(anyone.get("/cosmo/_loadmix/stats").status, 401);
+        assert_eq!(wrong.get("/cosmo/_loadmix/stats").status, 401);
+        let r = alice.get("/cosmo/_loadmix/stats");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.body.contains("\"stomp\""), "{}", r.body);
+        // Prometheus scrapes without credentials; the page names no destination.
+        let m = anyone.get("/cosmo/_loadmix/metrics");
+        assert_eq!(m.status, 200);
+        assert!(
+            m.body.contains("loadmix_server_requests_total"),
+            "{}",
+            m.body
+        );
+    });
+}

@@ -133,7 +133,9 @@ fn with_every_connection_held_the_counters_still_answer_and_the_rest_get_503() {
     // (Sending and holding is what the flood does; wait until the server has all 40.)
     let mut stats = connect(srv.addr);
     stats
-        .write_all(b"GET /cosmo/_loadmix/stats HTTP/1.1\r\nHost: x\r\n\r\n")
+        .write_all(
+            b"GET /cosmo/_loadmix/stats HTTP/1.1\r\nHost: x\r\nAuthorization: Basic cm9vdDpjb3Ntbw==\r\n\r\n",
+        )
         .unwrap();
     let answer = read_to_close(&mut stats);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");

@@ -30,7 +30,8 @@ pub(super) struct ServeArgs {
     #[arg(long, default_value = "16MiB")]
     pub max_body: String,
     /// Connections one client address may hold open, of the 10,000 served at once; past
-    /// it, a connection gets the counters or 503.
+    /// it, a connection gets the counters or 503. The broker holds as many per address
+    /// apart (of its 20,000); past it, a connection gets an ERROR.
     #[arg(long, value_name = "N", default_value_t = server::DEFAULT_PER_ADDRESS as u32,
           value_parser = clap::value_parser!(u32).range(1..=server::MAX_CONNECTIONS as i64))]
     pub max_connections_per_address: u32,

@@ -104,7 +104,8 @@ pub struct ServerConfig {
     pub header_timeout: std::time::Duration,
     /// Connections served at once (at most [`MAX_CONNECTIONS`]).
     pub max_connections: usize,
-    /// Connections one client address may have open, of those.
+    /// Connections one client address may have open, of those; and, apart, of the
+    /// broker's.
     pub max_per_address: usize,
     /// Serve https with these settings (`certs::server_config`); plain http when `None`.
     pub tls: Option<Arc<rustls::ServerConfig>>,
@@ -332,7 +333,12 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
             ));
             (
                 Some(at),
-                Some(tokio::spawn(stomp::serve(l, b, token.clone()))),
+                Some(tokio::spawn(stomp::serve(
+                    l,
+                    b,
+                    cfg.max_per_address,
+                    token.clone(),
+                ))),
             )
         }
         None => (None, None),

@@ -21,7 +21,8 @@
 //! arrive whole within the header timeout (so a client that trickles bytes is dropped),
 //! `CONNECT` must come first and within that timeout, subscriptions, a transaction's
 //! messages and unsettled messages per connection are bounded, and at most
-//! [`MAX_CONNECTIONS`] are served at once. A protocol error is answered with an ERROR
+//! [`MAX_CONNECTIONS`] are served at once, of which one client address holds at most
+//! the server's per-address share (`--max-connections-per-address`). A protocol error is answered with an ERROR
 //! frame and the connection closed, as STOMP requires.
 
 use std::collections::{BTreeMap, HashMap};
@@ -36,6 +37,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::guard::Addresses;
 use super::settings::Settings;
 use super::store::{Store, Taken};
 use crate::formats::stomp::{self, Command, Frame, Limits};
@@ -281,11 +283,18 @@ impl Broker {
     }
 }
 
-/// Accept STOMP connections until `stop`.
-pub(crate) async fn serve(listener: TcpListener, broker: Arc<Broker>, stop: CancellationToken) {
+/// Accept STOMP connections until `stop`, at most `per_address` at once from one client
+/// address (the rest are answered with an ERROR and closed).
+pub(crate) async fn serve(
+    listener: TcpListener,
+    broker: Arc<Broker>,
+    per_address: usize,
+    stop: CancellationToken,
+) {
+    let addresses = Addresses::new(per_address);
     let mut conns = tokio::task::JoinSet::new();
     loop {
-        let (socket, _) = tokio::select! {
+        let (socket, peer) = tokio::select! {
             a = listener.accept() => match a {
                 Ok(a) => a,
                 // Out of descriptors and the like: wait a little rather than spin.
@@ -302,13 +311,18 @@ pub(crate) async fn serve(listener: TcpListener, broker: Arc<Broker>, stop: Canc
         broker.stats.connections.fetch_add(1, Ordering::Relaxed);
         let b = broker.clone();
         let stop = stop.clone();
+        // Held for the connection's life: its address's place is given back as it ends.
+        let ticket = addresses.admit(peer.ip());
         conns.spawn(async move {
+            let mut s = socket;
             if b.connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-                let mut s = socket;
                 let _ = refuse(&b, &mut s, "too many connections").await;
+            } else if ticket.is_none() {
+                let _ = refuse(&b, &mut s, "too many connections from this address").await;
             } else {
-                Connection::new(socket, b.clone()).run(stop).await;
+                Connection::new(s, b.clone()).run(stop).await;
             }
+            drop(ticket);
             b.connections.fetch_sub(1, Ordering::AcqRel);
         });
     }

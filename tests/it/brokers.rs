@@ -1264,3 +1264,48 @@ fn a_broker_flooding_the_drain_is_stopped_past_what_the_round_left() {
     assert!(!l.drained);
     assert_eq!(l.destinations[0].counts.foreign, 24 + 10_001);
 }
+
+#[test]
+fn one_address_holds_at_most_its_share_of_the_brokers_connections() {
+    use std::io::{Read, Write};
+    let rt = runtime();
+    let h = rt
+        .block_on(server::start(ServerConfig {
+            no_auth: true,
+            max_per_address: 3,
+            ..ServerConfig::default()
+        }))
+        .unwrap();
+    let addr = h.stomp_addr.unwrap();
+    let connected = || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        s.write_all(b"CONNECT\naccept-version:1.2\n\n\0").unwrap();
+        let mut got = Vec::new();
+        let mut byte = [0u8; 1];
+        while s.read(&mut byte).unwrap_or(0) == 1 && byte[0] != 0 {
+            got.push(byte[0]);
+        }
+        (s, String::from_utf8_lossy(&got).into_owned())
+    };
+    let held: Vec<_> = (0..3).map(|_| connected()).collect();
+    for (_, answer) in &held {
+        assert!(answer.starts_with("CONNECTED"), "{answer}");
+    }
+    let (_, fourth) = connected();
+    assert!(
+        fourth.starts_with("ERROR") && fourth.contains("from this address"),
+        "{fourth}"
+    );
+    // A place given back is taken again.
+    drop(held);
+    let again = (0..100)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            connected().1
+        })
+        .find(|a| a.starts_with("CONNECTED"));
+    assert!(again.is_some(), "no place came back");
+    h_stop(&rt, h);
+}

@@ -175,6 +175,9 @@ impl Broker {
                 }
                 None => false,
             });
+            if list.is_empty() {
+                w.remove(dest);
+            }
         }
     }
 
@@ -183,6 +186,23 @@ impl Broker {
         let list = w.entry(dest.to_string()).or_default();
         list.retain(|n| n.strong_count() > 0);
         list.push(Arc::downgrade(notify));
+    }
+
+    /// One subscription of the connection behind `notify` no longer waits on `dest`; a
+    /// destination nobody waits on is forgotten, so names used once do not stay for good.
+    fn stop_waiting(&self, dest: &str, notify: &Arc<Notify>) {
+        let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(list) = w.get_mut(dest) else {
+            return;
+        };
+        let me = Arc::downgrade(notify);
+        if let Some(i) = list.iter().position(|n| n.ptr_eq(&me)) {
+            list.swap_remove(i);
+        }
+        list.retain(|n| n.strong_count() > 0);
+        if list.is_empty() {
+            w.remove(dest);
+        }
     }
 
     fn key(dest: &str) -> String {
@@ -430,8 +450,11 @@ impl Connection {
             self.broker.requeue(&u.dest, u.id);
         }
         // A topic subscription ends with its connection, unless it is durable.
-        for sub in self.subs.iter().filter(|s| s.queue != s.dest && !s.durable) {
-            self.broker.leave(&sub.dest, &sub.queue);
+        for sub in &self.subs {
+            self.broker.stop_waiting(&sub.queue, &self.notify);
+            if sub.queue != sub.dest && !sub.durable {
+                self.broker.leave(&sub.dest, &sub.queue);
+            }
         }
     }
 
@@ -739,6 +762,7 @@ impl Connection {
             return Err(End::Error(format!("no subscription '{id}'")));
         };
         let sub = self.subs.remove(i);
+        self.broker.stop_waiting(&sub.queue, &self.notify);
         // What it was handed and did not settle goes back first, so that a topic queue
         // removed below takes it along.
         let gone: Vec<u64> = self
@@ -1021,5 +1045,70 @@ mod tests {
             !whole.contains(&(kept.as_ptr() as usize)),
             "the kept body is a slice of the connection's buffer"
         );
+    }
+
+    #[test]
+    fn subscriptions_that_ended_leave_nothing_waiting_behind() {
+        use tokio::io::AsyncReadExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let settings = Arc::new(Settings {
+                context: "/cosmo".into(),
+                admin_user: "root".into(),
+                admin_password: "cosmo".into(),
+                no_auth: true,
+                max_body: 1 << 20,
+            });
+            let broker = Arc::new(Broker::new(
+                Arc::new(super::super::store::MemoryStore::new()),
+                settings,
+                Arc::new(BrokerStats::default()),
+                Duration::from_secs(10),
+                true,
+            ));
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let stop = CancellationToken::new();
+            let served = tokio::spawn(serve(listener, broker.clone(), 10, stop.clone()));
+            let waiting = || broker.waiters.lock().unwrap().len();
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            let mut frames = String::from("CONNECT\naccept-version:1.2\n\n\0");
+            for i in 0..50 {
+                let (id, dest) = (
+                    format!("s{i}-{}", "x".repeat(200)),
+                    ["/topic/t", "/queue/q"][i % 2],
+                );
+                frames.push_str(&format!(
+                    "SUBSCRIBE\nid:{id}\ndestination:{dest}\n\n\0UNSUBSCRIBE\nid:{id}\n\n\0"
+                ));
+            }
+            // One kept to the end: its connection's end must take it along too.
+            frames.push_str("SUBSCRIBE\nid:last\ndestination:/topic/t\n\n\0");
+            frames.push_str("SEND\ndestination:/queue/x\nreceipt:r\n\nm\0");
+            s.write_all(frames.as_bytes()).await.unwrap();
+            let mut got = Vec::new();
+            while !String::from_utf8_lossy(&got).contains("receipt-id:r") {
+                let mut b = [0u8; 4096];
+                let n = s.read(&mut b).await.unwrap();
+                assert!(n > 0, "{}", String::from_utf8_lossy(&got));
+                got.extend_from_slice(&b[..n]);
+            }
+            assert_eq!(waiting(), 1, "only the subscription still held waits");
+            s.write_all(b"DISCONNECT\n\n\0").await.unwrap();
+            let _ = s.read_to_end(&mut got).await;
+            for _ in 0..1000 {
+                if broker.connections.load(Ordering::Acquire) == 0 {
+                    break;
+                }
+                tokio::task::yield_now().await;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            assert_eq!(waiting(), 0);
+            stop.cancel();
+            served.await.unwrap();
+        });
     }
 }

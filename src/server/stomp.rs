@@ -20,7 +20,8 @@
 //! Clients are hostile: every frame is bounded by the codec's [`Limits`], a frame must
 //! arrive whole within the header timeout (so a client that trickles bytes is dropped),
 //! `CONNECT` must come first and within that timeout, subscriptions, a transaction's
-//! messages and unsettled messages per connection are bounded, and at most
+//! messages, the bytes of open transactions (per connection and in all) and unsettled
+//! messages per connection are bounded, and at most
 //! [`MAX_CONNECTIONS`] are served at once, of which one client address holds at most
 //! the server's per-address share (`--max-connections-per-address`). A protocol error is answered with an ERROR
 //! frame and the connection closed, as STOMP requires.
@@ -50,6 +51,11 @@ const MAX_SUBSCRIPTIONS: usize = 64;
 const MAX_UNSETTLED: usize = 100_000;
 /// Messages one transaction may hold before its commit.
 const MAX_TX_MESSAGES: usize = 100_000;
+/// Bytes (bodies and destinations) one connection's open transactions may hold.
+const MAX_TX_BYTES: u64 = 64 << 20;
+/// Bytes all connections' open transactions may hold at once: what uncommitted work can
+/// cost the server whatever the number of connections.
+const MAX_TX_BYTES_ALL: u64 = 1 << 30;
 /// Open transactions per connection.
 const MAX_TRANSACTIONS: usize = 16;
 /// Topic subscriptions the broker keeps in all.
@@ -136,6 +142,8 @@ pub(crate) struct Broker {
     /// each. A durable subscription's queue stays while its subscriber is away.
     topics: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
     next_connection: AtomicU64,
+    /// Bytes held in all connections' open transactions.
+    tx_bytes: AtomicU64,
 }
 
 impl Broker {
@@ -161,6 +169,7 @@ impl Broker {
             anonymous,
             topics: Mutex::new(HashMap::new()),
             next_connection: AtomicU64::new(1),
+            tx_bytes: AtomicU64::new(0),
         }
     }
 
@@ -405,6 +414,8 @@ struct Connection {
     /// By ack id, in dispatch order.
     unsettled: BTreeMap<u64, Unsettled>,
     transactions: HashMap<String, Vec<(String, Bytes)>>,
+    /// Bytes its open transactions hold (also counted in the broker's `tx_bytes`).
+    tx_bytes: u64,
     notify: Arc<Notify>,
     /// CONNECT's `client-id`, which names a durable subscription with its name.
     client_id: Option<String>,
@@ -425,6 +436,7 @@ impl Connection {
             subs: Vec::new(),
             unsettled: BTreeMap::new(),
             transactions: HashMap::new(),
+            tx_bytes: 0,
             notify: Arc::new(Notify::new()),
             client_id: None,
             number,
@@ -445,6 +457,9 @@ impl Connection {
         }
         let _ = self.flush().await;
         let _ = self.socket.shutdown().await;
+        // What its open transactions held is dropped, and given back to the broker's budget.
+        self.transactions.clear();
+        self.release_tx_bytes(self.tx_bytes);
         // What was dispatched and not settled goes back, as with any broker.
         for (_, u) in std::mem::take(&mut self.unsettled) {
             self.broker.requeue(&u.dest, u.id);
@@ -618,10 +633,7 @@ impl Connection {
             Command::Begin => self.begin(&f)?,
             Command::Commit => self.commit(&f)?,
             Command::Abort => {
-                let tx = required(&f, "transaction")?;
-                self.transactions
-                    .remove(tx)
-                    .ok_or_else(|| End::Error(format!("no transaction '{tx}'")))?;
+                self.take_transaction(&f)?;
             }
             Command::Disconnect => {
                 self.receipt(&f);
@@ -652,7 +664,24 @@ impl Connection {
                         "a transaction holds at most {MAX_TX_MESSAGES} messages"
                     )));
                 }
-                held.push((dest, pack(f)));
+                let body = pack(f);
+                let size = (body.len() + dest.len()) as u64;
+                if self.tx_bytes + size > MAX_TX_BYTES {
+                    return Err(End::Error(format!(
+                        "a connection's open transactions hold at most {} MiB",
+                        MAX_TX_BYTES >> 20
+                    )));
+                }
+                let all = self.broker.tx_bytes.fetch_add(size, Ordering::AcqRel) + size;
+                if all > MAX_TX_BYTES_ALL {
+                    self.broker.tx_bytes.fetch_sub(size, Ordering::AcqRel);
+                    return Err(End::Error(format!(
+                        "this broker's open transactions hold at most {} MiB in all",
+                        MAX_TX_BYTES_ALL >> 20
+                    )));
+                }
+                self.tx_bytes += size;
+                held.push((dest, body));
                 Ok(())
             }
             None => self.broker.publish(&dest, pack(f)).map_err(End::Error),
@@ -673,12 +702,26 @@ impl Connection {
         Ok(())
     }
 
-    fn commit(&mut self, f: &Frame) -> Result<(), End> {
+    /// The messages of the transaction `f` names, no longer held by it (COMMIT, ABORT).
+    fn take_transaction(&mut self, f: &Frame) -> Result<Vec<(String, Bytes)>, End> {
         let tx = required(f, "transaction")?;
         let held = self
             .transactions
             .remove(tx)
             .ok_or_else(|| End::Error(format!("no transaction '{tx}'")))?;
+        let size: u64 = held.iter().map(|(d, b)| (d.len() + b.len()) as u64).sum();
+        self.release_tx_bytes(size);
+        Ok(held)
+    }
+
+    fn release_tx_bytes(&mut self, size: u64) {
+        let size = size.min(self.tx_bytes);
+        self.tx_bytes -= size;
+        self.broker.tx_bytes.fetch_sub(size, Ordering::AcqRel);
+    }
+
+    fn commit(&mut self, f: &Frame) -> Result<(), End> {
+        let held = self.take_transaction(f)?;
         for (dest, body) in held {
             self.broker.publish(&dest, body).map_err(End::Error)?;
         }
@@ -1047,6 +1090,62 @@ mod tests {
         );
     }
 
+    /// A broker on a memory store taking anyone, served on a free port until `stop`.
+    async fn served(
+        max_body: usize,
+    ) -> (
+        Arc<Broker>,
+        std::net::SocketAddr,
+        CancellationToken,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let settings = Arc::new(Settings {
+            context: "/cosmo".into(),
+            admin_user: "root".into(),
+            admin_password: "cosmo".into(),
+            no_auth: true,
+            max_body,
+        });
+        let broker = Arc::new(Broker::new(
+            Arc::new(super::super::store::MemoryStore::new()),
+            settings,
+            Arc::new(BrokerStats::default()),
+            Duration::from_secs(10),
+            true,
+        ));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let served = tokio::spawn(serve(listener, broker.clone(), 10, stop.clone()));
+        (broker, addr, stop, served)
+    }
+
+    /// Read from `s` until what came holds `until`.
+    async fn read_until(s: &mut TcpStream, got: &mut Vec<u8>, until: &str) {
+        use tokio::io::AsyncReadExt;
+        while !String::from_utf8_lossy(got).contains(until) {
+            let mut b = [0u8; 4096];
+            let n = s.read(&mut b).await.unwrap();
+            assert!(
+                n > 0,
+                "closed before {until}: {}",
+                String::from_utf8_lossy(got)
+            );
+            got.extend_from_slice(&b[..n]);
+        }
+    }
+
+    /// Wait until the broker serves no connection.
+    async fn all_gone(broker: &Broker) {
+        for _ in 0..1000 {
+            if broker.connections.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("a connection is still served");
+    }
+
     #[test]
     fn subscriptions_that_ended_leave_nothing_waiting_behind() {
         use tokio::io::AsyncReadExt;
@@ -1055,24 +1154,7 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
-            let settings = Arc::new(Settings {
-                context: "/cosmo".into(),
-                admin_user: "root".into(),
-                admin_password: "cosmo".into(),
-                no_auth: true,
-                max_body: 1 << 20,
-            });
-            let broker = Arc::new(Broker::new(
-                Arc::new(super::super::store::MemoryStore::new()),
-                settings,
-                Arc::new(BrokerStats::default()),
-                Duration::from_secs(10),
-                true,
-            ));
-            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap();
-            let stop = CancellationToken::new();
-            let served = tokio::spawn(serve(listener, broker.clone(), 10, stop.clone()));
+            let (broker, addr, stop, served) = served(1 << 20).await;
             let waiting = || broker.waiters.lock().unwrap().len();
             let mut s = TcpStream::connect(addr).await.unwrap();
             let mut frames = String::from("CONNECT\naccept-version:1.2\n\n\0");
@@ -1090,23 +1172,67 @@ mod tests {
             frames.push_str("SEND\ndestination:/queue/x\nreceipt:r\n\nm\0");
             s.write_all(frames.as_bytes()).await.unwrap();
             let mut got = Vec::new();
-            while !String::from_utf8_lossy(&got).contains("receipt-id:r") {
-                let mut b = [0u8; 4096];
-                let n = s.read(&mut b).await.unwrap();
-                assert!(n > 0, "{}", String::from_utf8_lossy(&got));
-                got.extend_from_slice(&b[..n]);
-            }
+            read_until(&mut s, &mut got, "receipt-id:r").await;
             assert_eq!(waiting(), 1, "only the subscription still held waits");
             s.write_all(b"DISCONNECT\n\n\0").await.unwrap();
             let _ = s.read_to_end(&mut got).await;
-            for _ in 0..1000 {
-                if broker.connections.load(Ordering::Acquire) == 0 {
-                    break;
-                }
-                tokio::task::yield_now().await;
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+            all_gone(&broker).await;
             assert_eq!(waiting(), 0);
+            stop.cancel();
+            served.await.unwrap();
+        });
+    }
+
+    #[test]
+    fn open_transactions_are_bounded_in_bytes_and_give_them_back() {
+        use tokio::io::AsyncReadExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (broker, addr, stop, served) = served(8 << 20).await;
+            let held = || broker.tx_bytes.load(Ordering::Acquire);
+            let body = vec![b'x'; 4 << 20];
+            let send = |tx: &str, receipt: &str| {
+                let mut f = format!(
+                    "SEND\ndestination:/queue/t\ntransaction:{tx}\nreceipt:{receipt}\ncontent-length:{}\n\n",
+                    body.len()
+                )
+                .into_bytes();
+                f.extend_from_slice(&body);
+                f.push(0);
+                f
+            };
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            let mut got = Vec::new();
+            s.write_all(b"CONNECT\naccept-version:1.2\n\n\0BEGIN\ntransaction:a\n\n\0")
+                .await
+                .unwrap();
+            // 15 × 4 MiB fit in 64 MiB; ABORT gives them back.
+            for i in 0..15 {
+                s.write_all(&send("a", &format!("a{i}"))).await.unwrap();
+            }
+            read_until(&mut s, &mut got, "receipt-id:a14").await;
+            assert!(held() > 60 << 20, "{}", held());
+            s.write_all(b"ABORT\ntransaction:a\nreceipt:gone\n\n\0").await.unwrap();
+            read_until(&mut s, &mut got, "receipt-id:gone").await;
+            assert_eq!(held(), 0);
+            // The 16th 4 MiB message (with its destination) is one too many.
+            s.write_all(b"BEGIN\ntransaction:b\n\n\0").await.unwrap();
+            // Each awaited, so that nothing unread is left when the broker closes.
+            for i in 0..15 {
+                s.write_all(&send("b", &format!("b{i}"))).await.unwrap();
+                read_until(&mut s, &mut got, &format!("receipt-id:b{i}\n")).await;
+            }
+            s.write_all(&send("b", "b15")).await.unwrap();
+            let _ = s.read_to_end(&mut got).await;
+            let said = String::from_utf8_lossy(&got).into_owned();
+            assert!(said.contains("hold at most 64 MiB"), "{said}");
+            assert!(!said.contains("receipt-id:b15"), "{said}");
+            // The connection ended with a transaction open: its bytes came back.
+            all_gone(&broker).await;
+            assert_eq!(held(), 0);
             stop.cancel();
             served.await.unwrap();
         });

@@ -60,6 +60,33 @@ pub(super) async fn catch_panic(req: Request<Body>, next: axum::middleware::Next
     }
 }
 
+/// Descriptors kept for what is not a client's connection: listeners, store files, the
+/// access log, the process's own.
+pub(super) const RESERVED_DESCRIPTORS: usize = 64;
+
+/// The descriptors this process may hold: its soft limit, first raised to the hard one
+/// (as Go's runtime and nginx's `worker_rlimit_nofile` do), so that connections are
+/// bounded by what the machine allows rather than by a shell's default of 1,024.
+pub(super) fn descriptors() -> usize {
+    // SAFETY: getrlimit and setrlimit read and write the plain struct passed, nothing
+    // else; a zeroed rlimit is a valid value of it.
+    let mut r: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return 1024;
+    }
+    if r.rlim_cur < r.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: r.rlim_max,
+            rlim_max: r.rlim_max,
+        };
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            r.rlim_cur = r.rlim_max;
+        }
+    }
+    usize::try_from(r.rlim_cur).unwrap_or(usize::MAX)
+}
+
 /// What the accept loop allows (see [`guard`]).
 #[derive(Clone)]
 pub(super) struct Limits {

@@ -316,6 +316,9 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
     let token = shutdown.clone();
     let tls = cfg.tls.is_some();
     let acceptor = cfg.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    // HTTP and the broker share the process's descriptors: each gets half of what is not
+    // kept for listeners and files, so a flood of one cannot starve the other's accept.
+    let share = (listen::descriptors().saturating_sub(listen::RESERVED_DESCRIPTORS) / 2).max(1);
     let (stomp_addr, stomp_task) = match cfg.stomp_bind {
         Some(bind) => {
             let l = TcpListener::bind(bind)
@@ -336,7 +339,10 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
                 Some(tokio::spawn(stomp::serve(
                     l,
                     b,
-                    cfg.max_per_address,
+                    stomp::Admission {
+                        total: stomp::MAX_CONNECTIONS.min(share),
+                        per_address: cfg.max_per_address,
+                    },
                     token.clone(),
                 ))),
             )
@@ -345,7 +351,7 @@ pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
     };
     let limits = listen::Limits {
         header_timeout: cfg.header_timeout,
-        connections: cfg.max_connections.clamp(1, MAX_CONNECTIONS),
+        connections: cfg.max_connections.clamp(1, MAX_CONNECTIONS).min(share),
         per_address: cfg.max_per_address,
     };
     if let Some(log) = &cfg.access_log {

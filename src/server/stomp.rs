@@ -312,15 +312,22 @@ impl Broker {
     }
 }
 
-/// Accept STOMP connections until `stop`, at most `per_address` at once from one client
-/// address (the rest are answered with an ERROR and closed).
+/// How many connections the broker serves at once, and how many of them one client
+/// address may hold; the rest are answered with an ERROR and closed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Admission {
+    pub total: usize,
+    pub per_address: usize,
+}
+
+/// Accept STOMP connections until `stop`, as many at once as `admission` allows.
 pub(crate) async fn serve(
     listener: TcpListener,
     broker: Arc<Broker>,
-    per_address: usize,
+    admission: Admission,
     stop: CancellationToken,
 ) {
-    let addresses = Addresses::new(per_address);
+    let addresses = Addresses::new(admission.per_address);
     let mut conns = tokio::task::JoinSet::new();
     loop {
         let (socket, peer) = tokio::select! {
@@ -344,7 +351,7 @@ pub(crate) async fn serve(
         let ticket = addresses.admit(peer.ip());
         conns.spawn(async move {
             let mut s = socket;
-            if b.connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+            if b.connections.fetch_add(1, Ordering::AcqRel) >= admission.total {
                 let _ = refuse(&b, &mut s, "too many connections").await;
             } else if ticket.is_none() {
                 let _ = refuse(&b, &mut s, "too many connections from this address").await;
@@ -1116,7 +1123,11 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = CancellationToken::new();
-        let served = tokio::spawn(serve(listener, broker.clone(), 10, stop.clone()));
+        let admission = Admission {
+            total: 10,
+            per_address: 10,
+        };
+        let served = tokio::spawn(serve(listener, broker.clone(), admission, stop.clone()));
         (broker, addr, stop, served)
     }
 

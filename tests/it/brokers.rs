@@ -1309,3 +1309,49 @@ fn one_address_holds_at_most_its_share_of_the_brokers_connections() {
     assert!(again.is_some(), "no place came back");
     h_stop(&rt, h);
 }
+
+#[test]
+fn broker_connections_cannot_take_the_descriptors_http_needs() {
+    use std::io::{Read, Write};
+    // 256 descriptors: the broker serves at most (256 - 64) / 2 = 96 connections.
+    let stomp = free_port();
+    let stomp_bind = format!("127.0.0.1:{stomp}");
+    let (serve, port) = spawn_serve_under(Some(256), &["--no-auth", "--stomp-bind", &stomp_bind]);
+    let answer = |s: &mut std::net::TcpStream| {
+        let mut got = Vec::new();
+        let mut byte = [0u8; 1];
+        while s.read(&mut byte).unwrap_or(0) == 1 && byte[0] != 0 {
+            got.push(byte[0]);
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    let mut held = Vec::new();
+    let (mut connected, mut refused) = (0, 0);
+    for _ in 0..300 {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", stomp)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        s.write_all(b"CONNECT\naccept-version:1.2\n\n\0").unwrap();
+        let a = answer(&mut s);
+        match a.starts_with("CONNECTED") {
+            true => connected += 1,
+            false => {
+                assert!(a.contains("too many connections"), "{a}");
+                refused += 1;
+            }
+        }
+        held.push(s);
+    }
+    assert_eq!((connected, refused), (96, 204));
+    // HTTP still accepts and answers while the broker's connections are all held.
+    let mut http = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    http.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    http.write_all(b"GET /cosmo/_loadmix/metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut page = String::new();
+    let _ = http.read_to_string(&mut page);
+    assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+    drop(held);
+    stop_serve(serve);
+}

@@ -278,15 +278,34 @@ pub(crate) fn stop_serve(mut serve: std::process::Child) {
 /// arguments; returned once its banner says it listens (reading the banner waits exactly
 /// as long as start-up takes).
 pub(crate) fn spawn_serve(extra: &[&str]) -> (std::process::Child, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+    spawn_serve_under(None, extra)
+}
+
+/// A free loopback port (free when asked: bind it soon).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
+        .port()
+}
+
+/// [`spawn_serve`], under a descriptor limit (`ulimit -n`, soft and hard) when given.
+pub(crate) fn spawn_serve_under(nofile: Option<u32>, extra: &[&str]) -> (std::process::Child, u16) {
+    let port = free_port();
     let bind = format!("127.0.0.1:{port}");
     let mut args = vec!["serve", "--bind", &bind];
     args.extend_from_slice(extra);
-    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_loadmix"))
+    let bin = env!("CARGO_BIN_EXE_loadmix");
+    let mut command = match nofile {
+        None => std::process::Command::new(bin),
+        Some(n) => {
+            let mut c = std::process::Command::new("sh");
+            c.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\""), bin]);
+            c
+        }
+    };
+    let mut serve = command
         .args(&args)
         .stderr(std::process::Stdio::piped())
         .spawn()

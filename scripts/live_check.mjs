@@ -1,7 +1,8 @@
 // Opens a running loadmix dashboard in headless Chromium (Debian's, driven by
 // playwright-core) and fails unless: the page logs no console error and makes no request
 // beyond its own server; its throughput chart gains points while the run goes; once the
-// run is over it says so, links the report, and its measured totals equal run.json's.
+// run is over it says so, links the report, and its measured totals equal run.json's; and
+// a page opened only then draws the whole run from the run's own history.
 // Usage: node live_check.mjs URL RUN.json SCREENSHOT.png
 import { chromium } from "playwright-core";
 import fs from "node:fs";
@@ -48,6 +49,19 @@ let s;
 while (!(s = await state()).finished && !s.gone) await page.waitForTimeout(250);
 if (!s.finished) problems.push("the page lost the run before it said the run was over");
 else {
+  // A page opened after the run (a reload, a late look, a screenshot) draws it from its
+  // start: two 5 s rounds and their set-up are ten seconds of history or more.
+  const late = await browser.newPage({ viewport: { width: 1100, height: 1000 } });
+  late.on("pageerror", (e) => problems.push(`late page error: ${e.message}`));
+  await late.goto(url, { waitUntil: "load" });
+  await late.waitForSelector("#total", { state: "attached" });
+  const drawn = await late.evaluate(() => {
+    const l = document.querySelector('figure[data-chart="throughput"] polyline');
+    return l ? Number(l.getAttribute("data-points")) : 0;
+  });
+  if (!(drawn >= 10)) problems.push(`a page opened after the run drew ${drawn} points of it`);
+  else console.log(`   a page opened after the run drew ${drawn} points of its history`);
+  await late.close();
   const report = JSON.parse(fs.readFileSync(runJson, "utf8"));
   const total = await page.getAttribute("#total", "data-total-requests");
   const failed = await page.getAttribute("#total", "data-total-failed");

@@ -75,7 +75,7 @@ echo "   prometheus $(/usr/bin/prometheus --version 2>&1 | head -1 | awk '{print
 # Two 5 s rounds with a 1 s warm-up window each: the measured and warm-up phases both count.
 "$BIN" run workloads/cosmo-0.7.yaml --target "http://127.0.0.1:$SPORT/cosmo" \
     --duration 5s --rounds 2 --set run.warmup=1s \
-    --metrics "127.0.0.1:$MPORT" --dashboard "127.0.0.1:$DPORT" --linger 4s \
+    --metrics "127.0.0.1:$MPORT" --dashboard "127.0.0.1:$DPORT" --linger 8s \
     --out "$OUT/run" >"$OUT/run.txt" 2>"$OUT/run.err" &
 RUN=$!
 until curl -sf "http://127.0.0.1:$DPORT/live.json" >/dev/null; do

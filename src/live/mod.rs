@@ -15,6 +15,7 @@
 pub(crate) mod page;
 pub(crate) mod prom;
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -71,6 +72,8 @@ pub(crate) struct Board {
     lanes: Mutex<Vec<Arc<Lane>>>,
     /// The report page written at the end (the comparison or sweep page when there is one).
     report: Mutex<Option<PathBuf>>,
+    /// One summary a second while a dashboard is served, the last [`page::KEEP`].
+    history: Mutex<VecDeque<page::Second>>,
 }
 
 impl Board {
@@ -83,7 +86,27 @@ impl Board {
             started_at: SystemTime::now(),
             lanes: Mutex::new(Vec::new()),
             report: Mutex::new(None),
+            history: Mutex::new(VecDeque::new()),
         })
+    }
+
+    /// Keep this second's summary, forgetting the oldest past [`page::KEEP`].
+    pub(crate) fn remember(&self) {
+        let s = page::second(self);
+        if let Ok(mut h) = self.history.lock() {
+            if h.len() >= page::KEEP {
+                h.pop_front();
+            }
+            h.push_back(s);
+        }
+    }
+
+    /// The seconds kept, as the page reads them.
+    pub(crate) fn history_json(&self) -> String {
+        self.history
+            .lock()
+            .map(|h| page::history_json(&h))
+            .unwrap_or_else(|_| "{}".into())
     }
 
     pub(crate) fn add(&self, lane: Lane) {
@@ -173,6 +196,9 @@ pub(crate) async fn serve(
         .local_addr()
         .map_err(|source| LiveError::Bind { what, addr, source })?;
     let stop = CancellationToken::new();
+    if serves == Serves::Dashboard {
+        tokio::spawn(keep_history(board.clone(), stop.clone()));
+    }
     let task = tokio::spawn(accept(listener, router(board, serves), stop.clone()));
     Ok(Server {
         addr: bound,
@@ -182,6 +208,19 @@ pub(crate) async fn serve(
     })
 }
 
+/// Remember the board once a second until `stop`, so that a page opened at any time draws
+/// the run from its start.
+async fn keep_history(board: Arc<Board>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => board.remember(),
+            _ = stop.cancelled() => return,
+        }
+    }
+}
+
 fn router(board: Arc<Board>, serves: Serves) -> Router<()> {
     let r = Router::new().route("/metrics", get(metrics_page));
     let r = match serves {
@@ -189,6 +228,7 @@ fn router(board: Arc<Board>, serves: Serves) -> Router<()> {
         Serves::Dashboard => r
             .route("/", get(dashboard_page))
             .route("/live.json", get(snapshot))
+            .route("/history.json", get(history))
             // Browsers ask for it unprompted; a 404 would be an error in the page's console.
             .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
             .route("/report", get(report_page)),
@@ -221,6 +261,16 @@ async fn snapshot(State(b): State<Arc<Board>>) -> impl IntoResponse {
 }
 
 /// The report page written at the end, once it is.
+async fn history(State(b): State<Arc<Board>>) -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        b.history_json(),
+    )
+}
+
 async fn report_page(State(b): State<Arc<Board>>) -> Response {
     let Some(path) = b.report() else {
         return (

@@ -5,6 +5,10 @@
 //! Prometheus page read; the page works out each second's rates and percentiles from the
 //! difference of two snapshots, so nothing on the run's side aggregates twice. At the end
 //! its measured totals are the report's, request for request.
+//!
+//! The board also keeps one [`Second`] a second (each lane's operations summed, the last
+//! [`KEEP`]), served as `/history.json`: a page opened late, reloaded, or after the run
+//! draws its charts from the start from those, then goes on from `/live.json`.
 
 use serde::Serialize;
 
@@ -28,13 +32,13 @@ struct Snapshot<'a> {
     lanes: Vec<LaneSnapshot>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct Process {
     cpu_s: f64,
     rss_bytes: Option<u64>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct LaneSnapshot {
     target: String,
     point: Option<String>,
@@ -54,7 +58,7 @@ struct LaneSnapshot {
     ops: Vec<OpSnapshot>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct OpSnapshot {
     class: String,
     label: String,
@@ -63,10 +67,106 @@ struct OpSnapshot {
     warmup: TotalsSnapshot,
 }
 
+/// Seconds of history the board keeps: the page's charts hold as many points.
+pub(crate) const KEEP: usize = 1800;
+
+/// One second of the run as the page's charts read it: each lane's operations (warm-up
+/// and measured, steps apart) summed into one, with no failures listed.
+#[derive(Serialize, Clone)]
+pub(crate) struct Second {
+    elapsed_s: f64,
+    process: Process,
+    lanes: Vec<LaneSnapshot>,
+}
+
+/// The board's lanes now, summed per lane, for the history.
+pub(crate) fn second(b: &Board) -> Second {
+    let lanes = lanes(b)
+        .into_iter()
+        .map(|mut l| {
+            let mut all = TotalsSnapshot::default();
+            for o in l.ops.iter().filter(|o| !o.step) {
+                add(&mut all, &o.measured);
+                add(&mut all, &o.warmup);
+            }
+            l.first_failures.clear();
+            l.ops = vec![OpSnapshot {
+                class: String::new(),
+                label: "(all)".into(),
+                step: false,
+                measured: all,
+                warmup: TotalsSnapshot::default(),
+            }];
+            l
+        })
+        .collect();
+    Second {
+        elapsed_s: b.elapsed().as_secs_f64(),
+        process: process(),
+        lanes,
+    }
+}
+
+/// `x` added into `acc`.
+fn add(acc: &mut TotalsSnapshot, x: &TotalsSnapshot) {
+    acc.requests += x.requests;
+    acc.successes += x.successes;
+    for (a, f) in acc.failures.iter_mut().zip(x.failures) {
+        *a += f;
+    }
+    acc.bytes_sent += x.bytes_sent;
+    acc.bytes_received += x.bytes_received;
+    if acc.buckets.len() < x.buckets.len() {
+        acc.buckets.resize(x.buckets.len(), 0);
+    }
+    for (a, n) in acc.buckets.iter_mut().zip(&x.buckets) {
+        *a += n;
+    }
+    acc.latency_sum_us += x.latency_sum_us;
+}
+
+/// The history as the page reads it: the latency buckets' bounds, and the [`Second`]s
+/// oldest first.
+pub(crate) fn history_json(seconds: &std::collections::VecDeque<Second>) -> String {
+    #[derive(Serialize)]
+    struct History<'a> {
+        buckets_us: &'static [u64],
+        seconds: &'a std::collections::VecDeque<Second>,
+    }
+    let h = History {
+        buckets_us: &BUCKETS_US,
+        seconds,
+    };
+    serde_json::to_string(&h).unwrap_or_else(|_| "{}".into())
+}
+
+fn process() -> Process {
+    Process {
+        cpu_s: crate::engine::host::cpu_time().as_secs_f64(),
+        rss_bytes: crate::monitor::own_resident_bytes(),
+    }
+}
+
 /// The board now, as the page reads it.
 pub(crate) fn snapshot_json(b: &Board) -> String {
-    let lanes = b
-        .lanes()
+    let s = Snapshot {
+        run_id: &b.run_id,
+        workload: &b.workload,
+        shard: b.shard.map(|(i, n)| format!("{i}/{n}")),
+        elapsed_s: b.elapsed().as_secs_f64(),
+        report: b.report().map(|p| p.display().to_string()),
+        process: process(),
+        buckets_us: &BUCKETS_US,
+        errors: error_names(),
+        lanes: lanes(b),
+    };
+    // Plain data with string keys: serialising it cannot fail.
+    serde_json::to_string(&s).unwrap_or_else(|_| "{}".into())
+}
+
+/// Each lane's running totals, per operation.
+fn lanes(b: &Board) -> Vec<LaneSnapshot> {
+    b.lanes()
         .iter()
         .map(|l| {
             let (lag_sum_us, lag_count) = l.live.lag();
@@ -98,23 +198,7 @@ pub(crate) fn snapshot_json(b: &Board) -> String {
                     .collect(),
             }
         })
-        .collect();
-    let s = Snapshot {
-        run_id: &b.run_id,
-        workload: &b.workload,
-        shard: b.shard.map(|(i, n)| format!("{i}/{n}")),
-        elapsed_s: b.elapsed().as_secs_f64(),
-        report: b.report().map(|p| p.display().to_string()),
-        process: Process {
-            cpu_s: crate::engine::host::cpu_time().as_secs_f64(),
-            rss_bytes: crate::monitor::own_resident_bytes(),
-        },
-        buckets_us: &BUCKETS_US,
-        errors: error_names(),
-        lanes,
-    };
-    // Plain data with string keys: serialising it cannot fail.
-    serde_json::to_string(&s).unwrap_or_else(|_| "{}".into())
+        .collect()
 }
 
 #[cfg(test)]
@@ -143,6 +227,53 @@ mod tests {
         assert_eq!(v["lanes"].as_array().map(Vec::len), Some(0));
         assert_eq!(
             v["buckets_us"].as_array().map(Vec::len),
+            Some(BUCKETS_US.len())
+        );
+    }
+
+    #[test]
+    fn a_second_sums_each_lanes_operations_steps_apart_and_the_history_keeps_the_last() {
+        use crate::metrics::{LabelTable, Live};
+        use std::sync::Arc;
+        use std::sync::atomic::Ordering::Relaxed;
+        let b = Board::new("r", "w", None);
+        let labels = LabelTable::new(vec![(
+            "reader".into(),
+            vec!["get".into(), "put".into(), "get.login".into()],
+        )]);
+        let live = Arc::new(Live::new(&labels));
+        let op = |label: &str| live.ops.iter().find(|o| o.label == label).unwrap();
+        let get = &op("get").counted[0];
+        get.requests.fetch_add(3, Relaxed);
+        get.successes.fetch_add(2, Relaxed);
+        get.failures[1].fetch_add(1, Relaxed);
+        get.buckets[2].fetch_add(2, Relaxed);
+        op("put").counted[1].requests.fetch_add(4, Relaxed);
+        op("get.login").counted[0].requests.fetch_add(100, Relaxed);
+        b.add(super::super::Lane {
+            target: "t".into(),
+            point: None,
+            rounds: 1,
+            warmup_rounds: 0,
+            warmup_s: 0.0,
+            live,
+        });
+        let v = serde_json::to_value(second(&b)).unwrap();
+        let ops = v["lanes"][0]["ops"].as_array().unwrap();
+        assert_eq!(ops.len(), 1);
+        assert_eq!(ops[0]["measured"]["requests"], 7, "{v}");
+        assert_eq!(ops[0]["measured"]["failures"][1], 1);
+        assert_eq!(ops[0]["measured"]["buckets"][2], 2);
+        assert_eq!(ops[0]["warmup"]["requests"], 0);
+        for _ in 0..KEEP + 5 {
+            b.remember();
+        }
+        let h: serde_json::Value = serde_json::from_str(&b.history_json()).unwrap();
+        let seconds = h["seconds"].as_array().unwrap();
+        assert_eq!(seconds.len(), KEEP);
+        assert_eq!(seconds[0]["lanes"][0]["ops"][0]["measured"]["requests"], 7);
+        assert_eq!(
+            h["buckets_us"].as_array().map(Vec::len),
             Some(BUCKETS_US.len())
         );
     }

@@ -54,7 +54,10 @@ struct LaneSnapshot {
     untimed: [u64; 3],
     lag_sum_us: u64,
     lag_count: u64,
+    /// The first kinds of failure, each counted, the earliest first.
     first_failures: Vec<LiveFailure>,
+    /// Failures of kinds past the list.
+    failures_unlisted: u64,
     ops: Vec<OpSnapshot>,
 }
 
@@ -170,6 +173,7 @@ fn lanes(b: &Board) -> Vec<LaneSnapshot> {
         .iter()
         .map(|l| {
             let (lag_sum_us, lag_count) = l.live.lag();
+            let (first_failures, failures_unlisted) = l.live.first_failures();
             LaneSnapshot {
                 target: l.target.clone(),
                 point: l.point.clone(),
@@ -183,7 +187,8 @@ fn lanes(b: &Board) -> Vec<LaneSnapshot> {
                 untimed: l.live.untimed(),
                 lag_sum_us,
                 lag_count,
-                first_failures: l.live.first_failures(),
+                first_failures,
+                failures_unlisted,
                 ops: l
                     .live
                     .ops

@@ -172,12 +172,12 @@ pub(crate) struct LiveOp {
 /// The first failures a lane's dashboard lists.
 pub(crate) const FIRST_FAILURES: usize = 20;
 
-/// One failure as the dashboard lists it: when, which operation, its class and the
-/// answer the server gave (if any).
+/// One kind of failure as the dashboard lists it: which operation, its class and the
+/// answer the server gave (if any); when it first came, and how many of it since.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub(crate) struct LiveFailure {
     pub round: u32,
-    /// Seconds into the round the operation started.
+    /// Seconds into the round the first of them started.
     pub at_s: f64,
     pub class: String,
     pub operation: String,
@@ -185,6 +185,22 @@ pub(crate) struct LiveFailure {
     /// The last answer, in its protocol's words (`404`, `stomp ERROR 'no such queue'`),
     /// or `none` when nothing came back.
     pub answer: String,
+    /// Failures of this kind so far.
+    pub count: u64,
+}
+
+/// The distinct failures a lane lists (at most [`FIRST_FAILURES`] kinds), and how many
+/// failures were of kinds past the list.
+#[derive(Debug, Default)]
+struct FailureKinds {
+    kinds: Vec<LiveFailure>,
+    unlisted: u64,
+}
+
+impl LiveFailure {
+    fn label_is(&self, class: &str, operation: &str) -> bool {
+        self.class == class && self.operation == operation
+    }
 }
 
 /// The running totals of one lane: every label of its classes, its users, its round.
@@ -205,9 +221,9 @@ pub(crate) struct Live {
     setup_done: AtomicU64,
     /// Requests off the clock, by [`Untimed`].
     untimed: [AtomicU64; 3],
-    /// The run's first failures, at most [`FIRST_FAILURES`]; the lock is the aggregator's
-    /// (once per failure until the list is full) and a page's, never a VU's.
-    first_failures: Mutex<Vec<LiveFailure>>,
+    /// The run's first kinds of failure, at most [`FIRST_FAILURES`], each counted; the
+    /// lock is the aggregator's (once per failure) and a page's, never a VU's.
+    first_failures: Mutex<FailureKinds>,
     /// Scheduling lag of every operation (not steps): sum in µs and count.
     lag_sum_us: AtomicU64,
     lag_count: AtomicU64,
@@ -234,7 +250,7 @@ impl Live {
             setup_total: AtomicU64::new(0),
             setup_done: AtomicU64::new(0),
             untimed: Default::default(),
-            first_failures: Mutex::new(Vec::new()),
+            first_failures: Mutex::new(FailureKinds::default()),
             lag_sum_us: AtomicU64::new(0),
             lag_count: AtomicU64::new(0),
         }
@@ -278,19 +294,34 @@ impl Live {
         self.lag_count.fetch_add(1, Relaxed);
     }
 
+    /// Count a failure under its kind (operation, class, answer), listing a new kind
+    /// while the list has room: a thousand 404s of one operation are one row.
     fn note_failure(&self, s: &Sample, op: &LiveOp, e: ErrorClass) {
         let Ok(mut list) = self.first_failures.lock() else {
             return;
         };
-        if list.len() < FIRST_FAILURES {
-            list.push(LiveFailure {
-                round: self.round(),
-                at_s: s.start_us as f64 / 1e6,
+        let (round, at_s, answer) = (self.round(), s.start_us as f64 / 1e6, s.answer.to_string());
+        let same = |f: &&mut LiveFailure| {
+            f.error == e.name() && f.answer == answer && f.label_is(&op.class, &op.label)
+        };
+        if let Some(f) = list.kinds.iter_mut().find(same) {
+            f.count += 1;
+            // Samples reach the aggregator as they end: keep the earliest start.
+            if (round, at_s) < (f.round, f.at_s) {
+                (f.round, f.at_s) = (round, at_s);
+            }
+        } else if list.kinds.len() < FIRST_FAILURES {
+            list.kinds.push(LiveFailure {
+                round,
+                at_s,
                 class: op.class.clone(),
                 operation: op.label.clone(),
                 error: e.name(),
-                answer: s.answer.to_string(),
+                answer,
+                count: 1,
             });
+        } else {
+            list.unlisted += 1;
         }
     }
 
@@ -304,12 +335,19 @@ impl Live {
         std::array::from_fn(|i| self.untimed[i].load(Relaxed))
     }
 
-    /// The first failures so far, oldest first.
-    pub(crate) fn first_failures(&self) -> Vec<LiveFailure> {
-        self.first_failures
-            .lock()
-            .map(|l| l.clone())
-            .unwrap_or_default()
+    /// The kinds of failure so far, the earliest first, and how many failures were of
+    /// kinds the list had no room for.
+    pub(crate) fn first_failures(&self) -> (Vec<LiveFailure>, u64) {
+        let Ok(l) = self.first_failures.lock() else {
+            return (Vec::new(), 0);
+        };
+        let mut kinds = l.kinds.clone();
+        kinds.sort_by(|a, b| {
+            (a.round, a.at_s)
+                .partial_cmp(&(b.round, b.at_s))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        (kinds, l.unlisted)
     }
 
     pub(crate) fn set_round(&self, round: u32, phase: Phase) {
@@ -382,22 +420,44 @@ mod tests {
         let labels = LabelTable::new(vec![("q".into(), vec!["send".into()])]);
         let live = Live::new(&labels);
         live.set_round(2, Phase::Measured);
-        let failed = crate::metrics::tests::sample(0, 1_500_000, 10, Some(ErrorClass::Status));
-        for _ in 0..FIRST_FAILURES + 5 {
+        // One kind, many times, reaching the aggregator later ones first: one row,
+        // counted, timed by its earliest.
+        for k in (0..FIRST_FAILURES as u64 + 5).rev() {
+            let failed = crate::metrics::tests::sample(
+                0,
+                1_500_000 + k * 1000,
+                10,
+                Some(ErrorClass::Status),
+            );
             live.add(&failed, Counted::Measured);
         }
-        let list = live.first_failures();
-        assert_eq!(list.len(), FIRST_FAILURES);
+        let (list, unlisted) = live.first_failures();
+        assert_eq!((list.len(), unlisted), (1, 0));
         assert_eq!(
             (
                 list[0].round,
                 list[0].at_s,
                 list[0].error,
-                list[0].answer.as_str()
+                list[0].answer.as_str(),
+                list[0].count
             ),
-            (2, 1.5, "status", "500")
+            (2, 1.5, "status", "500", 25)
         );
         assert_eq!(live.totals(), vec![(25, 25)]);
+        // Kinds past the list are counted apart; the list is sorted by time.
+        for k in 0..FIRST_FAILURES as u64 + 3 {
+            let mut failed = crate::metrics::tests::sample(
+                0,
+                9_000_000 - k * 1000,
+                10,
+                Some(ErrorClass::Status),
+            );
+            failed.answer = crate::answer::Answer::http(400 + k as u16);
+            live.add(&failed, Counted::Measured);
+        }
+        let (list, unlisted) = live.first_failures();
+        assert_eq!((list.len(), unlisted), (FIRST_FAILURES, 4));
+        assert!(list.windows(2).all(|w| w[0].at_s <= w[1].at_s), "{list:?}");
     }
 
     #[test]

@@ -36,6 +36,14 @@ while ((first = await points()) < 2) {
   if ((await state()).finished) break;
   await page.waitForTimeout(250);
 }
+// What the page says is left, against when the run then ends (set-up between rounds and
+// the report's writing are not in the estimate: a few seconds at most).
+const said = await page.evaluate(() => ({
+  states: document.getElementById("states").textContent,
+  sub: document.getElementById("sub").textContent,
+}));
+const leftSaid = /about ([0-9.]+) s left/.exec(said.states);
+const sinceThen = /([0-9.]+) s since start/.exec(said.sub);
 await page.waitForTimeout(2500);
 const second = await points();
 if (!(second > first)) problems.push(`throughput chart did not gain points: ${first} then ${second}`);
@@ -71,6 +79,13 @@ else {
   const r = await page.request.get(new URL("report", url).href);
   if (!r.ok() || !(await r.text()).includes("<svg")) problems.push(`/report: ${r.status()}, not the report page`);
   console.log(`   dashboard: ${second} points after ${first}; total ${total} requests = run.json's ${want.requests}`);
+  const ended = /([0-9.]+) s since start/.exec(await page.textContent("#sub"));
+  if (!leftSaid || !sinceThen || !ended) problems.push(`no time left shown: "${said.states}"`);
+  else {
+    const predicted = Number(sinceThen[1]) + Number(leftSaid[1]), actual = Number(ended[1]);
+    console.log(`   time left: at ${sinceThen[1]} s it said ${leftSaid[1]} s; the run said it was over at ${actual} s (predicted ${predicted.toFixed(1)})`);
+    if (Math.abs(actual - predicted) > 4) problems.push(`time left: predicted the end at ${predicted.toFixed(1)} s, it came at ${actual} s`);
+  }
 }
 await page.screenshot({ path: shot, fullPage: true });
 await browser.close();

@@ -58,6 +58,8 @@ pub(crate) struct Lane {
     pub warmup_rounds: u32,
     /// The `warmup:` window at the start of each measured round, seconds.
     pub warmup_s: f64,
+    /// How long each round runs, seconds; `None` when rounds end by iterations.
+    pub round_s: Option<f64>,
     pub live: Arc<Live>,
 }
 

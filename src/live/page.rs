@@ -46,6 +46,7 @@ struct LaneSnapshot {
     rounds: u32,
     warmup_rounds: u32,
     warmup_s: f64,
+    round_s: Option<f64>,
     phase: Phase,
     users: u64,
     /// Users of the round's set-up ready, and to set up.
@@ -181,6 +182,7 @@ fn lanes(b: &Board) -> Vec<LaneSnapshot> {
                 rounds: l.rounds,
                 warmup_rounds: l.warmup_rounds,
                 warmup_s: l.warmup_s,
+                round_s: l.round_s,
                 phase: l.live.phase(),
                 users: l.live.active_users(),
                 setup: l.live.setup(),
@@ -261,6 +263,7 @@ mod tests {
             rounds: 1,
             warmup_rounds: 0,
             warmup_s: 0.0,
+            round_s: Some(1.0),
             live,
         });
         let v = serde_json::to_value(second(&b)).unwrap();

@@ -369,6 +369,7 @@ mod tests {
             rounds: 2,
             warmup_rounds: 0,
             warmup_s: 0.0,
+            round_s: None,
             live: Arc::new(Live::new(&labels)),
         });
         b

@@ -893,6 +893,10 @@ async fn open_lane(
             rounds: w.run.rounds,
             warmup_rounds: w.run.warmup_rounds,
             warmup_s: w.run.warmup.as_secs_f64(),
+            round_s: match w.run.stop {
+                crate::workload::Stop::Duration(d) => Some(d.as_secs_f64()),
+                crate::workload::Stop::Iterations(_) => None,
+            },
             live: live.clone(),
         });
     }

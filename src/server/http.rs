@@ -189,10 +189,14 @@ pub(crate) fn text(status: StatusCode, msg: impl Into<String>) -> Response {
 }
 
 pub(crate) fn store_error(e: StoreError) -> Response {
-    text(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        format!("store error: {e}"),
-    )
+    match e {
+        // WebDAV's word for a store with no room: the client may try again later.
+        StoreError::Full(why) => text(StatusCode::INSUFFICIENT_STORAGE, why),
+        e => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("store error: {e}"),
+        ),
+    }
 }
 
 /// A path segment that cannot escape its place: not empty, not `.` or `..`, no slash or

@@ -26,6 +26,8 @@ struct State {
     index: HashMap<String, Vec<String>>,
     /// Only queues that hold something: an emptied one is forgotten.
     queues: HashMap<String, Queue>,
+    /// Bytes of every queue's messages, ready and taken: what the queues cost in memory.
+    queued_bytes: u64,
     last_epoch: u64,
     last_message: u64,
 }
@@ -46,14 +48,33 @@ impl Queue {
     }
 }
 
-#[derive(Default)]
+/// Bytes the queues of a memory store may hold in all (message bodies): past it a new
+/// message is refused, as ActiveMQ refuses a send past its memory limit, instead of the
+/// server growing until the machine ends it.
+pub(crate) const MAX_QUEUED_BYTES: u64 = 1 << 30;
+
 pub(crate) struct MemoryStore {
     state: RwLock<State>,
+    max_queued_bytes: u64,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::with_queue_bound(MAX_QUEUED_BYTES)
+    }
 }
 
 impl MemoryStore {
     pub(crate) fn new() -> MemoryStore {
         MemoryStore::default()
+    }
+
+    /// A store whose queues hold at most `bytes` of messages in all.
+    pub(crate) fn with_queue_bound(bytes: u64) -> MemoryStore {
+        MemoryStore {
+            state: RwLock::new(State::default()),
+            max_queued_bytes: bytes,
+        }
     }
 
     // A poisoned lock means a handler panicked mid-update; refuse rather than serve
@@ -368,6 +389,14 @@ impl Store for MemoryStore {
 
     fn queue_push(&self, queue: &str, message: Bytes) -> Result<u64, StoreError> {
         let mut st = self.write_lock()?;
+        let size = message.len() as u64;
+        if st.queued_bytes.saturating_add(size) > self.max_queued_bytes {
+            return Err(StoreError::Full(format!(
+                "the queues hold {} MiB of messages, their most in memory",
+                self.max_queued_bytes >> 20
+            )));
+        }
+        st.queued_bytes += size;
         st.last_message += 1;
         let id = st.last_message;
         let q = st.queues.entry(queue.to_string()).or_default();
@@ -385,8 +414,14 @@ impl Store for MemoryStore {
             body,
             redelivered: q.given_back.remove(&id),
         });
-        if let (true, Some(t)) = (keep, &taken) {
-            q.taken.insert(t.id, t.body.clone());
+        match (keep, &taken) {
+            (true, Some(t)) => {
+                q.taken.insert(t.id, t.body.clone());
+            }
+            (false, Some(t)) => {
+                st.queued_bytes = st.queued_bytes.saturating_sub(t.body.len() as u64)
+            }
+            _ => {}
         }
         forget_if_empty(&mut st, queue);
         Ok(taken)
@@ -397,18 +432,29 @@ impl Store for MemoryStore {
         let Some(q) = st.queues.get_mut(queue) else {
             return Ok(());
         };
-        if let Some(m) = q.taken.remove(&id)
-            && !done
-        {
-            q.ready.insert(id, m);
-            q.given_back.insert(id);
+        match q.taken.remove(&id) {
+            Some(m) if !done => {
+                q.ready.insert(id, m);
+                q.given_back.insert(id);
+            }
+            Some(m) => st.queued_bytes = st.queued_bytes.saturating_sub(m.len() as u64),
+            None => {}
         }
         forget_if_empty(&mut st, queue);
         Ok(())
     }
 
     fn queue_clear(&self, queue: &str) -> Result<(), StoreError> {
-        self.write_lock()?.queues.remove(queue);
+        let mut st = self.write_lock()?;
+        if let Some(q) = st.queues.remove(queue) {
+            let held: u64 = q
+                .ready
+                .values()
+                .chain(q.taken.values())
+                .map(|m| m.len() as u64)
+                .sum();
+            st.queued_bytes = st.queued_bytes.saturating_sub(held);
+        }
         Ok(())
     }
 }
@@ -427,5 +473,36 @@ fn unindex(index: &mut HashMap<String, Vec<String>>, uid: &str, collection: &str
         if cs.is_empty() {
             index.remove(uid);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queues_hold_a_bounded_number_of_bytes_and_give_them_back() {
+        let s = MemoryStore::with_queue_bound(100);
+        let msg = |n: usize| Bytes::from(vec![b'x'; n]);
+        s.queue_push("a", msg(60)).unwrap();
+        let full = s.queue_push("b", msg(50)).unwrap_err();
+        assert!(matches!(full, StoreError::Full(_)), "{full}");
+        // Taken and kept until acknowledged: still held.
+        let t = s.queue_take("a", true).unwrap().unwrap();
+        assert!(s.queue_push("b", msg(50)).is_err());
+        // Given back, then taken for good: gone.
+        s.queue_settle("a", t.id, false).unwrap();
+        assert!(s.queue_push("b", msg(50)).is_err());
+        s.queue_take("a", false).unwrap().unwrap();
+        s.queue_push("b", msg(50)).unwrap();
+        s.queue_push("b", msg(50)).unwrap();
+        assert!(s.queue_push("c", msg(1)).is_err());
+        // Acknowledged and cleared: gone too.
+        let t = s.queue_take("b", true).unwrap().unwrap();
+        s.queue_settle("b", t.id, true).unwrap();
+        s.queue_push("c", msg(50)).unwrap();
+        s.queue_clear("b").unwrap();
+        s.queue_clear("c").unwrap();
+        s.queue_push("d", msg(100)).unwrap();
     }
 }

@@ -25,6 +25,9 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// The store holds as much as it may: a new message is refused, nothing is lost.
+    #[error("{0}")]
+    Full(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

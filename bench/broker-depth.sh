@@ -7,20 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-120000}
-BIN=${LOADMIX_BIN:-target/release/loadmix}
-[ -x "$BIN" ] || cargo build --release --locked -q
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
-# shellcheck source=scripts/lib/servers.sh
-. scripts/lib/servers.sh
-HTTP=$(free_port)
-STOMP=$(free_port)
-"$BIN" serve --bind "127.0.0.1:$HTTP" --stomp-bind "127.0.0.1:$STOMP" --no-auth \
-    --store "sqlite:$WORK/broker.db" >"$WORK/serve.log" 2>&1 &
-PIDS+=($!)
-wait_port "$HTTP" && wait_port "$STOMP"
+# shellcheck source=bench/lib/serve.sh
+. bench/lib/serve.sh
+serve_embedded --store "sqlite:$WORK/broker.db"
 python3 - "$STOMP" "$N" <<'PY'
 import socket, sys, time
 port, total = int(sys.argv[1]), int(sys.argv[2])

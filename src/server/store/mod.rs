@@ -250,6 +250,14 @@ pub trait Store: Send + Sync + 'static {
     /// Append a message; returns the queue's depth afterwards (taken messages included),
     /// at a cost that does not grow with it.
     fn queue_push(&self, queue: &str, message: Bytes) -> Result<u64, StoreError>;
+    /// Append one message to each of `queues` (a topic's subscriptions), as one write
+    /// where the store has transactions.
+    fn queue_push_many(&self, queues: &[String], message: Bytes) -> Result<(), StoreError> {
+        for q in queues {
+            self.queue_push(q, message.clone())?;
+        }
+        Ok(())
+    }
     /// Remove and return the oldest message not taken, if any.
     fn queue_pop(&self, queue: &str) -> Result<Option<Bytes>, StoreError> {
         Ok(self.queue_take(queue, false)?.map(|t| t.body))

@@ -533,6 +533,26 @@ impl Store for SqliteStore {
         Ok(depth)
     }
 
+    fn queue_push_many(&self, queues: &[String], message: Bytes) -> Result<(), StoreError> {
+        let mut conn = self.lock()?;
+        let tx = conn.transaction()?;
+        {
+            let mut insert = tx.prepare_cached("INSERT INTO queue(queue, body) VALUES (?1, ?2)")?;
+            for q in queues {
+                insert.execute(params![q, message.as_ref()])?;
+            }
+        }
+        tx.commit()?;
+        // A depth not kept yet is counted at the queue's next push, these rows included.
+        let mut depths = self.depths.lock().unwrap_or_else(|p| p.into_inner());
+        for q in queues {
+            if let Some(d) = depths.get_mut(q) {
+                *d += 1;
+            }
+        }
+        Ok(())
+    }
+
     fn queue_take(&self, queue: &str, keep: bool) -> Result<Option<Taken>, StoreError> {
         let conn = self.lock()?;
         let sql = match keep {

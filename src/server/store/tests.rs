@@ -354,3 +354,30 @@ fn range_prefilter_keeps_every_candidate() {
         assert!(got.is_empty(), "nothing before the first start");
     });
 }
+
+#[test]
+fn a_message_pushed_to_many_queues_is_in_each_and_their_depths_count_it() {
+    each_store(|s| {
+        // One queue's depth already kept, the others not yet.
+        assert_eq!(s.queue_push("q0", Bytes::from_static(b"first")).unwrap(), 1);
+        let queues: Vec<String> = (0..5).map(|i| format!("q{i}")).collect();
+        s.queue_push_many(&queues, Bytes::from_static(b"m"))
+            .unwrap();
+        assert_eq!(
+            s.queue_push("q0", Bytes::from_static(b"x")).unwrap(),
+            3,
+            "{}",
+            s.kind()
+        );
+        assert_eq!(
+            s.queue_push("q4", Bytes::from_static(b"x")).unwrap(),
+            2,
+            "{}",
+            s.kind()
+        );
+        for q in &queues[1..4] {
+            assert_eq!(s.queue_pop(q).unwrap().as_deref(), Some(&b"m"[..]));
+            assert_eq!(s.queue_pop(q).unwrap(), None);
+        }
+    });
+}

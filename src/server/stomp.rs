@@ -121,6 +121,21 @@ impl BrokerStats {
         Ok(())
     }
 
+    /// The counts of `from` (a topic subscription's queue, now gone) added to `into` and
+    /// `from` forgotten: the counters keep every message without a row for every
+    /// subscription that ever was.
+    fn fold(&self, from: &str, into: &str) {
+        let mut d = self.destinations.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(c) = d.remove(from) else {
+            return;
+        };
+        let to = d.entry(into.to_string()).or_default();
+        to.enqueued += c.enqueued;
+        to.dispatched += c.dispatched;
+        to.dequeued += c.dequeued;
+        to.requeued += c.requeued;
+    }
+
     fn count(&self, dest: &str, f: impl FnOnce(&mut DestinationCounts)) {
         let mut d = self.destinations.lock().unwrap_or_else(|p| p.into_inner());
         f(d.entry(dest.to_string()).or_default());
@@ -290,6 +305,7 @@ impl Broker {
             }
         }
         let _ = self.store.queue_clear(&Self::key(queue));
+        self.stats.fold(queue, &format!("{topic}#ended"));
     }
 
     /// Remove the topic subscription whose queue's name ends with `suffix` (a durable
@@ -1193,7 +1209,7 @@ mod tests {
                     ["/topic/t", "/queue/q"][i % 2],
                 );
                 frames.push_str(&format!(
-                    "SUBSCRIBE\nid:{id}\ndestination:{dest}\n\n\0UNSUBSCRIBE\nid:{id}\n\n\0"
+                    "SUBSCRIBE\nid:{id}\ndestination:{dest}\n\n\0SEND\ndestination:/topic/t\n\nm\0UNSUBSCRIBE\nid:{id}\n\n\0"
                 ));
             }
             // One kept to the end: its connection's end must take it along too.
@@ -1203,6 +1219,15 @@ mod tests {
             let mut got = Vec::new();
             read_until(&mut s, &mut got, "receipt-id:r").await;
             assert_eq!(waiting(), 1, "only the subscription still held waits");
+            // The counters keep every copy, not a row for every subscription that was.
+            let rows = broker.stats.destinations();
+            assert_eq!(rows.len(), 4, "{:?}", rows.keys());
+            let copies: u64 = rows
+                .iter()
+                .filter(|(n, _)| n.starts_with("/topic/t#"))
+                .map(|(_, c)| c.enqueued)
+                .sum();
+            assert_eq!((rows["/topic/t"].enqueued, copies), (50, 25), "{rows:?}");
             s.write_all(b"DISCONNECT\n\n\0").await.unwrap();
             let _ = s.read_to_end(&mut got).await;
             all_gone(&broker).await;

@@ -60,6 +60,9 @@ const MAX_TX_BYTES_ALL: u64 = 1 << 30;
 const MAX_TRANSACTIONS: usize = 16;
 /// Topic subscriptions the broker keeps in all.
 const MAX_TOPIC_SUBSCRIPTIONS: usize = 100_000;
+/// Topic subscriptions one client (a login, or an address without one) may hold of
+/// those, durable ones included: a tenth, so that one cannot take them all.
+const MAX_TOPIC_SUBSCRIPTIONS_PER_CLIENT: usize = MAX_TOPIC_SUBSCRIPTIONS / 10;
 /// Destinations (queues and topics) clients may name, in all.
 pub(crate) const MAX_DESTINATIONS: usize = 10_000;
 /// A subscription id's length, in bytes: it names the subscription's queue.
@@ -142,6 +145,18 @@ impl BrokerStats {
     }
 }
 
+/// The topics' subscriptions, and who made each.
+#[derive(Default)]
+struct Topics {
+    /// Per topic, the queues of its subscriptions.
+    queues: HashMap<String, std::collections::BTreeSet<String>>,
+    /// Per subscription queue, the client that made it.
+    owner: HashMap<String, String>,
+    /// Per client, the subscriptions it holds.
+    held: HashMap<String, usize>,
+    total: usize,
+}
+
 /// The broker's shared state.
 pub(crate) struct Broker {
     store: Arc<dyn Store>,
@@ -157,7 +172,7 @@ pub(crate) struct Broker {
     anonymous: bool,
     /// Per topic, the queues of its subscriptions: a message sent to the topic goes into
     /// each. A durable subscription's queue stays while its subscriber is away.
-    topics: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
+    topics: Mutex<Topics>,
     next_connection: AtomicU64,
     /// Bytes held in all connections' open transactions.
     tx_bytes: AtomicU64,
@@ -184,7 +199,7 @@ impl Broker {
             next_message: AtomicU64::new(1),
             header_timeout,
             anonymous,
-            topics: Mutex::new(HashMap::new()),
+            topics: Mutex::new(Topics::default()),
             next_connection: AtomicU64::new(1),
             tx_bytes: AtomicU64::new(0),
         }
@@ -257,6 +272,7 @@ impl Broker {
             .topics
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .queues
             .get(dest)
             .map(|q| q.iter().cloned().collect())
             .unwrap_or_default();
@@ -277,19 +293,31 @@ impl Broker {
         Ok(())
     }
 
-    /// A topic subscription's queue joins the topic; past `MAX_TOPIC_SUBSCRIPTIONS` in all
-    /// (durable ones outlive their connections) it is refused.
-    fn join(&self, topic: &str, queue: &str) -> Result<(), String> {
+    /// A topic subscription's queue, made by `client`, joins the topic; past
+    /// [`MAX_TOPIC_SUBSCRIPTIONS`] in all or [`MAX_TOPIC_SUBSCRIPTIONS_PER_CLIENT`] of one
+    /// client (durable ones outlive their connections) it is refused.
+    fn join(&self, topic: &str, queue: &str, client: &str) -> Result<(), String> {
         let mut t = self.topics.lock().unwrap_or_else(|p| p.into_inner());
-        let known = t.get(topic).is_some_and(|q| q.contains(queue));
-        if !known && t.values().map(|q| q.len()).sum::<usize>() >= MAX_TOPIC_SUBSCRIPTIONS {
+        if t.queues.get(topic).is_some_and(|q| q.contains(queue)) {
+            return Ok(());
+        }
+        if t.total >= MAX_TOPIC_SUBSCRIPTIONS {
             return Err(format!(
                 "at most {MAX_TOPIC_SUBSCRIPTIONS} topic subscriptions on this broker"
             ));
         }
-        t.entry(topic.to_string())
+        if t.held.get(client).copied().unwrap_or(0) >= MAX_TOPIC_SUBSCRIPTIONS_PER_CLIENT {
+            return Err(format!(
+                "one client ({client}) holds at most {MAX_TOPIC_SUBSCRIPTIONS_PER_CLIENT} topic subscriptions"
+            ));
+        }
+        t.queues
+            .entry(topic.to_string())
             .or_default()
             .insert(queue.to_string());
+        t.owner.insert(queue.to_string(), client.to_string());
+        *t.held.entry(client.to_string()).or_default() += 1;
+        t.total += 1;
         Ok(())
     }
 
@@ -297,10 +325,19 @@ impl Broker {
     fn leave(&self, topic: &str, queue: &str) {
         {
             let mut t = self.topics.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(q) = t.get_mut(topic) {
-                q.remove(queue);
-                if q.is_empty() {
-                    t.remove(topic);
+            let removed = t.queues.get_mut(topic).is_some_and(|q| q.remove(queue));
+            if t.queues.get(topic).is_some_and(|q| q.is_empty()) {
+                t.queues.remove(topic);
+            }
+            if removed {
+                t.total -= 1;
+                if let Some(client) = t.owner.remove(queue)
+                    && let Some(n) = t.held.get_mut(&client)
+                {
+                    *n -= 1;
+                    if *n == 0 {
+                        t.held.remove(&client);
+                    }
                 }
             }
         }
@@ -315,6 +352,7 @@ impl Broker {
             .topics
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .queues
             .iter()
             .flat_map(|(t, qs)| qs.iter().map(move |q| (t.clone(), q.clone())))
             .filter(|(_, q)| q.ends_with(suffix))
@@ -456,6 +494,8 @@ struct Connection {
     notify: Arc<Notify>,
     /// CONNECT's `client-id`, which names a durable subscription with its name.
     client_id: Option<String>,
+    /// Who is connected, for the bounds per client: its login, else its address.
+    client: String,
     number: u64,
     /// When the bytes of the frame being read began to come: it must be whole within the
     /// header timeout from then, however the wait for it is interrupted.
@@ -464,6 +504,10 @@ struct Connection {
 
 impl Connection {
     fn new(socket: TcpStream, broker: Arc<Broker>) -> Connection {
+        let client = match socket.peer_addr() {
+            Ok(a) => format!("address {}", a.ip()),
+            Err(_) => "address unknown".into(),
+        };
         let number = broker.next_connection.fetch_add(1, Ordering::Relaxed);
         Connection {
             socket,
@@ -476,6 +520,7 @@ impl Connection {
             tx_bytes: 0,
             notify: Arc::new(Notify::new()),
             client_id: None,
+            client,
             number,
             begun: None,
         }
@@ -532,6 +577,9 @@ impl Connection {
             return Err(End::Error(
                 "login refused: unknown user or wrong passcode".into(),
             ));
+        }
+        if let Some(login) = f.get("login") {
+            self.client = format!("login {login}");
         }
         self.client_id = f
             .get("client-id")
@@ -819,7 +867,9 @@ impl Connection {
             (true, None) => format!("{dest}#{}-{id}", self.number),
         };
         if queue != dest {
-            self.broker.join(&dest, &queue).map_err(End::Error)?;
+            self.broker
+                .join(&dest, &queue, &self.client)
+                .map_err(End::Error)?;
         }
         self.broker.wait_on(&queue, &self.notify);
         self.subs.push(Subscription {
@@ -1302,7 +1352,9 @@ mod tests {
             let (broker, _, stop, served) = served(1 << 20).await;
             let n = FAN_OUT_CHUNK * 8;
             for i in 0..n {
-                broker.join("/topic/t", &format!("/topic/t#{i}")).unwrap();
+                broker
+                    .join("/topic/t", &format!("/topic/t#{i}"), "test")
+                    .unwrap();
             }
             // One thread: another task runs only when the publisher yields.
             let ran = Arc::new(AtomicU64::new(0));
@@ -1328,6 +1380,35 @@ mod tests {
                 let q = Broker::key(&format!("/topic/t#{i}"));
                 assert!(broker.store.queue_pop(&q).unwrap().is_some());
             }
+            stop.cancel();
+            served.await.unwrap();
+        });
+    }
+
+    #[test]
+    fn one_client_holds_at_most_its_share_of_the_topic_subscriptions() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (broker, _, stop, served) = served(1 << 20).await;
+            let q = |who: &str, i: usize| format!("/topic/t#{who}-{i}");
+            for i in 0..MAX_TOPIC_SUBSCRIPTIONS_PER_CLIENT {
+                broker.join("/topic/t", &q("a", i), "login a").unwrap();
+            }
+            let e = broker
+                .join("/topic/t", &q("a", usize::MAX), "login a")
+                .unwrap_err();
+            assert!(e.contains("one client (login a) holds at most"), "{e}");
+            // Another client still subscribes; one of the first's leaving makes room.
+            broker.join("/topic/u", &q("b", 0), "login b").unwrap();
+            broker.leave("/topic/t", &q("a", 0));
+            broker
+                .join("/topic/t", &q("a", usize::MAX), "login a")
+                .unwrap();
+            // Joining again what it holds is no new subscription.
+            broker.join("/topic/t", &q("a", 1), "login a").unwrap();
             stop.cancel();
             served.await.unwrap();
         });

@@ -36,6 +36,15 @@ pub(crate) fn check(w: &Workload) -> Result<(), String> {
     check_against(w, avail)
 }
 
+/// Bound the large answer bodies the users may hold at once to half of what the machine
+/// has available, so that answers larger than a user's share (a Morse Code sync of 60 MiB
+/// to each of 16 users) fail, counted, rather than take the machine's memory.
+pub(crate) fn bound_bodies() {
+    if let Some(avail) = available() {
+        crate::transport::limit_kept_bodies(avail / 2);
+    }
+}
+
 fn check_against(w: &Workload, available: u64) -> Result<(), String> {
     let users = peak_users(w);
     let need = users.saturating_mul(BYTES_PER_USER);

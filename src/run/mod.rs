@@ -510,6 +510,7 @@ fn load_points(
     for (_, w) in &points {
         fits::check(w).map_err(RunError::Usage)?;
     }
+    fits::bound_bodies();
     Ok(points)
 }
 

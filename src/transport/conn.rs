@@ -46,6 +46,8 @@ pub struct Response {
     /// Statuses of earlier exchanges folded into this one (an authentication challenge
     /// answered by sending the request again): their bytes and time are included above.
     pub earlier: Vec<u16>,
+    /// A large body's share of the process's budget for them, given back with it.
+    pub lease: super::BodyLease,
 }
 
 impl Response {
@@ -87,7 +89,8 @@ pub struct Conn {
     /// The request timeout, one timer kept from one request to the next.
     deadline: Deadline,
     /// What becomes of answers' bodies (kept, bounded, unless the driver says).
-    body_use: h1::BodyUse,
+    /// What it keeps of answers' bodies, and where it counts the large ones.
+    reading: h1::Reading,
     /// Exchanges counted by method and status while untimed work (set-up) is tallied.
     tally: Option<Box<Tally>>,
     /// What every request says it is, unless it says so itself.
@@ -159,7 +162,7 @@ impl Conn {
             resume_tls: true,
             opening: None,
             deadline: Deadline::default(),
-            body_use: h1::BodyUse::default(),
+            reading: h1::Reading::default(),
             tally: None,
             user_agent: None,
         }
@@ -180,7 +183,7 @@ impl Conn {
     /// What becomes of the bodies of the answers from now on: a driver that reads
     /// nothing of them has them dropped as they arrive.
     pub fn set_body_use(&mut self, body_use: h1::BodyUse) {
-        self.body_use = body_use;
+        self.reading.body_use = body_use;
     }
 
     /// Count every exchange from now on, by method and status, until [`Conn::take_tally`].
@@ -284,6 +287,7 @@ impl Conn {
             elapsed,
             handshake: self.opening,
             earlier: Vec::new(),
+            lease: answer.lease,
         })
     }
 
@@ -367,7 +371,7 @@ impl Conn {
                 });
             }
         };
-        match h1::read_answer(&mut link.stream, &mut link.buf, method, self.body_use).await {
+        match h1::read_answer(&mut link.stream, &mut link.buf, method, self.reading).await {
             Ok(mut a) => {
                 link.reused = true;
                 if a.unasked {
@@ -478,6 +482,60 @@ mod tests {
             Reuse::KeepAlive,
             timeouts,
         )
+    }
+
+    /// A server that answers every request on a kept connection with `size` bytes.
+    fn sends_bodies_of(size: usize) -> SocketAddr {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    let body = vec![b'x'; size];
+                    loop {
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match s.read(&mut chunk) {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        buf.clear();
+                        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n");
+                        if s.write_all(head.as_bytes())
+                            .and_then(|()| s.write_all(&body))
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn large_bodies_held_at_once_are_bounded_and_given_back() {
+        let budget: &'static h1::Budget = Box::leak(Box::new(h1::Budget::new(250 << 10)));
+        let addr = sends_bodies_of(100 << 10);
+        let mut conn = kept_alive(addr);
+        conn.reading.budget = budget;
+        let get = || Request::get("/").body(Bytes::new()).unwrap();
+        let first = conn.send(get()).await.unwrap();
+        let second = conn.send(get()).await.unwrap();
+        assert_eq!(budget.held(), 200 << 10);
+        // A third while both are held does not fit: a body failure, in words that say why.
+        let e = conn.send(get()).await.unwrap_err();
+        assert_eq!(e.class, ErrorClass::Body);
+        assert!(e.message.contains("does not fit"), "{}", e.message);
+        drop((first, second));
+        assert_eq!(budget.held(), 0);
+        let third = conn.send(get()).await.unwrap();
+        assert_eq!(third.body.len(), 100 << 10);
     }
 
     /// A server that sends an unsolicited 500 `gap` after every 200; it counts the requests

@@ -10,6 +10,7 @@
 //! load generator spends on every request it sends (profile in `bench/README.md`).
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{Buf, Bytes, BytesMut};
 use hyper::header::{
@@ -24,6 +25,101 @@ pub(super) const MAX_HEAD: usize = 64 * 1024;
 pub(super) const MAX_HEADERS: usize = 100;
 /// Largest body read into memory.
 pub(super) const MAX_BODY: usize = 64 << 20;
+
+/// Bytes of answer bodies over [`INLINE_BODY`] that users may hold at once, and how many
+/// they hold. Small bodies are in the memory the run already counts for every user.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    limit: AtomicU64,
+    held: AtomicU64,
+}
+
+/// The process's budget: unbounded until the run sets it from the machine's memory
+/// ([`limit_kept_bodies`]).
+pub(crate) static BODIES: Budget = Budget::new(u64::MAX);
+
+/// Let the users of this process hold at most `bytes` of large answer bodies at once: one
+/// past it fails (`body`, in words that say why) instead of the process growing until the
+/// machine ends it.
+pub(crate) fn limit_kept_bodies(bytes: u64) {
+    BODIES.limit.store(bytes, Ordering::Relaxed);
+}
+
+impl Budget {
+    pub(crate) const fn new(limit: u64) -> Budget {
+        Budget {
+            limit: AtomicU64::new(limit),
+            held: AtomicU64::new(0),
+        }
+    }
+
+    /// `bytes` more of the budget, or the failure to report when it has no room.
+    fn take(&'static self, bytes: u64) -> Result<BodyLease, ReadError> {
+        let limit = self.limit.load(Ordering::Relaxed);
+        let now = self
+            .held
+            .fetch_add(bytes, Ordering::AcqRel)
+            .saturating_add(bytes);
+        if now > limit {
+            self.held.fetch_sub(bytes, Ordering::AcqRel);
+            return Err(ReadError::Malformed(format!(
+                "the answer's body of {:.1} MiB does not fit: the users hold {:.1} MiB of answers, \
+                 the most this machine's memory allows them",
+                bytes as f64 / 1048576.0,
+                (now - bytes) as f64 / 1048576.0
+            )));
+        }
+        Ok(BodyLease {
+            bytes,
+            from: Some(self),
+        })
+    }
+
+    /// A body of `len` bytes leased when it is large.
+    fn lease_for(&'static self, len: usize) -> Result<BodyLease, ReadError> {
+        match len > INLINE_BODY {
+            true => self.take(len as u64),
+            false => Ok(BodyLease::default()),
+        }
+    }
+
+    /// Bytes held now.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> u64 {
+        self.held.load(Ordering::Acquire)
+    }
+}
+
+/// A large body's share of a [`Budget`], given back when the answer holding it goes.
+#[derive(Debug, Default)]
+pub struct BodyLease {
+    bytes: u64,
+    from: Option<&'static Budget>,
+}
+
+impl Drop for BodyLease {
+    fn drop(&mut self) {
+        if let Some(b) = self.from {
+            b.held.fetch_sub(self.bytes, Ordering::AcqRel);
+        }
+    }
+}
+
+/// How an answer's body is read: kept or dropped, and where a large kept one is counted.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Reading {
+    pub body_use: BodyUse,
+    pub budget: &'static Budget,
+}
+
+impl Default for Reading {
+    fn default() -> Self {
+        Reading {
+            body_use: BodyUse::default(),
+            budget: &BODIES,
+        }
+    }
+}
 
 /// What becomes of an answer's body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +220,8 @@ pub(super) struct Answer {
     /// Bytes followed the answer that no request asked for (they were dropped, and
     /// `keep` is false).
     pub unasked: bool,
+    /// The body's share of the process's budget for large bodies.
+    pub lease: BodyLease,
 }
 
 /// Why no complete answer was read.
@@ -202,7 +300,7 @@ pub(super) async fn read_answer<R: AsyncRead + Unpin>(
     io: &mut R,
     buf: &mut BytesMut,
     method: &Method,
-    body_use: BodyUse,
+    Reading { body_use, budget }: Reading,
 ) -> Result<Answer, ReadError> {
     let mut r = Reader {
         io,
@@ -238,11 +336,15 @@ pub(super) async fn read_answer<R: AsyncRead + Unpin>(
         && status != StatusCode::SWITCHING_PROTOCOLS
         && !has_token(&headers, CONNECTION, "close");
     let framing = framing(method, status, &headers)?;
+    // A body whose length is known is leased before it is read; one that is not, once
+    // it has come (each is at most the `Keep` limit meanwhile).
+    let mut lease = BodyLease::default();
     let body = match framing {
         Framing::Empty => Bytes::new(),
         Framing::Length(n) => match body_use {
             BodyUse::Keep(limit) if n > limit => return Err(too_large(limit)),
             BodyUse::Keep(_) => {
+                lease = budget.lease_for(n)?;
                 while r.buf.len() < n {
                     let want = (n - r.buf.len()).min(1 << 20);
                     r.buf.reserve(want);
@@ -275,6 +377,9 @@ pub(super) async fn read_answer<R: AsyncRead + Unpin>(
             r.buf.split().freeze()
         }
     };
+    if lease.from.is_none() {
+        lease = budget.lease_for(body.len())?;
+    }
     // Bytes after the answer were not asked for: the stream is out of step.
     let unasked = !r.buf.is_empty();
     if unasked {
@@ -288,6 +393,7 @@ pub(super) async fn read_answer<R: AsyncRead + Unpin>(
         received: r.received,
         keep,
         unasked,
+        lease,
     })
 }
 
@@ -547,7 +653,7 @@ mod tests {
             .unwrap();
         let mut io = bytes;
         let mut buf = BytesMut::new();
-        let r = rt.block_on(read_answer(&mut io, &mut buf, &method, BodyUse::default()));
+        let r = rt.block_on(read_answer(&mut io, &mut buf, &method, Reading::default()));
         (r, buf)
     }
 
@@ -799,7 +905,11 @@ mod tests {
                     chunked,
                 };
                 let mut buf = BytesMut::new();
-                let r = rt.block_on(read_answer(&mut io, &mut buf, &Method::GET, body_use));
+                let reading = Reading {
+                    body_use,
+                    budget: &BODIES,
+                };
+                let r = rt.block_on(read_answer(&mut io, &mut buf, &Method::GET, reading));
                 (r, buf.capacity())
             };
             let (r, held) = answer(BodyUse::Discard);

@@ -19,7 +19,7 @@ use hyper::header::HeaderValue;
 
 pub use conn::{Conn, Response};
 pub(crate) use conn::{Tally, add_tally};
-pub(crate) use h1::BodyUse;
+pub(crate) use h1::{BodyLease, BodyUse, limit_kept_bodies};
 pub(crate) use stream::Handshake;
 pub(crate) use tls::{TlsClient, TlsError, TlsOptions};
 

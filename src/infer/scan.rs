@@ -262,6 +262,10 @@ fn note(c: &mut FileCounts, path: &Path, column: usize, why: &str) {
 }
 
 fn seen(e: &Entry, rules: Option<&super::rules::Rules>) -> Result<Seen, Kind> {
+    // loadmix marks what its users send off the clock: set-up, whatever it looks like.
+    if loadmix_setup(e.agent.as_deref()) {
+        return Err(Kind::SetUp("loadmix set-up"));
+    }
     let target = super::classify::origin_form(&e.target).ok_or(Kind::Unclassified)?;
     let path = target.split(['?', '#']).next().unwrap_or("");
     let query = target.split_once('?').map(|(_, q)| q);
@@ -553,6 +557,11 @@ fn finish(mut done: Session, s: &mut Scan, last_end: &mut [i64], rng: &mut Xoshi
 
 /// The user a loadmix User-Agent names (`run RUN; CLASS#N`), when the agent is loadmix's
 /// default one: each of its users is a client of its own.
+/// Whether `agent` is a loadmix user's, sent off the clock (`...; setup)`).
+fn loadmix_setup(agent: Option<&str>) -> bool {
+    loadmix_user(agent).is_some_and(|u| u.ends_with("; setup"))
+}
+
 fn loadmix_user(agent: Option<&str>) -> Option<&str> {
     let rest = agent?.strip_prefix("loadmix/")?;
     let inside = rest.split_once(" (")?.1.strip_suffix(')')?;
@@ -574,6 +583,12 @@ mod tests {
         assert_eq!(loadmix_user(Some("loadmix/0.1.0")), None);
         assert_eq!(loadmix_user(Some("loadmix/0.1.0 (something else)")), None);
         assert_eq!(loadmix_user(None), None);
+        // Set-up is told apart; the workload's own requests are not set-up.
+        assert!(loadmix_setup(Some(
+            "loadmix/0.1.0 (run 20261202T150007Z-ab2b98; caldav#7; setup)"
+        )));
+        assert!(!loadmix_setup(Some(agent)));
+        assert!(!loadmix_setup(Some("DAVx5/4.3 (setup)")));
     }
 
     use super::*;

@@ -95,6 +95,21 @@ pub struct Conn {
     tally: Option<Box<Tally>>,
     /// What every request says it is, unless it says so itself.
     user_agent: Option<hyper::header::HeaderValue>,
+    /// What it says off the clock (while a tally is kept): loadmix's own agent marked
+    /// `; setup`, so that a server's log tells set-up apart from the workload.
+    setup_agent: Option<hyper::header::HeaderValue>,
+}
+
+/// loadmix's own `User-Agent` (`loadmix/V (run R; class#N)`) marked as set-up
+/// (`...; setup)`); any other is left as its class wrote it.
+fn setup_agent(agent: &hyper::header::HeaderValue) -> hyper::header::HeaderValue {
+    agent
+        .to_str()
+        .ok()
+        .filter(|a| a.starts_with("loadmix/"))
+        .and_then(|a| a.strip_suffix(')'))
+        .and_then(|a| hyper::header::HeaderValue::from_str(&format!("{a}; setup)")).ok())
+        .unwrap_or_else(|| agent.clone())
 }
 
 /// Requests by method and the status they got (0: no answer), for work done off the
@@ -165,11 +180,13 @@ impl Conn {
             reading: h1::Reading::default(),
             tally: None,
             user_agent: None,
+            setup_agent: None,
         }
     }
 
     /// Every request says it is `agent` (`User-Agent`), unless it says so itself.
     pub fn with_user_agent(mut self, agent: Option<hyper::header::HeaderValue>) -> Conn {
+        self.setup_agent = agent.as_ref().map(setup_agent);
         self.user_agent = agent;
         self
     }
@@ -223,7 +240,13 @@ impl Conn {
     ) -> impl Future<Output = Result<Response, TransportError>> + '_ {
         h1::encode(
             &req,
-            (&self.endpoint.host, self.user_agent.as_ref()),
+            (
+                &self.endpoint.host,
+                match self.tally {
+                    Some(_) => self.setup_agent.as_ref(),
+                    None => self.user_agent.as_ref(),
+                },
+            ),
             self.policy == Reuse::PerRequest,
             &mut self.wire,
         );

@@ -324,10 +324,31 @@ fn each_user_names_itself_in_its_user_agent_though_all_share_one_account() {
     let version = env!("CARGO_PKG_VERSION");
     for vu in 0..3 {
         let agent = format!("loadmix/{version} (run {}; cal#{vu})", r.run_id);
-        // 20 operations each, its calendar's bootstrap among them, and its set-up.
+        // 20 operations each, its calendar's bootstrap among them (its set-up says so).
         assert!(
             by_agent.get(&agent).copied().unwrap_or(0) >= 20,
             "{agent}: {by_agent:?}"
         );
     }
+}
+
+/// A run's set-up (accounts, calendars, the events its users start with, the collections
+/// they publish) is in the server's log but not in the run's mix: loadmix marks it in its
+/// `User-Agent`, and `infer` and `fidelity` read it as set-up, so a log held against its
+/// own run's report has the same mix.
+#[test]
+fn a_logs_mix_held_against_its_own_runs_report_leaves_the_set_up_out() {
+    let _alone = alone();
+    let tmp = tempdir();
+    let log = logged_run(&tmp, "workloads/cosmo-0.7.yaml", "cosmo", "6s");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("; setup)"), "no set-up request marked");
+    let report = tmp.path().join("cosmo-out").join("run.json");
+    let o = loadmix_bin(&["fidelity", &path_str(&log), &path_str(&report)]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    let mix = table
+        .lines()
+        .find(|l| l.contains("operation mix"))
+        .unwrap_or_default();
+    assert!(mix.contains("pass"), "{table}");
 }

@@ -69,13 +69,15 @@ pub enum InferError {
     #[error(
         "the logs hold no whole session of an operation loadmix can run: {sessions} sessions, \
          {cut} of them begun before the log or still going at its end (timeout {timeout}, \
-         {from}); a shorter --session-timeout may find some"
+         {from}; the log spans {span}); a --session-timeout a little over the longest pause \
+         within a session may find some"
     )]
     NoSessions {
         sessions: u64,
         cut: u64,
         timeout: String,
         from: String,
+        span: String,
     },
     #[error(
         "every request in the logs comes from one client (told apart by its User-Agent, \
@@ -196,6 +198,7 @@ pub fn infer(o: &InferOptions) -> Result<Inferred, InferError> {
             cut: s.sessions_cut,
             timeout: write::duration(s.timeout_us as f64),
             from: s.timeout_from.clone(),
+            span: write::duration(s.last_us.saturating_sub(s.first_us).max(0) as f64),
         });
     }
     let context = context(&s);

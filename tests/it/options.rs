@@ -98,6 +98,29 @@ fn validate_says_a_behaviour_too_light_to_draw_never_runs() {
 }
 
 #[test]
+fn a_classs_only_behaviour_needs_no_weight() {
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        "users:\n  - class: c\n    protocol: caldav\n    count: 2\n    ops: { propfind: {} }\n    behaviours:\n      only: { start: propfind, states: { propfind: { exit: 1 } } }\n",
+    )
+    .unwrap();
+    let out = loadmix_bin(&["validate", &path_str(&w)]);
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{plan}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        plan.contains("behaviour only · weight 1 (100.0% of sessions)"),
+        "{plan}"
+    );
+}
+
+#[test]
 fn validate_says_what_will_run_open_classes_rates_and_sizes_included() {
     let tmp = tempdir();
     let w = tmp.path().join("w.yaml");

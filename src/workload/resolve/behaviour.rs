@@ -53,9 +53,10 @@ pub(super) fn resolve_chain(
     let (max_ops, pause) = session(cx, session_node, c)?;
     let mut rows: Vec<Row> = Vec::new();
     let mut behaviours = Vec::new();
+    let only = entries.len() == 1;
     for (k, v) in entries {
         let path = join(&bpath, &k.name);
-        behaviours.push(behaviour(cx, (k, v), &path, c, &mut rows)?);
+        behaviours.push(behaviour(cx, (k, v), &path, (c, only), &mut rows)?);
     }
     let chain = Chain::new(behaviours, rows, max_ops, pause, false)
         .map_err(|m| cx.err(bnode.pos, &bpath, m))?;
@@ -98,24 +99,31 @@ fn session(cx: &Cx, node: Option<&Node>, c: &ChainCx<'_>) -> R<(Option<u64>, Opt
     Ok((max_ops, pause))
 }
 
-/// One behaviour: its weight, start row, think and state rows (added to `rows`).
+/// One behaviour: its weight (1 when it is the class's `only` one and gives none), start
+/// row, think and state rows (added to `rows`).
 fn behaviour(
     cx: &Cx,
     (k, v): (&Key, &Node),
     path: &str,
-    c: &ChainCx<'_>,
+    (c, only): (&ChainCx<'_>, bool),
     rows: &mut Vec<Row>,
 ) -> R<Behaviour> {
     cx.check_keys(cx.map(v, path)?, BEHAVIOUR_KEYS, path)?;
-    let weight_node = required(cx, v, "weight", path)?;
-    let weight = cx.number(weight_node, &join(path, "weight"))?;
-    if !(weight >= 0.0 && weight.is_finite()) {
-        return Err(cx.err(
-            weight_node.pos,
-            &join(path, "weight"),
-            format!("weight must be a number ≥ 0, got {weight}"),
-        ));
-    }
+    let weight = match (v.get("weight"), only) {
+        (None, true) => 1.0,
+        _ => {
+            let weight_node = required(cx, v, "weight", path)?;
+            let weight = cx.number(weight_node, &join(path, "weight"))?;
+            if !(weight >= 0.0 && weight.is_finite()) {
+                return Err(cx.err(
+                    weight_node.pos,
+                    &join(path, "weight"),
+                    format!("weight must be a number ≥ 0, got {weight}"),
+                ));
+            }
+            weight
+        }
+    };
     let think = match v.get("think") {
         Some(n) => cx.dist(n, &join(path, "think"), Unit::Duration)?,
         None => c.think.clone(),

@@ -270,7 +270,7 @@ impl Ledger {
     }
 
     /// Message `seq` of `p` was taken from `destination`; `redelivered` when the broker
-    /// flagged it so.
+    /// flagged it so. A message received is remembered as not yet acknowledged.
     pub(crate) fn took(
         &mut self,
         destination: &str,
@@ -278,6 +278,29 @@ impl Ledger {
         seq: u32,
         how: Taken,
         redelivered: bool,
+    ) {
+        let unacked = how == Taken::Received;
+        self.take(destination, (p, seq), how, (redelivered, unacked));
+    }
+
+    /// [`Ledger::took`] for a message received and acknowledged as it came (auto ack, a
+    /// reply): nothing to remember of it, and nothing to forget.
+    pub(crate) fn took_acknowledged(
+        &mut self,
+        destination: &str,
+        p: Producer,
+        seq: u32,
+        redelivered: bool,
+    ) {
+        self.take(destination, (p, seq), Taken::Received, (redelivered, false));
+    }
+
+    fn take(
+        &mut self,
+        destination: &str,
+        (p, seq): (Producer, u32),
+        how: Taken,
+        (redelivered, unacked): (bool, bool),
     ) {
         let d = self.dest(destination);
         let seen = self.has(p, d, seq);
@@ -288,7 +311,7 @@ impl Ledger {
         // Taken again, and the broker says it handed it out before: a redelivery, not a
         // duplicate, when this consumer never acknowledged the first copy.
         let excused = redelivered && self.unacked.contains(&(p, d, seq));
-        if how == Taken::Received && inserted.is_some() && self.unacked.len() < MAX_UNACKED {
+        if unacked && inserted.is_some() && self.unacked.len() < MAX_UNACKED {
             self.unacked.insert((p, d, seq));
         }
         let c = &mut self.counts[d as usize];
@@ -310,16 +333,10 @@ impl Ledger {
         }
     }
 
-    /// The consumer acknowledged what it took: `Some` one message (auto ack, or one
-    /// acknowledged on its own), `None` everything so far (a cumulative ack).
-    pub(crate) fn acknowledged(&mut self, one: Option<(&str, Producer, u32)>) {
-        match one {
-            Some((destination, p, seq)) => {
-                let d = self.dest(destination);
-                self.unacked.remove(&(p, d, seq));
-            }
-            None => self.unacked.clear(),
-        }
+    /// The consumer acknowledged everything it took so far (a cumulative ack; one
+    /// acknowledged as it came is taken by [`Ledger::took_acknowledged`]).
+    pub(crate) fn acknowledged_all(&mut self) {
+        self.unacked.clear();
     }
 
     /// Whether message `seq` of `p` was taken from destination `d` already, either way.
@@ -715,11 +732,10 @@ mod tests {
         took(&mut c, 0, false);
         took(&mut c, 0, true);
         // 1 acknowledged on its own, 2 and 3 by a cumulative ack: each came again.
-        took(&mut c, 1, false);
-        c.acknowledged(Some(("/queue/a", P, 1)));
+        c.took_acknowledged("/queue/a", P, 1, false);
         took(&mut c, 2, false);
         took(&mut c, 3, false);
-        c.acknowledged(None);
+        c.acknowledged_all();
         for seq in [1, 2, 3] {
             took(&mut c, seq, true);
         }

@@ -41,7 +41,7 @@ use crate::workload::{Dist, UserClass};
 use super::broker::{self, Failed, StampClock, body, done, nonce_of, producer, render};
 use super::broker::{Queue, QueueKind};
 use super::over_broker::{BrokerUser, OverBroker};
-use crate::ledger::{Ledger, Taken};
+use crate::ledger::Ledger;
 
 /// What every user of an AMQP class shares.
 pub(crate) struct AmqpClass {
@@ -260,7 +260,7 @@ impl OverBroker for AmqpVu {
             && self.ack(tag, true, timeout).await.is_ok()
             && let Some(l) = self.ledger.as_mut()
         {
-            l.acknowledged(None);
+            l.acknowledged_all();
         }
         if self.pending.is_empty() && self.in_tx.is_empty() {
             return None;
@@ -627,8 +627,7 @@ impl AmqpVu {
             match broker::stamp_of(&d.data, class.nonce) {
                 Some(st) => {
                     // Direct reply-to delivers without acknowledgements.
-                    ledger.took(DIRECT_REPLY_TO, st.producer, st.seq, Taken::Received, false);
-                    ledger.acknowledged(Some((DIRECT_REPLY_TO, st.producer, st.seq)));
+                    ledger.took_acknowledged(DIRECT_REPLY_TO, st.producer, st.seq, false);
                 }
                 None => ledger.foreign(DIRECT_REPLY_TO),
             }

@@ -213,15 +213,15 @@ pub(super) fn took(
         Some(st) => {
             let e2e = Duration::from_nanos(clock.now_ns().saturating_sub(st.sent_ns));
             o.steps.push((labels.0, done(Answer::NONE, 0, 0, e2e)));
-            l.took(
-                destination,
-                st.producer,
-                st.seq,
-                Taken::Received,
-                redelivered,
-            );
-            if acked == Acked::This {
-                l.acknowledged(Some((destination, st.producer, st.seq)));
+            match acked {
+                Acked::This => l.took_acknowledged(destination, st.producer, st.seq, redelivered),
+                Acked::No | Acked::AllSoFar => l.took(
+                    destination,
+                    st.producer,
+                    st.seq,
+                    Taken::Received,
+                    redelivered,
+                ),
             }
         }
         None => {
@@ -231,7 +231,7 @@ pub(super) fn took(
     }
     // This one and every one before it, once it is in the ledger.
     if acked == Acked::AllSoFar {
-        l.acknowledged(None);
+        l.acknowledged_all();
     }
 }
 

@@ -35,7 +35,7 @@ use super::over_broker::{BrokerUser, OverBroker};
 use super::{Outcome, ProtocolError, Session, SetupError, VuIds};
 use crate::answer::Answer;
 use crate::formats::stomp::{self, Command, Frame, Limits};
-use crate::ledger::{Ledger, Taken};
+use crate::ledger::Ledger;
 use crate::transport::stream::{Deadline, Handshake, Stream};
 use async_trait::async_trait;
 
@@ -287,7 +287,7 @@ impl OverBroker for StompVu {
             && self.class.params.ack == AckMode::Client
             && let Some(l) = self.ledger.as_mut()
         {
-            l.acknowledged(None);
+            l.acknowledged_all();
         }
         let class = self.class.clone();
         let waited = !self.pending.is_empty() || self.tx.is_some();
@@ -938,8 +938,7 @@ impl StompVu {
         match broker::stamp_of(&r.frame.body, class.nonce) {
             Some(st) => {
                 // A reply subscription acknowledges automatically.
-                l.took(dest, st.producer, st.seq, Taken::Received, false);
-                l.acknowledged(Some((dest, st.producer, st.seq)));
+                l.took_acknowledged(dest, st.producer, st.seq, false);
             }
             None => l.foreign(dest),
         }

@@ -21,9 +21,9 @@
 //! arrive whole within the header timeout (so a client that trickles bytes is dropped),
 //! `CONNECT` must come first and within that timeout, subscriptions, a transaction's
 //! messages, the bytes of open transactions (per connection and in all) and unsettled
-//! messages per connection are bounded, and at most
-//! [`MAX_CONNECTIONS`] are served at once, of which one client address holds at most
-//! the server's per-address share (`--max-connections-per-address`). A protocol error is answered with an ERROR
+//! messages per connection are bounded, and at most [`MAX_CONNECTIONS`] are served at
+//! once, of which one client address holds at most the server's per-address share
+//! (`--max-connections-per-address`). A protocol error is answered with an ERROR
 //! frame and the connection closed, as STOMP requires.
 
 use std::collections::{BTreeMap, HashMap};
@@ -1215,6 +1215,25 @@ mod tests {
         (broker, addr, stop, served)
     }
 
+    /// `f` against a broker served on a one-thread runtime (another task runs only when
+    /// the one running yields), stopped after it.
+    fn on_broker<F, Fut>(max_body: usize, f: F)
+    where
+        F: FnOnce(Arc<Broker>, std::net::SocketAddr) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (broker, addr, stop, served) = served(max_body).await;
+            f(broker, addr).await;
+            stop.cancel();
+            served.await.unwrap();
+        });
+    }
+
     /// Read from `s` until what came holds `until`.
     async fn read_until(s: &mut TcpStream, got: &mut Vec<u8>, until: &str) {
         use tokio::io::AsyncReadExt;
@@ -1244,12 +1263,7 @@ mod tests {
     #[test]
     fn subscriptions_that_ended_leave_nothing_waiting_behind() {
         use tokio::io::AsyncReadExt;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let (broker, addr, stop, served) = served(1 << 20).await;
+        on_broker(1 << 20, |broker, addr| async move {
             let waiting = || broker.waiters.lock().unwrap().len();
             let mut s = TcpStream::connect(addr).await.unwrap();
             let mut frames = String::from("CONNECT\naccept-version:1.2\n\n\0");
@@ -1282,20 +1296,13 @@ mod tests {
             let _ = s.read_to_end(&mut got).await;
             all_gone(&broker).await;
             assert_eq!(waiting(), 0);
-            stop.cancel();
-            served.await.unwrap();
         });
     }
 
     #[test]
     fn open_transactions_are_bounded_in_bytes_and_give_them_back() {
         use tokio::io::AsyncReadExt;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let (broker, addr, stop, served) = served(8 << 20).await;
+        on_broker(8 << 20, |broker, addr| async move {
             let held = || broker.tx_bytes.load(Ordering::Acquire);
             let body = vec![b'x'; 4 << 20];
             let send = |tx: &str, receipt: &str| {
@@ -1319,7 +1326,9 @@ mod tests {
             }
             read_until(&mut s, &mut got, "receipt-id:a14").await;
             assert!(held() > 60 << 20, "{}", held());
-            s.write_all(b"ABORT\ntransaction:a\nreceipt:gone\n\n\0").await.unwrap();
+            s.write_all(b"ABORT\ntransaction:a\nreceipt:gone\n\n\0")
+                .await
+                .unwrap();
             read_until(&mut s, &mut got, "receipt-id:gone").await;
             assert_eq!(held(), 0);
             // The 16th 4 MiB message (with its destination) is one too many.
@@ -1337,19 +1346,12 @@ mod tests {
             // The connection ended with a transaction open: its bytes came back.
             all_gone(&broker).await;
             assert_eq!(held(), 0);
-            stop.cancel();
-            served.await.unwrap();
         });
     }
 
     #[test]
     fn a_topics_fan_out_lets_other_tasks_run_between_its_writes() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let (broker, _, stop, served) = served(1 << 20).await;
+        on_broker(1 << 20, |broker, _| async move {
             let n = FAN_OUT_CHUNK * 8;
             for i in 0..n {
                 broker
@@ -1380,19 +1382,12 @@ mod tests {
                 let q = Broker::key(&format!("/topic/t#{i}"));
                 assert!(broker.store.queue_pop(&q).unwrap().is_some());
             }
-            stop.cancel();
-            served.await.unwrap();
         });
     }
 
     #[test]
     fn one_client_holds_at_most_its_share_of_the_topic_subscriptions() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let (broker, _, stop, served) = served(1 << 20).await;
+        on_broker(1 << 20, |broker, _| async move {
             let q = |who: &str, i: usize| format!("/topic/t#{who}-{i}");
             for i in 0..MAX_TOPIC_SUBSCRIPTIONS_PER_CLIENT {
                 broker.join("/topic/t", &q("a", i), "login a").unwrap();
@@ -1409,8 +1404,6 @@ mod tests {
                 .unwrap();
             // Joining again what it holds is no new subscription.
             broker.join("/topic/t", &q("a", 1), "login a").unwrap();
-            stop.cancel();
-            served.await.unwrap();
         });
     }
 }

@@ -320,7 +320,7 @@ fn json(line: &[u8]) -> Result<Entry, Refusal> {
         column: e.column().max(1),
         why: format!("not JSON: {e}"),
     })?;
-    let f = Fields(v.as_object().ok_or_else(|| Refusal {
+    let f = Fields::of(v.as_object().ok_or_else(|| Refusal {
         column: 1,
         why: "not a JSON object".into(),
     })?);
@@ -426,19 +426,23 @@ fn parse_text_time(t: &str) -> Result<i64, Refusal> {
         })
 }
 
-/// A JSON log line's object, whose fields are found by any of their usual names.
-struct Fields<'a>(&'a serde_json::Map<String, serde_json::Value>);
+/// A JSON log line's object, whose fields are found by any of their usual names: in the
+/// object and in the objects nested in it two levels deep (Caddy's `request: {method, uri,
+/// remote_ip, headers: {User-Agent}}`), listed once per line, outermost first.
+struct Fields<'a>(Vec<&'a serde_json::Map<String, serde_json::Value>>);
 
-impl Fields<'_> {
-    /// The first of `names` present. Nested objects (Caddy's `request: {method, uri,
-    /// remote_ip, headers: {User-Agent}}`) are looked in too, two levels deep.
-    fn get(&self, names: &[&str]) -> Option<&serde_json::Value> {
-        let first = inner_objects(self.0);
+impl<'a> Fields<'a> {
+    fn of(top: &'a serde_json::Map<String, serde_json::Value>) -> Fields<'a> {
+        let first = inner_objects(top);
         let second: Vec<_> = first.iter().flat_map(|o| inner_objects(o)).collect();
-        let levels: Vec<_> = std::iter::once(self.0).chain(first).chain(second).collect();
+        Fields(std::iter::once(top).chain(first).chain(second).collect())
+    }
+
+    /// The first of `names` present at any level, each looked for outermost first.
+    fn get(&self, names: &[&str]) -> Option<&'a serde_json::Value> {
         names
             .iter()
-            .find_map(|n| levels.iter().find_map(|o| o.get(*n)))
+            .find_map(|n| self.0.iter().find_map(|o| o.get(*n)))
     }
 
     /// A field as text: a string (`-` is none), a number, or an array's first string.

@@ -2,6 +2,7 @@
 //! lists, reports, access logs): each must be a regular file, since a FIFO would hang the read and a
 //! device (`/dev/zero`) never ends, and each is read up to a bound that fits its kind,
 //! checked while reading, as a file can grow (or a `/proc` file claim no size at all).
+//! Also the memory the machine has available, which such inputs are held against.
 
 use std::io::Read;
 use std::path::Path;
@@ -44,6 +45,15 @@ pub(crate) const REPORT: Kind = Kind {
     what: "a report",
     limit: 512 << 20,
 };
+
+/// Memory the kernel says can be had without swapping (`MemAvailable`), if known: what a
+/// large input (the users of a workload, a report) is held against before it is built.
+pub(crate) fn memory_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
 
 /// A file a workload names: beside the workload when the name is relative and the
 /// workload has a folder, else as given.

@@ -14,6 +14,7 @@ pub mod merge;
 pub(crate) mod model;
 pub(crate) mod oplog;
 pub(crate) mod power;
+mod read;
 pub(crate) mod stats;
 pub mod table;
 pub(crate) mod thresholds;
@@ -24,6 +25,14 @@ use std::path::{Path, PathBuf};
 
 pub use model::Report;
 pub(crate) use model::{SCHEMA, TlsInfo, build};
+
+/// A size in words: `27 MiB`, `5.8 GiB`.
+fn in_mib_or_gib(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b => format!("{} MiB", b.div_ceil(1 << 20)),
+    }
+}
 
 /// Why a report could not be read, written or rendered.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +71,19 @@ pub enum ReportError {
         /// What does not add up.
         what: String,
     },
+    /// A report that would take more memory than the machine has available.
+    #[error(
+        "{}: reading this report would take about {} of memory; this machine has {} available",
+        path.display(), in_mib_or_gib(*.need), in_mib_or_gib(*.available)
+    )]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Bytes the typed report would take.
+        need: u64,
+        /// Bytes available (`MemAvailable`).
+        available: u64,
+    },
     /// A file could not be written.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -81,8 +103,14 @@ pub enum ReportError {
     },
 }
 
-/// Read a saved report.
+/// Read a saved report: its numbers checked and its size held against the memory the
+/// machine has before anything is built from it ([`read`]).
 pub fn load(path: &Path) -> Result<Report, ReportError> {
+    load_within(path, crate::files::memory_available())
+}
+
+/// [`load`], held against `available` bytes of memory (unbounded when unknown).
+fn load_within(path: &Path, available: Option<u64>) -> Result<Report, ReportError> {
     let text = crate::files::read_text(path, crate::files::REPORT).map_err(|source| {
         ReportError::Read {
             path: path.to_path_buf(),
@@ -93,58 +121,37 @@ pub fn load(path: &Path) -> Result<Report, ReportError> {
         path: path.to_path_buf(),
         source,
     };
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(parse)?;
-    let found = v
-        .get("schema")
-        .and_then(|s| s.as_str())
-        .unwrap_or("none")
-        .to_string();
-    if !model::READS.contains(&found.as_str()) {
-        return Err(ReportError::Schema {
-            path: path.to_path_buf(),
-            found,
-        });
-    }
-    if let Some(what) = implausible(&v, 0) {
-        return Err(ReportError::Implausible {
+    let survey = read::survey(&text).map_err(|e| match e {
+        read::Refused::Json(e) => parse(e),
+        read::Refused::Implausible(what) => ReportError::Implausible {
             path: path.to_path_buf(),
             what,
+        },
+    })?;
+    let found = survey.schema.as_deref().unwrap_or("none");
+    if !model::READS.contains(&found) {
+        return Err(ReportError::Schema {
+            path: path.to_path_buf(),
+            found: found.to_string(),
         });
     }
-    serde_json::from_value(v).map_err(parse)
+    let need = survey.bytes_needed();
+    // A fifth is left for what is done with the report and for the rest of the machine.
+    if let Some(available) = available
+        && need > available / 5 * 4
+    {
+        return Err(ReportError::TooLarge {
+            path: path.to_path_buf(),
+            need,
+            available,
+        });
+    }
+    read::typed(&text).map_err(parse)
 }
 
 /// The largest count or size a report may hold: far beyond any run, and small enough
 /// that the shards of the largest sharded run (10,000) add up without overflow.
 pub(crate) const MAX_COUNT: u64 = 1 << 50;
-
-/// A number no run writes: a count past [`MAX_COUNT`], a negative integer, a
-/// non-finite or enormous float. Said with where it is.
-fn implausible(v: &serde_json::Value, depth: usize) -> Option<String> {
-    use serde_json::Value;
-    match v {
-        Value::Number(n) => {
-            if let Some(u) = n.as_u64() {
-                (u > MAX_COUNT).then(|| format!("the count {u} is larger than any run makes"))
-            } else if let Some(i) = n.as_i64() {
-                // Offsets and clock differences may be negative; bounded all the same.
-                (i.unsigned_abs() > MAX_COUNT).then(|| format!("the number {i} is out of range"))
-            } else {
-                let f = n.as_f64().unwrap_or(f64::NAN);
-                (!f.is_finite() || f.abs() > 1e15)
-                    .then(|| format!("the number {f} is out of range"))
-            }
-        }
-        Value::Array(a) => a.iter().find_map(|x| implausible(x, depth + 1)),
-        Value::Object(o) => o.iter().find_map(|(k, x)| {
-            implausible(x, depth + 1).map(|w| match depth {
-                0 => format!("{k}: {w}"),
-                _ => w,
-            })
-        }),
-        _ => None,
-    }
-}
 
 /// The report as pretty JSON (`run.json`).
 pub fn to_json(r: &Report) -> Result<String, ReportError> {
@@ -235,6 +242,30 @@ mod tests {
         let v1 = load(&path).unwrap();
         assert_eq!(v1.schema, "loadmix/report/v1");
         assert!(v1.summary.ops.iter().all(|o| o.answers.is_empty()));
+    }
+
+    #[test]
+    fn a_report_too_large_for_the_memory_available_is_refused_with_the_figures() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/example/run.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let second = serde_json::json!({"in_flight": 0.5});
+        v["rounds"][0]["per_second"] = serde_json::Value::Array(vec![second; 100_000]);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("run.json");
+        std::fs::write(&file, serde_json::to_string(&v).unwrap()).unwrap();
+        // 100,000 seconds of 2.2 MB text take about 28 MB once read (the estimate is
+        // above what the typed report holds: 104 bytes a second).
+        let gib = 1u64 << 30;
+        let e = load_within(&file, Some(gib / 64)).unwrap_err().to_string();
+        assert!(
+            e.contains("reading this report would take about 2")
+                && e.contains("MiB of memory; this machine has 16 MiB available"),
+            "{e}"
+        );
+        let r = load_within(&file, Some(gib)).unwrap();
+        assert_eq!(r.rounds[0].per_second.len(), 100_000);
+        assert!(load_within(&file, None).is_ok());
     }
 
     #[test]

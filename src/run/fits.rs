@@ -20,17 +20,9 @@ pub(crate) fn peak_users(w: &Workload) -> u64 {
         .sum()
 }
 
-/// Memory the kernel says can be had without swapping (`MemAvailable`), if known.
-fn available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
-}
-
 /// `Err` with what to do when the workload's users cannot fit in this machine's memory.
 pub(crate) fn check(w: &Workload) -> Result<(), String> {
-    let Some(avail) = available() else {
+    let Some(avail) = crate::files::memory_available() else {
         return Ok(());
     };
     check_against(w, avail)
@@ -40,7 +32,7 @@ pub(crate) fn check(w: &Workload) -> Result<(), String> {
 /// has available, so that answers larger than a user's share (a Morse Code sync of 60 MiB
 /// to each of 16 users) fail, counted, rather than take the machine's memory.
 pub(crate) fn bound_bodies() {
-    if let Some(avail) = available() {
+    if let Some(avail) = crate::files::memory_available() {
         crate::transport::limit_kept_bodies(avail / 2);
     }
 }

@@ -400,10 +400,16 @@ pub(crate) fn load(path: &Path) -> Result<Capacity, String> {
 
 /// Whether a file names itself a capacity answer, so that `compare` reads it as one.
 pub(crate) fn is_capacity(path: &Path) -> bool {
+    // Only the schema is read: the rest is skipped, not built (a report of a long run
+    // would cost many times its size as a `Value`).
+    #[derive(Deserialize)]
+    struct Schema {
+        schema: Option<String>,
+    }
     crate::files::read_text(path, crate::files::REPORT)
         .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .is_some_and(|v| v.get("schema").and_then(|s| s.as_str()) == Some(SCHEMA))
+        .and_then(|t| serde_json::from_str::<Schema>(&t).ok())
+        .is_some_and(|v| v.schema.as_deref() == Some(SCHEMA))
 }
 
 /// Saved answers compared: every target of every file (named `FILE:TARGET` when there

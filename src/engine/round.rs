@@ -201,7 +201,7 @@ impl Round<'_> {
             endpoint: cfg.endpoint.clone(),
             timeouts: self.timeouts(),
             keep_data: cfg.keep_data,
-            whole_run: cfg.shard.is_whole(),
+            shards: cfg.shard.count,
             until: &until,
         }
         .run(handoff)

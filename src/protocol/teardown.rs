@@ -20,9 +20,9 @@ pub(crate) struct Teardown<'a> {
     pub(crate) timeouts: Timeouts,
     /// Leave everything on the target (`--keep-data`).
     pub(crate) keep_data: bool,
-    /// This process runs the whole run, not a shard of it: what the run declared may be
-    /// deleted (another shard's users may still be using it).
-    pub(crate) whole_run: bool,
+    /// How many shards the run has. At 1 this process runs it whole, and what the run
+    /// declared may be deleted; in a shard, another shard's users may still be using it.
+    pub(crate) shards: u32,
     /// When to stop: the deadline, or a signal.
     pub(crate) until: &'a Until,
 }
@@ -74,13 +74,16 @@ impl Teardown<'_> {
             .all(|d| super::broker::holds_nothing(d) || names.contains(d));
         // What the round sent there, and some more, is all a drain takes from a
         // destination in a whole run: a broker flooding it past that is not the round's.
-        // In a shard another shard's producers may have sent any number.
-        let most = |q: &super::broker::Queue| match self.whole_run {
-            true => ledger
+        // A shard sees only its own producers' sends; the other shards run the same plan
+        // with their share of the users, so it allows as much again for each of them
+        // (and the margin for each, for a destination only their producers used).
+        let most = |q: &super::broker::Queue| {
+            ledger
                 .sent_to(q.ledger_name.as_deref().unwrap_or(&q.name))
-                .saturating_add(drain::MARGIN),
-            false => u64::MAX,
+                .saturating_add(drain::MARGIN)
+                .saturating_mul(u64::from(self.shards.max(1)))
         };
+        let whole_run = self.shards <= 1;
         let mut drain = match queues.is_empty() {
             true => DrainStats::default(),
             false => {
@@ -88,7 +91,7 @@ impl Teardown<'_> {
                     self.endpoint.clone(),
                     self.timeouts,
                     queues,
-                    (self.whole_run, &most),
+                    (whole_run, &most),
                     self.until,
                 )
                 .await

@@ -1238,31 +1238,39 @@ fn a_stored_message_handed_out_and_not_acknowledged_outlives_a_killed_server() {
 }
 
 /// A broker that floods the teardown's drain: it stops past what the round could have left
-/// there (the round's sends and a margin), says why, and the run ends.
+/// there (the round's sends and a margin; in a shard, that for every shard), says why, and
+/// the run ends.
 #[test]
 fn a_broker_flooding_the_drain_is_stopped_past_what_the_round_left() {
-    let rt = runtime();
-    let (addr, seen) = fake_stomp(&rt, Stomp::FloodDrain);
-    let tmp = tempdir();
-    let w = write_workload(tmp.path(), TWO_PRODUCERS);
-    let out = out_dir(&tmp);
-    let code = run_to(&w, &format!("stomp://{addr}"), &out, &[]);
-    assert_eq!(code, 0);
-    assert_eq!(seen.lock().unwrap().len(), 24);
-    let r = read_report(&out);
-    let c = &r.rounds[0].cleanup;
-    assert_eq!(c.drain_failures, 1, "{c:?}");
-    // 24 sent, and 10,000 more allowed: the next one stops it.
-    assert_eq!(c.drained_messages, 24 + 10_001, "{c:?}");
-    assert!(
-        c.failed
-            .iter()
-            .any(|f| f.contains("more than the 10024 messages")),
-        "{c:?}"
-    );
-    let l = r.ledger.as_ref().unwrap();
-    assert!(!l.drained);
-    assert_eq!(l.destinations[0].counts.foreign, 24 + 10_001);
+    // (extra flags, messages this process sent, the most its drain takes)
+    let cases: [(&[&str], u64, u64); 2] = [
+        (&[], 24, 24 + 10_000),
+        (&["--shard", "0/2"], 12, (12 + 10_000) * 2),
+    ];
+    for (flags, sent, most) in cases {
+        let rt = runtime();
+        let (addr, seen) = fake_stomp(&rt, Stomp::FloodDrain);
+        let tmp = tempdir();
+        let w = write_workload(tmp.path(), TWO_PRODUCERS);
+        let out = out_dir(&tmp);
+        let code = run_to(&w, &format!("stomp://{addr}"), &out, flags);
+        assert_eq!(code, 0);
+        assert_eq!(seen.lock().unwrap().len() as u64, sent);
+        let r = read_report(&out);
+        let c = &r.rounds[0].cleanup;
+        assert_eq!(c.drain_failures, 1, "{c:?}");
+        // The next one past the bound stops it.
+        assert_eq!(c.drained_messages, most + 1, "{flags:?} {c:?}");
+        assert!(
+            c.failed
+                .iter()
+                .any(|f| f.contains(&format!("more than the {most} messages"))),
+            "{c:?}"
+        );
+        let l = r.ledger.as_ref().unwrap();
+        assert!(!l.drained);
+        assert_eq!(l.destinations[0].counts.foreign, most + 1);
+    }
 }
 
 #[test]

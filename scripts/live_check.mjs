@@ -1,8 +1,9 @@
 // Opens a running loadmix dashboard in headless Chromium (Debian's, driven by
 // playwright-core) and fails unless: the page logs no console error and makes no request
 // beyond its own server; its throughput chart gains points while the run goes; once the
-// run is over it says so, links the report, and its measured totals equal run.json's; and
-// a page opened only then draws the whole run from the run's own history.
+// run is over it says so, links the report, its measured totals equal run.json's and its
+// threshold verdicts the report's, it charts the watched server's CPU and each
+// operation; and a page opened only then draws the whole run from the run's own history.
 // Usage: node live_check.mjs URL RUN.json SCREENSHOT.png
 import { chromium } from "playwright-core";
 import fs from "node:fs";
@@ -76,6 +77,34 @@ else {
   const want = report.summary.total;
   if (Number(total) !== want.requests) problems.push(`dashboard total ${total}, run.json ${want.requests}`);
   if (Number(failed) !== want.failures) problems.push(`dashboard failures ${failed}, run.json ${want.failures}`);
+  // The thresholds as the page judged them at the end, against the report's verdicts.
+  const rules = await page.$$eval("#rules tbody tr[data-verdict]", (rows) =>
+    rows.map((r) => ({ rule: r.children[1].textContent, now: r.children[2].textContent, verdict: r.getAttribute("data-verdict") })));
+  for (const t of report.thresholds || []) {
+    const seen = rules.find((x) => x.rule === `${t.op} ${t.rule}`);
+    const want = t.passed ? "holds so far" : "broken";
+    if (!seen) problems.push(`threshold ${t.op} ${t.rule}: not on the page`);
+    else if (seen.verdict !== want) problems.push(`threshold ${t.op} ${t.rule}: page says ${seen.verdict} (${seen.now}), the report ${want} (${t.observed})`);
+    else console.log(`   threshold ${t.op} ${t.rule}: ${seen.verdict} at ${seen.now}, the report ${t.observed}`);
+    // Counts and rates come from the same totals as the report's (percentiles from buckets).
+    const now = parseFloat(seen ? seen.now.replace(/,/g, "") : "NaN");
+    if (/^(errors|ops_per_sec)/.test(t.rule) && !(Math.abs(now - t.observed) <= 0.02 * Math.abs(t.observed) + 0.01))
+      problems.push(`threshold ${t.op} ${t.rule}: the page's figure ${now} is not the report's ${t.observed}`);
+  }
+  if (!(report.thresholds || []).length) problems.push("the run judged no threshold");
+  // The watched server's CPU, charted; an operation's own charts.
+  const server = await page.evaluate(() => {
+    const f = document.getElementById("f-server");
+    const l = f && f.querySelector("polyline");
+    return f && !f.hidden && l ? Number(l.getAttribute("data-points")) : 0;
+  });
+  if (!(server >= 5)) problems.push(`watched server CPU chart: ${server} points`);
+  const op = await page.evaluate(() => ({
+    options: document.getElementById("op-pick").options.length,
+    points: Number((document.querySelector('figure[data-chart="op-throughput"] polyline') || { getAttribute: () => 0 }).getAttribute("data-points")),
+  }));
+  if (!(op.options >= 2 && op.points >= 2)) problems.push(`per-operation charts: ${op.options} operations, ${op.points} points`);
+  else console.log(`   server CPU chart: ${server} points; per-operation charts: ${op.options} operations, ${op.points} points for the first`);
   const r = await page.request.get(new URL("report", url).href);
   if (!r.ok() || !(await r.text()).includes("<svg")) problems.push(`/report: ${r.status()}, not the report page`);
   console.log(`   dashboard: ${second} points after ${first}; total ${total} requests = run.json's ${want.requests}`);

@@ -73,8 +73,17 @@ done
 echo "   prometheus $(/usr/bin/prometheus --version 2>&1 | head -1 | awk '{print $3}') ready on $PROM_URL"
 
 # Two 5 s rounds with a 1 s warm-up window each: the measured and warm-up phases both count.
-"$BIN" run workloads/cosmo-0.7.yaml --target "http://127.0.0.1:$SPORT/cosmo" \
-    --duration 5s --rounds 2 --set run.warmup=1s \
+# Three thresholds, one broken on purpose, which the dashboard judges as the report does;
+# the server's process watched, which the dashboard charts.
+W="$OUT/cosmo-thresholds.yaml"
+cat workloads/cosmo-0.7.yaml - >"$W" <<'YAML'
+thresholds:
+  - { op: total, errors: "< 50%" }
+  - { op: total, ops_per_sec: "> 1" }
+  - { op: total, p50: "< 0.001ms" }
+YAML
+"$BIN" run "$W" --target "http://127.0.0.1:$SPORT/cosmo" \
+    --duration 5s --rounds 2 --set run.warmup=1s --monitor-process "$SERVE" \
     --metrics "127.0.0.1:$MPORT" --dashboard "127.0.0.1:$DPORT" --linger 8s \
     --out "$OUT/run" >"$OUT/run.txt" 2>"$OUT/run.err" &
 RUN=$!
@@ -88,8 +97,11 @@ promtool check metrics <"$OUT/metrics.txt" || { echo "FAIL: promtool check metri
 echo "   promtool check metrics: clean ($(grep -vc '^#' "$OUT/metrics.txt") series)"
 cp scripts/live_check.mjs "$NODE_DIR/live_check.mjs"
 node "$NODE_DIR/live_check.mjs" "http://127.0.0.1:$DPORT/" "$OUT/run/run.json" "$OUT/dashboard.png"
-wait "$RUN"
+# Exit 1: the threshold broken on purpose.
+status=0
+wait "$RUN" || status=$?
 RUN=
+[ "$status" -eq 1 ] || { cat "$OUT/run.err"; echo "FAIL: the run exited $status, not 1 for its broken threshold"; exit 1; }
 echo "   run: $(grep -c 'round [0-9]/2' "$OUT/run.err") rounds, report in $OUT/run"
 
 # What Prometheus stored, against the report and the server's count: tests/real/live.rs.

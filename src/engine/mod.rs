@@ -62,6 +62,8 @@ pub(crate) struct EngineConfig {
     pub cleanup_timeout: Duration,
     /// The server's processes to watch during every round.
     pub monitors: Vec<crate::monitor::Watch>,
+    /// Where their last second goes for the live pages.
+    pub watched: crate::monitor::Latest,
     /// The server's metrics endpoints to scrape during every round.
     pub metrics: Vec<crate::monitor::prometheus::MetricsSpec>,
     /// This process's share of the run (`--shard I/N`); the whole run by default.

@@ -189,6 +189,11 @@ impl Round<'_> {
         let cfg = self.cfg;
         if let Some(l) = &cfg.live {
             l.set_phase(Phase::Cleanup);
+            // As the round's figures count it: its duration, unless a signal cut it short.
+            l.clock_stops(match self.w.run.stop {
+                crate::workload::Stop::Duration(d) if !cfg.stop.is_cancelled() => Some(d),
+                _ => None,
+            });
         }
         let until = Until::new(
             cfg.cleanup_timeout,
@@ -338,6 +343,9 @@ impl Clock {
                 true => Phase::Warmup,
                 false => Phase::Measured,
             });
+            if !warmup_round {
+                l.clock_starts(w.run.warmup);
+            }
         }
         Clock {
             samplers: Samplers::start(cfg, users.clone()),
@@ -426,8 +434,9 @@ impl Samplers {
         let done = CancellationToken::new();
         Samplers {
             host: host::sampler(done.clone(), users),
-            server: (!cfg.monitors.is_empty())
-                .then(|| crate::monitor::sampler(cfg.monitors.clone(), done.clone())),
+            server: (!cfg.monitors.is_empty()).then(|| {
+                crate::monitor::sampler(cfg.monitors.clone(), done.clone(), cfg.watched.clone())
+            }),
             scraped: (!cfg.metrics.is_empty())
                 .then(|| crate::monitor::prometheus::sampler(cfg.metrics.clone(), done.clone())),
             done,

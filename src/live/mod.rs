@@ -61,6 +61,26 @@ pub(crate) struct Lane {
     /// How long each round runs, seconds; `None` when rounds end by iterations.
     pub round_s: Option<f64>,
     pub live: Arc<Live>,
+    /// The workload's thresholds, which the dashboard judges on the running totals.
+    pub rules: Vec<Rule>,
+    /// The watched server processes' last second (`--monitor`, a started server).
+    pub watched: crate::monitor::Latest,
+}
+
+/// A threshold of the workload as the dashboard reads it: the figure it names (`total`, a
+/// class, `class.op`, or a sum judged only at the end), the metric's name as written, and
+/// the condition.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Rule {
+    /// The rule as written: `p95 < 200ms`.
+    pub text: String,
+    pub op: String,
+    /// `p50` … `p99.9`, `mean`, `max`, `errors`, `ops_per_sec`.
+    pub metric: &'static str,
+    /// `<`, `<=`, `>`, `>=`.
+    pub cmp: &'static str,
+    /// Milliseconds, percent or per second, as the metric is.
+    pub value: f64,
 }
 
 /// What the pages show: the run, its lanes, and where its report is once written.

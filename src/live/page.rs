@@ -55,11 +55,18 @@ struct LaneSnapshot {
     untimed: [u64; 3],
     lag_sum_us: u64,
     lag_count: u64,
+    /// Seconds measured so far as the report counts them (rates are over these).
+    measured_s: f64,
     /// The first kinds of failure, each counted, the earliest first.
     first_failures: Vec<LiveFailure>,
     /// Failures of kinds past the list.
     failures_unlisted: u64,
     ops: Vec<OpSnapshot>,
+    /// The thresholds the page judges (not repeated in the history).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    rules: Vec<super::Rule>,
+    /// The watched server processes' last second.
+    watched: Vec<crate::monitor::Now>,
 }
 
 #[derive(Serialize, Clone)]
@@ -94,6 +101,7 @@ pub(crate) fn second(b: &Board) -> Second {
                 add(&mut all, &o.warmup);
             }
             l.first_failures.clear();
+            l.rules.clear();
             l.ops = vec![OpSnapshot {
                 class: String::new(),
                 label: "(all)".into(),
@@ -189,8 +197,11 @@ fn lanes(b: &Board) -> Vec<LaneSnapshot> {
                 untimed: l.live.untimed(),
                 lag_sum_us,
                 lag_count,
+                measured_s: l.live.measured_s(),
                 first_failures,
                 failures_unlisted,
+                rules: l.rules.clone(),
+                watched: l.watched.lock().map(|w| w.clone()).unwrap_or_default(),
                 ops: l
                     .live
                     .ops
@@ -265,8 +276,30 @@ mod tests {
             warmup_s: 0.0,
             round_s: Some(1.0),
             live,
+            rules: vec![super::super::Rule {
+                text: "p95 < 200ms".into(),
+                op: "reader.get".into(),
+                metric: "p95",
+                cmp: "<",
+                value: 200.0,
+            }],
+            watched: Arc::new(std::sync::Mutex::new(vec![crate::monitor::Now {
+                label: "pid 7".into(),
+                cpu_percent: 42.5,
+                rss_bytes: 1 << 20,
+            }])),
         });
+        // The page judges the rules and shows the watched server from the snapshot.
+        let now: serde_json::Value = serde_json::from_str(&snapshot_json(&b)).unwrap();
+        let lane = &now["lanes"][0];
+        assert_eq!(lane["rules"][0]["op"], "reader.get");
+        assert_eq!(lane["rules"][0]["cmp"], "<");
+        assert_eq!(lane["rules"][0]["value"], 200.0);
+        assert_eq!(lane["watched"][0]["cpu_percent"], 42.5);
         let v = serde_json::to_value(second(&b)).unwrap();
+        // A second of the history keeps the server's figures, not the rules again.
+        assert!(v["lanes"][0].get("rules").is_none(), "{v}");
+        assert_eq!(v["lanes"][0]["watched"][0]["label"], "pid 7");
         let ops = v["lanes"][0]["ops"].as_array().unwrap();
         assert_eq!(ops.len(), 1);
         assert_eq!(ops[0]["measured"]["requests"], 7, "{v}");

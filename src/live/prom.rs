@@ -371,6 +371,8 @@ mod tests {
             warmup_s: 0.0,
             round_s: None,
             live: Arc::new(Live::new(&labels)),
+            rules: Vec::new(),
+            watched: Default::default(),
         });
         b
     }

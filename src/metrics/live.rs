@@ -227,7 +227,16 @@ pub(crate) struct Live {
     /// Scheduling lag of every operation (not steps): sum in µs and count.
     lag_sum_us: AtomicU64,
     lag_count: AtomicU64,
+    /// Measured time as the report counts it, for rates: the measured rounds that ended,
+    /// in µs, and the running one's clock (µs from `base` at its start, [`NO_CLOCK`] when
+    /// none runs) and warm-up window.
+    base: std::time::Instant,
+    measured_done_us: AtomicU64,
+    clock_at_us: AtomicU64,
+    warm_us: AtomicU64,
 }
+
+const NO_CLOCK: u64 = u64::MAX;
 
 impl Live {
     pub(crate) fn new(labels: &LabelTable) -> Live {
@@ -253,7 +262,48 @@ impl Live {
             first_failures: Mutex::new(FailureKinds::default()),
             lag_sum_us: AtomicU64::new(0),
             lag_count: AtomicU64::new(0),
+            base: std::time::Instant::now(),
+            measured_done_us: AtomicU64::new(0),
+            clock_at_us: AtomicU64::new(NO_CLOCK),
+            warm_us: AtomicU64::new(0),
         }
+    }
+
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.base.elapsed().as_micros()).unwrap_or(NO_CLOCK - 1)
+    }
+
+    /// A measured round's clock starts; its first `warmup` counts as warm-up.
+    pub(crate) fn clock_starts(&self, warmup: std::time::Duration) {
+        let warm = u64::try_from(warmup.as_micros()).unwrap_or(u64::MAX);
+        self.warm_us.store(warm, Relaxed);
+        self.clock_at_us.store(self.now_us(), Relaxed);
+    }
+
+    /// The measured round's clock stopped; it measured `nominal` (its duration, as the
+    /// report counts it), or as long as it ran when it has none.
+    pub(crate) fn clock_stops(&self, nominal: Option<std::time::Duration>) {
+        let at = self.clock_at_us.swap(NO_CLOCK, Relaxed);
+        if at == NO_CLOCK {
+            return;
+        }
+        let ran = match nominal {
+            Some(d) => u64::try_from(d.as_micros()).unwrap_or(u64::MAX),
+            None => self.now_us().saturating_sub(at),
+        };
+        let measured = ran.saturating_sub(self.warm_us.load(Relaxed));
+        self.measured_done_us.fetch_add(measured, Relaxed);
+    }
+
+    /// Seconds measured so far: the measured rounds' clocks less their warm-up windows.
+    pub(crate) fn measured_s(&self) -> f64 {
+        let mut us = self.measured_done_us.load(Relaxed);
+        let at = self.clock_at_us.load(Relaxed);
+        if at != NO_CLOCK {
+            let running = self.now_us().saturating_sub(at);
+            us = us.saturating_add(running.saturating_sub(self.warm_us.load(Relaxed)));
+        }
+        us as f64 / 1e6
     }
 
     /// (requests, failures) per class so far.
@@ -404,6 +454,28 @@ pub(crate) fn error_names() -> [&'static str; 5] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn measured_time_is_the_rounds_durations_less_their_warm_up_windows() {
+        use std::time::Duration;
+        let live = Live::new(&LabelTable::new(vec![("c".into(), vec!["op".into()])]));
+        assert_eq!(live.measured_s(), 0.0);
+        live.clock_starts(Duration::from_secs(1));
+        // Inside the warm-up window: nothing measured yet.
+        assert_eq!(live.measured_s(), 0.0);
+        live.clock_stops(Some(Duration::from_secs(5)));
+        assert_eq!(live.measured_s(), 4.0);
+        // A stop without a clock running changes nothing.
+        live.clock_stops(Some(Duration::from_secs(5)));
+        assert_eq!(live.measured_s(), 4.0);
+        // A round without a warm-up counts as it runs.
+        live.clock_starts(Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(20));
+        let running = live.measured_s();
+        assert!(running > 4.0 && running < 5.0, "{running}");
+        live.clock_stops(Some(Duration::from_secs(5)));
+        assert_eq!(live.measured_s(), 9.0);
+    }
 
     #[test]
     fn a_latency_falls_in_the_first_bucket_whose_bound_it_does_not_exceed() {

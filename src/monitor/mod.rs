@@ -140,6 +140,8 @@ pub(crate) struct ProcessRound {
     /// Per second of the round: CPU, percent of one core.
     pub cpu_percent: Vec<f64>,
     pub rss_peak_bytes: u64,
+    /// Resident memory at the last look.
+    pub rss_last_bytes: u64,
     pub threads_max: u64,
     pub context_switches: u64,
     pub read_bytes: u64,
@@ -316,10 +318,24 @@ pub(crate) fn own_resident_bytes() -> Option<u64> {
     r.rss_pages.checked_mul(sysconf(libc::_SC_PAGESIZE, 4096))
 }
 
-/// Watch `specs` once a second until `done`; one result per spec.
+/// One watched process (or group) in the last second, as the live pages show it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub(crate) struct Now {
+    pub label: String,
+    /// CPU, percent of one core.
+    pub cpu_percent: f64,
+    pub rss_bytes: u64,
+}
+
+/// The last second of each watch, written by the sampler for whoever shows it live.
+pub(crate) type Latest = std::sync::Arc<std::sync::Mutex<Vec<Now>>>;
+
+/// Watch `specs` once a second until `done`; one result per spec. Each second's figures
+/// also go to `latest`.
 pub(crate) fn sampler(
     watches: Vec<Watch>,
     done: CancellationToken,
+    latest: Latest,
 ) -> tokio::task::JoinHandle<Vec<ProcessRound>> {
     tokio::task::spawn(async move {
         let clock = Clock {
@@ -367,12 +383,28 @@ pub(crate) fn sampler(
             }
             seconds += 1;
             last_tick = now_tick;
+            publish(&latest, &out);
         }
         for (o, m) in out.iter_mut().zip(missing) {
             o.problem = problem(o, m, seconds);
         }
         out
     })
+}
+
+/// Each watch's last second into `latest`.
+fn publish(latest: &Latest, out: &[ProcessRound]) {
+    let now = out
+        .iter()
+        .map(|o| Now {
+            label: o.label.clone(),
+            cpu_percent: o.cpu_percent.last().copied().unwrap_or(0.0),
+            rss_bytes: o.rss_last_bytes,
+        })
+        .collect();
+    if let Ok(mut l) = latest.lock() {
+        *l = now;
+    }
 }
 
 /// The kernel's clock tick rate and page size, for reading `/proc`.
@@ -443,6 +475,7 @@ fn add_second(
     o.read_bytes += rd;
     o.write_bytes += wr;
     o.rss_peak_bytes = o.rss_peak_bytes.max(rss);
+    o.rss_last_bytes = rss;
     o.threads_max = o.threads_max.max(threads);
     o.processes_max = o.processes_max.max(now.len() as u32);
 }

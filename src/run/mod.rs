@@ -887,6 +887,7 @@ async fn open_lane(
     let wt = for_target(w, &t.spec);
     let (endpoint, servers) = reach(cx, w, t, dir, &mut watch).await?;
     let live = Arc::new(Live::new(&crate::engine::label_table(&wt)));
+    let watched = crate::monitor::Latest::default();
     if let Some(b) = &cx.board {
         b.add(live::Lane {
             target: t.name.clone(),
@@ -899,6 +900,8 @@ async fn open_lane(
                 crate::workload::Stop::Iterations(_) => None,
             },
             live: live.clone(),
+            rules: w.thresholds.iter().map(live_rule).collect(),
+            watched: watched.clone(),
         });
     }
     let p = cx.progress.clone();
@@ -926,6 +929,7 @@ async fn open_lane(
         keep_data: a.keep_data,
         cleanup_timeout: a.cleanup_timeout,
         monitors: watch.monitors,
+        watched,
         metrics: watch.metrics,
         shard: a.shard,
         clock: cx.clock.clone(),
@@ -946,6 +950,27 @@ async fn open_lane(
                 _ => RunError::Unreachable(msg),
             })
         }
+    }
+}
+
+/// A threshold as the dashboard judges it.
+fn live_rule(t: &crate::workload::Threshold) -> live::Rule {
+    use crate::workload::{Comparison, ThresholdMetric};
+    let metric = ThresholdMetric::NAMES
+        .iter()
+        .find(|(_, m)| *m == t.metric)
+        .map_or("mean", |(n, _)| n);
+    live::Rule {
+        text: t.text.clone(),
+        op: t.op.clone(),
+        metric,
+        cmp: match t.cmp {
+            Comparison::Lt => "<",
+            Comparison::Le => "<=",
+            Comparison::Gt => ">",
+            Comparison::Ge => ">=",
+        },
+        value: t.value,
     }
 }
 

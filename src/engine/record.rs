@@ -54,6 +54,8 @@ pub(super) struct VuOutput {
     pub(super) handoff: Handoff,
     /// Users that go on into the next round (`run.keep_state`).
     pub(super) kept: Vec<Ready>,
+    /// Answers put in doubt, by label.
+    pub(super) doubted: std::collections::BTreeMap<u32, u64>,
 }
 
 /// An arrival started later than this after it fell due, by the generator's own doing,
@@ -76,6 +78,9 @@ impl VuOutput {
         self.behind += o.behind;
         self.sessions += o.sessions;
         self.stuck += o.stuck;
+        for (l, n) in o.doubted {
+            *self.doubted.entry(l).or_insert(0) += n;
+        }
         for (ci, w) in o.walks {
             match self.walks.iter_mut().find(|(c, _)| *c == ci) {
                 Some((_, mine)) => mine.absorb(&w),
@@ -102,6 +107,7 @@ pub(super) struct Timing {
 
 /// Record what a pick came to: its sample, its steps' samples, the first failures'
 /// details and, with `--log-ops`, its row. A skipped pick (nothing sent) has only its row.
+/// The label its answer was recorded under, when it sent anything.
 pub(super) fn record(
     out: &mut VuOutput,
     recorder: &mut metrics::Recorder,
@@ -109,7 +115,7 @@ pub(super) fn record(
     (seq, op): (u64, Option<usize>),
     done: &Done,
     t: Timing,
-) {
+) -> Option<u32> {
     let start_us = t.started.duration_since(who.start).as_micros() as u64;
     let row = |label: usize, latency_us: u64, answer: Answer| OpLogEntry {
         round: who.round,
@@ -139,7 +145,7 @@ pub(super) fn record(
             if who.log_ops {
                 out.log.push(row(op.unwrap_or(0), 0, Answer::NONE));
             }
-            return;
+            return None;
         }
     };
     let label = outcome.label.or(op).unwrap_or(0);
@@ -159,6 +165,25 @@ pub(super) fn record(
     if who.log_ops {
         out.log.push(row(label, sample.latency_us, sample.answer));
     }
+    Some(sample.label)
+}
+
+/// Answers put in doubt during a pick (see [`crate::transport::Doubt`]): the earlier ones
+/// are the user's previous answer's (`previous`, its label), the others this one's
+/// (`this`). One found with nothing before it in the round is counted nowhere but in
+/// the connection's unsolicited bytes. The label of the user's last answer, now.
+pub(super) fn record_doubt(
+    out: &mut VuOutput,
+    doubt: crate::transport::Doubt,
+    previous: Option<u32>,
+    this: Option<u32>,
+) -> Option<u32> {
+    for (label, n) in [(previous, doubt.earlier), (this, doubt.this)] {
+        if let (Some(l), 1..) = (label, n) {
+            *out.doubted.entry(l).or_insert(0) += u64::from(n);
+        }
+    }
+    this.or(previous)
 }
 
 /// The steps of a sequence, each under its own label, one after the other from the

@@ -232,6 +232,12 @@ impl Round<'_> {
         out.failures.truncate(MAX_FAILURE_NOTES);
         let run = &self.w.run;
         let wire = out.handoff.wire;
+        let mut stats = timed.stats;
+        for (&label, &n) in &out.doubted {
+            if let Some(o) = stats.ops.get_mut(label as usize) {
+                o.in_doubt += n;
+            }
+        }
         let round = RoundResult {
             index: self.index,
             started_at: timed.started_at,
@@ -247,7 +253,7 @@ impl Round<'_> {
                 Stop::Iterations(_) => timed.elapsed,
             }
             .saturating_sub(run.warmup),
-            stats: timed.stats,
+            stats,
             vus: vus + out.sessions,
             connections_opened: wire.opened,
             requests_retried: wire.retried,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::record::{Timing, VuOutput, Who, record, record_steps};
+use super::record::{Timing, VuOutput, Who, record, record_doubt, record_steps};
 use super::seed::VuRngs;
 use super::session::Walk;
 use super::timer::Timer;
@@ -117,6 +117,9 @@ pub(super) async fn run(
     let one_session = matches!(spec.entry, Entry::Arrived { .. });
     let mut skips_in_a_row = 0u32;
     driver.round_ends_at(spec.end_by);
+    // What set-up put in doubt is no pick's; after that, the previous answer's label.
+    let _ = driver.take_doubt();
+    let mut previous: Option<u32> = None;
     loop {
         if spec.iterations.is_some_and(|n| done >= n) || spec.halted.load(Ordering::Relaxed) {
             break;
@@ -168,7 +171,8 @@ pub(super) async fn run(
             ended: Instant::now(),
             scheduled: spec.scheduled(),
         };
-        record(out, recorder, &spec.who, (seq, op), &outcome, timing);
+        let this = record(out, recorder, &spec.who, (seq, op), &outcome, timing);
+        previous = record_doubt(out, driver.take_doubt(), previous, this);
         done += 1;
         if !boot {
             seq += 1;

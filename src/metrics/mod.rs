@@ -233,6 +233,9 @@ pub(crate) struct OpStats {
     pub tls_handshaking: Histogram<u64>,
     /// How many of those handshakes resumed an earlier session.
     pub tls_resumed: u64,
+    /// Answers put in doubt: bytes nobody asked for turned up after them on their
+    /// connection, so each may have been a stray answer to an earlier request.
+    pub in_doubt: u64,
     /// The label is a step of an operation, or a figure reported apart (an end-to-end
     /// latency): left out of totals, which count each operation once.
     pub step: bool,
@@ -269,6 +272,7 @@ impl Default for OpStats {
             connecting: new_histogram(),
             tls_handshaking: new_histogram(),
             tls_resumed: 0,
+            in_doubt: 0,
             step: false,
         }
     }
@@ -364,6 +368,7 @@ impl OpStats {
         let _ = self.connecting.add(&other.connecting);
         let _ = self.tls_handshaking.add(&other.tls_handshaking);
         self.tls_resumed += other.tls_resumed;
+        self.in_doubt += other.in_doubt;
         self.step |= other.step;
         self.scheduled |= other.scheduled;
         self.clamped += other.clamped;

@@ -200,6 +200,12 @@ pub(crate) trait User: Send {
         Wire::default()
     }
 
+    /// The answers put in doubt since this was last asked: bytes nobody asked for were
+    /// found after them on their connection (see [`crate::transport::Doubt`]).
+    fn take_doubt(&mut self) -> crate::transport::Doubt {
+        crate::transport::Doubt::default()
+    }
+
     /// When the user's round ends (`None`: when its iterations are done): a protocol that
     /// waits for what may come (a consumer's receive) stops waiting there.
     fn round_ends_at(&mut self, _end: Option<tokio::time::Instant>) {}

@@ -161,6 +161,10 @@ impl<V: OverHttp> User for HttpUser<V> {
         }
     }
 
+    fn take_doubt(&mut self) -> crate::transport::Doubt {
+        std::mem::take(&mut self.conn.doubt)
+    }
+
     fn needs_bootstrap(&self) -> bool {
         self.vu.needs_bootstrap()
     }

@@ -256,6 +256,7 @@ fn stats_of(o: &OpReport, file: &str) -> Result<OpStats, MergeError> {
         bytes_received: o.bytes_received,
         clamped: o.clamped,
         tls_resumed: o.tls_resumed,
+        in_doubt: o.in_doubt,
         timeline: o.timeline.clone(),
         ..OpStats::default()
     };

@@ -419,8 +419,19 @@ fn unsolicited(out: &mut String, r: &Report) {
             out,
             "WARNING: the server sent {n} times bytes no request asked for (a protocol error \
              of the server): each time the connection was closed and the next request sent \
-             on a fresh one; the request just before it may have been answered by the stray"
+             on a fresh one; the answer read just before them may have been a stray meant \
+             for an earlier request, so it is counted in doubt"
         );
+        let doubted: Vec<String> = r
+            .summary
+            .ops
+            .iter()
+            .filter(|o| o.in_doubt > 0)
+            .map(|o| format!("{} {}", o.op, o.in_doubt))
+            .collect();
+        if !doubted.is_empty() {
+            let _ = writeln!(out, "  answers in doubt: {}", doubted.join(", "));
+        }
     }
 }
 

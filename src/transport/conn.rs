@@ -66,6 +66,15 @@ impl Response {
     }
 }
 
+/// Answers put in doubt by bytes nobody asked for (see [`Conn::doubt`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Doubt {
+    /// The answer read before the bytes were found, on an earlier exchange.
+    pub earlier: u32,
+    /// The answer the bytes came right behind, on this exchange.
+    pub this: u32,
+}
+
 /// One virtual user's connection.
 pub struct Conn {
     endpoint: Arc<Endpoint>,
@@ -82,6 +91,11 @@ pub struct Conn {
     /// Times bytes no request asked for were found on the connection (before a request
     /// was written, or after an answer): the server's protocol errors; each closed it.
     pub unsolicited: u64,
+    /// The answers those bytes put in doubt, since last taken: the one read before them
+    /// (found before the next request went out: an earlier exchange's answer) and the
+    /// one they came right behind (found with it: this exchange's). Either may have been
+    /// a stray answer to an earlier request rather than its own.
+    pub(crate) doubt: Doubt,
     /// A new TLS connection may resume an earlier session of this target.
     resume_tls: bool,
     /// The connection opened for the request under way, if one was.
@@ -174,6 +188,7 @@ impl Conn {
             opened: 0,
             retried: 0,
             unsolicited: 0,
+            doubt: Doubt::default(),
             resume_tls: true,
             opening: None,
             deadline: Deadline::default(),
@@ -355,6 +370,7 @@ impl Conn {
             Waiting::Closed => false,
             Waiting::Unasked => {
                 self.unsolicited += 1;
+                self.doubt.earlier = self.doubt.earlier.saturating_add(1);
                 false
             }
         });
@@ -399,6 +415,7 @@ impl Conn {
                 link.reused = true;
                 if a.unasked {
                     self.unsolicited += 1;
+                    self.doubt.this = self.doubt.this.saturating_add(1);
                 }
                 // The rest of the body was never sent: the connection is out of step.
                 if written.early {
@@ -621,6 +638,9 @@ mod tests {
         assert_eq!(counts[0].load(std::sync::atomic::Ordering::SeqCst), n);
         // Every connection but the last was found out of step before its next request.
         assert_eq!(conn.unsolicited, n - 1);
+        // Each put the answer read before it in doubt.
+        assert_eq!(conn.doubt.earlier as u64, n - 1);
+        assert_eq!(conn.doubt.this, 0);
         assert_eq!(conn.opened, n);
     }
 

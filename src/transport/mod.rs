@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use hyper::header::HeaderValue;
 
+pub(crate) use conn::Doubt;
 pub use conn::{Conn, Response};
 pub(crate) use conn::{Tally, add_tally};
 pub(crate) use h1::{BodyLease, BodyUse, limit_kept_bodies};

@@ -395,6 +395,90 @@ fn answers_nobody_asked_for_are_counted_as_the_servers_and_every_request_has_its
     );
 }
 
+/// A server out of step by one: from a connection's second request on, it first sends a
+/// stray 500 (as if the previous request had had two answers), then the request's own
+/// 200, in one write. The client reads the stray as the request's answer.
+fn answering_a_step_behind(
+    rt: &tokio::runtime::Runtime,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicU64>,
+) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const OWN: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    const BOTH: &[u8] =
+        b"HTTP/1.1 500 Stray\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let read = std::sync::Arc::new(AtomicU64::new(0));
+    let counter = read.clone();
+    let addr = rt.block_on(async move {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let (mut buf, mut chunk, mut n) = (Vec::new(), [0u8; 4096], 0u64);
+                    loop {
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match s.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                            }
+                        }
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                        buf.drain(..end);
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        let answer = if n == 0 { OWN } else { BOTH };
+                        n += 1;
+                        if s.write_all(answer).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    });
+    (addr, read)
+}
+
+#[test]
+fn answers_a_stray_may_have_taken_are_counted_in_doubt_under_their_operation() {
+    let rt = runtime();
+    let (addr, read) = answering_a_step_behind(&rt);
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let w = closer_workload(tmp.path(), addr, 40, "0ms");
+    let code = loadmix(&[
+        "run",
+        &w,
+        "--out",
+        &path_str(&out),
+        "--quiet",
+        "--no-preflight",
+    ]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    let t = &r.summary.total;
+    assert_eq!(t.requests, 80);
+    assert_eq!(
+        t.requests,
+        read.load(std::sync::atomic::Ordering::SeqCst),
+        "every request counted is one the server read"
+    );
+    // Every second request on a connection got the stray as its answer, and each of those
+    // is in doubt under its operation (the bytes behind it closed the connection, so the
+    // next request went on a fresh one).
+    let get = r.summary.ops.iter().find(|o| o.op == "c.get").unwrap();
+    let strays = get.status.get("500").copied().unwrap_or(0);
+    assert_eq!(strays, 40, "{:?}", get.status);
+    assert_eq!(get.in_doubt, strays);
+    assert_eq!(t.in_doubt, strays);
+    let text = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(text.contains("answers in doubt: c.get 40"), "{text}");
+}
+
 #[test]
 fn a_signal_during_a_set_up_that_hangs_stops_it_and_the_report_is_written() {
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -75,6 +75,10 @@ pub struct OpReport {
     /// How many of those TLS handshakes resumed an earlier session.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tls_resumed: u64,
+    /// Answers put in doubt: bytes nobody asked for (a server's protocol error) turned up
+    /// after them on their connection, so each may have answered an earlier request.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_doubt: u64,
     /// Across rounds only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub across_rounds: Option<AcrossRounds>,
@@ -203,6 +207,7 @@ pub(in crate::report) fn op_report(
         connect_ms: phase(&s.connecting),
         tls_handshake_ms: phase(&s.tls_handshaking),
         tls_resumed: s.tls_resumed,
+        in_doubt: s.in_doubt,
         across_rounds: None,
         timeline: if with_timeline {
             s.timeline.clone()

@@ -319,6 +319,22 @@ fn run_without_failures(
     std::path::PathBuf,
     loadmix::reports::Report,
 ) {
+    let (tmp, out, r) = run_closer(addr, iters, think);
+    let t = &r.summary.total;
+    assert_eq!(t.failures, 0, "{:?} {:?}", t.errors, r.failures);
+    (tmp, out, r)
+}
+
+/// The closer workload against `addr`, which must exit 0; as [`run_without_failures`].
+fn run_closer(
+    addr: std::net::SocketAddr,
+    iters: u32,
+    think: &str,
+) -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    loadmix::reports::Report,
+) {
     let tmp = tempdir();
     let out = out_dir(&tmp);
     let w = closer_workload(tmp.path(), addr, iters, think);
@@ -332,8 +348,6 @@ fn run_without_failures(
     ]);
     assert_eq!(code, 0);
     let r = read_report(&out);
-    let t = &r.summary.total;
-    assert_eq!(t.failures, 0, "{:?} {:?}", t.errors, r.failures);
     (tmp, out, r)
 }
 
@@ -447,19 +461,7 @@ fn answering_a_step_behind(
 fn answers_a_stray_may_have_taken_are_counted_in_doubt_under_their_operation() {
     let rt = runtime();
     let (addr, read) = answering_a_step_behind(&rt);
-    let tmp = tempdir();
-    let out = out_dir(&tmp);
-    let w = closer_workload(tmp.path(), addr, 40, "0ms");
-    let code = loadmix(&[
-        "run",
-        &w,
-        "--out",
-        &path_str(&out),
-        "--quiet",
-        "--no-preflight",
-    ]);
-    assert_eq!(code, 0);
-    let r = read_report(&out);
+    let (_tmp, out, r) = run_closer(addr, 40, "0ms");
     let t = &r.summary.total;
     assert_eq!(t.requests, 80);
     assert_eq!(

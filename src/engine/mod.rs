@@ -162,6 +162,8 @@ pub(crate) struct RoundResult {
     /// Users stopped for the round because their picks found nothing to act on
     /// ([`user::MAX_SKIPS_IN_A_ROW`] in a row).
     pub stuck: u64,
+    /// User tasks that ended in a panic (a bug of loadmix's): what they held is missing.
+    pub panicked: u64,
     /// Removing what the round made, after its clock stopped.
     pub cleanup: CleanupStats,
     /// The rest of the protocols' teardown: what the users left on the target drained,

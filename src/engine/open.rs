@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::FailureNote;
-use super::record::{VuOutput, Who};
+use super::record::{VuOutput, Who, joined};
 use super::user::{Active, Entry, UserSpec};
 use crate::metrics::{Recorder, RecorderFactory};
 use crate::protocol::{ClassDriver, VuDriver, VuIds};
@@ -258,14 +258,12 @@ pub(super) async fn arrivals(
         });
         out.sessions += 1;
         // Collect finished sessions as we go, so a long run does not hold them all.
-        while let Some(Ok(o)) = sessions.try_join_next() {
-            out.absorb(o);
+        while let Some(res) = sessions.try_join_next() {
+            joined(&mut out, res, VuOutput::absorb);
         }
     }
     while let Some(res) = sessions.join_next().await {
-        if let Ok(o) = res {
-            out.absorb(o);
-        }
+        joined(&mut out, res, VuOutput::absorb);
     }
     if let Some(r) = &spec.returning {
         let mut recorder = factory.recorder();

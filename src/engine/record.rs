@@ -56,6 +56,24 @@ pub(super) struct VuOutput {
     pub(super) kept: Vec<Ready>,
     /// Answers put in doubt, by label.
     pub(super) doubted: std::collections::BTreeMap<u32, u64>,
+    /// User tasks (set-ups, users, sessions) that ended in a panic: a bug of loadmix's,
+    /// whose output went with them.
+    pub(super) panicked: u64,
+}
+
+/// A user task's end: its output absorbed, or, when it panicked (a bug: a task only ends
+/// by returning), counted, so the report says output is missing. A task cancelled at a
+/// stop left nothing to count.
+pub(super) fn joined<T>(
+    out: &mut VuOutput,
+    res: Result<T, tokio::task::JoinError>,
+    absorb: impl FnOnce(&mut VuOutput, T),
+) {
+    match res {
+        Ok(t) => absorb(out, t),
+        Err(e) if e.is_panic() => out.panicked += 1,
+        Err(_) => {}
+    }
 }
 
 /// An arrival started later than this after it fell due, by the generator's own doing,
@@ -78,6 +96,7 @@ impl VuOutput {
         self.behind += o.behind;
         self.sessions += o.sessions;
         self.stuck += o.stuck;
+        self.panicked += o.panicked;
         for (l, n) in o.doubted {
             *self.doubted.entry(l).or_insert(0) += n;
         }
@@ -276,4 +295,29 @@ fn prior_answers(list: &[Answer]) -> [Answer; crate::metrics::PRIOR_ANSWERS] {
 /// bounded by the connect timeout long before).
 fn micros32(d: Duration) -> u32 {
     u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_user_task_that_panics_is_counted_and_the_others_output_kept() {
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..3u64 {
+            tasks.spawn(async move {
+                assert!(i != 1, "a bug in one user");
+                VuOutput {
+                    sessions: i,
+                    ..VuOutput::default()
+                }
+            });
+        }
+        let mut out = VuOutput::default();
+        while let Some(res) = tasks.join_next().await {
+            joined(&mut out, res, VuOutput::absorb);
+        }
+        assert_eq!(out.panicked, 1);
+        assert_eq!(out.sessions, 2, "the other two users' output");
+    }
 }

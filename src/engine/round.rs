@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::record::{Ready, VuOutput, Who};
+use super::record::{Ready, VuOutput, Who, joined};
 use super::user::{self, Active, Entry, UserSpec};
 use super::{
     EngineConfig, FailureNote, MAX_FAILURE_NOTES, OpLogEntry, RoundResult, host, open, timer,
@@ -127,6 +127,13 @@ impl Round<'_> {
             if let Some(l) = &cfg.live {
                 l.setup_one();
             }
+            let res = match res {
+                Err(e) if e.is_panic() => {
+                    out.panicked += 1;
+                    continue;
+                }
+                r => r,
+            };
             if let Ok((ci, vu, driver, res, tally)) = res {
                 add_tally(&mut out.setup, tally);
                 if let Err(detail) = res {
@@ -173,11 +180,8 @@ impl Round<'_> {
         let vus = spawn_closed(&cx, closed, &clock.factory, &mut tasks);
         spawn_open(&cx, returning, &clock.factory, &mut tasks);
         while let Some(res) = tasks.join_next().await {
-            // A user task only ends by returning; a panic would be a bug, and losing one
-            // user's output is better than losing the round.
-            if let Ok(o) = res {
-                out.absorb(o);
-            }
+            // A panic (a bug) loses one user's output, not the round's; it is counted.
+            joined(out, res, VuOutput::absorb);
         }
         vus
     }
@@ -269,6 +273,7 @@ impl Round<'_> {
             late: out.late,
             behind: out.behind,
             stuck: out.stuck,
+            panicked: out.panicked,
             cleanup: torn.cleanup,
             drain: torn.drain,
             ledger: torn.ledger,

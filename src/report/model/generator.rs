@@ -153,6 +153,12 @@ fn schedule_warnings(r: &crate::engine::RoundResult) -> Vec<String> {
             crate::engine::MAX_SKIPS_IN_A_ROW
         ));
     }
+    if r.panicked > 0 {
+        warnings.push(format!(
+            "round {round}: {} users ended on an internal error of loadmix (its message is on stderr; please report it): what they had not yet handed over is missing from these figures",
+            r.panicked
+        ));
+    }
     // A common start missed: this shard's round began after the others' (set-up ran past
     // its slot), so their seconds overlap less than planned.
     if let Some(late) = r.slot_late.filter(|d| *d > SLOT_LATE_WARNING) {
@@ -208,12 +214,25 @@ mod tests {
             late: 0,
             behind: 0,
             stuck: 0,
+            panicked: 0,
             cleanup: Default::default(),
             drain: Default::default(),
             ledger: Default::default(),
             server: Vec::new(),
             metrics: Vec::new(),
         }
+    }
+
+    #[test]
+    fn users_lost_to_a_panic_are_said_aloud() {
+        let mut r = round(0, 1.0, 1.0, 0.0);
+        assert!(schedule_warnings(&r).is_empty());
+        r.panicked = 2;
+        let w = schedule_warnings(&r).join(" | ");
+        assert!(
+            w.contains("round 2: 2 users ended on an internal error of loadmix"),
+            "{w}"
+        );
     }
 
     #[test]

@@ -65,6 +65,47 @@ fn busiest(ops: &[OpReport], n: usize) -> Vec<&OpReport> {
     v
 }
 
+/// Columns of a time chart a line keeps two points in (its lowest and highest): a chart is
+/// about this many pixels wide, so more points draw nothing more, and a report of days of
+/// seconds would otherwise be a page of tens of megabytes.
+const COLUMNS: usize = 800;
+
+/// `pts` (in order of x) with at most the lowest and the highest point of each of
+/// `columns` equal slices of its x range, in order: every spike stays, and a line of
+/// millions of seconds draws as fast as one of minutes.
+fn thin(pts: &[(f64, f64)], columns: usize) -> Vec<(f64, f64)> {
+    let (Some(first), Some(last)) = (pts.first(), pts.last()) else {
+        return Vec::new();
+    };
+    let span = last.0 - first.0;
+    if pts.len() <= 2 * columns || span.is_nan() || span <= 0.0 {
+        return pts.to_vec();
+    }
+    let mut out = Vec::with_capacity(2 * columns + 2);
+    let column = |x: f64| (((x - first.0) / span * columns as f64) as usize).min(columns - 1);
+    let mut i = 0;
+    while i < pts.len() {
+        let c = column(pts[i].0);
+        let (mut lo, mut hi) = (i, i);
+        let mut j = i;
+        while j < pts.len() && column(pts[j].0) == c {
+            if pts[j].1 < pts[lo].1 {
+                lo = j;
+            }
+            if pts[j].1 > pts[hi].1 {
+                hi = j;
+            }
+            j += 1;
+        }
+        out.push(pts[lo.min(hi)]);
+        if lo != hi {
+            out.push(pts[lo.max(hi)]);
+        }
+        i = j;
+    }
+    out
+}
+
 /// Lines over the run's time axis, each round's end marked and its warm-up shaded. A line
 /// named `total` is drawn black and thicker.
 fn time_chart(caption: &str, y_desc: &str, lines: &[Line], bands: &[Band], xmax: f64) -> String {
@@ -106,7 +147,7 @@ fn time_chart(caption: &str, y_desc: &str, lines: &[Line], bands: &[Band], xmax:
                 _ => (color(i), 1),
             };
             chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(width)))?
+                .draw_series(LineSeries::new(thin(pts, COLUMNS), c.stroke_width(width)))?
                 .label(name.clone())
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
@@ -450,29 +491,52 @@ pub(crate) fn errors_over_time(r: &Report) -> String {
     )
 }
 
+/// The heat map's cells: (x from, x to, row, share of its column's successes). A column
+/// is `width` seconds of one round (one second, unless the run is longer than the chart
+/// has columns), as wide as the part of it the round covered.
+fn heat_cells(r: &Report, bands: &[Band], width: f64) -> Vec<(f64, f64, usize, f64)> {
+    let mut cells = Vec::new();
+    for (round, &(offset, _, end)) in r.rounds.iter().zip(bands) {
+        // (column, x from, x to, successes per row), in order.
+        let mut columns: Vec<(u64, f64, f64, Vec<u64>)> = Vec::new();
+        for (i, s) in round.per_second.iter().enumerate() {
+            if s.latency_heat.iter().all(|&c| c == 0) {
+                continue;
+            }
+            let x0 = offset + i as f64;
+            let x1 = (x0 + 1.0).min(end).max(x0 + 0.001);
+            let col = (x0 / width) as u64;
+            if columns.last().is_none_or(|c| c.0 != col) {
+                columns.push((col, x0, x1, Vec::new()));
+            }
+            if let Some(c) = columns.last_mut() {
+                c.2 = x1;
+                if c.3.len() < s.latency_heat.len() {
+                    c.3.resize(s.latency_heat.len(), 0);
+                }
+                for (a, &n) in c.3.iter_mut().zip(&s.latency_heat) {
+                    *a += u64::from(n);
+                }
+            }
+        }
+        for (_, x0, x1, counts) in columns {
+            let n: u64 = counts.iter().sum();
+            for (row, &c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+                cells.push((x0, x1, row, c as f64 / n as f64));
+            }
+        }
+    }
+    cells
+}
+
 /// Latency over time as a heat map: a column per second of the run (rounds in sequence),
 /// a row per latency band of `metrics::HEAT_BOUNDS_US` on a log scale, each cell as dark as
 /// the share of that second's successes in that band. Two modes (a cache and a disk, a
 /// collector's pauses) show as two bands, where percentiles would average them away.
 pub(crate) fn latency_heat(r: &Report) -> String {
     use crate::metrics::HEAT_BOUNDS_US;
-    // Cells: (x from, x to, row, share of its second).
-    let mut cells: Vec<(f64, f64, usize, f64)> = Vec::new();
     let (bands, xmax) = super::axis::bands(r);
-    for (round, &(offset, _, end)) in r.rounds.iter().zip(&bands) {
-        for (i, s) in round.per_second.iter().enumerate() {
-            let n: u64 = s.latency_heat.iter().map(|&c| u64::from(c)).sum();
-            if n == 0 {
-                continue;
-            }
-            // A second the round only partly covered is as wide as the part covered.
-            let x0 = offset + i as f64;
-            let x1 = (x0 + 1.0).min(end).max(x0 + 0.001);
-            for (row, &c) in s.latency_heat.iter().enumerate().filter(|(_, c)| **c > 0) {
-                cells.push((x0, x1, row, f64::from(c) / n as f64));
-            }
-        }
-    }
+    let cells = heat_cells(r, &bands, (xmax / COLUMNS as f64).ceil().max(1.0));
     if cells.is_empty() {
         return "<p class=\"note\" data-empty=\"1\">no per-second latency bands in this report</p>"
             .into();
@@ -1027,4 +1091,55 @@ pub(crate) fn against_rate(
         root.present()?;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_of_days_of_seconds_draws_a_page_of_the_charts_width() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/example/run.json");
+        let mut r = crate::report::load(&path).unwrap();
+        let n = 200_000;
+        let second = PerSecond {
+            p50_ms: Some(1.5),
+            p99_ms: Some(9.0),
+            in_flight: 2.0,
+            users: Some(15),
+            latency_heat: vec![3, 1, 0, 0, 2],
+            ..PerSecond::default()
+        };
+        r.rounds.truncate(1);
+        r.rounds[0].per_second = vec![second; n];
+        r.rounds[0].elapsed_s = n as f64;
+        r.rounds[0].total.timeline = vec![crate::metrics::TimelineBucket::default(); n];
+        let (bands, xmax) = super::super::axis::bands(&r);
+        let cells = heat_cells(&r, &bands, (xmax / COLUMNS as f64).ceil());
+        // Three bands a column, each the share it has of every second in it.
+        assert!(cells.len() <= 3 * (COLUMNS + 1), "{}", cells.len());
+        assert!(
+            cells
+                .iter()
+                .any(|c| c.2 == 4 && (c.3 - 2.0 / 6.0).abs() < 1e-9)
+        );
+        let page = crate::report::html::report(&r);
+        assert!(page.len() < 4 << 20, "{} bytes", page.len());
+    }
+
+    #[test]
+    fn a_long_line_keeps_each_columns_lowest_and_highest_point_in_order() {
+        let mut pts: Vec<(f64, f64)> = (0..1_000_000).map(|i| (i as f64, (i % 7) as f64)).collect();
+        pts[123_456].1 = 1000.0;
+        pts[654_321].1 = -5.0;
+        let t = thin(&pts, 800);
+        assert!(t.len() <= 1600, "{}", t.len());
+        assert!(t.windows(2).all(|w| w[0].0 < w[1].0), "in order of x");
+        assert!(t.contains(&(123_456.0, 1000.0)) && t.contains(&(654_321.0, -5.0)));
+        assert_eq!(t.first(), Some(&(0.0, 0.0)));
+        // Short lines are drawn as they are.
+        assert_eq!(thin(&pts[..100], 800), pts[..100].to_vec());
+        assert!(thin(&[], 800).is_empty());
+    }
 }

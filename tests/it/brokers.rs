@@ -649,6 +649,186 @@ fn fake_stomp(
     (addr, seen)
 }
 
+/// One STOMP frame from the front of `buf`, binary-safe: its head, and its body (up to
+/// `content-length` when given, else the NUL); `None` until it is whole.
+fn take_frame(buf: &mut Vec<u8>) -> Option<(String, Vec<u8>)> {
+    let start = buf.iter().position(|b| !matches!(b, b'\n' | b'\r'))?;
+    buf.drain(..start);
+    let head_end = buf.windows(2).position(|w| w == b"\n\n")?;
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let len = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|n| n.parse::<usize>().ok());
+    let body_end = match len {
+        Some(n) => head_end + 2 + n,
+        None => head_end + 2 + buf[head_end + 2..].iter().position(|b| *b == 0)?,
+    };
+    if buf.len() <= body_end {
+        return None;
+    }
+    let body = buf[head_end + 2..body_end].to_vec();
+    buf.drain(..=body_end);
+    Some((head, body))
+}
+
+/// A loopback STOMP broker that delivers each message sent to the one subscriber, and
+/// once the subscriber acknowledges it, delivers it again flagged `redelivered:true`:
+/// a broker resending what was settled. Answers every `receipt:`.
+fn resending_broker(rt: &tokio::runtime::Runtime) -> std::net::SocketAddr {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    type Tx = tokio::sync::mpsc::UnboundedSender<Vec<u8>>;
+    #[derive(Default)]
+    struct Broker {
+        subscriber: Option<(Tx, String)>,
+        waiting: Vec<(String, Vec<u8>)>,
+        next: u64,
+        given: HashMap<String, (String, Vec<u8>, bool)>,
+    }
+    fn message(
+        b: &mut Broker,
+        (dest, body): (String, Vec<u8>),
+        again: bool,
+    ) -> Option<(Tx, Vec<u8>)> {
+        let (tx, sub) = b.subscriber.clone()?;
+        b.next += 1;
+        let id = format!("m{}", b.next);
+        let flag = if again { "redelivered:true\n" } else { "" };
+        let mut f = format!(
+            "MESSAGE\nsubscription:{sub}\nmessage-id:{id}\nack:{id}\ndestination:{dest}\n{flag}content-length:{}\n\n",
+            body.len()
+        )
+        .into_bytes();
+        f.extend_from_slice(&body);
+        f.push(0);
+        b.given.insert(id, (dest, body, again));
+        Some((tx, f))
+    }
+    let state = Arc::new(Mutex::new(Broker::default()));
+    rt.block_on(async move {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+                    let (mut buf, mut chunk) = (Vec::new(), [0u8; 8192]);
+                    loop {
+                        while let Some((head, body)) = take_frame(&mut buf) {
+                            let header = |k: &str| {
+                                head.lines()
+                                    .find_map(|l| l.strip_prefix(k))
+                                    .map(str::to_string)
+                            };
+                            let mut out: Vec<(Tx, Vec<u8>)> = Vec::new();
+                            {
+                                let mut b = state.lock().unwrap();
+                                let command = head.lines().next().unwrap_or("");
+                                match command {
+                                    "CONNECT" | "STOMP" => out.push((
+                                        tx.clone(),
+                                        b"CONNECTED\nversion:1.2\n\n\0".to_vec(),
+                                    )),
+                                    "SEND" => {
+                                        let sent =
+                                            (header("destination:").unwrap_or_default(), body);
+                                        match message(&mut b, sent.clone(), false) {
+                                            Some(m) => out.push(m),
+                                            None => b.waiting.push(sent),
+                                        }
+                                    }
+                                    "SUBSCRIBE" => {
+                                        b.subscriber =
+                                            Some((tx.clone(), header("id:").unwrap_or_default()));
+                                        for sent in std::mem::take(&mut b.waiting) {
+                                            out.extend(message(&mut b, sent, false));
+                                        }
+                                    }
+                                    "ACK" => {
+                                        let id = header("id:").unwrap_or_default();
+                                        if let Some((dest, body, false)) = b.given.get(&id).cloned()
+                                        {
+                                            out.extend(message(&mut b, (dest, body), true));
+                                        }
+                                    }
+                                    _ => {}
+                                }
+                            }
+                            if let Some(r) = header("receipt:") {
+                                out.push((
+                                    tx.clone(),
+                                    format!("RECEIPT\nreceipt-id:{r}\n\n\0").into_bytes(),
+                                ));
+                            }
+                            for (to, frame) in out {
+                                let _ = to.send(frame);
+                            }
+                        }
+                        tokio::select! {
+                            Some(frame) = rx.recv() => {
+                                if s.write_all(&frame).await.is_err() {
+                                    return;
+                                }
+                            }
+                            r = s.read(&mut chunk) => match r {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            },
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    })
+}
+
+/// A broker that resends messages after the consumer acknowledged them, flagged
+/// redelivered: each resend is a duplicate, not excused as a redelivery (the consumer had
+/// settled the first copy).
+#[test]
+fn a_message_resent_after_its_acknowledgement_is_a_duplicate_though_flagged_redelivered() {
+    let rt = runtime();
+    let addr = resending_broker(&rt);
+    let tmp = tempdir();
+    let w = write_workload(
+        tmp.path(),
+        r#"
+name: resending
+run: { rounds: 1, duration: 3s, timeout: 2s }
+users:
+  - class: producer
+    protocol: stomp
+    count: 1
+    iterations: 20
+    mix:
+      send: { weight: 1, params: { destination: "/queue/q-{run_id}", size: 64B } }
+  - class: consumer
+    protocol: stomp
+    count: 1
+    iterations: 40
+    params: { subscribe: "/queue/q-{run_id}", ack: client-individual, prefetch: 1 }
+    mix:
+      receive: { weight: 1, params: { timeout: 2s } }
+"#,
+    );
+    let out = out_dir(&tmp);
+    let code = run_to(&w, &format!("stomp://{addr}"), &out, &["--keep-data"]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    let l = r.ledger.as_ref().unwrap();
+    let c = &l.destinations[0].counts;
+    assert_eq!(c.sent, 20, "{c:?}");
+    assert_eq!(c.received, 20, "{c:?}");
+    // Every resend was flagged by the broker, and none is excused: each is a duplicate.
+    assert_eq!(c.redelivered, 20, "{c:?}");
+    assert_eq!(c.duplicated, 20, "every resend of a settled message: {c:?}");
+    assert_eq!(c.lost, 0, "{c:?}");
+}
+
 const TWO_PRODUCERS: &str = r#"
 name: fake-broker
 run: { iterations: 12, rounds: 1, timeout: 300ms }

@@ -269,6 +269,14 @@ impl Ledger {
         self.counts[d as usize].foreign += 1;
     }
 
+    /// A message of this run was taken from `destination` with a sequence number its
+    /// producer cannot have sent yet (a forged stamp): counted as never sent, and kept
+    /// out of the sets, where each such number could take a chunk of the budget.
+    pub(crate) fn took_unsent(&mut self, destination: &str) {
+        let d = self.dest(destination);
+        self.counts[d as usize].unsent += 1;
+    }
+
     /// Message `seq` of `p` was taken from `destination`; `redelivered` when the broker
     /// flagged it so. A message received is remembered as not yet acknowledged.
     pub(crate) fn took(

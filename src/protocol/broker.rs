@@ -5,6 +5,7 @@
 //! says when it is cut off.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -138,10 +139,30 @@ pub(super) fn render<R: Rng + ?Sized>(
     s
 }
 
+/// Per producer class (by index, the first [`CLASSES_BOUNDED`]), the highest sequence
+/// number this process has stamped, in any round or run: a whole run's consumers take
+/// none beyond it from a producer of that class, so a stamp past it is forged, and it is
+/// counted as never sent before it can spend the ledger's budget.
+static STAMPED: [AtomicU32; CLASSES_BOUNDED] = [const { AtomicU32::new(0) }; CLASSES_BOUNDED];
+const CLASSES_BOUNDED: usize = 1024;
+
+/// Whether a whole run (its stamps on this process's clock) can have sent `st`: a
+/// sharded run's producers are other processes', and a class past the table's is not
+/// followed.
+fn can_have_sent(st: &Stamp, clock: StampClock) -> bool {
+    let class = usize::from(st.producer.class);
+    clock == StampClock::Wall
+        || class >= CLASSES_BOUNDED
+        || st.seq <= STAMPED[class].load(Ordering::Acquire)
+}
+
 /// A body of `size` bytes (at least the stamp's): the stamp, then filler. The stamp is
 /// the run's nonce, the producer (class, round, user), its sequence number, and the send
 /// time on this process's clock, little-endian.
 pub(super) fn body(nonce: u32, clock: StampClock, p: Producer, seq: u32, size: usize) -> Bytes {
+    if let Some(top) = STAMPED.get(usize::from(p.class)) {
+        top.fetch_max(seq, Ordering::AcqRel);
+    }
     let mut b = Vec::with_capacity(size.max(STAMP_LEN));
     b.extend_from_slice(&nonce.to_le_bytes());
     b.extend_from_slice(&p.class.to_le_bytes());
@@ -210,6 +231,7 @@ pub(super) fn took(
     let (destination, redelivered, acked) = taken_from;
     let l = ledger.get_or_insert_with(Box::default);
     match stamp_of(body, nonce) {
+        Some(st) if !can_have_sent(&st, clock) => l.took_unsent(destination),
         Some(st) => {
             let e2e = Duration::from_nanos(clock.now_ns().saturating_sub(st.sent_ns));
             o.steps.push((labels.0, done(Answer::NONE, 0, 0, e2e)));
@@ -260,6 +282,51 @@ mod tests {
         assert_eq!((st.producer, st.seq), (p, 41));
         assert!(stamp_of(&b, 0xbeef).is_none());
         assert!(stamp_of(&b[..STAMP_LEN - 1], 0xfeed).is_none());
+    }
+
+    #[test]
+    fn a_forged_sequence_number_is_never_sent_and_spends_nothing_of_the_ledgers_budget() {
+        // A class of its own, so that no other test's stamps raise its highest number.
+        let p = Producer {
+            class: 1000,
+            round: 1,
+            vu: 0,
+        };
+        let take = |ledger: &mut Option<Box<Ledger>>, seq: u32, clock: StampClock| {
+            let mut b = body(0xfeed, clock, p, 0, 64).to_vec();
+            b[12..16].copy_from_slice(&seq.to_le_bytes());
+            let mut o = Outcome::default();
+            took(
+                &mut o,
+                &b,
+                (0xfeed, clock),
+                ("/queue/f", false, Acked::No),
+                ledger,
+                (0, 1),
+            );
+        };
+        let mut ledger = None;
+        // The producer stamps 0..=3; a broker makes up 200,000 numbers far past them, each
+        // in a chunk of its own; then the real ones arrive.
+        for seq in 0..=3 {
+            let _ = body(0xfeed, StampClock::Monotonic, p, seq, 64);
+        }
+        for i in 0..200_000u32 {
+            take(&mut ledger, 1_000_000 + i * 4096, StampClock::Monotonic);
+        }
+        for seq in 0..=3 {
+            take(&mut ledger, seq, StampClock::Monotonic);
+        }
+        let l = ledger.take().unwrap();
+        let counts = &l.settle(false)[0].1;
+        assert_eq!(
+            (counts.received, counts.unsent, counts.untracked),
+            (4, 200_000, 0)
+        );
+        // In a shard, another process may have stamped it: it is followed as before.
+        let mut ledger = None;
+        take(&mut ledger, 5_000_000, StampClock::Wall);
+        assert_eq!(ledger.unwrap().settle(false)[0].1.received, 1);
     }
 }
 

@@ -128,8 +128,9 @@ pub struct Counts {
     /// Messages a consumer took after a later one of the same producer, the broker's
     /// redeliveries left out (JMS promises order only without them).
     pub out_of_order: u64,
-    /// Messages the broker said it had delivered before (to a consumer that left without
-    /// acknowledging them): taken once here, or they would be duplicates.
+    /// Copies the broker flagged as delivered before. One of a message the consumer had
+    /// not acknowledged (it left, or let it go) is excused, not a duplicate; any other
+    /// is counted under `duplicated` as well.
     #[serde(default)]
     pub redelivered: u64,
     /// Messages without this run's stamp (another run's, a dirty queue's).

@@ -229,15 +229,18 @@ fn silent_closer(
     std::net::SocketAddr,
     std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) {
-    answering(rt, idle, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    answering(rt, idle, |_| {
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    })
 }
 
-/// A server that writes `answer` for every request head it reads and counts the answers; an
-/// idle connection is closed after `idle`, silently, or after every answer when `None`.
+/// A server that writes `answer(n)` for the n-th request head (from 0) it reads on a
+/// connection and counts the answers; an idle connection is closed after `idle`,
+/// silently, or after every answer when `None`.
 fn answering(
     rt: &tokio::runtime::Runtime,
     idle: Option<Duration>,
-    answer: &'static [u8],
+    answer: fn(u64) -> &'static [u8],
 ) -> (
     std::net::SocketAddr,
     std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -255,7 +258,7 @@ fn answering(
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 4096];
-                    loop {
+                    for n in 0.. {
                         // Wait for a whole request head; an idle connection is closed after
                         // `idle`, silently.
                         while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -275,7 +278,7 @@ fn answering(
                         }
                         let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
                         buf.drain(..end);
-                        if s.write_all(answer).await.is_err() {
+                        if s.write_all(answer(n)).await.is_err() {
                             return;
                         }
                         counter.fetch_add(1, Ordering::SeqCst);
@@ -387,11 +390,9 @@ fn a_server_that_closes_idle_connections_costs_no_failure() {
 fn answers_nobody_asked_for_are_counted_as_the_servers_and_every_request_has_its_own() {
     let rt = runtime();
     // With every answer, a second one nobody asked for.
-    let (addr, received) = answering(
-        &rt,
-        Some(Duration::from_secs(60)),
-        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 500 Stray\r\nContent-Length: 0\r\n\r\n",
-    );
+    let (addr, received) = answering(&rt, Some(Duration::from_secs(60)), |_| {
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 500 Stray\r\nContent-Length: 0\r\n\r\n"
+    });
     let (_tmp, out, r) = run_without_failures(addr, 60, "0ms");
     let t = &r.summary.total;
     assert_eq!(t.requests, 120);
@@ -409,58 +410,18 @@ fn answers_nobody_asked_for_are_counted_as_the_servers_and_every_request_has_its
     );
 }
 
-/// A server out of step by one: from a connection's second request on, it first sends a
-/// stray 500 (as if the previous request had had two answers), then the request's own
-/// 200, in one write. The client reads the stray as the request's answer.
-fn answering_a_step_behind(
-    rt: &tokio::runtime::Runtime,
-) -> (
-    std::net::SocketAddr,
-    std::sync::Arc<std::sync::atomic::AtomicU64>,
-) {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    const OWN: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-    const BOTH: &[u8] =
-        b"HTTP/1.1 500 Stray\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-    let read = std::sync::Arc::new(AtomicU64::new(0));
-    let counter = read.clone();
-    let addr = rt.block_on(async move {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = l.accept().await {
-                let counter = counter.clone();
-                tokio::spawn(async move {
-                    let (mut buf, mut chunk, mut n) = (Vec::new(), [0u8; 4096], 0u64);
-                    loop {
-                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                            match s.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(k) => buf.extend_from_slice(&chunk[..k]),
-                            }
-                        }
-                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                        buf.drain(..end);
-                        counter.fetch_add(1, Ordering::SeqCst);
-                        let answer = if n == 0 { OWN } else { BOTH };
-                        n += 1;
-                        if s.write_all(answer).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        addr
-    });
-    (addr, read)
-}
-
 #[test]
 fn answers_a_stray_may_have_taken_are_counted_in_doubt_under_their_operation() {
     let rt = runtime();
-    let (addr, read) = answering_a_step_behind(&rt);
+    // Out of step by one: from a connection's second request on, a stray 500 (as if the
+    // previous request had had two answers), then the request's own 200, in one write.
+    // The client reads the stray as the request's answer.
+    let (addr, read) = answering(&rt, Some(Duration::from_secs(60)), |n| {
+        match n {
+        0 => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        _ => b"HTTP/1.1 500 Stray\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    }
+    });
     let (_tmp, out, r) = run_closer(addr, 40, "0ms");
     let t = &r.summary.total;
     assert_eq!(t.requests, 80);

@@ -26,6 +26,8 @@ pub(super) struct Who {
     pub(super) label_base: u32,
     /// Keep a row of every pick (`--log-ops`).
     pub(super) log_ops: bool,
+    /// The round's warm-up window, µs from its start: what starts in it is not measured.
+    pub(super) warmup_us: u64,
 }
 
 /// Per VU, keep only the first few failure details: the report needs examples, not a log.
@@ -126,7 +128,8 @@ pub(super) struct Timing {
 
 /// Record what a pick came to: its sample, its steps' samples, the first failures'
 /// details and, with `--log-ops`, its row. A skipped pick (nothing sent) has only its row.
-/// The label its answer was recorded under, when it sent anything.
+/// The label its answer was recorded under, when it sent anything, and whether it is
+/// among the measured figures (it started after the warm-up window).
 pub(super) fn record(
     out: &mut VuOutput,
     recorder: &mut metrics::Recorder,
@@ -134,7 +137,7 @@ pub(super) fn record(
     (seq, op): (u64, Option<usize>),
     done: &Done,
     t: Timing,
-) -> Option<u32> {
+) -> Option<(u32, bool)> {
     let start_us = t.started.duration_since(who.start).as_micros() as u64;
     let row = |label: usize, latency_us: u64, answer: Answer| OpLogEntry {
         round: who.round,
@@ -184,21 +187,23 @@ pub(super) fn record(
     if who.log_ops {
         out.log.push(row(label, sample.latency_us, sample.answer));
     }
-    Some(sample.label)
+    Some((sample.label, start_us >= who.warmup_us))
 }
 
 /// Answers put in doubt during a pick (see [`crate::transport::Doubt`]): the earlier ones
-/// are the user's previous answer's (`previous`, its label), the others this one's
-/// (`this`). One found with nothing before it in the round is counted nowhere but in
-/// the connection's unsolicited bytes. The label of the user's last answer, now.
+/// are the user's previous answer's (`previous`: its label, and whether it is measured),
+/// the others this one's (`this`). Only measured answers are filed, as only they are in
+/// the operation's figures; one found with nothing before it in the round, or in the
+/// warm-up, is counted only in the connection's unsolicited bytes. The user's last
+/// answer, now.
 pub(super) fn record_doubt(
     out: &mut VuOutput,
     doubt: crate::transport::Doubt,
-    previous: Option<u32>,
-    this: Option<u32>,
-) -> Option<u32> {
-    for (label, n) in [(previous, doubt.earlier), (this, doubt.this)] {
-        if let (Some(l), 1..) = (label, n) {
+    previous: Option<(u32, bool)>,
+    this: Option<(u32, bool)>,
+) -> Option<(u32, bool)> {
+    for (answer, n) in [(previous, doubt.earlier), (this, doubt.this)] {
+        if let (Some((l, true)), 1..) = (answer, n) {
             *out.doubted.entry(l).or_insert(0) += u64::from(n);
         }
     }
@@ -300,6 +305,27 @@ fn micros32(d: Duration) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_in_doubt_are_filed_under_their_label_only_when_measured() {
+        use crate::transport::Doubt;
+        let mut out = VuOutput::default();
+        let doubt = |earlier, this| Doubt { earlier, this };
+        // The previous answer was in the warm-up window: not in any figure, not filed.
+        let last = record_doubt(&mut out, doubt(1, 0), Some((3, false)), Some((4, true)));
+        assert!(out.doubted.is_empty());
+        assert_eq!(last, Some((4, true)));
+        // A skipped pick keeps the last answer, which the next doubt then names.
+        let last = record_doubt(&mut out, doubt(0, 0), last, None);
+        let last = record_doubt(&mut out, doubt(1, 2), last, Some((5, true)));
+        assert_eq!(out.doubted.get(&4), Some(&1));
+        assert_eq!(out.doubted.get(&5), Some(&2));
+        assert_eq!(last, Some((5, true)));
+        // Nothing before the first pick of the round: counted nowhere.
+        let mut first = VuOutput::default();
+        record_doubt(&mut first, doubt(1, 0), None, Some((4, true)));
+        assert!(first.doubted.is_empty());
+    }
 
     #[tokio::test]
     async fn a_user_task_that_panics_is_counted_and_the_others_output_kept() {

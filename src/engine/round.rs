@@ -415,6 +415,7 @@ impl RoundCx<'_> {
             vu,
             label_base: self.round.labels.index(ci, 0),
             log_ops: self.round.cfg.log_ops,
+            warmup_us: u64::try_from(self.round.w.run.warmup.as_micros()).unwrap_or(u64::MAX),
         }
     }
 }

@@ -119,7 +119,7 @@ pub(super) async fn run(
     driver.round_ends_at(spec.end_by);
     // What set-up put in doubt is no pick's; after that, the previous answer's label.
     let _ = driver.take_doubt();
-    let mut previous: Option<u32> = None;
+    let mut previous = None;
     loop {
         if spec.iterations.is_some_and(|n| done >= n) || spec.halted.load(Ordering::Relaxed) {
             break;

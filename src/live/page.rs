@@ -286,7 +286,6 @@ mod tests {
             watched: Arc::new(std::sync::Mutex::new(vec![crate::monitor::Now {
                 label: "pid 7".into(),
                 cpu_percent: 42.5,
-                rss_bytes: 1 << 20,
             }])),
         });
         // The page judges the rules and shows the watched server from the snapshot.

@@ -140,8 +140,6 @@ pub(crate) struct ProcessRound {
     /// Per second of the round: CPU, percent of one core.
     pub cpu_percent: Vec<f64>,
     pub rss_peak_bytes: u64,
-    /// Resident memory at the last look.
-    pub rss_last_bytes: u64,
     pub threads_max: u64,
     pub context_switches: u64,
     pub read_bytes: u64,
@@ -324,14 +322,13 @@ pub(crate) struct Now {
     pub label: String,
     /// CPU, percent of one core.
     pub cpu_percent: f64,
-    pub rss_bytes: u64,
 }
 
 /// The last second of each watch, written by the sampler for whoever shows it live.
 pub(crate) type Latest = std::sync::Arc<std::sync::Mutex<Vec<Now>>>;
 
 /// Watch `specs` once a second until `done`; one result per spec. Each second's figures
-/// also go to `latest`.
+/// also go to `latest`, emptied when the round ends.
 pub(crate) fn sampler(
     watches: Vec<Watch>,
     done: CancellationToken,
@@ -385,6 +382,8 @@ pub(crate) fn sampler(
             last_tick = now_tick;
             publish(&latest, &out);
         }
+        // Between rounds nothing is watched: no second is shown rather than a stale one.
+        publish(&latest, &[]);
         for (o, m) in out.iter_mut().zip(missing) {
             o.problem = problem(o, m, seconds);
         }
@@ -399,7 +398,6 @@ fn publish(latest: &Latest, out: &[ProcessRound]) {
         .map(|o| Now {
             label: o.label.clone(),
             cpu_percent: o.cpu_percent.last().copied().unwrap_or(0.0),
-            rss_bytes: o.rss_last_bytes,
         })
         .collect();
     if let Ok(mut l) = latest.lock() {
@@ -475,7 +473,6 @@ fn add_second(
     o.read_bytes += rd;
     o.write_bytes += wr;
     o.rss_peak_bytes = o.rss_peak_bytes.max(rss);
-    o.rss_last_bytes = rss;
     o.threads_max = o.threads_max.max(threads);
     o.processes_max = o.processes_max.max(now.len() as u32);
 }
@@ -495,6 +492,28 @@ fn problem(o: &ProcessRound, missing: u32, seconds: u32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_live_figures_show_each_watched_second_and_nothing_once_the_round_ends() {
+        let (watch, _) = parse_watch(&std::process::id().to_string()).unwrap();
+        let latest = Latest::default();
+        let done = CancellationToken::new();
+        let sampling = sampler(vec![watch], done.clone(), latest.clone());
+        while latest.lock().unwrap().is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            latest.lock().unwrap()[0].label,
+            format!("pid {}", std::process::id())
+        );
+        done.cancel();
+        let rounds = sampling.await.unwrap();
+        assert!(!rounds[0].cpu_percent.is_empty());
+        assert!(
+            latest.lock().unwrap().is_empty(),
+            "no stale second between rounds"
+        );
+    }
 
     #[test]
     fn a_group_is_every_process_that_shares_it() {

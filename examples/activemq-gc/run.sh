@@ -6,7 +6,9 @@
 # and stops. One command asks how many persistent 1 KiB messages a second each sustains
 # at a service level (workloads/broker-rate.yaml: returning producers with receipts,
 # readers taking messages as they come), and what a message costs the server there.
-# Usage: examples/activemq-gc/run.sh [OUT=reports/activemq-gc] [STEP=10s] [LEVEL=...]
+# Usage: examples/activemq-gc/run.sh [OUT=reports/activemq-gc] [STEP=10s] [LEVEL=...] [OPTION...]
+# (any further options go to loadmix run, e.g. --set users.writer.arrival.rate=100/s to
+# start the search lower)
 # The answer is OUT/capacity.txt (and capacity.html, capacity.json).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,7 +42,7 @@ done
 "$BIN" run workloads/broker-rate.yaml --capacity "$LEVEL" "${CONFIGS[@]}" \
     --monitor-process postgres --set "run.duration=$STEP" --set run.warmup_rounds=1 \
     --note "ActiveMQ 5.17, 512 MiB heap: G1 and Parallel GC x KahaDB and JDBC on PostgreSQL 15" \
-    --quiet --out "$OUT" >/dev/null
+    --quiet --out "$OUT" "${@:4}" >/dev/null
 # The brokers' stores are not part of the report.
 rm -rf "$OUT"/*/server/data
 cat "$OUT/capacity.txt"

@@ -12,6 +12,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use super::acl;
 use super::expand;
 use super::filter::{self, CompFilter, FilterError};
 use super::http::*;
@@ -24,7 +25,7 @@ use crate::formats::ical::COMPONENTS;
 use crate::formats::xml::{self, El};
 
 const ALLOW: &str =
-    "OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND, PROPPATCH, MKCALENDAR, MKCOL, REPORT";
+    "OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND, PROPPATCH, MKCALENDAR, MKCOL, REPORT, ACL";
 const TOKEN_PREFIX: &str = "urn:loadmix:sync:";
 
 /// Where a request points.
@@ -77,6 +78,7 @@ pub(crate) async fn handle(State(st): State<AppState>, req: Request) -> Response
     };
     if let Some(u) = user_of(&target)
         && !st.may_access(&caller, &u)
+        && !shared_with(&st, &caller, &target, parts.method.as_str())
     {
         return text(StatusCode::FORBIDDEN, "not your calendar home");
     }
@@ -98,6 +100,7 @@ pub(crate) async fn handle(State(st): State<AppState>, req: Request) -> Response
         }
         ("DELETE", Target::Resource(u, c, n)) => d.delete(u, c, n),
         ("DELETE", Target::Calendar(u, c)) => d.delete_calendar(u, c),
+        ("ACL", Target::Calendar(u, c)) => d.acl(u, c, &body),
         ("REPORT", Target::Calendar(u, c)) => {
             // Expanding recurrences is bounded but can take a while: off the threads that
             // serve other requests.
@@ -116,6 +119,27 @@ pub(crate) async fn handle(State(st): State<AppState>, req: Request) -> Response
             .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "internal error"))
         }
         _ => method_not_allowed(),
+    }
+}
+
+/// Whether another user's calendar, or an event in it, was shared with the caller for
+/// what `method` does: reading (GET, HEAD, PROPFIND, REPORT), or writing an event (PUT,
+/// DELETE). Everything else on a calendar (making, deleting it, its properties, its
+/// ACL) is its owner's alone.
+fn shared_with(st: &AppState, caller: &Caller, target: &Target, method: &str) -> bool {
+    let (user, cal, event) = match target {
+        Target::Calendar(u, c) => (u, c, false),
+        Target::Resource(u, c, _) => (u, c, true),
+        Target::Root | Target::Home(_) => return false,
+    };
+    let right = match (method, event) {
+        ("GET" | "HEAD" | "PROPFIND" | "REPORT" | "OPTIONS", _) => acl::Right::Read,
+        ("PUT" | "DELETE", true) => acl::Right::Write,
+        _ => return false,
+    };
+    match st.store.collection(&ckey(user, cal)) {
+        Ok(Some(c)) => acl::permits(c.props.get(acl::KEY), &caller.name, right),
+        _ => false,
     }
 }
 
@@ -178,6 +202,7 @@ fn components_of(c: &CollectionInfo) -> Vec<String> {
 /// and CalDAV live properties, the component set after creation) are protected.
 fn writable((ns, name): &PropName) -> bool {
     match ns.as_str() {
+        acl::NS => false,
         DAV => name == "displayname",
         CALDAV => name == "calendar-description",
         CS => false,
@@ -540,6 +565,35 @@ impl Dav<'_> {
         let names: Vec<PropName> = changes.into_iter().map(|(n, _)| n).collect();
         out.propstat_response(path, &names, "200 OK");
         multistatus(out)
+    }
+
+    /// `ACL` (RFC 3744) on a calendar of the caller's own: its grants replaced by the
+    /// body's; a deny, a principal not of this server or an unknown privilege refused
+    /// with its precondition.
+    fn acl(&self, user: &str, cal: &str, body: &[u8]) -> Response {
+        if let Err(r) = self.calendar(user, cal) {
+            return r;
+        }
+        let root = match parse_body(body) {
+            Ok(Some(r)) => r,
+            Ok(None) => return text(StatusCode::BAD_REQUEST, "expected a DAV:acl body"),
+            Err(r) => return r,
+        };
+        let grants = match acl::parse(&root, self.prefix) {
+            Ok(g) => g,
+            Err(e) if e.condition.is_empty() => return text(StatusCode::BAD_REQUEST, &e.why),
+            Err(e) => return dav_error(StatusCode::FORBIDDEN, DAV, e.condition),
+        };
+        match self.st.store.update_collection(
+            &ckey(user, cal),
+            None,
+            None,
+            &[(acl::KEY.to_string(), Some(grants))],
+        ) {
+            Ok(true) => StatusCode::OK.into_response(),
+            Ok(false) => text(StatusCode::NOT_FOUND, "no such calendar"),
+            Err(e) => store_error(e),
+        }
     }
 
     fn mkcalendar(&self, user: &str, cal: &str, body: &[u8]) -> Response {

@@ -25,6 +25,7 @@
 #![allow(clippy::result_large_err)]
 
 pub(crate) mod access_log;
+pub(crate) mod acl;
 pub(crate) mod atom;
 pub mod certs;
 pub(crate) mod cmp;

@@ -11,6 +11,7 @@ pub(crate) mod error;
 pub(crate) mod overrides;
 pub(crate) mod protocols;
 mod resolve;
+pub(crate) mod teams;
 pub(crate) mod template;
 pub(crate) mod units;
 pub(crate) mod yaml;
@@ -26,6 +27,7 @@ pub use overrides::Override;
 pub use protocols::Protocol;
 pub(crate) use protocols::Tally;
 pub(crate) use protocols::{AtomOp, CaldavOp, ClassKind, MorseOp};
+pub(crate) use teams::{Grant, Seat, Team};
 pub(crate) use template::Template;
 
 /// A workload ready to run: every value checked, every default filled in.
@@ -54,6 +56,8 @@ pub struct Workload {
     pub accounts: Option<Accounts>,
     /// Its classes of users, in order.
     pub classes: Vec<UserClass>,
+    /// Its teams (`teams:`): users of several classes sharing a calendar.
+    pub teams: Vec<Team>,
     /// Its thresholds (`thresholds:`).
     pub thresholds: Vec<Threshold>,
     /// `monitor.process`: the server's processes to watch (names or PIDs, as written).

@@ -43,6 +43,11 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
         ),
         p("discovery", ParamKind::Text, "where discovery starts"),
         p(
+            "team",
+            ParamKind::Text,
+            "the team (under teams:) whose shared calendar its users work in",
+        ),
+        p(
             "initial_events",
             ParamKind::Dist(Unit::Count),
             "events each user's first calendar holds before the clock starts (a count or a distribution)",
@@ -200,6 +205,9 @@ pub struct CaldavParams {
     pub label_create_calendar: usize,
     /// Events put in a user's first calendar in its set-up (`None`: none).
     pub initial_events: Option<Dist>,
+    /// The team (its `teams:` name) whose shared calendar the users work in; `None`:
+    /// each user works in calendars of its own.
+    pub team: Option<String>,
 }
 
 /// Why a class with these operations (and their weights) could never act on what most of
@@ -224,7 +232,10 @@ pub(super) fn nothing_to_act_on(
         .initial_events
         .as_ref()
         .is_some_and(|d| d.mean() > 0.0);
-    (!needs.is_empty() && !puts && !prefilled).then(|| {
+    // In a team, the others' events are there to read (the team's check says someone
+    // writes).
+    let teamed = params.team.is_some();
+    (!needs.is_empty() && !puts && !prefilled && !teamed).then(|| {
         format!(
             "{} act on events, and no operation of this class puts one: every such pick would send nothing (give put_event a weight, or params.initial_events a count)",
             needs.join(", ")
@@ -256,6 +267,7 @@ pub(super) fn build(
             label_resync: label_index(labels, "sync_collection_resync"),
             label_create_calendar: label_index(labels, "create_calendar"),
             initial_events: class_params.dist("initial_events").cloned(),
+            team: class_params.text("team").map(str::to_string),
         },
     })
 }

@@ -24,11 +24,13 @@ mod class;
 mod cx;
 mod http;
 mod run;
+mod teams;
 mod thresholds;
 
 use class::*;
 use cx::*;
 use run::*;
+use teams::resolve_teams;
 use thresholds::*;
 
 type R<T> = Result<T, WorkloadError>;
@@ -47,6 +49,7 @@ const TOP_KEYS: &[&str] = &[
     "users",
     "thresholds",
     "user_agent",
+    "teams",
 ];
 
 fn required<'n>(cx: &Cx, node: &'n Node, name: &str, path: &str) -> R<&'n Node> {
@@ -130,6 +133,11 @@ fn sections(
         (Some(n), Some(c)) => found.keep(resolve_thresholds(cx, n, c)),
         (Some(_), None) => None,
     };
+    // Teams gather classes: checked against them only when every class resolved.
+    let teams = match &classes {
+        Some(c) => found.keep(resolve_teams(cx, root, c)),
+        None => None,
+    };
     let target = found.keep(resolve_target(cx, root));
     let context = found.keep(resolve_context(cx, root));
     let monitor_processes = found.keep(match root.get("monitor") {
@@ -157,6 +165,7 @@ fn sections(
         run: run?,
         accounts: accounts?,
         classes: classes?,
+        teams: teams?,
         thresholds: thresholds?,
         monitor_processes: monitor_processes?,
         monitor_metrics: monitor_metrics?,

@@ -1,0 +1,200 @@
+//! `teams:`: groups of users, from one or more CalDAV classes, that share a calendar;
+//! each class joins one by its `params.team`. Checked here: every team named exists,
+//! its classes deal evenly into its teams, each team has two users or more and someone
+//! in it writes.
+
+use super::*;
+use crate::workload::teams::class_writes;
+
+const TEAM_KEYS: &[&str] = &["name", "count", "grant"];
+/// More teams of one kind than this is a typo, not a company.
+const MAX_TEAMS: i64 = 100_000;
+
+/// The `teams:` section, each team's classes found from the classes' `params.team`.
+pub(super) fn resolve_teams(cx: &Cx, root: &Node, classes: &[UserClass]) -> R<Vec<Team>> {
+    let (mut teams, nodes) = match root.get("teams") {
+        Some(node) => declared(cx, node)?,
+        None => (Vec::new(), Vec::new()),
+    };
+    join_classes(cx, root, classes, &mut teams)?;
+    // A kept user keeps its book of what it saw from one round into the next, and each
+    // round's teams are settled on their own.
+    if let (Some(k), false) = (
+        root.get("run").and_then(|r| r.get("keep_state")),
+        teams.is_empty(),
+    ) && matches!(k.value, Value::Bool(true))
+    {
+        return Err(cx.err(
+            k.pos,
+            "run.keep_state",
+            "teams make their shared calendars afresh each round: remove keep_state, or the teams",
+        ));
+    }
+    for (t, node) in teams.iter().zip(&nodes) {
+        check_team(cx, t, node, classes)?;
+    }
+    Ok(teams)
+}
+
+/// The teams as written, with their nodes (for the positions of later mistakes).
+fn declared<'n>(cx: &Cx, node: &'n Node) -> R<(Vec<Team>, Vec<&'n Node>)> {
+    let Value::Seq(items) = &node.value else {
+        return Err(cx.err(
+            node.pos,
+            "teams",
+            format!("expected a list of teams, found {}", node.value.kind()),
+        ));
+    };
+    let mut teams: Vec<Team> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("teams[{i}]");
+        cx.check_keys(cx.map(item, &path)?, TEAM_KEYS, &path)?;
+        let name_node = required(cx, item, "name", &path)?;
+        let name = cx.string(name_node, &join(&path, "name"))?;
+        if teams.iter().any(|t| t.name == name) {
+            return Err(cx.err(
+                name_node.pos,
+                &join(&path, "name"),
+                format!("team '{name}' appears twice"),
+            ));
+        }
+        let count = match item.get("count") {
+            Some(n) => {
+                let c = cx.int(n, &join(&path, "count"), 1)?;
+                if c > MAX_TEAMS {
+                    return Err(cx.err(
+                        n.pos,
+                        &join(&path, "count"),
+                        format!("at most {MAX_TEAMS} teams of one kind, got {c}"),
+                    ));
+                }
+                c as u32
+            }
+            None => 1,
+        };
+        let grant = match item.get("grant") {
+            None => Grant::Acl,
+            Some(n) => grant(cx, n, &join(&path, "grant"))?,
+        };
+        teams.push(Team {
+            name,
+            count,
+            grant,
+            classes: Vec::new(),
+        });
+    }
+    Ok((teams, items.iter().collect()))
+}
+
+fn grant(cx: &Cx, n: &Node, path: &str) -> R<Grant> {
+    let g = cx.string(n, path)?;
+    match g.as_str() {
+        "acl" => Ok(Grant::Acl),
+        "server" => Ok(Grant::Server),
+        _ => Err(cx.err_hint(
+            n.pos,
+            path,
+            format!("no grant named '{g}'"),
+            Some(format!(
+                "write {} (an ACL request granting the members) or {} (the server's own rights let them in)",
+                Grant::NAMES[0],
+                Grant::NAMES[1]
+            )),
+        )),
+    }
+}
+
+/// Each class that names a team in its `params.team` joins it, in file order.
+fn join_classes(cx: &Cx, root: &Node, classes: &[UserClass], teams: &mut [Team]) -> R<()> {
+    let items = match root.get("users").map(|u| &u.value) {
+        Some(Value::Seq(items)) => items.as_slice(),
+        _ => &[],
+    };
+    for (ci, class) in classes.iter().enumerate() {
+        let ClassKind::Caldav { params, .. } = &class.kind else {
+            continue;
+        };
+        let Some(name) = &params.team else {
+            continue;
+        };
+        let path = format!("users[{ci}].params.team");
+        let pos = items
+            .get(ci)
+            .and_then(|n| n.get("params"))
+            .and_then(|p| p.get("team"))
+            .map_or(Pos { line: 0, column: 0 }, |n| n.pos);
+        let Some(k) = teams.iter().position(|t| &t.name == name) else {
+            let hint = match did_you_mean(name, teams.iter().map(|t| t.name.as_str())) {
+                Some(s) => format!("did you mean '{s}'?"),
+                None => format!("add it to teams: (- name: {name})"),
+            };
+            return Err(cx.err_hint(pos, &path, format!("no team named '{name}'"), Some(hint)));
+        };
+        let team = &mut teams[k];
+        if class.arrival.is_some() {
+            return Err(cx.err(
+                pos,
+                &path,
+                format!(
+                    "class '{}' is open (its sessions come and go): a team needs users who stay; give the class a count",
+                    class.name
+                ),
+            ));
+        }
+        let n = Workload::peak_users(class);
+        if n == 0 || !n.is_multiple_of(team.count) {
+            return Err(cx.err(
+                pos,
+                &path,
+                format!(
+                    "class '{}' has {n} users, which do not deal evenly into the {} teams of '{name}': give it a multiple of {}",
+                    class.name, team.count, team.count
+                ),
+            ));
+        }
+        team.classes.push(ci);
+    }
+    Ok(())
+}
+
+/// A team shares among two users or more, and someone in it writes.
+fn check_team(cx: &Cx, t: &Team, node: &Node, classes: &[UserClass]) -> R<()> {
+    let path = "teams";
+    if t.classes.is_empty() {
+        return Err(cx.err_hint(
+            node.pos,
+            path,
+            format!("team '{}' has no class", t.name),
+            Some(format!(
+                "give a CalDAV class params: {{ team: {} }}, or remove the team",
+                t.name
+            )),
+        ));
+    }
+    let per_team: u32 = t
+        .classes
+        .iter()
+        .map(|&ci| Workload::peak_users(&classes[ci]) / t.count)
+        .sum();
+    if per_team < 2 {
+        return Err(cx.err(
+            node.pos,
+            path,
+            format!(
+                "each of the {} teams of '{}' would have one user: a team shares its calendar among two or more",
+                t.count, t.name
+            ),
+        ));
+    }
+    if !t.classes.iter().any(|&ci| class_writes(&classes[ci])) {
+        return Err(cx.err(
+            node.pos,
+            path,
+            format!(
+                "nobody in team '{}' writes (none of its classes has put_event or update_event): its members would observe a calendar nobody changes",
+                t.name
+            ),
+        ));
+    }
+    Ok(())
+}

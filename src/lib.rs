@@ -37,6 +37,7 @@ mod secrets;
 mod server;
 mod starter;
 mod transport;
+mod visibility;
 mod workload;
 
 /// The command line: `loadmix ARGS...` as the binary runs it; the exit code.
@@ -59,7 +60,9 @@ pub use run::{Finished, RunError, RunOptions, run};
 /// shards of a sharded run.
 pub mod reports {
     pub use crate::answer::Answer;
-    pub use crate::report::model::{AnswerCount, OpReport, decode_histogram, drift};
+    pub use crate::report::model::{
+        AnswerCount, OpReport, VisibilityRecord, VisibilityRow, decode_histogram, drift,
+    };
     pub use crate::report::{
         Report, ReportError, compare, html, load, merge, table, to_json, write_dir,
     };

@@ -171,6 +171,8 @@ pub(crate) struct RoundResult {
     pub drain: DrainStats,
     /// What its producers sent and its consumers (and the drain) took, by stamp.
     pub ledger: Ledger,
+    /// How its teams' writes reached the members who read; `None` without teams.
+    pub visibility: Option<crate::visibility::Settled>,
     /// Classes with behaviours: their users' sessions, by class index.
     pub sessions: Vec<(usize, session::ClassSessions)>,
 }
@@ -190,6 +192,8 @@ pub(crate) struct RunResult {
     pub failures: Vec<FailureNote>,
     /// The measured rounds' ledgers added up; `None` when no message was stamped.
     pub ledger: Option<Ledger>,
+    /// The measured rounds' visibility added up; `None` without teams.
+    pub visibility: Option<crate::visibility::Settled>,
     /// The preflight probes' requests, by method and status (before any round).
     pub preflight: Tally,
 }
@@ -239,6 +243,8 @@ pub(crate) async fn prepare(
     };
     let mut drivers = Vec::new();
     let mut probes = Tally::new();
+    // Where the teams of every CalDAV class meet in their set-up.
+    let board = Arc::new(crate::protocol::teams::Board::default());
     for class in &w.classes {
         let d = ClassDriver::new(
             w,
@@ -246,6 +252,7 @@ pub(crate) async fn prepare(
             class_seed(w.run.seed, &class.name),
             accounts.clone(),
             (&cfg.run_id, stamp_clock(cfg)),
+            &board,
         );
         if cfg.preflight && class.count > 0 {
             // A stop signal ends a probe that hangs; no round runs after it.
@@ -272,6 +279,7 @@ pub(crate) struct Runner {
     op_log: Vec<OpLogEntry>,
     failures: Vec<FailureNote>,
     ledger: Option<Ledger>,
+    visibility: Option<crate::visibility::Settled>,
     /// The preflight probes' requests, by method and status.
     preflight: Tally,
     /// Users going on into the next round (`run.keep_state`).
@@ -296,6 +304,7 @@ impl Runner {
             op_log: Vec::new(),
             failures: Vec::new(),
             ledger: None,
+            visibility: None,
             kept: Vec::new(),
         })
     }
@@ -349,6 +358,11 @@ impl Runner {
             let drained = run.drained && ledger.drained;
             run.absorb(ledger);
             run.drained = drained;
+        }
+        if let Some(v) = &round.visibility {
+            self.visibility
+                .get_or_insert_with(Default::default)
+                .add(v.clone());
         }
         let room = MAX_FAILURE_NOTES.saturating_sub(self.failures.len());
         self.failures.extend(fails.into_iter().take(room));
@@ -407,6 +421,7 @@ impl Runner {
             op_log: Vec::new(),
             failures: Vec::new(),
             ledger: None,
+            visibility: None,
             preflight: Tally::new(),
         })
     }
@@ -431,6 +446,7 @@ impl Runner {
             op_log: self.op_log,
             failures: self.failures,
             ledger: self.ledger,
+            visibility: self.visibility,
             preflight: self.preflight,
         }
     }

@@ -277,10 +277,34 @@ impl Round<'_> {
             cleanup: torn.cleanup,
             drain: torn.drain,
             ledger: torn.ledger,
+            visibility: settle(self.w, self.index, &torn.visibility),
             sessions: std::mem::take(&mut out.walks),
         };
         (round, out.log, out.failures)
     }
+}
+
+/// A round's visibility books settled against the workload's teams: each write held
+/// against the members of its team who read; `None` when the workload has no team.
+fn settle(
+    w: &Workload,
+    round: u32,
+    book: &crate::visibility::Book,
+) -> Option<crate::visibility::Settled> {
+    if w.teams.is_empty() {
+        return None;
+    }
+    let round = u16::try_from(round).unwrap_or(u16::MAX);
+    Some(book.settle(|(kind, team)| {
+        w.observers(kind as usize, team)
+            .into_iter()
+            .map(|(class, vu)| crate::ledger::Producer {
+                class: u16::try_from(class).unwrap_or(u16::MAX),
+                round,
+                vu,
+            })
+            .collect()
+    }))
 }
 
 /// The users whose set-up failed in a round: how many, and the first by class and

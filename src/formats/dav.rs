@@ -20,6 +20,8 @@ pub struct Multistatus {
     pub responses: Vec<(String, u16, Option<String>)>,
     /// The collection's new sync token (RFC 6578), when one came.
     pub sync_token: Option<String>,
+    /// The `calendar-data` of the responses that carry it: the response's index, the text.
+    pub data: Vec<(usize, String)>,
 }
 
 /// Parse a multistatus body, whatever the prefixes and the order of its elements.
@@ -57,6 +59,18 @@ fn multistatus_of(root: &El) -> Result<Multistatus, String> {
                 .filter_map(|p| p.child(DAV, "prop").and_then(|pr| pr.child(DAV, "getetag")))
                 .map(|e| e.text.trim().to_string())
                 .find(|e| !e.is_empty());
+            let data = c
+                .children_named(DAV, "propstat")
+                .filter(|p| p.child(DAV, "status").and_then(|s| status_code(&s.text)) == Some(200))
+                .filter_map(|p| {
+                    p.child(DAV, "prop")
+                        .and_then(|pr| pr.child(CALDAV, "calendar-data"))
+                })
+                .map(|d| d.text.clone())
+                .find(|d| !d.trim().is_empty());
+            if let Some(d) = data {
+                out.data.push((out.responses.len(), d));
+            }
             out.responses.push((href, status, etag));
         }
     }

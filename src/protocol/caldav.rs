@@ -24,6 +24,7 @@ use super::cleanup::Place;
 use super::contract::{Done, Preflight, Protocol, Reach};
 use super::over_http::{HttpUser, OverHttp};
 use super::session::{AccountPlan, Exchange, Session};
+use super::teams::{Board, Membership, TeamPlan, acl_body};
 use super::{Outcome, ProtocolError, SetupError, VuIds, bootstrap_expect, data, expect_of};
 use crate::formats::dav::{CALDAV, DAV, Multistatus, find_prop_href, href_path, parse_multistatus};
 use crate::formats::ical;
@@ -39,6 +40,9 @@ pub(crate) struct CaldavClass {
     params: CaldavParams,
     /// How its users' accounts are made, shared by all of them.
     accounts: Arc<AccountPlan>,
+    /// Its team, when its users share a calendar, and where the run's teams meet.
+    team: Option<TeamPlan>,
+    board: Arc<Board>,
 }
 
 impl CaldavClass {
@@ -47,9 +51,12 @@ impl CaldavClass {
         ops: &[CaldavOp],
         params: &CaldavParams,
         accounts: &Arc<AccountPlan>,
+        (team, board): (Option<TeamPlan>, &Arc<Board>),
     ) -> CaldavClass {
         CaldavClass {
             accounts: accounts.clone(),
+            team,
+            board: board.clone(),
             expect: class
                 .ops
                 .iter()
@@ -82,25 +89,80 @@ struct Event {
     path: String,
     uid: String,
     etag: Option<String>,
+    /// Which event it is in the stamps of its versions: the pick that made it (set-up's
+    /// have numbers of their own, from the top).
+    born: u64,
 }
 
 struct Calendar {
     path: String,
+    /// The events this user made in it.
     events: Vec<Event>,
     sync_token: Option<String>,
+    /// A team's calendar, which others write to and read.
+    shared: bool,
+    /// Made by this user, and so deleted by it at the round's end.
+    mine: bool,
+    /// Others' events this user has read in it (hrefs), which its reads may ask for.
+    others: Vec<String>,
 }
+
+impl Calendar {
+    fn new(path: String, shared: bool, mine: bool) -> Calendar {
+        Calendar {
+            path,
+            events: Vec::new(),
+            sync_token: None,
+            shared,
+            mine,
+            others: Vec::new(),
+        }
+    }
+}
+
+/// Event numbers from here on are set-up's events (a pick's number never gets here).
+const SETUP_EVENTS: u64 = 1 << 63;
+/// Others' events a user remembers per shared calendar.
+const MAX_OTHERS: usize = 10_000;
+/// Changed events one sync of a shared calendar fetches, and how many per multiget.
+const MAX_FETCH: usize = 1_000;
+const FETCH_CHUNK: usize = 100;
 
 pub(crate) struct CaldavVu {
     class: Arc<CaldavClass>,
     s: Session,
     ids: VuIds,
     home: Option<String>,
+    /// The principal discovery found (an owner grants members by it).
+    principal: Option<String>,
+    /// Others' events the last sync of a shared calendar said changed, to fetch.
+    changed: Vec<String>,
     cals: Vec<Calendar>,
+    /// Its team, when its class shares a calendar.
+    team: Option<Membership>,
 }
 
 /// A random event of a calendar, if it has any.
 fn pick_event(cal: &Calendar, rng: &mut Xoshiro256PlusPlus) -> Option<usize> {
     (!cal.events.is_empty()).then(|| (rng.next_u64() % cal.events.len() as u64) as usize)
+}
+
+/// A `calendar-multiget` asking for the ETag and data of each of `hrefs`.
+fn multiget_body<'a>(hrefs: impl Iterator<Item = &'a str>) -> String {
+    let mut w = XmlWriter::new();
+    w.open(
+        "C:calendar-multiget",
+        &[("xmlns:D", DAV), ("xmlns:C", CALDAV)],
+    )
+    .open("D:prop", &[])
+    .empty("D:getetag", &[])
+    .empty("C:calendar-data", &[])
+    .close("D:prop");
+    for h in hrefs {
+        w.leaf("D:href", h);
+    }
+    w.close("C:calendar-multiget");
+    w.finish()
 }
 
 fn xml_ct() -> (HeaderName, HeaderValue) {
@@ -145,7 +207,12 @@ impl Protocol for CaldavClass {
     type User = HttpUser<CaldavVu>;
 
     fn user(self: &Arc<Self>, session: Session, ids: VuIds, reach: Reach) -> Self::User {
-        let vu = CaldavVu::new(self.clone(), session.clone(), ids);
+        let team = self
+            .team
+            .as_ref()
+            .and_then(|p| Membership::of(p, (ids.vu, ids.round), &ids.run_id));
+        let mut vu = CaldavVu::new(self.clone(), session.clone(), ids);
+        vu.team = team;
         HttpUser::new(vu, session, &reach, Some(self.accounts.clone()))
     }
 
@@ -168,17 +235,36 @@ impl Protocol for CaldavClass {
 
 impl OverHttp for CaldavVu {
     async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
-        self.discover(conn).await
+        self.discover(conn).await?;
+        match self.team.is_some() {
+            true => self.join_team(conn).await,
+            false => Ok(()),
+        }
     }
 
+    /// A user of a team works in the team's calendar and makes none of its own.
     fn needs_bootstrap(&self) -> bool {
-        self.cals.is_empty()
+        self.cals.is_empty() && self.team.is_none()
+    }
+
+    fn begin_round(&mut self, round: u32) {
+        if let Some(t) = &mut self.team {
+            t.who.round = u16::try_from(round).unwrap_or(u16::MAX);
+        }
+    }
+
+    fn take_book(&mut self) -> crate::visibility::Book {
+        self.team
+            .as_mut()
+            .map(|t| std::mem::take(&mut t.book))
+            .unwrap_or_default()
     }
 
     /// The calendars this user made (their events go with them).
     fn leftovers(&self) -> Vec<(crate::transport::Method, Place)> {
         self.cals
             .iter()
+            .filter(|c| c.mine)
             .map(|c| {
                 (
                     crate::transport::Method::DELETE,
@@ -230,7 +316,9 @@ impl OverHttp for CaldavVu {
             })
             .unwrap_or(&default);
         for i in 0..n {
-            let o = self.new_event(conn, rng, ci, shape, &[201]).await;
+            let o = self
+                .new_event(conn, rng, (ci, SETUP_EVENTS + i), shape, &[201])
+                .await;
             if !o.is_ok() {
                 let why = o.detail.unwrap_or_default();
                 return Err(format!("initial event {} of {n}: {why}", i + 1));
@@ -242,7 +330,7 @@ impl OverHttp for CaldavVu {
     async fn execute(
         &mut self,
         op: usize,
-        _seq: u64,
+        seq: u64,
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Done {
@@ -255,10 +343,53 @@ impl OverHttp for CaldavVu {
             return Done::Skipped;
         }
         let ci = (rng.next_u64() % self.cals.len() as u64) as usize;
+        let label = u16::try_from(op).unwrap_or(u16::MAX);
+        // A write to a shared calendar is stamped; a read of one notes what it reveals.
+        let stamp = match (&self.team, self.cals[ci].shared) {
+            (Some(_), true) if class.ops[op].shows_others() => Some((seq, label)),
+            _ => None,
+        };
+        if let (Some(t), true) = (&mut self.team, self.cals[ci].shared)
+            && class.ops[op].reveals()
+        {
+            let news =
+                class.ops[op] == CaldavOp::SyncCollection && self.cals[ci].sync_token.is_some();
+            t.watch(label, news);
+        }
+        let done = self.run_op(conn, rng, (op, ci), stamp, expect).await;
+        if let Some(t) = &mut self.team {
+            t.done();
+        }
+        done
+    }
+}
+
+impl CaldavVu {
+    /// Operation `op` of the class's table on calendar `ci`; a write stamped with
+    /// `stamp` (its pick and label) when it goes to a shared calendar.
+    async fn run_op(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        (op, ci): (usize, usize),
+        stamp: Option<(u64, u16)>,
+        expect: &[u16],
+    ) -> Done {
+        let class = self.class.clone();
         match &class.ops[op] {
             CaldavOp::CreateCalendar => Done::Skipped,
-            CaldavOp::PutEvent(shape) => self.new_event(conn, rng, ci, shape, expect).await.into(),
-            CaldavOp::UpdateEvent(shape) => self.update_event(conn, rng, ci, shape, expect).await,
+            CaldavOp::PutEvent(shape) => {
+                let born = stamp.map_or(0, |(seq, _)| seq);
+                let o = self.new_event(conn, rng, (ci, born), shape, expect).await;
+                if let Some((seq, label)) = stamp {
+                    self.wrote(&o, seq, born, label);
+                }
+                o.into()
+            }
+            CaldavOp::UpdateEvent(shape) => {
+                self.update_event(conn, rng, ci, shape, (stamp, expect))
+                    .await
+            }
             CaldavOp::GetEvent => self.get_event(conn, rng, ci, expect).await,
             CaldavOp::DeleteEvent => self.delete_event(conn, rng, ci, expect).await,
             CaldavOp::TimeRangeReport { range } => self
@@ -279,7 +410,10 @@ impl CaldavVu {
             s,
             ids,
             home: None,
+            principal: None,
+            changed: Vec::new(),
             cals: Vec::new(),
+            team: None,
         }
     }
 
@@ -322,8 +456,11 @@ impl CaldavVu {
                 .await
             {
                 Ok(principal) => {
-                    self.find_href(conn, &principal, HOME_SET, CALDAV, "calendar-home-set")
-                        .await
+                    let home = self
+                        .find_href(conn, &principal, HOME_SET, CALDAV, "calendar-home-set")
+                        .await;
+                    self.principal = Some(principal);
+                    home
                 }
                 Err(e) => Err(e),
             };
@@ -358,6 +495,85 @@ impl CaldavVu {
             format!("{home}/")
         });
         Ok(())
+    }
+
+    /// Take this user's place in its team (set-up, untimed): the owner makes the shared
+    /// calendar, grants the members who have arrived by then (`grant: acl`) and says
+    /// where it is; a member says who it is and waits to hear where. A failure on either
+    /// side fails the set-up of the members too, in the owner's words.
+    async fn join_team(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
+        let Some(t) = &self.team else {
+            return Ok(());
+        };
+        let (key, owner, members, grant) = (t.key(), t.seat.owner, t.members, t.grant);
+        let board = self.class.board.clone();
+        // Every user's set-up runs at once: each side waits at most this long.
+        let timeouts = conn.timeouts();
+        let until = tokio::time::Instant::now() + 4 * (timeouts.connect + timeouts.request);
+        if !owner {
+            board.arrived(key, self.principal.clone());
+            let path = board
+                .calendar(key, until)
+                .await
+                .map_err(|answer| SetupError::Team {
+                    request: "the shared calendar of the team's owner".into(),
+                    answer,
+                })?;
+            self.cals.push(Calendar::new(path, true, false));
+            return Ok(());
+        }
+        let made = self.make_team_calendar(conn, (members, grant, until)).await;
+        board.publish(key, made.clone().map_err(|e| e.to_string()));
+        let path = made?;
+        self.cals.push(Calendar::new(path, true, true));
+        Ok(())
+    }
+
+    /// The owner's side: MKCALENDAR, then the ACL granting the members who arrived.
+    async fn make_team_calendar(
+        &mut self,
+        conn: &mut Conn,
+        (members, grant, until): (usize, crate::workload::Grant, tokio::time::Instant),
+    ) -> Result<String, SetupError> {
+        let mut rng =
+            <Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(u64::from(self.ids.vu));
+        let o = self.mkcalendar(conn, &mut rng, &[201]).await;
+        let Some(cal) = self.cals.pop().filter(|_| o.is_ok()) else {
+            return Err(SetupError::Team {
+                request: "MKCALENDAR of the shared calendar".into(),
+                answer: o.detail.unwrap_or_else(|| o.answer.to_string()),
+            });
+        };
+        let path = cal.path;
+        if grant == crate::workload::Grant::Server {
+            return Ok(path);
+        }
+        let principals = self
+            .class
+            .board
+            .principals(
+                self.team.as_ref().map_or((0, 0, 0), |t| t.key()),
+                members.saturating_sub(1),
+                until,
+            )
+            .await;
+        let body = acl_body(&principals);
+        let fail = |answer: String| SetupError::Team {
+            request: format!("ACL {path} granting {} members", principals.len()),
+            answer,
+        };
+        match self
+            .s
+            .send_to(conn, "ACL", &path, &[xml_ct()], Bytes::from(body))
+            .await
+        {
+            Exchange::Answer(r) if r.status.is_success() => Ok(path),
+            Exchange::Answer(r) => Err(fail(format!(
+                "{} (a server that shares by its own rights: give the team grant: server)",
+                r.status
+            ))),
+            Exchange::Failed(o) => Err(fail(o.detail.unwrap_or_default())),
+        }
     }
 
     /// PROPFIND `path` (on the server, base path included) for one href-valued property,
@@ -458,28 +674,30 @@ impl CaldavVu {
         };
         let o = Outcome::of(&r, expect, &format!("MKCALENDAR {path}"));
         if o.is_ok() {
-            self.cals.push(Calendar {
-                path,
-                events: Vec::new(),
-                sync_token: None,
-            });
+            self.cals.push(Calendar::new(path, false, true));
         }
         o
     }
 
-    /// A new event of about `size` bytes, created only where nothing is (`If-None-Match`).
+    /// A new event of about `size` bytes in calendar `ci`, created only where nothing
+    /// is (`If-None-Match`); event number `born` in the stamps of its versions, which a
+    /// shared calendar's events carry.
     async fn new_event(
         &mut self,
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
-        ci: usize,
+        (ci, born): (usize, u64),
         shape: &EventShape,
         expect: &[u16],
     ) -> Outcome {
         let uid = data::uid(rng, &self.ids.run_id);
         let path = format!("{}{uid}.ics", self.cals[ci].path);
         let size = shape.size.as_ref().map_or(0, |d| d.sample(rng) as usize);
-        let body = data::ics_event(rng, &uid, size, shape);
+        let mut body = data::ics_event(rng, &uid, size, shape);
+        // Set-up's events are not measured and carry no stamp.
+        if let (Some(t), true, false) = (&self.team, self.cals[ci].shared, born >= SETUP_EVENTS) {
+            body = t.stamped(body, &t.stamp(born, born));
+        }
         // Never overwrite a resource loadmix did not create.
         let cond = (IF_NONE_MATCH, HeaderValue::from_static("*"));
         self.put_event(
@@ -489,6 +707,7 @@ impl CaldavVu {
                 path,
                 uid,
                 etag: None,
+                born,
             },
             body,
             Some(cond),
@@ -505,7 +724,7 @@ impl CaldavVu {
         rng: &mut Xoshiro256PlusPlus,
         ci: usize,
         shape: &EventShape,
-        expect: &[u16],
+        (stamp, expect): (Option<(u64, u16)>, &[u16]),
     ) -> Done {
         let Some(ei) = pick_event(&self.cals[ci], rng) else {
             return Done::Skipped;
@@ -515,17 +734,36 @@ impl CaldavVu {
             path: e.path.clone(),
             uid: e.uid.clone(),
             etag: e.etag.clone(),
+            born: e.born,
         };
         let size = shape.size.as_ref().map_or(0, |d| d.sample(rng) as usize);
-        let body = data::ics_event(rng, &event.uid, size, shape);
+        let mut body = data::ics_event(rng, &event.uid, size, shape);
+        let born = event.born;
+        if let (Some(t), Some((seq, _))) = (&self.team, stamp) {
+            body = t.stamped(body, &t.stamp(seq, born));
+        }
         let cond = event
             .etag
             .as_deref()
             .and_then(|t| HeaderValue::from_str(t).ok())
             .map(|v| (IF_MATCH, v));
-        self.put_event(conn, ci, event, body, cond, expect)
-            .await
-            .into()
+        let o = self.put_event(conn, ci, event, body, cond, expect).await;
+        if let Some((seq, label)) = stamp {
+            self.wrote(&o, seq, born, label);
+        }
+        o.into()
+    }
+
+    /// A stamped write the server acknowledged, noted in the user's book.
+    fn wrote(&mut self, o: &Outcome, seq: u64, event: u64, label: u16) {
+        if let Some(t) = &mut self.team
+            && o.is_ok()
+        {
+            let stamp = t.stamp(seq, event);
+            let team = t.team();
+            t.book
+                .wrote(stamp, team, label, crate::visibility::now_us());
+        }
     }
 
     /// A `calendar-query` for the events of a window of `range` in 2007.
@@ -568,26 +806,19 @@ impl CaldavVu {
         expect: &[u16],
     ) -> Done {
         let cal = &self.cals[ci];
-        if cal.events.is_empty() {
+        let known: Vec<&str> = cal
+            .events
+            .iter()
+            .map(|e| e.path.as_str())
+            .chain(cal.others.iter().map(String::as_str))
+            .collect();
+        if known.is_empty() {
             return Done::Skipped;
         }
-        let n = (count as usize).min(cal.events.len());
-        let start = (rng.next_u64() % cal.events.len() as u64) as usize;
-        let mut w = XmlWriter::new();
-        w.open(
-            "C:calendar-multiget",
-            &[("xmlns:D", DAV), ("xmlns:C", CALDAV)],
-        )
-        .open("D:prop", &[])
-        .empty("D:getetag", &[])
-        .empty("C:calendar-data", &[])
-        .close("D:prop");
-        for i in 0..n {
-            let e = &cal.events[(start + i) % cal.events.len()];
-            w.leaf("D:href", &e.path);
-        }
-        w.close("C:calendar-multiget");
-        self.report(conn, ci, w.finish(), expect).await.0.into()
+        let n = (count as usize).min(known.len());
+        let start = (rng.next_u64() % known.len() as u64) as usize;
+        let body = multiget_body((0..n).map(|i| known[(start + i) % known.len()]));
+        self.report(conn, ci, body, expect).await.0.into()
     }
 
     /// A `sync-collection` from the calendar's token; a token the server no longer knows
@@ -602,13 +833,41 @@ impl CaldavVu {
         let token = self.cals[ci].sync_token.clone().unwrap_or_default();
         let (o, rejected) = self.sync(conn, ci, &token, expect).await;
         if !rejected {
-            return o;
+            return self.fetch_changes(conn, ci, o).await;
         }
         // The server no longer knows the token: start over, as a client must.
         let (mut again, _) = self.sync(conn, ci, "", expect).await;
         again.add_cost(&o);
         again.label = Some(class.params.label_resync);
-        again
+        self.fetch_changes(conn, ci, again).await
+    }
+
+    /// After a sync of a shared calendar, the others' events it said changed fetched
+    /// with `calendar-multiget`, as a client does, each request counted in the sync's
+    /// outcome; at most [`MAX_FETCH`], [`FETCH_CHUNK`] a request.
+    async fn fetch_changes(&mut self, conn: &mut Conn, ci: usize, mut o: Outcome) -> Outcome {
+        let changed = std::mem::take(&mut self.changed);
+        for chunk in changed.chunks(FETCH_CHUNK) {
+            if !o.is_ok() {
+                break;
+            }
+            let body = multiget_body(chunk.iter().map(String::as_str));
+            let mut f = match self.send_report(conn, ci, body).await {
+                Ok((r, path)) => {
+                    let what = format!("REPORT calendar-multiget {path}");
+                    let (f, m) = multistatus_outcome(&r, Outcome::of(&r, &[207], &what), &what);
+                    if let (Some(m), Some(t)) = (&m, &mut self.team) {
+                        t.read_all(m);
+                    }
+                    f
+                }
+                Err(f) => f,
+            };
+            f.add_cost(&o);
+            f.label = o.label;
+            o = f;
+        }
+        o
     }
 
     /// PUT an event into calendar `ci` under a precondition; remember it and its ETag.
@@ -785,8 +1044,40 @@ impl CaldavVu {
             Ok(x) => x,
             Err(o) => return (o, None),
         };
+        if let Some(t) = &mut self.team {
+            t.answered();
+        }
         let what = format!("REPORT {path}");
-        multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what)
+        let (o, m) = multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what);
+        if let Some(m) = &m {
+            self.revealed(ci, m);
+        }
+        (o, m)
+    }
+
+    /// What a read of shared calendar `ci` revealed: the stamps in its calendar data,
+    /// and the others' events it names, which later reads may ask for.
+    fn revealed(&mut self, ci: usize, m: &Multistatus) {
+        let Some(t) = &mut self.team else {
+            return;
+        };
+        let cal = &mut self.cals[ci];
+        if !cal.shared {
+            return;
+        }
+        t.read_all(m);
+        for (href, status, _) in &m.responses {
+            let p = href_path(href);
+            if *status == 404 {
+                cal.others.retain(|o| *o != p);
+            } else if cal.others.len() < MAX_OTHERS
+                && p != cal.path
+                && !cal.events.iter().any(|e| e.path == p)
+                && !cal.others.contains(&p)
+            {
+                cal.others.push(p);
+            }
+        }
     }
 
     /// One sync-collection request; `true` when the server rejected the token.
@@ -810,6 +1101,9 @@ impl CaldavVu {
             Ok(x) => x,
             Err(o) => return (o, false),
         };
+        if let Some(t) = &mut self.team {
+            t.answered();
+        }
         let status = r.status.as_u16();
         let what = format!("REPORT sync-collection {path}");
         if !token.is_empty()
@@ -820,13 +1114,25 @@ impl CaldavVu {
         }
         let (o, m) = multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what);
         let Some(m) = m else { return (o, false) };
-        let Some(t) = m.sync_token else {
+        let Some(t) = m.sync_token.clone() else {
             return (
                 o.body_error(format!("{what}: no sync-token in the answer")),
                 false,
             );
         };
         // Learn ETags of members that changed; drop members the server reports gone.
+        self.revealed(ci, &m);
+        if self.cals[ci].shared {
+            let cal = &self.cals[ci];
+            self.changed = m
+                .responses
+                .iter()
+                .filter(|(_, st, _)| *st != 404)
+                .map(|(h, _, _)| href_path(h))
+                .filter(|p| *p != cal.path && !cal.events.iter().any(|e| e.path == *p))
+                .take(MAX_FETCH)
+                .collect();
+        }
         let cal = &mut self.cals[ci];
         for (href, st, etag) in &m.responses {
             let p = href_path(href);

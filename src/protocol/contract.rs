@@ -153,6 +153,8 @@ pub(crate) struct Handoff {
     pub(crate) queues: Vec<broker::Queue>,
     /// What it sent and received through a broker, by stamp.
     pub(crate) ledger: Ledger,
+    /// What it wrote to and saw in a team's calendar, by stamp.
+    pub(crate) visibility: crate::visibility::Book,
     /// Its connections.
     pub(crate) wire: Wire,
 }
@@ -163,6 +165,7 @@ impl Handoff {
         self.leftovers.extend(o.leftovers);
         self.queues.extend(o.queues);
         self.ledger.absorb(o.ledger);
+        self.visibility.absorb(o.visibility);
         self.wire.absorb(o.wire);
     }
 }

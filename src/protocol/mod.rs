@@ -31,6 +31,7 @@ pub(crate) mod over_broker;
 pub(crate) mod over_http;
 pub(crate) mod session;
 pub(crate) mod stomp;
+pub(crate) mod teams;
 pub(crate) mod teardown;
 
 use std::sync::Arc;
@@ -84,6 +85,9 @@ pub(crate) enum SetupError {
     /// Connecting to a message broker, its queue or subscription (STOMP, AMQP).
     #[error("broker set-up: {request} -> {answer}")]
     Broker { request: String, answer: String },
+    /// Making, granting or finding a team's shared calendar (CalDAV).
+    #[error("team calendar: {request} -> {answer}")]
+    Team { request: String, answer: String },
 }
 
 impl SetupError {
@@ -92,7 +96,8 @@ impl SetupError {
         match self {
             SetupError::Account { request, .. }
             | SetupError::Discovery { request, .. }
-            | SetupError::Broker { request, .. } => request,
+            | SetupError::Broker { request, .. }
+            | SetupError::Team { request, .. } => request,
         }
     }
 
@@ -101,7 +106,8 @@ impl SetupError {
         match self {
             SetupError::Account { answer, .. }
             | SetupError::Discovery { answer, .. }
-            | SetupError::Broker { answer, .. } => answer,
+            | SetupError::Broker { answer, .. }
+            | SetupError::Team { answer, .. } => answer,
         }
     }
 
@@ -120,6 +126,10 @@ impl SetupError {
                 request,
                 answer: format!("{answer}: {why}"),
             },
+            SetupError::Team { request, answer } => SetupError::Team {
+                request,
+                answer: format!("{answer}: {why}"),
+            },
         }
     }
 
@@ -133,6 +143,7 @@ impl SetupError {
                 (format!("calendar home discovery: {request}"), answer)
             }
             SetupError::Broker { request, answer } => (format!("broker set-up: {request}"), answer),
+            SetupError::Team { request, answer } => (format!("team calendar: {request}"), answer),
         }
     }
 }
@@ -188,6 +199,7 @@ impl ClassDriver {
         seed: u64,
         accounts: AccountPlan,
         (run_id, clock): (&str, StampClock),
+        board: &Arc<teams::Board>,
     ) -> ClassDriver {
         // The class's index in every stamp its producers write.
         let index = workload
@@ -216,7 +228,14 @@ impl ClassDriver {
                 Box::new(Arc::new(atom::AtomClass::new(class, ops, params, a)))
             }
             ClassKind::Caldav { params, ops } => {
-                Box::new(Arc::new(caldav::CaldavClass::new(class, ops, params, a)))
+                let team = teams::TeamPlan::of(workload, usize::from(index));
+                Box::new(Arc::new(caldav::CaldavClass::new(
+                    class,
+                    ops,
+                    params,
+                    a,
+                    (team, board),
+                )))
             }
             ClassKind::Stomp { params, ops } => Box::new(Arc::new(stomp::StompClass::new(
                 class, ops, params, index, run_id, clock,

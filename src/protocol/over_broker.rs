@@ -82,6 +82,7 @@ impl<V: OverBroker> User for BrokerUser<V> {
                 ..Wire::default()
             },
             leftovers: Vec::new(),
+            visibility: Default::default(),
         }
     }
 }

@@ -63,6 +63,12 @@ pub(crate) trait OverHttp: Send + 'static {
     /// A kept user begins round `round`.
     fn begin_round(&mut self, _round: u32) {}
 
+    /// What the user wrote to and saw in a team's calendar, by stamp, since it was last
+    /// taken (nothing for a protocol without teams).
+    fn take_book(&mut self) -> crate::visibility::Book {
+        crate::visibility::Book::default()
+    }
+
     /// What the user made and the end of the round removes.
     fn leftovers(&self) -> Vec<(Method, cleanup::Place)>;
 }
@@ -198,6 +204,7 @@ impl<V: OverHttp> User for HttpUser<V> {
                 .into_iter()
                 .collect(),
             wire: self.take_wire(),
+            visibility: self.vu.take_book(),
             ..Handoff::default()
         }
     }

@@ -36,6 +36,8 @@ pub(crate) struct TornDown {
     pub(crate) drain: DrainStats,
     /// What the users' producers sent and their consumers (and the drain) took.
     pub(crate) ledger: Ledger,
+    /// What the users wrote to and saw in their teams' calendars.
+    pub(crate) visibility: crate::visibility::Book,
 }
 
 impl Teardown<'_> {
@@ -48,11 +50,13 @@ impl Teardown<'_> {
                 cleanup::run(self.endpoint.clone(), self.timeouts, leftovers, self.until).await
             }
         };
+        let visibility = std::mem::take(&mut handed.visibility);
         let (drain, ledger) = self.drain(handed).await;
         TornDown {
             cleanup,
             drain,
             ledger,
+            visibility,
         }
     }
 

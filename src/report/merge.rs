@@ -631,6 +631,8 @@ pub fn merge(shards: Vec<ShardReport>) -> Result<Report, MergeError> {
             .collect(),
         failures,
         ledger,
+        // A run with teams runs whole (its teams' members must meet in one process).
+        visibility: None,
         preflight: shards.iter().fold(model::Untimed::default(), |mut a, s| {
             a.add(&s.report.preflight);
             a

@@ -32,6 +32,9 @@ pub fn render_for(r: &Report, width: Option<usize>) -> String {
     operations(&mut out, r, width);
     named_answers(&mut out, &r.summary);
     messages(&mut out, r);
+    if let Some(v) = &r.visibility {
+        visibility(&mut out, v);
+    }
     sessions(&mut out, r);
     corrected_latency(&mut out, &r.summary, width);
     out.push_str(&connections_table(&r.summary, width));
@@ -230,6 +233,73 @@ fn messages(out: &mut String, r: &Report) {
     if let Some(l) = &r.ledger {
         ledger(out, l);
     }
+}
+
+/// How long the teams' writes took to reach the members who read them: per writing
+/// operation, then per observing operation with its poll interval, then what should
+/// not have happened.
+fn visibility(out: &mut String, v: &super::model::VisibilityRecord) {
+    let _ = writeln!(
+        out,
+        "\nvisibility (from a write's acknowledgement to each team member's first sight):"
+    );
+    for r in std::iter::once(&v.all).chain(&v.by_write) {
+        let _ = writeln!(
+            out,
+            "    {}: writes {} · to be seen {} · seen {} · superseded {} · unseen {}{}",
+            r.op,
+            r.writes,
+            r.expected,
+            r.seen,
+            r.superseded,
+            r.unseen,
+            sight_latency(r)
+        );
+    }
+    for r in &v.by_observer {
+        let _ = writeln!(
+            out,
+            "    seen by {}: first sights {} · looks {}{}{}{}",
+            r.op,
+            r.seen,
+            r.looks,
+            r.poll_interval_ms
+                .map_or(String::new(), |p| format!(" · every {p:.0} ms")),
+            match r.duplicated {
+                0 => String::new(),
+                d => format!(" · duplicated {d}"),
+            },
+            sight_latency(r)
+        );
+    }
+    let odd = [
+        (v.unacknowledged, "sights of writes never acknowledged"),
+        (v.unexpected, "sights by users outside the write's team"),
+        (v.foreign, "stamps of another run"),
+        (v.garbled, "stamps garbled"),
+        (
+            v.untracked,
+            "writes or sights past the bounds, not followed",
+        ),
+    ];
+    for (n, what) in odd.iter().filter(|(n, _)| *n > 0) {
+        let _ = writeln!(out, "    {what}: {n}");
+    }
+    for u in &v.unseen_writes {
+        let _ = writeln!(out, "    unseen: {u}");
+    }
+    if v.unseen_unnamed > 0 {
+        let _ = writeln!(out, "    and {} more unseen writes", v.unseen_unnamed);
+    }
+}
+
+fn sight_latency(r: &super::model::VisibilityRow) -> String {
+    r.latency_ms.as_ref().map_or(String::new(), |l| {
+        format!(
+            " · p50 {:.1} ms · p99 {:.1} ms · max {:.1} ms",
+            l.p50, l.p99, l.max
+        )
+    })
 }
 
 /// Destinations shown one by one; the rest are summed.

@@ -509,6 +509,13 @@ fn load_points(
     }
     for (_, w) in &points {
         fits::check(w).map_err(RunError::Usage)?;
+        // A team's members meet in their set-up, in one process; a shard has only some.
+        if !w.teams.is_empty() && !a.shard.is_whole() {
+            return Err(RunError::Usage(format!(
+                "--shard and teams: the members of a team meet in one process, and '{}' shares calendars among its users (run it whole)",
+                w.name
+            )));
+        }
     }
     fits::bound_bodies();
     Ok(points)

@@ -32,4 +32,5 @@ mod server_limits;
 mod sharding;
 mod started;
 mod starter;
+mod teams;
 mod tls;

@@ -218,6 +218,7 @@ mod tests {
             cleanup: Default::default(),
             drain: Default::default(),
             ledger: Default::default(),
+            visibility: None,
             server: Vec::new(),
             metrics: Vec::new(),
         }

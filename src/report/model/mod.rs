@@ -11,6 +11,8 @@ mod round;
 mod server;
 pub(crate) mod sessions;
 mod sums;
+mod visibility;
+pub use visibility::{VisibilityRecord, VisibilityRow};
 
 use std::collections::BTreeMap;
 
@@ -96,6 +98,10 @@ pub struct Report {
     /// destination (lost, duplicated, out of order, foreign); absent without a broker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ledger: Option<crate::ledger::LedgerRecord>,
+    /// In teams: how long each write to a shared calendar took to reach the members who
+    /// read it, and which writes some never saw; absent without teams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility: Option<VisibilityRecord>,
     /// The preflight probes' requests, before any round.
     #[serde(default, skip_serializing_if = "Untimed::is_empty")]
     pub preflight: Untimed,
@@ -457,6 +463,7 @@ pub(crate) fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
         failures: failures(run, &labels),
         // A shard's report is made again as a part by whoever knows it is one.
         ledger: run.ledger.as_ref().map(|l| l.to_record(true)),
+        visibility: run.visibility.as_ref().map(|v| visibility::record(w, v)),
         preflight: Untimed::of(&run.preflight),
     }
 }

@@ -1,0 +1,307 @@
+//! Calendar users in teams: the rendezvous of a team's users in their set-up (members
+//! say who they are, the owner makes the shared calendar, grants them access and says
+//! where it is), the `ACL` request that grants it, and what one user of a team writes and
+//! sees, by stamp (`crate::visibility`). The CalDAV driver sends the requests; this file
+//! knows who waits for whom and what a response reveals.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::formats::dav::{DAV, Multistatus};
+use crate::formats::xml::XmlWriter;
+use crate::visibility::{self, Book, Look, Stamp, TeamId, Who};
+use crate::workload::{Grant, Seat, Workload};
+
+/// One team in one round: its kind, which of them, the round.
+type Key = (usize, u32, u32);
+
+/// What a team's users have told each other so far.
+#[derive(Debug, Clone, Default)]
+struct State {
+    /// The members who have arrived: each one's principal, when it found one.
+    principals: Vec<Option<String>>,
+    /// The shared calendar's path once the owner has made it, or why it could not.
+    calendar: Option<Result<String, String>>,
+}
+
+/// Where the teams of a run meet, one slot per team and round; shared by every CalDAV
+/// class of the run. Used in set-up only, off the clock.
+#[derive(Default)]
+pub(crate) struct Board {
+    slots: Mutex<HashMap<Key, Arc<watch::Sender<State>>>>,
+}
+
+impl Board {
+    fn slot(&self, key: Key) -> Arc<watch::Sender<State>> {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots
+            .entry(key)
+            .or_insert_with(|| Arc::new(watch::channel(State::default()).0))
+            .clone()
+    }
+
+    /// A member has arrived, with its principal when it found one.
+    pub(crate) fn arrived(&self, key: Key, principal: Option<String>) {
+        self.slot(key).send_modify(|s| s.principals.push(principal));
+    }
+
+    /// The principals of the first `n` members to arrive, or of those who had by `until`.
+    pub(crate) async fn principals(
+        &self,
+        key: Key,
+        n: usize,
+        until: Instant,
+    ) -> Vec<Option<String>> {
+        let slot = self.slot(key);
+        let mut rx = slot.subscribe();
+        loop {
+            {
+                let s = rx.borrow_and_update();
+                if s.principals.len() >= n {
+                    return s.principals.clone();
+                }
+            }
+            match tokio::time::timeout_at(until, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return rx.borrow().principals.clone(),
+            }
+        }
+    }
+
+    /// The owner says where the calendar is, or why there is none.
+    pub(crate) fn publish(&self, key: Key, calendar: Result<String, String>) {
+        self.slot(key).send_modify(|s| s.calendar = Some(calendar));
+    }
+
+    /// The shared calendar's path, once the owner has said; an error when it could not
+    /// make one or did not say by `until`.
+    pub(crate) async fn calendar(&self, key: Key, until: Instant) -> Result<String, String> {
+        let slot = self.slot(key);
+        let mut rx = slot.subscribe();
+        loop {
+            if let Some(c) = rx.borrow_and_update().calendar.clone() {
+                return c;
+            }
+            match tokio::time::timeout_at(until, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => {
+                    return Err(
+                        "the team's owner had not made the shared calendar by the end of set-up"
+                            .into(),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// An `ACL` body (RFC 3744) granting each principal read and write; a member whose
+/// principal is unknown is granted through `DAV:authenticated`.
+pub(crate) fn acl_body(principals: &[Option<String>]) -> String {
+    let mut w = XmlWriter::new();
+    w.open("D:acl", &[("xmlns:D", DAV)]);
+    let anyone = principals.iter().any(Option::is_none);
+    for p in principals.iter().flatten() {
+        w.open("D:ace", &[])
+            .open("D:principal", &[])
+            .leaf("D:href", p);
+        grant(w.close("D:principal"));
+    }
+    if anyone {
+        w.open("D:ace", &[])
+            .open("D:principal", &[])
+            .empty("D:authenticated", &[])
+            .close("D:principal");
+        grant(&mut w);
+    }
+    w.close("D:acl");
+    w.finish()
+}
+
+fn grant(w: &mut XmlWriter) {
+    w.open("D:grant", &[]);
+    for p in ["D:read", "D:write"] {
+        w.open("D:privilege", &[])
+            .empty(p, &[])
+            .close("D:privilege");
+    }
+    w.close("D:grant").close("D:ace");
+}
+
+/// What a class's users need to know of their team, worked out once per run.
+pub(crate) struct TeamPlan {
+    kind: usize,
+    grant: Grant,
+    class: usize,
+    /// How many users each team of the kind has, by team.
+    members: Vec<usize>,
+    workload_seats: Vec<Option<Seat>>,
+}
+
+impl TeamPlan {
+    /// The plan of class `class`, if it is in a team.
+    pub(crate) fn of(w: &Workload, class: usize) -> Option<TeamPlan> {
+        let c = w.classes.get(class)?;
+        let first = w.seat(class, 0)?;
+        let t = w.teams.get(first.kind)?;
+        Some(TeamPlan {
+            kind: first.kind,
+            grant: t.grant,
+            class,
+            members: (0..t.count)
+                .map(|i| w.members(first.kind, i).len())
+                .collect(),
+            workload_seats: (0..Workload::peak_users(c))
+                .map(|vu| w.seat(class, vu))
+                .collect(),
+        })
+    }
+}
+
+/// One user's place in its team, and its book of what it wrote and saw.
+pub(crate) struct Membership {
+    pub(crate) seat: Seat,
+    pub(crate) grant: Grant,
+    /// The team's members, the owner among them.
+    pub(crate) members: usize,
+    pub(crate) who: Who,
+    run_id: Arc<str>,
+    pub(crate) book: Book,
+    /// The label of the observing operation under way, while one is.
+    pub(crate) watching: Option<Look>,
+}
+
+impl Membership {
+    /// User `vu` of the plan's class in round `round`.
+    pub(crate) fn of(
+        plan: &TeamPlan,
+        (vu, round): (u32, u32),
+        run_id: &Arc<str>,
+    ) -> Option<Membership> {
+        let seat = (*plan.workload_seats.get(vu as usize)?)?;
+        debug_assert_eq!(seat.kind, plan.kind);
+        Some(Membership {
+            seat,
+            grant: plan.grant,
+            members: plan.members.get(seat.team as usize).copied().unwrap_or(0),
+            who: Who {
+                class: u16::try_from(plan.class).unwrap_or(u16::MAX),
+                round: u16::try_from(round).unwrap_or(u16::MAX),
+                vu,
+            },
+            run_id: run_id.clone(),
+            book: Book::default(),
+            watching: None,
+        })
+    }
+
+    pub(crate) fn key(&self) -> Key {
+        (self.seat.kind, self.seat.team, u32::from(self.who.round))
+    }
+
+    pub(crate) fn team(&self) -> TeamId {
+        (
+            u32::try_from(self.seat.kind).unwrap_or(u32::MAX),
+            self.seat.team,
+        )
+    }
+
+    /// The stamp of this user's write `seq` to event `event`.
+    pub(crate) fn stamp(&self, seq: u64, event: u64) -> Stamp {
+        Stamp {
+            writer: self.who,
+            seq,
+            event,
+        }
+    }
+
+    /// The property line the stamp travels in, inserted before the event's end.
+    pub(crate) fn stamped(&self, body: String, stamp: &Stamp) -> String {
+        let line = format!("{}:{}\r\n", visibility::PROPERTY, stamp.text(&self.run_id));
+        match body.find("END:VEVENT") {
+            Some(i) => {
+                let mut out = String::with_capacity(body.len() + line.len());
+                out.push_str(&body[..i]);
+                out.push_str(&line);
+                out.push_str(&body[i..]);
+                out
+            }
+            None => body,
+        }
+    }
+
+    /// An observing operation begins (`news`: what it reads is what changed).
+    pub(crate) fn watch(&mut self, label: u16, news: bool) {
+        self.watching = Some(Look {
+            label,
+            at_us: 0,
+            news,
+        });
+    }
+
+    /// Its answer has come: the time of first sight for what it reveals.
+    pub(crate) fn answered(&mut self) {
+        if let Some(l) = &mut self.watching {
+            l.at_us = visibility::now_us();
+            self.book.looked(self.who, l.label, l.at_us);
+        }
+    }
+
+    /// The stamps in one iCalendar text the observing operation read.
+    pub(crate) fn read(&mut self, text: &str) {
+        let Some(look) = self.watching else {
+            return;
+        };
+        let text = visibility::unfold(text);
+        let team = self.team();
+        for v in visibility::stamps_in(&text) {
+            self.book.saw(self.who, team, v, &self.run_id, look);
+        }
+    }
+
+    /// The stamps in a multistatus's calendar data.
+    pub(crate) fn read_all(&mut self, m: &Multistatus) {
+        for (_, d) in &m.data {
+            self.read(d);
+        }
+    }
+
+    /// The observing operation is over.
+    pub(crate) fn done(&mut self) {
+        self.watching = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn members_meet_the_owner_and_a_silent_owner_times_out() {
+        let b = Board::default();
+        let key = (0, 0, 1);
+        b.arrived(key, Some("/p/bob/".into()));
+        b.arrived(key, None);
+        let soon = Instant::now() + std::time::Duration::from_secs(5);
+        assert_eq!(b.principals(key, 2, soon).await.len(), 2);
+        b.publish(key, Ok("/p/alice/team/".into()));
+        assert_eq!(b.calendar(key, soon).await.unwrap(), "/p/alice/team/");
+        let now = Instant::now();
+        assert!(b.calendar((0, 1, 1), now).await.is_err());
+        assert_eq!(b.principals((0, 1, 1), 3, now).await.len(), 0);
+    }
+
+    #[test]
+    fn the_acl_grants_each_member_and_anyone_unknown_through_authenticated() {
+        let body = acl_body(&[Some("/p/bob/".into()), None]);
+        let root = crate::formats::xml::parse(&body).unwrap();
+        let aces: Vec<_> = root.children_named(DAV, "ace").collect();
+        assert_eq!(aces.len(), 2);
+        assert!(body.contains("<D:href>/p/bob/</D:href>"));
+        assert!(body.contains("<D:authenticated/>"));
+        assert_eq!(body.matches("<D:write/>").count(), 2);
+    }
+}

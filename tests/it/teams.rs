@@ -1,0 +1,131 @@
+//! Teams sharing a calendar on the embedded server: every request agrees with the
+//! server's count, every acknowledged write is in the visibility figures and held
+//! against each member who reads, and the latency to first sight is what the pollers'
+//! interval makes it (a write lands uniformly within a poll gap, so it waits half a gap
+//! on average).
+
+use loadmix::embedded::{self as server, ServerConfig, StoreSpec};
+
+use crate::common::*;
+
+/// Editors only put, pollers only sync at a constant interval: the truth of the
+/// latency is known from the interval.
+fn team_workload(target: &str) -> String {
+    r#"target: TARGET
+context: /cosmo
+run: { duration: 6s, rounds: 1, seed: 34, timeout: 30s }
+accounts: { create: cmp }
+teams:
+  - name: t
+    count: 2
+users:
+  - class: editors
+    protocol: caldav
+    count: 2
+    think: 150ms
+    params: { team: t }
+    mix: { put_event: 1 }
+  - class: pollers
+    protocol: caldav
+    count: 6
+    think: 400ms
+    params: { team: t }
+    mix: { sync_collection: 1 }
+"#
+    .replace("TARGET", target)
+}
+
+#[test]
+fn a_team_sees_every_write_and_the_latency_is_the_poll_gaps_half() {
+    let _alone = alone();
+    let dir = tempfile::tempdir().unwrap();
+    for store in [
+        StoreSpec::Memory,
+        StoreSpec::Sqlite(dir.path().join("t.db").display().to_string()),
+    ] {
+        let rt = runtime();
+        let srv = rt
+            .block_on(server::start(ServerConfig {
+                store,
+                ..ServerConfig::default()
+            }))
+            .unwrap();
+        let tmp = tempdir();
+        let w = tmp.path().join("team.yaml");
+        std::fs::write(&w, team_workload(&srv.url())).unwrap();
+        let out = out_dir(&tmp);
+        assert_eq!(
+            loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]),
+            0
+        );
+        let r = read_report(&out);
+        assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures);
+
+        // Every request, measured or not, is one the server answered.
+        let statuses: u64 = r.summary.ops.iter().flat_map(|o| o.status.values()).sum();
+        let setup = r.preflight.requests + r.rounds.iter().map(|x| x.setup.requests).sum::<u64>();
+        let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
+        let answered: u64 = srv.stats.snapshot().iter().map(|(_, _, n)| n).sum();
+        assert_eq!(statuses + setup + cleanup, answered);
+        assert_eq!(srv.stats.count("ACL", 200), 2, "one grant per team");
+
+        let v = r.visibility.as_ref().expect("a visibility section");
+        let puts = op(&r, "editors.put_event").successes;
+        assert!(puts > 20, "{puts}");
+        assert_eq!(v.all.writes, puts, "every acknowledged write, once");
+        // Each write is for the 3 pollers of its team (editors do not read).
+        assert_eq!(v.all.expected, 3 * puts);
+        assert_eq!(v.all.seen + v.all.superseded + v.all.unseen, v.all.expected);
+        assert_eq!(v.all.superseded, 0, "nobody rewrites an event");
+        assert_eq!(v.unacknowledged + v.unexpected + v.foreign + v.garbled, 0);
+        // Only the writes of the round's last poll gap can be unseen.
+        assert!(v.all.unseen <= 3 * 6, "{:?}", v.unseen_writes);
+
+        // Latency to first sight against the pollers' own measured interval.
+        let poll = &v.by_observer[0];
+        assert_eq!(poll.op, "pollers.sync_collection");
+        let gap = poll.poll_interval_ms.unwrap();
+        assert!(gap >= 400.0, "think 400 ms plus the sync itself: {gap}");
+        let lat = v.all.latency_ms.as_ref().unwrap();
+        let ratio = lat.mean / gap;
+        assert!(
+            (0.3..0.7).contains(&ratio),
+            "mean latency {} ms against a gap of {gap} ms: {ratio}",
+            lat.mean
+        );
+        assert!(lat.max <= 2.0 * gap, "{} against {gap}", lat.max);
+    }
+}
+
+/// A team's mistakes are the workload's: named with file:line:column, exit 2.
+#[test]
+fn team_mistakes_are_located() {
+    let tmp = tempdir();
+    let cases = [
+        (
+            "teams:\n  - name: t\n    count: 2\nusers:\n  - class: a\n    protocol: caldav\n    count: 3\n    params: { team: t }\n    mix: { put_event: 1, sync_collection: 1 }\n",
+            "do not deal evenly",
+        ),
+        (
+            "teams:\n  - name: t\nusers:\n  - class: a\n    protocol: caldav\n    count: 1\n    params: { team: t }\n    mix: { put_event: 1, sync_collection: 1 }\n",
+            "one user",
+        ),
+        (
+            "teams:\n  - name: t\nusers:\n  - class: a\n    protocol: caldav\n    count: 2\n    params: { team: t }\n    mix: { sync_collection: 1 }\n",
+            "nobody in team 't' writes",
+        ),
+        (
+            "teams:\n  - name: team\nusers:\n  - class: a\n    protocol: caldav\n    count: 2\n    params: { team: teem }\n    mix: { put_event: 1 }\n",
+            "did you mean 'team'",
+        ),
+    ];
+    for (i, (text, says)) in cases.iter().enumerate() {
+        let w = tmp.path().join(format!("w{i}.yaml"));
+        std::fs::write(&w, text).unwrap();
+        let o = loadmix_bin(&["validate", &path_str(&w)]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(err.contains(&format!("w{i}.yaml:")), "{err}");
+    }
+}

@@ -636,11 +636,21 @@ mod tests {
             }
         }
         assert_eq!(counts[0].load(std::sync::atomic::Ordering::SeqCst), n);
-        // Every connection but the last was found out of step before its next request.
-        assert_eq!(conn.unsolicited, n - 1);
-        // Each put the answer read before it in doubt.
-        assert_eq!(conn.doubt.earlier as u64, n - 1);
-        assert_eq!(conn.doubt.this, 0);
+        // Every connection was found out of step: before its next request (the answer read
+        // before it put in doubt), or, when the client came to read only after the stray
+        // had followed its answer (1 run in 60 on an idle machine), behind that very answer
+        // (this one in doubt). The last connection's stray may not have come in time.
+        let (earlier, this) = (u64::from(conn.doubt.earlier), u64::from(conn.doubt.this));
+        assert_eq!(conn.unsolicited, earlier + this);
+        assert!(
+            (n - 1..=n).contains(&conn.unsolicited),
+            "{} of {n}: in doubt earlier {earlier}, this {this}",
+            conn.unsolicited
+        );
+        assert!(
+            earlier >= n / 2,
+            "the check before reuse found {earlier} of {n}"
+        );
         assert_eq!(conn.opened, n);
     }
 

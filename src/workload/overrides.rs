@@ -163,9 +163,15 @@ fn set_path(node: &mut Node, path: &[String], value: Node) -> Result<(), String>
                     ));
                 }
                 Err(_) => {
+                    // Items are named by `class` (users) or `name` (teams).
+                    let key = if items.iter().any(|n| n.get("class").is_some()) {
+                        "class"
+                    } else {
+                        "name"
+                    };
                     let names: Vec<String> = items
                         .iter()
-                        .filter_map(|n| n.get("class").and_then(Node::scalar_text))
+                        .filter_map(|n| n.get(key).and_then(Node::scalar_text))
                         .collect();
                     match names.iter().position(|n| n == head) {
                         Some(i) => i,
@@ -173,8 +179,13 @@ fn set_path(node: &mut Node, path: &[String], value: Node) -> Result<(), String>
                             let hint = did_you_mean(head, names.iter().map(String::as_str))
                                 .map(|s| format!("; did you mean '{s}'?"))
                                 .unwrap_or_default();
+                            let (what, all) = if key == "class" {
+                                ("user class", "classes")
+                            } else {
+                                ("item", "names")
+                            };
                             return Err(format!(
-                                "no user class named '{head}' (classes: {}){hint}",
+                                "no {what} named '{head}' ({all}: {}){hint}",
                                 names.join(", ")
                             ));
                         }
@@ -194,6 +205,29 @@ fn set_path(node: &mut Node, path: &[String], value: Node) -> Result<(), String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sets_a_team_by_its_name() {
+        let mut doc =
+            yaml::parse("teams:\n  - name: red\n    count: 2\n  - name: blue\n    count: 3\n")
+                .unwrap();
+        apply(
+            &mut doc,
+            &[Override::set("teams.blue.grant=server").unwrap()],
+        )
+        .unwrap();
+        let Value::Seq(teams) = &doc.get("teams").unwrap().value else {
+            panic!("teams is a list")
+        };
+        assert_eq!(
+            teams[1].get("grant").unwrap().value,
+            Value::Str("server".into())
+        );
+        let e = apply(&mut doc, &[Override::set("teams.blu.grant=x").unwrap()]).unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("no item named 'blu' (names: red, blue)"), "{e}");
+        assert!(e.contains("did you mean 'blue'?"), "{e}");
+    }
 
     #[test]
     fn sets_nested_keys_by_class_name() {

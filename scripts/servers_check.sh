@@ -9,7 +9,8 @@
 #   2. nginx's WebDAV modules with Basic auth, logging the same way, over a share folder;
 #   3. Apache's mod_dav with Digest auth, logging the same way;
 #   4. the embedded server over https (`loadmix serve --tls-cert/--tls-key`);
-#   5. Radicale (htpasswd) pre-filled with a calendar and events of someone else's;
+#   5. Radicale (htpasswd) pre-filled with a calendar and events of someone else's, and
+#      sixteen accounts its rights let share calendars, for a team run;
 #   6. DAViCal on PostgreSQL (Apache, mod_php), set up by examples/davical-postgres;
 #   7. the recipes examples/davical-postgres and examples/tomcat-jvm, briefly;
 #   8. nginx proxying the embedded server, logging with the JSON `log_format` the book
@@ -59,6 +60,30 @@ export LOADMIX_PASSWORD="$PASSWORD"
 # --- Radicale (htpasswd auth, plain) behind nginx (TLS), nginx WebDAV (Basic) ---------
 RPORT=$(free_port); TPORT=$(free_port); WPORT=$(free_port)
 printf 'loadmix:%s\n' "$(openssl passwd -apr1 "$PASSWORD")" >"$WORK/htpasswd"
+# Sixteen more accounts for a team run, which Radicale's rights let into each other's
+# calendars (and nobody into loadmix's); the others are Radicale's owner_only.
+for i in $(seq 1 16); do
+    printf 'team-%s:%s\n' "$i" "$(openssl passwd -apr1 "$PASSWORD")" >>"$WORK/htpasswd"
+    echo "team-$i" >>"$WORK/team-accounts"
+done
+cat >"$WORK/radicale-rights" <<'RIGHTS'
+[root]
+user: .+
+collection:
+permissions: R
+[principal]
+user: .+
+collection: {user}
+permissions: RW
+[own]
+user: .+
+collection: {user}/[^/]+
+permissions: rw
+[team]
+user: team-[0-9]+
+collection: team-[0-9]+/[^/]+
+permissions: rw
+RIGHTS
 cat >"$WORK/radicale.conf" <<CONF
 [server]
 hosts = 127.0.0.1:$RPORT
@@ -66,6 +91,9 @@ hosts = 127.0.0.1:$RPORT
 type = htpasswd
 htpasswd_filename = $WORK/htpasswd
 htpasswd_encryption = autodetect
+[rights]
+type = from_file
+file = $WORK/radicale-rights
 [storage]
 filesystem_folder = $WORK/radicale-data
 [logging]
@@ -209,6 +237,7 @@ ICS
 done
 export LOADMIX_REAL_RADICALE="http://127.0.0.1:$RPORT"
 export LOADMIX_REAL_RADICALE_HOME="$WORK/radicale-data/collection-root/loadmix"
+export LOADMIX_REAL_RADICALE_TEAM_ACCOUNTS="$WORK/team-accounts"
 echo "== 1-5. nginx TLS + Radicale, nginx WebDAV, Apache Digest, embedded https, Radicale's own data"
 real_checks web_servers::
 echo "== 8. infer on nginx's JSON log of a known population, and fidelity of its replay"

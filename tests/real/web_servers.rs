@@ -1,12 +1,13 @@
 //! HTTP servers users own, started by scripts/servers_check.sh with access logs of one
 //! `METHOD STATUS` line per request: nginx terminating TLS in front of Radicale, nginx's
-//! and Apache's WebDAV, the embedded server over https, and a Radicale holding someone
-//! else's calendar. What each logged is held against what loadmix says it sent.
+//! and Apache's WebDAV, the embedded server over https, a Radicale holding someone
+//! else's calendar, and a team sharing a calendar on Radicale by its rights. What each
+//! logged is held against what loadmix says it sent.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::handed::{Sent, files_under, logged_statuses, path, run, run_code, scratch, var};
+use crate::handed::{Sent, files_under, logged_statuses, op, path, run, run_code, scratch, var};
 
 /// How many requests a log gained while `f` ran, by status.
 fn logged_during<T>(log: &Path, f: impl FnOnce() -> T) -> (T, BTreeMap<String, u64>) {
@@ -248,4 +249,85 @@ fn other_peoples_calendars_on_radicale_are_never_touched() {
         made.is_empty(),
         "calendars the runs made are left: {made:?}"
     );
+}
+
+#[test]
+#[ignore = "handed nginx, Radicale and its team accounts by scripts/servers_check.sh"]
+fn a_team_shares_a_calendar_on_radicale_by_its_rights_and_sees_every_write() {
+    let tmp = scratch();
+    let accounts = path("LOADMIX_REAL_RADICALE_TEAM_ACCOUNTS");
+    let (r, logged) = logged_during(&path("LOADMIX_REAL_TLS_LOG"), || {
+        run(
+            tmp.path(),
+            &[
+                "workloads/caldav-team.yaml",
+                "--target",
+                &var("LOADMIX_REAL_TLS_TARGET"),
+                "--ca-cert",
+                &var("LOADMIX_REAL_CA"),
+                "--set",
+                "accounts.create=existing",
+                "--set",
+                &format!("accounts.file={}", accounts.display()),
+                // Radicale shares by its rights file, not by ACL requests.
+                "--set",
+                "teams.project.grant=server",
+                "--set",
+                "run.warmup=0s",
+                "--duration",
+                "5s",
+                "--rounds",
+                "1",
+            ],
+        )
+    });
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures.first());
+    let sent = Sent::of(&r);
+    assert_eq!(sent.all(), logged.values().sum::<u64>(), "{logged:?}");
+    assert!(
+        !logged.contains_key("403"),
+        "no request was refused: {logged:?}"
+    );
+
+    let v = r.visibility.as_ref().expect("a visibility section");
+    let writes = op(&r, "editors.put_event").successes + op(&r, "editors.update_event").successes;
+    eprintln!(
+        "{writes} writes, {} expected sights: {} seen, {} superseded, {} unseen; p50 {:?} ms",
+        v.all.expected,
+        v.all.seen,
+        v.all.superseded,
+        v.all.unseen,
+        v.all.latency_ms.as_ref().map(|l| l.p50)
+    );
+    assert!(writes > 0);
+    assert_eq!(v.all.writes, writes, "every acknowledged write, once");
+    // One editor and three pollers a team: the three see each of its editor's writes.
+    assert_eq!(v.all.expected, 3 * writes);
+    assert_eq!(v.all.seen + v.all.superseded + v.all.unseen, v.all.expected);
+    assert!(v.all.seen > 0);
+    assert_eq!(v.unacknowledged + v.unexpected + v.foreign + v.garbled, 0);
+
+    // The owners' shared calendars are gone with the run; the accounts' homes are bare.
+    let root = path("LOADMIX_REAL_RADICALE_HOME");
+    let root = root.parent().unwrap();
+    let left: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("team-")
+        })
+        .flat_map(|home| std::fs::read_dir(home).unwrap().map(|e| e.unwrap().path()))
+        .filter(|p| {
+            p.is_dir()
+                && !p
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(".Radicale")
+        })
+        .collect();
+    assert!(left.is_empty(), "calendars left: {left:?}");
 }

@@ -184,6 +184,9 @@ struct Sight {
     label: u16,
     /// The observer's team.
     team: TeamId,
+    /// An incremental sync has reported this version to the observer: another that
+    /// reports it again is a duplicate (a poll or an earlier full read is not).
+    synced: bool,
 }
 
 /// How often an observer's operation looked.
@@ -238,7 +241,7 @@ impl Book {
 
     /// Observer `who` read stamp value `value` through operation `label` at `at_us`;
     /// `news` when the server said it was a change (an incremental sync), so that a
-    /// version seen before is a duplicate.
+    /// version an earlier sync of the observer's already reported is a duplicate.
     pub(crate) fn saw(&mut self, who: Who, team: TeamId, value: &str, run_id: &str, at: Look) {
         let stamp = match Stamp::read(value, run_id) {
             Read::Ours(s) => s,
@@ -256,8 +259,8 @@ impl Book {
             return;
         }
         let key = (who, stamp.writer, stamp.seq);
-        if self.sights.contains_key(&key) {
-            if at.news {
+        if let Some(s) = self.sights.get_mut(&key) {
+            if at.news && std::mem::replace(&mut s.synced, true) {
                 *self.duplicated.entry((who.class, at.label)).or_default() += 1;
             }
             return;
@@ -273,6 +276,7 @@ impl Book {
                 first_us: at.at_us,
                 label: at.label,
                 team,
+                synced: at.news,
             },
         );
     }
@@ -684,6 +688,11 @@ mod tests {
 
     #[test]
     fn a_sync_that_repeats_a_version_is_a_duplicate_and_a_poll_is_not() {
+        let news = |at_us| Look {
+            label: 8,
+            at_us,
+            news: true,
+        };
         let team = (0, 0);
         let v = Stamp {
             writer: who(0),
@@ -694,17 +703,11 @@ mod tests {
         let mut b = Book::default();
         b.saw(who(1), team, &v, "r", look(7, 10));
         b.saw(who(1), team, &v, "r", look(7, 20));
-        b.saw(
-            who(1),
-            team,
-            &v,
-            "r",
-            Look {
-                label: 8,
-                at_us: 30,
-                news: true,
-            },
-        );
+        // The first sync to report the version after polls saw it reports a real change
+        // since its token; a second one repeats itself.
+        b.saw(who(1), team, &v, "r", news(30));
+        b.saw(who(1), team, &v, "r", look(7, 35));
+        b.saw(who(1), team, &v, "r", news(40));
         let s = b.settle(|_| vec![who(1)]);
         assert_eq!(s.all.duplicated, 1);
         assert_eq!(s.by_observer[&(0, 8)].duplicated, 1);

@@ -835,7 +835,11 @@ impl CaldavVu {
         if !rejected {
             return self.fetch_changes(conn, ci, o).await;
         }
-        // The server no longer knows the token: start over, as a client must.
+        // The server no longer knows the token: start over, as a client must. A full
+        // listing repeats what earlier syncs reported without being a duplicate.
+        if let Some(l) = self.team.as_mut().and_then(|t| t.watching.as_mut()) {
+            l.news = false;
+        }
         let (mut again, _) = self.sync(conn, ci, "", expect).await;
         again.add_cost(&o);
         again.label = Some(class.params.label_resync);

@@ -11,7 +11,8 @@
 #   4. the embedded server over https (`loadmix serve --tls-cert/--tls-key`);
 #   5. Radicale (htpasswd) pre-filled with a calendar and events of someone else's, and
 #      sixteen accounts its rights let share calendars, for a team run;
-#   6. DAViCal on PostgreSQL (Apache, mod_php), set up by examples/davical-postgres;
+#   6. DAViCal on PostgreSQL (Apache, mod_php), set up by examples/davical-postgres, with
+#      sixteen accounts for a team that shares calendars by DAViCal's ACLs;
 #   7. the recipes examples/davical-postgres and examples/tomcat-jvm, briefly;
 #   8. nginx proxying the embedded server, logging with the JSON `log_format` the book
 #      recommends for `infer` (taken from docs/src/infer.md).
@@ -257,7 +258,24 @@ cat >"$WORK/davical-left" <<SH
 exec psql -h "$PGSOCK_ON" -p "$PGPORT_ON" -U postgres -qAt -c "SELECT count(*) FROM collection WHERE dav_name LIKE '/admin/lm-%'" davical
 SH
 chmod +x "$WORK/davical-left"
-LOADMIX_REAL_DAVICAL="$URL_ON" LOADMIX_REAL_DAVICAL_LEFT="$WORK/davical-left" real_checks davical::
+# Sixteen more accounts for a team run, made as DAViCal's admin pages make them: a user
+# and its principal, the password in DAViCal's plain '**' form.
+psql -h "$PGSOCK_ON" -p "$PGPORT_ON" -U postgres -qAt -v pw="**$PASSWORD" davical <<'SQL' >/dev/null
+INSERT INTO usr (active, email_ok, updated, username, password, fullname, email)
+  SELECT TRUE, current_date, current_date, 'team-' || i, :'pw', 'Team ' || i,
+         'team-' || i || '@loadmix.invalid'
+  FROM generate_series(1, 16) AS i;
+INSERT INTO principal (type_id, user_no, displayname, default_privileges)
+  SELECT 1, user_no, fullname, 0::BIT(24) FROM usr WHERE username LIKE 'team-%';
+SQL
+cat >"$WORK/davical-team-left" <<SH
+#!/bin/sh
+exec psql -h "$PGSOCK_ON" -p "$PGPORT_ON" -U postgres -qAt -c "SELECT count(*) FROM collection WHERE dav_name LIKE '/team-%'" davical
+SH
+chmod +x "$WORK/davical-team-left"
+LOADMIX_REAL_DAVICAL="$URL_ON" LOADMIX_REAL_DAVICAL_LEFT="$WORK/davical-left" \
+    LOADMIX_REAL_DAVICAL_LOG="$LOG_ON" LOADMIX_REAL_DAVICAL_TEAM_ACCOUNTS="$WORK/team-accounts" \
+    LOADMIX_REAL_DAVICAL_TEAM_LEFT="$WORK/davical-team-left" real_checks davical::
 examples/davical-postgres/stop.sh "$WORK/davical"
 echo "== 7. the recipes examples/davical-postgres and examples/tomcat-jvm, briefly"
 LOADMIX_BIN="$BIN" examples/davical-postgres/run.sh "$WORK/recipe" 2 3s >"$WORK/recipe.txt" 2>&1 \

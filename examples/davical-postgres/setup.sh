@@ -9,7 +9,8 @@
 # Each cluster gets its own prometheus-postgres-exporter, so its database's counters
 # (commits, rows inserted, backends) can be scraped during that configuration's rounds.
 #
-# Usage: setup.sh WORKDIR   (writes WORKDIR/targets.env: URL_ON, URL_OFF, each database's
+# Usage: setup.sh WORKDIR   (writes WORKDIR/targets.env: URL_ON, URL_OFF, each Apache's
+# access log of one METHOD STATUS line per request LOG_ON, LOG_OFF, each database's
 # PGSOCK_ON/PGPORT_ON, PGSOCK_OFF/PGPORT_OFF and its exporter's METRICS_ON, METRICS_OFF;
 # stop.sh WORKDIR stops everything). Must run as root (PostgreSQL runs as the postgres
 # user).
@@ -73,6 +74,12 @@ LoadModule mime_module $M/mod_mime.so
 TypesConfig /etc/mime.types
 LoadModule php_module $PHP
 ErrorLog $D/apache/error.log
+# One "METHOD STATUS" line per request, to hold a run's counts against; not the
+# "OPTIONS *" Apache sends itself to wake its children (its internal dummy connection).
+LoadModule setenvif_module $M/mod_setenvif.so
+SetEnvIf User-Agent "internal dummy connection" dummy
+LogFormat "%m %>s" plain
+CustomLog $D/apache/access.log plain env=!dummy
 UseCanonicalName On
 DocumentRoot /usr/share/davical/htdocs
 AcceptPathInfo On
@@ -98,6 +105,7 @@ CONF
     V=$(echo $variant | tr a-z A-Z)
     {
         echo "URL_$V=http://127.0.0.1:$PORT/caldav.php"
+        echo "LOG_$V=$D/apache/access.log"
         echo "PGSOCK_$V=$D/sock"
         echo "PGPORT_$V=$PGPORT"
         echo "METRICS_$V=http://127.0.0.1:$EPORT/metrics"

@@ -1,8 +1,10 @@
 //! DAViCal on PostgreSQL (Debian's, under Apache and mod_php), set up by
 //! examples/davical-postgres and handed over by scripts/servers_check.sh: a CalDAV
-//! workload with nothing but the URL and a user, and nothing it made left in the database.
+//! workload with nothing but the URL and a user, and nothing it made left in the database;
+//! and teams whose owners grant the members with DAViCal's ACLs, every request of theirs
+//! equal to Apache's log.
 
-use crate::handed::{ask, run, scratch, var};
+use crate::handed::{Sent, ask, path, run, scratch, team_run, team_saw_every_write, var};
 
 #[test]
 #[ignore = "handed DAViCal by scripts/servers_check.sh"]
@@ -38,4 +40,26 @@ fn caldav_sync_runs_with_only_the_url_and_a_user_and_leaves_nothing() {
         "0",
         "calendars the run made are left in DAViCal"
     );
+}
+
+#[test]
+#[ignore = "handed DAViCal and its team accounts by scripts/servers_check.sh"]
+fn a_team_shares_a_calendar_on_davical_by_acl_and_sees_every_write() {
+    let tmp = scratch();
+    let (r, logged) = team_run(
+        tmp.path(),
+        &path("LOADMIX_REAL_DAVICAL_LOG"),
+        &path("LOADMIX_REAL_DAVICAL_TEAM_ACCOUNTS"),
+        &["--target", &var("LOADMIX_REAL_DAVICAL")],
+    );
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures.first());
+    let sent = Sent::of(&r);
+    assert_eq!(sent.all(), logged.values().sum::<u64>(), "{logged:?}");
+    // Each of the four owners granted its members with one ACL request.
+    let acl = r.rounds[0].setup.answers.get("ACL 200").copied();
+    assert_eq!(acl, Some(4), "{:?}", r.rounds[0].setup);
+    team_saw_every_write(&r);
+    // The handed command counts the collections under the team accounts.
+    let left = ask(&var("LOADMIX_REAL_DAVICAL_TEAM_LEFT"), &[]);
+    assert_eq!(left.trim(), "0", "team calendars are left in DAViCal");
 }

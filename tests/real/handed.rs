@@ -152,6 +152,19 @@ pub(crate) fn logged_statuses(log: &Path) -> BTreeMap<String, u64> {
     by
 }
 
+/// How many requests a log gained while `f` ran, by status.
+pub(crate) fn logged_during<T>(log: &Path, f: impl FnOnce() -> T) -> (T, BTreeMap<String, u64>) {
+    let before = logged_statuses(log);
+    let out = f();
+    let mut gained = logged_statuses(log);
+    for (status, n) in before {
+        let now = gained.entry(status).or_insert(0);
+        *now -= n;
+    }
+    gained.retain(|_, n| *n > 0);
+    (out, gained)
+}
+
 /// Every file under `dir`, at any depth.
 pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
@@ -250,6 +263,55 @@ pub(crate) fn port_of(target: &str) -> u16 {
         .next()
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no port in {target}"))
+}
+
+/// What `workloads/caldav-team.yaml`'s visibility figures must hold on any server: every
+/// acknowledged put and update counted once, each to be seen by the three pollers of its
+/// team and accounted seen, superseded or unseen, and no stamp out of place.
+pub(crate) fn team_saw_every_write(r: &Report) {
+    let v = r.visibility.as_ref().expect("a visibility section");
+    let writes = op(r, "editors.put_event").successes + op(r, "editors.update_event").successes;
+    eprintln!(
+        "{writes} writes, {} expected sights: {} seen, {} superseded, {} unseen, {} duplicated; p50 {:?} ms",
+        v.all.expected,
+        v.all.seen,
+        v.all.superseded,
+        v.all.unseen,
+        v.all.duplicated,
+        v.all.latency_ms.as_ref().map(|l| l.p50)
+    );
+    assert!(writes > 0);
+    assert_eq!(v.all.writes, writes, "every acknowledged write, once");
+    // One editor and three pollers a team: the three see each of its editor's writes.
+    assert_eq!(v.all.expected, 3 * writes);
+    assert_eq!(v.all.seen + v.all.superseded + v.all.unseen, v.all.expected);
+    assert!(v.all.seen > 0);
+    assert_eq!(v.unacknowledged + v.unexpected + v.foreign + v.garbled, 0);
+}
+/// `workloads/caldav-team.yaml` for one brief round on a real server, one account per user
+/// from `accounts`; `more` are the server's own options. With what `log` gained meanwhile.
+pub(crate) fn team_run(
+    out: &Path,
+    log: &Path,
+    accounts: &Path,
+    more: &[&str],
+) -> (Report, BTreeMap<String, u64>) {
+    let file = format!("accounts.file={}", accounts.display());
+    let mut args = vec![
+        "workloads/caldav-team.yaml",
+        "--set",
+        "accounts.create=existing",
+        "--set",
+        &file,
+        "--set",
+        "run.warmup=0s",
+        "--duration",
+        "5s",
+        "--rounds",
+        "1",
+    ];
+    args.extend_from_slice(more);
+    logged_during(log, || run(out, &args))
 }
 
 #[cfg(test)]

@@ -7,20 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::handed::{Sent, files_under, logged_statuses, op, path, run, run_code, scratch, var};
-
-/// How many requests a log gained while `f` ran, by status.
-fn logged_during<T>(log: &Path, f: impl FnOnce() -> T) -> (T, BTreeMap<String, u64>) {
-    let before = logged_statuses(log);
-    let out = f();
-    let mut gained = logged_statuses(log);
-    for (status, n) in before {
-        let now = gained.entry(status).or_insert(0);
-        *now -= n;
-    }
-    gained.retain(|_, n| *n > 0);
-    (out, gained)
-}
+use crate::handed::{
+    Sent, files_under, logged_during, path, run, run_code, scratch, team_run, team_saw_every_write,
+    var,
+};
 
 #[test]
 #[ignore = "handed nginx and Radicale by scripts/servers_check.sh"]
@@ -255,32 +245,20 @@ fn other_peoples_calendars_on_radicale_are_never_touched() {
 #[ignore = "handed nginx, Radicale and its team accounts by scripts/servers_check.sh"]
 fn a_team_shares_a_calendar_on_radicale_by_its_rights_and_sees_every_write() {
     let tmp = scratch();
-    let accounts = path("LOADMIX_REAL_RADICALE_TEAM_ACCOUNTS");
-    let (r, logged) = logged_during(&path("LOADMIX_REAL_TLS_LOG"), || {
-        run(
-            tmp.path(),
-            &[
-                "workloads/caldav-team.yaml",
-                "--target",
-                &var("LOADMIX_REAL_TLS_TARGET"),
-                "--ca-cert",
-                &var("LOADMIX_REAL_CA"),
-                "--set",
-                "accounts.create=existing",
-                "--set",
-                &format!("accounts.file={}", accounts.display()),
-                // Radicale shares by its rights file, not by ACL requests.
-                "--set",
-                "teams.project.grant=server",
-                "--set",
-                "run.warmup=0s",
-                "--duration",
-                "5s",
-                "--rounds",
-                "1",
-            ],
-        )
-    });
+    let (r, logged) = team_run(
+        tmp.path(),
+        &path("LOADMIX_REAL_TLS_LOG"),
+        &path("LOADMIX_REAL_RADICALE_TEAM_ACCOUNTS"),
+        &[
+            "--target",
+            &var("LOADMIX_REAL_TLS_TARGET"),
+            "--ca-cert",
+            &var("LOADMIX_REAL_CA"),
+            // Radicale shares by its rights file, not by ACL requests.
+            "--set",
+            "teams.project.grant=server",
+        ],
+    );
     assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures.first());
     let sent = Sent::of(&r);
     assert_eq!(sent.all(), logged.values().sum::<u64>(), "{logged:?}");
@@ -289,23 +267,7 @@ fn a_team_shares_a_calendar_on_radicale_by_its_rights_and_sees_every_write() {
         "no request was refused: {logged:?}"
     );
 
-    let v = r.visibility.as_ref().expect("a visibility section");
-    let writes = op(&r, "editors.put_event").successes + op(&r, "editors.update_event").successes;
-    eprintln!(
-        "{writes} writes, {} expected sights: {} seen, {} superseded, {} unseen; p50 {:?} ms",
-        v.all.expected,
-        v.all.seen,
-        v.all.superseded,
-        v.all.unseen,
-        v.all.latency_ms.as_ref().map(|l| l.p50)
-    );
-    assert!(writes > 0);
-    assert_eq!(v.all.writes, writes, "every acknowledged write, once");
-    // One editor and three pollers a team: the three see each of its editor's writes.
-    assert_eq!(v.all.expected, 3 * writes);
-    assert_eq!(v.all.seen + v.all.superseded + v.all.unseen, v.all.expected);
-    assert!(v.all.seen > 0);
-    assert_eq!(v.unacknowledged + v.unexpected + v.foreign + v.garbled, 0);
+    team_saw_every_write(&r);
 
     // The owners' shared calendars are gone with the run; the accounts' homes are bare.
     let root = path("LOADMIX_REAL_RADICALE_HOME");

@@ -503,6 +503,8 @@ fn merged_round_report(
                 .take(10)
                 .collect(),
         },
+        // A run with teams is never sharded: the members of a team meet in one process.
+        visibility: None,
         server,
         metrics,
         per_second: merged_seconds(&rounds, offsets),

@@ -13,7 +13,7 @@ use crate::common::*;
 fn team_workload(target: &str) -> String {
     r#"target: TARGET
 context: /cosmo
-run: { duration: 6s, rounds: 1, seed: 34, timeout: 30s }
+run: { duration: 4s, rounds: 2, seed: 34, timeout: 30s }
 accounts: { create: cmp }
 teams:
   - name: t
@@ -67,7 +67,7 @@ fn a_team_sees_every_write_and_the_latency_is_the_poll_gaps_half() {
         let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
         let answered: u64 = srv.stats.snapshot().iter().map(|(_, _, n)| n).sum();
         assert_eq!(statuses + setup + cleanup, answered);
-        assert_eq!(srv.stats.count("ACL", 200), 2, "one grant per team");
+        assert_eq!(srv.stats.count("ACL", 200), 2 * 2, "one grant per team and round");
 
         let v = r.visibility.as_ref().expect("a visibility section");
         let puts = op(&r, "editors.put_event").successes;
@@ -78,8 +78,27 @@ fn a_team_sees_every_write_and_the_latency_is_the_poll_gaps_half() {
         assert_eq!(v.all.seen + v.all.superseded + v.all.unseen, v.all.expected);
         assert_eq!(v.all.superseded, 0, "nobody rewrites an event");
         assert_eq!(v.unacknowledged + v.unexpected + v.foreign + v.garbled, 0);
-        // Only the writes of the round's last poll gap can be unseen.
-        assert!(v.all.unseen <= 3 * 6, "{:?}", v.unseen_writes);
+        // Only the writes of each round's last poll gap can be unseen.
+        assert!(v.all.unseen <= 2 * 3 * 6, "{:?}", v.unseen_writes);
+        // Each round settles its own writes; the run's figures are their sums.
+        let rounds: Vec<_> = r
+            .rounds
+            .iter()
+            .map(|x| x.visibility.as_ref().unwrap())
+            .collect();
+        assert_eq!(rounds.len(), 2);
+        let figures = |a: &_| -> [u64; 4] {
+            let a: &loadmix::reports::VisibilityRow = a;
+            [a.writes, a.expected, a.seen, a.unseen]
+        };
+        let summed = rounds.iter().fold([0; 4], |mut acc, x| {
+            for (s, f) in acc.iter_mut().zip(figures(&x.all)) {
+                *s += f;
+            }
+            acc
+        });
+        assert_eq!(summed, figures(&v.all), "writes, expected, seen, unseen");
+        assert!(rounds.iter().all(|x| x.all.writes > 0));
 
         // Latency to first sight against the pollers' own measured interval.
         let poll = &v.by_observer[0];

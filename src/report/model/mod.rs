@@ -615,6 +615,7 @@ fn round_report(
             left: r.cleanup.left,
             left_items: r.cleanup.left_notes.clone(),
         },
+        visibility: r.visibility.as_ref().map(|v| visibility::record(w, v)),
         // Over the whole round (warm-up included): the sampler cannot tell them apart.
         server: r
             .server

@@ -48,6 +48,9 @@ pub struct RoundReport {
     /// Deleting what the round made, after its clock stopped (not in any figure above).
     #[serde(default)]
     pub cleanup: Cleanup,
+    /// How the round's team writes reached the members who read; absent without teams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility: Option<super::VisibilityRecord>,
     /// The server's watched processes during the round (`monitor.process`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server: Vec<ServerProcess>,

@@ -178,8 +178,38 @@ fn run_text(out: &mut String, w: &Workload) {
             "users keep what they made (accounts, calendars, items) from round to round; it is removed once, after the last"
         );
     }
+    teams_text(out, w);
     if !w.overrides.is_empty() {
         let _ = writeln!(out, "overrides: {}", w.overrides.join(" "));
+    }
+}
+
+/// Each kind of team: how many, how access is granted, who is in one and who owns it.
+fn teams_text(out: &mut String, w: &Workload) {
+    use std::fmt::Write as _;
+    for (kind, t) in w.teams.iter().enumerate() {
+        let mut by_class: Vec<(usize, u32)> = Vec::new();
+        for (ci, _) in w.members(kind, 0) {
+            match by_class.last_mut() {
+                Some((c, n)) if *c == ci => *n += 1,
+                _ => by_class.push((ci, 1)),
+            }
+        }
+        let name = |ci: usize| w.classes.get(ci).map_or("?", |c| c.name.as_str());
+        let each: Vec<String> = by_class
+            .iter()
+            .map(|&(ci, n)| format!("{} {n}", name(ci)))
+            .collect();
+        let owner = t.classes.first().map_or("?", |&ci| name(ci));
+        let _ = writeln!(
+            out,
+            "team {} × {} (grant {}): {} users each ({}); {owner}#t owns team t and makes its calendar",
+            t.name,
+            t.count,
+            t.grant.name(),
+            by_class.iter().map(|(_, n)| n).sum::<u32>(),
+            each.join(", ")
+        );
     }
 }
 

@@ -67,7 +67,11 @@ fn a_team_sees_every_write_and_the_latency_is_the_poll_gaps_half() {
         let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
         let answered: u64 = srv.stats.snapshot().iter().map(|(_, _, n)| n).sum();
         assert_eq!(statuses + setup + cleanup, answered);
-        assert_eq!(srv.stats.count("ACL", 200), 2 * 2, "one grant per team and round");
+        assert_eq!(
+            srv.stats.count("ACL", 200),
+            2 * 2,
+            "one grant per team and round"
+        );
 
         let v = r.visibility.as_ref().expect("a visibility section");
         let puts = op(&r, "editors.put_event").successes;
@@ -147,4 +151,18 @@ fn team_mistakes_are_located() {
         assert!(err.contains(says), "{err}");
         assert!(err.contains(&format!("w{i}.yaml:")), "{err}");
     }
+}
+
+/// `validate` says who is in a team and who owns it, from the workload alone.
+#[test]
+fn validate_lists_each_kind_of_team() {
+    let o = loadmix_bin(&["validate", "workloads/caldav-team.yaml"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains(
+            "team project × 4 (grant acl): 4 users each (editors 1, pollers 3); editors#t owns team t"
+        ),
+        "{out}"
+    );
 }

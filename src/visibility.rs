@@ -340,7 +340,7 @@ pub(crate) struct Tally {
     pub seen_before_ack: u64,
     pub superseded: u64,
     pub unseen: u64,
-    /// Syncs that reported a version already seen.
+    /// Versions a sync reported again after an earlier sync of the same observer had.
     pub duplicated: u64,
     /// Microseconds from the acknowledgement to the first sight.
     pub latency: Histogram<u64>,

@@ -64,6 +64,7 @@ pub fn report(r: &Report) -> String {
     charts_section(&mut b, r);
     rounds_table(&mut b, r);
     sessions_table(&mut b, r);
+    visibility_table(&mut b, r);
     answers_and_failures(&mut b, r);
     let _ = write!(
         b,
@@ -265,6 +266,65 @@ fn sessions_table(b: &mut String, r: &Report) {
                 esc(&list)
             );
         }
+    }
+}
+
+/// Teams: per writing and per observing operation, who saw the writes and how late.
+fn visibility_table(b: &mut String, r: &Report) {
+    let Some(v) = &r.visibility else {
+        return;
+    };
+    b.push_str(
+        "<h3>Visibility</h3><p>From a write's acknowledgement to each team member's first \
+         sight; every write is to be seen by the members of its team who read.</p><table><tr>\
+         <th>operation</th><th>writes</th><th>to be seen</th><th>seen</th><th>superseded</th>\
+         <th>unseen</th><th>duplicated</th><th>looks</th><th>every (ms)</th><th>p50 ms</th>\
+         <th>p99 ms</th><th>max ms</th></tr>",
+    );
+    let rows = std::iter::once(&v.all)
+        .chain(&v.by_write)
+        .chain(&v.by_observer);
+    for x in rows {
+        let opt = |f: Option<f64>| f.map_or_else(|| "–".to_string(), |v| format!("{v:.1}"));
+        let lat = x.latency_ms.as_ref();
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&x.op),
+            x.writes,
+            x.expected,
+            x.seen,
+            x.superseded,
+            x.unseen,
+            x.duplicated,
+            x.looks,
+            opt(x.poll_interval_ms),
+            opt(lat.map(|l| l.p50)),
+            opt(lat.map(|l| l.p99)),
+            opt(lat.map(|l| l.max)),
+        );
+    }
+    b.push_str("</table>");
+    let apart = [
+        (v.unacknowledged, "sights of writes never acknowledged"),
+        (v.unexpected, "sights by users outside the write's team"),
+        (v.foreign, "stamps of another run"),
+        (v.garbled, "garbled stamps"),
+        (v.untracked, "writes or sights past the books' bounds"),
+    ];
+    for (n, what) in apart.iter().filter(|(n, _)| *n > 0) {
+        let _ = write!(b, "<p>{n} {what}</p>");
+    }
+    if !v.unseen_writes.is_empty() {
+        b.push_str("<details><summary>Unseen writes</summary><ul>");
+        for u in &v.unseen_writes {
+            let _ = write!(b, "<li>{}</li>", esc(u));
+        }
+        if v.unseen_unnamed > 0 {
+            let _ = write!(b, "<li>and {} more</li>", v.unseen_unnamed);
+        }
+        b.push_str("</ul></details>");
     }
 }
 

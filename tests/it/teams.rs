@@ -102,6 +102,13 @@ fn a_team_sees_every_write_and_the_latency_is_the_poll_gaps_half() {
             acc
         });
         assert_eq!(summed, figures(&v.all), "writes, expected, seen, unseen");
+        // The page has the same figures.
+        let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+        let all_row = format!(
+            "<tr><td>all</td><td>{}</td><td>{}</td><td>{}</td>",
+            v.all.writes, v.all.expected, v.all.seen
+        );
+        assert!(html.contains("<h3>Visibility</h3>") && html.contains(&all_row));
         assert!(rounds.iter().all(|x| x.all.writes > 0));
 
         // Latency to first sight against the pollers' own measured interval.

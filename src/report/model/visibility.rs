@@ -52,7 +52,7 @@ pub struct VisibilityRow {
     pub superseded: u64,
     /// Neither by the round's end.
     pub unseen: u64,
-    /// Syncs that reported a version their observer had already seen.
+    /// Versions a sync reported again after an earlier sync of the same observer had.
     pub duplicated: u64,
     /// An observing operation's looks, and the mean time between two of one observer's.
     pub looks: u64,

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Installs the Python `caldav` client library in a venv under .tools/ and runs
-# scripts/caldav_client_check.py against `loadmix serve`, once per store (memory, SQLite).
+# Installs the Python `caldav` client library and `caldav-server-tester` in a venv under
+# .tools/ and runs, against `loadmix serve` once per store (memory, SQLite),
+# scripts/caldav_client_check.py and the tester's scheduling (RFC 6638) checks with two
+# accounts, every one of which must find full support.
 # Fails (not skips) when anything cannot be installed or started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=.tools/venv-caldav
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import caldav" 2>/dev/null; then
-    echo "installing the caldav client library into $VENV"
+if [ ! -x "$VENV/bin/caldav-server-tester" ] || ! "$VENV/bin/python" -c "import caldav" 2>/dev/null; then
+    echo "installing the caldav client library and caldav-server-tester into $VENV"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check caldav
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check caldav caldav-server-tester
 fi
 
 BIN=${CARGO_TARGET_DIR:-target}/debug/loadmix
@@ -22,6 +24,39 @@ trap cleanup EXIT
 # shellcheck source=scripts/lib/servers.sh
 . scripts/lib/servers.sh
 
+# An account through CMP, as the admin.
+make_account() {
+    local base=$1 user=$2
+    curl -sf -o /dev/null -u root:secret -X PUT -H 'Content-Type: text/xml' \
+        --data "<user xmlns=\"http://osafoundation.org/cosmo/CMP\"><username>$user</username><password>pw</password><firstName>S</firstName><lastName>T</lastName><email>$user@k</email></user>" \
+        "$base/cmp/user/$user"
+}
+
+# The tester's RFC 6638 checks, an organizer and an attendee account: each of the nine
+# scheduling features it reports must be found fully supported.
+scheduling_checks() {
+    local base=$1 out="$WORK/tester.txt" checks=() c
+    make_account "$base" organizer && make_account "$base" attendee
+    printf '{"attendee": {"caldav_url": "%s/dav/", "caldav_username": "attendee", "caldav_password": "pw"}}\n' \
+        "$base" >"$WORK/calendar.conf"
+    for c in CheckScheduling CheckSchedulingDetails CheckFreeBusyQueryRFC6638 CheckScheduleTag \
+        CheckSchedulingInboxDelivery CheckScheduleTagStablePartstat; do
+        checks+=(--run-checks "$c")
+    done
+    CALDAV_CONFIG_FILE="$WORK/calendar.conf" "$VENV/bin/caldav-server-tester" --verbose \
+        --caldav-url "$base/dav/" --caldav-username organizer --caldav-password pw \
+        --config-section attendee "${checks[@]}" >"$out" 2>&1 || { cat "$out"; return 1; }
+    local found full
+    found=$(grep -c '^## scheduling' "$out" || true)
+    full=$(grep -A1 '^## scheduling' "$out" | grep -c 'support level found: full' || true)
+    grep -A1 '^## scheduling' "$out" | paste - - - | sed 's/Feature support level found: //' | cut -f1,2
+    if [ "$found" -ne 9 ] || [ "$full" -ne 9 ]; then
+        echo "caldav-server-tester: $full of $found scheduling features fully supported (9 expected)"
+        cat "$out"
+        return 1
+    fi
+}
+
 for STORE in memory "sqlite:$WORK/check.db"; do
     PORT=$(free_port)
     "$BIN" serve --bind "127.0.0.1:$PORT" --store "$STORE" --admin-password secret >"$WORK/serve.log" 2>&1 &
@@ -29,5 +64,7 @@ for STORE in memory "sqlite:$WORK/check.db"; do
     echo "== caldav client against the $STORE store"
     "$VENV/bin/python" scripts/caldav_client_check.py "http://127.0.0.1:$PORT/cosmo" root:secret \
         || { cat "$WORK/serve.log"; exit 1; }
+    echo "== caldav-server-tester's scheduling checks against the $STORE store"
+    scheduling_checks "http://127.0.0.1:$PORT/cosmo" || { cat "$WORK/serve.log"; exit 1; }
     kill "$PID"; wait "$PID" 2>/dev/null || true; PID=""
 done

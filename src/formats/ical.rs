@@ -39,18 +39,31 @@ pub struct Component {
     pub exdate_tzids: Vec<Option<String>>,
     /// The calendar's VTIMEZONE definitions.
     pub zones: Vec<super::tz::Zone>,
+    /// ORGANIZER's calendar user address, as written.
+    pub organizer: Option<String>,
+    /// Each ATTENDEE (at most [`MAX_ATTENDEES`]), in order.
+    pub attendees: Vec<Attendee>,
 }
+
+/// An ATTENDEE of a component: its calendar user address and participation status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attendee {
+    /// The address as written (`mailto:bob@example.com`).
+    pub address: String,
+    /// `PARTSTAT`, upper-cased; `None` when absent (RFC 5545: NEEDS-ACTION).
+    pub partstat: Option<String>,
+}
+
+/// Attendees read from one component: scheduling delivers to each, so a hostile body
+/// must not choose how many deliveries one PUT costs.
+pub const MAX_ATTENDEES: usize = 256;
 
 /// Zones one calendar object may define, and observances one zone may have.
 pub const MAX_ZONES: usize = 64;
 
 /// A property's `TZID` parameter, without quotes.
 fn tzid_of(p: &icalendar::parser::Property<'_>) -> Option<String> {
-    p.params
-        .iter()
-        .find(|x| x.key.as_str().eq_ignore_ascii_case("TZID"))
-        .and_then(|x| x.val.as_ref())
-        .map(|v| v.as_str().trim_matches('"').to_string())
+    param_of(p, "TZID")
 }
 
 /// A VTIMEZONE component as a [`super::tz::Zone`]; `None` when it has no TZID.
@@ -79,6 +92,15 @@ fn zone_of(c: &icalendar::parser::Component<'_>) -> Option<super::tz::Zone> {
         })
         .collect();
     Some(super::tz::Zone { tzid, observances })
+}
+
+/// A property parameter's value, without quotes.
+fn param_of(p: &icalendar::parser::Property<'_>, key: &str) -> Option<String> {
+    p.params
+        .iter()
+        .find(|x| x.key.as_str().eq_ignore_ascii_case(key))
+        .and_then(|x| x.val.as_ref())
+        .map(|v| v.as_str().trim_matches('"').to_string())
 }
 
 /// The deepest nesting of components [`parse`] accepts (VCALENDAR > VEVENT > VALARM is
@@ -146,6 +168,17 @@ fn component_of(text: &str) -> Result<Component, String> {
             .filter(|c| c.name.as_str() == "VTIMEZONE")
             .take(MAX_ZONES)
             .filter_map(zone_of)
+            .collect(),
+        organizer: prop("ORGANIZER").map(|v| v.trim().to_string()),
+        attendees: comp
+            .properties
+            .iter()
+            .filter(|p| p.name.as_str().eq_ignore_ascii_case("ATTENDEE"))
+            .take(MAX_ATTENDEES)
+            .map(|p| Attendee {
+                address: p.val.as_str().trim().to_string(),
+                partstat: param_of(p, "PARTSTAT").map(|v| v.to_ascii_uppercase()),
+            })
             .collect(),
     })
 }
@@ -267,6 +300,154 @@ pub fn escape_text(s: &str) -> String {
     out
 }
 
+/// The logical lines of an iCalendar text, unfolded (RFC 5545 §3.1), without their ends.
+fn logical_lines(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for raw in text.split('\n') {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        match (line.strip_prefix([' ', '\t']), out.last_mut()) {
+            (Some(rest), Some(last)) => last.push_str(rest),
+            _ if line.is_empty() => {}
+            _ => out.push(line.to_string()),
+        }
+    }
+    out
+}
+
+/// A content line split into its name, its parameters (as written, quotes kept) and its
+/// value: the value starts at the first colon outside a quoted parameter value.
+fn split_line(line: &str) -> (&str, Vec<&str>, &str) {
+    let mut quoted = false;
+    let mut cuts = Vec::new();
+    let mut colon = line.len();
+    for (i, c) in line.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ';' if !quoted => cuts.push(i),
+            ':' if !quoted => {
+                colon = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    cuts.push(colon);
+    let name = &line[..cuts[0]];
+    let params = cuts.windows(2).map(|w| &line[w[0] + 1..w[1]]).collect();
+    (name, params, line.get(colon + 1..).unwrap_or(""))
+}
+
+/// The text with its `METHOD` (iTIP, RFC 5546) set to `method`: an object stored in a
+/// calendar has none, a scheduling message must have one.
+pub fn with_method(text: &str, method: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 32);
+    let mut placed = false;
+    for line in logical_lines(text) {
+        let (name, _, _) = split_line(&line);
+        if name.eq_ignore_ascii_case("METHOD") {
+            continue;
+        }
+        out.push_str(&line);
+        out.push_str("\r\n");
+        if !placed && line.eq_ignore_ascii_case("BEGIN:VCALENDAR") {
+            out.push_str("METHOD:");
+            out.push_str(method);
+            out.push_str("\r\n");
+            placed = true;
+        }
+    }
+    out
+}
+
+/// The text without its `METHOD`: what a calendar keeps of a scheduling message.
+pub fn without_method(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in logical_lines(text) {
+        if !split_line(&line).0.eq_ignore_ascii_case("METHOD") {
+            out.push_str(&line);
+            out.push_str("\r\n");
+        }
+    }
+    out
+}
+
+/// The text with the `PARTSTAT` of every ATTENDEE whose address is `address` (compared
+/// without regard to case) set to `partstat`; other lines are kept as written.
+pub fn set_partstat(text: &str, address: &str, partstat: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 32);
+    for line in logical_lines(text) {
+        let (name, params, value) = split_line(&line);
+        if name.eq_ignore_ascii_case("ATTENDEE") && value.trim().eq_ignore_ascii_case(address) {
+            out.push_str(name);
+            for p in params.iter().filter(|p| {
+                let key = p.split('=').next().unwrap_or("");
+                !key.eq_ignore_ascii_case("PARTSTAT") && !key.eq_ignore_ascii_case("RSVP")
+            }) {
+                out.push(';');
+                out.push_str(p);
+            }
+            out.push_str(";PARTSTAT=");
+            out.push_str(partstat);
+            out.push(':');
+            out.push_str(value);
+        } else {
+            out.push_str(&line);
+        }
+        out.push_str("\r\n");
+    }
+    out
+}
+
+/// A free-busy request (RFC 6638 §5.2): who asks, about whom, for which span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FreeBusyRequest {
+    /// The request's UID, echoed in each reply.
+    pub uid: Option<String>,
+    /// Who asks: must be the outbox's owner.
+    pub organizer: Option<String>,
+    /// Whose time is asked for: at most [`MAX_ATTENDEES`].
+    pub attendees: Vec<String>,
+    /// DTSTART as written.
+    pub start: String,
+    /// DTEND as written.
+    pub end: String,
+}
+
+/// Parse a `METHOD:REQUEST` calendar holding a VFREEBUSY, as POSTed to an outbox.
+pub fn parse_freebusy_request(text: &str) -> Result<FreeBusyRequest, FormatError> {
+    let unfolded = icalendar::parser::unfold(text);
+    check_depth(&unfolded).map_err(FormatError::ICalendar)?;
+    let bad = |m: &str| FormatError::ICalendar(m.to_string());
+    let cal = icalendar::parser::read_calendar(&unfolded).map_err(|_| bad("not iCalendar"))?;
+    let method = cal
+        .properties
+        .iter()
+        .find(|p| p.name.as_str().eq_ignore_ascii_case("METHOD"))
+        .map(|p| p.val.as_str().trim().to_ascii_uppercase());
+    if method.as_deref() != Some("REQUEST") {
+        return Err(bad("a free-busy request needs METHOD:REQUEST"));
+    }
+    let fb = cal
+        .components
+        .iter()
+        .find(|c| c.name.as_str() == "VFREEBUSY")
+        .ok_or_else(|| bad("no VFREEBUSY in the request"))?;
+    let prop = |n: &str| fb.find_prop(n).map(|p| p.val.as_str().trim().to_string());
+    Ok(FreeBusyRequest {
+        uid: prop("UID"),
+        organizer: prop("ORGANIZER"),
+        attendees: fb
+            .properties
+            .iter()
+            .filter(|p| p.name.as_str().eq_ignore_ascii_case("ATTENDEE"))
+            .take(MAX_ATTENDEES)
+            .map(|p| p.val.as_str().trim().to_string())
+            .collect(),
+        start: prop("DTSTART").ok_or_else(|| bad("the VFREEBUSY has no DTSTART"))?,
+        end: prop("DTEND").ok_or_else(|| bad("the VFREEBUSY has no DTEND"))?,
+    })
+}
+
 pub use super::tz::parse_datetime;
 
 /// `PT30M`, `PT1H30M`, `P1D`, `P1W`, `-PT5M` (sign ignored for lengths). `None` for
@@ -309,6 +490,59 @@ pub fn parse_duration(v: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn organizer_and_attendees_are_read_with_their_status() {
+        let c = parse(
+            "BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nUID:u\r\nORGANIZER;CN=A:mailto:a@x\r\n\
+             ATTENDEE;CN=\"B; c: d\";PARTSTAT=accepted:mailto:b@x\r\nATTENDEE:mailto:c@x\r\n\
+             END:VEVENT\r\nEND:VCALENDAR\r\n",
+        )
+        .unwrap();
+        assert_eq!(c.organizer.as_deref(), Some("mailto:a@x"));
+        assert_eq!(c.attendees.len(), 2);
+        assert_eq!(c.attendees[0].address, "mailto:b@x");
+        assert_eq!(c.attendees[0].partstat.as_deref(), Some("ACCEPTED"));
+        assert_eq!(c.attendees[1].partstat, None);
+    }
+
+    #[test]
+    fn methods_and_partstats_are_rewritten_line_by_line() {
+        let t = "BEGIN:VCALENDAR\r\nMETHOD:PUBLISH\r\nBEGIN:VEVENT\r\nUID:u\r\n\
+                 ATTENDEE;CN=\"B; c: d\";PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:\r\n b@x\r\n\
+                 ATTENDEE:mailto:c@x\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n";
+        let r = with_method(t, "REQUEST");
+        assert!(r.starts_with("BEGIN:VCALENDAR\r\nMETHOD:REQUEST\r\nBEGIN:VEVENT"));
+        assert!(!r.contains("PUBLISH") && !without_method(&r).contains("METHOD"));
+        let a = set_partstat(t, "MAILTO:B@X", "ACCEPTED");
+        assert!(
+            a.contains("ATTENDEE;CN=\"B; c: d\";PARTSTAT=ACCEPTED:mailto:b@x\r\n"),
+            "{a}"
+        );
+        assert!(a.contains("ATTENDEE:mailto:c@x\r\n"), "others are kept");
+        assert_eq!(
+            parse(&a).unwrap().attendees[0].partstat.as_deref(),
+            Some("ACCEPTED")
+        );
+    }
+
+    #[test]
+    fn a_free_busy_request_needs_its_method_component_and_span() {
+        let ok = "BEGIN:VCALENDAR\r\nMETHOD:REQUEST\r\nBEGIN:VFREEBUSY\r\nUID:f\r\n\
+                  ORGANIZER:mailto:a@x\r\nATTENDEE:mailto:b@x\r\nDTSTART:20300101T000000Z\r\n\
+                  DTEND:20300102T000000Z\r\nEND:VFREEBUSY\r\nEND:VCALENDAR\r\n";
+        let r = parse_freebusy_request(ok).unwrap();
+        assert_eq!(r.attendees, ["mailto:b@x"]);
+        assert_eq!(r.start, "20300101T000000Z");
+        for bad in [
+            ok.replace("METHOD:REQUEST", "METHOD:REPLY"),
+            ok.replace("VFREEBUSY", "VEVENT"),
+            ok.replace("DTEND:20300102T000000Z\r\n", ""),
+            "garbage".to_string(),
+        ] {
+            assert!(parse_freebusy_request(&bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn the_main_component_and_its_values() {

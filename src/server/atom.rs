@@ -453,7 +453,7 @@ pub(crate) async fn create(
     let op = ItemOp::Put {
         uid: item_uid.clone(),
         name: None,
-        data: data.clone(),
+        data: Box::new(data.clone()),
         merge: false,
         global_uid: true,
     };
@@ -563,7 +563,7 @@ pub(crate) async fn update(
     let op = ItemOp::Put {
         uid: uid.clone(),
         name: None,
-        data: data.clone(),
+        data: Box::new(data.clone()),
         merge: true,
         global_uid: true,
     };

@@ -15,8 +15,10 @@ use axum::response::{IntoResponse, Response};
 use super::acl;
 use super::expand;
 use super::filter::{self, CompFilter, FilterError};
+use super::freebusy;
 use super::http::*;
 use super::model::{self, ItemData, TooDense, parse_ical_datetime};
+use super::schedule::{self, INBOX, OUTBOX, Role, Scheduler};
 use super::store::{CollectionInfo, CreateOutcome, Item, ItemOp, Precondition, WriteOutcome};
 use crate::formats::dav::{
     CALDAV, CS, DAV, MultistatusWriter, Prop, PropName, error_body, error_body_with_href,
@@ -25,7 +27,7 @@ use crate::formats::ical::COMPONENTS;
 use crate::formats::xml::{self, El};
 
 const ALLOW: &str =
-    "OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND, PROPPATCH, MKCALENDAR, MKCOL, REPORT, ACL";
+    "OPTIONS, GET, HEAD, PUT, DELETE, PROPFIND, PROPPATCH, MKCALENDAR, MKCOL, REPORT, ACL, POST";
 const TOKEN_PREFIX: &str = "urn:loadmix:sync:";
 
 /// Where a request points.
@@ -88,6 +90,9 @@ pub(crate) async fn handle(State(st): State<AppState>, req: Request) -> Response
         prefix: &prefix,
         headers: &parts.headers,
     };
+    if let Some(r) = d.mailbox(parts.method.as_str(), &target, &body) {
+        return r;
+    }
     match (parts.method.as_str(), &target) {
         ("OPTIONS", _) => options(),
         ("PROPFIND", _) => d.propfind(&target, &body),
@@ -149,9 +154,18 @@ fn options() -> Response {
     h.insert(header::ALLOW, HeaderValue::from_static(ALLOW));
     h.insert(
         "dav",
-        HeaderValue::from_static("1, 3, calendar-access, extended-mkcol"),
+        HeaderValue::from_static(
+            "1, 3, access-control, calendar-access, calendar-auto-schedule, extended-mkcol",
+        ),
     );
     r
+}
+
+/// RFC 6638 §3.2.10: a scheduling object resource's tag on every answer that names it.
+fn insert_schedule_tag(r: &mut Response, tag: Option<&str>) {
+    if let Some(v) = tag.and_then(|t| HeaderValue::from_str(t).ok()) {
+        r.headers_mut().insert("schedule-tag", v);
+    }
 }
 
 fn method_not_allowed() -> Response {
@@ -179,22 +193,12 @@ fn dav_error(status: StatusCode, ns: &str, cond: &str) -> Response {
         .into_response()
 }
 
-/// Where a calendar's component set is kept among its properties.
-const COMPONENT_SET: &str = "{urn:ietf:params:xml:ns:caldav}supported-calendar-component-set";
 /// Apple's calendar colour and order, which clients set with PROPPATCH.
 const ICAL: &str = "http://apple.com/ns/ical/";
 
 /// A property's Clark name, `{namespace}local`.
 fn clark(ns: &str, name: &str) -> String {
     format!("{{{ns}}}{name}")
-}
-
-/// The components a calendar accepts: what MKCALENDAR set, else events and to-dos.
-fn components_of(c: &CollectionInfo) -> Vec<String> {
-    match c.props.get(COMPONENT_SET) {
-        Some(v) => v.split(',').map(str::to_string).collect(),
-        None => vec!["VEVENT".into(), "VTODO".into()],
-    }
 }
 
 /// Properties a client may set on a calendar: its name, description, Apple's colour and
@@ -261,6 +265,75 @@ fn sync_token(c: &CollectionInfo) -> String {
 }
 
 impl Dav<'_> {
+    fn scheduler(&self) -> Scheduler<'_> {
+        Scheduler {
+            st: self.st,
+            prefix: self.prefix,
+        }
+    }
+
+    /// Requests to a user's scheduling inbox or outbox that differ from a calendar's:
+    /// the inbox is made on first use and takes no PUT, the outbox is not stored and
+    /// answers POST; neither can be made or removed. `None`: handle it as a calendar's.
+    fn mailbox(&self, method: &str, target: &Target, body: &[u8]) -> Option<Response> {
+        let (user, cal, item) = match target {
+            Target::Calendar(u, c) => (u, c, false),
+            Target::Resource(u, c, _) => (u, c, true),
+            Target::Root | Target::Home(_) => return None,
+        };
+        if !schedule::is_mailbox(cal) {
+            return None;
+        }
+        let forbidden = || dav_error(StatusCode::FORBIDDEN, DAV, "need-privileges");
+        if cal == OUTBOX {
+            return Some(match (method, item) {
+                ("POST", false) => self.scheduler().outbox_post(user, self.headers, body),
+                ("PROPFIND", false) => self.outbox_propfind(user, body),
+                ("OPTIONS", _) => options(),
+                ("GET" | "HEAD" | "REPORT", _) | (_, true) => {
+                    text(StatusCode::NOT_FOUND, "the outbox keeps nothing")
+                }
+                _ => forbidden(),
+            });
+        }
+        match (method, item) {
+            ("MKCALENDAR" | "MKCOL" | "DELETE" | "PROPPATCH" | "ACL", false) | ("PUT", true) => {
+                return Some(forbidden());
+            }
+            _ => {}
+        }
+        // Only its owner's requests make it: a grantee of nothing sees a 404.
+        if self.st.may_access(self.caller, user)
+            && let Err(e) = self.scheduler().ensure_inbox(user)
+        {
+            return Some(store_error(e));
+        }
+        None
+    }
+
+    /// The outbox's properties: a collection of kind schedule-outbox, holding nothing.
+    fn outbox_propfind(&self, user: &str, body: &[u8]) -> Response {
+        let root = match parse_body(body) {
+            Ok(r) => r,
+            Err(r) => return r,
+        };
+        let req = requested_props(root.as_ref());
+        let props = Self::props(
+            &req,
+            &[(DAV, "resourcetype"), (DAV, "displayname")],
+            |ns, n| match (ns, n) {
+                (DAV, "resourcetype") => Some(Prop::Marks(&["D:collection", "C:schedule-outbox"])),
+                (DAV, "displayname") => Some(Prop::Text("Outbox".into())),
+                (DAV, "owner") => Some(Prop::Href(self.home_href(user))),
+                (DAV, "current-user-privilege-set") => Some(Prop::Privileges(PRIVILEGES)),
+                _ => self.common_prop(ns, n),
+            },
+        );
+        let mut out = MultistatusWriter::new();
+        out.response(&self.cal_href(user, OUTBOX), &props);
+        multistatus(out)
+    }
+
     fn home_href(&self, user: &str) -> String {
         format!("{}/{}/", self.prefix, percent_encode(user))
     }
@@ -298,9 +371,10 @@ impl Dav<'_> {
             (DAV, "displayname") => Some(Prop::Text(user.to_string())),
             (DAV, "principal-URL") | (DAV, "owner") => Some(Prop::Href(self.home_href(user))),
             (CALDAV, "calendar-home-set") => Some(Prop::Href(self.home_href(user))),
-            (CALDAV, "calendar-user-address-set") => {
-                Some(Prop::Href(format!("mailto:{user}@localhost")))
-            }
+            (CALDAV, "calendar-user-address-set") => Some(Prop::Href(schedule::address(user))),
+            (CALDAV, "schedule-inbox-URL") => Some(Prop::Href(self.cal_href(user, INBOX))),
+            (CALDAV, "schedule-outbox-URL") => Some(Prop::Href(self.cal_href(user, OUTBOX))),
+            (CALDAV, "calendar-user-type") => Some(Prop::Text("INDIVIDUAL".into())),
             (DAV, "current-user-privilege-set") => Some(Prop::Privileges(PRIVILEGES)),
             _ => self.common_prop(ns, name),
         }
@@ -308,6 +382,9 @@ impl Dav<'_> {
 
     fn cal_prop(&self, c: &CollectionInfo, ns: &str, name: &str) -> PropValue {
         match (ns, name) {
+            (DAV, "resourcetype") if public_uid(&c.uid) == INBOX => {
+                Some(Prop::Marks(&["D:collection", "C:schedule-inbox"]))
+            }
             (DAV, "resourcetype") => Some(Prop::Marks(&["D:collection", "C:calendar"])),
             (DAV, "displayname") => Some(Prop::Text(
                 if c.name.is_empty() {
@@ -352,6 +429,7 @@ impl Dav<'_> {
                 std::time::UNIX_EPOCH + std::time::Duration::from_millis(item.modified_ms),
             ))),
             (CALDAV, "calendar-data") => Some(Prop::Text(data.to_ics(&item.uid))),
+            (CALDAV, "schedule-tag") => data.schedule_tag.clone().map(Prop::Text),
             _ => self.common_prop(ns, name),
         }
     }
@@ -702,6 +780,33 @@ impl Dav<'_> {
         })
     }
 
+    /// What a PUT of `data` over `held` is to scheduling: the owner's role, with the
+    /// Schedule-Tag set on `data`; or the 412 when `If-Schedule-Tag-Match` names another.
+    fn scheduling_of_put(
+        &self,
+        user: &str,
+        held: Option<&ItemData>,
+        data: &mut ItemData,
+    ) -> Result<Option<Role>, Response> {
+        if let Some(m) = header_str(self.headers, "if-schedule-tag-match")
+            && held.and_then(|d| d.schedule_tag.as_deref()) != Some(m.trim())
+        {
+            return Err(text(
+                StatusCode::PRECONDITION_FAILED,
+                "the Schedule-Tag does not match",
+            ));
+        }
+        let role = data
+            .ics
+            .as_deref()
+            .and_then(schedule::scheduling_component)
+            .and_then(|c| schedule::role(user, &c, self.prefix));
+        if let Some(r) = &role {
+            data.schedule_tag = Some(schedule::tag_for(r, held));
+        }
+        Ok(role)
+    }
+
     fn put(&self, user: &str, cal: &str, name: &str, body: &[u8]) -> Response {
         if let Err(r) = require_length(self.headers) {
             return r;
@@ -710,7 +815,7 @@ impl Dav<'_> {
             Ok(c) => c,
             Err(_) => return text(StatusCode::CONFLICT, "the calendar does not exist"),
         };
-        let (uid, data) = match self.calendar_data(body) {
+        let (uid, mut data) = match self.calendar_data(body) {
             Ok(x) => x,
             Err(r) => return r,
         };
@@ -746,10 +851,20 @@ impl Dav<'_> {
         {
             return no_uid_conflict(None);
         }
+        let held = existing.as_ref().and_then(|e| e.data.as_ref());
+        let role = match self.scheduling_of_put(user, held, &mut data) {
+            Ok(r) => r,
+            Err(r) => return r,
+        };
+        let (written, tag) = (
+            data.ics.clone().unwrap_or_default(),
+            data.schedule_tag.clone(),
+        );
+        let old_text = held.and_then(|d| d.ics.clone());
         let op = ItemOp::Put {
             uid: uid.clone(),
             name: Some(name.to_string()),
-            data,
+            data: Box::new(data),
             merge: false,
             global_uid: false,
         };
@@ -766,6 +881,11 @@ impl Dav<'_> {
                 {
                     r.headers_mut().insert(header::ETAG, v);
                 }
+                if let Some(role) = &role {
+                    self.scheduler()
+                        .after_put(user, role, &uid, old_text.as_deref(), &written);
+                }
+                insert_schedule_tag(&mut r, tag.as_deref());
                 r
             }
             Ok(WriteOutcome::PreconditionFailed) => {
@@ -812,6 +932,7 @@ impl Dav<'_> {
         if let Ok(v) = HeaderValue::from_str(&item.etag(c.epoch)) {
             r.headers_mut().insert(header::ETAG, v);
         }
+        insert_schedule_tag(&mut r, data.schedule_tag.as_deref());
         if head {
             r.headers_mut()
                 .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
@@ -873,15 +994,35 @@ impl Dav<'_> {
             },
             None => Precondition::None,
         };
+        let held = item
+            .data
+            .as_ref()
+            .and_then(|d| d.ics.clone())
+            .unwrap_or_default();
+        if let Some(m) = header_str(self.headers, "if-schedule-tag-match")
+            && item.data.as_ref().and_then(|d| d.schedule_tag.as_deref()) != Some(m.trim())
+        {
+            return text(
+                StatusCode::PRECONDITION_FAILED,
+                "the Schedule-Tag does not match",
+            );
+        }
+        let role: Option<Role> = schedule::scheduling_component(&held)
+            .and_then(|c| schedule::role(user, &c, self.prefix));
         match self.st.store.write(
             &c.uid,
             vec![ItemOp::Delete {
-                uid: item.uid,
+                uid: item.uid.clone(),
                 must_exist: true,
             }],
             pre,
         ) {
-            Ok(WriteOutcome::Done { .. }) => StatusCode::NO_CONTENT.into_response(),
+            Ok(WriteOutcome::Done { .. }) => {
+                if let Some(role) = &role {
+                    self.scheduler().after_delete(user, role, &item.uid, &held);
+                }
+                StatusCode::NO_CONTENT.into_response()
+            }
             Ok(WriteOutcome::PreconditionFailed) => {
                 text(StatusCode::PRECONDITION_FAILED, "precondition failed")
             }
@@ -1047,7 +1188,6 @@ impl Dav<'_> {
     }
 
     /// RFC 4791 §7.10: the busy time of a calendar's events in a range, as a VFREEBUSY.
-    /// Transparent and cancelled events take no time; recurrences are expanded.
     fn free_busy(&self, cal: &str, root: &El) -> Response {
         let Some(tr) = root.child(CALDAV, "time-range") else {
             return text(
@@ -1068,58 +1208,18 @@ impl Dav<'_> {
                 "the time-range ends before it starts",
             );
         }
-        let items = match self.st.store.items_overlapping(
-            cal,
-            start.timestamp_millis(),
-            end.timestamp_millis(),
-        ) {
-            Ok(Some((_, items))) => items,
-            Ok(None) => Vec::new(),
-            Err(e) => return store_error(e),
+        let periods = match freebusy::busy(&*self.st.store, &[cal.to_string()], start, end) {
+            Ok(p) => p,
+            Err(freebusy::BusyError::Store(e)) => return store_error(e),
+            Err(freebusy::BusyError::TooDense) => {
+                return dav_error(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    DAV,
+                    "number-of-matches-within-limits",
+                );
+            }
         };
-        let mut busy: Vec<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> =
-            Vec::new();
-        for item in &items {
-            let Some(d) = &item.data else { continue };
-            if d.component() != "VEVENT" || !d.takes_time() {
-                continue;
-            }
-            let Some(t) = d.timing() else { continue };
-            let occurrences = match t.occurrences(start, end, expand::MAX_INSTANCES) {
-                Ok(o) => o,
-                Err(_) => {
-                    return dav_error(
-                        StatusCode::INSUFFICIENT_STORAGE,
-                        DAV,
-                        "number-of-matches-within-limits",
-                    );
-                }
-            };
-            for o in occurrences {
-                let e = o.checked_add_signed(t.duration).unwrap_or(end);
-                busy.push((o.max(start), e.min(end)));
-            }
-        }
-        // Merge overlapping periods, as a reader of FREEBUSY expects.
-        busy.sort();
-        let mut merged: Vec<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)> =
-            Vec::new();
-        for (s, e) in busy {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
-            }
-        }
-        let f = |t: chrono::DateTime<chrono::Utc>| t.format("%Y%m%dT%H%M%SZ").to_string();
-        let mut body = String::from(
-            "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//loadmix//embedded server//EN\r\nBEGIN:VFREEBUSY\r\n",
-        );
-        body.push_str(&format!("DTSTAMP:{}\r\n", f(chrono::Utc::now())));
-        body.push_str(&format!("DTSTART:{}\r\nDTEND:{}\r\n", f(start), f(end)));
-        for (s, e) in merged {
-            body.push_str(&format!("FREEBUSY;FBTYPE=BUSY:{}/{}\r\n", f(s), f(e)));
-        }
-        body.push_str("END:VFREEBUSY\r\nEND:VCALENDAR\r\n");
+        let body = freebusy::vfreebusy(start, end, &periods, None, &[]);
         (
             StatusCode::OK,
             [(header::CONTENT_TYPE, "text/calendar; charset=utf-8")],

@@ -274,3 +274,15 @@ pub(crate) fn percent_encode(s: &str) -> String {
     }
     out
 }
+
+/// Where a calendar's component set is kept among its properties.
+pub(crate) const COMPONENT_SET: &str =
+    "{urn:ietf:params:xml:ns:caldav}supported-calendar-component-set";
+
+/// The components a calendar accepts: what MKCALENDAR set, else events and to-dos.
+pub(crate) fn components_of(c: &CollectionInfo) -> Vec<String> {
+    match c.props.get(COMPONENT_SET) {
+        Some(v) => v.split(',').map(str::to_string).collect(),
+        None => vec!["VEVENT".into(), "VTODO".into()],
+    }
+}

@@ -25,6 +25,10 @@ pub struct ItemData {
     /// queries must not parse every item's calendar text on every request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<When>,
+    /// RFC 6638's Schedule-Tag of a scheduling object resource: changed by what the
+    /// organizer changes, kept when only an attendee's participation status changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_tag: Option<String>,
 }
 
 /// A stored, serialisable [`Timing`].
@@ -49,6 +53,7 @@ impl ItemData {
             records,
             ics,
             when: None,
+            schedule_tag: None,
         };
         d.when = d.compute_timing().map(|t| When {
             start_ms: t.start.timestamp_millis(),

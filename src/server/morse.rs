@@ -167,7 +167,7 @@ pub(crate) async fn update(
             Some(data) => ItemOp::Put {
                 uid: u,
                 name: None,
-                data,
+                data: Box::new(data),
                 merge: true,
                 global_uid: true,
             },

@@ -26,6 +26,7 @@ mod options;
 mod pools;
 mod realized_mix;
 mod scalability;
+mod scheduling;
 mod secrets;
 mod server;
 mod server_limits;

@@ -12,20 +12,20 @@ use loadmix::client::{Conn, Endpoint, Request, Response, Timeouts};
 use loadmix::embedded::StoreSpec;
 use loadmix::embedded::{self as server, ServerConfig, ServerHandle};
 
-struct Client {
+pub(crate) struct Client {
     rt: Arc<tokio::runtime::Runtime>,
     conn: Conn,
     auth: Option<String>,
 }
 
-struct Resp {
-    status: u16,
-    headers: hyper::HeaderMap,
-    body: String,
+pub(crate) struct Resp {
+    pub(crate) status: u16,
+    pub(crate) headers: hyper::HeaderMap,
+    pub(crate) body: String,
 }
 
 impl Resp {
-    fn header(&self, n: &str) -> &str {
+    pub(crate) fn header(&self, n: &str) -> &str {
         self.headers
             .get(n)
             .and_then(|v| v.to_str().ok())
@@ -60,7 +60,13 @@ impl Client {
         }
     }
 
-    fn send(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Resp {
+    pub(crate) fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Resp {
         let mut b = Request::builder()
             .method(hyper::Method::from_bytes(method.as_bytes()).unwrap())
             .uri(path);
@@ -78,7 +84,7 @@ impl Client {
             body: String::from_utf8_lossy(&r.body).into_owned(),
         }
     }
-    fn get(&mut self, path: &str) -> Resp {
+    pub(crate) fn get(&mut self, path: &str) -> Resp {
         self.send("GET", path, &[], "")
     }
 }
@@ -95,7 +101,9 @@ fn start(rt: &tokio::runtime::Runtime, store: StoreSpec) -> ServerHandle {
 }
 
 /// Run `f` against a fresh server on each store, with users alice and bob created.
-fn each_store(f: impl Fn(&Arc<tokio::runtime::Runtime>, &ServerHandle, &mut Client, &mut Client)) {
+pub(crate) fn each_store(
+    f: impl Fn(&Arc<tokio::runtime::Runtime>, &ServerHandle, &mut Client, &mut Client),
+) {
     let dir = tempfile::tempdir().unwrap();
     for store in [
         StoreSpec::Memory,

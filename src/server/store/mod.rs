@@ -118,7 +118,8 @@ pub enum ItemOp {
     Put {
         uid: String,
         name: Option<String>,
-        data: ItemData,
+        /// Boxed: the calendar text and timing make it far larger than a delete.
+        data: Box<ItemData>,
         merge: bool,
         /// Cosmo's item identity (Morse Code, Atom): the uid may live in one collection
         /// only. CalDAV scopes UIDs to their calendar (RFC 4791), so it sets this false.
@@ -392,10 +393,10 @@ pub(crate) fn decide(
                 }
                 let data = match (live, merge) {
                     (Some(mut old), true) => {
-                        old.merge(data);
+                        old.merge(*data);
                         old
                     }
-                    _ => data,
+                    _ => *data,
                 };
                 out.push(Apply {
                     uid,

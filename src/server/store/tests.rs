@@ -23,7 +23,7 @@ fn put(uid: &str, title: &str) -> ItemOp {
     ItemOp::Put {
         uid: uid.into(),
         name: None,
-        data: data(title),
+        data: Box::new(data(title)),
         merge: false,
         global_uid: true,
     }

@@ -1,0 +1,292 @@
+//! CalDAV scheduling (RFC 6638) on the embedded server, on both stores, as two users see
+//! it: an invitation reaches the attendee's inbox and calendar, the answer reaches the
+//! organizer's, a cancellation removes the copy; Schedule-Tags move with the organizer's
+//! changes only; the outbox answers free-busy requests; the mailboxes refuse what a
+//! calendar would take.
+
+use crate::server::{Client, Resp, each_store};
+
+const ICAL_CT: (&str, &str) = ("content-type", "text/calendar");
+
+fn invitation(summary: &str, bob_partstat: &str) -> String {
+    format!(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//t//EN\r\nBEGIN:VEVENT\r\nUID:meet-1\r\n\
+         DTSTAMP:20300101T000000Z\r\nDTSTART:20300105T100000Z\r\nDTEND:20300105T110000Z\r\n\
+         SUMMARY:{summary}\r\nX-LOADMIX-STAMP:run/org.0.0/1/meet-1\r\n\
+         ORGANIZER;CN=Alice:mailto:alice@localhost\r\n\
+         ATTENDEE;PARTSTAT=ACCEPTED:mailto:alice@localhost\r\n\
+         ATTENDEE;CN=\"Bob; the: builder\";PARTSTAT={bob_partstat};RSVP=TRUE:mailto:bob@localhost\r\n\
+         ATTENDEE;PARTSTAT=NEEDS-ACTION:mailto:stranger@example.com\r\n\
+         END:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+}
+
+/// Alice makes her calendar `work` and invites Bob to `meet-1` in it.
+fn invite(alice: &mut Client) -> Resp {
+    let r = alice.send("MKCALENDAR", "/cosmo/dav/alice/work/", &[], "");
+    assert_eq!(r.status, 201, "{}", r.body);
+    let put = alice.send(
+        "PUT",
+        "/cosmo/dav/alice/work/meet.ics",
+        &[ICAL_CT],
+        &invitation("Plan", "NEEDS-ACTION"),
+    );
+    assert_eq!(put.status, 201, "{}", put.body);
+    put
+}
+
+/// The calendar texts of every resource in a collection, by depth-1 PROPFIND and GET.
+fn contents(who: &mut Client, col: &str) -> Vec<(String, String)> {
+    let r = who.send("PROPFIND", col, &[("depth", "1")], "");
+    assert_eq!(r.status, 207, "{col}: {}", r.body);
+    let hrefs: Vec<String> = r
+        .body
+        .split("<D:href>")
+        .skip(1)
+        .filter_map(|s| s.split('<').next())
+        .filter(|h| h.ends_with(".ics"))
+        .map(str::to_string)
+        .collect();
+    hrefs
+        .into_iter()
+        .map(|h| {
+            let g = who.get(&h);
+            assert_eq!(g.status, 200, "{h}");
+            (h, g.body)
+        })
+        .collect()
+}
+
+fn methods(msgs: &[(String, String)]) -> Vec<String> {
+    let mut m: Vec<String> = msgs
+        .iter()
+        .filter_map(|(_, b)| {
+            b.lines()
+                .find_map(|l| l.strip_prefix("METHOD:"))
+                .map(|m| m.trim().to_string())
+        })
+        .collect();
+    m.sort();
+    m
+}
+
+#[test]
+fn an_invitation_its_answer_and_its_cancellation_reach_the_other_user() {
+    each_store(|_, _, alice, bob| {
+        let o = alice.send("OPTIONS", "/cosmo/dav/alice/", &[], "");
+        assert!(o.header("dav").contains("calendar-auto-schedule"));
+        let p = alice.send(
+            "PROPFIND",
+            "/cosmo/dav/alice/",
+            &[("depth", "0")],
+            r#"<D:propfind xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><C:schedule-inbox-URL/><C:schedule-outbox-URL/><C:calendar-user-address-set/></D:prop></D:propfind>"#,
+        );
+        for want in [
+            "/cosmo/dav/alice/inbox/",
+            "/cosmo/dav/alice/outbox/",
+            "mailto:alice@localhost",
+        ] {
+            assert!(p.body.contains(want), "{want}: {}", p.body);
+        }
+        assert_eq!(
+            bob.send("MKCALENDAR", "/cosmo/dav/bob/home/", &[], "")
+                .status,
+            201
+        );
+
+        // The organizer invites: a REQUEST in Bob's inbox, the event in his calendar.
+        let put = invite(alice);
+        let organizer_tag = put.header("schedule-tag").to_string();
+        assert!(
+            !organizer_tag.is_empty(),
+            "a scheduling object gets a Schedule-Tag"
+        );
+        let inbox = contents(bob, "/cosmo/dav/bob/inbox/");
+        assert_eq!(methods(&inbox), ["REQUEST"]);
+        assert!(inbox[0].1.contains("X-LOADMIX-STAMP:run/org.0.0/1/meet-1"));
+        let copy = bob.get("/cosmo/dav/bob/home/meet-1.ics");
+        assert_eq!(copy.status, 200, "the copy is in Bob's only calendar");
+        assert!(!copy.body.contains("METHOD:"), "a calendar keeps no METHOD");
+        let bob_tag = copy.header("schedule-tag").to_string();
+        assert!(!bob_tag.is_empty());
+
+        // Bob accepts: his tag stays, Alice gets a REPLY and her copy says ACCEPTED.
+        let stale = bob.send(
+            "PUT",
+            "/cosmo/dav/bob/home/meet-1.ics",
+            &[ICAL_CT, ("if-schedule-tag-match", "\"nope\"")],
+            &invitation("Plan", "ACCEPTED"),
+        );
+        assert_eq!(stale.status, 412);
+        let accept = bob.send(
+            "PUT",
+            "/cosmo/dav/bob/home/meet-1.ics",
+            &[ICAL_CT, ("if-schedule-tag-match", &bob_tag)],
+            &invitation("Plan", "ACCEPTED"),
+        );
+        assert_eq!(accept.status, 204, "{}", accept.body);
+        assert_eq!(
+            accept.header("schedule-tag"),
+            bob_tag,
+            "a reply moves no tag"
+        );
+        let replies = contents(alice, "/cosmo/dav/alice/inbox/");
+        assert_eq!(methods(&replies), ["REPLY"]);
+        assert!(
+            replies[0]
+                .1
+                .contains("PARTSTAT=ACCEPTED:mailto:bob@localhost")
+        );
+        let mine = alice.get("/cosmo/dav/alice/work/meet.ics");
+        assert!(
+            mine.body
+                .contains("CN=\"Bob; the: builder\";PARTSTAT=ACCEPTED:mailto:bob@localhost"),
+            "{}",
+            mine.body
+        );
+        assert_eq!(mine.header("schedule-tag"), organizer_tag);
+
+        // The organizer changes the event: a new tag, Bob's answer kept in his copy.
+        let moved = alice.send(
+            "PUT",
+            "/cosmo/dav/alice/work/meet.ics",
+            &[ICAL_CT],
+            &invitation("Plan, moved", "NEEDS-ACTION"),
+        );
+        assert_eq!(moved.status, 204);
+        assert_ne!(moved.header("schedule-tag"), organizer_tag);
+        let copy = bob.get("/cosmo/dav/bob/home/meet-1.ics");
+        assert!(
+            copy.body.contains("Plan, moved") && copy.body.contains("PARTSTAT=ACCEPTED:mailto:bob")
+        );
+        assert_ne!(copy.header("schedule-tag"), bob_tag);
+
+        // The organizer deletes it: a CANCEL, and Bob's copy is gone.
+        assert_eq!(
+            alice
+                .send("DELETE", "/cosmo/dav/alice/work/meet.ics", &[], "")
+                .status,
+            204
+        );
+        assert_eq!(
+            methods(&contents(bob, "/cosmo/dav/bob/inbox/")),
+            ["CANCEL", "REQUEST", "REQUEST"]
+        );
+        assert_eq!(bob.get("/cosmo/dav/bob/home/meet-1.ics").status, 404);
+    });
+}
+
+#[test]
+fn an_attendee_who_deletes_declines_and_mailboxes_refuse_calendar_writes() {
+    each_store(|_, _, alice, bob| {
+        invite(alice);
+        // Bob had no calendar: one was made for him.
+        assert_eq!(bob.get("/cosmo/dav/bob/calendar/meet-1.ics").status, 200);
+        assert_eq!(
+            bob.send("DELETE", "/cosmo/dav/bob/calendar/meet-1.ics", &[], "")
+                .status,
+            204
+        );
+        let mine = alice.get("/cosmo/dav/alice/work/meet.ics");
+        assert!(
+            mine.body.contains("PARTSTAT=DECLINED:mailto:bob@localhost"),
+            "{}",
+            mine.body
+        );
+
+        let inbox_item = format!(
+            "/cosmo/dav/alice/inbox/{}",
+            contents(alice, "/cosmo/dav/alice/inbox/")[0]
+                .0
+                .rsplit('/')
+                .next()
+                .unwrap()
+        );
+        for (method, path) in [
+            ("PUT", "/cosmo/dav/alice/inbox/x.ics"),
+            ("MKCALENDAR", "/cosmo/dav/alice/outbox/"),
+            ("DELETE", "/cosmo/dav/alice/inbox/"),
+            ("PUT", "/cosmo/dav/alice/outbox/x.ics"),
+        ] {
+            let r = alice.send(method, path, &[ICAL_CT], &invitation("x", "ACCEPTED"));
+            assert!(
+                matches!(r.status, 403 | 404),
+                "{method} {path}: {}",
+                r.status
+            );
+        }
+        assert_eq!(
+            bob.get(&inbox_item).status,
+            403,
+            "another's inbox is private"
+        );
+        assert_eq!(
+            alice.send("DELETE", &inbox_item, &[], "").status,
+            204,
+            "processed"
+        );
+    });
+}
+
+#[test]
+fn the_outbox_answers_free_busy_for_each_recipient() {
+    each_store(|_, _, alice, bob| {
+        assert_eq!(
+            bob.send("MKCALENDAR", "/cosmo/dav/bob/home/", &[], "")
+                .status,
+            201
+        );
+        let busy = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nBEGIN:VEVENT\r\nUID:b1\r\nDTSTAMP:20300101T000000Z\r\nDTSTART:20300105T090000Z\r\nDTEND:20300105T100000Z\r\nSUMMARY:busy\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n";
+        assert_eq!(
+            bob.send("PUT", "/cosmo/dav/bob/home/b1.ics", &[ICAL_CT], busy)
+                .status,
+            201
+        );
+        let ask = |organizer: &str| {
+            format!(
+                "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nMETHOD:REQUEST\r\nBEGIN:VFREEBUSY\r\nUID:fb1\r\n\
+                 DTSTAMP:20300101T000000Z\r\nDTSTART:20300105T000000Z\r\nDTEND:20300106T000000Z\r\n\
+                 ORGANIZER:{organizer}\r\nATTENDEE:mailto:bob@localhost\r\nATTENDEE:mailto:nobody@localhost\r\n\
+                 END:VFREEBUSY\r\nEND:VCALENDAR\r\n"
+            )
+        };
+        let r = alice.send(
+            "POST",
+            "/cosmo/dav/alice/outbox/",
+            &[ICAL_CT],
+            &ask("mailto:alice@localhost"),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.body.contains("2.0;Success") && r.body.contains("3.7;Invalid calendar user"));
+        assert!(
+            r.body
+                .contains("FREEBUSY;FBTYPE=BUSY:20300105T090000Z/20300105T100000Z"),
+            "{}",
+            r.body
+        );
+        let spoof = alice.send(
+            "POST",
+            "/cosmo/dav/alice/outbox/",
+            &[ICAL_CT],
+            &ask("mailto:bob@localhost"),
+        );
+        assert_eq!(spoof.status, 403, "one asks in one's own name");
+        let garbage = alice.send(
+            "POST",
+            "/cosmo/dav/alice/outbox/",
+            &[ICAL_CT],
+            "BEGIN:VCALENDAR\r\n",
+        );
+        assert_eq!(garbage.status, 400);
+        assert_eq!(
+            bob.send(
+                "POST",
+                "/cosmo/dav/alice/outbox/",
+                &[ICAL_CT],
+                &ask("mailto:bob@localhost")
+            )
+            .status,
+            403
+        );
+    });
+}

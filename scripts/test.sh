@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh checkout: formatting, lints, unit and integration
-# tests, a real CalDAV client (the Python `caldav` library) against the embedded server on
-# both stores, the CalDAV driver against two real servers (Radicale, Xandikos), and
-# https, Digest, WebDAV and other people's data against nginx, Apache and Radicale, the
-# two recipes (DAViCal on PostgreSQL, Tomcat), the message brokers ActiveMQ and RabbitMQ
-# over STOMP with their own counts, a run watched live (its metrics in a real Prometheus, its
-# dashboard in Chromium), and the Kubernetes manifests. The Python packages
-# (caldav, radicale, xandikos, kubernetes-validate) are installed in venvs under .tools/
-# (git-ignored); Debian's nginx, libnginx-mod-http-dav-ext, apache2, davical, postgresql,
-# libapache2-mod-php, prometheus-postgres-exporter, tomcat10, activemq, rabbitmq-server,
-# prometheus and chromium, npm's playwright-core, and crates.io's mdbook, when missing. CI runs exactly this (.ci/run).
+# tests, a real CalDAV client (the Python `caldav` library) and caldav-server-tester's
+# scheduling checks against the embedded server on both stores, the CalDAV driver against
+# two real servers (Radicale, Xandikos), and https, Digest, WebDAV and other people's data
+# against nginx, Apache and Radicale, the two recipes (DAViCal on PostgreSQL, Tomcat), the
+# message brokers ActiveMQ and RabbitMQ over STOMP with their own counts, a run watched
+# live (its metrics in a real Prometheus, its dashboard in Chromium), and the Kubernetes
+# manifests. The Python packages (caldav, caldav-server-tester, radicale, xandikos,
+# kubernetes-validate) are installed in venvs under .tools/ (git-ignored); Debian's nginx,
+# libnginx-mod-http-dav-ext, apache2, davical, postgresql, libapache2-mod-php,
+# prometheus-postgres-exporter, tomcat10, activemq, rabbitmq-server, prometheus and
+# chromium, npm's playwright-core, and crates.io's mdbook, when missing. CI runs exactly
+# this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +26,7 @@ echo "== cargo test"
 cargo build --locked
 cargo test --locked --all-targets
 
-echo "== real CalDAV client (Python caldav) against loadmix serve"
+echo "== real CalDAV client (Python caldav) and caldav-server-tester's scheduling checks against loadmix serve"
 scripts/caldav_client_check.sh
 
 echo "== caldav-sync.yaml against real CalDAV servers (Radicale, Xandikos)"

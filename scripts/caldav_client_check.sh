@@ -7,13 +7,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VENV=.tools/venv-caldav
-if [ ! -x "$VENV/bin/caldav-server-tester" ] || ! "$VENV/bin/python" -c "import caldav" 2>/dev/null; then
-    echo "installing the caldav client library and caldav-server-tester into $VENV"
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check caldav caldav-server-tester
-fi
-
 BIN=${CARGO_TARGET_DIR:-target}/debug/loadmix
 [ -x "$BIN" ] || cargo build --locked
 WORK=$(mktemp -d)
@@ -23,6 +16,7 @@ trap cleanup EXIT
 
 # shellcheck source=scripts/lib/servers.sh
 . scripts/lib/servers.sh
+caldav_venv
 
 # An account through CMP, as the admin.
 make_account() {
@@ -35,24 +29,14 @@ make_account() {
 # The tester's RFC 6638 checks, an organizer and an attendee account: each of the nine
 # scheduling features it reports must be found fully supported.
 scheduling_checks() {
-    local base=$1 out="$WORK/tester.txt" checks=() c
+    local base=$1 found
     make_account "$base" organizer && make_account "$base" attendee
-    printf '{"attendee": {"caldav_url": "%s/dav/", "caldav_username": "attendee", "caldav_password": "pw"}}\n' \
-        "$base" >"$WORK/calendar.conf"
-    for c in CheckScheduling CheckSchedulingDetails CheckFreeBusyQueryRFC6638 CheckScheduleTag \
-        CheckSchedulingInboxDelivery CheckScheduleTagStablePartstat; do
-        checks+=(--run-checks "$c")
-    done
-    CALDAV_CONFIG_FILE="$WORK/calendar.conf" "$VENV/bin/caldav-server-tester" --verbose \
-        --caldav-url "$base/dav/" --caldav-username organizer --caldav-password pw \
-        --config-section attendee "${checks[@]}" >"$out" 2>&1 || { cat "$out"; return 1; }
-    local found full
-    found=$(grep -c '^## scheduling' "$out" || true)
-    full=$(grep -A1 '^## scheduling' "$out" | grep -c 'support level found: full' || true)
-    grep -A1 '^## scheduling' "$out" | paste - - - | sed 's/Feature support level found: //' | cut -f1,2
-    if [ "$found" -ne 9 ] || [ "$full" -ne 9 ]; then
-        echo "caldav-server-tester: $full of $found scheduling features fully supported (9 expected)"
-        cat "$out"
+    scheduling_features "$base/dav/" organizer attendee pw "$WORK/scheduling" || return 1
+    cat "$WORK/scheduling"
+    found=$(cut -f2 "$WORK/scheduling" | sort | uniq -c | tr -s ' ')
+    if [ "$found" != " 9 full" ]; then
+        echo "caldav-server-tester: scheduling features found:$found (9 full expected)"
+        cat "$WORK/scheduling.log"
         return 1
     fi
 }
@@ -62,7 +46,7 @@ for STORE in memory "sqlite:$WORK/check.db"; do
     "$BIN" serve --bind "127.0.0.1:$PORT" --store "$STORE" --admin-password secret >"$WORK/serve.log" 2>&1 &
     PID=$!
     echo "== caldav client against the $STORE store"
-    "$VENV/bin/python" scripts/caldav_client_check.py "http://127.0.0.1:$PORT/cosmo" root:secret \
+    "$CALDAV_VENV/bin/python" scripts/caldav_client_check.py "http://127.0.0.1:$PORT/cosmo" root:secret \
         || { cat "$WORK/serve.log"; exit 1; }
     echo "== caldav-server-tester's scheduling checks against the $STORE store"
     scheduling_checks "http://127.0.0.1:$PORT/cosmo" || { cat "$WORK/serve.log"; exit 1; }

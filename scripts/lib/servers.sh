@@ -8,6 +8,13 @@
 #   real_checks FILTER        the Rust checks of tests/real/ whose names hold FILTER,
 #                             one at a time (they share the server they are handed
 #                             through LOADMIX_REAL_* variables), their figures printed
+#   caldav_venv               the Python caldav library and caldav-server-tester in
+#                             .tools/venv-caldav, installed when missing
+#   scheduling_features URL ORGANIZER ATTENDEE PASSWORD OUT
+#                             caldav-server-tester's RFC 6638 checks against the CalDAV
+#                             root URL with two accounts (one password, from a file the
+#                             tester reads, never a command line); OUT gets one line
+#                             per scheduling feature it reports: its name and level
 
 free_port() {
     local port
@@ -41,4 +48,38 @@ wait_port() {
 
 real_checks() {
     cargo test --locked --test real -- --ignored --test-threads=1 --nocapture "$1"
+}
+
+CALDAV_VENV=.tools/venv-caldav
+
+caldav_venv() {
+    if [ ! -x "$CALDAV_VENV/bin/caldav-server-tester" ] || ! "$CALDAV_VENV/bin/python" -c "import caldav" 2>/dev/null; then
+        echo "installing the caldav client library and caldav-server-tester into $CALDAV_VENV"
+        python3 -m venv "$CALDAV_VENV"
+        "$CALDAV_VENV/bin/pip" install --quiet --disable-pip-version-check caldav caldav-server-tester
+    fi
+}
+
+scheduling_features() {
+    local url=$1 organizer=$2 attendee=$3 password=$4 out=$5 conf checks=() c
+    conf=$(mktemp)
+    # The primary account's password goes in the file too: a command line is visible to
+    # every process on the machine.
+    URL=$url ORG=$organizer ATT=$attendee PW=$password python3 -c '
+import json, os
+acct = lambda u: {"caldav_url": os.environ["URL"], "caldav_username": u, "caldav_password": os.environ["PW"]}
+print(json.dumps({"organizer": acct(os.environ["ORG"]), "attendee": acct(os.environ["ATT"])}))' >"$conf"
+    for c in CheckScheduling CheckSchedulingDetails CheckFreeBusyQueryRFC6638 CheckScheduleTag \
+        CheckSchedulingInboxDelivery CheckScheduleTagStablePartstat; do
+        checks+=(--run-checks "$c")
+    done
+    if ! CALDAV_CONFIG_FILE="$conf" "$CALDAV_VENV/bin/caldav-server-tester" --verbose \
+        --config-section organizer --config-section attendee "${checks[@]}" >"$out.log" 2>&1; then
+        rm -f "$conf"
+        cat "$out.log"
+        return 1
+    fi
+    rm -f "$conf"
+    grep -A1 '^## scheduling' "$out.log" | grep -v '^--$' | paste - - \
+        | sed 's/^## //; s/\tFeature support level found: /\t/' >"$out"
 }

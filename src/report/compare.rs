@@ -54,6 +54,11 @@ pub struct Comparison {
     /// and each scraped series, tested over rounds like ops/s.
     #[serde(default)]
     pub server: Vec<ServerRow>,
+    /// How long the teams' writes took to reach the others, per run: each round's
+    /// latency to first sight (p50, p99), share unseen and poll interval, tested over
+    /// rounds like ops/s. Empty when no run had teams.
+    #[serde(default)]
+    pub visibility: Vec<ServerRow>,
     /// Each run's figures second by second, rounds in sequence, for the charts.
     #[serde(skip)]
     pub over_time: Vec<OverTime>,
@@ -181,8 +186,52 @@ fn server_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
     out
 }
 
+/// The visibility figures of every round of a run that settled some, keyed by measure:
+/// the latency to first sight (p50 and p99, where anything was seen), the share of what
+/// was to be seen that never was, and the observers' poll interval (their operations'
+/// means, weighted by their looks).
+fn visibility_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
+    let mut out: Vec<(String, String, Vec<f64>)> = Vec::new();
+    let mut add =
+        |measure: &str, unit: &str, v: f64| match out.iter_mut().find(|(m, _, _)| m == measure) {
+            Some((_, _, vs)) => vs.push(v),
+            None => out.push((measure.into(), unit.into(), vec![v])),
+        };
+    for v in r.rounds.iter().filter_map(|x| x.visibility.as_ref()) {
+        let all = &v.all;
+        if let Some(l) = &all.latency_ms {
+            add("visibility p50", "ms", l.p50);
+            add("visibility p99", "ms", l.p99);
+        }
+        if all.expected > 0 {
+            add(
+                "unseen",
+                "% of to be seen",
+                100.0 * all.unseen as f64 / all.expected as f64,
+            );
+        }
+        // The observing operations' intervals, weighted by how often each looked.
+        let (mut sum, mut looks) = (0.0, 0u64);
+        for o in &v.by_observer {
+            if let Some(p) = o.poll_interval_ms {
+                sum += p * o.looks as f64;
+                looks += o.looks;
+            }
+        }
+        if looks > 0 {
+            add("poll interval", "ms", sum / looks as f64);
+        }
+    }
+    out
+}
+
 fn server_rows(reports: &[Report]) -> Vec<ServerRow> {
-    let per_run: Vec<Vec<(String, String, Vec<f64>)>> = reports.iter().map(server_rounds).collect();
+    round_rows(reports.iter().map(server_rounds).collect())
+}
+
+/// Rows of figures measured once per round, one per measure any run has, each run's
+/// mean over its rounds tested against the first run's (Welch).
+fn round_rows(per_run: Vec<Vec<(String, String, Vec<f64>)>>) -> Vec<ServerRow> {
     let mut measures: Vec<(String, String)> = Vec::new();
     for run in &per_run {
         for (m, u, _) in run {
@@ -501,7 +550,14 @@ pub fn compare_for(
     }
     let mut rows = op_rows(reports);
     let mut server = server_rows(reports);
-    let calibration = calibrate(&mut rows, &mut server, reports, &short, effect_pct);
+    let mut visibility = round_rows(reports.iter().map(visibility_rounds).collect());
+    let calibration = calibrate(
+        &mut rows,
+        (&mut server, &mut visibility),
+        reports,
+        &short,
+        effect_pct,
+    );
     let mut method = format!(
         "throughput: mean ops/s over rounds ± 95 % CI (Student's t); difference to the first run tested with Welch's t-test over per-round ops/s, two-sided; latency: p50 and p99 from merged histograms, their ratios to the first run tested with Welch's t-test over the rounds' own p50s and p99s; the primary test ({}) judged alone at α = {ALPHA}, every other test of a run against the first (throughput, p50 and p99 of each row, server figures) Holm-corrected among themselves, significant (or *) when the adjusted p < {ALPHA}; detectable effect: the smallest difference the rounds detect at α = {ALPHA} with power {}",
         calibration.primary,
@@ -509,6 +565,9 @@ pub fn compare_for(
     );
     if !server.is_empty() {
         method.push_str("; server: each round's CPU per successful operation and scraped series (counters per 1,000 operations, gauges' means), mean over rounds ± 95 % CI, tested as ops/s");
+    }
+    if !visibility.is_empty() {
+        method.push_str("; visibility: each round's latency to first sight (p50, p99 of its histogram), share unseen and poll interval, mean over rounds ± 95 % CI, tested as ops/s");
     }
     Ok(Comparison {
         primary: calibration.primary,
@@ -532,6 +591,7 @@ pub fn compare_for(
             .collect(),
         warnings: warnings(&short, reports),
         server,
+        visibility,
         over_time: reports.iter().map(OverTime::of).collect(),
         rows,
     })
@@ -551,6 +611,7 @@ enum Test {
     P50(usize),
     P99(usize),
     Server(usize),
+    Visibility(usize),
 }
 
 /// Judges every run against the first as one family of tests: the primary test (the
@@ -559,7 +620,7 @@ enum Test {
 /// have detected.
 fn calibrate(
     rows: &mut [Row],
-    server: &mut [ServerRow],
+    (server, visibility): (&mut [ServerRow], &mut [ServerRow]),
     reports: &[Report],
     names: &[String],
     effect_pct: f64,
@@ -577,7 +638,7 @@ fn calibrate(
         let paced = paced_at(0) && paced_at(i);
         any_paced |= paced;
         let primary = primary_row.map(|k| if paced { Test::P50(k) } else { Test::Rate(k) });
-        judge_run(rows, server, i, paced, primary);
+        judge_run(rows, (&mut *server, &mut *visibility), i, paced, primary);
         words.extend(power_words(
             rows, reports, names, i, primary, &busy, effect_pct,
         ));
@@ -600,7 +661,7 @@ fn calibrate(
 /// cell's adjusted p-values and verdicts set. A paced run's ops/s are not tested.
 fn judge_run(
     rows: &mut [Row],
-    server: &mut [ServerRow],
+    (server, visibility): (&mut [ServerRow], &mut [ServerRow]),
     i: usize,
     paced: bool,
     primary: Option<Test>,
@@ -620,6 +681,11 @@ fn judge_run(
     for (k, row) in server.iter().enumerate() {
         if let Some(c) = row.cells.get(i).and_then(Option::as_ref) {
             tests.push((Test::Server(k), c.p_value));
+        }
+    }
+    for (k, row) in visibility.iter().enumerate() {
+        if let Some(c) = row.cells.get(i).and_then(Option::as_ref) {
+            tests.push((Test::Visibility(k), c.p_value));
         }
     }
     let family: Vec<Option<f64>> = tests
@@ -648,6 +714,11 @@ fn judge_run(
             }
             Test::Server(k) => {
                 if let Some(c) = server[k].cells[i].as_mut() {
+                    c.p_adjusted = adj;
+                }
+            }
+            Test::Visibility(k) => {
+                if let Some(c) = visibility[k].cells[i].as_mut() {
                     c.p_adjusted = adj;
                 }
             }
@@ -706,7 +777,7 @@ fn power_words(
     } else {
         "ops/s"
     };
-    let (Test::Rate(k) | Test::P50(k) | Test::P99(k) | Test::Server(k)) = t;
+    let (Test::Rate(k) | Test::P50(k) | Test::P99(k) | Test::Server(k) | Test::Visibility(k)) = t;
     let cell = rows[k].cells.get(i).and_then(Option::as_ref);
     let mde = match t {
         Test::P50(_) => cell.and_then(|c| c.p50_mde_pct),
@@ -957,7 +1028,8 @@ pub fn render_table_at(c: &Comparison, width: u16) -> String {
             width.into(),
             "  "
         ),
-        server_table(c, width),
+        round_table("server", &c.server, &c.runs, width)
+            + &round_table("visibility", &c.visibility, &c.runs, width),
         wrap(&format!("method: {}", c.method), width.into(), "  ")
     )
 }
@@ -996,9 +1068,10 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> String {
     out
 }
 
-/// The server's cost per run, one row per measure and run, tested like ops/s.
-fn server_table(c: &Comparison, width: u16) -> String {
-    if c.server.is_empty() {
+/// Figures measured per round (the server's cost, visibility), one row per measure and
+/// run, tested like ops/s; `what` heads the first column.
+fn round_table(what: &str, rows: &[ServerRow], runs: &[String], width: u16) -> String {
+    if rows.is_empty() {
         return String::new();
     }
     let mut t = Table::new();
@@ -1006,12 +1079,12 @@ fn server_table(c: &Comparison, width: u16) -> String {
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_width(width);
     t.set_header(vec![
-        "server".to_string(),
+        what.to_string(),
         "run".to_string(),
         "mean ± 95 % CI".to_string(),
-        format!("vs {}", c.runs[0]),
+        format!("vs {}", runs[0]),
     ]);
-    for row in &c.server {
+    for row in rows {
         for (i, cell) in row.cells.iter().enumerate() {
             let what = if i == 0 {
                 format!("{} ({})", row.measure, row.unit)
@@ -1022,7 +1095,7 @@ fn server_table(c: &Comparison, width: u16) -> String {
                 Some(x) => (server_value(x), server_verdict(x)),
                 None => ("-".into(), "-".into()),
             };
-            t.add_row(vec![what, c.runs[i].clone(), value, vs]);
+            t.add_row(vec![what, runs[i].clone(), value, vs]);
         }
     }
     if let Some(col) = t.column_mut(2) {
@@ -1147,9 +1220,15 @@ pub fn render_markdown(c: &Comparison) -> String {
         }
         out.push('\n');
     }
-    if !c.server.is_empty() {
-        out.push_str("\n| server | run | mean ± 95 % CI | vs first |\n|---|---|---:|---|\n");
-        for row in &c.server {
+    for (what, rows) in [("server", &c.server), ("visibility", &c.visibility)] {
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = write!(
+            out,
+            "\n| {what} | run | mean ± 95 % CI | vs first |\n|---|---|---:|---|\n"
+        );
+        for row in rows {
             for (i, cell) in row.cells.iter().enumerate() {
                 let (value, vs) = match cell {
                     Some(x) => (server_value(x), server_verdict(x)),

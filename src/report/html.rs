@@ -547,7 +547,8 @@ pub fn comparison(c: &Comparison) -> String {
     }
     b.push_str(&figure("compare-throughput", charts::compare_throughput(c)));
     b.push_str(&compare_table(c));
-    b.push_str(&server_table(c));
+    b.push_str(&round_table("Server", &c.server, &c.runs));
+    b.push_str(&round_table("Visibility", &c.visibility, &c.runs));
     b.push_str(&figure(
         "compare-throughput-over-time",
         charts::compare_over_time(c, false),
@@ -618,15 +619,16 @@ fn compare_table(c: &Comparison) -> String {
     b
 }
 
-/// What the work cost the server in each run, tested over rounds.
-fn server_table(c: &Comparison) -> String {
-    if c.server.is_empty() {
+/// Figures measured per round in each run (what the work cost the server, how long
+/// the teams' writes took to reach the others), tested over rounds.
+fn round_table(title: &str, rows: &[compare::ServerRow], runs: &[String]) -> String {
+    if rows.is_empty() {
         return String::new();
     }
-    let mut b = String::from(
-        "<h2>Server</h2><table><tr><th>measure</th><th>run</th><th>mean ± 95 % CI</th><th>vs first</th></tr>",
+    let mut b = format!(
+        "<h2>{title}</h2><table><tr><th>measure</th><th>run</th><th>mean ± 95 % CI</th><th>vs first</th></tr>"
     );
-    for row in &c.server {
+    for row in rows {
         for (i, cell) in row.cells.iter().enumerate() {
             let what = if i == 0 {
                 format!("{} ({})", esc(&row.measure), esc(&row.unit))
@@ -640,7 +642,7 @@ fn server_table(c: &Comparison) -> String {
             let _ = write!(
                 b,
                 "<tr><td>{what}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&c.runs[i]),
+                esc(&runs[i]),
                 esc(&value),
                 esc(&vs)
             );

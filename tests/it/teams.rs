@@ -173,3 +173,58 @@ fn validate_lists_each_kind_of_team() {
         "{out}"
     );
 }
+
+/// `compare` holds two runs' visibility against each other, tested over rounds: pollers
+/// that look every 1,200 ms instead of every 200 ms are the known truth of a later first
+/// sight (half a gap on average), and the comparison must find it.
+#[test]
+fn compare_finds_the_later_sight_of_slower_pollers() {
+    let _alone = alone();
+    let rt = runtime();
+    let srv = rt.block_on(server::start(ServerConfig::default())).unwrap();
+    let tmp = tempdir();
+    let mut reports = Vec::new();
+    for (name, think) in [("fast", "200ms"), ("slow", "1200ms")] {
+        let w = tmp.path().join(format!("{name}.yaml"));
+        let text = team_workload(&srv.url())
+            .replace("duration: 4s, rounds: 2", "duration: 3s, rounds: 3")
+            .replace("think: 400ms", &format!("think: {think}"));
+        std::fs::write(&w, text).unwrap();
+        let out = tmp.path().join(name);
+        assert_eq!(
+            loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]),
+            0
+        );
+        reports.push(read_report(&out));
+    }
+    rt.block_on(srv.stop());
+    // Two workloads, so forced, as `compare --force` does.
+    let c = loadmix::reports::compare::compare(&["fast".into(), "slow".into()], &reports, true)
+        .unwrap();
+    let row = |m: &str| {
+        c.visibility
+            .iter()
+            .find(|r| r.measure == m)
+            .unwrap_or_else(|| panic!("no {m} row: {:?}", c.visibility))
+    };
+    let gap = row("poll interval");
+    let p50 = row("visibility p50");
+    for r in [gap, p50] {
+        assert!(
+            r.cells
+                .iter()
+                .all(|x| x.as_ref().is_some_and(|x| x.rounds == 3))
+        );
+    }
+    let slow = p50.cells[1].as_ref().unwrap();
+    let ratio = slow.ratio.unwrap();
+    assert!((2.5..12.0).contains(&ratio), "p50 {ratio}× for a 6× gap");
+    assert!(slow.p_adjusted.unwrap() < 0.05, "{slow:?}");
+    let gap_ratio = gap.cells[1].as_ref().unwrap().ratio.unwrap();
+    assert!(
+        (3.0..7.0).contains(&gap_ratio),
+        "poll interval {gap_ratio}×"
+    );
+    let table = loadmix::reports::compare::render_table(&c);
+    assert!(table.contains("visibility p50 (ms)"), "{table}");
+}

@@ -301,7 +301,7 @@ pub fn escape_text(s: &str) -> String {
 }
 
 /// The logical lines of an iCalendar text, unfolded (RFC 5545 §3.1), without their ends.
-fn logical_lines(text: &str) -> Vec<String> {
+pub fn logical_lines(text: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for raw in text.split('\n') {
         let line = raw.strip_suffix('\r').unwrap_or(raw);

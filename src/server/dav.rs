@@ -21,9 +21,10 @@ use super::model::{self, ItemData, TooDense, parse_ical_datetime};
 use super::schedule::{self, INBOX, OUTBOX, Role, Scheduler};
 use super::store::{CollectionInfo, CreateOutcome, Item, ItemOp, Precondition, WriteOutcome};
 use crate::formats::dav::{
-    CALDAV, CS, DAV, MultistatusWriter, Prop, PropName, error_body, error_body_with_href,
+    CALDAV, CS, DAV, MultistatusWriter, Prop, PropName, error_body_with_href,
 };
 use crate::formats::ical::COMPONENTS;
+use crate::formats::ical::Component;
 use crate::formats::xml::{self, El};
 
 const ALLOW: &str =
@@ -161,6 +162,27 @@ fn options() -> Response {
     r
 }
 
+/// A scheduling write, for the deliveries after it: the owner's role, the event as
+/// written (parsed and as text) and the text it replaced.
+struct Scheduled {
+    role: Role,
+    new: Component,
+    text: String,
+    old: Option<String>,
+}
+
+/// RFC 6638 §3.2.11: `If-Schedule-Tag-Match` that names another tag than the resource's
+/// (or a resource that has none) fails the request.
+fn schedule_tag_mismatch(headers: &HeaderMap, held: Option<&ItemData>) -> Option<Response> {
+    let m = header_str(headers, "if-schedule-tag-match")?;
+    (held.and_then(|d| d.schedule_tag.as_deref()) != Some(m.trim())).then(|| {
+        text(
+            StatusCode::PRECONDITION_FAILED,
+            "the Schedule-Tag does not match",
+        )
+    })
+}
+
 /// RFC 6638 §3.2.10: a scheduling object resource's tag on every answer that names it.
 fn insert_schedule_tag(r: &mut Response, tag: Option<&str>) {
     if let Some(v) = tag.and_then(|t| HeaderValue::from_str(t).ok()) {
@@ -180,15 +202,6 @@ fn multistatus(m: MultistatusWriter) -> Response {
         StatusCode::MULTI_STATUS,
         [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
         m.finish(),
-    )
-        .into_response()
-}
-
-fn dav_error(status: StatusCode, ns: &str, cond: &str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
-        error_body(ns, cond),
     )
         .into_response()
 }
@@ -302,13 +315,8 @@ impl Dav<'_> {
             }
             _ => {}
         }
-        // Only its owner's requests make it: a grantee of nothing sees a 404.
-        if self.st.may_access(self.caller, user)
-            && let Err(e) = self.scheduler().ensure_inbox(user)
-        {
-            return Some(store_error(e));
-        }
-        None
+        // Nobody else passed `handle`'s check: an inbox takes no ACL, so has no grantees.
+        self.scheduler().ensure_inbox(user).err().map(store_error)
     }
 
     /// The outbox's properties: a collection of kind schedule-outbox, holding nothing.
@@ -780,31 +788,33 @@ impl Dav<'_> {
         })
     }
 
-    /// What a PUT of `data` over `held` is to scheduling: the owner's role, with the
-    /// Schedule-Tag set on `data`; or the 412 when `If-Schedule-Tag-Match` names another.
+    /// What a PUT of `data` over `held` is to scheduling, with the Schedule-Tag set on
+    /// `data`; or the 412 when `If-Schedule-Tag-Match` names another tag.
     fn scheduling_of_put(
         &self,
         user: &str,
         held: Option<&ItemData>,
         data: &mut ItemData,
-    ) -> Result<Option<Role>, Response> {
-        if let Some(m) = header_str(self.headers, "if-schedule-tag-match")
-            && held.and_then(|d| d.schedule_tag.as_deref()) != Some(m.trim())
-        {
-            return Err(text(
-                StatusCode::PRECONDITION_FAILED,
-                "the Schedule-Tag does not match",
-            ));
+    ) -> Result<Option<Scheduled>, Response> {
+        if let Some(r) = schedule_tag_mismatch(self.headers, held) {
+            return Err(r);
         }
-        let role = data
-            .ics
-            .as_deref()
-            .and_then(schedule::scheduling_component)
-            .and_then(|c| schedule::role(user, &c, self.prefix));
-        if let Some(r) = &role {
-            data.schedule_tag = Some(schedule::tag_for(r, held));
-        }
-        Ok(role)
+        let Some(text) = data.ics.as_deref() else {
+            return Ok(None);
+        };
+        let Some((role, new)) = schedule::scheduling_component(text)
+            .and_then(|c| Some((schedule::role(user, &c, self.prefix)?, c)))
+        else {
+            return Ok(None);
+        };
+        data.schedule_tag = Some(schedule::tag_for(&role, held));
+        // Only a scheduling write keeps the texts, for the deliveries after it.
+        Ok(Some(Scheduled {
+            role,
+            new,
+            text: text.to_string(),
+            old: held.and_then(|d| d.ics.clone()),
+        }))
     }
 
     fn put(&self, user: &str, cal: &str, name: &str, body: &[u8]) -> Response {
@@ -852,15 +862,11 @@ impl Dav<'_> {
             return no_uid_conflict(None);
         }
         let held = existing.as_ref().and_then(|e| e.data.as_ref());
-        let role = match self.scheduling_of_put(user, held, &mut data) {
+        let scheduled = match self.scheduling_of_put(user, held, &mut data) {
             Ok(r) => r,
             Err(r) => return r,
         };
-        let (written, tag) = (
-            data.ics.clone().unwrap_or_default(),
-            data.schedule_tag.clone(),
-        );
-        let old_text = held.and_then(|d| d.ics.clone());
+        let tag = data.schedule_tag.clone();
         let op = ItemOp::Put {
             uid: uid.clone(),
             name: Some(name.to_string()),
@@ -881,9 +887,9 @@ impl Dav<'_> {
                 {
                     r.headers_mut().insert(header::ETAG, v);
                 }
-                if let Some(role) = &role {
-                    self.scheduler()
-                        .after_put(user, role, &uid, old_text.as_deref(), &written);
+                if let Some(s) = &scheduled {
+                    let texts = (s.old.as_deref(), &s.new, s.text.as_str());
+                    self.scheduler().after_put(user, &s.role, &uid, texts);
                 }
                 insert_schedule_tag(&mut r, tag.as_deref());
                 r
@@ -994,21 +1000,13 @@ impl Dav<'_> {
             },
             None => Precondition::None,
         };
-        let held = item
-            .data
-            .as_ref()
-            .and_then(|d| d.ics.clone())
-            .unwrap_or_default();
-        if let Some(m) = header_str(self.headers, "if-schedule-tag-match")
-            && item.data.as_ref().and_then(|d| d.schedule_tag.as_deref()) != Some(m.trim())
-        {
-            return text(
-                StatusCode::PRECONDITION_FAILED,
-                "the Schedule-Tag does not match",
-            );
+        if let Some(r) = schedule_tag_mismatch(self.headers, item.data.as_ref()) {
+            return r;
         }
-        let role: Option<Role> = schedule::scheduling_component(&held)
-            .and_then(|c| schedule::role(user, &c, self.prefix));
+        let held = item.data.as_ref().and_then(|d| d.ics.as_deref());
+        let scheduling = held
+            .and_then(schedule::scheduling_component)
+            .and_then(|c| Some((schedule::role(user, &c, self.prefix)?, c)));
         match self.st.store.write(
             &c.uid,
             vec![ItemOp::Delete {
@@ -1018,8 +1016,9 @@ impl Dav<'_> {
             pre,
         ) {
             Ok(WriteOutcome::Done { .. }) => {
-                if let Some(role) = &role {
-                    self.scheduler().after_delete(user, role, &item.uid, &held);
+                if let (Some((role, c)), Some(text)) = (&scheduling, held) {
+                    self.scheduler()
+                        .after_delete(user, role, &item.uid, (c, text));
                 }
                 StatusCode::NO_CONTENT.into_response()
             }

@@ -286,3 +286,13 @@ pub(crate) fn components_of(c: &CollectionInfo) -> Vec<String> {
         None => vec!["VEVENT".into(), "VTODO".into()],
     }
 }
+
+/// A WebDAV error: the status and a `DAV:error` body naming the precondition `cond`.
+pub(crate) fn dav_error(status: StatusCode, ns: &str, cond: &str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
+        crate::formats::dav::error_body(ns, cond),
+    )
+        .into_response()
+}

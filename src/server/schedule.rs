@@ -23,8 +23,8 @@ use axum::response::{IntoResponse, Response};
 use super::freebusy::{self, BusyError};
 use super::http::*;
 use super::model::{self, ItemData, parse_ical_datetime};
-use super::store::{CreateOutcome, Item, ItemOp, Precondition, StoreError, default_name};
-use crate::formats::dav::{CALDAV, DAV, error_body, href_path};
+use super::store::{Item, ItemOp, Precondition, StoreError, default_name};
+use crate::formats::dav::{CALDAV, DAV, href_path};
 use crate::formats::ical::{self, Component};
 use crate::formats::xml::XmlWriter;
 
@@ -88,7 +88,12 @@ pub(crate) fn role(owner: &str, c: &Component, prefix: &str) -> Option<Role> {
 /// The component of a calendar text that has an ORGANIZER, or `None`: the cheap test
 /// first, so a PUT of an ordinary event is not parsed twice.
 pub(crate) fn scheduling_component(text: &str) -> Option<Component> {
-    if !text.contains("ORGANIZER") && !text.to_ascii_uppercase().contains("ORGANIZER") {
+    // Without copying the text: this runs on every PUT and DELETE of an event.
+    let named = text
+        .as_bytes()
+        .windows(9)
+        .any(|w| w.eq_ignore_ascii_case(b"ORGANIZER"));
+    if !named {
         return None;
     }
     ical::parse(text).ok().filter(|c| c.organizer.is_some())
@@ -117,24 +122,23 @@ fn partstat(c: &Component, address: &str) -> Option<String> {
         .map(|a| a.partstat.clone().unwrap_or_else(|| "NEEDS-ACTION".into()))
 }
 
-/// The loadmix stamps of a text's lines, carried into the messages it causes so a
-/// reader of the inbox can tell which write a message stems from.
+/// The loadmix stamps of a text's (unfolded) lines, carried into the messages it causes
+/// so a reader of the inbox can tell which write a message stems from.
 fn stamp_lines(text: &str) -> Vec<String> {
-    text.lines()
-        .map(|l| l.trim_end_matches('\r'))
-        .filter(|l| l.len() > 10 && l[..10].eq_ignore_ascii_case("X-LOADMIX-"))
-        .map(str::to_string)
+    ical::logical_lines(text)
+        .into_iter()
+        .filter(|l| l.len() > 10 && l.as_bytes()[..10].eq_ignore_ascii_case(b"X-LOADMIX-"))
         .collect()
 }
 
-/// An iTIP message about one event to or from one attendee: a REPLY with their
-/// participation status, or a CANCEL.
+/// An iTIP message about one event (`uid`, `organizer`, `attendee`) to or from one
+/// attendee: a REPLY with their participation status, or a CANCEL; with the stamps of
+/// `cause`, the text whose write caused it.
 fn message(
     method: &str,
-    uid: &str,
-    organizer: &str,
-    attendee: &str,
+    (uid, organizer, attendee): (&str, &str, &str),
     partstat: Option<&str>,
+    cause: &str,
 ) -> String {
     let now = freebusy::ical_utc(chrono::Utc::now());
     let mut s = format!(
@@ -145,11 +149,13 @@ fn message(
         Some(p) => s.push_str(&format!("ATTENDEE;PARTSTAT={p}:{attendee}\r\n")),
         None => s.push_str(&format!("ATTENDEE:{attendee}\r\nSTATUS:CANCELLED\r\n")),
     }
+    for l in stamp_lines(cause) {
+        s.push_str(&l);
+        s.push_str("\r\n");
+    }
+    s.push_str("END:VEVENT\r\nEND:VCALENDAR\r\n");
     s
 }
-
-/// The end of a [`message`], after any lines carried over.
-const MESSAGE_END: &str = "END:VEVENT\r\nEND:VCALENDAR\r\n";
 
 /// Scheduling on behalf of one request: deliveries and the outbox.
 pub(crate) struct Scheduler<'a> {
@@ -182,15 +188,17 @@ impl Scheduler<'_> {
         out
     }
 
-    /// Make `user`'s inbox if it is not there yet.
+    /// Make `user`'s inbox if it is not there yet: a read first, as every request to the
+    /// inbox asks, and a write only the first time.
     pub(crate) fn ensure_inbox(&self, user: &str) -> Result<(), StoreError> {
-        match self
-            .st
-            .store
-            .create_collection(&ckey(user, INBOX), user, "Inbox", "", Vec::new())?
-        {
-            CreateOutcome::Created(_) | CreateOutcome::Exists => Ok(()),
+        let key = ckey(user, INBOX);
+        if self.st.store.collection(&key)?.is_none() {
+            // Made meanwhile by another request (`Exists`): as good.
+            self.st
+                .store
+                .create_collection(&key, user, "Inbox", "", Vec::new())?;
         }
+        Ok(())
     }
 
     /// Put an iTIP message into `user`'s inbox.
@@ -244,10 +252,17 @@ impl Scheduler<'_> {
         Ok(key)
     }
 
-    /// Write `text` as `user`'s copy of the event, where their copy is or else into their
-    /// default calendar, with the Schedule-Tag given.
-    fn write_copy(&self, user: &str, uid: &str, text: &str, tag: String) -> Result<(), StoreError> {
-        let (key, name) = match self.copy_of(user, uid)? {
+    /// Write `text` as `user`'s copy of the event, where their copy (`held`, as
+    /// [`Self::copy_of`] found it) is or else into their default calendar, with the
+    /// Schedule-Tag given.
+    fn write_copy(
+        &self,
+        (user, uid): (&str, &str),
+        held: Option<(String, Item)>,
+        text: &str,
+        tag: String,
+    ) -> Result<(), StoreError> {
+        let (key, name) = match held {
             Some((k, i)) => (k, i.name),
             None => (self.default_calendar(user)?, copy_name(uid)),
         };
@@ -278,147 +293,144 @@ impl Scheduler<'_> {
         Ok(())
     }
 
+    /// The REQUEST and the event for one attendee, their own answer kept in the copy.
+    fn invite(
+        &self,
+        (user, addr, uid): (&str, &str, &str),
+        stored: &str,
+        request: &str,
+    ) -> Result<(), StoreError> {
+        self.deliver(user, request)?;
+        let held = self.copy_of(user, uid)?;
+        let theirs = held
+            .as_ref()
+            .and_then(|(_, i)| i.data.as_ref()?.ics.as_deref())
+            .and_then(|t| ical::parse(t).ok())
+            .and_then(|c| partstat(&c, addr));
+        let copy = match theirs {
+            Some(p) => ical::set_partstat(stored, addr, &p),
+            None => stored.to_string(),
+        };
+        self.write_copy((user, uid), held, &copy, new_tag())
+    }
+
     /// After an organizer's write of `new` (replacing `old`, if any): a REQUEST and the
-    /// event to every local attendee, a CANCEL to those the update left out.
+    /// event to every local attendee, a CANCEL to those the update left out. One
+    /// recipient's failure is logged and the others are still served.
     fn organizer_wrote(
         &self,
-        owner: &str,
-        uid: &str,
+        (owner, uid): (&str, &str),
         old: Option<&Component>,
         new: &Component,
         text: &str,
-    ) -> Result<(), StoreError> {
+    ) {
         let stored = ical::without_method(text);
         let request = ical::with_method(&stored, "REQUEST");
         let now = self.local_attendees(owner, new);
         for (user, addr) in &now {
-            self.deliver(user, &request)?;
-            let theirs = match self.copy_of(user, uid)? {
-                Some((_, i)) => i
-                    .data
-                    .and_then(|d| d.ics)
-                    .and_then(|t| ical::parse(&t).ok())
-                    .and_then(|c| partstat(&c, addr)),
-                None => None,
-            };
-            let copy = match theirs {
-                Some(p) => ical::set_partstat(&stored, addr, &p),
-                None => stored.clone(),
-            };
-            self.write_copy(user, uid, &copy, new_tag())?;
+            log_failure(self.invite((user, addr, uid), &stored, &request), user, uid);
         }
-        if let Some(old) = old {
-            for (user, addr) in self.local_attendees(owner, old) {
-                if !now.iter().any(|(u, _)| *u == user) {
-                    self.cancel(
-                        &user,
-                        uid,
-                        new.organizer.as_deref().unwrap_or(""),
-                        &addr,
-                        text,
-                    )?;
-                }
+        let organizer = new.organizer.as_deref().unwrap_or("");
+        let before = old
+            .map(|o| self.local_attendees(owner, o))
+            .unwrap_or_default();
+        for (user, addr) in before {
+            if !now.iter().any(|(u, _)| *u == user) {
+                log_failure(
+                    self.cancel(&user, (uid, organizer, &addr), text),
+                    &user,
+                    uid,
+                );
             }
         }
-        Ok(())
     }
 
-    /// A CANCEL into `user`'s inbox and their copy removed.
-    fn cancel(
-        &self,
-        user: &str,
-        uid: &str,
-        organizer: &str,
-        addr: &str,
-        cause: &str,
-    ) -> Result<(), StoreError> {
-        let mut m = message("CANCEL", uid, organizer, addr, None);
-        for l in stamp_lines(cause) {
-            m.push_str(&l);
-            m.push_str("\r\n");
-        }
-        m.push_str(MESSAGE_END);
-        self.deliver(user, &m)?;
-        self.remove_copy(user, uid)
+    /// A CANCEL of the event `about` (uid, organizer, attendee) into `user`'s inbox and
+    /// their copy removed.
+    fn cancel(&self, user: &str, about: (&str, &str, &str), cause: &str) -> Result<(), StoreError> {
+        self.deliver(user, &message("CANCEL", about, None, cause))?;
+        self.remove_copy(user, about.0)
     }
 
     /// An attendee's answer `partstat` to the organizer: a REPLY in their inbox and their
     /// copy's ATTENDEE updated, its Schedule-Tag kept.
     fn reply(
         &self,
-        uid: &str,
-        organizer: &str,
-        addr: &str,
+        (uid, organizer, addr): (&str, &str, &str),
         partstat: &str,
         cause: &str,
     ) -> Result<(), StoreError> {
         let Some(org) = self.local(organizer) else {
             return Ok(());
         };
-        let mut m = message("REPLY", uid, organizer, addr, Some(partstat));
-        for l in stamp_lines(cause) {
-            m.push_str(&l);
-            m.push_str("\r\n");
-        }
-        m.push_str(MESSAGE_END);
+        let m = message("REPLY", (uid, organizer, addr), Some(partstat), cause);
         self.deliver(&org, &m)?;
-        if let Some((_, item)) = self.copy_of(&org, uid)?
-            && let Some(d) = item.data
-            && let Some(t) = d.ics.as_deref()
+        let Some(held) = self.copy_of(&org, uid)? else {
+            return Ok(());
+        };
+        let Some(d) = held.1.data.as_ref() else {
+            return Ok(());
+        };
+        let tag = d.schedule_tag.clone().unwrap_or_else(new_tag);
+        match d
+            .ics
+            .as_deref()
+            .map(|t| ical::set_partstat(t, addr, partstat))
         {
-            let tag = d.schedule_tag.clone().unwrap_or_else(new_tag);
-            self.write_copy(&org, uid, &ical::set_partstat(t, addr, partstat), tag)?;
+            Some(t) => self.write_copy((&org, uid), Some(held), &t, tag),
+            None => Ok(()),
         }
-        Ok(())
     }
 
-    /// What follows a successful PUT of `text` into `owner`'s calendar (`old`: the text
-    /// it replaced). Failures are the server's own, after the write the client asked for
-    /// succeeded: they go to the server's log.
+    /// What follows a successful PUT into `owner`'s calendar of `new` (parsed from
+    /// `text`) over `old` (the text it replaced, if any). Failures are the server's own,
+    /// after the write the client asked for succeeded: they go to the server's log.
     pub(crate) fn after_put(
         &self,
         owner: &str,
         role: &Role,
         uid: &str,
-        old: Option<&str>,
-        text: &str,
+        (old, new, text): (Option<&str>, &Component, &str),
     ) {
         let old = old.and_then(|t| ical::parse(t).ok());
-        let Ok(new) = ical::parse(text) else { return };
-        let done = match role {
-            Role::Organizer => self.organizer_wrote(owner, uid, old.as_ref(), &new, text),
+        match role {
+            Role::Organizer => self.organizer_wrote((owner, uid), old.as_ref(), new, text),
             Role::Attendee { address, organizer } => {
-                let now = partstat(&new, address).unwrap_or_else(|| "NEEDS-ACTION".into());
+                let now = partstat(new, address).unwrap_or_else(|| "NEEDS-ACTION".into());
                 let before = old.as_ref().and_then(|c| partstat(c, address));
                 let answered = match before {
                     Some(b) => b != now,
                     None => now != "NEEDS-ACTION",
                 };
                 if answered {
-                    self.reply(uid, organizer, address, &now, text)
-                } else {
-                    Ok(())
+                    let done = self.reply((uid, organizer, address), &now, text);
+                    log_failure(done, owner, uid);
                 }
             }
-        };
-        log_failure(done, owner, uid);
+        }
     }
 
-    /// What follows a successful DELETE of `text` from `owner`'s calendar: the organizer
-    /// cancels for everyone, an attendee declines.
-    pub(crate) fn after_delete(&self, owner: &str, role: &Role, uid: &str, text: &str) {
-        let Ok(c) = ical::parse(text) else { return };
-        let organizer = c.organizer.clone().unwrap_or_default();
-        let done = match role {
-            Role::Organizer => self
-                .local_attendees(owner, &c)
-                .iter()
-                .try_for_each(|(u, a)| self.cancel(u, uid, &organizer, a, text)),
-            Role::Attendee { address, organizer } => {
-                self.reply(uid, organizer, address, "DECLINED", text)
+    /// What follows a successful DELETE from `owner`'s calendar of `c` (parsed from
+    /// `text`): the organizer cancels for everyone, an attendee declines.
+    pub(crate) fn after_delete(
+        &self,
+        owner: &str,
+        role: &Role,
+        uid: &str,
+        (c, text): (&Component, &str),
+    ) {
+        match role {
+            Role::Organizer => {
+                let organizer = c.organizer.as_deref().unwrap_or("");
+                for (u, a) in self.local_attendees(owner, c) {
+                    log_failure(self.cancel(&u, (uid, organizer, &a), text), &u, uid);
+                }
             }
-        };
-        log_failure(done, owner, uid);
+            Role::Attendee { address, organizer } => {
+                let done = self.reply((uid, organizer, address), "DECLINED", text);
+                log_failure(done, owner, uid);
+            }
+        }
     }
 
     /// A POST to `owner`'s outbox: a free-busy request (RFC 6638 §5.2), answered per
@@ -426,8 +438,9 @@ impl Scheduler<'_> {
     pub(crate) fn outbox_post(&self, owner: &str, headers: &HeaderMap, body: &[u8]) -> Response {
         let mt = media_type(headers);
         if mt != "text/calendar" {
-            return xml_error(
+            return dav_error(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                CALDAV,
                 "supported-calendar-data",
             );
         }
@@ -435,7 +448,7 @@ impl Scheduler<'_> {
             .ok()
             .and_then(|t| ical::parse_freebusy_request(t).ok())
         else {
-            return xml_error(StatusCode::BAD_REQUEST, "valid-scheduling-message");
+            return dav_error(StatusCode::BAD_REQUEST, CALDAV, "valid-scheduling-message");
         };
         if req
             .organizer
@@ -444,7 +457,7 @@ impl Scheduler<'_> {
             .as_deref()
             != Some(owner)
         {
-            return xml_error(StatusCode::FORBIDDEN, "organizer-allowed");
+            return dav_error(StatusCode::FORBIDDEN, CALDAV, "organizer-allowed");
         }
         let (Some(start), Some(end)) = (
             parse_ical_datetime(&req.start),
@@ -535,18 +548,11 @@ fn copy_name(uid: &str) -> String {
     }
 }
 
-fn xml_error(status: StatusCode, cond: &str) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
-        error_body(CALDAV, cond),
-    )
-        .into_response()
-}
-
-fn log_failure(done: Result<(), StoreError>, owner: &str, uid: &str) {
+/// A delivery that failed after the client's own write succeeded: the server's log says
+/// whose and which event, and the other recipients are still served.
+fn log_failure(done: Result<(), StoreError>, user: &str, uid: &str) {
     if let Err(e) = done {
-        eprintln!("scheduling after {owner}'s change of {uid} stopped: {e}");
+        eprintln!("scheduling of {uid} for {user} failed: {e}");
     }
 }
 
@@ -638,18 +644,13 @@ mod tests {
 
     #[test]
     fn messages_parse_as_events_and_carry_stamps() {
-        let mut m = message(
+        // A stamp folded over two lines, as a client may send it, is carried whole.
+        let m = message(
             "REPLY",
-            "e1",
-            "mailto:ann@localhost",
-            "mailto:bob@localhost",
+            ("e1", "mailto:ann@localhost", "mailto:bob@localhost"),
             Some("ACCEPTED"),
+            "BEGIN:VEVENT\r\nX-LOADMIX-STAMP:r/a\r\n /1\r\nX-OTHER:1\r\n",
         );
-        for l in stamp_lines("BEGIN:VEVENT\r\nX-LOADMIX-STAMP:r/a/1\r\nX-OTHER:1\r\n") {
-            m.push_str(&l);
-            m.push_str("\r\n");
-        }
-        m.push_str(MESSAGE_END);
         let c = ical::parse(&m).unwrap();
         assert_eq!(c.uid, "e1");
         assert_eq!(

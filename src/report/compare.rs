@@ -133,17 +133,20 @@ pub struct ServerCell {
     pub p_adjusted: Option<f64>,
 }
 
+/// One round's value of `measure` added to its list, the list begun when it is the
+/// first.
+fn push_round(out: &mut Vec<(String, String, Vec<f64>)>, measure: &str, unit: &str, v: f64) {
+    match out.iter_mut().find(|(m, _, _)| m == measure) {
+        Some((_, _, vs)) => vs.push(v),
+        None => out.push((measure.into(), unit.into(), vec![v])),
+    }
+}
+
 /// The server figures every round of a run recorded, keyed by measure: per round, CPU ms
 /// per successful operation of each process, counters per 1,000 operations, gauges' means.
 fn server_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
     let mut out: Vec<(String, String, Vec<f64>)> = Vec::new();
-    let mut add = |measure: String, unit: String, v: f64| match out
-        .iter_mut()
-        .find(|(m, _, _)| *m == measure)
-    {
-        Some((_, _, vs)) => vs.push(v),
-        None => out.push((measure, unit, vec![v])),
-    };
+    let mut add = |measure: String, unit: String, v: f64| push_round(&mut out, &measure, &unit, v);
     for round in &r.rounds {
         if round.headline().successes == 0 {
             continue;
@@ -192,11 +195,7 @@ fn server_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
 /// means, weighted by their looks).
 fn visibility_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
     let mut out: Vec<(String, String, Vec<f64>)> = Vec::new();
-    let mut add =
-        |measure: &str, unit: &str, v: f64| match out.iter_mut().find(|(m, _, _)| m == measure) {
-            Some((_, _, vs)) => vs.push(v),
-            None => out.push((measure.into(), unit.into(), vec![v])),
-        };
+    let mut add = |measure: &str, unit: &str, v: f64| push_round(&mut out, measure, unit, v);
     for v in r.rounds.iter().filter_map(|x| x.visibility.as_ref()) {
         let all = &v.all;
         if let Some(l) = &all.latency_ms {

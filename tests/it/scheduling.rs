@@ -4,9 +4,7 @@
 //! changes only; the outbox answers free-busy requests; the mailboxes refuse what a
 //! calendar would take.
 
-use crate::server::{Client, Resp, each_store};
-
-const ICAL_CT: (&str, &str) = ("content-type", "text/calendar");
+use crate::server::{Client, Resp, TEXT_CAL, each_store};
 
 fn invitation(summary: &str, bob_partstat: &str) -> String {
     format!(
@@ -28,7 +26,7 @@ fn invite(alice: &mut Client) -> Resp {
     let put = alice.send(
         "PUT",
         "/cosmo/dav/alice/work/meet.ics",
-        &[ICAL_CT],
+        &[TEXT_CAL],
         &invitation("Plan", "NEEDS-ACTION"),
     );
     assert_eq!(put.status, 201, "{}", put.body);
@@ -114,14 +112,14 @@ fn an_invitation_its_answer_and_its_cancellation_reach_the_other_user() {
         let stale = bob.send(
             "PUT",
             "/cosmo/dav/bob/home/meet-1.ics",
-            &[ICAL_CT, ("if-schedule-tag-match", "\"nope\"")],
+            &[TEXT_CAL, ("if-schedule-tag-match", "\"nope\"")],
             &invitation("Plan", "ACCEPTED"),
         );
         assert_eq!(stale.status, 412);
         let accept = bob.send(
             "PUT",
             "/cosmo/dav/bob/home/meet-1.ics",
-            &[ICAL_CT, ("if-schedule-tag-match", &bob_tag)],
+            &[TEXT_CAL, ("if-schedule-tag-match", &bob_tag)],
             &invitation("Plan", "ACCEPTED"),
         );
         assert_eq!(accept.status, 204, "{}", accept.body);
@@ -150,7 +148,7 @@ fn an_invitation_its_answer_and_its_cancellation_reach_the_other_user() {
         let moved = alice.send(
             "PUT",
             "/cosmo/dav/alice/work/meet.ics",
-            &[ICAL_CT],
+            &[TEXT_CAL],
             &invitation("Plan, moved", "NEEDS-ACTION"),
         );
         assert_eq!(moved.status, 204);
@@ -208,7 +206,7 @@ fn an_attendee_who_deletes_declines_and_mailboxes_refuse_calendar_writes() {
             ("DELETE", "/cosmo/dav/alice/inbox/"),
             ("PUT", "/cosmo/dav/alice/outbox/x.ics"),
         ] {
-            let r = alice.send(method, path, &[ICAL_CT], &invitation("x", "ACCEPTED"));
+            let r = alice.send(method, path, &[TEXT_CAL], &invitation("x", "ACCEPTED"));
             assert!(
                 matches!(r.status, 403 | 404),
                 "{method} {path}: {}",
@@ -238,7 +236,7 @@ fn the_outbox_answers_free_busy_for_each_recipient() {
         );
         let busy = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nBEGIN:VEVENT\r\nUID:b1\r\nDTSTAMP:20300101T000000Z\r\nDTSTART:20300105T090000Z\r\nDTEND:20300105T100000Z\r\nSUMMARY:busy\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n";
         assert_eq!(
-            bob.send("PUT", "/cosmo/dav/bob/home/b1.ics", &[ICAL_CT], busy)
+            bob.send("PUT", "/cosmo/dav/bob/home/b1.ics", &[TEXT_CAL], busy)
                 .status,
             201
         );
@@ -253,7 +251,7 @@ fn the_outbox_answers_free_busy_for_each_recipient() {
         let r = alice.send(
             "POST",
             "/cosmo/dav/alice/outbox/",
-            &[ICAL_CT],
+            &[TEXT_CAL],
             &ask("mailto:alice@localhost"),
         );
         assert_eq!(r.status, 200, "{}", r.body);
@@ -267,14 +265,14 @@ fn the_outbox_answers_free_busy_for_each_recipient() {
         let spoof = alice.send(
             "POST",
             "/cosmo/dav/alice/outbox/",
-            &[ICAL_CT],
+            &[TEXT_CAL],
             &ask("mailto:bob@localhost"),
         );
         assert_eq!(spoof.status, 403, "one asks in one's own name");
         let garbage = alice.send(
             "POST",
             "/cosmo/dav/alice/outbox/",
-            &[ICAL_CT],
+            &[TEXT_CAL],
             "BEGIN:VCALENDAR\r\n",
         );
         assert_eq!(garbage.status, 400);
@@ -282,7 +280,7 @@ fn the_outbox_answers_free_busy_for_each_recipient() {
             bob.send(
                 "POST",
                 "/cosmo/dav/alice/outbox/",
-                &[ICAL_CT],
+                &[TEXT_CAL],
                 &ask("mailto:bob@localhost")
             )
             .status,

@@ -583,7 +583,7 @@ fn ics(uid: &str, start: &str, summary: &str, weekly: bool) -> String {
         .replace("RRULEX", if weekly { "RRULE:FREQ=WEEKLY\r\n" } else { "" })
 }
 
-const TEXT_CAL: (&str, &str) = ("content-type", "text/calendar");
+pub(crate) const TEXT_CAL: (&str, &str) = ("content-type", "text/calendar");
 const XML: (&str, &str) = ("content-type", "application/xml");
 
 fn query(start: &str, end: &str) -> String {

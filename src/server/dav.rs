@@ -1004,7 +1004,9 @@ impl Dav<'_> {
             return r;
         }
         let held = item.data.as_ref().and_then(|d| d.ics.as_deref());
+        // A message taken out of the inbox is read, not an answer nor a cancellation.
         let scheduling = held
+            .filter(|_| !schedule::is_mailbox(cal))
             .and_then(schedule::scheduling_component)
             .and_then(|c| Some((schedule::role(user, &c, self.prefix)?, c)));
         match self.st.store.write(

@@ -230,20 +230,24 @@ impl Scheduler<'_> {
             .find(|(k, i)| k.starts_with(&mine) && public_uid(k) != INBOX && i.data.is_some()))
     }
 
-    /// The calendar new invitations go to: `user`'s oldest calendar that takes events,
-    /// or, when they have none, a new one named `calendar`, as a scheduling server keeps
-    /// a default calendar for every user (RFC 6638 §9.2).
+    /// The calendar new invitations go to: `user`'s calendar named `calendar` (the name
+    /// DAViCal delivers to as well), else their oldest calendar that takes events, or,
+    /// when they have none, a new `calendar`, as a scheduling server keeps a default
+    /// calendar for every user (RFC 6638 §9.2).
     fn default_calendar(&self, user: &str) -> Result<String, StoreError> {
-        let oldest = self
+        let takes_events: Vec<_> = self
             .st
             .store
             .collections_of(user)?
             .into_iter()
             .filter(|c| public_uid(&c.uid) != INBOX)
             .filter(|c| components_of(c).iter().any(|k| k == "VEVENT"))
-            .min_by_key(|c| c.epoch);
-        if let Some(c) = oldest {
-            return Ok(c.uid);
+            .collect();
+        let named = takes_events
+            .iter()
+            .find(|c| public_uid(&c.uid) == DEFAULT_CALENDAR);
+        if let Some(c) = named.or_else(|| takes_events.iter().min_by_key(|c| c.epoch)) {
+            return Ok(c.uid.clone());
         }
         let key = ckey(user, DEFAULT_CALENDAR);
         self.st

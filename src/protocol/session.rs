@@ -139,10 +139,18 @@ impl AccountPlan {
                 format!("lm-{}-r{}-{}-{}", ids.run_id, ids.round, class.name, ids.vu),
                 password.clone(),
             ),
-            AccountPlan::Existing { users, password } => (
-                users[ids.vu as usize % users.len()].clone(),
-                password.clone(),
-            ),
+            AccountPlan::Existing { users, password } => {
+                // Dealt in class order, so that every user of the run has its own account
+                // when the file has one per user (the users of a team must).
+                let before: u64 = w
+                    .classes
+                    .iter()
+                    .take_while(|c| c.name != class.name)
+                    .map(|c| u64::from(Workload::peak_users(c)))
+                    .sum();
+                let i = (before + u64::from(ids.vu)) % users.len() as u64;
+                (users[i as usize].clone(), password.clone())
+            }
             AccountPlan::Shared { user, password } => (user.clone(), password.clone()),
         };
         // The drivers have always sent Basic when there are accounts; `http` classes send

@@ -17,6 +17,7 @@
 //! are counted as `untracked`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
@@ -165,11 +166,21 @@ pub(crate) fn now_us() -> u64 {
         .map_or(0, |d| d.as_micros().min(u128::from(u64::MAX)) as u64)
 }
 
+/// Who should see a write.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Audience {
+    /// Every member of the write's team who reads what it writes (a shared calendar's).
+    Team,
+    /// These users only: an invitation's attendees, an answer's organizer.
+    Only(Arc<[Who]>),
+}
+
 /// One acknowledged write.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Write {
     event: u64,
     team: TeamId,
+    audience: Audience,
     /// The writing operation's label (an index into its class's labels).
     label: u16,
     acked_us: u64,
@@ -212,8 +223,15 @@ pub(crate) struct Book {
 }
 
 impl Book {
-    /// `stamp`'s write was acknowledged at `acked_us`.
-    pub(crate) fn wrote(&mut self, stamp: Stamp, team: TeamId, label: u16, acked_us: u64) {
+    /// `stamp`'s write, which `audience` of team `team` should see, was acknowledged at
+    /// `acked_us`.
+    pub(crate) fn wrote(
+        &mut self,
+        stamp: Stamp,
+        (team, audience): (TeamId, Audience),
+        label: u16,
+        acked_us: u64,
+    ) {
         if self.writes.len() >= MAX_WRITES {
             self.untracked += 1;
             return;
@@ -223,6 +241,7 @@ impl Book {
             Write {
                 event: stamp.event,
                 team,
+                audience,
                 label,
                 acked_us,
             },
@@ -443,8 +462,8 @@ pub(crate) struct Settled {
 }
 
 impl Book {
-    /// The round settled: each write against each observer of its team that
-    /// `observers` lists (its writer apart).
+    /// The round settled: each write against its audience (its writer apart): the
+    /// observers of its team that `observers` lists, or the users it names.
     pub(crate) fn settle(&self, observers: impl Fn(TeamId) -> Vec<Who>) -> Settled {
         let mut out = Settled {
             foreign: self.foreign,
@@ -462,12 +481,15 @@ impl Book {
         let mut writes: Vec<(&(Who, u64), &Write)> = self.writes.iter().collect();
         writes.sort_by_key(|(k, _)| **k);
         for (&(writer, seq), w) in writes {
-            let team = teams.entry(w.team).or_insert_with(|| observers(w.team));
+            let audience: &[Who] = match &w.audience {
+                Audience::Team => teams.entry(w.team).or_insert_with(|| observers(w.team)),
+                Audience::Only(who) => who,
+            };
             let mut t = Tally {
                 writes: 1,
                 ..Tally::default()
             };
-            for obs in team.iter().filter(|o| **o != writer) {
+            for obs in audience.iter().filter(|o| **o != writer) {
                 t.expected += 1;
                 match self.sights.get(&(*obs, writer, seq)) {
                     Some(s) => {
@@ -612,7 +634,7 @@ mod tests {
                 seq,
                 event,
             };
-            writer.wrote(s, team, 5, at);
+            writer.wrote(s, (team, Audience::Team), 5, at);
         }
         let mut a = Book::default();
         // Observer 1 sees seq 1 at 1,500 and seq 3 at 2,900 (before the ack).
@@ -711,5 +733,42 @@ mod tests {
         let s = b.settle(|_| vec![who(1)]);
         assert_eq!(s.all.duplicated, 1);
         assert_eq!(s.by_observer[&(0, 8)].duplicated, 1);
+    }
+
+    #[test]
+    fn a_write_for_named_users_is_held_against_them_alone() {
+        let team = (0, 0);
+        let invite = Stamp {
+            writer: who(0),
+            seq: 1,
+            event: 1,
+        };
+        let mut b = Book::default();
+        // An invitation of users 1 and 2, and the answer of user 1 to its organizer.
+        let invitees: Arc<[Who]> = Arc::from(vec![who(1), who(2)]);
+        b.wrote(invite, (team, Audience::Only(invitees)), 4, 1_000);
+        let answer = Stamp {
+            writer: who(1),
+            seq: 1,
+            event: 1,
+        };
+        b.wrote(
+            answer,
+            (team, Audience::Only(Arc::from(vec![who(0)]))),
+            6,
+            2_000,
+        );
+        b.saw(who(1), team, &invite.text("r"), "r", look(7, 1_400));
+        b.saw(who(0), team, &answer.text("r"), "r", look(7, 2_300));
+        // Users 3 and 4 read the team's calendar, which neither write went to.
+        let s = b.settle(|_| vec![who(0), who(1), who(2), who(3), who(4)]);
+        assert_eq!(s.all.writes, 2);
+        assert_eq!(s.all.expected, 3, "two invitees and one organizer");
+        assert_eq!(s.all.seen, 2);
+        assert_eq!(s.all.unseen, 1, "user 2 never read the invitation");
+        assert_eq!(s.unseen[0].writer, who(0));
+        assert_eq!(s.by_write[&(0, 4)].expected, 2);
+        assert_eq!(s.by_write[&(0, 6)].seen, 1);
+        assert_eq!(s.all.latency.max(), s.all.latency.highest_equivalent(400));
     }
 }

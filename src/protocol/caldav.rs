@@ -23,13 +23,16 @@ use async_trait::async_trait;
 use super::cleanup::Place;
 use super::contract::{Done, Preflight, Protocol, Reach};
 use super::over_http::{HttpUser, OverHttp};
+use super::scheduling::{self, Scheduling};
 use super::session::{AccountPlan, Exchange, Session};
-use super::teams::{Board, Membership, TeamPlan, acl_body};
+use super::teams::{Board, Entry, Membership, TeamPlan, acl_body};
 use super::{Outcome, ProtocolError, SetupError, VuIds, bootstrap_expect, data, expect_of};
 use crate::formats::dav::{CALDAV, DAV, Multistatus, find_prop_href, href_path, parse_multistatus};
 use crate::formats::ical;
 use crate::formats::xml::{self, XmlWriter};
 use crate::transport::{Conn, Response};
+use crate::visibility::Audience;
+use crate::workload::chain::Guard;
 
 use crate::workload::protocols::{CaldavParams, EventShape, MAX_INITIAL_EVENTS};
 use crate::workload::{CaldavOp, UserClass};
@@ -66,14 +69,15 @@ impl CaldavClass {
                         o,
                         match k {
                             CaldavOp::CreateCalendar => &[201],
-                            CaldavOp::PutEvent(_) => &[201, 204],
-                            CaldavOp::UpdateEvent(_) => &[200, 201, 204],
+                            CaldavOp::PutEvent(_) | CaldavOp::Invite { .. } => &[201, 204],
+                            CaldavOp::UpdateEvent(_) | CaldavOp::Answer { .. } => &[200, 201, 204],
                             CaldavOp::GetEvent => &[200],
                             CaldavOp::DeleteEvent => &[200, 204],
                             CaldavOp::TimeRangeReport { .. }
                             | CaldavOp::Multiget { .. }
                             | CaldavOp::Propfind
-                            | CaldavOp::SyncCollection => &[207],
+                            | CaldavOp::SyncCollection
+                            | CaldavOp::Inbox => &[207],
                         },
                     )
                 })
@@ -125,7 +129,9 @@ const SETUP_EVENTS: u64 = 1 << 63;
 /// Others' events a user remembers per shared calendar.
 const MAX_OTHERS: usize = 10_000;
 /// Changed events one sync of a shared calendar fetches, and how many per multiget.
-const MAX_FETCH: usize = 1_000;
+/// A sync, its repetition from scratch and its fetches are answers one sample holds
+/// (see `crate::metrics::PRIOR_ANSWERS`).
+const MAX_FETCH: usize = 600;
 const FETCH_CHUNK: usize = 100;
 
 pub(crate) struct CaldavVu {
@@ -140,6 +146,8 @@ pub(crate) struct CaldavVu {
     cals: Vec<Calendar>,
     /// Its team, when its class shares a calendar.
     team: Option<Membership>,
+    /// Its inbox, address and calendar, when its class schedules (set-up finds them).
+    sched: Option<Scheduling>,
 }
 
 /// A random event of a calendar, if it has any.
@@ -222,7 +230,18 @@ impl Protocol for CaldavClass {
         let (s, mut conn) = super::over_http::probe_with_account(&cx).await?;
         let auth = s.auth.clone();
         let mut vu = CaldavVu::new(self.clone(), s, cx.ids.clone());
-        vu.discover(&mut conn).await.map_err(|e| {
+        let mut found = vu.discover(&mut conn).await;
+        // A class that schedules needs a server that does: its inbox and address.
+        if found.is_ok() && self.ops.iter().any(CaldavOp::schedules) {
+            found = match vu.principal.clone() {
+                Some(p) => vu.scheduling_props(&mut conn, &p).await.map(|_| ()),
+                None => Err(SetupError::Discovery {
+                    request: "scheduling".into(),
+                    answer: "no principal (calendar_home skips discovery): give the class no calendar_home to schedule".into(),
+                }),
+            };
+        }
+        found.map_err(|e| {
             let e = match auth.as_ref().and_then(|a| a.take_refusal()) {
                 Some(why) => e.explained(&why),
                 None => e,
@@ -236,9 +255,25 @@ impl Protocol for CaldavClass {
 impl OverHttp for CaldavVu {
     async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
         self.discover(conn).await?;
-        match self.team.is_some() {
-            true => self.join_team(conn).await,
-            false => Ok(()),
+        if self.team.is_none() {
+            return Ok(());
+        }
+        // Its own calendar first: where a server puts invitations when it has no other.
+        let enrolled = match self.class.ops.iter().any(CaldavOp::schedules) {
+            true => Some(self.enrol(conn).await?),
+            false => None,
+        };
+        self.join_team(conn).await?;
+        match enrolled {
+            Some(entry) => self.learn_directory(entry).await,
+            None => Ok(()),
+        }
+    }
+
+    fn guard_holds(&self, guard: &Guard) -> bool {
+        match guard {
+            Guard::Invited => self.sched.as_ref().is_some_and(Scheduling::invited),
+            Guard::Pool { .. } => false,
         }
     }
 
@@ -262,13 +297,16 @@ impl OverHttp for CaldavVu {
 
     /// The calendars this user made (their events go with them).
     fn leftovers(&self) -> Vec<(crate::transport::Method, Place)> {
+        let sched = self.sched.as_ref().filter(|s| s.mine).map(|s| &s.calendar);
         self.cals
             .iter()
             .filter(|c| c.mine)
-            .map(|c| {
+            .map(|c| &c.path)
+            .chain(sched)
+            .map(|path| {
                 (
                     crate::transport::Method::DELETE,
-                    Place::Server(c.path.clone()),
+                    Place::Server(path.clone()),
                 )
             })
             .collect()
@@ -339,6 +377,10 @@ impl OverHttp for CaldavVu {
         if class.ops[op] == CaldavOp::CreateCalendar {
             return self.mkcalendar(conn, rng, expect).await.into();
         }
+        // Scheduling works in the user's own calendar and inbox, not one drawn.
+        if class.ops[op].schedules() {
+            return self.schedule(conn, rng, (op, seq), expect).await;
+        }
         if self.cals.is_empty() {
             return Done::Skipped;
         }
@@ -399,6 +441,8 @@ impl CaldavVu {
             CaldavOp::Multiget { count } => self.multiget(conn, rng, ci, *count, expect).await,
             CaldavOp::Propfind => self.propfind(conn, ci, expect).await.into(),
             CaldavOp::SyncCollection => self.sync_collection(conn, ci, &class, expect).await.into(),
+            // Run before a calendar is drawn (see `execute`).
+            CaldavOp::Invite { .. } | CaldavOp::Inbox | CaldavOp::Answer { .. } => Done::Skipped,
         }
     }
 }
@@ -414,6 +458,7 @@ impl CaldavVu {
             changed: Vec::new(),
             cals: Vec::new(),
             team: None,
+            sched: None,
         }
     }
 
@@ -576,10 +621,9 @@ impl CaldavVu {
         }
     }
 
-    /// PROPFIND `path` (on the server, base path included) for one href-valued property,
-    /// following up to [`MAX_REDIRECTS`] redirects on the same server. The href comes back
-    /// as a path on the server: CalDAV users work with the server's own hrefs throughout,
-    /// which need not lie under the target's path.
+    /// PROPFIND `path` (on the server, base path included) for one href-valued property.
+    /// The href comes back as a path on the server: CalDAV users work with the server's
+    /// own hrefs throughout, which need not lie under the target's path.
     async fn find_href(
         &self,
         conn: &mut Conn,
@@ -588,11 +632,29 @@ impl CaldavVu {
         ns: &str,
         prop: &str,
     ) -> Result<String, SetupError> {
+        let (root, url) = self.find_props(conn, path, body, prop).await?;
+        let href = find_prop_href(&root, ns, prop).ok_or_else(|| SetupError::Discovery {
+            request: format!("PROPFIND {url} ({prop})"),
+            answer: format!("207 without {prop}"),
+        })?;
+        Ok(href_path(&href))
+    }
+
+    /// PROPFIND `path` (depth 0) with `body`, following up to [`MAX_REDIRECTS`]
+    /// redirects on the same server: the parsed multistatus and the URL that gave it;
+    /// `what` names the properties in a failure.
+    async fn find_props(
+        &self,
+        conn: &mut Conn,
+        path: &str,
+        body: &'static str,
+        what: &str,
+    ) -> Result<(xml::El, String), SetupError> {
         let mut path = path.to_string();
         for _ in 0..=MAX_REDIRECTS {
             let url = conn.endpoint().url_of(&path);
             let fail = |answer: String| SetupError::Discovery {
-                request: format!("PROPFIND {url} ({prop})"),
+                request: format!("PROPFIND {url} ({what})"),
                 answer,
             };
             let r = match self
@@ -628,12 +690,10 @@ impl CaldavVu {
             }
             let text = std::str::from_utf8(&r.body).map_err(|e| fail(format!("207, {e}")))?;
             let root = xml::parse(text).map_err(|e| fail(format!("207, {e}")))?;
-            let href = find_prop_href(&root, ns, prop)
-                .ok_or_else(|| fail(format!("207 without {prop}")))?;
-            return Ok(href_path(&href));
+            return Ok((root, url));
         }
         Err(SetupError::Discovery {
-            request: format!("PROPFIND {} ({prop})", conn.endpoint().url_of(&path)),
+            request: format!("PROPFIND {} ({what})", conn.endpoint().url_of(&path)),
             answer: format!("more than {MAX_REDIRECTS} redirects"),
         })
     }
@@ -652,11 +712,29 @@ impl CaldavVu {
         };
         let path = format!("{home}{}/", data::uid(rng, &self.ids.run_id));
         let name = format!("loadmix {} {}", self.s.user, data::string(rng, 8));
+        let r = match self.send_mkcalendar(conn, &path, &name).await {
+            Ok(r) => r,
+            Err(o) => return o,
+        };
+        let o = Outcome::of(&r, expect, &format!("MKCALENDAR {path}"));
+        if o.is_ok() {
+            self.cals.push(Calendar::new(path, false, true));
+        }
+        o
+    }
+
+    /// MKCALENDAR `path`, named `name`, for events: the answer, or the failure.
+    async fn send_mkcalendar(
+        &self,
+        conn: &mut Conn,
+        path: &str,
+        name: &str,
+    ) -> Result<Response, Outcome> {
         let mut w = XmlWriter::new();
         w.open("C:mkcalendar", &[("xmlns:D", DAV), ("xmlns:C", CALDAV)])
             .open("D:set", &[])
             .open("D:prop", &[])
-            .leaf("D:displayname", &name)
+            .leaf("D:displayname", name)
             .open("C:calendar-description", &[("xml:lang", "en")])
             .text("Calendar restricted to events.")
             .close("C:calendar-description")
@@ -664,19 +742,14 @@ impl CaldavVu {
             .close("D:set")
             .close("C:mkcalendar");
         let body = w.finish();
-        let r = match self
+        match self
             .s
-            .send_to(conn, "MKCALENDAR", &path, &[xml_ct()], Bytes::from(body))
+            .send_to(conn, "MKCALENDAR", path, &[xml_ct()], Bytes::from(body))
             .await
         {
-            Exchange::Answer(r) => r,
-            Exchange::Failed(o) => return o,
-        };
-        let o = Outcome::of(&r, expect, &format!("MKCALENDAR {path}"));
-        if o.is_ok() {
-            self.cals.push(Calendar::new(path, false, true));
+            Exchange::Answer(r) => Ok(r),
+            Exchange::Failed(o) => Err(o),
         }
-        o
     }
 
     /// A new event of about `size` bytes in calendar `ci`, created only where nothing
@@ -761,8 +834,12 @@ impl CaldavVu {
         {
             let stamp = t.stamp(seq, event);
             let team = t.team();
-            t.book
-                .wrote(stamp, team, label, crate::visibility::now_us());
+            t.book.wrote(
+                stamp,
+                (team, Audience::Team),
+                label,
+                crate::visibility::now_us(),
+            );
         }
     }
 
@@ -779,21 +856,10 @@ impl CaldavVu {
         let (start, end) = data::week(rng, len);
         let f = "%Y%m%dT%H%M%SZ";
         let (start, end) = (start.format(f).to_string(), end.format(f).to_string());
-        let mut w = XmlWriter::new();
-        w.open("C:calendar-query", &[("xmlns:C", CALDAV), ("xmlns:D", DAV)])
-            .open("D:prop", &[])
-            .empty("D:getetag", &[])
-            .empty("C:calendar-data", &[])
-            .close("D:prop")
-            .open("C:filter", &[])
-            .open("C:comp-filter", &[("name", "VCALENDAR")])
-            .open("C:comp-filter", &[("name", "VEVENT")])
-            .empty("C:time-range", &[("start", &start), ("end", &end)])
-            .close("C:comp-filter")
-            .close("C:comp-filter")
-            .close("C:filter")
-            .close("C:calendar-query");
-        self.report(conn, ci, w.finish(), expect).await.0
+        let body = event_query(|w| {
+            w.empty("C:time-range", &[("start", &start), ("end", &end)]);
+        });
+        self.report(conn, ci, body, expect).await.0
     }
 
     /// A `calendar-multiget` of `count` of the calendar's events, from a random one on.
@@ -884,22 +950,10 @@ impl CaldavVu {
         condition: Option<(HeaderName, HeaderValue)>,
         expect: &[u16],
     ) -> Outcome {
-        let mut headers = vec![(
-            CONTENT_TYPE,
-            HeaderValue::from_static("text/calendar; charset=utf-8"),
-        )];
-        headers.extend(condition);
-        let r = match self
-            .s
-            .send_to(conn, "PUT", &event.path, &headers, Bytes::from(body))
-            .await
-        {
-            Exchange::Answer(r) => r,
-            Exchange::Failed(o) => return o,
-        };
-        let o = Outcome::of(&r, expect, &format!("PUT {}", event.path));
+        let (o, etag) = self
+            .send_put(conn, &event.path, body, condition, expect)
+            .await;
         if o.is_ok() {
-            let etag = etag_of(&r);
             let cal = &mut self.cals[ci];
             match cal.events.iter_mut().find(|e| e.path == event.path) {
                 Some(e) => e.etag = etag,
@@ -907,6 +961,31 @@ impl CaldavVu {
             }
         }
         o
+    }
+
+    /// PUT an iCalendar `body` at `path` under a precondition: the outcome, and the
+    /// ETag the server gave.
+    async fn send_put(
+        &self,
+        conn: &mut Conn,
+        path: &str,
+        body: String,
+        condition: Option<(HeaderName, HeaderValue)>,
+        expect: &[u16],
+    ) -> (Outcome, Option<String>) {
+        let mut headers = vec![(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/calendar; charset=utf-8"),
+        )];
+        headers.extend(condition);
+        match self
+            .s
+            .send_to(conn, "PUT", path, &headers, Bytes::from(body))
+            .await
+        {
+            Exchange::Answer(r) => (Outcome::of(&r, expect, &format!("PUT {path}")), etag_of(&r)),
+            Exchange::Failed(o) => (o, None),
+        }
     }
 
     /// Send `method` with no body to a random event of calendar `ci`: the event's index,
@@ -1020,7 +1099,17 @@ impl CaldavVu {
         ci: usize,
         body: String,
     ) -> Result<(Response, String), Outcome> {
-        let path = self.cals[ci].path.clone();
+        self.send_report_to(conn, self.cals[ci].path.clone(), body)
+            .await
+    }
+
+    /// Send a REPORT with `body` to the collection at `path`.
+    async fn send_report_to(
+        &self,
+        conn: &mut Conn,
+        path: String,
+        body: String,
+    ) -> Result<(Response, String), Outcome> {
         match self
             .s
             .send_to(
@@ -1149,6 +1238,428 @@ impl CaldavVu {
         cal.sync_token = Some(t);
         (o, false)
     }
+}
+
+/// The scheduling side of a CalDAV user (RFC 6638): its set-up, and the operations that
+/// invite, read the inbox and answer.
+impl CaldavVu {
+    /// Set-up of a user that schedules: its principal's inbox and address, then its own
+    /// calendar (`calendar` in its home, the name servers deliver invitations to when
+    /// no other is set: DAViCal, the embedded server), made unless it is there. Its
+    /// entry in the team's directory is what it returns.
+    async fn enrol(&mut self, conn: &mut Conn) -> Result<Entry, SetupError> {
+        let fail = |answer: String| SetupError::Team {
+            request: "scheduling".into(),
+            answer,
+        };
+        let principal = self.principal.clone().ok_or_else(|| {
+            fail("no principal (calendar_home skips discovery): give the class no calendar_home to schedule".into())
+        })?;
+        let (inbox, address) = self.scheduling_props(conn, &principal).await?;
+        let home = self.home.clone().unwrap_or_default();
+        let calendar = format!("{home}calendar/");
+        let mine = match self.send_mkcalendar(conn, &calendar, "Calendar").await {
+            Ok(r) if r.status.is_success() => true,
+            // Already there (RFC 4791 §5.3.1: 405 on an existing resource).
+            Ok(r) if r.status.as_u16() == 405 => false,
+            Ok(r) => return Err(fail(format!("MKCALENDAR {calendar} -> {}", r.status))),
+            Err(o) => {
+                let why = o.detail.unwrap_or_default();
+                return Err(fail(format!("MKCALENDAR {calendar} -> {why}")));
+            }
+        };
+        let Some(t) = &self.team else {
+            return Err(fail("a user that schedules must be in a team".into()));
+        };
+        let entry = Entry {
+            who: t.who,
+            address: address.clone(),
+            reads_inbox: self.class.ops.contains(&CaldavOp::Inbox),
+        };
+        self.class.board.enrolled(t.key(), entry.clone());
+        self.sched = Some(Scheduling::new(inbox, address, (calendar, mine)));
+        Ok(entry)
+    }
+
+    /// The principal's schedule-inbox-URL (as a path) and calendar user address.
+    async fn scheduling_props(
+        &self,
+        conn: &mut Conn,
+        principal: &str,
+    ) -> Result<(String, String), SetupError> {
+        let what = "schedule-inbox-URL, calendar-user-address-set";
+        let (root, url) = self
+            .find_props(conn, principal, scheduling::PRINCIPAL_PROPS, what)
+            .await?;
+        let fail = |answer: &str| SetupError::Discovery {
+            request: format!("PROPFIND {url} ({what})"),
+            answer: format!(
+                "{answer}: the server does not schedule (RFC 6638); take invite, inbox and answer out of the workload for it"
+            ),
+        };
+        let inbox = find_prop_href(&root, CALDAV, "schedule-inbox-URL")
+            .ok_or_else(|| fail("207 without schedule-inbox-URL"))?;
+        let address =
+            scheduling::address_of(&root).ok_or_else(|| fail("207 without an address"))?;
+        let mut inbox = href_path(&inbox);
+        if !inbox.ends_with('/') {
+            inbox.push('/');
+        }
+        Ok((inbox, address))
+    }
+
+    /// Wait (in set-up) until every member of the team that schedules has said its
+    /// address.
+    async fn learn_directory(&mut self, me: Entry) -> Result<(), SetupError> {
+        let (Some(t), Some(_)) = (&self.team, &self.sched) else {
+            return Ok(());
+        };
+        let (key, n) = (t.key(), t.schedulers);
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        let directory = self
+            .class
+            .board
+            .directory(key, n, until)
+            .await
+            .map_err(|answer| SetupError::Team {
+                request: format!("the team's addresses (this user's: {})", me.address),
+                answer,
+            })?;
+        if let Some(s) = &mut self.sched {
+            s.directory = directory;
+        }
+        Ok(())
+    }
+
+    /// A scheduling operation of the class's table.
+    async fn schedule(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        (op, seq): (usize, u64),
+        expect: &[u16],
+    ) -> Done {
+        if self.sched.is_none() || self.team.is_none() {
+            return Done::Skipped;
+        }
+        let class = self.class.clone();
+        let label = u16::try_from(op).unwrap_or(u16::MAX);
+        match &class.ops[op] {
+            CaldavOp::Invite { shape, invitees } => {
+                self.invite(conn, rng, (shape, *invitees), (seq, label), expect)
+                    .await
+            }
+            CaldavOp::Inbox => self.inbox(conn, label, expect).await.into(),
+            CaldavOp::Answer { accept } => {
+                let yes = data::chance(rng, *accept);
+                self.answer(conn, yes, label, expect).await
+            }
+            _ => Done::Skipped,
+        }
+    }
+
+    /// An event with this user as organizer and some of its team's inbox readers as
+    /// attendees, put in its own calendar (the server delivers the invitations); stamped,
+    /// for the attendees to see.
+    async fn invite(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        (shape, invitees): (&EventShape, Option<u32>),
+        (seq, label): (u64, u16),
+        expect: &[u16],
+    ) -> Done {
+        let (Some(t), Some(s)) = (&self.team, &self.sched) else {
+            return Done::Skipped;
+        };
+        let all = s.invitees(t.who);
+        if all.is_empty() {
+            return Done::Skipped;
+        }
+        let chosen = Scheduling::draw(&all, invitees, rng);
+        let addresses: Vec<&str> = chosen.iter().map(|e| e.address.as_str()).collect();
+        let audience = scheduling::audience_of(&chosen);
+        let uid = data::uid(rng, &self.ids.run_id);
+        let path = format!("{}{uid}.ics", s.calendar);
+        let size = shape.size.as_ref().map_or(0, |d| d.sample(rng) as usize);
+        let body = scheduling::invitation(
+            data::ics_event(rng, &uid, size, shape),
+            &s.address,
+            &addresses,
+        );
+        let stamp = t.stamp(seq, seq);
+        let body = t.stamped(body, &stamp);
+        let cond = (IF_NONE_MATCH, HeaderValue::from_static("*"));
+        let (o, _) = self.send_put(conn, &path, body, Some(cond), expect).await;
+        if o.is_ok()
+            && let Some(s) = &mut self.sched
+        {
+            s.organized(uid);
+        }
+        if let Some(t) = &mut self.team
+            && o.is_ok()
+        {
+            let team = t.team();
+            t.book.wrote(
+                stamp,
+                (team, Audience::Only(audience)),
+                label,
+                crate::visibility::now_us(),
+            );
+        }
+        o.into()
+    }
+
+    /// The inbox read as a client reads it: listed (PROPFIND, depth 1), the new
+    /// messages fetched (calendar-multiget) and deleted once read; the invitations among
+    /// them wait for an answer, the stamps they carry are sights. Every request counts in
+    /// the one outcome; the first that fails ends the operation.
+    async fn inbox(&mut self, conn: &mut Conn, label: u16, expect: &[u16]) -> Outcome {
+        let Some(inbox) = self.sched.as_ref().map(|s| s.inbox.clone()) else {
+            return Outcome::failed(crate::transport::ErrorClass::Body, "no inbox".into());
+        };
+        if let Some(t) = &mut self.team {
+            t.watch(label, true);
+        }
+        let o = self.read_inbox(conn, &inbox, expect).await;
+        if let Some(t) = &mut self.team {
+            t.done();
+        }
+        o
+    }
+
+    async fn read_inbox(&mut self, conn: &mut Conn, inbox: &str, expect: &[u16]) -> Outcome {
+        let body = r#"<D:propfind xmlns:D="DAV:"><D:prop><D:getetag/></D:prop></D:propfind>"#;
+        let r = match self
+            .s
+            .send_to(
+                conn,
+                "PROPFIND",
+                inbox,
+                &[xml_ct(), depth("1")],
+                Bytes::from_static(body.as_bytes()),
+            )
+            .await
+        {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return o,
+        };
+        if let Some(t) = &mut self.team {
+            t.answered();
+        }
+        let what = format!("PROPFIND {inbox}");
+        let (mut o, m) = multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what);
+        let (Some(m), Some(s)) = (m, &self.sched) else {
+            return o;
+        };
+        let listed: Vec<String> = m
+            .responses
+            .iter()
+            .filter(|(_, st, _)| *st != 404)
+            .map(|(h, _, _)| href_path(h))
+            .collect();
+        let unread = s.unread(listed.iter().map(String::as_str));
+        if !unread.is_empty() {
+            let chunk = &unread[..unread.len().min(FETCH_CHUNK)];
+            if !self.fetch_messages(conn, inbox, chunk, &mut o).await {
+                return o;
+            }
+        }
+        self.delete_messages(conn, &mut o).await;
+        o
+    }
+
+    /// Fetch messages `hrefs` of the inbox (one calendar-multiget) and read them; its
+    /// cost added to `o`, or its failure made the outcome (`false`).
+    async fn fetch_messages(
+        &mut self,
+        conn: &mut Conn,
+        inbox: &str,
+        hrefs: &[String],
+        o: &mut Outcome,
+    ) -> bool {
+        let body = multiget_body(hrefs.iter().map(String::as_str));
+        let what = format!("REPORT calendar-multiget {inbox}");
+        let f = match self.send_report_to(conn, inbox.to_string(), body).await {
+            Ok((r, _)) => {
+                let (f, m) = multistatus_outcome(&r, Outcome::of(&r, &[207], &what), &what);
+                if let Some(m) = &m {
+                    self.read_messages(m);
+                }
+                f
+            }
+            Err(f) => f,
+        };
+        let fetched = f.is_ok();
+        if let (Some(s), true) = (&mut self.sched, fetched) {
+            s.fetched(hrefs);
+        }
+        absorb(o, f)
+    }
+
+    /// Delete messages read, the oldest first, at most [`scheduling::DELETES_PER_POLL`]
+    /// a poll (the rest wait for the next), each cost added to `o`; the first that fails
+    /// becomes the outcome.
+    async fn delete_messages(&mut self, conn: &mut Conn, o: &mut Outcome) {
+        for _ in 0..scheduling::DELETES_PER_POLL {
+            let Some(href) = self.sched.as_mut().and_then(Scheduling::next_to_delete) else {
+                return;
+            };
+            let f = match self
+                .s
+                .send_to(conn, "DELETE", &href, &[], Bytes::new())
+                .await
+            {
+                // Already gone is as good: DAViCal, for one, replaces a message about
+                // the same event under the same name.
+                Exchange::Answer(r) => Outcome::of(&r, &[200, 204, 404], &format!("DELETE {href}")),
+                Exchange::Failed(f) => f,
+            };
+            let ok = f.is_ok();
+            if let Some(s) = &mut self.sched {
+                s.deleted(&href, ok);
+            }
+            if !absorb(o, f) {
+                return;
+            }
+        }
+    }
+
+    /// What fetched inbox messages say: their stamps, first sights of what caused them;
+    /// the invitations among them, to answer.
+    fn read_messages(&mut self, m: &Multistatus) {
+        for (_, text) in &m.data {
+            let stamped = !crate::visibility::stamps_in(text).is_empty();
+            if let Some(t) = &mut self.team {
+                t.read(text);
+            }
+            // A message that is not iCalendar is the server's to answer for; it is
+            // deleted with the rest and asks nothing of the user.
+            let (Ok(msg), Some(s)) = (scheduling::message(text), &mut self.sched) else {
+                continue;
+            };
+            s.received(&msg, &self.ids.run_id);
+            if let (Some(t), false) = (&mut self.team, stamped) {
+                for (writer, seq) in s.answers_in(&msg) {
+                    t.saw(&crate::visibility::Stamp {
+                        writer,
+                        seq,
+                        event: seq,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The oldest invitation waiting, answered in the user's copy of the event (found by
+    /// its UID in the user's calendar, then PUT back with its PARTSTAT under
+    /// `If-Match`); the server sends the organizer the REPLY, whose stamp is this
+    /// answer's.
+    async fn answer(&mut self, conn: &mut Conn, accept: bool, label: u16, expect: &[u16]) -> Done {
+        let Some(p) = self.sched.as_mut().and_then(Scheduling::next_pending) else {
+            return Done::Skipped;
+        };
+        let (found, o) = self.find_copy(conn, &p.uid).await;
+        let Some((href, etag, copy)) = found else {
+            return o.into();
+        };
+        let (Some(t), Some(s)) = (&self.team, &self.sched) else {
+            return Done::Skipped;
+        };
+        // Numbered by the invitation, not the pick: see `scheduling::answer_seq`.
+        let answer = scheduling::answer_seq(&p.uid);
+        let stamp = t.stamp(answer, answer);
+        let line = p.organizer.map(|_| t.stamp_line(&stamp));
+        let body = scheduling::answer(&copy, &s.address, accept, line.as_deref());
+        let cond = etag
+            .as_deref()
+            .and_then(|e| HeaderValue::from_str(e).ok())
+            .map(|v| (IF_MATCH, v));
+        let (mut f, _) = self.send_put(conn, &href, body, cond, expect).await;
+        f.add_cost(&o);
+        if let (Some(t), Some(organizer), true) = (&mut self.team, p.organizer, f.is_ok()) {
+            let team = t.team();
+            let only = Audience::Only(std::sync::Arc::from([organizer]));
+            t.book
+                .wrote(stamp, (team, only), label, crate::visibility::now_us());
+        }
+        f.into()
+    }
+
+    /// The user's copy of event `uid` in its calendar (a calendar-query on the UID): its
+    /// path, ETag and text, with the query's outcome; none when the server kept none (a
+    /// failure: it delivered the invitation).
+    async fn find_copy(
+        &mut self,
+        conn: &mut Conn,
+        uid: &str,
+    ) -> (Option<(String, Option<String>, String)>, Outcome) {
+        let Some(cal) = self.sched.as_ref().map(|s| s.calendar.clone()) else {
+            return (
+                None,
+                Outcome::failed(crate::transport::ErrorClass::Body, "no calendar".into()),
+            );
+        };
+        let body = event_query(|w| {
+            w.open("C:prop-filter", &[("name", "UID")])
+                .open("C:text-match", &[("collation", "i;octet")])
+                .text(uid)
+                .close("C:text-match")
+                .close("C:prop-filter");
+        });
+        let what = format!("REPORT calendar-query {cal} (UID {uid})");
+        let (r, _) = match self.send_report_to(conn, cal.clone(), body).await {
+            Ok(x) => x,
+            Err(o) => return (None, o),
+        };
+        let (o, m) = multistatus_outcome(&r, Outcome::of(&r, &[207], &what), &what);
+        let found = m.and_then(|m| {
+            let (i, text) = m.data.into_iter().next()?;
+            let (href, _, etag) = m.responses.into_iter().nth(i)?;
+            Some((href_path(&href), etag, text))
+        });
+        match found {
+            Some(f) => (Some(f), o),
+            None if o.is_ok() => {
+                let why = format!("{what}: no copy of the invitation the inbox showed");
+                (None, o.body_error(why))
+            }
+            None => (None, o),
+        }
+    }
+}
+
+/// A `calendar-query` for the ETag and data of the events that `filter` (written inside
+/// the VEVENT comp-filter) selects.
+fn event_query(filter: impl FnOnce(&mut XmlWriter)) -> String {
+    let mut w = XmlWriter::new();
+    w.open("C:calendar-query", &[("xmlns:C", CALDAV), ("xmlns:D", DAV)])
+        .open("D:prop", &[])
+        .empty("D:getetag", &[])
+        .empty("C:calendar-data", &[])
+        .close("D:prop")
+        .open("C:filter", &[])
+        .open("C:comp-filter", &[("name", "VCALENDAR")])
+        .open("C:comp-filter", &[("name", "VEVENT")]);
+    filter(&mut w);
+    w.close("C:comp-filter")
+        .close("C:comp-filter")
+        .close("C:filter")
+        .close("C:calendar-query");
+    w.finish()
+}
+
+/// `f`'s costs added to `o` when it succeeded (`true`); else `f`, with `o`'s costs and
+/// label, becomes the outcome (`false`: stop).
+fn absorb(o: &mut Outcome, mut f: Outcome) -> bool {
+    if f.is_ok() {
+        o.add_cost(&f);
+        return true;
+    }
+    f.add_cost(o);
+    f.label = o.label;
+    *o = f;
+    false
 }
 
 #[cfg(test)]

@@ -227,6 +227,7 @@ impl OverHttp for HttpVu {
             crate::workload::chain::Guard::Pool { index, .. } => {
                 self.pools.get(*index).is_some_and(|p| !p.is_empty())
             }
+            crate::workload::chain::Guard::Invited => false,
         }
     }
 

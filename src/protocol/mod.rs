@@ -29,6 +29,7 @@ pub(crate) mod http;
 pub(crate) mod morse;
 pub(crate) mod over_broker;
 pub(crate) mod over_http;
+pub(crate) mod scheduling;
 pub(crate) mod session;
 pub(crate) mod stomp;
 pub(crate) mod teams;

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use crate::formats::dav::{DAV, Multistatus};
 use crate::formats::xml::XmlWriter;
 use crate::visibility::{self, Book, Look, Stamp, TeamId, Who};
+use crate::workload::teams::class_schedules;
 use crate::workload::{Grant, Seat, Workload};
 
 /// One team in one round: its kind, which of them, the round.
@@ -25,6 +26,17 @@ struct State {
     principals: Vec<Option<String>>,
     /// The shared calendar's path once the owner has made it, or why it could not.
     calendar: Option<Result<String, String>>,
+    /// The members that schedule, as they enrol.
+    directory: Vec<Entry>,
+}
+
+/// A member that schedules: who it is and its calendar user address.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Entry {
+    pub(crate) who: Who,
+    pub(crate) address: String,
+    /// It reads its inbox, and so is invited.
+    pub(crate) reads_inbox: bool,
 }
 
 /// Where the teams of a run meet, one slot per team and round; shared by every CalDAV
@@ -48,6 +60,29 @@ impl Board {
         self.slot(key).send_modify(|s| s.principals.push(principal));
     }
 
+    /// What `ready` makes of the team's state once it makes something, or `None` when it
+    /// has not by `until`.
+    async fn wait_for<T>(
+        &self,
+        key: Key,
+        until: Instant,
+        ready: impl Fn(&State) -> Option<T>,
+    ) -> Option<T> {
+        let slot = self.slot(key);
+        let mut rx = slot.subscribe();
+        loop {
+            if let Some(t) = ready(&rx.borrow_and_update()) {
+                return Some(t);
+            }
+            if !matches!(
+                tokio::time::timeout_at(until, rx.changed()).await,
+                Ok(Ok(()))
+            ) {
+                return None;
+            }
+        }
+    }
+
     /// The principals of the first `n` members to arrive, or of those who had by `until`.
     pub(crate) async fn principals(
         &self,
@@ -55,19 +90,10 @@ impl Board {
         n: usize,
         until: Instant,
     ) -> Vec<Option<String>> {
-        let slot = self.slot(key);
-        let mut rx = slot.subscribe();
-        loop {
-            {
-                let s = rx.borrow_and_update();
-                if s.principals.len() >= n {
-                    return s.principals.clone();
-                }
-            }
-            match tokio::time::timeout_at(until, rx.changed()).await {
-                Ok(Ok(())) => continue,
-                _ => return rx.borrow().principals.clone(),
-            }
+        let enough = |s: &State| (s.principals.len() >= n).then(|| s.principals.clone());
+        match self.wait_for(key, until, enough).await {
+            Some(p) => p,
+            None => self.slot(key).borrow().principals.clone(),
         }
     }
 
@@ -79,21 +105,33 @@ impl Board {
     /// The shared calendar's path, once the owner has said; an error when it could not
     /// make one or did not say by `until`.
     pub(crate) async fn calendar(&self, key: Key, until: Instant) -> Result<String, String> {
-        let slot = self.slot(key);
-        let mut rx = slot.subscribe();
-        loop {
-            if let Some(c) = rx.borrow_and_update().calendar.clone() {
-                return c;
-            }
-            match tokio::time::timeout_at(until, rx.changed()).await {
-                Ok(Ok(())) => continue,
-                _ => {
-                    return Err(
-                        "the team's owner had not made the shared calendar by the end of set-up"
-                            .into(),
-                    );
-                }
-            }
+        self.wait_for(key, until, |s| s.calendar.clone())
+            .await
+            .unwrap_or_else(|| {
+                Err("the team's owner had not made the shared calendar by the end of set-up".into())
+            })
+    }
+
+    /// A member that schedules says who it is and its calendar user address.
+    pub(crate) fn enrolled(&self, key: Key, entry: Entry) {
+        self.slot(key).send_modify(|s| s.directory.push(entry));
+    }
+
+    /// The addresses of the team's `n` members that schedule, once all have enrolled;
+    /// an error naming how many had by `until`.
+    pub(crate) async fn directory(
+        &self,
+        key: Key,
+        n: usize,
+        until: Instant,
+    ) -> Result<Vec<Entry>, String> {
+        let all = |s: &State| (s.directory.len() >= n).then(|| s.directory.clone());
+        match self.wait_for(key, until, all).await {
+            Some(d) => Ok(d),
+            None => Err(format!(
+                "{} of the team's {n} scheduling members had said their address by the end of set-up",
+                self.slot(key).borrow().directory.len()
+            )),
         }
     }
 }
@@ -131,6 +169,21 @@ fn grant(w: &mut XmlWriter) {
     w.close("D:grant").close("D:ace");
 }
 
+/// `lines` (whole content lines, ends included) inserted into an event's text before its
+/// first `END:VEVENT`; a text without one is left as it is.
+pub(crate) fn before_event_end(body: String, lines: &str) -> String {
+    match body.find("END:VEVENT") {
+        Some(i) => {
+            let mut out = String::with_capacity(body.len() + lines.len());
+            out.push_str(&body[..i]);
+            out.push_str(lines);
+            out.push_str(&body[i..]);
+            out
+        }
+        None => body,
+    }
+}
+
 /// What a class's users need to know of their team, worked out once per run.
 pub(crate) struct TeamPlan {
     kind: usize,
@@ -138,6 +191,8 @@ pub(crate) struct TeamPlan {
     class: usize,
     /// How many users each team of the kind has, by team.
     members: Vec<usize>,
+    /// How many of them schedule (invite, read their inbox or answer), by team.
+    schedulers: Vec<usize>,
     workload_seats: Vec<Option<Seat>>,
 }
 
@@ -154,6 +209,14 @@ impl TeamPlan {
             members: (0..t.count)
                 .map(|i| w.members(first.kind, i).len())
                 .collect(),
+            schedulers: (0..t.count)
+                .map(|i| {
+                    w.members(first.kind, i)
+                        .iter()
+                        .filter(|(ci, _)| w.classes.get(*ci).is_some_and(class_schedules))
+                        .count()
+                })
+                .collect(),
             workload_seats: (0..Workload::peak_users(c))
                 .map(|vu| w.seat(class, vu))
                 .collect(),
@@ -167,6 +230,8 @@ pub(crate) struct Membership {
     pub(crate) grant: Grant,
     /// The team's members, the owner among them.
     pub(crate) members: usize,
+    /// Those of them that schedule.
+    pub(crate) schedulers: usize,
     pub(crate) who: Who,
     run_id: Arc<str>,
     pub(crate) book: Book,
@@ -187,6 +252,11 @@ impl Membership {
             seat,
             grant: plan.grant,
             members: plan.members.get(seat.team as usize).copied().unwrap_or(0),
+            schedulers: plan
+                .schedulers
+                .get(seat.team as usize)
+                .copied()
+                .unwrap_or(0),
             who: Who {
                 class: u16::try_from(plan.class).unwrap_or(u16::MAX),
                 round: u16::try_from(round).unwrap_or(u16::MAX),
@@ -218,19 +288,14 @@ impl Membership {
         }
     }
 
-    /// The property line the stamp travels in, inserted before the event's end.
+    /// The property line a stamp travels in, without its end.
+    pub(crate) fn stamp_line(&self, stamp: &Stamp) -> String {
+        format!("{}:{}", visibility::PROPERTY, stamp.text(&self.run_id))
+    }
+
+    /// The stamp's property line inserted before the event's end.
     pub(crate) fn stamped(&self, body: String, stamp: &Stamp) -> String {
-        let line = format!("{}:{}\r\n", visibility::PROPERTY, stamp.text(&self.run_id));
-        match body.find("END:VEVENT") {
-            Some(i) => {
-                let mut out = String::with_capacity(body.len() + line.len());
-                out.push_str(&body[..i]);
-                out.push_str(&line);
-                out.push_str(&body[i..]);
-                out
-            }
-            None => body,
-        }
+        before_event_end(body, &format!("{}\r\n", self.stamp_line(stamp)))
     }
 
     /// An observing operation begins (`news`: what it reads is what changed).
@@ -260,6 +325,22 @@ impl Membership {
         for v in visibility::stamps_in(&text) {
             self.book.saw(self.who, team, v, &self.run_id, look);
         }
+    }
+
+    /// A stamp known without reading it (an answer the server's REPLY carries no stamp
+    /// of), seen by the observing operation under way. Such a message may name an
+    /// answer seen before, so seeing it again is no duplicate.
+    pub(crate) fn saw(&mut self, stamp: &Stamp) {
+        let Some(look) = self.watching else {
+            return;
+        };
+        let look = Look {
+            news: false,
+            ..look
+        };
+        let team = self.team();
+        let value = stamp.text(&self.run_id);
+        self.book.saw(self.who, team, &value, &self.run_id, look);
     }
 
     /// The stamps in a multistatus's calendar data.

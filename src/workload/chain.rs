@@ -30,6 +30,8 @@ pub enum Target {
 pub enum Guard {
     /// The user's http pool (by index in the class's pools) holds at least one value.
     Pool { index: usize, name: String },
+    /// The CalDAV user's inbox has shown it an invitation it has not answered yet.
+    Invited,
 }
 
 #[derive(Debug, Clone)]

@@ -60,6 +60,12 @@ impl CaldavOp {
         matches!(self, CaldavOp::PutEvent(_) | CaldavOp::UpdateEvent(_))
     }
 
+    /// Writes what others read in their inboxes: an invitation (its attendees) or an
+    /// answer to one (its organizer).
+    pub fn schedules_others(&self) -> bool {
+        matches!(self, CaldavOp::Invite { .. } | CaldavOp::Answer { .. })
+    }
+
     /// Reads the calendar's events, and so can reveal another's write to its user (a
     /// sync fetches what changed; `get_event` reads only the user's own events).
     pub fn reveals(&self) -> bool {
@@ -78,9 +84,22 @@ fn caldav_ops(class: &UserClass) -> &[CaldavOp] {
     }
 }
 
-/// Whether the class's users write what their team should see.
+/// Whether the class's users write what their team should see: in the shared calendar,
+/// or as invitations.
 pub(crate) fn class_writes(class: &UserClass) -> bool {
-    caldav_ops(class).iter().any(CaldavOp::shows_others)
+    caldav_ops(class)
+        .iter()
+        .any(|o| o.shows_others() || matches!(o, CaldavOp::Invite { .. }))
+}
+
+/// Whether the class's users read their scheduling inbox, and so can be invited.
+pub(crate) fn class_reads_inbox(class: &UserClass) -> bool {
+    caldav_ops(class).contains(&CaldavOp::Inbox)
+}
+
+/// Whether the class's users take part in scheduling at all.
+pub(crate) fn class_schedules(class: &UserClass) -> bool {
+    caldav_ops(class).iter().any(CaldavOp::schedules)
 }
 
 /// Whether the class's users read what their team writes.
@@ -123,6 +142,14 @@ impl Workload {
             );
         }
         out
+    }
+
+    /// The members of the team who read their inbox: whom its invitations invite.
+    pub fn inbox_readers(&self, kind: usize, team: u32) -> Vec<Member> {
+        self.members(kind, team)
+            .into_iter()
+            .filter(|(ci, _)| self.classes.get(*ci).is_some_and(class_reads_inbox))
+            .collect()
     }
 
     /// The members of the team who read what it writes.

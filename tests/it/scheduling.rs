@@ -288,3 +288,102 @@ fn the_outbox_answers_free_busy_for_each_recipient() {
         );
     });
 }
+
+#[test]
+fn taking_a_message_out_of_the_inbox_answers_nothing() {
+    each_store(|_, _, alice, bob| {
+        invite(alice);
+        let msgs = contents(bob, "/cosmo/dav/bob/inbox/");
+        assert_eq!(methods(&msgs), ["REQUEST"]);
+        let item = msgs[0].0.rsplit('/').next().unwrap().to_string();
+        let path = format!("/cosmo/dav/bob/inbox/{item}");
+        assert_eq!(bob.send("DELETE", &path, &[], "").status, 204);
+        assert!(
+            contents(alice, "/cosmo/dav/alice/inbox/").is_empty(),
+            "a request read is no answer"
+        );
+        let mine = alice.get("/cosmo/dav/alice/work/meet.ics");
+        assert!(
+            mine.body
+                .contains("NEEDS-ACTION;RSVP=TRUE:mailto:bob@localhost")
+        );
+        assert_eq!(bob.get("/cosmo/dav/bob/calendar/meet-1.ics").status, 200);
+    });
+}
+
+/// Organizers invite, attendees read their inbox and answer a think time after they see
+/// an invitation, on the embedded server: every request is one the server answered,
+/// every acknowledged invitation is held against each attendee it names and every
+/// answer against its organizer, and nothing is seen twice or out of place.
+fn invitation_workload(target: &str) -> String {
+    r#"target: TARGET
+context: /cosmo
+run: { duration: 4s, rounds: 2, seed: 6638, timeout: 30s, warmup: 0s }
+accounts: { create: cmp }
+teams:
+  - name: t
+    count: 2
+users:
+  - class: organizers
+    protocol: caldav
+    count: 2
+    think: 300ms
+    params: { team: t }
+    mix: { invite: 2, inbox: 1 }
+  - class: attendees
+    protocol: caldav
+    count: 4
+    think: 200ms
+    params: { team: t }
+    ops: { inbox: {}, answer: { params: { accept: 0.5 } } }
+    behaviours:
+      attend:
+        start: inbox
+        states:
+          inbox: { inbox: 1, answer: { p: 4, think: 100ms, when: { invited: true } } }
+          answer: { inbox: 1, answer: { p: 4, think: 100ms, when: { invited: true } } }
+"#
+    .replace("TARGET", target)
+}
+
+#[test]
+fn invitations_and_their_answers_are_each_seen_by_whom_they_name() {
+    use crate::common::*;
+    use loadmix::embedded::{self as server, ServerConfig};
+    let _alone = alone();
+    let rt = runtime();
+    let srv = rt.block_on(server::start(ServerConfig::default())).unwrap();
+    let (r, _out) =
+        crate::teams::run_against(&srv, "invite.yaml", &invitation_workload(&srv.url()));
+    let v = r.visibility.as_ref().expect("a visibility section");
+    let row = |name: &str| v.by_write.iter().find(|w| w.op == name).unwrap();
+    let invites = op(&r, "organizers.invite").successes;
+    let answers = op(&r, "attendees.answer").successes;
+    assert!(invites > 10 && answers > 5, "{invites} {answers}");
+    // Two attendees a team, each named by every invitation of its organizer.
+    assert_eq!(row("organizers.invite").writes, invites);
+    assert_eq!(row("organizers.invite").expected, 2 * invites);
+    // An answer is for its organizer alone, and each invitation gets at most one from
+    // each attendee.
+    assert_eq!(row("attendees.answer").writes, answers);
+    assert_eq!(row("attendees.answer").expected, answers);
+    assert!(answers <= 2 * invites);
+    assert_eq!(v.all.seen + v.all.superseded + v.all.unseen, v.all.expected);
+    assert_eq!(v.all.duplicated, 0, "each message once");
+    assert_eq!(v.unacknowledged + v.unexpected + v.foreign + v.garbled, 0);
+    // What the organizers' inboxes first showed are the answers; the attendees', the
+    // invitations.
+    let seen_by = |name: &str| v.by_observer.iter().find(|o| o.op == name).unwrap();
+    assert_eq!(
+        seen_by("organizers.inbox").seen,
+        row("attendees.answer").seen
+    );
+    assert_eq!(
+        seen_by("attendees.inbox").seen,
+        row("organizers.invite").seen
+    );
+    // Only a round's last poll gap can leave an invitation unseen.
+    let gap = seen_by("attendees.inbox").poll_interval_ms.unwrap();
+    let lat = row("organizers.invite").latency_ms.as_ref().unwrap();
+    assert!(lat.mean < 2.0 * gap, "{} against {gap}", lat.mean);
+}

@@ -50,23 +50,8 @@ fn a_team_sees_every_write_and_the_latency_is_the_poll_gaps_half() {
                 ..ServerConfig::default()
             }))
             .unwrap();
-        let tmp = tempdir();
-        let w = tmp.path().join("team.yaml");
-        std::fs::write(&w, team_workload(&srv.url())).unwrap();
+        let (r, tmp) = run_against(&srv, "team.yaml", &team_workload(&srv.url()));
         let out = out_dir(&tmp);
-        assert_eq!(
-            loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]),
-            0
-        );
-        let r = read_report(&out);
-        assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures);
-
-        // Every request, measured or not, is one the server answered.
-        let statuses: u64 = r.summary.ops.iter().flat_map(|o| o.status.values()).sum();
-        let setup = r.preflight.requests + r.rounds.iter().map(|x| x.setup.requests).sum::<u64>();
-        let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
-        let answered: u64 = srv.stats.snapshot().iter().map(|(_, _, n)| n).sum();
-        assert_eq!(statuses + setup + cleanup, answered);
         assert_eq!(
             srv.stats.count("ACL", 200),
             2 * 2,
@@ -127,6 +112,33 @@ fn a_team_sees_every_write_and_the_latency_is_the_poll_gaps_half() {
     }
 }
 
+/// `workload` (as file `name`) run against the embedded server `srv`: its report, once
+/// the run succeeded with no failure and every request it counts, measured or not, is one
+/// the server answered.
+/// The directory it wrote to is kept with it.
+pub(crate) fn run_against(
+    srv: &server::ServerHandle,
+    name: &str,
+    workload: &str,
+) -> (loadmix::reports::Report, tempfile::TempDir) {
+    let tmp = tempdir();
+    let w = tmp.path().join(name);
+    std::fs::write(&w, workload).unwrap();
+    let out = out_dir(&tmp);
+    assert_eq!(
+        loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]),
+        0
+    );
+    let r = read_report(&out);
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures);
+    let statuses: u64 = r.summary.ops.iter().flat_map(|o| o.status.values()).sum();
+    let setup = r.preflight.requests + r.rounds.iter().map(|x| x.setup.requests).sum::<u64>();
+    let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
+    let answered: u64 = srv.stats.snapshot().iter().map(|(_, _, n)| n).sum();
+    assert_eq!(statuses + setup + cleanup, answered);
+    (r, tmp)
+}
+
 /// A team's mistakes are the workload's: named with file:line:column, exit 2.
 #[test]
 fn team_mistakes_are_located() {
@@ -148,6 +160,22 @@ fn team_mistakes_are_located() {
             "teams:\n  - name: team\nusers:\n  - class: a\n    protocol: caldav\n    count: 2\n    params: { team: teem }\n    mix: { put_event: 1 }\n",
             "did you mean 'team'",
         ),
+        (
+            "teams:\n  - name: t\nusers:\n  - class: a\n    protocol: caldav\n    count: 2\n    params: { team: t }\n    mix: { invite: 1 }\n",
+            "its invitations would reach nobody",
+        ),
+        (
+            "teams:\n  - name: t\nusers:\n  - class: a\n    protocol: caldav\n    count: 1\n    params: { team: t }\n    mix: { invite: 1 }\n  - class: b\n    protocol: caldav\n    count: 1\n    params: { team: t }\n    mix: { answer: 1 }\n  - class: c\n    protocol: caldav\n    count: 1\n    params: { team: t }\n    mix: { inbox: 1 }\n",
+            "answers invitations but never reads its inbox",
+        ),
+        (
+            "users:\n  - class: a\n    protocol: caldav\n    count: 2\n    mix: { inbox: 1 }\n",
+            "is in no team",
+        ),
+        (
+            "teams:\n  - name: t\nusers:\n  - class: a\n    protocol: caldav\n    count: 2\n    params: { team: t }\n    ops: { put_event: {}, sync_collection: {} }\n    behaviours:\n      b:\n        start: put_event\n        states:\n          put_event: { sync_collection: { p: 1, when: { invited: true } }, put_event: 1 }\n          sync_collection: { put_event: 1 }\n",
+            "never reads its inbox, so it never has an invitation",
+        ),
     ];
     for (i, (text, says)) in cases.iter().enumerate() {
         let w = tmp.path().join(format!("w{i}.yaml"));
@@ -168,7 +196,7 @@ fn validate_lists_each_kind_of_team() {
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(
         out.contains(
-            "team project × 4 (grant acl): 4 users each (editors 1, pollers 3); editors#t owns team t"
+            "team project × 4 (grant acl): 7 users each (editors 1, pollers 3, organizers 1, attendees 2); editors#t owns team t"
         ),
         "{out}"
     );

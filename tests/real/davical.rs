@@ -4,7 +4,10 @@
 //! and teams whose owners grant the members with DAViCal's ACLs, every request of theirs
 //! equal to Apache's log.
 
-use crate::handed::{Sent, ask, path, run, scratch, team_run, team_saw_every_write, var};
+use crate::handed::{
+    Sent, ask, op, path, run, scratch, team_invited_and_answered, team_run, team_saw_every_write,
+    var,
+};
 
 #[test]
 #[ignore = "handed DAViCal by scripts/servers_check.sh"]
@@ -44,21 +47,44 @@ fn caldav_sync_runs_with_only_the_url_and_a_user_and_leaves_nothing() {
 
 #[test]
 #[ignore = "handed DAViCal and its team accounts by scripts/servers_check.sh"]
-fn a_team_shares_a_calendar_on_davical_by_acl_and_sees_every_write() {
+fn a_team_shares_a_calendar_on_davical_by_acl_invites_and_sees_every_write() {
     let tmp = scratch();
+    // Long enough for answers: an organizer polls its inbox every three seconds or so.
     let (r, logged) = team_run(
         tmp.path(),
-        &path("LOADMIX_REAL_DAVICAL_LOG"),
-        &path("LOADMIX_REAL_DAVICAL_TEAM_ACCOUNTS"),
+        (
+            &path("LOADMIX_REAL_DAVICAL_LOG"),
+            &path("LOADMIX_REAL_DAVICAL_TEAM_ACCOUNTS"),
+        ),
+        "10s",
         &["--target", &var("LOADMIX_REAL_DAVICAL")],
     );
-    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures.first());
+    // DAViCal 1.1.12 on PostgreSQL now and then meets a deadlock when invitations and
+    // answers cross (its log: "SQLSTATE[40P01] ... deadlock detected") and answers 500.
+    // That is the server's fault: counted, as its log counts it, and nothing else fails.
+    let scheduling = op(&r, "organizers.invite").failures + op(&r, "attendees.answer").failures;
+    eprintln!("DAViCal's 500s on invitations and answers: {scheduling}");
+    assert_eq!(
+        r.summary.total.failures,
+        scheduling,
+        "{:?}",
+        r.failures.first()
+    );
+    assert_eq!(
+        logged.get("500").copied().unwrap_or(0),
+        scheduling,
+        "{logged:?}"
+    );
     let sent = Sent::of(&r);
     assert_eq!(sent.all(), logged.values().sum::<u64>(), "{logged:?}");
     // Each of the four owners granted its members with one ACL request.
     let acl = r.rounds[0].setup.answers.get("ACL 200").copied();
     assert_eq!(acl, Some(4), "{:?}", r.rounds[0].setup);
-    team_saw_every_write(&r);
+    // A failed invitation may have reached its two attendees all the same.
+    team_saw_every_write(&r, 2 * scheduling);
+    // DAViCal schedules: the organizers' invitations reach the attendees, and their
+    // answers the organizers.
+    team_invited_and_answered(&r);
     // The handed command counts the collections under the team accounts.
     let left = ask(&var("LOADMIX_REAL_DAVICAL_TEAM_LEFT"), &[]);
     assert_eq!(left.trim(), "0", "team calendars are left in DAViCal");

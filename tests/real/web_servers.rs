@@ -247,16 +247,22 @@ fn a_team_shares_a_calendar_on_radicale_by_its_rights_and_sees_every_write() {
     let tmp = scratch();
     let (r, logged) = team_run(
         tmp.path(),
-        &path("LOADMIX_REAL_TLS_LOG"),
-        &path("LOADMIX_REAL_RADICALE_TEAM_ACCOUNTS"),
+        (
+            &path("LOADMIX_REAL_TLS_LOG"),
+            &path("LOADMIX_REAL_RADICALE_TEAM_ACCOUNTS"),
+        ),
+        "5s",
         &[
             "--target",
             &var("LOADMIX_REAL_TLS_TARGET"),
             "--ca-cert",
             &var("LOADMIX_REAL_CA"),
-            // Radicale shares by its rights file, not by ACL requests.
+            // Radicale shares by its rights file, not by ACL requests, and does not
+            // schedule.
             "--set",
             "teams.project.grant=server",
+            "--users",
+            "organizers=0,attendees=0",
         ],
     );
     assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures.first());
@@ -267,7 +273,35 @@ fn a_team_shares_a_calendar_on_radicale_by_its_rights_and_sees_every_write() {
         "no request was refused: {logged:?}"
     );
 
-    team_saw_every_write(&r);
+    team_saw_every_write(&r, 0);
+
+    // With its invitations on, the workload stops at the preflight, in Radicale's words.
+    let accounts = format!(
+        "accounts.file={}",
+        path("LOADMIX_REAL_RADICALE_TEAM_ACCOUNTS").display()
+    );
+    let ran = run_code(
+        tmp.path(),
+        &[
+            "workloads/caldav-team.yaml",
+            "--target",
+            &var("LOADMIX_REAL_TLS_TARGET"),
+            "--ca-cert",
+            &var("LOADMIX_REAL_CA"),
+            "--set",
+            "accounts.create=existing",
+            "--set",
+            &accounts,
+            "--set",
+            "teams.project.grant=server",
+        ],
+    );
+    assert_eq!(ran.code, 3, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("schedule-inbox-URL") && ran.stderr.contains("does not schedule"),
+        "{}",
+        ran.stderr
+    );
 
     // The owners' shared calendars are gone with the run; the accounts' homes are bare.
     let root = path("LOADMIX_REAL_RADICALE_HOME");

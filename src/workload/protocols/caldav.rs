@@ -34,6 +34,27 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
         ),
         op(CaldavOp::NAMES[7], &[]),
         op(CaldavOp::NAMES[8], &[]),
+        op(
+            CaldavOp::NAMES[9],
+            &[
+                SIZE,
+                p(
+                    "invitees",
+                    ParamKind::Integer,
+                    "how many of the team's inbox readers each invitation invites, drawn anew each time (all of them, at most 50, when absent)",
+                ),
+                ALARMS,
+            ],
+        ),
+        op(CaldavOp::NAMES[10], &[]),
+        op(
+            CaldavOp::NAMES[11],
+            &[p(
+                "accept",
+                ParamKind::Probability,
+                "chance an answer accepts the invitation (else it declines)",
+            )],
+        ),
     ],
     class_params: &[
         p(
@@ -120,6 +141,20 @@ impl EventShape {
 /// events per calendar is measured by that already).
 pub(crate) const MAX_INITIAL_EVENTS: u64 = 100_000;
 
+/// The most attendees one invitation lists: a meeting of a team, not a mailing list
+/// (the embedded server takes at most 256 per event).
+pub(crate) const MAX_INVITEES: u32 = 50;
+
+impl CaldavOp {
+    /// It takes part in scheduling (RFC 6638): the user needs its inbox and address.
+    pub fn schedules(&self) -> bool {
+        matches!(
+            self,
+            CaldavOp::Invite { .. } | CaldavOp::Inbox | CaldavOp::Answer { .. }
+        )
+    }
+}
+
 /// CalDAV operations.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CaldavOp {
@@ -138,10 +173,24 @@ pub enum CaldavOp {
     },
     SyncCollection,
     Propfind,
+    /// An event of this shape, with the user as its organizer and `invitees` of its team's
+    /// inbox readers (all of them when `None`) as attendees, put in the user's own
+    /// calendar: the server schedules it (RFC 6638).
+    Invite {
+        shape: EventShape,
+        invitees: Option<u32>,
+    },
+    /// The user's scheduling inbox read: new messages listed, fetched and deleted.
+    Inbox,
+    /// The oldest invitation the inbox showed and the user has not answered: accepted
+    /// (with chance `accept`) or declined, in the user's copy of the event.
+    Answer {
+        accept: f64,
+    },
 }
 
 impl CaldavOp {
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 12] = [
         "create_calendar",
         "put_event",
         "update_event",
@@ -151,6 +200,9 @@ impl CaldavOp {
         "multiget",
         "sync_collection",
         "propfind",
+        "invite",
+        "inbox",
+        "answer",
     ];
     pub fn name(&self) -> &'static str {
         match self {
@@ -163,6 +215,9 @@ impl CaldavOp {
             CaldavOp::Multiget { .. } => Self::NAMES[6],
             CaldavOp::SyncCollection => Self::NAMES[7],
             CaldavOp::Propfind => Self::NAMES[8],
+            CaldavOp::Invite { .. } => Self::NAMES[9],
+            CaldavOp::Inbox => Self::NAMES[10],
+            CaldavOp::Answer { .. } => Self::NAMES[11],
         }
     }
     fn build(name: &str, p: &Params) -> Option<CaldavOp> {
@@ -185,6 +240,16 @@ impl CaldavOp {
             },
             "sync_collection" => CaldavOp::SyncCollection,
             "propfind" => CaldavOp::Propfind,
+            "invite" => CaldavOp::Invite {
+                shape: EventShape::of(p, defaults::RECURRING),
+                invitees: p
+                    .number("invitees")
+                    .map(|n| n.clamp(1.0, f64::from(MAX_INVITEES)) as u32),
+            },
+            "inbox" => CaldavOp::Inbox,
+            "answer" => CaldavOp::Answer {
+                accept: p.number("accept").unwrap_or(defaults::ACCEPT),
+            },
             _ => return None,
         })
     }

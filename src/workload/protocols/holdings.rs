@@ -66,6 +66,11 @@ impl ClassKind {
 /// A CalDAV pick on the user's calendars.
 fn caldav_acts(op: Option<&CaldavOp>, cals: &mut Vec<u64>, rng: &mut impl Rng) -> bool {
     let Some(op) = op else { return true };
+    // Scheduling works in the user's own calendar and inbox, made in set-up; an answer
+    // needs an invitation, which only the server's deliveries can tell.
+    if op.schedules() {
+        return true;
+    }
     if let CaldavOp::CreateCalendar = op {
         cals.push(0);
         return true;

@@ -45,6 +45,8 @@ pub(crate) mod defaults {
     pub(crate) const RECURRING: f64 = 0.05;
     /// CalDAV: events per multiget.
     pub(crate) const MULTIGET_COUNT: u32 = 10;
+    /// CalDAV: chance an answer to an invitation accepts it.
+    pub(crate) const ACCEPT: f64 = 0.8;
 }
 
 /// A protocol a user class can speak: the one list. Adding a variant makes every match

@@ -10,7 +10,7 @@ use crate::workload::chain::{Behaviour, Chain, Guard, Row, Target, Transition};
 pub(super) const BEHAVIOUR_KEYS: &[&str] = &["weight", "start", "think", "states"];
 pub(super) const SESSION_KEYS: &[&str] = &["max_ops", "pause"];
 const TRANSITION_KEYS: &[&str] = &["p", "think", "when"];
-const GUARD_KEYS: &[&str] = &["pool"];
+const GUARD_KEYS: &[&str] = &["pool", "invited"];
 
 /// The most operations a class with behaviours may have: what the chain implies is
 /// worked out with an n × n matrix (n³ to solve), and no real client has more states.
@@ -282,6 +282,9 @@ fn row(cx: &Cx, node: &Node, path: &str, c: &ChainCx<'_>, think: &Dist, may_exit
 
 fn guard(cx: &Cx, node: &Node, path: &str, c: &ChainCx<'_>) -> R<Guard> {
     cx.check_keys(cx.map(node, path)?, GUARD_KEYS, path)?;
+    if let Some(n) = node.get("invited") {
+        return invited(cx, n, &join(path, "invited"), c);
+    }
     let n = required(cx, node, "pool", path)?;
     let name = cx.string(n, &join(path, "pool"))?;
     match c.pools.iter().position(|(p, _)| *p == name) {
@@ -309,6 +312,28 @@ fn guard(cx: &Cx, node: &Node, path: &str, c: &ChainCx<'_>) -> R<Guard> {
             ))
         }
     }
+}
+
+/// `invited: true`: the user has an invitation its inbox showed and it has not answered,
+/// which only a class that reads its inbox can have.
+fn invited(cx: &Cx, n: &Node, path: &str, c: &ChainCx<'_>) -> R<Guard> {
+    if !matches!(n.value, Value::Bool(true)) {
+        return Err(cx.err_hint(
+            n.pos,
+            path,
+            "a guard holds when something is so",
+            Some("write invited: true (or leave the guard out)".into()),
+        ));
+    }
+    if !c.ops.iter().any(|o| o.name == "inbox") {
+        return Err(cx.err_hint(
+            n.pos,
+            path,
+            "this class never reads its inbox, so it never has an invitation to answer",
+            Some("give the class an inbox operation".into()),
+        ));
+    }
+    Ok(Guard::Invited)
 }
 
 /// The index of operation `name` in the class's `ops:`.

@@ -4,7 +4,7 @@
 //! in it writes.
 
 use super::*;
-use crate::workload::teams::class_writes;
+use crate::workload::teams::{class_reads_inbox, class_schedules, class_writes};
 
 const TEAM_KEYS: &[&str] = &["name", "count", "grant"];
 /// More teams of one kind than this is a typo, not a company.
@@ -115,6 +115,18 @@ fn join_classes(cx: &Cx, root: &Node, classes: &[UserClass], teams: &mut [Team])
             continue;
         };
         let Some(name) = &params.team else {
+            if class_schedules(class) {
+                let pos = items.get(ci).map_or(Pos { line: 0, column: 0 }, |n| n.pos);
+                return Err(cx.err_hint(
+                    pos,
+                    &format!("users[{ci}]"),
+                    format!(
+                        "class '{}' invites, reads its inbox or answers, but is in no team: its invitations go to its team's other members",
+                        class.name
+                    ),
+                    Some("give the class params: { team: NAME } and a teams: entry".into()),
+                ));
+            }
             continue;
         };
         let path = format!("users[{ci}].params.team");
@@ -142,7 +154,11 @@ fn join_classes(cx: &Cx, root: &Node, classes: &[UserClass], teams: &mut [Team])
             ));
         }
         let n = Workload::peak_users(class);
-        if n == 0 || !n.is_multiple_of(team.count) {
+        // A class turned off (`--users NAME=0`) joins nobody.
+        if n == 0 {
+            continue;
+        }
+        if !n.is_multiple_of(team.count) {
             return Err(cx.err(
                 pos,
                 &path,
@@ -191,10 +207,54 @@ fn check_team(cx: &Cx, t: &Team, node: &Node, classes: &[UserClass]) -> R<()> {
             node.pos,
             path,
             format!(
-                "nobody in team '{}' writes (none of its classes has put_event or update_event): its members would observe a calendar nobody changes",
+                "nobody in team '{}' writes (none of its classes has put_event, update_event or invite): its members would observe a calendar nobody changes",
                 t.name
             ),
         ));
+    }
+    check_invitations(cx, t, node, classes)
+}
+
+/// A team whose users invite has someone else to invite (a member who reads their inbox),
+/// and a class that answers reads its inbox, where invitations are found.
+fn check_invitations(cx: &Cx, t: &Team, node: &Node, classes: &[UserClass]) -> R<()> {
+    let per_team = |ci: usize| Workload::peak_users(&classes[ci]) / t.count.max(1);
+    let readers: u32 = t
+        .classes
+        .iter()
+        .filter(|&&ci| class_reads_inbox(&classes[ci]))
+        .map(|&ci| per_team(ci))
+        .sum();
+    for &ci in &t.classes {
+        let ClassKind::Caldav { ops, .. } = &classes[ci].kind else {
+            continue;
+        };
+        let name = &classes[ci].name;
+        let invites = ops.iter().any(|o| matches!(o, CaldavOp::Invite { .. }));
+        // An inviter never invites itself.
+        let others = readers.saturating_sub(u32::from(class_reads_inbox(&classes[ci])));
+        if invites && others == 0 {
+            return Err(cx.err_hint(
+                node.pos,
+                "teams",
+                format!(
+                    "class '{name}' invites, but nobody else in team '{}' reads an inbox: its invitations would reach nobody",
+                    t.name
+                ),
+                Some("give a class of the team an inbox operation".into()),
+            ));
+        }
+        let answers = ops.iter().any(|o| matches!(o, CaldavOp::Answer { .. }));
+        if answers && !class_reads_inbox(&classes[ci]) {
+            return Err(cx.err_hint(
+                node.pos,
+                "teams",
+                format!(
+                    "class '{name}' answers invitations but never reads its inbox, where they arrive"
+                ),
+                Some("give the class an inbox operation".into()),
+            ));
+        }
     }
     Ok(())
 }

@@ -259,22 +259,10 @@ cat >"$WORK/davical-left" <<SH
 exec psql -h "$PGSOCK_ON" -p "$PGPORT_ON" -U postgres -qAt -c "SELECT count(*) FROM collection WHERE dav_name LIKE '/admin/lm-%'" davical
 SH
 chmod +x "$WORK/davical-left"
-# Twenty-eight more accounts for a team run (its editors and pollers share calendars, its
-# organizers invite its attendees), made as DAViCal's admin pages make them: a user and
-# its principal, the password in DAViCal's plain '**' form, and what the pages grant a
-# new principal ($c->default_privileges: others may read its free-busy time and deliver
-# scheduling messages to it, bits 512 | 7168; without it an invitation is refused
-# delivery, SCHEDULE-STATUS 3.8). They grant no access to calendars: the team shares by
-# ACL alone.
-psql -h "$PGSOCK_ON" -p "$PGPORT_ON" -U postgres -qAt -v pw="**$PASSWORD" davical <<'SQL' >/dev/null
-INSERT INTO usr (active, email_ok, updated, username, password, fullname, email)
-  SELECT TRUE, current_date, current_date, 'team-' || i, :'pw', 'Team ' || i,
-         'team-' || i || '@loadmix.invalid'
-  FROM generate_series(1, 28) AS i;
-INSERT INTO principal (type_id, user_no, displayname, default_privileges)
-  SELECT 1, user_no, fullname, (512 | 7168)::BIT(24) FROM usr WHERE username LIKE 'team-%';
-SQL
-seq -f 'team-%g' 1 28 >"$WORK/davical-team-accounts"
+# Twenty-eight more accounts for a team run (its editors and pollers share calendars by
+# ACL, its organizers invite its attendees).
+LOADMIX_PASSWORD="$PASSWORD" examples/davical-postgres/team-accounts.sh "$PGSOCK_ON" "$PGPORT_ON" 28 \
+    "$WORK/davical-team-accounts"
 # The calendars the team run made and left (DAViCal makes each inbox on first use, and
 # keeps it).
 cat >"$WORK/davical-team-left" <<SH

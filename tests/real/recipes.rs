@@ -176,6 +176,35 @@ mod servers {
         ] {
             assert!(compare.contains(row), "compare.txt lacks {row}");
         }
+        // The teams: what each configuration's writes and invitations took to reach the
+        // others, beside its throughput. DAViCal's deadlocks when invitations and
+        // answers cross are its only failures.
+        let team = dir.join("team");
+        for variant in ["sync-on", "sync-off"] {
+            let r = report(&team.join(variant));
+            let scheduling = r
+                .summary
+                .ops
+                .iter()
+                .filter(|o| o.op == "organizers.invite" || o.op == "attendees.answer")
+                .map(|o| o.failures)
+                .sum::<u64>();
+            assert_eq!(
+                r.summary.failures(),
+                scheduling,
+                "{variant}: {:?}",
+                r.failures.first()
+            );
+            let v = r.visibility.as_ref().expect("a visibility section");
+            assert!(v.all.writes > 0 && v.all.seen > 0, "{variant}: {:?}", v.all);
+            for op in ["editors.put_event", "organizers.invite"] {
+                assert!(v.by_write.iter().any(|w| w.op == op), "{variant}: no {op}");
+            }
+        }
+        let compare = compare_text(&team);
+        for row in ["visibility p50", "CPU postgres (ms/op)"] {
+            assert!(compare.contains(row), "team/compare.txt lacks {row}");
+        }
     }
 
     #[test]

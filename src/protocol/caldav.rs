@@ -72,7 +72,7 @@ impl CaldavClass {
                             CaldavOp::PutEvent(_) | CaldavOp::Invite { .. } => &[201, 204],
                             CaldavOp::UpdateEvent(_) | CaldavOp::Answer { .. } => &[200, 201, 204],
                             CaldavOp::GetEvent => &[200],
-                            CaldavOp::DeleteEvent => &[200, 204],
+                            CaldavOp::DeleteEvent | CaldavOp::Cancel => &[200, 204],
                             CaldavOp::TimeRangeReport { .. }
                             | CaldavOp::Multiget { .. }
                             | CaldavOp::Propfind
@@ -442,7 +442,10 @@ impl CaldavVu {
             CaldavOp::Propfind => self.propfind(conn, ci, expect).await.into(),
             CaldavOp::SyncCollection => self.sync_collection(conn, ci, &class, expect).await.into(),
             // Run before a calendar is drawn (see `execute`).
-            CaldavOp::Invite { .. } | CaldavOp::Inbox | CaldavOp::Answer { .. } => Done::Skipped,
+            CaldavOp::Invite { .. }
+            | CaldavOp::Inbox
+            | CaldavOp::Answer { .. }
+            | CaldavOp::Cancel => Done::Skipped,
         }
     }
 }
@@ -1354,6 +1357,7 @@ impl CaldavVu {
                 let yes = data::chance(rng, *accept);
                 self.answer(conn, yes, label, expect).await
             }
+            CaldavOp::Cancel => self.cancel(conn, label, expect).await,
             _ => Done::Skipped,
         }
     }
@@ -1394,7 +1398,11 @@ impl CaldavVu {
         if o.is_ok()
             && let Some(s) = &mut self.sched
         {
-            s.organized(uid);
+            s.sent(scheduling::Sent {
+                uid,
+                path,
+                audience: audience.clone(),
+            });
         }
         if let Some(t) = &mut self.team
             && o.is_ok()
@@ -1406,6 +1414,33 @@ impl CaldavVu {
                 label,
                 crate::visibility::now_us(),
             );
+        }
+        o.into()
+    }
+
+    /// The user's oldest invitation still standing deleted from its calendar; the server
+    /// sends its attendees a CANCEL, which they see as this write (see
+    /// `scheduling::cancel_seq`).
+    async fn cancel(&mut self, conn: &mut Conn, label: u16, expect: &[u16]) -> Done {
+        let Some(sent) = self.sched.as_mut().and_then(Scheduling::next_to_cancel) else {
+            return Done::Skipped;
+        };
+        let path = &sent.path;
+        let o = match self
+            .s
+            .send_to(conn, "DELETE", path, &[], Bytes::new())
+            .await
+        {
+            Exchange::Answer(r) => Outcome::of(&r, expect, &format!("DELETE {path}")),
+            Exchange::Failed(o) => o,
+        };
+        if let (Some(t), true) = (&mut self.team, o.is_ok()) {
+            let seq = scheduling::cancel_seq(&sent.uid);
+            let stamp = t.stamp(seq, seq);
+            let team = t.team();
+            let only = Audience::Only(sent.audience);
+            t.book
+                .wrote(stamp, (team, only), label, crate::visibility::now_us());
         }
         o.into()
     }
@@ -1529,24 +1564,34 @@ impl CaldavVu {
     /// the invitations among them, to answer.
     fn read_messages(&mut self, m: &Multistatus) {
         for (_, text) in &m.data {
+            let msg = scheduling::message(text);
             let stamped = !crate::visibility::stamps_in(text).is_empty();
-            if let Some(t) = &mut self.team {
+            // A CANCEL carries the stamps of the invitation it withdraws, seen before:
+            // what it shows is the cancellation, named from its UID.
+            let cancel = msg.as_ref().is_ok_and(|m| m.method == "CANCEL");
+            if let (Some(t), false) = (&mut self.team, cancel) {
                 t.read(text);
             }
             // A message that is not iCalendar is the server's to answer for; it is
             // deleted with the rest and asks nothing of the user.
-            let (Ok(msg), Some(s)) = (scheduling::message(text), &mut self.sched) else {
+            let (Ok(msg), Some(s)) = (msg, &mut self.sched) else {
                 continue;
             };
             s.received(&msg, &self.ids.run_id);
-            if let (Some(t), false) = (&mut self.team, stamped) {
-                for (writer, seq) in s.answers_in(&msg) {
-                    t.saw(&crate::visibility::Stamp {
-                        writer,
-                        seq,
-                        event: seq,
-                    });
-                }
+            let Some(t) = &mut self.team else {
+                continue;
+            };
+            let known = match (s.cancellation_in(&msg), stamped) {
+                (Some(c), _) => vec![c],
+                (None, false) => s.answers_in(&msg),
+                (None, true) => Vec::new(),
+            };
+            for (writer, seq) in known {
+                t.saw(&crate::visibility::Stamp {
+                    writer,
+                    seq,
+                    event: seq,
+                });
             }
         }
     }
@@ -1559,8 +1604,11 @@ impl CaldavVu {
         let Some(p) = self.sched.as_mut().and_then(Scheduling::next_pending) else {
             return Done::Skipped;
         };
-        let (found, o) = self.find_copy(conn, &p.uid).await;
+        let (found, mut o) = self.find_copy(conn, &p.uid).await;
         let Some((href, etag, copy)) = found else {
+            if o.is_ok() {
+                o.label = self.class.params.label_answer_gone;
+            }
             return o.into();
         };
         let (Some(t), Some(s)) = (&self.team, &self.sched) else {
@@ -1587,8 +1635,8 @@ impl CaldavVu {
     }
 
     /// The user's copy of event `uid` in its calendar (a calendar-query on the UID): its
-    /// path, ETag and text, with the query's outcome; none when the server kept none (a
-    /// failure: it delivered the invitation).
+    /// path, ETag and text, with the query's outcome; none when the calendar has none
+    /// (the invitation was cancelled meanwhile, or the server never put it there).
     async fn find_copy(
         &mut self,
         conn: &mut Conn,
@@ -1618,14 +1666,7 @@ impl CaldavVu {
             let (href, _, etag) = m.responses.into_iter().nth(i)?;
             Some((href_path(&href), etag, text))
         });
-        match found {
-            Some(f) => (Some(f), o),
-            None if o.is_ok() => {
-                let why = format!("{what}: no copy of the invitation the inbox showed");
-                (None, o.body_error(why))
-            }
-            None => (None, o),
-        }
+        (found, o)
     }
 }
 

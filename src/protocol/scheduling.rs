@@ -172,6 +172,16 @@ pub(crate) struct Scheduling {
     to_delete: VecDeque<String>,
     /// The UIDs of the invitations this user sent, whose answers it expects.
     organized: HashSet<String>,
+    /// The invitations it sent and has not cancelled, oldest first.
+    standing: VecDeque<Sent>,
+}
+
+/// An invitation a user sent: its event's UID and path, and whom it invited.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Sent {
+    pub uid: String,
+    pub path: String,
+    pub audience: Arc<[Who]>,
 }
 
 impl Scheduling {
@@ -266,10 +276,26 @@ impl Scheduling {
     }
 
     /// An invitation this user sent.
-    pub(crate) fn organized(&mut self, uid: String) {
+    pub(crate) fn sent(&mut self, sent: Sent) {
         if self.organized.len() < MAX_READ {
-            self.organized.insert(uid);
+            self.organized.insert(sent.uid.clone());
+            self.standing.push_back(sent);
         }
+    }
+
+    /// The oldest invitation still standing, to cancel now.
+    pub(crate) fn next_to_cancel(&mut self) -> Option<Sent> {
+        self.standing.pop_front()
+    }
+
+    /// The cancellation a CANCEL of one of the team's invitations is: its organizer and
+    /// the pick number it was stamped with (see [`cancel_seq`]).
+    pub(crate) fn cancellation_in(&self, m: &Message) -> Option<(Who, u64)> {
+        if m.method != "CANCEL" {
+            return None;
+        }
+        let organizer = self.who_is(m.organizer.as_deref()?)?;
+        Some((organizer, cancel_seq(&m.uid)))
     }
 
     /// The answers a REPLY without a stamp of ours carries: each attendee with an answer
@@ -319,12 +345,23 @@ impl Scheduling {
 /// The pick number an answer to the invitation `uid` is stamped with: the same for the
 /// attendee who writes it and the organizer who reads the REPLY, so that a server that
 /// drops the stamp from the REPLY (DAViCal keeps no `X-` property in one) still lets
-/// the organizer say whose answer it saw. FNV-1a, in the range no pick and no set-up
-/// event reaches (bit 62 set, bit 63 clear).
+/// the organizer say whose answer it saw.
 pub(crate) fn answer_seq(uid: &str) -> u64 {
+    fnv_seq(b"answer", uid)
+}
+
+/// The pick number a cancellation of the invitation `uid` is stamped with: a DELETE has
+/// no body to carry a stamp, so the attendee names it from the CANCEL's UID.
+pub(crate) fn cancel_seq(uid: &str) -> u64 {
+    fnv_seq(b"cancel", uid)
+}
+
+/// FNV-1a of `kind` and `uid`, in the range no pick and no set-up event reaches (bit 62
+/// set, bit 63 clear).
+fn fnv_seq(kind: &[u8], uid: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in uid.bytes() {
-        h ^= u64::from(b);
+    for b in kind.iter().chain(b":").chain(uid.as_bytes()) {
+        h ^= u64::from(*b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     (h | 1 << 62) & !(1 << 63)
@@ -476,11 +513,25 @@ mod tests {
             ],
         };
         assert!(s.answers_in(&reply("m1")).is_empty(), "not one of ours");
-        s.organized("m1".into());
+        s.sent(Sent {
+            uid: "m1".into(),
+            path: "/c/m1.ics".into(),
+            audience: Arc::from(vec![who(1)]),
+        });
         assert_eq!(s.answers_in(&reply("m1")), [(who(1), answer_seq("m1"))]);
         let q = answer_seq("m1");
         assert!((1 << 62..1 << 63).contains(&q));
         assert_ne!(q, answer_seq("m2"));
+        assert_ne!(q, cancel_seq("m1"));
+        // The organizer cancels; its attendees name the cancellation from the CANCEL.
+        assert_eq!(s.next_to_cancel().unwrap().uid, "m1");
+        assert!(s.next_to_cancel().is_none());
+        let cancel = Message {
+            method: "CANCEL".into(),
+            ..reply("m1")
+        };
+        assert_eq!(s.cancellation_in(&cancel), Some((who(0), cancel_seq("m1"))));
+        assert_eq!(s.cancellation_in(&reply("m1")), None);
     }
 
     #[test]

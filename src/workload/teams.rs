@@ -60,12 +60,6 @@ impl CaldavOp {
         matches!(self, CaldavOp::PutEvent(_) | CaldavOp::UpdateEvent(_))
     }
 
-    /// Writes what others read in their inboxes: an invitation (its attendees) or an
-    /// answer to one (its organizer).
-    pub fn schedules_others(&self) -> bool {
-        matches!(self, CaldavOp::Invite { .. } | CaldavOp::Answer { .. })
-    }
-
     /// Reads the calendar's events, and so can reveal another's write to its user (a
     /// sync fetches what changed; `get_event` reads only the user's own events).
     pub fn reveals(&self) -> bool {

@@ -311,10 +311,11 @@ fn taking_a_message_out_of_the_inbox_answers_nothing() {
     });
 }
 
-/// Organizers invite, attendees read their inbox and answer a think time after they see
-/// an invitation, on the embedded server: every request is one the server answered,
-/// every acknowledged invitation is held against each attendee it names and every
-/// answer against its organizer, and nothing is seen twice or out of place.
+/// Organizers invite and cancel, attendees read their inbox and answer a think time after
+/// they see an invitation, on the embedded server: every request is one the server
+/// answered, every acknowledged invitation and cancellation is held against each
+/// attendee it names and every answer against its organizer, and nothing is seen twice
+/// or out of place.
 fn invitation_workload(target: &str) -> String {
     r#"target: TARGET
 context: /cosmo
@@ -329,7 +330,7 @@ users:
     count: 2
     think: 300ms
     params: { team: t }
-    mix: { invite: 2, inbox: 1 }
+    mix: { invite: 3, inbox: 2, cancel: 1 }
   - class: attendees
     protocol: caldav
     count: 4
@@ -368,6 +369,13 @@ fn invitations_and_their_answers_are_each_seen_by_whom_they_name() {
     assert_eq!(row("attendees.answer").writes, answers);
     assert_eq!(row("attendees.answer").expected, answers);
     assert!(answers <= 2 * invites);
+    // A cancellation is for the attendees of the invitation it withdraws, who see it in
+    // the CANCEL their inbox shows; an answer to it that comes after finds no copy.
+    let cancels = op(&r, "organizers.cancel").successes;
+    assert!(cancels > 0, "{cancels}");
+    assert_eq!(row("organizers.cancel").writes, cancels);
+    assert_eq!(row("organizers.cancel").expected, 2 * cancels);
+    assert!(row("organizers.cancel").seen > 0);
     assert_eq!(v.all.seen + v.all.superseded + v.all.unseen, v.all.expected);
     assert_eq!(v.all.duplicated, 0, "each message once");
     assert_eq!(v.unacknowledged + v.unexpected + v.foreign + v.garbled, 0);
@@ -380,7 +388,7 @@ fn invitations_and_their_answers_are_each_seen_by_whom_they_name() {
     );
     assert_eq!(
         seen_by("attendees.inbox").seen,
-        row("organizers.invite").seen
+        row("organizers.invite").seen + row("organizers.cancel").seen
     );
     // Only a round's last poll gap can leave an invitation unseen.
     let gap = seen_by("attendees.inbox").poll_interval_ms.unwrap();

@@ -296,8 +296,8 @@ pub(crate) fn team_saw_every_write(r: &Report, unacknowledged: u64) {
 }
 
 /// What the team's invitations must come to on a server that schedules: every
-/// acknowledged invitation held against the two attendees of its team, every answer
-/// against its organizer, some of each seen, none seen twice.
+/// acknowledged invitation and cancellation held against the two attendees of its team,
+/// every answer against its organizer, some of each seen, none seen twice.
 pub(crate) fn team_invited_and_answered(r: &Report) {
     let v = r.visibility.as_ref().expect("a visibility section");
     let row = |name: &str| v.by_write.iter().find(|w| w.op == name).unwrap();
@@ -309,7 +309,14 @@ pub(crate) fn team_invited_and_answered(r: &Report) {
     assert_eq!(answer.writes, op(r, "attendees.answer").successes);
     assert_eq!(answer.expected, answer.writes);
     assert!(invite.seen > 0 && answer.seen > 0);
-    assert_eq!(seen_by("attendees.inbox").seen, invite.seen);
+    // Cancellations are for the same attendees, seen in the same inboxes.
+    let cancelled = v.by_write.iter().find(|w| w.op == "organizers.cancel");
+    if let Some(c) = cancelled {
+        assert_eq!(c.writes, op(r, "organizers.cancel").successes);
+        assert_eq!(c.expected, 2 * c.writes);
+    }
+    let cancels_seen = cancelled.map_or(0, |c| c.seen);
+    assert_eq!(seen_by("attendees.inbox").seen, invite.seen + cancels_seen);
     assert_eq!(seen_by("organizers.inbox").seen, answer.seen);
     assert_eq!(invite.duplicated + answer.duplicated, 0);
     assert_eq!(

@@ -186,7 +186,10 @@ mod servers {
                 .summary
                 .ops
                 .iter()
-                .filter(|o| o.op == "organizers.invite" || o.op == "attendees.answer")
+                .filter(|o| {
+                    ["organizers.invite", "organizers.cancel", "attendees.answer"]
+                        .contains(&o.op.as_str())
+                })
                 .map(|o| o.failures)
                 .sum::<u64>();
             assert_eq!(

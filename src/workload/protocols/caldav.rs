@@ -55,6 +55,7 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
                 "chance an answer accepts the invitation (else it declines)",
             )],
         ),
+        op(CaldavOp::NAMES[12], &[]),
     ],
     class_params: &[
         p(
@@ -150,7 +151,7 @@ impl CaldavOp {
     pub fn schedules(&self) -> bool {
         matches!(
             self,
-            CaldavOp::Invite { .. } | CaldavOp::Inbox | CaldavOp::Answer { .. }
+            CaldavOp::Invite { .. } | CaldavOp::Inbox | CaldavOp::Answer { .. } | CaldavOp::Cancel
         )
     }
 }
@@ -187,10 +188,13 @@ pub enum CaldavOp {
     Answer {
         accept: f64,
     },
+    /// The oldest of the user's invitations still standing deleted: the server cancels
+    /// it for its attendees.
+    Cancel,
 }
 
 impl CaldavOp {
-    pub const NAMES: [&'static str; 12] = [
+    pub const NAMES: [&'static str; 13] = [
         "create_calendar",
         "put_event",
         "update_event",
@@ -203,6 +207,7 @@ impl CaldavOp {
         "invite",
         "inbox",
         "answer",
+        "cancel",
     ];
     pub fn name(&self) -> &'static str {
         match self {
@@ -218,6 +223,7 @@ impl CaldavOp {
             CaldavOp::Invite { .. } => Self::NAMES[9],
             CaldavOp::Inbox => Self::NAMES[10],
             CaldavOp::Answer { .. } => Self::NAMES[11],
+            CaldavOp::Cancel => Self::NAMES[12],
         }
     }
     fn build(name: &str, p: &Params) -> Option<CaldavOp> {
@@ -250,6 +256,7 @@ impl CaldavOp {
             "answer" => CaldavOp::Answer {
                 accept: p.number("accept").unwrap_or(defaults::ACCEPT),
             },
+            "cancel" => CaldavOp::Cancel,
             _ => return None,
         })
     }
@@ -266,6 +273,9 @@ pub struct CaldavParams {
     pub discovery: Option<String>,
     /// A sync whose token the server rejected, repeated from scratch.
     pub label_resync: usize,
+    /// An answer that found no copy of the invitation to answer (cancelled meanwhile);
+    /// a class without `answer` has no such label.
+    pub label_answer_gone: Option<usize>,
     /// The first calendar, made outside the table.
     pub label_create_calendar: usize,
     /// Events put in a user's first calendar in its set-up (`None`: none).
@@ -324,12 +334,15 @@ pub(super) fn build(
     class_params: &Params,
     labels: &mut Vec<String>,
 ) -> Result<ClassKind, String> {
+    let ops = each(ops, CaldavOp::build)?;
+    let answers = ops.iter().any(|o| matches!(o, CaldavOp::Answer { .. }));
     Ok(ClassKind::Caldav {
-        ops: each(ops, CaldavOp::build)?,
+        ops,
         params: CaldavParams {
             calendar_home: class_params.text("calendar_home").map(str::to_string),
             discovery: class_params.text("discovery").map(str::to_string),
             label_resync: label_index(labels, "sync_collection_resync"),
+            label_answer_gone: answers.then(|| label_index(labels, "answer_gone")),
             label_create_calendar: label_index(labels, "create_calendar"),
             initial_events: class_params.dist("initial_events").cloned(),
             team: class_params.text("team").map(str::to_string),

@@ -244,6 +244,15 @@ fn check_invitations(cx: &Cx, t: &Team, node: &Node, classes: &[UserClass]) -> R
                 Some("give a class of the team an inbox operation".into()),
             ));
         }
+        let cancels = ops.contains(&CaldavOp::Cancel);
+        if cancels && !invites {
+            return Err(cx.err_hint(
+                node.pos,
+                "teams",
+                format!("class '{name}' cancels invitations but never invites"),
+                Some("give the class an invite operation".into()),
+            ));
+        }
         let answers = ops.iter().any(|o| matches!(o, CaldavOp::Answer { .. }));
         if answers && !class_reads_inbox(&classes[ci]) {
             return Err(cx.err_hint(

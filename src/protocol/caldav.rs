@@ -71,7 +71,7 @@ impl CaldavClass {
                             CaldavOp::CreateCalendar => &[201],
                             CaldavOp::PutEvent(_) | CaldavOp::Invite { .. } => &[201, 204],
                             CaldavOp::UpdateEvent(_) | CaldavOp::Answer { .. } => &[200, 201, 204],
-                            CaldavOp::GetEvent => &[200],
+                            CaldavOp::GetEvent | CaldavOp::Freebusy { .. } => &[200],
                             CaldavOp::DeleteEvent | CaldavOp::Cancel => &[200, 204],
                             CaldavOp::TimeRangeReport { .. }
                             | CaldavOp::Multiget { .. }
@@ -445,7 +445,8 @@ impl CaldavVu {
             CaldavOp::Invite { .. }
             | CaldavOp::Inbox
             | CaldavOp::Answer { .. }
-            | CaldavOp::Cancel => Done::Skipped,
+            | CaldavOp::Cancel
+            | CaldavOp::Freebusy { .. } => Done::Skipped,
         }
     }
 }
@@ -1258,7 +1259,7 @@ impl CaldavVu {
         let principal = self.principal.clone().ok_or_else(|| {
             fail("no principal (calendar_home skips discovery): give the class no calendar_home to schedule".into())
         })?;
-        let (inbox, address) = self.scheduling_props(conn, &principal).await?;
+        let (boxes, address) = self.scheduling_props(conn, &principal).await?;
         let home = self.home.clone().unwrap_or_default();
         let calendar = format!("{home}calendar/");
         let mine = match self.send_mkcalendar(conn, &calendar, "Calendar").await {
@@ -1280,17 +1281,18 @@ impl CaldavVu {
             reads_inbox: self.class.ops.contains(&CaldavOp::Inbox),
         };
         self.class.board.enrolled(t.key(), entry.clone());
-        self.sched = Some(Scheduling::new(inbox, address, (calendar, mine)));
+        self.sched = Some(Scheduling::new(boxes, address, (calendar, mine)));
         Ok(entry)
     }
 
-    /// The principal's schedule-inbox-URL (as a path) and calendar user address.
+    /// The principal's schedule-inbox-URL and, when it gives one, schedule-outbox-URL (as
+    /// paths), and its calendar user address.
     async fn scheduling_props(
         &self,
         conn: &mut Conn,
         principal: &str,
-    ) -> Result<(String, String), SetupError> {
-        let what = "schedule-inbox-URL, calendar-user-address-set";
+    ) -> Result<((String, Option<String>), String), SetupError> {
+        let what = "schedule-inbox-URL, schedule-outbox-URL, calendar-user-address-set";
         let (root, url) = self
             .find_props(conn, principal, scheduling::PRINCIPAL_PROPS, what)
             .await?;
@@ -1304,11 +1306,12 @@ impl CaldavVu {
             .ok_or_else(|| fail("207 without schedule-inbox-URL"))?;
         let address =
             scheduling::address_of(&root).ok_or_else(|| fail("207 without an address"))?;
+        let outbox = find_prop_href(&root, CALDAV, "schedule-outbox-URL").map(|h| href_path(&h));
         let mut inbox = href_path(&inbox);
         if !inbox.ends_with('/') {
             inbox.push('/');
         }
-        Ok((inbox, address))
+        Ok(((inbox, outbox), address))
     }
 
     /// Wait (in set-up) until every member of the team that schedules has said its
@@ -1358,6 +1361,9 @@ impl CaldavVu {
                 self.answer(conn, yes, label, expect).await
             }
             CaldavOp::Cancel => self.cancel(conn, label, expect).await,
+            CaldavOp::Freebusy { range, attendees } => {
+                self.freebusy(conn, rng, (range, *attendees), expect).await
+            }
             _ => Done::Skipped,
         }
     }
@@ -1443,6 +1449,58 @@ impl CaldavVu {
                 .wrote(stamp, (team, only), label, crate::visibility::now_us());
         }
         o.into()
+    }
+
+    /// A free-busy query (RFC 6638 §5.2): a VFREEBUSY REQUEST about some of the team's
+    /// other schedulers POSTed to the user's outbox, answered with a `schedule-response`
+    /// that must give each of them a 2.x request status (they are the server's users).
+    async fn freebusy(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        (range, k): (&crate::workload::Dist, Option<u32>),
+        expect: &[u16],
+    ) -> Done {
+        let (Some(t), Some(s)) = (&self.team, &self.sched) else {
+            return Done::Skipped;
+        };
+        let Some(outbox) = s.outbox.clone() else {
+            let why = "the principal gives no schedule-outbox-URL".to_string();
+            return Outcome::failed(crate::transport::ErrorClass::Body, why).into();
+        };
+        let others = s.others(t.who);
+        if others.is_empty() {
+            return Done::Skipped;
+        }
+        let asked: Vec<&str> = Scheduling::draw(&others, k, rng)
+            .iter()
+            .map(|e| e.address.as_str())
+            .collect();
+        let len = chrono::Duration::microseconds(range.sample(rng) as i64);
+        let (start, end) = data::week(rng, len);
+        let f = "%Y%m%dT%H%M%SZ";
+        let (start, end) = (start.format(f).to_string(), end.format(f).to_string());
+        let uid = data::uid(rng, &self.ids.run_id);
+        let body = scheduling::freebusy_request(&uid, &s.address, &asked, (&start, &end));
+        let what = format!("POST {outbox} (free-busy of {})", asked.len());
+        let n = asked.len();
+        let headers = [(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/calendar; charset=utf-8"),
+        )];
+        let r = match self
+            .s
+            .send_to(conn, "POST", &outbox, &headers, Bytes::from(body))
+            .await
+        {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return o.into(),
+        };
+        let o = Outcome::of(&r, expect, &what);
+        match o.is_ok() {
+            true => freebusy_checked(o, &r, n, &what).into(),
+            false => o.into(),
+        }
     }
 
     /// The inbox read as a client reads it: listed (PROPFIND, depth 1), the new
@@ -1688,6 +1746,26 @@ fn event_query(filter: impl FnOnce(&mut XmlWriter)) -> String {
         .close("C:filter")
         .close("C:calendar-query");
     w.finish()
+}
+
+/// A free-busy answer `r` held to what was asked: a `schedule-response` giving each of
+/// the `n` recipients a 2.x request status, else a body failure naming the first that
+/// was not.
+fn freebusy_checked(o: Outcome, r: &Response, n: usize, what: &str) -> Outcome {
+    let answered = std::str::from_utf8(&r.body)
+        .map_err(|e| e.to_string())
+        .and_then(|t| xml::parse(t).map_err(|e| e.to_string()))
+        .and_then(|root| scheduling::schedule_response(&root));
+    match answered {
+        Ok(rs) if rs.len() < n => {
+            o.body_error(format!("{what}: {} of {n} recipients answered", rs.len()))
+        }
+        Ok(rs) => match rs.iter().find(|(_, st)| !st.starts_with("2.")) {
+            Some((who, st)) => o.body_error(format!("{what}: {who} answered {st}")),
+            None => o,
+        },
+        Err(e) => o.body_error(format!("{what}: {e}")),
+    }
 }
 
 /// `f`'s costs added to `o` when it succeeded (`true`); else `f`, with `o`'s costs and

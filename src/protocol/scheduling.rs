@@ -13,13 +13,13 @@ use std::sync::Arc;
 use rand::Rng;
 
 use super::teams::{Entry, before_event_end};
-use crate::formats::dav::DAV;
+use crate::formats::dav::{CALDAV, DAV};
 use crate::formats::ical;
 use crate::formats::xml::El;
 use crate::visibility::{self, Who};
 
 /// The principal's scheduling properties, asked for in set-up.
-pub(crate) const PRINCIPAL_PROPS: &str = r#"<D:propfind xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><C:schedule-inbox-URL/><C:calendar-user-address-set/></D:prop></D:propfind>"#;
+pub(crate) const PRINCIPAL_PROPS: &str = r#"<D:propfind xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><C:schedule-inbox-URL/><C:schedule-outbox-URL/><C:calendar-user-address-set/></D:prop></D:propfind>"#;
 
 /// Invitations a user remembers before answering; past it, new ones are not answered.
 const MAX_PENDING: usize = 1_000;
@@ -38,7 +38,7 @@ pub(crate) fn address_of(root: &El) -> Option<String> {
         .children_named(DAV, "response")
         .flat_map(|r| r.children_named(DAV, "propstat"))
         .filter_map(|ps| ps.child(DAV, "prop"))
-        .filter_map(|p| p.child(crate::formats::dav::CALDAV, "calendar-user-address-set"))
+        .filter_map(|p| p.child(CALDAV, "calendar-user-address-set"))
         .flat_map(|set| set.children_named(DAV, "href"))
         .map(|h| h.text.trim().to_string())
         .filter(|h| !h.is_empty() && !h.contains(['\r', '\n']))
@@ -157,6 +157,8 @@ pub(crate) struct Pending {
 pub(crate) struct Scheduling {
     /// The schedule-inbox-URL's path.
     pub inbox: String,
+    /// The schedule-outbox-URL's path, when the server gave one.
+    pub outbox: Option<String>,
     /// The address it goes by.
     pub address: String,
     /// Its calendar: its invitations go there, and so do the copies of those it gets.
@@ -186,14 +188,24 @@ pub(crate) struct Sent {
 
 impl Scheduling {
     /// A user's scheduling as set-up found it; its directory comes later.
-    pub(crate) fn new(inbox: String, address: String, (calendar, mine): (String, bool)) -> Self {
+    pub(crate) fn new(
+        (inbox, outbox): (String, Option<String>),
+        address: String,
+        (calendar, mine): (String, bool),
+    ) -> Self {
         Scheduling {
             inbox,
+            outbox,
             address,
             calendar,
             mine,
             ..Scheduling::default()
         }
+    }
+
+    /// The members it may ask the free-busy time of: the others who schedule.
+    pub(crate) fn others(&self, me: Who) -> Vec<&Entry> {
+        self.directory.iter().filter(|e| e.who != me).collect()
     }
 
     /// The members it may invite: the others who read their inbox.
@@ -367,6 +379,49 @@ fn fnv_seq(kind: &[u8], uid: &str) -> u64 {
     (h | 1 << 62) & !(1 << 63)
 }
 
+/// A free-busy request (RFC 6638 §5.2, iTIP VFREEBUSY REQUEST) from `organizer` about
+/// `attendees`, over `start` to `end` (iCalendar UTC times).
+pub(crate) fn freebusy_request(
+    uid: &str,
+    organizer: &str,
+    attendees: &[&str],
+    (start, end): (&str, &str),
+) -> String {
+    let mut s = format!(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//loadmix//client//EN\r\nMETHOD:REQUEST\r\n\
+         BEGIN:VFREEBUSY\r\nUID:{uid}\r\nDTSTAMP:{start}\r\nDTSTART:{start}\r\nDTEND:{end}\r\n\
+         ORGANIZER:{organizer}\r\n"
+    );
+    for a in attendees {
+        s.push_str("ATTENDEE:");
+        s.push_str(a);
+        s.push_str("\r\n");
+    }
+    s.push_str("END:VFREEBUSY\r\nEND:VCALENDAR\r\n");
+    s
+}
+
+/// What a `schedule-response` says of each recipient: its address and request status;
+/// an error when the body is not one.
+pub(crate) fn schedule_response(root: &El) -> Result<Vec<(String, String)>, String> {
+    if !root.is(CALDAV, "schedule-response") {
+        return Err(format!("{} instead of a schedule-response", root.name));
+    }
+    Ok(root
+        .children_named(CALDAV, "response")
+        .map(|r| {
+            let who = r
+                .child(CALDAV, "recipient")
+                .and_then(|p| p.child(DAV, "href"))
+                .map_or(String::new(), |h| h.text.trim().to_string());
+            let status = r
+                .child(CALDAV, "request-status")
+                .map_or(String::new(), |s| s.text.trim().to_string());
+            (who, status)
+        })
+        .collect())
+}
+
 /// The audience of an invitation: its attendees.
 pub(crate) fn audience_of(invited: &[&Entry]) -> Arc<[Who]> {
     invited.iter().map(|e| e.who).collect()
@@ -532,6 +587,28 @@ mod tests {
         };
         assert_eq!(s.cancellation_in(&cancel), Some((who(0), cancel_seq("m1"))));
         assert_eq!(s.cancellation_in(&reply("m1")), None);
+    }
+
+    #[test]
+    fn a_free_busy_request_and_its_answer_per_recipient() {
+        let r = freebusy_request(
+            "fb-1",
+            "mailto:u0@example.com",
+            &["mailto:u1@example.com"],
+            ("20070101T000000Z", "20070108T000000Z"),
+        );
+        assert!(ical::parse_freebusy_request(&r).is_ok(), "{r}");
+        let body = r#"<C:schedule-response xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><C:response><C:recipient><D:href>mailto:u1@example.com</D:href></C:recipient><C:request-status>2.0;Success</C:request-status></C:response><C:response><C:recipient><D:href>mailto:x@example.com</D:href></C:recipient><C:request-status>3.7;Invalid calendar user</C:request-status></C:response></C:schedule-response>"#;
+        let root = crate::formats::xml::parse(body).unwrap();
+        let got = schedule_response(&root).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            got[0],
+            ("mailto:u1@example.com".into(), "2.0;Success".into())
+        );
+        assert!(got[1].1.starts_with("3.7"));
+        let other = crate::formats::xml::parse("<a/>").unwrap();
+        assert!(schedule_response(&other).is_err());
     }
 
     #[test]

@@ -330,7 +330,7 @@ users:
     count: 2
     think: 300ms
     params: { team: t }
-    mix: { invite: 3, inbox: 2, cancel: 1 }
+    mix: { invite: 3, inbox: 2, cancel: 1, freebusy: 1 }
   - class: attendees
     protocol: caldav
     count: 4
@@ -369,6 +369,8 @@ fn invitations_and_their_answers_are_each_seen_by_whom_they_name() {
     assert_eq!(row("attendees.answer").writes, answers);
     assert_eq!(row("attendees.answer").expected, answers);
     assert!(answers <= 2 * invites);
+    // Free-busy queries about the team's others, each answered for every one asked.
+    assert!(op(&r, "organizers.freebusy").successes > 0);
     // A cancellation is for the attendees of the invitation it withdraws, who see it in
     // the CANCEL their inbox shows; an answer to it that comes after finds no copy.
     let cancels = op(&r, "organizers.cancel").successes;

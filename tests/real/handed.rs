@@ -319,9 +319,14 @@ pub(crate) fn team_invited_and_answered(r: &Report) {
     assert_eq!(seen_by("attendees.inbox").seen, invite.seen + cancels_seen);
     assert_eq!(seen_by("organizers.inbox").seen, answer.seen);
     assert_eq!(invite.duplicated + answer.duplicated, 0);
-    assert_eq!(
-        seen_by("attendees.inbox").duplicated + seen_by("organizers.inbox").duplicated,
-        0
+    assert_eq!(seen_by("organizers.inbox").duplicated, 0);
+    // A server may send the other attendees the invitation again when one answers (DAViCal
+    // does, with their PARTSTATs brought up to date): the same version twice, counted,
+    // at most once per answer for the one other attendee of a team.
+    assert!(
+        seen_by("attendees.inbox").duplicated <= answer.writes,
+        "{:?}",
+        seen_by("attendees.inbox")
     );
 }
 

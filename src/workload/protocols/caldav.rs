@@ -56,6 +56,17 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
             )],
         ),
         op(CaldavOp::NAMES[12], &[]),
+        op(
+            CaldavOp::NAMES[13],
+            &[
+                RANGE,
+                p(
+                    "attendees",
+                    ParamKind::Integer,
+                    "how many of the team's other schedulers each query asks about, drawn anew each time (all of them, at most 50, when absent)",
+                ),
+            ],
+        ),
     ],
     class_params: &[
         p(
@@ -151,7 +162,11 @@ impl CaldavOp {
     pub fn schedules(&self) -> bool {
         matches!(
             self,
-            CaldavOp::Invite { .. } | CaldavOp::Inbox | CaldavOp::Answer { .. } | CaldavOp::Cancel
+            CaldavOp::Invite { .. }
+                | CaldavOp::Inbox
+                | CaldavOp::Answer { .. }
+                | CaldavOp::Cancel
+                | CaldavOp::Freebusy { .. }
         )
     }
 }
@@ -191,10 +206,16 @@ pub enum CaldavOp {
     /// The oldest of the user's invitations still standing deleted: the server cancels
     /// it for its attendees.
     Cancel,
+    /// A free-busy query through the user's outbox (RFC 6638 §5.2) about `attendees` of
+    /// its team's other schedulers (all when `None`), over a window of `range` in 2007.
+    Freebusy {
+        range: Dist,
+        attendees: Option<u32>,
+    },
 }
 
 impl CaldavOp {
-    pub const NAMES: [&'static str; 13] = [
+    pub const NAMES: [&'static str; 14] = [
         "create_calendar",
         "put_event",
         "update_event",
@@ -208,6 +229,7 @@ impl CaldavOp {
         "inbox",
         "answer",
         "cancel",
+        "freebusy",
     ];
     pub fn name(&self) -> &'static str {
         match self {
@@ -224,6 +246,7 @@ impl CaldavOp {
             CaldavOp::Inbox => Self::NAMES[10],
             CaldavOp::Answer { .. } => Self::NAMES[11],
             CaldavOp::Cancel => Self::NAMES[12],
+            CaldavOp::Freebusy { .. } => Self::NAMES[13],
         }
     }
     fn build(name: &str, p: &Params) -> Option<CaldavOp> {
@@ -257,6 +280,12 @@ impl CaldavOp {
                 accept: p.number("accept").unwrap_or(defaults::ACCEPT),
             },
             "cancel" => CaldavOp::Cancel,
+            "freebusy" => CaldavOp::Freebusy {
+                range: p.dist("range").cloned().unwrap_or_else(range_default),
+                attendees: p
+                    .number("attendees")
+                    .map(|n| n.clamp(1.0, f64::from(MAX_INVITEES)) as u32),
+            },
             _ => return None,
         })
     }

@@ -1719,10 +1719,12 @@ impl CaldavVu {
             Err(o) => return (None, o),
         };
         let (o, m) = multistatus_outcome(&r, Outcome::of(&r, &[207], &what), &what);
+        // Only a copy inside the user's calendar is one it may write.
         let found = m.and_then(|m| {
             let (i, text) = m.data.into_iter().next()?;
             let (href, _, etag) = m.responses.into_iter().nth(i)?;
-            Some((href_path(&href), etag, text))
+            let path = href_path(&href);
+            (path.len() > cal.len() && path.starts_with(&cal)).then_some((path, etag, text))
         });
         (found, o)
     }

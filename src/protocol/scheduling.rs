@@ -279,10 +279,13 @@ impl Scheduling {
         self.pending.pop_front()
     }
 
-    /// An inbox listing's messages not read before.
+    /// An inbox listing's messages not read before. Only what lies inside the inbox is a
+    /// message: whatever else a listing names (the inbox itself, a principal a server
+    /// adds) is never fetched, and so never deleted.
     pub(crate) fn unread<'a>(&self, hrefs: impl Iterator<Item = &'a str>) -> Vec<String> {
         hrefs
-            .filter(|h| *h != self.inbox && !self.read.contains(*h))
+            .filter(|h| h.len() > self.inbox.len() && h.starts_with(&self.inbox))
+            .filter(|h| !self.read.contains(*h))
             .map(str::to_string)
             .collect()
     }
@@ -619,7 +622,7 @@ mod tests {
             inbox: "/i/".into(),
             ..Scheduling::default()
         };
-        let listed = ["/i/", "/i/a", "/i/b"];
+        let listed = ["/i/", "/i/a", "/i/b", "/", "/p/u1/", "/i"];
         let new = s.unread(listed.into_iter());
         assert_eq!(new, ["/i/a", "/i/b"]);
         s.fetched(&new);

@@ -5,7 +5,8 @@
 //! (`size`, `recurring`), update_event (If-Match with the known ETag), get_event,
 //! delete_event, time_range_report (a random week of 2007, or `range`), multiget, propfind,
 //! sync_collection (initial, then incremental; a rejected token, 403 or 412, triggers a full
-//! resync reported as `sync_collection_resync`).
+//! resync reported as `sync_collection_resync`); in a team, scheduling (RFC 6638): invite,
+//! inbox, answer, cancel and freebusy, their state and texts in `scheduling.rs`.
 //!
 //! It copes with the differences between servers (see `fixtures/peers/`): DELETE answers 200
 //! or 204, tokens of any shape, `<sync-token>` first or last, any namespace prefixes.

@@ -263,11 +263,11 @@ chmod +x "$WORK/davical-left"
 # ACL, its organizers invite its attendees).
 LOADMIX_PASSWORD="$PASSWORD" examples/davical-postgres/team-accounts.sh "$PGSOCK_ON" "$PGPORT_ON" 28 \
     "$WORK/davical-team-accounts"
-# The calendars the team run made and left (DAViCal makes each inbox on first use, and
-# keeps it).
+# The calendars the team run made and left (DAViCal makes each inbox and outbox on first
+# use, and keeps them).
 cat >"$WORK/davical-team-left" <<SH
 #!/bin/sh
-exec psql -h "$PGSOCK_ON" -p "$PGPORT_ON" -U postgres -qAt -c "SELECT count(*) FROM collection WHERE dav_name LIKE '/team-%' AND dav_name NOT LIKE '%/.in/'" davical
+exec psql -h "$PGSOCK_ON" -p "$PGPORT_ON" -U postgres -qAt -c "SELECT count(*) FROM collection WHERE dav_name LIKE '/team-%' AND dav_name NOT LIKE '%/.in/' AND dav_name NOT LIKE '%/.out/'" davical
 SH
 chmod +x "$WORK/davical-team-left"
 LOADMIX_REAL_DAVICAL="$URL_ON" LOADMIX_REAL_DAVICAL_LEFT="$WORK/davical-left" \

@@ -1663,15 +1663,44 @@ impl CaldavVu {
         let Some(p) = self.sched.as_mut().and_then(Scheduling::next_pending) else {
             return Done::Skipped;
         };
-        let (found, mut o) = self.find_copy(conn, &p.uid).await;
-        let Some((href, etag, copy)) = found else {
-            if o.is_ok() {
-                o.label = self.class.params.label_answer_gone;
+        let mut spent: Option<Outcome> = None;
+        loop {
+            let (found, mut o) = self.find_copy(conn, &p.uid).await;
+            if let Some(earlier) = &spent {
+                o.add_cost(earlier);
             }
-            return o.into();
-        };
+            let Some(copy) = found else {
+                if o.is_ok() {
+                    o.label = self.class.params.label_answer_gone;
+                }
+                return o.into();
+            };
+            let mut f = self
+                .put_answer(conn, (&p, copy), (accept, label), expect)
+                .await;
+            f.add_cost(&o);
+            // The server changed the copy between the query and the PUT (DAViCal does
+            // when another attendee answers): read it again and answer once more, as a
+            // client does.
+            if spent.is_none() && f.answer.http_status() == Some(412) {
+                spent = Some(f);
+                continue;
+            }
+            return f.into();
+        }
+    }
+
+    /// The user's answer to invitation `p` PUT into its copy (path, ETag, text) under
+    /// `If-Match`; noted in its book once acknowledged.
+    async fn put_answer(
+        &mut self,
+        conn: &mut Conn,
+        (p, (href, etag, copy)): (&scheduling::Pending, (String, Option<String>, String)),
+        (accept, label): (bool, u16),
+        expect: &[u16],
+    ) -> Outcome {
         let (Some(t), Some(s)) = (&self.team, &self.sched) else {
-            return Done::Skipped;
+            return Outcome::failed(crate::transport::ErrorClass::Body, "no team".into());
         };
         // Numbered by the invitation, not the pick: see `scheduling::answer_seq`.
         let answer = scheduling::answer_seq(&p.uid);
@@ -1682,15 +1711,14 @@ impl CaldavVu {
             .as_deref()
             .and_then(|e| HeaderValue::from_str(e).ok())
             .map(|v| (IF_MATCH, v));
-        let (mut f, _) = self.send_put(conn, &href, body, cond, expect).await;
-        f.add_cost(&o);
+        let (f, _) = self.send_put(conn, &href, body, cond, expect).await;
         if let (Some(t), Some(organizer), true) = (&mut self.team, p.organizer, f.is_ok()) {
             let team = t.team();
             let only = Audience::Only(std::sync::Arc::from([organizer]));
             t.book
                 .wrote(stamp, (team, only), label, crate::visibility::now_us());
         }
-        f.into()
+        f
     }
 
     /// The user's copy of event `uid` in its calendar (a calendar-query on the UID): its

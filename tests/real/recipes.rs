@@ -177,26 +177,18 @@ mod servers {
             assert!(compare.contains(row), "compare.txt lacks {row}");
         }
         // The teams: what each configuration's writes and invitations took to reach the
-        // others, beside its throughput. DAViCal's deadlocks when invitations and
-        // answers cross are its only failures.
+        // others, beside its throughput.
         let team = dir.join("team");
         for variant in ["sync-on", "sync-off"] {
             let r = report(&team.join(variant));
-            let scheduling = r
-                .summary
-                .ops
-                .iter()
-                .filter(|o| {
-                    ["organizers.invite", "organizers.cancel", "attendees.answer"]
-                        .contains(&o.op.as_str())
-                })
-                .map(|o| o.failures)
-                .sum::<u64>();
-            assert_eq!(
-                r.summary.failures(),
-                scheduling,
+            // DAViCal's deadlocks when invitations and answers cross are its only
+            // failures: 500s, whichever request was the victim.
+            assert!(
+                r.failures
+                    .iter()
+                    .all(|f| f.error == "status" && f.detail.ends_with("500")),
                 "{variant}: {:?}",
-                r.failures.first()
+                r.failures
             );
             let v = r.visibility.as_ref().expect("a visibility section");
             assert!(v.all.writes > 0 && v.all.seen > 0, "{variant}: {:?}", v.all);

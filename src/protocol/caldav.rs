@@ -234,13 +234,7 @@ impl Protocol for CaldavClass {
         let mut found = vu.discover(&mut conn).await;
         // A class that schedules needs a server that does: its inbox and address.
         if found.is_ok() && self.ops.iter().any(CaldavOp::schedules) {
-            found = match vu.principal.clone() {
-                Some(p) => vu.scheduling_props(&mut conn, &p).await.map(|_| ()),
-                None => Err(SetupError::Discovery {
-                    request: "scheduling".into(),
-                    answer: "no principal (calendar_home skips discovery): give the class no calendar_home to schedule".into(),
-                }),
-            };
+            found = vu.scheduling_props(&mut conn).await.map(|_| ());
         }
         found.map_err(|e| {
             let e = match auth.as_ref().and_then(|a| a.take_refusal()) {
@@ -1257,10 +1251,7 @@ impl CaldavVu {
             request: "scheduling".into(),
             answer,
         };
-        let principal = self.principal.clone().ok_or_else(|| {
-            fail("no principal (calendar_home skips discovery): give the class no calendar_home to schedule".into())
-        })?;
-        let (boxes, address) = self.scheduling_props(conn, &principal).await?;
+        let (boxes, address) = self.scheduling_props(conn).await?;
         let home = self.home.clone().unwrap_or_default();
         let calendar = format!("{home}calendar/");
         let mine = match self.send_mkcalendar(conn, &calendar, "Calendar").await {
@@ -1287,12 +1278,17 @@ impl CaldavVu {
     }
 
     /// The principal's schedule-inbox-URL and, when it gives one, schedule-outbox-URL (as
-    /// paths), and its calendar user address.
+    /// paths), and its calendar user address; discovery must have found the principal.
     async fn scheduling_props(
         &self,
         conn: &mut Conn,
-        principal: &str,
     ) -> Result<((String, Option<String>), String), SetupError> {
+        let Some(principal) = self.principal.as_deref() else {
+            return Err(SetupError::Discovery {
+                request: "scheduling".into(),
+                answer: "no principal (calendar_home skips discovery): give the class no calendar_home to schedule".into(),
+            });
+        };
         let what = "schedule-inbox-URL, schedule-outbox-URL, calendar-user-address-set";
         let (root, url) = self
             .find_props(conn, principal, scheduling::PRINCIPAL_PROPS, what)

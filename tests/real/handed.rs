@@ -295,6 +295,17 @@ pub(crate) fn team_saw_every_write(r: &Report, unacknowledged: u64) {
     assert!(v.unacknowledged <= unacknowledged, "{}", v.unacknowledged);
 }
 
+/// Every failure of a run is a 500 (DAViCal's deadlock victims): `what` names the run.
+pub(crate) fn only_500s(r: &Report, what: &str) {
+    assert!(
+        r.failures
+            .iter()
+            .all(|f| f.error == "status" && f.detail.ends_with("500")),
+        "{what}: {:?}",
+        r.failures
+    );
+}
+
 /// What the team's invitations must come to on a server that schedules: every
 /// acknowledged invitation and cancellation held against the two attendees of its team,
 /// every answer against its organizer, some of each seen, none seen twice.

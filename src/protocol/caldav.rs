@@ -1708,6 +1708,9 @@ impl CaldavVu {
             .and_then(|e| HeaderValue::from_str(e).ok())
             .map(|v| (IF_MATCH, v));
         let (f, _) = self.send_put(conn, &href, body, cond, expect).await;
+        if let (Some(s), true) = (&mut self.sched, f.is_ok()) {
+            s.has_answered(&p.uid);
+        }
         if let (Some(t), Some(organizer), true) = (&mut self.team, p.organizer, f.is_ok()) {
             let team = t.team();
             let only = Audience::Only(std::sync::Arc::from([organizer]));

@@ -176,6 +176,9 @@ pub(crate) struct Scheduling {
     organized: HashSet<String>,
     /// The invitations it sent and has not cancelled, oldest first.
     standing: VecDeque<Sent>,
+    /// The invitations it has answered: a server that sends one again (DAViCal, when
+    /// another attendee answers, before it has this one's answer) asks nothing new.
+    answered: HashSet<String>,
 }
 
 /// An invitation a user sent: its event's UID and path, and whom it invited.
@@ -254,8 +257,9 @@ impl Scheduling {
                 && p.as_deref()
                     .is_none_or(|p| p.eq_ignore_ascii_case("NEEDS-ACTION"))
         });
-        let fresh =
-            self.pending.len() < MAX_PENDING && !self.pending.iter().any(|p| p.uid == m.uid);
+        let fresh = self.pending.len() < MAX_PENDING
+            && !self.answered.contains(&m.uid)
+            && !self.pending.iter().any(|p| p.uid == m.uid);
         match m.method.as_str() {
             "REQUEST" if asked && fresh => {
                 let organizer = m.organizer.as_deref().and_then(|o| self.who_is(o));
@@ -266,6 +270,13 @@ impl Scheduling {
             }
             "CANCEL" => self.pending.retain(|p| p.uid != m.uid),
             _ => {}
+        }
+    }
+
+    /// Invitation `uid` was answered: it is not answered again.
+    pub(crate) fn has_answered(&mut self, uid: &str) {
+        if self.answered.len() < MAX_READ {
+            self.answered.insert(uid.to_string());
         }
     }
 
@@ -535,6 +546,10 @@ mod tests {
         let p = s.next_pending().unwrap();
         assert_eq!((p.uid.as_str(), p.organizer), ("lm-run-a-a", Some(who(0))));
         assert!(s.next_pending().is_none());
+        // Sent again once answered, as DAViCal does: nothing new to answer.
+        s.has_answered("lm-run-a-a");
+        s.received(&req("a", "REQUEST"), "run-a");
+        assert!(!s.invited());
         // Who is invited: the inbox readers but oneself.
         let inv = s.invitees(who(1));
         assert_eq!(inv.len(), 1);

@@ -21,6 +21,8 @@ pub(crate) struct AppState {
     pub broker: Arc<super::stomp::BrokerStats>,
     pub settings: Arc<Settings>,
     pub locks: Arc<Mutex<HashSet<String>>>,
+    /// Morse Code collections' tickets.
+    pub tickets: Arc<super::tickets::Tickets>,
     /// When the server started (the stall endpoint's clock).
     pub started: std::time::Instant,
 }

@@ -42,6 +42,7 @@ pub(crate) mod schedule;
 mod settings;
 pub(crate) mod stomp;
 pub(crate) mod store;
+pub(crate) mod tickets;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -282,25 +283,31 @@ pub(crate) fn open_store(spec: &StoreSpec) -> Result<Arc<dyn Store>, ServerError
     })
 }
 
+/// What the handlers need of the server's configuration.
+fn settings_of(cfg: &ServerConfig) -> Settings {
+    Settings {
+        context: cfg.context.trim_end_matches('/').to_string(),
+        admin_user: cfg.admin_user.clone(),
+        admin_password: cfg.admin_password.clone(),
+        no_auth: cfg.no_auth,
+        max_body: cfg.max_body,
+    }
+}
+
 /// Bind and start serving in the background.
 pub async fn start(cfg: ServerConfig) -> Result<ServerHandle, ServerError> {
     let store = open_store(&cfg.store)?;
     let store_kind = store.kind();
     let stats = Arc::new(ServerStats::default());
     let broker = Arc::new(stomp::BrokerStats::default());
-    let settings = Arc::new(Settings {
-        context: cfg.context.trim_end_matches('/').to_string(),
-        admin_user: cfg.admin_user.clone(),
-        admin_password: cfg.admin_password.clone(),
-        no_auth: cfg.no_auth,
-        max_body: cfg.max_body,
-    });
+    let settings = Arc::new(settings_of(&cfg));
     let state = AppState {
         store: store.clone(),
         stats: stats.clone(),
         broker: broker.clone(),
         settings: settings.clone(),
         locks: Arc::new(Mutex::new(HashSet::new())),
+        tickets: Arc::default(),
         started: std::time::Instant::now(),
     };
     let app = router(&cfg, state.clone());

@@ -1,7 +1,8 @@
 //! Morse Code (Cosmo's sync protocol) at `{ctx}/mc/collection/{uid}`: publish (PUT), subscribe
 //! (GET), sync (GET with a token: only what changed since, tombstones included), update
 //! (POST with the newest token: 204 and a new token; a stale token gives 205, a concurrent
-//! update 423) and delete. Bodies are EIMML.
+//! update 423) and delete. Bodies are EIMML. A publish may ask for tickets, which let
+//! others reach the collection without the owner's credentials (`tickets.rs`).
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -11,8 +12,56 @@ use axum::response::{IntoResponse, Response};
 use super::http::*;
 use super::model::{self, ItemData};
 use super::store::{CollectionInfo, CreateOutcome, ItemOp, Precondition, WriteOutcome};
+use super::tickets::{Kind, TICKET};
 
 const TOKEN: &str = "x-morsecode-synctoken";
+const TICKET_TYPE: &str = "x-morsecode-tickettype";
+const TICKET_ISSUED: &str = "x-morsecode-ticket";
+
+/// What a request does with the collection it names.
+#[derive(Clone, Copy, PartialEq)]
+enum Need {
+    Read,
+    Write,
+}
+
+/// The collection a request reaches, and the kind of the ticket it came with: through a
+/// `Ticket:` (no credentials asked), or else the caller's own.
+fn reach(
+    st: &AppState,
+    headers: &HeaderMap,
+    uid: &str,
+    need: Need,
+) -> Result<(CollectionInfo, Option<Kind>), Response> {
+    let Some(key) = header_str(headers, TICKET) else {
+        return st.owned_collection(headers, uid).map(|c| (c, None));
+    };
+    let Some(grant) = st.tickets.find(key.trim()) else {
+        return Err(text(StatusCode::FORBIDDEN, "no such ticket"));
+    };
+    if public_uid(&grant.collection) != uid {
+        return Err(text(
+            StatusCode::FORBIDDEN,
+            "the ticket is for another collection",
+        ));
+    }
+    if need == Need::Write && grant.kind == Kind::ReadOnly {
+        return Err(text(StatusCode::FORBIDDEN, "the ticket is read-only"));
+    }
+    match st.store.collection(&grant.collection) {
+        Ok(Some(c)) => Ok((c, Some(grant.kind))),
+        Ok(None) => Err(text(StatusCode::NOT_FOUND, "no such collection")),
+        Err(e) => Err(store_error(e)),
+    }
+}
+
+/// The ticket kinds a publish asks for, or the 400 to send.
+fn asked_tickets(headers: &HeaderMap) -> Result<Vec<Kind>, Response> {
+    match header_str(headers, TICKET_TYPE) {
+        None => Ok(Vec::new()),
+        Some(v) => Kind::parse_list(v).map_err(|m| text(StatusCode::BAD_REQUEST, m)),
+    }
+}
 const EIMML: &str = "application/eim+xml";
 
 fn with_token(status: StatusCode, info_token: &str, body: Option<String>) -> Response {
@@ -69,6 +118,10 @@ pub(crate) async fn publish(
         Ok(e) => e,
         Err(r) => return r,
     };
+    let kinds = match asked_tickets(&headers) {
+        Ok(k) => k,
+        Err(r) => return r,
+    };
     let mut items: Vec<(String, ItemData)> = Vec::new();
     for (item_uid, data) in e.recordsets {
         if let Some(d) = data {
@@ -85,11 +138,32 @@ pub(crate) async fn publish(
         }
     }
     let name = e.name.unwrap_or_default();
+    let key = ckey(&caller.name, &uid);
     match st
         .store
-        .create_collection(&ckey(&caller.name, &uid), &caller.name, &name, "", items)
+        .create_collection(&key, &caller.name, &name, "", items)
     {
-        Ok(CreateOutcome::Created(info)) => with_token(StatusCode::CREATED, &info.token(), None),
+        Ok(CreateOutcome::Created(info)) => {
+            let mut r = with_token(StatusCode::CREATED, &info.token(), None);
+            match st.tickets.issue(&key, &kinds) {
+                Some(issued) => {
+                    for (kind, k) in issued {
+                        if let Ok(v) = HeaderValue::from_str(&format!("{}={k}", kind.name())) {
+                            r.headers_mut().append(TICKET_ISSUED, v);
+                        }
+                    }
+                    r
+                }
+                None => {
+                    // Nothing half made: the collection goes when its tickets cannot.
+                    let _ = st.store.delete_collection(&key);
+                    text(
+                        StatusCode::INSUFFICIENT_STORAGE,
+                        "the server holds as many tickets as it may",
+                    )
+                }
+            }
+        }
         Ok(CreateOutcome::Exists) => text(StatusCode::CONFLICT, "collection uid is in use"),
         Err(err) => store_error(err),
     }
@@ -100,7 +174,7 @@ pub(crate) async fn subscribe_or_sync(
     Path(uid): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let info = match st.owned_collection(&headers, &uid) {
+    let (info, ticket) = match reach(&st, &headers, &uid, Need::Read) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -123,7 +197,13 @@ pub(crate) async fn subscribe_or_sync(
                 &info.name,
                 items.iter().map(|i| (i.uid.as_str(), i.data.as_ref())),
             );
-            with_token(StatusCode::OK, &info.token(), Some(body))
+            let mut r = with_token(StatusCode::OK, &info.token(), Some(body));
+            // Chandler learnt from this whether it may write back.
+            if let Some(k) = ticket {
+                r.headers_mut()
+                    .insert(TICKET_TYPE, HeaderValue::from_static(k.name()));
+            }
+            r
         }
         Ok(None) => text(StatusCode::NOT_FOUND, "no such collection"),
         Err(e) => store_error(e),
@@ -136,7 +216,7 @@ pub(crate) async fn update(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let info = match st.owned_collection(&headers, &uid) {
+    let (info, _) = match reach(&st, &headers, &uid, Need::Write) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -201,12 +281,15 @@ pub(crate) async fn delete(
     Path(uid): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let info = match st.owned_collection(&headers, &uid) {
+    let (info, _) = match reach(&st, &headers, &uid, Need::Write) {
         Ok(c) => c,
         Err(r) => return r,
     };
     match st.store.delete_collection(&info.uid) {
-        Ok(true) => StatusCode::NO_CONTENT.into_response(),
+        Ok(true) => {
+            st.tickets.drop_collection(&info.uid);
+            StatusCode::NO_CONTENT.into_response()
+        }
         Ok(false) => text(StatusCode::NOT_FOUND, "no such collection"),
         Err(e) => store_error(e),
     }

@@ -149,6 +149,7 @@ fn eimml(col: &str, items: &[(&str, &str, &str)], tombstones: &[&str]) -> String
 
 const EIM: (&str, &str) = ("content-type", "application/eim+xml");
 const TOKEN: &str = "x-morsecode-synctoken";
+const TICKET_TYPE: &str = "x-morsecode-tickettype";
 
 #[test]
 fn cmp_creates_accounts_as_admin_only() {
@@ -311,6 +312,67 @@ fn morse_code_publish_subscribe_sync_update_delete() {
         assert_eq!(alice.send("DELETE", p, &[], "").status, 204);
         assert_eq!(alice.get(p).status, 404);
         assert_eq!(alice.send("DELETE", p, &[], "").status, 404);
+    });
+}
+
+/// Cosmo's tickets: a publish asks for them, the answer names each, and whoever holds
+/// one reaches that collection (only that one) without the owner's credentials, read-only
+/// or read-write as the ticket says; the collection's deletion takes them with it.
+#[test]
+fn a_ticket_opens_one_collection_to_another_user_as_far_as_it_says() {
+    each_store(|rt, srv, alice, bob| {
+        let p = "/cosmo/mc/collection/SH";
+        let body = eimml("SH", &[("S1", "Standup", "20070314T091500Z")], &[]);
+        let bad = alice.send("PUT", p, &[EIM, (TICKET_TYPE, "read-only owner")], &body);
+        assert_eq!(bad.status, 400, "{}", bad.body);
+        let r = alice.send(
+            "PUT",
+            p,
+            &[EIM, (TICKET_TYPE, "read-only read-write")],
+            &body,
+        );
+        assert_eq!(r.status, 201);
+        let token = r.header(TOKEN).to_string();
+        let issued: Vec<(String, String)> = r
+            .headers
+            .get_all("x-morsecode-ticket")
+            .iter()
+            .map(|v| {
+                let (k, key) = v.to_str().unwrap().split_once('=').unwrap();
+                (k.to_string(), key.to_string())
+            })
+            .collect();
+        let key = |kind: &str| issued.iter().find(|(k, _)| k == kind).unwrap().1.clone();
+        let (ro, rw) = (key("read-only"), key("read-write"));
+        assert_ne!(ro, rw);
+        // Bob has no such collection of his own; with the ticket he reads Alice's.
+        assert_eq!(bob.get(p).status, 404);
+        let r = bob.send("GET", p, &[("ticket", &ro)], "");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.body.contains("Standup"));
+        assert_eq!(r.header("x-morsecode-tickettype"), "read-only");
+        let upd = eimml("SH", &[("S2", "Retro", "20070316T150000Z")], &[]);
+        let r = bob.send("POST", p, &[EIM, (TOKEN, &token), ("ticket", &ro)], &upd);
+        assert_eq!(r.status, 403, "a read-only ticket writes nothing");
+        let r = bob.send("POST", p, &[EIM, (TOKEN, &token), ("ticket", &rw)], &upd);
+        assert_eq!(r.status, 204, "{}", r.body);
+        assert!(alice.get(p).body.contains("Retro"), "Alice sees Bob's item");
+        // A key the server never issued, or one for another collection, opens nothing.
+        assert_eq!(bob.send("GET", p, &[("ticket", "nope")], "").status, 403);
+        let other = eimml("OT", &[("O1", "Other", "20070314T091500Z")], &[]);
+        let q = "/cosmo/mc/collection/OT";
+        assert_eq!(alice.send("PUT", q, &[EIM], &other).status, 201);
+        assert_eq!(bob.send("GET", q, &[("ticket", &rw)], "").status, 403);
+        // Without credentials at all, the ticket alone is enough.
+        let mut nobody = Client::new(rt, srv, None);
+        assert_eq!(nobody.get(p).status, 401);
+        assert_eq!(nobody.send("GET", p, &[("ticket", &rw)], "").status, 200);
+        assert_eq!(alice.send("DELETE", p, &[], "").status, 204);
+        assert_eq!(
+            bob.send("GET", p, &[("ticket", &ro)], "").status,
+            403,
+            "gone with it"
+        );
     });
 }
 

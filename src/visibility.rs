@@ -35,6 +35,19 @@ pub(crate) const PROPERTY: &str = "X-LOADMIX-STAMP";
 /// The longest stamp read; a longer value is not one of ours.
 const MAX_STAMP: usize = 256;
 
+/// Set in the pick number of a write that is the second item of one pick (a Morse Code
+/// update writes a new item and changes one: two writes, one acknowledgement). No pick
+/// reaches this bit.
+pub(crate) const SECOND_ITEM: u64 = 1 << 63;
+
+/// A write's pick number as a reader wants it named.
+pub(crate) fn seq_text(seq: u64) -> String {
+    match seq & SECOND_ITEM {
+        0 => seq.to_string(),
+        _ => format!("{} (its changed item)", seq & !SECOND_ITEM),
+    }
+}
+
 /// A user of the run, writer or observer: its class, round and index.
 pub(crate) type Who = Producer;
 

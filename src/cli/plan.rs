@@ -201,12 +201,20 @@ fn teams_text(out: &mut String, w: &Workload) {
             .map(|&(ci, n)| format!("{} {n}", name(ci)))
             .collect();
         let owner = t.classes.first().map_or("?", |&ci| name(ci));
+        let by_ticket = t
+            .classes
+            .first()
+            .and_then(|&ci| w.classes.get(ci))
+            .is_some_and(|c| c.protocol == crate::workload::Protocol::Morse);
+        let (access, makes) = match by_ticket {
+            true => ("by ticket".to_string(), "publishes its collection"),
+            false => (format!("grant {}", t.grant.name()), "makes its calendar"),
+        };
         let _ = writeln!(
             out,
-            "team {} × {} (grant {}): {} users each ({}); {owner}#t owns team t and makes its calendar",
+            "team {} × {} ({access}): {} users each ({}); {owner}#t owns team t and {makes}",
             t.name,
             t.count,
-            t.grant.name(),
             by_class.iter().map(|(_, n)| n).sum::<u32>(),
             each.join(", ")
         );

@@ -26,7 +26,7 @@ use super::contract::{Done, Preflight, Protocol, Reach};
 use super::over_http::{HttpUser, OverHttp};
 use super::scheduling::{self, Scheduling};
 use super::session::{AccountPlan, Exchange, Session};
-use super::teams::{Board, Entry, Membership, TeamPlan, acl_body};
+use super::teams::{Board, Entry, Membership, Shared, TeamPlan, acl_body};
 use super::{Outcome, ProtocolError, SetupError, VuIds, bootstrap_expect, data, expect_of};
 use crate::formats::dav::{CALDAV, DAV, Multistatus, find_prop_href, href_path, parse_multistatus};
 use crate::formats::ical;
@@ -279,15 +279,12 @@ impl OverHttp for CaldavVu {
 
     fn begin_round(&mut self, round: u32) {
         if let Some(t) = &mut self.team {
-            t.who.round = u16::try_from(round).unwrap_or(u16::MAX);
+            t.begin_round(round);
         }
     }
 
     fn take_book(&mut self) -> crate::visibility::Book {
-        self.team
-            .as_mut()
-            .map(|t| std::mem::take(&mut t.book))
-            .unwrap_or_default()
+        Membership::take_book(&mut self.team)
     }
 
     /// The calendars this user made (their events go with them).
@@ -556,18 +553,19 @@ impl CaldavVu {
         let until = tokio::time::Instant::now() + 4 * (timeouts.connect + timeouts.request);
         if !owner {
             board.arrived(key, self.principal.clone());
-            let path = board
-                .calendar(key, until)
+            let shared = board
+                .shared(key, until)
                 .await
                 .map_err(|answer| SetupError::Team {
                     request: "the shared calendar of the team's owner".into(),
                     answer,
                 })?;
-            self.cals.push(Calendar::new(path, true, false));
+            self.cals.push(Calendar::new(shared.path, true, false));
             return Ok(());
         }
         let made = self.make_team_calendar(conn, (members, grant, until)).await;
-        board.publish(key, made.clone().map_err(|e| e.to_string()));
+        let shared = made.clone().map(|path| Shared { path, ticket: None });
+        board.publish(key, shared.map_err(|e| e.to_string()));
         let path = made?;
         self.cals.push(Calendar::new(path, true, true));
         Ok(())

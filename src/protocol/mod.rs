@@ -86,8 +86,9 @@ pub(crate) enum SetupError {
     /// Connecting to a message broker, its queue or subscription (STOMP, AMQP).
     #[error("broker set-up: {request} -> {answer}")]
     Broker { request: String, answer: String },
-    /// Making, granting or finding a team's shared calendar (CalDAV).
-    #[error("team calendar: {request} -> {answer}")]
+    /// Making, granting or finding a team's shared calendar (CalDAV) or collection (Morse
+    /// Code).
+    #[error("team set-up: {request} -> {answer}")]
     Team { request: String, answer: String },
 }
 
@@ -144,7 +145,7 @@ impl SetupError {
                 (format!("calendar home discovery: {request}"), answer)
             }
             SetupError::Broker { request, answer } => (format!("broker set-up: {request}"), answer),
-            SetupError::Team { request, answer } => (format!("team calendar: {request}"), answer),
+            SetupError::Team { request, answer } => (format!("team set-up: {request}"), answer),
         }
     }
 }
@@ -223,7 +224,13 @@ impl ClassDriver {
                 seed,
             ))),
             ClassKind::Morse { params, ops } => {
-                Box::new(Arc::new(morse::MorseClass::new(class, ops, params, a)))
+                let team = teams::TeamPlan::of(workload, usize::from(index));
+                Box::new(Arc::new(morse::MorseClass::new(
+                    class,
+                    (ops, params),
+                    a,
+                    (team, board),
+                )))
             }
             ClassKind::Atom { params, ops } => {
                 Box::new(Arc::new(atom::AtomClass::new(class, ops, params, a)))

@@ -4,6 +4,15 @@
 //! `no_change_sync` (reported as `sync_no_change`) or else a random earlier one; an update
 //! sends one changed and one new item and, with probability `tombstone` when there are more
 //! than five, deletes one; subscribe; delete. Answers are checked as EIMML.
+//!
+//! In a team, Cosmo's shared collections: the owner publishes one in its set-up with a
+//! read-write ticket, and the members reach it with the ticket (`Ticket:`) instead of
+//! the owner's credentials. Every user of the team then syncs it with its newest token,
+//! as a client does, and updates it: a new item and one of its own changed, each
+//! stamped (`teams.rs`; no tombstones), so that the syncs and subscribes of the others
+//! say when they first saw them. An update the server refuses because another changed
+//! the collection first (205) or is changing it (423) syncs and is sent once more; a
+//! second refusal is contention (`update_contended`), not a failure.
 
 use std::sync::Arc;
 
@@ -17,13 +26,19 @@ use async_trait::async_trait;
 use super::contract::{Done, Preflight, Protocol, Reach};
 use super::over_http::{HttpUser, OverHttp};
 use super::session::{AccountPlan, Exchange, Session};
-use super::{Outcome, ProtocolError, VuIds, bootstrap_expect, data, expect_of};
+use super::teams::{Board, Membership, Shared, TeamPlan};
+use super::{Outcome, ProtocolError, SetupError, VuIds, bootstrap_expect, data, expect_of};
 use crate::formats::eim;
 use crate::transport::{Conn, Response};
+use crate::visibility::Audience;
 use crate::workload::protocols::MorseParams;
 use crate::workload::{MorseOp as Op, UserClass};
 
 const TOKEN: &str = "x-morsecode-synctoken";
+const TICKET_TYPE: &str = "x-morsecode-tickettype";
+const TICKET_ISSUED: &str = "x-morsecode-ticket";
+/// The request header a ticket's key goes in (Cosmo's, from the WebDAV ticket draft).
+const TICKET: &str = "ticket";
 
 /// The collection an operation acts on (its index among the user's and its path), and
 /// the statuses the operation accepts.
@@ -40,14 +55,17 @@ pub(crate) struct MorseClass {
     params: MorseParams,
     /// How its users' accounts are made, shared by all of them.
     accounts: Arc<AccountPlan>,
+    /// Its team, when its users share a collection, and where the run's teams meet.
+    team: Option<TeamPlan>,
+    board: Arc<Board>,
 }
 
 impl MorseClass {
     pub(crate) fn new(
         class: &UserClass,
-        ops: &[Op],
-        params: &MorseParams,
+        (ops, params): (&[Op], &MorseParams),
         accounts: &Arc<AccountPlan>,
+        (team, board): (Option<TeamPlan>, &Arc<Board>),
     ) -> MorseClass {
         let expect = class
             .ops
@@ -69,6 +87,8 @@ impl MorseClass {
             expect,
             params: params.clone(),
             accounts: accounts.clone(),
+            team,
+            board: board.clone(),
         }
     }
 }
@@ -78,7 +98,12 @@ impl Protocol for MorseClass {
     type User = HttpUser<MorseVu>;
 
     fn user(self: &Arc<Self>, session: Session, ids: VuIds, reach: Reach) -> Self::User {
-        let vu = MorseVu::new(self.clone(), session.clone(), ids);
+        let team = self
+            .team
+            .as_ref()
+            .and_then(|p| Membership::of(p, (ids.vu, ids.round), &ids.run_id));
+        let mut vu = MorseVu::new(self.clone(), session.clone(), ids);
+        vu.team = team;
         HttpUser::new(vu, session, &reach, Some(self.accounts.clone()))
     }
 
@@ -117,6 +142,8 @@ struct Collection {
     uid: String,
     items: Vec<String>,
     tokens: Vec<String>,
+    /// This user published it (a team's member reaches its owner's by ticket).
+    owned: bool,
 }
 
 pub(crate) struct MorseVu {
@@ -124,6 +151,13 @@ pub(crate) struct MorseVu {
     s: Session,
     ids: VuIds,
     cols: Vec<Collection>,
+    /// Its place in its team, when its class shares a collection.
+    team: Option<Membership>,
+    /// The ticket that opens the team's collection to a member (not to its owner).
+    ticket: Option<HeaderValue>,
+    /// The items this user wrote to its team's collection, each with the pick that made
+    /// it: the event its later versions belong to.
+    mine: Vec<(String, u64)>,
 }
 
 fn eim_header() -> (HeaderName, HeaderValue) {
@@ -150,6 +184,28 @@ pub(crate) async fn publish(
     n: usize,
     expect: &[u16],
 ) -> (Outcome, Option<(String, Vec<String>, String)>) {
+    let (o, p) = publish_with(s, ids, conn, (rng, n), (expect, false)).await;
+    (o, p.map(|p| (p.uid, p.items, p.token)))
+}
+
+/// A collection published: its uid, its items, its first token, and the read-write
+/// ticket the server issued when one was asked for.
+struct Published {
+    uid: String,
+    items: Vec<String>,
+    token: String,
+    ticket: Option<String>,
+}
+
+/// Publish `n + 1` items, asking for a read-write ticket when `ticket` (Cosmo's
+/// `X-MorseCode-TicketType`); a ticket asked for and not issued fails the publish.
+async fn publish_with(
+    s: &Session,
+    ids: &VuIds,
+    conn: &mut Conn,
+    (rng, n): (&mut Xoshiro256PlusPlus, usize),
+    (expect, ticket): (&[u16], bool),
+) -> (Outcome, Option<Published>) {
     let uid = data::uid(rng, &ids.run_id);
     let mut items = Vec::with_capacity(n + 1);
     let mut sets = Vec::with_capacity(n + 1);
@@ -168,10 +224,14 @@ pub(crate) async fn publish(
             .map(|(u, r)| (u.as_str(), Some(r.as_slice()))),
     );
     let path = format!("{}/mc/collection/{uid}", s.context);
-    let r = match s
-        .send(conn, "PUT", &path, &[eim_header()], Bytes::from(doc))
-        .await
-    {
+    let mut headers = vec![eim_header()];
+    if ticket {
+        headers.push((
+            HeaderName::from_static(TICKET_TYPE),
+            HeaderValue::from_static("read-write"),
+        ));
+    }
+    let r = match s.send(conn, "PUT", &path, &headers, Bytes::from(doc)).await {
         Exchange::Answer(r) => r,
         Exchange::Failed(o) => return (o, None),
     };
@@ -179,15 +239,37 @@ pub(crate) async fn publish(
     if !o.is_ok() {
         return (o, None);
     }
-    match token_of(&r) {
-        Some(t) => (o, Some((uid, items, t))),
-        None => (
-            o.body_error(format!(
-                "PUT {path}: no X-MorseCode-SyncToken in the answer"
-            )),
-            None,
-        ),
+    let Some(token) = token_of(&r) else {
+        let why = format!("PUT {path}: no X-MorseCode-SyncToken in the answer");
+        return (o.body_error(why), None);
+    };
+    let issued = ticket_of(&r, "read-write");
+    if ticket && issued.is_none() {
+        let why = format!("PUT {path}: no read-write X-MorseCode-Ticket in the answer");
+        return (o.body_error(why), None);
     }
+    let p = Published {
+        uid,
+        items,
+        token,
+        ticket: issued,
+    };
+    (o, Some(p))
+}
+
+/// The key of the `kind` ticket a publish's answer issued: `X-MorseCode-Ticket: KIND=KEY`,
+/// once per ticket or several to a line, comma-separated. A key is a token of printable
+/// ASCII, at most 256 bytes; anything else is not one.
+fn ticket_of(r: &Response, kind: &str) -> Option<String> {
+    r.headers
+        .get_all(TICKET_ISSUED)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| t.trim().split_once('='))
+        .find(|(k, _)| *k == kind)
+        .map(|(_, key)| key.to_string())
+        .filter(|k| !k.is_empty() && k.len() <= 256 && k.bytes().all(|b| b.is_ascii_graphic()))
 }
 
 impl MorseVu {
@@ -197,6 +279,9 @@ impl MorseVu {
             s,
             ids,
             cols: Vec::new(),
+            team: None,
+            ticket: None,
+            mine: Vec::new(),
         }
     }
 
@@ -213,6 +298,7 @@ impl MorseVu {
                 uid,
                 items,
                 tokens: vec![token],
+                owned: true,
             });
         }
         o
@@ -220,14 +306,30 @@ impl MorseVu {
 }
 
 impl OverHttp for MorseVu {
+    async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
+        self.join_team(conn).await
+    }
+
+    /// A user of a team works in the team's collection and publishes none of its own.
     fn needs_bootstrap(&self) -> bool {
-        self.cols.is_empty()
+        self.cols.is_empty() && self.team.is_none()
+    }
+
+    fn begin_round(&mut self, round: u32) {
+        if let Some(t) = &mut self.team {
+            t.begin_round(round);
+        }
+    }
+
+    fn take_book(&mut self) -> crate::visibility::Book {
+        Membership::take_book(&mut self.team)
     }
 
     /// The collections this user published and has not deleted.
     fn leftovers(&self) -> Vec<(crate::transport::Method, super::cleanup::Place)> {
         self.cols
             .iter()
+            .filter(|c| c.owned)
             .map(|c| {
                 (
                     crate::transport::Method::DELETE,
@@ -255,7 +357,7 @@ impl OverHttp for MorseVu {
     async fn execute(
         &mut self,
         op: usize,
-        _seq: u64,
+        seq: u64,
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Done {
@@ -274,9 +376,19 @@ impl OverHttp for MorseVu {
             path: &path,
             expect,
         };
+        let label = u16::try_from(op).unwrap_or(u16::MAX);
+        let teamed = self.team.is_some();
         match class.ops[op] {
             // Handled before a collection is picked.
             Op::Publish => Done::Skipped,
+            Op::Sync if teamed => Done::Sent(self.team_fetch(conn, picked, (true, label)).await),
+            Op::Subscribe if teamed => {
+                Done::Sent(self.team_fetch(conn, picked, (false, label)).await)
+            }
+            Op::Update if teamed => {
+                self.team_update(&class, conn, rng, picked, (seq, label))
+                    .await
+            }
             Op::Sync => Done::Sent(self.fetch(&class, conn, rng, picked, true).await),
             Op::Subscribe => Done::Sent(self.fetch(&class, conn, rng, picked, false).await),
             Op::Update => self.update(&class, conn, rng, picked).await,
@@ -416,5 +528,346 @@ impl MorseVu {
             self.cols.remove(ci);
         }
         o
+    }
+}
+
+/// What a team member's update sends: its EIMML, the stamps it carries (the new item's,
+/// then the changed one's), and the new item.
+struct Changes {
+    doc: Bytes,
+    stamps: Vec<crate::visibility::Stamp>,
+    new_uid: String,
+}
+
+/// A team's collection: joining it in set-up, and the reads and writes that are stamped.
+impl MorseVu {
+    /// Take this user's place in its team (set-up, untimed): the owner publishes the
+    /// collection with a read-write ticket and says where it is and the ticket; a member
+    /// waits to hear it, then reads the collection with the ticket for its first token.
+    async fn join_team(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
+        let Some(t) = &self.team else {
+            return Ok(());
+        };
+        let (key, owner) = (t.key(), t.seat.owner);
+        let board = self.class.board.clone();
+        // Every user's set-up runs at once: each side waits at most this long.
+        let timeouts = conn.timeouts();
+        let until = tokio::time::Instant::now() + 4 * (timeouts.connect + timeouts.request);
+        if owner {
+            let made = self.publish_shared(conn).await;
+            board.publish(key, made.clone().map_err(|e| e.to_string()));
+            return made.map(|_| ());
+        }
+        let shared = board
+            .shared(key, until)
+            .await
+            .map_err(|answer| SetupError::Team {
+                request: "the shared collection of the team's owner".into(),
+                answer,
+            })?;
+        self.ticket = shared
+            .ticket
+            .as_deref()
+            .and_then(|k| HeaderValue::from_str(k).ok());
+        self.subscribe_shared(conn, shared.path).await
+    }
+
+    /// The owner's side: the collection published, asking for a read-write ticket. Its
+    /// items are the collection's contents before the clock, unstamped.
+    async fn publish_shared(&mut self, conn: &mut Conn) -> Result<Shared, SetupError> {
+        let mut rng =
+            <Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(u64::from(self.ids.vu));
+        let n = self.class.params.collection_size.sample(&mut rng).max(1.0) as usize;
+        let (o, p) = publish_with(&self.s, &self.ids, conn, (&mut rng, n), (&[201], true)).await;
+        let Some(p) = p.filter(|_| o.is_ok()) else {
+            return Err(SetupError::Team {
+                request: format!(
+                    "PUT {}/mc/collection/… asking for a read-write ticket",
+                    self.s.context
+                ),
+                answer: o.detail.unwrap_or_else(|| o.answer.to_string()),
+            });
+        };
+        let shared = Shared {
+            path: p.uid.clone(),
+            ticket: p.ticket,
+        };
+        self.cols.push(Collection {
+            uid: p.uid,
+            items: p.items,
+            tokens: vec![p.token],
+            owned: true,
+        });
+        Ok(shared)
+    }
+
+    /// A member's side: the whole collection read with the ticket, for its first token.
+    async fn subscribe_shared(&mut self, conn: &mut Conn, uid: String) -> Result<(), SetupError> {
+        let path = format!("{}/mc/collection/{uid}", self.s.context);
+        let fail = |answer: String| SetupError::Team {
+            request: format!("GET {path} with the team's ticket"),
+            answer,
+        };
+        let headers: Vec<_> = self.ticket_header().into_iter().collect();
+        let r = match self
+            .s
+            .send(conn, "GET", &path, &headers, Bytes::new())
+            .await
+        {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return Err(fail(o.detail.unwrap_or_default())),
+        };
+        if r.status.as_u16() != 200 {
+            return Err(fail(r.status.to_string()));
+        }
+        let Some(token) = token_of(&r) else {
+            return Err(fail("200 without an X-MorseCode-SyncToken".into()));
+        };
+        self.cols.push(Collection {
+            uid,
+            items: Vec::new(),
+            tokens: vec![token],
+            owned: false,
+        });
+        Ok(())
+    }
+
+    /// `Ticket:` with the team's key, for a member (the owner uses its credentials).
+    fn ticket_header(&self) -> Option<(HeaderName, HeaderValue)> {
+        self.ticket
+            .clone()
+            .map(|v| (HeaderName::from_static(TICKET), v))
+    }
+
+    /// The ticket and, for a sync, the newest token the user holds of collection `ci`.
+    fn shared_headers(&self, ci: usize, sync: bool) -> Vec<(HeaderName, HeaderValue)> {
+        let mut headers: Vec<_> = self.ticket_header().into_iter().collect();
+        let newest = self.cols[ci].tokens.last();
+        if let Some(v) = newest
+            .filter(|_| sync)
+            .and_then(|t| HeaderValue::from_str(t).ok())
+        {
+            headers.push((HeaderName::from_static(TOKEN), v));
+        }
+        headers
+    }
+
+    /// A sync (with the newest token: what changed since this user last looked) or a
+    /// subscribe (everything) of the team's collection, observed under `label`.
+    async fn team_fetch(
+        &mut self,
+        conn: &mut Conn,
+        picked: Picked<'_>,
+        (sync, label): (bool, u16),
+    ) -> Outcome {
+        let Picked { ci, path, expect } = picked;
+        let headers = self.shared_headers(ci, sync);
+        if let Some(t) = &mut self.team {
+            t.watch(label, sync);
+        }
+        let o = self.read_shared(conn, ci, (path, expect), &headers).await;
+        if let Some(t) = &mut self.team {
+            t.done();
+        }
+        o
+    }
+
+    /// GET the team's collection: the answer must be EIMML with a token, which becomes
+    /// the user's newest; the stamps in its items are noted by the observation under way.
+    async fn read_shared(
+        &mut self,
+        conn: &mut Conn,
+        ci: usize,
+        (path, expect): (&str, &[u16]),
+        headers: &[(HeaderName, HeaderValue)],
+    ) -> Outcome {
+        let r = match self.s.send(conn, "GET", path, headers, Bytes::new()).await {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return o,
+        };
+        if let Some(t) = &mut self.team {
+            t.answered();
+        }
+        let o = Outcome::of(&r, expect, &format!("GET {path}"));
+        if !o.is_ok() {
+            return o;
+        }
+        let parsed = std::str::from_utf8(&r.body)
+            .map_err(|e| e.to_string())
+            .and_then(|t| eim::parse_eimml(t).map_err(|e| e.to_string()));
+        let e = match parsed {
+            Ok(e) => e,
+            Err(m) => return o.body_error(format!("GET {path}: not EIMML: {m}")),
+        };
+        let Some(token) = token_of(&r) else {
+            return o.body_error(format!(
+                "GET {path}: no X-MorseCode-SyncToken in the answer"
+            ));
+        };
+        if let Some(t) = &mut self.team {
+            t.read_items(&e);
+        }
+        self.cols[ci].tokens = vec![token];
+        o
+    }
+
+    /// An update of the team's collection (pick `seq`): a new item and one of this
+    /// user's own changed, each stamped. Refused because another changed the collection
+    /// first (205) or is changing it (423), it syncs, as a client must, and sends the
+    /// same once more, every request counted; refused again, it is contention
+    /// (`update_contended`), not a failure.
+    async fn team_update(
+        &mut self,
+        class: &MorseClass,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        picked: Picked<'_>,
+        (seq, label): (u64, u16),
+    ) -> Done {
+        let Picked { ci, path, expect } = picked;
+        let Some(c) = self.team_changes(rng, (ci, seq)) else {
+            return Done::Skipped;
+        };
+        let (first, status) = self.post_shared(conn, (ci, path), &c.doc, expect).await;
+        let (o, status) = match status {
+            Some(205 | 423) => {
+                self.update_again(class, conn, (picked, label), (first, &c.doc))
+                    .await
+            }
+            _ => (first, status),
+        };
+        if o.is_ok() && status == Some(204) {
+            self.wrote(c, label);
+        }
+        Done::Sent(o)
+    }
+
+    /// After a refused update: a sync (observed under the update's label: it shows the
+    /// user the others' changes), then the same update once more. A second refusal is
+    /// contention, labelled so, and not a failure.
+    async fn update_again(
+        &mut self,
+        class: &MorseClass,
+        conn: &mut Conn,
+        (picked, label): (Picked<'_>, u16),
+        (first, doc): (Outcome, &Bytes),
+    ) -> (Outcome, Option<u16>) {
+        let Picked { ci, path, expect } = picked;
+        let headers = self.shared_headers(ci, true);
+        if let Some(t) = &mut self.team {
+            t.watch(label, true);
+        }
+        let mut synced = self.read_shared(conn, ci, (path, &[200]), &headers).await;
+        if let Some(t) = &mut self.team {
+            t.done();
+        }
+        synced.add_cost(&first);
+        if !synced.is_ok() {
+            return (synced, None);
+        }
+        let contended: Vec<u16> = expect.iter().copied().chain([205, 423]).collect();
+        let (mut again, status) = self.post_shared(conn, (ci, path), doc, &contended).await;
+        again.add_cost(&synced);
+        if matches!(status, Some(205 | 423)) && !expect.contains(&status.unwrap_or(0)) {
+            again.label = class.params.label_update_contended;
+        }
+        (again, status)
+    }
+
+    /// POST `doc` to the team's collection with the newest token (and the ticket); a
+    /// 204's token becomes the newest. The outcome and the status that came back.
+    async fn post_shared(
+        &mut self,
+        conn: &mut Conn,
+        (ci, path): (usize, &str),
+        doc: &Bytes,
+        expect: &[u16],
+    ) -> (Outcome, Option<u16>) {
+        let mut headers = self.shared_headers(ci, true);
+        headers.push(eim_header());
+        let r = match self.s.send(conn, "POST", path, &headers, doc.clone()).await {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return (o, None),
+        };
+        let status = r.status.as_u16();
+        let o = Outcome::of(&r, expect, &format!("POST {path}"));
+        if status != 204 || !o.is_ok() {
+            return (o, Some(status));
+        }
+        match token_of(&r) {
+            Some(t) => self.cols[ci].tokens = vec![t],
+            None => {
+                let why = format!("POST {path}: no X-MorseCode-SyncToken in the answer");
+                return (o.body_error(why), Some(status));
+            }
+        }
+        (o, Some(status))
+    }
+
+    /// What update `seq` of collection `ci` sends: a new item, and one of the user's own
+    /// changed when it has one. It deletes nothing: a tombstone carries no stamp, so the
+    /// earlier writes of the item it deleted could no longer be told superseded from
+    /// lost for whoever had not looked yet.
+    fn team_changes(
+        &self,
+        rng: &mut Xoshiro256PlusPlus,
+        (ci, seq): (usize, u64),
+    ) -> Option<Changes> {
+        let t = self.team.as_ref()?;
+        let stamped = |rng: &mut Xoshiro256PlusPlus, uid: &str, stamp| {
+            let mut records = data::eim_records(rng, uid, &self.s.user, true);
+            stamp_note(&mut records, &t.stamp_line(&stamp));
+            (uid.to_string(), Some(records))
+        };
+        let new_uid = data::uid(rng, &self.ids.run_id);
+        let fresh = t.stamp(seq, seq);
+        let mut sets: Vec<eim::Recordset> = vec![stamped(rng, &new_uid, fresh)];
+        let mut stamps = vec![fresh];
+        let changed = (!self.mine.is_empty())
+            .then(|| self.mine[(rng.next_u64() % self.mine.len() as u64) as usize].clone());
+        if let Some((uid, event)) = &changed {
+            let stamp = t.stamp(seq | crate::visibility::SECOND_ITEM, *event);
+            sets.push(stamped(rng, uid, stamp));
+            stamps.push(stamp);
+        }
+        let doc = eim::write_eimml(
+            &self.cols[ci].uid,
+            "",
+            sets.iter().map(|(u, r)| (u.as_str(), r.as_deref())),
+        );
+        Some(Changes {
+            doc: Bytes::from(doc),
+            stamps,
+            new_uid,
+        })
+    }
+
+    /// An update the server took: its stamps noted as writes the whole team should see,
+    /// and its items the user's own.
+    fn wrote(&mut self, c: Changes, label: u16) {
+        let Some(t) = &mut self.team else {
+            return;
+        };
+        let (team, at) = (t.team(), crate::visibility::now_us());
+        for stamp in &c.stamps {
+            t.book.wrote(*stamp, (team, Audience::Team), label, at);
+        }
+        let event = c.stamps.first().map_or(0, |s| s.event);
+        self.mine.push((c.new_uid, event));
+    }
+}
+
+/// A stamp's line added to the note's body, on a line of its own.
+fn stamp_note(records: &mut [eim::Record], line: &str) {
+    let body = records
+        .iter_mut()
+        .filter(|r| r.ns == eim::NOTE_NS)
+        .flat_map(|r| r.fields.iter_mut())
+        .find(|f| f.name == "body");
+    if let Some(f) = body {
+        let v = f.value.get_or_insert_with(String::new);
+        v.push('\n');
+        v.push_str(line);
+        v.push('\n');
     }
 }

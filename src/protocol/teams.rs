@@ -1,7 +1,8 @@
-//! Calendar users in teams: the rendezvous of a team's users in their set-up (members
-//! say who they are, the owner makes the shared calendar, grants them access and says
-//! where it is), the `ACL` request that grants it, and what one user of a team writes and
-//! sees, by stamp (`crate::visibility`). The CalDAV driver sends the requests; this file
+//! Users in teams: the rendezvous of a team's users in their set-up (members say who
+//! they are, the owner makes the shared calendar or collection, grants them access and
+//! says where it is, with the ticket that opens it for Morse Code), the `ACL` request that
+//! grants a calendar, and what one user of a team writes and sees, by stamp
+//! (`crate::visibility`). The CalDAV and Morse Code drivers send the requests; this file
 //! knows who waits for whom and what a response reveals.
 
 use std::collections::HashMap;
@@ -24,10 +25,19 @@ type Key = (usize, u32, u32);
 struct State {
     /// The members who have arrived: each one's principal, when it found one.
     principals: Vec<Option<String>>,
-    /// The shared calendar's path once the owner has made it, or why it could not.
-    calendar: Option<Result<String, String>>,
+    /// Where the shared calendar or collection is once the owner has made it, or why it
+    /// could not.
+    shared: Option<Result<Shared, String>>,
     /// The members that schedule, as they enrol.
     directory: Vec<Entry>,
+}
+
+/// Where a team's shared calendar or collection is: its path (a Morse Code collection's
+/// uid), and the ticket that opens it to the members when it is reached by one.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Shared {
+    pub(crate) path: String,
+    pub(crate) ticket: Option<String>,
 }
 
 /// A member that schedules: who it is and its calendar user address.
@@ -97,18 +107,18 @@ impl Board {
         }
     }
 
-    /// The owner says where the calendar is, or why there is none.
-    pub(crate) fn publish(&self, key: Key, calendar: Result<String, String>) {
-        self.slot(key).send_modify(|s| s.calendar = Some(calendar));
+    /// The owner says where the shared calendar or collection is, or why there is none.
+    pub(crate) fn publish(&self, key: Key, shared: Result<Shared, String>) {
+        self.slot(key).send_modify(|s| s.shared = Some(shared));
     }
 
-    /// The shared calendar's path, once the owner has said; an error when it could not
-    /// make one or did not say by `until`.
-    pub(crate) async fn calendar(&self, key: Key, until: Instant) -> Result<String, String> {
-        self.wait_for(key, until, |s| s.calendar.clone())
+    /// Where the shared calendar or collection is, once the owner has said; an error when
+    /// it could not make one or did not say by `until`.
+    pub(crate) async fn shared(&self, key: Key, until: Instant) -> Result<Shared, String> {
+        self.wait_for(key, until, |s| s.shared.clone())
             .await
             .unwrap_or_else(|| {
-                Err("the team's owner had not made the shared calendar by the end of set-up".into())
+                Err("the team's owner had not made what it shares by the end of set-up".into())
             })
     }
 
@@ -268,6 +278,18 @@ impl Membership {
         })
     }
 
+    /// A kept user begins round `round`: its stamps and sights say so.
+    pub(crate) fn begin_round(&mut self, round: u32) {
+        self.who.round = u16::try_from(round).unwrap_or(u16::MAX);
+    }
+
+    /// What the user of `team` (if it is in one) wrote and saw since it was last asked.
+    pub(crate) fn take_book(team: &mut Option<Membership>) -> Book {
+        team.as_mut()
+            .map(|t| std::mem::take(&mut t.book))
+            .unwrap_or_default()
+    }
+
     pub(crate) fn key(&self) -> Key {
         (self.seat.kind, self.seat.team, u32::from(self.who.round))
     }
@@ -327,6 +349,26 @@ impl Membership {
         }
     }
 
+    /// The stamps in the items of an EIMML collection the observing operation read:
+    /// each field's value, its entities already decoded, holds a stamp on a line of its
+    /// own (a note's body, where the Morse Code driver puts it).
+    pub(crate) fn read_items(&mut self, e: &crate::formats::eim::Eimml) {
+        let Some(look) = self.watching else {
+            return;
+        };
+        let team = self.team();
+        let values = e
+            .recordsets
+            .iter()
+            .filter_map(|(_, records)| records.as_deref())
+            .flatten()
+            .flat_map(|r| &r.fields)
+            .filter_map(|f| f.value.as_deref());
+        for v in values.flat_map(visibility::stamps_in) {
+            self.book.saw(self.who, team, v, &self.run_id, look);
+        }
+    }
+
     /// A stamp known without reading it (an answer the server's REPLY carries no stamp
     /// of), seen by the observing operation under way. Such a message may name an
     /// answer seen before, so seeing it again is no duplicate.
@@ -368,10 +410,14 @@ mod tests {
         b.arrived(key, None);
         let soon = Instant::now() + std::time::Duration::from_secs(5);
         assert_eq!(b.principals(key, 2, soon).await.len(), 2);
-        b.publish(key, Ok("/p/alice/team/".into()));
-        assert_eq!(b.calendar(key, soon).await.unwrap(), "/p/alice/team/");
+        let cal = Shared {
+            path: "/p/alice/team/".into(),
+            ticket: None,
+        };
+        b.publish(key, Ok(cal.clone()));
+        assert_eq!(b.shared(key, soon).await.unwrap(), cal);
         let now = Instant::now();
-        assert!(b.calendar((0, 1, 1), now).await.is_err());
+        assert!(b.shared((0, 1, 1), now).await.is_err());
         assert_eq!(b.principals((0, 1, 1), 3, now).await.len(), 0);
     }
 

@@ -1,11 +1,12 @@
-//! Teams: users of several classes dealt into groups that share one calendar. A team's
-//! owner makes the calendar (and, where the team says, grants the others access to it);
-//! its members read it and, when their class writes, write to it. Who belongs to which
-//! team follows from the workload alone, so a report can say who should have seen each
-//! write without asking the server.
+//! Teams: users of several classes dealt into groups that share one calendar (CalDAV)
+//! or one published collection (Morse Code, reached by ticket). A team's owner makes it
+//! (and, where the team says, grants the others access to it); its members read it and,
+//! when their class writes, write to it. Who belongs to which team follows from the
+//! workload alone, so a report can say who should have seen each write without asking
+//! the server.
 
 use super::{ClassKind, UserClass, Workload};
-use crate::workload::CaldavOp;
+use crate::workload::{CaldavOp, MorseOp};
 
 /// One `teams:` entry: `count` teams of this kind, each with a calendar of its own.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,6 +71,35 @@ impl CaldavOp {
     }
 }
 
+impl MorseOp {
+    /// Writes what the others of its team should see: items new and changed.
+    pub fn shows_others(&self) -> bool {
+        *self == MorseOp::Update
+    }
+
+    /// Reads the collection's items, and so can reveal another's write.
+    pub fn reveals(&self) -> bool {
+        matches!(self, MorseOp::Sync | MorseOp::Subscribe)
+    }
+}
+
+/// The team a class names in its `params.team`, for the protocols that have teams.
+pub(crate) fn team_of(class: &UserClass) -> Option<&str> {
+    match &class.kind {
+        ClassKind::Caldav { params, .. } => params.team.as_deref(),
+        ClassKind::Morse { params, .. } => params.team.as_deref(),
+        _ => None,
+    }
+}
+
+/// The class's Morse Code operations, when it is a Morse Code class.
+fn morse_ops(class: &UserClass) -> &[MorseOp] {
+    match &class.kind {
+        ClassKind::Morse { ops, .. } => ops,
+        _ => &[],
+    }
+}
+
 /// The class's CalDAV operations, when it is a CalDAV class.
 fn caldav_ops(class: &UserClass) -> &[CaldavOp] {
     match &class.kind {
@@ -78,12 +108,13 @@ fn caldav_ops(class: &UserClass) -> &[CaldavOp] {
     }
 }
 
-/// Whether the class's users write what their team should see: in the shared calendar,
-/// or as invitations.
+/// Whether the class's users write what their team should see: in the shared calendar
+/// or collection, or as invitations.
 pub(crate) fn class_writes(class: &UserClass) -> bool {
     caldav_ops(class)
         .iter()
         .any(|o| o.shows_others() || matches!(o, CaldavOp::Invite { .. }))
+        || morse_ops(class).iter().any(MorseOp::shows_others)
 }
 
 /// Whether the class's users read their scheduling inbox, and so can be invited.
@@ -98,7 +129,7 @@ pub(crate) fn class_schedules(class: &UserClass) -> bool {
 
 /// Whether the class's users read what their team writes.
 pub(crate) fn class_observes(class: &UserClass) -> bool {
-    caldav_ops(class).iter().any(CaldavOp::reveals)
+    caldav_ops(class).iter().any(CaldavOp::reveals) || morse_ops(class).iter().any(MorseOp::reveals)
 }
 
 impl Workload {

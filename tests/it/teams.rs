@@ -97,19 +97,94 @@ fn a_team_sees_every_write_and_the_latency_is_the_poll_gaps_half() {
         assert!(rounds.iter().all(|x| x.all.writes > 0));
 
         // Latency to first sight against the pollers' own measured interval.
-        let poll = &v.by_observer[0];
-        assert_eq!(poll.op, "pollers.sync_collection");
-        let gap = poll.poll_interval_ms.unwrap();
-        assert!(gap >= 400.0, "think 400 ms plus the sync itself: {gap}");
-        let lat = v.all.latency_ms.as_ref().unwrap();
-        let ratio = lat.mean / gap;
-        assert!(
-            (0.3..0.7).contains(&ratio),
-            "mean latency {} ms against a gap of {gap} ms: {ratio}",
-            lat.mean
-        );
-        assert!(lat.max <= 2.0 * gap, "{} against {gap}", lat.max);
+        assert_eq!(v.by_observer[0].op, "pollers.sync_collection");
+        half_a_gap(v, "pollers.sync_collection");
     }
+}
+
+/// The mean latency to first sight is half the observing operation's measured poll gap
+/// (a write lands uniformly in a gap), within sampling noise, and none waits two gaps.
+/// The observers think 400 ms between looks.
+fn half_a_gap(v: &loadmix::reports::VisibilityRecord, observer: &str) {
+    let poll = v
+        .by_observer
+        .iter()
+        .find(|o| o.op == observer)
+        .unwrap_or_else(|| panic!("{observer} observes"));
+    let gap = poll.poll_interval_ms.unwrap();
+    assert!(gap >= 400.0, "think 400 ms plus the look itself: {gap}");
+    let lat = v.all.latency_ms.as_ref().unwrap();
+    let ratio = lat.mean / gap;
+    assert!(
+        (0.3..0.7).contains(&ratio),
+        "mean latency {} ms against a gap of {gap} ms: {ratio}",
+        lat.mean
+    );
+    assert!(lat.max <= 2.0 * gap, "{} against {gap}", lat.max);
+}
+
+/// A writer per team updates, readers sync at a constant interval: Morse Code's shared
+/// collection, reached by ticket.
+fn morse_team_workload(target: &str) -> String {
+    r#"target: TARGET
+context: /cosmo
+run: { duration: 4s, rounds: 2, seed: 2007, timeout: 30s }
+accounts: { create: cmp }
+teams:
+  - name: t
+    count: 2
+users:
+  - class: writers
+    protocol: morse
+    count: 2
+    think: 300ms
+    params: { team: t, collection_size: 3 }
+    mix: { update: 1 }
+  - class: readers
+    protocol: morse
+    count: 6
+    think: 400ms
+    params: { team: t }
+    mix: { sync: 1 }
+"#
+    .replace("TARGET", target)
+}
+
+/// Every update the server took is two writes (a new item, and from the writer's
+/// second update on, one of its own changed) held against the team's three readers, who
+/// reach the owner's collection only by its ticket; none is seen twice, and the first
+/// sight waits half a poll gap, as a write landing uniformly in a gap does.
+#[test]
+fn a_morse_team_sees_every_update_by_ticket_at_half_a_poll_gap() {
+    let _alone = alone();
+    let rt = runtime();
+    let srv = rt.block_on(server::start(ServerConfig::default())).unwrap();
+    let (r, _tmp) = run_against(&srv, "morse-team.yaml", &morse_team_workload(&srv.url()));
+    let v = r.visibility.as_ref().expect("a visibility section");
+    let updates = op(&r, "writers.update").successes;
+    assert!(updates > 10, "{updates}");
+    assert!(
+        r.summary
+            .ops
+            .iter()
+            .all(|o| o.op != "writers.update_contended"),
+        "one writer a team: nobody contends"
+    );
+    // Each writer's first update of a round has no item of its own to change yet.
+    let firsts = 2 * 2;
+    assert_eq!(v.all.writes, 2 * updates - firsts, "two items an update");
+    assert_eq!(v.all.expected, 3 * v.all.writes, "three readers a team");
+    assert_eq!(v.all.seen + v.all.superseded + v.all.unseen, v.all.expected);
+    assert_eq!(
+        v.all.duplicated, 0,
+        "a sync with the newest token repeats nothing"
+    );
+    assert_eq!(v.unacknowledged + v.unexpected + v.foreign + v.garbled, 0);
+    // Only the writes of each round's last poll gap can be unseen (two updates of two
+    // items a gap, at most, for each reader of each team).
+    assert!(v.all.unseen <= 2 * 2 * 3 * 4, "{:?}", v.unseen_writes);
+    half_a_gap(v, "readers.sync");
+    rt.block_on(srv.stop());
 }
 
 /// `workload` (as file `name`) run against the embedded server `srv`: its report, once
@@ -173,6 +248,14 @@ fn team_mistakes_are_located() {
             "is in no team",
         ),
         (
+            "teams:\n  - name: t\nusers:\n  - class: a\n    protocol: morse\n    count: 2\n    params: { team: t }\n    mix: { publish: 1, sync: 1 }\n",
+            "has publish: a team's users sync and update the collection its owner publishes",
+        ),
+        (
+            "teams:\n  - name: t\nusers:\n  - class: a\n    protocol: caldav\n    count: 2\n    params: { team: t }\n    mix: { put_event: 1 }\n  - class: b\n    protocol: morse\n    count: 2\n    params: { team: t }\n    mix: { sync: 1 }\n",
+            "class 'b' (morse) cannot join team 't' of class 'a' (caldav)",
+        ),
+        (
             "teams:\n  - name: t\nusers:\n  - class: a\n    protocol: caldav\n    count: 2\n    params: { team: t }\n    ops: { put_event: {}, sync_collection: {} }\n    behaviours:\n      b:\n        start: put_event\n        states:\n          put_event: { sync_collection: { p: 1, when: { invited: true } }, put_event: 1 }\n          sync_collection: { put_event: 1 }\n",
             "never reads its inbox, so it never has an invitation",
         ),
@@ -191,6 +274,15 @@ fn team_mistakes_are_located() {
 /// `validate` says who is in a team and who owns it, from the workload alone.
 #[test]
 fn validate_lists_each_kind_of_team() {
+    let o = loadmix_bin(&["validate", "workloads/morse-team.yaml"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains(
+            "team shared × 4 (by ticket): 5 users each (writers 2, readers 3); writers#t owns team t and publishes its collection"
+        ),
+        "{out}"
+    );
     let o = loadmix_bin(&["validate", "workloads/caldav-team.yaml"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}");

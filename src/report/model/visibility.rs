@@ -153,7 +153,7 @@ pub(super) fn record(w: &Workload, s: &Settled) -> VisibilityRecord {
                     "{}#{} seq {} ({}, round {}): unseen by {} of {}",
                     class_of(u.writer.class),
                     u.writer.vu,
-                    u.seq,
+                    crate::visibility::seq_text(u.seq),
                     op_name(w, (u.writer.class, u.label)),
                     u.writer.round,
                     u.missed,

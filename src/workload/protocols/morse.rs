@@ -28,6 +28,11 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
             ParamKind::Probability,
             "chance an update also deletes an item",
         ),
+        p(
+            "team",
+            ParamKind::Text,
+            "the team (under teams:) whose shared collection its users sync and update, reached by ticket",
+        ),
     ],
 };
 
@@ -70,6 +75,13 @@ pub struct MorseParams {
     pub label_sync_no_change: usize,
     /// The first collection, published outside the table.
     pub label_publish: usize,
+    /// The team (its `teams:` name) whose shared collection the users work in; `None`:
+    /// each works in its own.
+    pub team: Option<String>,
+    /// An update refused because another changed the collection first (205) or was
+    /// changing it (423), synced and sent again, and refused once more: contention, not
+    /// a failure. Only a team's classes that update have it.
+    pub label_update_contended: Option<usize>,
 }
 
 /// The class's typed operations and parameters, with every default applied.
@@ -98,6 +110,10 @@ pub(super) fn build(
                 .unwrap_or(defaults::TOMBSTONE),
             label_sync_no_change: label_index(labels, "sync_no_change"),
             label_publish: label_index(labels, "publish"),
+            team: class_params.text("team").map(str::to_string),
+            label_update_contended: (class_params.text("team").is_some()
+                && ops.contains(&MorseOp::Update))
+            .then(|| label_index(labels, "update_contended")),
         },
         ops,
     })

@@ -1,10 +1,13 @@
-//! `teams:`: groups of users, from one or more CalDAV classes, that share a calendar;
-//! each class joins one by its `params.team`. Checked here: every team named exists,
-//! its classes deal evenly into its teams, each team has two users or more and someone
-//! in it writes.
+//! `teams:`: groups of users, from one or more CalDAV classes that share a calendar or
+//! Morse Code classes that share a published collection; each class joins one by its
+//! `params.team`. Checked here: every team named exists, its classes speak one protocol
+//! and deal evenly into its teams, each team has two users or more and someone in it
+//! writes, and a Morse Code member neither publishes nor deletes (the shared collection
+//! is the owner's set-up).
 
 use super::*;
-use crate::workload::teams::{class_reads_inbox, class_schedules, class_writes};
+use crate::workload::MorseOp;
+use crate::workload::teams::{class_reads_inbox, class_schedules, class_writes, team_of};
 
 const TEAM_KEYS: &[&str] = &["name", "count", "grant"];
 /// More teams of one kind than this is a typo, not a company.
@@ -27,7 +30,7 @@ pub(super) fn resolve_teams(cx: &Cx, root: &Node, classes: &[UserClass]) -> R<Ve
         return Err(cx.err(
             k.pos,
             "run.keep_state",
-            "teams make their shared calendars afresh each round: remove keep_state, or the teams",
+            "teams make their shared calendars and collections afresh each round: remove keep_state, or the teams",
         ));
     }
     for (t, node) in teams.iter().zip(&nodes) {
@@ -111,10 +114,7 @@ fn join_classes(cx: &Cx, root: &Node, classes: &[UserClass], teams: &mut [Team])
         _ => &[],
     };
     for (ci, class) in classes.iter().enumerate() {
-        let ClassKind::Caldav { params, .. } = &class.kind else {
-            continue;
-        };
-        let Some(name) = &params.team else {
+        let Some(name) = team_of(class) else {
             if class_schedules(class) {
                 let pos = items.get(ci).map_or(Pos { line: 0, column: 0 }, |n| n.pos);
                 return Err(cx.err_hint(
@@ -135,7 +135,7 @@ fn join_classes(cx: &Cx, root: &Node, classes: &[UserClass], teams: &mut [Team])
             .and_then(|n| n.get("params"))
             .and_then(|p| p.get("team"))
             .map_or(Pos { line: 0, column: 0 }, |n| n.pos);
-        let Some(k) = teams.iter().position(|t| &t.name == name) else {
+        let Some(k) = teams.iter().position(|t| t.name == name) else {
             let hint = match did_you_mean(name, teams.iter().map(|t| t.name.as_str())) {
                 Some(s) => format!("did you mean '{s}'?"),
                 None => format!("add it to teams: (- name: {name})"),
@@ -143,6 +143,7 @@ fn join_classes(cx: &Cx, root: &Node, classes: &[UserClass], teams: &mut [Team])
             return Err(cx.err_hint(pos, &path, format!("no team named '{name}'"), Some(hint)));
         };
         let team = &mut teams[k];
+        fits_team(cx, (pos, &path), class, team, classes)?;
         if class.arrival.is_some() {
             return Err(cx.err(
                 pos,
@@ -173,6 +174,53 @@ fn join_classes(cx: &Cx, root: &Node, classes: &[UserClass], teams: &mut [Team])
     Ok(())
 }
 
+/// A class joins a team of its own protocol; a Morse Code class in one works in the
+/// shared collection only.
+fn fits_team(
+    cx: &Cx,
+    (pos, path): (Pos, &str),
+    class: &UserClass,
+    team: &Team,
+    classes: &[UserClass],
+) -> R<()> {
+    if let Some(first) = team.classes.first().and_then(|&ci| classes.get(ci))
+        && first.protocol != class.protocol
+    {
+        return Err(cx.err(
+            pos,
+            path,
+            format!(
+                "class '{}' ({}) cannot join team '{}' of class '{}' ({}): a team shares one calendar or one collection, in one protocol",
+                class.name,
+                class.protocol.name(),
+                team.name,
+                first.name,
+                first.protocol.name()
+            ),
+        ));
+    }
+    let ClassKind::Morse { ops, .. } = &class.kind else {
+        return Ok(());
+    };
+    if let Some(op) = ops
+        .iter()
+        .find(|o| matches!(o, MorseOp::Publish | MorseOp::Delete))
+    {
+        return Err(cx.err_hint(
+            pos,
+            path,
+            format!(
+                "class '{}' is in team '{}' but has {}: a team's users sync and update the collection its owner publishes in set-up",
+                class.name,
+                team.name,
+                op.name()
+            ),
+            Some(format!("remove {} from the class's operations", op.name())),
+        ));
+    }
+    Ok(())
+}
+
 /// A team shares among two users or more, and someone in it writes.
 fn check_team(cx: &Cx, t: &Team, node: &Node, classes: &[UserClass]) -> R<()> {
     let path = "teams";
@@ -182,7 +230,7 @@ fn check_team(cx: &Cx, t: &Team, node: &Node, classes: &[UserClass]) -> R<()> {
             path,
             format!("team '{}' has no class", t.name),
             Some(format!(
-                "give a CalDAV class params: {{ team: {} }}, or remove the team",
+                "give a CalDAV or Morse Code class params: {{ team: {} }}, or remove the team",
                 t.name
             )),
         ));
@@ -207,7 +255,7 @@ fn check_team(cx: &Cx, t: &Team, node: &Node, classes: &[UserClass]) -> R<()> {
             node.pos,
             path,
             format!(
-                "nobody in team '{}' writes (none of its classes has put_event, update_event or invite): its members would observe a calendar nobody changes",
+                "nobody in team '{}' writes (none of its classes has put_event, update_event, invite or, in Morse Code, update): its members would observe what nobody changes",
                 t.name
             ),
         ));

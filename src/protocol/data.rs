@@ -146,8 +146,9 @@ pub(crate) fn eim_records(
     records
 }
 
-/// An Atom entry with EIM-JSON content; a weekly rule with 4 % chance.
-pub(crate) fn atom_entry(rng: &mut Xoshiro256PlusPlus, uid: &str) -> String {
+/// An Atom entry with EIM-JSON content; a weekly rule with 4 % chance; `note`, when
+/// given, as the note's body (a team's stamp, on a line of its own).
+pub(crate) fn atom_entry(rng: &mut Xoshiro256PlusPlus, uid: &str, note: Option<&str>) -> String {
     let title = string(rng, 40);
     let start = date(rng);
     let duration = if chance(rng, 0.5) { "PT30M" } else { "PT60M" };
@@ -173,7 +174,11 @@ pub(crate) fn atom_entry(rng: &mut Xoshiro256PlusPlus, uid: &str) -> String {
                 Field::new("title", "text", false, &title),
             ],
         ),
-        Record::new("note", NOTE_NS, vec![Field::new("uuid", "text", true, uid)]),
+        Record::new("note", NOTE_NS, {
+            let mut f = vec![Field::new("uuid", "text", true, uid)];
+            f.extend(note.map(|n| Field::new("body", "clob", false, &format!("\n{n}\n"))));
+            f
+        }),
         Record::new(
             "modby",
             MODBY_NS,
@@ -321,7 +326,7 @@ mod tests {
             let parsed = eim::parse_eimml(&doc).unwrap();
             assert_eq!(parsed.recordsets.len(), 2);
             assert_eq!(parsed.recordsets[0].1.as_ref(), Some(&rs));
-            let entry = atom_entry(&mut rng, "U3");
+            let entry = atom_entry(&mut rng, "U3", None);
             let e = atom_syndication::Entry::read_from(entry.as_bytes()).unwrap();
             let (uid, recs) = eim::from_json(e.content().unwrap().value().unwrap()).unwrap();
             assert_eq!(uid, "U3");

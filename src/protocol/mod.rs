@@ -233,7 +233,13 @@ impl ClassDriver {
                 )))
             }
             ClassKind::Atom { params, ops } => {
-                Box::new(Arc::new(atom::AtomClass::new(class, ops, params, a)))
+                let team = teams::TeamPlan::of(workload, usize::from(index));
+                Box::new(Arc::new(atom::AtomClass::new(
+                    class,
+                    (ops, params),
+                    a,
+                    (team, board),
+                )))
             }
             ClassKind::Caldav { params, ops } => {
                 let team = teams::TeamPlan::of(workload, usize::from(index));

@@ -531,6 +531,80 @@ impl MorseVu {
     }
 }
 
+/// `Ticket:` with the team's key, for a member (the owner uses its credentials).
+pub(crate) fn ticket_header(ticket: &Option<HeaderValue>) -> Option<(HeaderName, HeaderValue)> {
+    ticket.clone().map(|v| (HeaderName::from_static(TICKET), v))
+}
+
+/// Where a user of a team (Morse Code or Atom) works once set up: the shared collection's
+/// uid; for its owner, the items it published with it and its first token; for a member,
+/// the ticket that opens it.
+pub(crate) struct Joined {
+    pub(crate) uid: String,
+    pub(crate) items: Vec<String>,
+    pub(crate) token: Option<String>,
+    pub(crate) ticket: Option<HeaderValue>,
+}
+
+/// Take a place in the team's shared collection (set-up, untimed): the owner publishes it
+/// (`n + 1` items, unstamped: the collection before the clock) asking for a read-write
+/// ticket, and says where it is and the ticket; a member waits to hear both. A failure on
+/// either side fails the members' set-up too, in the owner's words.
+pub(crate) async fn join_shared(
+    s: &Session,
+    ids: &VuIds,
+    conn: &mut Conn,
+    (team, board): (&Membership, &Board),
+    (rng, n): (&mut Xoshiro256PlusPlus, usize),
+) -> Result<Joined, SetupError> {
+    let key = team.key();
+    // Every user's set-up runs at once: each side waits at most this long.
+    let timeouts = conn.timeouts();
+    let until = tokio::time::Instant::now() + 4 * (timeouts.connect + timeouts.request);
+    if !team.seat.owner {
+        let shared = board
+            .shared(key, until)
+            .await
+            .map_err(|answer| SetupError::Team {
+                request: "the shared collection of the team's owner".into(),
+                answer,
+            })?;
+        let ticket = shared
+            .ticket
+            .as_deref()
+            .and_then(|k| HeaderValue::from_str(k).ok());
+        return Ok(Joined {
+            uid: shared.path,
+            items: Vec::new(),
+            token: None,
+            ticket,
+        });
+    }
+    let (o, p) = publish_with(s, ids, conn, (rng, n), (&[201], true)).await;
+    let Some(p) = p.filter(|_| o.is_ok()) else {
+        let e = SetupError::Team {
+            request: format!(
+                "PUT {}/mc/collection/… asking for a read-write ticket",
+                s.context
+            ),
+            answer: o.detail.unwrap_or_else(|| o.answer.to_string()),
+        };
+        board.publish(key, Err(e.to_string()));
+        return Err(e);
+    };
+    let shared = Shared {
+        path: p.uid.clone(),
+        ticket: p.ticket,
+    };
+    board.publish(key, Ok(shared));
+    Ok(Joined {
+        uid: p.uid,
+        items: p.items,
+        token: Some(p.token),
+        ticket: None,
+    })
+}
+
 /// What a team member's update sends: its EIMML, the stamps it carries (the new item's,
 /// then the changed one's), and the new item.
 struct Changes {
@@ -541,64 +615,30 @@ struct Changes {
 
 /// A team's collection: joining it in set-up, and the reads and writes that are stamped.
 impl MorseVu {
-    /// Take this user's place in its team (set-up, untimed): the owner publishes the
-    /// collection with a read-write ticket and says where it is and the ticket; a member
-    /// waits to hear it, then reads the collection with the ticket for its first token.
+    /// Take this user's place in its team (set-up, untimed) and, for a member, read the
+    /// collection with the ticket for its first token.
     async fn join_team(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
         let Some(t) = &self.team else {
             return Ok(());
         };
-        let (key, owner) = (t.key(), t.seat.owner);
-        let board = self.class.board.clone();
-        // Every user's set-up runs at once: each side waits at most this long.
-        let timeouts = conn.timeouts();
-        let until = tokio::time::Instant::now() + 4 * (timeouts.connect + timeouts.request);
-        if owner {
-            let made = self.publish_shared(conn).await;
-            board.publish(key, made.clone().map_err(|e| e.to_string()));
-            return made.map(|_| ());
-        }
-        let shared = board
-            .shared(key, until)
-            .await
-            .map_err(|answer| SetupError::Team {
-                request: "the shared collection of the team's owner".into(),
-                answer,
-            })?;
-        self.ticket = shared
-            .ticket
-            .as_deref()
-            .and_then(|k| HeaderValue::from_str(k).ok());
-        self.subscribe_shared(conn, shared.path).await
-    }
-
-    /// The owner's side: the collection published, asking for a read-write ticket. Its
-    /// items are the collection's contents before the clock, unstamped.
-    async fn publish_shared(&mut self, conn: &mut Conn) -> Result<Shared, SetupError> {
         let mut rng =
             <Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(u64::from(self.ids.vu));
         let n = self.class.params.collection_size.sample(&mut rng).max(1.0) as usize;
-        let (o, p) = publish_with(&self.s, &self.ids, conn, (&mut rng, n), (&[201], true)).await;
-        let Some(p) = p.filter(|_| o.is_ok()) else {
-            return Err(SetupError::Team {
-                request: format!(
-                    "PUT {}/mc/collection/… asking for a read-write ticket",
-                    self.s.context
-                ),
-                answer: o.detail.unwrap_or_else(|| o.answer.to_string()),
-            });
-        };
-        let shared = Shared {
-            path: p.uid.clone(),
-            ticket: p.ticket,
-        };
-        self.cols.push(Collection {
-            uid: p.uid,
-            items: p.items,
-            tokens: vec![p.token],
-            owned: true,
-        });
-        Ok(shared)
+        let board = self.class.board.clone();
+        let j = join_shared(&self.s, &self.ids, conn, (t, &board), (&mut rng, n)).await?;
+        self.ticket = j.ticket;
+        match j.token {
+            Some(token) => {
+                self.cols.push(Collection {
+                    uid: j.uid,
+                    items: j.items,
+                    tokens: vec![token],
+                    owned: true,
+                });
+                Ok(())
+            }
+            None => self.subscribe_shared(conn, j.uid).await,
+        }
     }
 
     /// A member's side: the whole collection read with the ticket, for its first token.
@@ -608,7 +648,7 @@ impl MorseVu {
             request: format!("GET {path} with the team's ticket"),
             answer,
         };
-        let headers: Vec<_> = self.ticket_header().into_iter().collect();
+        let headers: Vec<_> = ticket_header(&self.ticket).into_iter().collect();
         let r = match self
             .s
             .send(conn, "GET", &path, &headers, Bytes::new())
@@ -632,16 +672,9 @@ impl MorseVu {
         Ok(())
     }
 
-    /// `Ticket:` with the team's key, for a member (the owner uses its credentials).
-    fn ticket_header(&self) -> Option<(HeaderName, HeaderValue)> {
-        self.ticket
-            .clone()
-            .map(|v| (HeaderName::from_static(TICKET), v))
-    }
-
     /// The ticket and, for a sync, the newest token the user holds of collection `ci`.
     fn shared_headers(&self, ci: usize, sync: bool) -> Vec<(HeaderName, HeaderValue)> {
-        let mut headers: Vec<_> = self.ticket_header().into_iter().collect();
+        let mut headers: Vec<_> = ticket_header(&self.ticket).into_iter().collect();
         let newest = self.cols[ci].tokens.last();
         if let Some(v) = newest
             .filter(|_| sync)
@@ -705,7 +738,8 @@ impl MorseVu {
             ));
         };
         if let Some(t) = &mut self.team {
-            t.read_items(&e);
+            let items = e.recordsets.iter().filter_map(|(_, r)| r.as_deref());
+            t.read_records(items.flatten());
         }
         self.cols[ci].tokens = vec![token];
         o

@@ -349,19 +349,20 @@ impl Membership {
         }
     }
 
-    /// The stamps in the items of an EIMML collection the observing operation read:
-    /// each field's value, its entities already decoded, holds a stamp on a line of its
-    /// own (a note's body, where the Morse Code driver puts it).
-    pub(crate) fn read_items(&mut self, e: &crate::formats::eim::Eimml) {
+    /// The stamps in EIM records the observing operation read (a Morse Code
+    /// collection's items, an Atom feed's entries): each field's value, its escapes
+    /// already decoded, may hold a stamp on a line of its own (a note's body, where the
+    /// Morse Code and Atom drivers put it).
+    pub(crate) fn read_records<'a>(
+        &mut self,
+        records: impl IntoIterator<Item = &'a crate::formats::eim::Record>,
+    ) {
         let Some(look) = self.watching else {
             return;
         };
         let team = self.team();
-        let values = e
-            .recordsets
-            .iter()
-            .filter_map(|(_, records)| records.as_deref())
-            .flatten()
+        let values = records
+            .into_iter()
             .flat_map(|r| &r.fields)
             .filter_map(|f| f.value.as_deref());
         for v in values.flat_map(visibility::stamps_in) {

@@ -119,7 +119,7 @@ fn feed(
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    let info = match st.owned_collection(&headers, &uid) {
+    let (info, _) = match st.reach(&headers, &uid, Need::Read) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -433,7 +433,7 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let info = match st.owned_collection(&headers, &uid) {
+    let (info, _) = match st.reach(&headers, &uid, Need::Write) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -476,13 +476,18 @@ pub(crate) async fn create(
     }
 }
 
-/// The live item `uid` and its collection, if the caller may use it.
+/// The live item `uid` and its collection, if the caller may use it: one of the
+/// caller's own, or one in the collection the request's ticket opens.
 fn owned_item(
     st: &AppState,
     headers: &HeaderMap,
-    uid: &str,
+    (uid, need): (&str, Need),
 ) -> Result<(CollectionInfo, Item), Response> {
-    let caller = st.authenticate(headers)?;
+    let ticket = st.ticket(headers, need)?;
+    let caller = match &ticket {
+        Some(_) => None,
+        None => Some(st.authenticate(headers)?),
+    };
     if !safe_segment(uid) {
         return Err(bad_segment());
     }
@@ -490,7 +495,12 @@ fn owned_item(
     // The caller's own item, if several collections hold the uid (CalDAV calendars may).
     // Another user's item is answered as absent: a 403 would tell that it exists.
     for (col, item) in found {
-        if !owned_by(&col, &caller.name) {
+        let mine = match (&ticket, &caller) {
+            (Some(g), _) => g.collection == col,
+            (None, Some(c)) => owned_by(&col, &c.name),
+            (None, None) => false,
+        };
+        if !mine {
             continue;
         }
         match st.store.collection(&col) {
@@ -507,7 +517,7 @@ pub(crate) async fn get_item(
     Path(uid): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let (col, item) = match owned_item(&st, &headers, &uid) {
+    let (col, item) = match owned_item(&st, &headers, (&uid, Need::Read)) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -529,7 +539,7 @@ pub(crate) async fn update(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (col, _) = match owned_item(&st, &headers, &uid) {
+    let (col, _) = match owned_item(&st, &headers, (&uid, Need::Write)) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -578,7 +588,7 @@ pub(crate) async fn delete_item(
     Path(uid): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let (col, _) = match owned_item(&st, &headers, &uid) {
+    let (col, _) = match owned_item(&st, &headers, (&uid, Need::Write)) {
         Ok(x) => x,
         Err(r) => return r,
     };

@@ -1,6 +1,7 @@
 //! Shared pieces of the embedded server's handlers: state, authentication (HTTP Basic
-//! against the store's accounts, or `--no-auth`), per-collection write locks (Cosmo's 423),
-//! path-segment checks, and small response helpers.
+//! against the store's accounts, or `--no-auth`, or a Morse Code collection's ticket),
+//! per-collection write locks (Cosmo's 423), path-segment checks, and small response
+//! helpers.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -12,6 +13,7 @@ use base64::Engine as _;
 use super::ServerStats;
 pub(crate) use super::settings::Settings;
 use super::store::{CollectionInfo, Store, StoreError};
+use super::tickets::{Grant, Kind, TICKET};
 
 #[derive(Clone)]
 pub(crate) struct AppState {
@@ -25,6 +27,13 @@ pub(crate) struct AppState {
     pub tickets: Arc<super::tickets::Tickets>,
     /// When the server started (the stall endpoint's clock).
     pub started: std::time::Instant,
+}
+
+/// What a request does with the collection it names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Need {
+    Read,
+    Write,
 }
 
 /// Who is asking.
@@ -122,6 +131,50 @@ impl AppState {
             Ok(None) => Err(text(StatusCode::NOT_FOUND, "no such collection")),
             Err(e) => Err(store_error(e)),
         }
+    }
+
+    /// The collection a Cosmo request (Morse Code, Atom) reaches, and the kind of the
+    /// ticket it came with: through a `Ticket:` (no credentials asked), or else the
+    /// caller's own.
+    pub(crate) fn reach(
+        &self,
+        headers: &HeaderMap,
+        uid: &str,
+        need: Need,
+    ) -> Result<(CollectionInfo, Option<Kind>), Response> {
+        let Some(grant) = self.ticket(headers, need)? else {
+            return self.owned_collection(headers, uid).map(|c| (c, None));
+        };
+        if public_uid(&grant.collection) != uid {
+            return Err(text(
+                StatusCode::FORBIDDEN,
+                "the ticket is for another collection",
+            ));
+        }
+        match self.store.collection(&grant.collection) {
+            Ok(Some(c)) => Ok((c, Some(grant.kind))),
+            Ok(None) => Err(text(StatusCode::NOT_FOUND, "no such collection")),
+            Err(e) => Err(store_error(e)),
+        }
+    }
+
+    /// What the request's `Ticket:` grants, when it has one: 403 for a key the server
+    /// never issued, or a read-only one on a write.
+    pub(crate) fn ticket(
+        &self,
+        headers: &HeaderMap,
+        need: Need,
+    ) -> Result<Option<Grant>, Response> {
+        let Some(key) = header_str(headers, TICKET) else {
+            return Ok(None);
+        };
+        let Some(grant) = self.tickets.find(key.trim()) else {
+            return Err(text(StatusCode::FORBIDDEN, "no such ticket"));
+        };
+        if need == Need::Write && grant.kind == Kind::ReadOnly {
+            return Err(text(StatusCode::FORBIDDEN, "the ticket is read-only"));
+        }
+        Ok(Some(grant))
     }
 
     /// 409 when an item uid is already used by one of `owner`'s collections (Cosmo's item

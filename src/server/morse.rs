@@ -12,48 +12,11 @@ use axum::response::{IntoResponse, Response};
 use super::http::*;
 use super::model::{self, ItemData};
 use super::store::{CollectionInfo, CreateOutcome, ItemOp, Precondition, WriteOutcome};
-use super::tickets::{Kind, TICKET};
+use super::tickets::Kind;
 
 const TOKEN: &str = "x-morsecode-synctoken";
 const TICKET_TYPE: &str = "x-morsecode-tickettype";
 const TICKET_ISSUED: &str = "x-morsecode-ticket";
-
-/// What a request does with the collection it names.
-#[derive(Clone, Copy, PartialEq)]
-enum Need {
-    Read,
-    Write,
-}
-
-/// The collection a request reaches, and the kind of the ticket it came with: through a
-/// `Ticket:` (no credentials asked), or else the caller's own.
-fn reach(
-    st: &AppState,
-    headers: &HeaderMap,
-    uid: &str,
-    need: Need,
-) -> Result<(CollectionInfo, Option<Kind>), Response> {
-    let Some(key) = header_str(headers, TICKET) else {
-        return st.owned_collection(headers, uid).map(|c| (c, None));
-    };
-    let Some(grant) = st.tickets.find(key.trim()) else {
-        return Err(text(StatusCode::FORBIDDEN, "no such ticket"));
-    };
-    if public_uid(&grant.collection) != uid {
-        return Err(text(
-            StatusCode::FORBIDDEN,
-            "the ticket is for another collection",
-        ));
-    }
-    if need == Need::Write && grant.kind == Kind::ReadOnly {
-        return Err(text(StatusCode::FORBIDDEN, "the ticket is read-only"));
-    }
-    match st.store.collection(&grant.collection) {
-        Ok(Some(c)) => Ok((c, Some(grant.kind))),
-        Ok(None) => Err(text(StatusCode::NOT_FOUND, "no such collection")),
-        Err(e) => Err(store_error(e)),
-    }
-}
 
 /// The ticket kinds a publish asks for, or the 400 to send.
 fn asked_tickets(headers: &HeaderMap) -> Result<Vec<Kind>, Response> {
@@ -174,7 +137,7 @@ pub(crate) async fn subscribe_or_sync(
     Path(uid): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let (info, ticket) = match reach(&st, &headers, &uid, Need::Read) {
+    let (info, ticket) = match st.reach(&headers, &uid, Need::Read) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -216,7 +179,7 @@ pub(crate) async fn update(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (info, _) = match reach(&st, &headers, &uid, Need::Write) {
+    let (info, _) = match st.reach(&headers, &uid, Need::Write) {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -281,7 +244,7 @@ pub(crate) async fn delete(
     Path(uid): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let (info, _) = match reach(&st, &headers, &uid, Need::Write) {
+    let (info, _) = match st.reach(&headers, &uid, Need::Write) {
         Ok(c) => c,
         Err(r) => return r,
     };

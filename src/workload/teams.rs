@@ -1,12 +1,13 @@
 //! Teams: users of several classes dealt into groups that share one calendar (CalDAV)
-//! or one published collection (Morse Code, reached by ticket). A team's owner makes it
+//! or one published collection (Morse Code and Atom, Cosmo's two views of it, reached by
+//! ticket). A team's owner makes it
 //! (and, where the team says, grants the others access to it); its members read it and,
 //! when their class writes, write to it. Who belongs to which team follows from the
 //! workload alone, so a report can say who should have seen each write without asking
 //! the server.
 
 use super::{ClassKind, UserClass, Workload};
-use crate::workload::{CaldavOp, MorseOp};
+use crate::workload::{AtomOp, CaldavOp, MorseOp};
 
 /// One `teams:` entry: `count` teams of this kind, each with a calendar of its own.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,11 +84,24 @@ impl MorseOp {
     }
 }
 
+impl AtomOp {
+    /// Writes what the others of its team should see: an entry new or changed.
+    pub fn shows_others(&self) -> bool {
+        matches!(self, AtomOp::CreateEvent | AtomOp::UpdateEvent)
+    }
+
+    /// Reads entries of the collection (a feed), and so can reveal another's write.
+    pub fn reveals(&self) -> bool {
+        !self.shows_others()
+    }
+}
+
 /// The team a class names in its `params.team`, for the protocols that have teams.
 pub(crate) fn team_of(class: &UserClass) -> Option<&str> {
     match &class.kind {
         ClassKind::Caldav { params, .. } => params.team.as_deref(),
         ClassKind::Morse { params, .. } => params.team.as_deref(),
+        ClassKind::Atom { params, .. } => params.team.as_deref(),
         _ => None,
     }
 }
@@ -96,6 +110,14 @@ pub(crate) fn team_of(class: &UserClass) -> Option<&str> {
 fn morse_ops(class: &UserClass) -> &[MorseOp] {
     match &class.kind {
         ClassKind::Morse { ops, .. } => ops,
+        _ => &[],
+    }
+}
+
+/// The class's Atom operations, when it is an Atom class.
+fn atom_ops(class: &UserClass) -> &[AtomOp] {
+    match &class.kind {
+        ClassKind::Atom { ops, .. } => ops,
         _ => &[],
     }
 }
@@ -115,6 +137,7 @@ pub(crate) fn class_writes(class: &UserClass) -> bool {
         .iter()
         .any(|o| o.shows_others() || matches!(o, CaldavOp::Invite { .. }))
         || morse_ops(class).iter().any(MorseOp::shows_others)
+        || atom_ops(class).iter().any(AtomOp::shows_others)
 }
 
 /// Whether the class's users read their scheduling inbox, and so can be invited.
@@ -129,7 +152,9 @@ pub(crate) fn class_schedules(class: &UserClass) -> bool {
 
 /// Whether the class's users read what their team writes.
 pub(crate) fn class_observes(class: &UserClass) -> bool {
-    caldav_ops(class).iter().any(CaldavOp::reveals) || morse_ops(class).iter().any(MorseOp::reveals)
+    caldav_ops(class).iter().any(CaldavOp::reveals)
+        || morse_ops(class).iter().any(MorseOp::reveals)
+        || atom_ops(class).iter().any(AtomOp::reveals)
 }
 
 impl Workload {

@@ -357,6 +357,40 @@ fn a_ticket_opens_one_collection_to_another_user_as_far_as_it_says() {
         let r = bob.send("POST", p, &[EIM, (TOKEN, &token), ("ticket", &rw)], &upd);
         assert_eq!(r.status, 204, "{}", r.body);
         assert!(alice.get(p).body.contains("Retro"), "Alice sees Bob's item");
+        // The same ticket opens the collection's Atom view: its feed, its entries.
+        let feed = bob.send(
+            "GET",
+            "/cosmo/atom/collection/SH/full",
+            &[("ticket", &ro)],
+            "",
+        );
+        assert_eq!(feed.status, 200);
+        assert!(feed.body.contains("Retro"), "{}", feed.body);
+        let web = atom_entry("E7", "Web", "20070317T100000Z", false);
+        let coll = "/cosmo/atom/collection/SH";
+        assert_eq!(
+            bob.send("POST", coll, &[ATOM, ("ticket", &ro)], &web)
+                .status,
+            403
+        );
+        assert_eq!(
+            bob.send("POST", coll, &[ATOM, ("ticket", &rw)], &web)
+                .status,
+            201
+        );
+        let again = atom_entry("E7", "Web again", "20070317T100000Z", false);
+        let item = "/cosmo/atom/item/E7";
+        assert_eq!(
+            bob.send("PUT", item, &[ATOM, ("ticket", &rw)], &again)
+                .status,
+            200
+        );
+        assert!(
+            bob.send("GET", item, &[("ticket", &ro)], "")
+                .body
+                .contains("Web again")
+        );
+        assert_eq!(bob.get(item).status, 404, "not Bob's without the ticket");
         // A key the server never issued, or one for another collection, opens nothing.
         assert_eq!(bob.send("GET", p, &[("ticket", "nope")], "").status, 403);
         let other = eimml("OT", &[("O1", "Other", "20070314T091500Z")], &[]);

@@ -157,9 +157,7 @@ users:
 #[test]
 fn a_morse_team_sees_every_update_by_ticket_at_half_a_poll_gap() {
     let _alone = alone();
-    let rt = runtime();
-    let srv = rt.block_on(server::start(ServerConfig::default())).unwrap();
-    let (r, _tmp) = run_against(&srv, "morse-team.yaml", &morse_team_workload(&srv.url()));
+    let (r, _tmp) = run_embedded("morse-team.yaml", morse_team_workload);
     let v = r.visibility.as_ref().expect("a visibility section");
     let updates = op(&r, "writers.update").successes;
     assert!(updates > 10, "{updates}");
@@ -184,7 +182,94 @@ fn a_morse_team_sees_every_update_by_ticket_at_half_a_poll_gap() {
     // items a gap, at most, for each reader of each team).
     assert!(v.all.unseen <= 2 * 2 * 3 * 4, "{:?}", v.unseen_writes);
     half_a_gap(v, "readers.sync");
+}
+
+/// Cosmo's two views of one collection in one team: a Morse Code writer updates, an Atom
+/// writer creates entries, and a reader of each kind looks at a constant interval.
+fn cosmo_team_workload(target: &str) -> String {
+    r#"target: TARGET
+context: /cosmo
+run: { duration: 4s, rounds: 2, seed: 2007, timeout: 30s }
+accounts: { create: cmp }
+teams:
+  - name: t
+    count: 2
+users:
+  - class: desk_writers
+    protocol: morse
+    count: 2
+    think: 300ms
+    params: { team: t, collection_size: 3 }
+    mix: { update: 1 }
+  - class: web_writers
+    protocol: atom
+    count: 2
+    think: 300ms
+    params: { team: t }
+    mix: { create_event: 1 }
+  - class: desk_readers
+    protocol: morse
+    count: 2
+    think: 400ms
+    params: { team: t }
+    mix: { sync: 1 }
+  - class: web_readers
+    protocol: atom
+    count: 2
+    think: 400ms
+    params: { team: t }
+    mix: { full_feed: 1 }
+"#
+    .replace("TARGET", target)
+}
+
+/// What either view writes reaches the readers of both: every write is held against the
+/// team's Morse Code reader and its Atom reader, and most are seen by both (a write seen
+/// through one view only would leave `seen` at most the number of writes).
+#[test]
+fn a_write_through_morse_code_or_atom_reaches_the_readers_of_both() {
+    let _alone = alone();
+    let (r, _tmp) = run_embedded("cosmo-team.yaml", cosmo_team_workload);
+    let v = r.visibility.as_ref().expect("a visibility section");
+    let updates = op(&r, "desk_writers.update").successes;
+    let creates = op(&r, "web_writers.create_event").successes;
+    assert!(updates > 10 && creates > 10, "{updates} {creates}");
+    let row = |name: &str| v.by_write.iter().find(|w| w.op == name).unwrap();
+    let (morse, atom) = (row("desk_writers.update"), row("web_writers.create_event"));
+    assert_eq!(
+        morse.writes,
+        2 * updates - 2 * 2,
+        "two items an update but the first"
+    );
+    assert_eq!(atom.writes, creates);
+    assert_eq!(
+        v.all.expected,
+        2 * v.all.writes,
+        "one reader of each view a team"
+    );
+    assert_eq!(v.all.seen + v.all.superseded + v.all.unseen, v.all.expected);
+    for w in [morse, atom] {
+        assert!(
+            w.seen > w.writes + w.writes / 2,
+            "seen through both views: {w:?}"
+        );
+    }
+    assert_eq!(v.all.duplicated, 0);
+    assert_eq!(v.unacknowledged + v.unexpected + v.foreign + v.garbled, 0);
+    half_a_gap(v, "web_readers.full_feed");
+}
+
+/// `workload(url)` (as file `name`) run against a fresh embedded server on memory, as
+/// [`run_against`] checks it.
+fn run_embedded(
+    name: &str,
+    workload: impl Fn(&str) -> String,
+) -> (loadmix::reports::Report, tempfile::TempDir) {
+    let rt = runtime();
+    let srv = rt.block_on(server::start(ServerConfig::default())).unwrap();
+    let done = run_against(&srv, name, &workload(&srv.url()));
     rt.block_on(srv.stop());
+    done
 }
 
 /// `workload` (as file `name`) run against the embedded server `srv`: its report, once
@@ -274,12 +359,12 @@ fn team_mistakes_are_located() {
 /// `validate` says who is in a team and who owns it, from the workload alone.
 #[test]
 fn validate_lists_each_kind_of_team() {
-    let o = loadmix_bin(&["validate", "workloads/morse-team.yaml"]);
+    let o = loadmix_bin(&["validate", "workloads/cosmo-team.yaml"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(
         out.contains(
-            "team shared × 4 (by ticket): 5 users each (writers 2, readers 3); writers#t owns team t and publishes its collection"
+            "team shared × 4 (by ticket): 5 users each (desktop_writers 1, desktop_readers 2, web 2); desktop_writers#t owns team t and publishes its collection"
         ),
         "{out}"
     );

@@ -15,11 +15,18 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
         op(AtomOp::NAMES[3], &[]),
         op(AtomOp::NAMES[4], &[]),
     ],
-    class_params: &[p(
-        "initial_items",
-        ParamKind::Integer,
-        "items in the collection published first",
-    )],
+    class_params: &[
+        p(
+            "initial_items",
+            ParamKind::Integer,
+            "items in the collection published first",
+        ),
+        p(
+            "team",
+            ParamKind::Text,
+            "the team (under teams:) whose shared collection its users read and write, reached by ticket",
+        ),
+    ],
 };
 
 /// Atom operations.
@@ -69,6 +76,12 @@ pub struct AtomParams {
     pub initial_items: u32,
     /// The first collection, published through Morse Code outside the table.
     pub label_publish: usize,
+    /// The team (its `teams:` name) whose shared collection the users work in; `None`:
+    /// each works in its own.
+    pub team: Option<String>,
+    /// A team's write refused twice because another member was writing (423): contention,
+    /// not a failure. Only a team's classes that write have it.
+    pub label_contended: Option<usize>,
 }
 
 /// The class's typed operations and parameters, with every default applied.
@@ -77,8 +90,12 @@ pub(super) fn build(
     class_params: &Params,
     labels: &mut Vec<String>,
 ) -> Result<ClassKind, String> {
+    let ops = each(ops, AtomOp::build)?;
+    let team = class_params.text("team").map(str::to_string);
+    let writes = ops
+        .iter()
+        .any(|o| matches!(o, AtomOp::CreateEvent | AtomOp::UpdateEvent));
     Ok(ClassKind::Atom {
-        ops: each(ops, AtomOp::build)?,
         params: AtomParams {
             initial_items: class_params
                 .number("initial_items")
@@ -86,6 +103,9 @@ pub(super) fn build(
                     n.clamp(1.0, u32::MAX as f64) as u32
                 }),
             label_publish: label_index(labels, "publish"),
+            label_contended: (team.is_some() && writes).then(|| label_index(labels, "contended")),
+            team,
         },
+        ops,
     })
 }

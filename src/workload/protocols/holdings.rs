@@ -2,7 +2,8 @@
 //! of a CalDAV user's calendars, the items of an Atom user's collection. `validate`'s
 //! sampled plan walks a class's picks through it to say which share of them would find
 //! nothing to act on and send nothing, as the drivers decide it: an update, get or
-//! delete of an event needs one in the calendar picked; an Atom update needs an item.
+//! delete of an event needs one in the calendar picked; an Atom update needs an item (in
+//! a team, one the user created).
 //! Morse Code users always hold a collection (one deleted is published again, as a
 //! bootstrap), and what http and broker classes send needs nothing made.
 
@@ -31,6 +32,8 @@ impl ClassKind {
                     .map_or(0, |d| d.sample_count(rng, MAX_INITIAL_EVENTS));
                 Some(Holdings::Calendars(vec![n]))
             }
+            // In a team, a user updates only the entries it created itself.
+            ClassKind::Atom { params, .. } if params.team.is_some() => Some(Holdings::Items(0)),
             ClassKind::Atom { params, .. } => {
                 Some(Holdings::Items(u64::from(params.initial_items)))
             }

@@ -1,9 +1,9 @@
-//! `teams:`: groups of users, from one or more CalDAV classes that share a calendar or
-//! Morse Code classes that share a published collection; each class joins one by its
-//! `params.team`. Checked here: every team named exists, its classes speak one protocol
-//! and deal evenly into its teams, each team has two users or more and someone in it
-//! writes, and a Morse Code member neither publishes nor deletes (the shared collection
-//! is the owner's set-up).
+//! `teams:`: groups of users that share something: a calendar (CalDAV classes) or a
+//! published collection (Morse Code and Atom classes, Cosmo's two views of it); each
+//! class joins one by its `params.team`. Checked here: every team named exists, its
+//! classes speak one protocol (or Morse Code and Atom) and deal evenly into its teams,
+//! each team has two users or more and someone in it writes, and a Morse Code member
+//! neither publishes nor deletes (the shared collection is the owner's set-up).
 
 use super::*;
 use crate::workload::MorseOp;
@@ -183,14 +183,17 @@ fn fits_team(
     team: &Team,
     classes: &[UserClass],
 ) -> R<()> {
+    // Morse Code and Atom are Cosmo's two views of one collection: they may share one.
+    let cosmo = |p: Protocol| matches!(p, Protocol::Morse | Protocol::Atom);
     if let Some(first) = team.classes.first().and_then(|&ci| classes.get(ci))
         && first.protocol != class.protocol
+        && !(cosmo(first.protocol) && cosmo(class.protocol))
     {
         return Err(cx.err(
             pos,
             path,
             format!(
-                "class '{}' ({}) cannot join team '{}' of class '{}' ({}): a team shares one calendar or one collection, in one protocol",
+                "class '{}' ({}) cannot join team '{}' of class '{}' ({}): a team shares one calendar (CalDAV) or one collection (Morse Code, Atom)",
                 class.name,
                 class.protocol.name(),
                 team.name,
@@ -255,7 +258,7 @@ fn check_team(cx: &Cx, t: &Team, node: &Node, classes: &[UserClass]) -> R<()> {
             node.pos,
             path,
             format!(
-                "nobody in team '{}' writes (none of its classes has put_event, update_event, invite or, in Morse Code, update): its members would observe what nobody changes",
+                "nobody in team '{}' writes (none of its classes has put_event, update_event or invite, Morse Code's update, Atom's create_event or update_event): its members would observe what nobody changes",
                 t.name
             ),
         ));

@@ -338,6 +338,11 @@ fn merge_round(
         .find(|s| s.requests > 0)
         .map_or(0, |s| s.successes);
     let mut round = merged_round_report(shards, i, &starts, &offsets, headline);
+    round.visibility = merged_visibility(
+        shards
+            .iter()
+            .map(|s| s.report.rounds[i].visibility.as_ref()),
+    )?;
     round.ops = merged_ops
         .iter()
         .map(|(name, class, stats, rate)| {
@@ -503,7 +508,7 @@ fn merged_round_report(
                 .take(10)
                 .collect(),
         },
-        // A run with teams is never sharded: the members of a team meet in one process.
+        // Set by the caller, which may fail on a corrupt histogram.
         visibility: None,
         server,
         metrics,
@@ -633,13 +638,26 @@ pub fn merge(shards: Vec<ShardReport>) -> Result<Report, MergeError> {
             .collect(),
         failures,
         ledger,
-        // A run with teams runs whole (its teams' members must meet in one process).
-        visibility: None,
+        visibility: merged_visibility(shards.iter().map(|s| s.report.visibility.as_ref()))?,
         preflight: shards.iter().fold(model::Untimed::default(), |mut a, s| {
             a.add(&s.report.preflight);
             a
         }),
     })
+}
+
+/// The shards' visibility sections added up (a sharded run keeps each team whole on
+/// one shard, so each section holds whole teams); `None` without teams.
+fn merged_visibility<'a>(
+    parts: impl Iterator<Item = Option<&'a model::VisibilityRecord>>,
+) -> Result<Option<model::VisibilityRecord>, MergeError> {
+    let parts: Vec<&model::VisibilityRecord> = parts.flatten().collect();
+    if parts.is_empty() {
+        return Ok(None);
+    }
+    model::VisibilityRecord::merged(&parts)
+        .map(Some)
+        .map_err(MergeError::Corrupt)
 }
 
 /// The shards' ledgers added up: a message sent on one shard and received on another is

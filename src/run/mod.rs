@@ -509,11 +509,17 @@ fn load_points(
     }
     for (_, w) in &points {
         fits::check(w).map_err(RunError::Usage)?;
-        // A team's members meet in their set-up, in one process; a shard has only some.
-        if !w.teams.is_empty() && !a.shard.is_whole() {
+        // A team's members meet in their set-up, in one process. Shard i takes the users
+        // u with u mod N = i, and user u is in team u mod count: when N divides every
+        // count, each team's users are all on the shard of its number.
+        let n = a.shard.count;
+        if let Some(t) = w.teams.iter().find(|t| !t.count.is_multiple_of(n)) {
             return Err(RunError::Usage(format!(
-                "--shard and teams: the members of a team meet in one process, and '{}' shares calendars among its users (run it whole)",
-                w.name
+                "--shard {}: the members of a team meet in one process, and shard i takes the users u with u mod {n} = i, so a team stays whole only when its count is a multiple of {n}: '{}' has {} (give it {}, or run whole)",
+                a.shard,
+                t.name,
+                t.count,
+                t.count.div_ceil(n).max(1) * n
             )));
         }
     }

@@ -259,6 +259,86 @@ fn a_write_through_morse_code_or_atom_reaches_the_readers_of_both() {
     half_a_gap(v, "web_readers.full_feed");
 }
 
+/// `--shard I/N` with N dividing every team count keeps each team whole on one shard
+/// (its members meet there), each shard settles its own teams, and `merge` adds the
+/// shards' visibility up, round by round and for the run; a shard count that would split
+/// a team is refused before anything runs.
+#[test]
+fn shards_keep_each_team_whole_and_their_visibility_adds_up() {
+    let _alone = alone();
+    let rt = runtime();
+    let srv = rt.block_on(server::start(ServerConfig::default())).unwrap();
+    let tmp = tempdir();
+    let w = tmp.path().join("team.yaml");
+    std::fs::write(&w, team_workload(&srv.url())).unwrap();
+    let o = loadmix_bin(&["run", &path_str(&w), "--shard", "0/3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("'t' has 2 (give it 3, or run whole)"));
+    let mut files = Vec::new();
+    let mut parts = Vec::new();
+    for i in 0..2 {
+        let dir = tmp.path().join(format!("shard-{i}"));
+        let shard = format!("{i}/2");
+        let args = [
+            "run",
+            &path_str(&w),
+            "--shard",
+            &shard,
+            "--quiet",
+            "--out",
+            &path_str(&dir),
+        ];
+        assert_eq!(loadmix(&args), 0);
+        let r = read_report(&dir);
+        let v = r.visibility.clone().expect("a shard's teams settled");
+        let puts = op(&r, "editors.put_event").successes;
+        assert!(puts > 5, "{puts}");
+        // One team a shard: its editor's writes, held against its three pollers.
+        assert_eq!((v.all.writes, v.all.expected), (puts, 3 * puts));
+        assert_eq!(v.unexpected + v.unacknowledged, 0);
+        files.push(path_str(&dir.join("run.json")));
+        parts.push(v);
+    }
+    rt.block_on(srv.stop());
+    let merged_dir = tmp.path().join("merged");
+    let mut args = vec!["merge"];
+    args.extend(files.iter().map(String::as_str));
+    let out = path_str(&merged_dir);
+    args.extend(["--out", out.as_str()]);
+    assert_eq!(loadmix(&args), 0);
+    let m = read_report(&merged_dir);
+    let v = m.visibility.as_ref().expect("the merged visibility");
+    let sum = |f: fn(&loadmix::reports::VisibilityRow) -> u64| {
+        parts.iter().map(|p| f(&p.all)).sum::<u64>()
+    };
+    assert_eq!(v.all.writes, sum(|r| r.writes));
+    assert_eq!(v.all.expected, sum(|r| r.expected));
+    assert_eq!(v.all.seen, sum(|r| r.seen));
+    assert_eq!(v.all.unseen, sum(|r| r.unseen));
+    let lat = v.all.latency_ms.as_ref().unwrap();
+    assert_eq!(lat.count, v.all.seen, "the histograms added, not averaged");
+    let gaps: Vec<f64> = parts
+        .iter()
+        .map(|p| p.by_observer[0].poll_interval_ms.unwrap())
+        .collect();
+    let gap = v.by_observer[0].poll_interval_ms.unwrap();
+    assert!(
+        gaps.iter().any(|g| *g <= gap) && gaps.iter().any(|g| *g >= gap),
+        "{gap} {gaps:?}"
+    );
+    for (i, round) in m.rounds.iter().enumerate() {
+        let rv = round.visibility.as_ref().unwrap();
+        let of_shards: u64 = files
+            .iter()
+            .map(|f| {
+                let r = read_report(std::path::Path::new(f).parent().unwrap());
+                r.rounds[i].visibility.as_ref().unwrap().all.writes
+            })
+            .sum();
+        assert_eq!(rv.all.writes, of_shards, "round {i}");
+    }
+}
+
 /// `workload(url)` (as file `name`) run against a fresh embedded server on memory, as
 /// [`run_against`] checks it.
 fn run_embedded(

@@ -1,12 +1,12 @@
-//! The report's visibility section: how long the writes to a team's shared calendar
-//! took to reach the members who read it (from the write's acknowledgement to each
-//! member's first sight), and which of them never did, per writing and per observing
-//! operation.
+//! The report's visibility section: how long the writes to a team's shared calendar or
+//! collection took to reach the members who read it (from the write's acknowledgement to
+//! each member's first sight), and which of them never did, per writing and per observing
+//! operation; and the shards' sections of one run added up.
 
 use serde::{Deserialize, Serialize};
 
-use super::op::encode_histogram;
-use crate::visibility::{Settled, Tally};
+use super::op::{decode_histogram, encode_histogram};
+use crate::visibility::{MAX_NAMED, Settled, Tally, new_histogram};
 use crate::workload::Workload;
 
 /// Visibility over the measured rounds.
@@ -56,6 +56,9 @@ pub struct VisibilityRow {
     pub duplicated: u64,
     /// An observing operation's looks, and the mean time between two of one observer's.
     pub looks: u64,
+    /// The observers who looked (each one's first look starts no gap).
+    #[serde(default)]
+    pub lookers: u64,
     /// The mean time between two looks of one observer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_interval_ms: Option<f64>,
@@ -96,6 +99,7 @@ fn row(op: String, t: &Tally) -> VisibilityRow {
         unseen: t.unseen,
         duplicated: t.duplicated,
         looks: t.looks,
+        lookers: t.lookers,
         poll_interval_ms: t.poll_interval_us().map(|us| us / 1000.0),
         latency_ms: (!h.is_empty()).then(|| SightLatency {
             count: h.len(),
@@ -106,6 +110,73 @@ fn row(op: String, t: &Tally) -> VisibilityRow {
             max: ms(h.max()),
             histogram: encode_histogram(h),
         }),
+    }
+}
+
+/// A row read back as the counts it was made of (the time between looks to the nearest
+/// microsecond), to be added to another shard's.
+fn tally_of(r: &VisibilityRow) -> Result<Tally, String> {
+    let gaps = r.looks.saturating_sub(r.lookers) as f64;
+    let latency = match &r.latency_ms {
+        Some(l) => decode_histogram(&l.histogram)
+            .ok_or_else(|| format!("visibility {}: the latency histogram is corrupt", r.op))?,
+        None => new_histogram(),
+    };
+    Ok(Tally {
+        writes: r.writes,
+        expected: r.expected,
+        seen: r.seen,
+        seen_before_ack: r.seen_before_ack,
+        superseded: r.superseded,
+        unseen: r.unseen,
+        duplicated: r.duplicated,
+        latency,
+        looks: r.looks,
+        lookers: r.lookers,
+        span_us: r
+            .poll_interval_ms
+            .map_or(0, |ms| (ms * 1000.0 * gaps).round() as u64),
+    })
+}
+
+/// Rows of several shards added up by operation, in the order they first appear.
+fn merged_rows<'a>(
+    rows: impl Iterator<Item = &'a VisibilityRow>,
+) -> Result<Vec<VisibilityRow>, String> {
+    let mut out: Vec<(String, Tally)> = Vec::new();
+    for r in rows {
+        let t = tally_of(r)?;
+        match out.iter_mut().find(|(op, _)| *op == r.op) {
+            Some((_, sum)) => sum.add(&t),
+            None => out.push((r.op.clone(), t)),
+        }
+    }
+    Ok(out.into_iter().map(|(op, t)| row(op, &t)).collect())
+}
+
+impl VisibilityRecord {
+    /// The shards' records of one run or one round added up: each team ran whole on one
+    /// shard, so its writes and its observers are all in one record, and the sums are
+    /// the run's. The first [`MAX_NAMED`] unseen writes stay named.
+    pub(crate) fn merged(parts: &[&VisibilityRecord]) -> Result<VisibilityRecord, String> {
+        let all = merged_rows(parts.iter().map(|p| &p.all))?
+            .pop()
+            .ok_or("no visibility to merge")?;
+        let sum = |f: fn(&VisibilityRecord) -> u64| parts.iter().map(|p| f(p)).sum::<u64>();
+        let named: Vec<String> = parts.iter().flat_map(|p| p.unseen_writes.clone()).collect();
+        let past = named.len().saturating_sub(MAX_NAMED) as u64;
+        Ok(VisibilityRecord {
+            all,
+            by_write: merged_rows(parts.iter().flat_map(|p| &p.by_write))?,
+            by_observer: merged_rows(parts.iter().flat_map(|p| &p.by_observer))?,
+            unacknowledged: sum(|p| p.unacknowledged),
+            unexpected: sum(|p| p.unexpected),
+            foreign: sum(|p| p.foreign),
+            garbled: sum(|p| p.garbled),
+            untracked: sum(|p| p.untracked),
+            unseen_writes: named.into_iter().take(MAX_NAMED).collect(),
+            unseen_unnamed: sum(|p| p.unseen_unnamed) + past,
+        })
     }
 }
 

@@ -206,7 +206,7 @@ users:
     count: 2
     think: 300ms
     params: { team: t }
-    mix: { create_event: 1 }
+    mix: { create_event: 2, update_event: 1 }
   - class: desk_readers
     protocol: morse
     count: 2
@@ -233,7 +233,11 @@ fn a_write_through_morse_code_or_atom_reaches_the_readers_of_both() {
     let v = r.visibility.as_ref().expect("a visibility section");
     let updates = op(&r, "desk_writers.update").successes;
     let creates = op(&r, "web_writers.create_event").successes;
-    assert!(updates > 10 && creates > 10, "{updates} {creates}");
+    let edits = op(&r, "web_writers.update_event").successes;
+    assert!(
+        updates > 10 && creates > 10 && edits > 3,
+        "{updates} {creates} {edits}"
+    );
     let row = |name: &str| v.by_write.iter().find(|w| w.op == name).unwrap();
     let (morse, atom) = (row("desk_writers.update"), row("web_writers.create_event"));
     assert_eq!(
@@ -242,6 +246,8 @@ fn a_write_through_morse_code_or_atom_reaches_the_readers_of_both() {
         "two items an update but the first"
     );
     assert_eq!(atom.writes, creates);
+    let edited = row("web_writers.update_event").writes;
+    assert_eq!(edited, edits, "each an entry of the writer's own");
     assert_eq!(
         v.all.expected,
         2 * v.all.writes,

@@ -1,7 +1,8 @@
 //! The machine the generator runs on, sampled once a second during a round: this
 //! process's CPU, and the host's (busy share of all cores, the share the hypervisor took as
-//! steal, the run queue), so a late start can be blamed on the right party: loadmix itself,
-//! or other processes crowding the cores, or the hypervisor.
+//! steal, the run queue, and the CPU pressure stall information where the kernel keeps it),
+//! so a late start can be blamed on the right party: loadmix itself, or other processes
+//! crowding the cores, or the hypervisor.
 
 use std::time::Duration;
 
@@ -22,6 +23,33 @@ pub(crate) struct HostSamples {
     /// Users active at the sample: closed users inside their active window, open sessions
     /// in progress.
     pub users: Vec<u64>,
+    /// The share of the second in which some runnable task waited for a core
+    /// (`/proc/pressure/cpu`, `some`), percent; empty where the kernel has no such file.
+    pub pressure: Vec<f64>,
+}
+
+/// Microseconds some task has waited for a core since boot (`/proc/pressure/cpu`'s
+/// `some total=`), or `None` where there is no such file.
+fn read_pressure() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
+    parse_pressure(&text)
+}
+
+fn parse_pressure(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    line.split_ascii_whitespace()
+        .find_map(|f| f.strip_prefix("total="))
+        .and_then(|v| v.parse().ok())
+}
+
+/// The host's CPU pressure now: `some avg10`, percent (the share of the last ten seconds
+/// in which a task waited for a core); `None` where the kernel does not keep it.
+pub(crate) fn cpu_pressure_now() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    line.split_ascii_whitespace()
+        .find_map(|f| f.strip_prefix("avg10="))
+        .and_then(|v| v.parse().ok())
 }
 
 /// This process's user and system CPU time so far.
@@ -88,19 +116,23 @@ pub(crate) fn sampler(
 ) -> tokio::task::JoinHandle<HostSamples> {
     tokio::spawn(async move {
         let mut out = HostSamples::default();
-        let mut last = (Instant::now(), cpu_time(), read_stat());
+        let mut last = (Instant::now(), cpu_time(), read_stat(), read_pressure());
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 _ = done.cancelled() => break,
             }
-            let now = (Instant::now(), cpu_time(), read_stat());
+            let now = (Instant::now(), cpu_time(), read_stat(), read_pressure());
             out.users
                 .push(users.load(std::sync::atomic::Ordering::Relaxed));
             let wall = now.0.duration_since(last.0).as_secs_f64();
             if wall > 0.0 {
                 out.process_cpu
                     .push((now.1.saturating_sub(last.1)).as_secs_f64() / wall * 100.0);
+                if let (Some(a), Some(b)) = (last.3, now.3) {
+                    let stalled = b.saturating_sub(a) as f64 / 1e6;
+                    out.pressure.push((stalled / wall * 100.0).min(100.0));
+                }
             }
             if let (Some(a), Some(b)) = (last.2, now.2) {
                 let total = b.total.saturating_sub(a.total);
@@ -120,6 +152,14 @@ pub(crate) fn sampler(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_pressure_is_read_from_its_some_line() {
+        let text = "some avg10=2.35 avg60=3.14 avg300=2.96 total=27389921\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_pressure(text), Some(27_389_921));
+        assert_eq!(parse_pressure("full total=3\n"), None);
+        assert_eq!(parse_pressure("some avg10=x total=-1\n"), None);
+    }
 
     #[test]
     fn proc_stat_is_read_as_busy_steal_and_run_queue() {

@@ -4,7 +4,9 @@
 //! before), run `iterations` operations and leave. Latency is measured from each
 //! operation's intended start, so a server that stalls shows its stall in the corrected
 //! figures even though the generator waited (coordinated omission, as wrk2 corrects
-//! it); the service time is recorded beside it.
+//! it); the service time is recorded beside it. How late the generator itself acted on
+//! an arrival (the arrival loop or the runtime waking after its due time) is its start
+//! lag, and is kept out of the corrected latency, as for closed and paced users.
 //!
 //! At most `max_concurrency` sessions run at once. An arrival that finds them all busy
 //! waits for a slot (`queue`, counted as late) or gives up (`drop`, counted). The schedule
@@ -222,8 +224,10 @@ pub(super) async fn arrivals(
         if !wait_until(&spec.timer, intended, &stop).await {
             break;
         }
-        let woke = Instant::now();
-        if woke.saturating_duration_since(intended.max(held_until)) > super::record::BEHIND_LIMIT {
+        // How late the arrival loop acted on this arrival by its own doing: what lies past
+        // both the due time and the end of the previous arrival's wait for a slot.
+        let loop_lag = Instant::now().saturating_duration_since(intended.max(held_until));
+        if loop_lag > super::record::BEHIND_LIMIT {
             out.behind += 1;
         }
         let permit = match take_slot(&spec, &slots, &stop).await {
@@ -251,8 +255,11 @@ pub(super) async fn arrivals(
             factory.clone(),
             stop.clone(),
         );
+        let spawned = Instant::now();
         sessions.spawn(async move {
-            let o = session(&spec2, &w2, &d2, &f2, &s2, id, intended).await;
+            // The runtime's delay in starting the task is the generator's too.
+            let lag = loop_lag + spawned.elapsed();
+            let o = session(&spec2, &w2, &d2, &f2, &s2, id, (intended, lag)).await;
             drop(permit);
             o
         });
@@ -340,7 +347,7 @@ async fn session(
     factory: &RecorderFactory,
     stop: &CancellationToken,
     id: u32,
-    arrived: Instant,
+    (arrived, lag): (Instant, Duration),
 ) -> VuOutput {
     let class = &spec.class;
     let mut out = VuOutput::default();
@@ -362,7 +369,7 @@ async fn session(
         who: Who { vu: id, ..spec.who },
         class: class.clone(),
         seed: spec.seed,
-        entry: Entry::Arrived { at: arrived },
+        entry: Entry::Arrived { at: arrived, lag },
         end_by: Some(spec.deadline),
         iterations: Some(spec.iterations),
         halted: spec.halted.clone(),

@@ -116,10 +116,15 @@ pub(super) struct Timing {
     pub(super) think: Duration,
     /// When the operation was due: the end of the think, its pacing slot, its arrival.
     pub(super) intended: Instant,
+    /// Of the time between `intended` and `ready`, what the generator itself took before
+    /// the user could act (an open session's arrival acted on late by the arrival loop or
+    /// the runtime): the generator's, counted as start lag and not as the server's.
+    pub(super) held_by_generator: Duration,
     /// When the user was free to send it: the previous operation's end, or (for an open
     /// session's first) the end of its wait for a slot and of its set-up. What lies past
-    /// `intended` before this is the server's doing; what lies past both before `started`
-    /// is the generator's (its timer waking late), and is never the server's latency.
+    /// `intended` before this, less `held_by_generator`, is the server's doing; what lies
+    /// past both before `started` is the generator's (its timer waking late), and is
+    /// never the server's latency.
     pub(super) ready: Instant,
     pub(super) started: Instant,
     pub(super) ended: Instant,
@@ -248,11 +253,8 @@ fn sample_of(outcome: &Outcome, label: u32, start_us: u64, t: &Timing) -> Sample
         // Coordinated omission: the time the user could not send because the server held
         // it (busy with the previous operation past this one's due time, or queued for a
         // slot) is added to the service time; the generator's own lateness is not.
-        corrected_us: (latency + t.ready.saturating_duration_since(t.intended)).as_micros() as u64,
-        lag_us: t
-            .started
-            .saturating_duration_since(t.intended.max(t.ready))
-            .as_micros() as u64,
+        corrected_us: corrected(latency, t).as_micros() as u64,
+        lag_us: start_lag(t).as_micros() as u64,
         scheduled: t.scheduled,
         connect_us: outcome.handshake.map(|h| micros32(h.connect)),
         tls_us: outcome.handshake.and_then(|h| h.tls).map(micros32),
@@ -261,6 +263,22 @@ fn sample_of(outcome: &Outcome, label: u32, start_us: u64, t: &Timing) -> Sample
         skipped: false,
         pick: metrics::NO_PICK,
     }
+}
+
+/// The latency from the operation's intended start: its service time, plus the time the
+/// server kept the user from sending (busy with the previous operation past this one's due
+/// time, a session slot held by sessions waiting on it, a session's set-up), less what
+/// the generator itself took ([`start_lag`]). The same for closed, paced and open users.
+fn corrected(latency: Duration, t: &Timing) -> Duration {
+    let held = t.ready.saturating_duration_since(t.intended);
+    latency + held.saturating_sub(t.held_by_generator)
+}
+
+/// How late the generator started the operation by its own doing: before the user was
+/// ready (an arrival acted on late), and after it was both due and ready (a timer or the
+/// runtime waking late).
+fn start_lag(t: &Timing) -> Duration {
+    t.held_by_generator + t.started.saturating_duration_since(t.intended.max(t.ready))
 }
 
 /// One step of a sequence as its own sample (no warm-up of its own, no scheduling lag).
@@ -345,5 +363,38 @@ mod tests {
         }
         assert_eq!(out.panicked, 1);
         assert_eq!(out.sessions, 2, "the other two users' output");
+    }
+
+    /// A timing `ms` offsets from one instant.
+    fn timing(intended: u64, by_generator: u64, ready: u64, started: u64) -> Timing {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        Timing {
+            think: Duration::ZERO,
+            intended: at(intended),
+            held_by_generator: Duration::from_millis(by_generator),
+            ready: at(ready),
+            started: at(started),
+            ended: at(started + 2),
+            scheduled: true,
+        }
+    }
+
+    #[test]
+    fn what_the_generator_took_is_start_lag_and_what_the_server_held_is_corrected() {
+        let ms = Duration::from_millis;
+        // An arrival due at 0, acted on 5 ms late by the arrival loop, then 3 ms waiting
+        // for a slot the server's sessions held: ready at 8, sent at 9 (1 ms more of the
+        // generator's), answered in 2 ms.
+        let t = timing(0, 5, 8, 9);
+        assert_eq!(corrected(ms(2), &t), ms(2 + 3));
+        assert_eq!(start_lag(&t), ms(5 + 1));
+        // A closed or paced user busy with the previous answer past the due time: all of
+        // it the server's.
+        let t = timing(10, 0, 14, 14);
+        assert_eq!((corrected(ms(2), &t), start_lag(&t)), (ms(6), ms(0)));
+        // Free before the due time and started late: the timer's, none in the latency.
+        let t = timing(10, 0, 4, 12);
+        assert_eq!((corrected(ms(2), &t), start_lag(&t)), (ms(2), ms(2)));
     }
 }

@@ -365,8 +365,12 @@ impl Clock {
         let (w, cfg) = (round.w, round.cfg);
         let warmup_round = round.index > w.run.rounds;
         let live = cfg.live.clone().map(|l| (l, warmup_round));
-        let (factory, aggregator) =
-            metrics::aggregator(round.labels.len(), w.run.warmup, w.run.timeout, live);
+        let (factory, aggregator) = metrics::aggregator(
+            round.labels.iter().map(|(ci, _, _)| ci).collect(),
+            w.run.warmup,
+            w.run.timeout,
+            live,
+        );
         let slot_late = wait_for_slot(cfg).await;
         // The live figures' own counter when there are live figures.
         let users = cfg

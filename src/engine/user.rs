@@ -39,7 +39,10 @@ pub(super) enum Entry {
     /// paced user's phase), and it thinks before its first pick as before every other.
     Closed { begin: Instant },
     /// An open session: its first pick is due when it arrived, with no think before it.
-    Arrived { at: Instant },
+    /// `lag` is how late the generator itself acted on the arrival (its arrival loop
+    /// waking after the due time, its runtime starting the session's task late): the
+    /// generator's start lag, kept out of the first pick's corrected latency.
+    Arrived { at: Instant, lag: Duration },
 }
 
 impl Entry {
@@ -47,7 +50,7 @@ impl Entry {
     fn begin(self) -> Instant {
         match self {
             Entry::Closed { begin } => begin,
-            Entry::Arrived { at } => at,
+            Entry::Arrived { at, .. } => at,
         }
     }
 }
@@ -166,6 +169,11 @@ pub(super) async fn run(
         let timing = Timing {
             think,
             intended,
+            // Only a session's first pick waited for its arrival to be acted on.
+            held_by_generator: match (spec.entry, done) {
+                (Entry::Arrived { lag, .. }, 0) => lag,
+                _ => Duration::ZERO,
+            },
             ready: now,
             started,
             ended: Instant::now(),
@@ -297,7 +305,7 @@ fn next_due(
             Duration::ZERO,
         ));
     }
-    if let (Entry::Arrived { at }, 0) = (spec.entry, done) {
+    if let (Entry::Arrived { at, .. }, 0) = (spec.entry, done) {
         return Some((at, Duration::ZERO));
     }
     let t = match pick {

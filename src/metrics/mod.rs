@@ -184,9 +184,6 @@ impl LabelTable {
     pub(crate) fn index(&self, class: usize, label: usize) -> u32 {
         self.offsets[class] + label as u32
     }
-    pub(crate) fn len(&self) -> usize {
-        self.classes.iter().map(|(_, l)| l.len()).sum()
-    }
     /// (class index, class name, label) of each flat index, in order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &str, &str)> {
         self.classes
@@ -413,6 +410,8 @@ pub(crate) struct RoundStats {
     pub warmup_requests: u64,
     /// Scheduling lag of every operation (µs): how late the generator started it.
     pub lag: Histogram<u64>,
+    /// The same, per class (by class index).
+    pub class_lag: Vec<Histogram<u64>>,
     /// Second by second over all operations (warm-up included, steps left out).
     pub seconds: Vec<Second>,
     /// Successes that arrived after their second's percentiles were taken: counted
@@ -426,6 +425,7 @@ impl RoundStats {
             ops: Vec::new(),
             warmup_requests: 0,
             lag: new_histogram(),
+            class_lag: Vec::new(),
             seconds: Vec::new(),
             seconds_late: 0,
         }
@@ -577,7 +577,7 @@ fn heat_of(h: &Histogram<u32>) -> [u32; HEAT_BUCKETS] {
 /// `timeout` is the request timeout: how long a second's percentiles must wait for late
 /// samples (see [`Seconds`]).
 pub(crate) fn aggregator(
-    labels: usize,
+    class_of: Vec<usize>,
     warmup: Duration,
     timeout: Duration,
     live: Option<(std::sync::Arc<Live>, bool)>,
@@ -585,8 +585,10 @@ pub(crate) fn aggregator(
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<Sample>>();
     let warmup_us = warmup.as_micros() as u64;
     let handle = tokio::spawn(async move {
+        let classes = class_of.iter().max().map_or(0, |c| c + 1);
         let mut stats = RoundStats {
-            ops: (0..labels).map(|_| OpStats::default()).collect(),
+            ops: class_of.iter().map(|_| OpStats::default()).collect(),
+            class_lag: (0..classes).map(|_| new_histogram()).collect(),
             ..RoundStats::empty()
         };
         let mut seconds = Seconds::new(
@@ -619,7 +621,14 @@ pub(crate) fn aggregator(
                     continue;
                 }
                 if !s.step {
-                    let _ = stats.lag.record(s.lag_us.clamp(HIST_LOW, HIST_HIGH));
+                    let lag = s.lag_us.clamp(HIST_LOW, HIST_HIGH);
+                    let _ = stats.lag.record(lag);
+                    if let Some(h) = class_of
+                        .get(s.label as usize)
+                        .and_then(|&c| stats.class_lag.get_mut(c))
+                    {
+                        let _ = h.record(lag);
+                    }
                     seconds.record(s);
                 }
                 if !in_warmup
@@ -698,8 +707,12 @@ mod tests {
 
     #[tokio::test]
     async fn aggregates_counts_latency_timeline_and_warmup() {
-        let (factory, handle) =
-            aggregator(2, Duration::from_secs(1), Duration::from_secs(60), None);
+        let (factory, handle) = aggregator(
+            vec![0, 0],
+            Duration::from_secs(1),
+            Duration::from_secs(60),
+            None,
+        );
         let mut r = factory.recorder();
         let now = tokio::time::Instant::now();
         r.record(sample(0, 500_000, 1_000, None), now); // warm-up: left out
@@ -743,7 +756,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_pick_counts_under_the_operation_picked_whatever_its_answers_label() {
-        let (factory, handle) = aggregator(2, Duration::ZERO, Duration::from_secs(60), None);
+        let (factory, handle) =
+            aggregator(vec![0, 0], Duration::ZERO, Duration::from_secs(60), None);
         let mut r = factory.recorder();
         let now = tokio::time::Instant::now();
         // Operation 0 picked, its answer counted under label 1 (a sync reported as

@@ -539,6 +539,17 @@ fn merged_generator(shards: &[ShardReport], i: usize) -> Generator {
         g.lag_p50_ms = g.lag_p50_ms.max(x.lag_p50_ms);
         g.lag_p99_ms = g.lag_p99_ms.max(x.lag_p99_ms);
         g.lag_max_ms = g.lag_max_ms.max(x.lag_max_ms);
+        for l in &x.class_lag {
+            match g.class_lag.iter_mut().find(|m| m.class == l.class) {
+                Some(m) => {
+                    m.operations += l.operations;
+                    m.p50_ms = m.p50_ms.max(l.p50_ms);
+                    m.p99_ms = m.p99_ms.max(l.p99_ms);
+                    m.max_ms = m.max_ms.max(l.max_ms);
+                }
+                None => g.class_lag.push(l.clone()),
+            }
+        }
         g.dropped += x.dropped;
         g.late += x.late;
         g.behind += x.behind;

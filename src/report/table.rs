@@ -431,7 +431,34 @@ fn generator(out: &mut String, r: &Report) {
             let _ = write!(out, ", {steal:.0}% stolen");
         }
         out.push('\n');
+        class_lag(out, r);
     }
+}
+
+/// Each class's start lag, its worst round: how late the generator itself started the
+/// class's operations (never in their corrected latency).
+fn class_lag(out: &mut String, r: &Report) {
+    let mut worst: Vec<crate::report::model::ClassLag> = Vec::new();
+    for l in r.rounds.iter().flat_map(|x| &x.generator.class_lag) {
+        match worst.iter_mut().find(|w| w.class == l.class) {
+            Some(w) if l.p99_ms > w.p99_ms => *w = l.clone(),
+            Some(_) => {}
+            None => worst.push(l.clone()),
+        }
+    }
+    if worst.is_empty() {
+        return;
+    }
+    let each: Vec<String> = worst
+        .iter()
+        .map(|l| {
+            format!(
+                "{} p50 {:.3} · p99 {:.3} · max {:.3}",
+                l.class, l.p50_ms, l.p99_ms, l.max_ms
+            )
+        })
+        .collect();
+    let _ = writeln!(out, "start lag (ms, worst round): {}", each.join("; "));
 }
 
 /// Rounds that ran noticeably past their duration: the server was still answering

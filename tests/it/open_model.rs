@@ -364,3 +364,67 @@ fn open_sessions_of_returning_users_act_on_what_those_users_made() {
         assert_eq!(answered, picks + untimed, "{counts:?}");
     }
 }
+
+/// Busy loops beside the run, killed when dropped (and by `timeout` in any case).
+struct Hogs(Vec<std::process::Child>);
+
+impl Hogs {
+    fn start(n: usize) -> Hogs {
+        Hogs(
+            (0..n)
+                .map(|_| {
+                    std::process::Command::new("timeout")
+                        .args(["60", "sh", "-c", "while :; do :; done"])
+                        .spawn()
+                        .unwrap()
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn an_arrival_the_generator_acted_on_late_is_start_lag_not_corrected_latency() {
+    // Four CPU-bound processes beside an open class on an endpoint that answers in 1 ms,
+    // with slots to spare: the arrival loop and the runtime wake late, and that lateness
+    // is the generator's, so the corrected latency is the service time plus nothing the
+    // server held.
+    let _alone = alone();
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let hogs = Hogs::start(4);
+    let (code, r) = run_yaml(
+        &format!(
+            "target: {}\nrun: {{ duration: 4s, seed: 5 }}\nusers:\n  - class: o\n    protocol: http\n    arrival: {{ rate: 300/s, max_concurrency: 10000 }}\n    mix:\n      get: {{ weight: 1, path: '{{context}}/_loadmix/delay/1' }}\n",
+            srv.url()
+        ),
+        &[],
+    );
+    drop(hogs);
+    assert_eq!(code, 0);
+    let t = &r.summary.total;
+    let corrected = t.latency_corrected_ms.as_ref().unwrap();
+    let g = &r.rounds[0].generator;
+    assert_eq!((g.late, g.dropped), (0, 0), "no slot was ever busy");
+    assert!(
+        corrected.p99 - t.latency_ms.p99 < 1.0,
+        "corrected p99 {} against service p99 {}: the generator's lateness got in",
+        corrected.p99,
+        t.latency_ms.p99
+    );
+    // The lateness is reported where it belongs: per class, and over the round.
+    let class = g.class_lag.iter().find(|l| l.class == "o").unwrap();
+    assert_eq!(class.operations, t.requests);
+    assert_eq!(class.p99_ms, g.lag_p99_ms);
+    assert!(class.max_ms >= class.p99_ms && class.p99_ms >= class.p50_ms);
+    rt.block_on(srv.stop());
+}

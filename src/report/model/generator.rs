@@ -17,6 +17,10 @@ pub struct Generator {
     pub lag_p50_ms: f64,
     pub lag_p99_ms: f64,
     pub lag_max_ms: f64,
+    /// The same per class, in the workload's order (classes that started nothing left
+    /// out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub class_lag: Vec<ClassLag>,
     /// Open model: arrivals dropped, or started late, because every slot was busy. Paced
     /// users: the slots that fell due before the round's end and were not sent by then.
     pub dropped: u64,
@@ -33,8 +37,36 @@ pub struct Generator {
     pub steal_mean: f64,
     #[serde(default)]
     pub run_queue_max: u32,
+    /// The share of the round in which some task waited for a core (`/proc/pressure/cpu`),
+    /// percent, mean over its seconds; `None` where the kernel does not keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pressure_mean: Option<f64>,
     /// Why the generator may have limited the run; empty when it did not.
     pub warnings: Vec<String>,
+}
+
+/// One class's start lag in a round (ms): how late the generator itself started its
+/// operations, never the server's doing.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ClassLag {
+    pub class: String,
+    pub operations: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// p50, p99 and max of a lag histogram in ms; zeros when it is empty.
+fn lag_ms(lag: &hdrhistogram::Histogram<u64>) -> (f64, f64, f64) {
+    let ms = |us: u64| us as f64 / 1000.0;
+    match lag.is_empty() {
+        true => (0.0, 0.0, 0.0),
+        false => (
+            ms(lag.value_at_quantile(0.5)),
+            ms(lag.value_at_quantile(0.99)),
+            ms(lag.max()),
+        ),
+    }
 }
 
 /// Lag above this at the 99th percentile means the generator could not keep its schedule.
@@ -42,7 +74,7 @@ pub(crate) const LAG_P99_LIMIT_MS: f64 = 10.0;
 /// CPU above this share of all cores, on average, means the generator's process was busy.
 const CPU_LIMIT: f64 = 0.90;
 
-pub(super) fn of(r: &crate::engine::RoundResult, embedded: bool) -> Generator {
+pub(super) fn of(r: &crate::engine::RoundResult, classes: &[String], embedded: bool) -> Generator {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cpu = r.host.process_cpu.clone();
     let cpu_mean = if cpu.is_empty() {
@@ -50,17 +82,22 @@ pub(super) fn of(r: &crate::engine::RoundResult, embedded: bool) -> Generator {
     } else {
         cpu.iter().sum::<f64>() / cpu.len() as f64
     };
-    let lag = &r.stats.lag;
-    let ms = |us: u64| us as f64 / 1000.0;
-    let (lag_p50_ms, lag_p99_ms, lag_max_ms) = if lag.is_empty() {
-        (0.0, 0.0, 0.0)
-    } else {
-        (
-            ms(lag.value_at_quantile(0.5)),
-            ms(lag.value_at_quantile(0.99)),
-            ms(lag.max()),
-        )
-    };
+    let (lag_p50_ms, lag_p99_ms, lag_max_ms) = lag_ms(&r.stats.lag);
+    let class_lag = classes
+        .iter()
+        .zip(&r.stats.class_lag)
+        .filter(|(_, h)| !h.is_empty())
+        .map(|(class, h)| {
+            let (p50_ms, p99_ms, max_ms) = lag_ms(h);
+            ClassLag {
+                class: class.clone(),
+                operations: h.len(),
+                p50_ms,
+                p99_ms,
+                max_ms,
+            }
+        })
+        .collect();
     let mean = |v: &[f64]| {
         if v.is_empty() {
             0.0
@@ -71,6 +108,7 @@ pub(super) fn of(r: &crate::engine::RoundResult, embedded: bool) -> Generator {
     let host_busy_mean = mean(&r.host.host_busy);
     let steal_mean = mean(&r.host.steal);
     let run_queue_max = r.host.run_queue.iter().copied().max().unwrap_or(0);
+    let pressure_mean = (!r.host.pressure.is_empty()).then(|| mean(&r.host.pressure));
     // loadmix's share of the whole machine, and what other processes took.
     let own = cpu_mean / cores as f64;
     let others = (host_busy_mean - own).max(0.0);
@@ -116,12 +154,14 @@ pub(super) fn of(r: &crate::engine::RoundResult, embedded: bool) -> Generator {
         lag_p50_ms,
         lag_p99_ms,
         lag_max_ms,
+        class_lag,
         dropped: r.dropped,
         late: r.late,
         behind: r.behind,
         host_busy_mean,
         steal_mean,
         run_queue_max,
+        pressure_mean,
         warnings,
     }
 }
@@ -209,6 +249,7 @@ mod tests {
                 steal: vec![steal; 3],
                 run_queue: vec![2; 3],
                 users: vec![10; 3],
+                pressure: Vec::new(),
             },
             dropped: 0,
             late: 0,
@@ -239,7 +280,7 @@ mod tests {
     #[test]
     fn late_starts_are_blamed_on_whoever_took_the_cpu() {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-        let text = |r: RoundResult| of(&r, false).warnings.join(" | ");
+        let text = |r: RoundResult| of(&r, &[], false).warnings.join(" | ");
         // loadmix itself saturated every core.
         let own = text(round(50, 95.0 * cores, 99.0, 0.0));
         assert!(own.contains("round 2: generator-limited"), "{own}");

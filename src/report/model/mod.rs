@@ -22,7 +22,7 @@ use crate::engine::RunResult;
 use crate::metrics::OpStats;
 use crate::workload::{Stop, Workload, units};
 
-pub(crate) use generator::{Generator, LAG_P99_LIMIT_MS};
+pub(crate) use generator::{ClassLag, Generator, LAG_P99_LIMIT_MS};
 pub(crate) use op::Phase;
 pub use op::{AnswerCount, OpReport, decode_histogram};
 pub(in crate::report) use op::{op_report, rate, summary_op};
@@ -596,7 +596,11 @@ fn round_report(
         warmup_requests: r.stats.warmup_requests,
         warmup_s: w.run.warmup.as_secs_f64(),
         setup_failures: r.setup_failures,
-        generator: generator::of(r, embedded),
+        generator: generator::of(
+            r,
+            &w.classes.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
+            embedded,
+        ),
         cleanup: Cleanup {
             requests: r.cleanup.requests,
             failures: r.cleanup.failures,

@@ -27,6 +27,10 @@ pub(super) struct RunArgs {
     /// is said, not judged). Writes capacity.txt, capacity.json and capacity.html.
     #[arg(long, value_name = "SERVICE LEVEL", conflicts_with = "sweep")]
     pub capacity: Option<String>,
+    /// The most steps each target's capacity search runs (default 40): a bound on how
+    /// long it takes; a search cut short says how far it got.
+    #[arg(long, value_name = "N", requires = "capacity", value_parser = clap::value_parser!(u32).range(4..=1000))]
+    pub capacity_steps: Option<u32>,
     /// Start this target's server before its rounds and stop it after them:
     /// NAME=COMMAND, run with `sh -c` in a scratch folder beside the report (its output
     /// kept there), its process group watched as the server (repeatable).
@@ -164,6 +168,7 @@ impl From<RunArgs> for RunOptions {
             targets: a.target,
             sweep: a.sweep,
             capacity: a.capacity,
+            capacity_steps: a.capacity_steps,
             start: crate::run::started::StartFlags {
                 start: a.start,
                 ready: a.ready,

@@ -5,13 +5,10 @@
 use super::model::{OpReport, Report, ThresholdInfo};
 use crate::workload::{Threshold, ThresholdMetric};
 
-/// The summary figures a rule names: the total, a class (its operations merged), or one
-/// operation. `felt`: latencies from each operation's intended start where it had one
-/// (open arrivals, paced users: what a user waited, queueing included), else the service
-/// time.
-pub(crate) fn figure(r: &Report, op: &str, metric: ThresholdMetric, felt: bool) -> Option<f64> {
+/// The rows a rule names: a sum, an operation, or every operation of a class.
+pub(crate) fn rows_of<'r>(r: &'r Report, op: &str) -> Vec<&'r OpReport> {
     let s = &r.summary;
-    let rows: Vec<&OpReport> = if let Some(sum) = s.sum(op) {
+    if let Some(sum) = s.sum(op) {
         vec![sum]
     } else if s.ops.iter().any(|o| o.op == op) {
         s.ops.iter().filter(|o| o.op == op).collect()
@@ -20,7 +17,31 @@ pub(crate) fn figure(r: &Report, op: &str, metric: ThresholdMetric, felt: bool) 
             .iter()
             .filter(|o| o.class.as_deref() == Some(op))
             .collect()
-    };
+    }
+}
+
+/// The rows' successes by latency, merged: as users felt it (from the intended start)
+/// where it was measured so and `felt` asks for it, else the service time.
+pub(crate) fn latency_histogram(rows: &[&OpReport], felt: bool) -> hdrhistogram::Histogram<u64> {
+    let mut h = crate::metrics::new_histogram();
+    for o in rows {
+        let encoded = match (felt, &o.histogram_corrected) {
+            (true, Some(c)) => c,
+            _ => &o.histogram,
+        };
+        if let Some(x) = super::model::decode_histogram(encoded) {
+            let _ = h.add(&x);
+        }
+    }
+    h
+}
+
+/// The summary figures a rule names: the total, a class (its operations merged), or one
+/// operation. `felt`: latencies from each operation's intended start where it had one
+/// (open arrivals, paced users: what a user waited, queueing included), else the service
+/// time.
+pub(crate) fn figure(r: &Report, op: &str, metric: ThresholdMetric, felt: bool) -> Option<f64> {
+    let rows = rows_of(r, op);
     if rows.is_empty() {
         return None;
     }
@@ -29,16 +50,7 @@ pub(crate) fn figure(r: &Report, op: &str, metric: ThresholdMetric, felt: bool) 
     let rate: f64 = rows.iter().map(|o| o.ops_per_sec).sum();
     if rows.len() > 1 && !matches!(metric, ThresholdMetric::Errors | ThresholdMetric::OpsPerSec) {
         // Latency of a whole class: merge the operations' histograms.
-        let mut h = crate::metrics::new_histogram();
-        for o in &rows {
-            let encoded = match (felt, &o.histogram_corrected) {
-                (true, Some(c)) => c,
-                _ => &o.histogram,
-            };
-            if let Some(x) = super::model::decode_histogram(encoded) {
-                let _ = h.add(&x);
-            }
-        }
+        let h = latency_histogram(&rows, felt);
         if h.is_empty() {
             return None;
         }

@@ -61,6 +61,8 @@ pub struct RunOptions {
     /// `--capacity "p99 < 200ms, errors < 1%"`: search each target's highest arrival
     /// rate within this service level instead of running the rounds as written.
     pub capacity: Option<String>,
+    /// The most steps each target's search runs (`--capacity-steps`).
+    pub capacity_steps: Option<u32>,
     /// Servers loadmix starts and stops for their targets (`--start`, `--ready`, `--stop`,
     /// `--start-env`).
     pub start: started::StartFlags,

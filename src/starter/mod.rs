@@ -288,6 +288,7 @@ async fn trial(o: &NewOptions, kind: Kind, scratch: &Path) -> Trial {
         targets: Vec::new(),
         sweep: None,
         capacity: None,
+        capacity_steps: None,
         start: Default::default(),
         html: None,
         csv: None,

@@ -6,6 +6,7 @@
 //! the target's `run.json`; the answer goes to `capacity.txt`, `.json` and `.html`
 //! ([`output`]).
 
+pub(crate) mod evidence;
 pub(crate) mod output;
 pub(crate) mod search;
 pub(crate) mod slo;
@@ -82,23 +83,31 @@ pub(super) async fn run(
     warm_up(cx, w, order, &mut lanes).await;
     let mut searches: Vec<Search> = lanes
         .iter()
-        .map(|_| Search::new(base, ceiling(w, base)))
+        .map(|_| {
+            let steps =
+                cx.a.capacity_steps
+                    .map_or(search::MAX_STEPS, |n| n as usize);
+            Search::new(base, ceiling(w, base)).with_max_steps(steps)
+        })
         .collect();
     let mut steps: Vec<Vec<slo::Step>> = lanes.iter().map(|_| Vec::new()).collect();
     let mut k: u32 = 0;
     while searches.iter().any(|s| s.next().is_some()) && !cx.stop.is_cancelled() {
         k = k.saturating_add(1);
         for i in order.sequence(lanes.len(), k, w.run.seed) {
-            let Some(rate) = searches[i].next() else {
+            let Some(next) = searches[i].next() else {
                 continue;
             };
             if cx.stop.is_cancelled() {
                 break;
             }
-            let step = run_step(cx, &mut lanes[i], level, base, rate, k, steps[i].len()).await;
+            if searches[i].wants_quiet_host() {
+                quiet_host(cx).await;
+            }
+            let step = run_step(cx, &mut lanes[i], level, base, next, k, steps[i].len()).await;
             match step {
                 Some(s) => {
-                    searches[i].record(rate, s.outcome);
+                    searches[i].record(next.rate, s.found());
                     steps[i].push(s);
                 }
                 None => searches[i].interrupt(),
@@ -167,19 +176,45 @@ async fn warm_up(cx: &RunCx<'_>, w: &Workload, order: Order, lanes: &mut [Lane])
     }
 }
 
-/// One step: a round of the lane's workload at `rate`, judged; `None` when a signal cut
-/// it short (an interrupted round says nothing of the level).
+/// The host's CPU pressure under which a crowded step is run again, percent, and how long
+/// to wait for it at most.
+const QUIET_PRESSURE_PCT: f64 = 20.0;
+const QUIET_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Before a crowded step runs again: wait, a second at a time and at most
+/// [`QUIET_WAIT`], for the host's CPU pressure to fall (where the kernel keeps it).
+async fn quiet_host(cx: &RunCx<'_>) {
+    let until = tokio::time::Instant::now() + QUIET_WAIT;
+    while tokio::time::Instant::now() < until && !cx.stop.is_cancelled() {
+        match crate::engine::host::cpu_pressure_now() {
+            Some(p) if p > QUIET_PRESSURE_PCT => {
+                tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                    _ = cx.stop.cancelled() => return,
+                }
+            }
+            _ => return,
+        }
+    }
+}
+
+/// One step: a round of the lane's workload at the step's rate, for its length, judged;
+/// `None` when a signal cut it short (an interrupted round says nothing of the level).
 async fn run_step(
     cx: &RunCx<'_>,
     lane: &mut Lane,
     level: &slo::Slo,
     base: f64,
-    rate: f64,
+    next: search::Next,
     k: u32,
     done: usize,
 ) -> Option<slo::Step> {
+    let rate = next.rate;
     let n = u32::try_from(done).unwrap_or(u32::MAX).saturating_add(1);
-    let wk = at_rate(&lane.workload, base, rate);
+    let mut wk = at_rate(&lane.workload, base, rate);
+    if let Stop::Duration(d) = wk.run.stop {
+        wk.run.stop = Stop::Duration(d.saturating_mul(next.length.max(1)));
+    }
     cx.progress.begin(
         format!(
             "{} step {n}: {} offered",
@@ -202,11 +237,11 @@ async fn run_step(
         .map(|t| t.spec.to_string())
         .unwrap_or_default();
     let rep = report::build(&wk, &target, &result);
-    let offered = match wk.run.stop {
-        Stop::Duration(d) => rate * d.as_secs_f64(),
+    let length_s = match wk.run.stop {
+        Stop::Duration(d) => d.as_secs_f64(),
         Stop::Iterations(_) => 0.0,
     };
-    let step = slo::judge(level, n, rate, offered, &rep);
+    let step = slo::judge(level, n, (rate, rate * length_s, length_s), &rep);
     if !cx.a.quiet {
         cx.progress.line(&output::step_line(&lane.name, &step));
     }

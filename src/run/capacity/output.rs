@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::search::{End, Outcome, PRECISION, Search};
+use super::search::{End, Outcome, PRECISION, RUNS_AT_EACH_END, Search, non_monotone};
 use super::slo::{Slo, Step, StepCost};
 use crate::report::{self, charts};
 use crate::workload::{Stop, ThresholdMetric, Workload};
@@ -40,6 +40,11 @@ pub(crate) struct TargetCapacity {
     /// The lowest rate at or above which every step missed it.
     pub fails_from: Option<f64>,
     pub end: End,
+    /// A rate that passed above one that failed (the lowest failing, the highest passing
+    /// above it): the server did not keep the level monotonically, and the answer says
+    /// where.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub non_monotone: Option<(f64, f64)>,
     /// The answer in words.
     pub verdict: String,
     pub steps: Vec<Step>,
@@ -73,12 +78,32 @@ impl Capacity {
             .map(|((name, s), steps)| {
                 let (sustained, fails_from) = s.bracket();
                 let end = s.end().unwrap_or(End::Interrupted);
+                let judged: Vec<(f64, Outcome)> = steps
+                    .iter()
+                    .filter(|x| x.crowded.is_none() || x.outcome == Outcome::Passed)
+                    .map(|x| (x.rate, x.outcome))
+                    .collect();
+                let odd = non_monotone(&judged);
+                let mut words = verdict(sustained, fails_from, end, steps.len());
+                if let Some((fail, pass)) = odd {
+                    words.push_str(&format!(
+                        "; not monotone: passed at {} above a miss at {}",
+                        rate_text(pass),
+                        rate_text(fail)
+                    ));
+                }
+                if steps.iter().any(|x| x.crowded.is_some()) {
+                    words.push_str(
+                        "; the host was crowded during some steps (the generator and the server shared the machine: see those steps)",
+                    );
+                }
                 TargetCapacity {
                     name: name.clone(),
                     sustained,
                     fails_from,
                     end,
-                    verdict: verdict(sustained, fails_from, end, steps.len()),
+                    non_monotone: odd,
+                    verdict: words,
                     steps,
                 }
             })
@@ -234,6 +259,7 @@ fn step_header(cost: bool) -> Vec<&'static str> {
         "errors %",
         "dropped %",
         "lag p99 ms",
+        "s",
     ];
     if cost {
         h.extend(["server CPU ms/op", "GC per 1,000 ops"]);
@@ -252,6 +278,7 @@ fn step_cells(s: &Step, cost: bool) -> Vec<String> {
         opt(s.errors_pct, 2),
         format!("{:.2}", s.dropped_pct),
         format!("{:.2}", s.lag_p99_ms),
+        secs_text(s.length_s),
     ];
     if cost {
         let c = s.server.as_ref();
@@ -282,9 +309,11 @@ fn cost_at_capacity(c: &TargetCapacity) -> Option<StepCost> {
 
 fn outcome_text(s: &Step) -> String {
     match (s.outcome, &s.why) {
-        (Outcome::Passed, _) => "passed".into(),
+        (Outcome::Passed, Some(w)) => format!("passed; {w}"),
+        (Outcome::Passed, None) => "passed".into(),
         (Outcome::Failed, Some(w)) => format!("failed: {w}"),
         (Outcome::Failed, None) => "failed".into(),
+        (Outcome::Undecided | Outcome::TooFew, w) => w.clone().unwrap_or("undecided".into()),
         (Outcome::Generator, w) => format!(
             "generator-limited: {}",
             w.as_deref()
@@ -331,12 +360,26 @@ fn verdict(lo: Option<f64>, hi: Option<f64>, end: End, steps: usize) -> String {
     match end {
         End::Found => match hi.zip(lo) {
             Some((h, l)) if h > l * (1.0 + PRECISION) + 1e-9 => format!(
-                "sustains {} every time, fails every time from {}; between them it sometimes kept the level",
+                "sustains {} every time, fails every time from {}: wider than {:.0} % because between them the server is at its edge (steps there kept the level some times and not others, or their samples could not tell it from the bound: longer steps would narrow it)",
+                r(lo),
+                r(hi),
+                PRECISION * 100.0
+            ),
+            _ => format!(
+                "sustains {}, fails from {} (each end judged at least {RUNS_AT_EACH_END} times, each step at 95 % confidence)",
                 r(lo),
                 r(hi)
             ),
-            _ => format!("sustains {}, fails from {}", r(lo), r(hi)),
         },
+        End::TooFew { rate } => format!(
+            "{}: at {} even the longest step had too few samples to tell the level (see that step's arithmetic)",
+            match (lo, hi) {
+                (Some(l), Some(h)) => format!("between {} and {}", rate_text(l), rate_text(h)),
+                (Some(l), None) => format!("at least {}", rate_text(l)),
+                _ => "no answer".into(),
+            },
+            rate_text(rate)
+        ),
         End::Generator { rate } => format!(
             "{}: at {} the generator, not the server, set the limit (its schedule, or the workload's session cap: see that step)",
             match lo {
@@ -540,6 +583,7 @@ mod tests {
             sustained: lo,
             fails_from: hi,
             end: End::Found,
+            non_monotone: None,
             verdict: String::new(),
             steps: Vec::new(),
         }
@@ -569,6 +613,8 @@ mod tests {
             errors_pct: None,
             dropped_pct: 0.0,
             lag_p99_ms: 0.0,
+            length_s: 10.0,
+            crowded: None,
             rules: Vec::new(),
             outcome,
             why: None,
@@ -610,7 +656,7 @@ mod tests {
         assert_eq!(rate_text(840.4), "840/s");
         assert_eq!(rate_text(12.46), "12.5/s");
         assert_eq!(rate_text(0.754), "0.75/s");
-        assert!(verdict(Some(100.0), Some(200.0), End::Found, 9).contains("sometimes"));
+        assert!(verdict(Some(100.0), Some(200.0), End::Found, 9).contains("at its edge"));
         assert!(
             verdict(Some(3200.0), None, End::Generator { rate: 6400.0 }, 7)
                 .contains("at least 3200/s")

@@ -4,10 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::search::Outcome;
+use super::evidence::{Told, fewest, quantile_ranks, tail_of, tell};
+use super::search::{Found, Outcome};
 use crate::report::Report;
 use crate::report::model::LAG_P99_LIMIT_MS;
-use crate::report::thresholds::figure;
+use crate::report::thresholds::{figure, latency_histogram, rows_of};
 use crate::workload::{Threshold, ThresholdMetric, Workload};
 
 /// At most this many rules, and this long a text: a service level is a line, not a file.
@@ -19,6 +20,11 @@ pub(crate) const MAX_DROPPED_PCT: f64 = 1.0;
 /// A step whose arrivals the generator started late beyond this share, percent, did not
 /// offer the rate it names, whatever it found.
 const BEHIND_ALWAYS_PCT: f64 = 10.0;
+/// loadmix's own CPU above this share of all cores: it, not the host, was the limit.
+const OWN_CPU_LIMIT: f64 = 0.90;
+/// Other processes above this share of the machine, or CPU pressure above this share of
+/// the step, or a run queue over twice the cores: the host was crowded.
+const CROWDED_PCT: f64 = 50.0;
 
 /// The rules a step must keep.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -119,9 +125,29 @@ fn rule(item: &str, names: &[String], headline: &str) -> Result<Threshold, Strin
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct RuleAt {
     pub rule: String,
-    /// `None`: nothing to read it from (no success to time), which fails the rule.
+    /// `None`: nothing to read it from (no success to time).
     pub observed: Option<f64>,
     pub passed: bool,
+    /// Neither passed nor failed: the samples cannot tell (too few, or the bound within
+    /// their confidence interval).
+    #[serde(default)]
+    pub undecided: bool,
+    /// A percentile's or an error share's evidence: the samples it was read from, how
+    /// many were past the bound, the fewest that could show it kept, and the
+    /// percentile's 95 % interval by order statistics (ms; `None` for an end the samples
+    /// cannot bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+}
+
+/// See [`RuleAt::evidence`].
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub(crate) struct Evidence {
+    pub samples: u64,
+    pub beyond: u64,
+    pub needed: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<(Option<f64>, Option<f64>)>,
 }
 
 /// One step of a target's search: what was offered, what came back, and the verdict.
@@ -142,6 +168,14 @@ pub(crate) struct Step {
     pub dropped_pct: f64,
     /// How late the generator started operations against their schedule, p99.
     pub lag_p99_ms: f64,
+    /// How long the step ran (s): the workload's duration, or a multiple of it for a
+    /// step lengthened to gather samples.
+    #[serde(default)]
+    pub length_s: f64,
+    /// The host was crowded during the step: who took the cores. The step is judged all
+    /// the same; one that did not pass is run once more when the host is quiet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crowded: Option<String>,
     pub rules: Vec<RuleAt>,
     pub outcome: Outcome,
     /// Why it failed, or why it says nothing of the server; `None` when it passed.
@@ -212,8 +246,14 @@ impl StepCost {
     }
 }
 
-/// Judge the one-round report of a step at `rate`, which offered `offered` arrivals.
-pub(crate) fn judge(slo: &Slo, step: u32, rate: f64, offered: f64, rep: &Report) -> Step {
+/// Judge the one-round report of a step at `rate`, which offered `offered` arrivals over
+/// `length_s` seconds.
+pub(crate) fn judge(
+    slo: &Slo,
+    step: u32,
+    (rate, offered, length_s): (f64, f64, f64),
+    rep: &Report,
+) -> Step {
     let headline = rep.summary.headline();
     let errors_pct = (headline.requests > 0)
         .then(|| headline.failures as f64 * 100.0 / headline.requests as f64);
@@ -226,19 +266,9 @@ pub(crate) fn judge(slo: &Slo, step: u32, rate: f64, offered: f64, rep: &Report)
         .rules
         .iter()
         .all(|t| figure(rep, &t.op, t.metric, false).is_some_and(|v| t.cmp.holds(v, t.value)));
-    let rules: Vec<RuleAt> = slo
-        .rules
-        .iter()
-        .map(|t| {
-            let observed = figure(rep, &t.op, t.metric, true);
-            RuleAt {
-                rule: t.text.clone(),
-                observed,
-                passed: observed.is_some_and(|v| t.cmp.holds(v, t.value)),
-            }
-        })
-        .collect();
-    let (outcome, why) = verdict(&rules, &kept, served_within, offered, generator);
+    let rules: Vec<RuleAt> = slo.rules.iter().map(|t| rule_at(rep, t)).collect();
+    let crowded = generator.and_then(|g| crowding(g, rep));
+    let (outcome, why) = verdict(&rules, &kept, served_within, offered, generator, &crowded);
     Step {
         step,
         rate,
@@ -250,11 +280,120 @@ pub(crate) fn judge(slo: &Slo, step: u32, rate: f64, offered: f64, rep: &Report)
         errors_pct,
         dropped_pct: kept.dropped_pct,
         lag_p99_ms: kept.lag_p99_ms,
+        length_s,
+        crowded,
         rules,
         outcome,
         why,
         server: StepCost::of(rep),
     }
+}
+
+impl Step {
+    /// What the search needs of the step: its outcome, whether the host was crowded, and
+    /// (when it had too few samples) the rule shortest of them.
+    pub(crate) fn found(&self) -> Found {
+        let short = self
+            .rules
+            .iter()
+            .filter_map(|r| r.evidence.as_ref())
+            .filter(|e| e.samples < e.needed)
+            .min_by(|a, b| {
+                let ratio = |e: &Evidence| e.samples as f64 / e.needed.max(1) as f64;
+                ratio(a).total_cmp(&ratio(b))
+            });
+        Found {
+            outcome: self.outcome,
+            crowded: self.crowded.is_some(),
+            samples: short.map_or(0, |e| e.samples),
+            needed: short.map_or(1, |e| e.needed),
+        }
+    }
+}
+
+/// One rule read from a step's report: a percentile or an error share with its
+/// uncertainty ([`super::evidence`]), any other figure as it stands.
+fn rule_at(rep: &Report, t: &Threshold) -> RuleAt {
+    let observed = figure(rep, &t.op, t.metric, true);
+    let plain = observed.is_some_and(|v| t.cmp.holds(v, t.value));
+    let Some(tail) = tail_of(t.metric, t.value) else {
+        return RuleAt {
+            rule: t.text.clone(),
+            observed,
+            passed: plain,
+            undecided: observed.is_none(),
+            evidence: None,
+        };
+    };
+    let rows = rows_of(rep, &t.op);
+    let (beyond, samples, interval_ms) = match t.metric {
+        ThresholdMetric::Errors => (
+            rows.iter().map(|o| o.failures).sum(),
+            rows.iter().map(|o| o.requests).sum(),
+            None,
+        ),
+        _ => {
+            let h = latency_histogram(&rows, true);
+            let bound_us = (t.value * 1000.0).max(0.0) as u64;
+            let beyond = h
+                .iter_recorded()
+                .filter(|v| v.value_iterated_to() >= bound_us)
+                .map(|v| v.count_at_value())
+                .sum();
+            let n = h.len();
+            let at = |rank: Option<u64>| {
+                rank.map(|k| h.value_at_quantile(k as f64 / n as f64) as f64 / 1000.0)
+            };
+            let (lo, hi) = quantile_ranks(1.0 - tail, n);
+            (beyond, n, (n > 0).then(|| (at(lo), at(hi))))
+        }
+    };
+    let needed = fewest(tail);
+    let told = tell(beyond, samples, tail, t.cmp);
+    RuleAt {
+        rule: t.text.clone(),
+        observed,
+        passed: told == Told::Passed,
+        undecided: told == Told::Undecided,
+        evidence: Some(Evidence {
+            samples,
+            beyond,
+            needed,
+            interval_ms,
+        }),
+    }
+}
+
+/// Who crowded the host during a step, in words, when it was crowded: the processes
+/// besides loadmix (the watched server's share named), the CPU pressure, the run queue.
+fn crowding(g: &crate::report::model::Generator, rep: &Report) -> Option<String> {
+    let cores = g.cores.max(1) as f64;
+    let own = g.cpu_mean / cores;
+    let others = (g.host_busy_mean - own).max(0.0);
+    let server: f64 = rep
+        .summary
+        .server
+        .iter()
+        .filter(|p| p.problem.is_none())
+        .map(|p| p.cores_used * 100.0 / cores)
+        .sum();
+    let pressure = g.pressure_mean.unwrap_or(0.0);
+    let crowded =
+        others > CROWDED_PCT || pressure > CROWDED_PCT || g.run_queue_max as f64 > 2.0 * cores;
+    if !crowded || own > OWN_CPU_LIMIT * 100.0 {
+        return None;
+    }
+    let who = match server > 0.0 {
+        true => format!(
+            "the watched server {server:.0}% and other processes {:.0}%",
+            (others - server).max(0.0)
+        ),
+        false => format!("other processes {others:.0}%"),
+    };
+    Some(format!(
+        "the host was crowded: {who} of its CPU, loadmix {own:.0}%, CPU pressure {pressure:.0}%, run queue up to {}; the generator and the server shared the machine",
+        g.run_queue_max
+    ))
 }
 
 /// What the generator's report says of a step's schedule.
@@ -290,44 +429,43 @@ impl Schedule {
 }
 
 /// A step's outcome and why: first whether the generator kept its schedule (a step it
-/// did not keep says nothing of the server, unless the step passed all the same and
-/// little was late), then the server's misses.
+/// did not keep, by its own CPU or for no reason seen, says nothing of the server; one
+/// late because the host was crowded is judged and flagged), then the server's misses,
+/// then whether its samples could tell.
 fn verdict(
     rules: &[RuleAt],
     k: &Schedule,
     served_within: bool,
     offered: f64,
     generator: Option<&crate::report::model::Generator>,
+    crowded: &Option<String>,
 ) -> (Outcome, Option<String>) {
     let missed_level = missed(rules);
-    let fails = missed_level.is_some() || k.dropped_pct > MAX_DROPPED_PCT;
     let behind_words = format!(
         "the generator itself started {} of about {offered:.0} arrivals ({:.1} %) over {} ms late",
         k.behind,
         k.behind_pct,
         crate::engine::BEHIND_LIMIT.as_millis()
     );
-    if k.behind_pct > BEHIND_ALWAYS_PCT {
-        (Outcome::Generator, Some(behind_words))
-    } else if k.lag_p99_ms > LAG_P99_LIMIT_MS {
+    let late = k.behind_pct > BEHIND_ALWAYS_PCT || k.lag_p99_ms > LAG_P99_LIMIT_MS;
+    let own = generator.map_or(0.0, |g| g.cpu_mean / g.cores.max(1) as f64);
+    if late && crowded.is_none() {
         let said = generator
             .and_then(|g| g.warnings.first().cloned())
             .unwrap_or_default();
-        (
+        let whose = match own > OWN_CPU_LIMIT * 100.0 {
+            true => format!("loadmix used {own:.0}% of the machine: its own CPU was the limit"),
+            false => format!("neither loadmix ({own:.0}% of the machine) nor the host was busy"),
+        };
+        return (
             Outcome::Generator,
             Some(format!(
-                "the generator started operations {:.1} ms late (p99, over {LAG_P99_LIMIT_MS} ms): {said}",
+                "{behind_words}, start lag p99 {:.1} ms; {whose}. {said}",
                 k.lag_p99_ms
             )),
-        )
-    } else if fails && k.behind_pct > MAX_DROPPED_PCT {
-        // Its lateness is in the felt latency: whose the miss was cannot be told. A step
-        // that passed all the same stands (the lateness only made it harder).
-        (
-            Outcome::Generator,
-            Some(format!("{behind_words}, and the step missed the level")),
-        )
-    } else if missed_level.is_some()
+        );
+    }
+    let judged = if missed_level.is_some()
         && served_within
         && k.late as f64 * 100.0 > offered * MAX_DROPPED_PCT
     {
@@ -348,8 +486,66 @@ fn verdict(
         )
     } else if let Some(m) = missed_level {
         (Outcome::Failed, Some(m))
-    } else {
+    } else if rules.iter().all(|r| r.passed) {
         (Outcome::Passed, None)
+    } else {
+        undecided(rules)
+    };
+    match (judged, crowded) {
+        ((o, why), Some(c)) if o != Outcome::Generator => (
+            o,
+            Some(match why {
+                Some(w) => format!("{w}; {c}"),
+                None => c.clone(),
+            }),
+        ),
+        (j, _) => j,
+    }
+}
+
+/// Neither passed nor failed: too few samples for some rule, or enough and the bound
+/// within the interval; the arithmetic in words.
+fn undecided(rules: &[RuleAt]) -> (Outcome, Option<String>) {
+    let mut too_few = false;
+    let words: Vec<String> = rules
+        .iter()
+        .filter(|r| r.undecided)
+        .map(|r| match &r.evidence {
+            Some(e) if e.samples < e.needed => {
+                too_few = true;
+                format!(
+                    "{}: too few samples ({}; with none past the bound it takes {} to show it kept at 95 % confidence)",
+                    r.rule, e.samples, e.needed
+                )
+            }
+            Some(e) => format!(
+                "{}: {} of {} samples past the bound, within the 95 % interval{}",
+                r.rule,
+                e.beyond,
+                e.samples,
+                interval_text(e)
+            ),
+            None => {
+                too_few = true;
+                format!("{}: nothing to read it from", r.rule)
+            }
+        })
+        .collect();
+    let outcome = match too_few {
+        true => Outcome::TooFew,
+        false => Outcome::Undecided,
+    };
+    (outcome, Some(format!("undecided: {}", words.join("; "))))
+}
+
+/// ` (the percentile between 180.00 and 240.00 ms)`, or nothing without an interval.
+fn interval_text(e: &Evidence) -> String {
+    match e.interval_ms {
+        Some((lo, hi)) => {
+            let end = |v: Option<f64>| v.map_or("?".to_string(), |v| format!("{v:.2}"));
+            format!(" (the percentile between {} and {} ms)", end(lo), end(hi))
+        }
+        None => String::new(),
     }
 }
 
@@ -367,7 +563,7 @@ fn headline_name(rep: &Report) -> &str {
 fn missed(rules: &[RuleAt]) -> Option<String> {
     let words: Vec<String> = rules
         .iter()
-        .filter(|r| !r.passed)
+        .filter(|r| !r.passed && !r.undecided)
         .map(|r| match r.observed {
             Some(v) => format!("{} (was {v:.2})", r.rule),
             None => format!("{} (nothing to read it from)", r.rule),

@@ -934,13 +934,14 @@ pub(crate) fn compare_over_time(c: &Comparison, p99: bool) -> String {
 }
 
 /// A scaling chart for sweeps: one line per target of `value(point)` against the swept
-/// value, and a thin line per fitted curve (`fitted`, the model's value at each point).
+/// value, and a thin line per fitted curve (`fitted`, the model's value at each point);
+/// `knees`, per line, the point marked as its knee (one the sweep could tell).
 pub(crate) fn scaling(
     title: &str,
     y_desc: &str,
     xs: &[String],
     lines: &[(String, Vec<Option<f64>>)],
-    mark_knee: bool,
+    knees: &[Option<usize>],
     fitted: &[(String, Vec<Option<f64>>)],
 ) -> String {
     let n = xs.len().max(1) as f64;
@@ -986,9 +987,7 @@ pub(crate) fn scaling(
                     PathElement::new(vec![(x, y), (x + 16, y)], col.stroke_width(2))
                 });
             chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, col.filled())))?;
-            let knee = mark_knee
-                .then(|| super::stats::sweep_knee(xs, vals))
-                .flatten();
+            let knee = knees.get(j).copied().flatten();
             if let Some(k) = knee.and_then(|k| vals[k].map(|v| (k, v))) {
                 let at = (k.0 as f64, k.1);
                 chart.draw_series(std::iter::once(Circle::new(at, 9, col.stroke_width(2))))?;

@@ -660,9 +660,9 @@ pub fn sweep(
     targets: &[String],
     table: &[Vec<Option<(f64, f64)>>],
     comparisons: &[(String, Comparison)],
-    models: (&[charts::PointSeries], &[String]),
+    models: (&[charts::PointSeries], &[String], &[Option<usize>]),
 ) -> String {
-    let (fitted, notes) = models;
+    let (fitted, notes, knees) = models;
     let mut b = format!(
         "<h1>{}</h1><p>sweep of <code>{}</code> over {}</p>",
         esc(title),
@@ -691,7 +691,7 @@ pub fn sweep(
             "ops/s",
             points,
             &lines(|x| x.0),
-            true,
+            knees,
             fitted,
         ),
     ));
@@ -702,7 +702,7 @@ pub fn sweep(
             "p99 ms",
             points,
             &lines(|x| x.1),
-            false,
+            &[],
             &[],
         ),
     ));

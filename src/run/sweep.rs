@@ -32,8 +32,15 @@ pub(crate) struct Sweep {
     /// The points that ran (fewer than asked when interrupted).
     pub values: Vec<String>,
     pub targets: Vec<String>,
-    /// `[point][target]`, `None` where a target did not run.
+    /// `[point][target]`, `None` where a target did not run: the headline successes per
+    /// second over the time each round really ran (its overrun included), the mean over
+    /// the point's rounds.
     pub ops_per_sec: Vec<Vec<Option<f64>>>,
+    /// `[point][target]`: the 95 % half-width of that mean over the point's rounds (`None`
+    /// with one round).
+    pub ops_per_sec_ci: Vec<Vec<Option<f64>>>,
+    /// `[point][target]`: seconds the point's rounds ran past their duration in all.
+    pub overran_s: Vec<Vec<Option<f64>>>,
     pub p99_ms: Vec<Vec<Option<f64>>>,
     /// The watched server processes' CPU per successful operation (milliseconds, summed
     /// over the processes), where the point watched any (`--monitor-process`): what each
@@ -44,6 +51,50 @@ pub(crate) struct Sweep {
     pub usl: Vec<Option<UslFit>>,
     pub reports: Vec<Vec<ReportRef>>,
 }
+
+/// A round's headline successes per second over the time it really ran: its measured
+/// time plus what it overran its duration by (requests in flight at the bell, finished
+/// after it). A sweep's points at high counts overrun most; divided by the nominal
+/// duration they would show more than the server served.
+fn ran_rate(rd: &report::model::RoundReport) -> f64 {
+    let secs = rd.measured_s + rd.overran_s.unwrap_or(0.0).max(0.0);
+    match secs > 0.0 {
+        true => rd.headline().successes as f64 / secs,
+        false => 0.0,
+    }
+}
+
+/// A point's rounds at one target: their rates over the time they ran, and how much the
+/// rounds overran in all (s).
+fn point_rates(r: &Report) -> (Vec<f64>, f64) {
+    let rates = r.rounds.iter().map(ran_rate).collect();
+    let over = r
+        .rounds
+        .iter()
+        .map(|rd| rd.overran_s.unwrap_or(0.0).max(0.0))
+        .sum();
+    (rates, over)
+}
+
+/// A point's mean rate and its 95 % half-width over rounds (`None` with one round).
+fn mean_and_ci(rates: &[f64]) -> (f64, Option<f64>) {
+    let n = rates.len();
+    if n == 0 {
+        return (0.0, None);
+    }
+    let mean = rates.iter().sum::<f64>() / n as f64;
+    if n < 2 {
+        return (mean, None);
+    }
+    let var = rates.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let t = statrs::distribution::StudentsT::new(0.0, 1.0, (n - 1) as f64)
+        .map(|d| statrs::distribution::ContinuousCDF::inverse_cdf(&d, 0.975))
+        .unwrap_or(2.0);
+    (mean, Some(t * (var / n as f64).sqrt()))
+}
+
+/// One point at one target: mean ops/s, p99 ms, the mean's 95 % half-width, overrun s.
+type Cell = (f64, f64, Option<f64>, f64);
 
 /// The last part of a key that counts concurrent users, so that the law applies.
 const COUNT_KEYS: [&str; 3] = ["count", "max_concurrency", "returning"];
@@ -69,13 +120,7 @@ fn fits(
                 .zip(counts)
                 .filter_map(|(p, n)| {
                     let (_, r, _) = p.reports.iter().find(|(x, _, _)| x == name)?;
-                    Some((
-                        *n,
-                        r.rounds
-                            .iter()
-                            .map(|rd| rd.headline().ops_per_sec)
-                            .collect(),
-                    ))
+                    Some((*n, point_rates(r).0))
                 })
                 .collect();
             report::usl::fit(&points)
@@ -92,13 +137,14 @@ fn usl_line(target: &str, f: &UslFit) -> String {
         (Some(n), Some(x)) => format!("throughput peaks at N* = {n:.1} ({x:.1} ops/s predicted)"),
         _ => "no coherency cost: throughput flattens, never falls".into(),
     };
+    let ceiling = ceiling_text(f);
     let poor = f
         .poor
         .as_ref()
         .map(|p| format!("; a poor fit: {p}"))
         .unwrap_or_default();
     format!(
-        "{target}: USL λ = {:.1} ops/s [{:.1}, {:.1}], σ = {:.4} [{:.4}, {:.4}], κ = {:.6} [{:.6}, {:.6}]; {peak}; R² = {:.3}{poor}",
+        "{target}: USL λ = {:.1} ops/s [{:.1}, {:.1}], σ = {:.4} [{:.4}, {:.4}], κ = {:.6} [{:.6}, {:.6}]; {peak}; {ceiling}; R² = {:.3}{poor}",
         f.fit.lambda,
         f.lambda_ci[0],
         f.lambda_ci[1],
@@ -110,6 +156,34 @@ fn usl_line(target: &str, f: &UslFit) -> String {
         f.kappa_ci[1],
         f.r2
     )
+}
+
+/// The fitted ceiling in words, with its interval from the parameters' intervals: the peak
+/// at N* when there is a coherency cost, else λ/σ, where the curve flattens (none when σ
+/// may be 0: linear within the sweep).
+fn ceiling_text(f: &UslFit) -> String {
+    let k = |x: f64| x.max(0.0);
+    if let (Some(n), Some(x)) = (f.peak_n, f.peak_ops_per_sec) {
+        let at = |sigma: f64, kappa: f64| ((1.0 - sigma).max(0.0) / kappa).sqrt();
+        let lo = (f.kappa_ci[1] > 0.0).then(|| at(f.sigma_ci[1], f.kappa_ci[1]));
+        let hi = (f.kappa_ci[0] > 0.0).then(|| at(f.sigma_ci[0], f.kappa_ci[0]));
+        let end = |v: Option<f64>| v.map_or("∞".to_string(), |v| format!("{v:.1}"));
+        return format!(
+            "ceiling {x:.1} ops/s at N* = {n:.1} (N* between {} and {})",
+            end(lo),
+            end(hi)
+        );
+    }
+    if f.fit.sigma <= 0.0 {
+        return "no ceiling within reach (no contention fitted)".into();
+    }
+    let ceiling = f.fit.lambda / f.fit.sigma;
+    let low = k(f.lambda_ci[0]) / f.sigma_ci[1].max(f64::MIN_POSITIVE);
+    let high = match f.sigma_ci[0] > 0.0 {
+        true => format!("{:.1}", f.lambda_ci[1] / f.sigma_ci[0]),
+        false => "∞".into(),
+    };
+    format!("ceiling λ/σ = {ceiling:.1} ops/s (between {low:.1} and {high})")
 }
 
 /// Each target's σ and κ against the first's: apart when their intervals do not overlap.
@@ -172,16 +246,12 @@ impl Sweep {
     ) -> Sweep {
         let cell = |p: &PointResult, n: &String| {
             p.reports.iter().find(|(x, _, _)| x == n).map(|(_, r, _)| {
-                let t = r.summary.headline();
-                (
-                    t.across_rounds
-                        .as_ref()
-                        .map_or(t.ops_per_sec, |a| a.ops_per_sec_mean),
-                    t.latency_ms.p99,
-                )
+                let (rates, over) = point_rates(r);
+                let (mean, ci) = mean_and_ci(&rates);
+                (mean, r.summary.headline().latency_ms.p99, ci, over)
             })
         };
-        let table: Vec<Vec<Option<(f64, f64)>>> = results
+        let table: Vec<Vec<Option<Cell>>> = results
             .iter()
             .map(|p| targets.iter().map(|n| cell(p, n)).collect())
             .collect();
@@ -203,6 +273,14 @@ impl Sweep {
             p99_ms: table
                 .iter()
                 .map(|row| row.iter().map(|c| c.map(|x| x.1)).collect())
+                .collect(),
+            ops_per_sec_ci: table
+                .iter()
+                .map(|row| row.iter().map(|c| c.and_then(|x| x.2)).collect())
+                .collect(),
+            overran_s: table
+                .iter()
+                .map(|row| row.iter().map(|c| c.map(|x| x.3)).collect())
                 .collect(),
             server_cpu_ms_per_op: results
                 .iter()
@@ -267,13 +345,8 @@ impl Sweep {
         }
         let mut knees = String::new();
         for (j, n) in self.targets.iter().enumerate() {
-            let ys: Vec<Option<f64>> = self.ops_per_sec.iter().map(|row| row[j]).collect();
-            if let Some(k) = crate::report::stats::sweep_knee(&self.values, &ys) {
-                knees.push_str(&format!(
-                    "{n}: throughput's knee at {} = {} (more adds little beyond it)\n",
-                    self.key, self.values[k]
-                ));
-            }
+            knees.push_str(&self.overrun_note(j, n));
+            knees.push_str(&self.knee_note(j, n));
         }
         let mut models = String::new();
         for line in self.usl_notes() {
@@ -281,6 +354,68 @@ impl Sweep {
             models.push('\n');
         }
         format!("sweep of {}\n{t}\n{knees}{models}", self.key)
+    }
+
+    /// Points whose rounds ran noticeably past their duration: their rate is over the
+    /// time they ran, and they are named.
+    fn overrun_note(&self, j: usize, n: &str) -> String {
+        let over: Vec<String> = self
+            .values
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| {
+                let o = self.overran_s.get(i)?.get(j).copied().flatten()?;
+                (o >= 0.1).then(|| format!("{v} ({o:.1} s)"))
+            })
+            .collect();
+        match over.is_empty() {
+            true => String::new(),
+            false => format!(
+                "{n}: rounds ran past their duration at {} = {}: requests in flight at the bell; ops/s is over the time they ran\n",
+                self.key,
+                over.join(", ")
+            ),
+        }
+    }
+
+    /// Target `j`'s knee where it is told (see [`Sweep::knee_note`]).
+    fn told_knee(&self, j: usize) -> Option<usize> {
+        self.knee(j).and_then(|(k, told, _)| told.then_some(k))
+    }
+
+    /// Target `j`'s knee by the Kneedle rule, whether the curve's rise tells it (more than
+    /// its lowest and highest points' intervals added; with one round a point, more than a
+    /// twentieth of its top), and the rise.
+    fn knee(&self, j: usize) -> Option<(usize, bool, f64)> {
+        let ys: Vec<Option<f64>> = self.ops_per_sec.iter().map(|row| row[j]).collect();
+        let k = crate::report::stats::sweep_knee(&self.values, &ys)?;
+        let known: Vec<(f64, Option<f64>)> = ys
+            .iter()
+            .zip(&self.ops_per_sec_ci)
+            .filter_map(|(y, ci)| y.map(|y| (y, ci.get(j).copied().flatten())))
+            .collect();
+        let lowest = known.iter().min_by(|a, b| a.0.total_cmp(&b.0));
+        let highest = known.iter().max_by(|a, b| a.0.total_cmp(&b.0));
+        let (lo, hi) = (lowest?, highest?);
+        let told = match (lo.1, hi.1) {
+            (Some(a), Some(b)) => hi.0 - lo.0 > a + b,
+            _ => hi.0 - lo.0 > 0.05 * hi.0,
+        };
+        Some((k, told, hi.0 - lo.0))
+    }
+
+    /// Where the curve bends, only when its rise tells it; a flat curve is said flat.
+    fn knee_note(&self, j: usize, n: &str) -> String {
+        match self.knee(j) {
+            None => String::new(),
+            Some((k, true, _)) => format!(
+                "{n}: throughput's knee at {} = {} (more adds little beyond it)\n",
+                self.key, self.values[k]
+            ),
+            Some((_, false, rise)) => format!(
+                "{n}: no knee: throughput rises by {rise:.1} ops/s over the sweep, within its points' intervals (flat)\n"
+            ),
+        }
     }
 
     /// The fits in words, and each target's σ and κ against the first's.
@@ -372,7 +507,13 @@ impl Sweep {
             &self.targets,
             &table,
             &comparisons,
-            (&fitted, &self.usl_notes()),
+            (
+                &fitted,
+                &self.usl_notes(),
+                &(0..self.targets.len())
+                    .map(|j| self.told_knee(j))
+                    .collect::<Vec<_>>(),
+            ),
         );
         let files = [
             ("sweep.txt", Ok(self.table())),
@@ -409,6 +550,8 @@ mod tests {
             values: vec!["1KiB".into(), "a,b".into()],
             targets: vec!["m".into()],
             ops_per_sec: vec![vec![Some(10.0)], vec![None]],
+            ops_per_sec_ci: vec![vec![None], vec![None]],
+            overran_s: vec![vec![Some(0.0)], vec![None]],
             p99_ms: vec![vec![Some(1.5)], vec![None]],
             server_cpu_ms_per_op: vec![vec![None], vec![None]],
             usl: vec![None],

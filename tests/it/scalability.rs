@@ -69,3 +69,50 @@ fn a_serial_server_shows_contention_and_a_parallel_one_none() {
     let html = std::fs::read_to_string(out.join("sweep.html")).unwrap();
     assert!(html.contains("USL fit"), "the fitted curves are drawn");
 }
+
+#[test]
+fn a_sweep_divides_by_the_time_its_rounds_ran_and_calls_a_flat_curve_flat() {
+    // 20 to 40 users against a server of at most 50 requests a second, 1 s rounds: at 40
+    // the last requests sent before the bell are answered up to 0.8 s after it. Over the
+    // nominal second the point would read ~90/s; over the time it ran, at most 50/s.
+    let _alone = alone();
+    let rt = runtime();
+    let one_at_a_time = serial(&rt, 20);
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        "name: overrun\nrun: { duration: 1s, warmup: 0s, rounds: 2, seed: 9 }\nthink: 0ms\nusers:\n  - class: web\n    protocol: http\n    count: 1\n    mix:\n      work: { weight: 1, path: '{context}' }\n",
+    )
+    .unwrap();
+    let out = out_dir(&tmp);
+    let o = loadmix_bin(&[
+        "run",
+        &path_str(&w),
+        "--sweep",
+        "users.web.count=20,30,40",
+        "--target",
+        &format!("serial=http://{one_at_a_time}/work"),
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    for (i, point) in j["ops_per_sec"].as_array().unwrap().iter().enumerate() {
+        let ops = point[0].as_f64().unwrap();
+        assert!(
+            ops <= 52.0,
+            "point {i}: {ops} ops/s from a server of 50/s\n{stdout}"
+        );
+        assert!(j["overran_s"][i][0].as_f64().unwrap() > 0.3, "{stdout}");
+    }
+    assert!(
+        stdout.contains("rounds ran past their duration"),
+        "{stdout}"
+    );
+    // Three points at the server's ceiling: nothing rises, so no knee is named.
+    assert!(!stdout.contains("knee at"), "{stdout}");
+}

@@ -26,6 +26,48 @@ pub(crate) struct HostSamples {
     /// The share of the second in which some runnable task waited for a core
     /// (`/proc/pressure/cpu`, `some`), percent; empty where the kernel has no such file.
     pub pressure: Vec<f64>,
+    /// The embedded server's threads' CPU, percent of one core (part of `process_cpu`:
+    /// they run in this process, on the same cores); empty when none runs.
+    pub embedded_cpu: Vec<f64>,
+}
+
+/// The name the embedded server's runtime gives its threads, as `/proc` keeps it (15
+/// bytes at most).
+const EMBEDDED_THREADS: &str = "loadmix-embedde";
+
+/// CPU time of this process's threads that serve the embedded target, from
+/// `/proc/self/task`; `None` when there are none (or no `/proc`).
+fn embedded_cpu_time() -> Option<Duration> {
+    // SAFETY: sysconf reads a constant of the system and touches no memory of ours.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = u64::try_from(ticks).ok().filter(|t| *t > 0)?;
+    let mut total = 0u64;
+    let mut any = false;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let dir = task.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if !comm.trim_end().starts_with(EMBEDDED_THREADS) {
+            continue;
+        }
+        if let Some(t) = std::fs::read_to_string(dir.join("stat"))
+            .ok()
+            .and_then(|s| thread_ticks(&s))
+        {
+            total = total.saturating_add(t);
+            any = true;
+        }
+    }
+    any.then(|| Duration::from_micros(total.saturating_mul(1_000_000) / ticks))
+}
+
+/// User plus system ticks from a `/proc/.../stat` line (fields 14 and 15, counted after
+/// the command name's closing parenthesis, which may itself hold spaces).
+fn thread_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    utime.checked_add(stime)
 }
 
 /// Microseconds some task has waited for a core since boot (`/proc/pressure/cpu`'s
@@ -117,6 +159,7 @@ pub(crate) fn sampler(
     tokio::spawn(async move {
         let mut out = HostSamples::default();
         let mut last = (Instant::now(), cpu_time(), read_stat(), read_pressure());
+        let mut embedded = embedded_cpu_time();
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
@@ -133,6 +176,12 @@ pub(crate) fn sampler(
                     let stalled = b.saturating_sub(a) as f64 / 1e6;
                     out.pressure.push((stalled / wall * 100.0).min(100.0));
                 }
+                let served = embedded_cpu_time();
+                if let (Some(a), Some(b)) = (embedded, served) {
+                    out.embedded_cpu
+                        .push(b.saturating_sub(a).as_secs_f64() / wall * 100.0);
+                }
+                embedded = served;
             }
             if let (Some(a), Some(b)) = (last.2, now.2) {
                 let total = b.total.saturating_sub(a.total);
@@ -152,6 +201,14 @@ pub(crate) fn sampler(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_threads_ticks_are_read_past_a_name_with_spaces() {
+        let stat = "4242 (loadmix embedded) S 1 2 3 4 5 6 7 8 9 10 130 25 0 0 20 0 9 0";
+        assert_eq!(thread_ticks(stat), Some(155));
+        assert_eq!(thread_ticks("4242 (x) S 1 2"), None);
+        assert_eq!(thread_ticks("no parenthesis"), None);
+    }
 
     #[test]
     fn cpu_pressure_is_read_from_its_some_line() {

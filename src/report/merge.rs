@@ -535,6 +535,9 @@ fn merged_generator(shards: &[ShardReport], i: usize) -> Generator {
         let x = &s.report.rounds[i].generator;
         let who = s.report.shard.map_or(0, |i| i.index);
         g.cpu_mean += x.cpu_mean;
+        if let Some(e) = x.embedded_cpu_mean {
+            *g.embedded_cpu_mean.get_or_insert(0.0) += e;
+        }
         g.cores += x.cores;
         g.lag_p50_ms = g.lag_p50_ms.max(x.lag_p50_ms);
         g.lag_p99_ms = g.lag_p99_ms.max(x.lag_p99_ms);

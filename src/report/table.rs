@@ -415,6 +415,19 @@ fn generator(out: &mut String, r: &Report) {
             "generator: CPU {cpu:.0}% of {} cores on average · scheduling lag p99 {lag:.2} ms",
             g.cores
         );
+        let served: Vec<f64> = r
+            .rounds
+            .iter()
+            .filter_map(|x| x.generator.embedded_cpu_mean)
+            .collect();
+        if !served.is_empty() {
+            let server = served.iter().sum::<f64>() / served.len() as f64;
+            let _ = write!(
+                out,
+                " (of which the embedded server {server:.0}%, the generator {:.0}%: they share these cores)",
+                (cpu - server).max(0.0)
+            );
+        }
         if dropped + late > 0 {
             let _ = write!(out, " · arrivals dropped {dropped}, late {late}");
         }

@@ -386,7 +386,12 @@ impl Hogs {
 impl Drop for Hogs {
     fn drop(&mut self) {
         for c in &mut self.0 {
-            let _ = c.kill();
+            // SIGTERM, which `timeout` passes on to its loop: a SIGKILL would end
+            // `timeout` alone and leave the loop spinning.
+            if let Ok(pid) = i32::try_from(c.id()) {
+                // SAFETY: kill sends a signal to our own child and touches no memory.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+            }
             let _ = c.wait();
         }
     }
@@ -427,4 +432,30 @@ fn an_arrival_the_generator_acted_on_late_is_start_lag_not_corrected_latency() {
     assert_eq!(class.p99_ms, g.lag_p99_ms);
     assert!(class.max_ms >= class.p99_ms && class.p99_ms >= class.p50_ms);
     rt.block_on(srv.stop());
+}
+
+#[test]
+fn an_embedded_target_says_it_shares_the_generators_cores() {
+    // No target: the embedded server runs in loadmix's process, on its own threads; its
+    // CPU is counted apart from the generator's, and the report says they share cores.
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        "run: { duration: 3s, seed: 2 }\nusers:\n  - class: o\n    protocol: http\n    arrival: { rate: 200/s }\n    mix:\n      get: { weight: 1, path: '{context}/_loadmix/delay/1' }\n",
+    )
+    .unwrap();
+    let out = out_dir(&tmp);
+    let o = loadmix_bin(&["run", &path_str(&w), "--out", &path_str(&out)]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    let r = read_report(&out);
+    let g = &r.rounds[0].generator;
+    let served = g.embedded_cpu_mean.expect("the embedded server's CPU");
+    assert!(
+        served > 0.0 && served <= g.cpu_mean + 1.0,
+        "{served} of {}",
+        g.cpu_mean
+    );
+    assert!(stdout.contains("they share these cores"), "{stdout}");
 }

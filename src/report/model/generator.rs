@@ -37,6 +37,10 @@ pub struct Generator {
     pub steal_mean: f64,
     #[serde(default)]
     pub run_queue_max: u32,
+    /// The embedded server's share of `cpu_mean` (its threads, same process, same cores),
+    /// percent of one core; `None` when the target was not embedded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedded_cpu_mean: Option<f64>,
     /// The share of the round in which some task waited for a core (`/proc/pressure/cpu`),
     /// percent, mean over its seconds; `None` where the kernel does not keep it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -109,6 +113,7 @@ pub(super) fn of(r: &crate::engine::RoundResult, classes: &[String], embedded: b
     let steal_mean = mean(&r.host.steal);
     let run_queue_max = r.host.run_queue.iter().copied().max().unwrap_or(0);
     let pressure_mean = (!r.host.pressure.is_empty()).then(|| mean(&r.host.pressure));
+    let embedded_cpu_mean = (!r.host.embedded_cpu.is_empty()).then(|| mean(&r.host.embedded_cpu));
     // loadmix's share of the whole machine, and what other processes took.
     let own = cpu_mean / cores as f64;
     let others = (host_busy_mean - own).max(0.0);
@@ -139,10 +144,13 @@ pub(super) fn of(r: &crate::engine::RoundResult, classes: &[String], embedded: b
     if cpu_mean > CPU_LIMIT * 100.0 * cores as f64 {
         warnings.push(format!(
             "round {round}: the loadmix process used {cpu_mean:.0}% CPU of {cores} cores on average{}",
-            if embedded {
-                " (the embedded server runs in the same process)"
-            } else {
-                ""
+            match (embedded, embedded_cpu_mean) {
+                (true, Some(server)) => format!(
+                    " (the embedded server runs in the same process, on the same cores: it used {server:.0}%, the generator {:.0}%)",
+                    (cpu_mean - server).max(0.0)
+                ),
+                (true, None) => " (the embedded server runs in the same process)".to_string(),
+                (false, _) => String::new(),
             }
         ));
     }
@@ -161,6 +169,7 @@ pub(super) fn of(r: &crate::engine::RoundResult, classes: &[String], embedded: b
         host_busy_mean,
         steal_mean,
         run_queue_max,
+        embedded_cpu_mean,
         pressure_mean,
         warnings,
     }
@@ -250,6 +259,7 @@ mod tests {
                 run_queue: vec![2; 3],
                 users: vec![10; 3],
                 pressure: Vec::new(),
+                embedded_cpu: Vec::new(),
             },
             dropped: 0,
             late: 0,

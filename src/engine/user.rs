@@ -84,6 +84,15 @@ impl UserSpec {
     fn scheduled(&self) -> bool {
         matches!(self.entry, Entry::Arrived { .. }) || self.class.pacing.is_some()
     }
+
+    /// What the generator took before the user could act on operation `done`: only a
+    /// session's first waited for its arrival to be acted on.
+    fn generator_lag_before(&self, done: u64) -> Duration {
+        match (self.entry, done) {
+            (Entry::Arrived { lag, .. }, 0) => lag,
+            _ => Duration::ZERO,
+        }
+    }
 }
 
 /// Counts a user as active while it lives: the per-second "active users" figure.
@@ -131,16 +140,15 @@ pub(super) async fn run(
         // One clock read serves the think's start and, when there is nothing to wait for,
         // the operation's start: clock reads are a visible share of a fast request's cost.
         let now = Instant::now();
-        let pick = match boot {
-            true => None,
-            false => {
-                let allowed = |g: &Guard| driver.guard_holds(g);
-                match walk.next(class, &mut rngs, &allowed, now, one_session) {
-                    Some(p) => Some(p),
-                    // The behaviour exited (an open session), or has nowhere to go.
-                    None => break,
-                }
-            }
+        let pick = if boot {
+            None
+        } else {
+            let allowed = |g: &Guard| driver.guard_holds(g);
+            // None: the behaviour exited (an open session), or has nowhere to go.
+            let Some(p) = walk.next(class, &mut rngs, &allowed, now, one_session) else {
+                break;
+            };
+            Some(p)
         };
         let Some((intended, think)) = next_due(spec, done, now, &mut rngs, pick) else {
             break;
@@ -169,11 +177,7 @@ pub(super) async fn run(
         let timing = Timing {
             think,
             intended,
-            // Only a session's first pick waited for its arrival to be acted on.
-            held_by_generator: match (spec.entry, done) {
-                (Entry::Arrived { lag, .. }, 0) => lag,
-                _ => Duration::ZERO,
-            },
+            held_by_generator: spec.generator_lag_before(done),
             ready: now,
             started,
             ended: Instant::now(),

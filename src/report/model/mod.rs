@@ -538,6 +538,11 @@ impl Across {
     }
 }
 
+/// The workload's class names, in its order.
+fn class_names(w: &Workload) -> Vec<String> {
+    w.classes.iter().map(|c| c.name.clone()).collect()
+}
+
 /// One measured round: its operations and total, the generator's and the server's side.
 fn round_report(
     w: &Workload,
@@ -596,11 +601,7 @@ fn round_report(
         warmup_requests: r.stats.warmup_requests,
         warmup_s: w.run.warmup.as_secs_f64(),
         setup_failures: r.setup_failures,
-        generator: generator::of(
-            r,
-            &w.classes.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
-            embedded,
-        ),
+        generator: generator::of(r, &class_names(w), embedded),
         cleanup: Cleanup {
             requests: r.cleanup.requests,
             failures: r.cleanup.failures,

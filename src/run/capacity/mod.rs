@@ -179,7 +179,7 @@ async fn warm_up(cx: &RunCx<'_>, w: &Workload, order: Order, lanes: &mut [Lane])
 /// The host's CPU pressure under which a crowded step is run again, percent, and how long
 /// to wait for it at most.
 const QUIET_PRESSURE_PCT: f64 = 20.0;
-const QUIET_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+const QUIET_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Before a crowded step runs again: wait, a second at a time and at most
 /// [`QUIET_WAIT`], for the host's CPU pressure to fall (where the kernel keeps it).

@@ -163,13 +163,13 @@ fn usl_line(target: &str, f: &UslFit) -> String {
 /// may be 0: linear within the sweep).
 fn ceiling_text(f: &UslFit) -> String {
     let k = |x: f64| x.max(0.0);
-    if let (Some(n), Some(x)) = (f.peak_n, f.peak_ops_per_sec) {
+    if f.peak_n.is_some() && f.peak_ops_per_sec.is_some() {
         let at = |sigma: f64, kappa: f64| ((1.0 - sigma).max(0.0) / kappa).sqrt();
         let lo = (f.kappa_ci[1] > 0.0).then(|| at(f.sigma_ci[1], f.kappa_ci[1]));
         let hi = (f.kappa_ci[0] > 0.0).then(|| at(f.sigma_ci[0], f.kappa_ci[0]));
         let end = |v: Option<f64>| v.map_or("∞".to_string(), |v| format!("{v:.1}"));
         return format!(
-            "ceiling {x:.1} ops/s at N* = {n:.1} (N* between {} and {})",
+            "the ceiling is that peak (N* between {} and {})",
             end(lo),
             end(hi)
         );
@@ -541,6 +541,37 @@ mod tests {
         for bad in ["users.a.count", "=1,2", "k=1", "k=1,,", "k="] {
             assert!(parse_sweep(bad).is_err(), "{bad}");
         }
+    }
+
+    fn fit(lambda: f64, sigma: [f64; 3], kappa: [f64; 3], peak: Option<f64>) -> UslFit {
+        UslFit {
+            fit: crate::report::usl::Usl {
+                lambda,
+                sigma: sigma[0],
+                kappa: kappa[0],
+            },
+            lambda_ci: [lambda * 0.9, lambda * 1.1],
+            sigma_ci: [sigma[1], sigma[2]],
+            kappa_ci: [kappa[1], kappa[2]],
+            peak_n: peak,
+            peak_ops_per_sec: peak.map(|_| 100.0),
+            r2: 0.99,
+            poor: None,
+        }
+    }
+
+    #[test]
+    fn the_fitted_ceiling_is_printed_with_its_interval() {
+        // No coherency cost: λ/σ = 10 / 0.1 = 100, between 9/0.2 and 11/0.05.
+        let t = ceiling_text(&fit(10.0, [0.1, 0.05, 0.2], [0.0; 3], None));
+        assert_eq!(t, "ceiling λ/σ = 100.0 ops/s (between 45.0 and 220.0)");
+        // σ's interval reaches 0: no upper end.
+        let t = ceiling_text(&fit(10.0, [0.1, 0.0, 0.2], [0.0; 3], None));
+        assert!(t.ends_with("and ∞)"), "{t}");
+        // A peak: N* = √((1 − σ)/κ), from the intervals' ends.
+        let t = ceiling_text(&fit(10.0, [0.0; 3], [0.01, 0.0025, 0.04], Some(10.0)));
+        assert_eq!(t, "the ceiling is that peak (N* between 5.0 and 20.0)");
+        assert!(ceiling_text(&fit(10.0, [0.0; 3], [0.0; 3], None)).contains("no ceiling"));
     }
 
     #[test]

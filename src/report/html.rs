@@ -652,6 +652,17 @@ fn round_table(title: &str, rows: &[compare::ServerRow], runs: &[String]) -> Str
     b
 }
 
+/// What a sweep's page draws beside its points: each target's fitted curve, the fits in
+/// words, and each target's knee where the sweep could tell one.
+pub struct SweepModels<'a> {
+    /// Per fitted target, the model's value at each point.
+    pub fitted: &'a [charts::PointSeries],
+    /// The fits in words, a paragraph each.
+    pub notes: &'a [String],
+    /// Per target, the point marked as its knee.
+    pub knees: &'a [Option<usize>],
+}
+
 /// The page of a sweep: scaling charts and table, then each point's comparison.
 pub fn sweep(
     title: &str,
@@ -660,9 +671,13 @@ pub fn sweep(
     targets: &[String],
     table: &[Vec<Option<(f64, f64)>>],
     comparisons: &[(String, Comparison)],
-    models: (&[charts::PointSeries], &[String], &[Option<usize>]),
+    models: SweepModels<'_>,
 ) -> String {
-    let (fitted, notes, knees) = models;
+    let SweepModels {
+        fitted,
+        notes,
+        knees,
+    } = models;
     let mut b = format!(
         "<h1>{}</h1><p>sweep of <code>{}</code> over {}</p>",
         esc(title),

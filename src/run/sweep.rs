@@ -76,25 +76,17 @@ fn point_rates(r: &Report) -> (Vec<f64>, f64) {
     (rates, over)
 }
 
-/// A point's mean rate and its 95 % half-width over rounds (`None` with one round).
-fn mean_and_ci(rates: &[f64]) -> (f64, Option<f64>) {
-    let n = rates.len();
-    if n == 0 {
-        return (0.0, None);
-    }
-    let mean = rates.iter().sum::<f64>() / n as f64;
-    if n < 2 {
-        return (mean, None);
-    }
-    let var = rates.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let t = statrs::distribution::StudentsT::new(0.0, 1.0, (n - 1) as f64)
-        .map(|d| statrs::distribution::ContinuousCDF::inverse_cdf(&d, 0.975))
-        .unwrap_or(2.0);
-    (mean, Some(t * (var / n as f64).sqrt()))
+/// One point at one target.
+#[derive(Clone, Copy)]
+struct Cell {
+    /// Mean ops/s over the point's rounds, each over the time it ran.
+    ops: f64,
+    p99_ms: f64,
+    /// The mean's 95 % half-width (`None` with one round).
+    ci: Option<f64>,
+    /// Seconds its rounds ran past their duration in all.
+    overran_s: f64,
 }
-
-/// One point at one target: mean ops/s, p99 ms, the mean's 95 % half-width, overrun s.
-type Cell = (f64, f64, Option<f64>, f64);
 
 /// The last part of a key that counts concurrent users, so that the law applies.
 const COUNT_KEYS: [&str; 3] = ["count", "max_concurrency", "returning"];
@@ -246,9 +238,14 @@ impl Sweep {
     ) -> Sweep {
         let cell = |p: &PointResult, n: &String| {
             p.reports.iter().find(|(x, _, _)| x == n).map(|(_, r, _)| {
-                let (rates, over) = point_rates(r);
-                let (mean, ci) = mean_and_ci(&rates);
-                (mean, r.summary.headline().latency_ms.p99, ci, over)
+                let (rates, overran_s) = point_rates(r);
+                let (ops, _, ci) = report::stats::mean_ci95(&rates);
+                Cell {
+                    ops,
+                    p99_ms: r.summary.headline().latency_ms.p99,
+                    ci: ci.map(|(lo, hi)| (hi - lo) / 2.0),
+                    overran_s,
+                }
             })
         };
         let table: Vec<Vec<Option<Cell>>> = results
@@ -268,19 +265,19 @@ impl Sweep {
             targets: targets.to_vec(),
             ops_per_sec: table
                 .iter()
-                .map(|row| row.iter().map(|c| c.map(|x| x.0)).collect())
+                .map(|row| row.iter().map(|c| c.map(|x| x.ops)).collect())
                 .collect(),
             p99_ms: table
                 .iter()
-                .map(|row| row.iter().map(|c| c.map(|x| x.1)).collect())
+                .map(|row| row.iter().map(|c| c.map(|x| x.p99_ms)).collect())
                 .collect(),
             ops_per_sec_ci: table
                 .iter()
-                .map(|row| row.iter().map(|c| c.and_then(|x| x.2)).collect())
+                .map(|row| row.iter().map(|c| c.and_then(|x| x.ci)).collect())
                 .collect(),
             overran_s: table
                 .iter()
-                .map(|row| row.iter().map(|c| c.map(|x| x.3)).collect())
+                .map(|row| row.iter().map(|c| c.map(|x| x.overran_s)).collect())
                 .collect(),
             server_cpu_ms_per_op: results
                 .iter()
@@ -507,13 +504,13 @@ impl Sweep {
             &self.targets,
             &table,
             &comparisons,
-            (
-                &fitted,
-                &self.usl_notes(),
-                &(0..self.targets.len())
+            report::html::SweepModels {
+                fitted: &fitted,
+                notes: &self.usl_notes(),
+                knees: &(0..self.targets.len())
                     .map(|j| self.told_knee(j))
                     .collect::<Vec<_>>(),
-            ),
+            },
         );
         let files = [
             ("sweep.txt", Ok(self.table())),

@@ -259,7 +259,8 @@ pub(super) async fn arrivals(
         sessions.spawn(async move {
             // The runtime's delay in starting the task is the generator's too.
             let lag = loop_lag + spawned.elapsed();
-            let o = session(&spec2, &w2, &d2, &f2, &s2, id, (intended, lag)).await;
+            let entry = Entry::Arrived { at: intended, lag };
+            let o = session(&spec2, &w2, &d2, &f2, &s2, id, entry).await;
             drop(permit);
             o
         });
@@ -347,7 +348,7 @@ async fn session(
     factory: &RecorderFactory,
     stop: &CancellationToken,
     id: u32,
-    (arrived, lag): (Instant, Duration),
+    entry: Entry,
 ) -> VuOutput {
     let class = &spec.class;
     let mut out = VuOutput::default();
@@ -369,7 +370,7 @@ async fn session(
         who: Who { vu: id, ..spec.who },
         class: class.clone(),
         seed: spec.seed,
-        entry: Entry::Arrived { at: arrived, lag },
+        entry,
         end_by: Some(spec.deadline),
         iterations: Some(spec.iterations),
         halted: spec.halted.clone(),

@@ -241,7 +241,7 @@ async fn run_step(
         Stop::Duration(d) => d.as_secs_f64(),
         Stop::Iterations(_) => 0.0,
     };
-    let step = slo::judge(level, n, (rate, rate * length_s, length_s), &rep);
+    let step = slo::judge(level, n, slo::Offer { rate, length_s }, &rep);
     if !cx.a.quiet {
         cx.progress.line(&output::step_line(&lane.name, &step));
     }

@@ -246,14 +246,17 @@ impl StepCost {
     }
 }
 
-/// Judge the one-round report of a step at `rate`, which offered `offered` arrivals over
-/// `length_s` seconds.
-pub(crate) fn judge(
-    slo: &Slo,
-    step: u32,
-    (rate, offered, length_s): (f64, f64, f64),
-    rep: &Report,
-) -> Step {
+/// What a step offered: sessions a second, for how long.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Offer {
+    pub rate: f64,
+    pub length_s: f64,
+}
+
+/// Judge the one-round report of a step that made `offer`.
+pub(crate) fn judge(slo: &Slo, step: u32, offer: Offer, rep: &Report) -> Step {
+    let Offer { rate, length_s } = offer;
+    let offered = rate * length_s;
     let headline = rep.summary.headline();
     let errors_pct = (headline.requests > 0)
         .then(|| headline.failures as f64 * 100.0 / headline.requests as f64);

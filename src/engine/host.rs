@@ -78,20 +78,21 @@ fn read_pressure() -> Option<u64> {
 }
 
 fn parse_pressure(text: &str) -> Option<u64> {
+    some_field(text, "total=")?.parse().ok()
+}
+
+/// A field of the pressure file's `some` line, by its `name=`.
+fn some_field<'t>(text: &'t str, name: &str) -> Option<&'t str> {
     let line = text.lines().find(|l| l.starts_with("some "))?;
     line.split_ascii_whitespace()
-        .find_map(|f| f.strip_prefix("total="))
-        .and_then(|v| v.parse().ok())
+        .find_map(|f| f.strip_prefix(name))
 }
 
 /// The host's CPU pressure now: `some avg10`, percent (the share of the last ten seconds
 /// in which a task waited for a core); `None` where the kernel does not keep it.
 pub(crate) fn cpu_pressure_now() -> Option<f64> {
     let text = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
-    let line = text.lines().find(|l| l.starts_with("some "))?;
-    line.split_ascii_whitespace()
-        .find_map(|f| f.strip_prefix("avg10="))
-        .and_then(|v| v.parse().ok())
+    some_field(&text, "avg10=")?.parse().ok()
 }
 
 /// This process's user and system CPU time so far.

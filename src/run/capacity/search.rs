@@ -567,6 +567,18 @@ mod tests {
         assert_eq!(non_monotone(&odd), Some((1000.0, 1915.0)));
     }
 
+    /// Of `n` M/M/1 response times at `rate`, how many took `bound` or longer (all of them
+    /// at or past μ, where the queue has no end).
+    fn mm1_beyond(mu: f64, bound: f64, rate: f64, n: u64, rng: &mut impl rand::Rng) -> u64 {
+        if rate >= mu {
+            return n;
+        }
+        let exp = rand_distr::Exp::new(mu - rate).unwrap();
+        (0..n)
+            .filter(|_| rand_distr::Distribution::sample(&exp, rng) >= bound)
+            .count() as u64
+    }
+
     /// M/M/1 at arrival rate λ with service rate μ: the response time is exponential with
     /// rate μ − λ, so its p99 is ln(100)/(μ − λ), and the highest rate whose p99 is below
     /// `bound` is μ − ln(100)/bound. One step draws `rate × seconds` response times and
@@ -583,15 +595,7 @@ mod tests {
                 needed,
             };
         }
-        let beyond = match rate < mu {
-            true => {
-                let exp = rand_distr::Exp::new(mu - rate).unwrap();
-                (0..n)
-                    .filter(|_| rand_distr::Distribution::sample(&exp, rng) >= bound)
-                    .count() as u64
-            }
-            false => n,
-        };
+        let beyond = mm1_beyond(mu, bound, rate, n, rng);
         let outcome = match tell(beyond, n, 0.01, crate::workload::Comparison::Lt) {
             Told::Passed => Outcome::Passed,
             Told::Failed => Outcome::Failed,
@@ -645,12 +649,8 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(99);
         for (lo, hi) in intervals.iter().take(10) {
             let p99_below = |rate: f64, rng: &mut rand::rngs::StdRng| {
-                let exp = rand_distr::Exp::new(mu - rate).unwrap();
-                let n = (rate * 10.0) as usize;
-                let beyond = (0..n)
-                    .filter(|_| rand_distr::Distribution::sample(&exp, rng) >= bound)
-                    .count();
-                beyond * 100 < n
+                let n = (rate * 10.0) as u64;
+                mm1_beyond(mu, bound, rate, n, rng) * 100 < n
             };
             let passed = (0..10).filter(|_| p99_below(*lo, &mut rng)).count();
             let failed = (0..10).filter(|_| !p99_below(*hi, &mut rng)).count();
@@ -701,14 +701,12 @@ mod tests {
         s.record(100.0, Found::plain(Outcome::Passed));
         s.record(200.0, Found::plain(Outcome::Failed));
         let mid = s.next().unwrap();
-        s.record(
-            mid.rate,
-            Found {
-                samples: 100,
-                needed: 368,
-                ..Found::plain(Outcome::TooFew)
-            },
-        );
+        let short = Found {
+            samples: 100,
+            needed: 368,
+            ..Found::plain(Outcome::TooFew)
+        };
+        s.record(mid.rate, short);
         assert_eq!(
             s.next(),
             Some(Next {
@@ -716,14 +714,7 @@ mod tests {
                 length: 4
             })
         );
-        s.record(
-            mid.rate,
-            Found {
-                samples: 100,
-                needed: 368,
-                ..Found::plain(Outcome::TooFew)
-            },
-        );
+        s.record(mid.rate, short);
         assert_eq!(s.end(), Some(End::TooFew { rate: mid.rate }));
     }
 

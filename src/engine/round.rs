@@ -382,6 +382,7 @@ impl Clock {
                 true => Phase::Warmup,
                 false => Phase::Measured,
             });
+            l.round_begins();
             if !warmup_round {
                 l.clock_starts(w.run.warmup);
             }

@@ -13,7 +13,9 @@
 use serde::Serialize;
 
 use super::Board;
-use crate::metrics::live::{BUCKETS_US, LiveFailure, Phase, TotalsSnapshot, error_names};
+use crate::metrics::live::{
+    BUCKETS_US, LagSnapshot, LiveFailure, Phase, RateNow, TotalsSnapshot, error_names,
+};
 
 pub(crate) const DASHBOARD: &str = include_str!("dashboard.html");
 
@@ -53,8 +55,10 @@ struct LaneSnapshot {
     setup: (u64, u64),
     /// Requests off the clock: preflight, set-up, cleanup.
     untimed: [u64; 3],
-    lag_sum_us: u64,
-    lag_count: u64,
+    /// Each class's start lag so far.
+    start_lag: Vec<LagSnapshot>,
+    /// Operations per second over the round's last whole seconds (none before one).
+    rate_now: Option<RateNow>,
     /// Seconds measured so far as the report counts them (rates are over these).
     measured_s: f64,
     /// The first kinds of failure, each counted, the earliest first.
@@ -76,6 +80,8 @@ struct OpSnapshot {
     step: bool,
     measured: TotalsSnapshot,
     warmup: TotalsSnapshot,
+    /// This operation's rate over the lane's last whole seconds.
+    rate_now: Option<RateNow>,
 }
 
 /// Seconds of history the board keeps: the page's charts hold as many points.
@@ -108,6 +114,7 @@ pub(crate) fn second(b: &Board) -> Second {
                 step: false,
                 measured: all,
                 warmup: TotalsSnapshot::default(),
+                rate_now: l.rate_now,
             }];
             l
         })
@@ -181,7 +188,6 @@ fn lanes(b: &Board) -> Vec<LaneSnapshot> {
     b.lanes()
         .iter()
         .map(|l| {
-            let (lag_sum_us, lag_count) = l.live.lag();
             let (first_failures, failures_unlisted) = l.live.first_failures();
             LaneSnapshot {
                 target: l.target.clone(),
@@ -195,8 +201,8 @@ fn lanes(b: &Board) -> Vec<LaneSnapshot> {
                 users: l.live.active_users(),
                 setup: l.live.setup(),
                 untimed: l.live.untimed(),
-                lag_sum_us,
-                lag_count,
+                start_lag: l.live.class_lag(),
+                rate_now: l.live.rate_now(|_| true),
                 measured_s: l.live.measured_s(),
                 first_failures,
                 failures_unlisted,
@@ -212,6 +218,12 @@ fn lanes(b: &Board) -> Vec<LaneSnapshot> {
                         step: o.step,
                         measured: o.counted[0].snapshot(),
                         warmup: o.counted[1].snapshot(),
+                        rate_now: (!o.step)
+                            .then(|| {
+                                l.live
+                                    .rate_now(|x| x.class == o.class && x.label == o.label)
+                            })
+                            .flatten(),
                     })
                     .collect(),
             }

@@ -19,7 +19,7 @@ pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8"
 /// Every metric family the page can hold: the Grafana dashboard's queries are checked
 /// against it.
 #[cfg(test)]
-pub(crate) const FAMILIES: [&str; 22] = [
+pub(crate) const FAMILIES: [&str; 24] = [
     "loadmix_requests_total",
     "loadmix_skipped_total",
     "loadmix_successes_total",
@@ -37,7 +37,9 @@ pub(crate) const FAMILIES: [&str; 22] = [
     "loadmix_active_users",
     "loadmix_round",
     "loadmix_phase",
-    "loadmix_schedule_lag_seconds",
+    "loadmix_start_lag_seconds",
+    "loadmix_ops_per_second_now",
+    "loadmix_ops_per_second_now_window_seconds",
     "loadmix_run_info",
     "process_cpu_seconds_total",
     "process_resident_memory_bytes",
@@ -119,28 +121,96 @@ pub(crate) fn render(b: &Board) -> String {
             let _ = writeln!(out, "loadmix_phase{} {}", labels.text(), u8::from(p == now));
         }
     }
-    family(
-        &mut out,
-        "loadmix_schedule_lag_seconds",
-        "summary",
-        "How late the generator started operations against their intended start.",
-    );
-    for (l, base) in lanes.iter().zip(&bases) {
-        let (sum, count) = l.live.lag();
-        let _ = writeln!(
-            out,
-            "loadmix_schedule_lag_seconds_sum{} {}",
-            base.text(),
-            secs(sum)
-        );
-        let _ = writeln!(
-            out,
-            "loadmix_schedule_lag_seconds_count{} {count}",
-            base.text()
-        );
-    }
+    lag_family(&mut out, &lanes, &bases);
+    rate_now_families(&mut out, &lanes, &bases);
     process_families(&mut out, b);
     out
+}
+
+/// Each class's start lag: how late the generator acted on its operations' intended
+/// starts, in the latency buckets.
+fn lag_family(out: &mut String, lanes: &[std::sync::Arc<Lane>], bases: &[Labels]) {
+    let full = "loadmix_start_lag_seconds";
+    family(
+        out,
+        full,
+        "histogram",
+        "How late the generator acted on operations against their intended start, per class: the generator's lateness, kept out of the corrected latency.",
+    );
+    for (l, base) in lanes.iter().zip(bases) {
+        for lag in l.live.class_lag() {
+            let mut labels = base.clone();
+            labels.push("class", &lag.class);
+            histogram(out, full, &labels, &lag.buckets, lag.sum_us);
+        }
+    }
+}
+
+/// The rate now, per operation (a sum over them is the lane's), and the seconds it is over: the last whole
+/// seconds of the round, as the report's per-second series will count them.
+fn rate_now_families(out: &mut String, lanes: &[std::sync::Arc<Lane>], bases: &[Labels]) {
+    family(
+        out,
+        "loadmix_ops_per_second_now",
+        "gauge",
+        "Operations per second that started in the round's last whole seconds (the report's per-second series for them).",
+    );
+    let mut windows = Vec::new();
+    for (l, base) in lanes.iter().zip(bases) {
+        let Some(all) = l.live.rate_now(|_| true) else {
+            continue;
+        };
+        for op in l.live.ops.iter().filter(|o| !o.step) {
+            let same = |o: &LiveOp| o.class == op.class && o.label == op.label;
+            if let Some(r) = l.live.rate_now(same) {
+                let mut labels = base.clone();
+                labels.push("class", &op.class);
+                labels.push("operation", &op.label);
+                let _ = writeln!(
+                    out,
+                    "loadmix_ops_per_second_now{} {}",
+                    labels.text(),
+                    r.per_s
+                );
+            }
+        }
+        windows.push((base, all));
+    }
+    family(
+        out,
+        "loadmix_ops_per_second_now_window_seconds",
+        "gauge",
+        "The seconds of the round the rate now is over: from (included) and to (excluded).",
+    );
+    for (base, r) in windows {
+        for (edge, v) in [("from", r.from_s), ("to", r.to_s)] {
+            let mut labels = base.clone();
+            labels.push("edge", edge);
+            let _ = writeln!(
+                out,
+                "loadmix_ops_per_second_now_window_seconds{} {v}",
+                labels.text()
+            );
+        }
+    }
+}
+
+/// One histogram's series: cumulative buckets of [`BUCKETS_US`] (`counts` holds one
+/// more, past the last bound), its sum (µs, written in seconds) and count.
+fn histogram(out: &mut String, full: &str, labels: &Labels, counts: &[u64], sum_us: u64) {
+    let mut cumulative = 0u64;
+    for (i, bound) in BUCKETS_US.iter().enumerate() {
+        cumulative = cumulative.saturating_add(counts.get(i).copied().unwrap_or(0));
+        let mut l = labels.clone();
+        l.push("le", &secs(*bound));
+        let _ = writeln!(out, "{full}_bucket{} {cumulative}", l.text());
+    }
+    let count = cumulative.saturating_add(counts.get(BUCKETS_US.len()).copied().unwrap_or(0));
+    let mut l = labels.clone();
+    l.push("le", "+Inf");
+    let _ = writeln!(out, "{full}_bucket{} {count}", l.text());
+    let _ = writeln!(out, "{full}_sum{} {}", labels.text(), secs(sum_us));
+    let _ = writeln!(out, "{full}_count{} {count}", labels.text());
 }
 
 /// A lane's own labels: its target, its sweep point, this process's shard.
@@ -232,24 +302,8 @@ fn op_families(out: &mut String, lanes: &[std::sync::Arc<Lane>], bases: &[Labels
         &format!("{what}: latency of those that succeeded."),
     );
     for (labels, t) in &rows {
-        let mut cumulative = 0u64;
-        for (i, bound) in BUCKETS_US.iter().enumerate() {
-            cumulative = cumulative.saturating_add(load(&t.buckets[i]));
-            let mut l = labels.clone();
-            l.push("le", &secs(*bound));
-            let _ = writeln!(out, "{full}_bucket{} {cumulative}", l.text());
-        }
-        let count = cumulative.saturating_add(load(&t.buckets[BUCKETS_US.len()]));
-        let mut l = labels.clone();
-        l.push("le", "+Inf");
-        let _ = writeln!(out, "{full}_bucket{} {count}", l.text());
-        let _ = writeln!(
-            out,
-            "{full}_sum{} {}",
-            labels.text(),
-            secs(load(&t.latency_sum_us))
-        );
-        let _ = writeln!(out, "{full}_count{} {count}", labels.text());
+        let counts: Vec<u64> = t.buckets.iter().map(load).collect();
+        histogram(out, &full, labels, &counts, load(&t.latency_sum_us));
     }
 }
 

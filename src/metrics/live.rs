@@ -111,6 +111,107 @@ pub(crate) struct Totals {
     pub skipped: AtomicU64,
 }
 
+/// How many seconds of the round the recent counts keep: the window, the settling second
+/// and the second under way, with room to spare.
+const RECENT_SLOTS: usize = 10;
+/// Seconds a rate now is taken over: the last whole seconds, at most this many.
+pub(crate) const RECENT_WINDOW_S: u64 = 5;
+/// A second is whole once this many more have passed: a user hands its samples over at
+/// least once a second, so by then nearly all that started in it have been counted.
+const RECENT_SETTLE_S: u64 = 1;
+
+/// Requests by the second of the round they started in, for the last few seconds, as the
+/// report's per-second series counts them (warm-up window included, steps apart). Written
+/// by the round's aggregator alone; a slot holds one second, tagged with its round.
+#[derive(Default)]
+pub(crate) struct Recent {
+    /// `(round epoch << 32) | (second + 1)`; 0 for a slot never written.
+    tags: [AtomicU64; RECENT_SLOTS],
+    counts: [AtomicU64; RECENT_SLOTS],
+}
+
+impl Recent {
+    fn tag(epoch: u64, sec: u64) -> u64 {
+        (epoch << 32) | (sec.min(u64::from(u32::MAX) - 1) + 1)
+    }
+
+    /// One request that started in second `sec` of round `epoch`. A second older than
+    /// the one its slot holds is past every window and is not kept here.
+    fn add(&self, epoch: u64, sec: u64) {
+        let i = (sec % RECENT_SLOTS as u64) as usize;
+        let want = Recent::tag(epoch, sec);
+        let held = self.tags[i].load(Relaxed);
+        if held != want {
+            if held > want {
+                return;
+            }
+            self.counts[i].store(0, Relaxed);
+            self.tags[i].store(want, Relaxed);
+        }
+        self.counts[i].fetch_add(1, Relaxed);
+    }
+
+    /// Requests that started in second `sec` of round `epoch` (0 when none was kept).
+    fn count(&self, epoch: u64, sec: u64) -> u64 {
+        let i = (sec % RECENT_SLOTS as u64) as usize;
+        let n = self.counts[i].load(Relaxed);
+        match self.tags[i].load(Relaxed) == Recent::tag(epoch, sec) {
+            true => n,
+            false => 0,
+        }
+    }
+}
+
+/// The rate now: requests over the last whole seconds of the round under way (or the
+/// last one), which are the report's per-second series for those seconds.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub(crate) struct RateNow {
+    /// The seconds of the round, `from_s` to `to_s` (excluded), the rate is over.
+    pub from_s: u64,
+    pub to_s: u64,
+    pub requests: u64,
+    pub per_s: f64,
+}
+
+/// One class's start lag (how late the generator acted on an operation's intended start)
+/// so far: in the latency buckets, with its sum, count and largest.
+#[derive(Default)]
+pub(crate) struct LagTotals {
+    pub buckets: [AtomicU64; BUCKETS_US.len() + 1],
+    pub sum_us: AtomicU64,
+    pub count: AtomicU64,
+    pub max_us: AtomicU64,
+}
+
+/// A plain copy of [`LagTotals`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub(crate) struct LagSnapshot {
+    pub class: String,
+    pub buckets: Vec<u64>,
+    pub sum_us: u64,
+    pub count: u64,
+    pub max_us: u64,
+}
+
+impl LagTotals {
+    fn add(&self, lag_us: u64) {
+        self.buckets[bucket_of(lag_us)].fetch_add(1, Relaxed);
+        self.sum_us.fetch_add(lag_us, Relaxed);
+        self.count.fetch_add(1, Relaxed);
+        self.max_us.fetch_max(lag_us, Relaxed);
+    }
+
+    fn snapshot(&self, class: &str) -> LagSnapshot {
+        LagSnapshot {
+            class: class.to_string(),
+            buckets: self.buckets.iter().map(|b| b.load(Relaxed)).collect(),
+            sum_us: self.sum_us.load(Relaxed),
+            count: self.count.load(Relaxed),
+            max_us: self.max_us.load(Relaxed),
+        }
+    }
+}
+
 /// A plain copy of [`Totals`], read at one moment.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub(crate) struct TotalsSnapshot {
@@ -167,6 +268,8 @@ pub(crate) struct LiveOp {
     /// the report leaves it out.
     pub step: bool,
     pub counted: [Totals; 2],
+    /// Requests of the last seconds by the second they started in.
+    pub recent: Recent,
 }
 
 /// The first failures a lane's dashboard lists.
@@ -224,9 +327,13 @@ pub(crate) struct Live {
     /// The run's first kinds of failure, at most [`FIRST_FAILURES`], each counted; the
     /// lock is the aggregator's (once per failure) and a page's, never a VU's.
     first_failures: Mutex<FailureKinds>,
-    /// Scheduling lag of every operation (not steps): sum in µs and count.
-    lag_sum_us: AtomicU64,
-    lag_count: AtomicU64,
+    /// Per class, its name and the start lag of every operation (not steps).
+    class_names: Vec<String>,
+    lag: Vec<LagTotals>,
+    /// The round under way (any round, warm-up ones too): how many have begun, and when
+    /// the last began (µs from `base`); samples' seconds count from there.
+    round_epoch: AtomicU64,
+    round_at_us: AtomicU64,
     /// Measured time as the report counts it, for rates: the measured rounds that ended,
     /// in µs, and the running one's clock (µs from `base` at its start, [`NO_CLOCK`] when
     /// none runs) and warm-up window.
@@ -250,6 +357,7 @@ impl Live {
                     label: label.to_string(),
                     step: crate::workload::is_step_label(label),
                     counted: Default::default(),
+                    recent: Recent::default(),
                 })
                 .collect(),
             class_of: labels.iter().map(|(ci, _, _)| ci).collect(),
@@ -260,8 +368,10 @@ impl Live {
             setup_done: AtomicU64::new(0),
             untimed: Default::default(),
             first_failures: Mutex::new(FailureKinds::default()),
-            lag_sum_us: AtomicU64::new(0),
-            lag_count: AtomicU64::new(0),
+            class_names: labels.classes.iter().map(|(n, _)| n.clone()).collect(),
+            lag: labels.classes.iter().map(|_| Default::default()).collect(),
+            round_epoch: AtomicU64::new(0),
+            round_at_us: AtomicU64::new(0),
             base: std::time::Instant::now(),
             measured_done_us: AtomicU64::new(0),
             clock_at_us: AtomicU64::new(NO_CLOCK),
@@ -271,6 +381,13 @@ impl Live {
 
     fn now_us(&self) -> u64 {
         u64::try_from(self.base.elapsed().as_micros()).unwrap_or(NO_CLOCK - 1)
+    }
+
+    /// A round (measured or warm-up) starts its clock now: its samples' seconds count
+    /// from here. Called before any of its samples can reach the aggregator.
+    pub(crate) fn round_begins(&self) {
+        self.round_at_us.store(self.now_us(), Relaxed);
+        self.round_epoch.fetch_add(1, Relaxed);
     }
 
     /// A measured round's clock starts; its first `warmup` counts as warm-up.
@@ -340,8 +457,53 @@ impl Live {
         if let Some(e) = s.error {
             self.note_failure(s, op, e);
         }
-        self.lag_sum_us.fetch_add(s.lag_us, Relaxed);
-        self.lag_count.fetch_add(1, Relaxed);
+        op.recent
+            .add(self.round_epoch.load(Relaxed), s.start_us / 1_000_000);
+        if let Some(lag) = self
+            .class_of
+            .get(s.label as usize)
+            .and_then(|&c| self.lag.get(c))
+        {
+            lag.add(s.lag_us);
+        }
+    }
+
+    /// Operations per second over the last whole seconds of the round under way (or
+    /// the last one to run): the seconds that ended at least a settling second ago, at
+    /// most [`RECENT_WINDOW_S`] of them. Only the labels `which` picks count. `None`
+    /// before a round has run a whole settled second.
+    pub(crate) fn rate_now(&self, which: impl Fn(&LiveOp) -> bool) -> Option<RateNow> {
+        let epoch = self.round_epoch.load(Relaxed);
+        if epoch == 0 {
+            return None;
+        }
+        let ran_s = self.now_us().saturating_sub(self.round_at_us.load(Relaxed)) / 1_000_000;
+        let to_s = ran_s.checked_sub(RECENT_SETTLE_S).filter(|&t| t > 0)?;
+        let from_s = to_s.saturating_sub(RECENT_WINDOW_S);
+        let requests = (from_s..to_s)
+            .map(|sec| {
+                self.ops
+                    .iter()
+                    .filter(|o| !o.step && which(o))
+                    .map(|o| o.recent.count(epoch, sec))
+                    .sum::<u64>()
+            })
+            .sum();
+        Some(RateNow {
+            from_s,
+            to_s,
+            requests,
+            per_s: requests as f64 / (to_s - from_s) as f64,
+        })
+    }
+
+    /// Each class's start lag so far.
+    pub(crate) fn class_lag(&self) -> Vec<LagSnapshot> {
+        self.lag
+            .iter()
+            .zip(&self.class_names)
+            .map(|(l, name)| l.snapshot(name))
+            .collect()
     }
 
     /// Count a failure under its kind (operation, class, answer), listing a new kind
@@ -439,11 +601,6 @@ impl Live {
     pub(crate) fn active_users(&self) -> u64 {
         self.users.load(Relaxed)
     }
-
-    /// (sum of scheduling lag in µs, operations) so far.
-    pub(crate) fn lag(&self) -> (u64, u64) {
-        (self.lag_sum_us.load(Relaxed), self.lag_count.load(Relaxed))
-    }
 }
 
 /// The error class names, in the order [`TotalsSnapshot::failures`] holds them.
@@ -537,5 +694,36 @@ mod tests {
         for (i, c) in ErrorClass::ALL.iter().enumerate() {
             assert_eq!(c.index(), i);
         }
+    }
+
+    #[test]
+    fn recent_seconds_keep_their_round_and_drop_what_is_past_every_window() {
+        let r = Recent::default();
+        for sec in [0, 0, 1, 3] {
+            r.add(1, sec);
+        }
+        assert_eq!((r.count(1, 0), r.count(1, 1), r.count(1, 2)), (2, 1, 0));
+        // Second 10 takes second 0's slot; a late sample of second 0 is then dropped.
+        r.add(1, 10);
+        r.add(1, 0);
+        assert_eq!((r.count(1, 0), r.count(1, 10)), (0, 1));
+        // A new round starts its seconds afresh, whatever the last one held.
+        r.add(2, 1);
+        assert_eq!((r.count(2, 1), r.count(1, 1)), (1, 0));
+        assert_eq!(r.count(1, 3), 1, "another slot is untouched");
+    }
+
+    #[test]
+    fn there_is_no_rate_now_before_a_round_has_a_whole_settled_second() {
+        let labels = LabelTable::new(vec![("c".into(), vec!["get".into()])]);
+        let live = Live::new(&labels);
+        assert_eq!(live.rate_now(|_| true), None, "no round yet");
+        live.round_begins();
+        assert_eq!(live.rate_now(|_| true), None, "no whole second yet");
+        let lag = live.class_lag();
+        assert_eq!(
+            (lag.len(), lag[0].class.as_str(), lag[0].count),
+            (1, "c", 0)
+        );
     }
 }

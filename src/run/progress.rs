@@ -100,11 +100,10 @@ impl Progress {
             _ => {}
         }
         let now = c.live.totals();
-        let secs = c.started.elapsed().as_secs_f64().max(0.001);
-        let (mut req, mut fail) = (0, 0);
+        let secs = c.started.elapsed().as_secs_f64();
+        let mut fail = 0;
         let mut per = Vec::new();
         for (i, ((r, f), (r0, f0))) in now.iter().zip(&c.base).enumerate() {
-            req += r - r0;
             fail += f - f0;
             per.push(format!(
                 "{} {}",
@@ -112,12 +111,17 @@ impl Progress {
                 r - r0
             ));
         }
+        // The rate of the round's last whole seconds, as the report will count them: a
+        // total over time so far would lag behind and saw-tooth with the users' hand-overs.
+        let rate = c.live.rate_now(|_| true).map_or_else(
+            || "– ops/s".to_string(),
+            |r| format!("{:.0} ops/s", r.per_s),
+        );
         bar.set_message(format!(
-            "{} · {:.0}s of {} · {:.0} ops/s · {fail} errors · {}",
+            "{} · {:.0}s of {} · {rate} · {fail} errors · {}",
             c.label,
             secs,
             c.length,
-            req as f64 / secs,
             per.join(" · ")
         ));
     }

@@ -19,6 +19,7 @@ mod engine_behaviour;
 mod faults;
 mod fuzz;
 mod kept_state;
+mod live;
 mod mix_fidelity;
 mod monitor;
 mod open_model;

@@ -1,0 +1,124 @@
+//! The live figures equal the report: the rate `/metrics` shows while a run goes is the
+//! report's per-second series for the seconds it names.
+
+use std::io::{Read, Write};
+
+use crate::common::*;
+
+/// One reading of the lane's rate now: the seconds of the round it is over, and its value.
+#[derive(Debug)]
+struct Reading {
+    from: usize,
+    to: usize,
+    per_s: f64,
+}
+
+/// The lane's rate now (the sum of its operations' `loadmix_ops_per_second_now`) and its
+/// window from one scrape, if present.
+fn reading(page: &str) -> Option<Reading> {
+    let lines: Vec<Result<String, std::io::Error>> =
+        page.lines().map(|l| Ok(l.to_string())).collect();
+    let scrape = prometheus_parse::Scrape::parse(lines.into_iter()).ok()?;
+    let value = |s: &prometheus_parse::Sample| match s.value {
+        prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => Some(v),
+        _ => None,
+    };
+    let find = |metric: &str, edge: &str| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == metric && s.labels.get("edge") == Some(edge))
+            .and_then(value)
+    };
+    // The lane's rate is the sum over its operations.
+    let per_op: Vec<f64> = scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "loadmix_ops_per_second_now")
+        .filter_map(value)
+        .collect();
+    let w = "loadmix_ops_per_second_now_window_seconds";
+    Some(Reading {
+        per_s: (!per_op.is_empty()).then(|| per_op.iter().sum())?,
+        from: find(w, "from")? as usize,
+        to: find(w, "to")? as usize,
+    })
+}
+
+fn scrape(port: u16) -> Option<String> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    Some(text.split_once("\r\n\r\n")?.1.to_string())
+}
+
+/// An open class ramped from 100/s to 500/s: the rate now follows the ramp, and each
+/// reading equals the report's requests per second over the seconds it names (a total
+/// over the time so far would read far below, and a rate between two scrapes saw-tooths
+/// with the users' hand-overs).
+#[test]
+fn the_rate_now_is_the_reports_per_second_series_for_the_seconds_it_names() {
+    let _alone = alone();
+    let rt = runtime();
+    let srv = embedded(&rt);
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "target: {}\nrun: {{ duration: 12s, rounds: 1, warmup: 0s, seed: 5 }}\nusers:\n  - class: q\n    protocol: http\n    arrival: {{ rate: 100/s, max_concurrency: 2000 }}\n    ramp: [ {{ to: 500/s, over: 12s }} ]\n    mix:\n      wait: {{ weight: 1, path: '{{context}}/_loadmix/delay/2' }}\n",
+            srv.url()
+        ),
+    )
+    .unwrap();
+    let out = out_dir(&tmp);
+    let port = free_port();
+    let metrics = format!("127.0.0.1:{port}");
+    let args: Vec<String> = vec![
+        "run".into(),
+        path_str(&w),
+        "--metrics".into(),
+        metrics,
+        "--quiet".into(),
+        "--out".into(),
+        path_str(&out),
+    ];
+    let run = std::thread::spawn(move || {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        loadmix(&a)
+    });
+    let mut readings = Vec::new();
+    while !run.is_finished() {
+        if let Some(r) = scrape(port).as_deref().and_then(reading) {
+            readings.push(r);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    assert_eq!(run.join().unwrap(), 0);
+    let report = read_report(&out);
+    let per_second: Vec<u64> = report.rounds[0]
+        .total
+        .timeline
+        .iter()
+        .map(|b| b.requests)
+        .collect();
+    assert!(readings.len() >= 10, "{} readings", readings.len());
+    let mut seen_windows = std::collections::BTreeSet::new();
+    for r in &readings {
+        assert!(r.to > r.from && r.to <= per_second.len(), "{r:?}");
+        let n: u64 = per_second[r.from..r.to].iter().sum();
+        let want = n as f64 / (r.to - r.from) as f64;
+        assert!(
+            (r.per_s - want).abs() <= 0.02 * want,
+            "{r:?}: the report counts {want:.1}/s over those seconds ({per_second:?})"
+        );
+        seen_windows.insert((r.from, r.to));
+    }
+    assert!(seen_windows.len() >= 5, "{seen_windows:?}");
+    // The ramp shows: the last reading is well above the first.
+    let (first, last) = (&readings[0], &readings[readings.len() - 1]);
+    assert!(last.per_s > 1.8 * first.per_s, "{first:?} then {last:?}");
+    rt.block_on(srv.stop());
+}

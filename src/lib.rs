@@ -61,7 +61,8 @@ pub use run::{Finished, RunError, RunOptions, run};
 pub mod reports {
     pub use crate::answer::Answer;
     pub use crate::report::model::{
-        AnswerCount, OpReport, VisibilityRecord, VisibilityRow, decode_histogram, drift,
+        AnswerCount, LatencyPart, OpReport, VisibilityRecord, VisibilityRow, decode_histogram,
+        drift,
     };
     pub use crate::report::{
         Report, ReportError, compare, html, load, merge, table, to_json, write_dir,

@@ -28,6 +28,8 @@ use crate::ledger::Producer;
 pub(crate) const MAX_WRITES: usize = 1 << 22;
 /// First sights a round's books keep, in all.
 pub(crate) const MAX_SIGHTS: usize = 1 << 23;
+/// Looks a round's books keep the times of, in all.
+pub(crate) const MAX_LOOKS: usize = 1 << 23;
 /// Unseen writes named per run; the rest are counted.
 pub(crate) const MAX_NAMED: usize = 20;
 /// The iCalendar property a stamp travels in.
@@ -213,12 +215,21 @@ struct Sight {
     synced: bool,
 }
 
-/// How often an observer's operation looked.
+/// One look of an observer's operation: when it began, and when its answer came (µs).
+/// Only a look that began after a write's acknowledgement could have been asked to show
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct LookAt {
+    began_us: u64,
+    answered_us: u64,
+}
+
+/// The round's clock as the wall clock read it (µs since the epoch): what a gap still
+/// open at its end is known to be at least.
 #[derive(Debug, Clone, Copy, Default)]
-struct Polls {
-    count: u64,
-    first_us: u64,
-    last_us: u64,
+pub(crate) struct Window {
+    pub from_us: u64,
+    pub to_us: u64,
 }
 
 /// What users wrote and saw, by stamp. One per user; added up per round.
@@ -226,8 +237,10 @@ struct Polls {
 pub(crate) struct Book {
     writes: HashMap<(Who, u64), Write>,
     sights: HashMap<(Who, Who, u64), Sight>,
-    /// Per observer and operation (class, label).
-    polls: HashMap<(Who, u16), Polls>,
+    /// Per observer and operation (its label), its looks in the order they began.
+    looks: HashMap<(Who, u16), Vec<LookAt>>,
+    /// Looks in `looks`, against [`MAX_LOOKS`].
+    looks_kept: usize,
     /// A sync that reported a version its observer had already seen.
     duplicated: BTreeMap<(u16, u16), u64>,
     foreign: u64,
@@ -261,14 +274,21 @@ impl Book {
         );
     }
 
-    /// Observer `who` (of team `team`) looked, with operation `label`, at `at_us`.
-    pub(crate) fn looked(&mut self, who: Who, label: u16, at_us: u64) {
-        let p = self.polls.entry((who, label)).or_default();
-        if p.count == 0 {
-            p.first_us = at_us;
+    /// Observer `who` looked with operation `label`: it began at `look.began_us` and its
+    /// answer came at `look.at_us`.
+    pub(crate) fn looked(&mut self, who: Who, look: &Look) {
+        if self.looks_kept >= MAX_LOOKS {
+            self.untracked += 1;
+            return;
         }
-        p.count += 1;
-        p.last_us = at_us;
+        self.looks_kept += 1;
+        self.looks
+            .entry((who, look.label))
+            .or_default()
+            .push(LookAt {
+                began_us: look.began_us,
+                answered_us: look.at_us,
+            });
     }
 
     /// Observer `who` read stamp value `value` through operation `label` at `at_us`;
@@ -333,15 +353,15 @@ impl Book {
                 }
             }
         }
-        for (k, p) in o.polls {
-            let mine = self.polls.entry(k).or_default();
-            if mine.count == 0 {
-                *mine = p;
-            } else {
-                mine.count += p.count;
-                mine.first_us = mine.first_us.min(p.first_us);
-                mine.last_us = mine.last_us.max(p.last_us);
-            }
+        for (k, looks) in o.looks {
+            let room = MAX_LOOKS.saturating_sub(self.looks_kept);
+            let kept = looks.len().min(room);
+            self.untracked += (looks.len() - kept) as u64;
+            self.looks_kept += kept;
+            self.looks
+                .entry(k)
+                .or_default()
+                .extend(looks.into_iter().take(kept));
         }
         for (k, n) in o.duplicated {
             *self.duplicated.entry(k).or_default() += n;
@@ -352,12 +372,144 @@ impl Book {
     }
 }
 
-/// How a sight came: the operation, when, and whether the server called it a change.
+/// How a sight came: the operation, when it began and when its answer came, and whether
+/// the server called it a change.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Look {
     pub label: u16,
+    pub began_us: u64,
     pub at_us: u64,
     pub news: bool,
+}
+
+/// A distribution of times some of which are censored: only known to be at least what
+/// they had reached when the round ended (a gap still open then). Its percentiles are
+/// estimated as survival times are (Kaplan-Meier: a censored value stays at risk up to
+/// what it reached, and counts for nothing after), which is unbiased when the censoring
+/// (the round's end) has nothing to do with the times themselves; a percentile the
+/// exact values never reach is only a lower bound.
+#[derive(Debug, Clone)]
+pub(crate) struct Censored {
+    /// The values known exactly (µs).
+    pub exact: Histogram<u64>,
+    /// The censored ones, at what they had reached (µs).
+    pub censored: Histogram<u64>,
+}
+
+impl Default for Censored {
+    fn default() -> Censored {
+        Censored {
+            exact: new_histogram(),
+            censored: new_histogram(),
+        }
+    }
+}
+
+/// A percentile of a [`Censored`] distribution (µs), and whether it is only a lower
+/// bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Estimate {
+    pub us: u64,
+    pub at_least: bool,
+}
+
+impl Censored {
+    // 0 is recorded as 0 (a histogram's lowest discernible value bounds its precision,
+    // not what it can hold): a staleness of none is written 0.
+    fn exact(&mut self, us: u64) {
+        self.exact.saturating_record(us);
+    }
+
+    fn at_least(&mut self, us: u64) {
+        self.censored.saturating_record(us);
+    }
+
+    pub(crate) fn add(&mut self, o: &Censored) {
+        // Same bounds on both sides: adding cannot fail.
+        let _ = self.exact.add(&o.exact);
+        let _ = self.censored.add(&o.censored);
+    }
+
+    pub(crate) fn len(&self) -> u64 {
+        self.exact.len() + self.censored.len()
+    }
+
+    /// Per time (a bucket's highest value, µs): how many ended exactly there and how
+    /// many were censored there, in time order.
+    fn steps(&self) -> BTreeMap<u64, (u64, u64)> {
+        let mut at: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+        for v in self.exact.iter_recorded() {
+            at.entry(v.value_iterated_to()).or_default().0 += v.count_at_value();
+        }
+        for v in self.censored.iter_recorded() {
+            at.entry(v.value_iterated_to()).or_default().1 += v.count_at_value();
+        }
+        at
+    }
+
+    /// The `q` quantile (0 < q < 1) of the times, by the Kaplan-Meier estimate over
+    /// the histograms' buckets; `None` without a value.
+    pub(crate) fn quantile(&self, q: f64) -> Option<Estimate> {
+        let at = self.steps();
+        let mut at_risk = self.len();
+        let mut surviving = 1.0f64;
+        for (&us, &(done, cut)) in &at {
+            if done > 0 && at_risk > 0 {
+                surviving *= 1.0 - done as f64 / at_risk as f64;
+                if 1.0 - surviving >= q - 1e-9 {
+                    return Some(Estimate {
+                        us,
+                        at_least: false,
+                    });
+                }
+            }
+            at_risk = at_risk.saturating_sub(done + cut);
+        }
+        // Beyond every exact value: at least the largest time seen.
+        at.keys()
+            .next_back()
+            .map(|&us| Estimate { us, at_least: true })
+    }
+
+    /// The mean time by the Kaplan-Meier estimate: the area under its survival curve,
+    /// when the curve reaches 0 (the longest time was seen whole); `None` otherwise.
+    pub(crate) fn km_mean(&self) -> Option<f64> {
+        let at = self.steps();
+        let (mut at_risk, mut surviving, mut area, mut last) = (self.len(), 1.0f64, 0.0, 0u64);
+        for (&us, &(done, cut)) in &at {
+            area += surviving * (us - last) as f64;
+            last = us;
+            if done > 0 && at_risk > 0 {
+                surviving *= 1.0 - done as f64 / at_risk as f64;
+            }
+            at_risk = at_risk.saturating_sub(done + cut);
+            if surviving <= 1e-12 {
+                return Some(area);
+            }
+        }
+        None
+    }
+
+    /// The largest time, a lower bound when a censored one is the largest.
+    pub(crate) fn max(&self) -> Option<Estimate> {
+        let (e, c) = (!self.exact.is_empty(), !self.censored.is_empty());
+        let (em, cm) = (self.exact.max(), self.censored.max());
+        match (e, c) {
+            (false, false) => None,
+            (true, false) => Some(Estimate {
+                us: em,
+                at_least: false,
+            }),
+            (false, true) => Some(Estimate {
+                us: cm,
+                at_least: true,
+            }),
+            (true, true) => Some(Estimate {
+                us: em.max(cm),
+                at_least: cm > em,
+            }),
+        }
+    }
 }
 
 /// Counts for writes (or sights) of one operation, or of all.
@@ -376,11 +528,19 @@ pub(crate) struct Tally {
     pub duplicated: u64,
     /// Microseconds from the acknowledgement to the first sight.
     pub latency: Histogram<u64>,
+    /// The latency's two parts: from the acknowledgement to the answer of the observer's
+    /// first look begun after it (the workload's poll gap), and from there to the first
+    /// sight (the server's staleness, 0 when that look showed it). A write unseen at the
+    /// round's end has them censored: the gap when no look began after it, else the
+    /// staleness.
+    pub poll_gap: Censored,
+    pub staleness: Censored,
     /// For an observing operation: its looks, the observers who looked, and the time
-    /// from each one's first look to its last, added up.
+    /// between one user's looks: from the round's start to its first, between two, and
+    /// from its last to the round's end (censored, as is a whole round without a look).
     pub looks: u64,
     pub lookers: u64,
-    pub span_us: u64,
+    pub look_gaps: Censored,
 }
 
 impl Default for Tally {
@@ -394,9 +554,11 @@ impl Default for Tally {
             unseen: 0,
             duplicated: 0,
             latency: new_histogram(),
+            poll_gap: Censored::default(),
+            staleness: Censored::default(),
             looks: 0,
             lookers: 0,
-            span_us: 0,
+            look_gaps: Censored::default(),
         }
     }
 }
@@ -419,24 +581,52 @@ impl Tally {
         self.duplicated += o.duplicated;
         // Same bounds on both sides: adding cannot fail.
         let _ = self.latency.add(&o.latency);
+        self.poll_gap.add(&o.poll_gap);
+        self.staleness.add(&o.staleness);
         self.looks += o.looks;
         self.lookers += o.lookers;
-        self.span_us += o.span_us;
+        self.look_gaps.add(&o.look_gaps);
     }
 
-    /// The mean time between two looks of one observer, in µs; `None` before two.
+    /// The mean time between two looks of one observer, in µs, from its gaps with the
+    /// rounds' ends censoring them: the Kaplan-Meier mean where the longest gap was seen
+    /// whole (exact for a user who looks at a fixed interval), else the time the users
+    /// ran over their looks (a rate's estimate, right for looks picked at random, which a
+    /// round shorter than the interval does not cut short). `None` without a look.
     pub(crate) fn poll_interval_us(&self) -> Option<f64> {
-        let gaps = self.looks.checked_sub(self.lookers).filter(|g| *g > 0)?;
-        Some(self.span_us as f64 / gaps as f64)
+        self.look_gaps.km_mean().or_else(|| {
+            let ran = self.look_gaps.exact.mean() * self.look_gaps.exact.len() as f64
+                + self.look_gaps.censored.mean() * self.look_gaps.censored.len() as f64;
+            (self.looks > 0).then(|| ran / self.looks as f64)
+        })
     }
 
-    fn seen_at(&mut self, acked_us: u64, first_us: u64) {
+    /// A write acknowledged at `acked_us` first seen at `first_us`; `look_us`, the answer
+    /// to the observer's first look that began after the acknowledgement, if any.
+    fn seen_at(&mut self, acked_us: u64, first_us: u64, look_us: Option<u64>) {
         self.seen += 1;
         if first_us < acked_us {
             self.seen_before_ack += 1;
         }
-        self.latency
-            .saturating_record(first_us.saturating_sub(acked_us).max(1));
+        let latency = first_us.saturating_sub(acked_us);
+        self.latency.saturating_record(latency.max(1));
+        // A look that began before the acknowledgement may show the write all the same:
+        // then there was nothing to wait for.
+        let looked = look_us.map_or(first_us, |l| l.min(first_us)).max(acked_us);
+        self.poll_gap.exact(looked - acked_us);
+        self.staleness.exact(first_us.max(acked_us) - looked);
+    }
+
+    /// A write acknowledged at `acked_us` that the observer had not seen when the round
+    /// ended at `end_us`; `look_us` as for [`Tally::seen_at`].
+    fn missed(&mut self, acked_us: u64, look_us: Option<u64>, end_us: u64) {
+        match look_us.filter(|&l| l <= end_us) {
+            Some(l) => {
+                self.poll_gap.exact(l.saturating_sub(acked_us));
+                self.staleness.at_least(end_us.saturating_sub(l));
+            }
+            None => self.poll_gap.at_least(end_us.saturating_sub(acked_us)),
+        }
     }
 }
 
@@ -474,10 +664,81 @@ pub(crate) struct Settled {
     pub unnamed: u64,
 }
 
+/// Who a round's writes were for, and how many users each observing class ran.
+pub(crate) struct Audiences<O: Fn(TeamId) -> Vec<Who>, U: Fn(u16) -> u64> {
+    /// The members of a team who read what it writes.
+    pub observers: O,
+    /// The users of a class.
+    pub users: U,
+}
+
 impl Book {
+    /// The answer to `obs`'s first look with operation `label` begun at or after
+    /// `acked_us`.
+    fn first_look_after(
+        looks: &HashMap<(Who, u16), std::borrow::Cow<'_, [LookAt]>>,
+        obs: Who,
+        label: u16,
+        acked_us: u64,
+    ) -> Option<u64> {
+        let l = looks.get(&(obs, label))?;
+        let i = l.partition_point(|x| x.began_us < acked_us);
+        l[i..].iter().map(|x| x.answered_us).min()
+    }
+
+    /// Each observer's looks in the order they began (a user's own are already).
+    fn sorted_looks(&self) -> HashMap<(Who, u16), std::borrow::Cow<'_, [LookAt]>> {
+        self.looks
+            .iter()
+            .map(|(k, v)| {
+                let v: std::borrow::Cow<'_, [LookAt]> = match v.is_sorted() {
+                    true => std::borrow::Cow::Borrowed(v),
+                    false => {
+                        let mut v = v.clone();
+                        v.sort_unstable();
+                        std::borrow::Cow::Owned(v)
+                    }
+                };
+                (*k, v)
+            })
+            .collect()
+    }
+
+    /// For each writing operation (class, label) and observing class, the observing
+    /// operation that first showed most of its writes: how that class learns of them
+    /// (a sync, where a time-range report or a multiget shows only what it asks for).
+    /// A write unseen at the round's end is held against that operation's looks.
+    fn shown_by(&self) -> HashMap<((u16, u16), u16), u16> {
+        let mut counts: HashMap<((u16, u16), u16), BTreeMap<u16, u64>> = HashMap::new();
+        for ((obs, writer, seq), s) in &self.sights {
+            if let Some(w) = self.writes.get(&(*writer, *seq)) {
+                *counts
+                    .entry(((writer.class, w.label), obs.class))
+                    .or_default()
+                    .entry(s.label)
+                    .or_default() += 1;
+            }
+        }
+        counts
+            .into_iter()
+            .filter_map(|(k, by)| {
+                // The most, and the first label among equals.
+                let most = by
+                    .iter()
+                    .max_by_key(|(l, n)| (**n, std::cmp::Reverse(**l)))?;
+                Some((k, *most.0))
+            })
+            .collect()
+    }
+
     /// The round settled: each write against its audience (its writer apart): the
-    /// observers of its team that `observers` lists, or the users it names.
-    pub(crate) fn settle(&self, observers: impl Fn(TeamId) -> Vec<Who>) -> Settled {
+    /// observers of its team, or the users it names. `window` is the round's clock.
+    pub(crate) fn settle<O, U>(&self, window: Window, audiences: Audiences<O, U>) -> Settled
+    where
+        O: Fn(TeamId) -> Vec<Who>,
+        U: Fn(u16) -> u64,
+    {
+        let observers = audiences.observers;
         let mut out = Settled {
             foreign: self.foreign,
             garbled: self.garbled,
@@ -490,6 +751,8 @@ impl Book {
             let l = latest.entry((*obs, *writer, s.event)).or_default();
             *l = (*l).max(*seq);
         }
+        let looks = self.sorted_looks();
+        let shown_by = self.shown_by();
         let mut teams: HashMap<TeamId, Vec<Who>> = HashMap::new();
         let mut writes: Vec<(&(Who, u64), &Write)> = self.writes.iter().collect();
         writes.sort_by_key(|(k, _)| **k);
@@ -504,11 +767,17 @@ impl Book {
             };
             for obs in audience.iter().filter(|o| **o != writer) {
                 t.expected += 1;
+                // Held against the looks of the operation through which the observer's
+                // class learns of such writes (a write is always seen by some look, so
+                // one of its kind seen has that operation).
+                let look = shown_by
+                    .get(&((writer.class, w.label), obs.class))
+                    .and_then(|&label| Book::first_look_after(&looks, *obs, label, w.acked_us));
                 match self.sights.get(&(*obs, writer, seq)) {
                     Some(s) => {
-                        t.seen_at(w.acked_us, s.first_us);
+                        t.seen_at(w.acked_us, s.first_us, look);
                         let by = out.by_observer.entry((obs.class, s.label)).or_default();
-                        by.seen_at(w.acked_us, s.first_us);
+                        by.seen_at(w.acked_us, s.first_us, look);
                     }
                     None if latest
                         .get(&(*obs, writer, w.event))
@@ -516,7 +785,12 @@ impl Book {
                     {
                         t.superseded += 1
                     }
-                    None => t.unseen += 1,
+                    None => {
+                        t.unseen += 1;
+                        if shown_by.contains_key(&((writer.class, w.label), obs.class)) {
+                            t.missed(w.acked_us, look, window.to_us);
+                        }
+                    }
                 }
             }
             if t.unseen > 0 {
@@ -545,11 +819,22 @@ impl Book {
             }
             let _ = obs;
         }
-        for ((who, label), p) in &self.polls {
+        for ((who, label), l) in &looks {
             let by = out.by_observer.entry((who.class, *label)).or_default();
-            by.looks += p.count;
+            by.looks += l.len() as u64;
             by.lookers += 1;
-            by.span_us += p.last_us.saturating_sub(p.first_us);
+            let mut from = window.from_us;
+            for x in l.iter() {
+                by.look_gaps.exact(x.answered_us.saturating_sub(from));
+                from = x.answered_us;
+            }
+            by.look_gaps.at_least(window.to_us.saturating_sub(from));
+        }
+        // The users of the class who never looked with it: a whole round without a look.
+        let ran_us = window.to_us.saturating_sub(window.from_us);
+        for ((class, _), by) in out.by_observer.iter_mut() {
+            let idle = (audiences.users)(*class).saturating_sub(by.lookers);
+            let _ = by.look_gaps.censored.record_n(ran_us, idle);
         }
         for ((class, label), n) in &self.duplicated {
             out.by_observer
@@ -599,9 +884,23 @@ mod tests {
         }
     }
 
+    const WINDOW: Window = Window {
+        from_us: 0,
+        to_us: 10_000,
+    };
+
+    /// One team of these observers, each class of one user.
+    fn team_of(who: Vec<Who>) -> Audiences<impl Fn(TeamId) -> Vec<Who>, impl Fn(u16) -> u64> {
+        Audiences {
+            observers: move |_| who.clone(),
+            users: |_| 1,
+        }
+    }
+
     fn look(label: u16, at_us: u64) -> Look {
         Look {
             label,
+            began_us: at_us.saturating_sub(10),
             at_us,
             news: false,
         }
@@ -704,7 +1003,7 @@ mod tests {
         );
         writer.absorb(a);
         writer.absorb(b);
-        let s = writer.settle(|_| vec![who(0), who(1), who(2)]);
+        let s = writer.settle(WINDOW, team_of(vec![who(0), who(1), who(2)]));
         assert_eq!(s.all.writes, 3);
         assert_eq!(s.all.expected, 6);
         assert_eq!(s.all.seen, 3);
@@ -723,8 +1022,9 @@ mod tests {
 
     #[test]
     fn a_sync_that_repeats_a_version_is_a_duplicate_and_a_poll_is_not() {
-        let news = |at_us| Look {
+        let news = |at_us: u64| Look {
             label: 8,
+            began_us: at_us - 5,
             at_us,
             news: true,
         };
@@ -743,7 +1043,7 @@ mod tests {
         b.saw(who(1), team, &v, "r", news(30));
         b.saw(who(1), team, &v, "r", look(7, 35));
         b.saw(who(1), team, &v, "r", news(40));
-        let s = b.settle(|_| vec![who(1)]);
+        let s = b.settle(WINDOW, team_of(vec![who(1)]));
         assert_eq!(s.all.duplicated, 1);
         assert_eq!(s.by_observer[&(0, 8)].duplicated, 1);
     }
@@ -774,7 +1074,10 @@ mod tests {
         b.saw(who(1), team, &invite.text("r"), "r", look(7, 1_400));
         b.saw(who(0), team, &answer.text("r"), "r", look(7, 2_300));
         // Users 3 and 4 read the team's calendar, which neither write went to.
-        let s = b.settle(|_| vec![who(0), who(1), who(2), who(3), who(4)]);
+        let s = b.settle(
+            WINDOW,
+            team_of(vec![who(0), who(1), who(2), who(3), who(4)]),
+        );
         assert_eq!(s.all.writes, 2);
         assert_eq!(s.all.expected, 3, "two invitees and one organizer");
         assert_eq!(s.all.seen, 2);
@@ -783,5 +1086,130 @@ mod tests {
         assert_eq!(s.by_write[&(0, 4)].expected, 2);
         assert_eq!(s.by_write[&(0, 6)].seen, 1);
         assert_eq!(s.all.latency.max(), s.all.latency.highest_equivalent(400));
+    }
+
+    /// A write, acknowledged at `acked`, and what observer 1 did: looks (answered at each
+    /// time, begun 10 µs before) and, among them, the one that first showed it.
+    fn one_write(acked: u64, looks: &[u64], shown_at: Option<u64>) -> Settled {
+        one_write_until(WINDOW.to_us, acked, looks, shown_at)
+    }
+
+    /// [`one_write`] in a round that ends at `to_us`.
+    fn one_write_until(to_us: u64, acked: u64, looks: &[u64], shown_at: Option<u64>) -> Settled {
+        let team = (0, 0);
+        let w = Stamp {
+            writer: who(0),
+            seq: 1,
+            event: 1,
+        };
+        let mut b = Book::default();
+        b.wrote(w, (team, Audience::Team), 4, acked);
+        // Another write of the same operation the observer saw by the same operation
+        // (said so, begun before its acknowledgement: 0 in every figure): that operation
+        // shows such writes.
+        let other = Stamp {
+            writer: who(0),
+            seq: 2,
+            event: 2,
+        };
+        b.wrote(other, (team, Audience::Team), 4, 20);
+        b.saw(who(1), team, &other.text("r"), "r", look(7, 20));
+        for &at in looks {
+            b.looked(who(1), &look(7, at));
+            if Some(at) == shown_at {
+                b.saw(who(1), team, &w.text("r"), "r", look(7, at));
+            }
+        }
+        b.settle(Window { from_us: 0, to_us }, team_of(vec![who(0), who(1)]))
+    }
+
+    fn by_write(s: &Settled) -> &Tally {
+        &s.by_write[&(0, 4)]
+    }
+
+    #[test]
+    fn the_latency_is_the_wait_for_a_look_and_then_the_servers_staleness() {
+        let looks = [1_000, 2_000, 3_000, 4_000, 5_000];
+        // Shown by the first look after the acknowledgement: all of it was the wait.
+        let s = one_write(1_500, &looks, Some(2_000));
+        let t = &s.all;
+        assert_eq!(t.latency.max(), t.latency.highest_equivalent(500));
+        assert_eq!(
+            t.poll_gap.exact.max(),
+            t.poll_gap.exact.highest_equivalent(500)
+        );
+        assert_eq!(t.staleness.exact.max(), 0);
+        // Shown two looks later: the server kept it from two looks (2,000 µs).
+        let s = one_write(1_500, &looks, Some(4_000));
+        let t = by_write(&s);
+        assert_eq!(
+            t.poll_gap.exact.max(),
+            t.poll_gap.exact.highest_equivalent(500)
+        );
+        assert_eq!(
+            t.staleness.exact.max(),
+            t.staleness.exact.highest_equivalent(2_000)
+        );
+        assert_eq!(
+            (t.poll_gap.censored.len(), t.staleness.censored.len()),
+            (0, 0)
+        );
+        // Shown by a look begun before the acknowledgement (answered 10 µs after it):
+        // nothing to wait for from the server.
+        let s = one_write(1_995, &looks, Some(2_000));
+        let t = by_write(&s);
+        assert_eq!(
+            t.poll_gap.exact.max(),
+            t.poll_gap.exact.highest_equivalent(5)
+        );
+        assert_eq!(t.staleness.exact.max(), 0);
+    }
+
+    #[test]
+    fn what_the_rounds_end_cut_short_is_censored_at_what_it_reached() {
+        // Looked for twice and never shown: the wait for the first look is known, the
+        // staleness is at least the rest of the round (10,000 - 2,000).
+        let s = one_write(1_500, &[1_000, 2_000, 3_000], None);
+        let t = by_write(&s);
+        assert_eq!(t.unseen, 1);
+        assert_eq!(
+            (t.poll_gap.censored.len(), t.staleness.censored.len()),
+            (0, 1)
+        );
+        assert_eq!(
+            t.staleness.censored.max(),
+            t.staleness.censored.highest_equivalent(8_000)
+        );
+        // No look began after the write: the wait itself is at least 10,000 - 9,000.
+        let s = one_write(9_000, &[1_000, 2_000], None);
+        let t = by_write(&s);
+        assert_eq!(t.poll_gap.censored.len(), 1);
+        assert_eq!(
+            t.poll_gap.censored.max(),
+            t.poll_gap.censored.highest_equivalent(1_000)
+        );
+        assert_eq!(
+            t.staleness.exact.len(),
+            1,
+            "no look: no staleness but the other's"
+        );
+    }
+
+    #[test]
+    fn the_poll_interval_is_the_mean_gap_with_the_rounds_end_censoring_it() {
+        // Two looks in a round of 10,000 µs by the one user of its class: every 5,000
+        // µs, though the two looks were 1,000 µs apart.
+        let s = one_write(1_500, &[2_000, 3_000], Some(2_000));
+        let by = &s.by_observer[&(0, 7)];
+        assert_eq!(by.looks, 2);
+        // To the histograms' precision.
+        let every = by.poll_interval_us().unwrap();
+        assert!((every - 5_000.0).abs() < 5.0, "{every}");
+        // Looks every 1,000 µs: the gap cut by the round's end (500 µs reached, 9,500 -
+        // 9,000) takes nothing from it.
+        let every: Vec<u64> = (1..=9).map(|k| k * 1_000).collect();
+        let s = one_write_until(9_500, 1_500, &every, Some(2_000));
+        let by = &s.by_observer[&(0, 7)];
+        assert_eq!(by.poll_interval_us(), Some(1_000.0));
     }
 }

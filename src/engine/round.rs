@@ -277,7 +277,12 @@ impl Round<'_> {
             cleanup: torn.cleanup,
             drain: torn.drain,
             ledger: torn.ledger,
-            visibility: settle(self.w, self.index, &torn.visibility),
+            visibility: settle(
+                self.w,
+                self.index,
+                (timed.started_at, timed.elapsed),
+                &torn.visibility,
+            ),
             sessions: std::mem::take(&mut out.walks),
         };
         (round, out.log, out.failures)
@@ -289,22 +294,41 @@ impl Round<'_> {
 fn settle(
     w: &Workload,
     round: u32,
+    (started_at, elapsed): (SystemTime, Duration),
     book: &crate::visibility::Book,
 ) -> Option<crate::visibility::Settled> {
     if w.teams.is_empty() {
         return None;
     }
     let round = u16::try_from(round).unwrap_or(u16::MAX);
-    Some(book.settle(|(kind, team)| {
-        w.observers(kind as usize, team)
-            .into_iter()
-            .map(|(class, vu)| crate::ledger::Producer {
-                class: u16::try_from(class).unwrap_or(u16::MAX),
-                round,
-                vu,
-            })
-            .collect()
-    }))
+    let wall_us = |t: SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    };
+    let window = crate::visibility::Window {
+        from_us: wall_us(started_at),
+        to_us: wall_us(started_at + elapsed),
+    };
+    Some(book.settle(
+        window,
+        crate::visibility::Audiences {
+            observers: |(kind, team): crate::visibility::TeamId| {
+                w.observers(kind as usize, team)
+                    .into_iter()
+                    .map(|(class, vu)| crate::ledger::Producer {
+                        class: u16::try_from(class).unwrap_or(u16::MAX),
+                        round,
+                        vu,
+                    })
+                    .collect()
+            },
+            users: |class: u16| {
+                w.classes
+                    .get(usize::from(class))
+                    .map_or(0, |c| u64::from(Workload::peak_users(c)))
+            },
+        },
+    ))
 }
 
 /// The users whose set-up failed in a round: how many, and the first by class and

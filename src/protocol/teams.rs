@@ -324,6 +324,7 @@ impl Membership {
     pub(crate) fn watch(&mut self, label: u16, news: bool) {
         self.watching = Some(Look {
             label,
+            began_us: visibility::now_us(),
             at_us: 0,
             news,
         });
@@ -333,7 +334,7 @@ impl Membership {
     pub(crate) fn answered(&mut self) {
         if let Some(l) = &mut self.watching {
             l.at_us = visibility::now_us();
-            self.book.looked(self.who, l.label, l.at_us);
+            self.book.looked(self.who, l);
         }
     }
 

@@ -190,7 +190,8 @@ fn server_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
 }
 
 /// The visibility figures of every round of a run that settled some, keyed by measure:
-/// the latency to first sight (p50 and p99, where anything was seen), the share of what
+/// the latency to first sight (p50 and p99, where anything was seen) and its server's
+/// part (the staleness after the observer's first look, p99), the share of what
 /// was to be seen that never was, and the observers' poll interval (their operations'
 /// means, weighted by their looks).
 fn visibility_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
@@ -201,6 +202,10 @@ fn visibility_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
         if let Some(l) = &all.latency_ms {
             add("visibility p50", "ms", l.p50);
             add("visibility p99", "ms", l.p99);
+        }
+        // The server's part alone: what is left once the observers' own wait is taken out.
+        if let Some(st) = &all.staleness_ms {
+            add("staleness p99", "ms", st.p99);
         }
         if all.expected > 0 {
             add(

@@ -269,6 +269,11 @@ fn sessions_table(b: &mut String, r: &Report) {
     }
 }
 
+/// A latency part's p99 in a cell, `≥` when the round's end cut it short.
+fn part_p99(p: Option<&crate::report::model::LatencyPart>) -> String {
+    p.map_or_else(|| "–".to_string(), |p| p.text("p99"))
+}
+
 /// Teams: per writing and per observing operation, who saw the writes and how late.
 fn visibility_table(b: &mut String, r: &Report) {
     let Some(v) = &r.visibility else {
@@ -279,7 +284,8 @@ fn visibility_table(b: &mut String, r: &Report) {
          sight; every write is to be seen by the members of its team who read.</p><table><tr>\
          <th>operation</th><th>writes</th><th>to be seen</th><th>seen</th><th>superseded</th>\
          <th>unseen</th><th>duplicated</th><th>looks</th><th>every (ms)</th><th>p50 ms</th>\
-         <th>p99 ms</th><th>max ms</th></tr>",
+         <th>p99 ms</th><th>max ms</th><th>waiting for a look p99 ms</th>\
+         <th>then stale p99 ms</th></tr>",
     );
     let rows = std::iter::once(&v.all)
         .chain(&v.by_write)
@@ -290,7 +296,7 @@ fn visibility_table(b: &mut String, r: &Report) {
         let _ = write!(
             b,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&x.op),
             x.writes,
             x.expected,
@@ -303,6 +309,8 @@ fn visibility_table(b: &mut String, r: &Report) {
             opt(lat.map(|l| l.p50)),
             opt(lat.map(|l| l.p99)),
             opt(lat.map(|l| l.max)),
+            part_p99(x.poll_gap_ms.as_ref()),
+            part_p99(x.staleness_ms.as_ref()),
         );
     }
     b.push_str("</table>");

@@ -255,6 +255,9 @@ fn visibility(out: &mut String, v: &super::model::VisibilityRecord) {
             r.unseen,
             sight_latency(r)
         );
+        if let Some(parts) = latency_parts(r) {
+            let _ = writeln!(out, "      {parts}");
+        }
     }
     for r in &v.by_observer {
         let _ = writeln!(
@@ -291,6 +294,29 @@ fn visibility(out: &mut String, v: &super::model::VisibilityRecord) {
     if v.unseen_unnamed > 0 {
         let _ = writeln!(out, "    and {} more unseen writes", v.unseen_unnamed);
     }
+}
+
+/// The latency's two parts: the wait for the observer's next look (the workload's) and
+/// the staleness after it (the server's), with what the round's end cut short.
+fn latency_parts(r: &super::model::VisibilityRow) -> Option<String> {
+    let part = |p: &super::model::LatencyPart| {
+        let cut = match p.censored {
+            0 => String::new(),
+            n => format!(" ({n} still open at the round's end)"),
+        };
+        format!(
+            "p50 {} · p99 {} · max {} ms{cut}",
+            p.text("p50"),
+            p.text("p99"),
+            p.text("max")
+        )
+    };
+    let gap = r.poll_gap_ms.as_ref()?;
+    let mut s = format!("waiting for a look (the workload's): {}", part(gap));
+    if let Some(st) = &r.staleness_ms {
+        s.push_str(&format!(" · then stale (the server's): {}", part(st)));
+    }
+    Some(s)
 }
 
 fn sight_latency(r: &super::model::VisibilityRow) -> String {

@@ -99,7 +99,84 @@ fn a_team_sees_every_write_and_the_latency_is_the_poll_gaps_half() {
         // Latency to first sight against the pollers' own measured interval.
         assert_eq!(v.by_observer[0].op, "pollers.sync_collection");
         half_a_gap(v, "pollers.sync_collection");
+        all_of_it_is_the_wait_for_a_look(&v.all);
     }
+}
+
+/// On the embedded server a write is visible the moment it is acknowledged: the first
+/// look begun after it shows it, so the server's staleness is 0 at every percentile and
+/// the whole latency is the wait for that look. Each pair to be seen has a wait: a seen
+/// one exact, an unseen one (a round's last gap) censored at the round's end.
+fn all_of_it_is_the_wait_for_a_look(all: &loadmix::reports::VisibilityRow) {
+    let (gap, stale) = (
+        all.poll_gap_ms.as_ref().expect("the wait for a look"),
+        all.staleness_ms.as_ref().expect("the staleness after it"),
+    );
+    assert_eq!(
+        (stale.p50, stale.p99, stale.max),
+        (0.0, 0.0, 0.0),
+        "{stale:?}"
+    );
+    assert_eq!(gap.count, all.seen + all.unseen, "{gap:?}");
+    assert_eq!(gap.censored, all.unseen, "{gap:?}");
+    let lat = all.latency_ms.as_ref().unwrap();
+    // The seen pairs' waits are their latencies; the unseen ones' are only longer.
+    assert!(gap.p50 >= lat.p50 * 0.999, "{gap:?} against {lat:?}");
+    assert!(gap.max >= lat.max * 0.999, "{gap:?} against {lat:?}");
+}
+
+/// A sync picked one time in ten looks about every ten think times: the interval is the
+/// time the pollers ran over their looks, which a round shorter than a few intervals does
+/// not cut short (the time between a poller's first and last look would read about 0.7
+/// of it here, counting only pollers that looked twice).
+#[test]
+fn a_rarely_picked_look_has_its_whole_interval_though_the_round_is_short() {
+    let workload = |target: &str| {
+        r#"target: TARGET
+context: /cosmo
+run: { duration: 6s, rounds: 2, seed: 35, timeout: 30s }
+accounts: { create: cmp }
+teams:
+  - name: t
+    count: 2
+users:
+  - class: editors
+    protocol: caldav
+    count: 2
+    think: 300ms
+    params: { team: t }
+    mix: { put_event: 1 }
+  - class: pollers
+    protocol: caldav
+    count: 24
+    think: 200ms
+    params: { team: t }
+    mix: { sync_collection: 1, time_range_report: 9 }
+"#
+        .replace("TARGET", target)
+    };
+    let (r, _tmp) = run_embedded("rare.yaml", workload);
+    let v = r.visibility.as_ref().expect("a visibility section");
+    let sync = v
+        .by_observer
+        .iter()
+        .find(|o| o.op == "pollers.sync_collection")
+        .expect("syncs looked");
+    let every = sync.poll_interval_ms.unwrap();
+    // Ten picks of a cycle of the think time and one operation's latency.
+    let ops = ["pollers.sync_collection", "pollers.time_range_report"].map(|n| op(&r, n));
+    let n: u64 = ops.iter().map(|o| o.requests).sum();
+    let mean_ms: f64 = ops
+        .iter()
+        .map(|o| o.latency_ms.mean * o.requests as f64)
+        .sum::<f64>()
+        / n as f64;
+    let design = 10.0 * (200.0 + mean_ms);
+    assert!(
+        (0.8 * design..1.25 * design).contains(&every),
+        "every {every:.0} ms against {design:.0} ms by design ({} looks)",
+        sync.looks
+    );
 }
 
 /// The mean latency to first sight is half the observing operation's measured poll gap

@@ -12,7 +12,7 @@ mod server;
 pub(crate) mod sessions;
 mod sums;
 mod visibility;
-pub use visibility::{VisibilityRecord, VisibilityRow};
+pub use visibility::{LatencyPart, VisibilityRecord, VisibilityRow};
 
 use std::collections::BTreeMap;
 

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::op::{decode_histogram, encode_histogram};
-use crate::visibility::{MAX_NAMED, Settled, Tally, new_histogram};
+use crate::visibility::{Censored, MAX_NAMED, Settled, Tally, new_histogram};
 use crate::workload::Workload;
 
 /// Visibility over the measured rounds.
@@ -59,12 +59,110 @@ pub struct VisibilityRow {
     /// The observers who looked (each one's first look starts no gap).
     #[serde(default)]
     pub lookers: u64,
-    /// The mean time between two looks of one observer.
+    /// The mean time between two looks of one observer, from `look_gaps_ms` (see
+    /// `Tally::poll_interval_us`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poll_interval_ms: Option<f64>,
     /// From the acknowledgement to the first sight.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<SightLatency>,
+    /// An observing operation's gaps between one user's looks (from the round's start to
+    /// its first, and from its last to the round's end, censored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub look_gaps_ms: Option<LatencyPart>,
+    /// The latency's first part, the workload's: from the acknowledgement to the answer
+    /// of the observer's first look begun after it. A write no look began after by the
+    /// round's end has it censored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_gap_ms: Option<LatencyPart>,
+    /// The latency's second part, the server's: from that answer to the first sight, 0
+    /// when that look showed the write. A write looked for and still unseen at the
+    /// round's end has it censored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staleness_ms: Option<LatencyPart>,
+}
+
+/// One part of the latency to first sight, in milliseconds. Some values may be censored
+/// (still open when the round ended, known only to be at least what they had reached):
+/// the percentiles are then Kaplan-Meier estimates, and one the exact values never reach
+/// is only a lower bound, named in `at_least` and written `≥`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyPart {
+    /// Values, censored ones included.
+    pub count: u64,
+    /// Of those, censored.
+    pub censored: u64,
+    #[allow(missing_docs)]
+    pub p50: f64,
+    #[allow(missing_docs)]
+    pub p90: f64,
+    #[allow(missing_docs)]
+    pub p99: f64,
+    #[allow(missing_docs)]
+    pub max: f64,
+    /// Which of `p50`, `p90`, `p99`, `max` are lower bounds only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub at_least: Vec<String>,
+    /// HdrHistograms (µs), V2 deflated, base64: the exact values and the censored ones.
+    pub histogram: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
+    pub censored_histogram: Option<String>,
+}
+
+impl LatencyPart {
+    fn of(c: &Censored) -> Option<LatencyPart> {
+        let ms = |us: u64| us as f64 / 1000.0;
+        let max = c.max()?;
+        let mut at_least = Vec::new();
+        let mut figure = |name: &str, e: Option<crate::visibility::Estimate>| {
+            let e = e.unwrap_or(max);
+            if e.at_least {
+                at_least.push(name.to_string());
+            }
+            ms(e.us)
+        };
+        Some(LatencyPart {
+            count: c.len(),
+            censored: c.censored.len(),
+            p50: figure("p50", c.quantile(0.50)),
+            p90: figure("p90", c.quantile(0.90)),
+            p99: figure("p99", c.quantile(0.99)),
+            max: figure("max", Some(max)),
+            at_least,
+            histogram: encode_histogram(&c.exact),
+            censored_histogram: (!c.censored.is_empty()).then(|| encode_histogram(&c.censored)),
+        })
+    }
+
+    fn censored_of(p: Option<&LatencyPart>, op: &str) -> Result<Censored, String> {
+        let Some(p) = p else {
+            return Ok(Censored::default());
+        };
+        let corrupt = || format!("visibility {op}: a latency part's histogram is corrupt");
+        Ok(Censored {
+            exact: decode_histogram(&p.histogram).ok_or_else(corrupt)?,
+            censored: match &p.censored_histogram {
+                Some(h) => decode_histogram(h).ok_or_else(corrupt)?,
+                None => new_histogram(),
+            },
+        })
+    }
+
+    /// The figure `name` (`p50`, `p90`, `p99`, `max`) as written: `≥ ` before it when
+    /// it is only a lower bound.
+    pub fn text(&self, name: &str) -> String {
+        let v = match name {
+            "p50" => self.p50,
+            "p90" => self.p90,
+            "p99" => self.p99,
+            _ => self.max,
+        };
+        match self.at_least.iter().any(|a| a == name) {
+            true => format!("≥ {v:.1}"),
+            false => format!("{v:.1}"),
+        }
+    }
 }
 
 /// Latency to first sight, in milliseconds, with its HdrHistogram (µs).
@@ -110,13 +208,15 @@ fn row(op: String, t: &Tally) -> VisibilityRow {
             max: ms(h.max()),
             histogram: encode_histogram(h),
         }),
+        look_gaps_ms: LatencyPart::of(&t.look_gaps),
+        poll_gap_ms: LatencyPart::of(&t.poll_gap),
+        staleness_ms: LatencyPart::of(&t.staleness),
     }
 }
 
-/// A row read back as the counts it was made of (the time between looks to the nearest
+/// A row read back as the counts it was made of (the time its users ran to the nearest
 /// microsecond), to be added to another shard's.
 fn tally_of(r: &VisibilityRow) -> Result<Tally, String> {
-    let gaps = r.looks.saturating_sub(r.lookers) as f64;
     let latency = match &r.latency_ms {
         Some(l) => decode_histogram(&l.histogram)
             .ok_or_else(|| format!("visibility {}: the latency histogram is corrupt", r.op))?,
@@ -131,11 +231,11 @@ fn tally_of(r: &VisibilityRow) -> Result<Tally, String> {
         unseen: r.unseen,
         duplicated: r.duplicated,
         latency,
+        poll_gap: LatencyPart::censored_of(r.poll_gap_ms.as_ref(), &r.op)?,
+        staleness: LatencyPart::censored_of(r.staleness_ms.as_ref(), &r.op)?,
         looks: r.looks,
         lookers: r.lookers,
-        span_us: r
-            .poll_interval_ms
-            .map_or(0, |ms| (ms * 1000.0 * gaps).round() as u64),
+        look_gaps: LatencyPart::censored_of(r.look_gaps_ms.as_ref(), &r.op)?,
     })
 }
 

@@ -319,6 +319,11 @@ fn outcome_text(s: &Step) -> String {
             w.as_deref()
                 .unwrap_or("the generator did not keep its schedule")
         ),
+        (Outcome::Workload, w) => format!(
+            "workload-limited: {}",
+            w.as_deref()
+                .unwrap_or("the workload's session cap held the arrivals")
+        ),
     }
 }
 
@@ -381,7 +386,15 @@ fn verdict(lo: Option<f64>, hi: Option<f64>, end: End, steps: usize) -> String {
             rate_text(rate)
         ),
         End::Generator { rate } => format!(
-            "{}: at {} the generator, not the server, set the limit (its schedule, or the workload's session cap: see that step)",
+            "{}: at {} the generator, not the server, set the limit (it did not keep its schedule: see that step)",
+            match lo {
+                Some(l) => format!("at least {}", rate_text(l)),
+                None => "no rate kept the level before that".into(),
+            },
+            rate_text(rate)
+        ),
+        End::Workload { rate } => format!(
+            "{}: at {} the workload's session cap, not the server, set the limit (raise the class's max_concurrency, or its number of returning users)",
             match lo {
                 Some(l) => format!("at least {}", rate_text(l)),
                 None => "no rate kept the level before that".into(),
@@ -536,10 +549,15 @@ fn versus(a: &TargetCapacity, b: &TargetCapacity) -> Versus {
         _ => false,
     };
     let separate = above(a, b) || above(b, a);
-    let bound = |t: &TargetCapacity| matches!(t.end, End::Generator { .. } | End::Ceiling { .. });
+    let bound = |t: &TargetCapacity| {
+        matches!(
+            t.end,
+            End::Generator { .. } | End::Workload { .. } | End::Ceiling { .. }
+        )
+    };
     let words = match (ratio, separate) {
         (Some(q), false) if bound(a) || bound(b) => format!(
-            "{} sustains {q:.2}× {}'s rate, but {} is only a lower bound (the most this machine could offer): the search cannot rank them",
+            "{} sustains {q:.2}× {}'s rate, but {} is only a lower bound (the most this machine or workload could offer): the search cannot rank them",
             b.name,
             a.name,
             match (bound(a), bound(b)) {

@@ -46,6 +46,9 @@ pub(crate) enum Outcome {
     TooFew,
     /// The generator did not keep its schedule: the step says nothing of the server.
     Generator,
+    /// The server kept the level in its own time, but arrivals waited for a slot of the
+    /// workload's session cap: the workload, not the server, set the limit.
+    Workload,
 }
 
 impl Outcome {
@@ -64,6 +67,9 @@ pub(crate) enum End {
     /// The generator could not keep up at this rate: the capacity is at least the
     /// bracket's low end, and this machine cannot say more.
     Generator { rate: f64 },
+    /// The workload's session cap held the arrivals at this rate: the capacity is at
+    /// least the bracket's low end, and this workload cannot say more.
+    Workload { rate: f64 },
     /// Passed at the most loadmix offers: the capacity is at least this.
     Ceiling { rate: f64 },
     /// Failed even at the lowest rate tried.
@@ -200,7 +206,7 @@ impl Search {
         // other processes, not the server, may have made it miss.
         let redo = found.crowded
             && outcome != Outcome::Passed
-            && outcome != Outcome::Generator
+            && !matches!(outcome, Outcome::Generator | Outcome::Workload)
             && !self.steps.iter().any(|t| t.redone && same(t.rate, rate));
         self.steps.push(Tried {
             rate,
@@ -212,6 +218,9 @@ impl Search {
             self.next = Some(Next { rate, length });
         } else if outcome == Outcome::Generator {
             self.end = Some(End::Generator { rate });
+            return;
+        } else if outcome == Outcome::Workload {
+            self.end = Some(End::Workload { rate });
             return;
         } else {
             self.next = match outcome {
@@ -753,6 +762,17 @@ mod tests {
         let mut s = Search::new(100.0, 200_000.0);
         s.record(100.0, Found::plain(Outcome::Generator));
         assert_eq!(s.end(), Some(End::Generator { rate: 100.0 }));
+        // A session cap that held the arrivals, crowded or not, is not run again.
+        let mut s = Search::new(100.0, 200_000.0);
+        s.record(
+            100.0,
+            Found {
+                crowded: true,
+                ..Found::plain(Outcome::Workload)
+            },
+        );
+        assert!(!s.wants_quiet_host());
+        assert_eq!(s.end(), Some(End::Workload { rate: 100.0 }));
     }
 
     #[test]

@@ -473,7 +473,7 @@ fn verdict(
         && k.late as f64 * 100.0 > offered * MAX_DROPPED_PCT
     {
         (
-            Outcome::Generator,
+            Outcome::Workload,
             Some(format!(
                 "{} of about {offered:.0} arrivals waited for a session slot, and the server's own time kept the level: the class's session cap (its max_concurrency, or its number of returning users), not the server, was the limit (raise it)",
                 k.late
@@ -495,7 +495,7 @@ fn verdict(
         undecided(rules)
     };
     match (judged, crowded) {
-        ((o, why), Some(c)) if o != Outcome::Generator => (
+        ((o, why), Some(c)) if !matches!(o, Outcome::Generator | Outcome::Workload) => (
             o,
             Some(match why {
                 Some(w) => format!("{w}; {c}"),
@@ -613,5 +613,36 @@ mod tests {
         }
         let long = vec!["p99 < 1s"; 21].join(",");
         assert!(parse(&long, &w(HTTP)).unwrap_err().contains("at most 20"));
+    }
+
+    /// Arrivals that waited for a session slot while the server's own time kept the
+    /// level are the workload's limit, never the generator's (its schedule was kept) nor
+    /// the server's; a crowded host does not change whose it was.
+    #[test]
+    fn a_session_cap_that_held_the_arrivals_is_the_workloads_limit() {
+        let p99 = RuleAt {
+            rule: "p99 < 200ms".into(),
+            observed: Some(900.0),
+            passed: false,
+            undecided: false,
+            evidence: None,
+        };
+        let kept = Schedule {
+            lag_p99_ms: 0.2,
+            dropped: 0,
+            dropped_pct: 0.0,
+            behind: 0,
+            behind_pct: 0.0,
+            late: 300,
+        };
+        let crowded = Some("other processes 70%".to_string());
+        for c in [None, crowded] {
+            let (o, why) = verdict(std::slice::from_ref(&p99), &kept, true, 1_000.0, None, &c);
+            assert_eq!(o, Outcome::Workload, "{why:?}");
+            assert!(why.unwrap().contains("session cap"));
+        }
+        // The server's own time missed too: the server's.
+        let (o, _) = verdict(&[p99], &kept, false, 1_000.0, None, &None);
+        assert_eq!(o, Outcome::Failed);
     }
 }

@@ -22,8 +22,10 @@ pub(crate) const MAX_DROPPED_PCT: f64 = 1.0;
 const BEHIND_ALWAYS_PCT: f64 = 10.0;
 /// loadmix's own CPU above this share of all cores: it, not the host, was the limit.
 const OWN_CPU_LIMIT: f64 = 0.90;
-/// Other processes above this share of the machine, or CPU pressure above this share of
-/// the step, or a run queue over twice the cores: the host was crowded.
+/// Processes other than loadmix and the watched server above this share of the machine:
+/// the host was crowded. With the generator late, also any process (the watched server
+/// too) above it, CPU pressure above this share of the step, or a run queue over twice
+/// the cores.
 const CROWDED_PCT: f64 = 50.0;
 
 /// The rules a step must keep.
@@ -270,7 +272,7 @@ pub(crate) fn judge(slo: &Slo, step: u32, offer: Offer, rep: &Report) -> Step {
         .iter()
         .all(|t| figure(rep, &t.op, t.metric, false).is_some_and(|v| t.cmp.holds(v, t.value)));
     let rules: Vec<RuleAt> = slo.rules.iter().map(|t| rule_at(rep, t)).collect();
-    let crowded = generator.and_then(|g| crowding(g, rep));
+    let crowded = generator.and_then(|g| crowding(g, &rep.summary.server, kept.late_start()));
     let (outcome, why) = verdict(&rules, &kept, served_within, offered, generator, &crowded);
     Step {
         step,
@@ -367,22 +369,29 @@ fn rule_at(rep: &Report, t: &Threshold) -> RuleAt {
     }
 }
 
-/// Who crowded the host during a step, in words, when it was crowded: the processes
-/// besides loadmix (the watched server's share named), the CPU pressure, the run queue.
-fn crowding(g: &crate::report::model::Generator, rep: &Report) -> Option<String> {
+/// Who crowded the host during a step, in words, when it was crowded: processes other
+/// than loadmix and the watched server took over half the machine, or the generator
+/// started late while the cores were contended (CPU pressure over half the step, a run
+/// queue over twice the cores, or others busy), whoever took them (the watched server
+/// named). A server that keeps the cores busy while the generator keeps its schedule
+/// is the measurement, not a crowd.
+fn crowding(
+    g: &crate::report::model::Generator,
+    watched: &[crate::report::model::ServerProcess],
+    late: bool,
+) -> Option<String> {
     let cores = g.cores.max(1) as f64;
     let own = g.cpu_mean / cores;
     let others = (g.host_busy_mean - own).max(0.0);
-    let server: f64 = rep
-        .summary
-        .server
+    let server: f64 = watched
         .iter()
         .filter(|p| p.problem.is_none())
         .map(|p| p.cores_used * 100.0 / cores)
         .sum();
     let pressure = g.pressure_mean.unwrap_or(0.0);
-    let crowded =
+    let contended =
         others > CROWDED_PCT || pressure > CROWDED_PCT || g.run_queue_max as f64 > 2.0 * cores;
+    let crowded = (others - server) > CROWDED_PCT || (late && contended);
     if !crowded || own > OWN_CPU_LIMIT * 100.0 {
         return None;
     }
@@ -410,6 +419,12 @@ struct Schedule {
 }
 
 impl Schedule {
+    /// The generator started arrivals late: more than [`BEHIND_ALWAYS_PCT`] over its
+    /// limit, or a start lag p99 over [`LAG_P99_LIMIT_MS`].
+    fn late_start(&self) -> bool {
+        self.behind_pct > BEHIND_ALWAYS_PCT || self.lag_p99_ms > LAG_P99_LIMIT_MS
+    }
+
     fn of(rep: &Report, offered: f64) -> Schedule {
         let g = rep.rounds.first().map(|r| &r.generator);
         let pct = |n: u64| {
@@ -450,7 +465,7 @@ fn verdict(
         k.behind_pct,
         crate::engine::BEHIND_LIMIT.as_millis()
     );
-    let late = k.behind_pct > BEHIND_ALWAYS_PCT || k.lag_p99_ms > LAG_P99_LIMIT_MS;
+    let late = k.late_start();
     let own = generator.map_or(0.0, |g| g.cpu_mean / g.cores.max(1) as f64);
     if late && crowded.is_none() {
         let said = generator
@@ -644,5 +659,30 @@ mod tests {
         // The server's own time missed too: the server's.
         let (o, _) = verdict(&[p99], &kept, false, 1_000.0, None, &None);
         assert_eq!(o, Outcome::Failed);
+    }
+
+    /// A watched server that keeps the cores busy while the generator keeps its schedule
+    /// is what is measured; the same with the generator late, or other processes busy,
+    /// is a crowded host, and says who took the cores.
+    #[test]
+    fn a_busy_server_is_no_crowd_unless_the_generator_was_late_or_others_took_the_cores() {
+        let g = crate::report::model::Generator {
+            cores: 2,
+            cpu_mean: 10.0,
+            host_busy_mean: 95.0,
+            pressure_mean: Some(80.0),
+            run_queue_max: 30,
+            ..Default::default()
+        };
+        let server = [crate::report::model::ServerProcess {
+            cores_used: 1.7,
+            ..Default::default()
+        }];
+        assert_eq!(crowding(&g, &server, false), None);
+        let late = crowding(&g, &server, true).expect("crowded");
+        assert!(late.contains("the watched server 85%"), "{late}");
+        // Unwatched, the same server is other processes: a crowd either way.
+        let unwatched = crowding(&g, &[], false).expect("crowded");
+        assert!(unwatched.contains("other processes 90%"), "{unwatched}");
     }
 }

@@ -27,7 +27,8 @@ pub(crate) struct Capacity {
     /// Bisection stops when the bracket is this narrow (a share of its low end).
     pub precision: f64,
     pub targets: Vec<TargetCapacity>,
-    /// Each target after the first, against the first.
+    /// Each pair of targets, the one listed first as the baseline: every pair a ranking
+    /// rests on, told apart or said not to be.
     pub versus: Vec<Versus>,
 }
 
@@ -50,7 +51,7 @@ pub(crate) struct TargetCapacity {
     pub steps: Vec<Step>,
 }
 
-/// A target against the first.
+/// One target against another.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Versus {
     pub name: String,
@@ -108,11 +109,7 @@ impl Capacity {
                 }
             })
             .collect();
-        let versus = targets
-            .iter()
-            .skip(1)
-            .map(|t| versus(&targets[0], t))
-            .collect();
+        let versus = pairs(&targets);
         Capacity {
             schema: SCHEMA.into(),
             workload: w.name.clone(),
@@ -502,8 +499,8 @@ pub(crate) fn compare_answers(
         })
         .collect();
     let mut out = format!("capacity of {workload} at {level}\n{}\n", answers(&targets));
-    for b in targets.iter().skip(1) {
-        out.push_str(&versus(&targets[0], b).words);
+    for v in pairs(&targets) {
+        out.push_str(&v.words);
         out.push('\n');
     }
     Ok(out)
@@ -535,6 +532,15 @@ fn answers(targets: &[TargetCapacity]) -> comfy_table::Table {
         t.add_row(row);
     }
     t
+}
+
+/// Every pair of targets, the earlier in the list as the baseline.
+fn pairs(targets: &[TargetCapacity]) -> Vec<Versus> {
+    targets
+        .iter()
+        .enumerate()
+        .flat_map(|(i, a)| targets.iter().skip(i + 1).map(move |b| versus(a, b)))
+        .collect()
 }
 
 /// `b` against the baseline `a`.
@@ -682,6 +688,36 @@ mod tests {
         assert!(
             verdict(None, Some(250.0), End::Generator { rate: 125.0 }, 2)
                 .starts_with("no rate kept the level before that: at 125/s")
+        );
+    }
+
+    /// A ranking of several configurations rests on every pair: each is compared, and a
+    /// pair whose intervals overlap is said to be one the search does not tell apart.
+    #[test]
+    fn every_pair_of_targets_is_compared() {
+        let t = [
+            target("kahadb", Some(7_600.0), Some(8_000.0)),
+            target("jdbc-g1", Some(2_353.0), Some(2_484.0)),
+            target("jdbc-parallel", Some(2_378.0), Some(2_594.0)),
+        ];
+        let v = pairs(&t);
+        let named: Vec<(&str, &str)> = v
+            .iter()
+            .map(|x| (x.baseline.as_str(), x.name.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("kahadb", "jdbc-g1"),
+                ("kahadb", "jdbc-parallel"),
+                ("jdbc-g1", "jdbc-parallel")
+            ]
+        );
+        assert!(v[0].separate && v[1].separate && !v[2].separate);
+        assert!(
+            v[2].words.contains("does not tell them apart"),
+            "{}",
+            v[2].words
         );
     }
 }

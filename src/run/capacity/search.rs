@@ -251,13 +251,19 @@ impl Search {
             0 => GROWTH_FOR_SAMPLES,
             n => (found.needed as f64 / n as f64).clamp(GROWTH, GROWTH_FOR_SAMPLES),
         };
-        let (lo, hi) = self.bracket();
-        if self.phase == Phase::Grow && hi.is_none() && rate < self.ceiling {
-            let _ = lo;
-            return Some(Next {
-                rate: (rate * short).min(self.ceiling),
-                length,
-            });
+        // Offer more only below every rate that missed or was at the edge: a rate that
+        // missed has answered already, and growing into it again while the bracket has
+        // no high end (an edge step at that rate keeps it from being one) would go back
+        // and forth between the two for ever.
+        let missed = self
+            .steps
+            .iter()
+            .filter(|t| matches!(t.outcome, Outcome::Failed | Outcome::Undecided))
+            .map(|t| t.rate)
+            .fold(f64::INFINITY, f64::min);
+        let more = (rate * short).min(self.ceiling);
+        if self.phase == Phase::Grow && rate < self.ceiling && more < missed {
+            return Some(Next { rate: more, length });
         }
         if length >= MAX_LENGTH {
             self.end = Some(End::TooFew { rate });
@@ -725,6 +731,36 @@ mod tests {
         );
         s.record(mid.rate, short);
         assert_eq!(s.end(), Some(End::TooFew { rate: mid.rate }));
+    }
+
+    /// Radicale, searched from 4/s: an edge step and a miss at 55.5/s, then too few
+    /// samples at 27.8/s. The search ran 27.8/s longer, never 55.5/s again at once (it
+    /// had gone back and forth between the two, five times, until its step bound).
+    #[test]
+    fn too_few_samples_below_a_miss_run_longer_rather_than_back_into_the_miss() {
+        let few = |n| Found {
+            samples: n,
+            needed: 368,
+            ..Found::plain(Outcome::TooFew)
+        };
+        let mut s = Search::new(4.0, 200_000.0);
+        let trace = [
+            (4.0, few(53)),
+            (27.8, few(271)),
+            (55.5, Found::plain(Outcome::Undecided)),
+            (55.5, Found::plain(Outcome::Failed)),
+        ];
+        for (rate, found) in trace {
+            let next = s.next().expect("a step");
+            assert!((next.rate - rate).abs() < 0.1, "{next:?} for {rate}");
+            s.record(next.rate, found);
+        }
+        let low = s.next().expect("a step");
+        assert!((low.rate - 27.75).abs() < 0.1, "{low:?}");
+        s.record(low.rate, few(284));
+        let next = s.next().expect("a step");
+        assert!(next.rate < 55.0, "{next:?}");
+        assert!(next.length > low.length, "{next:?} after {low:?}");
     }
 
     #[test]

@@ -811,15 +811,43 @@ impl Book {
                 .or_default()
                 .add(&t);
         }
-        for ((obs, writer, seq), s) in &self.sights {
+        self.sights_out_of_place(&mut out);
+        Book::gaps_between_looks(&mut out, &looks, window, audiences.users);
+        for ((class, label), n) in &self.duplicated {
+            out.by_observer
+                .entry((*class, *label))
+                .or_default()
+                .duplicated += n;
+            out.all.duplicated += n;
+        }
+        out
+    }
+}
+
+impl Book {
+    /// Sights of writes never acknowledged, and sights by someone outside the write's
+    /// team, counted.
+    fn sights_out_of_place(&self, out: &mut Settled) {
+        for ((_, writer, seq), s) in &self.sights {
             match self.writes.get(&(*writer, *seq)) {
                 None => out.unacknowledged += 1,
                 Some(w) if w.team != s.team => out.unexpected += 1,
                 Some(_) => {}
             }
-            let _ = obs;
         }
-        for ((who, label), l) in &looks {
+    }
+
+    /// Each observing operation's looks and the gaps between one user's: from the
+    /// round's start to its first, between two, and from its last to the round's end
+    /// (censored there); a user of the class who never looked with it, a whole round
+    /// censored.
+    fn gaps_between_looks(
+        out: &mut Settled,
+        looks: &HashMap<(Who, u16), std::borrow::Cow<'_, [LookAt]>>,
+        window: Window,
+        users: impl Fn(u16) -> u64,
+    ) {
+        for ((who, label), l) in looks {
             let by = out.by_observer.entry((who.class, *label)).or_default();
             by.looks += l.len() as u64;
             by.lookers += 1;
@@ -830,20 +858,11 @@ impl Book {
             }
             by.look_gaps.at_least(window.to_us.saturating_sub(from));
         }
-        // The users of the class who never looked with it: a whole round without a look.
         let ran_us = window.to_us.saturating_sub(window.from_us);
         for ((class, _), by) in out.by_observer.iter_mut() {
-            let idle = (audiences.users)(*class).saturating_sub(by.lookers);
+            let idle = users(*class).saturating_sub(by.lookers);
             let _ = by.look_gaps.censored.record_n(ran_us, idle);
         }
-        for ((class, label), n) in &self.duplicated {
-            out.by_observer
-                .entry((*class, *label))
-                .or_default()
-                .duplicated += n;
-            out.all.duplicated += n;
-        }
-        out
     }
 }
 

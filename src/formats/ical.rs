@@ -43,6 +43,9 @@ pub struct Component {
     pub organizer: Option<String>,
     /// Each ATTENDEE (at most [`MAX_ATTENDEES`]), in order.
     pub attendees: Vec<Attendee>,
+    /// ATTENDEE properties past [`MAX_ATTENDEES`], not read: a server refuses such a
+    /// component rather than schedule some of its attendees.
+    pub attendees_past_max: usize,
 }
 
 /// An ATTENDEE of a component: its calendar user address and participation status.
@@ -180,6 +183,12 @@ fn component_of(text: &str) -> Result<Component, String> {
                 partstat: param_of(p, "PARTSTAT").map(|v| v.to_ascii_uppercase()),
             })
             .collect(),
+        attendees_past_max: comp
+            .properties
+            .iter()
+            .filter(|p| p.name.as_str().eq_ignore_ascii_case("ATTENDEE"))
+            .count()
+            .saturating_sub(MAX_ATTENDEES),
     })
 }
 

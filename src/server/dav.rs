@@ -415,6 +415,9 @@ impl Dav<'_> {
             (CALDAV, "supported-calendar-component-set") => {
                 Some(Prop::Components(components_of(c)))
             }
+            (CALDAV, "max-attendees-per-instance") => {
+                Some(Prop::Text(crate::formats::ical::MAX_ATTENDEES.to_string()))
+            }
             (DAV, "current-user-privilege-set") => Some(Prop::Privileges(PRIVILEGES)),
             _ => c
                 .props
@@ -807,6 +810,15 @@ impl Dav<'_> {
         else {
             return Ok(None);
         };
+        // Scheduling some attendees and not others, without a word, is worse than a
+        // refusal the client can read (RFC 4791 §5.3.2.1).
+        if new.attendees_past_max > 0 {
+            return Err(dav_error(
+                StatusCode::FORBIDDEN,
+                CALDAV,
+                "max-attendees-per-instance",
+            ));
+        }
         data.schedule_tag = Some(schedule::tag_for(&role, held));
         // Only a scheduling write keeps the texts, for the deliveries after it.
         Ok(Some(Scheduled {
@@ -1036,8 +1048,13 @@ impl Dav<'_> {
         if let Err(r) = self.calendar(user, cal) {
             return r;
         }
-        match self.st.store.delete_collection(&ckey(user, cal)) {
-            Ok(true) => StatusCode::NO_CONTENT.into_response(),
+        let key = ckey(user, cal);
+        match self.st.store.delete_collection(&key) {
+            Ok(true) => {
+                // Its tickets die with it (a later calendar of this name is another).
+                self.st.tickets.drop_collection(&key);
+                StatusCode::NO_CONTENT.into_response()
+            }
             Ok(false) => text(StatusCode::NOT_FOUND, "no such calendar"),
             Err(e) => store_error(e),
         }

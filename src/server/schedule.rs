@@ -157,6 +157,29 @@ fn message(
     s
 }
 
+/// What a user holds under an event's UID, to a delivery about one organizer's event.
+enum Held {
+    Nothing,
+    /// The organizer's event, or an attendee's copy of it: where it is (calendar key),
+    /// and the event as it stands.
+    Copy {
+        key: String,
+        item: Box<Item>,
+        event: Box<Component>,
+    },
+    /// An object of the same UID that is not that organizer's: the holder's own.
+    Theirs,
+}
+
+/// What became of one recipient's delivery.
+#[derive(Debug, PartialEq)]
+enum Delivery {
+    Done,
+    /// Not made: the recipient holds an object of that UID that is not the organizer's
+    /// (or, for a reply, the organizer's event does not name the attendee).
+    Refused,
+}
+
 /// Scheduling on behalf of one request: deliveries and the outbox.
 pub(crate) struct Scheduler<'a> {
     pub st: &'a AppState,
@@ -219,15 +242,40 @@ impl Scheduler<'_> {
             .map(|_| ())
     }
 
-    /// `user`'s copy of the event `uid`: the calendar's store key and the item.
-    fn copy_of(&self, user: &str, uid: &str) -> Result<Option<(String, Item)>, StoreError> {
+    /// What `user` holds under the UID `uid`, for a delivery about `organizer`'s event
+    /// (`organizer` a user here): the organizer's own event, or an attendee's copy of it,
+    /// is one whose ORGANIZER names that user (RFC 6638 §3.2: the organizer's identity
+    /// and the copy's must agree). An object of the same UID that names another
+    /// organizer, or none, is the holder's own: no delivery touches it.
+    fn copy_of(&self, user: &str, uid: &str, organizer: &str) -> Result<Held, StoreError> {
         let mine = format!("{user}/");
-        Ok(self
+        let found = self
             .st
             .store
             .items_by_uid(uid)?
             .into_iter()
-            .find(|(k, i)| k.starts_with(&mine) && public_uid(k) != INBOX && i.data.is_some()))
+            .find(|(k, i)| k.starts_with(&mine) && public_uid(k) != INBOX && i.data.is_some());
+        let Some((key, item)) = found else {
+            return Ok(Held::Nothing);
+        };
+        let event = item
+            .data
+            .as_ref()
+            .and_then(|d| d.ics.as_deref())
+            .and_then(|t| ical::parse(t).ok());
+        let same = event
+            .as_ref()
+            .and_then(|c| c.organizer.as_deref())
+            .and_then(|o| user_of(o, self.prefix))
+            .is_some_and(|o| o == organizer);
+        Ok(match (same, event) {
+            (true, Some(event)) => Held::Copy {
+                key,
+                item: Box::new(item),
+                event: Box::new(event),
+            },
+            _ => Held::Theirs,
+        })
     }
 
     /// The calendar new invitations go to: `user`'s calendar named `calendar` (the name
@@ -256,18 +304,18 @@ impl Scheduler<'_> {
         Ok(key)
     }
 
-    /// Write `text` as `user`'s copy of the event, where their copy (`held`, as
-    /// [`Self::copy_of`] found it) is or else into their default calendar, with the
+    /// Write `text` as `user`'s copy of the event, over the copy they hold (`held`, as
+    /// [`Self::copy_of`] found it) or else into their default calendar, with the
     /// Schedule-Tag given.
     fn write_copy(
         &self,
         (user, uid): (&str, &str),
-        held: Option<(String, Item)>,
+        held: Option<(String, String)>,
         text: &str,
         tag: String,
     ) -> Result<(), StoreError> {
         let (key, name) = match held {
-            Some((k, i)) => (k, i.name),
+            Some(at) => at,
             None => (self.default_calendar(user)?, copy_name(uid)),
         };
         let (_, mut data) = model::parse_ics(text).map_err(StoreError::Corrupt)?;
@@ -285,37 +333,27 @@ impl Scheduler<'_> {
             .map(|_| ())
     }
 
-    /// Remove `user`'s copy of the event, if they have one.
-    fn remove_copy(&self, user: &str, uid: &str) -> Result<(), StoreError> {
-        if let Some((key, _)) = self.copy_of(user, uid)? {
-            let op = ItemOp::Delete {
-                uid: uid.to_string(),
-                must_exist: false,
-            };
-            self.st.store.write(&key, vec![op], Precondition::None)?;
-        }
-        Ok(())
-    }
-
-    /// The REQUEST and the event for one attendee, their own answer kept in the copy.
+    /// The REQUEST and the event for one attendee of `organizer`'s event, their own
+    /// answer kept in their copy; nothing when they hold an object of that UID that is
+    /// not the organizer's.
     fn invite(
         &self,
         (user, addr, uid): (&str, &str, &str),
-        stored: &str,
-        request: &str,
-    ) -> Result<(), StoreError> {
+        organizer: &str,
+        (stored, request): (&str, &str),
+    ) -> Result<Delivery, StoreError> {
+        let (at, theirs) = match self.copy_of(user, uid, organizer)? {
+            Held::Theirs => return Ok(Delivery::Refused),
+            Held::Nothing => (None, None),
+            Held::Copy { key, item, event } => (Some((key, item.name)), partstat(&event, addr)),
+        };
         self.deliver(user, request)?;
-        let held = self.copy_of(user, uid)?;
-        let theirs = held
-            .as_ref()
-            .and_then(|(_, i)| i.data.as_ref()?.ics.as_deref())
-            .and_then(|t| ical::parse(t).ok())
-            .and_then(|c| partstat(&c, addr));
         let copy = match theirs {
             Some(p) => ical::set_partstat(stored, addr, &p),
             None => stored.to_string(),
         };
-        self.write_copy((user, uid), held, &copy, new_tag())
+        self.write_copy((user, uid), at, &copy, new_tag())?;
+        Ok(Delivery::Done)
     }
 
     /// After an organizer's write of `new` (replacing `old`, if any): a REQUEST and the
@@ -332,7 +370,8 @@ impl Scheduler<'_> {
         let request = ical::with_method(&stored, "REQUEST");
         let now = self.local_attendees(owner, new);
         for (user, addr) in &now {
-            log_failure(self.invite((user, addr, uid), &stored, &request), user, uid);
+            let done = self.invite((user, addr, uid), owner, (&stored, &request));
+            log_delivery(done, user, uid);
         }
         let organizer = new.organizer.as_deref().unwrap_or("");
         let before = old
@@ -340,50 +379,67 @@ impl Scheduler<'_> {
             .unwrap_or_default();
         for (user, addr) in before {
             if !now.iter().any(|(u, _)| *u == user) {
-                log_failure(
-                    self.cancel(&user, (uid, organizer, &addr), text),
-                    &user,
-                    uid,
-                );
+                let done = self.cancel(&user, owner, (uid, organizer, &addr), text);
+                log_delivery(done, &user, uid);
             }
         }
     }
 
-    /// A CANCEL of the event `about` (uid, organizer, attendee) into `user`'s inbox and
-    /// their copy removed.
-    fn cancel(&self, user: &str, about: (&str, &str, &str), cause: &str) -> Result<(), StoreError> {
+    /// A CANCEL of `owner`'s event `about` (uid, organizer, attendee) into `user`'s inbox
+    /// and their copy removed; nothing when what they hold under that UID is not the
+    /// organizer's.
+    fn cancel(
+        &self,
+        user: &str,
+        owner: &str,
+        about: (&str, &str, &str),
+        cause: &str,
+    ) -> Result<Delivery, StoreError> {
+        let held = self.copy_of(user, about.0, owner)?;
+        if matches!(held, Held::Theirs) {
+            return Ok(Delivery::Refused);
+        }
         self.deliver(user, &message("CANCEL", about, None, cause))?;
-        self.remove_copy(user, about.0)
+        if let Held::Copy { key, .. } = held {
+            let op = ItemOp::Delete {
+                uid: about.0.to_string(),
+                must_exist: false,
+            };
+            self.st.store.write(&key, vec![op], Precondition::None)?;
+        }
+        Ok(Delivery::Done)
     }
 
     /// An attendee's answer `partstat` to the organizer: a REPLY in their inbox and their
-    /// copy's ATTENDEE updated, its Schedule-Tag kept.
+    /// copy's ATTENDEE updated, its Schedule-Tag kept; nothing when the organizer holds
+    /// no event of that UID of their own that names the attendee.
     fn reply(
         &self,
         (uid, organizer, addr): (&str, &str, &str),
         partstat: &str,
         cause: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Delivery, StoreError> {
         let Some(org) = self.local(organizer) else {
-            return Ok(());
+            return Ok(Delivery::Done);
+        };
+        let Held::Copy { key, item, event } = self.copy_of(&org, uid, &org)? else {
+            return Ok(Delivery::Refused);
+        };
+        let named = event
+            .attendees
+            .iter()
+            .any(|a| a.address.eq_ignore_ascii_case(addr));
+        let Some(d) = item.data.as_ref().filter(|_| named) else {
+            return Ok(Delivery::Refused);
         };
         let m = message("REPLY", (uid, organizer, addr), Some(partstat), cause);
         self.deliver(&org, &m)?;
-        let Some(held) = self.copy_of(&org, uid)? else {
-            return Ok(());
-        };
-        let Some(d) = held.1.data.as_ref() else {
-            return Ok(());
-        };
         let tag = d.schedule_tag.clone().unwrap_or_else(new_tag);
-        match d
-            .ics
-            .as_deref()
-            .map(|t| ical::set_partstat(t, addr, partstat))
-        {
-            Some(t) => self.write_copy((&org, uid), Some(held), &t, tag),
-            None => Ok(()),
+        if let Some(t) = d.ics.as_deref() {
+            let t = ical::set_partstat(t, addr, partstat);
+            self.write_copy((&org, uid), Some((key, item.name.clone())), &t, tag)?;
         }
+        Ok(Delivery::Done)
     }
 
     /// What follows a successful PUT into `owner`'s calendar of `new` (parsed from
@@ -408,7 +464,7 @@ impl Scheduler<'_> {
                 };
                 if answered {
                     let done = self.reply((uid, organizer, address), &now, text);
-                    log_failure(done, owner, uid);
+                    log_delivery(done, owner, uid);
                 }
             }
         }
@@ -427,12 +483,13 @@ impl Scheduler<'_> {
             Role::Organizer => {
                 let organizer = c.organizer.as_deref().unwrap_or("");
                 for (u, a) in self.local_attendees(owner, c) {
-                    log_failure(self.cancel(&u, (uid, organizer, &a), text), &u, uid);
+                    let done = self.cancel(&u, owner, (uid, organizer, &a), text);
+                    log_delivery(done, &u, uid);
                 }
             }
             Role::Attendee { address, organizer } => {
                 let done = self.reply((uid, organizer, address), "DECLINED", text);
-                log_failure(done, owner, uid);
+                log_delivery(done, owner, uid);
             }
         }
     }
@@ -552,11 +609,16 @@ fn copy_name(uid: &str) -> String {
     }
 }
 
-/// A delivery that failed after the client's own write succeeded: the server's log says
-/// whose and which event, and the other recipients are still served.
-fn log_failure(done: Result<(), StoreError>, user: &str, uid: &str) {
-    if let Err(e) = done {
-        eprintln!("scheduling of {uid} for {user} failed: {e}");
+/// A delivery that failed or was refused after the client's own write succeeded: the
+/// server's log says whose and which event, and the other recipients are still served.
+fn log_delivery(done: Result<Delivery, StoreError>, user: &str, uid: &str) {
+    match done {
+        Ok(Delivery::Done) => {}
+        Ok(Delivery::Refused) => eprintln!(
+            "scheduling of {uid} for {user} refused: what they hold under that UID is not \
+             the organizer's event"
+        ),
+        Err(e) => eprintln!("scheduling of {uid} for {user} failed: {e}"),
     }
 }
 

@@ -226,6 +226,124 @@ fn an_attendee_who_deletes_declines_and_mailboxes_refuse_calendar_writes() {
     });
 }
 
+/// An event of `uid` in someone's calendar, organized by `organizer`, naming `attendees`.
+fn event_of(uid: &str, summary: &str, organizer: Option<&str>, attendees: &[&str]) -> String {
+    let mut t = format!(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//t//EN\r\nBEGIN:VEVENT\r\nUID:{uid}\r\n\
+         DTSTAMP:20300101T000000Z\r\nDTSTART:20300105T100000Z\r\nDTEND:20300105T110000Z\r\n\
+         SUMMARY:{summary}\r\n"
+    );
+    if let Some(o) = organizer {
+        t.push_str(&format!("ORGANIZER:mailto:{o}@localhost\r\n"));
+    }
+    for a in attendees {
+        t.push_str(&format!(
+            "ATTENDEE;PARTSTAT=ACCEPTED:mailto:{a}@localhost\r\n"
+        ));
+    }
+    t.push_str("END:VEVENT\r\nEND:VCALENDAR\r\n");
+    t
+}
+
+/// What someone writes in their own calendar reaches another's only as an invitation
+/// to the other's copy of that organizer's event: an event the other made with the same
+/// UID (private, or organized by someone else) is never overwritten, answered for, nor
+/// deleted by it (RFC 6638 §3.2, §8).
+#[test]
+fn no_invitation_touches_what_the_attendee_made() {
+    each_store(|_, _, alice, bob| {
+        let own = "/cosmo/dav/alice/home/private.ics";
+        assert_eq!(
+            alice
+                .send("MKCALENDAR", "/cosmo/dav/alice/home/", &[], "")
+                .status,
+            201
+        );
+        let private = event_of("alice-private-uid-1", "Alice's own", None, &[]);
+        assert_eq!(alice.send("PUT", own, &[TEXT_CAL], &private).status, 201);
+        assert_eq!(bob.get(own).status, 403, "not Bob's to read");
+        assert_eq!(
+            bob.send("MKCALENDAR", "/cosmo/dav/bob/mine/", &[], "")
+                .status,
+            201
+        );
+        let bobs = "/cosmo/dav/bob/mine/x.ics";
+
+        // Bob "invites" Alice to an event of that UID, then drops her, then deletes it.
+        let forged = event_of(
+            "alice-private-uid-1",
+            "OVERWRITTEN BY BOB",
+            Some("bob"),
+            &["alice"],
+        );
+        assert_eq!(bob.send("PUT", bobs, &[TEXT_CAL], &forged).status, 201);
+        let mine = alice.get(own);
+        assert_eq!(mine.status, 200);
+        assert!(mine.body.contains("Alice's own"), "{}", mine.body);
+        let dropped = event_of("alice-private-uid-1", "dropped", Some("bob"), &[]);
+        assert_eq!(bob.send("PUT", bobs, &[TEXT_CAL], &dropped).status, 204);
+        assert_eq!(bob.send("PUT", bobs, &[TEXT_CAL], &forged).status, 204);
+        assert_eq!(bob.send("DELETE", bobs, &[], "").status, 204);
+        let mine = alice.get(own);
+        assert_eq!(mine.status, 200, "Alice's event survives Bob's deletion");
+        assert!(mine.body.contains("Alice's own") && !mine.body.contains("ATTENDEE"));
+
+        // Bob "answers" an event Alice organizes that never named him.
+        let alices = "/cosmo/dav/alice/home/meet.ics";
+        let meeting = event_of("meet-9", "Alice's meeting", Some("alice"), &["alice"]);
+        assert_eq!(alice.send("PUT", alices, &[TEXT_CAL], &meeting).status, 201);
+        let answer = event_of("meet-9", "Alice's meeting", Some("alice"), &["bob"]);
+        assert_eq!(
+            bob.send("PUT", "/cosmo/dav/bob/mine/y.ics", &[TEXT_CAL], &answer)
+                .status,
+            201
+        );
+        let m = alice.get(alices);
+        assert!(!m.body.contains("mailto:bob@localhost"), "{}", m.body);
+        assert_eq!(
+            bob.send("DELETE", "/cosmo/dav/bob/mine/y.ics", &[], "")
+                .status,
+            204
+        );
+        let m = alice.get(alices);
+        assert!(!m.body.contains("DECLINED"), "{}", m.body);
+        assert!(
+            methods(&contents(alice, "/cosmo/dav/alice/inbox/")).is_empty(),
+            "nothing from Bob reached Alice's inbox"
+        );
+    });
+}
+
+/// A component with more attendees than the server schedules is refused with the
+/// precondition RFC 4791 names, not scheduled in part.
+#[test]
+fn an_event_past_the_attendee_bound_is_refused_not_cut() {
+    each_store(|_, _, alice, _| {
+        assert_eq!(
+            alice
+                .send("MKCALENDAR", "/cosmo/dav/alice/big/", &[], "")
+                .status,
+            201
+        );
+        let p = alice.send(
+            "PROPFIND",
+            "/cosmo/dav/alice/big/",
+            &[("depth", "0")],
+            r#"<D:propfind xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><C:max-attendees-per-instance/></D:prop></D:propfind>"#,
+        );
+        assert!(p.body.contains(">256<"), "{}", p.body);
+        let names: Vec<String> = (0..257).map(|i| format!("u{i}")).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let many = event_of("crowd-1", "Everyone", Some("alice"), &refs);
+        let r = alice.send("PUT", "/cosmo/dav/alice/big/crowd.ics", &[TEXT_CAL], &many);
+        assert_eq!(r.status, 403, "{}", r.body);
+        assert!(r.body.contains("max-attendees-per-instance"), "{}", r.body);
+        let fits = event_of("crowd-1", "Everyone", Some("alice"), &refs[..256]);
+        let r = alice.send("PUT", "/cosmo/dav/alice/big/crowd.ics", &[TEXT_CAL], &fits);
+        assert_eq!(r.status, 201, "{}", r.body);
+    });
+}
+
 #[test]
 fn the_outbox_answers_free_busy_for_each_recipient() {
     each_store(|_, _, alice, bob| {

@@ -13,8 +13,9 @@ pub(crate) const NS: &str = "urn:loadmix:acl";
 pub(crate) const KEY: &str = "{urn:loadmix:acl}grants";
 /// Grants one collection keeps.
 const MAX_GRANTS: usize = 1_000;
-/// Who `authenticated` is in the kept form.
-const ANYONE: &str = "*";
+/// Who `authenticated` is in the kept form: a `/`, which no user name has (a user may
+/// be named `*`, and a grant to them must not reach everyone).
+const ANYONE: &str = "/authenticated";
 
 /// What one grant allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +39,7 @@ fn refused(condition: &'static str, why: impl Into<String>) -> Refused {
 }
 
 /// The grants of an `ACL` body (`prefix` is the principals' path, `{ctx}/dav`), in the
-/// kept form: one `user:r` or `user:rw` a line, `*` for every authenticated user.
+/// kept form: one `user:r` or `user:rw` a line, [`ANYONE`] for every authenticated user.
 pub(crate) fn parse(root: &El, prefix: &str) -> Result<String, Refused> {
     if !root.is(DAV, "acl") {
         return Err(refused("", "expected a DAV:acl body"));
@@ -75,7 +76,7 @@ pub(crate) fn parse(root: &El, prefix: &str) -> Result<String, Refused> {
     Ok(out)
 }
 
-/// The user an ACE's principal names, or `*`.
+/// The user an ACE's principal names, or [`ANYONE`].
 fn principal(ace: &El, prefix: &str) -> Result<String, Refused> {
     let p = ace
         .child(DAV, "principal")
@@ -133,6 +134,15 @@ mod tests {
         assert!(permits(Some(&g), "carol", Right::Write));
         assert!(!permits(Some(&g), "dave", Right::Read));
         assert!(!permits(None, "bob", Right::Read));
+        // A user named `*`, by name or escaped, is one user, not everyone.
+        for star in ["/c/dav/*/", "/c/dav/%2A/"] {
+            let body = format!(
+                r#"<D:acl xmlns:D="DAV:"><D:ace><D:principal><D:href>{star}</D:href></D:principal><D:grant><D:privilege><D:read/></D:privilege></D:grant></D:ace></D:acl>"#
+            );
+            let g = parse(&crate::formats::xml::parse(&body).unwrap(), "/c/dav").unwrap();
+            assert!(permits(Some(&g), "*", Right::Read));
+            assert!(!permits(Some(&g), "dave", Right::Read), "{g}");
+        }
     }
 
     #[test]

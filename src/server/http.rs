@@ -171,10 +171,22 @@ impl AppState {
         let Some(grant) = self.tickets.find(key.trim()) else {
             return Err(text(StatusCode::FORBIDDEN, "no such ticket"));
         };
+        // Its collection deleted by any way (CalDAV's included), the ticket is dead, even
+        // when a new collection has the old one's name.
+        if !self.ticket_alive(&grant) {
+            self.tickets.forget(key.trim());
+            return Err(text(StatusCode::FORBIDDEN, "no such ticket"));
+        }
         if need == Need::Write && grant.kind == Kind::ReadOnly {
             return Err(text(StatusCode::FORBIDDEN, "the ticket is read-only"));
         }
         Ok(Some(grant))
+    }
+
+    /// Whether the collection a ticket was issued on is still there: the same name and
+    /// the same creation epoch. A store that cannot say keeps the ticket dead.
+    pub(crate) fn ticket_alive(&self, grant: &Grant) -> bool {
+        matches!(self.store.collection(&grant.collection), Ok(Some(c)) if c.epoch == grant.epoch)
     }
 
     /// 409 when an item uid is already used by one of `owner`'s collections (Cosmo's item

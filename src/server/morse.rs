@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use super::http::*;
 use super::model::{self, ItemData};
 use super::store::{CollectionInfo, CreateOutcome, ItemOp, Precondition, WriteOutcome};
-use super::tickets::Kind;
+use super::tickets::{Full, Kind, MAX_TICKETS, MAX_TICKETS_PER_OWNER, On};
 
 const TOKEN: &str = "x-morsecode-synctoken";
 const TICKET_TYPE: &str = "x-morsecode-tickettype";
@@ -108,8 +108,13 @@ pub(crate) async fn publish(
     {
         Ok(CreateOutcome::Created(info)) => {
             let mut r = with_token(StatusCode::CREATED, &info.token(), None);
-            match st.tickets.issue(&key, &kinds) {
-                Some(issued) => {
+            let on = On {
+                collection: &key,
+                epoch: info.epoch,
+                owner: &caller.name,
+            };
+            match st.tickets.issue(on, &kinds, |g| st.ticket_alive(g)) {
+                Ok(issued) => {
                     for (kind, k) in issued {
                         if let Ok(v) = HeaderValue::from_str(&format!("{}={k}", kind.name())) {
                             r.headers_mut().append(TICKET_ISSUED, v);
@@ -117,13 +122,17 @@ pub(crate) async fn publish(
                     }
                     r
                 }
-                None => {
+                Err(full) => {
                     // Nothing half made: the collection goes when its tickets cannot.
                     let _ = st.store.delete_collection(&key);
-                    text(
-                        StatusCode::INSUFFICIENT_STORAGE,
-                        "the server holds as many tickets as it may",
-                    )
+                    let whose = match full {
+                        Full::Server => format!("the server holds {MAX_TICKETS} tickets"),
+                        Full::Owner => format!(
+                            "{} holds {MAX_TICKETS_PER_OWNER} tickets, one account's most",
+                            caller.name
+                        ),
+                    };
+                    text(StatusCode::INSUFFICIENT_STORAGE, whose)
                 }
             }
         }

@@ -410,6 +410,37 @@ fn a_ticket_opens_one_collection_to_another_user_as_far_as_it_says() {
     });
 }
 
+/// A ticket belongs to its collection, not the collection's name: deleted through
+/// CalDAV and made again under the same name, the collection is another, and the old
+/// ticket opens nothing (not the Morse Code view, nor the Atom feed, nor a DELETE).
+#[test]
+fn a_ticket_dies_with_its_collection_however_it_is_deleted() {
+    each_store(|rt, srv, alice, _| {
+        let p = "/cosmo/mc/collection/TK";
+        let body = eimml("TK", &[("T1", "Shared", "20070314T091500Z")], &[]);
+        let r = alice.send("PUT", p, &[EIM, (TICKET_TYPE, "read-write")], &body);
+        assert_eq!(r.status, 201, "{}", r.body);
+        let rw = r
+            .header("x-morsecode-ticket")
+            .split_once('=')
+            .unwrap()
+            .1
+            .to_string();
+        let mut nobody = Client::new(rt, srv, None);
+        assert_eq!(nobody.send("GET", p, &[("ticket", &rw)], "").status, 200);
+        let r = alice.send("DELETE", "/cosmo/dav/alice/TK/", &[], "");
+        assert_eq!(r.status, 204, "{}", r.body);
+        let again = eimml("TK", &[("T2", "NEW PRIVATE", "20070315T091500Z")], &[]);
+        assert_eq!(alice.send("PUT", p, &[EIM], &again).status, 201);
+        let r = nobody.send("GET", p, &[("ticket", &rw)], "");
+        assert_eq!(r.status, 403, "{}", r.body);
+        let feed = "/cosmo/atom/collection/TK/full";
+        assert_eq!(nobody.send("GET", feed, &[("ticket", &rw)], "").status, 403);
+        assert_eq!(nobody.send("DELETE", p, &[("ticket", &rw)], "").status, 403);
+        assert!(alice.get(p).body.contains("NEW PRIVATE"), "still there");
+    });
+}
+
 #[test]
 fn concurrent_updates_with_one_token_let_exactly_one_through() {
     each_store(|rt, srv, alice, _| {

@@ -146,6 +146,14 @@ pub struct Counts {
     /// judges only its own producers).
     #[serde(default)]
     pub unsent: u64,
+    /// The teardown's drain of this destination stopped before it was empty (the broker
+    /// flooded it, or the drain's time ran out): what it did not take may be there still.
+    #[serde(default)]
+    pub drain_stopped: bool,
+    /// Sent, neither received nor drained, on a destination whose drain stopped: not
+    /// known to be lost (worked out when every part is in).
+    #[serde(default)]
+    pub not_drained: u64,
 }
 
 impl Counts {
@@ -162,6 +170,8 @@ impl Counts {
         self.lost += o.lost;
         self.lost_failed += o.lost_failed;
         self.unsent += o.unsent;
+        self.drain_stopped |= o.drain_stopped;
+        self.not_drained += o.not_drained;
     }
 }
 
@@ -225,6 +235,12 @@ impl Ledger {
     }
 
     /// The index of destination `name`, added if new (the last one past the bound).
+    /// The teardown's drain of `name` stopped before the destination was empty.
+    pub(crate) fn drain_stopped(&mut self, name: &str) {
+        let i = self.dest(name) as usize;
+        self.counts[i].drain_stopped = true;
+    }
+
     fn dest(&mut self, name: &str) -> u32 {
         if let Some(&i) = self.index.get(name) {
             return i;
@@ -419,7 +435,13 @@ impl Ledger {
             for &(d, first, n) in &s.runs {
                 let c = &mut counts[d as usize];
                 for seq in (u64::from(first)..u64::from(first) + u64::from(n)).map(|s| s as u32) {
-                    if !got.iter().any(|g| g.contains(seq)) {
+                    if got.iter().any(|g| g.contains(seq)) {
+                        continue;
+                    }
+                    // Behind a drain that stopped, a message may be there still.
+                    if c.drain_stopped {
+                        c.not_drained += 1;
+                    } else {
                         c.lost += 1;
                         c.lost_failed += u64::from(s.failed.contains(seq));
                     }
@@ -504,6 +526,7 @@ impl Ledger {
             c.lost = 0;
             c.lost_failed = 0;
             c.unsent = 0;
+            c.not_drained = 0;
             l.counts[i] = c;
         }
         let n = l.names.len() as u32;

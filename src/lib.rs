@@ -82,6 +82,7 @@ pub mod logs {
 /// or SQLite, plain or TLS on loopback.
 pub mod embedded {
     pub use crate::server::model::parse_ics;
+    pub use crate::server::stomp::FORGOTTEN;
     pub use crate::server::{ServerConfig, ServerError, ServerHandle, StoreSpec, certs, start};
 }
 

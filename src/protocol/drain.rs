@@ -134,6 +134,10 @@ async fn one(
         Err(e) => {
             stats.failures = 1;
             stats.notes.push(format!("draining {}: {e}", q.name));
+            // What it did not take is not known lost: it may be on the broker still.
+            stats
+                .ledger
+                .drain_stopped(q.ledger_name.as_deref().unwrap_or(&q.name));
         }
     }
     stats

@@ -1381,6 +1381,10 @@ pub(crate) async fn drain(
         let by = (Instant::now() + bounds.idle).min(bounds.until.at);
         let r = match read(&mut link, &limits, by).await {
             Ok(r) => r,
+            // Quiet for `idle`: drained. Cut off by the drain's time instead: not.
+            Err(f) if f.class == ErrorClass::Timeout && bounds.until.passed() => {
+                return Err(broker::cut_off(&q.name, *taken, bounds.until));
+            }
             Err(f) if f.class == ErrorClass::Timeout => break,
             Err(f) => return Err(f.detail),
         };
@@ -1408,15 +1412,26 @@ pub(crate) async fn drain(
     write(&mut link, &wire, deadline)
         .await
         .map_err(|f| f.detail)?;
+    // Messages after the DISCONNECT: a broker that answers with more of them, and never
+    // with the RECEIPT, is said to, not called silent.
+    let mut after = 0u64;
     loop {
-        let r = read(&mut link, &limits, deadline)
-            .await
-            .map_err(|f| f.detail)?;
+        let r = match read(&mut link, &limits, deadline).await {
+            Ok(r) => r,
+            Err(f) if f.class == ErrorClass::Timeout && after > 0 => {
+                return Err(format!(
+                    "{}: the broker sent {after} more messages after the DISCONNECT and no RECEIPT within {rq:?}",
+                    q.name
+                ));
+            }
+            Err(f) => return Err(f.detail),
+        };
         match r.frame.command {
             Command::Receipt => return Ok(removed),
             // Dispatched before the broker read the DISCONNECT: taken all the same, up to
             // the drain's bound (a broker flooding it would keep the RECEIPT back).
             Command::Message => {
+                after += 1;
                 *taken += 1;
                 broker::drained(ledger, as_named, q.nonce, &r.frame.body);
                 if let Some(why) = bounds.stop(&q.name, *taken) {

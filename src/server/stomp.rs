@@ -17,7 +17,10 @@
 //! keeps its queue while its subscriber is away, until an UNSUBSCRIBE that names it
 //! removes it; any other ends with its consumer.
 //!
-//! Clients are hostile: every frame is bounded by the codec's [`Limits`], a frame must
+//! Clients are hostile: every frame is bounded by the codec's [`Limits`] (before login,
+//! by [`BEFORE_LOGIN`]'s, what a CONNECT needs: a few KiB), the bytes of frames being
+//! read by all connections together by [`LARGEST_AT_ONCE`] frames of the largest size, a
+//! frame must
 //! arrive whole within the header timeout (so a client that trickles bytes is dropped),
 //! `CONNECT` must come first and within that timeout, subscriptions, a transaction's
 //! messages, the bytes of open transactions (per connection and in all) and unsettled
@@ -59,14 +62,35 @@ const MAX_TX_BYTES_ALL: u64 = 1 << 30;
 /// Open transactions per connection.
 const MAX_TRANSACTIONS: usize = 16;
 /// Topic subscriptions the broker keeps in all.
-const MAX_TOPIC_SUBSCRIPTIONS: usize = 100_000;
+const MAX_TOPIC_SUBSCRIPTIONS: usize = 1_000_000;
 /// Topic subscriptions one client (a login, or an address without one) may hold of
-/// those, durable ones included: a tenth, so that one cannot take them all.
-const MAX_TOPIC_SUBSCRIPTIONS_PER_CLIENT: usize = MAX_TOPIC_SUBSCRIPTIONS / 10;
-/// Destinations (queues and topics) clients may name, in all.
-pub(crate) const MAX_DESTINATIONS: usize = 10_000;
+/// those, durable ones included: a hundredth, so that it takes a hundred accounts (which
+/// only the administrator makes) to fill the broker.
+const MAX_TOPIC_SUBSCRIPTIONS_PER_CLIENT: usize = MAX_TOPIC_SUBSCRIPTIONS / 100;
+/// Destinations (queues and topics) clients may name, in all (a few hundred bytes each).
+pub(crate) const MAX_DESTINATIONS: usize = 1_000_000;
+/// Destinations one client may have named and still in use (holding messages, or
+/// subscribed to): a hundredth of all. Those empty and unused are forgotten to make room.
+pub(crate) const MAX_DESTINATIONS_PER_CLIENT: usize = MAX_DESTINATIONS / 100;
+/// The row the counts of forgotten destinations are added to: no destination's name.
+pub const FORGOTTEN: &str = "(forgotten: empty and unused)";
 /// A subscription id's length, in bytes: it names the subscription's queue.
 const MAX_SUBSCRIPTION_ID: usize = 256;
+/// What a frame before login may be: a CONNECT (or STOMP) frame's head, and no body.
+/// What a connection nobody has vouched for holds is this, whatever it says it will send.
+pub(crate) const BEFORE_LOGIN: Limits = Limits {
+    max_head: 8 * 1024,
+    max_headers: 32,
+    max_body: 0,
+};
+/// Bytes of frames not yet whole, in all connections' buffers, in frames of the largest
+/// size the broker takes (256 MiB at the default 16 MiB): past it, a connection whose
+/// frame needs more is answered with an ERROR, so many large senders together cannot
+/// take the server's memory.
+const LARGEST_AT_ONCE: u64 = 16;
+/// What one connection's buffer may hold without a claim on the reading budget: small
+/// frames never wait on large ones.
+const READING_FREE: usize = 64 * 1024;
 /// Copies of a topic's message written at once, between which its publisher yields.
 const FAN_OUT_CHUNK: usize = 256;
 /// A subscription's prefetch when it names none (ActiveMQ's default for queues).
@@ -85,10 +109,19 @@ pub struct DestinationCounts {
     pub requeued: u64,
 }
 
+/// Who named each admitted destination first, and how many each client holds.
+#[derive(Debug, Default)]
+struct Named {
+    by: HashMap<String, String>,
+    held: HashMap<String, usize>,
+}
+
 /// The broker's own counters: per destination, and the frames it took and refused.
 #[derive(Debug, Default)]
 pub struct BrokerStats {
     destinations: Mutex<BTreeMap<String, DestinationCounts>>,
+    /// Locked after `destinations` when both are.
+    named: Mutex<Named>,
     /// Frames received, any command.
     pub frames: AtomicU64,
     /// ERROR frames sent (each ends a connection).
@@ -106,22 +139,92 @@ impl BrokerStats {
             .clone()
     }
 
-    /// Admit a destination a client names (SEND, SUBSCRIBE): one already known, or a new
-    /// one while the broker knows fewer than [`MAX_DESTINATIONS`]. The broker never forgets
-    /// a destination (its counters are the run's record), so without this bound every new
-    /// name would grow its memory and every read of its counters for good.
-    fn admit(&self, dest: &str) -> Result<(), String> {
+    /// Admit a destination `client` names (SEND, SUBSCRIBE): one already known, or a new
+    /// one while the client holds fewer than [`MAX_DESTINATIONS_PER_CLIENT`] and the
+    /// broker fewer than [`MAX_DESTINATIONS`]. At a bound, the destinations that are
+    /// empty and that nobody uses (`unused` says so) are forgotten first, their counts
+    /// kept under [`FORGOTTEN`]: without the bounds, every new name would grow the
+    /// broker's memory for good, and one client could take every name.
+    fn admit(&self, dest: &str, client: &str, unused: &dyn Fn(&str) -> bool) -> Result<(), String> {
+        if self.known(dest) {
+            return Ok(());
+        }
+        if self.full(client) {
+            self.forget_unused(unused);
+        }
         let mut d = self.destinations.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = self.named.lock().unwrap_or_else(|p| p.into_inner());
         if d.contains_key(dest) {
             return Ok(());
         }
+        if n.held.get(client).copied().unwrap_or(0) >= MAX_DESTINATIONS_PER_CLIENT {
+            return Err(format!(
+                "one client ({client}) holds {MAX_DESTINATIONS_PER_CLIENT} destinations in use, its most: '{dest}' would be one more"
+            ));
+        }
         if d.len() >= MAX_DESTINATIONS {
             return Err(format!(
-                "this broker holds {MAX_DESTINATIONS} destinations, its most: '{dest}' would be one more"
+                "this broker holds {MAX_DESTINATIONS} destinations in use, its most: '{dest}' would be one more"
             ));
         }
         d.insert(dest.to_string(), DestinationCounts::default());
+        n.by.insert(dest.to_string(), client.to_string());
+        *n.held.entry(client.to_string()).or_default() += 1;
         Ok(())
+    }
+
+    fn known(&self, dest: &str) -> bool {
+        let d = self.destinations.lock().unwrap_or_else(|p| p.into_inner());
+        d.contains_key(dest)
+    }
+
+    /// Whether `client`, or the broker, is at its bound of destinations.
+    fn full(&self, client: &str) -> bool {
+        let all = self
+            .destinations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len();
+        let n = self.named.lock().unwrap_or_else(|p| p.into_inner());
+        all >= MAX_DESTINATIONS
+            || n.held.get(client).copied().unwrap_or(0) >= MAX_DESTINATIONS_PER_CLIENT
+    }
+
+    /// Forget every admitted destination that holds nothing (all it took was settled)
+    /// and that `unused` says nobody subscribes to; their counts go to [`FORGOTTEN`].
+    fn forget_unused(&self, unused: &dyn Fn(&str) -> bool) {
+        let empty: Vec<String> = {
+            let d = self.destinations.lock().unwrap_or_else(|p| p.into_inner());
+            let n = self.named.lock().unwrap_or_else(|p| p.into_inner());
+            d.iter()
+                .filter(|(k, c)| c.enqueued == c.dequeued && n.by.contains_key(*k))
+                .map(|(k, _)| k.clone())
+                .collect()
+        };
+        // Asked with no lock of these held: `unused` takes the broker's own.
+        let idle: Vec<String> = empty.into_iter().filter(|k| unused(k)).collect();
+        let mut d = self.destinations.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = self.named.lock().unwrap_or_else(|p| p.into_inner());
+        for k in idle {
+            if d.get(&k).is_none_or(|c| c.enqueued != c.dequeued) {
+                continue;
+            }
+            if let Some(c) = d.remove(&k) {
+                let f = d.entry(FORGOTTEN.to_string()).or_default();
+                f.enqueued += c.enqueued;
+                f.dispatched += c.dispatched;
+                f.dequeued += c.dequeued;
+                f.requeued += c.requeued;
+            }
+            if let Some(owner) = n.by.remove(&k)
+                && let Some(h) = n.held.get_mut(&owner)
+            {
+                *h = h.saturating_sub(1);
+                if *h == 0 {
+                    n.held.remove(&owner);
+                }
+            }
+        }
     }
 
     /// The counts of `from` (a topic subscription's queue, now gone) added to `into` and
@@ -176,6 +279,11 @@ pub(crate) struct Broker {
     next_connection: AtomicU64,
     /// Bytes held in all connections' open transactions.
     tx_bytes: AtomicU64,
+    /// Bytes claimed by connections' buffers past [`READING_FREE`], against
+    /// `reading_budget`.
+    reading: AtomicU64,
+    /// [`LARGEST_AT_ONCE`] frames of the largest size.
+    reading_budget: u64,
 }
 
 impl Broker {
@@ -186,6 +294,7 @@ impl Broker {
         header_timeout: Duration,
         anonymous: bool,
     ) -> Broker {
+        let reading_budget = (settings.max_body as u64).saturating_mul(LARGEST_AT_ONCE);
         Broker {
             limits: Limits {
                 max_body: settings.max_body,
@@ -202,6 +311,8 @@ impl Broker {
             topics: Mutex::new(Topics::default()),
             next_connection: AtomicU64::new(1),
             tx_bytes: AtomicU64::new(0),
+            reading: AtomicU64::new(0),
+            reading_budget,
         }
     }
 
@@ -220,6 +331,30 @@ impl Broker {
                 w.remove(dest);
             }
         }
+    }
+
+    /// Whether nobody subscribes to `dest`: no connection waits on it, and, a topic, it
+    /// has no subscription.
+    fn unused(&self, dest: &str) -> bool {
+        let waiting = self
+            .waiters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(dest)
+            .is_some_and(|w| w.iter().any(|n| n.strong_count() > 0));
+        let subscribed = self
+            .topics
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .queues
+            .get(dest)
+            .is_some_and(|q| !q.is_empty());
+        !waiting && !subscribed
+    }
+
+    /// Admit `dest`, named by `client` (see [`BrokerStats::admit`]).
+    fn admit(&self, dest: &str, client: &str) -> Result<(), String> {
+        self.stats.admit(dest, client, &|d| self.unused(d))
     }
 
     fn wait_on(&self, dest: &str, notify: &Arc<Notify>) {
@@ -500,6 +635,10 @@ struct Connection {
     /// When the bytes of the frame being read began to come: it must be whole within the
     /// header timeout from then, however the wait for it is interrupted.
     begun: Option<Instant>,
+    /// The login was taken: frames may be as large as the broker's limits allow.
+    logged_in: bool,
+    /// Bytes this connection's buffer claims of the broker's reading budget.
+    claimed: u64,
 }
 
 impl Connection {
@@ -523,6 +662,8 @@ impl Connection {
             client,
             number,
             begun: None,
+            logged_in: false,
+            claimed: 0,
         }
     }
 
@@ -539,6 +680,7 @@ impl Connection {
         }
         let _ = self.flush().await;
         let _ = self.socket.shutdown().await;
+        self.claim_reading(0);
         // What its open transactions held is dropped, and given back to the broker's budget.
         self.transactions.clear();
         self.release_tx_bytes(self.tx_bytes);
@@ -581,6 +723,7 @@ impl Connection {
         if let Some(login) = f.get("login") {
             self.client = format!("login {login}");
         }
+        self.logged_in = true;
         self.client_id = f
             .get("client-id")
             .filter(|c| c.len() <= 200)
@@ -649,14 +792,29 @@ impl Connection {
     /// its first byte; `None` when the client closed between frames.
     async fn next_frame(&mut self, first: Option<Instant>) -> Result<Option<Frame>, End> {
         loop {
-            match self.buf.decode(&self.broker.limits) {
+            let limits = match self.logged_in {
+                true => self.broker.limits,
+                false => BEFORE_LOGIN,
+            };
+            match self.buf.decode(&limits) {
                 Ok(Some(f)) => {
                     self.broker.stats.frames.fetch_add(1, Ordering::Relaxed);
+                    // What the frame took is given back (its body, kept until handled,
+                    // is bounded by one frame a connection).
+                    let held = self.buf.tail().capacity();
+                    self.claim_reading(held);
                     // What is left is the next frame's start, which came just now.
                     self.begun = (!self.buf.is_empty()).then(Instant::now);
                     return Ok(Some(f));
                 }
                 Ok(None) => {}
+                Err(e) if !self.logged_in => {
+                    return Err(End::Error(format!(
+                        "malformed frame before login (a CONNECT: a head of at most {} \
+                         KiB, no body): {e}",
+                        BEFORE_LOGIN.max_head >> 10
+                    )));
+                }
                 Err(e) => return Err(End::Error(format!("malformed frame: {e}"))),
             }
             // Heart-beats (bare line ends) were skipped: only a frame's bytes begin one.
@@ -688,7 +846,39 @@ impl Connection {
                 Ok(0) | Err(_) => return Ok(None),
                 Ok(_) => {}
             }
+            let held = self.buf.tail().capacity();
+            if !self.claim_reading(held) {
+                return Err(End::Error(format!(
+                    "the broker is reading {} MiB of frames from all its connections, its \
+                     most: this frame would be more",
+                    self.broker.reading_budget >> 20
+                )));
+            }
         }
+    }
+
+    /// Claim what a buffer of `capacity` bytes needs of the broker's reading budget (all
+    /// of it past [`READING_FREE`]; none below), giving back what it no longer needs;
+    /// false when the budget has not that much left (the claim is then unchanged).
+    fn claim_reading(&mut self, capacity: usize) -> bool {
+        let want = match capacity > READING_FREE {
+            true => capacity as u64,
+            false => 0,
+        };
+        let r = &self.broker.reading;
+        if want <= self.claimed {
+            r.fetch_sub(self.claimed - want, Ordering::Relaxed);
+            self.claimed = want;
+            return true;
+        }
+        let more = want - self.claimed;
+        let before = r.fetch_add(more, Ordering::Relaxed);
+        if before.saturating_add(more) > self.broker.reading_budget {
+            r.fetch_sub(more, Ordering::Relaxed);
+            return false;
+        }
+        self.claimed = want;
+        true
     }
 
     async fn flush(&mut self) -> std::io::Result<()> {
@@ -737,7 +927,7 @@ impl Connection {
 
     async fn send(&mut self, f: &Frame) -> Result<(), End> {
         let dest = destination(f)?;
-        self.broker.stats.admit(&dest).map_err(End::Error)?;
+        self.broker.admit(&dest, &self.client).map_err(End::Error)?;
         match f.get("transaction") {
             Some(tx) => {
                 let held = self
@@ -825,7 +1015,7 @@ impl Connection {
             )));
         }
         let dest = destination(f)?;
-        self.broker.stats.admit(&dest).map_err(End::Error)?;
+        self.broker.admit(&dest, &self.client).map_err(End::Error)?;
         if self.subs.iter().any(|s| s.id == id) {
             return Err(End::Error(format!("subscription '{id}' already exists")));
         }
@@ -1404,6 +1594,15 @@ mod tests {
                 .unwrap();
             // Joining again what it holds is no new subscription.
             broker.join("/topic/t", &q("a", 1), "login a").unwrap();
+            // Ten accounts at their share leave room for the rest: it takes a hundred.
+            for who in ["c", "d", "e", "f", "g", "h", "i", "j", "k"] {
+                for i in 0..MAX_TOPIC_SUBSCRIPTIONS_PER_CLIENT {
+                    broker
+                        .join("/topic/t", &q(who, i), &format!("login {who}"))
+                        .unwrap();
+                }
+            }
+            broker.join("/topic/t", &q("z", 0), "login z").unwrap();
         });
     }
 }

@@ -1177,39 +1177,62 @@ fn the_destinations_a_client_can_name_are_bounded_and_what_is_known_still_works(
     let rt = runtime();
     let h = broker(&rt, true);
     let addr = h.stomp_addr.unwrap();
-    let talk = |bytes: &[u8]| -> String {
+    let talk = |login: &str, bytes: &[u8]| -> String {
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
             .unwrap();
-        s.write_all(b"CONNECT\naccept-version:1.2\n\n\0").unwrap();
+        s.write_all(format!("CONNECT\naccept-version:1.2\nlogin:{login}\n\n\0").as_bytes())
+            .unwrap();
         s.write_all(bytes).unwrap();
         let _ = s.shutdown(std::net::Shutdown::Write);
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out);
         String::from_utf8_lossy(&out).into_owned()
     };
-    // One byte to each of 10,001 names: the last is refused, in the broker's words.
+    // One byte to each of 10,001 names from one client: the last is refused, in the
+    // broker's words, each of the others holding its message.
     let mut frames = Vec::new();
     for i in 0..=10_000 {
         frames.extend_from_slice(format!("SEND\ndestination:/queue/n{i}\n\nx\0").as_bytes());
     }
-    let out = talk(&frames);
+    let out = talk("mallory", &frames);
     assert!(
-        out.contains("ERROR") && out.contains("10000 destinations"),
+        out.contains("ERROR") && out.contains("holds 10000 destinations in use"),
         "{out}"
     );
     let known = h.broker.destinations();
     assert_eq!(known.len(), 10_000);
     assert!(!known.contains_key("/queue/n10000"));
-    // A destination it knows still takes messages, a new one (and a topic) does not.
-    let out = talk(b"SEND\ndestination:/queue/n7\nreceipt:ok\n\nx\0");
+    // A destination it knows still takes messages; another client names new ones.
+    let out = talk("mallory", b"SEND\ndestination:/queue/n7\nreceipt:ok\n\nx\0");
     assert!(out.contains("receipt-id:ok"), "{out}");
-    let out = talk(b"SUBSCRIBE\nid:0\ndestination:/topic/fresh\nreceipt:s\n\n\0");
+    let out = talk("alice", b"SEND\ndestination:/queue/hers\nreceipt:ok\n\nx\0");
+    assert!(out.contains("receipt-id:ok"), "{out}");
+    assert_eq!(h.broker.destinations()["/queue/n7"].enqueued, 2);
+    // A client's destinations that are empty and unused are forgotten to make room:
+    // 10,000 subscribed to and left, then one more.
+    let mut frames = Vec::new();
+    for i in 0..10_000 {
+        frames.extend_from_slice(
+            format!("SUBSCRIBE\nid:0\ndestination:/queue/e{i}\n\n\0UNSUBSCRIBE\nid:0\n\n\0")
+                .as_bytes(),
+        );
+    }
+    frames.extend_from_slice(b"SEND\ndestination:/queue/one-more\nreceipt:ok\n\nx\0");
+    let out = talk("bob", &frames);
     assert!(
-        out.contains("ERROR") && !out.contains("receipt-id:s"),
+        out.contains("receipt-id:ok") && !out.contains("ERROR"),
         "{out}"
     );
-    assert_eq!(h.broker.destinations()["/queue/n7"].enqueued, 2);
+    let known = h.broker.destinations();
+    assert!(known.contains_key("/queue/one-more"));
+    assert!(
+        known.contains_key(loadmix::embedded::FORGOTTEN),
+        "{:?}",
+        known.len()
+    );
+    // Mallory's, which hold messages, are all still there.
+    assert!((0..10_000).all(|i| known.contains_key(&format!("/queue/n{i}"))));
     h_stop(&rt, h);
 }
 
@@ -1276,6 +1299,116 @@ fn a_frame_begun_after_connect_must_end_within_the_header_timeout() {
         text.contains("ERROR") && text.contains("no whole frame"),
         "{text}"
     );
+    h_stop(&rt, h);
+}
+
+/// What a connection says before the broker has its login is a CONNECT: a head of a
+/// few KiB and no body. A frame that says it will be larger is refused at once, whatever
+/// it says, and the connection holds no more than that meanwhile.
+#[test]
+fn before_login_a_connection_holds_no_more_than_a_connect_needs() {
+    use std::io::{Read, Write};
+    let rt = runtime();
+    let h = broker(&rt, false);
+    let addr = h.stomp_addr.unwrap();
+    let refused = |head: &[u8], then: &[u8]| -> String {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+            .unwrap();
+        let _ = s.write_all(head);
+        // The broker may have closed already: what it said is what counts.
+        let _ = s.write_all(then);
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    // A CONNECT that announces a 10 MB body and sends 256 KiB of it.
+    let out = refused(
+        b"CONNECT\naccept-version:1.2\ncontent-length:10000000\n\n",
+        &vec![b'x'; 256 << 10],
+    );
+    assert!(
+        out.starts_with("ERROR") && out.contains("before login"),
+        "{out}"
+    );
+    // A head of 20 KiB.
+    let mut head = b"CONNECT\naccept-version:1.2\n".to_vec();
+    for i in 0..20 {
+        head.extend_from_slice(format!("h{i}:{}\n", "y".repeat(1000)).as_bytes());
+    }
+    let out = refused(&head, b"\n\0");
+    assert!(
+        out.starts_with("ERROR") && out.contains("before login"),
+        "{out}"
+    );
+    // A SEND before login, with a body: refused as what it is not.
+    let out = refused(
+        b"SEND\ndestination:/queue/a\ncontent-length:4\n\nabcd\0",
+        b"",
+    );
+    assert!(
+        out.starts_with("ERROR") && out.contains("before login"),
+        "{out}"
+    );
+    assert!(h.broker.destinations().is_empty());
+    h_stop(&rt, h);
+}
+
+/// Frames being read by all connections together hold at most a bounded number of
+/// frames of the largest size: many large senders at once are refused past it, in the
+/// broker's words, and what it took is given back when they go.
+#[test]
+fn large_frames_read_at_once_by_many_connections_are_bounded_together() {
+    use std::io::{Read, Write};
+    let rt = runtime();
+    let h = rt
+        .block_on(server::start(ServerConfig {
+            no_auth: true,
+            max_body: 1 << 20,
+            max_per_address: 100,
+            ..ServerConfig::default()
+        }))
+        .unwrap();
+    let addr = h.stomp_addr.unwrap();
+    // 24 senders each begin a 1 MiB message and stop just short of its end: together,
+    // 24 of the 16 such frames the broker reads at once.
+    let mut held = Vec::new();
+    for _ in 0..24 {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+            .unwrap();
+        s.write_all(b"CONNECT\naccept-version:1.2\n\n\0").unwrap();
+        let _ = s.write_all(b"SEND\ndestination:/queue/big\ncontent-length:1048000\n\n");
+        let _ = s.write_all(&vec![b'x'; 1_000_000]);
+        held.push(s);
+    }
+    // Each then ends its frame, and says what the broker answered.
+    let mut refused = 0;
+    let mut taken = 0;
+    for mut s in held {
+        let _ = s.write_all(&vec![b'x'; 48_000]);
+        let _ = s.write_all(b"\0DISCONNECT\nreceipt:bye\n\n\0");
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        let out = String::from_utf8_lossy(&out);
+        if out.contains("is reading") {
+            refused += 1;
+        } else if out.contains("receipt-id:bye") {
+            taken += 1;
+        }
+    }
+    assert!(refused > 0 && taken > 0, "refused {refused}, taken {taken}");
+    assert!(taken <= 16, "taken {taken}");
+    // Once they are gone, one more large frame is read whole.
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"CONNECT\naccept-version:1.2\n\n\0").unwrap();
+    s.write_all(b"SEND\ndestination:/queue/big\ncontent-length:1048000\nreceipt:r\n\n")
+        .unwrap();
+    s.write_all(&vec![b'x'; 1_048_000]).unwrap();
+    s.write_all(b"\0DISCONNECT\nreceipt:bye\n\n\0").unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert!(String::from_utf8_lossy(&out).contains("receipt-id:r"));
     h_stop(&rt, h);
 }
 
@@ -1449,7 +1582,11 @@ fn a_broker_flooding_the_drain_is_stopped_past_what_the_round_left() {
         );
         let l = r.ledger.as_ref().unwrap();
         assert!(!l.drained);
-        assert_eq!(l.destinations[0].counts.foreign, most + 1);
+        let c = &l.destinations[0].counts;
+        assert_eq!(c.foreign, most + 1);
+        // What the round sent is behind the flood: not drained, not known lost.
+        assert!(c.drain_stopped, "{c:?}");
+        assert_eq!((c.lost, c.not_drained), (0, sent), "{c:?}");
     }
 }
 

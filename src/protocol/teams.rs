@@ -310,8 +310,10 @@ impl Membership {
         }
     }
 
-    /// The property line a stamp travels in, without its end.
+    /// The property line a stamp travels in, without its end. The stamp is noted as
+    /// sent: one read back that no writer sent is the server's invention.
     pub(crate) fn stamp_line(&self, stamp: &Stamp) -> String {
+        self.book.sent(stamp);
         format!("{}:{}", visibility::PROPERTY, stamp.text(&self.run_id))
     }
 

@@ -316,6 +316,10 @@ fn visibility_table(b: &mut String, r: &Report) {
     b.push_str("</table>");
     let apart = [
         (v.unacknowledged, "sights of writes never acknowledged"),
+        (
+            v.never_sent,
+            "sights of stamps never sent (made up by the server)",
+        ),
         (v.unexpected, "sights by users outside the write's team"),
         (v.foreign, "stamps of another run"),
         (v.garbled, "garbled stamps"),
@@ -340,7 +344,7 @@ fn visibility_table(b: &mut String, r: &Report) {
 fn ledger_table(b: &mut String, l: &crate::ledger::LedgerRecord) {
     let _ = write!(
         b,
-        "<p>By stamp{}:</p><table><tr><th>destination</th><th>sent</th><th>received</th><th>drained</th><th>lost</th><th>duplicated</th><th>out of order</th><th>foreign</th><th>sends failed</th><th>never sent</th></tr>",
+        "<p>By stamp{}:</p><table><tr><th>destination</th><th>sent</th><th>received</th><th>drained</th><th>lost</th><th>duplicated</th><th>out of order</th><th>foreign</th><th>sends failed</th><th>never sent</th><th>not drained</th></tr>",
         match l.drained {
             true => " (every destination drained after its round: lost is lost)",
             false => " (not drained: lost counts what may still be on the broker)",
@@ -350,7 +354,7 @@ fn ledger_table(b: &mut String, l: &crate::ledger::LedgerRecord) {
         let c = &d.counts;
         let _ = write!(
             b,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&d.name),
             c.sent,
             c.received,
@@ -360,7 +364,8 @@ fn ledger_table(b: &mut String, l: &crate::ledger::LedgerRecord) {
             c.out_of_order,
             c.foreign,
             c.send_failed,
-            c.unsent
+            c.unsent,
+            c.not_drained
         );
     }
     b.push_str("</table>");

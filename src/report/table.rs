@@ -277,6 +277,10 @@ fn visibility(out: &mut String, v: &super::model::VisibilityRecord) {
     }
     let odd = [
         (v.unacknowledged, "sights of writes never acknowledged"),
+        (
+            v.never_sent,
+            "sights of stamps never sent (made up by the server)",
+        ),
         (v.unexpected, "sights by users outside the write's team"),
         (v.foreign, "stamps of another run"),
         (v.garbled, "stamps garbled"),
@@ -368,6 +372,10 @@ pub fn ledger_words(c: &crate::ledger::Counts) -> String {
     let extra = [
         (c.redelivered, "redelivered"),
         (c.lost_failed, "of the lost, sends that had failed"),
+        (
+            c.not_drained,
+            "not drained (its drain stopped: they may be on the broker still)",
+        ),
         (c.send_failed, "sends failed"),
         (c.foreign, "foreign"),
         (c.untracked, "untracked"),

@@ -16,7 +16,7 @@
 //! every table is bounded: past [`MAX_WRITES`] writes or [`MAX_SIGHTS`] sights, the rest
 //! are counted as `untracked`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -235,10 +235,33 @@ pub(crate) struct Window {
     pub to_us: u64,
 }
 
+/// The stamps writers put on the wire, at most [`MAX_WRITES`]; past it, `untold`: what
+/// was sent is then not known.
+#[derive(Debug, Default)]
+struct Sent {
+    stamps: HashSet<(Who, u64)>,
+    untold: bool,
+}
+
+impl Sent {
+    fn note(&mut self, writer: Who, seq: u64) {
+        match self.stamps.len() < MAX_WRITES {
+            true => {
+                self.stamps.insert((writer, seq));
+            }
+            false => self.untold = true,
+        }
+    }
+}
+
 /// What users wrote and saw, by stamp. One per user; added up per round.
 #[derive(Debug, Default)]
 pub(crate) struct Book {
     writes: HashMap<(Who, u64), Write>,
+    /// Every stamp a writer put on the wire (acknowledged or not): a stamp read back that
+    /// its writer never sent is the server's invention, not a version of anything. Behind
+    /// a lock, so that a driver that only reads its membership notes what it sends.
+    sent: std::sync::Mutex<Sent>,
     sights: HashMap<(Who, Who, u64), Sight>,
     /// Per observer and operation (its label), its looks in the order they began.
     looks: HashMap<(Who, u16), Vec<LookAt>>,
@@ -275,6 +298,31 @@ impl Book {
                 acked_us,
             },
         );
+    }
+
+    /// `stamp` is about to go on the wire, in a write.
+    pub(crate) fn sent(&self, stamp: &Stamp) {
+        self.sent_mut().note(stamp.writer, stamp.seq);
+    }
+
+    fn sent_mut(&self) -> std::sync::MutexGuard<'_, Sent> {
+        self.sent.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `writer` sent stamp `seq`, given what was sent and who sent anything in
+    /// these books (when what was sent is not known, or `writer` sent nothing here, as a
+    /// writer of another round: yes).
+    fn was_sent(&self, (sent, writers): (&Sent, &HashSet<Who>), (writer, seq): (Who, u64)) -> bool {
+        sent.untold
+            || sent.stamps.contains(&(writer, seq))
+            || self.writes.contains_key(&(writer, seq))
+            || !writers.contains(&writer)
+    }
+
+    /// Everyone who sent a stamp in these books.
+    fn writers(&self, sent: &Sent) -> HashSet<Who> {
+        let stamps = sent.stamps.iter().map(|k| k.0);
+        stamps.chain(self.writes.keys().map(|k| k.0)).collect()
     }
 
     /// Observer `who` looked with operation `label`: it began at `look.began_us` and its
@@ -338,6 +386,12 @@ impl Book {
 
     /// Add another user's.
     pub(crate) fn absorb(&mut self, o: Book) {
+        let theirs = o.sent.into_inner().unwrap_or_else(|p| p.into_inner());
+        let mine = self.sent.get_mut().unwrap_or_else(|p| p.into_inner());
+        mine.untold |= theirs.untold;
+        for (w, seq) in theirs.stamps {
+            mine.note(w, seq);
+        }
         for (k, w) in o.writes {
             if self.writes.len() >= MAX_WRITES {
                 self.untracked += 1;
@@ -526,6 +580,9 @@ pub(crate) struct Settled {
     /// Sights of a stamp no writer had acknowledged (its answer lost or failed, the write
     /// done all the same).
     pub unacknowledged: u64,
+    /// Sights of a stamp its writer never sent: the server made it up. Never a later
+    /// version of anything.
+    pub never_sent: u64,
     /// Sights by a user outside the write's team.
     pub unexpected: u64,
     pub foreign: u64,
@@ -619,9 +676,15 @@ impl Book {
             untracked: self.untracked,
             ..Settled::default()
         };
-        // The latest version of each event each observer saw: (observer, writer, event).
+        // The latest version of each event each observer saw: (observer, writer, event),
+        // of versions that were written.
+        let sent = self.sent_mut();
+        let writers = self.writers(&sent);
         let mut latest: HashMap<(Who, Who, u64), u64> = HashMap::new();
         for ((obs, writer, seq), s) in &self.sights {
+            if !self.was_sent((&sent, &writers), (*writer, *seq)) {
+                continue;
+            }
             let l = latest.entry((*obs, *writer, s.event)).or_default();
             *l = (*l).max(*seq);
         }
@@ -685,7 +748,7 @@ impl Book {
                 .or_default()
                 .add(&t);
         }
-        self.sights_out_of_place(&mut out);
+        self.sights_out_of_place(&mut out, (&sent, &writers));
         Book::gaps_between_looks(&mut out, &looks, window, audiences.users);
         for ((class, label), n) in &self.duplicated {
             out.by_observer
@@ -699,12 +762,13 @@ impl Book {
 }
 
 impl Book {
-    /// Sights of writes never acknowledged, and sights by someone outside the write's
-    /// team, counted.
-    fn sights_out_of_place(&self, out: &mut Settled) {
+    /// Sights of writes never acknowledged or never sent, and sights by someone outside
+    /// the write's team, counted.
+    fn sights_out_of_place(&self, out: &mut Settled, sent: (&Sent, &HashSet<Who>)) {
         for ((_, writer, seq), s) in &self.sights {
             match self.writes.get(&(*writer, *seq)) {
-                None => out.unacknowledged += 1,
+                None if self.was_sent(sent, (*writer, *seq)) => out.unacknowledged += 1,
+                None => out.never_sent += 1,
                 Some(w) if w.team != s.team => out.unexpected += 1,
                 Some(_) => {}
             }
@@ -751,6 +815,7 @@ impl Settled {
             self.by_observer.entry(k).or_default().add(&t);
         }
         self.unacknowledged += o.unacknowledged;
+        self.never_sent += o.never_sent;
         self.unexpected += o.unexpected;
         self.foreign += o.foreign;
         self.garbled += o.garbled;

@@ -113,7 +113,12 @@ fn a_round_settles_seen_superseded_and_unseen() {
         "r",
         look(7, 2_500),
     );
-    // And a stamp nobody acknowledged.
+    // And a stamp its writer sent and had no answer for.
+    writer.sent(&Stamp {
+        writer: who(0),
+        seq: 99,
+        event: 99,
+    });
     b.saw(
         who(2),
         team,
@@ -139,10 +144,44 @@ fn a_round_settles_seen_superseded_and_unseen() {
     );
     assert_eq!(s.all.unseen, 2, "seq 2 by observer 1, seq 3 by observer 2");
     assert_eq!(s.unacknowledged, 1);
+    assert_eq!(s.never_sent, 0);
     assert_eq!(s.unseen.len(), 2);
     // Latencies 500 and 500 µs, and 1 (seen before the ack).
     assert_eq!(s.all.latency.len(), 3);
     assert_eq!(s.all.latency.max(), s.all.latency.highest_equivalent(500));
+}
+
+#[test]
+fn a_version_the_server_made_up_supersedes_nothing_and_is_counted_apart() {
+    // The writer writes events 1 and 2 (seq 1 and 2); the server answers the observer
+    // with each stamp's seq moved up by a million, versions nobody wrote.
+    let team = (0, 0);
+    let mut book = Book::default();
+    for seq in [1, 2] {
+        let s = Stamp {
+            writer: who(0),
+            seq,
+            event: seq,
+        };
+        book.sent(&s);
+        book.wrote(s, (team, Audience::Team), 5, 1_000);
+    }
+    let mut obs = Book::default();
+    for seq in [1, 2] {
+        let forged = Stamp {
+            writer: who(0),
+            seq: seq + 1_000_000,
+            event: seq,
+        };
+        obs.saw(who(1), team, &forged.text("r"), "r", look(7, 2_000));
+    }
+    book.absorb(obs);
+    let s = book.settle(WINDOW, team_of(vec![who(0), who(1)]));
+    assert_eq!(s.all.expected, 2);
+    assert_eq!(s.all.superseded, 0, "no one wrote the later versions");
+    assert_eq!(s.all.unseen, 2);
+    assert_eq!(s.never_sent, 2);
+    assert_eq!(s.unacknowledged, 0);
 }
 
 #[test]

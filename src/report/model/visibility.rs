@@ -20,6 +20,10 @@ pub struct VisibilityRecord {
     pub by_observer: Vec<VisibilityRow>,
     /// Sights of a stamp no write had acknowledged (its answer lost, the write done).
     pub unacknowledged: u64,
+    /// Sights of a stamp its writer never sent: made up by the server, counted apart and
+    /// never taken for a later version.
+    #[serde(default)]
+    pub never_sent: u64,
     /// Sights by a user outside the write's team: shown to someone who should not see it.
     pub unexpected: u64,
     /// Stamps of another run.
@@ -270,6 +274,7 @@ impl VisibilityRecord {
             by_write: merged_rows(parts.iter().flat_map(|p| &p.by_write))?,
             by_observer: merged_rows(parts.iter().flat_map(|p| &p.by_observer))?,
             unacknowledged: sum(|p| p.unacknowledged),
+            never_sent: sum(|p| p.never_sent),
             unexpected: sum(|p| p.unexpected),
             foreign: sum(|p| p.foreign),
             garbled: sum(|p| p.garbled),
@@ -312,6 +317,7 @@ pub(super) fn record(w: &Workload, s: &Settled) -> VisibilityRecord {
             .map(|(k, t)| row(op_name(w, *k), t))
             .collect(),
         unacknowledged: s.unacknowledged,
+        never_sent: s.never_sent,
         unexpected: s.unexpected,
         foreign: s.foreign,
         garbled: s.garbled,

@@ -85,6 +85,19 @@ enum Command {
     Completions(CompletionsArgs),
     /// Print the man page (roff), or write one page per command into --out DIR.
     Man(ManArgs),
+    /// Not for people: the watchdog a run starts beside each server it starts, which
+    /// stops that server's process group if the run dies without stopping it.
+    #[command(name = "__reap", hide = true)]
+    Reap(ReapArgs),
+}
+
+/// The reaper's orders: whose group, and how long TERM may take before KILL.
+#[derive(Debug, Args)]
+pub(crate) struct ReapArgs {
+    /// The started server's process group.
+    pub(crate) pgid: u32,
+    /// Seconds between SIGTERM and SIGKILL.
+    pub(crate) grace_s: u64,
 }
 
 #[derive(Debug, Args)]
@@ -166,6 +179,10 @@ where
             return e.exit_code();
         }
     };
+    if let Command::Reap(a) = &cli.command {
+        crate::run::started::reap(a.pgid, std::time::Duration::from_secs(a.grace_s));
+        return 0;
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Command::Run(a) = &cli.command
         && let Some(n) = &a.workers
@@ -211,6 +228,8 @@ async fn dispatch(cli: Cli) -> Exit {
         Command::New(a) => new_workload(a).await,
         Command::Completions(a) => completions(a),
         Command::Man(a) => man(a),
+        // Handled before the runtime starts.
+        Command::Reap(_) => Exit::Ok,
     }
 }
 

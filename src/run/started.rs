@@ -3,7 +3,12 @@
 //! environment the command line gives it; waited for until it is ready (a port that
 //! accepts, or a URL that answers); watched as a group, so no PID is passed; and stopped
 //! when its rounds are over, whatever ended them: `--stop`'s command, else SIGTERM to the
-//! group, then SIGKILL. If loadmix itself dies, the kernel sends the server SIGTERM.
+//! group, then SIGKILL. If loadmix itself dies, however it dies (`kill -9` too), the
+//! server's group is stopped all the same: beside each server a reaper runs (loadmix
+//! itself, `loadmix __reap`, in a group of its own, deaf to the terminal's signals),
+//! holding a pipe from the run; when the pipe closes without the run's word that it
+//! stopped the server, the reaper sends the group SIGTERM, and SIGKILL after the grace
+//! ([`STOP_GRACE`]). The kernel also sends the command's shell SIGTERM when loadmix dies.
 //!
 //! Commands come only from the command line, never from a workload file, and each is
 //! printed before it runs.
@@ -209,6 +214,8 @@ pub(crate) struct Started {
     pgid: u32,
     dir: PathBuf,
     spec: StartSpec,
+    /// The pipe to the group's reaper: a byte says the run stopped the group itself.
+    reaper: Option<std::process::ChildStdin>,
 }
 
 impl Started {
@@ -253,12 +260,14 @@ impl Started {
         }
         let child = cmd.spawn().map_err(spawn_err)?;
         let pgid = child.id().unwrap_or(0);
+        let reaper = spawn_reaper(target, pgid);
         let mut started = Started {
             target: target.into(),
             child,
             pgid,
             dir: dir.to_path_buf(),
             spec: spec.clone(),
+            reaper,
         };
         if let Err(e) = started.wait_ready(stop).await {
             started.stop().await;
@@ -338,7 +347,83 @@ impl Started {
         // Whatever the leader did, nothing of the group outlives the run.
         signal_group(self.pgid, libc::SIGKILL);
         let _ = self.child.wait().await;
+        // The group is gone: the reaper is told so, and leaves it be.
+        if let Some(mut pipe) = self.reaper.take() {
+            use std::io::Write;
+            let _ = pipe.write_all(b"stopped");
+        }
     }
+}
+
+/// Start the reaper of `target`'s group `pgid`: this program again, `__reap PGID GRACE`,
+/// in a group of its own, reading the pipe returned. `None` (said) when it could not be
+/// started; `None` too when this program is not loadmix (loadmix's library in a test).
+fn spawn_reaper(target: &str, pgid: u32) -> Option<std::process::ChildStdin> {
+    use std::os::unix::process::CommandExt;
+    let me = std::env::current_exe().ok()?;
+    let is_loadmix = me
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("loadmix"));
+    if pgid <= 1 || !is_loadmix {
+        return None;
+    }
+    let spawned = std::process::Command::new(me)
+        .args([
+            "__reap",
+            &pgid.to_string(),
+            &STOP_GRACE.as_secs().to_string(),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
+    match spawned {
+        Ok(mut child) => child.stdin.take(),
+        Err(e) => {
+            eprintln!(
+                "loadmix: no reaper for {target} ({e}): if this run is killed, its server may outlive it"
+            );
+            None
+        }
+    }
+}
+
+/// The reaper's life (`loadmix __reap`): wait for the run's pipe to close; unless the
+/// run said first that it stopped group `pgid` itself, send the group SIGTERM, and
+/// SIGKILL if anything of it is left after `grace`. Terminal signals are ignored: the
+/// run decides, by its pipe, and a Ctrl-C reaches the run.
+pub(crate) fn reap(pgid: u32, grace: Duration) {
+    use std::io::Read;
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
+        // SAFETY: setting a signal's disposition to ignore touches no memory of ours.
+        unsafe {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+    }
+    let mut word = Vec::new();
+    let _ = std::io::stdin().take(64).read_to_end(&mut word);
+    if !word.is_empty() {
+        return;
+    }
+    eprintln!("loadmix: the run ended without stopping its server (group {pgid}): SIGTERM");
+    signal_group(pgid, libc::SIGTERM);
+    let until = std::time::Instant::now() + grace;
+    while group_alive(pgid) && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if group_alive(pgid) {
+        eprintln!("loadmix: group {pgid} still there after {grace:?}: SIGKILL");
+        signal_group(pgid, libc::SIGKILL);
+    }
+}
+
+/// Whether any process of group `pgid` is left.
+fn group_alive(pgid: u32) -> bool {
+    let Ok(g) = libc::pid_t::try_from(pgid) else {
+        return false;
+    };
+    // SAFETY: kill(2) with signal 0 only asks whether the group exists.
+    g > 1 && unsafe { libc::kill(-g, 0) } == 0
 }
 
 /// Send `sig` to every process of group `pgid` (never to group 0, this process's own).

@@ -18,22 +18,22 @@ fn free_port() -> u16 {
         .port()
 }
 
-#[test]
-fn a_started_server_is_watched_without_a_pid_and_stopped_after_an_interrupt() {
-    let _alone = alone();
-    let tmp = tempdir();
-    let w = tmp.path().join("w.yaml");
+/// A run of 20 two-second rounds against target `srv` on `port`, whose server is
+/// started by `serve` (`srv=COMMAND`), until `signal` (`-INT`, `-KILL`) is sent once its
+/// first round is measured: what it exited with, and all it said on stderr (read to its
+/// end, whoever holds it last).
+fn run_until_signal(
+    out: &std::path::Path,
+    port: u16,
+    serve: &str,
+    signal: &str,
+) -> (std::process::Output, String) {
+    let w = out.with_file_name("w.yaml");
     std::fs::write(
         &w,
         "name: started\ncontext: /cosmo\nrun: { duration: 2s, rounds: 20, warmup: 0s, seed: 1 }\nthink: 0ms\nusers:\n  - class: web\n    protocol: http\n    count: 2\n    mix:\n      wait: { weight: 1, path: '{context}/_loadmix/delay/1' }\n",
     )
     .unwrap();
-    let out = out_dir(&tmp);
-    let port = free_port();
-    let serve = format!(
-        "srv=exec {} serve --bind 127.0.0.1:{port}",
-        env!("CARGO_BIN_EXE_loadmix")
-    );
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_loadmix"))
         .args([
             "run",
@@ -41,19 +41,19 @@ fn a_started_server_is_watched_without_a_pid_and_stopped_after_an_interrupt() {
             "--target",
             &format!("srv=http://127.0.0.1:{port}"),
             "--start",
-            &serve,
+            serve,
             "--ready",
             &format!("srv=tcp://127.0.0.1:{port}"),
             "--start-env",
             "srv:LOADMIX_STARTED=yes",
             "--out",
-            &path_str(&out),
+            &path_str(out),
         ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Once the first round has been measured (its line on stderr), interrupt.
+    // Once the first round has been measured (its line on stderr), the signal.
     let measured = Arc::new(AtomicBool::new(false));
     let said = Arc::new(std::sync::Mutex::new(String::new()));
     let reader = {
@@ -68,9 +68,23 @@ fn a_started_server_is_watched_without_a_pid_and_stopped_after_an_interrupt() {
             }
         })
     };
-    let output = interrupt(child, "-INT", || measured.load(Ordering::SeqCst));
+    let output = interrupt(child, signal, || measured.load(Ordering::SeqCst));
     reader.join().unwrap();
     let said = said.lock().unwrap().clone();
+    (output, said)
+}
+
+#[test]
+fn a_started_server_is_watched_without_a_pid_and_stopped_after_an_interrupt() {
+    let _alone = alone();
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let port = free_port();
+    let serve = format!(
+        "srv=exec {} serve --bind 127.0.0.1:{port}",
+        env!("CARGO_BIN_EXE_loadmix")
+    );
+    let (output, said) = run_until_signal(&out, port, &serve, "-INT");
     assert_eq!(output.status.code(), Some(130), "{said}");
     assert!(
         said.contains("starting srv: sh -c"),
@@ -92,6 +106,49 @@ fn a_started_server_is_watched_without_a_pid_and_stopped_after_an_interrupt() {
     assert!(
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
         "the started server still listens after the run"
+    );
+}
+
+/// Whether process `pid` runs (a zombie, killed and not yet reaped, does not).
+fn runs(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// A run killed with `kill -9` leaves nothing it started: not a server under a compound
+/// command, not one in the background, not one that ignores SIGTERM (killed after the
+/// grace). The reaper that does it holds the run's stderr until it is done, so the run's
+/// output ends when the group is gone.
+#[test]
+fn a_killed_run_leaves_no_server_it_started_even_one_deaf_to_term() {
+    let _alone = alone();
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let port = free_port();
+    // In the background, a process deaf to SIGTERM; in front, the server, and a word
+    // after it, so that the shell does not hand its place to the server.
+    let serve = format!(
+        "srv=sh -c 'trap \"\" TERM; echo $$ > deaf.pid; exec sleep 600' & {} serve --bind 127.0.0.1:{port}; echo done",
+        env!("CARGO_BIN_EXE_loadmix")
+    );
+    // The stderr pipe closes when the last holder, the reaper, is done.
+    let (output, said) = run_until_signal(&out, port, &serve, "-KILL");
+    assert_eq!(output.status.code(), None, "killed");
+    assert!(said.contains("SIGTERM"), "{said}");
+    assert!(
+        said.contains("SIGKILL"),
+        "the deaf one outlived SIGTERM: {said}"
+    );
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the started server still listens after the run was killed: {said}"
+    );
+    let deaf = std::fs::read_to_string(out.join("server").join("deaf.pid")).unwrap();
+    assert!(
+        !runs(deaf.trim()),
+        "the process deaf to SIGTERM is still there"
     );
 }
 

@@ -18,9 +18,6 @@ use crate::answer::Answer;
 use crate::metrics::{OpStats, TimelineBucket};
 use crate::transport::ErrorClass;
 
-/// Shards whose rounds started further apart than this are not one run.
-const MAX_SKEW_S: i64 = 24 * 3600;
-
 /// Why shards' reports could not be merged.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum MergeError {
@@ -115,6 +112,13 @@ fn check(mut shards: Vec<ShardReport>) -> Result<Vec<ShardReport>, MergeError> {
                 table_ops(r).join(","),
             ));
         }
+        if behaviours(r) != behaviours(r0) {
+            return Err(differ(
+                "behaviours",
+                behaviours(r0).join(","),
+                behaviours(r).join(","),
+            ));
+        }
         if let Some(stray) = r.summary.ops.iter().find(|o| !of_a_class(r, &o.op)) {
             return Err(differ(
                 "operations",
@@ -160,6 +164,24 @@ fn table_ops(r: &Report) -> Vec<String> {
         .collect()
 }
 
+/// Every `class.behaviour` the report's rounds hold sessions of: the workload's, the same
+/// in every shard of a run.
+fn behaviours(r: &Report) -> Vec<String> {
+    let mut out: Vec<String> = r
+        .rounds
+        .iter()
+        .flat_map(|round| &round.sessions)
+        .flat_map(|c| {
+            c.behaviours
+                .iter()
+                .map(move |b| format!("{}.{}", c.class, b.behaviour))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// Whether `op` is `class.label` for one of the workload's classes.
 fn of_a_class(r: &Report, op: &str) -> bool {
     r.workload.classes.iter().any(|c| {
@@ -169,71 +191,10 @@ fn of_a_class(r: &Report, op: &str) -> bool {
     })
 }
 
-/// The longest round a report may describe: a month.
-const MAX_ROUND_S: f64 = 31.0 * 86_400.0;
-
-/// A shard whose figures cannot all be true is refused: times that are negative, not
-/// finite or longer than a month, more seconds in a timeline than the round lasted,
-/// counts that do not add up.
+/// A shard whose figures cannot all be true is refused (see [`super::check`]).
 fn consistent(s: &ShardReport) -> Result<(), MergeError> {
-    let bad = |what: String| Err(MergeError::Corrupt(format!("{}: {what}", s.file)));
-    for r in &s.report.rounds {
-        for (what, t) in [("elapsed_s", r.elapsed_s), ("measured_s", r.measured_s)] {
-            if !(0.0..=MAX_ROUND_S).contains(&t) {
-                return bad(format!(
-                    "round {}: {what} {t:e} is not a round's length",
-                    r.index
-                ));
-            }
-        }
-        // One entry per second of the round (and the one it ended in).
-        let seconds = r.elapsed_s.ceil() as usize + 2;
-        if r.per_second.len() > seconds {
-            return bad(format!(
-                "round {}: {} per-second entries in a round of {} s",
-                r.index,
-                r.per_second.len(),
-                r.elapsed_s
-            ));
-        }
-        let sums = [Some(&r.total), r.sent.as_ref(), r.received.as_ref()];
-        for o in r.ops.iter().chain(sums.into_iter().flatten()) {
-            if o.successes.checked_add(o.failures) != Some(o.requests) {
-                return bad(format!(
-                    "round {} {}: {} successes and {} failures are not its {} requests",
-                    r.index, o.op, o.successes, o.failures, o.requests
-                ));
-            }
-            if o.timeline.len() > seconds {
-                return bad(format!(
-                    "round {} {}: a timeline longer than the round",
-                    r.index, o.op
-                ));
-            }
-        }
-        for c in &r.sessions {
-            for b in &c.behaviours {
-                let ended = [b.exited, b.max_ops, b.dead_ends]
-                    .iter()
-                    .try_fold(0u64, |a, x| a.checked_add(*x));
-                let counted = |s: &model::sessions::Spread| {
-                    s.counts
-                        .iter()
-                        .try_fold(0u64, |a, (_, n)| a.checked_add(*n))
-                };
-                if ended.and_then(|e| e.checked_add(b.cut)) != Some(b.started)
-                    || counted(&b.ops_per_session) != ended
-                    || counted(&b.duration_s) != ended
-                {
-                    return bad(format!(
-                        "round {} {}.{}: {} sessions started do not add up to how they ended",
-                        r.index, c.class, b.behaviour, b.started
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
+    super::check::consistent(&s.report)
+        .map_err(|what| MergeError::Corrupt(format!("{}: {what}", s.file)))
 }
 
 fn short(hash: &str) -> &str {
@@ -373,7 +334,7 @@ fn round_starts(shards: &[ShardReport], i: usize) -> Result<(Vec<i64>, Vec<usize
     let mut offsets = Vec::new();
     for (s, t) in shards.iter().zip(&starts) {
         let skew = (t - first + 500) / 1000;
-        if skew > MAX_SKEW_S {
+        if skew > super::check::MAX_SKEW_S {
             return Err(MergeError::Mismatch(format!(
                 "{}: round {} started {skew} s after the first shard's: not one run",
                 s.file,

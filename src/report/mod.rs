@@ -6,6 +6,7 @@
 
 mod axis;
 pub(crate) mod charts;
+pub(crate) mod check;
 pub mod compare;
 pub(crate) mod csv;
 mod figures;
@@ -146,7 +147,12 @@ fn load_within(path: &Path, available: Option<u64>) -> Result<Report, ReportErro
             available,
         });
     }
-    read::typed(&text).map_err(parse)
+    let r = read::typed(&text).map_err(parse)?;
+    check::consistent(&r).map_err(|what| ReportError::Implausible {
+        path: path.to_path_buf(),
+        what,
+    })?;
+    Ok(r)
 }
 
 /// The largest count or size a report may hold: far beyond any run, and small enough
@@ -251,6 +257,8 @@ mod tests {
         let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
         let second = serde_json::json!({"in_flight": 0.5});
         v["rounds"][0]["per_second"] = serde_json::Value::Array(vec![second; 100_000]);
+        // A round that long: a timeline longer than its round is refused for that.
+        v["rounds"][0]["elapsed_s"] = serde_json::json!(100_000.0);
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("run.json");
         std::fs::write(&file, serde_json::to_string(&v).unwrap()).unwrap();

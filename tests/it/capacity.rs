@@ -159,6 +159,16 @@ fn a_slower_server_sustains_less_and_neither_beyond_its_service_time() {
     let refused = loadmix_bin(&["compare", &saved, &path_str(&forged)]);
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("no search gives"));
+    // So is one that sustains more than it fails from.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("capacity.json")).unwrap()).unwrap();
+    v["targets"][0]["sustained"] = serde_json::json!(1000.0);
+    v["targets"][0]["fails_from"] = serde_json::json!(1.0);
+    std::fs::write(&forged, v.to_string()).unwrap();
+    let refused = loadmix_bin(&["compare", &saved, &path_str(&forged)]);
+    assert_eq!(refused.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("says what no search gives"), "{said}");
 }
 
 #[test]

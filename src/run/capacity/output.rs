@@ -416,6 +416,9 @@ fn verdict(lo: Option<f64>, hi: Option<f64>, end: End, steps: usize) -> String {
     }
 }
 
+/// The most steps `--capacity-steps` lets a search make.
+pub(crate) const MOST_STEPS: usize = 1000;
+
 /// A `capacity.json` read back, bounded as a report is; refused unless it is one whose
 /// figures a search could have written.
 pub(crate) fn load(path: &Path) -> Result<Capacity, String> {
@@ -446,6 +449,23 @@ pub(crate) fn load(path: &Path) -> Result<Capacity, String> {
             "{}: target {:?} has a rate no search gives (negative or not finite)",
             path.display(),
             t.name
+        ));
+    }
+    // Every step kept the level up to `sustained`, and missed it from `fails_from` on:
+    // the one is below the other. A search makes at most `--capacity-steps` (1,000) steps,
+    // and runs a crowded one at most once more.
+    let contradicts = |t: &&TargetCapacity| {
+        matches!((t.sustained, t.fails_from), (Some(s), Some(f)) if s >= f)
+            || t.steps.len() > 2 * MOST_STEPS
+    };
+    if let Some(t) = c.targets.iter().find(contradicts) {
+        return Err(format!(
+            "{}: target {:?} says what no search gives (sustains {:?}, fails from {:?}, {} steps)",
+            path.display(),
+            t.name,
+            t.sustained,
+            t.fails_from,
+            t.steps.len()
         ));
     }
     Ok(c)

@@ -267,6 +267,12 @@ impl Protocol for AtomClass {
 }
 
 impl OverHttp for AtomVu {
+    /// An answer past [`super::MAX_FEED_BODY`] is a `body` failure: what a user parses
+    /// into records is bounded, whatever the server sends.
+    fn body_use(&self) -> crate::transport::BodyUse {
+        crate::transport::BodyUse::Keep(super::MAX_FEED_BODY)
+    }
+
     /// A user of a team takes its place in the team's collection.
     async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
         let Some(t) = &self.team else {

@@ -44,6 +44,11 @@ use crate::workload::{ClassKind, Operation, UserClass, Workload};
 pub(crate) use contract::{Done, Handoff, Reach, User};
 pub(crate) use session::{AccountPlan, Session};
 
+/// The largest Morse Code or Atom answer a user keeps: its records are parsed whole, so
+/// the bound is on what one user holds (a collection of thousands of items is a few MiB).
+/// A larger answer is the operation's `body` failure.
+pub(crate) const MAX_FEED_BODY: usize = 16 << 20;
+
 /// What one operation did.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Outcome {

@@ -306,6 +306,12 @@ impl MorseVu {
 }
 
 impl OverHttp for MorseVu {
+    /// An answer past [`super::MAX_FEED_BODY`] is a `body` failure: what a user parses
+    /// into records is bounded, whatever the server sends.
+    fn body_use(&self) -> crate::transport::BodyUse {
+        crate::transport::BodyUse::Keep(super::MAX_FEED_BODY)
+    }
+
     async fn setup(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
         self.join_team(conn).await
     }

@@ -23,6 +23,12 @@ pub(crate) trait OverHttp: Send + 'static {
         async { Ok(()) }
     }
 
+    /// How the user's answers are read: kept whole up to the transport's bound, unless
+    /// the protocol bounds them closer.
+    fn body_use(&self) -> crate::transport::BodyUse {
+        crate::transport::BodyUse::default()
+    }
+
     /// True when the user must first make a collection, outside its table.
     fn needs_bootstrap(&self) -> bool {
         false
@@ -91,9 +97,11 @@ impl<V: OverHttp> HttpUser<V> {
         reach: &Reach,
         accounts: Option<Arc<AccountPlan>>,
     ) -> Self {
+        let mut conn = connection(reach);
+        conn.set_body_use(vu.body_use());
         HttpUser {
             vu,
-            conn: connection(reach),
+            conn,
             session,
             accounts,
         }

@@ -497,3 +497,60 @@ fn a_signal_during_a_set_up_that_hangs_stops_it_and_the_report_is_written() {
     assert_eq!(output.status.code(), Some(130), "{err}");
     assert!(read_report(&out).interrupted);
 }
+
+/// A Morse Code answer larger than a user keeps (16 MiB) is that operation's `body`
+/// failure, in words that say so: what one user parses is bounded, whatever the server
+/// sends, and the run goes on.
+#[test]
+fn a_morse_code_answer_past_what_a_user_keeps_is_a_body_failure() {
+    use axum::http::{Method, StatusCode};
+    let rt = runtime();
+    let big = std::sync::Arc::new("x".repeat(20 << 20));
+    let app = axum::Router::new().fallback(move |method: Method| {
+        let big = big.clone();
+        async move {
+            let token = [("x-morsecode-synctoken", "t1")];
+            match method {
+                Method::PUT => (StatusCode::CREATED, token, String::new()),
+                Method::GET => (StatusCode::OK, token, big.to_string()),
+                _ => (StatusCode::NO_CONTENT, token, String::new()),
+            }
+        }
+    });
+    let addr = serve_app(&rt, app);
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "name: big\ntarget: http://{addr}\ncontext: ''\nrun: {{ iterations: 3, rounds: 1, seed: 1 }}\naccounts: {{ create: shared, username: u }}\nusers:\n  - class: m\n    protocol: morse\n    count: 1\n    mix: {{ sync: 1 }}\n"
+        ),
+    )
+    .unwrap();
+    let out = out_dir(&tmp);
+    let code = loadmix(&[
+        "run",
+        &path_str(&w),
+        "--out",
+        &path_str(&out),
+        "--quiet",
+        "--no-preflight",
+    ]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    let sync = op(&r, "m.sync");
+    assert!(sync.requests > 0, "{:?}", r.summary.ops);
+    assert_eq!(
+        sync.errors.get("body"),
+        Some(&sync.requests),
+        "{:?}",
+        sync.errors
+    );
+    assert!(
+        r.failures
+            .iter()
+            .any(|f| f.detail.contains("larger than 16 MiB")),
+        "{:?}",
+        r.failures
+    );
+}

@@ -84,6 +84,9 @@ pub(super) fn render_plan(w: &Workload) -> String {
         if let Some(e) = engine::plan::skip_estimate(w, c) {
             let _ = writeln!(out, "{}", skip_text(&e));
         }
+        if let Some(t) = setup_text(c) {
+            let _ = writeln!(out, "{t}");
+        }
     }
     let _ = writeln!(out, "\n{basis}");
     if !w.thresholds.is_empty() {
@@ -93,6 +96,42 @@ pub(super) fn render_plan(w: &Workload) -> String {
         }
     }
     out
+}
+
+/// What a CalDAV class's set-up will cost the server: the events `initial_events` puts,
+/// one PUT each, before a user's first pick (off the clock, but not free).
+fn setup_text(c: &UserClass) -> Option<String> {
+    let crate::workload::ClassKind::Caldav { params, .. } = &c.kind else {
+        return None;
+    };
+    let mean = params.initial_events.as_ref()?.mean();
+    if mean < 0.5 {
+        return None;
+    }
+    if let Some(a) = c.arrival.as_ref().filter(|a| a.returning.is_none()) {
+        return Some(format!(
+            "set-up: each arriving user first puts about {mean:.0} events, one PUT each: \
+             about {:.0} PUTs/s beside the measured picks",
+            a.rate * mean
+        ));
+    }
+    let users = match &c.arrival {
+        Some(a) => f64::from(a.returning.unwrap_or(0)),
+        None => f64::from(Workload::peak_users(c)),
+    };
+    let puts = users * mean;
+    // At a pace a fast server keeps, so that a set-up of hours is seen as one.
+    let secs = puts / 1000.0;
+    let at = match secs {
+        s if s >= 3600.0 => format!("about {:.1} h", s / 3600.0),
+        s if s >= 60.0 => format!("about {:.0} min", s / 60.0),
+        s if s >= 1.0 => format!("about {s:.0} s"),
+        _ => "under a second".into(),
+    };
+    Some(format!(
+        "set-up: about {puts:.0} events put before the first pick ({users:.0} users × mean \
+         {mean:.0}, one PUT each): {at} at 1,000 PUTs a second"
+    ))
 }
 
 /// A sampled plan's share of picks with nothing to act on beyond which `validate` warns:

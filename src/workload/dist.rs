@@ -231,6 +231,18 @@ impl Dist {
         }
     }
 
+    /// The largest value it draws, when it has one (a normal or lognormal has none).
+    pub fn upper_bound(&self) -> Option<f64> {
+        match &self.spec {
+            DistSpec::Constant(v) => Some(*v),
+            DistSpec::Uniform { high, .. } => Some(*high),
+            DistSpec::Exponential { max, .. } | DistSpec::Weibull { max, .. } => *max,
+            DistSpec::Pareto { max, .. } => Some(*max),
+            DistSpec::Normal { .. } | DistSpec::LogNormal { .. } => None,
+            DistSpec::Empirical { values, .. } => values.last().copied(),
+        }
+    }
+
     /// The mean of the distribution (before truncation or caps), for plans.
     pub fn mean(&self) -> f64 {
         match &self.spec {

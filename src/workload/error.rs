@@ -27,29 +27,31 @@ pub enum WorkloadError {
         /// Why.
         message: String,
     },
-    /// Several mistakes found in one pass over the file (at most [`MAX_REPORTED`]), each
-    /// as it would be alone; `more` says some were left unsaid.
-    #[error("{}", several(.found, *.more))]
+    /// Several mistakes found in one pass over the file (at most [`MAX_REPORTED`] listed),
+    /// each as it would be alone; `total` counts them all.
+    #[error("{}", several(.found, *.total))]
     Several {
-        /// The mistakes, in the order the file has them.
+        /// The mistakes listed, in the order the file has them.
         found: Vec<WorkloadError>,
-        /// More were found than are listed.
-        more: bool,
+        /// How many were found, listed or not.
+        total: usize,
     },
 }
 
 /// The most mistakes one pass over a workload reports.
 pub(crate) const MAX_REPORTED: usize = 20;
 
-fn several(found: &[WorkloadError], more: bool) -> String {
+fn several(found: &[WorkloadError], total: usize) -> String {
     let list: Vec<String> = found.iter().map(|e| e.to_string()).collect();
-    let tail = match more {
-        true => format!("\n\n(only the first {MAX_REPORTED} are listed)"),
+    let tail = match total > found.len() {
+        true => format!(
+            "\n\n(only the first {} of the {total} are listed)",
+            found.len()
+        ),
         false => String::new(),
     };
     format!(
-        "{} mistakes in the workload:\n\n{}{tail}",
-        found.len(),
+        "{total} mistakes in the workload:\n\n{}{tail}",
         list.join("\n\n")
     )
 }
@@ -59,7 +61,8 @@ fn several(found: &[WorkloadError], more: bool) -> String {
 #[derive(Default)]
 pub(crate) struct Found {
     found: Vec<WorkloadError>,
-    more: bool,
+    /// Every mistake noted, those not kept too.
+    total: usize,
 }
 
 impl Found {
@@ -76,9 +79,18 @@ impl Found {
 
     /// Note a mistake.
     pub(crate) fn note(&mut self, e: WorkloadError) {
-        match self.found.len() < MAX_REPORTED {
-            true => self.found.push(e),
-            false => self.more = true,
+        let n = match &e {
+            WorkloadError::Several { total, .. } => *total,
+            _ => 1,
+        };
+        self.total = self.total.saturating_add(n);
+        match e {
+            WorkloadError::Several { found, .. } => {
+                let room = MAX_REPORTED.saturating_sub(self.found.len());
+                self.found.extend(found.into_iter().take(room));
+            }
+            e if self.found.len() < MAX_REPORTED => self.found.push(e),
+            _ => {}
         }
     }
 
@@ -89,12 +101,12 @@ impl Found {
             _ => (u32::MAX, u32::MAX),
         };
         self.found.sort_by_key(line);
-        match (self.found.len(), self.more) {
+        match (self.found.len(), self.total) {
             (0, _) => None,
-            (1, false) => self.found.pop(),
+            (1, 1) => self.found.pop(),
             _ => Some(WorkloadError::Several {
                 found: self.found,
-                more: self.more,
+                total: self.total,
             }),
         }
     }
@@ -207,8 +219,11 @@ mod tests {
         let mut found = Found::default();
         (1..=25).for_each(|l| found.note(at(l)));
         let many = found.into_error().unwrap().to_string();
-        assert!(many.starts_with("20 mistakes"), "{many}");
-        assert!(many.ends_with("(only the first 20 are listed)"), "{many}");
+        assert!(many.starts_with("25 mistakes"), "{many}");
+        assert!(
+            many.ends_with("(only the first 20 of the 25 are listed)"),
+            "{many}"
+        );
         let mut found = Found::default();
         found.note(at(4));
         assert!(matches!(

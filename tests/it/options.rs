@@ -78,6 +78,34 @@ fn validate_says_when_run_would_refuse_the_workload_for_memory() {
     refused(&[&["run"][..], &args].concat(), "available");
 }
 
+/// What set-up will cost is said before it is paid: 1,000 users each filled with 100,000
+/// events is a hundred million PUTs, and a count past what set-up puts is refused.
+#[test]
+fn validate_says_what_set_up_will_cost_and_refuses_what_it_cannot_put() {
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    let text = |n: u32| {
+        format!(
+            "name: big\nrun: {{ duration: 10s }}\nusers:\n  - class: cal\n    protocol: caldav\n    count: 1000\n    params: {{ initial_events: {n} }}\n    mix:\n      sync_collection: 1\n"
+        )
+    };
+    std::fs::write(&w, text(100_000)).unwrap();
+    let out = loadmix_bin(&["validate", &path_str(&w)]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(
+            "set-up: about 100000000 events put before the first pick (1000 users × mean 100000"
+        ) && said.contains("27.8 h at 1,000 PUTs a second"),
+        "{said}"
+    );
+    std::fs::write(&w, text(100_001)).unwrap();
+    let out = loadmix_bin(&["validate", &path_str(&w)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("set-up puts at most 100000"), "{err}");
+}
+
 #[test]
 fn validate_says_a_behaviour_too_light_to_draw_never_runs() {
     let tmp = tempdir();

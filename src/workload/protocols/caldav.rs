@@ -357,6 +357,21 @@ impl CaldavOp {
     }
 }
 
+/// Whether set-up can put what `initial_events` draws: a count past
+/// [`MAX_INITIAL_EVENTS`] would be cut to it without a word, so one that can be drawn
+/// (its largest value, or its mean) is refused.
+fn initial_events_fit(d: &Dist) -> Result<(), String> {
+    let top = d.upper_bound().unwrap_or(0.0).max(d.mean());
+    if top.round() > MAX_INITIAL_EVENTS as f64 {
+        return Err(format!(
+            "params.initial_events draws up to {top:.0} events, and set-up puts at most \
+             {MAX_INITIAL_EVENTS} in one user's calendar (give it a max of at most \
+             {MAX_INITIAL_EVENTS})"
+        ));
+    }
+    Ok(())
+}
+
 /// The class's typed operations and parameters, with every default applied.
 pub(super) fn build(
     ops: &[(&str, &Params)],
@@ -364,6 +379,10 @@ pub(super) fn build(
     labels: &mut Vec<String>,
 ) -> Result<ClassKind, String> {
     let ops = each(ops, CaldavOp::build)?;
+    let initial_events = class_params.dist("initial_events").cloned();
+    if let Some(d) = &initial_events {
+        initial_events_fit(d)?;
+    }
     let answers = ops.iter().any(|o| matches!(o, CaldavOp::Answer { .. }));
     Ok(ClassKind::Caldav {
         ops,
@@ -373,7 +392,7 @@ pub(super) fn build(
             label_resync: label_index(labels, "sync_collection_resync"),
             label_answer_gone: answers.then(|| label_index(labels, "answer_gone")),
             label_create_calendar: label_index(labels, "create_calendar"),
-            initial_events: class_params.dist("initial_events").cloned(),
+            initial_events,
             team: class_params.text("team").map(str::to_string),
         },
     })

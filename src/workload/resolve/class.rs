@@ -10,7 +10,7 @@ use super::http::{HTTP_OP_KEYS, resolve_http};
 use super::{R, connection, join, required};
 use crate::workload::chain::Chain;
 use crate::workload::dist::{Dist, Unit};
-use crate::workload::error::did_you_mean;
+use crate::workload::error::{Found, did_you_mean};
 use crate::workload::protocols::{self, ParamDef, ParamKind, Protocol};
 use crate::workload::template::{BUILTIN_VARS, Template};
 use crate::workload::units;
@@ -88,19 +88,41 @@ pub(super) fn resolve_class(
     // Name the class in later messages once we know it.
     let name = class_name(cx, &keys, &fallback)?;
     let path = format!("users.{name}");
-    cx.check_keys(entries, CLASS_KEYS, &path)?;
+    // The parts that do not depend on each other are each checked whatever the others
+    // came to, so that one pass names every mistake of the class.
+    let mut found = Found::default();
+    found.keep(cx.check_keys(entries, CLASS_KEYS, &path));
     let protocol = protocol_of(cx, &keys, &path)?;
+    let parts = (
+        found.keep(population(cx, &keys, &path)),
+        found.keep(iterations_of(cx, &keys, &path)),
+        found.keep(think_of(cx, &keys, &path, think)),
+        found.keep(connection_of(cx, &keys, &path, conn)),
+        found.keep(tls_resumption_of(cx, &keys, &path)),
+        found.keep(params_of(cx, &keys, &path, protocol)),
+        found.keep(resolve_table(cx, &keys, &path, protocol)),
+    );
+    if let Some(e) = found.into_error() {
+        return Err(e);
+    }
+    let (
+        Some(population),
+        Some(iterations),
+        Some(think),
+        Some(connection),
+        Some(tls_resumption),
+        Some(params),
+        Some(table),
+    ) = parts
+    else {
+        return Err(cx.err(keys.node.pos, &path, "the class could not be read"));
+    };
     let Population {
         count,
         arrival,
         ramp,
         pacing,
-    } = population(cx, &keys, &path)?;
-    let iterations = iterations_of(cx, &keys, &path)?;
-    let think = think_of(cx, &keys, &path, think)?;
-    let connection = connection_of(cx, &keys, &path, conn)?;
-    let tls_resumption = tls_resumption_of(cx, &keys, &path)?;
-    let params = params_of(cx, &keys, &path, protocol)?;
+    } = population;
     let keys = &keys;
     let Table {
         mut ops,
@@ -110,7 +132,7 @@ pub(super) fn resolve_class(
         pools,
         pos,
         path: mix_path,
-    } = resolve_table(cx, keys, &path, protocol)?;
+    } = table;
     let chain = chain_of(
         cx,
         keys,
@@ -311,6 +333,11 @@ fn kind_of(
             ));
         }
         Ok(k) => k,
+        // A class parameter's mistake is shown where the parameters are.
+        Err(m) if m.starts_with("params.") => {
+            let at = keys.params.map_or(pos, |n| n.pos);
+            return Err(cx.err(at, &join(path, "params"), m));
+        }
         Err(m) => return Err(cx.err(pos, mix_path, m)),
     };
     // Shares, not weights: a class with behaviours picks by its chain's implied mix.
@@ -871,7 +898,9 @@ struct Table {
     path: String,
 }
 
-fn resolve_table(cx: &Cx, keys: &ClassKeys<'_>, path: &str, protocol: Protocol) -> R<Table> {
+/// Where the class's operations are: `mix:` for a class without behaviours (`weighted`),
+/// `ops:` for one with them; with its key path. The other key is refused.
+fn table_node<'n>(cx: &Cx, keys: &ClassKeys<'n>, path: &str) -> R<(&'n Node, String, bool)> {
     // A class with behaviours defines its operations in `ops:` (no weights: its rows
     // have them); one without picks from its `mix:` table.
     let weighted = keys.behaviours.is_none();
@@ -893,9 +922,13 @@ fn resolve_table(cx: &Cx, keys: &ClassKeys<'_>, path: &str, protocol: Protocol) 
         };
         return Err(cx.err(n.pos, &format!("{path}.{other}"), message));
     }
-    let mix_path = format!("{path}.{key}");
     let mix = table
         .ok_or_else(|| cx.err(keys.node.pos, path, format!("missing required key '{key}'")))?;
+    Ok((mix, format!("{path}.{key}"), weighted))
+}
+
+fn resolve_table(cx: &Cx, keys: &ClassKeys<'_>, path: &str, protocol: Protocol) -> R<Table> {
+    let (mix, mix_path, weighted) = table_node(cx, keys, path)?;
     let mix_entries = mix_entries(cx, mix, &mix_path)?;
     let mut captures: Vec<String> = Vec::new();
     let mut ops: Vec<Operation> = Vec::new();
@@ -904,14 +937,17 @@ fn resolve_table(cx: &Cx, keys: &ClassKeys<'_>, path: &str, protocol: Protocol) 
     let mut pools: Vec<(String, Pos)> = Vec::new();
     let mut op_params: Vec<Params> = Vec::new();
     let mut op_pos: Vec<Pos> = Vec::new();
+    // Each entry is checked whatever the others came to: one pass names them all.
+    let mut found = Found::default();
     for (i, (k, v)) in mix_entries.iter().enumerate() {
         let op_path = join(&mix_path, &k.name);
         if mix_entries[..i].iter().any(|(e, _)| e.name == k.name) {
-            return Err(cx.err(
+            found.note(cx.err(
                 k.pos,
                 &op_path,
                 format!("operation '{}' appears twice", k.name),
             ));
+            continue;
         }
         let mut sites = Sites {
             captures: &mut captures,
@@ -919,7 +955,7 @@ fn resolve_table(cx: &Cx, keys: &ClassKeys<'_>, path: &str, protocol: Protocol) 
             pools: &mut pools,
         };
         if !weighted && behaviour::RESERVED.contains(&k.name.as_str()) {
-            return Err(cx.err(
+            found.note(cx.err(
                 k.pos,
                 &op_path,
                 format!(
@@ -927,13 +963,25 @@ fn resolve_table(cx: &Cx, keys: &ClassKeys<'_>, path: &str, protocol: Protocol) 
                     k.name
                 ),
             ));
+            continue;
         }
-        let (op, params, request) =
-            resolve_entry(cx, (k, v), &op_path, protocol, &mut sites, weighted)?;
+        let Some((op, params, request)) = found.keep(resolve_entry(
+            cx,
+            (k, v),
+            &op_path,
+            protocol,
+            &mut sites,
+            weighted,
+        )) else {
+            continue;
+        };
         requests.extend(request);
         ops.push(op);
         op_params.push(params);
         op_pos.push(k.pos);
+    }
+    if let Some(e) = found.into_error() {
+        return Err(e);
     }
     let weights: Vec<f64> = ops.iter().map(|o| o.weight).collect();
     let Some(shares) = crate::workload::chain::shares(&weights) else {

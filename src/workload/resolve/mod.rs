@@ -257,13 +257,24 @@ fn resolve_all_users(
     accounts: Option<&Accounts>,
     found: &mut Found,
 ) -> R<Option<Vec<UserClass>>> {
+    // What the classes share, each checked apart; a mistake in it is noted and the
+    // classes are still checked (with a stand-in), so that one pass names them all.
+    let mut shared_ok = true;
     let connection = match root.get("connection") {
         None => Connection::KeepAlive,
-        Some(n) => connection(cx, n, "connection")?,
+        Some(n) => connection(cx, n, "connection").unwrap_or_else(|e| {
+            found.note(e);
+            shared_ok = false;
+            Connection::KeepAlive
+        }),
     };
     let think = match root.get("think") {
         None => Dist::constant(0.0),
-        Some(n) => cx.dist(n, "think", Unit::Duration)?,
+        Some(n) => cx.dist(n, "think", Unit::Duration).unwrap_or_else(|e| {
+            found.note(e);
+            shared_ok = false;
+            Dist::constant(0.0)
+        }),
     };
     let users = root.get("users").ok_or_else(|| {
         cx.err_hint(
@@ -312,7 +323,7 @@ fn resolve_all_users(
             }
         }
     }
-    if failed > 0 {
+    if failed > 0 || !shared_ok {
         return Ok(None);
     }
     if classes

@@ -567,7 +567,16 @@ fn a_twenty_percent_slowdown_is_detected_by_the_primary_test() {
     let total = c.rows.iter().find(|r| r.op == "total").unwrap();
     let b = total.cells[1].as_ref().unwrap();
     let ratio = b.ratio.unwrap();
-    assert!((0.78..0.88).contains(&ratio), "10/12 = 0.83: {ratio}");
+    // The truth, 10/12, within what the rounds can say of the ratio: a round slowed by a
+    // busy host widens the interval rather than failing the test.
+    let a = total.cells[0].as_ref().unwrap();
+    let ([a_lo, a_hi], [b_lo, b_hi]) = (a.ci95.unwrap(), b.ci95.unwrap());
+    assert!(
+        b_lo / a_hi <= 10.0 / 12.0 && 10.0 / 12.0 <= b_hi / a_lo,
+        "10/12 = 0.83 outside [{}, {}] (ratio {ratio})",
+        b_lo / a_hi,
+        b_hi / a_lo
+    );
     assert_eq!(b.significant, Some(true), "p = {:?}", b.p_value);
     // The primary test is judged alone: its p is not adjusted.
     assert_eq!(b.p_adjusted, b.p_value);

@@ -424,7 +424,12 @@ mod tests {
             warmup_rounds: 0,
             warmup_s: 0.0,
             round_s: None,
-            live: Arc::new(Live::new(&labels)),
+            live: Arc::new({
+                // A round ten seconds in: the rate now has whole seconds to be over.
+                let mut l = Live::new(&labels);
+                l.round_began_ago(10);
+                l
+            }),
             rules: Vec::new(),
             watched: Default::default(),
         });

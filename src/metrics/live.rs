@@ -383,6 +383,18 @@ impl Live {
         u64::try_from(self.base.elapsed().as_micros()).unwrap_or(NO_CLOCK - 1)
     }
 
+    /// As if the round under way began `secs` ago (a page rendered in a test shows the
+    /// rate now without waiting for it).
+    #[cfg(test)]
+    pub(crate) fn round_began_ago(&mut self, secs: u64) {
+        let ago = std::time::Duration::from_secs(secs);
+        if let Some(b) = self.base.checked_sub(ago) {
+            self.base = b;
+        }
+        self.round_begins();
+        self.round_at_us.store(0, Relaxed);
+    }
+
     /// A round (measured or warm-up) starts its clock now: its samples' seconds count
     /// from here. Called before any of its samples can reach the aggregator.
     pub(crate) fn round_begins(&self) {

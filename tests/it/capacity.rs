@@ -116,10 +116,9 @@ fn a_slower_server_sustains_less_and_neither_beyond_its_service_time() {
                     "{step}"
                 );
             }
-            // Below the sustained rate every step that could tell passed.
-            if rate <= lo
-                && ["passed", "failed", "undecided"].contains(&step["outcome"].as_str().unwrap())
-            {
+            // Below the sustained rate every step that could tell passed (one that was
+            // undecided, as a crowded host's may be, told nothing either way).
+            if rate <= lo && ["passed", "failed"].contains(&step["outcome"].as_str().unwrap()) {
                 assert_eq!(step["outcome"], "passed", "{step}");
             }
         }

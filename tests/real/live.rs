@@ -141,7 +141,9 @@ fn every_grafana_panel_query_finds_series_in_the_middle_of_round_two() {
     let r = the_run();
     let started =
         chrono::DateTime::parse_from_rfc3339(&r.rounds[1].started_at).expect("an RFC 3339 start");
-    let at = format!("{:.3}", started.timestamp_millis() as f64 / 1000.0 + 2.5);
+    // 3.5 s in: the rate now is there once a round has run two whole seconds (the last
+    // settled one), and a query finds the scrape before it.
+    let at = format!("{:.3}", started.timestamp_millis() as f64 / 1000.0 + 3.5);
     let file = crate::handed::root().join("deploy/grafana/loadmix.json");
     let dash: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
     let mut n = 0;

@@ -214,8 +214,8 @@ pub(crate) struct Started {
     pgid: u32,
     dir: PathBuf,
     spec: StartSpec,
-    /// The pipe to the group's reaper: a byte says the run stopped the group itself.
-    reaper: Option<std::process::ChildStdin>,
+    /// The group's reaper: a byte on its stdin says the run stopped the group itself.
+    reaper: Option<std::process::Child>,
 }
 
 impl Started {
@@ -347,18 +347,22 @@ impl Started {
         // Whatever the leader did, nothing of the group outlives the run.
         signal_group(self.pgid, libc::SIGKILL);
         let _ = self.child.wait().await;
-        // The group is gone: the reaper is told so, and leaves it be.
-        if let Some(mut pipe) = self.reaper.take() {
+        // The group is gone: the reaper is told so, leaves it be, and is waited for (it
+        // ends as soon as its pipe closes), so that no reaper outlives its server.
+        if let Some(mut reaper) = self.reaper.take() {
             use std::io::Write;
-            let _ = pipe.write_all(b"stopped");
+            if let Some(mut pipe) = reaper.stdin.take() {
+                let _ = pipe.write_all(b"stopped");
+            }
+            let _ = reaper.wait();
         }
     }
 }
 
 /// Start the reaper of `target`'s group `pgid`: this program again, `__reap PGID GRACE`,
-/// in a group of its own, reading the pipe returned. `None` (said) when it could not be
+/// in a group of its own, reading its stdin. `None` (said) when it could not be
 /// started; `None` too when this program is not loadmix (loadmix's library in a test).
-fn spawn_reaper(target: &str, pgid: u32) -> Option<std::process::ChildStdin> {
+fn spawn_reaper(target: &str, pgid: u32) -> Option<std::process::Child> {
     use std::os::unix::process::CommandExt;
     let me = std::env::current_exe().ok()?;
     let is_loadmix = me
@@ -378,7 +382,7 @@ fn spawn_reaper(target: &str, pgid: u32) -> Option<std::process::ChildStdin> {
         .process_group(0)
         .spawn();
     match spawned {
-        Ok(mut child) => child.stdin.take(),
+        Ok(child) => Some(child),
         Err(e) => {
             eprintln!(
                 "loadmix: no reaper for {target} ({e}): if this run is killed, its server may outlive it"

@@ -495,18 +495,15 @@ fn owned_item(
     // The caller's own item, if several collections hold the uid (CalDAV calendars may).
     // Another user's item is answered as absent: a 403 would tell that it exists.
     for (col, item) in found {
-        let mine = match (&ticket, &caller) {
-            (Some(g), _) => g.collection == col,
-            (None, Some(c)) => owned_by(&col, &c.name),
-            (None, None) => false,
-        };
-        if !mine {
-            continue;
-        }
-        match st.store.collection(&col) {
-            Ok(Some(c)) => return Ok((c, item)),
-            Ok(None) => {}
-            Err(e) => return Err(store_error(e)),
+        match (&ticket, &caller) {
+            // The ticket's collection was read when the ticket was checked.
+            (Some((g, c)), _) if g.collection == col => return Ok((c.clone(), item)),
+            (None, Some(who)) if owned_by(&col, &who.name) => match st.store.collection(&col) {
+                Ok(Some(c)) => return Ok((c, item)),
+                Ok(None) => {}
+                Err(e) => return Err(store_error(e)),
+            },
+            _ => {}
         }
     }
     Err(text(StatusCode::NOT_FOUND, "no such item"))

@@ -142,7 +142,7 @@ impl AppState {
         uid: &str,
         need: Need,
     ) -> Result<(CollectionInfo, Option<Kind>), Response> {
-        let Some(grant) = self.ticket(headers, need)? else {
+        let Some((grant, c)) = self.ticket(headers, need)? else {
             return self.owned_collection(headers, uid).map(|c| (c, None));
         };
         if public_uid(&grant.collection) != uid {
@@ -151,36 +151,36 @@ impl AppState {
                 "the ticket is for another collection",
             ));
         }
-        match self.store.collection(&grant.collection) {
-            Ok(Some(c)) => Ok((c, Some(grant.kind))),
-            Ok(None) => Err(text(StatusCode::NOT_FOUND, "no such collection")),
-            Err(e) => Err(store_error(e)),
-        }
+        Ok((c, Some(grant.kind)))
     }
 
-    /// What the request's `Ticket:` grants, when it has one: 403 for a key the server
-    /// never issued, or a read-only one on a write.
+    /// What the request's `Ticket:` grants, when it has one, and the collection it
+    /// opens: 403 for a key the server never issued, one whose collection is gone (or
+    /// made again under its name: deleted by any way, CalDAV's included), or a read-only
+    /// one on a write.
     pub(crate) fn ticket(
         &self,
         headers: &HeaderMap,
         need: Need,
-    ) -> Result<Option<Grant>, Response> {
+    ) -> Result<Option<(Grant, CollectionInfo)>, Response> {
         let Some(key) = header_str(headers, TICKET) else {
             return Ok(None);
         };
         let Some(grant) = self.tickets.find(key.trim()) else {
             return Err(text(StatusCode::FORBIDDEN, "no such ticket"));
         };
-        // Its collection deleted by any way (CalDAV's included), the ticket is dead, even
-        // when a new collection has the old one's name.
-        if !self.ticket_alive(&grant) {
+        let live = match self.store.collection(&grant.collection) {
+            Ok(c) => c.filter(|c| c.epoch == grant.epoch),
+            Err(e) => return Err(store_error(e)),
+        };
+        let Some(c) = live else {
             self.tickets.forget(key.trim());
             return Err(text(StatusCode::FORBIDDEN, "no such ticket"));
-        }
+        };
         if need == Need::Write && grant.kind == Kind::ReadOnly {
             return Err(text(StatusCode::FORBIDDEN, "the ticket is read-only"));
         }
-        Ok(Some(grant))
+        Ok(Some((grant, c)))
     }
 
     /// Whether the collection a ticket was issued on is still there: the same name and

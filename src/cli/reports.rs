@@ -90,19 +90,28 @@ pub(super) fn merge(a: MergeArgs) -> Exit {
             Err(e) => return Exit::Usage.fail(e),
         }
     }
-    let mut r = match report::merge::merge(shards) {
+    // The workload is read back from the copy the shards carry: what they say they did
+    // is held against it, and the merged run is judged by its rules.
+    let workload = shards.first().map(|s| {
+        let w = &s.report.workload;
+        crate::workload::reload(&w.file, &w.source, &w.overrides)
+    });
+    if let Some(Err(e)) = &workload {
+        eprintln!(
+            "warning: the workload the shards carry does not load again here ({e}): \
+             their destinations are not held against it, their thresholds not judged"
+        );
+    }
+    let mut r = match report::merge::merge(shards, workload.as_ref().and_then(|w| w.as_ref().ok()))
+    {
         Ok(r) => r,
         Err(e) => return Exit::Usage.fail(e),
     };
-    // The rules are the workload's; it is read back from the copy the report carries.
     let mut passed = true;
-    if !r.thresholds.is_empty() {
-        match crate::workload::load_str(&r.workload.file, &r.workload.source, &[], None) {
-            Ok(w) => passed = report::thresholds::evaluate(&w.thresholds, &mut r),
-            Err(e) => {
-                eprintln!("warning: thresholds not judged: the workload does not load again: {e}")
-            }
-        }
+    if let Some(Ok(w)) = &workload
+        && !r.thresholds.is_empty()
+    {
+        passed = report::thresholds::evaluate(&w.thresholds, &mut r);
     }
     if let Err(e) = print_report(&r, a.format, a.wide) {
         return e;

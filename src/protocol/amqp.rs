@@ -35,7 +35,9 @@ use super::{Outcome, ProtocolError, Session, SetupError, VuIds};
 use crate::answer::Answer;
 use crate::transport::ErrorClass;
 use crate::transport::stream::Handshake;
-use crate::workload::protocols::{AmqpOp, AmqpParams, QueueType};
+// DIRECT_REPLY_TO: RabbitMQ's direct reply-to, the pseudo-queue a requester consumes from
+// (no acknowledgements) before it publishes a request naming it.
+use crate::workload::protocols::{AmqpOp, AmqpParams, DIRECT_REPLY_TO, QueueType};
 use crate::workload::{Dist, UserClass};
 
 use super::broker::{self, Failed, StampClock, body, done, nonce_of, producer, render};
@@ -1067,10 +1069,6 @@ async fn consume_from(
     .map_err(|e| failed("basic.consume", e))?;
     Ok(c)
 }
-
-/// RabbitMQ's direct reply-to: the pseudo-queue a requester consumes from, with no
-/// acknowledgements, before it publishes a request naming it.
-const DIRECT_REPLY_TO: &str = "amq.rabbitmq.reply-to";
 
 async fn replies_on(channel: &Channel, rq: Duration) -> Result<Consumer, Failed> {
     within(

@@ -108,9 +108,19 @@ fn rates(r: &Report) -> Result<(), String> {
                 c.class, b.behaviour, b.weight_share
             ));
         }
-        if !r.workload.classes.iter().any(|k| k.name == c.class) {
+        let Some(class) = r.workload.classes.iter().find(|k| k.name == c.class) else {
             return Err(format!(
                 "sessions of {}, a class the workload has not",
+                c.class
+            ));
+        };
+        // A state is one of the class's operations, or the start of a behaviour.
+        let stray = c.renormalised.keys().find(|state| {
+            state.as_str() != "start" && !class.ops.iter().any(|o| &o.name == *state)
+        });
+        if let Some(state) = stray {
+            return Err(format!(
+                "{}: draws renormalised at {state:?}, a state its behaviours have not",
                 c.class
             ));
         }

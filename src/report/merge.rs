@@ -17,6 +17,7 @@ use super::model::{
 use crate::answer::Answer;
 use crate::metrics::{OpStats, TimelineBucket};
 use crate::transport::ErrorClass;
+use crate::workload::Workload;
 
 /// Why shards' reports could not be merged.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -95,6 +96,13 @@ fn check(mut shards: Vec<ShardReport>) -> Result<Vec<ShardReport>, MergeError> {
                 format!("{} ({})", r.workload.name, short(&r.workload.hash)),
             ));
         }
+        if !same_workload(&r.workload, &r0.workload) {
+            return Err(differ(
+                "workloads",
+                format!("{} as {} ran it", r0.workload.name, file0),
+                format!("{} as this one says", r.workload.name),
+            ));
+        }
         if r.seed != r0.seed {
             return Err(differ("seeds", r0.seed.to_string(), r.seed.to_string()));
         }
@@ -144,6 +152,62 @@ fn check(mut shards: Vec<ShardReport>) -> Result<Vec<ShardReport>, MergeError> {
     }
     shards.sort_by_key(|s| s.report.shard.map_or(0, |i| i.index));
     Ok(shards)
+}
+
+/// Whether two shards say they ran one workload: its text, overrides, settings and
+/// classes all alike (the file's path may differ from machine to machine).
+fn same_workload(a: &model::WorkloadInfo, b: &model::WorkloadInfo) -> bool {
+    model::WorkloadInfo {
+        file: String::new(),
+        ..a.clone()
+    } == model::WorkloadInfo {
+        file: String::new(),
+        ..b.clone()
+    }
+}
+
+/// Check the shards against the workload they say they ran, read again from the text
+/// they carry: its mix's hash, its classes, and every destination a shard's message
+/// ledger names, which one of its broker classes must be able to make in that shard's
+/// run (a topic subscriber's row is its topic's name and `#` the subscriber).
+fn made_by(shards: &[ShardReport], w: &Workload) -> Result<(), MergeError> {
+    let names: Vec<&str> = w.classes.iter().map(|c| c.name.as_str()).collect();
+    let templates: Vec<_> = w
+        .classes
+        .iter()
+        .flat_map(|c| c.kind.destinations())
+        .collect();
+    for s in shards {
+        let r = &s.report;
+        let listed: Vec<&str> = r.workload.classes.iter().map(|c| c.name.as_str()).collect();
+        if r.workload.hash != w.hash || listed != names {
+            return Err(MergeError::Mismatch(format!(
+                "{}: its workload's mix is not the one its text gives (hash {}, classes {})",
+                s.file,
+                short(&r.workload.hash),
+                listed.join(",")
+            )));
+        }
+        let ledger = r.ledger.iter().flat_map(|l| &l.destinations);
+        for d in ledger {
+            let name = d.name.split_once('#').map_or(d.name.as_str(), |(t, _)| t);
+            let made = templates.iter().any(|t| {
+                names
+                    .iter()
+                    .any(|class| t.could_make(name, &r.run_id, class))
+            });
+            if !made {
+                return Err(MergeError::Mismatch(format!(
+                    "{}: its message ledger names {:?}, a destination its workload does not \
+                     send to or take from in run {:?}",
+                    s.file,
+                    d.name.chars().take(120).collect::<String>(),
+                    r.run_id.chars().take(120).collect::<String>()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The operations of the workload's tables a report lists, in its order. A report lists
@@ -556,10 +620,14 @@ fn merged_seconds(rounds: &[&RoundReport], offsets: &[usize]) -> Vec<PerSecond> 
     out
 }
 
-/// One report from every shard's. `thresholds` are the run's rules, evaluated on the
-/// merged figures by the caller.
-pub fn merge(shards: Vec<ShardReport>) -> Result<Report, MergeError> {
+/// One report from every shard's, held against `workload` (the one they carry, read
+/// again) when it could be read. Its thresholds are evaluated on the merged figures by
+/// the caller.
+pub fn merge(shards: Vec<ShardReport>, workload: Option<&Workload>) -> Result<Report, MergeError> {
     let shards = check(shards)?;
+    if let Some(w) = workload {
+        made_by(&shards, w)?;
+    }
     let r0 = &shards[0].report;
     let (rounds, over) = merged_rounds(&shards)?;
     let mut summary = merged_summary(&rounds, over);
@@ -791,7 +859,7 @@ mod tests {
     #[test]
     fn merging_adds_counts_and_histograms_exactly() {
         let one = example();
-        let merged = merge((0..3).map(|i| shard(i, 3)).collect()).unwrap();
+        let merged = merge((0..3).map(|i| shard(i, 3)).collect(), None).unwrap();
         assert_eq!(merged.shards.len(), 3);
         let (a, m) = (&one.summary.total, &merged.summary.total);
         assert_eq!(m.requests, 3 * a.requests);
@@ -922,7 +990,7 @@ mod tests {
                 ..Default::default()
             }];
         }
-        let merged = merge(vec![watched, shard(1, 2)]).unwrap();
+        let merged = merge(vec![watched, shard(1, 2)], None).unwrap();
         for r in &merged.rounds {
             let p = &r.server[0];
             assert!(
@@ -939,17 +1007,19 @@ mod tests {
 
     #[test]
     fn shards_that_are_not_one_run_are_refused_saying_which() {
-        assert_eq!(merge(vec![]).unwrap_err(), MergeError::Nothing);
-        let e = merge(vec![shard(0, 3), shard(2, 3)]).unwrap_err();
+        assert_eq!(merge(vec![], None).unwrap_err(), MergeError::Nothing);
+        let e = merge(vec![shard(0, 3), shard(2, 3)], None).unwrap_err();
         assert_eq!(e, MergeError::Missing { index: 1, count: 3 });
-        let e = merge(vec![shard(0, 2), shard(1, 2), shard(1, 2)]).unwrap_err();
+        let e = merge(vec![shard(0, 2), shard(1, 2), shard(1, 2)], None).unwrap_err();
         assert!(matches!(e, MergeError::Duplicate { index: 1, .. }), "{e}");
-        let e = merge(vec![shard(0, 2), shard(1, 3)]).unwrap_err();
+        let e = merge(vec![shard(0, 2), shard(1, 3)], None).unwrap_err();
         assert!(e.to_string().contains("shard counts 2 and 3"), "{e}");
         let mut other = shard(1, 2);
         other.report.workload.hash = "f00d".repeat(16);
         other.report.workload.name = "other".into();
-        let e = merge(vec![shard(0, 2), other]).unwrap_err().to_string();
+        let e = merge(vec![shard(0, 2), other], None)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("s0.json and s1.json are not shards of one run: workloads"),
             "{e}"
@@ -957,7 +1027,7 @@ mod tests {
         let mut seed = shard(1, 2);
         seed.report.seed += 1;
         assert!(
-            merge(vec![shard(0, 2), seed])
+            merge(vec![shard(0, 2), seed], None)
                 .unwrap_err()
                 .to_string()
                 .contains("seeds")
@@ -965,13 +1035,13 @@ mod tests {
         let mut whole = shard(0, 1);
         whole.report.shard = None;
         assert_eq!(
-            merge(vec![whole]).unwrap_err(),
+            merge(vec![whole], None).unwrap_err(),
             MergeError::NotAShard("s0.json".into())
         );
         let mut corrupt = shard(1, 2);
         corrupt.report.rounds[0].total.histogram = "not base64!".into();
         assert!(matches!(
-            merge(vec![shard(0, 2), corrupt]).unwrap_err(),
+            merge(vec![shard(0, 2), corrupt], None).unwrap_err(),
             MergeError::Corrupt(_)
         ));
         // A connect-time histogram that does not read is refused too, not dropped.
@@ -979,7 +1049,7 @@ mod tests {
         let p = phase.report.rounds[0].total.connect_ms.as_mut();
         p.expect("the example opened connections").histogram = "???".into();
         assert!(matches!(
-            merge(vec![shard(0, 2), phase]).unwrap_err(),
+            merge(vec![shard(0, 2), phase], None).unwrap_err(),
             MergeError::Corrupt(_)
         ));
     }
@@ -993,7 +1063,7 @@ mod tests {
         seen.op = format!("{class}.refinement");
         extra.report.rounds[0].ops.push(seen.clone());
         extra.report.summary.ops.push(seen);
-        let merged = merge(vec![shard(0, 2), extra]).unwrap();
+        let merged = merge(vec![shard(0, 2), extra], None).unwrap();
         let name = format!("{class}.refinement");
         assert!(merged.summary.ops.iter().any(|o| o.op == name));
         assert!(merged.rounds[0].ops.iter().any(|o| o.op == name));
@@ -1002,7 +1072,9 @@ mod tests {
         let mut other = stray.report.summary.ops[0].clone();
         other.op = "elsewhere.op".into();
         stray.report.summary.ops.push(other);
-        let e = merge(vec![shard(0, 2), stray]).unwrap_err().to_string();
+        let e = merge(vec![shard(0, 2), stray], None)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("operations") && e.contains("elsewhere.op"),
             "{e}"
@@ -1014,7 +1086,7 @@ mod tests {
         let refused = |change: fn(&mut Report), says: &str| {
             let mut bad = shard(1, 2);
             change(&mut bad.report);
-            let e = merge(vec![shard(0, 2), bad]).unwrap_err().to_string();
+            let e = merge(vec![shard(0, 2), bad], None).unwrap_err().to_string();
             assert!(e.contains(says), "{says}: {e}");
         };
         refused(|r| r.summary.ops[0].op = "renamed".into(), "operations");

@@ -895,6 +895,20 @@ pub fn load(path: &Path, overrides: &[Override]) -> Result<Workload, WorkloadErr
     load_str(&path.display().to_string(), &text, overrides, path.parent())
 }
 
+/// The workload a report ran, from the text and the overrides it keeps: files it names
+/// are read beside `file`, secrets from this environment.
+pub(crate) fn reload(
+    file: &str,
+    text: &str,
+    overrides: &[String],
+) -> Result<Workload, WorkloadError> {
+    let ovr = overrides
+        .iter()
+        .map(|o| Override::from_display(o))
+        .collect::<Result<Vec<_>, _>>()?;
+    load_str(file, text, &ovr, Path::new(file).parent())
+}
+
 /// Resolve workload text; `base_dir` is where `body: {file: ...}` paths are relative to.
 pub fn load_str(
     file: &str,

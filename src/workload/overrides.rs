@@ -83,6 +83,18 @@ impl Override {
         })
     }
 
+    /// An override as [`Override::display`] wrote it (a report's record of its run).
+    pub fn from_display(s: &str) -> Result<Override, WorkloadError> {
+        match (s.strip_prefix("--set "), s.strip_prefix("--users ")) {
+            (Some(arg), _) => Override::set(arg),
+            (_, Some(arg)) => Override::users(arg),
+            _ => Err(WorkloadError::BadOverride {
+                arg: s.to_string(),
+                message: "neither --set KEY=VALUE nor --users CLASS=N".into(),
+            }),
+        }
+    }
+
     /// How the override is shown in reports and messages.
     pub fn display(&self) -> String {
         match self {

@@ -279,6 +279,67 @@ impl Template {
     }
 }
 
+/// The longest name [`Template::could_make`] looks at: no destination is longer.
+const LONGEST_MADE: usize = 4096;
+
+/// What a segment's rendered text may be, when read back from a name.
+enum Shape<'a> {
+    Exactly(&'a str),
+    /// One or more characters of a kind.
+    OneOrMore(fn(char) -> bool),
+    /// Anything, even nothing: a captured value or the server's context.
+    Anything,
+}
+
+impl Template {
+    /// Whether rendering this template in the run `run_id` for a user of `class` could
+    /// have made `name`: its literal text where it has some, digits where a number goes, a
+    /// UUID's or a time's characters where those go, anything where a capture goes. For
+    /// telling a name one run made from a name it did not (a shard's report that names
+    /// another run's destination).
+    pub fn could_make(&self, name: &str, run_id: &str, class: &str) -> bool {
+        if name.len() > LONGEST_MADE {
+            return false;
+        }
+        let chars: Vec<char> = name.chars().collect();
+        // `at[i]`: the segments so far can have made exactly the first i characters.
+        let mut at = vec![false; chars.len() + 1];
+        at[0] = true;
+        for seg in &self.segs {
+            let mut next = vec![false; chars.len() + 1];
+            let shape = match seg {
+                Seg::Lit(s) => Shape::Exactly(s),
+                Seg::RunId => Shape::Exactly(run_id),
+                Seg::Class => Shape::Exactly(class),
+                Seg::Secret(v) => Shape::Exactly(v),
+                Seg::Vu | Seg::VuMod(_) | Seg::Round | Seg::Seq | Seg::Rand(_) | Seg::NowMs => {
+                    Shape::OneOrMore(|c| c.is_ascii_digit())
+                }
+                Seg::Uuid => Shape::OneOrMore(|c| c.is_ascii_hexdigit() || c == '-'),
+                Seg::Now => Shape::OneOrMore(|c| c.is_ascii_digit() || "-:.TZ+".contains(c)),
+                Seg::Context | Seg::Var(_) => Shape::Anything,
+            };
+            for i in (0..at.len()).filter(|i| at[*i]) {
+                match &shape {
+                    Shape::Exactly(s) => {
+                        let want: Vec<char> = s.chars().collect();
+                        if chars[i..].starts_with(&want) {
+                            next[i + want.len()] = true;
+                        }
+                    }
+                    Shape::OneOrMore(kind) => {
+                        let run = chars[i..].iter().take_while(|c| kind(**c)).count();
+                        next[i + 1..=i + run].iter_mut().for_each(|n| *n = true);
+                    }
+                    Shape::Anything => next[i..].iter_mut().for_each(|n| *n = true),
+                }
+            }
+            at = next;
+        }
+        at[chars.len()]
+    }
+}
+
 /// If `s` starts with `{vu % N}` (spaces optional), N and the length consumed; an error for
 /// a modulus that is not a positive integer. `None` for anything else.
 fn vu_modulo(s: &str) -> Result<Option<(u32, usize)>, String> {
@@ -367,6 +428,26 @@ mod tests {
             r#"/cosmo/q/producer-2?vu=3&n=17 {"a": {"b": 1}} {x}"#
         );
         assert!(vars.is_empty());
+    }
+
+    #[test]
+    fn a_name_is_held_against_what_the_template_could_have_made() {
+        let mut vars = Vec::new();
+        let t = Template::parse("/queue/jms-{round}-{vu % 4}", &mut vars).unwrap();
+        assert!(t.could_make("/queue/jms-2-3", "r1", "producer"));
+        assert!(!t.could_make("/queue/jms-2-", "r1", "producer"));
+        assert!(!t.could_make("/queue/someone-else", "r1", "producer"));
+        let t = Template::parse("/queue/reply-{run_id}-{class}-{vu}", &mut vars).unwrap();
+        assert!(t.could_make("/queue/reply-r1-producer-12", "r1", "producer"));
+        assert!(!t.could_make("/queue/reply-r2-producer-12", "r1", "producer"));
+        assert!(!t.could_make("/queue/reply-r1-consumer-12", "r1", "producer"));
+        let t = Template::parse("/topic/{team}/{uuid}", &mut vars).unwrap();
+        assert!(t.could_make("/topic/red/blue/0f8e-9a", "r1", "c"));
+        assert!(t.could_make("/topic//0f8e", "r1", "c"));
+        assert!(!t.could_make("/topic/red/xyz", "r1", "c"));
+        assert!(!Template::literal("/queue/a").could_make(&"a".repeat(5000), "r", "c"));
+        let lit = Template::literal("/queue/äö");
+        assert!(lit.could_make("/queue/äö", "r", "c"));
     }
 
     #[test]

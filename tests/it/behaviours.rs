@@ -215,6 +215,19 @@ users:
         "{s:?}"
     );
     assert!(s.renormalised.get("del").copied().unwrap_or(0) > 0, "{s:?}");
+    // The same report, edited to name a state its behaviour has not, is not read again.
+    let file = out.join("run.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let forged = text.replacen("\"del\":", "\"gone\":", 1);
+    assert_ne!(forged, text);
+    std::fs::write(&file, forged).unwrap();
+    let o = loadmix_bin(&["report", &path_str(&file)]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("g: draws renormalised at \"gone\", a state its behaviours have not"),
+        "{err}"
+    );
 }
 
 /// `serve --access-log` writes one Combined Log Format line per request answered: a run

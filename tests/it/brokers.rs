@@ -456,6 +456,45 @@ users:
     assert!(e2e.latency_ms.p50 > 0.0, "{:?}", e2e.latency_ms);
     assert!(e2e.latency_ms.max < 10_000.0, "{:?}", e2e.latency_ms);
     h_stop(&rt, h);
+    a_shard_that_says_what_its_run_did_not_do_is_refused(tmp.path(), &files);
+}
+
+/// A shard's report edited to say what its run did not do (another run's destination in
+/// its ledger, a class renamed) is refused by `merge`, naming it, before anything is
+/// written.
+fn a_shard_that_says_what_its_run_did_not_do_is_refused(dir: &std::path::Path, files: &[String]) {
+    let forged = |name: &str, change: &dyn Fn(&mut serde_json::Value)| {
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&files[1]).unwrap()).unwrap();
+        change(&mut v);
+        let p = dir.join(name);
+        std::fs::write(&p, v.to_string()).unwrap();
+        let out = dir.join(format!("{name}.merged"));
+        let o = loadmix_bin(&["merge", &files[0], &path_str(&p), "--out", &path_str(&out)]);
+        assert!(!out.exists());
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    let (code, err) = forged("elsewhere.json", &|v| {
+        let mut d = v["ledger"]["destinations"][0].clone();
+        d["name"] = "/queue/someone-else".into();
+        v["ledger"]["destinations"].as_array_mut().unwrap().push(d);
+    });
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("elsewhere.json: its message ledger names \"/queue/someone-else\""),
+        "{err}"
+    );
+    let (code, err) = forged("renamed.json", &|v| {
+        v["workload"]["classes"][1]["name"] = "reader".into();
+    });
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("are not shards of one run: workloads"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -117,6 +117,9 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
     ],
 };
 
+/// RabbitMQ's direct reply-to: the pseudo-queue a requester's replies come to.
+pub(crate) const DIRECT_REPLY_TO: &str = "amq.rabbitmq.reply-to";
+
 /// AMQP operations.
 #[derive(Debug, Clone)]
 pub enum AmqpOp {

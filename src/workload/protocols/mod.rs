@@ -19,9 +19,9 @@ mod stomp;
 use std::time::Duration;
 
 use super::dist::{Dist, Unit};
-use super::{HttpRequest, Params, Pool, Prefill};
+use super::{HttpRequest, Params, Pool, Prefill, Template};
 
-pub(crate) use amqp::{AmqpOp, AmqpParams, QueueType};
+pub(crate) use amqp::{AmqpOp, AmqpParams, DIRECT_REPLY_TO, QueueType};
 pub(crate) use atom::{AtomOp, AtomParams};
 pub(crate) use caldav::{CaldavOp, CaldavParams, EventShape, MAX_INITIAL_EVENTS};
 pub(crate) use holdings::Holdings;
@@ -373,6 +373,31 @@ pub(in crate::workload) fn build_class(
 }
 
 impl ClassKind {
+    /// The destinations a broker class's users send to, take from or ask replies at, as
+    /// templates; none for the other protocols.
+    pub fn destinations(&self) -> Vec<Template> {
+        match self {
+            ClassKind::Stomp { params, ops } => {
+                ops.iter()
+                    .filter_map(|o| match o {
+                        StompOp::Send { destination, .. }
+                        | StompOp::Request { destination, .. } => Some(destination.clone()),
+                        StompOp::Receive { .. } | StompOp::Reply { .. } => None,
+                    })
+                    .chain(params.subscribe.clone())
+                    .chain(params.reply_to.clone())
+                    .collect()
+            }
+            ClassKind::Amqp { params, .. } => {
+                vec![params.queue.clone(), Template::literal(DIRECT_REPLY_TO)]
+            }
+            ClassKind::Http { .. }
+            | ClassKind::Morse { .. }
+            | ClassKind::Atom { .. }
+            | ClassKind::Caldav { .. } => Vec::new(),
+        }
+    }
+
     /// Why a class of this kind, its operations picked with these weights, could never
     /// send what most of its picks ask for (its operations need items none of them
     /// makes, and nothing is made before the first pick); `None` when it can.

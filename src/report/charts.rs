@@ -473,15 +473,18 @@ pub(crate) fn errors_over_time(r: &Report) -> String {
     let mut names: Vec<String> = Vec::new();
     for s in r.rounds.iter().flat_map(|round| &round.per_second) {
         for k in s.errors.keys() {
-            if !names.contains(k) {
-                names.push(k.clone());
+            if !names.iter().any(|n| n == k.name()) {
+                names.push(k.name().to_string());
             }
         }
     }
     per_second_chart(
         r,
         &names,
-        |s, name| Some(s.errors.get(name).copied().unwrap_or(0) as f64),
+        |s, name| {
+            let n = s.errors.iter().find(|(k, _)| k.name() == name);
+            Some(n.map_or(0, |(_, n)| *n) as f64)
+        },
         true,
         (
             "failures over time by class (per second; rounds in sequence)",
@@ -504,6 +507,11 @@ fn heat_cells(r: &Report, bands: &[Band], width: f64) -> Vec<(f64, f64, usize, f
                 continue;
             }
             let x0 = offset + i as f64;
+            // A second past the round's end is off the chart (a report's timelines and
+            // per-second entries that disagree): no cells drawn where nothing is seen.
+            if x0 >= end {
+                break;
+            }
             let x1 = (x0 + 1.0).min(end).max(x0 + 0.001);
             let col = (x0 / width) as u64;
             if columns.last().is_none_or(|c| c.0 != col) {
@@ -1123,6 +1131,15 @@ mod tests {
                 .iter()
                 .any(|c| c.2 == 4 && (c.3 - 2.0 / 6.0).abs() < 1e-9)
         );
+        let page = crate::report::html::report(&r);
+        assert!(page.len() < 4 << 20, "{} bytes", page.len());
+        // A report whose timeline says two seconds but whose per-second entries go on for
+        // days draws the two seconds: nothing past the round's end.
+        r.rounds[0].elapsed_s = 2.0;
+        r.rounds[0].total.timeline.truncate(2);
+        let (bands, xmax) = super::super::axis::bands(&r);
+        let cells = heat_cells(&r, &bands, (xmax / COLUMNS as f64).ceil());
+        assert_eq!(cells.len(), 2 * 3, "{cells:?}");
         let page = crate::report::html::report(&r);
         assert!(page.len() < 4 << 20, "{} bytes", page.len());
     }

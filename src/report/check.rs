@@ -40,6 +40,18 @@ pub(crate) fn consistent(report: &Report) -> Result<(), String> {
                 r.elapsed_s
             ));
         }
+        if let Some(s) = r
+            .per_second
+            .iter()
+            .find(|s| s.latency_heat.len() > crate::metrics::HEAT_BUCKETS)
+        {
+            return Err(format!(
+                "round {}: a second with {} latency bands, of {} a run keeps",
+                r.index,
+                s.latency_heat.len(),
+                crate::metrics::HEAT_BUCKETS
+            ));
+        }
         let sums = [Some(&r.total), r.sent.as_ref(), r.received.as_ref()];
         for o in r.ops.iter().chain(sums.into_iter().flatten()) {
             if o.successes.checked_add(o.failures) != Some(o.requests) {
@@ -161,5 +173,25 @@ mod tests {
         let e =
             loaded(|v| v["rounds"][0]["total"]["successes"] = serde_json::json!(0)).unwrap_err();
         assert!(e.contains("are not its"), "{e}");
+    }
+
+    /// What one second of a report may hold is what a run keeps: its error classes and
+    /// its latency bands, so a second costs memory in proportion to its text.
+    #[test]
+    fn a_second_holds_only_what_a_run_keeps() {
+        let e = loaded(|v| {
+            v["rounds"][0]["per_second"][0]["errors"] = serde_json::json!({"k0": 1, "k1": 2});
+        })
+        .unwrap_err();
+        assert!(e.contains("unknown variant `k0`"), "{e}");
+        assert_eq!(
+            loaded(|v| v["rounds"][0]["per_second"][0]["errors"] = serde_json::json!({"body": 1})),
+            Ok(())
+        );
+        let e = loaded(|v| {
+            v["rounds"][0]["per_second"][0]["latency_heat"] = serde_json::json!(vec![1; 1000]);
+        })
+        .unwrap_err();
+        assert!(e.contains("a second with 1000 latency bands, of 22"), "{e}");
     }
 }

@@ -602,7 +602,8 @@ fn merged_seconds(rounds: &[&RoundReport], offsets: &[usize]) -> Vec<PerSecond> 
             }
             let m = &mut out[k];
             for (class, n) in &s.errors {
-                *m.errors.entry(class.clone()).or_default() += n;
+                let e = m.errors.entry(*class).or_default();
+                *e = e.saturating_add(*n);
             }
             m.in_flight += s.in_flight;
             // Counts per latency row add up, as percentiles do not.

@@ -28,7 +28,9 @@ pub(crate) use hyper::Method;
 pub use hyper::Request;
 
 /// Why a request did not produce a usable answer. Ordered as reported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ErrorClass {
     /// The TCP connection could not be opened (refused, unreachable, connect timeout).

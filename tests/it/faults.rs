@@ -100,7 +100,12 @@ fn slow_answers_past_the_timeout_are_timeouts() {
     let per_second: u64 = round
         .per_second
         .iter()
-        .map(|s| s.errors.get("timeout").copied().unwrap_or(0))
+        .map(|s| {
+            s.errors
+                .get(&loadmix::client::ErrorClass::Timeout)
+                .copied()
+                .unwrap_or(0)
+        })
         .sum();
     assert_eq!(per_second, 4);
     let in_flight: f64 = round.per_second.iter().map(|s| s.in_flight).sum();

@@ -90,7 +90,7 @@ pub struct PerSecond {
     pub p99_ms: Option<f64>,
     /// Failures that started in this second, by error class.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub errors: BTreeMap<String, u64>,
+    pub errors: BTreeMap<ErrorClass, u64>,
     /// Mean number of operations in flight during the second.
     pub in_flight: f64,
     /// Users active at the second's end (closed users in their window, open sessions).
@@ -111,7 +111,7 @@ impl PerSecond {
             errors: ErrorClass::ALL
                 .iter()
                 .filter(|c| s.errors[c.index()] > 0)
-                .map(|c| (c.name().to_string(), s.errors[c.index()]))
+                .map(|c| (*c, s.errors[c.index()]))
                 .collect(),
             in_flight: s.busy_us as f64 / 1e6,
             users,

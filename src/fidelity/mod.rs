@@ -2,8 +2,8 @@
 //! workload sampled offline (`model.rs`), or a log and a run's report (`report.rs`), one
 //! table of checks, each with its statistic
 //! and the gate it is judged by. The logs are read as
-//! `infer` reads them (the same classification, the second cut into sessions at the
-//! first's timeout), so that a log and the log of a run of the workload inferred from it
+//! `infer` reads them (the same classification, both cut into sessions by the same rule:
+//! the timeout given, else each group of clients at its own gaps), so that a log and the log of a run of the workload inferred from it
 //! can be held side by side. A check passes when the difference is not significant
 //! (p ≥ [`ALPHA`]) or too small to matter (below its effect-size gate): big logs make
 //! any difference significant, and a load test needs the shape, not the last digit.
@@ -72,7 +72,7 @@ struct Traffic {
     duration_us: Vec<f64>,
     thinks: BTreeMap<(String, String), Vec<f64>>,
     requests_us: Vec<i64>,
-    /// When each whole session started.
+    /// When each session started, whole or cut by the log's edges.
     starts_us: Vec<i64>,
     sessions: usize,
     span_us: i64,
@@ -98,11 +98,14 @@ fn traffic(s: &Scan) -> Traffic {
     for x in &s.sessions {
         t.requests_us.extend(x.requests.iter().map(|r| r.at_us));
         t.busy_us += (x.end_us() - x.start_us()).max(0) as f64;
+        // Every session started is counted, whole or cut by an edge: how long a session
+        // must lie from the edges to be known whole differs from log to log, and a rate
+        // of whole sessions alone would differ with it.
+        t.sessions += 1;
+        t.starts_us.push(x.start_us());
         if x.cut {
             continue;
         }
-        t.sessions += 1;
-        t.starts_us.push(x.start_us());
         t.ops_per_session.push(x.requests.len() as f64);
         t.duration_us
             .push((x.end_us() - x.start_us()).max(0) as f64);
@@ -427,8 +430,8 @@ fn ratio(name: &str, a: f64, b: f64, gate: f64, show: impl Fn(f64) -> String) ->
 pub struct Fidelity {
     /// Every check, judged or not.
     pub checks: Vec<Check>,
-    /// The session timeout both sides were cut at, µs.
-    pub timeout_us: i64,
+    /// The session timeouts the sides were cut at, as the reader is told.
+    pub timeouts: String,
     /// What the first side was (its file).
     pub first: String,
     /// What the second side was.
@@ -465,9 +468,7 @@ impl Fidelity {
         }
         let mut out = format!(
             "fidelity of {} against {} (sessions cut at {})\n{t}\n",
-            self.second,
-            self.first,
-            ms(self.timeout_us as f64)
+            self.second, self.first, self.timeouts
         );
         for c in &self.checks {
             if let Some(n) = &c.note {
@@ -511,7 +512,7 @@ pub(crate) fn against_model(
     }
     Ok(Fidelity {
         checks: checks(&ta, &tb),
-        timeout_us: log.timeout_us,
+        timeouts: log.timeouts(),
         first: first.to_string(),
         second: format!(
             "{second} (sampled without traffic, each gap plus the log's floor of {})",
@@ -551,7 +552,7 @@ pub fn compare(
         }
         return Ok(Fidelity {
             checks: checks(&ta, &tb),
-            timeout_us: a.timeout_us,
+            timeouts: a.timeouts(),
             first: first.display().to_string(),
             second: format!("{} (a run's report)", second.display()),
         });
@@ -569,7 +570,9 @@ pub fn compare(
         files: vec![second.clone()],
         rules,
         format: None,
-        timeout_us: Some(a.timeout_us),
+        // Cut by the same rule: the timeout given, else each group's own gaps (a log of
+        // the inferred workload names its classes as the workload does, not as the first).
+        timeout_us,
         seed: 1,
     })
     .map_err(|e| match not_a_report {
@@ -587,7 +590,10 @@ pub fn compare(
     }
     Ok(Fidelity {
         checks: checks(&ta, &tb),
-        timeout_us: a.timeout_us,
+        timeouts: match (a.timeouts(), b.timeouts()) {
+            (x, y) if x == y => x,
+            (x, y) => format!("{x} in the first; {y} in the second"),
+        },
         first: first.display().to_string(),
         second: second.display().to_string(),
     })

@@ -120,8 +120,7 @@ pub(crate) fn sample(w: &Workload, log: &Scan) -> Scan {
     let mut s = Scan {
         first_us: 0,
         last_us: span,
-        timeout_us: log.timeout_us,
-        timeout_from: "the log's".into(),
+        cuts: log.cuts.clone(),
         subsecond: true,
         ..Default::default()
     };

@@ -59,8 +59,11 @@ pub(super) fn traffic(r: &Report) -> Traffic {
     for round in &r.rounds {
         for c in &round.sessions {
             for b in &c.behaviours {
-                t.sessions +=
-                    usize::try_from(b.exited + b.max_ops + b.dead_ends).unwrap_or(usize::MAX);
+                // Every session started, as a log's are counted: those the round's end
+                // cut too.
+                t.sessions = t
+                    .sessions
+                    .saturating_add(usize::try_from(b.started).unwrap_or(usize::MAX));
                 expand(&b.ops_per_session.counts, 1.0, &mut t.ops_per_session);
                 // Durations are counted in milliseconds.
                 expand(&b.duration_s.counts, 1e3, &mut t.duration_us);

@@ -68,15 +68,14 @@ pub enum InferError {
     Scan(#[from] scan::ScanError),
     #[error(
         "the logs hold no whole session of an operation loadmix can run: {sessions} sessions, \
-         {cut} of them begun before the log or still going at its end (timeout {timeout}, \
-         {from}; the log spans {span}); a --session-timeout a little over the longest pause \
-         within a session may find some"
+         {cut} of them begun before the log or still going at its end (timeout {timeout}; \
+         the log spans {span}); a --session-timeout a little over the longest pause within a \
+         session may find some"
     )]
     NoSessions {
         sessions: u64,
         cut: u64,
         timeout: String,
-        from: String,
         span: String,
     },
     #[error(
@@ -186,7 +185,8 @@ pub fn infer(o: &InferOptions) -> Result<Inferred, InferError> {
             }
         }
     }
-    if classes.is_empty() && s.between.len() == 1 {
+    // One client's sessions, however cut, tell nothing of a population.
+    if s.between.len() == 1 {
         return Err(InferError::OneClient {
             sessions: s.sessions_seen,
             cut: s.sessions_cut,
@@ -196,8 +196,7 @@ pub fn infer(o: &InferOptions) -> Result<Inferred, InferError> {
         return Err(InferError::NoSessions {
             sessions: s.sessions_seen,
             cut: s.sessions_cut,
-            timeout: write::duration(s.timeout_us as f64),
-            from: s.timeout_from.clone(),
+            timeout: s.timeouts(),
             span: write::duration(s.last_us.saturating_sub(s.first_us).max(0) as f64),
         });
     }

@@ -135,6 +135,24 @@ pub struct FileCounts {
     pub shown: Vec<String>,
 }
 
+/// How one group of clients' requests are cut into sessions: the clients of one loadmix
+/// class (its User-Agent names it), or every other client (the group `""`). Each group's
+/// gaps are its own: a class of pollers pausing a second and a class of people thinking
+/// for seconds have no one timeout between them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cut {
+    /// The loadmix class, or `""`.
+    pub group: String,
+    /// A gap longer than this ends a session, µs.
+    pub timeout_us: i64,
+    /// How far a session's requests lie apart within it (the 99th percentile of the
+    /// group's gaps under the timeout), µs: a session that begins this close to the log's
+    /// start, or ends this close to its end, may have more requests outside it.
+    pub reach_us: i64,
+    /// How the timeout was found.
+    pub from: String,
+}
+
 /// Everything read from the logs.
 #[derive(Debug, Default)]
 pub struct Scan {
@@ -150,9 +168,10 @@ pub struct Scan {
     pub untracked: u64,
     pub first_us: i64,
     pub last_us: i64,
-    pub timeout_us: i64,
-    /// How the timeout was found.
-    pub timeout_from: String,
+    /// How each group of clients' sessions were cut (see [`Cut`]).
+    pub cuts: Vec<Cut>,
+    /// Per client: its group's place in `cuts`.
+    pub client_cut: Vec<u16>,
     /// Whether any time in the logs has a fraction of a second (else think times are
     /// known to the second only).
     pub subsecond: bool,
@@ -179,6 +198,8 @@ pub(crate) struct ScanOptions {
 /// A request reduced to what sessions need.
 struct Seen {
     client: String,
+    /// The loadmix class its User-Agent names, if it does.
+    group: Option<String>,
     protocol: Protocol,
     op: OpDef,
     /// The request target in origin form.
@@ -286,6 +307,7 @@ fn seen(e: &Entry, rules: Option<&super::rules::Rules>) -> Result<Seen, Kind> {
                 .unwrap_or_else(|| format!("a {} {}", e.host, e.agent.as_deref().unwrap_or("-")));
             Ok(Seen {
                 client: format!("{} {who}", protocol.name()),
+                group: loadmix_class(e.agent.as_deref()).map(str::to_string),
                 protocol,
                 op: OpDef {
                     protocol,
@@ -348,7 +370,11 @@ fn valley(hist: &[u64; BINS], from_us: i64) -> Option<i64> {
             continue;
         };
         let lower = left.min(right);
-        let deep = here * 2 < lower && r - l >= 10 && lower >= 5;
+        // Deep against the counts' own noise too: the lower peak stands three Poisson
+        // standard deviations above the valley, so that a few stragglers in one kind's
+        // tail are not taken for a second kind.
+        let dip = lower.saturating_sub(here) as f64;
+        let deep = here * 2 < lower && r - l >= 10 && dip * dip >= 9.0 * lower as f64;
         let prominence = lower - here.min(lower);
         if deep && best.is_none_or(|b| prominence > b.0) {
             best = Some((prominence, i, l, r));
@@ -375,36 +401,190 @@ fn valley(hist: &[u64; BINS], from_us: i64) -> Option<i64> {
     Some(10f64.powf((x(widest.0) + x(widest.1)) / 2.0).round() as i64)
 }
 
-/// A web analytics session's usual timeout, when the log shows none.
+/// A web analytics session's usual timeout, when the log shows too few gaps for a rule.
 const DEFAULT_TIMEOUT_US: i64 = 30 * 60 * 1_000_000;
 
-/// Read the logs twice: the timeout, then the sessions.
+/// Groups with gaps of their own; the clients of further loadmix classes are in `""`'s.
+const MAX_GROUPS: usize = 64;
+
+/// Gaps a group needs before a rule is drawn from them.
+const FEW_GAPS: u64 = 4;
+
+/// One group's gaps, as the first pass counts them: from an answer to the client's next
+/// request, and from one request to the next (all a log whose clock counts whole seconds
+/// can tell).
+struct Gaps {
+    group: String,
+    after_answer: [u64; BINS],
+    between_starts: [u64; BINS],
+}
+
+/// When the gaps show no valley: the far-out fence of their logarithms (Tukey's: the
+/// upper quartile plus three interquartile ranges, the range at least a tenth of a
+/// decade). Think times of one kind (lognormal, exponential) lie under it but for about
+/// one gap in a million; a pause between sessions of another order lies past it. `None`
+/// for fewer than [`FEW_GAPS`] gaps.
+fn fence(hist: &[u64; BINS]) -> Option<i64> {
+    let total: u64 = hist.iter().sum();
+    if total < FEW_GAPS {
+        return None;
+    }
+    let quantile = |q: f64| {
+        let rank = ((q * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        hist.iter()
+            .position(|&n| {
+                seen += n;
+                seen >= rank
+            })
+            .unwrap_or(BINS - 1)
+    };
+    let (q1, q3) = (quantile(0.25), quantile(0.75));
+    let far = (q3 + 1) as f64 + 3.0 * ((q3 - q1) as f64).max(2.0);
+    Some(10f64.powf(far / 20.0).round() as i64)
+}
+
+/// How far apart a session's requests lie, for telling whether the log's edges cut it:
+/// the 99th percentile of the gaps under `timeout_us` in `hist` (its bin's upper edge),
+/// µs; the timeout when there are none. A session this far from an edge is whole but for
+/// about one chance in a hundred.
+fn reach(hist: &[u64; BINS], timeout_us: i64) -> i64 {
+    let under = &hist[..bin(timeout_us).min(BINS)];
+    let total: u64 = under.iter().sum();
+    if total == 0 {
+        return timeout_us;
+    }
+    let rank = (total as f64 * 0.99).ceil() as u64;
+    let mut seen = 0;
+    let at = under
+        .iter()
+        .position(|&n| {
+            seen += n;
+            seen >= rank
+        })
+        .unwrap_or(under.len().saturating_sub(1));
+    (10f64.powf((at + 1) as f64 / 20.0).round() as i64).min(timeout_us)
+}
+
+/// How a group's sessions are cut: at the given timeout, else at the valley in its gaps,
+/// else at their far-out fence, else (too few gaps) at 30 minutes.
+fn cut_of(g: &Gaps, given: Option<i64>, subsecond: bool) -> Cut {
+    // Whole seconds leave the bins between 1 s and 2 s, 2 s and 3 s... empty: the valley
+    // is looked for where a bin spans more than a second.
+    let (hist, found) = match subsecond {
+        true => (&g.after_answer, valley(&g.after_answer, 0)),
+        false => (&g.between_starts, valley(&g.between_starts, 10_000_000)),
+    };
+    let (timeout_us, from) = match (given, found, fence(hist)) {
+        (Some(t), ..) => (t, "given".to_string()),
+        (None, Some(t), _) => (
+            t,
+            "the valley between think times and pauses in the gaps".into(),
+        ),
+        (None, None, Some(t)) => (
+            t,
+            "the gaps show no valley between think times and pauses: the far-out fence of \
+             their logarithms, Q3 + 3 IQR"
+                .into(),
+        ),
+        (None, None, None) => (
+            DEFAULT_TIMEOUT_US,
+            "30 min: too few gaps to find a timeout from".into(),
+        ),
+    };
+    Cut {
+        group: g.group.clone(),
+        timeout_us,
+        reach_us: reach(hist, timeout_us),
+        from,
+    }
+}
+
+impl Scan {
+    /// The timeouts the sessions were cut at, for a reader: one, or one per group.
+    pub fn timeouts(&self) -> String {
+        let one = |c: &Cut| {
+            format!(
+                "{} ({})",
+                super::write::duration(c.timeout_us as f64),
+                c.from
+            )
+        };
+        match &self.cuts[..] {
+            [] => "none (no client came twice)".into(),
+            [c] => one(c),
+            cuts => cuts
+                .iter()
+                .map(|c| match c.group.as_str() {
+                    "" => format!("other clients {}", one(c)),
+                    g => format!("{g} {}", one(c)),
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
+    }
+
+    /// The timeout of client `c`'s group.
+    fn cut_for(&self, c: usize) -> &Cut {
+        let i = self.client_cut.get(c).copied().unwrap_or(0) as usize;
+        &self.cuts[i.min(self.cuts.len().saturating_sub(1))]
+    }
+}
+
+/// The place in `cuts` of the group a client of loadmix class `group` is in.
+fn group_index(cuts: &[Cut], group: Option<&str>) -> u16 {
+    let at = |name: &str| cuts.iter().position(|c| c.group == name);
+    group
+        .and_then(at)
+        .or_else(|| at(""))
+        .unwrap_or(0)
+        .try_into()
+        .unwrap_or(0)
+}
+
+/// Read the logs twice: the timeouts, then the sessions.
 pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
     let mut s = Scan {
         first_us: i64::MAX,
         last_us: i64::MIN,
         ..Default::default()
     };
-    // Pass 1: operations, set-up counts, log span and the gap histogram.
-    // Gaps from an answer to the next request, and from one request to the next: a log
-    // whose clock counts whole seconds can only tell the second.
-    let mut hist = [0u64; BINS];
-    let mut hist_arrivals = [0u64; BINS];
-    let mut last: HashMap<String, (i64, i64)> = HashMap::new();
+    // Pass 1: operations, set-up counts, log span and each group's gaps.
+    let mut groups: Vec<Gaps> = Vec::new();
+    let mut last: HashMap<String, (i64, i64, usize)> = HashMap::new();
     let mut counts = Vec::new();
     read_all(o, &mut counts, |r| match r {
         Ok(x) => {
             s.first_us = s.first_us.min(x.at_us);
             s.last_us = s.last_us.max(x.done_us);
             s.subsecond |= x.at_us % 1_000_000 != 0;
-            if let Some((at, done)) = last.get_mut(&x.client) {
-                hist[bin(x.at_us - *done)] += 1;
+            if let Some((at, done, g)) = last.get_mut(&x.client) {
+                let gaps = &mut groups[*g];
+                gaps.after_answer[bin(x.at_us - *done)] += 1;
                 // The same second: half of the clock's resolution.
-                hist_arrivals[bin((x.at_us - *at).max(500_000))] += 1;
+                gaps.between_starts[bin((x.at_us - *at).max(500_000))] += 1;
                 *at = (*at).max(x.at_us);
                 *done = (*done).max(x.done_us);
             } else if last.len() < MAX_CLIENTS {
-                last.insert(x.client, (x.at_us, x.done_us));
+                let name = x.group.as_deref().unwrap_or("");
+                let g = match groups.iter().position(|g| g.group == name) {
+                    Some(g) => g,
+                    None => {
+                        let name = if groups.len() < MAX_GROUPS { name } else { "" };
+                        groups
+                            .iter()
+                            .position(|g| g.group == name)
+                            .unwrap_or_else(|| {
+                                groups.push(Gaps {
+                                    group: name.to_string(),
+                                    after_answer: [0; BINS],
+                                    between_starts: [0; BINS],
+                                });
+                                groups.len() - 1
+                            })
+                    }
+                };
+                last.insert(x.client, (x.at_us, x.done_us, g));
             }
         }
         Err(Kind::SetUp(what)) => *s.setup.entry(what).or_default() += 1,
@@ -412,24 +592,10 @@ pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
         Err(_) => s.statics += 1,
     })?;
     drop(last);
-    // Whole seconds leave the bins between 1 s and 2 s, 2 s and 3 s... empty: the valley
-    // is looked for where a bin spans more than a second.
-    let found = if s.subsecond {
-        valley(&hist, 0)
-    } else {
-        valley(&hist_arrivals, 10_000_000)
-    };
-    (s.timeout_us, s.timeout_from) = match (o.timeout_us, found) {
-        (Some(t), _) => (t, "given".into()),
-        (None, Some(t)) => (
-            t,
-            "the valley between think times and pauses in the gaps".into(),
-        ),
-        (None, None) => (
-            DEFAULT_TIMEOUT_US,
-            "30 min: the gaps show no valley between think times and pauses".into(),
-        ),
-    };
+    s.cuts = groups
+        .iter()
+        .map(|g| cut_of(g, o.timeout_us, s.subsecond))
+        .collect();
     // Pass 2: sessions.
     let mut clients: HashMap<String, u32> = HashMap::new();
     let mut open: HashMap<u32, Session> = HashMap::new();
@@ -466,6 +632,7 @@ pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
             None if clients.len() < MAX_CLIENTS => {
                 let c = clients.len() as u32;
                 clients.insert(x.client, c);
+                s.client_cut.push(group_index(&s.cuts, x.group.as_deref()));
                 s.between.push((0, 0.0, 0.0));
                 s.client_protocol.push(x.protocol);
                 last_end.push(i64::MIN);
@@ -483,7 +650,7 @@ pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
             at_us: x.at_us,
             done_us: x.done_us,
         };
-        let timeout = s.timeout_us;
+        let timeout = s.cut_for(client as usize).timeout_us;
         let ends = open
             .get(&client)
             .is_some_and(|o| x.at_us - o.end_us() > timeout || o.requests.len() >= MAX_SESSION_OPS);
@@ -504,7 +671,10 @@ pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
             since_sweep = 0;
             let idle: Vec<u32> = open
                 .iter()
-                .filter(|(_, o)| now - o.end_us() > 2 * timeout)
+                .filter(|(c, o)| {
+                    now.saturating_sub(o.end_us())
+                        > s.cut_for(**c as usize).timeout_us.saturating_mul(2)
+                })
                 .map(|(c, _)| *c)
                 .collect();
             for c in idle {
@@ -528,8 +698,9 @@ pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
 fn finish(mut done: Session, s: &mut Scan, last_end: &mut [i64], rng: &mut Xoshiro256PlusPlus) {
     done.requests.sort_by_key(|r| r.at_us);
     let (start, end) = (done.start_us(), done.end_us());
-    done.cut = start - s.first_us <= s.timeout_us
-        || s.last_us - end <= s.timeout_us
+    let reach = s.cut_for(done.client as usize).reach_us;
+    done.cut = start - s.first_us <= reach
+        || s.last_us - end <= reach
         || done.requests.len() >= MAX_SESSION_OPS;
     let c = done.client as usize;
     if last_end[c] != i64::MIN {
@@ -560,6 +731,12 @@ fn finish(mut done: Session, s: &mut Scan, last_end: &mut [i64], rng: &mut Xoshi
 /// Whether `agent` is a loadmix user's, sent off the clock (`...; setup)`).
 fn loadmix_setup(agent: Option<&str>) -> bool {
     loadmix_user(agent).is_some_and(|u| u.ends_with("; setup"))
+}
+
+/// The class a loadmix User-Agent names (`caldav` of `run RUN; caldav#7`).
+fn loadmix_class(agent: Option<&str>) -> Option<&str> {
+    let (_, user) = loadmix_user(agent)?.split_once("; ")?;
+    user.split_once('#').map(|(class, _)| class)
 }
 
 fn loadmix_user(agent: Option<&str>) -> Option<&str> {
@@ -611,6 +788,125 @@ mod tests {
             one[bin(g)] += 100;
         }
         assert_eq!(valley(&one, 0), None);
+    }
+
+    #[test]
+    fn a_few_stragglers_in_one_kinds_tail_are_no_second_kind() {
+        // Lognormal think times (median 300 ms, p95 2 s) of people who each come once:
+        // 300 gaps whose tail thins out past 3 s into a few stragglers, and no pauses.
+        let mut h = [0u64; BINS];
+        let sigma = (2.0f64 / 0.3).ln() / 1.645;
+        for k in 0..300 {
+            let q = (k as f64 + 0.5) / 300.0;
+            let z = std::f64::consts::SQRT_2 * inverse_erf(2.0 * q - 1.0);
+            h[bin((300_000.0 * (sigma * z).exp()) as i64)] += 1;
+        }
+        for g in [9_000_000, 9_500_000, 10_000_000, 11_000_000, 12_000_000] {
+            h[bin(g)] += 1;
+        }
+        assert_eq!(valley(&h, 0), None);
+        // The rule then: the far-out fence of the logarithms, past every think time.
+        let t = fence(&h).unwrap();
+        assert!(t > 12_000_000, "{t}");
+        // A session this far from the log's edges is whole: under the longest gap.
+        let r = reach(&h, t);
+        assert!((2_000_000..12_000_000).contains(&r), "{r}");
+    }
+
+    /// A log of two loadmix classes whose gaps overlap: pollers thinking up to 300 ms and
+    /// pausing 1-3 s, and people arriving at 4/s who each make one session with lognormal
+    /// think times (median 300 ms, p95 2 s, some longer than the pollers' pauses). No one
+    /// timeout cuts both; each class's own gaps do.
+    #[test]
+    fn each_loadmix_class_is_cut_at_its_own_gaps() {
+        use rand::RngExt;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let t0 = 1_764_000_000_000_000i64;
+        let mut lines: Vec<(i64, String)> = Vec::new();
+        let mut line = |at: i64, method: &str, who: &str| {
+            let agent = format!("loadmix/0.1.0 (run 20261205T000000Z-abcdef; {who})");
+            let text = format!(
+                r#"{{"msec":{:.3},"remote_addr":"127.0.0.1","request_method":"{method}","request_uri":"/cosmo/dav/u/lm-1-c/","status":207,"request_time":0.002,"http_user_agent":"{agent}"}}"#,
+                (at + 2_000) as f64 / 1e6
+            );
+            lines.push((at, text));
+        };
+        let span = 60_000_000i64;
+        let mut poller_sessions = 0;
+        for p in 0..6 {
+            let mut at = t0 + rng.random_range(0..2_000_000);
+            while at < t0 + span {
+                poller_sessions += 1;
+                for step in 0..rng.random_range(2..5) {
+                    let method = if step == 0 { "PROPFIND" } else { "REPORT" };
+                    line(at, method, &format!("poller#{p}"));
+                    at += 2_000 + rng.random_range(1_000..300_000);
+                }
+                at += rng.random_range(1_000_000..3_000_000);
+            }
+        }
+        let sigma = (2.0f64 / 0.3).ln() / 1.645;
+        let editors = 240;
+        for e in 0..editors {
+            let mut at = t0 + 2_000_000 + e * 250_000;
+            for _ in 0..rng.random_range(2..6) {
+                line(at, "REPORT", &format!("editor#{e}"));
+                let z: f64 = (0..12).map(|_| rng.random::<f64>()).sum::<f64>() - 6.0;
+                at += 2_000 + (300_000.0 * (sigma * z).exp()) as i64;
+            }
+        }
+        lines.sort();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.json");
+        let text: Vec<String> = lines.into_iter().map(|(_, l)| l).collect();
+        std::fs::write(&path, text.join("\n")).unwrap();
+        let s = scan(&ScanOptions {
+            files: vec![path],
+            rules: None,
+            format: None,
+            timeout_us: None,
+            seed: 1,
+        })
+        .unwrap();
+        let cut = |g: &str| s.cuts.iter().find(|c| c.group == g).unwrap();
+        let (p, e) = (cut("poller"), cut("editor"));
+        assert!((300_000..1_000_000).contains(&p.timeout_us), "{p:?}");
+        assert!(p.from.contains("valley"), "{p:?}");
+        assert!(e.from.contains("no valley"), "{e:?}");
+        let of = |g: &str| {
+            s.sessions
+                .iter()
+                .filter(|x| s.cuts[s.client_cut[x.client as usize] as usize].group == g)
+                .count()
+        };
+        // Every person's requests are one session, and every poller's session is one.
+        assert_eq!(of("editor"), editors as usize);
+        assert_eq!(of("poller"), poller_sessions);
+        // Only the sessions near the log's edges are cut: a few seconds of 60.
+        assert!(
+            s.sessions_cut * 5 < s.sessions_seen,
+            "{} of {}",
+            s.sessions_cut,
+            s.sessions_seen
+        );
+    }
+
+    /// erf⁻¹ by Newton's method on `libm`-free erf (Abramowitz and Stegun 7.1.26).
+    fn inverse_erf(y: f64) -> f64 {
+        let erf = |x: f64| {
+            let t = 1.0 / (1.0 + 0.3275911 * x.abs());
+            let p = t
+                * (0.254829592
+                    + t * (-0.284496736
+                        + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+            (1.0 - p * (-x * x).exp()).copysign(x)
+        };
+        let mut x = 0.0f64;
+        for _ in 0..50 {
+            let d = 2.0 / std::f64::consts::PI.sqrt() * (-x * x).exp();
+            x -= (erf(x) - y) / d.max(1e-12);
+        }
+        x
     }
 
     #[test]

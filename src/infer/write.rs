@@ -183,13 +183,12 @@ pub fn workload(inf: &Inferred, t: &Target<'_>) -> String {
     let _ = writeln!(
         y,
         "# {lines} lines; {} requests of operations, {setup} of set-up, {} static; {} sessions \
-         ({} cut by the log's start or end), timeout {} ({}).",
+         ({} cut by the log's start or end), timeout {}.",
         s.op_requests.iter().sum::<u64>(),
         s.statics,
         s.sessions_seen,
         s.sessions_cut,
-        duration(s.timeout_us as f64),
-        s.timeout_from
+        s.timeouts()
     );
     if !s.subsecond {
         y.push_str(
@@ -444,11 +443,10 @@ pub(crate) fn summary(inf: &Inferred) -> String {
     );
     let _ = writeln!(
         o,
-        "{} sessions, {} cut by the log's edges; timeout {} ({})",
+        "{} sessions, {} cut by the log's edges; timeout {}",
         s.sessions_seen,
         s.sessions_cut,
-        duration(s.timeout_us as f64),
-        s.timeout_from
+        s.timeouts()
     );
     for c in &inf.classes {
         let pop = match &c.population {

@@ -386,21 +386,22 @@ pub(crate) fn alone() -> std::sync::MutexGuard<'static, ()> {
 /// An M/M/1 server: one request at a time, first come first served, each served for an
 /// exponential time of mean `1/mu` seconds (seeded). Its response time at arrival rate
 /// λ < μ is exponential with rate μ − λ, so the highest rate whose p99 stays below X is
-/// μ − ln(100)/X. The timer rounds each service up a little; the mean service time it
-/// really gave (seconds served, requests) is counted, for the μ it really had.
+/// μ − ln(100)/X. The timer rounds each service up a little, the more so on a busy host;
+/// each service time it really gave is kept, in order, for the μ it really had and how
+/// that moved over the run.
 pub(crate) fn mm1(
     rt: &tokio::runtime::Runtime,
     mu: f64,
 ) -> (
     std::net::SocketAddr,
-    std::sync::Arc<std::sync::Mutex<(f64, u64)>>,
+    std::sync::Arc<std::sync::Mutex<Vec<f64>>>,
 ) {
     use rand::SeedableRng;
     use std::sync::Arc;
     let one = Arc::new(tokio::sync::Mutex::new(rand::rngs::StdRng::seed_from_u64(
         17,
     )));
-    let served = Arc::new(std::sync::Mutex::new((0.0f64, 0u64)));
+    let served = Arc::new(std::sync::Mutex::new(Vec::new()));
     let counted = served.clone();
     let exp = rand_distr::Exp::new(mu).unwrap();
     let app = axum::Router::new().route(
@@ -412,9 +413,7 @@ pub(crate) fn mm1(
                 let t: f64 = rand_distr::Distribution::sample(&exp, &mut *rng);
                 let began = std::time::Instant::now();
                 tokio::time::sleep(std::time::Duration::from_secs_f64(t)).await;
-                let mut s = served.lock().unwrap();
-                s.0 += began.elapsed().as_secs_f64();
-                s.1 += 1;
+                served.lock().unwrap().push(began.elapsed().as_secs_f64());
                 "done"
             }
         }),

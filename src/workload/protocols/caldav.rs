@@ -1,4 +1,4 @@
-//! CalDAV: its schema and its typed operations. Driven by `protocol/caldav.rs`.
+//! CalDAV: its schema and its typed operations. Driven by `protocol/caldav/`.
 
 use super::{
     ClassKind, ParamKind, ProtocolDef, RANGE, SIZE, defaults, each, label_index, op, p,

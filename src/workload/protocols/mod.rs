@@ -57,7 +57,7 @@ pub enum Protocol {
     Morse,
     /// Cosmo Atom feeds and AtomPub: `workload/protocols/atom.rs`, `protocol/atom.rs`.
     Atom,
-    /// CalDAV (RFC 4791) with sync-collection (RFC 6578): `workload/protocols/caldav.rs`, `protocol/caldav.rs`.
+    /// CalDAV (RFC 4791) with sync-collection (RFC 6578): `workload/protocols/caldav.rs`, `protocol/caldav/`.
     Caldav,
     /// STOMP 1.2 producers and consumers of a message broker: `workload/protocols/stomp.rs`,
     /// `protocol/stomp.rs`, its frames in `formats/stomp.rs`.

@@ -1,0 +1,233 @@
+//! A CalDAV user's events: made (PUT with If-None-Match), updated with the ETag it
+//! knows, read and deleted; a write to a shared calendar noted in the team's book.
+
+use bytes::Bytes;
+use hyper::header::{CONTENT_TYPE, HeaderName, HeaderValue, IF_MATCH, IF_NONE_MATCH};
+use rand::rngs::Xoshiro256PlusPlus;
+
+use crate::formats::ical;
+use crate::protocol::contract::Done;
+use crate::protocol::session::Exchange;
+use crate::protocol::{Outcome, data};
+use crate::transport::{Conn, Response};
+use crate::visibility::Audience;
+
+use crate::workload::protocols::EventShape;
+
+use super::{CaldavVu, Event, SETUP_EVENTS, etag_of, pick_event};
+
+impl CaldavVu {
+    /// A new event of about `size` bytes in calendar `ci`, created only where nothing
+    /// is (`If-None-Match`); event number `born` in the stamps of its versions, which a
+    /// shared calendar's events carry.
+    pub(super) async fn new_event(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        (ci, born): (usize, u64),
+        shape: &EventShape,
+        expect: &[u16],
+    ) -> Outcome {
+        let uid = data::uid(rng, &self.ids.run_id);
+        let path = format!("{}{uid}.ics", self.cals[ci].path);
+        let size = shape.size.as_ref().map_or(0, |d| d.sample(rng) as usize);
+        let mut body = data::ics_event(rng, &uid, size, shape);
+        // Set-up's events are not measured and carry no stamp.
+        if let (Some(t), true, false) = (&self.team, self.cals[ci].shared, born >= SETUP_EVENTS) {
+            body = t.stamped(body, &t.stamp(born, born));
+        }
+        // Never overwrite a resource loadmix did not create.
+        let cond = (IF_NONE_MATCH, HeaderValue::from_static("*"));
+        self.put_event(
+            conn,
+            ci,
+            Event {
+                path,
+                uid,
+                etag: None,
+                born,
+            },
+            body,
+            Some(cond),
+            expect,
+        )
+        .await
+    }
+
+    /// One of the user's events rewritten, on the condition that it is as last seen
+    /// (`If-Match` its ETag).
+    pub(super) async fn update_event(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        ci: usize,
+        shape: &EventShape,
+        (stamp, expect): (Option<(u64, u16)>, &[u16]),
+    ) -> Done {
+        let Some(ei) = pick_event(&self.cals[ci], rng) else {
+            return Done::Skipped;
+        };
+        let e = &self.cals[ci].events[ei];
+        let event = Event {
+            path: e.path.clone(),
+            uid: e.uid.clone(),
+            etag: e.etag.clone(),
+            born: e.born,
+        };
+        let size = shape.size.as_ref().map_or(0, |d| d.sample(rng) as usize);
+        let mut body = data::ics_event(rng, &event.uid, size, shape);
+        let born = event.born;
+        if let (Some(t), Some((seq, _))) = (&self.team, stamp) {
+            body = t.stamped(body, &t.stamp(seq, born));
+        }
+        let cond = event
+            .etag
+            .as_deref()
+            .and_then(|t| HeaderValue::from_str(t).ok())
+            .map(|v| (IF_MATCH, v));
+        let o = self.put_event(conn, ci, event, body, cond, expect).await;
+        if let Some((seq, label)) = stamp {
+            self.wrote(&o, seq, born, label);
+        }
+        o.into()
+    }
+
+    /// A stamped write the server acknowledged, noted in the user's book.
+    pub(super) fn wrote(&mut self, o: &Outcome, seq: u64, event: u64, label: u16) {
+        if let Some(t) = &mut self.team
+            && o.is_ok()
+        {
+            let stamp = t.stamp(seq, event);
+            let team = t.team();
+            t.book.wrote(
+                stamp,
+                (team, Audience::Team),
+                label,
+                crate::visibility::now_us(),
+            );
+        }
+    }
+
+    /// PUT an event into calendar `ci` under a precondition; remember it and its ETag.
+    pub(super) async fn put_event(
+        &mut self,
+        conn: &mut Conn,
+        ci: usize,
+        event: Event,
+        body: String,
+        condition: Option<(HeaderName, HeaderValue)>,
+        expect: &[u16],
+    ) -> Outcome {
+        let (o, etag) = self
+            .send_put(conn, &event.path, body, condition, expect)
+            .await;
+        if o.is_ok() {
+            let cal = &mut self.cals[ci];
+            match cal.events.iter_mut().find(|e| e.path == event.path) {
+                Some(e) => e.etag = etag,
+                None => cal.events.push(Event { etag, ..event }),
+            }
+        }
+        o
+    }
+
+    /// PUT an iCalendar `body` at `path` under a precondition: the outcome, and the
+    /// ETag the server gave.
+    pub(super) async fn send_put(
+        &self,
+        conn: &mut Conn,
+        path: &str,
+        body: String,
+        condition: Option<(HeaderName, HeaderValue)>,
+        expect: &[u16],
+    ) -> (Outcome, Option<String>) {
+        let mut headers = vec![(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/calendar; charset=utf-8"),
+        )];
+        headers.extend(condition);
+        match self
+            .s
+            .send_to(conn, "PUT", path, &headers, Bytes::from(body))
+            .await
+        {
+            Exchange::Answer(r) => (Outcome::of(&r, expect, &format!("PUT {path}")), etag_of(&r)),
+            Exchange::Failed(o) => (o, None),
+        }
+    }
+
+    /// Send `method` with no body to a random event of calendar `ci`: the event's index,
+    /// the answer and its outcome; `Err` with the outcome to report when nothing came back
+    /// (or the calendar has no event: skipped).
+    pub(super) async fn send_to_event(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        ci: usize,
+        method: &str,
+        expect: &[u16],
+    ) -> Result<(usize, Response, Outcome), Done> {
+        let Some(ei) = pick_event(&self.cals[ci], rng) else {
+            return Err(Done::Skipped);
+        };
+        let path = &self.cals[ci].events[ei].path;
+        match self.s.send_to(conn, method, path, &[], Bytes::new()).await {
+            Exchange::Answer(r) => {
+                let o = Outcome::of(&r, expect, &format!("{method} {path}"));
+                Ok((ei, r, o))
+            }
+            Exchange::Failed(o) => Err(o.into()),
+        }
+    }
+
+    /// GET an event of calendar `ci` and check it is iCalendar; learn its ETag.
+    pub(super) async fn get_event(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        ci: usize,
+        expect: &[u16],
+    ) -> Done {
+        let (ei, r, o) = match self.send_to_event(conn, rng, ci, "GET", expect).await {
+            Ok(x) => x,
+            Err(d) => return d,
+        };
+        if !o.is_ok() {
+            return o.into();
+        }
+        let parsed = std::str::from_utf8(&r.body)
+            .map_err(|e| e.to_string())
+            .and_then(|t| ical::parse(t).map_err(String::from));
+        Done::Sent(match parsed {
+            Ok(_) => {
+                if let Some(e) = etag_of(&r) {
+                    self.cals[ci].events[ei].etag = Some(e);
+                }
+                o
+            }
+            Err(m) => {
+                let path = &self.cals[ci].events[ei].path;
+                o.body_error(format!("GET {path}: not iCalendar: {m}"))
+            }
+        })
+    }
+
+    /// DELETE an event of calendar `ci` (one this user created) and forget it.
+    pub(super) async fn delete_event(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        ci: usize,
+        expect: &[u16],
+    ) -> Done {
+        match self.send_to_event(conn, rng, ci, "DELETE", expect).await {
+            Ok((ei, _, o)) => {
+                if o.is_ok() {
+                    self.cals[ci].events.remove(ei);
+                }
+                o.into()
+            }
+            Err(d) => d,
+        }
+    }
+}

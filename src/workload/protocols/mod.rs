@@ -60,7 +60,7 @@ pub enum Protocol {
     /// CalDAV (RFC 4791) with sync-collection (RFC 6578): `workload/protocols/caldav.rs`, `protocol/caldav/`.
     Caldav,
     /// STOMP 1.2 producers and consumers of a message broker: `workload/protocols/stomp.rs`,
-    /// `protocol/stomp.rs`, its frames in `formats/stomp.rs`.
+    /// `protocol/stomp/`, its frames in `formats/stomp.rs`.
     Stomp,
     /// AMQP 0-9-1 producers and consumers of RabbitMQ, through lapin:
     /// `workload/protocols/amqp.rs`, `protocol/amqp.rs`.

@@ -1,6 +1,6 @@
 //! STOMP 1.2 producers and consumers of a message broker (ActiveMQ, RabbitMQ's
 //! `rabbitmq_stomp`, Artemis, the embedded broker): its schema and its typed operations.
-//! Driven by `protocol/stomp.rs`.
+//! Driven by `protocol/stomp/`.
 //!
 //! A producer's `send` names its destination (a template: `/queue/jms-{round}`), its
 //! body's size, whether it is persistent and whether it waits for the broker's receipt

@@ -1,5 +1,5 @@
 //! AMQP 0-9-1 producers and consumers of RabbitMQ (through lapin): its schema and its
-//! typed operations. Driven by `protocol/amqp.rs`.
+//! typed operations. Driven by `protocol/amqp/`.
 //!
 //! Every user of a class works on one queue (`params: { queue: ... }`, a template), which
 //! its set-up declares durable with its type (`queue_type: classic | quorum`, or `none`

@@ -63,7 +63,7 @@ pub enum Protocol {
     /// `protocol/stomp/`, its frames in `formats/stomp.rs`.
     Stomp,
     /// AMQP 0-9-1 producers and consumers of RabbitMQ, through lapin:
-    /// `workload/protocols/amqp.rs`, `protocol/amqp.rs`.
+    /// `workload/protocols/amqp.rs`, `protocol/amqp/`.
     Amqp,
     /// Generic request templates defined in the workload: `workload/protocols/http.rs`, resolved in
     /// `workload/resolve/http.rs`, driven by `protocol/http.rs`.

@@ -198,8 +198,6 @@ pub(crate) struct ScanOptions {
 /// A request reduced to what sessions need.
 struct Seen {
     client: String,
-    /// The loadmix class its User-Agent names, if it does.
-    group: Option<String>,
     protocol: Protocol,
     op: OpDef,
     /// The request target in origin form.
@@ -307,7 +305,6 @@ fn seen(e: &Entry, rules: Option<&super::rules::Rules>) -> Result<Seen, Kind> {
                 .unwrap_or_else(|| format!("a {} {}", e.host, e.agent.as_deref().unwrap_or("-")));
             Ok(Seen {
                 client: format!("{} {who}", protocol.name()),
-                group: loadmix_class(e.agent.as_deref()).map(str::to_string),
                 protocol,
                 op: OpDef {
                     protocol,
@@ -524,22 +521,32 @@ impl Scan {
         }
     }
 
-    /// The timeout of client `c`'s group.
+    /// The timeout of client `c`'s group (`scan` leaves no scan without one).
     fn cut_for(&self, c: usize) -> &Cut {
         let i = self.client_cut.get(c).copied().unwrap_or(0) as usize;
         &self.cuts[i.min(self.cuts.len().saturating_sub(1))]
     }
 }
 
-/// The place in `cuts` of the group a client of loadmix class `group` is in.
-fn group_index(cuts: &[Cut], group: Option<&str>) -> u16 {
+/// The place in `cuts` of `group` (past [`MAX_GROUPS`], the shared `""`'s).
+fn group_index(cuts: &[Cut], group: &str) -> u16 {
     let at = |name: &str| cuts.iter().position(|c| c.group == name);
-    group
-        .and_then(at)
+    at(group)
         .or_else(|| at(""))
         .unwrap_or(0)
         .try_into()
         .unwrap_or(0)
+}
+
+/// The group of a client by its key (`PROTOCOL l run RUN; CLASS#N` for a loadmix user):
+/// its loadmix class, or `""`.
+fn group_of(client: &str) -> &str {
+    client
+        .split_once(' ')
+        .and_then(|(_, who)| who.strip_prefix("l "))
+        .and_then(|user| user.split_once("; "))
+        .and_then(|(_, user)| user.split_once('#'))
+        .map_or("", |(class, _)| class)
 }
 
 /// Read the logs twice: the timeouts, then the sessions.
@@ -566,7 +573,7 @@ pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
                 *at = (*at).max(x.at_us);
                 *done = (*done).max(x.done_us);
             } else if last.len() < MAX_CLIENTS {
-                let name = x.group.as_deref().unwrap_or("");
+                let name = group_of(&x.client);
                 let g = match groups.iter().position(|g| g.group == name) {
                     Some(g) => g,
                     None => {
@@ -592,6 +599,14 @@ pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
         Err(_) => s.statics += 1,
     })?;
     drop(last);
+    if groups.is_empty() {
+        // A log that gained its first requests between the passes: its clients share one.
+        groups.push(Gaps {
+            group: String::new(),
+            after_answer: [0; BINS],
+            between_starts: [0; BINS],
+        });
+    }
     s.cuts = groups
         .iter()
         .map(|g| cut_of(g, o.timeout_us, s.subsecond))
@@ -631,8 +646,8 @@ pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
             Some(&c) => c,
             None if clients.len() < MAX_CLIENTS => {
                 let c = clients.len() as u32;
+                s.client_cut.push(group_index(&s.cuts, group_of(&x.client)));
                 clients.insert(x.client, c);
-                s.client_cut.push(group_index(&s.cuts, x.group.as_deref()));
                 s.between.push((0, 0.0, 0.0));
                 s.client_protocol.push(x.protocol);
                 last_end.push(i64::MIN);
@@ -733,12 +748,6 @@ fn loadmix_setup(agent: Option<&str>) -> bool {
     loadmix_user(agent).is_some_and(|u| u.ends_with("; setup"))
 }
 
-/// The class a loadmix User-Agent names (`caldav` of `run RUN; caldav#7`).
-fn loadmix_class(agent: Option<&str>) -> Option<&str> {
-    let (_, user) = loadmix_user(agent)?.split_once("; ")?;
-    user.split_once('#').map(|(class, _)| class)
-}
-
 fn loadmix_user(agent: Option<&str>) -> Option<&str> {
     let rest = agent?.strip_prefix("loadmix/")?;
     let inside = rest.split_once(" (")?.1.strip_suffix(')')?;
@@ -766,6 +775,13 @@ mod tests {
         )));
         assert!(!loadmix_setup(Some(agent)));
         assert!(!loadmix_setup(Some("DAVx5/4.3 (setup)")));
+        // A client's key names its class when a loadmix User-Agent named its user.
+        assert_eq!(
+            group_of(&format!("caldav l {}", loadmix_user(Some(agent)).unwrap())),
+            "caldav"
+        );
+        assert_eq!(group_of("caldav c JSESSIONID=ab#cd; x"), "");
+        assert_eq!(group_of("http a 10.0.0.1 curl/8"), "");
     }
 
     use super::*;

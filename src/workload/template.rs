@@ -301,12 +301,12 @@ impl Template {
         if name.len() > LONGEST_MADE {
             return false;
         }
-        let chars: Vec<char> = name.chars().collect();
-        // `at[i]`: the segments so far can have made exactly the first i characters.
-        let mut at = vec![false; chars.len() + 1];
+        // `at[i]`: the segments so far can have made exactly the first i bytes. Every
+        // position reached is a character boundary: literals end on one, the kinds of
+        // character are ASCII, and "anything" stops only on one.
+        let mut at = vec![false; name.len() + 1];
         at[0] = true;
         for seg in &self.segs {
-            let mut next = vec![false; chars.len() + 1];
             let shape = match seg {
                 Seg::Lit(s) => Shape::Exactly(s),
                 Seg::RunId => Shape::Exactly(run_id),
@@ -319,24 +319,30 @@ impl Template {
                 Seg::Now => Shape::OneOrMore(|c| c.is_ascii_digit() || "-:.TZ+".contains(c)),
                 Seg::Context | Seg::Var(_) => Shape::Anything,
             };
+            let mut next = vec![false; name.len() + 1];
             for i in (0..at.len()).filter(|i| at[*i]) {
-                match &shape {
+                let rest = &name[i..];
+                match shape {
                     Shape::Exactly(s) => {
-                        let want: Vec<char> = s.chars().collect();
-                        if chars[i..].starts_with(&want) {
-                            next[i + want.len()] = true;
+                        if rest.starts_with(s) {
+                            next[i + s.len()] = true;
                         }
                     }
                     Shape::OneOrMore(kind) => {
-                        let run = chars[i..].iter().take_while(|c| kind(**c)).count();
+                        let run = rest.chars().take_while(|c| kind(*c)).count();
                         next[i + 1..=i + run].iter_mut().for_each(|n| *n = true);
                     }
-                    Shape::Anything => next[i..].iter_mut().for_each(|n| *n = true),
+                    Shape::Anything => {
+                        for (j, _) in rest.char_indices() {
+                            next[i + j] = true;
+                        }
+                        next[name.len()] = true;
+                    }
                 }
             }
             at = next;
         }
-        at[chars.len()]
+        at[name.len()]
     }
 }
 

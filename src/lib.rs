@@ -74,6 +74,7 @@ pub mod reports {
 pub mod logs {
     pub use crate::fidelity::{Check, Fidelity, compare};
     pub use crate::infer::classify::Protocol;
+    pub use crate::infer::scan::Cut;
     pub use crate::infer::write::{Target, workload};
     pub use crate::infer::{Behaviour, Class, InferOptions, Inferred, Population, infer};
 }

@@ -1,10 +1,9 @@
 //! `loadmix fidelity`: whether two access logs show the same traffic, or a log and a
 //! workload sampled offline (`model.rs`), or a log and a run's report (`report.rs`), one
-//! table of checks, each with its statistic
-//! and the gate it is judged by. The logs are read as
-//! `infer` reads them (the same classification, both cut into sessions by the same rule:
-//! the timeout given, else each group of clients at its own gaps), so that a log and the log of a run of the workload inferred from it
-//! can be held side by side. A check passes when the difference is not significant
+//! table of checks, each with its statistic and the gate it is judged by. The logs are
+//! read as `infer` reads them (the same classification, both cut into sessions by the
+//! same rule: the timeout given, else each group of clients at its own gaps), so that a
+//! log and the log of a run of the workload inferred from it can be held side by side. A check passes when the difference is not significant
 //! (p ≥ [`ALPHA`]) or too small to matter (below its effect-size gate): big logs make
 //! any difference significant, and a load test needs the shape, not the last digit.
 

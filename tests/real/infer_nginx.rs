@@ -55,6 +55,15 @@ fn closed_and_open(inf: &logs::Inferred) -> (&logs::Class, &logs::Class) {
     (c, o)
 }
 
+/// How `infer` cut the sessions of loadmix class `group`.
+fn cut<'a>(inf: &'a logs::Inferred, group: &str) -> &'a logs::Cut {
+    inf.scan
+        .cuts
+        .iter()
+        .find(|c| c.group == group)
+        .unwrap_or_else(|| panic!("no group {group}: {:?}", inf.scan.cuts))
+}
+
 /// `x` within a factor `by` of `truth`.
 fn near(what: &str, x: f64, truth: f64, by: f64) {
     assert!(
@@ -69,14 +78,9 @@ fn infer_recovers_closed_pollers_and_open_editors_from_an_nginx_json_log() {
     let tmp = scratch();
     let truth = logged_through_nginx(tmp.path(), "fixtures/infer/two-classes.yaml", "truth");
     let inf = logs::infer(&logs::InferOptions::of(vec![truth.clone()])).unwrap();
-    // Think times reach about 1 s, pauses start at 2 s: the timeout falls between.
-    let timeout = inf
-        .scan
-        .cuts
-        .iter()
-        .map(|c| c.timeout_us)
-        .min()
-        .unwrap_or(0);
+    // The pollers' think times reach about 1 s, their pauses start at 2 s: their
+    // timeout falls between.
+    let timeout = cut(&inf, "poller").timeout_us;
     assert!(
         (700_000..=2_000_000).contains(&timeout),
         "timeout {timeout} µs"
@@ -169,14 +173,7 @@ fn infer_needs_no_timeout_for_clients_a_user_agent_names() {
         &once,
     );
     let inf = logs::infer(&logs::InferOptions::of(vec![truth.clone()])).unwrap();
-    let cut = |g: &str| {
-        inf.scan
-            .cuts
-            .iter()
-            .find(|c| c.group == g)
-            .unwrap_or_else(|| panic!("no group {g}: {:?}", inf.scan.cuts))
-    };
-    let (pollers, editors) = (cut("poller"), cut("editor"));
+    let (pollers, editors) = (cut(&inf, "poller"), cut(&inf, "editor"));
     // The pollers think at most 500 ms and pause at least 1 s.
     assert!(
         (500_000..=1_000_000).contains(&pollers.timeout_us) && pollers.from.contains("valley"),

@@ -274,8 +274,14 @@ fn validate(a: WorkloadArgs) -> Exit {
         if let Some(e) = crate::engine::plan::skip_estimate(&w, c)
             && e.share() > plan::SKIP_WARNING_SHARE
         {
+            // An open class's new users cannot keep anything between rounds; its
+            // returning users can.
+            let keep = match e.open {
+                true => "let its sessions come back to what they made (arrival.returning)",
+                false => "keep it from round to round (run.keep_state)",
+            };
             eprintln!(
-                "warning: class '{}': {:.1} % of its picks would find nothing to act on: give its users data before their first pick (params.initial_events, initial_items), or keep it from round to round (run.keep_state)",
+                "warning: class '{}': {:.1} % of its picks would find nothing to act on: give its users data before their first pick (params.initial_events, initial_items), or {keep}",
                 c.name,
                 e.share() * 100.0
             );

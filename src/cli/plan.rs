@@ -145,14 +145,17 @@ pub(super) fn skip_text(e: &engine::plan::SkipEstimate) -> String {
         1 => String::new(),
         n => format!(" in each of {n} rounds"),
     };
+    let each = match e.to_exit {
+        true => "each to its exit".to_string(),
+        false => format!("{} picks each", e.per_round),
+    };
     let sampled = format!(
-        "a sampled plan ({} {}, {} picks each{rounds})",
+        "a sampled plan ({} {}, {each}{rounds})",
         e.users,
         match e.open {
             true => "session(s)",
             false => "user(s)",
         },
-        e.per_round
     );
     match e.skipped {
         0 => format!("{sampled} finds something to act on for every pick"),
@@ -266,7 +269,7 @@ fn class_heading(c: &UserClass) -> String {
         |us: f64| units::format_duration(std::time::Duration::from_nanos((us * 1e3) as u64));
     let users = match &c.arrival {
         Some(a) => format!(
-            "open: sessions arrive at {}/s ({}), at most {} at once, when full {}, {} op(s) each{}",
+            "open: sessions arrive at {}/s ({}), at most {} at once, when full {}, {}{}",
             a.rate,
             match a.process {
                 crate::workload::ArrivalProcess::Poisson => "poisson",
@@ -279,7 +282,7 @@ fn class_heading(c: &UserClass) -> String {
                 crate::workload::WhenFull::Queue => "queue",
                 crate::workload::WhenFull::Drop => "drop",
             },
-            c.iterations.unwrap_or(1),
+            session_length(c),
             match a.returning {
                 Some(n) => format!(", each one of {n} returning users"),
                 None => ", each a new user".into(),
@@ -353,12 +356,28 @@ impl Offered {
     }
 }
 
+/// How long an open class's session is: its operations, or for behaviours, about how
+/// many it runs to its exit.
+fn session_length(c: &UserClass) -> String {
+    match engine::plan::session_ops(c) {
+        Some(n) => format!("{n} op(s) each"),
+        None => match c.chain.mean_ops_per_session(c.ops.len()) {
+            Some(x) => format!("each to its exit (about {x:.2} ops)"),
+            None => "each to its max_ops or the round's end".into(),
+        },
+    }
+}
+
 /// What class `c` offers per second: an open class its rate × operations per session, a
 /// paced one its users ÷ the pacing, one that thinks its users ÷ the mean think; `None`
 /// when its users go as fast as the server answers (no think).
 fn offered_rate(c: &UserClass) -> Option<Offered> {
     if let Some(a) = &c.arrival {
-        return Some(Offered::Exactly(a.rate * c.iterations.unwrap_or(1) as f64));
+        let per_session = match engine::plan::session_ops(c) {
+            Some(n) => n as f64,
+            None => c.chain.mean_ops_per_session(c.ops.len())?,
+        };
+        return Some(Offered::Exactly(a.rate * per_session));
     }
     if let Some(p) = c.pacing.filter(|p| !p.is_zero()) {
         return Some(Offered::Exactly(c.count as f64 / p.as_secs_f64()));

@@ -87,8 +87,15 @@ pub fn arrival_at(w: &Workload, class: &UserClass, k: u64, round: u32) -> Option
     Schedule::new(w.run.seed, ci, class, a, round, schedule_limit(w)).nth(usize::try_from(k).ok()?)
 }
 
-/// The picks of the session of open arrival `k` in `round`: its first session only, at
-/// most its `iterations` (1 by default), as the run makes them. Its first pick is due on
+/// How many operations one session of open class `class` runs: a table's `iterations`
+/// (1 by default), or `None` for behaviours, whose session runs until it exits (or
+/// reaches `session.max_ops`).
+pub fn session_ops(class: &UserClass) -> Option<u64> {
+    class.chain.from_mix.then(|| class.iterations.unwrap_or(1))
+}
+
+/// The picks of the session of open arrival `k` in `round`: its first session only, as
+/// many as [`session_ops`] gives, as the run makes them. Its first pick is due on
 /// arrival, whatever think the stream drew for it.
 pub fn arrival_picks<'c>(
     w: &Workload,
@@ -96,10 +103,10 @@ pub fn arrival_picks<'c>(
     k: u32,
     round: u32,
 ) -> impl Iterator<Item = PlannedOp> + 'c {
-    let n = class.iterations.unwrap_or(1);
+    let n = session_ops(class).map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
     picks(w.run.seed, class, k, round)
         .take_while(|p| p.session == 0)
-        .take(usize::try_from(n).unwrap_or(usize::MAX))
+        .take(n)
         .map(|p| match p.seq {
             0 => PlannedOp {
                 think: Duration::ZERO,
@@ -176,8 +183,11 @@ pub struct SkipEstimate {
     pub users: u32,
     /// They are an open class's sessions.
     pub open: bool,
-    /// Picks followed per user and round.
+    /// Picks followed per user and round (at most; an open session of behaviours
+    /// follows its picks to its exit).
     pub per_round: u64,
+    /// Each open session was followed to its exit, not to a count of picks.
+    pub to_exit: bool,
     /// Rounds followed (all of them when users keep their state, up to 10).
     pub rounds: u32,
     /// Picks followed in all.
@@ -214,7 +224,7 @@ pub const FIRST_PICKS: u64 = 100;
 /// round's length, or [`FIRST_PICKS`] with neither; at most [`SAMPLED_PICKS`].
 fn picks_per_round(w: &Workload, class: &UserClass) -> u64 {
     if class.arrival.is_some() {
-        return class.iterations.unwrap_or(1).min(SAMPLED_PICKS);
+        return session_ops(class).map_or(SAMPLED_PICKS, |n| n.min(SAMPLED_PICKS));
     }
     let n = match (class.iterations, w.run.stop) {
         (Some(n), _) | (None, Stop::Iterations(n)) => n,
@@ -269,7 +279,7 @@ pub fn skip_estimate(w: &Workload, class: &UserClass) -> Option<SkipEstimate> {
         };
         for round in 1..=rounds {
             let picks: Box<dyn Iterator<Item = PlannedOp>> = match class.arrival {
-                Some(_) => Box::new(arrival_picks(w, class, vu, round)),
+                Some(_) => Box::new(arrival_picks(w, class, vu, round).take(per_round as usize)),
                 None => Box::new(picks(w.run.seed, class, vu, round).take(per_round as usize)),
             };
             for p in picks {
@@ -292,6 +302,7 @@ pub fn skip_estimate(w: &Workload, class: &UserClass) -> Option<SkipEstimate> {
         users,
         open: class.arrival.is_some(),
         per_round,
+        to_exit: class.arrival.is_some() && session_ops(class).is_none(),
         rounds,
         picks: picked,
         skipped,

@@ -674,10 +674,7 @@ fn spawn_open(
             deadline: cx.deadline.unwrap_or(start + Duration::from_secs(3600)),
             // A session of a behaviour ends at its exit (or `max_ops`); of a table, after
             // its iterations.
-            iterations: match class.chain.from_mix {
-                true => class.iterations.unwrap_or(1),
-                false => u64::MAX,
-            },
+            iterations: super::plan::session_ops(class).unwrap_or(u64::MAX),
             run_id: cfg.run_id.clone(),
             endpoint: cfg.endpoint.clone(),
             timeouts: cx.round.timeouts(),

@@ -456,6 +456,26 @@ impl Chain {
     }
 }
 
+impl Chain {
+    /// The operations a session of this chain runs on average, its behaviours weighted by
+    /// their share of sessions and each cut at `max_ops` no sooner than its mean would
+    /// (so an upper bound when `max_ops` binds); `None` when some behaviour never exits
+    /// and has no `max_ops`.
+    pub fn mean_ops_per_session(&self, n_ops: usize) -> Option<f64> {
+        let mut sum = 0.0;
+        for (b, beh) in self.behaviours.iter().enumerate() {
+            let mean = match (self.expected(b, n_ops).ops_per_session, self.max_ops) {
+                (Some(x), Some(m)) => x.min(m as f64),
+                (Some(x), None) => x,
+                (None, Some(m)) => m as f64,
+                (None, None) => return None,
+            };
+            sum += beh.probability * mean;
+        }
+        Some(sum)
+    }
+}
+
 /// Solve the augmented system in place; `None` when singular.
 fn solve(a: &mut [Vec<f64>]) -> Option<Vec<f64>> {
     let n = a.len();

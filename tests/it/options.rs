@@ -190,6 +190,50 @@ fn validate_says_what_will_run_open_classes_rates_and_sizes_included() {
     );
 }
 
+/// An open class of behaviours runs each arrival's session to its exit: `validate` says
+/// so, offers its rate times the operations a session runs, and walks each sampled
+/// session to its exit, so a tidier that arrives with nothing to delete is warned of
+/// (before, it followed one pick a session and found every pick had something to act on).
+#[test]
+fn validate_follows_an_open_session_of_behaviours_to_its_exit() {
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    let class = |initial: &str| {
+        format!(
+            "target: embedded\nrun: {{ duration: 10s }}\nusers:\n  - class: editor\n    protocol: caldav\n    arrival: {{ rate: 4/s }}\n    {initial}ops: {{ time_range_report: {{}}, put_event: {{}}, delete_event: {{}} }}\n    behaviours:\n      planner:\n        weight: 1\n        start: put_event\n        states:\n          put_event: {{ exit: 1 }}\n      tidier:\n        weight: 1\n        start: time_range_report\n        states:\n          time_range_report: {{ delete_event: 0.6, exit: 0.4 }}\n          delete_event: {{ time_range_report: 0.5, exit: 0.5 }}\n"
+        )
+    };
+    std::fs::write(&w, class("")).unwrap();
+    let o = loadmix_bin(&["validate", &path_str(&w)]);
+    let (said, warned) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    // A tidier's visits per session: report 1/(1 - 0.6 × 0.5) = 1.4286, delete 0.8571:
+    // 2.29 ops; a planner's 1; half and half, 1.64 ops a session, 6.6 a second.
+    for line in [
+        "when full queue, each to its exit (about 1.64 ops), each a new user",
+        "offered: 6.6 ops/s",
+        "a sampled plan (50 session(s), each to its exit) finds nothing to act on",
+    ] {
+        assert!(said.contains(line), "{line:?} not in:\n{said}");
+    }
+    assert!(
+        warned.contains("class 'editor'")
+            && warned.contains("let its sessions come back to what they made (arrival.returning)"),
+        "{warned}"
+    );
+    // With events to delete, no warning.
+    std::fs::write(&w, class("params: { initial_events: 20 }\n    ")).unwrap();
+    let o = loadmix_bin(&["validate", &path_str(&w)]);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("a sampled plan (50 session(s), each to its exit) finds something to act on for every pick"),
+        "{said}"
+    );
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"));
+}
+
 /// Completions and man pages come from the command definitions: every command and flag
 /// is in them, the bash script parses, and a page is written per command.
 #[test]

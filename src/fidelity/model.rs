@@ -56,15 +56,10 @@ fn service_times(log: &Scan) -> HashMap<(Protocol, String), f64> {
         .collect()
 }
 
-/// The log's floor of the gaps between an answer and the next request (µs).
+/// The log's floor of the gaps between an answer and the next request (µs): the one
+/// `infer` took off every think time.
 pub(crate) fn gap_floor(log: &Scan) -> f64 {
-    let gaps: Vec<f64> = log
-        .sessions
-        .iter()
-        .filter(|s| !s.cut)
-        .flat_map(|s| log.thinks_of(s).into_iter().map(|(_, _, t)| t))
-        .collect();
-    crate::infer::fit::floor(&gaps)
+    crate::infer::gap_floor(log)
 }
 
 /// Who starts when, as (user or arrival index, start µs, one session only): a closed

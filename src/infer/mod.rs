@@ -9,6 +9,7 @@
 
 pub(crate) mod classify;
 pub(crate) mod fit;
+pub(crate) mod held;
 pub(crate) mod log;
 pub(crate) mod model;
 pub(crate) mod rules;
@@ -27,8 +28,9 @@ use scan::{Scan, ScanOptions, Session};
 /// one in fifty still falls below 0.35 by chance.)
 pub(crate) const PERIODIC_CV: f64 = 0.35;
 pub(crate) const PERIODIC_GAPS: u64 = 4;
-/// Think samples a transition needs for a distribution of its own.
-pub(crate) const TRANSITION_THINK_SAMPLES: usize = 100;
+/// Think samples a transition needs for a distribution of its own: as many as `fidelity`
+/// needs to judge a transition's think times, so that what it judges, `infer` models.
+pub(crate) const TRANSITION_THINK_SAMPLES: usize = 30;
 
 /// What `infer` reads and how it models it.
 #[derive(Debug, Clone)]
@@ -142,6 +144,9 @@ pub struct Class {
     pub clients: usize,
     /// The most operations of a whole session.
     pub max_ops: usize,
+    /// The items (events, entries) each user must hold before its first request for
+    /// its sessions to act as the log's did (see `held.rs`); 0 when none.
+    pub held: u64,
     /// The class's think time, over all its gaps.
     pub think: Option<fit::Fit>,
     /// What was taken off every gap before fitting (its 1st percentile), µs.
@@ -170,6 +175,7 @@ pub fn infer(o: &InferOptions) -> Result<Inferred, InferError> {
     })?;
     let mut classes = Vec::new();
     let periodic = periodic_clients(&s);
+    let floor = gap_floor(&s);
     let mut protocols: Vec<Protocol> = s.ops.iter().map(|d| d.protocol).collect();
     protocols.sort();
     protocols.dedup();
@@ -180,7 +186,7 @@ pub fn infer(o: &InferOptions) -> Result<Inferred, InferError> {
                 .iter()
                 .filter(|x| x.protocol == p && periodic[x.client as usize] == closed)
                 .collect();
-            if let Some(c) = class_of(&s, p, closed, &group, o) {
+            if let Some(c) = class_of(&s, p, closed, &group, o, floor) {
                 classes.push(c);
             }
         }
@@ -240,6 +246,7 @@ fn class_of(
     closed: bool,
     group: &[&Session],
     o: &InferOptions,
+    floor: f64,
 ) -> Option<Class> {
     let whole: Vec<&Session> = group.iter().copied().filter(|x| !x.cut).collect();
     if whole.is_empty() {
@@ -278,8 +285,9 @@ fn class_of(
     };
     // The gaps' floor is the client's own work between an answer and its next request,
     // not thinking: loadmix does that work too and adds its own, so it is taken off every
-    // gap before the think times are fitted.
-    let floor = fit::floor(&thinks_of(&|_| true).iter().map(|t| t.2).collect::<Vec<_>>());
+    // gap before the think times are fitted. It is the log's, not the class's: a class
+    // whose users think for seconds has a low percentile that is thinking, and a replay
+    // adds the same work to every class's gaps. The caller computes it once.
     let thinks_of = |pick: &dyn Fn(usize) -> bool| -> Vec<(usize, usize, f64)> {
         thinks_of(pick)
             .into_iter()
@@ -306,14 +314,9 @@ fn class_of(
             let mut transition_thinks: Vec<((usize, usize), fit::Fit)> = by
                 .into_iter()
                 .filter(|(_, v)| v.len() >= TRANSITION_THINK_SAMPLES)
-                .filter_map(|(k, v)| fit::best(&v).map(|f| (k, f)))
                 // Only where the transition's own think differs from the behaviour's.
-                .filter(|(_, f)| {
-                    think.is_none_or(|t| {
-                        let r = f.median / t.median.max(1.0);
-                        !(0.7..=1.0 / 0.7).contains(&r)
-                    })
-                })
+                .filter(|(_, v)| think.is_none_or(|t| differs_from(v, t.median)))
+                .filter_map(|(k, v)| fit::best(&v).map(|f| (k, f)))
                 .collect();
             transition_thinks.sort_by_key(|(k, _)| *k);
             Behaviour {
@@ -373,9 +376,74 @@ fn class_of(
         cut: group.len() - whole.len(),
         clients: clients.len(),
         max_ops: seqs.iter().map(Vec::len).max().unwrap_or(1),
+        held: held_before(s, p, closed, group),
         think: class_think,
         floor_us: floor,
     })
+}
+
+/// The log's floor of the gaps between an answer and the next request (µs), over every
+/// whole session: the clients' own work between requests (see [`fit::floor`]).
+pub(crate) fn gap_floor(log: &Scan) -> f64 {
+    let gaps: Vec<f64> = log
+        .sessions
+        .iter()
+        .filter(|s| !s.cut)
+        .flat_map(|s| log.thinks_of(s).into_iter().map(|(_, _, t)| t))
+        .collect();
+    fit::floor(&gaps)
+}
+
+/// Whether a transition's think times `v` stand apart from a behaviour's, whose median
+/// is `median`: by a sign test (under the same distribution each falls above the median
+/// with probability ½; more than three standard deviations off that says otherwise),
+/// and by more than a tenth, so that a huge log does not give every transition a think
+/// of its own for a difference nobody would see.
+fn differs_from(v: &[f64], median: f64) -> bool {
+    let n = v.len() as f64;
+    let above = v.iter().filter(|x| **x > median).count() as f64;
+    let z = (above - n / 2.0) / (n.sqrt() / 2.0);
+    let mut sorted = v.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let own = sorted[sorted.len() / 2];
+    let r = own / median.max(1.0);
+    z.abs() > 3.0 && !(0.9..=1.0 / 0.9).contains(&r)
+}
+
+/// The items each user of a class must start with (`held.rs`): the most any one needed,
+/// a closed client over all its sessions (it keeps what it made), an open one per
+/// session (each arrival is a new user).
+fn held_before(s: &Scan, p: Protocol, closed: bool, group: &[&Session]) -> u64 {
+    let items = match p {
+        Protocol::Caldav => held::CALDAV,
+        Protocol::Atom => held::ATOM,
+        Protocol::Morse | Protocol::Http => return 0,
+    };
+    let names = |x: &Session| -> Vec<&str> {
+        x.requests
+            .iter()
+            .map(|r| s.ops[r.op as usize].name.as_str())
+            .collect()
+    };
+    if !closed {
+        return group
+            .iter()
+            .map(|x| held::needed(&items, names(x)))
+            .max()
+            .unwrap_or(0);
+    }
+    let mut by_client: HashMap<u32, Vec<&Session>> = HashMap::new();
+    for x in group {
+        by_client.entry(x.client).or_default().push(x);
+    }
+    by_client
+        .into_values()
+        .map(|mut xs| {
+            xs.sort_by_key(|x| x.start_us());
+            held::needed(&items, xs.iter().flat_map(|x| names(x)))
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Sessions started per second in each whole or partial hour from `first` to `last`;
@@ -432,4 +500,20 @@ pub(crate) fn concurrency_peak(group: &[&Session]) -> u32 {
         peak = peak.max(now);
     }
     peak.max(0) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transition_gets_its_own_think_only_when_it_stands_apart() {
+        // A fixed 200 ms after a delete, in a behaviour whose median is 300 ms.
+        assert!(differs_from(&[200_000.0; 40], 300_000.0));
+        // Spread around the behaviour's median: the same think.
+        let around: Vec<f64> = (0..40).map(|i| 250_000.0 + 2_500.0 * i as f64).collect();
+        assert!(!differs_from(&around, 300_000.0));
+        // Significant, but within a tenth: not worth a think of its own.
+        assert!(!differs_from(&[290_000.0; 10_000], 300_000.0));
+    }
 }

@@ -226,6 +226,25 @@ pub fn workload(inf: &Inferred, t: &Target<'_>) -> String {
     y
 }
 
+/// The items each user starts with, when the log's sessions acted on some they never put.
+fn held(y: &mut String, c: &Class) {
+    let param = match c.protocol {
+        Protocol::Caldav => super::held::CALDAV.param,
+        Protocol::Atom => super::held::ATOM.param,
+        Protocol::Morse | Protocol::Http => return,
+    };
+    if c.held == 0 {
+        return;
+    }
+    let _ = writeln!(
+        y,
+        "    # Its clients read, updated or deleted items they had not put: each user holds the\n    \
+         # most any one client needed before its first pick (its set-up puts them).\n    \
+         params: {{ {param}: {} }}",
+        c.held
+    );
+}
+
 fn class(y: &mut String, inf: &Inferred, c: &Class) {
     let s = &inf.scan;
     let op_name = |local: usize| loadmix_op(c.protocol, &s.ops[c.ops[local]].name).to_string();
@@ -283,6 +302,7 @@ fn class(y: &mut String, inf: &Inferred, c: &Class) {
             );
         }
     }
+    held(y, c);
     if let Some(t) = &c.think {
         let _ = writeln!(
             y,

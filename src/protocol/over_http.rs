@@ -223,7 +223,7 @@ impl<V: OverHttp> User for HttpUser<V> {
 /// request's failure.
 pub(crate) async fn probe(cx: &Preflight<'_>) -> Result<(), ProtocolError> {
     let endpoint = &cx.reach.endpoint;
-    if !endpoint.speaks_http {
+    if !endpoint.scheme.speaks_http() {
         return Err(cx.failed(
             format!(
                 "{} over HTTP to {}",

@@ -565,7 +565,7 @@ fn check_targets(a: &RunOptions, targets: &[NamedTarget]) -> Result<(), RunError
     }
     let https = targets
         .iter()
-        .any(|t| matches!(&t.spec, TargetSpec::Url(u) if u.https));
+        .any(|t| matches!(&t.spec, TargetSpec::Url(u) if u.scheme.tls));
     // Certificates and keys are checked before anything is sent, whichever target uses them.
     if https || a.tls != TlsOptions::default() {
         TlsClient::new("localhost", &a.tls).map_err(|e| RunError::Usage(e.to_string()))?;
@@ -1042,9 +1042,7 @@ async fn endpoint_of(
                 port: u.port,
                 base_path: &u.base_path,
                 raw: &u.raw,
-                https: u.https,
-                stomp: u.stomp,
-                amqp: u.amqp,
+                scheme: u.scheme,
             };
             match Endpoint::resolve(address, &a.tls) {
                 Ok(e) => Ok((e, None)),

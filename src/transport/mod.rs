@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use hyper::header::HeaderValue;
 
+use crate::formats::scheme::{Family, Scheme};
+
 pub(crate) use conn::Doubt;
 pub use conn::{Conn, Response};
 pub(crate) use conn::{Tally, add_tally};
@@ -105,8 +107,9 @@ pub struct Endpoint {
     pub amqp: Option<SocketAddr>,
     /// `amqps://`: what AMQP's TLS needs (lapin runs it).
     pub amqp_tls: Option<std::sync::Arc<AmqpTls>>,
-    /// The target answers HTTP (false for a broker's `stomp://` or `amqp://` target).
-    pub speaks_http: bool,
+    /// The target URL's scheme (plain HTTP for the embedded server, whose broker port
+    /// is `broker`): whether the target answers HTTP.
+    pub scheme: Scheme,
 }
 
 impl Endpoint {
@@ -160,12 +163,8 @@ pub struct Address<'a> {
     pub base_path: &'a str,
     /// The URL as given, for messages.
     pub raw: &'a str,
-    /// `https://` (or `stomp+ssl://`).
-    pub https: bool,
-    /// `stomp://` or `stomp+ssl://`: a broker's STOMP port, not an HTTP server.
-    pub stomp: bool,
-    /// `amqp://`: a broker's AMQP port.
-    pub amqp: bool,
+    /// TLS or not, and what the port speaks.
+    pub scheme: Scheme,
 }
 
 impl Endpoint {
@@ -178,14 +177,7 @@ impl Endpoint {
             .ok_or_else(|| {
                 EndpointError::Resolve(format!("{} resolves to no address", url.host))
             })?;
-        let default_port = match (url.stomp, url.amqp, url.https) {
-            (_, true, false) => 5672,
-            (_, true, true) => 5671,
-            (true, _, false) => 61613,
-            (true, _, true) => 61614,
-            (false, _, false) => 80,
-            (false, _, true) => 443,
-        };
+        let default_port = url.scheme.default_port;
         let host = if url.port == default_port {
             url.host.to_string()
         } else if url.host.contains(':') {
@@ -194,14 +186,15 @@ impl Endpoint {
             format!("{}:{}", url.host, url.port)
         };
         // lapin runs AMQP's TLS itself: it is given the host and the CA certificates.
-        let amqp_tls = match (url.amqp, url.https) {
-            (true, true) => Some(std::sync::Arc::new(AmqpTls::new(url.host, tls)?)),
-            _ => None,
+        let (amqp_tls, tls) = match (url.scheme.tls, url.scheme.family) {
+            (false, Family::Http | Family::Stomp | Family::Amqp) => (None, None),
+            (true, Family::Amqp) => (
+                Some(std::sync::Arc::new(AmqpTls::new(url.host, tls)?)),
+                None,
+            ),
+            (true, Family::Http | Family::Stomp) => (None, Some(TlsClient::new(url.host, tls)?)),
         };
-        let tls = match url.https && !url.amqp {
-            true => Some(TlsClient::new(url.host, tls)?),
-            false => None,
-        };
+        let on = |f: Family| (url.scheme.family == f).then_some(addr);
         Ok(Endpoint {
             addr,
             host: HeaderValue::from_str(&host)
@@ -210,10 +203,10 @@ impl Endpoint {
             display: url.raw.to_string(),
             tls,
             clock: Default::default(),
-            broker: url.stomp.then_some(addr),
-            amqp: url.amqp.then_some(addr),
+            broker: on(Family::Stomp),
+            amqp: on(Family::Amqp),
             amqp_tls,
-            speaks_http: !url.stomp && !url.amqp,
+            scheme: url.scheme,
         })
     }
 
@@ -230,7 +223,7 @@ impl Endpoint {
             broker: None,
             amqp: None,
             amqp_tls: None,
-            speaks_http: true,
+            scheme: Scheme::http(),
         }
     }
 }
@@ -284,9 +277,7 @@ mod tests {
                 port: 5232,
                 base_path: "/dav",
                 raw: "http://127.0.0.1:5232/dav",
-                https: false,
-                stomp: false,
-                amqp: false,
+                scheme: Scheme::http(),
             },
             &TlsOptions::default(),
         )

@@ -21,6 +21,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::formats::scheme::Scheme;
+
 pub(crate) use dist::Dist;
 pub use error::{Diagnostic, WorkloadError};
 pub use overrides::Override;
@@ -122,13 +124,9 @@ pub struct TargetUrl {
     pub port: u16,
     /// Path prefix without a trailing slash ("" for none).
     pub base_path: String,
-    /// `https://` or `stomp+ssl://`: TLS on every connection.
-    pub https: bool,
-    /// `stomp://` or `stomp+ssl://`: a message broker's STOMP port (the path, if any,
-    /// names its virtual host).
-    pub stomp: bool,
-    /// `amqp://`: a broker's AMQP 0-9-1 port (the path names its virtual host).
-    pub amqp: bool,
+    /// Its scheme: TLS or not, and what its port speaks (a broker's path, if any, names
+    /// its virtual host).
+    pub scheme: Scheme,
 }
 
 impl TargetSpec {
@@ -155,21 +153,10 @@ impl TargetSpec {
                 )),
             };
         }
-        // (prefix, TLS, STOMP, AMQP)
-        let schemes = [
-            ("http://", false, false, false),
-            ("https://", true, false, false),
-            ("stomp://", false, true, false),
-            ("stomp+ssl://", true, true, false),
-            ("amqp://", false, false, true),
-            ("amqps://", true, false, true),
-        ];
-        let Some((rest, https, stomp, amqp)) = schemes
-            .iter()
-            .find_map(|(p, tls, stomp, amqp)| s.strip_prefix(p).map(|r| (r, *tls, *stomp, *amqp)))
-        else {
+        let Some((scheme, rest)) = Scheme::split(s) else {
             return Err(format!(
-                "'{s}' is not a target; use embedded, embedded:sqlite:PATH, http[s]://host:port[/path], stomp[+ssl]://host:port or amqp[s]://host:port[/vhost]"
+                "'{s}' is not a target; use embedded, embedded:sqlite:PATH or SCHEME://host[:port][/path], SCHEME one of {}",
+                Scheme::listed()
             ));
         };
         let (authority, path) = match rest.find('/') {
@@ -192,14 +179,7 @@ impl TargetSpec {
             return Err(format!("'{s}' has no host"));
         }
         let port = if port.is_empty() {
-            match (stomp, amqp, https) {
-                (_, true, false) => 5672,
-                (_, true, true) => 5671,
-                (true, _, false) => 61613,
-                (true, _, true) => 61614,
-                (false, _, false) => 80,
-                (false, _, true) => 443,
-            }
+            scheme.default_port
         } else {
             port.parse::<u16>()
                 .ok()
@@ -211,9 +191,7 @@ impl TargetSpec {
             host,
             port,
             base_path: path.trim_end_matches('/').to_string(),
-            https,
-            stomp,
-            amqp,
+            scheme,
         }))
     }
 }

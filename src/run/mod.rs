@@ -923,7 +923,7 @@ async fn open_lane(
     let tallies: Vec<crate::workload::Tally> = w
         .classes
         .iter()
-        .flat_map(|c| c.labels.iter().map(|l| c.protocol.tally(l)))
+        .flat_map(|c| (0..c.labels.len()).map(|i| c.kind.tally(i)))
         .collect();
     let tag = match (cx.multi, label) {
         (true, Some(l)) => format!("{l} {}", t.name),

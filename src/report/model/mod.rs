@@ -499,7 +499,14 @@ impl Labels {
             .collect();
         let tallies = names
             .iter()
-            .map(|(ci, _, l)| w.classes[*ci].protocol.tally(l))
+            .map(|(ci, _, l)| {
+                let c = &w.classes[*ci];
+                // The run's labels are its classes'; none is missing.
+                c.labels
+                    .iter()
+                    .position(|x| x == l)
+                    .map_or(crate::workload::Tally::Total, |i| c.kind.tally(i))
+            })
             .collect();
         let messages = w.classes.iter().any(|c| c.protocol.carries_messages());
         Labels {

@@ -3,7 +3,7 @@
 //! messages also gets `sent` (messages sent or published: their write or confirm
 //! latency) and `received` (messages taken: their wait), never added into `total`, as
 //! PerfTest reports its sending and receiving rates apart. Which operation goes where is
-//! its protocol's word ([`crate::workload::Protocol::tally`]). The headline (what a
+//! its typed operation's word (`ClassKind::tally`). The headline (what a
 //! sweep, a drift test, a comparison's first row and the server's cost per operation
 //! read) is `total` when it has requests, else `sent`, else `received`.
 
@@ -241,10 +241,24 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::Protocol;
 
-    fn tally_of(protocol: &str, label: &str) -> Tally {
-        Protocol::from_name(protocol).map_or(Tally::Total, |p| p.tally(label))
+    /// The sum label `label` of class `class` adds to, in a workload of a STOMP, an AMQP
+    /// and a CalDAV class.
+    fn tally_of(class: &str, label: &str) -> Tally {
+        let w = crate::workload::load_str(
+            "t.yaml",
+            "target: embedded\nusers:\n  - class: stomp\n    protocol: stomp\n    count: 1\n    params: { subscribe: /queue/q }\n    mix: { send: { weight: 1, params: { destination: /queue/q } }, receive: 1, request: { weight: 1, params: { destination: /queue/s } } }\n  - class: amqp\n    protocol: amqp\n    count: 1\n    params: { queue: q }\n    mix: { publish: 1, consume: 1 }\n  - class: caldav\n    protocol: caldav\n    count: 1\n    mix: { put_event: 1 }\n",
+            &[],
+            None,
+        )
+        .unwrap();
+        let c = w.classes.iter().find(|c| c.name == class).unwrap();
+        let i = c
+            .labels
+            .iter()
+            .position(|l| l == label)
+            .unwrap_or_else(|| panic!("{label} not in {:?}", c.labels));
+        c.kind.tally(i)
     }
 
     fn stats(requests: u64) -> OpStats {
@@ -264,7 +278,7 @@ mod tests {
         s.add(tally_of("stomp", "receive_empty"), &stats(3));
         s.add(tally_of("amqp", "publish"), &stats(5));
         s.add(tally_of("amqp", "consume_foreign"), &stats(1));
-        s.add(tally_of("amqp", "request"), &stats(2));
+        s.add(tally_of("stomp", "request"), &stats(2));
         s.add(tally_of("caldav", "put_event"), &stats(7));
         assert_eq!(s.total.requests, 9);
         assert_eq!(s.sent.as_ref().map(|x| x.requests), Some(15));

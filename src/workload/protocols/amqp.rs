@@ -14,7 +14,7 @@
 //! `transaction: N` the channel is transactional (`tx.select`, no confirms): every N
 //! publishes are committed (`tx.commit`), the commit timed as `publish.commit`.
 
-use super::{ClassKind, ParamKind, ProtocolDef, each, label_index, op, p};
+use super::{ClassKind, ParamKind, ProtocolDef, Tally, broker_tally, each, label_index, op, p};
 use crate::workload::dist::{Dist, Unit};
 use crate::workload::{Params, Template};
 
@@ -139,6 +139,36 @@ pub enum AmqpOp {
     /// A service: the next delivery of its consumer, answered to its `reply_to` with its
     /// correlation id (or none within `timeout`).
     Reply { size: Dist, timeout: Dist },
+}
+
+impl AmqpOp {
+    /// The report's sum its own label adds to: a message sent, a message taken, or (a
+    /// request and its reply) a round trip.
+    pub fn tally(&self) -> Tally {
+        match self {
+            AmqpOp::Publish { .. } => Tally::Sent,
+            AmqpOp::Consume { .. } => Tally::Received,
+            AmqpOp::Request { .. } | AmqpOp::Reply { .. } => Tally::Total,
+        }
+    }
+}
+
+impl AmqpParams {
+    /// The report's sum a label the driver adds goes to ([`broker_tally`]).
+    pub fn tally(&self, label: usize) -> Tally {
+        broker_tally(
+            label,
+            self.label_consume_foreign,
+            &[
+                self.label_consume_empty,
+                self.label_reply_empty,
+                self.label_e2e,
+                self.label_reply_e2e,
+                self.label_confirm,
+                self.label_commit,
+            ],
+        )
+    }
 }
 
 impl AmqpOp {

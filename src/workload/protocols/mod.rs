@@ -102,27 +102,6 @@ impl Protocol {
         }
     }
 
-    /// Which of the report's sums an operation label of this protocol adds to. A
-    /// one-way message (a send, a publish, a message taken) is not a request answered: its
-    /// latency is a confirm or a wait, and a message sent and then taken is one message,
-    /// not two operations. So those go to `sent` and `received`, and `total` keeps the
-    /// round trips (every HTTP operation, a broker `request` and `reply`). A step
-    /// (`send.confirm`, `receive.e2e`) is part of its operation, and a receive that took
-    /// nothing (`receive_empty`) took no message: both stand in their own rows only.
-    pub fn tally(self, label: &str) -> Tally {
-        if super::is_step_label(label) {
-            return Tally::Apart;
-        }
-        match (self, label) {
-            (Protocol::Stomp, "send") | (Protocol::Amqp, "publish") => Tally::Sent,
-            (Protocol::Stomp, "receive" | "receive_foreign")
-            | (Protocol::Amqp, "consume" | "consume_foreign") => Tally::Received,
-            (Protocol::Stomp, "receive_empty" | "reply_empty")
-            | (Protocol::Amqp, "consume_empty" | "reply_empty") => Tally::Apart,
-            _ => Tally::Total,
-        }
-    }
-
     /// The protocol of that name.
     pub fn from_name(s: &str) -> Option<Protocol> {
         Protocol::ALL.into_iter().find(|p| p.name() == s)
@@ -141,7 +120,13 @@ impl Protocol {
     }
 }
 
-/// The report's sum an operation's figures go to ([`Protocol::tally`]).
+/// The report's sum an operation's figures go to ([`ClassKind::tally`]). A one-way
+/// message (a send, a publish, a message taken) is not a request answered: its latency
+/// is a confirm or a wait, and a message sent and then taken is one message, not two
+/// operations. So those go to `sent` and `received`, and `total` keeps the round trips
+/// (every HTTP operation, a broker `request` and `reply`). A step (`send.confirm`,
+/// `receive.e2e`, an http step) is part of its operation, and a receive that took nothing
+/// (`receive_empty`) took no message: both stand in their own rows only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tally {
     /// `total`: requests answered.
@@ -325,6 +310,20 @@ fn transaction(p: &Params, max_pending: u32) -> Result<u32, String> {
     Ok(n)
 }
 
+/// The sum a label a broker driver adds goes to (STOMP and AMQP alike): a message of
+/// another run taken (`foreign`) is still a message taken; a wait that took nothing, an
+/// end-to-end latency, a confirm and a commit (`apart`) stand in their own rows. A
+/// broker driver adds no other label; one would be counted as a round trip.
+fn broker_tally(label: usize, foreign: usize, apart: &[usize]) -> Tally {
+    if label == foreign {
+        return Tally::Received;
+    }
+    match apart.contains(&label) {
+        true => Tally::Apart,
+        false => Tally::Total,
+    }
+}
+
 /// The position of `name` among `labels`, added at the end when it is not there yet, so
 /// a label a driver reports always exists.
 fn label_index(labels: &mut Vec<String>, name: &str) -> usize {
@@ -373,6 +372,28 @@ pub(in crate::workload) fn build_class(
 }
 
 impl ClassKind {
+    /// Which of the report's sums label `label` of this class adds to: an operation's
+    /// own label by its typed operation, a label its driver adds by what the driver
+    /// reports under it.
+    pub fn tally(&self, label: usize) -> Tally {
+        match self {
+            // Labels past the operations' are their steps.
+            ClassKind::Http { requests, .. } => match label < requests.len() {
+                true => Tally::Total,
+                false => Tally::Apart,
+            },
+            ClassKind::Morse { .. } | ClassKind::Atom { .. } | ClassKind::Caldav { .. } => {
+                Tally::Total
+            }
+            ClassKind::Stomp { ops, params } => ops
+                .get(label)
+                .map_or_else(|| params.tally(label), StompOp::tally),
+            ClassKind::Amqp { ops, params } => ops
+                .get(label)
+                .map_or_else(|| params.tally(label), AmqpOp::tally),
+        }
+    }
+
     /// The destinations a broker class's users send to, take from or ask replies at, as
     /// templates; none for the other protocols.
     pub fn destinations(&self) -> Vec<Template> {

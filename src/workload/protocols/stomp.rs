@@ -15,7 +15,7 @@
 //! transactions of N (`BEGIN`, the sends, `COMMIT` with a receipt): a send is then its
 //! write, and each commit is timed, to its receipt, as `send.commit`.
 
-use super::{ClassKind, ParamKind, ProtocolDef, each, label_index, op, p};
+use super::{ClassKind, ParamKind, ProtocolDef, Tally, broker_tally, each, label_index, op, p};
 use crate::workload::dist::{Dist, DistSpec, Unit};
 use crate::workload::{Params, Template};
 
@@ -167,6 +167,36 @@ pub enum StompOp {
     /// A service: the next request of the user's subscription, answered to its
     /// `reply-to` with its `correlation-id` (or none within `timeout`).
     Reply { size: Dist, timeout: Dist },
+}
+
+impl StompOp {
+    /// The report's sum its own label adds to: a message sent, a message taken, or (a
+    /// request and its reply) a round trip.
+    pub fn tally(&self) -> Tally {
+        match self {
+            StompOp::Send { .. } => Tally::Sent,
+            StompOp::Receive { .. } => Tally::Received,
+            StompOp::Request { .. } | StompOp::Reply { .. } => Tally::Total,
+        }
+    }
+}
+
+impl StompParams {
+    /// The report's sum a label the driver adds goes to ([`broker_tally`]).
+    pub fn tally(&self, label: usize) -> Tally {
+        broker_tally(
+            label,
+            self.label_receive_foreign,
+            &[
+                self.label_receive_empty,
+                self.label_reply_empty,
+                self.label_e2e,
+                self.label_reply_e2e,
+                self.label_confirm,
+                self.label_commit,
+            ],
+        )
+    }
 }
 
 impl StompOp {

@@ -66,11 +66,9 @@ impl Names {
     /// `total` adds up requests answered; messages sent and taken have sums of their own
     /// (`report::model::sums`), and a workload of messages alone has nothing in `total`.
     pub(super) fn of(classes: &[UserClass]) -> Names {
-        let answers = classes.iter().any(|c| {
-            c.labels
-                .iter()
-                .any(|l| c.protocol.tally(l) == crate::workload::Tally::Total)
-        });
+        let answers = classes
+            .iter()
+            .any(|c| (0..c.labels.len()).any(|i| c.kind.tally(i) == crate::workload::Tally::Total));
         let messages = classes.iter().any(|c| c.protocol.carries_messages());
         let mut all: Vec<String> = Vec::new();
         if answers || !messages {

@@ -27,15 +27,21 @@ pub(super) fn log_name(p: workload::Protocol, op: &str) -> Option<(Protocol, &st
         workload::Protocol::Morse => Protocol::Morse,
         workload::Protocol::Atom => Protocol::Atom,
         workload::Protocol::Http => Protocol::Http,
-        _ => return None,
+        workload::Protocol::Stomp | workload::Protocol::Amqp => return None,
     };
-    Some(match (protocol, op) {
-        (Protocol::Caldav, "time_range_report" | "sync_collection" | "multiget") => {
-            (protocol, "report")
-        }
-        (Protocol::Morse, "subscribe" | "sync_no_change") => (protocol, "sync"),
-        _ => (protocol, op),
-    })
+    // A log cannot tell a REPORT's kind, nor a Morse Code subscribe from a sync.
+    let name = match protocol {
+        Protocol::Caldav => match op {
+            "time_range_report" | "sync_collection" | "multiget" => "report",
+            other => other,
+        },
+        Protocol::Morse => match op {
+            "subscribe" | "sync_no_change" => "sync",
+            other => other,
+        },
+        Protocol::Atom | Protocol::Http => op,
+    };
+    Some((protocol, name))
 }
 
 /// The log's mean time per operation (µs), by protocol and name.

@@ -227,7 +227,7 @@ fn feed_path(op: &AtomOp, base: &str, rng: &mut Xoshiro256PlusPlus) -> String {
             let which = ["now", "later", "done"][(rng.next_u64() % 3) as usize];
             format!("{base}/dashboard-{which}/eim-json")
         }
-        _ => format!("{base}/full"),
+        AtomOp::FullFeed | AtomOp::CreateEvent | AtomOp::UpdateEvent => format!("{base}/full"),
     }
 }
 
@@ -433,7 +433,10 @@ impl AtomVu {
                 let path = format!("{}/atom/item/{uid}", self.s.context);
                 ("PUT", path, uid, event)
             }
-            _ => ("POST", base, data::uid(rng, &self.ids.run_id), seq),
+            AtomOp::CreateEvent
+            | AtomOp::FullFeed
+            | AtomOp::TimeRangeFeed { .. }
+            | AtomOp::Dashboard => ("POST", base, data::uid(rng, &self.ids.run_id), seq),
         };
         let Some(t) = &self.team else {
             return Done::Skipped;

@@ -776,10 +776,13 @@ impl Workload {
                         add("calendar homes");
                     }
                 }
-                ClassKind::Http { requests, .. } if requests.iter().any(http_says) => {
-                    add("{context} in templates")
+                ClassKind::Http { requests, .. } => {
+                    if requests.iter().any(http_says) {
+                        add("{context} in templates");
+                    }
                 }
-                _ => {}
+                // A broker's destinations are not paths under a context.
+                ClassKind::Stomp { .. } | ClassKind::Amqp { .. } => {}
             }
         }
         users

@@ -102,32 +102,32 @@ pub(crate) fn team_of(class: &UserClass) -> Option<&str> {
         ClassKind::Caldav { params, .. } => params.team.as_deref(),
         ClassKind::Morse { params, .. } => params.team.as_deref(),
         ClassKind::Atom { params, .. } => params.team.as_deref(),
-        _ => None,
+        ClassKind::Stomp { .. } | ClassKind::Amqp { .. } | ClassKind::Http { .. } => None,
     }
 }
 
 /// The class's Morse Code operations, when it is a Morse Code class.
 fn morse_ops(class: &UserClass) -> &[MorseOp] {
-    match &class.kind {
-        ClassKind::Morse { ops, .. } => ops,
-        _ => &[],
-    }
+    let ClassKind::Morse { ops, .. } = &class.kind else {
+        return &[];
+    };
+    ops
 }
 
 /// The class's Atom operations, when it is an Atom class.
 fn atom_ops(class: &UserClass) -> &[AtomOp] {
-    match &class.kind {
-        ClassKind::Atom { ops, .. } => ops,
-        _ => &[],
-    }
+    let ClassKind::Atom { ops, .. } = &class.kind else {
+        return &[];
+    };
+    ops
 }
 
 /// The class's CalDAV operations, when it is a CalDAV class.
 fn caldav_ops(class: &UserClass) -> &[CaldavOp] {
-    match &class.kind {
-        ClassKind::Caldav { ops, .. } => ops,
-        _ => &[],
-    }
+    let ClassKind::Caldav { ops, .. } = &class.kind else {
+        return &[];
+    };
+    ops
 }
 
 /// Whether the class's users write what their team should see: in the shared calendar

@@ -351,3 +351,211 @@ fn functions_are_short_enough_to_read_whole() {
         long.len()
     );
 }
+
+/// The text of Rust code with its comments and the insides of its string and character
+/// literals blanked (same length, so offsets hold): what is left is structure.
+fn structure_of(text: &str) -> Vec<u8> {
+    let b = text.as_bytes();
+    let mut out = b.to_vec();
+    let mut i = 0;
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for c in &mut out[from..to.min(b.len())] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    };
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                let end = text[i..].find('\n').map_or(b.len(), |n| i + n);
+                blank(&mut out, i, end);
+                i = end;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let end = text[i + 2..].find("*/").map_or(b.len(), |n| i + 2 + n + 2);
+                blank(&mut out, i, end);
+                i = end;
+            }
+            b'r' if (b.get(i + 1) == Some(&b'"') || b.get(i + 1) == Some(&b'#'))
+                && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')) =>
+            {
+                // A raw string: r"..." or r#"..."#.
+                let hashes = b[i + 1..].iter().take_while(|c| **c == b'#').count();
+                if b.get(i + 1 + hashes) != Some(&b'"') {
+                    i += 1;
+                    continue;
+                }
+                let close = format!("\"{}", "#".repeat(hashes));
+                let start = i + 2 + hashes;
+                let end = text[start..]
+                    .find(&close)
+                    .map_or(b.len(), |n| start + n + close.len());
+                blank(&mut out, start, end - close.len());
+                i = end;
+            }
+            b'"' => {
+                let mut j = i + 1;
+                while j < b.len() && b[j] != b'"' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                blank(&mut out, i + 1, j);
+                i = j + 1;
+            }
+            // A character literal ('{', '\n', '\''), not a lifetime ('a).
+            b'\'' if b.get(i + 2) == Some(&b'\'') || b.get(i + 1) == Some(&b'\\') => {
+                let mut j = i + 1;
+                while j < b.len() && b[j] != b'\'' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                blank(&mut out, i + 1, j);
+                i = j + 1;
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// The types whose matches must name every variant: a catch-all over them is where a
+/// new protocol, class kind, scheme or operation would slip past the compiler.
+const EXHAUSTIVE: &[&str] = &[
+    "Protocol::",
+    "ClassKind::",
+    "Family::",
+    "StompOp::",
+    "AmqpOp::",
+    "CaldavOp::",
+    "MorseOp::",
+    "AtomOp::",
+    "QueueKind::",
+];
+
+/// Each `match` in `code` (structure only) whose arms name one of [`EXHAUSTIVE`] and
+/// that has a catch-all arm (`_`, or a tuple of them): the line of the catch-all.
+fn catch_alls(code: &[u8]) -> Vec<usize> {
+    let text = String::from_utf8_lossy(code);
+    let line_of = |at: usize| text[..at].matches('\n').count() + 1;
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(k) = text[from..].find("match ") {
+        let at = from + k;
+        from = at + 6;
+        if at > 0 && (code[at - 1].is_ascii_alphanumeric() || code[at - 1] == b'_') {
+            continue;
+        }
+        // The body: the first `{` at the scrutinee's own depth.
+        let mut depth = 0i32;
+        let mut open = None;
+        for (j, c) in code.iter().enumerate().skip(at + 6) {
+            match c {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b'{' if depth == 0 => {
+                    open = Some(j);
+                    break;
+                }
+                b'{' => depth += 1,
+                b'}' => depth -= 1,
+                _ => {}
+            }
+        }
+        let Some(open) = open else { continue };
+        // Arms at the body's top level: each pattern runs from the end of the arm before
+        // (a `,`, or the `}` of a block) to `=>`; braces in a pattern are a struct's.
+        let (mut depth, mut start, mut in_pattern) = (0i32, open + 1, true);
+        let (mut typed, mut wild) = (false, None);
+        let mut j = open + 1;
+        while j < code.len() {
+            match code[j] {
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b'}' if depth == 0 => break,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 && !in_pattern {
+                        start = j + 1;
+                        in_pattern = true;
+                    }
+                }
+                b',' if depth == 0 => {
+                    start = j + 1;
+                    in_pattern = true;
+                }
+                b'=' if depth == 0 && code.get(j + 1) == Some(&b'>') => {
+                    in_pattern = false;
+                    let pattern = text[start..j].trim();
+                    let pattern = pattern.split(" if ").next().unwrap_or("").trim();
+                    typed |= EXHAUSTIVE.iter().any(|t| pattern.contains(t));
+                    let bare = pattern
+                        .chars()
+                        .all(|c| matches!(c, '_' | '(' | ')' | ',' | ' ' | '\n' | '.'));
+                    if bare && pattern.contains('_') && !pattern.contains(" if ") {
+                        wild = Some(line_of(j));
+                    }
+                    j += 1;
+                }
+                _ => {}
+            }
+            j += 1;
+        }
+        if let (true, Some(line)) = (typed, wild) {
+            found.push(line);
+        }
+    }
+    found
+}
+
+#[test]
+fn no_match_over_protocols_kinds_schemes_or_operations_has_a_catch_all() {
+    let mut found = Vec::new();
+    for f in files_of(&root().join("src")) {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let text = match text.find("#[cfg(test)]\nmod tests") {
+            Some(i) => &text[..i],
+            None => &text[..],
+        };
+        for line in catch_alls(&structure_of(text)) {
+            found.push(format!(
+                "{}:{line}",
+                f.strip_prefix(root()).unwrap().display()
+            ));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a `_ =>` arm in a match over protocols, class kinds, schemes or operations lets a new one pass without the compiler naming the place; name every variant:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_catch_all_finder_sees_what_it_should() {
+    let code = r#"
+fn a(k: ClassKind) -> u8 {
+    match k {
+        ClassKind::Stomp { .. } => 1, // "_ =>" in a comment
+        _ => 0,
+    }
+}
+fn b(x: Option<u8>) -> u8 {
+    match x {
+        Some(_) => 1,
+        _ => 0,
+    }
+}
+fn c(p: Protocol, s: &str) -> bool {
+    match (p, s) {
+        (Protocol::Http, "{") => true,
+        (_, _) => false,
+    }
+}
+fn d(p: Protocol) -> bool {
+    match p {
+        Protocol::Http => match '}' { _ => true },
+        Protocol::Stomp | Protocol::Amqp => false,
+    }
+}
+"#;
+    assert_eq!(catch_alls(&structure_of(code)), vec![5, 17]);
+}

@@ -143,7 +143,16 @@ impl CaldavVu {
             CaldavOp::Freebusy { range, attendees } => {
                 self.freebusy(conn, rng, (range, *attendees), expect).await
             }
-            _ => Done::Skipped,
+            // Not scheduling: the driver's dispatch never sends these here.
+            CaldavOp::CreateCalendar
+            | CaldavOp::PutEvent(_)
+            | CaldavOp::UpdateEvent(_)
+            | CaldavOp::GetEvent
+            | CaldavOp::DeleteEvent
+            | CaldavOp::TimeRangeReport { .. }
+            | CaldavOp::Multiget { .. }
+            | CaldavOp::SyncCollection
+            | CaldavOp::Propfind => Done::Skipped,
         }
     }
 

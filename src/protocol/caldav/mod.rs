@@ -342,9 +342,11 @@ impl OverHttp for CaldavVu {
         let shape = class
             .ops
             .iter()
-            .find_map(|o| match o {
-                CaldavOp::PutEvent(shape) => Some(shape),
-                _ => None,
+            .find_map(|o| {
+                let CaldavOp::PutEvent(shape) = o else {
+                    return None;
+                };
+                Some(shape)
             })
             .unwrap_or(&default);
         for i in 0..n {

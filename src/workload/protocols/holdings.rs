@@ -49,6 +49,8 @@ impl ClassKind {
     /// skipped. The calendar a CalDAV pick works on is drawn from `rng`, as the driver
     /// draws it.
     pub(crate) fn acts(&self, op: usize, held: &mut Holdings, rng: &mut impl Rng) -> bool {
+        // What a class holds is of its own kind; another kind's holdings hold nothing
+        // its picks need.
         match (self, held) {
             (ClassKind::Caldav { ops, .. }, Holdings::Calendars(cals)) => {
                 caldav_acts(ops.get(op), cals, rng)
@@ -59,9 +61,18 @@ impl ClassKind {
                     true
                 }
                 Some(AtomOp::UpdateEvent) => *items > 0,
-                _ => true,
+                Some(AtomOp::FullFeed | AtomOp::TimeRangeFeed { .. } | AtomOp::Dashboard)
+                | None => true,
             },
-            _ => true,
+            (ClassKind::Caldav { .. }, Holdings::Items(_))
+            | (ClassKind::Atom { .. }, Holdings::Calendars(_))
+            | (
+                ClassKind::Morse { .. }
+                | ClassKind::Http { .. }
+                | ClassKind::Stomp { .. }
+                | ClassKind::Amqp { .. },
+                Holdings::Calendars(_) | Holdings::Items(_),
+            ) => true,
         }
     }
 }
@@ -97,7 +108,17 @@ fn caldav_acts(op: Option<&CaldavOp>, cals: &mut Vec<u64>, rng: &mut impl Rng) -
             None => false,
         },
         CaldavOp::UpdateEvent(_) | CaldavOp::GetEvent => *events > 0,
-        _ => true,
+        // Reads of the collection, and (above) what needs no event of the user's.
+        CaldavOp::CreateCalendar
+        | CaldavOp::TimeRangeReport { .. }
+        | CaldavOp::Multiget { .. }
+        | CaldavOp::SyncCollection
+        | CaldavOp::Propfind
+        | CaldavOp::Invite { .. }
+        | CaldavOp::Inbox
+        | CaldavOp::Answer { .. }
+        | CaldavOp::Cancel
+        | CaldavOp::Freebusy { .. } => true,
     }
 }
 

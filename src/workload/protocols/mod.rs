@@ -456,7 +456,13 @@ impl ClassKind {
             ClassKind::Amqp { ops, .. } => ops.get(i).map(AmqpOp::describe).unwrap_or_default(),
             ClassKind::Atom { ops, .. } => match ops.get(i) {
                 Some(AtomOp::TimeRangeFeed { range }) => format!("range {}", fmt_d(range, true)),
-                _ => String::new(),
+                Some(
+                    AtomOp::FullFeed
+                    | AtomOp::Dashboard
+                    | AtomOp::CreateEvent
+                    | AtomOp::UpdateEvent,
+                )
+                | None => String::new(),
             },
             ClassKind::Caldav { ops, .. } => match ops.get(i) {
                 Some(CaldavOp::PutEvent(shape) | CaldavOp::UpdateEvent(shape)) => shape.describe(
@@ -469,7 +475,19 @@ impl ClassKind {
                     format!("range {}", fmt_d(range, true))
                 }
                 Some(CaldavOp::Multiget { count }) => format!("count {count}"),
-                _ => String::new(),
+                Some(
+                    CaldavOp::CreateCalendar
+                    | CaldavOp::GetEvent
+                    | CaldavOp::DeleteEvent
+                    | CaldavOp::SyncCollection
+                    | CaldavOp::Propfind
+                    | CaldavOp::Invite { .. }
+                    | CaldavOp::Inbox
+                    | CaldavOp::Answer { .. }
+                    | CaldavOp::Cancel
+                    | CaldavOp::Freebusy { .. },
+                )
+                | None => String::new(),
             },
         }
     }

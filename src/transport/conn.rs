@@ -51,6 +51,31 @@ pub struct Response {
 }
 
 impl Response {
+    /// An answer as a server might give it, for the drivers' unit tests.
+    #[cfg(test)]
+    pub(crate) fn canned(status: u16, headers: &[(&str, &str)], body: &str) -> Response {
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            if let (Ok(k), Ok(v)) = (
+                hyper::header::HeaderName::from_bytes(k.as_bytes()),
+                hyper::header::HeaderValue::from_str(v),
+            ) {
+                h.append(k, v);
+            }
+        }
+        Response {
+            status: StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+            headers: h,
+            body: Bytes::from(body.to_string()),
+            bytes_sent: 100,
+            bytes_received: 200,
+            elapsed: Duration::from_millis(3),
+            handshake: None,
+            earlier: Vec::new(),
+            lease: Default::default(),
+        }
+    }
+
     /// Fold an earlier exchange of the same request into this one.
     pub fn after(mut self, first: Response) -> Response {
         self.earlier.extend(first.earlier);

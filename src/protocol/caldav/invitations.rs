@@ -598,17 +598,7 @@ mod tests {
     use super::*;
 
     fn answer(status: u16, body: &str) -> Response {
-        Response {
-            status: hyper::StatusCode::from_u16(status).unwrap(),
-            headers: hyper::HeaderMap::new(),
-            body: bytes::Bytes::from(body.to_string()),
-            bytes_sent: 100,
-            bytes_received: 200,
-            elapsed: std::time::Duration::from_millis(3),
-            handshake: None,
-            earlier: Vec::new(),
-            lease: Default::default(),
-        }
+        Response::canned(status, &[], body)
     }
 
     fn schedule_response(statuses: &[(&str, &str)]) -> String {

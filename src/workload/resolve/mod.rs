@@ -23,12 +23,18 @@ mod behaviour;
 mod class;
 mod cx;
 mod http;
+mod keys;
+mod params;
+mod population;
 mod run;
+mod steps;
+mod table;
 mod teams;
 mod thresholds;
 
 use class::*;
 use cx::*;
+use keys::*;
 use run::*;
 use teams::resolve_teams;
 use thresholds::*;

@@ -79,79 +79,66 @@ pub(crate) struct Outcome {
     pub steps: Vec<(usize, Outcome)>,
 }
 
-/// Why a user's untimed set-up failed: the request that failed and what came back.
-#[derive(Debug, Clone, thiserror::Error)]
-pub(crate) enum SetupError {
+/// Where in a user's set-up a request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
     /// Creating the user's account (CMP).
-    #[error("account creation: {request} -> {answer}")]
-    Account { request: String, answer: String },
+    Account,
     /// Finding the calendar home (CalDAV).
-    #[error("calendar home discovery: {request} -> {answer}")]
-    Discovery { request: String, answer: String },
+    Discovery,
     /// Connecting to a message broker, its queue or subscription (STOMP, AMQP).
-    #[error("broker set-up: {request} -> {answer}")]
-    Broker { request: String, answer: String },
-    /// Making, granting or finding a team's shared calendar (CalDAV) or collection (Morse
-    /// Code).
-    #[error("team set-up: {request} -> {answer}")]
-    Team { request: String, answer: String },
+    Broker,
+    /// Making, granting or finding a team's shared calendar (CalDAV) or collection
+    /// (Morse Code).
+    Team,
+}
+
+impl Stage {
+    /// The stage in a message's words.
+    pub(crate) fn words(self) -> &'static str {
+        match self {
+            Stage::Account => "account creation",
+            Stage::Discovery => "calendar home discovery",
+            Stage::Broker => "broker set-up",
+            Stage::Team => "team set-up",
+        }
+    }
+}
+
+/// A user's set-up failed: at which stage, the request, and what came back.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}: {request} -> {answer}", stage.words())]
+pub(crate) struct SetupError {
+    pub(crate) stage: Stage,
+    pub(crate) request: String,
+    pub(crate) answer: String,
 }
 
 impl SetupError {
     /// The request that failed.
     pub(crate) fn request(&self) -> &str {
-        match self {
-            SetupError::Account { request, .. }
-            | SetupError::Discovery { request, .. }
-            | SetupError::Broker { request, .. }
-            | SetupError::Team { request, .. } => request,
-        }
+        &self.request
     }
 
     /// What came back.
     pub(crate) fn answer(&self) -> &str {
-        match self {
-            SetupError::Account { answer, .. }
-            | SetupError::Discovery { answer, .. }
-            | SetupError::Broker { answer, .. }
-            | SetupError::Team { answer, .. } => answer,
-        }
+        &self.answer
     }
 
     /// The same failure with the reason a 401 stood added to its answer.
     pub(crate) fn explained(self, why: &str) -> SetupError {
-        match self {
-            SetupError::Account { request, answer } => SetupError::Account {
-                request,
-                answer: format!("{answer}: {why}"),
-            },
-            SetupError::Discovery { request, answer } => SetupError::Discovery {
-                request,
-                answer: format!("{answer}: {why}"),
-            },
-            SetupError::Broker { request, answer } => SetupError::Broker {
-                request,
-                answer: format!("{answer}: {why}"),
-            },
-            SetupError::Team { request, answer } => SetupError::Team {
-                request,
-                answer: format!("{answer}: {why}"),
-            },
+        SetupError {
+            answer: format!("{}: {why}", self.answer),
+            ..self
         }
     }
 
     /// The request and the answer, for a preflight message.
     pub(crate) fn parts(self) -> (String, String) {
-        match self {
-            SetupError::Account { request, answer } => {
-                (format!("account creation: {request}"), answer)
-            }
-            SetupError::Discovery { request, answer } => {
-                (format!("calendar home discovery: {request}"), answer)
-            }
-            SetupError::Broker { request, answer } => (format!("broker set-up: {request}"), answer),
-            SetupError::Team { request, answer } => (format!("team set-up: {request}"), answer),
-        }
+        (
+            format!("{}: {}", self.stage.words(), self.request),
+            self.answer,
+        )
     }
 }
 

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 
 use super::auth::Auth;
-use super::{Outcome, ProtocolError, SetupError, VuIds};
+use super::{Outcome, ProtocolError, SetupError, Stage, VuIds};
 use crate::answer::Answer;
 use crate::formats::xml::XmlWriter;
 use crate::secrets::Secret;
@@ -190,7 +190,8 @@ impl AccountPlan {
             .leaf("email", &format!("{}@loadmix.invalid", s.user))
             .close("user");
         let uri = format!("{}/cmp/user/{}", s.context_path(conn), s.user);
-        let fail = |answer: String| SetupError::Account {
+        let fail = |answer: String| SetupError {
+            stage: Stage::Account,
             request: format!("PUT {uri} as {}", admin.0),
             answer,
         };

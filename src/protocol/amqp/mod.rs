@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use async_trait::async_trait;
 
 use super::contract::{Done, Preflight, Protocol, Reach};
-use super::{Outcome, ProtocolError, Session, SetupError, VuIds};
+use super::{Outcome, ProtocolError, Session, SetupError, Stage, VuIds};
 use crate::answer::Answer;
 use crate::transport::ErrorClass;
 use crate::transport::stream::Handshake;
@@ -192,12 +192,11 @@ impl OverBroker for AmqpVu {
     /// Untimed, before the round: connect, declare the queue, and start consuming.
     async fn set_up(&mut self, conn: &Reach) -> Result<(), SetupError> {
         let class = self.class.clone();
-        self.ensure(&class, conn)
-            .await
-            .map_err(|f| SetupError::Broker {
-                request: "AMQP connection, channel and queue".into(),
-                answer: f.detail,
-            })?;
+        self.ensure(&class, conn).await.map_err(|f| SetupError {
+            stage: Stage::Broker,
+            request: "AMQP connection, channel and queue".into(),
+            answer: f.detail,
+        })?;
         if let Some(o) = self.open.as_mut() {
             o.opened = None;
         }

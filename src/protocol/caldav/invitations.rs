@@ -12,7 +12,7 @@ use crate::protocol::contract::Done;
 use crate::protocol::scheduling::{self, Scheduling};
 use crate::protocol::session::Exchange;
 use crate::protocol::teams::Entry;
-use crate::protocol::{Outcome, SetupError, data};
+use crate::protocol::{Outcome, SetupError, Stage, data};
 use crate::transport::{Conn, Response};
 use crate::visibility::Audience;
 
@@ -29,7 +29,8 @@ impl CaldavVu {
     /// no other is set: DAViCal, the embedded server), made unless it is there. Its
     /// entry in the team's directory is what it returns.
     pub(super) async fn enrol(&mut self, conn: &mut Conn) -> Result<Entry, SetupError> {
-        let fail = |answer: String| SetupError::Team {
+        let fail = |answer: String| SetupError {
+            stage: Stage::Team,
             request: "scheduling".into(),
             answer,
         };
@@ -66,7 +67,8 @@ impl CaldavVu {
         conn: &mut Conn,
     ) -> Result<((String, Option<String>), String), SetupError> {
         let Some(principal) = self.principal.as_deref() else {
-            return Err(SetupError::Discovery {
+            return Err(SetupError {
+ stage: Stage::Discovery,
                 request: "scheduling".into(),
                 answer: "no principal (calendar_home skips discovery): give the class no calendar_home to schedule".into(),
             });
@@ -75,7 +77,8 @@ impl CaldavVu {
         let (root, url) = self
             .find_props(conn, principal, scheduling::PRINCIPAL_PROPS, what)
             .await?;
-        let fail = |answer: &str| SetupError::Discovery {
+        let fail = |answer: &str| SetupError {
+            stage: Stage::Discovery,
             request: format!("PROPFIND {url} ({what})"),
             answer: format!(
                 "{answer}: the server does not schedule (RFC 6638); take invite, inbox and answer out of the workload for it"
@@ -106,7 +109,8 @@ impl CaldavVu {
             .board
             .directory(key, n, until)
             .await
-            .map_err(|answer| SetupError::Team {
+            .map_err(|answer| SetupError {
+                stage: Stage::Team,
                 request: format!("the team's addresses (this user's: {})", me.address),
                 answer,
             })?;

@@ -10,7 +10,7 @@ use crate::formats::dav::{CALDAV, DAV, find_prop_href, href_path};
 use crate::formats::xml::{self, XmlWriter};
 use crate::protocol::session::Exchange;
 use crate::protocol::teams::{Shared, acl_body};
-use crate::protocol::{Outcome, SetupError, data};
+use crate::protocol::{Outcome, SetupError, Stage, data};
 use crate::transport::{Conn, Response};
 
 use super::{CaldavVu, Calendar, HOME_SET, MAX_REDIRECTS, PRINCIPAL, depth, xml_ct};
@@ -76,7 +76,8 @@ impl CaldavVu {
                 .map(|e| e.answer().to_string())
                 .collect::<Vec<_>>()
                 .join("; ");
-            return Err(SetupError::Discovery {
+            return Err(SetupError {
+                stage: Stage::Discovery,
                 request,
                 answer: format!("{answer} (give the class's calendar_home, or discovery: PATH)"),
             });
@@ -107,7 +108,8 @@ impl CaldavVu {
             let shared = board
                 .shared(key, until)
                 .await
-                .map_err(|answer| SetupError::Team {
+                .map_err(|answer| SetupError {
+                    stage: Stage::Team,
                     request: "the shared calendar of the team's owner".into(),
                     answer,
                 })?;
@@ -132,7 +134,8 @@ impl CaldavVu {
             <Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(u64::from(self.ids.vu));
         let o = self.mkcalendar(conn, &mut rng, &[201]).await;
         let Some(cal) = self.cals.pop().filter(|_| o.is_ok()) else {
-            return Err(SetupError::Team {
+            return Err(SetupError {
+                stage: Stage::Team,
                 request: "MKCALENDAR of the shared calendar".into(),
                 answer: o.detail.unwrap_or_else(|| o.answer.to_string()),
             });
@@ -151,7 +154,8 @@ impl CaldavVu {
             )
             .await;
         let body = acl_body(&principals);
-        let fail = |answer: String| SetupError::Team {
+        let fail = |answer: String| SetupError {
+            stage: Stage::Team,
             request: format!("ACL {path} granting {} members", principals.len()),
             answer,
         };
@@ -181,7 +185,8 @@ impl CaldavVu {
         prop: &str,
     ) -> Result<String, SetupError> {
         let (root, url) = self.find_props(conn, path, body, prop).await?;
-        let href = find_prop_href(&root, ns, prop).ok_or_else(|| SetupError::Discovery {
+        let href = find_prop_href(&root, ns, prop).ok_or_else(|| SetupError {
+            stage: Stage::Discovery,
             request: format!("PROPFIND {url} ({prop})"),
             answer: format!("207 without {prop}"),
         })?;
@@ -201,7 +206,8 @@ impl CaldavVu {
         let mut path = path.to_string();
         for _ in 0..=MAX_REDIRECTS {
             let url = conn.endpoint().url_of(&path);
-            let fail = |answer: String| SetupError::Discovery {
+            let fail = |answer: String| SetupError {
+                stage: Stage::Discovery,
                 request: format!("PROPFIND {url} ({what})"),
                 answer,
             };
@@ -240,7 +246,8 @@ impl CaldavVu {
             let root = xml::parse(text).map_err(|e| fail(format!("207, {e}")))?;
             return Ok((root, url));
         }
-        Err(SetupError::Discovery {
+        Err(SetupError {
+            stage: Stage::Discovery,
             request: format!("PROPFIND {} ({what})", conn.endpoint().url_of(&path)),
             answer: format!("more than {MAX_REDIRECTS} redirects"),
         })

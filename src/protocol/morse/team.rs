@@ -13,7 +13,7 @@ use crate::formats::eim;
 use crate::protocol::contract::Done;
 use crate::protocol::session::{Exchange, Session};
 use crate::protocol::teams::{Board, Membership, Shared};
-use crate::protocol::{Outcome, SetupError, VuIds, data};
+use crate::protocol::{Outcome, SetupError, Stage, VuIds, data};
 use crate::transport::Conn;
 use crate::visibility::Audience;
 
@@ -51,7 +51,8 @@ pub(crate) async fn join_shared(
         let shared = board
             .shared(key, until)
             .await
-            .map_err(|answer| SetupError::Team {
+            .map_err(|answer| SetupError {
+                stage: Stage::Team,
                 request: "the shared collection of the team's owner".into(),
                 answer,
             })?;
@@ -68,7 +69,8 @@ pub(crate) async fn join_shared(
     }
     let (o, p) = publish_with(s, ids, conn, (rng, n), (&[201], true)).await;
     let Some(p) = p.filter(|_| o.is_ok()) else {
-        let e = SetupError::Team {
+        let e = SetupError {
+            stage: Stage::Team,
             request: format!(
                 "PUT {}/mc/collection/… asking for a read-write ticket",
                 s.context
@@ -134,7 +136,8 @@ impl MorseVu {
         uid: String,
     ) -> Result<(), SetupError> {
         let path = format!("{}/mc/collection/{uid}", self.s.context);
-        let fail = |answer: String| SetupError::Team {
+        let fail = |answer: String| SetupError {
+            stage: Stage::Team,
             request: format!("GET {path} with the team's ticket"),
             answer,
         };

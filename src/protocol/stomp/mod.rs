@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use super::broker::{self, Failed, StampClock, nonce_of, render};
 use super::broker::{Queue, QueueKind};
 use super::over_broker::{BrokerUser, OverBroker};
-use super::{Outcome, ProtocolError, Session, SetupError, VuIds};
+use super::{Outcome, ProtocolError, Session, SetupError, Stage, VuIds};
 use crate::answer::Answer;
 use crate::formats::stomp::{self, Command, Frame, Limits};
 use crate::ledger::Ledger;
@@ -202,7 +202,8 @@ impl Protocol for StompClass {
 impl OverBroker for StompVu {
     /// Untimed, before the round: connect, and subscribe when the class consumes.
     async fn set_up(&mut self, conn: &Reach) -> Result<(), SetupError> {
-        let fail = |request: &str, answer: String| SetupError::Broker {
+        let fail = |request: &str, answer: String| SetupError {
+            stage: Stage::Broker,
             request: request.to_string(),
             answer,
         };

@@ -11,6 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::formats::scheme::{Family, Scheme};
 use crate::report;
 use crate::run::{self, RunOptions, StdoutFormat};
 use crate::transport::TlsOptions;
@@ -74,21 +75,22 @@ impl Kind {
         }
     }
 
-    /// The kinds a target may speak, by its scheme, in the order they are tried.
+    /// The kinds a target may speak, by its scheme (the one table of them), in the order
+    /// they are tried.
     fn candidates(target: &str) -> Result<Vec<Kind>, NewError> {
-        let scheme = target.split_once("://").map(|(s, _)| s);
-        Ok(match (target, scheme) {
-            (t, None) if t == "embedded" || t.starts_with("embedded:") => {
-                vec![Kind::Cosmo, Kind::Caldav]
-            }
-            (_, Some("http" | "https")) => vec![Kind::Caldav, Kind::Cosmo, Kind::Http],
-            (_, Some("stomp" | "stomp+ssl")) => vec![Kind::Stomp],
-            (_, Some("amqp" | "amqps")) => vec![Kind::Amqp],
-            _ => {
-                return Err(NewError::Usage(format!(
-                    "--target {target}: give an http(s)://, stomp:// or amqp(s):// URL, or embedded"
-                )));
-            }
+        if target == "embedded" || target.starts_with("embedded:") {
+            return Ok(vec![Kind::Cosmo, Kind::Caldav]);
+        }
+        let Some((scheme, _)) = Scheme::split(target) else {
+            return Err(NewError::Usage(format!(
+                "--target {target}: give embedded or a URL whose scheme is one of {}",
+                Scheme::listed()
+            )));
+        };
+        Ok(match scheme.family {
+            Family::Http => vec![Kind::Caldav, Kind::Cosmo, Kind::Http],
+            Family::Stomp => vec![Kind::Stomp],
+            Family::Amqp => vec![Kind::Amqp],
         })
     }
 
@@ -487,7 +489,8 @@ mod tests {
     #[test]
     fn a_target_that_is_not_a_url_is_refused_in_words() {
         let e = Kind::candidates("ftp://x").unwrap_err().to_string();
-        assert!(e.contains("http(s)://"), "{e}");
+        assert!(e.contains("one of http, https, stomp"), "{e}");
+        assert_eq!(Kind::candidates("amqps://h").unwrap(), vec![Kind::Amqp]);
         assert_eq!(
             Kind::candidates("embedded:sqlite").unwrap(),
             vec![Kind::Cosmo, Kind::Caldav]

@@ -103,7 +103,10 @@ fn new_refuses_what_it_cannot_do_in_words() {
     let f = file.to_str().unwrap();
     let o = loadmix_bin(&["new", "--target", "ftp://x", "-o", f]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("http(s)://"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("scheme is one of http, https, stomp, stomp+ssl, amqp, amqps")
+    );
     let o = loadmix_bin(&["new", "--target", "embedded", "--protocol", "amqp", "-o", f]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--protocol amqp"));

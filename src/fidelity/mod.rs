@@ -311,7 +311,8 @@ fn checks(a: &Traffic, b: &Traffic) -> Vec<Check> {
         }
         // The second moved toward the first by their medians' difference, up to
         // THINK_SHIFT_US: what the logs' clocks and the clients' own work account for.
-        let shift = (median(ta) - median(tb)).clamp(-THINK_SHIFT_US, THINK_SHIFT_US);
+        let (ma, mb) = (median(ta), median(tb));
+        let shift = (ma - mb).clamp(-THINK_SHIFT_US, THINK_SHIFT_US);
         let moved: Vec<f64> = tb.iter().map(|x| x + shift).collect();
         if let Some((d, p)) = stats::ks(ta, &moved)
             && d > worst_d
@@ -323,8 +324,8 @@ fn checks(a: &Traffic, b: &Traffic) -> Vec<Check> {
             };
             worst = Some(Check {
                 name: format!("think {} → {}", short_name(&k.0), short_name(&k.1)),
-                first: format!("median {}", ms(median(ta))),
-                second: format!("median {}", ms(median(tb))),
+                first: format!("median {}", ms(ma)),
+                second: format!("median {}", ms(mb)),
                 statistic: format!("KS D {d:.3}, p={}{after}", pval(p)),
                 gate: format!("D ≤ {KS_D} or p ≥ {ALPHA}"),
                 pass: Some(judged(p, d, KS_D)),
@@ -339,14 +340,16 @@ fn checks(a: &Traffic, b: &Traffic) -> Vec<Check> {
     );
     out.push(ratio_of_estimates(
         "sessions per second",
-        [a.rate(), b.rate()],
+        a.rate(),
+        b.rate(),
         RATE_RATIO,
         |r| format!("{r:.3}"),
     ));
     out.extend(hourly(a, b));
     out.push(ratio_of_estimates(
         "sessions at once (mean)",
-        [a.at_once(), b.at_once()],
+        a.at_once(),
+        b.at_once(),
         RATE_RATIO,
         |r| format!("{r:.2}"),
     ));
@@ -483,7 +486,8 @@ fn distribution(name: &str, a: &[f64], b: &[f64], show: impl Fn(&[f64]) -> Strin
 /// the gate from run to run; a long one's are held to it.
 fn ratio_of_estimates(
     name: &str,
-    [a, b]: [Estimate; 2],
+    a: Estimate,
+    b: Estimate,
     gate: f64,
     show: impl Fn(f64) -> String,
 ) -> Check {
@@ -712,17 +716,17 @@ mod tests {
             se: Some(se),
         };
         // 0.77 with a fifth of noise on each side: not told from 1.
-        let c = ratio_of_estimates("x", [e(3.96, 0.4), e(3.04, 0.4)], 1.15, |r| r.to_string());
+        let c = ratio_of_estimates("x", e(3.96, 0.4), e(3.04, 0.4), 1.15, |r| r.to_string());
         assert_eq!(c.pass, Some(true), "{c:?}");
         // The same ratio measured tightly fails.
-        let c = ratio_of_estimates("x", [e(3.96, 0.04), e(3.04, 0.04)], 1.15, |r| r.to_string());
+        let c = ratio_of_estimates("x", e(3.96, 0.04), e(3.04, 0.04), 1.15, |r| r.to_string());
         assert_eq!(c.pass, Some(false), "{c:?}");
         // Without errors, the gate alone.
         let bare = Estimate {
             value: 3.04,
             se: None,
         };
-        let c = ratio_of_estimates("x", [e(3.96, 0.4), bare], 1.15, |r| r.to_string());
+        let c = ratio_of_estimates("x", e(3.96, 0.4), bare, 1.15, |r| r.to_string());
         assert_eq!(c.pass, Some(false), "{c:?}");
     }
 

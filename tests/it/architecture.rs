@@ -490,7 +490,7 @@ fn catch_alls(code: &[u8]) -> Vec<usize> {
                     let bare = pattern
                         .chars()
                         .all(|c| matches!(c, '_' | '(' | ')' | ',' | ' ' | '\n' | '.'));
-                    if bare && pattern.contains('_') && !pattern.contains(" if ") {
+                    if bare && pattern.contains('_') {
                         wild = Some(line_of(j));
                     }
                     j += 1;

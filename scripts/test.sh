@@ -19,12 +19,12 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
 echo "== cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== cargo test"
 # The binary is built first so the tests that spawn it do not race its build.
 cargo build --locked
-cargo test --locked --all-targets
+cargo test --locked --workspace --all-targets
 
 echo "== real CalDAV client (Python caldav) and caldav-server-tester's scheduling checks against loadmix serve"
 scripts/caldav_client_check.sh

@@ -305,7 +305,7 @@ impl Ledger {
         redelivered: bool,
     ) {
         let unacked = how == Taken::Received;
-        self.take(destination, (p, seq), how, (redelivered, unacked));
+        self.take(destination, p, seq, how, redelivered, unacked);
     }
 
     /// [`Ledger::took`] for a message received and acknowledged as it came (auto ack, a
@@ -317,15 +317,17 @@ impl Ledger {
         seq: u32,
         redelivered: bool,
     ) {
-        self.take(destination, (p, seq), Taken::Received, (redelivered, false));
+        self.take(destination, p, seq, Taken::Received, redelivered, false);
     }
 
     fn take(
         &mut self,
         destination: &str,
-        (p, seq): (Producer, u32),
+        p: Producer,
+        seq: u32,
         how: Taken,
-        (redelivered, unacked): (bool, bool),
+        redelivered: bool,
+        unacked: bool,
     ) {
         let d = self.dest(destination);
         let seen = self.has(p, d, seq);

@@ -7,9 +7,10 @@
 //! (what each operation sends and how its answer is judged) → `transport` (streams to the
 //! target, HTTP/1.1 on them); samples → `metrics` → `report`. `answer` is a protocol's
 //! answer in its own words, from the drivers to the reports. [`formats`] holds the wire
-//! formats both the client and the embedded server speak; the server stands beside the
-//! client, on `formats` only. `cli` is the command line. `files` reads every file loadmix
-//! is given, bounded by its kind. `secrets` masks every credential
+//! formats both the client and the embedded server speak, and `files` reads every file
+//! loadmix is given, bounded by its kind: both from the `loadmix-formats` crate. The
+//! embedded server is the `loadmix-server` crate, beside the client and on `formats` only;
+//! Cargo keeps that border. `cli` is the command line. `secrets` masks every credential
 //! in whatever any layer writes out. `monitor` watches the server's processes on the
 //! rounds' clock.
 //!
@@ -23,8 +24,6 @@ mod answer;
 mod cli;
 mod engine;
 mod fidelity;
-mod files;
-pub mod formats;
 mod infer;
 mod ledger;
 mod live;
@@ -34,11 +33,15 @@ mod protocol;
 mod report;
 mod run;
 mod secrets;
-mod server;
 mod starter;
 mod transport;
 mod visibility;
 mod workload;
+
+/// The wire formats both sides speak (XML, WebDAV multistatus, EIM, iCalendar, STOMP
+/// frames, PEM, target schemes): the `loadmix-formats` crate.
+pub use loadmix_formats as formats;
+use loadmix_server as server;
 
 /// The command line: `loadmix ARGS...` as the binary runs it; the exit code.
 pub use cli::main;
@@ -82,9 +85,9 @@ pub mod logs {
 /// The embedded reference server (`loadmix serve`): Morse Code, Atom, CalDAV over memory
 /// or SQLite, plain or TLS on loopback.
 pub mod embedded {
-    pub use crate::server::model::parse_ics;
-    pub use crate::server::stomp::FORGOTTEN;
-    pub use crate::server::{ServerConfig, ServerError, ServerHandle, StoreSpec, certs, start};
+    pub use crate::server::{
+        FORGOTTEN, ServerConfig, ServerError, ServerHandle, StoreSpec, certs, parse_ics, start,
+    };
 }
 
 /// One virtual user's HTTP/1.1 connection, as the drivers use it: kept alive or one per

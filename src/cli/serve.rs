@@ -114,11 +114,7 @@ pub(super) async fn serve(a: ServeArgs) -> Exit {
         no_auth: a.no_auth,
         max_per_address: a.max_connections_per_address as usize,
         stomp_bind: Some(a.stomp_bind.unwrap_or_else(default_stomp_bind)),
-        access_log: match a
-            .access_log
-            .as_deref()
-            .map(server::access_log::AccessLog::open)
-        {
+        access_log: match a.access_log.as_deref().map(server::AccessLog::open) {
             None => None,
             Some(Ok(l)) => Some(l),
             Some(Err(e)) => {

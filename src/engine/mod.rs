@@ -7,7 +7,9 @@
 //! A stop request (Ctrl-C) ends the current round at once: in-flight operations are
 //! abandoned, everything already measured is kept, and the run is marked interrupted.
 //!
-//! The engine knows nothing of any protocol: it calls [`VuDriver::execute`].
+//! The engine knows nothing of any protocol: it calls [`VuDriver::execute`], and holds
+//! what a round leaves behind (the protocols' `RoundProducts`: cleanup, ledger, teams'
+//! visibility) unopened, adding the measured rounds' up into the run's.
 
 pub(crate) mod host;
 pub(crate) mod open;
@@ -29,12 +31,9 @@ use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 use crate::answer::Answer;
-use crate::ledger::Ledger;
 use crate::metrics::live::{Phase, Untimed};
 use crate::metrics::{self, LabelTable, RoundStats};
-use crate::protocol::cleanup::CleanupStats;
-use crate::protocol::drain::DrainStats;
-use crate::protocol::{AccountPlan, ClassDriver, ProtocolError};
+use crate::protocol::{AccountPlan, ClassDriver, ProtocolError, RoundProducts, RunProducts};
 use crate::transport::{Endpoint, ErrorClass, Tally, Timeouts};
 use crate::workload::Workload;
 use seed::class_seed;
@@ -164,15 +163,8 @@ pub(crate) struct RoundResult {
     pub stuck: u64,
     /// User tasks that ended in a panic (a bug of loadmix's): what they held is missing.
     pub panicked: u64,
-    /// Removing what the round made, after its clock stopped.
-    pub cleanup: CleanupStats,
-    /// The rest of the protocols' teardown: what the users left on the target drained,
-    /// and what the run declared deleted.
-    pub drain: DrainStats,
-    /// What its producers sent and its consumers (and the drain) took, by stamp.
-    pub ledger: Ledger,
-    /// How its teams' writes reached the members who read; `None` without teams.
-    pub visibility: Option<crate::visibility::Settled>,
+    /// What the protocols' teardown and books left: the engine holds them unopened.
+    pub products: RoundProducts,
     /// Classes with behaviours: their users' sessions, by class index.
     pub sessions: Vec<(usize, session::ClassSessions)>,
 }
@@ -190,10 +182,8 @@ pub(crate) struct RunResult {
     pub interrupted: bool,
     pub op_log: Vec<OpLogEntry>,
     pub failures: Vec<FailureNote>,
-    /// The measured rounds' ledgers added up; `None` when no message was stamped.
-    pub ledger: Option<Ledger>,
-    /// The measured rounds' visibility added up; `None` without teams.
-    pub visibility: Option<crate::visibility::Settled>,
+    /// The measured rounds' products added up.
+    pub products: RunProducts,
     /// The preflight probes' requests, by method and status (before any round).
     pub preflight: Tally,
 }
@@ -251,7 +241,8 @@ pub(crate) async fn prepare(
             class,
             class_seed(w.run.seed, &class.name),
             accounts.clone(),
-            (&cfg.run_id, stamp_clock(cfg)),
+            &cfg.run_id,
+            stamp_clock(cfg),
             &board,
         );
         if cfg.preflight && class.count > 0 {
@@ -278,8 +269,7 @@ pub(crate) struct Runner {
     warmups: Vec<WarmupRound>,
     op_log: Vec<OpLogEntry>,
     failures: Vec<FailureNote>,
-    ledger: Option<Ledger>,
-    visibility: Option<crate::visibility::Settled>,
+    products: RunProducts,
     /// The preflight probes' requests, by method and status.
     preflight: Tally,
     /// Users going on into the next round (`run.keep_state`).
@@ -303,8 +293,7 @@ impl Runner {
             warmups: Vec::new(),
             op_log: Vec::new(),
             failures: Vec::new(),
-            ledger: None,
-            visibility: None,
+            products: RunProducts::default(),
             kept: Vec::new(),
         })
     }
@@ -326,7 +315,7 @@ impl Runner {
         let secs = round.measured.as_secs_f64();
         let other = round.stats.warmup_requests
             + round.setup.values().sum::<u64>()
-            + round.cleanup.requests;
+            + round.products.untimed_requests();
         self.warmups.push(WarmupRound {
             index: k,
             elapsed: round.elapsed,
@@ -352,18 +341,7 @@ impl Runner {
         } = self.round_of(w, r).run(kept).await;
         self.kept = kept;
         self.op_log.extend(log);
-        let ledger = std::mem::take(&mut round.ledger);
-        if !ledger.is_empty() {
-            let run = self.ledger.get_or_insert_with(Ledger::drained);
-            let drained = run.drained && ledger.drained;
-            run.absorb(ledger);
-            run.drained = drained;
-        }
-        if let Some(v) = &round.visibility {
-            self.visibility
-                .get_or_insert_with(Default::default)
-                .add(v.clone());
-        }
+        self.products.add(&mut round.products);
         let room = MAX_FAILURE_NOTES.saturating_sub(self.failures.len());
         self.failures.extend(fails.into_iter().take(room));
         if let Some(f) = &self.cfg.on_round {
@@ -389,8 +367,8 @@ impl Runner {
         // Stopped before any measured round: the last warm-up round's untimed requests
         // hold them, so that the report still adds up to what the server answered.
         match (self.rounds.last_mut(), self.warmups.last_mut()) {
-            (Some(r), _) => r.cleanup.absorb(torn.cleanup),
-            (None, Some(wr)) => wr.other_requests += torn.cleanup.requests,
+            (Some(r), _) => torn.add_cleanup_to(&mut r.products),
+            (None, Some(wr)) => wr.other_requests += torn.requests(),
             (None, None) => {}
         }
     }
@@ -420,8 +398,7 @@ impl Runner {
             interrupted: last.interrupted,
             op_log: Vec::new(),
             failures: Vec::new(),
-            ledger: None,
-            visibility: None,
+            products: RunProducts::default(),
             preflight: Tally::new(),
         })
     }
@@ -445,8 +422,7 @@ impl Runner {
             warmups: self.warmups,
             op_log: self.op_log,
             failures: self.failures,
-            ledger: self.ledger,
-            visibility: self.visibility,
+            products: self.products,
             preflight: self.preflight,
         }
     }

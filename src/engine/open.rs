@@ -404,7 +404,7 @@ async fn new_session_user(
         run_id: spec.run_id.clone(),
     };
     let mut vu = driver.new_vu(w, class, ids, &spec.endpoint, spec.timeouts);
-    let set_up = super::user::set_up(&mut vu, (spec.seed, &class.name, id, spec.who.round)).await;
+    let set_up = super::user::set_up(&mut vu, spec.seed, &class.name, id, spec.who.round).await;
     out.setup = vu.take_untimed();
     if let Err(detail) = set_up {
         out.failures.push(FailureNote {

@@ -139,7 +139,8 @@ pub(super) fn record(
     out: &mut VuOutput,
     recorder: &mut metrics::Recorder,
     who: &Who,
-    (seq, op): (u64, Option<usize>),
+    seq: u64,
+    op: Option<usize>,
     done: &Done,
     t: Timing,
 ) -> Option<(u32, bool)> {

@@ -1,7 +1,8 @@
 //! One round, step by step: the users set up before the clock; the clock started (a
 //! common start under `--start-at`, the aggregator and the samplers); the closed users
 //! in their active windows and the open arrivals run to the round's end; the clock
-//! stopped with them; then the protocols' teardown. Warm-up rounds are numbered after the
+//! stopped with them; then the protocols' teardown, whose products the protocols settle
+//! over the round's window. Warm-up rounds are numbered after the
 //! measured ones and run the same way.
 
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use super::{
 use crate::metrics::live::{Phase, Untimed};
 use crate::metrics::{self, LabelTable, RoundStats};
 use crate::protocol::cleanup::Until;
-use crate::protocol::teardown::{Teardown, TornDown};
+use crate::protocol::teardown::{RoundWindow, Teardown, TornDown};
 use crate::protocol::{ClassDriver, VuDriver, VuIds};
 use crate::transport::{ErrorClass, Timeouts, add_tally};
 use crate::workload::{Stop, UserClass, Workload};
@@ -98,7 +99,7 @@ impl Round<'_> {
                     self.drivers[ci].new_vu(w, class, ids, &cfg.endpoint, self.timeouts());
                 let seeds = (w.run.seed, class.name.clone());
                 setups.spawn(async move {
-                    let res = user::set_up(&mut driver, (seeds.0, &seeds.1, vu, round)).await;
+                    let res = user::set_up(&mut driver, seeds.0, &seeds.1, vu, round).await;
                     let tally = driver.take_untimed();
                     (ci, vu, driver, res, tally)
                 });
@@ -216,7 +217,7 @@ impl Round<'_> {
         .run(handoff)
         .await;
         if let Some(l) = &cfg.live {
-            l.add_untimed(Untimed::Cleanup, torn.cleanup.requests);
+            l.add_untimed(Untimed::Cleanup, torn.requests());
         }
         torn
     }
@@ -274,61 +275,18 @@ impl Round<'_> {
             behind: out.behind,
             stuck: out.stuck,
             panicked: out.panicked,
-            cleanup: torn.cleanup,
-            drain: torn.drain,
-            ledger: torn.ledger,
-            visibility: settle(
+            products: torn.settle(
                 self.w,
-                self.index,
-                (timed.started_at, timed.elapsed),
-                &torn.visibility,
+                RoundWindow {
+                    index: self.index,
+                    started_at: timed.started_at,
+                    elapsed: timed.elapsed,
+                },
             ),
             sessions: std::mem::take(&mut out.walks),
         };
         (round, out.log, out.failures)
     }
-}
-
-/// A round's visibility books settled against the workload's teams: each write held
-/// against the members of its team who read; `None` when the workload has no team.
-fn settle(
-    w: &Workload,
-    round: u32,
-    (started_at, elapsed): (SystemTime, Duration),
-    book: &crate::visibility::Book,
-) -> Option<crate::visibility::Settled> {
-    if w.teams.is_empty() {
-        return None;
-    }
-    let round = u16::try_from(round).unwrap_or(u16::MAX);
-    let wall_us = |t: SystemTime| {
-        t.duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-    };
-    let window = crate::visibility::Window {
-        from_us: wall_us(started_at),
-        to_us: wall_us(started_at + elapsed),
-    };
-    Some(book.settle(
-        window,
-        crate::visibility::Audiences {
-            observers: |(kind, team): crate::visibility::TeamId| {
-                w.observers(kind as usize, team)
-                    .into_iter()
-                    .map(|(class, vu)| crate::ledger::Producer {
-                        class: u16::try_from(class).unwrap_or(u16::MAX),
-                        round,
-                        vu,
-                    })
-                    .collect()
-            },
-            users: |class: u16| {
-                w.classes
-                    .get(usize::from(class))
-                    .map_or(0, |c| u64::from(Workload::peak_users(c)))
-            },
-        },
-    ))
 }
 
 /// The users whose set-up failed in a round: how many, and the first by class and

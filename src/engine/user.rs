@@ -171,7 +171,7 @@ pub(super) async fn run(
             walk.started(started);
         }
         let op = pick.map(|(op, _)| op);
-        let Some(outcome) = one_op(driver, &mut rngs, (seq, op), cancelled).await else {
+        let Some(outcome) = one_op(driver, &mut rngs, seq, op, cancelled).await else {
             break;
         };
         let timing = Timing {
@@ -183,7 +183,7 @@ pub(super) async fn run(
             ended: Instant::now(),
             scheduled: spec.scheduled(),
         };
-        let this = record(out, recorder, &spec.who, (seq, op), &outcome, timing);
+        let this = record(out, recorder, &spec.who, seq, op, &outcome, timing);
         previous = record_doubt(out, driver.take_doubt(), previous, this);
         done += 1;
         if !boot {
@@ -222,7 +222,10 @@ pub(super) async fn run(
 /// user to make it again as its first operation, measured and flagged as a bootstrap.
 pub(super) async fn set_up(
     driver: &mut VuDriver,
-    (seed, class, vu, round): (u64, &str, u32, u32),
+    seed: u64,
+    class: &str,
+    vu: u32,
+    round: u32,
 ) -> Result<(), String> {
     driver.setup().await.map_err(|e| e.to_string())?;
     let mut rng = VuRngs::setup_data(seed, class, vu, round);
@@ -244,7 +247,8 @@ pub(super) async fn set_up(
 async fn one_op(
     driver: &mut VuDriver,
     rngs: &mut VuRngs,
-    (seq, op): (u64, Option<usize>),
+    seq: u64,
+    op: Option<usize>,
     cancelled: &mut Cancelled<'_, '_>,
 ) -> Option<Done> {
     // The contract boxes each step's future: inline, the largest of every driver's

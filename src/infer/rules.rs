@@ -89,7 +89,7 @@ pub(crate) fn load(path: &Path) -> Result<Rules, RulesError> {
         column: pos.column,
         message,
     };
-    let text = crate::files::read_text(path, crate::files::WORKLOAD)
+    let text = crate::formats::files::read_text(path, crate::formats::files::WORKLOAD)
         .map_err(|e| err(Pos { line: 0, column: 0 }, e.to_string()))?;
     let root = yaml::parse(&text).map_err(|e| err(e.pos, e.message))?;
     let Some(list) = root.get("rules") else {

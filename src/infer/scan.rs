@@ -41,7 +41,7 @@ pub enum ScanError {
     #[error("{file}: {source}")]
     File {
         file: String,
-        source: crate::files::FileError,
+        source: crate::formats::files::FileError,
     },
     #[error("{0}: no line of it is a request")]
     Empty(String),
@@ -218,11 +218,12 @@ fn read_all(
             file: path.display().to_string(),
             source,
         };
-        let f =
-            crate::files::open_stream(path, "an access log").map_err(|source| ScanError::File {
+        let f = crate::formats::files::open_stream(path, "an access log").map_err(|source| {
+            ScanError::File {
                 file: path.display().to_string(),
                 source,
-            })?;
+            }
+        })?;
         let mut r = BufReader::with_capacity(256 << 10, f);
         let mut c = FileCounts {
             file: path.display().to_string(),

@@ -301,7 +301,7 @@ async fn report_page(State(b): State<Arc<Board>>) -> Response {
         )
             .into_response();
     };
-    match crate::files::read(&path, crate::files::REPORT) {
+    match crate::formats::files::read(&path, crate::formats::files::REPORT) {
         Ok(bytes) => ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], bytes).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }

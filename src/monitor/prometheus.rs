@@ -175,7 +175,8 @@ fn take_reading(
     o: &mut SeriesRound,
     last: &mut Option<(f64, Instant)>,
     previous_at: Option<Instant>,
-    (counter, v): (bool, f64),
+    counter: bool,
+    v: f64,
     now: Instant,
 ) {
     o.kind = if counter { "counter" } else { "gauge" }.into();
@@ -253,7 +254,15 @@ pub(crate) fn sampler(
                 let previous_at = previous[i].replace(now);
                 for (k, v) in values.into_iter().enumerate() {
                     let Some(v) = v else { continue };
-                    take_reading(&mut out[i][k], &mut last[i][k], previous_at, v, now);
+                    let (counter, v) = v;
+                    take_reading(
+                        &mut out[i][k],
+                        &mut last[i][k],
+                        previous_at,
+                        counter,
+                        v,
+                        now,
+                    );
                     seen[i][k] = true;
                 }
             }
@@ -319,10 +328,10 @@ mod tests {
         let t0 = Instant::now();
         let (mut o, mut last) = (SeriesRound::default(), None);
         let at = |ms: u64| t0 + Duration::from_millis(ms);
-        take_reading(&mut o, &mut last, None, (true, 0.0), at(0));
-        take_reading(&mut o, &mut last, Some(at(0)), (true, 800.0), at(1000));
-        take_reading(&mut o, &mut last, Some(at(1000)), (true, 1600.0), at(2000));
-        take_reading(&mut o, &mut last, Some(at(2000)), (true, 1610.0), at(2100));
+        take_reading(&mut o, &mut last, None, true, 0.0, at(0));
+        take_reading(&mut o, &mut last, Some(at(0)), true, 800.0, at(1000));
+        take_reading(&mut o, &mut last, Some(at(1000)), true, 1600.0, at(2000));
+        take_reading(&mut o, &mut last, Some(at(2000)), true, 1610.0, at(2100));
         summarise(&mut o);
         assert_eq!(o.increase, 1610.0);
         assert!((o.mean - 1610.0 / 2.1).abs() < 1e-9, "{}", o.mean);
@@ -330,7 +339,7 @@ mod tests {
         // A gauge is the mean of its readings.
         let (mut g, mut none) = (SeriesRound::default(), None);
         for v in [1.0, 2.0, 6.0] {
-            take_reading(&mut g, &mut none, None, (false, v), t0);
+            take_reading(&mut g, &mut none, None, false, v, t0);
         }
         summarise(&mut g);
         assert_eq!((g.mean, g.max), (3.0, 6.0));

@@ -46,9 +46,11 @@ pub(crate) struct AtomClass {
 impl AtomClass {
     pub(crate) fn new(
         class: &UserClass,
-        (ops, params): (&[AtomOp], &AtomParams),
+        ops: &[AtomOp],
+        params: &AtomParams,
         accounts: &Arc<AccountPlan>,
-        (team, board): (Option<TeamPlan>, &Arc<Board>),
+        team: Option<TeamPlan>,
+        board: &Arc<Board>,
     ) -> AtomClass {
         AtomClass {
             accounts: accounts.clone(),
@@ -254,7 +256,7 @@ impl Protocol for AtomClass {
         let team = self
             .team
             .as_ref()
-            .and_then(|p| Membership::of(p, (ids.vu, ids.round), &ids.run_id));
+            .and_then(|p| Membership::of(p, ids.vu, ids.round, &ids.run_id));
         let mut vu = AtomVu::new(self.clone(), session.clone(), ids);
         vu.team = team;
         HttpUser::new(vu, session, &reach, Some(self.accounts.clone()))
@@ -282,7 +284,7 @@ impl OverHttp for AtomVu {
             <Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(u64::from(self.ids.vu));
         let n = self.class.params.initial_items.saturating_sub(1) as usize;
         let board = self.class.board.clone();
-        let j = morse::join_shared(&self.s, &self.ids, conn, (t, &board), (&mut rng, n)).await?;
+        let j = morse::join_shared(&self.s, &self.ids, conn, t, &board, &mut rng, n).await?;
         self.owned = j.token.is_some();
         self.ticket = j.ticket;
         self.collection = Some((j.uid, Vec::new()));
@@ -337,7 +339,7 @@ impl OverHttp for AtomVu {
         rng: &mut Xoshiro256PlusPlus,
     ) -> Done {
         if self.team.is_some() {
-            return self.team_execute((op, seq), conn, rng).await;
+            return self.team_execute(op, seq, conn, rng).await;
         }
         let class = self.class.clone();
         let expect = &class.expect[op];
@@ -409,7 +411,8 @@ impl AtomVu {
     /// created, or one this user created updated.
     async fn team_execute(
         &mut self,
-        (op, seq): (usize, u64),
+        op: usize,
+        seq: u64,
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Done {
@@ -423,7 +426,7 @@ impl AtomVu {
         let aop = &class.ops[op];
         if aop.reveals() {
             let path = feed_path(aop, &base, rng);
-            return Done::Sent(self.observe(conn, &path, (label, expect)).await);
+            return Done::Sent(self.observe(conn, &path, label, expect).await);
         }
         let (method, path, uid, event) = match aop {
             AtomOp::UpdateEvent if self.mine.is_empty() => return Done::Skipped,
@@ -444,12 +447,12 @@ impl AtomVu {
         let stamp = t.stamp(seq, event);
         let entry = data::atom_entry(rng, &uid, Some(&t.stamp_line(&stamp)));
         let (o, taken) = self
-            .write(conn, (method, &path), Bytes::from(entry), (&class, expect))
+            .write(conn, method, &path, Bytes::from(entry), &class, expect)
             .await;
         if let (true, Some(t)) = (taken, &mut self.team) {
             let team = t.team();
             let at = crate::visibility::now_us();
-            t.book.wrote(stamp, (team, Audience::Team), label, at);
+            t.book.wrote(stamp, team, Audience::Team, label, at);
             if method == "POST" {
                 self.mine.push((uid, seq));
             }
@@ -463,7 +466,8 @@ impl AtomVu {
         &mut self,
         conn: &mut Conn,
         path: &str,
-        (label, expect): (u16, &[u16]),
+        label: u16,
+        expect: &[u16],
     ) -> Outcome {
         let headers: Vec<_> = morse::ticket_header(&self.ticket).into_iter().collect();
         if let Some(t) = &mut self.team {
@@ -517,9 +521,11 @@ impl AtomVu {
     async fn write(
         &mut self,
         conn: &mut Conn,
-        (method, path): (&str, &str),
+        method: &str,
+        path: &str,
         entry: Bytes,
-        (class, expect): (&AtomClass, &[u16]),
+        class: &AtomClass,
+        expect: &[u16],
     ) -> (Outcome, bool) {
         let mut headers: Vec<_> = morse::ticket_header(&self.ticket).into_iter().collect();
         headers.push((

@@ -13,7 +13,7 @@ use rand::Rng;
 use tokio::time::Instant;
 
 use super::cleanup::Until;
-use super::{Outcome, Session, VuIds};
+use super::{Outcome, Reach, Session, VuIds};
 use crate::answer::Answer;
 use crate::ledger::{Ledger, Producer, Taken};
 use crate::transport::ErrorClass;
@@ -59,6 +59,7 @@ impl StampClock {
 
 /// Why an exchange with the broker failed: its class, what happened, the broker's answer
 /// when it gave one, and the bytes that crossed before it failed.
+#[derive(Debug)]
 pub(super) struct Failed {
     pub(super) class: ErrorClass,
     pub(super) detail: String,
@@ -223,7 +224,8 @@ pub(super) enum Acked {
 pub(super) fn took(
     o: &mut Outcome,
     body: &[u8],
-    (nonce, clock): (u32, StampClock),
+    nonce: u32,
+    clock: StampClock,
     taken_from: (&str, bool, Acked),
     ledger: &mut Option<Box<Ledger>>,
     labels: (usize, usize),
@@ -299,7 +301,8 @@ mod tests {
             took(
                 &mut o,
                 &b,
-                (0xfeed, clock),
+                0xfeed,
+                clock,
                 ("/queue/f", false, Acked::No),
                 ledger,
                 (0, 1),
@@ -330,18 +333,34 @@ mod tests {
     }
 }
 
-/// Which protocol reaches a destination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum QueueKind {
-    Stomp,
-    Amqp,
+/// How a broker protocol drains a destination of the run's own at the round's end: the
+/// teardown (`drain.rs`) calls it for each destination a user handed over, and names no
+/// protocol.
+#[async_trait::async_trait]
+pub(crate) trait Drainer: Send + Sync {
+    /// The protocol's name: a destination is drained once per protocol and name.
+    fn protocol(&self) -> &'static str;
+
+    /// Take every message of `q` until none has come for `bounds.idle` (or its end), each
+    /// in `ledger` as drained and counted in `taken` as it comes (a failed drain's count
+    /// stands); then remove it when `delete` and the protocol may. Whether it was removed.
+    async fn drain(
+        &self,
+        q: &Queue,
+        conn: &Reach,
+        bounds: Bounds<'_>,
+        delete: bool,
+        ledger: &mut crate::ledger::Ledger,
+        taken: &mut u64,
+    ) -> Result<bool, String>;
 }
 
 /// A destination a user used, and whose credentials reach it.
 #[derive(Clone)]
 pub(crate) struct Queue {
     pub session: Session,
-    pub kind: QueueKind,
+    /// Its protocol's drain.
+    pub drainer: &'static dyn Drainer,
     pub name: String,
     /// The run's declaration created it: the teardown deletes it.
     pub created: bool,

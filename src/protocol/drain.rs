@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
-use super::broker::{Bounds, Queue, QueueKind};
+use super::broker::{Bounds, Queue};
 use super::cleanup::{MAX_NOTES, Until};
 use super::contract::Reach;
 use crate::ledger::Ledger;
@@ -64,13 +64,14 @@ pub(crate) async fn run(
     endpoint: Arc<Endpoint>,
     timeouts: Timeouts,
     queues: Vec<Queue>,
-    (delete, most): (bool, &dyn Fn(&Queue) -> u64),
+    delete: bool,
+    most: &dyn Fn(&Queue) -> u64,
     until: &Until,
 ) -> DrainStats {
-    let mut once: BTreeMap<(QueueKind, String), Queue> = BTreeMap::new();
+    let mut once: BTreeMap<(&'static str, String), Queue> = BTreeMap::new();
     for q in queues {
         let key = q.ledger_name.clone().unwrap_or_else(|| q.name.clone());
-        once.entry((q.kind, key))
+        once.entry((q.drainer.protocol(), key))
             .and_modify(|e| e.created |= q.created)
             .or_insert(q);
     }
@@ -85,7 +86,7 @@ pub(crate) async fn run(
         let endpoint = endpoint.clone();
         let until = until.within(LIMIT, "the drain's own limit of");
         let most = most(&q);
-        tasks.spawn(async move { one(endpoint, timeouts, q, (delete, most), until).await });
+        tasks.spawn(async move { one(endpoint, timeouts, q, delete, most, until).await });
     }
     while let Some(r) = tasks.join_next().await {
         if let Ok(s) = r {
@@ -100,7 +101,8 @@ async fn one(
     endpoint: Arc<Endpoint>,
     timeouts: Timeouts,
     q: Queue,
-    (delete, most): (bool, u64),
+    delete: bool,
+    most: u64,
     until: Until,
 ) -> DrainStats {
     let conn = Reach {
@@ -122,13 +124,10 @@ async fn one(
         until: &until,
         most,
     };
-    let done = match q.kind {
-        QueueKind::Stomp => super::stomp::drain(&q, &conn, bounds, delete, ledger, taken).await,
-        QueueKind::Amqp => {
-            let delete = delete && q.created;
-            super::amqp::drain(&q, &conn, bounds, delete, ledger, taken).await
-        }
-    };
+    let done = q
+        .drainer
+        .drain(&q, &conn, bounds, delete, ledger, taken)
+        .await;
     match done {
         Ok(deleted) => stats.deleted = u64::from(deleted),
         Err(e) => {

@@ -128,7 +128,9 @@ impl HttpClass {
     pub(crate) fn new(
         workload: &Workload,
         class: &UserClass,
-        (requests, pools, prefill): (&[HttpRequest], &[Pool], &[Prefill]),
+        requests: &[HttpRequest],
+        pools: &[Pool],
+        prefill: &[Prefill],
         seed: u64,
     ) -> HttpClass {
         // Random bodies are made once per class: their content does not matter to a server,

@@ -29,6 +29,7 @@ pub(crate) mod http;
 pub(crate) mod morse;
 pub(crate) mod over_broker;
 pub(crate) mod over_http;
+pub(crate) mod products;
 pub(crate) mod scheduling;
 pub(crate) mod session;
 pub(crate) mod stomp;
@@ -42,6 +43,7 @@ use crate::answer::Answer;
 use crate::transport::{Endpoint, ErrorClass, Handshake, Tally, Timeouts};
 use crate::workload::{ClassKind, Operation, UserClass, Workload};
 pub(crate) use contract::{Done, Handoff, Reach, User};
+pub(crate) use products::{RoundProducts, RunProducts};
 pub(crate) use session::{AccountPlan, Session};
 
 /// The largest Morse Code or Atom answer a user keeps: its records are parsed whole, so
@@ -192,7 +194,8 @@ impl ClassDriver {
         class: &UserClass,
         seed: u64,
         accounts: AccountPlan,
-        (run_id, clock): (&str, StampClock),
+        run_id: &str,
+        clock: StampClock,
         board: &Arc<teams::Board>,
     ) -> ClassDriver {
         // The class's index in every stamp its producers write.
@@ -210,37 +213,24 @@ impl ClassDriver {
                 pools,
                 prefill,
             } => Box::new(Arc::new(http::HttpClass::new(
-                workload,
-                class,
-                (requests, pools, prefill),
-                seed,
+                workload, class, requests, pools, prefill, seed,
             ))),
             ClassKind::Morse { params, ops } => {
                 let team = teams::TeamPlan::of(workload, usize::from(index));
                 Box::new(Arc::new(morse::MorseClass::new(
-                    class,
-                    (ops, params),
-                    a,
-                    (team, board),
+                    class, ops, params, a, team, board,
                 )))
             }
             ClassKind::Atom { params, ops } => {
                 let team = teams::TeamPlan::of(workload, usize::from(index));
                 Box::new(Arc::new(atom::AtomClass::new(
-                    class,
-                    (ops, params),
-                    a,
-                    (team, board),
+                    class, ops, params, a, team, board,
                 )))
             }
             ClassKind::Caldav { params, ops } => {
                 let team = teams::TeamPlan::of(workload, usize::from(index));
                 Box::new(Arc::new(caldav::CaldavClass::new(
-                    class,
-                    ops,
-                    params,
-                    a,
-                    (team, board),
+                    class, ops, params, a, team, board,
                 )))
             }
             ClassKind::Stomp { params, ops } => Box::new(Arc::new(stomp::StompClass::new(

@@ -192,9 +192,11 @@ pub(crate) struct Sent {
 impl Scheduling {
     /// A user's scheduling as set-up found it; its directory comes later.
     pub(crate) fn new(
-        (inbox, outbox): (String, Option<String>),
+        inbox: String,
+        outbox: Option<String>,
         address: String,
-        (calendar, mine): (String, bool),
+        calendar: String,
+        mine: bool,
     ) -> Self {
         Scheduling {
             inbox,
@@ -399,7 +401,8 @@ pub(crate) fn freebusy_request(
     uid: &str,
     organizer: &str,
     attendees: &[&str],
-    (start, end): (&str, &str),
+    start: &str,
+    end: &str,
 ) -> String {
     let mut s = format!(
         "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//loadmix//client//EN\r\nMETHOD:REQUEST\r\n\
@@ -613,7 +616,8 @@ mod tests {
             "fb-1",
             "mailto:u0@example.com",
             &["mailto:u1@example.com"],
-            ("20070101T000000Z", "20070108T000000Z"),
+            "20070101T000000Z",
+            "20070108T000000Z",
         );
         assert!(ical::parse_freebusy_request(&r).is_ok(), "{r}");
         let body = r#"<C:schedule-response xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><C:response><C:recipient><D:href>mailto:u1@example.com</D:href></C:recipient><C:request-status>2.0;Success</C:request-status></C:response><C:response><C:recipient><D:href>mailto:x@example.com</D:href></C:recipient><C:request-status>3.7;Invalid calendar user</C:request-status></C:response></C:schedule-response>"#;

@@ -107,10 +107,11 @@ impl AccountPlan {
             },
             AccountMode::Existing => {
                 let file = a.file.clone().unwrap_or_default();
-                let path = crate::files::beside(base_dir, &file);
-                let text = crate::files::read_text(&path, crate::files::ACCOUNTS).map_err(|e| {
-                    ProtocolError::Setup(format!("accounts file {}: {e}", path.display()))
-                })?;
+                let path = crate::formats::files::beside(base_dir, &file);
+                let text = crate::formats::files::read_text(&path, crate::formats::files::ACCOUNTS)
+                    .map_err(|e| {
+                        ProtocolError::Setup(format!("accounts file {}: {e}", path.display()))
+                    })?;
                 let users: Vec<String> = text
                     .lines()
                     .map(str::trim)

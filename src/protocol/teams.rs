@@ -253,7 +253,8 @@ impl Membership {
     /// User `vu` of the plan's class in round `round`.
     pub(crate) fn of(
         plan: &TeamPlan,
-        (vu, round): (u32, u32),
+        vu: u32,
+        round: u32,
         run_id: &Arc<str>,
     ) -> Option<Membership> {
         let seat = (*plan.workload_seats.get(vu as usize)?)?;

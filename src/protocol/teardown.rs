@@ -1,17 +1,22 @@
 //! The end of a round, after its clock has stopped, for every protocol at once: what the
 //! users made over HTTP is deleted (`cleanup.rs`), then the broker destinations of the
 //! run's own that they used are drained (`drain.rs`), and the round's ledger, the drain's
-//! takings added, says whether every destination in it was drained. Untimed, counted
-//! apart; `--keep-data` leaves everything where it is.
+//! takings added, says whether every destination in it was drained; the teams' books are
+//! settled against the workload's teams over the round's window. Untimed, counted apart;
+//! `--keep-data` leaves everything where it is.
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use super::cleanup::{self, CleanupStats, Until};
 use super::contract::Handoff;
 use super::drain::{self, DrainStats};
+use super::products::RoundProducts;
 use crate::ledger::Ledger;
 use crate::transport::{Endpoint, Timeouts};
+use crate::visibility::{Audiences, Book, Settled, TeamId, Window};
+use crate::workload::Workload;
 
 /// How a round's teardown runs.
 pub(crate) struct Teardown<'a> {
@@ -27,17 +32,87 @@ pub(crate) struct Teardown<'a> {
     pub(crate) until: &'a Until,
 }
 
-/// What the teardown did.
+/// What the teardown did, before the round's books are settled.
 #[derive(Debug, Default)]
 pub(crate) struct TornDown {
     /// Deleting what the users made over HTTP.
-    pub(crate) cleanup: CleanupStats,
+    cleanup: CleanupStats,
     /// Draining the broker destinations they used.
-    pub(crate) drain: DrainStats,
+    drain: DrainStats,
     /// What the users' producers sent and their consumers (and the drain) took.
-    pub(crate) ledger: Ledger,
+    ledger: Ledger,
     /// What the users wrote to and saw in their teams' calendars.
-    pub(crate) visibility: crate::visibility::Book,
+    visibility: Book,
+}
+
+/// When a round's clock ran: its start, and how long until its last user stopped.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RoundWindow {
+    /// The round's number, from 1.
+    pub(crate) index: u32,
+    pub(crate) started_at: SystemTime,
+    pub(crate) elapsed: Duration,
+}
+
+impl TornDown {
+    /// The requests the teardown sent (untimed, counted apart).
+    pub(crate) fn requests(&self) -> u64 {
+        self.cleanup.requests
+    }
+
+    /// The round's products: the books settled against the workload's teams over the
+    /// round's window.
+    pub(crate) fn settle(self, w: &Workload, round: RoundWindow) -> RoundProducts {
+        RoundProducts {
+            visibility: settle_visibility(w, round, &self.visibility),
+            cleanup: self.cleanup,
+            drain: self.drain,
+            ledger: self.ledger,
+        }
+    }
+
+    /// A teardown after the last round (what users kept from round to round made): its
+    /// cleanup added to that round's.
+    pub(crate) fn add_cleanup_to(self, round: &mut RoundProducts) {
+        round.cleanup.absorb(self.cleanup);
+    }
+}
+
+/// A round's visibility books settled against the workload's teams: each write held
+/// against the members of its team who read; `None` when the workload has no team.
+fn settle_visibility(w: &Workload, r: RoundWindow, book: &Book) -> Option<Settled> {
+    if w.teams.is_empty() {
+        return None;
+    }
+    let round = u16::try_from(r.index).unwrap_or(u16::MAX);
+    let wall_us = |t: SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    };
+    let window = Window {
+        from_us: wall_us(r.started_at),
+        to_us: wall_us(r.started_at + r.elapsed),
+    };
+    Some(book.settle(
+        window,
+        Audiences {
+            observers: |(kind, team): TeamId| {
+                w.observers(kind as usize, team)
+                    .into_iter()
+                    .map(|(class, vu)| crate::ledger::Producer {
+                        class: u16::try_from(class).unwrap_or(u16::MAX),
+                        round,
+                        vu,
+                    })
+                    .collect()
+            },
+            users: |class: u16| {
+                w.classes
+                    .get(usize::from(class))
+                    .map_or(0, |c| u64::from(Workload::peak_users(c)))
+            },
+        },
+    ))
 }
 
 impl Teardown<'_> {
@@ -95,7 +170,8 @@ impl Teardown<'_> {
                     self.endpoint.clone(),
                     self.timeouts,
                     queues,
-                    (whole_run, &most),
+                    whole_run,
+                    &most,
                     self.until,
                 )
                 .await

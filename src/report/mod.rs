@@ -45,7 +45,7 @@ pub enum ReportError {
         path: PathBuf,
         /// Why.
         #[source]
-        source: crate::files::FileError,
+        source: crate::formats::files::FileError,
     },
     /// The file is not JSON of a report.
     #[error("{}: not a loadmix report: {source}", path.display())]
@@ -107,17 +107,17 @@ pub enum ReportError {
 /// Read a saved report: its numbers checked and its size held against the memory the
 /// machine has before anything is built from it ([`read`]).
 pub fn load(path: &Path) -> Result<Report, ReportError> {
-    load_within(path, crate::files::memory_available())
+    load_within(path, crate::formats::files::memory_available())
 }
 
 /// [`load`], held against `available` bytes of memory (unbounded when unknown).
 fn load_within(path: &Path, available: Option<u64>) -> Result<Report, ReportError> {
-    let text = crate::files::read_text(path, crate::files::REPORT).map_err(|source| {
-        ReportError::Read {
+    let text = crate::formats::files::read_text(path, crate::formats::files::REPORT).map_err(
+        |source| ReportError::Read {
             path: path.to_path_buf(),
             source,
-        }
-    })?;
+        },
+    )?;
     let parse = |source| ReportError::Parse {
         path: path.to_path_buf(),
         source,

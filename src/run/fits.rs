@@ -22,7 +22,7 @@ pub(crate) fn peak_users(w: &Workload) -> u64 {
 
 /// `Err` with what to do when the workload's users cannot fit in this machine's memory.
 pub(crate) fn check(w: &Workload) -> Result<(), String> {
-    let Some(avail) = crate::files::memory_available() else {
+    let Some(avail) = crate::formats::files::memory_available() else {
         return Ok(());
     };
     check_against(w, avail)
@@ -32,7 +32,7 @@ pub(crate) fn check(w: &Workload) -> Result<(), String> {
 /// has available, so that answers larger than a user's share (a Morse Code sync of 60 MiB
 /// to each of 16 users) fail, counted, rather than take the machine's memory.
 pub(crate) fn bound_bodies() {
-    if let Some(avail) = crate::files::memory_available() {
+    if let Some(avail) = crate::formats::files::memory_available() {
         crate::transport::limit_kept_bodies(avail / 2);
     }
 }

@@ -413,7 +413,7 @@ pub(super) async fn report_lane(
             count: a.shard.count,
         });
         // Producers it never saw may be another shard's: not judged here, but at merge.
-        rep.ledger = result.ledger.as_ref().map(|l| l.to_record(false));
+        rep.ledger = result.products.ledger.as_ref().map(|l| l.to_record(false));
     }
     rep.note = a.note.clone();
     rep.labels = labels_for(&a.labels, &lane.name, targets);

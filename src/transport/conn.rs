@@ -280,13 +280,11 @@ impl Conn {
     ) -> impl Future<Output = Result<Response, TransportError>> + '_ {
         h1::encode(
             &req,
-            (
-                &self.endpoint.host,
-                match self.tally {
-                    Some(_) => self.setup_agent.as_ref(),
-                    None => self.user_agent.as_ref(),
-                },
-            ),
+            &self.endpoint.host,
+            match self.tally {
+                Some(_) => self.setup_agent.as_ref(),
+                None => self.user_agent.as_ref(),
+            },
             self.policy == Reuse::PerRequest,
             &mut self.wire,
         );

@@ -152,7 +152,8 @@ const READ_CHUNK: usize = 16 * 1024;
 /// The body itself follows when it is small.
 pub(super) fn encode(
     req: &Request<Bytes>,
-    (host, agent): (&HeaderValue, Option<&HeaderValue>),
+    host: &HeaderValue,
+    agent: Option<&HeaderValue>,
     close: bool,
     out: &mut Vec<u8>,
 ) {
@@ -680,7 +681,8 @@ mod tests {
         let mut out = Vec::new();
         encode(
             &req,
-            (&HeaderValue::from_static("h:80"), None),
+            &HeaderValue::from_static("h:80"),
+            None,
             true,
             &mut out,
         );
@@ -689,23 +691,13 @@ mod tests {
             "PROPFIND /dav/a%20b?x=1 HTTP/1.1\r\nhost: h:80\r\ndepth: 1\r\nconnection: close\r\ncontent-length: 4\r\n\r\n<x/>"
         );
         let get = Request::get("/").body(Bytes::new()).unwrap();
-        encode(
-            &get,
-            (&HeaderValue::from_static("h"), None),
-            false,
-            &mut out,
-        );
+        encode(&get, &HeaderValue::from_static("h"), None, false, &mut out);
         assert_eq!(out, b"GET / HTTP/1.1\r\nhost: h\r\n\r\n");
         let put = Request::put("/p")
             .header("host", "mine")
             .body(Bytes::new())
             .unwrap();
-        encode(
-            &put,
-            (&HeaderValue::from_static("h"), None),
-            false,
-            &mut out,
-        );
+        encode(&put, &HeaderValue::from_static("h"), None, false, &mut out);
         assert_eq!(
             out,
             b"PUT /p HTTP/1.1\r\nhost: mine\r\ncontent-length: 0\r\n\r\n"
@@ -713,12 +705,7 @@ mod tests {
         let big = Request::put("/p")
             .body(Bytes::from(vec![b'x'; INLINE_BODY + 1]))
             .unwrap();
-        encode(
-            &big,
-            (&HeaderValue::from_static("h"), None),
-            false,
-            &mut out,
-        );
+        encode(&big, &HeaderValue::from_static("h"), None, false, &mut out);
         assert!(body_apart(&big));
         assert!(out.ends_with(b"content-length: 16385\r\n\r\n"));
     }
@@ -730,7 +717,8 @@ mod tests {
         let get = Request::get("/").body(Bytes::new()).unwrap();
         encode(
             &get,
-            (&HeaderValue::from_static("h"), Some(&agent)),
+            &HeaderValue::from_static("h"),
+            Some(&agent),
             false,
             &mut out,
         );
@@ -744,7 +732,8 @@ mod tests {
             .unwrap();
         encode(
             &own,
-            (&HeaderValue::from_static("h"), Some(&agent)),
+            &HeaderValue::from_static("h"),
+            Some(&agent),
             false,
             &mut out,
         );

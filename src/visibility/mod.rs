@@ -280,7 +280,8 @@ impl Book {
     pub(crate) fn wrote(
         &mut self,
         stamp: Stamp,
-        (team, audience): (TeamId, Audience),
+        team: TeamId,
+        audience: Audience,
         label: u16,
         acked_us: u64,
     ) {
@@ -312,7 +313,7 @@ impl Book {
     /// Whether `writer` sent stamp `seq`, given what was sent and who sent anything in
     /// these books (when what was sent is not known, or `writer` sent nothing here, as a
     /// writer of another round: yes).
-    fn was_sent(&self, (sent, writers): (&Sent, &HashSet<Who>), (writer, seq): (Who, u64)) -> bool {
+    fn was_sent(&self, sent: &Sent, writers: &HashSet<Who>, writer: Who, seq: u64) -> bool {
         sent.untold
             || sent.stamps.contains(&(writer, seq))
             || self.writes.contains_key(&(writer, seq))
@@ -682,7 +683,7 @@ impl Book {
         let writers = self.writers(&sent);
         let mut latest: HashMap<(Who, Who, u64), u64> = HashMap::new();
         for ((obs, writer, seq), s) in &self.sights {
-            if !self.was_sent((&sent, &writers), (*writer, *seq)) {
+            if !self.was_sent(&sent, &writers, *writer, *seq) {
                 continue;
             }
             let l = latest.entry((*obs, *writer, s.event)).or_default();
@@ -767,7 +768,7 @@ impl Book {
     fn sights_out_of_place(&self, out: &mut Settled, sent: (&Sent, &HashSet<Who>)) {
         for ((_, writer, seq), s) in &self.sights {
             match self.writes.get(&(*writer, *seq)) {
-                None if self.was_sent(sent, (*writer, *seq)) => out.unacknowledged += 1,
+                None if self.was_sent(sent.0, sent.1, *writer, *seq) => out.unacknowledged += 1,
                 None => out.never_sent += 1,
                 Some(w) if w.team != s.team => out.unexpected += 1,
                 Some(_) => {}

@@ -71,7 +71,7 @@ fn a_round_settles_seen_superseded_and_unseen() {
             seq,
             event,
         };
-        writer.wrote(s, (team, Audience::Team), 5, at);
+        writer.wrote(s, team, Audience::Team, 5, at);
     }
     let mut a = Book::default();
     // Observer 1 sees seq 1 at 1,500 and seq 3 at 2,900 (before the ack).
@@ -164,7 +164,7 @@ fn a_version_the_server_made_up_supersedes_nothing_and_is_counted_apart() {
             event: seq,
         };
         book.sent(&s);
-        book.wrote(s, (team, Audience::Team), 5, 1_000);
+        book.wrote(s, team, Audience::Team, 5, 1_000);
     }
     let mut obs = Book::default();
     for seq in [1, 2] {
@@ -223,7 +223,7 @@ fn a_write_for_named_users_is_held_against_them_alone() {
     let mut b = Book::default();
     // An invitation of users 1 and 2, and the answer of user 1 to its organizer.
     let invitees: Arc<[Who]> = Arc::from(vec![who(1), who(2)]);
-    b.wrote(invite, (team, Audience::Only(invitees)), 4, 1_000);
+    b.wrote(invite, team, Audience::Only(invitees), 4, 1_000);
     let answer = Stamp {
         writer: who(1),
         seq: 1,
@@ -231,7 +231,8 @@ fn a_write_for_named_users_is_held_against_them_alone() {
     };
     b.wrote(
         answer,
-        (team, Audience::Only(Arc::from(vec![who(0)]))),
+        team,
+        Audience::Only(Arc::from(vec![who(0)])),
         6,
         2_000,
     );
@@ -267,7 +268,7 @@ fn one_write_until(to_us: u64, acked: u64, looks: &[u64], shown_at: Option<u64>)
         event: 1,
     };
     let mut b = Book::default();
-    b.wrote(w, (team, Audience::Team), 4, acked);
+    b.wrote(w, team, Audience::Team, 4, acked);
     // Another write of the same operation the observer saw by the same operation
     // (said so, begun before its acknowledgement: 0 in every figure): that operation
     // shows such writes.
@@ -276,7 +277,7 @@ fn one_write_until(to_us: u64, acked: u64, looks: &[u64], shown_at: Option<u64>)
         seq: 2,
         event: 2,
     };
-    b.wrote(other, (team, Audience::Team), 4, 20);
+    b.wrote(other, team, Audience::Team, 4, 20);
     b.saw(who(1), team, &other.text("r"), "r", look(7, 20));
     for &at in looks {
         b.looked(who(1), &look(7, at));

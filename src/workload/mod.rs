@@ -852,9 +852,9 @@ pub fn load(path: &Path, overrides: &[Override]) -> Result<Workload, WorkloadErr
         path: path.display().to_string(),
         message,
     };
-    let bytes = match crate::files::read(path, crate::files::WORKLOAD) {
+    let bytes = match crate::formats::files::read(path, crate::formats::files::WORKLOAD) {
         Ok(b) => b,
-        Err(crate::files::FileError::Folder(_)) => {
+        Err(crate::formats::files::FileError::Folder(_)) => {
             return Err(fail("is a folder; give the workload's YAML file".into()));
         }
         Err(e) => return Err(fail(e.to_string())),

@@ -59,8 +59,8 @@ pub(crate) fn read_secret(
             format!("environment variable {name} is not set (it holds a secret this workload uses)")
         })?,
         SecretRef::File(p) => {
-            let path = crate::files::beside(base, p);
-            let text = crate::files::read_text(&path, crate::files::SECRET)
+            let path = crate::formats::files::beside(base, p);
+            let text = crate::formats::files::read_text(&path, crate::formats::files::SECRET)
                 .map_err(|e| format!("secret file {}: {e}", path.display()))?;
             text.strip_suffix('\n')
                 .map(|t| t.strip_suffix('\r').unwrap_or(t))

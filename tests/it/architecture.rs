@@ -1,6 +1,7 @@
 //! ARCHITECTURE.md against the code: the table of modules says what each imports, and a
 //! table that nobody checks drifts. Also: no two modules import each other, and no two
-//! files of one folder do.
+//! files of one folder do. The workspace's two library crates (`crates/formats`,
+//! `crates/server`) count as the modules `formats` and `server`, as the client names them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -101,7 +102,37 @@ fn files_of(path: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The crate's top-level modules: each folder or file under `src/` but the roots.
+/// The workspace's crates beside the client, by the name the client gives each
+/// (`crate::formats`, `crate::server`), and the folder of its sources.
+fn crates() -> Vec<(String, PathBuf)> {
+    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(root().join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("Cargo.toml").is_file())
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_str().unwrap().to_string(),
+                p.join("src"),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every folder of sources: the client's `src/` and each crate's.
+fn source_roots() -> Vec<PathBuf> {
+    let mut out = vec![root().join("src")];
+    out.extend(crates().into_iter().map(|(_, src)| src));
+    out
+}
+
+/// Every `.rs` file of the workspace's sources.
+fn all_sources() -> Vec<PathBuf> {
+    source_roots().iter().flat_map(|r| files_of(r)).collect()
+}
+
+/// The top-level modules: each folder or file under `src/` but the roots, and each crate.
 fn modules() -> Vec<String> {
     let mut out: Vec<String> = std::fs::read_dir(root().join("src"))
         .unwrap()
@@ -115,23 +146,38 @@ fn modules() -> Vec<String> {
             }
         })
         .collect();
+    out.extend(crates().into_iter().map(|(name, _)| name));
     out.sort();
     out
 }
 
-/// What each module's code imports of the crate's other modules.
+/// What a file imports of the modules: `crate::m` in the client, a crate by its name
+/// (`loadmix_formats::`) anywhere.
+fn imports_of(file: &Path, in_a_crate: bool) -> BTreeSet<String> {
+    let code = code_of(file);
+    let mut used = names_after(&code, "loadmix_");
+    if !in_a_crate {
+        used.extend(names_after(&code, "crate::"));
+    }
+    used
+}
+
+/// What each module's code imports of the other modules.
 fn imports_in_code() -> BTreeMap<String, BTreeSet<String>> {
     let all = modules();
+    let crates = crates();
     all.iter()
         .map(|m| {
+            let in_a_crate = crates.iter().find(|(name, _)| name == m);
             let dir = root().join("src").join(m);
-            let path = match dir.is_dir() {
-                true => dir,
-                false => root().join("src").join(format!("{m}.rs")),
+            let path = match (in_a_crate, dir.is_dir()) {
+                (Some((_, src)), _) => src.clone(),
+                (None, true) => dir,
+                (None, false) => root().join("src").join(format!("{m}.rs")),
             };
             let used: BTreeSet<String> = files_of(&path)
                 .iter()
-                .flat_map(|f| names_after(&code_of(f), "crate::"))
+                .flat_map(|f| imports_of(f, in_a_crate.is_some()))
                 .filter(|n| n != m && all.contains(n))
                 .collect();
             (m.clone(), used)
@@ -228,9 +274,13 @@ fn folders(dir: &Path, out: &mut Vec<(PathBuf, Vec<String>)>) {
     out.push((dir.to_path_buf(), names));
 }
 
-/// The module path of a folder under `src/`, as code names it after `crate::`.
+/// The module path of a folder under a source root, as code names it after `crate::`.
 fn module_path(dir: &Path) -> String {
-    let rel = dir.strip_prefix(root().join("src")).unwrap();
+    let src = source_roots()
+        .into_iter()
+        .find(|r| dir.starts_with(r))
+        .unwrap();
+    let rel = dir.strip_prefix(src).unwrap();
     rel.components()
         .map(|c| c.as_os_str().to_str().unwrap().to_string())
         .collect::<Vec<_>>()
@@ -240,7 +290,9 @@ fn module_path(dir: &Path) -> String {
 #[test]
 fn no_two_files_of_a_folder_import_each_other() {
     let mut all = Vec::new();
-    folders(&root().join("src"), &mut all);
+    for src in source_roots() {
+        folders(&src, &mut all);
+    }
     let mut pairs = Vec::new();
     for (dir, names) in all {
         let path = module_path(&dir);
@@ -327,8 +379,7 @@ fn function_lengths(path: &Path) -> Vec<(String, usize)> {
 
 #[test]
 fn functions_are_short_enough_to_read_whole() {
-    let src = root().join("src");
-    let long: Vec<(String, usize)> = files_of(&src)
+    let long: Vec<(String, usize)> = all_sources()
         .iter()
         .flat_map(|f| function_lengths(f))
         .filter(|(_, n)| *n > 100)
@@ -509,7 +560,7 @@ fn catch_alls(code: &[u8]) -> Vec<usize> {
 #[test]
 fn no_match_over_protocols_kinds_schemes_or_operations_has_a_catch_all() {
     let mut found = Vec::new();
-    for f in files_of(&root().join("src")) {
+    for f in all_sources() {
         let text = std::fs::read_to_string(&f).unwrap();
         let text = match text.find("#[cfg(test)]\nmod tests") {
             Some(i) => &text[..i],
@@ -558,4 +609,97 @@ fn d(p: Protocol) -> bool {
 }
 "#;
     assert_eq!(catch_alls(&structure_of(code)), vec![5, 17]);
+}
+
+/// ARCHITECTURE.md's "Adding a protocol", up to the next section.
+fn adding_a_protocol() -> String {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let from = text
+        .find("## Adding a protocol")
+        .expect("ARCHITECTURE.md has a section \"Adding a protocol\"");
+    let rest = &text[from + 3..];
+    let to = rest.find("\n## ").unwrap_or(rest.len());
+    rest[..to].to_string()
+}
+
+/// Whether `code` names one of AMQP's variants of a protocol enum (`Protocol::Amqp`,
+/// `ClassKind::Amqp`, `Family::Amqp`, the starter's `Kind::Amqp`): a place a protocol's
+/// name is decided on.
+fn names_amqp(code: &str) -> bool {
+    [
+        "Protocol::Amqp",
+        "ClassKind::Amqp",
+        "Family::Amqp",
+        "Kind::Amqp",
+    ]
+    .iter()
+    .any(|v| {
+        code.match_indices(v).any(|(i, _)| {
+            let after = code[i + v.len()..].chars().next();
+            let before = code[..i].chars().last();
+            !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                && !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    })
+}
+
+#[test]
+fn adding_a_protocol_names_every_file_a_new_one_touches() {
+    let section = adding_a_protocol();
+    let mut missing = Vec::new();
+    let mut found = 0;
+    for f in all_sources() {
+        let rel = f.strip_prefix(root()).unwrap().display().to_string();
+        // The protocol's own files are the new ones.
+        if rel.starts_with("src/protocol/amqp/") || rel == "src/workload/protocols/amqp.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        let code = match text.find("#[cfg(test)]\nmod tests") {
+            Some(i) => &text[..i],
+            None => &text[..],
+        };
+        let code = String::from_utf8_lossy(&structure_of(code)).into_owned();
+        if !names_amqp(&code) {
+            continue;
+        }
+        found += 1;
+        if !section.contains(&format!("`{rel}`")) {
+            missing.push(rel);
+        }
+    }
+    // The registry, the resolver's kinds, the scheme table, the driver's arm, and the
+    // places the compiler names: a finder that found fewer has stopped seeing them.
+    assert!(found >= 8, "only {found} files name AMQP's variants");
+    assert!(
+        missing.is_empty(),
+        "files that name a protocol's variant, missing from ARCHITECTURE.md's \"Adding a protocol\": {missing:?}"
+    );
+}
+
+#[test]
+fn every_path_adding_a_protocol_names_is_there() {
+    let section = adding_a_protocol();
+    let mut gone = Vec::new();
+    for path in section.split('`').skip(1).step_by(2) {
+        let rooted = ["src/", "crates/", "tests/", "docs/", "scripts/"]
+            .iter()
+            .any(|p| path.starts_with(p));
+        if !rooted {
+            continue;
+        }
+        let there = match path.contains("NAME") {
+            true => ["amqp", "stomp", "caldav", "morse"]
+                .iter()
+                .any(|n| root().join(path.replace("NAME", n)).exists()),
+            false => root().join(path).exists(),
+        };
+        if !there {
+            gone.push(path.to_string());
+        }
+    }
+    assert!(
+        gone.is_empty(),
+        "ARCHITECTURE.md's \"Adding a protocol\" names paths that are not there: {gone:?}"
+    );
 }

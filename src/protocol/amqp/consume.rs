@@ -115,7 +115,8 @@ impl AmqpVu {
         broker::took(
             &mut o,
             &delivery.data,
-            (class.nonce, class.clock),
+            class.nonce,
+            class.clock,
             (queue, delivery.redelivered, acked),
             &mut self.ledger,
             labels,

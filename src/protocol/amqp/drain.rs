@@ -16,11 +16,35 @@ use crate::protocol::broker::{self};
 use super::failed;
 use super::wire::{connect, within};
 
+/// AMQP's drain, as the teardown calls it.
+pub(crate) struct Drain;
+
+#[async_trait::async_trait]
+impl broker::Drainer for Drain {
+    fn protocol(&self) -> &'static str {
+        "amqp"
+    }
+
+    async fn drain(
+        &self,
+        q: &Queue,
+        conn: &Reach,
+        bounds: broker::Bounds<'_>,
+        delete: bool,
+        ledger: &mut Ledger,
+        taken: &mut u64,
+    ) -> Result<bool, String> {
+        // Only a queue the run's declaration created is the run's to delete.
+        let delete = delete && q.created;
+        drain(q, conn, bounds, delete, ledger, taken).await
+    }
+}
+
 /// The teardown's drain of one queue: consume with automatic acknowledgement until
 /// nothing has come for `idle` (or `until`), each message in `ledger`; then delete the
 /// queue when `delete`. How many were taken is added to `taken` as they come (a failed
 /// drain's count stands); whether the queue was deleted.
-pub(crate) async fn drain(
+async fn drain(
     q: &Queue,
     conn: &Reach,
     bounds: broker::Bounds<'_>,

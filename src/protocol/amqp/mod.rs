@@ -31,8 +31,8 @@ use crate::transport::stream::Handshake;
 use crate::workload::protocols::{AmqpOp, AmqpParams, QueueType};
 use crate::workload::{Dist, UserClass};
 
+use super::broker::Queue;
 use super::broker::{self, Failed, StampClock, nonce_of};
-use super::broker::{Queue, QueueKind};
 use super::over_broker::{BrokerUser, OverBroker};
 use crate::ledger::Ledger;
 
@@ -42,7 +42,6 @@ mod publish;
 mod request;
 mod wire;
 
-pub(crate) use drain::drain;
 use wire::open;
 
 /// What every user of an AMQP class shares.
@@ -230,10 +229,10 @@ impl OverBroker for AmqpVu {
             }
             AmqpOp::Consume { timeout } => self.consume(&class, conn, timeout, rng).await,
             AmqpOp::Request { size, timeout } => {
-                Box::pin(self.request(&class, conn, (size, timeout), rng)).await
+                Box::pin(self.request(&class, conn, size, timeout, rng)).await
             }
             AmqpOp::Reply { size, timeout } => {
-                Box::pin(self.reply(&class, conn, (size, timeout), rng)).await
+                Box::pin(self.reply(&class, conn, size, timeout, rng)).await
             }
         };
         let (mut out, failed) = broker::outcome(result, started);
@@ -285,7 +284,7 @@ impl OverBroker for AmqpVu {
             .filter(|u| u.created)
             .map(|u| Queue {
                 session: self.session.clone(),
-                kind: QueueKind::Amqp,
+                drainer: &drain::Drain,
                 name: u.name.clone(),
                 created: true,
                 nonce: self.class.nonce,
@@ -383,4 +382,43 @@ async fn preflight(
             request: format!("AMQP connection to {}", conn.endpoint().display),
             answer: f.detail,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{ClassKind, load_str};
+    use std::time::Duration;
+
+    fn class() -> AmqpClass {
+        let text = "name: t\ntarget: amqp://127.0.0.1:5672\nusers:\n  - class: c\n    protocol: amqp\n    count: 1\n    params: { queue: \"q-{run_id}\" }\n    mix:\n      publish: { weight: 1, params: { confirm: true } }\n";
+        let w = load_str("t.yaml", text, &[], None).unwrap();
+        let c = &w.classes[0];
+        let ClassKind::Amqp { ops, params } = &c.kind else {
+            panic!("an AMQP class");
+        };
+        AmqpClass::new(c, ops, params, 0, "run1", StampClock::Wall)
+    }
+
+    #[test]
+    fn a_confirm_is_the_brokers_word_on_the_message_and_a_nack_is_a_refusal() {
+        let class = class();
+        let ms = Duration::from_millis(3);
+        let (o, took) = publish::confirmed(&class, Ok(Confirmation::Ack(None)), "q", ms);
+        let o = o.unwrap();
+        assert!(took && o.is_ok() && o.answer == class.ack && o.latency == ms);
+        let (o, took) = publish::confirmed(&class, Ok(Confirmation::Nack(None)), "q", ms);
+        let o = o.unwrap();
+        assert!(!took, "a nacked message is not the broker's");
+        assert_eq!(o.answer, class.nack);
+        assert_eq!(o.error, Some(ErrorClass::Status));
+        assert!(o.detail.as_deref().is_some_and(|d| d.contains("queue 'q'")));
+        // Confirms not asked for: the publish is taken on the channel's word.
+        let (o, took) = publish::confirmed(&class, Ok(Confirmation::NotRequested), "q", ms);
+        assert!(took && o.unwrap().is_ok());
+        // The channel ended before the confirm: the failure itself, and not taken.
+        let f = Failed::of(ErrorClass::Reset, "channel closed".into());
+        let (o, took) = publish::confirmed(&class, Err(f), "q", ms);
+        assert!(!took && o.is_err_and(|f| f.class == ErrorClass::Reset));
+    }
 }

@@ -29,7 +29,8 @@ impl AmqpVu {
         &mut self,
         class: &AmqpClass,
         conn: &Reach,
-        (size, timeout): (&Dist, &Dist),
+        size: &Dist,
+        timeout: &Dist,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
         self.ensure(class, conn).await?;
@@ -113,7 +114,8 @@ impl AmqpVu {
         &mut self,
         class: &AmqpClass,
         conn: &Reach,
-        (size, timeout): (&Dist, &Dist),
+        size: &Dist,
+        timeout: &Dist,
         rng: &mut Xoshiro256PlusPlus,
     ) -> Result<Outcome, Failed> {
         let start = Instant::now();

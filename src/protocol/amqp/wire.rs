@@ -52,7 +52,7 @@ pub(super) async fn open(
     };
     let rq = conn.timeouts().request;
     let queue = render(&class.params.queue, &class.class, ids, 0, &mut rand::rng());
-    let (channel, created) = channel_for(class, &connection, (&queue, &ids.run_id), rq).await?;
+    let (channel, created) = channel_for(class, &connection, &queue, &ids.run_id, rq).await?;
     prepare(class, &channel, &queue, rq).await?;
     let consumes = class
         .ops
@@ -155,7 +155,8 @@ pub(super) async fn connect(s: &Session, conn: &Reach) -> Result<Connection, Fai
 pub(super) async fn channel_for(
     class: &AmqpClass,
     connection: &Connection,
-    (queue, run_id): (&str, &str),
+    queue: &str,
+    run_id: &str,
     rq: Duration,
 ) -> Result<(Channel, bool), Failed> {
     let new_channel = || async {

@@ -24,7 +24,8 @@ impl CaldavVu {
         &mut self,
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
-        (ci, born): (usize, u64),
+        ci: usize,
+        born: u64,
         shape: &EventShape,
         expect: &[u16],
     ) -> Outcome {
@@ -62,7 +63,8 @@ impl CaldavVu {
         rng: &mut Xoshiro256PlusPlus,
         ci: usize,
         shape: &EventShape,
-        (stamp, expect): (Option<(u64, u16)>, &[u16]),
+        stamp: Option<(u64, u16)>,
+        expect: &[u16],
     ) -> Done {
         let Some(ei) = pick_event(&self.cals[ci], rng) else {
             return Done::Skipped;
@@ -101,7 +103,8 @@ impl CaldavVu {
             let team = t.team();
             t.book.wrote(
                 stamp,
-                (team, Audience::Team),
+                team,
+                Audience::Team,
                 label,
                 crate::visibility::now_us(),
             );

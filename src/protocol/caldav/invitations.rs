@@ -56,7 +56,8 @@ impl CaldavVu {
             reads_inbox: self.class.ops.contains(&CaldavOp::Inbox),
         };
         self.class.board.enrolled(t.key(), entry.clone());
-        self.sched = Some(Scheduling::new(boxes, address, (calendar, mine)));
+        let (inbox, outbox) = boxes;
+        self.sched = Some(Scheduling::new(inbox, outbox, address, calendar, mine));
         Ok(entry)
     }
 
@@ -125,7 +126,8 @@ impl CaldavVu {
         &mut self,
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
-        (op, seq): (usize, u64),
+        op: usize,
+        seq: u64,
         expect: &[u16],
     ) -> Done {
         if self.sched.is_none() || self.team.is_none() {
@@ -145,7 +147,7 @@ impl CaldavVu {
             }
             CaldavOp::Cancel => self.cancel(conn, label, expect).await,
             CaldavOp::Freebusy { range, attendees } => {
-                self.freebusy(conn, rng, (range, *attendees), expect).await
+                self.freebusy(conn, rng, range, *attendees, expect).await
             }
             // Not scheduling: the driver's dispatch never sends these here.
             CaldavOp::CreateCalendar
@@ -208,7 +210,8 @@ impl CaldavVu {
             let team = t.team();
             t.book.wrote(
                 stamp,
-                (team, Audience::Only(audience)),
+                team,
+                Audience::Only(audience),
                 label,
                 crate::visibility::now_us(),
             );
@@ -238,7 +241,7 @@ impl CaldavVu {
             let team = t.team();
             let only = Audience::Only(sent.audience);
             t.book
-                .wrote(stamp, (team, only), label, crate::visibility::now_us());
+                .wrote(stamp, team, only, label, crate::visibility::now_us());
         }
         o.into()
     }
@@ -250,7 +253,8 @@ impl CaldavVu {
         &mut self,
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
-        (range, k): (&crate::workload::Dist, Option<u32>),
+        range: &crate::workload::Dist,
+        k: Option<u32>,
         expect: &[u16],
     ) -> Done {
         let (Some(t), Some(s)) = (&self.team, &self.sched) else {
@@ -273,7 +277,7 @@ impl CaldavVu {
         let f = "%Y%m%dT%H%M%SZ";
         let (start, end) = (start.format(f).to_string(), end.format(f).to_string());
         let uid = data::uid(rng, &self.ids.run_id);
-        let body = scheduling::freebusy_request(&uid, &s.address, &asked, (&start, &end));
+        let body = scheduling::freebusy_request(&uid, &s.address, &asked, &start, &end);
         let what = format!("POST {outbox} (free-busy of {})", asked.len());
         let n = asked.len();
         let headers = [(
@@ -477,9 +481,7 @@ impl CaldavVu {
                 }
                 return o.into();
             };
-            let mut f = self
-                .put_answer(conn, (&p, copy), (accept, label), expect)
-                .await;
+            let mut f = self.put_answer(conn, &p, copy, accept, label, expect).await;
             f.add_cost(&o);
             // The server changed the copy between the query and the PUT (DAViCal does
             // when another attendee answers): read it again and answer once more, as a
@@ -497,8 +499,10 @@ impl CaldavVu {
     pub(super) async fn put_answer(
         &mut self,
         conn: &mut Conn,
-        (p, (href, etag, copy)): (&scheduling::Pending, (String, Option<String>, String)),
-        (accept, label): (bool, u16),
+        p: &scheduling::Pending,
+        copy: HeldCopy,
+        accept: bool,
+        label: u16,
         expect: &[u16],
     ) -> Outcome {
         let (Some(t), Some(s)) = (&self.team, &self.sched) else {
@@ -508,12 +512,13 @@ impl CaldavVu {
         let answer = scheduling::answer_seq(&p.uid);
         let stamp = t.stamp(answer, answer);
         let line = p.organizer.map(|_| t.stamp_line(&stamp));
-        let body = scheduling::answer(&copy, &s.address, accept, line.as_deref());
-        let cond = etag
+        let body = scheduling::answer(&copy.text, &s.address, accept, line.as_deref());
+        let cond = copy
+            .etag
             .as_deref()
             .and_then(|e| HeaderValue::from_str(e).ok())
             .map(|v| (IF_MATCH, v));
-        let (f, _) = self.send_put(conn, &href, body, cond, expect).await;
+        let (f, _) = self.send_put(conn, &copy.path, body, cond, expect).await;
         if let (Some(s), true) = (&mut self.sched, f.is_ok()) {
             s.has_answered(&p.uid);
         }
@@ -521,7 +526,7 @@ impl CaldavVu {
             let team = t.team();
             let only = Audience::Only(std::sync::Arc::from([organizer]));
             t.book
-                .wrote(stamp, (team, only), label, crate::visibility::now_us());
+                .wrote(stamp, team, only, label, crate::visibility::now_us());
         }
         f
     }
@@ -533,7 +538,7 @@ impl CaldavVu {
         &mut self,
         conn: &mut Conn,
         uid: &str,
-    ) -> (Option<(String, Option<String>, String)>, Outcome) {
+    ) -> (Option<HeldCopy>, Outcome) {
         let Some(cal) = self.sched.as_ref().map(|s| s.calendar.clone()) else {
             return (
                 None,
@@ -558,10 +563,21 @@ impl CaldavVu {
             let (i, text) = m.data.into_iter().next()?;
             let (href, _, etag) = m.responses.into_iter().nth(i)?;
             let path = href_path(&href);
-            (path.len() > cal.len() && path.starts_with(&cal)).then_some((path, etag, text))
+            (path.len() > cal.len() && path.starts_with(&cal)).then_some(HeldCopy {
+                path,
+                etag,
+                text,
+            })
         });
         (found, o)
     }
+}
+
+/// A user's copy of an invitation, found in its calendar: where, its ETag, its text.
+pub(super) struct HeldCopy {
+    path: String,
+    etag: Option<String>,
+    text: String,
 }
 
 /// A free-busy answer `r` held to what was asked: a `schedule-response` giving each of

@@ -57,7 +57,8 @@ impl CaldavClass {
         ops: &[CaldavOp],
         params: &CaldavParams,
         accounts: &Arc<AccountPlan>,
-        (team, board): (Option<TeamPlan>, &Arc<Board>),
+        team: Option<TeamPlan>,
+        board: &Arc<Board>,
     ) -> CaldavClass {
         CaldavClass {
             accounts: accounts.clone(),
@@ -221,7 +222,7 @@ impl Protocol for CaldavClass {
         let team = self
             .team
             .as_ref()
-            .and_then(|p| Membership::of(p, (ids.vu, ids.round), &ids.run_id));
+            .and_then(|p| Membership::of(p, ids.vu, ids.round, &ids.run_id));
         let mut vu = CaldavVu::new(self.clone(), session.clone(), ids);
         vu.team = team;
         HttpUser::new(vu, session, &reach, Some(self.accounts.clone()))
@@ -351,7 +352,7 @@ impl OverHttp for CaldavVu {
             .unwrap_or(&default);
         for i in 0..n {
             let o = self
-                .new_event(conn, rng, (ci, SETUP_EVENTS + i), shape, &[201])
+                .new_event(conn, rng, ci, SETUP_EVENTS + i, shape, &[201])
                 .await;
             if !o.is_ok() {
                 let why = o.detail.unwrap_or_default();
@@ -375,7 +376,7 @@ impl OverHttp for CaldavVu {
         }
         // Scheduling works in the user's own calendar and inbox, not one drawn.
         if class.ops[op].schedules() {
-            return self.schedule(conn, rng, (op, seq), expect).await;
+            return self.schedule(conn, rng, op, seq, expect).await;
         }
         if self.cals.is_empty() {
             return Done::Skipped;
@@ -394,7 +395,7 @@ impl OverHttp for CaldavVu {
                 class.ops[op] == CaldavOp::SyncCollection && self.cals[ci].sync_token.is_some();
             t.watch(label, news);
         }
-        let done = self.run_op(conn, rng, (op, ci), stamp, expect).await;
+        let done = self.run_op(conn, rng, op, ci, stamp, expect).await;
         if let Some(t) = &mut self.team {
             t.done();
         }
@@ -409,7 +410,8 @@ impl CaldavVu {
         &mut self,
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
-        (op, ci): (usize, usize),
+        op: usize,
+        ci: usize,
         stamp: Option<(u64, u16)>,
         expect: &[u16],
     ) -> Done {
@@ -418,15 +420,14 @@ impl CaldavVu {
             CaldavOp::CreateCalendar => Done::Skipped,
             CaldavOp::PutEvent(shape) => {
                 let born = stamp.map_or(0, |(seq, _)| seq);
-                let o = self.new_event(conn, rng, (ci, born), shape, expect).await;
+                let o = self.new_event(conn, rng, ci, born, shape, expect).await;
                 if let Some((seq, label)) = stamp {
                     self.wrote(&o, seq, born, label);
                 }
                 o.into()
             }
             CaldavOp::UpdateEvent(shape) => {
-                self.update_event(conn, rng, ci, shape, (stamp, expect))
-                    .await
+                self.update_event(conn, rng, ci, shape, stamp, expect).await
             }
             CaldavOp::GetEvent => self.get_event(conn, rng, ci, expect).await,
             CaldavOp::DeleteEvent => self.delete_event(conn, rng, ci, expect).await,

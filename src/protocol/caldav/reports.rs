@@ -298,3 +298,141 @@ impl CaldavVu {
         (o, false)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::super::{Calendar, Event};
+    use super::*;
+    use crate::protocol::VuIds;
+    use crate::protocol::session::{AccountPlan, Session};
+    use crate::protocol::teams::Board;
+    use crate::transport::{Endpoint, Reuse, Timeouts};
+    use crate::workload::{ClassKind, load_str};
+
+    /// A server on loopback that answers each request on one connection with the next
+    /// of `answers` (status and body), reading each request whole (head and
+    /// Content-Length body).
+    async fn answering(answers: Vec<(u16, &'static str)>) -> SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut buf = Vec::new();
+            for (status, body) in answers {
+                loop {
+                    let head = buf.windows(4).position(|w| w == b"\r\n\r\n");
+                    if let Some(end) = head {
+                        let text = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                        let length = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if buf.len() >= end + 4 + length {
+                            buf.drain(..end + 4 + length);
+                            break;
+                        }
+                    }
+                    let mut chunk = [0u8; 4096];
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if s.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+        addr
+    }
+
+    /// A user of a CalDAV class with one calendar, `/cal/`, holding `a.ics` and `b.ics`.
+    fn user() -> CaldavVu {
+        let text = "name: t\ntarget: embedded\nusers:\n  - class: c\n    protocol: caldav\n    count: 1\n    mix:\n      sync_collection: 1\n";
+        let w = load_str("t.yaml", text, &[], None).unwrap();
+        let c = &w.classes[0];
+        let ClassKind::Caldav { ops, params } = &c.kind else {
+            panic!("a CalDAV class");
+        };
+        let accounts = Arc::new(AccountPlan::None);
+        let class = CaldavClass::new(c, ops, params, &accounts, None, &Arc::new(Board::default()));
+        let session = Session {
+            user: "u".into(),
+            password: String::new(),
+            auth: None,
+            context: Arc::from(""),
+        };
+        let ids = VuIds {
+            vu: 0,
+            round: 1,
+            run_id: Arc::from("run1"),
+        };
+        let mut vu = CaldavVu::new(Arc::new(class), session, ids);
+        let mut cal = Calendar::new("/cal/".into(), false, true);
+        for (n, name) in ["a", "b"].iter().enumerate() {
+            cal.events.push(Event {
+                path: format!("/cal/{name}.ics"),
+                uid: name.to_string(),
+                etag: Some("\"e0\"".into()),
+                born: n as u64,
+            });
+        }
+        vu.cals.push(cal);
+        vu
+    }
+
+    fn conn(addr: SocketAddr) -> Conn {
+        let timeouts = Timeouts {
+            connect: Duration::from_secs(5),
+            request: Duration::from_secs(30),
+        };
+        Conn::new(
+            Arc::new(Endpoint::local(addr, "t")),
+            Reuse::KeepAlive,
+            timeouts,
+        )
+    }
+
+    const CHANGES: &str = r#"<multistatus xmlns="DAV:"><response><href>/cal/a.ics</href><propstat><prop><getetag>"e1"</getetag></prop><status>HTTP/1.1 200 OK</status></propstat></response><response><href>/cal/b.ics</href><status>HTTP/1.1 404 Not Found</status></response><sync-token>tok-2</sync-token></multistatus>"#;
+    const NO_TOKEN: &str = r#"<multistatus xmlns="DAV:"><response><href>/cal/a.ics</href><propstat><prop><getetag>"e2"</getetag></prop><status>HTTP/1.1 200 OK</status></propstat></response></multistatus>"#;
+    const REFUSED: &str = r#"<error xmlns="DAV:"><valid-sync-token/></error>"#;
+
+    #[tokio::test]
+    async fn a_sync_learns_etags_forgets_the_gone_and_keeps_its_token() {
+        let mut vu = user();
+        let mut c = conn(answering(vec![(207, CHANGES), (403, REFUSED), (207, NO_TOKEN)]).await);
+        let (o, refused) = vu.sync(&mut c, 0, "", &[207]).await;
+        assert!(o.is_ok() && !refused, "{o:?}");
+        let cal = &vu.cals[0];
+        let held: Vec<(&str, Option<&str>)> = cal
+            .events
+            .iter()
+            .map(|e| (e.path.as_str(), e.etag.as_deref()))
+            .collect();
+        assert_eq!(held, [("/cal/a.ics", Some("\"e1\""))]);
+        assert_eq!(cal.sync_token.as_deref(), Some("tok-2"));
+        // The token refused in the server's words: the caller starts again from none.
+        let (_, refused) = vu.sync(&mut c, 0, "tok-2", &[207]).await;
+        assert!(refused);
+        // An answer without a token is the server's fault, and the token held stays.
+        let (o, refused) = vu.sync(&mut c, 0, "tok-2", &[207]).await;
+        assert!(!refused && !o.is_ok());
+        assert!(
+            o.detail
+                .as_deref()
+                .is_some_and(|d| d.contains("no sync-token")),
+            "{o:?}"
+        );
+        assert_eq!(vu.cals[0].sync_token.as_deref(), Some("tok-2"));
+    }
+}

@@ -116,7 +116,7 @@ impl CaldavVu {
             self.cals.push(Calendar::new(shared.path, true, false));
             return Ok(());
         }
-        let made = self.make_team_calendar(conn, (members, grant, until)).await;
+        let made = self.make_team_calendar(conn, members, grant, until).await;
         let shared = made.clone().map(|path| Shared { path, ticket: None });
         board.publish(key, shared.map_err(|e| e.to_string()));
         let path = made?;
@@ -128,7 +128,9 @@ impl CaldavVu {
     pub(super) async fn make_team_calendar(
         &mut self,
         conn: &mut Conn,
-        (members, grant, until): (usize, crate::workload::Grant, tokio::time::Instant),
+        members: usize,
+        grant: crate::workload::Grant,
+        until: tokio::time::Instant,
     ) -> Result<String, SetupError> {
         let mut rng =
             <Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(u64::from(self.ids.vu));

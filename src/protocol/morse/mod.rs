@@ -67,9 +67,11 @@ pub(crate) struct MorseClass {
 impl MorseClass {
     pub(crate) fn new(
         class: &UserClass,
-        (ops, params): (&[Op], &MorseParams),
+        ops: &[Op],
+        params: &MorseParams,
         accounts: &Arc<AccountPlan>,
-        (team, board): (Option<TeamPlan>, &Arc<Board>),
+        team: Option<TeamPlan>,
+        board: &Arc<Board>,
     ) -> MorseClass {
         let expect = class
             .ops
@@ -105,7 +107,7 @@ impl Protocol for MorseClass {
         let team = self
             .team
             .as_ref()
-            .and_then(|p| Membership::of(p, (ids.vu, ids.round), &ids.run_id));
+            .and_then(|p| Membership::of(p, ids.vu, ids.round, &ids.run_id));
         let mut vu = MorseVu::new(self.clone(), session.clone(), ids);
         vu.team = team;
         HttpUser::new(vu, session, &reach, Some(self.accounts.clone()))
@@ -271,12 +273,12 @@ impl OverHttp for MorseVu {
         match class.ops[op] {
             // Handled before a collection is picked.
             Op::Publish => Done::Skipped,
-            Op::Sync if teamed => Done::Sent(self.team_fetch(conn, picked, (true, label)).await),
+            Op::Sync if teamed => Done::Sent(self.team_fetch(conn, picked, true, label).await),
             Op::Subscribe if teamed => {
-                Done::Sent(self.team_fetch(conn, picked, (false, label)).await)
+                Done::Sent(self.team_fetch(conn, picked, false, label).await)
             }
             Op::Update if teamed => {
-                self.team_update(&class, conn, rng, picked, (seq, label))
+                self.team_update(&class, conn, rng, picked, seq, label)
                     .await
             }
             Op::Sync => Done::Sent(self.fetch(&class, conn, rng, picked, true).await),

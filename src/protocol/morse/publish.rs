@@ -45,7 +45,7 @@ pub(crate) async fn publish(
     n: usize,
     expect: &[u16],
 ) -> (Outcome, Option<(String, Vec<String>, String)>) {
-    let (o, p) = publish_with(s, ids, conn, (rng, n), (expect, false)).await;
+    let (o, p) = publish_with(s, ids, conn, rng, n, expect, false).await;
     (o, p.map(|p| (p.uid, p.items, p.token)))
 }
 
@@ -64,8 +64,10 @@ pub(super) async fn publish_with(
     s: &Session,
     ids: &VuIds,
     conn: &mut Conn,
-    (rng, n): (&mut Xoshiro256PlusPlus, usize),
-    (expect, ticket): (&[u16], bool),
+    rng: &mut Xoshiro256PlusPlus,
+    n: usize,
+    expect: &[u16],
+    ticket: bool,
 ) -> (Outcome, Option<Published>) {
     let uid = data::uid(rng, &ids.run_id);
     let mut items = Vec::with_capacity(n + 1);

@@ -40,8 +40,10 @@ pub(crate) async fn join_shared(
     s: &Session,
     ids: &VuIds,
     conn: &mut Conn,
-    (team, board): (&Membership, &Board),
-    (rng, n): (&mut Xoshiro256PlusPlus, usize),
+    team: &Membership,
+    board: &Board,
+    rng: &mut Xoshiro256PlusPlus,
+    n: usize,
 ) -> Result<Joined, SetupError> {
     let key = team.key();
     // Every user's set-up runs at once: each side waits at most this long.
@@ -67,7 +69,7 @@ pub(crate) async fn join_shared(
             ticket,
         });
     }
-    let (o, p) = publish_with(s, ids, conn, (rng, n), (&[201], true)).await;
+    let (o, p) = publish_with(s, ids, conn, rng, n, &[201], true).await;
     let Some(p) = p.filter(|_| o.is_ok()) else {
         let e = SetupError {
             stage: Stage::Team,
@@ -113,7 +115,7 @@ impl MorseVu {
             <Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(u64::from(self.ids.vu));
         let n = self.class.params.collection_size.sample(&mut rng).max(1.0) as usize;
         let board = self.class.board.clone();
-        let j = join_shared(&self.s, &self.ids, conn, (t, &board), (&mut rng, n)).await?;
+        let j = join_shared(&self.s, &self.ids, conn, t, &board, &mut rng, n).await?;
         self.ticket = j.ticket;
         match j.token {
             Some(token) => {
@@ -184,14 +186,15 @@ impl MorseVu {
         &mut self,
         conn: &mut Conn,
         picked: Picked<'_>,
-        (sync, label): (bool, u16),
+        sync: bool,
+        label: u16,
     ) -> Outcome {
         let Picked { ci, path, expect } = picked;
         let headers = self.shared_headers(ci, sync);
         if let Some(t) = &mut self.team {
             t.watch(label, sync);
         }
-        let o = self.read_shared(conn, ci, (path, expect), &headers).await;
+        let o = self.read_shared(conn, ci, path, expect, &headers).await;
         if let Some(t) = &mut self.team {
             t.done();
         }
@@ -204,7 +207,8 @@ impl MorseVu {
         &mut self,
         conn: &mut Conn,
         ci: usize,
-        (path, expect): (&str, &[u16]),
+        path: &str,
+        expect: &[u16],
         headers: &[(HeaderName, HeaderValue)],
     ) -> Outcome {
         let r = match self.s.send(conn, "GET", path, headers, Bytes::new()).await {
@@ -249,16 +253,17 @@ impl MorseVu {
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
         picked: Picked<'_>,
-        (seq, label): (u64, u16),
+        seq: u64,
+        label: u16,
     ) -> Done {
         let Picked { ci, path, expect } = picked;
-        let Some(c) = self.team_changes(rng, (ci, seq)) else {
+        let Some(c) = self.team_changes(rng, ci, seq) else {
             return Done::Skipped;
         };
-        let (first, status) = self.post_shared(conn, (ci, path), &c.doc, expect).await;
+        let (first, status) = self.post_shared(conn, ci, path, &c.doc, expect).await;
         let (o, status) = match status {
             Some(205 | 423) => {
-                self.update_again(class, conn, (picked, label), (first, &c.doc))
+                self.update_again(class, conn, picked, label, first, &c.doc)
                     .await
             }
             _ => (first, status),
@@ -276,15 +281,17 @@ impl MorseVu {
         &mut self,
         class: &MorseClass,
         conn: &mut Conn,
-        (picked, label): (Picked<'_>, u16),
-        (first, doc): (Outcome, &Bytes),
+        picked: Picked<'_>,
+        label: u16,
+        first: Outcome,
+        doc: &Bytes,
     ) -> (Outcome, Option<u16>) {
         let Picked { ci, path, expect } = picked;
         let headers = self.shared_headers(ci, true);
         if let Some(t) = &mut self.team {
             t.watch(label, true);
         }
-        let mut synced = self.read_shared(conn, ci, (path, &[200]), &headers).await;
+        let mut synced = self.read_shared(conn, ci, path, &[200], &headers).await;
         if let Some(t) = &mut self.team {
             t.done();
         }
@@ -293,7 +300,7 @@ impl MorseVu {
             return (synced, None);
         }
         let contended: Vec<u16> = expect.iter().copied().chain([205, 423]).collect();
-        let (mut again, status) = self.post_shared(conn, (ci, path), doc, &contended).await;
+        let (mut again, status) = self.post_shared(conn, ci, path, doc, &contended).await;
         again.add_cost(&synced);
         if matches!(status, Some(205 | 423)) && !expect.contains(&status.unwrap_or(0)) {
             again.label = class.params.label_update_contended;
@@ -306,7 +313,8 @@ impl MorseVu {
     pub(super) async fn post_shared(
         &mut self,
         conn: &mut Conn,
-        (ci, path): (usize, &str),
+        ci: usize,
+        path: &str,
         doc: &Bytes,
         expect: &[u16],
     ) -> (Outcome, Option<u16>) {
@@ -338,7 +346,8 @@ impl MorseVu {
     pub(super) fn team_changes(
         &self,
         rng: &mut Xoshiro256PlusPlus,
-        (ci, seq): (usize, u64),
+        ci: usize,
+        seq: u64,
     ) -> Option<Changes> {
         let t = self.team.as_ref()?;
         let stamped = |rng: &mut Xoshiro256PlusPlus, uid: &str, stamp| {
@@ -377,7 +386,7 @@ impl MorseVu {
         };
         let (team, at) = (t.team(), crate::visibility::now_us());
         for stamp in &c.stamps {
-            t.book.wrote(*stamp, (team, Audience::Team), label, at);
+            t.book.wrote(*stamp, team, Audience::Team, label, at);
         }
         let event = c.stamps.first().map_or(0, |s| s.event);
         self.mine.push((c.new_uid, event));

@@ -15,13 +15,35 @@ use crate::workload::protocols::AckMode;
 
 use super::wire::{Subscription, broker_error, open, read, subscribe, unsubscribe_durable, write};
 
+/// STOMP's drain, as the teardown calls it.
+pub(crate) struct Drain;
+
+#[async_trait::async_trait]
+impl broker::Drainer for Drain {
+    fn protocol(&self) -> &'static str {
+        "stomp"
+    }
+
+    async fn drain(
+        &self,
+        q: &Queue,
+        conn: &Reach,
+        bounds: broker::Bounds<'_>,
+        delete: bool,
+        ledger: &mut Ledger,
+        taken: &mut u64,
+    ) -> Result<bool, String> {
+        drain(q, conn, bounds, delete, ledger, taken).await
+    }
+}
+
 /// The teardown's drain of one destination: subscribe with automatic acknowledgement and
 /// take every message until none has come for `idle` (or `until`), each in `ledger`; a
 /// durable topic subscription is subscribed to again as its subscriber, and removed when
 /// `delete`. Then leave with a receipt, so the broker has settled them. How many were
 /// taken is added to `taken` as it comes (a failed drain's count stands); whether a
 /// subscription was removed.
-pub(crate) async fn drain(
+async fn drain(
     q: &Queue,
     conn: &Reach,
     bounds: broker::Bounds<'_>,

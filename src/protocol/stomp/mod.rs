@@ -28,8 +28,8 @@ use std::time::Duration;
 use rand::rngs::Xoshiro256PlusPlus;
 use tokio::time::Instant;
 
+use super::broker::Queue;
 use super::broker::{self, Failed, StampClock, nonce_of, render};
-use super::broker::{Queue, QueueKind};
 use super::over_broker::{BrokerUser, OverBroker};
 use super::{Outcome, ProtocolError, Session, SetupError, Stage, VuIds};
 use crate::answer::Answer;
@@ -51,7 +51,6 @@ mod request;
 mod send;
 mod wire;
 
-pub(crate) use drain::drain;
 use wire::{Subscription, open, read, subscribe, write};
 
 const MAX_WAITING: usize = 10_000;
@@ -335,7 +334,7 @@ impl OverBroker for StompVu {
         names.dedup();
         let queue = |name: &str| Queue {
             session: self.session.clone(),
-            kind: QueueKind::Stomp,
+            drainer: &drain::Drain,
             name: name.to_string(),
             created: false,
             nonce: self.class.nonce,
@@ -606,4 +605,147 @@ async fn preflight(class: &StompClass, s: &Session, conn: &Reach) -> Result<(), 
             answer: f.detail,
         })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{ClassKind, load_str};
+
+    /// A STOMP class of one producer, its `params:` as given.
+    fn class(params: &str) -> Arc<StompClass> {
+        let text = format!(
+            "name: t\ntarget: embedded\nusers:\n  - class: c\n    protocol: stomp\n    count: 1\n    params: {{ {params} }}\n    mix:\n      send: {{ weight: 1, params: {{ destination: \"/queue/q-{{run_id}}\", receipt: true }} }}\n"
+        );
+        let w = load_str("t.yaml", &text, &[], None).unwrap();
+        let c = &w.classes[0];
+        let ClassKind::Stomp { ops, params } = &c.kind else {
+            panic!("a STOMP class");
+        };
+        Arc::new(StompClass::new(c, ops, params, 3, "run1", StampClock::Wall))
+    }
+
+    fn user(class: &Arc<StompClass>) -> StompVu {
+        let session = Session {
+            user: "u".into(),
+            password: String::new(),
+            auth: None,
+            context: Arc::from(""),
+        };
+        let ids = VuIds {
+            vu: 7,
+            round: 1,
+            run_id: Arc::from("run1"),
+        };
+        StompVu::new(class.clone(), session, ids)
+    }
+
+    fn read_of(frame: Frame) -> Read {
+        let mut wire = Vec::new();
+        frame.encode(&mut wire);
+        Read {
+            frame,
+            bytes: wire.len() as u64,
+        }
+    }
+
+    fn waiting(vu: &mut StompVu, receipt: u64, seq: u32) {
+        vu.pending.push_back(Pending {
+            receipt,
+            seq,
+            destination: "/queue/q-run1".into(),
+            written: Instant::now(),
+        });
+    }
+
+    fn receipt(id: &str) -> Read {
+        read_of(Frame::new(Command::Receipt).header("receipt-id", id))
+    }
+
+    #[test]
+    fn a_receipt_settles_its_own_send_whatever_the_order_and_others_are_ignored() {
+        let class = class("max_pending: 4");
+        let mut vu = user(&class);
+        for (r, seq) in [(1, 0), (2, 1), (3, 2)] {
+            waiting(&mut vu, r, seq);
+        }
+        vu.on_receipt(&class, &receipt("2"));
+        let left: Vec<u64> = vu.pending.iter().map(|p| p.receipt).collect();
+        assert_eq!(left, [1, 3]);
+        assert_eq!(vu.settled.len(), 1);
+        let (label, o) = &vu.settled[0];
+        assert_eq!(*label, class.params.label_confirm);
+        assert!(o.is_ok() && o.answer == class.receipt, "{o:?}");
+        // A receipt for no send of this user's, or not a number: nothing settles.
+        vu.on_receipt(&class, &receipt("9"));
+        vu.on_receipt(&class, &receipt("two"));
+        vu.on_receipt(&class, &read_of(Frame::new(Command::Receipt)));
+        assert_eq!(vu.pending.len(), 2);
+        assert_eq!(vu.settled.len(), 1);
+    }
+
+    #[test]
+    fn sends_still_waiting_when_the_connection_ends_fail_each_in_the_ledger() {
+        let class = class("max_pending: 4");
+        let mut vu = user(&class);
+        let from = broker::producer(class.index, &vu.ids);
+        let mut ledger = Ledger::default();
+        for seq in 0..3 {
+            ledger.sent("/queue/q-run1", from, seq);
+        }
+        vu.ledger = Some(Box::new(ledger));
+        waiting(&mut vu, 1, 1);
+        waiting(&mut vu, 2, 2);
+        vu.fail_pending(&class, ErrorClass::Reset, "closed");
+        assert!(vu.pending.is_empty());
+        assert_eq!(vu.settled.len(), 2);
+        assert!(
+            vu.settled.iter().all(
+                |(l, o)| *l == class.params.label_confirm && o.error == Some(ErrorClass::Reset)
+            )
+        );
+        let counts = vu.ledger.as_ref().unwrap().settle(true);
+        assert_eq!(counts[0].1.sent, 3);
+        assert_eq!(counts[0].1.send_failed, 2);
+    }
+
+    #[test]
+    fn a_transaction_never_committed_fails_every_send_in_it() {
+        let class = class("transaction: 5");
+        let mut vu = user(&class);
+        let from = broker::producer(class.index, &vu.ids);
+        let mut ledger = Ledger::default();
+        ledger.sent("/queue/q-run1", from, 0);
+        ledger.sent("/queue/q-run1", from, 1);
+        vu.ledger = Some(Box::new(ledger));
+        vu.tx = Some(Box::new(Tx {
+            id: "tx-1".into(),
+            sends: vec![(0, "/queue/q-run1".into()), (1, "/queue/q-run1".into())],
+        }));
+        vu.abort_tx(&class);
+        assert!(vu.tx.is_none());
+        let counts = vu.ledger.as_ref().unwrap().settle(true);
+        assert_eq!(counts[0].1.send_failed, 2);
+        // Nothing open: nothing to abort.
+        vu.abort_tx(&class);
+        assert_eq!(vu.ledger.as_ref().unwrap().settle(true)[0].1.send_failed, 2);
+    }
+
+    #[test]
+    fn a_message_for_a_subscription_the_user_never_made_is_the_brokers_fault() {
+        let class = class("max_pending: 1");
+        let mut vu = user(&class);
+        let m = Frame::new(Command::Message)
+            .header("subscription", SUBSCRIPTION)
+            .header("destination", "/queue/q-run1");
+        // A producer subscribes to nothing: its own subscription's id is not its either.
+        let e = vu.keep_message(read_of(m)).unwrap_err();
+        assert_eq!(e.class, ErrorClass::Body);
+        assert!(e.detail.contains("never made"), "{}", e.detail);
+        let long = "x".repeat(500);
+        let m = Frame::new(Command::Message).header("subscription", &long);
+        let e = vu.whose(&m).unwrap_err();
+        assert!(e.detail.len() < 200, "a hostile id is cut: {}", e.detail);
+        assert!(vu.waiting.is_empty() && vu.replies.is_empty());
+    }
 }

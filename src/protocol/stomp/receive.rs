@@ -97,7 +97,8 @@ impl StompVu {
         broker::took(
             &mut o,
             &m.frame.body,
-            (class.nonce, class.clock),
+            class.nonce,
+            class.clock,
             (dest, again, acked),
             &mut self.ledger,
             labels,

@@ -32,7 +32,8 @@ pub(super) enum Test {
 /// have detected.
 pub(super) fn calibrate(
     rows: &mut [Row],
-    (server, visibility): (&mut [ServerRow], &mut [ServerRow]),
+    server: &mut [ServerRow],
+    visibility: &mut [ServerRow],
     reports: &[Report],
     names: &[String],
     effect_pct: f64,
@@ -50,7 +51,7 @@ pub(super) fn calibrate(
         let paced = paced_at(0) && paced_at(i);
         any_paced |= paced;
         let primary = primary_row.map(|k| if paced { Test::P50(k) } else { Test::Rate(k) });
-        judge_run(rows, (&mut *server, &mut *visibility), i, paced, primary);
+        judge_run(rows, &mut *server, &mut *visibility, i, paced, primary);
         words.extend(power_words(
             rows, reports, names, i, primary, &busy, effect_pct,
         ));
@@ -73,7 +74,8 @@ pub(super) fn calibrate(
 /// cell's adjusted p-values and verdicts set. A paced run's ops/s are not tested.
 pub(super) fn judge_run(
     rows: &mut [Row],
-    (server, visibility): (&mut [ServerRow], &mut [ServerRow]),
+    server: &mut [ServerRow],
+    visibility: &mut [ServerRow],
     i: usize,
     paced: bool,
     primary: Option<Test>,

@@ -289,7 +289,8 @@ pub fn compare_for(
     let mut visibility = round_rows(reports.iter().map(visibility_rounds).collect());
     let calibration = calibrate(
         &mut rows,
-        (&mut server, &mut visibility),
+        &mut server,
+        &mut visibility,
         reports,
         &short,
         effect_pct,

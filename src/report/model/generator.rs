@@ -266,10 +266,7 @@ mod tests {
             behind: 0,
             stuck: 0,
             panicked: 0,
-            cleanup: Default::default(),
-            drain: Default::default(),
-            ledger: Default::default(),
-            visibility: None,
+            products: Default::default(),
             server: Vec::new(),
             metrics: Vec::new(),
         }

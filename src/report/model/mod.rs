@@ -305,6 +305,26 @@ pub struct Cleanup {
     pub left_items: Vec<String>,
 }
 
+impl Cleanup {
+    /// The record of a round's teardown: its cleanup and its drain, their failures in one
+    /// list.
+    fn of(p: &crate::protocol::RoundProducts) -> Cleanup {
+        let (c, d) = (&p.cleanup, &p.drain);
+        Cleanup {
+            requests: c.requests,
+            failures: c.failures,
+            failed: c.notes.iter().chain(&d.notes).cloned().collect(),
+            drained_destinations: d.destinations,
+            drained_messages: d.messages,
+            deleted_queues: d.deleted,
+            drain_failures: d.failures,
+            cut_short: c.cut_short.clone(),
+            left: c.left,
+            left_items: c.left_notes.clone(),
+        }
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -462,8 +482,12 @@ pub(crate) fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
         thresholds: thresholds(w),
         failures: failures(run, &labels),
         // A shard's report is made again as a part by whoever knows it is one.
-        ledger: run.ledger.as_ref().map(|l| l.to_record(true)),
-        visibility: run.visibility.as_ref().map(|v| visibility::record(w, v)),
+        ledger: run.products.ledger.as_ref().map(|l| l.to_record(true)),
+        visibility: run
+            .products
+            .visibility
+            .as_ref()
+            .map(|v| visibility::record(w, v)),
         preflight: Untimed::of(&run.preflight),
     }
 }
@@ -609,25 +633,12 @@ fn round_report(
         warmup_s: w.run.warmup.as_secs_f64(),
         setup_failures: r.setup_failures,
         generator: generator::of(r, &class_names(w), embedded),
-        cleanup: Cleanup {
-            requests: r.cleanup.requests,
-            failures: r.cleanup.failures,
-            failed: r
-                .cleanup
-                .notes
-                .iter()
-                .chain(&r.drain.notes)
-                .cloned()
-                .collect(),
-            drained_destinations: r.drain.destinations,
-            drained_messages: r.drain.messages,
-            deleted_queues: r.drain.deleted,
-            drain_failures: r.drain.failures,
-            cut_short: r.cleanup.cut_short.clone(),
-            left: r.cleanup.left,
-            left_items: r.cleanup.left_notes.clone(),
-        },
-        visibility: r.visibility.as_ref().map(|v| visibility::record(w, v)),
+        cleanup: Cleanup::of(&r.products),
+        visibility: r
+            .products
+            .visibility
+            .as_ref()
+            .map(|v| visibility::record(w, v)),
         // Over the whole round (warm-up included): the sampler cannot tell them apart.
         server: r
             .server

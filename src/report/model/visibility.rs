@@ -286,7 +286,7 @@ impl VisibilityRecord {
 }
 
 /// `class.label` of a class index and label index.
-fn op_name(w: &Workload, (class, label): (u16, u16)) -> String {
+fn op_name(w: &Workload, class: u16, label: u16) -> String {
     match w.classes.get(usize::from(class)) {
         Some(c) => format!(
             "{}.{}",
@@ -309,12 +309,12 @@ pub(super) fn record(w: &Workload, s: &Settled) -> VisibilityRecord {
         by_write: s
             .by_write
             .iter()
-            .map(|(k, t)| row(op_name(w, *k), t))
+            .map(|(k, t)| row(op_name(w, k.0, k.1), t))
             .collect(),
         by_observer: s
             .by_observer
             .iter()
-            .map(|(k, t)| row(op_name(w, *k), t))
+            .map(|(k, t)| row(op_name(w, k.0, k.1), t))
             .collect(),
         unacknowledged: s.unacknowledged,
         never_sent: s.never_sent,
@@ -331,7 +331,7 @@ pub(super) fn record(w: &Workload, s: &Settled) -> VisibilityRecord {
                     class_of(u.writer.class),
                     u.writer.vu,
                     crate::visibility::seq_text(u.seq),
-                    op_name(w, (u.writer.class, u.label)),
+                    op_name(w, u.writer.class, u.label),
                     u.writer.round,
                     u.missed,
                     u.of

@@ -422,7 +422,7 @@ pub(crate) const MOST_STEPS: usize = 1000;
 /// A `capacity.json` read back, bounded as a report is; refused unless it is one whose
 /// figures a search could have written.
 pub(crate) fn load(path: &Path) -> Result<Capacity, String> {
-    let text = crate::files::read_text(path, crate::files::REPORT)
+    let text = crate::formats::files::read_text(path, crate::formats::files::REPORT)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let c: Capacity = serde_json::from_str(&text).map_err(|e| {
         format!(
@@ -479,7 +479,7 @@ pub(crate) fn is_capacity(path: &Path) -> bool {
     struct Schema {
         schema: Option<String>,
     }
-    crate::files::read_text(path, crate::files::REPORT)
+    crate::formats::files::read_text(path, crate::formats::files::REPORT)
         .ok()
         .and_then(|t| serde_json::from_str::<Schema>(&t).ok())
         .is_some_and(|v| v.schema.as_deref() == Some(SCHEMA))

@@ -56,7 +56,7 @@ pub(super) fn resolve_chain(
     let only = entries.len() == 1;
     for (k, v) in entries {
         let path = join(&bpath, &k.name);
-        behaviours.push(behaviour(cx, (k, v), &path, (c, only), &mut rows)?);
+        behaviours.push(behaviour(cx, k, v, &path, c, only, &mut rows)?);
     }
     let chain = Chain::new(behaviours, rows, max_ops, pause, false)
         .map_err(|m| cx.err(bnode.pos, &bpath, m))?;
@@ -103,9 +103,11 @@ fn session(cx: &Cx, node: Option<&Node>, c: &ChainCx<'_>) -> R<(Option<u64>, Opt
 /// row, think and state rows (added to `rows`).
 fn behaviour(
     cx: &Cx,
-    (k, v): (&Key, &Node),
+    k: &Key,
+    v: &Node,
     path: &str,
-    (c, only): (&ChainCx<'_>, bool),
+    c: &ChainCx<'_>,
+    only: bool,
     rows: &mut Vec<Row>,
 ) -> R<Behaviour> {
     cx.check_keys(cx.map(v, path)?, BEHAVIOUR_KEYS, path)?;

@@ -14,8 +14,8 @@ use crate::workload::chain::Chain;
 use crate::workload::dist::{Dist, Unit};
 use crate::workload::error::{Found, did_you_mean};
 use crate::workload::protocols::{self, Protocol};
-use crate::workload::yaml::{Node, Pos};
-use crate::workload::{ClassKind, Connection, HttpRequest, Operation, Params, UserClass};
+use crate::workload::yaml::Node;
+use crate::workload::{ClassKind, Connection, HttpRequest, Params, UserClass};
 
 pub(super) fn resolve_class(
     cx: &Cx,
@@ -66,30 +66,11 @@ pub(super) fn resolve_class(
         pacing,
     } = population;
     let keys = &keys;
-    let Table {
-        mut ops,
-        op_params,
-        requests,
-        captures,
-        pools,
-        pos,
-        path: mix_path,
-    } = table;
-    let chain = chain_of(
-        cx,
-        keys,
-        (&path, &mix_path, pos),
-        &mut ops,
-        (&think, &pools, arrival.is_some()),
-    )?;
-    let (labels, kind) = kind_of(
-        cx,
-        keys,
-        (&path, &mix_path, pos),
-        protocol,
-        (&ops, &op_params, &params),
-        (requests, &pools),
-    )?;
+    let mut table = table;
+    let chain = chain_of(cx, keys, &path, &mut table, &think, arrival.is_some())?;
+    let requests = std::mem::take(&mut table.requests);
+    let (labels, kind) = kind_of(cx, keys, &path, protocol, &table, &params, requests)?;
+    let Table { ops, captures, .. } = table;
     Ok(UserClass {
         name,
         protocol,
@@ -197,10 +178,13 @@ fn params_of(cx: &Cx, keys: &ClassKeys<'_>, path: &str, protocol: Protocol) -> R
 fn chain_of(
     cx: &Cx,
     keys: &ClassKeys<'_>,
-    (path, mix_path, pos): (&str, &str, Pos),
-    ops: &mut [Operation],
-    (think, pools, open): (&Dist, &[(String, Pos)], bool),
+    path: &str,
+    table: &mut Table,
+    think: &Dist,
+    open: bool,
 ) -> R<Chain> {
+    let (pos, mix_path, pools) = (table.pos, table.path.as_str(), table.pools.as_slice());
+    let ops = table.ops.as_mut_slice();
     Ok(match keys.behaviours {
         None => Chain::of_mix(&ops.iter().map(|o| o.weight).collect::<Vec<_>>(), think)
             .map_err(|m| cx.err(pos, mix_path, m))?,
@@ -239,11 +223,14 @@ fn chain_of(
 fn kind_of(
     cx: &Cx,
     keys: &ClassKeys<'_>,
-    (path, mix_path, pos): (&str, &str, Pos),
+    path: &str,
     protocol: Protocol,
-    (ops, op_params, params): (&[Operation], &[Params], &Params),
-    (requests, pools): (Vec<HttpRequest>, &[(String, Pos)]),
+    table: &Table,
+    params: &Params,
+    requests: Vec<HttpRequest>,
 ) -> R<(Vec<String>, ClassKind)> {
+    let (pos, mix_path, pools) = (table.pos, table.path.as_str(), table.pools.as_slice());
+    let (ops, op_params) = (table.ops.as_slice(), table.op_params.as_slice());
     let mut labels: Vec<String> = ops.iter().map(|o| o.name.clone()).collect();
     let named: Vec<(&str, &Params)> = ops.iter().map(|o| o.name.as_str()).zip(op_params).collect();
     let kind = match protocols::build_class(protocol, &named, params, &mut labels) {

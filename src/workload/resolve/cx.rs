@@ -334,8 +334,8 @@ impl Cx<'_> {
     /// a mistake in it named by its own line and column.
     fn empirical(&self, v: &Node, key: &str, unit: Unit) -> R<DistSpec> {
         let rel = self.string(v, key)?;
-        let full = crate::files::beside(self.base_dir, &rel);
-        let text = crate::files::read_text(&full, crate::files::SAMPLES)
+        let full = crate::formats::files::beside(self.base_dir, &rel);
+        let text = crate::formats::files::read_text(&full, crate::formats::files::SAMPLES)
             .map_err(|e| self.err(v.pos, key, format!("cannot read {}: {e}", full.display())))?;
         let value = |t: &str| -> Result<f64, String> {
             match unit {

@@ -231,15 +231,16 @@ impl Request<'_, '_> {
                         }
                         if let Some(f) = b.get("file") {
                             let rel = cx.string(f, &join(&bp, "file"))?;
-                            let full = crate::files::beside(cx.base_dir, &rel);
+                            let full = crate::formats::files::beside(cx.base_dir, &rel);
                             let bytes =
-                                crate::files::read(&full, crate::files::BODY).map_err(|e| {
-                                    cx.err(
-                                        f.pos,
-                                        &join(&bp, "file"),
-                                        format!("cannot read {}: {e}", full.display()),
-                                    )
-                                })?;
+                                crate::formats::files::read(&full, crate::formats::files::BODY)
+                                    .map_err(|e| {
+                                        cx.err(
+                                            f.pos,
+                                            &join(&bp, "file"),
+                                            format!("cannot read {}: {e}", full.display()),
+                                        )
+                                    })?;
                             Body::File {
                                 path: rel,
                                 bytes: Bytes::from(bytes),

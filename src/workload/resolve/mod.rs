@@ -92,7 +92,7 @@ pub(super) fn resolve(
     // Each section is checked whatever the others came to, so that one pass lists every
     // mistake.
     let mut found = Found::default();
-    let w = sections(&cx, (&root, text), ovr, &mut found);
+    let w = sections(&cx, &root, text, ovr, &mut found);
     match (w, found.into_error()) {
         (Some(w), None) => Ok(w),
         (_, Some(e)) => Err(e),
@@ -108,7 +108,8 @@ pub(super) fn resolve(
 /// one of them has a mistake (noted in `found`).
 fn sections(
     cx: &Cx,
-    (root, text): (&Node, &str),
+    root: &Node,
+    text: &str,
     ovr: &[Override],
     found: &mut Found,
 ) -> Option<Workload> {

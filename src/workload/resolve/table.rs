@@ -152,12 +152,7 @@ pub(super) fn resolve_table(
             continue;
         }
         let Some((op, params, request)) = found.keep(resolve_entry(
-            cx,
-            (k, v),
-            &op_path,
-            protocol,
-            &mut sites,
-            weighted,
+            cx, k, v, &op_path, protocol, &mut sites, weighted,
         )) else {
             continue;
         };
@@ -229,7 +224,8 @@ pub(super) fn mix_entries<'n>(cx: &Cx, mix: &'n Node, mix_path: &str) -> R<&'n [
 /// parameters checked against its protocol's schema, and for `http` its request.
 pub(super) fn resolve_entry(
     cx: &Cx,
-    (k, v): (&Key, &Node),
+    k: &Key,
+    v: &Node,
     op_path: &str,
     protocol: Protocol,
     sites: &mut Sites<'_>,

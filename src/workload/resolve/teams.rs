@@ -143,7 +143,7 @@ fn join_classes(cx: &Cx, root: &Node, classes: &[UserClass], teams: &mut [Team])
             return Err(cx.err_hint(pos, &path, format!("no team named '{name}'"), Some(hint)));
         };
         let team = &mut teams[k];
-        fits_team(cx, (pos, &path), class, team, classes)?;
+        fits_team(cx, pos, &path, class, team, classes)?;
         if class.arrival.is_some() {
             return Err(cx.err(
                 pos,
@@ -178,7 +178,8 @@ fn join_classes(cx: &Cx, root: &Node, classes: &[UserClass], teams: &mut [Team])
 /// shared collection only.
 fn fits_team(
     cx: &Cx,
-    (pos, path): (Pos, &str),
+    pos: Pos,
+    path: &str,
     class: &UserClass,
     team: &Team,
     classes: &[UserClass],

@@ -43,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 use super::guard::Addresses;
 use super::settings::Settings;
 use super::store::Store;
-use crate::formats::stomp::{Command, Frame, Limits};
+use loadmix_formats::stomp::{Command, Frame, Limits};
 
 mod connection;
 mod stored;

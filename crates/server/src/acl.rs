@@ -3,8 +3,8 @@
 //! with the collection, as one of its properties, so both stores keep them; the owner
 //! always has every right, and nobody else has any the grants do not give.
 
-use crate::formats::dav::{DAV, href_path};
-use crate::formats::xml::El;
+use loadmix_formats::dav::{DAV, href_path};
+use loadmix_formats::xml::El;
 
 use super::http::{percent_decode, safe_segment};
 
@@ -126,7 +126,7 @@ mod tests {
     #[test]
     fn grants_parse_and_permit() {
         let body = r#"<D:acl xmlns:D="DAV:"><D:ace><D:principal><D:href>/c/dav/bob/</D:href></D:principal><D:grant><D:privilege><D:read/></D:privilege></D:grant></D:ace><D:ace><D:principal><D:href>http://h/c/dav/carol/</D:href></D:principal><D:grant><D:privilege><D:read/></D:privilege><D:privilege><D:write/></D:privilege></D:grant></D:ace></D:acl>"#;
-        let root = crate::formats::xml::parse(body).unwrap();
+        let root = loadmix_formats::xml::parse(body).unwrap();
         let g = parse(&root, "/c/dav").unwrap();
         assert_eq!(g, "bob:r\ncarol:rw\n");
         assert!(permits(Some(&g), "bob", Right::Read));
@@ -139,7 +139,7 @@ mod tests {
             let body = format!(
                 r#"<D:acl xmlns:D="DAV:"><D:ace><D:principal><D:href>{star}</D:href></D:principal><D:grant><D:privilege><D:read/></D:privilege></D:grant></D:ace></D:acl>"#
             );
-            let g = parse(&crate::formats::xml::parse(&body).unwrap(), "/c/dav").unwrap();
+            let g = parse(&loadmix_formats::xml::parse(&body).unwrap(), "/c/dav").unwrap();
             assert!(permits(Some(&g), "*", Right::Read));
             assert!(!permits(Some(&g), "dave", Right::Read), "{g}");
         }
@@ -148,16 +148,16 @@ mod tests {
     #[test]
     fn deny_and_strangers_are_refused() {
         let deny = r#"<D:acl xmlns:D="DAV:"><D:ace><D:principal><D:authenticated/></D:principal><D:deny><D:privilege><D:read/></D:privilege></D:deny></D:ace></D:acl>"#;
-        let root = crate::formats::xml::parse(deny).unwrap();
+        let root = loadmix_formats::xml::parse(deny).unwrap();
         assert_eq!(parse(&root, "/c/dav").unwrap_err().condition, "grant-only");
         let stranger = r#"<D:acl xmlns:D="DAV:"><D:ace><D:principal><D:href>/elsewhere/x/</D:href></D:principal><D:grant><D:privilege><D:read/></D:privilege></D:grant></D:ace></D:acl>"#;
-        let root = crate::formats::xml::parse(stranger).unwrap();
+        let root = loadmix_formats::xml::parse(stranger).unwrap();
         assert_eq!(
             parse(&root, "/c/dav").unwrap_err().condition,
             "recognized-principal"
         );
         let anyone = r#"<D:acl xmlns:D="DAV:"><D:ace><D:principal><D:authenticated/></D:principal><D:grant><D:privilege><D:all/></D:privilege></D:grant></D:ace></D:acl>"#;
-        let g = parse(&crate::formats::xml::parse(anyone).unwrap(), "/c/dav").unwrap();
+        let g = parse(&loadmix_formats::xml::parse(anyone).unwrap(), "/c/dav").unwrap();
         assert!(permits(Some(&g), "zed", Right::Write));
     }
 }

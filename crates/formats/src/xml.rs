@@ -382,7 +382,7 @@ impl XmlWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::dav::{CALDAV, DAV};
+    use crate::dav::{CALDAV, DAV};
 
     #[test]
     fn namespaces_prefixes_attrs_and_text() {

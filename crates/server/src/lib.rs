@@ -122,14 +122,17 @@ pub struct ServerConfig {
     pub access_log: Option<Arc<access_log::AccessLog>>,
 }
 
-pub(crate) use listen::MAX_CONNECTIONS;
+pub use access_log::AccessLog;
+pub use listen::MAX_CONNECTIONS;
+pub use model::{ItemData, parse_ics};
+pub use stomp::FORGOTTEN;
 
 /// Connections one address may hold by default: half, so that one client flooding the
 /// server leaves the other half to everyone else.
-pub(crate) const DEFAULT_PER_ADDRESS: usize = MAX_CONNECTIONS / 2;
+pub const DEFAULT_PER_ADDRESS: usize = MAX_CONNECTIONS / 2;
 
 /// Cosmo's default administrator.
-pub(crate) const DEFAULT_ADMIN: (&str, &str) = ("root", "cosmo");
+pub const DEFAULT_ADMIN: (&str, &str) = ("root", "cosmo");
 
 impl Default for ServerConfig {
     fn default() -> Self {

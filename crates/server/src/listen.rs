@@ -31,7 +31,7 @@ use super::guard;
 /// (the default of `ServerConfig::header_timeout`).
 pub(super) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once.
-pub(crate) const MAX_CONNECTIONS: usize = 10_000;
+pub const MAX_CONNECTIONS: usize = 10_000;
 /// How long in-flight requests may take to finish once the server is asked to stop.
 const DRAIN: Duration = Duration::from_secs(5);
 
@@ -161,13 +161,13 @@ pub(super) async fn serve(
             // Its slot (and its address's, unless it is overflow), given back at the end.
             let _place = place;
             match tls {
-                None => serve_one(&builder, stream, service, (peer, log), &stop).await,
+                None => serve_one(&builder, stream, service, peer, log, &stop).await,
                 Some(acceptor) => {
                     // A client that never finishes its handshake is cut off like one that
                     // never finishes its request head.
                     let handshake = tokio::time::timeout(header_timeout, acceptor.accept(stream));
                     if let Ok(Ok(s)) = handshake.await {
-                        serve_one(&builder, s, service, (peer, log), &stop).await;
+                        serve_one(&builder, s, service, peer, log, &stop).await;
                     }
                 }
             }
@@ -197,10 +197,8 @@ async fn serve_one<S>(
     builder: &hyper::server::conn::http1::Builder,
     stream: S,
     app: Router,
-    (peer, log): (
-        std::net::SocketAddr,
-        Option<Arc<super::access_log::AccessLog>>,
-    ),
+    peer: std::net::SocketAddr,
+    log: Option<Arc<super::access_log::AccessLog>>,
     stop: &CancellationToken,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,

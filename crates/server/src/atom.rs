@@ -351,7 +351,7 @@ fn read_entry(headers: &HeaderMap, body: &[u8]) -> Result<(String, ItemData), Re
             format!("Content-Type must be {ATOM}"),
         ));
     }
-    crate::formats::xml::check_depth(body)
+    loadmix_formats::xml::check_depth(body)
         .map_err(|m| text(StatusCode::BAD_REQUEST, format!("not an Atom entry: {m}")))?;
     let e = Entry::read_from(body)
         .map_err(|m| text(StatusCode::BAD_REQUEST, format!("not an Atom entry: {m}")))?;
@@ -481,7 +481,8 @@ pub(crate) async fn create(
 fn owned_item(
     st: &AppState,
     headers: &HeaderMap,
-    (uid, need): (&str, Need),
+    uid: &str,
+    need: Need,
 ) -> Result<(CollectionInfo, Item), Response> {
     let ticket = st.ticket(headers, need)?;
     let caller = match &ticket {
@@ -514,7 +515,7 @@ pub(crate) async fn get_item(
     Path(uid): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let (col, item) = match owned_item(&st, &headers, (&uid, Need::Read)) {
+    let (col, item) = match owned_item(&st, &headers, &uid, Need::Read) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -536,7 +537,7 @@ pub(crate) async fn update(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let (col, _) = match owned_item(&st, &headers, (&uid, Need::Write)) {
+    let (col, _) = match owned_item(&st, &headers, &uid, Need::Write) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -585,7 +586,7 @@ pub(crate) async fn delete_item(
     Path(uid): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let (col, _) = match owned_item(&st, &headers, (&uid, Need::Write)) {
+    let (col, _) = match owned_item(&st, &headers, &uid, Need::Write) {
         Ok(x) => x,
         Err(r) => return r,
     };

@@ -9,46 +9,52 @@ use std::path::Path;
 
 /// What a file is read as, and the most of it that is read.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Kind {
+pub struct Kind {
     /// Named in messages: "a workload", "a certificate".
     pub what: &'static str,
+    /// The most bytes read; a larger file is refused.
     pub limit: u64,
 }
 
-pub(crate) const WORKLOAD: Kind = Kind {
+/// A workload's YAML.
+pub const WORKLOAD: Kind = Kind {
     what: "a workload",
     limit: 4 << 20,
 };
-pub(crate) const PEM: Kind = Kind {
+/// A certificate or key.
+pub const PEM: Kind = Kind {
     what: "a PEM file",
     limit: 1 << 20,
 };
-pub(crate) const SECRET: Kind = Kind {
+/// A password or token read from a file.
+pub const SECRET: Kind = Kind {
     what: "a secret",
     limit: 64 << 10,
 };
-pub(crate) const BODY: Kind = Kind {
+/// A request body a workload names.
+pub const BODY: Kind = Kind {
     what: "a request body",
     limit: 64 << 20,
 };
-pub(crate) const ACCOUNTS: Kind = Kind {
+/// A list of accounts to log in as.
+pub const ACCOUNTS: Kind = Kind {
     what: "an accounts file",
     limit: 16 << 20,
 };
 /// Samples for an empirical distribution (think times from a log).
-pub(crate) const SAMPLES: Kind = Kind {
+pub const SAMPLES: Kind = Kind {
     what: "a samples file",
     limit: 16 << 20,
 };
 /// A saved report: its per-second series make it large, and `merge` holds every shard.
-pub(crate) const REPORT: Kind = Kind {
+pub const REPORT: Kind = Kind {
     what: "a report",
     limit: 512 << 20,
 };
 
 /// Memory the kernel says can be had without swapping (`MemAvailable`), if known: what a
 /// large input (the users of a workload, a report) is held against before it is built.
-pub(crate) fn memory_available() -> Option<u64> {
+pub fn memory_available() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -57,7 +63,7 @@ pub(crate) fn memory_available() -> Option<u64> {
 
 /// A file a workload names: beside the workload when the name is relative and the
 /// workload has a folder, else as given.
-pub(crate) fn beside(dir: Option<&Path>, name: &str) -> std::path::PathBuf {
+pub fn beside(dir: Option<&Path>, name: &str) -> std::path::PathBuf {
     match dir {
         Some(d) => d.join(name),
         None => Path::new(name).to_path_buf(),
@@ -67,16 +73,23 @@ pub(crate) fn beside(dir: Option<&Path>, name: &str) -> std::path::PathBuf {
 /// Why a file was not read; the message does not repeat the path (callers name it).
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
+    /// The operating system refused (missing, no permission, a read failed).
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A folder where a file of the named kind was wanted.
     #[error("is a folder, not {0}")]
     Folder(&'static str),
+    /// A FIFO, device or socket: reading it could hang or never end.
     #[error("is not a regular file (a FIFO, a device or a socket), so not {0}")]
     Special(&'static str),
+    /// Larger than the kind's bound.
     #[error("{size} bytes is too large for {what} (at most {limit})", limit = human(*.limit))]
     TooLarge {
+        /// The file's size, or the bytes read when it grew past the bound.
         size: u64,
+        /// The kind of file, as [`Kind::what`].
         what: &'static str,
+        /// The bound, as [`Kind::limit`].
         limit: u64,
     },
 }
@@ -90,7 +103,7 @@ fn human(n: u64) -> String {
 }
 
 /// The whole of `path`, when it is a regular file within `kind`'s bound.
-pub(crate) fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, FileError> {
+pub fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, FileError> {
     let file = open(path)?;
     let meta = file.metadata()?;
     if meta.is_dir() {
@@ -118,7 +131,7 @@ pub(crate) fn read(path: &Path, kind: Kind) -> Result<Vec<u8>, FileError> {
 
 /// `path` opened to be streamed (an access log of any size, read a line at a time with
 /// each line bounded by its reader), when it is a regular file.
-pub(crate) fn open_stream(path: &Path, what: &'static str) -> Result<std::fs::File, FileError> {
+pub fn open_stream(path: &Path, what: &'static str) -> Result<std::fs::File, FileError> {
     let file = open(path)?;
     let meta = file.metadata()?;
     if meta.is_dir() {
@@ -131,7 +144,7 @@ pub(crate) fn open_stream(path: &Path, what: &'static str) -> Result<std::fs::Fi
 }
 
 /// As [`read`], as UTF-8 text.
-pub(crate) fn read_text(path: &Path, kind: Kind) -> Result<String, FileError> {
+pub fn read_text(path: &Path, kind: Kind) -> Result<String, FileError> {
     String::from_utf8(read(path, kind)?).map_err(|_| {
         FileError::Io(std::io::Error::new(
             std::io::ErrorKind::InvalidData,

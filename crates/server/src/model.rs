@@ -7,16 +7,17 @@
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::formats::eim::{self, EVENT_NS, ITEM_NS, NOTE_NS};
-pub(crate) use crate::formats::eim::{Field, Record};
-pub(crate) use crate::formats::ical::parse_datetime as parse_ical_datetime;
-use crate::formats::ical::{self, parse_duration};
-use crate::formats::tz;
-pub(crate) use crate::formats::tz::Zone;
+use loadmix_formats::eim::{self, EVENT_NS, ITEM_NS, NOTE_NS};
+pub(crate) use loadmix_formats::eim::{Field, Record};
+pub(crate) use loadmix_formats::ical::parse_datetime as parse_ical_datetime;
+use loadmix_formats::ical::{self, parse_duration};
+use loadmix_formats::tz;
+pub(crate) use loadmix_formats::tz::Zone;
 
 /// What is stored for an item.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ItemData {
+    /// The item's EIM records (Morse Code and Atom's shape of it), one per namespace.
     pub records: Vec<Record>,
     /// The iCalendar text as a CalDAV client sent it, served back unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -83,6 +84,7 @@ impl ItemData {
             .and_then(|r| r.get(name))
     }
 
+    /// The item's title (its EIM item record's `title`), or empty.
     pub fn title(&self) -> &str {
         self.field(ITEM_NS, "title").unwrap_or("")
     }

@@ -5,14 +5,14 @@
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::formats::dav::{CALDAV, DAV, MultistatusWriter, Prop};
-use crate::formats::xml::El;
-use crate::server::expand;
-use crate::server::filter::{self, CompFilter, FilterError};
-use crate::server::freebusy;
-use crate::server::http::*;
-use crate::server::model::{ItemData, TooDense, parse_ical_datetime};
-use crate::server::store::Item;
+use crate::expand;
+use crate::filter::{self, CompFilter, FilterError};
+use crate::freebusy;
+use crate::http::*;
+use crate::model::{ItemData, TooDense, parse_ical_datetime};
+use crate::store::Item;
+use loadmix_formats::dav::{CALDAV, DAV, MultistatusWriter, Prop};
+use loadmix_formats::xml::El;
 
 use super::{Dav, TOKEN_PREFIX, multistatus, parse_body, requested_props, sync_token};
 
@@ -267,7 +267,7 @@ mod tests {
         let text = format!(
             r#"<C:calendar-query xmlns:C="urn:ietf:params:xml:ns:caldav" xmlns:D="DAV:"><D:prop><D:getetag/>{data}</D:prop></C:calendar-query>"#
         );
-        crate::formats::xml::parse(&text).unwrap()
+        loadmix_formats::xml::parse(&text).unwrap()
     }
 
     #[test]

@@ -57,6 +57,7 @@ impl AccessLog {
         }
     }
 
+    /// Write out what is buffered: each second, and as the server stops.
     pub fn flush(&self) {
         if let Ok(mut out) = self.out.lock() {
             let _ = out.flush();

@@ -1,7 +1,7 @@
 //! The same behaviour from both stores.
 
 use super::*;
-use crate::server::model::{Field, Record};
+use crate::model::{Field, Record};
 
 fn data(title: &str) -> ItemData {
     ItemData::new(
@@ -322,7 +322,7 @@ fn event(start: &str, rrule: bool) -> ItemData {
         "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:x\r\nBEGIN:VEVENT\r\nUID:u{start}\r\nDTSTART:{start}\r\nDURATION:PT1H\r\n{}END:VEVENT\r\nEND:VCALENDAR\r\n",
         if rrule { "RRULE:FREQ=WEEKLY\r\n" } else { "" }
     );
-    crate::server::model::parse_ics(&ics).unwrap().1
+    crate::model::parse_ics(&ics).unwrap().1
 }
 
 #[test]
@@ -336,7 +336,7 @@ fn range_prefilter_keeps_every_candidate() {
         ];
         s.create_collection("r", "u", "n", "", items).unwrap();
         let ms = |t: &str| {
-            crate::server::model::parse_ical_datetime(t)
+            crate::model::parse_ical_datetime(t)
                 .unwrap()
                 .timestamp_millis()
         };

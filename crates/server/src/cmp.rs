@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::http::*;
 use super::store::User;
-use crate::formats::xml;
+use loadmix_formats::xml;
 
 const CMP_NS: &str = "http://osafoundation.org/cosmo/CMP";
 

@@ -359,7 +359,7 @@ pub(crate) fn dav_error(status: StatusCode, ns: &str, cond: &str) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
-        crate::formats::dav::error_body(ns, cond),
+        loadmix_formats::dav::error_body(ns, cond),
     )
         .into_response()
 }

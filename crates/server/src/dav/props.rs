@@ -5,11 +5,11 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use crate::formats::dav::{CALDAV, CS, DAV, MultistatusWriter, Prop, PropName};
-use crate::server::acl;
-use crate::server::http::*;
-use crate::server::schedule::{self, INBOX, OUTBOX};
-use crate::server::store::{CollectionInfo, Item};
+use crate::acl;
+use crate::http::*;
+use crate::schedule::{self, INBOX, OUTBOX};
+use crate::store::{CollectionInfo, Item};
+use loadmix_formats::dav::{CALDAV, CS, DAV, MultistatusWriter, Prop, PropName};
 
 use super::{
     Dav, PRIVILEGES, PropReq, PropValue, Target, clark, method_not_allowed, multistatus,
@@ -67,7 +67,7 @@ impl Dav<'_> {
                 Some(Prop::Components(components_of(c)))
             }
             (CALDAV, "max-attendees-per-instance") => {
-                Some(Prop::Text(crate::formats::ical::MAX_ATTENDEES.to_string()))
+                Some(Prop::Text(loadmix_formats::ical::MAX_ATTENDEES.to_string()))
             }
             (DAV, "current-user-privilege-set") => Some(Prop::Privileges(PRIVILEGES)),
             _ => c

@@ -1,11 +1,16 @@
 //! Wire formats both sides of loadmix speak, below the client and the embedded server
 //! alike: XML (a tree reader and a writer), WebDAV multistatus, EIM records (EIMML and
 //! EIM-JSON), iCalendar and its time zones (VTIMEZONE), STOMP 1.2 frames, PEM
-//! certificates and keys, and the target URL schemes. Nothing here touches the network or knows who is calling; only
-//! `pem` reads files, the ones it is named, through `files`.
+//! certificates and keys, and the target URL schemes; and [`files`], the bounded reading
+//! of every file loadmix is given. Nothing here touches the network or knows who is
+//! calling; of the formats only `pem` reads files, the ones it is named, through `files`.
+//!
+//! A crate of its own so that the client (`loadmix`) and the embedded server
+//! (`loadmix-server`) both stand on it and neither on the other: Cargo keeps the border.
 
 pub mod dav;
 pub mod eim;
+pub mod files;
 pub mod ical;
 pub mod pem;
 pub mod scheme;

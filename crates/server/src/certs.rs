@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 
-use crate::formats::pem::{self, PemError};
+use loadmix_formats::pem::{self, PemError};
 
 /// Why certificates could not be made, written or used.
 #[derive(Debug, thiserror::Error)]

@@ -14,8 +14,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::formats::stomp::{self, Command, Frame};
-use crate::server::store::Taken;
+use crate::store::Taken;
+use loadmix_formats::stomp::{self, Command, Frame};
 
 use super::stored::{OWN_HEADERS, pack, unpack};
 use super::{

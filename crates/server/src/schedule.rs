@@ -24,9 +24,9 @@ use super::freebusy::{self, BusyError};
 use super::http::*;
 use super::model::{self, ItemData, parse_ical_datetime};
 use super::store::{Item, ItemOp, Precondition, StoreError, default_name};
-use crate::formats::dav::{CALDAV, DAV, href_path};
-use crate::formats::ical::{self, Component};
-use crate::formats::xml::XmlWriter;
+use loadmix_formats::dav::{CALDAV, DAV, href_path};
+use loadmix_formats::ical::{self, Component};
+use loadmix_formats::xml::XmlWriter;
 
 /// The name of every user's scheduling inbox and outbox under their calendar home.
 pub(crate) const INBOX: &str = "inbox";
@@ -136,7 +136,9 @@ fn stamp_lines(text: &str) -> Vec<String> {
 /// `cause`, the text whose write caused it.
 fn message(
     method: &str,
-    (uid, organizer, attendee): (&str, &str, &str),
+    uid: &str,
+    organizer: &str,
+    attendee: &str,
     partstat: Option<&str>,
     cause: &str,
 ) -> String {
@@ -309,7 +311,8 @@ impl Scheduler<'_> {
     /// Schedule-Tag given.
     fn write_copy(
         &self,
-        (user, uid): (&str, &str),
+        user: &str,
+        uid: &str,
         held: Option<(String, String)>,
         text: &str,
         tag: String,
@@ -338,9 +341,12 @@ impl Scheduler<'_> {
     /// not the organizer's.
     fn invite(
         &self,
-        (user, addr, uid): (&str, &str, &str),
+        user: &str,
+        addr: &str,
+        uid: &str,
         organizer: &str,
-        (stored, request): (&str, &str),
+        stored: &str,
+        request: &str,
     ) -> Result<Delivery, StoreError> {
         let (at, theirs) = match self.copy_of(user, uid, organizer)? {
             Held::Theirs => return Ok(Delivery::Refused),
@@ -352,7 +358,7 @@ impl Scheduler<'_> {
             Some(p) => ical::set_partstat(stored, addr, &p),
             None => stored.to_string(),
         };
-        self.write_copy((user, uid), at, &copy, new_tag())?;
+        self.write_copy(user, uid, at, &copy, new_tag())?;
         Ok(Delivery::Done)
     }
 
@@ -361,7 +367,8 @@ impl Scheduler<'_> {
     /// recipient's failure is logged and the others are still served.
     fn organizer_wrote(
         &self,
-        (owner, uid): (&str, &str),
+        owner: &str,
+        uid: &str,
         old: Option<&Component>,
         new: &Component,
         text: &str,
@@ -370,7 +377,7 @@ impl Scheduler<'_> {
         let request = ical::with_method(&stored, "REQUEST");
         let now = self.local_attendees(owner, new);
         for (user, addr) in &now {
-            let done = self.invite((user, addr, uid), owner, (&stored, &request));
+            let done = self.invite(user, addr, uid, owner, &stored, &request);
             log_delivery(done, user, uid);
         }
         let organizer = new.organizer.as_deref().unwrap_or("");
@@ -399,7 +406,11 @@ impl Scheduler<'_> {
         if matches!(held, Held::Theirs) {
             return Ok(Delivery::Refused);
         }
-        self.deliver(user, &message("CANCEL", about, None, cause))?;
+        let (uid, organizer, attendee) = about;
+        self.deliver(
+            user,
+            &message("CANCEL", uid, organizer, attendee, None, cause),
+        )?;
         if let Held::Copy { key, .. } = held {
             let op = ItemOp::Delete {
                 uid: about.0.to_string(),
@@ -415,7 +426,9 @@ impl Scheduler<'_> {
     /// no event of that UID of their own that names the attendee.
     fn reply(
         &self,
-        (uid, organizer, addr): (&str, &str, &str),
+        uid: &str,
+        organizer: &str,
+        addr: &str,
         partstat: &str,
         cause: &str,
     ) -> Result<Delivery, StoreError> {
@@ -432,12 +445,12 @@ impl Scheduler<'_> {
         let Some(d) = item.data.as_ref().filter(|_| named) else {
             return Ok(Delivery::Refused);
         };
-        let m = message("REPLY", (uid, organizer, addr), Some(partstat), cause);
+        let m = message("REPLY", uid, organizer, addr, Some(partstat), cause);
         self.deliver(&org, &m)?;
         let tag = d.schedule_tag.clone().unwrap_or_else(new_tag);
         if let Some(t) = d.ics.as_deref() {
             let t = ical::set_partstat(t, addr, partstat);
-            self.write_copy((&org, uid), Some((key, item.name.clone())), &t, tag)?;
+            self.write_copy(&org, uid, Some((key, item.name.clone())), &t, tag)?;
         }
         Ok(Delivery::Done)
     }
@@ -450,11 +463,13 @@ impl Scheduler<'_> {
         owner: &str,
         role: &Role,
         uid: &str,
-        (old, new, text): (Option<&str>, &Component, &str),
+        old: Option<&str>,
+        new: &Component,
+        text: &str,
     ) {
         let old = old.and_then(|t| ical::parse(t).ok());
         match role {
-            Role::Organizer => self.organizer_wrote((owner, uid), old.as_ref(), new, text),
+            Role::Organizer => self.organizer_wrote(owner, uid, old.as_ref(), new, text),
             Role::Attendee { address, organizer } => {
                 let now = partstat(new, address).unwrap_or_else(|| "NEEDS-ACTION".into());
                 let before = old.as_ref().and_then(|c| partstat(c, address));
@@ -463,7 +478,7 @@ impl Scheduler<'_> {
                     None => now != "NEEDS-ACTION",
                 };
                 if answered {
-                    let done = self.reply((uid, organizer, address), &now, text);
+                    let done = self.reply(uid, organizer, address, &now, text);
                     log_delivery(done, owner, uid);
                 }
             }
@@ -477,7 +492,8 @@ impl Scheduler<'_> {
         owner: &str,
         role: &Role,
         uid: &str,
-        (c, text): (&Component, &str),
+        c: &Component,
+        text: &str,
     ) {
         match role {
             Role::Organizer => {
@@ -488,7 +504,7 @@ impl Scheduler<'_> {
                 }
             }
             Role::Attendee { address, organizer } => {
-                let done = self.reply((uid, organizer, address), "DECLINED", text);
+                let done = self.reply(uid, organizer, address, "DECLINED", text);
                 log_delivery(done, owner, uid);
             }
         }
@@ -713,7 +729,9 @@ mod tests {
         // A stamp folded over two lines, as a client may send it, is carried whole.
         let m = message(
             "REPLY",
-            ("e1", "mailto:ann@localhost", "mailto:bob@localhost"),
+            "e1",
+            "mailto:ann@localhost",
+            "mailto:bob@localhost",
             Some("ACCEPTED"),
             "BEGIN:VEVENT\r\nX-LOADMIX-STAMP:r/a\r\n /1\r\nX-OTHER:1\r\n",
         );

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use crate::formats::stomp::Frame;
+use loadmix_formats::stomp::Frame;
 
 /// Headers of a SEND that are the broker's business, not kept with the message.
 pub(super) const OWN_HEADERS: &[&str] = &[
@@ -83,7 +83,7 @@ pub(super) fn unpack(stored: &Bytes) -> (Vec<(String, String)>, Bytes) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::stomp::{Command, Limits};
+    use loadmix_formats::stomp::{Command, Limits};
 
     #[test]
     fn a_message_keeps_its_senders_headers_and_a_bare_body_stays_bare() {
@@ -120,7 +120,7 @@ mod tests {
         buf.extend_from_slice(b"SEND\ndestination:/queue/a\n\nsmall\0");
         buf.extend_from_slice(&vec![b'x'; 1 << 20]);
         let whole = buf.as_ptr() as usize..buf.as_ptr() as usize + buf.len();
-        let f = crate::formats::stomp::decode(&mut buf, &Limits::default())
+        let f = loadmix_formats::stomp::decode(&mut buf, &Limits::default())
             .unwrap()
             .unwrap();
         let kept = pack(&f);

@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 
 use super::filter::Range;
 use super::model::{Timing, TooDense, Zone};
-use crate::formats::ical::COMPONENTS;
-use crate::formats::tz::resolve;
+use loadmix_formats::ical::COMPONENTS;
+use loadmix_formats::tz::resolve;
 
 /// The most instances one resource expands into; more answers 507.
 pub(crate) const MAX_INSTANCES: u16 = 1000;
@@ -238,8 +238,8 @@ pub(crate) fn shape(ics: &str, timing: Option<&Timing>, how: Shape) -> Result<St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::ical;
-    use crate::server::model::{parse_ical_datetime, parse_ics};
+    use crate::model::{parse_ical_datetime, parse_ics};
+    use loadmix_formats::ical;
 
     const WEEKLY: &str = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:t\r\nBEGIN:VEVENT\r\nUID:w\r\nDTSTART:20070507T100000Z\r\nDTEND:20070507T110000Z\r\nRRULE:FREQ=WEEKLY\r\nSUMMARY:Stand\\, up\r\nBEGIN:VALARM\r\nACTION:DISPLAY\r\nTRIGGER:-PT5M\r\nEND:VALARM\r\nEND:VEVENT\r\nBEGIN:VEVENT\r\nUID:w\r\nRECURRENCE-ID:20070514T100000Z\r\nDTSTART:20070514T120000Z\r\nDTEND:20070514T130000Z\r\nSUMMARY:Moved\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n";
 

@@ -17,11 +17,11 @@ use super::http::*;
 use super::model::ItemData;
 use super::schedule::{self, OUTBOX, Role, Scheduler};
 use super::store::CollectionInfo;
-use crate::formats::dav::{
+use loadmix_formats::dav::{
     CALDAV, CS, DAV, MultistatusWriter, Prop, PropName, error_body_with_href,
 };
-use crate::formats::ical::Component;
-use crate::formats::xml::{self, El};
+use loadmix_formats::ical::Component;
+use loadmix_formats::xml::{self, El};
 
 mod items;
 mod props;
@@ -374,4 +374,69 @@ pub(crate) async fn well_known(State(st): State<AppState>) -> Response {
         r.headers_mut().insert(header::LOCATION, v);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(ns: &str, local: &str) -> PropName {
+        (ns.to_string(), local.to_string())
+    }
+
+    #[test]
+    fn a_client_may_set_a_calendars_names_and_colours_and_dead_properties_only() {
+        assert!(writable(&name(DAV, "displayname")));
+        assert!(writable(&name(CALDAV, "calendar-description")));
+        assert!(writable(&name(ICAL, "calendar-color")));
+        assert!(writable(&name("urn:example:mine", "anything")));
+        // Live and protected: DAV: and CalDAV properties the server keeps, the ACL's.
+        assert!(!writable(&name(DAV, "getetag")));
+        assert!(!writable(&name(DAV, "resourcetype")));
+        assert!(!writable(&name(CALDAV, "supported-calendar-component-set")));
+        assert!(!writable(&name(acl::NS, "acl")));
+        assert!(!writable(&name(CS, "getctag")));
+        // No namespace is no property a client can name back.
+        assert!(!writable(&name("", "colour")));
+    }
+
+    #[test]
+    fn a_body_is_empty_xml_or_a_400_in_words() {
+        assert!(matches!(parse_body(b" \r\n\t"), Ok(None)));
+        let root = parse_body(br#"<D:propfind xmlns:D="DAV:"><D:prop><D:getetag/><C:x xmlns:C="urn:c"/></D:prop></D:propfind>"#)
+            .unwrap();
+        let asked = requested_props(root.as_ref()).unwrap();
+        assert_eq!(asked, [name(DAV, "getetag"), name("urn:c", "x")]);
+        // allprop: no prop element, every property.
+        let all = parse_body(br#"<D:propfind xmlns:D="DAV:"><D:allprop/></D:propfind>"#).unwrap();
+        assert_eq!(requested_props(all.as_ref()), None);
+        for bad in [&b"\xff\xfe<a/>"[..], b"<a><b></a>", b"<a"] {
+            let r = parse_body(bad).unwrap_err();
+            assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        }
+    }
+
+    #[test]
+    fn if_schedule_tag_match_fails_on_another_tag_or_none() {
+        let mut headers = HeaderMap::new();
+        let held = ItemData {
+            schedule_tag: Some("\"t1\"".into()),
+            ..ItemData::default()
+        };
+        assert!(
+            schedule_tag_mismatch(&headers, Some(&held)).is_none(),
+            "not asked"
+        );
+        headers.insert(
+            "if-schedule-tag-match",
+            HeaderValue::from_static(" \"t1\" "),
+        );
+        assert!(schedule_tag_mismatch(&headers, Some(&held)).is_none());
+        headers.insert("if-schedule-tag-match", HeaderValue::from_static("\"t0\""));
+        let r = schedule_tag_mismatch(&headers, Some(&held)).unwrap();
+        assert_eq!(r.status(), StatusCode::PRECONDITION_FAILED);
+        // A resource with no tag (or none at all) matches no tag.
+        assert!(schedule_tag_mismatch(&headers, Some(&ItemData::default())).is_some());
+        assert!(schedule_tag_mismatch(&headers, None).is_some());
+    }
 }

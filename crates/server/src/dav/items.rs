@@ -5,12 +5,12 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::formats::dav::{CALDAV, DAV};
-use crate::formats::ical::COMPONENTS;
-use crate::server::http::*;
-use crate::server::model::{self, ItemData};
-use crate::server::schedule::{self};
-use crate::server::store::{CreateOutcome, ItemOp, Precondition, WriteOutcome};
+use crate::http::*;
+use crate::model::{self, ItemData};
+use crate::schedule::{self};
+use crate::store::{CreateOutcome, ItemOp, Precondition, WriteOutcome};
+use loadmix_formats::dav::{CALDAV, DAV};
+use loadmix_formats::ical::COMPONENTS;
 
 use super::{
     Dav, Scheduled, clark, insert_schedule_tag, no_uid_conflict, parse_body, schedule_tag_mismatch,
@@ -233,8 +233,9 @@ impl Dav<'_> {
                     r.headers_mut().insert(header::ETAG, v);
                 }
                 if let Some(s) = &scheduled {
-                    let texts = (s.old.as_deref(), &s.new, s.text.as_str());
-                    self.scheduler().after_put(user, &s.role, &uid, texts);
+                    let old = s.old.as_deref();
+                    let scheduler = self.scheduler();
+                    scheduler.after_put(user, &s.role, &uid, old, &s.new, s.text.as_str());
                 }
                 insert_schedule_tag(&mut r, tag.as_deref());
                 r
@@ -365,7 +366,7 @@ impl Dav<'_> {
             Ok(WriteOutcome::Done { .. }) => {
                 if let (Some((role, c)), Some(text)) = (&scheduling, held) {
                     self.scheduler()
-                        .after_delete(user, role, &item.uid, (c, text));
+                        .after_delete(user, role, &item.uid, c, text);
                 }
                 StatusCode::NO_CONTENT.into_response()
             }

@@ -9,9 +9,9 @@ use chrono::{DateTime, Utc};
 use icalendar::parser::{Calendar, Component, Property};
 
 use super::model::{ItemData, TooDense, parse_ical_datetime};
-use crate::formats::dav::CALDAV;
-use crate::formats::ical::COMPONENTS;
-use crate::formats::xml::El;
+use loadmix_formats::dav::CALDAV;
+use loadmix_formats::ical::COMPONENTS;
+use loadmix_formats::xml::El;
 
 /// A half-open time range; an end that is absent is the far past or future.
 pub(crate) type Range = (DateTime<Utc>, DateTime<Utc>);
@@ -335,8 +335,8 @@ pub(crate) fn matches(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::formats::xml;
-    use crate::server::model::parse_ics;
+    use crate::model::parse_ics;
+    use loadmix_formats::xml;
 
     const ICS: &str = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:t\r\nBEGIN:VEVENT\r\nUID:u1\r\nDTSTART:20070521T100000Z\r\nDURATION:PT1H\r\nSUMMARY:Hello World\r\nATTENDEE;PARTSTAT=ACCEPTED:mailto:a@x\r\nBEGIN:VALARM\r\nACTION:DISPLAY\r\nTRIGGER:-PT15M\r\nEND:VALARM\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n";
 

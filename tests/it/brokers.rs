@@ -1421,6 +1421,22 @@ fn large_frames_read_at_once_by_many_connections_are_bounded_together() {
         let _ = s.write_all(&vec![b'x'; 1_000_000]);
         held.push(s);
     }
+    // The broker reads the senders' bytes in its own time: before any frame ends (and
+    // gives its share back for another to take), each sender is refused or holds its
+    // share. A wait for that state, not a limit on it.
+    let settled = || {
+        let (errors, reading) = (
+            h.broker.errors.load(std::sync::atomic::Ordering::Relaxed),
+            h.broker.reading.load(std::sync::atomic::Ordering::Relaxed),
+        );
+        errors + reading / 1_000_000 >= 24
+    };
+    for _ in 0..6_000 {
+        if settled() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     // Each then ends its frame, and says what the broker answered.
     let mut refused = 0;
     let mut taken = 0;

@@ -309,7 +309,7 @@ impl Connection {
             true => capacity as u64,
             false => 0,
         };
-        let r = &self.broker.reading;
+        let r = &self.broker.stats.reading;
         if want <= self.claimed {
             r.fetch_sub(self.claimed - want, Ordering::Relaxed);
             self.claimed = want;

@@ -132,6 +132,9 @@ pub struct BrokerStats {
     pub errors: AtomicU64,
     /// Connections accepted.
     pub connections: AtomicU64,
+    /// Bytes claimed now by connections' buffers past [`READING_FREE`], against the
+    /// broker's reading budget: the frames being read from all connections at once.
+    pub reading: AtomicU64,
 }
 
 impl BrokerStats {
@@ -283,9 +286,6 @@ pub(crate) struct Broker {
     next_connection: AtomicU64,
     /// Bytes held in all connections' open transactions.
     tx_bytes: AtomicU64,
-    /// Bytes claimed by connections' buffers past [`READING_FREE`], against
-    /// `reading_budget`.
-    reading: AtomicU64,
     /// [`LARGEST_AT_ONCE`] frames of the largest size.
     reading_budget: u64,
 }
@@ -315,7 +315,6 @@ impl Broker {
             topics: Mutex::new(Topics::default()),
             next_connection: AtomicU64::new(1),
             tx_bytes: AtomicU64::new(0),
-            reading: AtomicU64::new(0),
             reading_budget,
         }
     }

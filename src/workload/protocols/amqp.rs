@@ -292,7 +292,7 @@ pub(super) fn build(
     ops: &[(&str, &Params)],
     class_params: &Params,
     labels: &mut Vec<String>,
-) -> Result<ClassKind, String> {
+) -> Result<ClassKind, super::BuildError> {
     let ops = each(ops, AmqpOp::build)?;
     for o in &ops {
         match o {
@@ -302,10 +302,9 @@ pub(super) fn build(
             AmqpOp::Consume { .. } => {}
         }
     }
-    let queue = class_params
-        .template("queue")
-        .cloned()
-        .ok_or("an amqp class names its queue: params: { queue: NAME }")?;
+    let queue = class_params.template("queue").cloned().ok_or_else(|| {
+        super::BuildError::Params("an amqp class names its queue: params: { queue: NAME }".into())
+    })?;
     let max_pending = super::max_pending(class_params)?;
     let transaction = super::transaction(class_params, max_pending)?;
     if transaction > 0

@@ -89,7 +89,7 @@ pub(super) fn build(
     ops: &[(&str, &Params)],
     class_params: &Params,
     labels: &mut Vec<String>,
-) -> Result<ClassKind, String> {
+) -> Result<ClassKind, super::BuildError> {
     let ops = each(ops, AtomOp::build)?;
     let team = class_params.text("team").map(str::to_string);
     let writes = ops

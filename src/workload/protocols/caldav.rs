@@ -360,14 +360,14 @@ impl CaldavOp {
 /// Whether set-up can put what `initial_events` draws: a count past
 /// [`MAX_INITIAL_EVENTS`] would be cut to it without a word, so one that can be drawn
 /// (its largest value, or its mean) is refused.
-fn initial_events_fit(d: &Dist) -> Result<(), String> {
+fn initial_events_fit(d: &Dist) -> Result<(), super::BuildError> {
     let top = d.upper_bound().unwrap_or(0.0).max(d.mean());
     if top.round() > MAX_INITIAL_EVENTS as f64 {
-        return Err(format!(
+        return Err(super::BuildError::Params(format!(
             "params.initial_events draws up to {top:.0} events, and set-up puts at most \
              {MAX_INITIAL_EVENTS} in one user's calendar (give it a max of at most \
              {MAX_INITIAL_EVENTS})"
-        ));
+        )));
     }
     Ok(())
 }
@@ -377,7 +377,7 @@ pub(super) fn build(
     ops: &[(&str, &Params)],
     class_params: &Params,
     labels: &mut Vec<String>,
-) -> Result<ClassKind, String> {
+) -> Result<ClassKind, super::BuildError> {
     let ops = each(ops, CaldavOp::build)?;
     let initial_events = class_params.dist("initial_events").cloned();
     if let Some(d) = &initial_events {

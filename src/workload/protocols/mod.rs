@@ -263,18 +263,42 @@ const REPLY_PARAMS: &[ParamDef] = &[
 const MAX_PENDING: f64 = 100_000.0;
 
 /// A count parameter of a broker class, from 1 to `MAX_PENDING`; `None` when not given.
-fn count_of(p: &Params, key: &str, what: &str) -> Result<Option<u32>, String> {
+fn count_of(p: &Params, key: &str, what: &str) -> Result<Option<u32>, BuildError> {
     match p.number(key) {
         None => Ok(None),
         Some(n) if (1.0..=MAX_PENDING).contains(&n) && n.fract() == 0.0 => Ok(Some(n as u32)),
-        Some(n) => Err(format!(
+        Some(n) => Err(BuildError::Params(format!(
             "{key} {n}: give {what}, a whole number from 1 to {MAX_PENDING}"
-        )),
+        ))),
+    }
+}
+
+/// Why a class's operations and parameters make no class, by the part of the workload
+/// that says it: the resolver shows the message there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BuildError {
+    /// A class parameter (`params:`) is wrong, or one the class needs is missing.
+    #[error("{0}")]
+    Params(String),
+    /// The operations (the class's table), or the operations with its parameters.
+    #[error("{0}")]
+    Ops(String),
+}
+
+impl From<String> for BuildError {
+    fn from(m: String) -> BuildError {
+        BuildError::Ops(m)
+    }
+}
+
+impl From<&str> for BuildError {
+    fn from(m: &str) -> BuildError {
+        BuildError::Ops(m.to_string())
     }
 }
 
 /// A broker class's `max_pending`: 1 (each send waits for its confirm) unless given.
-fn max_pending(p: &Params) -> Result<u32, String> {
+fn max_pending(p: &Params) -> Result<u32, BuildError> {
     Ok(count_of(
         p,
         "max_pending",
@@ -285,19 +309,19 @@ fn max_pending(p: &Params) -> Result<u32, String> {
 
 /// A consumer class's `ack_every`: 1 unless given, and within its prefetch (a broker
 /// sends no more than the prefetch before an acknowledgement: a larger N would wait).
-fn ack_every(p: &Params, prefetch: u32) -> Result<u32, String> {
+fn ack_every(p: &Params, prefetch: u32) -> Result<u32, BuildError> {
     let n = count_of(p, "ack_every", "the messages per acknowledgement")?.unwrap_or(1);
     if n > prefetch {
-        return Err(format!(
+        return Err(BuildError::Params(format!(
             "ack_every {n} is more than the prefetch {prefetch}: the broker would send no more before an acknowledgement; give prefetch: {n} or more"
-        ));
+        )));
     }
     Ok(n)
 }
 
 /// A broker class's `transaction`: sends per transaction, 0 (none) unless given; a
 /// window of unconfirmed sends does not go with it.
-fn transaction(p: &Params, max_pending: u32) -> Result<u32, String> {
+fn transaction(p: &Params, max_pending: u32) -> Result<u32, BuildError> {
     let Some(n) = count_of(p, "transaction", "the sends per transaction")? else {
         return Ok(0);
     };
@@ -355,7 +379,7 @@ pub(in crate::workload) fn build_class(
     ops: &[(&str, &Params)],
     class_params: &Params,
     labels: &mut Vec<String>,
-) -> Result<ClassKind, String> {
+) -> Result<ClassKind, BuildError> {
     match protocol {
         // Its requests come from the workload, resolved in `resolve/http.rs`.
         Protocol::Http => Ok(ClassKind::Http {

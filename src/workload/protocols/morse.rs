@@ -89,7 +89,7 @@ pub(super) fn build(
     ops: &[(&str, &Params)],
     class_params: &Params,
     labels: &mut Vec<String>,
-) -> Result<ClassKind, String> {
+) -> Result<ClassKind, super::BuildError> {
     let ops = each(ops, |n, _| MorseOp::ALL.into_iter().find(|o| o.name() == n))?;
     let collection_size = match class_params.dist("collection_size") {
         Some(d) => d.clone(),

@@ -366,7 +366,7 @@ pub(super) fn build(
     ops: &[(&str, &Params)],
     class_params: &Params,
     labels: &mut Vec<String>,
-) -> Result<ClassKind, String> {
+) -> Result<ClassKind, super::BuildError> {
     let ops = each(ops, StompOp::build)?;
     for o in &ops {
         match o {

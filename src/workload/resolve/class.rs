@@ -13,7 +13,7 @@ use super::{R, connection, join};
 use crate::workload::chain::Chain;
 use crate::workload::dist::{Dist, Unit};
 use crate::workload::error::{Found, did_you_mean};
-use crate::workload::protocols::{self, Protocol};
+use crate::workload::protocols::{self, BuildError, Protocol};
 use crate::workload::yaml::Node;
 use crate::workload::{ClassKind, Connection, HttpRequest, Params, UserClass};
 
@@ -263,11 +263,12 @@ fn kind_of(
         }
         Ok(k) => k,
         // A class parameter's mistake is shown where the parameters are.
-        Err(m) if m.starts_with("params.") => {
-            let at = keys.params.map_or(pos, |n| n.pos);
+        Err(BuildError::Params(m)) => {
+            // A parameter the class needs and has not: shown at the class.
+            let at = keys.params.map_or(keys.node.pos, |n| n.pos);
             return Err(cx.err(at, &join(path, "params"), m));
         }
-        Err(m) => return Err(cx.err(pos, mix_path, m)),
+        Err(BuildError::Ops(m)) => return Err(cx.err(pos, mix_path, m)),
     };
     // Shares, not weights: a class with behaviours picks by its chain's implied mix.
     let weights: Vec<f64> = ops.iter().map(|o| o.probability).collect();

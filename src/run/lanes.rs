@@ -11,6 +11,7 @@ use super::targets::NamedTarget;
 use super::watch::{metrics_of, monitors_of, watches};
 use super::{Order, PointResult, RunCx, RunError, RunOptions, for_target, labels_for, started};
 use crate::engine::{EngineConfig, EngineError, RoundResult, Runner};
+use crate::formats::scheme::Family;
 use crate::live;
 use crate::metrics::Live;
 use crate::monitor::Watch;
@@ -276,7 +277,9 @@ pub(super) async fn endpoint_of(
         TargetSpec::Embedded { store } => {
             let s = start_embedded(w, t, store, dir).await?;
             let mut e = Endpoint::local(s.handle().addr, &t.spec.to_string());
-            e.broker = s.handle().stomp_addr;
+            // Its broker listens on a port of its own.
+            e.ports
+                .extend(s.handle().stomp_addr.map(|a| (Family::Stomp, a)));
             Ok((e, Some(s)))
         }
         TargetSpec::Url(u) => {

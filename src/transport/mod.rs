@@ -100,11 +100,10 @@ pub struct Endpoint {
     pub tls: Option<TlsClient>,
     /// The target's clock against ours, from the `Date` of its answers.
     pub clock: std::sync::Arc<clock::ClockBounds>,
-    /// Where the target's message broker takes STOMP: a `stomp://` target's own address,
-    /// the embedded server's broker port; `None` when the target has none.
-    pub broker: Option<SocketAddr>,
-    /// Where the target takes AMQP 0-9-1: an `amqp://` target's own address.
-    pub amqp: Option<SocketAddr>,
+    /// Where the target takes each wire of its own port (a scheme family other than
+    /// HTTP): a `stomp://` or `amqp://` target's own address, the embedded server's broker
+    /// port. A new family needs no field here: [`Endpoint::port_for`] finds it.
+    pub ports: Vec<(Family, SocketAddr)>,
     /// `amqps://`: what AMQP's TLS needs (lapin runs it).
     pub amqp_tls: Option<std::sync::Arc<AmqpTls>>,
     /// The target URL's scheme (plain HTTP for the embedded server, whose broker port
@@ -113,6 +112,14 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// Where the target takes the wire of `family`, when it does.
+    pub fn port_for(&self, family: Family) -> Option<SocketAddr> {
+        self.ports
+            .iter()
+            .find(|(f, _)| *f == family)
+            .map(|&(_, a)| a)
+    }
+
     /// The full URL of `path` (a path on the server), for messages.
     pub fn url_of(&self, path: &str) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
@@ -194,7 +201,10 @@ impl Endpoint {
             ),
             (true, Family::Http | Family::Stomp) => (None, Some(TlsClient::new(url.host, tls)?)),
         };
-        let on = |f: Family| (url.scheme.family == f).then_some(addr);
+        let ports = match url.scheme.family {
+            Family::Http => Vec::new(),
+            Family::Stomp | Family::Amqp => vec![(url.scheme.family, addr)],
+        };
         Ok(Endpoint {
             addr,
             host: HeaderValue::from_str(&host)
@@ -203,8 +213,7 @@ impl Endpoint {
             display: url.raw.to_string(),
             tls,
             clock: Default::default(),
-            broker: on(Family::Stomp),
-            amqp: on(Family::Amqp),
+            ports,
             amqp_tls,
             scheme: url.scheme,
         })
@@ -220,8 +229,7 @@ impl Endpoint {
             display: display.to_string(),
             tls: None,
             clock: Default::default(),
-            broker: None,
-            amqp: None,
+            ports: Vec::new(),
             amqp_tls: None,
             scheme: Scheme::http(),
         }

@@ -11,6 +11,7 @@ use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{Channel, Connection, ConnectionProperties, Consumer};
 use tokio::time::Instant;
 
+use crate::formats::scheme::Family;
 use crate::protocol::contract::Reach;
 use crate::protocol::{Session, VuIds};
 use crate::transport::ErrorClass;
@@ -85,7 +86,7 @@ pub(super) async fn open(
 /// password), on the target's virtual host.
 pub(super) async fn connect(s: &Session, conn: &Reach) -> Result<Connection, Failed> {
     let endpoint = conn.endpoint();
-    let addr = endpoint.amqp.ok_or_else(|| {
+    let addr = endpoint.port_for(Family::Amqp).ok_or_else(|| {
         Failed::of(
             ErrorClass::Connect,
             format!(

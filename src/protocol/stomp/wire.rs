@@ -6,6 +6,7 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 use crate::answer::Answer;
+use crate::formats::scheme::Family;
 use crate::formats::stomp::{self, Command, Frame, Limits};
 use crate::protocol::Session;
 use crate::protocol::broker::Failed;
@@ -93,7 +94,7 @@ pub(super) async fn open(
 ) -> Result<Link, Failed> {
     let endpoint = conn.endpoint();
     let timeouts = conn.timeouts();
-    let addr = endpoint.broker.ok_or_else(|| {
+    let addr = endpoint.port_for(Family::Stomp).ok_or_else(|| {
         Failed::of(
             ErrorClass::Connect,
             format!(

@@ -15,7 +15,7 @@ use crate::formats::scheme::{Family, Scheme};
 use crate::report;
 use crate::run::{self, RunOptions, StdoutFormat};
 use crate::transport::TlsOptions;
-use crate::workload::LoadOptions;
+use crate::workload::{LoadOptions, Protocol};
 
 /// Operations each user of a trial runs: enough to touch every operation of the mix
 /// at least once in most trials, few enough to stay brief on a slow server.
@@ -46,24 +46,26 @@ pub(crate) struct NewOptions {
     pub quiet: bool,
 }
 
-/// A kind of client the starter can write.
+/// A kind of client the starter writes: one protocol's class, or Cosmo's two (Morse Code
+/// and Atom, which a Cosmo server serves together, tried together).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Cosmo,
-    Caldav,
-    Http,
-    Stomp,
-    Amqp,
+    One(Protocol),
 }
 
 impl Kind {
+    fn of(p: Protocol) -> Kind {
+        match p {
+            Protocol::Morse | Protocol::Atom => Kind::Cosmo,
+            Protocol::Caldav | Protocol::Http | Protocol::Stomp | Protocol::Amqp => Kind::One(p),
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Kind::Cosmo => "morse+atom",
-            Kind::Caldav => "caldav",
-            Kind::Http => "http",
-            Kind::Stomp => "stomp",
-            Kind::Amqp => "amqp",
+            Kind::One(p) => p.name(),
         }
     }
 
@@ -71,38 +73,55 @@ impl Kind {
     fn named(self, p: &str) -> bool {
         match self {
             Kind::Cosmo => matches!(p, "morse" | "atom" | "cosmo"),
-            k => k.name() == p,
+            Kind::One(q) => q.name() == p,
         }
     }
 
-    /// The kinds a target may speak, by its scheme (the one table of them), in the order
-    /// they are tried.
+    /// The kinds a target may speak, from the protocols themselves: those its scheme's
+    /// family carries (the embedded server: those it serves), in the registry's order.
     fn candidates(target: &str) -> Result<Vec<Kind>, NewError> {
-        if target == "embedded" || target.starts_with("embedded:") {
-            return Ok(vec![Kind::Cosmo, Kind::Caldav]);
-        }
-        let Some((scheme, _)) = Scheme::split(target) else {
-            return Err(NewError::Usage(format!(
-                "--target {target}: give embedded or a URL whose scheme is one of {}",
-                Scheme::listed()
-            )));
+        let embedded = target == "embedded" || target.starts_with("embedded:");
+        let family = match (embedded, Scheme::split(target)) {
+            (true, _) => Family::Http,
+            (false, Some((scheme, _))) => scheme.family,
+            (false, None) => {
+                return Err(NewError::Usage(format!(
+                    "--target {target}: give embedded or a URL whose scheme is one of {}",
+                    Scheme::listed()
+                )));
+            }
         };
-        Ok(match scheme.family {
-            Family::Http => vec![Kind::Caldav, Kind::Cosmo, Kind::Http],
-            Family::Stomp => vec![Kind::Stomp],
-            Family::Amqp => vec![Kind::Amqp],
-        })
+        let mut kinds = Vec::new();
+        for p in Protocol::ALL {
+            let k = Kind::of(p);
+            if p.family() == family && (!embedded || served_embedded(p)) && !kinds.contains(&k) {
+                kinds.push(k);
+            }
+        }
+        Ok(kinds)
     }
 
     /// The class(es) of this kind, as YAML under `users:`, commented.
     fn classes(self) -> &'static str {
         match self {
             Kind::Cosmo => COSMO,
-            Kind::Caldav => CALDAV,
-            Kind::Http => HTTP,
-            Kind::Stomp => STOMP,
-            Kind::Amqp => AMQP,
+            Kind::One(p) => match p {
+                Protocol::Morse | Protocol::Atom => COSMO,
+                Protocol::Caldav => CALDAV,
+                Protocol::Http => HTTP,
+                Protocol::Stomp => STOMP,
+                Protocol::Amqp => AMQP,
+            },
         }
+    }
+}
+
+/// Whether the embedded server serves a protocol the starter tries on it: Cosmo's and
+/// CalDAV (its queue and broker are there for workloads that name them).
+fn served_embedded(p: Protocol) -> bool {
+    match p {
+        Protocol::Morse | Protocol::Atom | Protocol::Caldav => true,
+        Protocol::Http | Protocol::Stomp | Protocol::Amqp => false,
     }
 }
 
@@ -387,7 +406,7 @@ fn document(o: &NewOptions, kinds: &[Kind], trials: &[Trial]) -> String {
     s.push_str("run:\n  duration: 30s\n  rounds: 3\n  warmup: 2s\n  seed: 1\n  timeout: 30s\n");
     if kinds
         .iter()
-        .any(|k| matches!(k, Kind::Cosmo | Kind::Caldav))
+        .any(|k| matches!(k, Kind::Cosmo | Kind::One(Protocol::Caldav)))
     {
         match &o.user {
             Some(user) => s.push_str(&format!(
@@ -463,7 +482,11 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{target} {}: {e}\n{text}", k.name()));
             }
         }
-        let all = [Kind::Cosmo, Kind::Caldav, Kind::Http];
+        let all = [
+            Kind::Cosmo,
+            Kind::One(Protocol::Caldav),
+            Kind::One(Protocol::Http),
+        ];
         let text = document(&opts("http://[::1]:8080/x\"y"), &all, &[]);
         crate::workload::load_str("starter.yaml", &text, &[], None).unwrap();
         assert!(
@@ -476,13 +499,13 @@ mod tests {
     fn with_a_user_every_user_shares_that_account_and_without_one_cmp_makes_them() {
         let mut o = opts("http://127.0.0.1:1/dav");
         o.user = Some("alice".into());
-        let text = document(&o, &[Kind::Caldav], &[]);
+        let text = document(&o, &[Kind::One(Protocol::Caldav)], &[]);
         assert!(
             text.contains("accounts:\n  create: shared\n  username: \"alice\"\n"),
             "{text}"
         );
         o.user = None;
-        let text = document(&o, &[Kind::Caldav], &[]);
+        let text = document(&o, &[Kind::One(Protocol::Caldav)], &[]);
         assert!(text.contains("accounts:\n  create: cmp\n"), "{text}");
     }
 
@@ -490,10 +513,22 @@ mod tests {
     fn a_target_that_is_not_a_url_is_refused_in_words() {
         let e = Kind::candidates("ftp://x").unwrap_err().to_string();
         assert!(e.contains("one of http, https, stomp"), "{e}");
-        assert_eq!(Kind::candidates("amqps://h").unwrap(), vec![Kind::Amqp]);
+        assert_eq!(
+            Kind::candidates("amqps://h").unwrap(),
+            vec![Kind::One(Protocol::Amqp)]
+        );
         assert_eq!(
             Kind::candidates("embedded:sqlite").unwrap(),
-            vec![Kind::Cosmo, Kind::Caldav]
+            vec![Kind::Cosmo, Kind::One(Protocol::Caldav)]
+        );
+        // Every protocol over HTTP is tried on an http:// target.
+        assert_eq!(
+            Kind::candidates("https://h/dav").unwrap(),
+            vec![
+                Kind::Cosmo,
+                Kind::One(Protocol::Caldav),
+                Kind::One(Protocol::Http)
+            ]
         );
     }
 }

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use super::dist::{Dist, Unit};
 use super::{HttpRequest, Params, Pool, Prefill, Template};
+use crate::formats::scheme::Family;
 
 pub(crate) use amqp::{AmqpOp, AmqpParams, DIRECT_REPLY_TO, QueueType};
 pub(crate) use atom::{AtomOp, AtomParams};
@@ -60,7 +61,7 @@ pub enum Protocol {
     /// CalDAV (RFC 4791) with sync-collection (RFC 6578): `workload/protocols/caldav.rs`, `protocol/caldav/`.
     Caldav,
     /// STOMP 1.2 producers and consumers of a message broker: `workload/protocols/stomp.rs`,
-    /// `protocol/stomp/`, its frames in `formats/stomp.rs`.
+    /// `protocol/stomp/`, its frames in `crates/formats/src/stomp.rs`.
     Stomp,
     /// AMQP 0-9-1 producers and consumers of RabbitMQ, through lapin:
     /// `workload/protocols/amqp.rs`, `protocol/amqp/`.
@@ -105,6 +106,16 @@ impl Protocol {
     /// The protocol of that name.
     pub fn from_name(s: &str) -> Option<Protocol> {
         Protocol::ALL.into_iter().find(|p| p.name() == s)
+    }
+
+    /// The family of target schemes that carries it: a new protocol over HTTP is then
+    /// offered for every `http://` target, one on a port of its own for its schemes.
+    pub fn family(self) -> Family {
+        match self {
+            Protocol::Morse | Protocol::Atom | Protocol::Caldav | Protocol::Http => Family::Http,
+            Protocol::Stomp => Family::Stomp,
+            Protocol::Amqp => Family::Amqp,
+        }
     }
 
     /// Its schema.

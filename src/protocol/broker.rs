@@ -69,6 +69,12 @@ pub(super) struct Failed {
 }
 
 impl Failed {
+    /// An exchange on a connection the user does not hold (it was never opened, or an
+    /// earlier failure closed it): a reset, as the connection's end was.
+    pub(super) fn no_connection() -> Failed {
+        Failed::of(ErrorClass::Reset, "no connection".into())
+    }
+
     pub(super) fn of(class: ErrorClass, detail: String) -> Failed {
         Failed {
             class,

@@ -29,7 +29,7 @@ impl AmqpVu {
         timeout: Duration,
     ) -> Result<(), Failed> {
         let Some(s) = self.open.as_ref() else {
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            return Err(Failed::no_connection());
         };
         let options = BasicAckOptions { multiple };
         within(

@@ -33,7 +33,7 @@ impl AmqpVu {
         }
         let Some(s) = self.open.as_ref() else {
             self.abort_tx(class);
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            return Err(Failed::no_connection());
         };
         let start = Instant::now();
         let committed = within(timeout, s.channel.tx_commit(), "tx.commit")
@@ -99,7 +99,7 @@ impl AmqpVu {
         self.sent = self.sent.saturating_add(1);
         let from = producer(class.index, &self.ids);
         let Some(s) = self.open.as_ref() else {
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            return Err(Failed::no_connection());
         };
         let payload = body(class.nonce, class.clock, from, seq, size.min(64 << 20));
         let mut props =

@@ -43,7 +43,7 @@ impl AmqpVu {
         let from = producer(class.index, &self.ids);
         let correlation = format!("{:x}-{}-{}-{seq}", class.nonce, class.index, self.ids.vu);
         let Some(s) = self.open.as_mut() else {
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            return Err(Failed::no_connection());
         };
         let payload = body(class.nonce, class.clock, from, seq, size.min(64 << 20));
         let props = BasicProperties::default()
@@ -146,7 +146,7 @@ impl AmqpVu {
             props = props.with_correlation_id(ShortString::from(c.as_str()));
         }
         let Some(s) = self.open.as_ref() else {
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            return Err(Failed::no_connection());
         };
         let publish = s.channel.basic_publish(
             ShortString::from(""),

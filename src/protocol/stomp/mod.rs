@@ -548,7 +548,7 @@ impl StompVu {
         let want = format!("subscribe-{}", self.next_receipt);
         self.next_receipt += 1;
         let Some(link) = self.link.as_mut() else {
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            return Err(Failed::no_connection());
         };
         subscribe(link, sub, Some(&want), deadline).await?;
         self.confirm(class, &want, deadline, 0).await.map(|_| ())
@@ -561,7 +561,7 @@ impl StompVu {
         until: Instant,
     ) -> Result<Option<Read>, Failed> {
         let Some(link) = self.link.as_mut() else {
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            return Err(Failed::no_connection());
         };
         match read(link, &class.limits, until).await {
             Ok(r) => Ok(Some(r)),

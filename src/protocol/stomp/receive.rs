@@ -13,7 +13,6 @@ use crate::protocol::Outcome;
 use crate::protocol::broker::{self, Failed, done};
 
 use crate::protocol::contract::Reach;
-use crate::transport::ErrorClass;
 use crate::workload::Dist;
 use crate::workload::protocols::AckMode;
 
@@ -26,7 +25,7 @@ impl StompVu {
         let mut wire = Vec::new();
         Frame::new(Command::Ack).header("id", id).encode(&mut wire);
         let Some(link) = self.link.as_mut() else {
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            return Err(Failed::no_connection());
         };
         write(link, &wire, Instant::now() + timeout).await?;
         self.unacked = 0;

@@ -48,7 +48,7 @@ impl StompVu {
         let mut wire = Vec::with_capacity(size + 160);
         f.encode(&mut wire);
         let Some(link) = self.link.as_mut() else {
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            return Err(Failed::no_connection());
         };
         let start = Instant::now();
         write(link, &wire, start + conn.timeouts().request).await?;
@@ -148,7 +148,7 @@ impl StompVu {
         let mut wire = Vec::with_capacity(size + 128);
         f.encode(&mut wire);
         let Some(link) = self.link.as_mut() else {
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            return Err(Failed::no_connection());
         };
         write(link, &wire, Instant::now() + conn.timeouts().request)
             .await

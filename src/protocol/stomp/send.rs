@@ -39,7 +39,7 @@ impl StompVu {
                 false => Instant::now(),
             };
             let Some(link) = self.link.as_mut() else {
-                return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+                return Err(Failed::no_connection());
             };
             let r = match read(link, &class.limits, by).await {
                 Ok(r) => r,
@@ -99,7 +99,7 @@ impl StompVu {
         let start = Instant::now();
         let Some(link) = self.link.as_mut() else {
             self.tx = Some(tx);
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            return Err(Failed::no_connection());
         };
         let sent = wire.len() as u64;
         let done_ = match write(link, &wire, start + timeout).await {
@@ -148,7 +148,7 @@ impl StompVu {
             .header("transaction", &id)
             .encode(&mut wire);
         let Some(link) = self.link.as_mut() else {
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            return Err(Failed::no_connection());
         };
         write(link, &wire, deadline).await?;
         self.tx = Some(Box::new(Tx {
@@ -229,7 +229,7 @@ impl StompVu {
         f.encode(&mut wire);
         let deadline = Instant::now() + conn.timeouts().request;
         let Some(link) = self.link.as_mut() else {
-            return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+            return Err(Failed::no_connection());
         };
         let start = Instant::now();
         write(link, &wire, deadline).await?;
@@ -282,7 +282,7 @@ impl StompVu {
         let mut received = 0u64;
         loop {
             let Some(link) = self.link.as_mut() else {
-                return Err(Failed::of(ErrorClass::Reset, "no connection".into()));
+                return Err(Failed::no_connection());
             };
             let r = read(link, &class.limits, deadline)
                 .await

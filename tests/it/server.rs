@@ -730,6 +730,15 @@ fn sync_token_of(body: &str) -> String {
     root.child("DAV:", "sync-token").unwrap().text.clone()
 }
 
+/// A PUT and what the server must answer it, with why.
+struct Put<'a> {
+    path: &'a str,
+    condition: Option<(&'a str, &'a str)>,
+    body: String,
+    status: u16,
+    why: &'a str,
+}
+
 #[test]
 fn caldav_discovery_calendars_events_reports_and_sync() {
     each_store(|_, _, alice, bob| {
@@ -794,73 +803,58 @@ fn caldav_discovery_calendars_events_reports_and_sync() {
         );
         assert_eq!(r.status, 201);
         let etag = r.header("etag").to_string();
-        assert_eq!(
-            alice
-                .send(
-                    "PUT",
-                    ev,
-                    &[TEXT_CAL, ("if-none-match", "*")],
-                    &ics("e1", "20070521T100000Z", "x", false)
-                )
-                .status,
-            412
-        );
-        assert_eq!(
-            alice
-                .send(
-                    "PUT",
-                    ev,
-                    &[TEXT_CAL, ("if-match", "\"old\"")],
-                    &ics("e1", "20070521T100000Z", "x", false)
-                )
-                .status,
-            412
-        );
-        assert_eq!(
-            alice
-                .send(
-                    "PUT",
-                    "/cosmo/dav/alice/work/e2.ics",
-                    &[TEXT_CAL],
-                    "not a calendar"
-                )
-                .status,
-            400
-        );
-        assert_eq!(
-            alice
-                .send(
-                    "PUT",
-                    "/cosmo/dav/alice/work/e3.ics",
-                    &[TEXT_CAL],
-                    &ics("e1", "20070521T100000Z", "dup", false)
-                )
-                .status,
-            409,
-            "same UID under another name"
-        );
-        assert_eq!(
-            alice
-                .send(
-                    "PUT",
-                    "/cosmo/dav/alice/nocal/e.ics",
-                    &[TEXT_CAL],
-                    &ics("q", "20070521T100000Z", "x", false)
-                )
-                .status,
-            409
-        );
-        assert_eq!(
-            alice
-                .send(
-                    "PUT",
-                    "/cosmo/dav/alice/work/w.ics",
-                    &[TEXT_CAL],
-                    &ics("w", "20070101T090000Z", "Standup", true)
-                )
-                .status,
-            201
-        );
+        // Writes the server must refuse or take, one row a request: its path, its
+        // condition, its body, the status, and why.
+        let puts = [
+            Put {
+                path: ev,
+                condition: Some(("if-none-match", "*")),
+                body: ics("e1", "20070521T100000Z", "x", false),
+                status: 412,
+                why: "it exists",
+            },
+            Put {
+                path: ev,
+                condition: Some(("if-match", "\"old\"")),
+                body: ics("e1", "20070521T100000Z", "x", false),
+                status: 412,
+                why: "another ETag",
+            },
+            Put {
+                path: "/cosmo/dav/alice/work/e2.ics",
+                condition: None,
+                body: "not a calendar".into(),
+                status: 400,
+                why: "not iCalendar",
+            },
+            Put {
+                path: "/cosmo/dav/alice/work/e3.ics",
+                condition: None,
+                body: ics("e1", "20070521T100000Z", "dup", false),
+                status: 409,
+                why: "same UID under another name",
+            },
+            Put {
+                path: "/cosmo/dav/alice/nocal/e.ics",
+                condition: None,
+                body: ics("q", "20070521T100000Z", "x", false),
+                status: 409,
+                why: "no such calendar",
+            },
+            Put {
+                path: "/cosmo/dav/alice/work/w.ics",
+                condition: None,
+                body: ics("w", "20070101T090000Z", "Standup", true),
+                status: 201,
+                why: "a weekly series",
+            },
+        ];
+        for p in puts {
+            let mut headers = vec![TEXT_CAL];
+            headers.extend(p.condition);
+            let r = alice.send("PUT", p.path, &headers, &p.body);
+            assert_eq!(r.status, p.status, "PUT {}: {}", p.path, p.why);
+        }
         let r = alice.get(ev);
         assert_eq!(r.status, 200);
         assert_eq!(r.header("etag"), etag);

@@ -5,6 +5,17 @@
 //! downstream sees raw strings or re-validates; every mistake is a [`WorkloadError`] naming
 //! file:line:column and key.
 
+mod requests;
+mod target;
+mod threshold;
+
+pub(crate) use requests::{
+    Body, Capture, CaptureFrom, HttpRequest, HttpStep, Pick, PickOrder, Pool, Prefill, Remember,
+};
+pub(crate) use requests::{MAX_POOL, MAX_PREFILL, MAX_STEPS, is_step_label};
+pub(crate) use target::{EmbeddedStore, MetricsWatch, TargetSpec};
+pub(crate) use threshold::{Comparison, Threshold, ThresholdMetric};
+
 pub(crate) mod chain;
 pub(crate) mod dist;
 pub(crate) mod error;
@@ -18,10 +29,6 @@ pub(crate) mod yaml;
 
 use std::path::Path;
 use std::time::Duration;
-
-use bytes::Bytes;
-
-use crate::formats::scheme::Scheme;
 
 pub(crate) use dist::Dist;
 pub use error::{Diagnostic, WorkloadError};
@@ -66,134 +73,6 @@ pub struct Workload {
     pub monitor_processes: Vec<String>,
     /// `monitor.prometheus`: metrics endpoints and the series to keep from each.
     pub monitor_metrics: Vec<MetricsWatch>,
-}
-
-/// One `monitor.prometheus` entry.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MetricsWatch {
-    /// `http://host:port/path`.
-    pub url: String,
-    /// The series to keep.
-    pub series: Vec<String>,
-    /// `per:` what a counter's increase is divided by (an operation, a class, or a sum);
-    /// `None`: the report's headline sum.
-    pub per: Option<String>,
-}
-
-/// Where the load goes.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TargetSpec {
-    /// The reference server, started in-process on an ephemeral loopback port.
-    Embedded {
-        store: EmbeddedStore,
-    },
-    Url(TargetUrl),
-}
-
-/// The embedded server's store, as a target names it (`embedded:sqlite:PATH`); `run`
-/// hands it to the server, which owns its own configuration type.
-#[derive(Debug, Clone, PartialEq)]
-pub enum EmbeddedStore {
-    Memory,
-    Sqlite(String),
-}
-
-impl std::fmt::Display for TargetSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TargetSpec::Embedded {
-                store: EmbeddedStore::Memory,
-            } => write!(f, "embedded:memory"),
-            TargetSpec::Embedded {
-                store: EmbeddedStore::Sqlite(p),
-            } if p.is_empty() => write!(f, "embedded:sqlite"),
-            TargetSpec::Embedded {
-                store: EmbeddedStore::Sqlite(p),
-            } => write!(f, "embedded:sqlite:{p}"),
-            TargetSpec::Url(u) => write!(f, "{}", u.raw),
-        }
-    }
-}
-
-/// An `http://host:port/base`, `https://host:port/base` or `stomp[+ssl]://host:port[/vhost]`
-/// target.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TargetUrl {
-    pub raw: String,
-    pub host: String,
-    pub port: u16,
-    /// Path prefix without a trailing slash ("" for none).
-    pub base_path: String,
-    /// Its scheme: TLS or not, and what its port speaks (a broker's path, if any, names
-    /// its virtual host).
-    pub scheme: Scheme,
-}
-
-impl TargetSpec {
-    /// Parse `embedded`, `embedded:memory`, `embedded:sqlite[:PATH]`,
-    /// `http[s]://host[:port][/base]` or `stomp[+ssl]://host[:port][/vhost]`.
-    pub fn parse(s: &str) -> Result<TargetSpec, String> {
-        let s = s.trim();
-        if let Some(rest) = s.strip_prefix("embedded") {
-            return match rest {
-                "" | ":memory" => Ok(TargetSpec::Embedded {
-                    store: EmbeddedStore::Memory,
-                }),
-                // A fresh database file for this run, kept beside its report.
-                ":sqlite" => Ok(TargetSpec::Embedded {
-                    store: EmbeddedStore::Sqlite(String::new()),
-                }),
-                r if r.starts_with(":sqlite:") && r.len() > ":sqlite:".len() => {
-                    Ok(TargetSpec::Embedded {
-                        store: EmbeddedStore::Sqlite(r[":sqlite:".len()..].to_string()),
-                    })
-                }
-                _ => Err(format!(
-                    "'{s}' is not a target; use embedded, embedded:memory, embedded:sqlite:PATH or http[s]://host:port"
-                )),
-            };
-        }
-        let Some((scheme, rest)) = Scheme::split(s) else {
-            return Err(format!(
-                "'{s}' is not a target; use embedded, embedded:sqlite:PATH or SCHEME://host[:port][/path], SCHEME one of {}",
-                Scheme::listed()
-            ));
-        };
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, ""),
-        };
-        let (host, port) = if let Some(h) = authority.strip_prefix('[') {
-            // [::1]:8080
-            let (h, p) = h
-                .split_once(']')
-                .ok_or_else(|| format!("'{s}': unclosed '[' in host"))?;
-            (h.to_string(), p.strip_prefix(':').unwrap_or(""))
-        } else {
-            match authority.rsplit_once(':') {
-                Some((h, p)) => (h.to_string(), p),
-                None => (authority.to_string(), ""),
-            }
-        };
-        if host.is_empty() {
-            return Err(format!("'{s}' has no host"));
-        }
-        let port = if port.is_empty() {
-            scheme.default_port
-        } else {
-            port.parse::<u16>()
-                .ok()
-                .filter(|p| *p > 0)
-                .ok_or_else(|| format!("'{s}': '{port}' is not a port number"))?
-        };
-        Ok(TargetSpec::Url(TargetUrl {
-            raw: s.to_string(),
-            host,
-            port,
-            base_path: path.trim_end_matches('/').to_string(),
-            scheme,
-        }))
-    }
 }
 
 /// How long, how often, how reproducibly.
@@ -479,224 +358,6 @@ pub(crate) enum ParamValue {
     Flag(bool),
     Template(Template),
     Headers(Vec<(String, Template)>),
-}
-
-/// A generic request template.
-#[derive(Debug, Clone)]
-pub struct HttpRequest {
-    pub method: hyper::Method,
-    pub path: Template,
-    pub headers: Vec<(String, Template)>,
-    pub body: Body,
-    pub captures: Vec<Capture>,
-    /// After a success, keep what the request made in a per-user pool.
-    pub remember: Option<Remember>,
-    /// Before sending, take an entry of a pool into a variable; an empty pool skips the
-    /// operation (nothing sent, nothing counted).
-    pub pick: Option<Pick>,
-    /// After a success (or a 404/410: it is gone either way), drop the picked entry.
-    pub forget: bool,
-    /// `steps:` an operation that is a short sequence of requests, timed as one; when
-    /// given, they are sent instead of this request (whose own fields are then unused).
-    pub steps: Vec<HttpStep>,
-}
-
-/// Most steps in one operation.
-pub(crate) const MAX_STEPS: usize = 4;
-
-/// One step of an http operation made of steps.
-#[derive(Debug, Clone)]
-pub struct HttpStep {
-    pub name: String,
-    /// Its label in the class (`op.step`), reported apart from the operation.
-    pub label: usize,
-    pub expect: Option<Vec<u16>>,
-    pub request: HttpRequest,
-}
-
-/// Step labels are `operation.step`; operation names cannot hold a '.'.
-pub(crate) fn is_step_label(label: &str) -> bool {
-    label.contains('.')
-}
-
-/// `remember:` of an http operation.
-#[derive(Debug, Clone)]
-pub struct Remember {
-    /// Index into the class's pools.
-    pub pool: usize,
-    /// What to keep; `None` keeps the request's path as sent (without the target's base).
-    pub value: Option<Template>,
-}
-
-/// `pick:` of an http operation.
-#[derive(Debug, Clone)]
-pub struct Pick {
-    pub pool: usize,
-    pub order: PickOrder,
-    /// Index into the class's captures: the variable the entry is read into.
-    pub var: usize,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PickOrder {
-    Random,
-    Oldest,
-    Newest,
-}
-
-/// Most entries one user keeps in one pool; the oldest goes when a new one comes (and is
-/// then neither picked nor cleaned up).
-pub(crate) const MAX_POOL: usize = 100_000;
-
-/// A per-user pool of what a class's operations created.
-#[derive(Debug, Clone)]
-pub struct Pool {
-    pub name: String,
-    /// At the end of each round, send this method to every entry still in the pool (its
-    /// entries are paths), untimed: what the run made, it removes.
-    pub cleanup: Option<hyper::Method>,
-}
-
-/// `prefill: { OPERATION: COUNT }` of an http class: an operation that fills a pool, run
-/// this many times in each user's set-up, off the clock, so that its first picks find
-/// something to act on.
-#[derive(Debug, Clone)]
-pub struct Prefill {
-    /// Index of the operation in the class's table.
-    pub op: usize,
-    /// Its name, for messages.
-    pub name: String,
-    /// How many times (a count or a distribution, drawn per user).
-    pub count: Dist,
-}
-
-/// The most times set-up runs one prefill operation for one user, whatever its count
-/// draws.
-pub(crate) const MAX_PREFILL: u64 = 100_000;
-
-#[derive(Debug, Clone)]
-pub enum Body {
-    None,
-    Template(Template),
-    /// Contents of a file, read when the workload is loaded.
-    File {
-        path: String,
-        bytes: Bytes,
-    },
-    /// This many random bytes (generated once per VU and reused).
-    Random(u64),
-}
-
-/// Take a value from a successful response into a variable.
-#[derive(Debug, Clone)]
-pub struct Capture {
-    /// Index into the class's `captures`.
-    pub var: usize,
-    pub from: CaptureFrom,
-}
-
-#[derive(Debug, Clone)]
-pub enum CaptureFrom {
-    Header(String),
-    /// RFC 6901 JSON pointer into the response body.
-    JsonPointer(String),
-}
-
-/// A pass/fail rule checked after the run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Threshold {
-    /// `total`, a class name, or `class.op`.
-    pub op: String,
-    pub metric: ThresholdMetric,
-    pub cmp: Comparison,
-    /// Milliseconds for latencies, percent for errors, per second for rates.
-    pub value: f64,
-    /// The rule as written, for the report.
-    pub text: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThresholdMetric {
-    P50,
-    P90,
-    P95,
-    P99,
-    P999,
-    Mean,
-    Max,
-    Errors,
-    OpsPerSec,
-}
-
-impl ThresholdMetric {
-    pub const NAMES: &[(&'static str, ThresholdMetric)] = &[
-        ("p50", ThresholdMetric::P50),
-        ("p90", ThresholdMetric::P90),
-        ("p95", ThresholdMetric::P95),
-        ("p99", ThresholdMetric::P99),
-        ("p99.9", ThresholdMetric::P999),
-        ("mean", ThresholdMetric::Mean),
-        ("max", ThresholdMetric::Max),
-        ("errors", ThresholdMetric::Errors),
-        ("ops_per_sec", ThresholdMetric::OpsPerSec),
-    ];
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Comparison {
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-impl Comparison {
-    /// Whether `observed` meets a rule of this comparison against `bound`.
-    pub fn holds(self, observed: f64, bound: f64) -> bool {
-        match self {
-            Comparison::Lt => observed < bound,
-            Comparison::Le => observed <= bound,
-            Comparison::Gt => observed > bound,
-            Comparison::Ge => observed >= bound,
-        }
-    }
-}
-
-impl Threshold {
-    /// A rule's condition as written (`< 200ms`, `<= 1%`, `> 100/s`): its comparison and
-    /// its bound in the metric's unit (milliseconds, percent, per second). The error says
-    /// what is wrong with the text, for the caller to place.
-    pub(crate) fn condition(
-        metric: ThresholdMetric,
-        text: &str,
-    ) -> Result<(Comparison, f64), String> {
-        let t = text.trim();
-        let (cmp, rest) = if let Some(r) = t.strip_prefix("<=") {
-            (Comparison::Le, r)
-        } else if let Some(r) = t.strip_prefix(">=") {
-            (Comparison::Ge, r)
-        } else if let Some(r) = t.strip_prefix('<') {
-            (Comparison::Lt, r)
-        } else if let Some(r) = t.strip_prefix('>') {
-            (Comparison::Gt, r)
-        } else {
-            return Err(format!("'{t}' needs a comparison first, e.g. \"< 200ms\""));
-        };
-        let rest = rest.trim();
-        let value = match metric {
-            ThresholdMetric::Errors => rest
-                .strip_suffix('%')
-                .and_then(|n| n.trim().parse::<f64>().ok())
-                .filter(|p| (0.0..=100.0).contains(p))
-                .ok_or_else(|| format!("'{rest}' is not a percentage such as 1%"))?,
-            ThresholdMetric::OpsPerSec => match rest.parse::<f64>() {
-                Ok(n) if n.is_finite() => n,
-                _ => units::parse_rate(rest)?,
-            },
-            _ => units::parse_duration(rest)?.as_secs_f64() * 1e3,
-        };
-        Ok((cmp, value))
-    }
 }
 
 impl Workload {

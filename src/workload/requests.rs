@@ -2,9 +2,10 @@
 //! values it remembers and picks from pools, its pools and their prefill, its bodies and
 //! captures, and the bounds on each.
 
+use bytes::Bytes;
+
 use crate::workload::dist::Dist;
 use crate::workload::template::Template;
-use bytes::Bytes;
 
 /// A generic request template.
 #[derive(Debug, Clone)]

@@ -223,26 +223,41 @@ pub(super) enum Acked {
     AllSoFar,
 }
 
-/// What a consumer does with a message it took from a destination (whether the broker
-/// flagged it redelivered, and whether the consumer has acknowledged it): its end-to-end
-/// latency as a step of the operation, and its stamp in the user's ledger; a message
-/// without this run's stamp is counted as foreign (`labels.1`) and not timed.
-pub(super) fn took(
-    o: &mut Outcome,
-    body: &[u8],
-    nonce: u32,
-    clock: StampClock,
-    taken_from: (&str, bool, Acked),
-    ledger: &mut Option<Box<Ledger>>,
-    labels: (usize, usize),
-) {
-    let (destination, redelivered, acked) = taken_from;
+/// How a consumer class reads the messages it takes: the run's stamp and clock, and the
+/// labels its end-to-end latency and a message of another run are reported under.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Reading {
+    pub(super) nonce: u32,
+    pub(super) clock: StampClock,
+    pub(super) label_e2e: usize,
+    pub(super) label_foreign: usize,
+}
+
+/// A message a consumer took: its body, the destination its ledger names, whether the
+/// broker flagged it redelivered, and whether the consumer has acknowledged it.
+pub(super) struct Taking<'a> {
+    pub(super) body: &'a [u8],
+    pub(super) destination: &'a str,
+    pub(super) redelivered: bool,
+    pub(super) acked: Acked,
+}
+
+/// What a consumer does with a message it took: its end-to-end latency as a step of the
+/// operation, and its stamp in the user's ledger; a message without this run's stamp is
+/// counted as foreign (under `r.label_foreign`) and not timed.
+pub(super) fn took(o: &mut Outcome, ledger: &mut Option<Box<Ledger>>, r: Reading, m: Taking<'_>) {
+    let Taking {
+        body,
+        destination,
+        redelivered,
+        acked,
+    } = m;
     let l = ledger.get_or_insert_with(Box::default);
-    match stamp_of(body, nonce) {
-        Some(st) if !can_have_sent(&st, clock) => l.took_unsent(destination),
+    match stamp_of(body, r.nonce) {
+        Some(st) if !can_have_sent(&st, r.clock) => l.took_unsent(destination),
         Some(st) => {
-            let e2e = Duration::from_nanos(clock.now_ns().saturating_sub(st.sent_ns));
-            o.steps.push((labels.0, done(Answer::NONE, 0, 0, e2e)));
+            let e2e = Duration::from_nanos(r.clock.now_ns().saturating_sub(st.sent_ns));
+            o.steps.push((r.label_e2e, done(Answer::NONE, 0, 0, e2e)));
             match acked {
                 Acked::This => l.took_acknowledged(destination, st.producer, st.seq, redelivered),
                 Acked::No | Acked::AllSoFar => l.took(
@@ -255,7 +270,7 @@ pub(super) fn took(
             }
         }
         None => {
-            o.label = Some(labels.1);
+            o.label = Some(r.label_foreign);
             l.foreign(destination);
         }
     }
@@ -304,15 +319,19 @@ mod tests {
             let mut b = body(0xfeed, clock, p, 0, 64).to_vec();
             b[12..16].copy_from_slice(&seq.to_le_bytes());
             let mut o = Outcome::default();
-            took(
-                &mut o,
-                &b,
-                0xfeed,
+            let reading = Reading {
+                nonce: 0xfeed,
                 clock,
-                ("/queue/f", false, Acked::No),
-                ledger,
-                (0, 1),
-            );
+                label_e2e: 0,
+                label_foreign: 1,
+            };
+            let m = Taking {
+                body: &b,
+                destination: "/queue/f",
+                redelivered: false,
+                acked: Acked::No,
+            };
+            took(&mut o, ledger, reading, m);
         };
         let mut ledger = None;
         // The producer stamps 0..=3; a broker makes up 200,000 numbers far past them, each

@@ -111,16 +111,19 @@ impl AmqpVu {
         });
         let mut o = done(class.deliver, 0, received, latency);
         let queue = self.used.as_ref().map_or("", |u| u.name.as_str());
-        let labels = (class.params.label_e2e, class.params.label_consume_foreign);
-        broker::took(
-            &mut o,
-            &delivery.data,
-            class.nonce,
-            class.clock,
-            (queue, delivery.redelivered, acked),
-            &mut self.ledger,
-            labels,
-        );
+        let reading = broker::Reading {
+            nonce: class.nonce,
+            clock: class.clock,
+            label_e2e: class.params.label_e2e,
+            label_foreign: class.params.label_consume_foreign,
+        };
+        let m = broker::Taking {
+            body: &delivery.data,
+            destination: queue,
+            redelivered: delivery.redelivered,
+            acked,
+        };
+        broker::took(&mut o, &mut self.ledger, reading, m);
         Ok(o)
     }
 }

@@ -90,18 +90,20 @@ impl StompVu {
             .or(m.frame.get("destination"))
             .or(self.subscription.as_deref())
             .unwrap_or("");
-        let labels = (class.params.label_e2e, class.params.label_receive_foreign);
-        // ActiveMQ and RabbitMQ say so of a message handed out before.
-        let again = m.frame.get("redelivered") == Some("true");
-        broker::took(
-            &mut o,
-            &m.frame.body,
-            class.nonce,
-            class.clock,
-            (dest, again, acked),
-            &mut self.ledger,
-            labels,
-        );
+        let reading = broker::Reading {
+            nonce: class.nonce,
+            clock: class.clock,
+            label_e2e: class.params.label_e2e,
+            label_foreign: class.params.label_receive_foreign,
+        };
+        let taking = broker::Taking {
+            body: &m.frame.body,
+            destination: dest,
+            // ActiveMQ and RabbitMQ say so of a message handed out before.
+            redelivered: m.frame.get("redelivered") == Some("true"),
+            acked,
+        };
+        broker::took(&mut o, &mut self.ledger, reading, taking);
         Ok(o)
     }
 

@@ -577,9 +577,13 @@ fn a_twenty_percent_slowdown_is_detected_by_the_primary_test() {
     let o_ms = 4.0 * 1e3 / a.ops_per_sec - 10.0;
     let truth = (10.0 + o_ms) / (12.0 + o_ms);
     let ([a_lo, a_hi], [b_lo, b_hi]) = (a.ci95.unwrap(), b.ci95.unwrap());
+    // The overhead cannot be negative (the delay endpoint never answers early): `a`'s own
+    // interval must allow at most the delay's 400/s. No fixed ceiling: a busy host's share
+    // of `o` is not bounded, and the truth above carries it.
+    let o_hi = 4.0 * 1e3 / a_lo - 10.0;
     assert!(
-        (0.0..2.0).contains(&o_ms) && b_lo / a_hi <= truth && truth <= b_hi / a_lo,
-        "(10 + {o_ms:.3}) / (12 + {o_ms:.3}) = {truth:.4} outside [{}, {}] (ratio {ratio})",
+        o_hi >= 0.0 && b_lo / a_hi <= truth && truth <= b_hi / a_lo,
+        "(10 + {o_ms:.3}) / (12 + {o_ms:.3}) = {truth:.4} outside [{}, {}] (ratio {ratio}), or o up to {o_hi:.3} ms",
         b_lo / a_hi,
         b_hi / a_lo
     );

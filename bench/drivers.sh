@@ -26,7 +26,7 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 SERVE=$!
 for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/cosmo/_loadmix/metrics" && break; sleep 0.1; done
 echo "machine: $(nproc) cores; $(date -u +%Y-%m-%dT%H:%MZ); ${SECS}s x $RUNS per driver"
-for driver in morse atom caldav; do
+for driver in ${DRIVERS:-morse atom caldav}; do
     case $driver in
         morse) users="morse=10,atom=0,caldav=0" ;;
         atom) users="morse=0,atom=10,caldav=0" ;;

@@ -188,6 +188,10 @@ impl xml::Visit for Shape {
         Ok(())
     }
 
+    fn wants_text(&self) -> bool {
+        self.in_content && self.contents.is_some()
+    }
+
     fn text(&mut self, text: &str) -> Result<(), String> {
         if let (true, Some(c)) = (self.in_content, &mut self.contents)
             && let Some(last) = c.last_mut()

@@ -152,6 +152,10 @@ pub fn check_eimml(text: &str) -> Result<usize, FormatError> {
                 _ => Ok(()),
             }
         }
+
+        fn wants_text(&self) -> bool {
+            false
+        }
     }
     let mut shape = Shape { recordsets: 0 };
     // The visitor's own refusals come back through the walk: all of them say "not EIMML".

@@ -79,6 +79,12 @@ pub trait Visit {
     fn text(&mut self, _text: &str) -> Result<(), String> {
         Ok(())
     }
+    /// Whether [`Visit::text`] is to be called for the text that comes next: a visitor
+    /// that reads no text there spares the walk decoding it (text of a `&str` cannot fail
+    /// to decode, so nothing is refused the less; references are checked either way).
+    fn wants_text(&self) -> bool {
+        true
+    }
 }
 
 /// Walk a document, with the rules every body is read by: well-formed, one root, prefixes
@@ -119,10 +125,12 @@ fn walk_text(text: &str, v: &mut impl Visit) -> Result<(), String> {
                     ));
                 }
                 // Every attribute is well-formed and its value decodes, whatever the visitor
-                // reads of them (namespace declarations are the reader's own business).
+                // reads of them (namespace declarations are the reader's own business). A
+                // value of a `&str` with no reference in it cannot fail to: only one with
+                // a `&` is decoded here.
                 for a in e.attributes() {
                     let a = a.map_err(|e| format!("malformed XML attribute: {e}"))?;
-                    if a.key.as_namespace_binding().is_none() {
+                    if a.key.as_namespace_binding().is_none() && a.value.contains(&b'&') {
                         a.decoded_and_normalized_value(
                             quick_xml::XmlVersion::Implicit1_0,
                             reader.decoder(),
@@ -144,36 +152,38 @@ fn walk_text(text: &str, v: &mut impl Visit) -> Result<(), String> {
                     .ok_or("malformed XML: unexpected end tag")?;
                 v.close()?;
             }
-            Event::Text(t) if depth > 0 => {
+            Event::Text(t) if depth > 0 && v.wants_text() => {
                 v.text(&t.decode().map_err(|e| format!("malformed XML text: {e}"))?)?;
             }
-            Event::CData(t) if depth > 0 => {
+            Event::CData(t) if depth > 0 && v.wants_text() => {
                 v.text(
                     &t.decode()
                         .map_err(|e| format!("malformed XML CDATA: {e}"))?,
                 )?;
             }
             Event::GeneralRef(r) if depth > 0 => {
+                // The name's bytes are compared as they are: a `&str`'s, so UTF-8 already.
                 let ch = if r.is_char_ref() {
                     r.resolve_char_ref().ok().flatten()
                 } else {
-                    match r
-                        .decode()
-                        .map_err(|e| format!("malformed XML: {e}"))?
-                        .as_ref()
-                    {
-                        "amp" => Some('&'),
-                        "lt" => Some('<'),
-                        "gt" => Some('>'),
-                        "quot" => Some('"'),
-                        "apos" => Some('\''),
+                    match &*r {
+                        b"amp" => Some('&'),
+                        b"lt" => Some('<'),
+                        b"gt" => Some('>'),
+                        b"quot" => Some('"'),
+                        b"apos" => Some('\''),
                         other => {
-                            return Err(format!("malformed XML: unknown entity &{other};"));
+                            return Err(format!(
+                                "malformed XML: unknown entity &{};",
+                                String::from_utf8_lossy(other)
+                            ));
                         }
                     }
                 };
                 let ch = ch.ok_or("malformed XML: bad character reference")?;
-                v.text(ch.encode_utf8(&mut [0u8; 4]))?;
+                if v.wants_text() {
+                    v.text(ch.encode_utf8(&mut [0u8; 4]))?;
+                }
             }
             Event::Eof => break,
             _ => {}
@@ -436,5 +446,44 @@ mod tests {
         for bad in ["", "<a>", "<a></b>", "<a/><b/>", "<p:a/>", "<a>&bogus;</a>"] {
             assert!(parse(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A walk that reads no text (it decodes only what a reference is in) refuses
+    /// exactly what a walk that decodes every text and attribute refuses: each byte of a
+    /// document with references in its text and attributes, changed to each character
+    /// that makes or breaks one.
+    #[test]
+    fn a_walk_that_reads_no_text_refuses_what_parse_refuses() {
+        struct Blind;
+        impl Visit for Blind {
+            fn open(
+                &mut self,
+                _: usize,
+                _: &[u8],
+                _: &BytesStart<'_>,
+                _: &NsReader<&[u8]>,
+            ) -> Result<(), String> {
+                Ok(())
+            }
+            fn wants_text(&self) -> bool {
+                false
+            }
+        }
+        let doc = "<d:r xmlns:d='urn:d' a='x &amp; &#65;'><d:t b=\"&lt;q&gt;\">one &quot;two&quot; \
+                   &#x263A; <![CDATA[<&>]]></d:t><e c='plain'/>tail &apos;</d:r>";
+        let mut changed = 0;
+        for i in 0..doc.len() {
+            for b in [b'&', b';', b'#', b'x', b'<', b'\'', b'"', b'q'] {
+                let mut v = doc.as_bytes().to_vec();
+                v[i] = b;
+                let Ok(t) = std::str::from_utf8(&v) else {
+                    continue;
+                };
+                let blind = walk(t, &mut Blind);
+                assert_eq!(blind.is_ok(), parse(t).is_ok(), "{t}: {blind:?}");
+                changed += usize::from(blind.is_err());
+            }
+        }
+        assert!(changed > 100, "{changed} refused");
     }
 }

@@ -162,25 +162,7 @@ fn walk_text(text: &str, v: &mut impl Visit) -> Result<(), String> {
                 )?;
             }
             Event::GeneralRef(r) if depth > 0 => {
-                // The name's bytes are compared as they are: a `&str`'s, so UTF-8 already.
-                let ch = if r.is_char_ref() {
-                    r.resolve_char_ref().ok().flatten()
-                } else {
-                    match &*r {
-                        b"amp" => Some('&'),
-                        b"lt" => Some('<'),
-                        b"gt" => Some('>'),
-                        b"quot" => Some('"'),
-                        b"apos" => Some('\''),
-                        other => {
-                            return Err(format!(
-                                "malformed XML: unknown entity &{};",
-                                String::from_utf8_lossy(other)
-                            ));
-                        }
-                    }
-                };
-                let ch = ch.ok_or("malformed XML: bad character reference")?;
+                let ch = reference(&r)?;
                 if v.wants_text() {
                     v.text(ch.encode_utf8(&mut [0u8; 4]))?;
                 }
@@ -196,6 +178,29 @@ fn walk_text(text: &str, v: &mut impl Visit) -> Result<(), String> {
         return Err("malformed XML: no root element".into());
     }
     Ok(())
+}
+
+/// The character a general reference in text stands for: a character reference, or one
+/// of the five predefined entities (its name's bytes compared as they are: a `&str`'s).
+fn reference(r: &quick_xml::events::BytesRef<'_>) -> Result<char, String> {
+    let ch = if r.is_char_ref() {
+        r.resolve_char_ref().ok().flatten()
+    } else {
+        match &**r {
+            b"amp" => Some('&'),
+            b"lt" => Some('<'),
+            b"gt" => Some('>'),
+            b"quot" => Some('"'),
+            b"apos" => Some('\''),
+            other => {
+                return Err(format!(
+                    "malformed XML: unknown entity &{};",
+                    String::from_utf8_lossy(other)
+                ));
+            }
+        }
+    };
+    ch.ok_or_else(|| "malformed XML: bad character reference".into())
 }
 
 /// Builds the tree [`parse`] returns.

@@ -2,8 +2,7 @@
 //! prefixes and the order of elements, as Radicale, Xandikos and others write them) and
 //! writing them as the embedded server, with quick-xml's writer behind [`XmlWriter`].
 
-use super::FormatError;
-use super::xml::{self, El, XmlWriter};
+use super::xml::{El, XmlWriter};
 
 /// The WebDAV namespace.
 pub const DAV: &str = "DAV:";
@@ -24,14 +23,13 @@ pub struct Multistatus {
     pub data: Vec<(usize, String)>,
 }
 
-/// Parse a multistatus body, whatever the prefixes and the order of its elements.
-pub fn parse_multistatus(body: &[u8]) -> Result<Multistatus, FormatError> {
-    let text = std::str::from_utf8(body).map_err(|e| FormatError::Xml(e.to_string()))?;
-    let root = xml::parse(text)?;
-    multistatus_of(&root).map_err(FormatError::Multistatus)
-}
+mod read;
 
-/// The responses and sync token of a parsed multistatus document.
+pub use read::parse_multistatus;
+
+/// The responses and sync token of a parsed multistatus document, read from its tree:
+/// what [`parse_multistatus`] reads as the document streams past is held to it.
+#[cfg(test)]
 fn multistatus_of(root: &El) -> Result<Multistatus, String> {
     if !root.is(DAV, "multistatus") {
         return Err(format!(
@@ -329,6 +327,7 @@ pub fn error_body_with_href(ns: &str, condition: &str, href: Option<&str>) -> St
 #[cfg(test)]
 mod writer_tests {
     use super::*;
+    use crate::xml;
 
     fn name(ns: &str, n: &str) -> PropName {
         (ns.to_string(), n.to_string())
@@ -391,6 +390,51 @@ mod writer_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{FormatError, xml};
+
+    /// What the tree reads of `body`: the reference the streaming reader is held to.
+    fn by_tree(body: &[u8]) -> Result<Multistatus, FormatError> {
+        let text = std::str::from_utf8(body).map_err(|e| FormatError::Xml(e.to_string()))?;
+        let root = xml::parse(text)?;
+        multistatus_of(&root).map_err(FormatError::Multistatus)
+    }
+
+    /// The streaming reader reads what the tree reads, refuses what it refuses and says
+    /// the same: for documents whose propstats put their status last, hold a 404 before
+    /// the 200, put children inside read texts, write entities and CDATA, and for each of
+    /// them changed at every byte to each character that makes or breaks markup.
+    #[test]
+    fn the_streaming_reader_reads_what_the_tree_reads() {
+        let docs = [
+            r#"<d:multistatus xmlns:d="DAV:" xmlns:c="urn:ietf:params:xml:ns:caldav"><d:sync-token> t1 </d:sync-token><d:response><d:href> /a&amp;b </d:href><d:propstat><d:prop><d:getetag>"e0"</d:getetag></d:prop><d:status>HTTP/1.1 404 Not Found</d:status></d:propstat><d:propstat><d:prop><d:getetag> </d:getetag><c:calendar-data><![CDATA[BEGIN:X]]>&#10;</c:calendar-data></d:prop><d:prop><d:getetag>"no"</d:getetag></d:prop><d:status>HTTP/1.1 200 OK</d:status></d:propstat><d:propstat><d:status>HTTP/1.1 200 OK</d:status><d:prop><d:getetag>"e2"</d:getetag></d:prop></d:propstat></d:response><d:sync-token>t2</d:sync-token></d:multistatus>"#,
+            r#"<multistatus xmlns="DAV:"><response><href>/x<b>y</b>z</href><href>/second</href><status>HTTP/1.1 201 Created</status><status>junk</status></response><response><href><href>/in</href>/out</href></response><other><response><href>/not</href></response></other></multistatus>"#,
+            r#"<D:multistatus xmlns:D="DAV:"><D:response><D:status>HTTP/1.1 200 OK</D:status></D:response><D:response><D:href>/b</D:href><D:status>bad</D:status></D:response></D:multistatus>"#,
+        ];
+        let mut refused = 0;
+        for doc in docs {
+            let good = parse_multistatus(doc.as_bytes());
+            assert_eq!(good, by_tree(doc.as_bytes()), "{doc}");
+            for i in 0..doc.len() {
+                for b in [b'<', b'>', b'/', b'&', b'"', b' ', b'x', b'd', b'D'] {
+                    let mut v = doc.as_bytes().to_vec();
+                    v[i] = b;
+                    let streamed = parse_multistatus(&v);
+                    refused += usize::from(streamed.is_err());
+                    assert_eq!(streamed, by_tree(&v), "{}", String::from_utf8_lossy(&v));
+                }
+            }
+        }
+        assert!(refused > 1000, "{refused}");
+        let Ok(first) = parse_multistatus(docs[0].as_bytes()) else {
+            panic!()
+        };
+        assert_eq!(first.sync_token.as_deref(), Some("t2"));
+        assert_eq!(
+            first.responses,
+            vec![("/a&b".to_string(), 200, Some("\"e2\"".to_string()))]
+        );
+        assert_eq!(first.data, vec![(0, "BEGIN:X\n".to_string())]);
+    }
 
     #[test]
     fn a_multistatus_is_refused_as_xml_or_as_not_a_multistatus() {

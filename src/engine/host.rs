@@ -29,6 +29,11 @@ pub(crate) struct HostSamples {
     /// The embedded server's threads' CPU, percent of one core (part of `process_cpu`:
     /// they run in this process, on the same cores); empty when none runs.
     pub embedded_cpu: Vec<f64>,
+    /// This process's CPU over the whole round, seconds: from the sampler's start to its
+    /// end, the last part of a second included (the samples above leave it out).
+    pub process_cpu_s: f64,
+    /// The embedded server's threads' share of `process_cpu_s`; `None` when none runs.
+    pub embedded_cpu_s: Option<f64>,
 }
 
 /// The name the embedded server's runtime gives its threads, as `/proc` keeps it (15
@@ -161,6 +166,7 @@ pub(crate) fn sampler(
         let mut out = HostSamples::default();
         let mut last = (Instant::now(), cpu_time(), read_stat(), read_pressure());
         let mut embedded = embedded_cpu_time();
+        let first = (last.1, embedded);
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(1)) => {}
@@ -195,6 +201,11 @@ pub(crate) fn sampler(
             }
             last = now;
         }
+        out.process_cpu_s = cpu_time().saturating_sub(first.0).as_secs_f64();
+        out.embedded_cpu_s = match (first.1, embedded_cpu_time()) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a).as_secs_f64()),
+            _ => None,
+        };
         out
     })
 }

@@ -259,7 +259,7 @@ pub(super) fn merged_round_report(
         warmup_requests: sum(|r| r.warmup_requests),
         warmup_s: r0.warmup_s,
         setup_failures: sum(|r| r.setup_failures),
-        generator: merged_generator(shards, i),
+        generator: merged_generator(shards, i, headline_successes),
         cleanup: Cleanup {
             requests: sum(|r| r.cleanup.requests),
             failures: sum(|r| r.cleanup.failures),
@@ -300,13 +300,17 @@ pub(super) fn merged_round_report(
 }
 
 /// The shards' generators side by side: their CPU added, their lag the worst of them,
-/// their warnings named by shard.
-pub(super) fn merged_generator(shards: &[ShardReport], i: usize) -> Generator {
+/// their warnings named by shard; their CPU per operation over all their operations.
+pub(super) fn merged_generator(shards: &[ShardReport], i: usize, successes: u64) -> Generator {
     let mut g = Generator::default();
     for s in shards {
         let x = &s.report.rounds[i].generator;
         let who = s.report.shard.map_or(0, |i| i.index);
         g.cpu_mean += x.cpu_mean;
+        g.cpu_s += x.cpu_s;
+        if let Some(e) = x.embedded_cpu_s {
+            *g.embedded_cpu_s.get_or_insert(0.0) += e;
+        }
         if let Some(e) = x.embedded_cpu_mean {
             *g.embedded_cpu_mean.get_or_insert(0.0) += e;
         }
@@ -334,6 +338,7 @@ pub(super) fn merged_generator(shards: &[ShardReport], i: usize) -> Generator {
         g.warnings
             .extend(x.warnings.iter().map(|w| format!("shard {who}: {w}")));
     }
+    g.per_ops(successes);
     g
 }
 

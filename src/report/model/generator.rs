@@ -45,6 +45,20 @@ pub struct Generator {
     /// percent, mean over its seconds; `None` where the kernel does not keep it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pressure_mean: Option<f64>,
+    /// The generator's own CPU over the round, seconds: the process's less the embedded
+    /// server's threads'.
+    #[serde(default)]
+    pub cpu_s: f64,
+    /// The embedded server's threads' CPU over the round, seconds, when it is the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedded_cpu_s: Option<f64>,
+    /// What each operation cost the generator itself: `cpu_s` per successful operation
+    /// (ms), as the watched server's `cpu_ms_per_op` counts; `None` when none succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms_per_op: Option<f64>,
+    /// The same for the embedded server's threads, when the target is embedded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedded_cpu_ms_per_op: Option<f64>,
     /// Why the generator may have limited the run; empty when it did not.
     pub warnings: Vec<String>,
 }
@@ -78,7 +92,12 @@ pub(crate) const LAG_P99_LIMIT_MS: f64 = 10.0;
 /// CPU above this share of all cores, on average, means the generator's process was busy.
 const CPU_LIMIT: f64 = 0.90;
 
-pub(super) fn of(r: &crate::engine::RoundResult, classes: &[String], embedded: bool) -> Generator {
+pub(super) fn of(
+    r: &crate::engine::RoundResult,
+    classes: &[String],
+    embedded: bool,
+    successes: u64,
+) -> Generator {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cpu = r.host.process_cpu.clone();
     let cpu_mean = if cpu.is_empty() {
@@ -155,7 +174,10 @@ pub(super) fn of(r: &crate::engine::RoundResult, classes: &[String], embedded: b
         ));
     }
     warnings.extend(schedule_warnings(r));
-    Generator {
+    let served_s = r.host.embedded_cpu_s.unwrap_or(0.0);
+    let mut g = Generator {
+        cpu_s: (r.host.process_cpu_s - served_s).max(0.0),
+        embedded_cpu_s: r.host.embedded_cpu_s,
         cpu_percent: cpu,
         cpu_mean,
         cores,
@@ -172,6 +194,33 @@ pub(super) fn of(r: &crate::engine::RoundResult, classes: &[String], embedded: b
         embedded_cpu_mean,
         pressure_mean,
         warnings,
+        ..Generator::default()
+    };
+    g.per_ops(successes);
+    g
+}
+
+impl Generator {
+    /// The CPU figures per operation, against `successes` (a merged round's are every
+    /// shard's).
+    pub(in crate::report) fn per_ops(&mut self, successes: u64) {
+        let per_op = |cpu_s: f64| (successes > 0).then(|| cpu_s * 1000.0 / successes as f64);
+        self.embedded_cpu_ms_per_op = self.embedded_cpu_s.and_then(per_op);
+        self.cpu_ms_per_op = per_op(self.cpu_s);
+    }
+}
+
+/// A warning when an operation cost the generator more CPU than it cost the server (the
+/// embedded one's threads, or a watched process): on shared cores the generator's work is
+/// taken from the server's.
+pub(super) fn heavier(g: &mut Generator, round: u32, watched: Option<f64>) {
+    let (Some(own), Some(server)) = (g.cpu_ms_per_op, g.embedded_cpu_ms_per_op.or(watched)) else {
+        return;
+    };
+    if own >= server {
+        g.warnings.push(format!(
+            "round {round}: each operation cost the generator {own:.3} ms of CPU and the server {server:.3} ms: the generator was the heavier side, and where they share cores its work is taken from the server's"
+        ));
     }
 }
 
@@ -260,6 +309,8 @@ mod tests {
                 users: vec![10; 3],
                 pressure: Vec::new(),
                 embedded_cpu: Vec::new(),
+                process_cpu_s: own / 100.0 * 3.0,
+                embedded_cpu_s: None,
             },
             dropped: 0,
             late: 0,
@@ -287,7 +338,7 @@ mod tests {
     #[test]
     fn late_starts_are_blamed_on_whoever_took_the_cpu() {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-        let text = |r: RoundResult| of(&r, &[], false).warnings.join(" | ");
+        let text = |r: RoundResult| of(&r, &[], false, 100).warnings.join(" | ");
         // loadmix itself saturated every core.
         let own = text(round(50, 95.0 * cores, 99.0, 0.0));
         assert!(own.contains("round 2: generator-limited"), "{own}");
@@ -303,5 +354,36 @@ mod tests {
         assert!(stolen.contains("hypervisor took 30%"), "{stolen}");
         // On time: no warning at all.
         assert!(text(round(0, 1.0, 99.0, 0.0)).is_empty());
+    }
+
+    /// The process's CPU over the round, less the embedded server's threads', per
+    /// successful operation; the side that cost more is said when it is the generator.
+    #[test]
+    fn an_operations_cost_to_the_generator_is_set_beside_the_servers() {
+        let mut r = round(0, 100.0, 100.0, 0.0);
+        (r.host.process_cpu_s, r.host.embedded_cpu_s) = (3.0, Some(1.0));
+        let mut g = of(&r, &[], true, 1000);
+        assert_eq!((g.cpu_s, g.embedded_cpu_s), (2.0, Some(1.0)));
+        assert_eq!(g.cpu_ms_per_op, Some(2.0));
+        assert_eq!(g.embedded_cpu_ms_per_op, Some(1.0));
+        heavier(&mut g, 2, None);
+        let w = g.warnings.join(" | ");
+        assert!(
+            w.contains(
+                "round 2: each operation cost the generator 2.000 ms of CPU and the server 1.000 ms"
+            ),
+            "{w}"
+        );
+        // A watched server that cost more: no warning; none succeeded: no figure.
+        r.host.embedded_cpu_s = None;
+        let mut g = of(&r, &[], false, 1000);
+        assert_eq!(g.cpu_ms_per_op, Some(3.0));
+        heavier(&mut g, 2, Some(4.0));
+        assert!(
+            !g.warnings.iter().any(|w| w.contains("heavier")),
+            "{:?}",
+            g.warnings
+        );
+        assert_eq!(of(&r, &[], false, 0).cpu_ms_per_op, None);
     }
 }

@@ -632,7 +632,7 @@ fn round_report(
         warmup_requests: r.stats.warmup_requests,
         warmup_s: w.run.warmup.as_secs_f64(),
         setup_failures: r.setup_failures,
-        generator: generator::of(r, &class_names(w), embedded),
+        generator: generator::of(r, &class_names(w), embedded, headline),
         cleanup: Cleanup::of(&r.products),
         visibility: r
             .products
@@ -659,6 +659,9 @@ fn round_report(
         received,
         ops,
     };
+    let watched = report.server.iter().find(|p| p.problem.is_none());
+    let watched = watched.map(|p| p.cpu_ms_per_op);
+    generator::heavier(&mut report.generator, r.index, watched);
     report.rebase_metrics();
     report
 }

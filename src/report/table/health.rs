@@ -41,6 +41,7 @@ pub(super) fn generator(out: &mut String, r: &Report) {
                 (cpu - server).max(0.0)
             );
         }
+        cost_per_op(out, r);
         if dropped + late > 0 {
             let _ = write!(out, " · arrivals dropped {dropped}, late {late}");
         }
@@ -58,6 +59,34 @@ pub(super) fn generator(out: &mut String, r: &Report) {
         }
         out.push('\n');
         class_lag(out, r);
+    }
+}
+
+/// What an operation cost the generator in CPU over the run, beside what it cost the
+/// server (the embedded one's threads, or the first process watched without a problem).
+fn cost_per_op(out: &mut String, r: &Report) {
+    if r.rounds.iter().any(|x| x.generator.cpu_ms_per_op.is_none()) {
+        return;
+    }
+    let ops: u64 = r.rounds.iter().map(|x| x.headline().successes).sum();
+    let ms = |cpu_s: f64| cpu_s * 1000.0 / ops.max(1) as f64;
+    let own = ms(r.rounds.iter().map(|x| x.generator.cpu_s).sum());
+    let _ = write!(out, " · CPU per operation: generator {own:.3} ms");
+    let embedded: Option<f64> = r.rounds.iter().map(|x| x.generator.embedded_cpu_s).sum();
+    let server = match embedded {
+        Some(e) => Some(("the embedded server".to_string(), ms(e))),
+        None => r
+            .summary
+            .server
+            .iter()
+            .find(|p| p.problem.is_none())
+            .map(|p| (format!("the server ({})", p.process), p.cpu_ms_per_op)),
+    };
+    if let Some((who, ms)) = server {
+        let _ = write!(out, ", {who} {ms:.3} ms");
+        if ms > 0.0 {
+            let _ = write!(out, " ({:.2}×)", own / ms);
+        }
     }
 }
 

@@ -106,21 +106,7 @@ pub(super) fn of(
         cpu.iter().sum::<f64>() / cpu.len() as f64
     };
     let (lag_p50_ms, lag_p99_ms, lag_max_ms) = lag_ms(&r.stats.lag);
-    let class_lag = classes
-        .iter()
-        .zip(&r.stats.class_lag)
-        .filter(|(_, h)| !h.is_empty())
-        .map(|(class, h)| {
-            let (p50_ms, p99_ms, max_ms) = lag_ms(h);
-            ClassLag {
-                class: class.clone(),
-                operations: h.len(),
-                p50_ms,
-                p99_ms,
-                max_ms,
-            }
-        })
-        .collect();
+    let class_lag = class_lags(r, classes);
     let mean = |v: &[f64]| {
         if v.is_empty() {
             0.0
@@ -208,6 +194,26 @@ impl Generator {
         self.embedded_cpu_ms_per_op = self.embedded_cpu_s.and_then(per_op);
         self.cpu_ms_per_op = per_op(self.cpu_s);
     }
+}
+
+/// Each class's start lag, in the workload's order (classes that started nothing left
+/// out).
+fn class_lags(r: &crate::engine::RoundResult, classes: &[String]) -> Vec<ClassLag> {
+    classes
+        .iter()
+        .zip(&r.stats.class_lag)
+        .filter(|(_, h)| !h.is_empty())
+        .map(|(class, h)| {
+            let (p50_ms, p99_ms, max_ms) = lag_ms(h);
+            ClassLag {
+                class: class.clone(),
+                operations: h.len(),
+                p50_ms,
+                p99_ms,
+                max_ms,
+            }
+        })
+        .collect()
 }
 
 /// A warning when an operation cost the generator more CPU than it cost the server (the

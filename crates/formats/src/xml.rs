@@ -453,27 +453,30 @@ mod tests {
         }
     }
 
+    /// A visitor that reads nothing: what the walk refuses, it refuses on its own.
+    struct Blind;
+
+    impl Visit for Blind {
+        fn open(
+            &mut self,
+            _: usize,
+            _: &[u8],
+            _: &BytesStart<'_>,
+            _: &NsReader<&[u8]>,
+        ) -> Result<(), String> {
+            Ok(())
+        }
+        fn wants_text(&self) -> bool {
+            false
+        }
+    }
+
     /// A walk that reads no text (it decodes only what a reference is in) refuses
     /// exactly what a walk that decodes every text and attribute refuses: each byte of a
     /// document with references in its text and attributes, changed to each character
     /// that makes or breaks one.
     #[test]
     fn a_walk_that_reads_no_text_refuses_what_parse_refuses() {
-        struct Blind;
-        impl Visit for Blind {
-            fn open(
-                &mut self,
-                _: usize,
-                _: &[u8],
-                _: &BytesStart<'_>,
-                _: &NsReader<&[u8]>,
-            ) -> Result<(), String> {
-                Ok(())
-            }
-            fn wants_text(&self) -> bool {
-                false
-            }
-        }
         let doc = "<d:r xmlns:d='urn:d' a='x &amp; &#65;'><d:t b=\"&lt;q&gt;\">one &quot;two&quot; \
                    &#x263A; <![CDATA[<&>]]></d:t><e c='plain'/>tail &apos;</d:r>";
         let mut changed = 0;
@@ -490,5 +493,35 @@ mod tests {
             }
         }
         assert!(changed > 100, "{changed} refused");
+    }
+
+    /// A name given twice is refused with quick-xml's own words, among few attributes
+    /// or many (where its check hashes them); distinct names, however many, are not; a
+    /// walk and `parse` agree on each.
+    #[test]
+    fn a_repeated_attribute_name_is_refused_however_many_there_are() {
+        let element = |names: &[String]| {
+            let attrs: String = names.iter().map(|n| format!(" {n}='v'")).collect();
+            format!("<r xmlns:p='urn:p'><e{attrs}/></r>")
+        };
+        let many: Vec<String> = (0..40).map(|i| format!("a{i}")).collect();
+        let mut twice = many.clone();
+        twice.push("a3".into());
+        let few_twice = vec!["a".to_string(), "p:a".to_string(), "a".to_string()];
+        for (names, ok) in [
+            (vec!["a".to_string(), "p:a".to_string()], true),
+            (many, true),
+            (few_twice, false),
+            (twice, false),
+            (vec!["a".to_string(), "a".to_string()], false),
+        ] {
+            let doc = element(&names);
+            let walked = walk(&doc, &mut Blind);
+            assert_eq!(walked.is_ok(), ok, "{doc}: {walked:?}");
+            assert_eq!(walked.is_ok(), parse(&doc).is_ok(), "{doc}");
+            if let Err(e) = walked {
+                assert!(e.to_string().contains("duplicated attribute"), "{e}");
+            }
+        }
     }
 }

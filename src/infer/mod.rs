@@ -9,6 +9,7 @@
 
 pub(crate) mod classify;
 pub(crate) mod fit;
+pub(crate) mod gaps;
 pub(crate) mod held;
 pub(crate) mod log;
 pub(crate) mod model;

@@ -34,6 +34,10 @@ pub(crate) struct HostSamples {
     pub process_cpu_s: f64,
     /// The embedded server's threads' share of `process_cpu_s`; `None` when none runs.
     pub embedded_cpu_s: Option<f64>,
+    /// How long each class's users' tasks ran on the runtime's threads over the round,
+    /// seconds, by class index (`engine::meter`): the proportions the report shares the
+    /// generator's CPU out in.
+    pub class_busy_s: Vec<f64>,
 }
 
 /// The name the embedded server's runtime gives its threads, as `/proc` keeps it (15

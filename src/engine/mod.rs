@@ -12,6 +12,7 @@
 //! visibility) unopened, adding the measured rounds' up into the run's.
 
 pub(crate) mod host;
+mod meter;
 pub(crate) mod open;
 pub mod plan;
 mod record;

@@ -53,6 +53,8 @@ pub(super) struct OpenSpec {
     pub(super) halted: Arc<std::sync::atomic::AtomicBool>,
     /// The class's returning users, when it has them: each session is one of them.
     pub(super) returning: Option<Arc<Returning>>,
+    /// Where each session's time on the runtime's threads is charged to its class.
+    pub(super) meters: super::meter::ClassMeters,
 }
 
 /// An open class's returning users: set up before the round's clock, each lent to one
@@ -256,14 +258,15 @@ pub(super) async fn arrivals(
             stop.clone(),
         );
         let spawned = Instant::now();
-        sessions.spawn(async move {
+        let class = spec.who.class_index;
+        sessions.spawn(spec.meters.meter(class, async move {
             // The runtime's delay in starting the task is the generator's too.
             let lag = loop_lag + spawned.elapsed();
             let entry = Entry::Arrived { at: intended, lag };
             let o = session(&spec2, &w2, &d2, &f2, &s2, id, entry).await;
             drop(permit);
             o
-        });
+        }));
         out.sessions += 1;
         // Collect finished sessions as we go, so a long run does not hold them all.
         while let Some(res) = sessions.try_join_next() {

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::meter::ClassMeters;
 use super::record::{Ready, VuOutput, Who, joined};
 use super::user::{self, Active, Entry, UserSpec};
 use super::{
@@ -172,6 +173,7 @@ impl Round<'_> {
             // The round's timer for scheduled starts; its task ends with the last user.
             timer: timer::Timer::start(scheduled_rate(&self.w.classes)),
             halted: clock.halt.halted.clone(),
+            meters: clock.meters.clone(),
         };
         let mut tasks = tokio::task::JoinSet::new();
         // An open class's standing users are its returning users, lent to its sessions.
@@ -327,6 +329,8 @@ struct Clock {
     halt: Halt,
     /// Closed users inside their active window and open sessions in progress.
     users: Arc<AtomicU64>,
+    /// The time each class's users' tasks ran, for sharing out the generator's CPU.
+    meters: ClassMeters,
 }
 
 /// What the clock measured, once stopped.
@@ -378,6 +382,7 @@ impl Clock {
             factory,
             aggregator,
             users,
+            meters: ClassMeters::new(w.classes.len()),
         }
     }
 
@@ -387,7 +392,13 @@ impl Clock {
         let elapsed = self.start.elapsed();
         drop(self.factory);
         self.halt.round_over.cancel();
-        let (host, server, metrics) = self.samplers.finish().await;
+        let (mut host, server, metrics) = self.samplers.finish().await;
+        host.class_busy_s = self
+            .meters
+            .busy()
+            .iter()
+            .map(Duration::as_secs_f64)
+            .collect();
         let stats = self
             .aggregator
             .await
@@ -414,6 +425,7 @@ struct RoundCx<'a> {
     users: Arc<AtomicU64>,
     timer: timer::Timer,
     halted: Arc<AtomicBool>,
+    meters: ClassMeters,
 }
 
 impl RoundCx<'_> {
@@ -551,8 +563,9 @@ fn spawn_closed(
         let turn = cx.start.checked_add(from);
         let recorder = factory.recorder();
         let (stop, users, deadline) = (cx.round.cfg.stop.clone(), cx.users.clone(), cx.deadline);
-        tasks.spawn(closed_user(
-            spec, turn, deadline, driver, recorder, stop, users,
+        tasks.spawn(cx.meters.meter(
+            ci,
+            closed_user(spec, turn, deadline, driver, recorder, stop, users),
         ));
     }
     vus
@@ -640,13 +653,17 @@ fn spawn_open(
             shard: cfg.shard,
             timer: cx.timer.clone(),
             halted: cx.halted.clone(),
+            meters: cx.meters.clone(),
         };
-        tasks.spawn(open::arrivals(
-            spec,
-            shared.clone(),
-            cx.round.drivers[ci].clone(),
-            factory.clone(),
-            cfg.stop.clone(),
+        tasks.spawn(cx.meters.meter(
+            ci,
+            open::arrivals(
+                spec,
+                shared.clone(),
+                cx.round.drivers[ci].clone(),
+                factory.clone(),
+                cfg.stop.clone(),
+            ),
         ));
     }
 }

@@ -201,3 +201,62 @@ fn a_round_whose_users_stop_before_the_bell_measures_its_whole_duration() {
     assert!((get.ops_per_sec - get.successes as f64 / 2.0).abs() < 1e-9);
     rt.block_on(srv.stop());
 }
+
+/// The generator's CPU shared out among a run's classes: the shares add up to the whole,
+/// each counts its own class's operations, and the class whose answers cost the most to
+/// read (Atom's feeds, ten times a CalDAV PUT's work in the drivers' bench) is charged
+/// more per operation than the cheapest.
+#[test]
+fn each_class_is_charged_its_share_of_the_generators_cpu() {
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    // Its own process, so the CPU is the run's alone; the embedded target in it.
+    let run = loadmix_bin(&[
+        "run",
+        "workloads/cosmo-0.7-saturate.yaml",
+        "--duration",
+        "2s",
+        "--rounds",
+        "1",
+        "--set",
+        "run.warmup=0s",
+        "--out",
+        &path_str(&out),
+    ]);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let r = read_report(&out);
+    let g = &r.rounds[0].generator;
+    let names: Vec<&str> = g.class_cpu.iter().map(|c| c.class.as_str()).collect();
+    assert_eq!(names, ["morse", "atom", "caldav"]);
+    let shared: f64 = g.class_cpu.iter().map(|c| c.cpu_s).sum();
+    assert!(
+        (shared - g.cpu_s).abs() <= 1e-9 * g.cpu_s.max(1.0),
+        "{shared} vs {}",
+        g.cpu_s
+    );
+    for c in &g.class_cpu {
+        let ops: u64 = r.rounds[0]
+            .ops
+            .iter()
+            .filter(|o| o.class.as_deref() == Some(c.class.as_str()))
+            .map(|o| o.successes)
+            .sum();
+        assert_eq!(c.operations, ops, "{}", c.class);
+        assert!(ops > 0, "{}", c.class);
+    }
+    let per_op = |name: &str| {
+        let c = g.class_cpu.iter().find(|c| c.class == name).unwrap();
+        c.cpu_ms_per_op.unwrap()
+    };
+    assert!(per_op("atom") > 2.0 * per_op("caldav"), "{:?}", g.class_cpu);
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        text.contains("generator CPU per operation by class"),
+        "{text}"
+    );
+}

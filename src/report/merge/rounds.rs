@@ -329,6 +329,7 @@ pub(super) fn merged_generator(shards: &[ShardReport], i: usize, successes: u64)
                 None => g.class_lag.push(l.clone()),
             }
         }
+        g.add_class_cpu(&x.class_cpu);
         g.dropped += x.dropped;
         g.late += x.late;
         g.behind += x.behind;

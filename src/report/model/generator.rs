@@ -59,6 +59,10 @@ pub struct Generator {
     /// The same for the embedded server's threads, when the target is embedded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embedded_cpu_ms_per_op: Option<f64>,
+    /// `cpu_s` shared out among the classes, in the workload's order (classes whose
+    /// users never ran left out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub class_cpu: Vec<ClassCpu>,
     /// Why the generator may have limited the run; empty when it did not.
     pub warnings: Vec<String>,
 }
@@ -72,6 +76,59 @@ pub struct ClassLag {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+}
+
+/// What one class's operations cost the generator in a round: its share of the
+/// generator's CPU, in proportion to the time its users' tasks ran on the runtime's
+/// threads (the runtime's own work shared out in the same proportions).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ClassCpu {
+    pub class: String,
+    /// Its successful operations, as the headline counts them (requests answered, else
+    /// messages sent, else messages taken).
+    pub operations: u64,
+    /// Its share of the generator's CPU, seconds.
+    pub cpu_s: f64,
+    /// `cpu_s` per operation (ms); `None` when none succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms_per_op: Option<f64>,
+}
+
+impl ClassCpu {
+    fn per_op(&mut self) {
+        self.cpu_ms_per_op =
+            (self.operations > 0).then(|| self.cpu_s * 1000.0 / self.operations as f64);
+    }
+}
+
+/// The generator's CPU (`cpu_s`) shared out among the classes by the time their tasks
+/// ran (`busy_s`, by class index), beside each class's operations (`operations`).
+pub(super) fn class_cpu(
+    cpu_s: f64,
+    busy_s: &[f64],
+    classes: &[String],
+    operations: &[u64],
+) -> Vec<ClassCpu> {
+    let total: f64 = busy_s.iter().sum();
+    if total <= 0.0 {
+        return Vec::new();
+    }
+    classes
+        .iter()
+        .zip(busy_s)
+        .zip(operations)
+        .filter(|((_, busy), _)| **busy > 0.0)
+        .map(|((class, busy), &operations)| {
+            let mut c = ClassCpu {
+                class: class.clone(),
+                operations,
+                cpu_s: cpu_s * busy / total,
+                cpu_ms_per_op: None,
+            };
+            c.per_op();
+            c
+        })
+        .collect()
 }
 
 /// p50, p99 and max of a lag histogram in ms; zeros when it is empty.
@@ -193,6 +250,20 @@ impl Generator {
         let per_op = |cpu_s: f64| (successes > 0).then(|| cpu_s * 1000.0 / successes as f64);
         self.embedded_cpu_ms_per_op = self.embedded_cpu_s.and_then(per_op);
         self.cpu_ms_per_op = per_op(self.cpu_s);
+        self.class_cpu.iter_mut().for_each(ClassCpu::per_op);
+    }
+
+    /// Another shard's share of the same round added to this one's, class by class.
+    pub(in crate::report) fn add_class_cpu(&mut self, other: &[ClassCpu]) {
+        for c in other {
+            match self.class_cpu.iter_mut().find(|m| m.class == c.class) {
+                Some(m) => {
+                    m.operations += c.operations;
+                    m.cpu_s += c.cpu_s;
+                }
+                None => self.class_cpu.push(c.clone()),
+            }
+        }
     }
 }
 
@@ -317,6 +388,7 @@ mod tests {
                 embedded_cpu: Vec::new(),
                 process_cpu_s: own / 100.0 * 3.0,
                 embedded_cpu_s: None,
+                class_busy_s: Vec::new(),
             },
             dropped: 0,
             late: 0,
@@ -391,5 +463,33 @@ mod tests {
             g.warnings
         );
         assert_eq!(of(&r, &[], false, 0).cpu_ms_per_op, None);
+    }
+
+    #[test]
+    fn the_generators_cpu_is_shared_out_by_the_time_each_classs_users_ran() {
+        let names = ["morse", "atom", "idle"].map(String::from);
+        let c = class_cpu(2.0, &[0.75, 0.25, 0.0], &names, &[100, 0, 0]);
+        // Three quarters of the time ran in morse's tasks: three quarters of the CPU.
+        assert_eq!(
+            c.len(),
+            2,
+            "a class whose users never ran is left out: {c:?}"
+        );
+        assert_eq!((c[0].class.as_str(), c[0].cpu_s), ("morse", 1.5));
+        assert_eq!(c[0].cpu_ms_per_op, Some(15.0));
+        assert_eq!((c[1].cpu_s, c[1].cpu_ms_per_op), (0.5, None));
+        // Nothing measured: nothing shared out (no division by zero).
+        assert!(class_cpu(2.0, &[0.0, 0.0], &names, &[1, 1]).is_empty());
+        assert!(class_cpu(2.0, &[], &names, &[]).is_empty());
+        // Shards of one round add class by class; the figure per operation is over all.
+        let mut g = Generator {
+            class_cpu: c,
+            ..Generator::default()
+        };
+        g.add_class_cpu(&class_cpu(1.0, &[0.5, 0.5], &names, &[50, 10]));
+        g.per_ops(160);
+        assert_eq!(g.class_cpu[0].operations, 150);
+        assert_eq!(g.class_cpu[0].cpu_s, 2.0);
+        assert_eq!(g.class_cpu[1].cpu_ms_per_op, Some(100.0));
     }
 }

@@ -22,7 +22,7 @@ use crate::engine::RunResult;
 use crate::metrics::OpStats;
 use crate::workload::{Stop, Workload, units};
 
-pub(crate) use generator::{ClassLag, Generator, LAG_P99_LIMIT_MS};
+pub(crate) use generator::{ClassCpu, ClassLag, Generator, LAG_P99_LIMIT_MS};
 pub(crate) use op::Phase;
 pub use op::{AnswerCount, OpReport, decode_histogram};
 pub(in crate::report) use op::{op_report, rate, summary_op};
@@ -574,6 +574,20 @@ fn class_names(w: &Workload) -> Vec<String> {
     w.classes.iter().map(|c| c.name.clone()).collect()
 }
 
+/// Each class's successful operations in a round as the headline counts them (requests
+/// answered, else messages sent, else taken), by class index.
+fn class_operations(w: &Workload, labels: &Labels, r: &crate::engine::RoundResult) -> Vec<u64> {
+    let mut each: Vec<Sums> = (0..w.classes.len())
+        .map(|_| Sums::new(labels.messages))
+        .collect();
+    for (i, (ci, _, _)) in labels.names.iter().enumerate() {
+        if let (Some(c), Some(s)) = (each.get_mut(*ci), r.stats.ops.get(i)) {
+            c.add(labels.tallies[i], s);
+        }
+    }
+    each.iter().map(Sums::headline_successes).collect()
+}
+
 /// One measured round: its operations and total, the generator's and the server's side.
 fn round_report(
     w: &Workload,
@@ -659,6 +673,12 @@ fn round_report(
         received,
         ops,
     };
+    report.generator.class_cpu = generator::class_cpu(
+        report.generator.cpu_s,
+        &r.host.class_busy_s,
+        &class_names(w),
+        &class_operations(w, labels, r),
+    );
     let watched = report.server.iter().find(|p| p.problem.is_none());
     let watched = watched.map(|p| p.cpu_ms_per_op);
     generator::heavier(&mut report.generator, r.index, watched);

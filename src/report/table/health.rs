@@ -58,8 +58,47 @@ pub(super) fn generator(out: &mut String, r: &Report) {
             let _ = write!(out, ", {steal:.0}% stolen");
         }
         out.push('\n');
+        class_cost(out, r);
         class_lag(out, r);
     }
+}
+
+/// What each class's operations cost the generator over the run, when there are two
+/// classes or more: each one's share of its CPU, per operation and in all.
+fn class_cost(out: &mut String, r: &Report) {
+    let mut all: Vec<crate::report::model::ClassCpu> = Vec::new();
+    for c in r.rounds.iter().flat_map(|x| &x.generator.class_cpu) {
+        match all.iter_mut().find(|a| a.class == c.class) {
+            Some(a) => {
+                a.operations += c.operations;
+                a.cpu_s += c.cpu_s;
+            }
+            None => all.push(c.clone()),
+        }
+    }
+    let total: f64 = all.iter().map(|c| c.cpu_s).sum();
+    if all.len() < 2 || total <= 0.0 {
+        return;
+    }
+    let each: Vec<String> = all
+        .iter()
+        .map(|c| {
+            let share = c.cpu_s / total * 100.0;
+            match c.operations {
+                0 => format!("{} no operation ({share:.0}%)", c.class),
+                n => format!(
+                    "{} {:.3} ms ({share:.0}%)",
+                    c.class,
+                    c.cpu_s * 1000.0 / n as f64
+                ),
+            }
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "generator CPU per operation by class (shared out by the time each class's users ran): {}",
+        each.join("; ")
+    );
 }
 
 /// What an operation cost the generator in CPU over the run, beside what it cost the

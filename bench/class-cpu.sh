@@ -5,7 +5,9 @@
 # USERS of each), then each class alone with the same users, alternated, RUNS times.
 # Alone, a class's figure is the whole generator's CPU per operation; together, its share.
 # Prints per class the median (min-max) of both and their ratio (1.00: the share is what
-# the class costs alone).
+# the class costs alone), and the classes' polls' wall time against the generator's CPU
+# (under 100 %: the runtime's own work between polls; over: polls the kernel interrupted
+# to run another thread, the server's on a crowded host).
 # Usage: [LOADMIX_BIN=path/to/loadmix] bench/class-cpu.sh [SECONDS=10] [RUNS=3] [USERS=morse=4,atom=3,caldav=3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,8 +35,10 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 if r["summary"]["total"]["failures"]:
     sys.exit(f"failures: {r['failures'][:2]}")
-for c in r["rounds"][0]["generator"]["class_cpu"]:
-    print(sys.argv[2], c["class"], c["cpu_ms_per_op"] * 1000)
+g = r["rounds"][0]["generator"]
+own = sum(c["busy_s"] for c in g["class_cpu"]) / g["cpu_s"] * 100
+for c in g["class_cpu"]:
+    print(sys.argv[2], c["class"], c["cpu_ms_per_op"] * 1000, own)
 PY
 }
 : >"$WORK/rows"
@@ -50,11 +54,13 @@ done
 python3 - "$WORK/rows" <<'PY'
 import collections, statistics, sys
 v = collections.defaultdict(list)
+own = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    mode, cls, us = line.split()
+    mode, cls, us, pct = line.split()
     v[(cls, mode)].append(float(us))
+    own[(cls, mode)].append(float(pct))
 f = lambda x: f"{statistics.median(x):6.1f} ({min(x):.1f}-{max(x):.1f})"
 for cls in dict.fromkeys(c for c, _ in v):
     t, a = v[(cls, "together")], v[(cls, "alone")]
-    print(f"{cls:7s} µs/op together {f(t)} | alone {f(a)} | together/alone {statistics.median(t) / statistics.median(a):.2f}")
+    print(f"{cls:7s} µs/op together {f(t)} | alone {f(a)} | together/alone {statistics.median(t) / statistics.median(a):.2f} | polls' time / CPU: together {statistics.median(own[(cls, 'together')]):.0f}%, alone {statistics.median(own[(cls, 'alone')]):.0f}%")
 PY

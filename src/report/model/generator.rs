@@ -89,6 +89,11 @@ pub struct ClassCpu {
     pub operations: u64,
     /// Its share of the generator's CPU, seconds.
     pub cpu_s: f64,
+    /// How long its users' tasks' polls took, seconds (wall time, so on a crowded host
+    /// it holds the moments the kernel ran another thread in the middle of one, and the
+    /// classes' sum can pass the CPU): what `cpu_s` was shared out by.
+    #[serde(default)]
+    pub busy_s: f64,
     /// `cpu_s` per operation (ms); `None` when none succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_ms_per_op: Option<f64>,
@@ -123,6 +128,7 @@ pub(super) fn class_cpu(
                 class: class.clone(),
                 operations,
                 cpu_s: cpu_s * busy / total,
+                busy_s: *busy,
                 cpu_ms_per_op: None,
             };
             c.per_op();
@@ -260,6 +266,7 @@ impl Generator {
                 Some(m) => {
                     m.operations += c.operations;
                     m.cpu_s += c.cpu_s;
+                    m.busy_s += c.busy_s;
                 }
                 None => self.class_cpu.push(c.clone()),
             }
@@ -490,6 +497,7 @@ mod tests {
         g.per_ops(160);
         assert_eq!(g.class_cpu[0].operations, 150);
         assert_eq!(g.class_cpu[0].cpu_s, 2.0);
+        assert_eq!(g.class_cpu[0].busy_s, 1.25);
         assert_eq!(g.class_cpu[1].cpu_ms_per_op, Some(100.0));
     }
 }

@@ -72,6 +72,7 @@ fn class_cost(out: &mut String, r: &Report) {
             Some(a) => {
                 a.operations += c.operations;
                 a.cpu_s += c.cpu_s;
+                a.busy_s += c.busy_s;
             }
             None => all.push(c.clone()),
         }

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use crate::common::*;
-use loadmix::formats::{dav, eim, ical, stomp, xml};
+use loadmix::formats::{dav, eim, ical, stomp, vcard, xml};
 
 /// A runner with a fixed seed and `cases` cases.
 fn runner(cases: u32) -> TestRunner {
@@ -26,6 +26,7 @@ fn runner(cases: u32) -> TestRunner {
 const SEEDS: &[&str] = &[
     r#"<?xml version="1.0"?><D:multistatus xmlns:D="DAV:"><D:response><D:href>/a</D:href><D:propstat><D:prop><D:getetag>"1"</D:getetag></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response><D:sync-token>t</D:sync-token></D:multistatus>"#,
     r#"<eim:collection uuid="C" xmlns:eim="http://osafoundation.org/eim/0"><eim:recordset uuid="I"><item:record xmlns:item="http://osafoundation.org/eim/item/0"><item:uuid eim:key="true" eim:type="text">I</item:uuid></item:record></eim:recordset></eim:collection>"#,
+    "BEGIN:VCARD\r\nVERSION:3.0\r\nUID:u\r\nN:Doe;Jane;;;\r\nFN:Jane\\, D\r\nitem1.EMAIL;TYPE=INTERNET:j@x\r\n .org\r\nPHOTO;ENCODING=b:QUJD\r\nEND:VCARD\r\n",
     "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nBEGIN:VEVENT\r\nUID:u\r\nDTSTART:20070101T100000Z\r\nDURATION:PT1H\r\nRRULE:FREQ=WEEKLY;COUNT=3\r\nSUMMARY:a\\, b\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
     r#"{"uuid":"u","records":{"item":{"prefix":"item","ns":"urn:x","key":{"uuid":["text","u"]},"fields":{"title":["text",null]}}}}"#,
     "users:\n  - class: a\n    protocol: http\n    count: 2\n    think: { uniform: [0ms, 5ms] }\n    mix:\n      get: { weight: 1, path: \"/x/{vu}\", capture: { id: { json: /id } } }\n      put: { weight: 2, method: PUT, path: \"/x/{id}\", body: { random: 1KiB } }\nthresholds:\n  - { op: a.get, p95: \"< 10ms\" }\n",
@@ -77,6 +78,7 @@ fn the_parsers_never_panic() {
                 let _ = c.duration.as_deref().map(ical::parse_duration);
             }
             let _ = loadmix::embedded::parse_ics(&text).map(|(_, d)| d.timing());
+            let _ = vcard::parse(&text);
             Ok(())
         })
         .unwrap();

@@ -1,6 +1,6 @@
 //! Wire formats both sides of loadmix speak, below the client and the embedded server
 //! alike: XML (a tree reader and a writer), WebDAV multistatus, EIM records (EIMML and
-//! EIM-JSON), iCalendar and its time zones (VTIMEZONE), STOMP 1.2 frames, PEM
+//! EIM-JSON), iCalendar and its time zones (VTIMEZONE), vCard, STOMP 1.2 frames, PEM
 //! certificates and keys, and the target URL schemes; and [`files`], the bounded reading
 //! of every file loadmix is given. Nothing here touches the network or knows who is
 //! calling; of the formats only `pem` reads files, the ones it is named, through `files`.
@@ -16,6 +16,7 @@ pub mod pem;
 pub mod scheme;
 pub mod stomp;
 pub mod tz;
+pub mod vcard;
 pub mod xml;
 
 /// What is wrong with a document one of these parsers was given, by the format that
@@ -36,6 +37,9 @@ pub enum FormatError {
     /// rule that RFC 5545 does not allow.
     #[error("{0}")]
     ICalendar(String),
+    /// Not one vCard 3.0 or 4.0 with a UID and a name, as an address object holds.
+    #[error("{0}")]
+    VCard(String),
 }
 
 /// Layers whose own errors are still messages take a format's message as it stands.

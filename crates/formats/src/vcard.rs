@@ -120,7 +120,9 @@ fn check_shape(unfolded: &str) -> Result<(), String> {
     match (lines.first(), lines.last()) {
         (Some(f), Some(l)) if is(f, "BEGIN:VCARD") && is(l, "END:VCARD") => {}
         _ => {
-            return Err("not a vCard: it must begin with BEGIN:VCARD and end with END:VCARD".into());
+            return Err(
+                "not a vCard: it must begin with BEGIN:VCARD and end with END:VCARD".into(),
+            );
         }
     }
     let inner = &lines[1..lines.len() - 1];
@@ -162,6 +164,99 @@ fn unescape(v: &str) -> String {
         }
     }
     out
+}
+
+/// A contact to write as a vCard: the fields address book clients write.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NewCard {
+    /// `3.0` or `4.0` (anything else is written as 4.0).
+    pub version: String,
+    /// Its UID, written as it is.
+    pub uid: String,
+    /// The given and family names: N's first two parts, and FN joined by a space.
+    pub given: String,
+    /// See `given`.
+    pub family: String,
+    /// EMAIL addresses, the first preferred.
+    pub emails: Vec<String>,
+    /// TEL numbers, as mobiles.
+    pub phones: Vec<String>,
+    /// A NOTE.
+    pub note: Option<String>,
+    /// CATEGORIES, each escaped.
+    pub categories: Vec<String>,
+    /// A JPEG's bytes, base64-encoded as each version writes a photo inline.
+    pub photo: Option<Vec<u8>>,
+}
+
+/// The longest line a vCard writer makes, in octets, its line break not counted
+/// (RFC 6350 §3.2; RFC 2426 the same).
+pub const LINE_OCTETS: usize = 75;
+
+/// `card` as a vCard of its version: TEXT values escaped, lines folded at
+/// [`LINE_OCTETS`] (never inside a character), CRLF line ends.
+pub fn write(card: &NewCard) -> String {
+    use base64::Engine as _;
+    let v3 = card.version == "3.0";
+    let text = super::ical::escape_text;
+    let full_name = format!("{} {}", card.given, card.family);
+    let mut lines = vec![
+        "BEGIN:VCARD".to_string(),
+        format!("VERSION:{}", if v3 { "3.0" } else { "4.0" }),
+        format!("UID:{}", card.uid),
+        format!("FN:{}", text(full_name.trim())),
+        format!("N:{};{};;;", text(&card.family), text(&card.given)),
+    ];
+    for (i, e) in card.emails.iter().enumerate() {
+        let pref = match (i, v3) {
+            (0, true) => ",PREF",
+            (0, false) => ";PREF=1",
+            _ => "",
+        };
+        lines.push(format!("EMAIL;TYPE=INTERNET{pref}:{}", text(e)));
+    }
+    lines.extend(
+        card.phones
+            .iter()
+            .map(|p| format!("TEL;TYPE=CELL:{}", text(p))),
+    );
+    if let Some(n) = &card.note {
+        lines.push(format!("NOTE:{}", text(n)));
+    }
+    if !card.categories.is_empty() {
+        let each: Vec<String> = card.categories.iter().map(|c| text(c)).collect();
+        lines.push(format!("CATEGORIES:{}", each.join(",")));
+    }
+    if let Some(jpeg) = &card.photo {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(jpeg);
+        lines.push(match v3 {
+            true => format!("PHOTO;ENCODING=b;TYPE=JPEG:{b64}"),
+            false => format!("PHOTO:data:image/jpeg;base64,{b64}"),
+        });
+    }
+    lines.push("END:VCARD".to_string());
+    let mut out = String::new();
+    for l in &lines {
+        fold_into(&mut out, l);
+    }
+    out
+}
+
+/// `line` onto `out`, folded: a CRLF and a space before each piece past the first, each
+/// line at most [`LINE_OCTETS`] octets with its leading space.
+fn fold_into(out: &mut String, line: &str) {
+    let mut room = LINE_OCTETS;
+    let mut used = 0;
+    for c in line.chars() {
+        if used + c.len_utf8() > room {
+            out.push_str("\r\n ");
+            // The space that marks a folded line is one of its octets.
+            (room, used) = (LINE_OCTETS - 1, 0);
+        }
+        out.push(c);
+        used += c.len_utf8();
+    }
+    out.push_str("\r\n");
 }
 
 #[cfg(test)]
@@ -243,5 +338,39 @@ mod tests {
         let fewer: String = text.lines().skip(10).map(|l| format!("{l}\n")).collect();
         let c = parse(&format!("BEGIN:VCARD\nVERSION:4.0\nFN:x\nUID:u\n{fewer}")).unwrap();
         assert_eq!(c.emails.len(), MAX_EMAILS);
+    }
+
+    #[test]
+    fn a_written_card_reads_back_folded_within_its_line_length() {
+        let mut card = NewCard {
+            version: "3.0".into(),
+            uid: "c-1".into(),
+            given: "Zoë".into(),
+            family: "O'Brien, Jr.; née Łukasiewicz".into(),
+            emails: vec!["zoe@example.com".into(), "z@example.org".into()],
+            phones: vec!["+353 1 555 0100".into()],
+            note: Some("Met at FOSDEM\nbring the 日本語 book\\".into()),
+            categories: vec!["work".into(), "a,b".into()],
+            photo: Some((0..=255u8).cycle().take(5_000).collect()),
+        };
+        for version in ["3.0", "4.0"] {
+            card.version = version.into();
+            let text = write(&card);
+            for line in text.split("\r\n") {
+                assert!(line.len() <= LINE_OCTETS, "{} octets: {line:?}", line.len());
+            }
+            let back = parse(&text).unwrap();
+            assert_eq!(back.version, version);
+            assert_eq!(back.uid, "c-1");
+            assert_eq!(back.full_name, "Zoë O'Brien, Jr.; née Łukasiewicz");
+            assert_eq!(back.emails, ["zoe@example.com", "z@example.org"]);
+            // 5,000 bytes are 6,668 in base64; 4.0 writes them as a data URI.
+            let prefix = if version == "3.0" {
+                0
+            } else {
+                "data:image/jpeg;base64,".len()
+            };
+            assert_eq!(back.photo_bytes, 6_668 + prefix);
+        }
     }
 }

@@ -51,7 +51,7 @@ fn card_of(text: &str) -> Result<Card, String> {
         .components
         .first()
         .ok_or("not a vCard: no BEGIN:VCARD")?;
-    let named = |n: &'static str| named(c, n);
+    let named = |n: &'static str| properties_named(c, n);
     let one = |n: &'static str| -> Result<Option<String>, String> {
         let mut all = named(n);
         let first = all.next().map(|p| p.val.as_str().trim().to_string());
@@ -94,7 +94,7 @@ fn card_of(text: &str) -> Result<Card, String> {
 }
 
 /// The properties of `c` named `name`, in any case and any group (`item1.EMAIL`).
-fn named<'c>(
+fn properties_named<'c>(
     c: &'c icalendar::parser::Component<'c>,
     name: &'static str,
 ) -> impl Iterator<Item = &'c icalendar::parser::Property<'c>> {

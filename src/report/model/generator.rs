@@ -100,7 +100,8 @@ pub struct ClassCpu {
 }
 
 impl ClassCpu {
-    fn per_op(&mut self) {
+    /// `cpu_ms_per_op` from `cpu_s` and `operations`.
+    pub(in crate::report) fn per_op(&mut self) {
         self.cpu_ms_per_op =
             (self.operations > 0).then(|| self.cpu_s * 1000.0 / self.operations as f64);
     }
@@ -261,15 +262,21 @@ impl Generator {
 
     /// Another shard's share of the same round added to this one's, class by class.
     pub(in crate::report) fn add_class_cpu(&mut self, other: &[ClassCpu]) {
-        for c in other {
-            match self.class_cpu.iter_mut().find(|m| m.class == c.class) {
-                Some(m) => {
-                    m.operations += c.operations;
-                    m.cpu_s += c.cpu_s;
-                    m.busy_s += c.busy_s;
-                }
-                None => self.class_cpu.push(c.clone()),
+        add_class_cpu(&mut self.class_cpu, other);
+    }
+}
+
+/// `other`'s classes added to `into`'s, class by class (shards of a round, or rounds of
+/// a run); the figures per operation are left to be worked out once over the sum.
+pub(in crate::report) fn add_class_cpu(into: &mut Vec<ClassCpu>, other: &[ClassCpu]) {
+    for c in other {
+        match into.iter_mut().find(|m| m.class == c.class) {
+            Some(m) => {
+                m.operations += c.operations;
+                m.cpu_s += c.cpu_s;
+                m.busy_s += c.busy_s;
             }
+            None => into.push(c.clone()),
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::engine::RunResult;
 use crate::metrics::OpStats;
 use crate::workload::{Stop, Workload, units};
 
+pub(in crate::report) use generator::add_class_cpu;
 pub(crate) use generator::{ClassCpu, ClassLag, Generator, LAG_P99_LIMIT_MS};
 pub(crate) use op::Phase;
 pub use op::{AnswerCount, OpReport, decode_histogram};

@@ -66,17 +66,12 @@ pub(super) fn generator(out: &mut String, r: &Report) {
 /// What each class's operations cost the generator over the run, when there are two
 /// classes or more: each one's share of its CPU, per operation and in all.
 fn class_cost(out: &mut String, r: &Report) {
-    let mut all: Vec<crate::report::model::ClassCpu> = Vec::new();
-    for c in r.rounds.iter().flat_map(|x| &x.generator.class_cpu) {
-        match all.iter_mut().find(|a| a.class == c.class) {
-            Some(a) => {
-                a.operations += c.operations;
-                a.cpu_s += c.cpu_s;
-                a.busy_s += c.busy_s;
-            }
-            None => all.push(c.clone()),
-        }
+    let mut all = Vec::new();
+    for x in &r.rounds {
+        crate::report::model::add_class_cpu(&mut all, &x.generator.class_cpu);
     }
+    all.iter_mut()
+        .for_each(crate::report::model::ClassCpu::per_op);
     let total: f64 = all.iter().map(|c| c.cpu_s).sum();
     if all.len() < 2 || total <= 0.0 {
         return;
@@ -85,13 +80,9 @@ fn class_cost(out: &mut String, r: &Report) {
         .iter()
         .map(|c| {
             let share = c.cpu_s / total * 100.0;
-            match c.operations {
-                0 => format!("{} no operation ({share:.0}%)", c.class),
-                n => format!(
-                    "{} {:.3} ms ({share:.0}%)",
-                    c.class,
-                    c.cpu_s * 1000.0 / n as f64
-                ),
+            match c.cpu_ms_per_op {
+                None => format!("{} no operation ({share:.0}%)", c.class),
+                Some(ms) => format!("{} {ms:.3} ms ({share:.0}%)", c.class),
             }
         })
         .collect();

@@ -439,6 +439,7 @@ fn router(cfg: &ServerConfig, state: AppState) -> Router {
         .route(&format!("{ctx}/dav/"), any(dav::handle))
         .route(&format!("{ctx}/dav/{{*rest}}"), any(dav::handle))
         .route("/.well-known/caldav", any(dav::well_known))
+        .route("/.well-known/carddav", any(dav::well_known))
         .fallback(|| async { text(StatusCode::NOT_FOUND, "not found") })
         .layer(DefaultBodyLimit::max(cfg.max_body))
         .layer(middleware::from_fn_with_state(

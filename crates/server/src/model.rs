@@ -30,6 +30,20 @@ pub struct ItemData {
     /// organizer changes, kept when only an attendee's participation status changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_tag: Option<String>,
+    /// A contact of an address book (CardDAV): the vCard as the client sent it, served
+    /// back unchanged, with what a query matches worked out once when it is written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<StoredCard>,
+}
+
+/// A contact as stored: its vCard text, and the values an `addressbook-query` matches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredCard {
+    pub text: String,
+    /// FN, unescaped.
+    pub full_name: String,
+    /// Each EMAIL's address.
+    pub emails: Vec<String>,
 }
 
 /// A stored, serialisable [`Timing`].
@@ -55,6 +69,7 @@ impl ItemData {
             ics,
             when: None,
             schedule_tag: None,
+            card: None,
         };
         d.when = d.compute_timing().map(|t| When {
             start_ms: t.start.timestamp_millis(),
@@ -146,6 +161,27 @@ impl ItemData {
             exdates: Vec::new(),
             zone: None,
         })
+    }
+
+    /// A contact: the vCard text a CardDAV client stored (checked by `parse_vcard`).
+    pub fn contact(text: String, full_name: String, emails: Vec<String>) -> ItemData {
+        ItemData {
+            card: Some(StoredCard {
+                text,
+                full_name,
+                emails,
+            }),
+            ..ItemData::default()
+        }
+    }
+
+    /// What a GET of the item serves: its media type and text (a contact's vCard, else
+    /// the item as iCalendar).
+    pub fn served(&self, uid: &str) -> (&'static str, String) {
+        match &self.card {
+            Some(c) => ("text/vcard; charset=utf-8", c.text.clone()),
+            None => ("text/calendar; charset=utf-8", self.to_ics(uid)),
+        }
     }
 
     /// The item as iCalendar: the text a CalDAV client stored, or one made from the records.
@@ -245,6 +281,13 @@ pub(crate) fn write_eimml<'a>(
         name,
         items.map(|(u, d)| (u, d.map(|d| d.records.as_slice()))),
     )
+}
+
+/// A contact's vCard (CardDAV): its UID and what is stored, or why it is refused.
+pub(crate) fn parse_vcard(text: &str) -> Result<(String, ItemData), String> {
+    let card = loadmix_formats::vcard::parse(text).map_err(|e| e.to_string())?;
+    let data = ItemData::contact(text.to_string(), card.full_name, card.emails);
+    Ok((card.uid, data))
 }
 
 /// Parse and check an iCalendar body (CalDAV PUT): the UID of its main component and the

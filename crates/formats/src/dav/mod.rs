@@ -8,6 +8,8 @@ use super::xml::{El, XmlWriter};
 pub const DAV: &str = "DAV:";
 /// The CalDAV namespace (RFC 4791).
 pub const CALDAV: &str = "urn:ietf:params:xml:ns:caldav";
+/// The CardDAV namespace (RFC 6352).
+pub const CARDDAV: &str = "urn:ietf:params:xml:ns:carddav";
 /// Apple CalendarServer's namespace (getctag and other extensions).
 pub const CS: &str = "http://calendarserver.org/ns/";
 
@@ -19,7 +21,8 @@ pub struct Multistatus {
     pub responses: Vec<(String, u16, Option<String>)>,
     /// The collection's new sync token (RFC 6578), when one came.
     pub sync_token: Option<String>,
-    /// The `calendar-data` of the responses that carry it: the response's index, the text.
+    /// The `calendar-data` (CalDAV) or `address-data` (CardDAV) of the responses that
+    /// carry it: the response's index, the text.
     pub data: Vec<(usize, String)>,
 }
 
@@ -61,8 +64,10 @@ fn multistatus_of(root: &El) -> Result<Multistatus, String> {
                 .children_named(DAV, "propstat")
                 .filter(|p| p.child(DAV, "status").and_then(|s| status_code(&s.text)) == Some(200))
                 .filter_map(|p| {
-                    p.child(DAV, "prop")
-                        .and_then(|pr| pr.child(CALDAV, "calendar-data"))
+                    p.child(DAV, "prop").and_then(|pr| {
+                        pr.child(CALDAV, "calendar-data")
+                            .or_else(|| pr.child(CARDDAV, "address-data"))
+                    })
                 })
                 .map(|d| d.text.clone())
                 .find(|d| !d.trim().is_empty());
@@ -109,6 +114,7 @@ fn prefix(ns: &str) -> Option<&'static str> {
     match ns {
         DAV => Some("D"),
         CALDAV => Some("C"),
+        CARDDAV => Some("CR"),
         CS => Some("CS"),
         _ => None,
     }
@@ -151,7 +157,12 @@ impl MultistatusWriter {
         let mut w = XmlWriter::new();
         w.open(
             "D:multistatus",
-            &[("xmlns:D", DAV), ("xmlns:C", CALDAV), ("xmlns:CS", CS)],
+            &[
+                ("xmlns:D", DAV),
+                ("xmlns:C", CALDAV),
+                ("xmlns:CR", CARDDAV),
+                ("xmlns:CS", CS),
+            ],
         );
         MultistatusWriter { w }
     }

@@ -6,7 +6,7 @@
 //! them (wherever in the propstat its status is); a text is what lies directly in its
 //! element, with what is inside its children left out.
 
-use super::{CALDAV, DAV, Multistatus, status_code};
+use super::{CALDAV, CARDDAV, DAV, Multistatus, status_code};
 use crate::FormatError;
 use crate::xml::{self, Visit};
 use quick_xml::events::BytesStart;
@@ -107,7 +107,11 @@ impl Reading {
                 self.prop_etag = true;
                 Role::Etag
             }
-            (Some(Role::Prop), b"calendar-data") if ns == CALDAV.as_bytes() && !self.prop_data => {
+            (Some(Role::Prop), b"calendar-data" | b"address-data")
+                if (ns == CALDAV.as_bytes() && local == b"calendar-data"
+                    || ns == CARDDAV.as_bytes() && local == b"address-data")
+                    && !self.prop_data =>
+            {
                 self.prop_data = true;
                 Role::Data
             }

@@ -9,12 +9,13 @@ use crate::http::*;
 use crate::model::{self, ItemData};
 use crate::schedule::{self};
 use crate::store::{CreateOutcome, ItemOp, Precondition, WriteOutcome};
-use loadmix_formats::dav::{CALDAV, DAV};
+use loadmix_formats::dav::{CALDAV, CARDDAV, DAV};
 use loadmix_formats::ical::COMPONENTS;
+use loadmix_formats::xml::El;
 
 use super::{
-    Dav, Scheduled, clark, insert_schedule_tag, no_uid_conflict, parse_body, schedule_tag_mismatch,
-    writable,
+    Dav, Scheduled, book, clark, insert_schedule_tag, no_uid_conflict, parse_body,
+    schedule_tag_mismatch, writable,
 };
 
 impl Dav<'_> {
@@ -35,7 +36,23 @@ impl Dav<'_> {
                     for p in &prop.children {
                         match (p.ns.as_str(), p.name.as_str()) {
                             (DAV, "displayname") => name = p.text.clone(),
-                            (CALDAV, "calendar-description") => description = p.text.clone(),
+                            (CALDAV, "calendar-description")
+                            | (CARDDAV, "addressbook-description") => description = p.text.clone(),
+                            // Extended MKCOL (RFC 5689): a collection, a calendar or an
+                            // address book.
+                            (DAV, "resourcetype") => match resource_kind(p) {
+                                Some(true) => {
+                                    props.push((book::MARK.to_string(), Some("1".into())))
+                                }
+                                Some(false) => {}
+                                None => {
+                                    return dav_error(
+                                        StatusCode::FORBIDDEN,
+                                        DAV,
+                                        "valid-resourcetype",
+                                    );
+                                }
+                            },
                             (CALDAV, "supported-calendar-component-set") => {
                                 let comps: Vec<String> = p
                                     .children_named(CALDAV, "comp")
@@ -162,6 +179,27 @@ impl Dav<'_> {
         }))
     }
 
+    /// A PUT's body as a member of collection `c`: a contact of an address book, an
+    /// event (or task, or journal) of a component the calendar takes.
+    fn member_data(
+        &self,
+        c: &crate::store::CollectionInfo,
+        body: &[u8],
+    ) -> Result<(String, ItemData), Response> {
+        if book::is_book(c) {
+            return self.contact_data(body);
+        }
+        let (uid, data) = self.calendar_data(body)?;
+        if !components_of(c).iter().any(|k| k == data.component()) {
+            return Err(dav_error(
+                StatusCode::FORBIDDEN,
+                CALDAV,
+                "supported-calendar-component",
+            ));
+        }
+        Ok((uid, data))
+    }
+
     pub(super) fn put(&self, user: &str, cal: &str, name: &str, body: &[u8]) -> Response {
         if let Err(r) = require_length(self.headers) {
             return r;
@@ -170,17 +208,11 @@ impl Dav<'_> {
             Ok(c) => c,
             Err(_) => return text(StatusCode::CONFLICT, "the calendar does not exist"),
         };
-        let (uid, mut data) = match self.calendar_data(body) {
+        let (uid, mut data) = match self.member_data(&c, body) {
             Ok(x) => x,
             Err(r) => return r,
         };
-        if !components_of(&c).iter().any(|k| k == data.component()) {
-            return dav_error(
-                StatusCode::FORBIDDEN,
-                CALDAV,
-                "supported-calendar-component",
-            );
-        }
+        let ns = if book::is_book(&c) { CARDDAV } else { CALDAV };
         let existing = match self.st.store.item_by_name(&ckey(user, cal), name) {
             Ok(i) => i,
             Err(e) => return store_error(e),
@@ -204,7 +236,7 @@ impl Dav<'_> {
         if let Some(e) = &existing
             && e.uid != uid
         {
-            return no_uid_conflict(None);
+            return no_uid_conflict(ns, None);
         }
         let held = existing.as_ref().and_then(|e| e.data.as_ref());
         let scheduled = match self.scheduling_of_put(user, held, &mut data) {
@@ -253,7 +285,7 @@ impl Dav<'_> {
                     .ok()
                     .and_then(|v| v.into_iter().find(|(col, _)| *col == ckey(user, cal)))
                     .map(|(_, i)| self.item_href(user, cal, &i.name));
-                no_uid_conflict(href.as_deref())
+                no_uid_conflict(ns, href.as_deref())
             }
             Ok(_) => text(StatusCode::CONFLICT, "the calendar does not exist"),
             Err(e) => store_error(e),
@@ -273,11 +305,11 @@ impl Dav<'_> {
         let Some(data) = &item.data else {
             return text(StatusCode::NOT_FOUND, "no such resource");
         };
-        let body = data.to_ics(&item.uid);
+        let (media, body) = data.served(&item.uid);
         let len = body.len();
         let mut r = (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "text/calendar; charset=utf-8")],
+            [(header::CONTENT_TYPE, media)],
             if head { String::new() } else { body },
         )
             .into_response();
@@ -393,4 +425,13 @@ impl Dav<'_> {
             Err(e) => store_error(e),
         }
     }
+}
+
+/// What an extended MKCOL's resource type asks for: an address book (`Some(true)`), a
+/// calendar or a plain collection, which this server keeps as a calendar
+/// (`Some(false)`); `None` for one it cannot make (both, or neither a collection).
+fn resource_kind(rt: &El) -> Option<bool> {
+    let has = |ns: &str, n: &str| rt.child(ns, n).is_some();
+    let (book, cal) = (has(CARDDAV, "addressbook"), has(CALDAV, "calendar"));
+    (has(DAV, "collection") && !(book && cal)).then_some(book)
 }

@@ -1,6 +1,8 @@
-//! CalDAV (RFC 4791) with sync-collection (RFC 6578) at `{ctx}/dav/...`: `/dav/` (root),
-//! `/dav/{user}/` (principal and calendar home), `/dav/{user}/{calendar}/` (a collection,
-//! the same ones Morse Code and Atom use) and `/dav/{user}/{calendar}/{name}` (an event).
+//! CalDAV (RFC 4791) and CardDAV (RFC 6352) with sync-collection (RFC 6578) at
+//! `{ctx}/dav/...`: `/dav/` (root), `/dav/{user}/` (principal, calendar home and address
+//! book home), `/dav/{user}/{collection}/` (a calendar, the same collections Morse Code
+//! and Atom use, or an address book: `book.rs`) and `/dav/{user}/{collection}/{name}` (an
+//! event or a contact).
 //!
 //! Supported: OPTIONS, PROPFIND (Depth 0/1; current-user-principal, calendar-home-set,
 //! resourcetype, displayname, getetag, getctag, sync-token, supported-report-set, ...),
@@ -18,11 +20,12 @@ use super::model::ItemData;
 use super::schedule::{self, OUTBOX, Role, Scheduler};
 use super::store::CollectionInfo;
 use loadmix_formats::dav::{
-    CALDAV, CS, DAV, MultistatusWriter, Prop, PropName, error_body_with_href,
+    CALDAV, CARDDAV, CS, DAV, MultistatusWriter, Prop, PropName, error_body_with_href,
 };
 use loadmix_formats::ical::Component;
 use loadmix_formats::xml::{self, El};
 
+mod book;
 mod items;
 mod props;
 mod report;
@@ -156,7 +159,7 @@ fn options() -> Response {
     h.insert(
         "dav",
         HeaderValue::from_static(
-            "1, 3, access-control, calendar-access, calendar-auto-schedule, extended-mkcol",
+            "1, 3, access-control, calendar-access, calendar-auto-schedule, addressbook, extended-mkcol",
         ),
     );
     r
@@ -222,17 +225,21 @@ fn writable((ns, name): &PropName) -> bool {
         acl::NS => false,
         DAV => name == "displayname",
         CALDAV => name == "calendar-description",
+        // The address book's mark is CardDAV's too: only its MKCOL sets it.
+        CARDDAV => name == "addressbook-description",
         CS => false,
         ICAL => matches!(name.as_str(), "calendar-color" | "calendar-order"),
         _ => !ns.is_empty(),
     }
 }
 
-fn no_uid_conflict(href: Option<&str>) -> Response {
+/// A UID another resource of the collection holds: CalDAV's precondition, or
+/// CardDAV's (`ns`).
+fn no_uid_conflict(ns: &str, href: Option<&str>) -> Response {
     (
         StatusCode::CONFLICT,
         [(header::CONTENT_TYPE, "application/xml; charset=utf-8")],
-        error_body_with_href(CALDAV, "no-uid-conflict", href),
+        error_body_with_href(ns, "no-uid-conflict", href),
     )
         .into_response()
 }
@@ -367,7 +374,7 @@ impl Dav<'_> {
     }
 }
 
-/// `.well-known/caldav` points clients at the DAV root.
+/// `.well-known/caldav` and `.well-known/carddav` point clients at the DAV root.
 pub(crate) async fn well_known(State(st): State<AppState>) -> Response {
     let mut r = StatusCode::MOVED_PERMANENTLY.into_response();
     if let Ok(v) = HeaderValue::from_str(&format!("{}/dav/", st.settings.context)) {

@@ -9,10 +9,10 @@ use crate::acl;
 use crate::http::*;
 use crate::schedule::{self, INBOX, OUTBOX};
 use crate::store::{CollectionInfo, Item};
-use loadmix_formats::dav::{CALDAV, CS, DAV, MultistatusWriter, Prop, PropName};
+use loadmix_formats::dav::{CALDAV, CARDDAV, CS, DAV, MultistatusWriter, Prop, PropName};
 
 use super::{
-    Dav, PRIVILEGES, PropReq, PropValue, Target, clark, method_not_allowed, multistatus,
+    Dav, PRIVILEGES, PropReq, PropValue, Target, book, clark, method_not_allowed, multistatus,
     parse_body, requested_props, sync_token, writable,
 };
 
@@ -29,7 +29,9 @@ impl Dav<'_> {
             (DAV, "resourcetype") => Some(Prop::Marks(&["D:collection", "D:principal"])),
             (DAV, "displayname") => Some(Prop::Text(user.to_string())),
             (DAV, "principal-URL") | (DAV, "owner") => Some(Prop::Href(self.home_href(user))),
-            (CALDAV, "calendar-home-set") => Some(Prop::Href(self.home_href(user))),
+            (CALDAV, "calendar-home-set") | (CARDDAV, "addressbook-home-set") => {
+                Some(Prop::Href(self.home_href(user)))
+            }
             (CALDAV, "calendar-user-address-set") => Some(Prop::Href(schedule::address(user))),
             (CALDAV, "schedule-inbox-URL") => Some(Prop::Href(self.cal_href(user, INBOX))),
             (CALDAV, "schedule-outbox-URL") => Some(Prop::Href(self.cal_href(user, OUTBOX))),
@@ -44,7 +46,25 @@ impl Dav<'_> {
             (DAV, "resourcetype") if public_uid(&c.uid) == INBOX => {
                 Some(Prop::Marks(&["D:collection", "C:schedule-inbox"]))
             }
+            (DAV, "resourcetype") if book::is_book(c) => {
+                Some(Prop::Marks(&["D:collection", "CR:addressbook"]))
+            }
             (DAV, "resourcetype") => Some(Prop::Marks(&["D:collection", "C:calendar"])),
+            (CARDDAV, "addressbook-description") if book::is_book(c) => {
+                Some(Prop::Text(c.description.clone()))
+            }
+            (CARDDAV, "max-resource-size") if book::is_book(c) => {
+                Some(Prop::Text(self.st.settings.max_body.to_string()))
+            }
+            (DAV, "supported-report-set") if book::is_book(c) => Some(Prop::Reports(&[
+                "CR:addressbook-query",
+                "CR:addressbook-multiget",
+                "D:sync-collection",
+            ])),
+            // An address book holds no calendar data: what a calendar says of it is not
+            // its to say.
+            (CALDAV, _) if book::is_book(c) => None,
+            (CARDDAV, _) => None,
             (DAV, "displayname") => Some(Prop::Text(
                 if c.name.is_empty() {
                     public_uid(&c.uid)
@@ -88,11 +108,18 @@ impl Dav<'_> {
         let data = item.data.as_ref()?;
         match (ns, name) {
             (DAV, "getetag") => Some(Prop::Text(item.etag(c.epoch))),
+            (DAV, "getcontenttype") if data.card.is_some() => {
+                Some(Prop::Text("text/vcard; charset=utf-8".into()))
+            }
             (DAV, "getcontenttype") => Some(Prop::Text(
                 "text/calendar; charset=utf-8; component=vevent".into(),
             )),
             (DAV, "resourcetype") => Some(Prop::Marks(&[])),
-            (DAV, "getcontentlength") => Some(Prop::Text(data.to_ics(&item.uid).len().to_string())),
+            (DAV, "getcontentlength") => {
+                Some(Prop::Text(data.served(&item.uid).1.len().to_string()))
+            }
+            (CARDDAV, "address-data") => data.card.as_ref().map(|k| Prop::Text(k.text.clone())),
+            (CALDAV, _) if data.card.is_some() => None,
             (DAV, "getlastmodified") => Some(Prop::Text(httpdate::fmt_http_date(
                 std::time::UNIX_EPOCH + std::time::Duration::from_millis(item.modified_ms),
             ))),
@@ -137,6 +164,7 @@ impl Dav<'_> {
             (DAV, "resourcetype"),
             (DAV, "displayname"),
             (CALDAV, "calendar-home-set"),
+            (CARDDAV, "addressbook-home-set"),
             (DAV, "current-user-principal"),
             (DAV, "principal-URL"),
         ];

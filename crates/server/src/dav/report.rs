@@ -1,6 +1,7 @@
-//! CalDAV REPORTs: calendar-query with its filters and the calendar data shaped as
-//! asked (`expand`, `limit-recurrence-set`), calendar-multiget, sync-collection, and a
-//! free-busy query.
+//! DAV REPORTs: calendar-query with its filters and the calendar data shaped as asked
+//! (`expand`, `limit-recurrence-set`), calendar-multiget (and an address book's
+//! addressbook-multiget), sync-collection of either, and a free-busy query; an address
+//! book's addressbook-query is `book.rs`'s.
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -11,10 +12,10 @@ use crate::freebusy;
 use crate::http::*;
 use crate::model::{ItemData, TooDense, parse_ical_datetime};
 use crate::store::Item;
-use loadmix_formats::dav::{CALDAV, DAV, MultistatusWriter, Prop};
+use loadmix_formats::dav::{CALDAV, CARDDAV, DAV, MultistatusWriter, Prop};
 use loadmix_formats::xml::El;
 
-use super::{Dav, TOKEN_PREFIX, multistatus, parse_body, requested_props, sync_token};
+use super::{Dav, TOKEN_PREFIX, book, multistatus, parse_body, requested_props, sync_token};
 
 impl Dav<'_> {
     pub(super) fn report(&self, user: &str, cal: &str, body: &[u8]) -> Response {
@@ -29,6 +30,13 @@ impl Dav<'_> {
         };
         let req =
             requested_props(Some(&root)).or_else(|| Some(vec![(DAV.into(), "getetag".into())]));
+        let is_book = book::is_book(&c);
+        if !book::report_fits(&root, is_book) {
+            return dav_error(StatusCode::FORBIDDEN, DAV, "supported-report");
+        }
+        if root.is(CARDDAV, "addressbook-query") {
+            return self.addressbook_query(user, cal, &c, &root, &req);
+        }
         let shape = match data_shape(&root) {
             Ok(s) => s,
             Err(m) => return text(StatusCode::BAD_REQUEST, m),
@@ -95,7 +103,7 @@ impl Dav<'_> {
                 }
             }
             multistatus(out)
-        } else if root.is(CALDAV, "calendar-multiget") {
+        } else if root.is(CALDAV, "calendar-multiget") || root.is(CARDDAV, "addressbook-multiget") {
             let base = self.cal_href(user, cal);
             for h in root.children_named(DAV, "href") {
                 let href = h.text.trim();

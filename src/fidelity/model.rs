@@ -27,7 +27,11 @@ pub(super) fn log_name(p: workload::Protocol, op: &str) -> Option<(Protocol, &st
         workload::Protocol::Morse => Protocol::Morse,
         workload::Protocol::Atom => Protocol::Atom,
         workload::Protocol::Http => Protocol::Http,
-        workload::Protocol::Stomp | workload::Protocol::Amqp => return None,
+        // Brokers are not in an access log; `infer`'s classifier does not tell CardDAV's
+        // requests apart yet.
+        workload::Protocol::Stomp | workload::Protocol::Amqp | workload::Protocol::Carddav => {
+            return None;
+        }
     };
     // A log cannot tell a REPORT's kind, nor a Morse Code subscribe from a sync.
     let name = match protocol {

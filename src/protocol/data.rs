@@ -1,5 +1,6 @@
 //! Generated data, as the 2007 stress client made it: random strings, dates in 2007, EIM
-//! records (sent as EIMML), Atom entries with EIM-JSON content, iCalendar events. Every
+//! records (sent as EIMML), Atom entries with EIM-JSON content, iCalendar events, vCard
+//! contacts. Every
 //! random choice is drawn from the VU's data stream. The bodies are written by the shared
 //! writers in `formats/` and the `atom_syndication` crate, never assembled by hand.
 
@@ -9,8 +10,9 @@ use rand::rngs::Xoshiro256PlusPlus;
 use crate::formats::eim::{
     self, ALARM_NS, EVENT_NS, Field, ITEM_NS, MAIL_NS, MODBY_NS, NOTE_NS, Record,
 };
+use crate::formats::vcard;
 use crate::workload::dist::unit_f64;
-use crate::workload::protocols::EventShape;
+use crate::workload::protocols::{ContactShape, EventShape};
 
 const ALNUM: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 
@@ -266,6 +268,57 @@ pub(crate) fn ics_event(
     s.push_str(tail);
     s
 }
+
+/// A contact in `shape` as a vCard: a given and family name (the family name, which an
+/// `addressbook-query` looks for, returned beside the text), its emails and phone
+/// numbers, with its chance a NOTE and CATEGORIES, and with its chance a PHOTO of the
+/// size `shape.photo` draws: a JPEG's first bytes, then random ones.
+pub(crate) fn vcard_contact(
+    rng: &mut Xoshiro256PlusPlus,
+    uid: &str,
+    shape: &ContactShape,
+) -> (String, String) {
+    let family = format!("Lm{}", string(rng, 10));
+    let given = string(rng, 6);
+    let emails = (0..shape.emails)
+        .map(|i| format!("{}.{i}@example.invalid", family.to_ascii_lowercase()))
+        .collect();
+    let phones = (0..shape.phones)
+        .map(|_| format!("+1 555 {:07}", rng.next_u64() % 10_000_000))
+        .collect();
+    let noted = shape.notes > 0.0 && chance(rng, shape.notes);
+    let photo = match &shape.photo {
+        Some(d) if shape.photos > 0.0 && chance(rng, shape.photos) => {
+            let n = (d.sample(rng).max(0.0) as usize).min(MAX_PHOTO);
+            let mut jpeg = vec![0u8; n];
+            rng.fill_bytes(&mut jpeg);
+            for (b, h) in jpeg.iter_mut().zip([0xFF, 0xD8, 0xFF, 0xE0]) {
+                *b = h;
+            }
+            Some(jpeg)
+        }
+        Some(_) | None => None,
+    };
+    let card = vcard::NewCard {
+        version: shape.version.to_string(),
+        uid: uid.to_string(),
+        given,
+        family: family.clone(),
+        emails,
+        phones,
+        note: noted.then(|| text(rng)),
+        categories: match noted {
+            true => vec!["Work".into(), "loadmix".into()],
+            false => Vec::new(),
+        },
+        photo,
+    };
+    (vcard::write(&card), family)
+}
+
+/// The largest photo one generated contact carries: a size distribution's tail is cut
+/// here (a phone's full-resolution picture is a few MiB; base64 of this fits a 16 MiB body).
+pub(crate) const MAX_PHOTO: usize = 8 << 20;
 
 /// A week of 2007: start = 2007-01-01 + rand(51) weeks, end = start + `len`.
 pub(crate) fn week(

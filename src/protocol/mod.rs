@@ -21,9 +21,11 @@ pub(crate) mod auth;
 mod broker;
 pub(crate) use broker::StampClock;
 pub(crate) mod caldav;
+pub(crate) mod carddav;
 pub(crate) mod cleanup;
 pub(crate) mod contract;
 pub(crate) mod data;
+mod dav;
 pub(crate) mod drain;
 pub(crate) mod http;
 pub(crate) mod morse;
@@ -232,6 +234,9 @@ impl ClassDriver {
                 Box::new(Arc::new(caldav::CaldavClass::new(
                     class, ops, params, a, team, board,
                 )))
+            }
+            ClassKind::Carddav { params, ops } => {
+                Box::new(Arc::new(carddav::CarddavClass::new(class, ops, params, a)))
             }
             ClassKind::Stomp { params, ops } => Box::new(Arc::new(stomp::StompClass::new(
                 class, ops, params, index, run_id, clock,

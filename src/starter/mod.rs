@@ -58,7 +58,11 @@ impl Kind {
     fn of(p: Protocol) -> Kind {
         match p {
             Protocol::Morse | Protocol::Atom => Kind::Cosmo,
-            Protocol::Caldav | Protocol::Http | Protocol::Stomp | Protocol::Amqp => Kind::One(p),
+            Protocol::Caldav
+            | Protocol::Carddav
+            | Protocol::Http
+            | Protocol::Stomp
+            | Protocol::Amqp => Kind::One(p),
         }
     }
 
@@ -108,6 +112,7 @@ impl Kind {
             Kind::One(p) => match p {
                 Protocol::Morse | Protocol::Atom => COSMO,
                 Protocol::Caldav => CALDAV,
+                Protocol::Carddav => CARDDAV,
                 Protocol::Http => HTTP,
                 Protocol::Stomp => STOMP,
                 Protocol::Amqp => AMQP,
@@ -117,10 +122,10 @@ impl Kind {
 }
 
 /// Whether the embedded server serves a protocol the starter tries on it: Cosmo's and
-/// CalDAV (its queue and broker are there for workloads that name them).
+/// CalDAV and CardDAV (its queue and broker are there for workloads that name them).
 fn served_embedded(p: Protocol) -> bool {
     match p {
-        Protocol::Morse | Protocol::Atom | Protocol::Caldav => true,
+        Protocol::Morse | Protocol::Atom | Protocol::Caldav | Protocol::Carddav => true,
         Protocol::Http | Protocol::Stomp | Protocol::Amqp => false,
     }
 }
@@ -153,6 +158,24 @@ const CALDAV: &str = r#"  # CalDAV clients: discovery (/.well-known/caldav, prin
       get_event: 6
       propfind: 4
       delete_event: 3
+"#;
+
+const CARDDAV: &str = r#"  # CardDAV clients: discovery (/.well-known/carddav, principal, address book home), an
+  # address book of their own with 50 contacts, then sync-collection polls, lookups and
+  # some edits.
+  - class: carddav
+    protocol: carddav
+    count: 4
+    mix:
+      sync_collection: 40
+      addressbook_query: 15
+      addressbook_multiget: 10
+      get_contact: 10
+      put_contact: 10
+      update_contact: 10
+      propfind: 3
+      delete_contact: 2
+    params: { initial_contacts: 50 }
 "#;
 
 const HTTP: &str = r#"  # A plain GET of the target's URL; add requests as your server needs them (method,
@@ -519,7 +542,11 @@ mod tests {
         );
         assert_eq!(
             Kind::candidates("embedded:sqlite").unwrap(),
-            vec![Kind::Cosmo, Kind::One(Protocol::Caldav)]
+            vec![
+                Kind::Cosmo,
+                Kind::One(Protocol::Caldav),
+                Kind::One(Protocol::Carddav)
+            ]
         );
         // Every protocol over HTTP is tried on an http:// target.
         assert_eq!(
@@ -527,6 +554,7 @@ mod tests {
             vec![
                 Kind::Cosmo,
                 Kind::One(Protocol::Caldav),
+                Kind::One(Protocol::Carddav),
                 Kind::One(Protocol::Http)
             ]
         );

@@ -437,6 +437,16 @@ impl Workload {
                         add("calendar homes");
                     }
                 }
+                ClassKind::Carddav { params, .. } => {
+                    let templated =
+                        |t: &Option<String>| t.as_deref().is_some_and(|t| t.contains("{context}"));
+                    if params.discovery.is_none() || templated(&params.discovery) {
+                        add("CardDAV discovery");
+                    }
+                    if templated(&params.addressbook_home) {
+                        add("address book homes");
+                    }
+                }
                 ClassKind::Http { requests, .. } => {
                     if requests.iter().any(http_says) {
                         add("{context} in templates");

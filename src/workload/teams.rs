@@ -102,7 +102,10 @@ pub(crate) fn team_of(class: &UserClass) -> Option<&str> {
         ClassKind::Caldav { params, .. } => params.team.as_deref(),
         ClassKind::Morse { params, .. } => params.team.as_deref(),
         ClassKind::Atom { params, .. } => params.team.as_deref(),
-        ClassKind::Stomp { .. } | ClassKind::Amqp { .. } | ClassKind::Http { .. } => None,
+        ClassKind::Carddav { .. }
+        | ClassKind::Stomp { .. }
+        | ClassKind::Amqp { .. }
+        | ClassKind::Http { .. } => None,
     }
 }
 

@@ -493,6 +493,7 @@ const EXHAUSTIVE: &[&str] = &[
     "StompOp::",
     "AmqpOp::",
     "CaldavOp::",
+    "CarddavOp::",
     "MorseOp::",
     "AtomOp::",
     "QueueKind::",

@@ -11,6 +11,7 @@ mod behaviours;
 mod bad_workloads;
 mod brokers;
 mod capacity;
+mod carddav;
 mod comparing;
 mod docs;
 mod drivers;

@@ -34,19 +34,57 @@ pub(in crate::cli) fn render_plan(w: &Workload) -> String {
     out
 }
 
-/// What a CalDAV class's set-up will cost the server: the events `initial_events` puts,
-/// one PUT each, before a user's first pick (off the clock, but not free).
+/// What a class puts in each user's first collection before its first pick, on average:
+/// how many, what they are, and the mean bytes of one (`None`: the generator's natural
+/// size, a few hundred bytes).
+fn prefill_of(c: &UserClass) -> Option<(f64, &'static str, Option<f64>)> {
+    use crate::workload::ClassKind;
+    use crate::workload::protocols::{CarddavOp, ContactShape};
+    match &c.kind {
+        ClassKind::Caldav { params, .. } => {
+            Some((params.initial_events.as_ref()?.mean(), "events", None))
+        }
+        ClassKind::Carddav { params, ops } => {
+            let default = ContactShape::default();
+            let shape = ops
+                .iter()
+                .find_map(|o| {
+                    let CarddavOp::PutContact(s) = o else {
+                        return None;
+                    };
+                    Some(s)
+                })
+                .unwrap_or(&default);
+            // A photo goes as base64: four bytes for every three.
+            let photo = shape
+                .photo
+                .as_ref()
+                .map_or(0.0, |d| d.mean() * shape.photos * 4.0 / 3.0);
+            Some((
+                params.initial_contacts.as_ref()?.mean(),
+                "contacts",
+                Some(300.0 + photo),
+            ))
+        }
+        ClassKind::Http { .. }
+        | ClassKind::Morse { .. }
+        | ClassKind::Atom { .. }
+        | ClassKind::Stomp { .. }
+        | ClassKind::Amqp { .. } => None,
+    }
+}
+
+/// What a CalDAV or CardDAV class's set-up will cost the server: the events
+/// `initial_events` or the contacts `initial_contacts` puts, one PUT each, before a
+/// user's first pick (off the clock, but not free).
 pub(super) fn setup_text(c: &UserClass) -> Option<String> {
-    let crate::workload::ClassKind::Caldav { params, .. } = &c.kind else {
-        return None;
-    };
-    let mean = params.initial_events.as_ref()?.mean();
+    let (mean, what, bytes) = prefill_of(c)?;
     if mean < 0.5 {
         return None;
     }
     if let Some(a) = c.arrival.as_ref().filter(|a| a.returning.is_none()) {
         return Some(format!(
-            "set-up: each arriving user first puts about {mean:.0} events, one PUT each: \
+            "set-up: each arriving user first puts about {mean:.0} {what}, one PUT each: \
              about {:.0} PUTs/s beside the measured picks",
             a.rate * mean
         ));
@@ -64,9 +102,15 @@ pub(super) fn setup_text(c: &UserClass) -> Option<String> {
         s if s >= 1.0 => format!("about {s:.0} s"),
         _ => "under a second".into(),
     };
+    let size = bytes.map_or(String::new(), |b| {
+        format!(
+            ", about {} in all",
+            crate::workload::units::format_size(puts * b)
+        )
+    });
     Some(format!(
-        "set-up: about {puts:.0} events put before the first pick ({users:.0} users × mean \
-         {mean:.0}, one PUT each): {at} at 1,000 PUTs a second"
+        "set-up: about {puts:.0} {what} put before the first pick ({users:.0} users × mean \
+         {mean:.0}, one PUT each{size}): {at} at 1,000 PUTs a second"
     ))
 }
 

@@ -14,7 +14,8 @@ use crate::visibility::Audience;
 
 use crate::workload::protocols::EventShape;
 
-use super::{CaldavVu, Event, SETUP_EVENTS, etag_of, pick_event};
+use super::{CaldavVu, Event, SETUP_EVENTS, pick_event};
+use crate::protocol::dav::etag_of;
 
 impl CaldavVu {
     /// A new event of about `size` bytes in calendar `ci`, created only where nothing

@@ -19,9 +19,8 @@ use crate::visibility::Audience;
 use crate::workload::CaldavOp;
 use crate::workload::protocols::EventShape;
 
-use super::{
-    CaldavVu, FETCH_CHUNK, depth, event_query, multiget_body, multistatus_outcome, xml_ct,
-};
+use super::{CaldavVu, FETCH_CHUNK, event_query, multiget_body};
+use crate::protocol::dav::{depth, multistatus_outcome, xml_ct};
 
 impl CaldavVu {
     /// Set-up of a user that schedules: its principal's inbox and address, then its own

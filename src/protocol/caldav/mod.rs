@@ -14,7 +14,6 @@
 
 use std::sync::Arc;
 
-use hyper::header::{CONTENT_TYPE, ETAG, HeaderName, HeaderValue};
 use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
 
@@ -26,10 +25,10 @@ use super::over_http::{HttpUser, OverHttp};
 use super::scheduling::Scheduling;
 use super::session::{AccountPlan, Session};
 use super::teams::{Board, Membership, TeamPlan};
-use super::{Outcome, ProtocolError, SetupError, VuIds, bootstrap_expect, expect_of};
-use crate::formats::dav::{CALDAV, DAV, Multistatus, parse_multistatus};
+use super::{ProtocolError, SetupError, VuIds, bootstrap_expect, expect_of};
+use crate::formats::dav::{CALDAV, DAV};
 use crate::formats::xml::XmlWriter;
-use crate::transport::{Conn, Response};
+use crate::transport::Conn;
 use crate::workload::chain::Guard;
 
 use crate::workload::protocols::{CaldavParams, EventShape, MAX_INITIAL_EVENTS};
@@ -176,43 +175,6 @@ fn multiget_body<'a>(hrefs: impl Iterator<Item = &'a str>) -> String {
     w.close("C:calendar-multiget");
     w.finish()
 }
-
-fn xml_ct() -> (HeaderName, HeaderValue) {
-    (
-        CONTENT_TYPE,
-        HeaderValue::from_static("application/xml; charset=utf-8"),
-    )
-}
-
-fn depth(d: &'static str) -> (HeaderName, HeaderValue) {
-    (
-        HeaderName::from_static("depth"),
-        HeaderValue::from_static(d),
-    )
-}
-
-fn etag_of(r: &Response) -> Option<String> {
-    r.headers
-        .get(ETAG)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-}
-
-fn multistatus_outcome(r: &Response, o: Outcome, what: &str) -> (Outcome, Option<Multistatus>) {
-    if !o.is_ok() {
-        return (o, None);
-    }
-    match parse_multistatus(&r.body) {
-        Ok(m) => (o, Some(m)),
-        Err(e) => (o.body_error(format!("{what}: bad multistatus: {e}")), None),
-    }
-}
-
-/// Redirects followed from one discovery request (RFC 6764's well-known URI redirects).
-const MAX_REDIRECTS: usize = 5;
-const PRINCIPAL: &str =
-    r#"<D:propfind xmlns:D="DAV:"><D:prop><D:current-user-principal/></D:prop></D:propfind>"#;
-const HOME_SET: &str = r#"<D:propfind xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><C:calendar-home-set/></D:prop></D:propfind>"#;
 
 #[async_trait]
 impl Protocol for CaldavClass {
@@ -462,13 +424,6 @@ impl CaldavVu {
             sched: None,
         }
     }
-
-    fn template(&self, t: &str) -> String {
-        t.replace("{user}", &self.s.user)
-            .replace("{vu}", &self.ids.vu.to_string())
-            .replace("{run_id}", &self.ids.run_id)
-            .replace("{context}", &self.s.context)
-    }
 }
 
 /// A `calendar-query` for the ETag and data of the events that `filter` (written inside
@@ -493,8 +448,7 @@ fn event_query(filter: impl FnOnce(&mut XmlWriter)) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::formats::dav::href_path;
+    use crate::formats::dav::{href_path, parse_multistatus};
 
     #[test]
     fn multistatus_any_order_and_prefix() {
@@ -528,7 +482,7 @@ mod tests {
 #[cfg(test)]
 mod peer_fixtures {
     use super::*;
-    use crate::formats::dav::find_prop_href;
+    use crate::formats::dav::{find_prop_href, parse_multistatus};
     use crate::formats::xml;
 
     macro_rules! fixture {

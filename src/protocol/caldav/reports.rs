@@ -15,9 +15,9 @@ use crate::protocol::{Outcome, data};
 use crate::transport::{Conn, Response};
 
 use super::{
-    CaldavClass, CaldavVu, FETCH_CHUNK, MAX_FETCH, MAX_OTHERS, depth, event_query, multiget_body,
-    multistatus_outcome, xml_ct,
+    CaldavClass, CaldavVu, FETCH_CHUNK, MAX_FETCH, MAX_OTHERS, event_query, multiget_body,
 };
+use crate::protocol::dav::{depth, multistatus_outcome, xml_ct};
 
 impl CaldavVu {
     /// A `calendar-query` for the events of a window of `range` in 2007.

@@ -1,92 +1,40 @@
 //! A CalDAV user's set-up: its calendar home found (the class's `calendar_home`, else
-//! RFC 6764 discovery, current-user-principal and calendar-home-set), its calendar made
+//! RFC 6764 discovery, `protocol::dav`), its calendar made
 //! (MKCALENDAR), and in a team the shared calendar made and granted by its owner or
 //! joined by its members.
 
 use bytes::Bytes;
 use rand::rngs::Xoshiro256PlusPlus;
 
-use crate::formats::dav::{CALDAV, DAV, find_prop_href, href_path};
+use crate::formats::dav::{CALDAV, DAV};
 use crate::formats::xml::{self, XmlWriter};
+use crate::protocol::dav::{self, Service, xml_ct};
 use crate::protocol::session::Exchange;
 use crate::protocol::teams::{Shared, acl_body};
 use crate::protocol::{Outcome, SetupError, Stage, data};
 use crate::transport::{Conn, Response};
 
-use super::{CaldavVu, Calendar, HOME_SET, MAX_REDIRECTS, PRINCIPAL, depth, xml_ct};
+use super::{CaldavVu, Calendar};
+
+/// What CalDAV's discovery looks for.
+const CALDAV_SERVICE: Service = Service {
+    well_known: "/.well-known/caldav",
+    home_body: r#"<D:propfind xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><C:calendar-home-set/></D:prop></D:propfind>"#,
+    home_prop: (CALDAV, "calendar-home-set"),
+    home_param: "calendar_home",
+};
 
 impl CaldavVu {
     /// Find the calendar home (untimed set-up): the class's `calendar_home` if it gives
-    /// one; else the principal (`current-user-principal`) from the class's `discovery`
-    /// path, or, by RFC 6764, from `/.well-known/caldav` at the server's root (following
-    /// its redirect) and then from the service's own root; then the principal's
-    /// `calendar-home-set`.
+    /// one; else by discovery (`protocol::dav`), from the class's `discovery` path
+    /// or `/.well-known/caldav` and the context's root.
     pub(super) async fn discover(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
-        let base = conn.endpoint().base_path.clone();
-        if let Some(h) = &self.class.params.calendar_home {
-            let mut h = format!("{base}{}", self.template(h));
-            if !h.ends_with('/') {
-                h.push('/');
-            }
-            self.home = Some(h);
-            return Ok(());
-        }
-        let starts: Vec<String> = match &self.class.params.discovery {
-            Some(d) => vec![format!("{base}{}", self.template(d))],
-            None => vec![
-                "/.well-known/caldav".to_string(),
-                format!("{base}{}/", self.s.context),
-            ],
-        };
-        // A start that leads nowhere (a well-known URI a proxy maps oddly, a root that is
-        // not the service's) is not the end: the next one may work.
-        let mut tried = Vec::new();
-        let mut found = None;
-        for start in &starts {
-            let home = match self
-                .find_href(conn, start, PRINCIPAL, DAV, "current-user-principal")
-                .await
-            {
-                Ok(principal) => {
-                    let home = self
-                        .find_href(conn, &principal, HOME_SET, CALDAV, "calendar-home-set")
-                        .await;
-                    self.principal = Some(principal);
-                    home
-                }
-                Err(e) => Err(e),
-            };
-            match home {
-                Ok(h) => {
-                    found = Some(h);
-                    break;
-                }
-                Err(e) => tried.push(e),
-            }
-        }
-        let Some(home) = found else {
-            // Every start failed: say what each one answered.
-            let request = tried
-                .iter()
-                .map(|e| e.request().to_string())
-                .collect::<Vec<_>>()
-                .join(", then ");
-            let answer = tried
-                .iter()
-                .map(|e| e.answer().to_string())
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Err(SetupError {
-                stage: Stage::Discovery,
-                request,
-                answer: format!("{answer} (give the class's calendar_home, or discovery: PATH)"),
-            });
-        };
-        self.home = Some(if home.ends_with('/') {
-            home
-        } else {
-            format!("{home}/")
-        });
+        let p = &self.class.params;
+        let asked = (p.calendar_home.as_deref(), p.discovery.as_deref());
+        let (principal, home) =
+            dav::find_home(&self.s, &self.ids, conn, asked, &CALDAV_SERVICE).await?;
+        self.principal = principal;
+        self.home = Some(home);
         Ok(())
     }
 
@@ -175,29 +123,8 @@ impl CaldavVu {
         }
     }
 
-    /// PROPFIND `path` (on the server, base path included) for one href-valued property.
-    /// The href comes back as a path on the server: CalDAV users work with the server's
-    /// own hrefs throughout, which need not lie under the target's path.
-    pub(super) async fn find_href(
-        &self,
-        conn: &mut Conn,
-        path: &str,
-        body: &'static str,
-        ns: &str,
-        prop: &str,
-    ) -> Result<String, SetupError> {
-        let (root, url) = self.find_props(conn, path, body, prop).await?;
-        let href = find_prop_href(&root, ns, prop).ok_or_else(|| SetupError {
-            stage: Stage::Discovery,
-            request: format!("PROPFIND {url} ({prop})"),
-            answer: format!("207 without {prop}"),
-        })?;
-        Ok(href_path(&href))
-    }
-
-    /// PROPFIND `path` (depth 0) with `body`, following up to [`MAX_REDIRECTS`]
-    /// redirects on the same server: the parsed multistatus and the URL that gave it;
-    /// `what` names the properties in a failure.
+    /// PROPFIND `path` (depth 0) with `body`, following redirects: the parsed
+    /// multistatus and the URL that gave it; `what` names the properties in a failure.
     pub(super) async fn find_props(
         &self,
         conn: &mut Conn,
@@ -205,54 +132,7 @@ impl CaldavVu {
         body: &'static str,
         what: &str,
     ) -> Result<(xml::El, String), SetupError> {
-        let mut path = path.to_string();
-        for _ in 0..=MAX_REDIRECTS {
-            let url = conn.endpoint().url_of(&path);
-            let fail = |answer: String| SetupError {
-                stage: Stage::Discovery,
-                request: format!("PROPFIND {url} ({what})"),
-                answer,
-            };
-            let r = match self
-                .s
-                .send_to(
-                    conn,
-                    "PROPFIND",
-                    &path,
-                    &[xml_ct(), depth("0")],
-                    Bytes::from_static(body.as_bytes()),
-                )
-                .await
-            {
-                Exchange::Answer(r) => r,
-                Exchange::Failed(o) => return Err(fail(o.detail.unwrap_or_default())),
-            };
-            let status = r.status.as_u16();
-            if matches!(status, 301 | 302 | 303 | 307 | 308) {
-                let location = r
-                    .headers
-                    .get(hyper::header::LOCATION)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("");
-                path = conn.endpoint().same_origin_path(location).ok_or_else(|| {
-                    fail(format!(
-                        "{status} to '{location}', another server: give that URL as --target"
-                    ))
-                })?;
-                continue;
-            }
-            if status != 207 {
-                return Err(fail(r.status.to_string()));
-            }
-            let text = std::str::from_utf8(&r.body).map_err(|e| fail(format!("207, {e}")))?;
-            let root = xml::parse(text).map_err(|e| fail(format!("207, {e}")))?;
-            return Ok((root, url));
-        }
-        Err(SetupError {
-            stage: Stage::Discovery,
-            request: format!("PROPFIND {} ({what})", conn.endpoint().url_of(&path)),
-            answer: format!("more than {MAX_REDIRECTS} redirects"),
-        })
+        dav::find_props(&self.s, conn, path, body, what).await
     }
 
     pub(super) async fn mkcalendar(

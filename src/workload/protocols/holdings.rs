@@ -1,5 +1,5 @@
 //! What a user holds that its picks act on, followed without a server: the events of each
-//! of a CalDAV user's calendars, the items of an Atom user's collection. `validate`'s
+//! of a CalDAV user's calendars, the contacts of a CardDAV user's address books, the items of an Atom user's collection. `validate`'s
 //! sampled plan walks a class's picks through it to say which share of them would find
 //! nothing to act on and send nothing, as the drivers decide it: an update, get or
 //! delete of an event needs one in the calendar picked; an Atom update needs an item (in
@@ -9,12 +9,13 @@
 
 use rand::Rng;
 
-use super::{AtomOp, CaldavOp, ClassKind, MAX_INITIAL_EVENTS};
+use super::{AtomOp, CaldavOp, CarddavOp, ClassKind, MAX_INITIAL_CONTACTS, MAX_INITIAL_EVENTS};
 
 /// What one user holds, for the operations that need something.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Holdings {
-    /// Events in each calendar; its first is made (and filled) in set-up.
+    /// Events in each calendar (contacts in each address book); its first is made (and
+    /// filled) in set-up.
     Calendars(Vec<u64>),
     /// Items in the one collection.
     Items(u64),
@@ -30,6 +31,13 @@ impl ClassKind {
                     .initial_events
                     .as_ref()
                     .map_or(0, |d| d.sample_count(rng, MAX_INITIAL_EVENTS));
+                Some(Holdings::Calendars(vec![n]))
+            }
+            ClassKind::Carddav { params, .. } => {
+                let n = params
+                    .initial_contacts
+                    .as_ref()
+                    .map_or(0, |d| d.sample_count(rng, MAX_INITIAL_CONTACTS));
                 Some(Holdings::Calendars(vec![n]))
             }
             // In a team, a user updates only the entries it created itself.
@@ -55,6 +63,9 @@ impl ClassKind {
             (ClassKind::Caldav { ops, .. }, Holdings::Calendars(cals)) => {
                 caldav_acts(ops.get(op), cals, rng)
             }
+            (ClassKind::Carddav { ops, .. }, Holdings::Calendars(books)) => {
+                carddav_acts(ops.get(op), books, rng)
+            }
             (ClassKind::Atom { ops, .. }, Holdings::Items(items)) => match ops.get(op) {
                 Some(AtomOp::CreateEvent) => {
                     *items = items.saturating_add(1);
@@ -64,7 +75,7 @@ impl ClassKind {
                 Some(AtomOp::FullFeed | AtomOp::TimeRangeFeed { .. } | AtomOp::Dashboard)
                 | None => true,
             },
-            (ClassKind::Caldav { .. }, Holdings::Items(_))
+            (ClassKind::Caldav { .. } | ClassKind::Carddav { .. }, Holdings::Items(_))
             | (ClassKind::Atom { .. }, Holdings::Calendars(_))
             | (
                 ClassKind::Morse { .. }
@@ -74,6 +85,38 @@ impl ClassKind {
                 Holdings::Calendars(_) | Holdings::Items(_),
             ) => true,
         }
+    }
+}
+
+/// A CardDAV pick on the user's address books, drawn as the driver draws it.
+fn carddav_acts(op: Option<&CarddavOp>, books: &mut Vec<u64>, rng: &mut impl Rng) -> bool {
+    let Some(op) = op else { return true };
+    if let CarddavOp::CreateAddressbook = op {
+        books.push(0);
+        return true;
+    }
+    if books.is_empty() {
+        return false;
+    }
+    let i = (rng.next_u64() % books.len() as u64) as usize;
+    let contacts = &mut books[i];
+    match op {
+        CarddavOp::PutContact(_) => {
+            *contacts = contacts.saturating_add(1);
+            true
+        }
+        CarddavOp::DeleteContact => match contacts.checked_sub(1) {
+            Some(left) => {
+                *contacts = left;
+                true
+            }
+            None => false,
+        },
+        CarddavOp::UpdateContact(_)
+        | CarddavOp::GetContact
+        | CarddavOp::AddressbookQuery
+        | CarddavOp::AddressbookMultiget { .. } => *contacts > 0,
+        CarddavOp::CreateAddressbook | CarddavOp::SyncCollection | CarddavOp::Propfind => true,
     }
 }
 

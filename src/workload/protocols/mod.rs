@@ -11,6 +11,7 @@
 mod amqp;
 mod atom;
 mod caldav;
+mod carddav;
 mod holdings;
 mod http;
 mod morse;
@@ -25,6 +26,7 @@ use crate::formats::scheme::Family;
 pub(crate) use amqp::{AmqpOp, AmqpParams, DIRECT_REPLY_TO, QueueType};
 pub(crate) use atom::{AtomOp, AtomParams};
 pub(crate) use caldav::{CaldavOp, CaldavParams, EventShape, MAX_INITIAL_EVENTS};
+pub(crate) use carddav::{CarddavOp, CarddavParams, ContactShape, MAX_INITIAL_CONTACTS};
 pub(crate) use holdings::Holdings;
 pub(crate) use morse::{MorseOp, MorseParams};
 pub(crate) use stomp::{AckMode, STAMP_LEN, StompOp, StompParams};
@@ -48,6 +50,8 @@ pub(crate) mod defaults {
     pub(crate) const MULTIGET_COUNT: u32 = 10;
     /// CalDAV: chance an answer to an invitation accepts it.
     pub(crate) const ACCEPT: f64 = 0.8;
+    /// CardDAV: chance a new contact carries a NOTE and CATEGORIES.
+    pub(crate) const CONTACT_NOTES: f64 = 0.3;
 }
 
 /// A protocol a user class can speak: the one list. Adding a variant makes every match
@@ -60,6 +64,9 @@ pub enum Protocol {
     Atom,
     /// CalDAV (RFC 4791) with sync-collection (RFC 6578): `workload/protocols/caldav.rs`, `protocol/caldav/`.
     Caldav,
+    /// CardDAV (RFC 6352) with sync-collection (RFC 6578): `workload/protocols/carddav.rs`,
+    /// `protocol/carddav/`.
+    Carddav,
     /// STOMP 1.2 producers and consumers of a message broker: `workload/protocols/stomp.rs`,
     /// `protocol/stomp/`, its frames in `crates/formats/src/stomp.rs`.
     Stomp,
@@ -73,10 +80,11 @@ pub enum Protocol {
 
 impl Protocol {
     /// Every protocol, in the order the docs list them.
-    pub const ALL: [Protocol; 6] = [
+    pub const ALL: [Protocol; 7] = [
         Protocol::Morse,
         Protocol::Atom,
         Protocol::Caldav,
+        Protocol::Carddav,
         Protocol::Stomp,
         Protocol::Amqp,
         Protocol::Http,
@@ -88,6 +96,7 @@ impl Protocol {
             Protocol::Morse => "morse",
             Protocol::Atom => "atom",
             Protocol::Caldav => "caldav",
+            Protocol::Carddav => "carddav",
             Protocol::Stomp => "stomp",
             Protocol::Amqp => "amqp",
             Protocol::Http => "http",
@@ -99,7 +108,11 @@ impl Protocol {
     pub fn carries_messages(self) -> bool {
         match self {
             Protocol::Stomp | Protocol::Amqp => true,
-            Protocol::Morse | Protocol::Atom | Protocol::Caldav | Protocol::Http => false,
+            Protocol::Morse
+            | Protocol::Atom
+            | Protocol::Caldav
+            | Protocol::Carddav
+            | Protocol::Http => false,
         }
     }
 
@@ -112,7 +125,11 @@ impl Protocol {
     /// offered for every `http://` target, one on a port of its own for its schemes.
     pub fn family(self) -> Family {
         match self {
-            Protocol::Morse | Protocol::Atom | Protocol::Caldav | Protocol::Http => Family::Http,
+            Protocol::Morse
+            | Protocol::Atom
+            | Protocol::Caldav
+            | Protocol::Carddav
+            | Protocol::Http => Family::Http,
             Protocol::Stomp => Family::Stomp,
             Protocol::Amqp => Family::Amqp,
         }
@@ -124,6 +141,7 @@ impl Protocol {
             Protocol::Morse => &morse::DEF,
             Protocol::Atom => &atom::DEF,
             Protocol::Caldav => &caldav::DEF,
+            Protocol::Carddav => &carddav::DEF,
             Protocol::Stomp => &stomp::DEF,
             Protocol::Amqp => &amqp::DEF,
             Protocol::Http => &http::DEF,
@@ -245,6 +263,10 @@ pub enum ClassKind {
     Caldav {
         params: CaldavParams,
         ops: Vec<CaldavOp>,
+    },
+    Carddav {
+        params: CarddavParams,
+        ops: Vec<CarddavOp>,
     },
     Stomp {
         params: StompParams,
@@ -401,6 +423,7 @@ pub(in crate::workload) fn build_class(
         Protocol::Morse => morse::build(ops, class_params, labels),
         Protocol::Atom => atom::build(ops, class_params, labels),
         Protocol::Caldav => caldav::build(ops, class_params, labels),
+        Protocol::Carddav => carddav::build(ops, class_params, labels),
         Protocol::Stomp => stomp::build(ops, class_params, labels),
         Protocol::Amqp => amqp::build(ops, class_params, labels),
     }
@@ -417,9 +440,10 @@ impl ClassKind {
                 true => Tally::Total,
                 false => Tally::Apart,
             },
-            ClassKind::Morse { .. } | ClassKind::Atom { .. } | ClassKind::Caldav { .. } => {
-                Tally::Total
-            }
+            ClassKind::Morse { .. }
+            | ClassKind::Atom { .. }
+            | ClassKind::Caldav { .. }
+            | ClassKind::Carddav { .. } => Tally::Total,
             ClassKind::Stomp { ops, params } => ops
                 .get(label)
                 .map_or_else(|| params.tally(label), StompOp::tally),
@@ -450,7 +474,8 @@ impl ClassKind {
             ClassKind::Http { .. }
             | ClassKind::Morse { .. }
             | ClassKind::Atom { .. }
-            | ClassKind::Caldav { .. } => Vec::new(),
+            | ClassKind::Caldav { .. }
+            | ClassKind::Carddav { .. } => Vec::new(),
         }
     }
 
@@ -460,6 +485,7 @@ impl ClassKind {
     pub(in crate::workload) fn nothing_to_act_on(&self, weights: &[f64]) -> Option<String> {
         match self {
             ClassKind::Caldav { ops, params } => caldav::nothing_to_act_on(ops, weights, params),
+            ClassKind::Carddav { ops, params } => carddav::nothing_to_act_on(ops, weights, params),
             // Morse Code and Atom users publish a collection in their set-up (Atom's with
             // `initial_items`), and what an http or broker class sends needs nothing made.
             ClassKind::Http { .. }
@@ -524,6 +550,21 @@ impl ClassKind {
                 )
                 | None => String::new(),
             },
+            ClassKind::Carddav { ops, .. } => match ops.get(i) {
+                Some(CarddavOp::PutContact(shape) | CarddavOp::UpdateContact(shape)) => {
+                    shape.describe(shape.photo.as_ref().map(|d| fmt_d(d, false)))
+                }
+                Some(CarddavOp::AddressbookMultiget { count }) => format!("count {count}"),
+                Some(
+                    CarddavOp::CreateAddressbook
+                    | CarddavOp::GetContact
+                    | CarddavOp::DeleteContact
+                    | CarddavOp::AddressbookQuery
+                    | CarddavOp::SyncCollection
+                    | CarddavOp::Propfind,
+                )
+                | None => String::new(),
+            },
         }
     }
 }
@@ -563,6 +604,7 @@ mod tests {
                 ClassKind::Morse { ops, .. } => ops.len(),
                 ClassKind::Atom { ops, .. } => ops.len(),
                 ClassKind::Caldav { ops, .. } => ops.len(),
+                ClassKind::Carddav { ops, .. } => ops.len(),
                 ClassKind::Stomp { ops, .. } => ops.len(),
                 ClassKind::Amqp { ops, .. } => ops.len(),
             };

@@ -1,0 +1,250 @@
+//! What the CalDAV and CardDAV drivers share: finding a user's collection home as DAV
+//! clients do (RFC 6764: the principal, `current-user-principal`, from a class's
+//! `discovery` path, or from `/.well-known/caldav` or `carddav` at the server's root,
+//! following its redirects, and then from the service's own root; then the principal's
+//! home set, `calendar-home-set` or `addressbook-home-set`; set-up, untimed, every failure
+//! said in the words of the request that failed), the headers of their requests, and
+//! a multistatus answer read into an outcome.
+
+use bytes::Bytes;
+use hyper::header::{CONTENT_TYPE, ETAG, HeaderName, HeaderValue};
+
+use crate::formats::dav::{DAV, Multistatus, find_prop_href, href_path, parse_multistatus};
+use crate::formats::xml;
+use crate::protocol::session::{Exchange, Session};
+use crate::protocol::{Outcome, SetupError, Stage, VuIds};
+use crate::transport::{Conn, Response};
+
+/// `Content-Type` of an XML body.
+pub(crate) fn xml_ct() -> (HeaderName, HeaderValue) {
+    (
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/xml; charset=utf-8"),
+    )
+}
+
+/// A `Depth` header.
+pub(crate) fn depth(d: &'static str) -> (HeaderName, HeaderValue) {
+    (
+        HeaderName::from_static("depth"),
+        HeaderValue::from_static(d),
+    )
+}
+
+/// The answer's ETag, when it gives one.
+pub(crate) fn etag_of(r: &Response) -> Option<String> {
+    r.headers
+        .get(ETAG)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// The outcome with the answer's multistatus, or a body failure naming `what` when the
+/// answer was expected and is not one.
+pub(crate) fn multistatus_outcome(
+    r: &Response,
+    o: Outcome,
+    what: &str,
+) -> (Outcome, Option<Multistatus>) {
+    if !o.is_ok() {
+        return (o, None);
+    }
+    match parse_multistatus(&r.body) {
+        Ok(m) => (o, Some(m)),
+        Err(e) => (o.body_error(format!("{what}: bad multistatus: {e}")), None),
+    }
+}
+
+/// A class's path template for this user: `{user}`, `{vu}`, `{run_id}`, `{context}`.
+pub(crate) fn template(t: &str, s: &Session, ids: &VuIds) -> String {
+    t.replace("{user}", &s.user)
+        .replace("{vu}", &ids.vu.to_string())
+        .replace("{run_id}", &ids.run_id)
+        .replace("{context}", &s.context)
+}
+
+/// The home a class names (`given`, a template), or the one discovery finds from the
+/// class's `start` (a template), else from the service's well-known URI and the
+/// context's root: the principal (when discovery ran) and the home, ending in `/`.
+pub(crate) async fn find_home(
+    s: &Session,
+    ids: &VuIds,
+    conn: &mut Conn,
+    (given, start): (Option<&str>, Option<&str>),
+    service: &Service,
+) -> Result<(Option<String>, String), SetupError> {
+    let base = conn.endpoint().base_path.clone();
+    if let Some(h) = given {
+        let mut h = format!("{base}{}", template(h, s, ids));
+        if !h.ends_with('/') {
+            h.push('/');
+        }
+        return Ok((None, h));
+    }
+    let starts: Vec<String> = match start {
+        Some(d) => vec![format!("{base}{}", template(d, s, ids))],
+        None => vec![
+            service.well_known.to_string(),
+            format!("{base}{}/", s.context),
+        ],
+    };
+    let found = discover(s, conn, &starts, service).await?;
+    Ok((Some(found.principal), found.home))
+}
+
+/// Redirects followed from one discovery request (RFC 6764's well-known URI redirects).
+const MAX_REDIRECTS: usize = 5;
+
+const PRINCIPAL: &str =
+    r#"<D:propfind xmlns:D="DAV:"><D:prop><D:current-user-principal/></D:prop></D:propfind>"#;
+
+/// What one service's discovery looks for.
+pub(crate) struct Service {
+    /// `/.well-known/caldav` or `/.well-known/carddav`.
+    pub(crate) well_known: &'static str,
+    /// The PROPFIND body that asks a principal for its home set.
+    pub(crate) home_body: &'static str,
+    /// The home set property: its namespace and name.
+    pub(crate) home_prop: (&'static str, &'static str),
+    /// The class parameter that names the home when discovery cannot find it.
+    pub(crate) home_param: &'static str,
+}
+
+/// What discovery found: the principal (an owner grants members by it) and the home,
+/// a path on the server ending in `/`.
+struct Found {
+    principal: String,
+    home: String,
+}
+
+/// The principal and home, from `starts` in order (the class's `discovery`; else the
+/// service's well-known URI and the context's root): a start that leads nowhere (a
+/// well-known URI a proxy maps oddly, a root that is not the service's) is not the end,
+/// the next one may work. When all fail, what each one answered.
+async fn discover(
+    s: &Session,
+    conn: &mut Conn,
+    starts: &[String],
+    service: &Service,
+) -> Result<Found, SetupError> {
+    let mut tried = Vec::new();
+    for start in starts {
+        let found = match find_href(s, conn, start, PRINCIPAL, DAV, "current-user-principal").await
+        {
+            Ok(principal) => {
+                let (ns, prop) = service.home_prop;
+                find_href(s, conn, &principal, service.home_body, ns, prop)
+                    .await
+                    .map(|home| Found { principal, home })
+            }
+            Err(e) => Err(e),
+        };
+        match found {
+            Ok(mut f) => {
+                if !f.home.ends_with('/') {
+                    f.home.push('/');
+                }
+                return Ok(f);
+            }
+            Err(e) => tried.push(e),
+        }
+    }
+    let request = tried
+        .iter()
+        .map(|e| e.request().to_string())
+        .collect::<Vec<_>>()
+        .join(", then ");
+    let answer = tried
+        .iter()
+        .map(|e| e.answer().to_string())
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(SetupError {
+        stage: Stage::Discovery,
+        request,
+        answer: format!(
+            "{answer} (give the class's {}, or discovery: PATH)",
+            service.home_param
+        ),
+    })
+}
+
+/// PROPFIND `path` (on the server, base path included) for one href-valued property.
+/// The href comes back as a path on the server: DAV users work with the server's own
+/// hrefs throughout, which need not lie under the target's path.
+async fn find_href(
+    s: &Session,
+    conn: &mut Conn,
+    path: &str,
+    body: &'static str,
+    ns: &str,
+    prop: &str,
+) -> Result<String, SetupError> {
+    let (root, url) = find_props(s, conn, path, body, prop).await?;
+    let href = find_prop_href(&root, ns, prop).ok_or_else(|| SetupError {
+        stage: Stage::Discovery,
+        request: format!("PROPFIND {url} ({prop})"),
+        answer: format!("207 without {prop}"),
+    })?;
+    Ok(href_path(&href))
+}
+
+/// PROPFIND `path` (depth 0) with `body`, following up to [`MAX_REDIRECTS`] redirects
+/// on the same server: the parsed multistatus and the URL that gave it; `what` names the
+/// properties in a failure.
+pub(crate) async fn find_props(
+    s: &Session,
+    conn: &mut Conn,
+    path: &str,
+    body: &'static str,
+    what: &str,
+) -> Result<(xml::El, String), SetupError> {
+    let mut path = path.to_string();
+    for _ in 0..=MAX_REDIRECTS {
+        let url = conn.endpoint().url_of(&path);
+        let fail = |answer: String| SetupError {
+            stage: Stage::Discovery,
+            request: format!("PROPFIND {url} ({what})"),
+            answer,
+        };
+        let headers = [xml_ct(), depth("0")];
+        let r = match s
+            .send_to(
+                conn,
+                "PROPFIND",
+                &path,
+                &headers,
+                Bytes::from_static(body.as_bytes()),
+            )
+            .await
+        {
+            Exchange::Answer(r) => r,
+            Exchange::Failed(o) => return Err(fail(o.detail.unwrap_or_default())),
+        };
+        let status = r.status.as_u16();
+        if matches!(status, 301 | 302 | 303 | 307 | 308) {
+            let location = r
+                .headers
+                .get(hyper::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            path = conn.endpoint().same_origin_path(location).ok_or_else(|| {
+                fail(format!(
+                    "{status} to '{location}', another server: give that URL as --target"
+                ))
+            })?;
+            continue;
+        }
+        if status != 207 {
+            return Err(fail(r.status.to_string()));
+        }
+        let text = std::str::from_utf8(&r.body).map_err(|e| fail(format!("207, {e}")))?;
+        let root = xml::parse(text).map_err(|e| fail(format!("207, {e}")))?;
+        return Ok((root, url));
+    }
+    Err(SetupError {
+        stage: Stage::Discovery,
+        request: format!("PROPFIND {} ({what})", conn.endpoint().url_of(&path)),
+        answer: format!("more than {MAX_REDIRECTS} redirects"),
+    })
+}

@@ -1,0 +1,379 @@
+//! CardDAV: the shipped address book workload against the embedded server on both stores,
+//! its counts held against the server's own request for request; the server's address
+//! books as a client meets them (discovery, extended MKCOL, vCards checked, queries,
+//! multigets, sync, and what an address book refuses that a calendar takes and the other
+//! way round); and the driver's verdict on a server that answers empty where contacts are.
+
+use crate::common::*;
+use crate::server::each_store;
+use loadmix::embedded::StoreSpec;
+use loadmix::embedded::{self as server, ServerConfig};
+
+fn count(r: &loadmix::reports::Report, op: &str) -> u64 {
+    r.summary
+        .ops
+        .iter()
+        .find(|o| o.op == op)
+        .map_or(0, |o| o.requests)
+}
+
+#[test]
+fn the_address_book_workload_runs_clean_and_agrees_with_the_server_on_both_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in [
+        StoreSpec::Memory,
+        StoreSpec::Sqlite(dir.path().join("d.db").display().to_string()),
+    ] {
+        let rt = runtime();
+        let srv = rt
+            .block_on(server::start(ServerConfig {
+                store: store.clone(),
+                ..ServerConfig::default()
+            }))
+            .unwrap();
+        let tmp = tempdir();
+        let out = out_dir(&tmp);
+        let code = loadmix(&[
+            "run",
+            &path_str(&root().join("workloads/carddav-sync.yaml")),
+            "--target",
+            &srv.url(),
+            "--iterations",
+            "150",
+            "--rounds",
+            "1",
+            "--set",
+            "think=0ms",
+            "--set",
+            "users.book.count=4",
+            "--set",
+            "users.book.params.initial_contacts=25",
+            "--out",
+            &path_str(&out),
+            "--quiet",
+        ]);
+        assert_eq!(code, 0, "{store:?}");
+        let r = read_report(&out);
+        assert_eq!(r.summary.total.failures, 0, "{store:?}: {:?}", r.failures);
+        let ops = [
+            "book.sync_collection",
+            "book.addressbook_query",
+            "book.addressbook_multiget",
+            "book.get_contact",
+            "book.put_contact",
+            "book.update_contact",
+            "book.propfind",
+            "book.delete_contact",
+            "book.create_addressbook",
+        ];
+        for op in ops {
+            assert!(count(&r, op) > 0, "{store:?}: {op} never ran");
+        }
+        let untimed = |k: &str| {
+            r.preflight.answers.get(k).copied().unwrap_or(0)
+                + r.rounds
+                    .iter()
+                    .map(|x| x.setup.answers.get(k).copied().unwrap_or(0))
+                    .sum::<u64>()
+        };
+        // Set-up: each user's first address book and its 25 contacts; discovery is a
+        // well-known redirect, the principal and the home, for each user and the preflight.
+        assert_eq!(untimed("MKCOL 201"), 4);
+        assert_eq!(untimed("PUT 201"), 4 * 25 + 4 + 1, "contacts and accounts");
+        assert_eq!(untimed("PROPFIND 301"), 4 + 1);
+        assert_eq!(untimed("PROPFIND 207"), 2 * (4 + 1));
+        let s = &srv.stats;
+        let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
+        assert_eq!(r.rounds.iter().map(|x| x.cleanup.failures).sum::<u64>(), 0);
+        assert_eq!(
+            s.count("MKCOL", 201),
+            count(&r, "book.create_addressbook") + untimed("MKCOL 201")
+        );
+        assert_eq!(
+            s.count("PUT", 201),
+            count(&r, "book.put_contact") + untimed("PUT 201")
+        );
+        assert_eq!(s.count("PUT", 204), count(&r, "book.update_contact"));
+        assert_eq!(s.count("GET", 200), count(&r, "book.get_contact"));
+        assert_eq!(
+            s.count("DELETE", 204),
+            count(&r, "book.delete_contact") + cleanup
+        );
+        assert_eq!(
+            s.count("REPORT", 207),
+            count(&r, "book.sync_collection")
+                + count(&r, "book.addressbook_query")
+                + count(&r, "book.addressbook_multiget")
+        );
+        assert_eq!(
+            s.count("PROPFIND", 207),
+            count(&r, "book.propfind") + untimed("PROPFIND 207")
+        );
+        let answered: u64 = s.snapshot().iter().map(|(_, _, n)| n).sum();
+        let setup = r.preflight.requests + r.rounds.iter().map(|x| x.setup.requests).sum::<u64>();
+        assert_eq!(
+            answered,
+            r.summary.total.requests + setup + cleanup,
+            "{store:?}: measured + set-up + cleanup is everything that reached the server"
+        );
+        rt.block_on(srv.stop());
+    }
+}
+
+const XML: (&str, &str) = ("content-type", "application/xml");
+const VCARD: (&str, &str) = ("content-type", "text/vcard");
+const MKCOL_BOOK: &str = r#"<D:mkcol xmlns:D="DAV:" xmlns:CR="urn:ietf:params:xml:ns:carddav"><D:set><D:prop><D:resourcetype><D:collection/><CR:addressbook/></D:resourcetype><D:displayname>Friends</D:displayname><CR:addressbook-description>mine</CR:addressbook-description></D:prop></D:set></D:mkcol>"#;
+
+fn card(uid: &str, name: &str, email: &str) -> String {
+    format!(
+        "BEGIN:VCARD\r\nVERSION:3.0\r\nUID:{uid}\r\nFN:{name}\r\nN:{name};;;;\r\nEMAIL;TYPE=INTERNET:{email}\r\nEND:VCARD\r\n"
+    )
+}
+
+fn query(prop: &str, text: &str) -> String {
+    format!(
+        r#"<CR:addressbook-query xmlns:D="DAV:" xmlns:CR="urn:ietf:params:xml:ns:carddav"><D:prop><D:getetag/><CR:address-data/></D:prop><CR:filter><CR:prop-filter name="{prop}"><CR:text-match match-type="contains">{text}</CR:text-match></CR:prop-filter></CR:filter></CR:addressbook-query>"#
+    )
+}
+
+#[test]
+fn the_embedded_server_keeps_address_books_of_checked_vcards_apart_from_calendars() {
+    each_store(|_, _, alice, bob| {
+        let r = alice.send("PROPFIND", "/cosmo/dav/alice/", &[("depth", "0")], r#"<D:propfind xmlns:D="DAV:" xmlns:CR="urn:ietf:params:xml:ns:carddav"><D:prop><CR:addressbook-home-set/></D:prop></D:propfind>"#);
+        assert!(
+            r.body
+                .contains("<CR:addressbook-home-set><D:href>/cosmo/dav/alice/</D:href>"),
+            "{}",
+            r.body
+        );
+        let book = "/cosmo/dav/alice/friends/";
+        assert_eq!(alice.send("MKCOL", book, &[XML], MKCOL_BOOK).status, 201);
+        let both = MKCOL_BOOK.replace(
+            "<CR:addressbook/>",
+            r#"<CR:addressbook/><C:calendar xmlns:C="urn:ietf:params:xml:ns:caldav"/>"#,
+        );
+        let r = alice.send("MKCOL", "/cosmo/dav/alice/both/", &[XML], &both);
+        assert_eq!(r.status, 403, "a calendar and an address book at once");
+        let r = alice.send("PROPFIND", book, &[("depth", "0")], "");
+        assert!(
+            r.body.contains("<CR:addressbook/>") && !r.body.contains("<C:calendar/>"),
+            "{}",
+            r.body
+        );
+        // Contacts: checked as vCards, their UID held per book.
+        let ann = format!("{book}ann.vcf");
+        let r = alice.send(
+            "PUT",
+            &ann,
+            &[VCARD],
+            &card("u-ann", "Ann Élise", "ann@example.org"),
+        );
+        assert_eq!(r.status, 201);
+        let etag = r.header("etag").to_string();
+        let r = alice.send(
+            "PUT",
+            &format!("{book}bob.vcf"),
+            &[VCARD],
+            &card("u-bob", "Bob Lee", "bob@example.org"),
+        );
+        assert_eq!(r.status, 201);
+        let r = alice.send(
+            "PUT",
+            &format!("{book}dup.vcf"),
+            &[VCARD],
+            &card("u-ann", "Ann", "a@x"),
+        );
+        assert_eq!(r.status, 409, "{}", r.body);
+        assert!(
+            r.body.contains("no-uid-conflict") && r.body.contains("carddav"),
+            "{}",
+            r.body
+        );
+        let no_uid = "BEGIN:VCARD\r\nVERSION:3.0\r\nFN:X\r\nN:X;;;;\r\nEND:VCARD\r\n";
+        let r = alice.send("PUT", &format!("{book}x.vcf"), &[VCARD], no_uid);
+        assert_eq!(r.status, 400);
+        assert!(r.body.contains("valid-address-data"), "{}", r.body);
+        assert!(!r.header("x-loadmix-reason").is_empty());
+        let ics = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nBEGIN:VEVENT\r\nUID:e\r\nDTSTART:20070101T000000Z\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n";
+        let r = alice.send(
+            "PUT",
+            &format!("{book}e.ics"),
+            &[("content-type", "text/calendar")],
+            ics,
+        );
+        assert_eq!(r.status, 415, "an event is not a contact");
+        let r = alice.get(&ann);
+        assert_eq!(
+            (r.status, r.header("content-type")),
+            (200, "text/vcard; charset=utf-8")
+        );
+        assert!(r.body.contains("FN:Ann Élise"));
+        let r = alice.send(
+            "PUT",
+            &ann,
+            &[VCARD, ("if-match", "\"nope\"")],
+            &card("u-ann", "Ann", "a@x"),
+        );
+        assert_eq!(r.status, 412);
+        let r = alice.send(
+            "PUT",
+            &ann,
+            &[VCARD, ("if-match", &etag)],
+            &card("u-ann", "Ann Élise Lee", "ann@example.org"),
+        );
+        assert_eq!(r.status, 204);
+        // Queries: by name without case, by address; what the server cannot answer truly
+        // is refused with CardDAV's precondition.
+        let r = alice.send(
+            "REPORT",
+            book,
+            &[XML, ("depth", "1")],
+            &query("FN", "élise"),
+        );
+        assert_eq!(r.status, 207);
+        assert!(
+            r.body.contains("ann.vcf") && !r.body.contains("bob.vcf"),
+            "{}",
+            r.body
+        );
+        assert!(
+            r.body.contains("<CR:address-data>BEGIN:VCARD"),
+            "{}",
+            r.body
+        );
+        let r = alice.send("REPORT", book, &[XML], &query("EMAIL", "bob@"));
+        assert!(
+            r.body.contains("bob.vcf") && !r.body.contains("ann.vcf"),
+            "{}",
+            r.body
+        );
+        let r = alice.send("REPORT", book, &[XML], &query("TEL", "555"));
+        assert_eq!(r.status, 403);
+        assert!(r.body.contains("supported-filter"), "{}", r.body);
+        let multiget = format!(
+            r#"<CR:addressbook-multiget xmlns:D="DAV:" xmlns:CR="urn:ietf:params:xml:ns:carddav"><D:prop><D:getetag/><CR:address-data/></D:prop><D:href>{ann}</D:href><D:href>{book}gone.vcf</D:href></CR:addressbook-multiget>"#
+        );
+        let r = alice.send("REPORT", book, &[XML], &multiget);
+        assert!(
+            r.body.contains("Ann Élise Lee") && r.body.contains("404 Not Found"),
+            "{}",
+            r.body
+        );
+        // Sync: everything, then only what changed.
+        let sync = |t: &str| {
+            format!(
+                r#"<D:sync-collection xmlns:D="DAV:"><D:sync-token>{t}</D:sync-token><D:sync-level>1</D:sync-level><D:prop><D:getetag/></D:prop></D:sync-collection>"#
+            )
+        };
+        let r = alice.send("REPORT", book, &[XML], &sync(""));
+        assert_eq!(r.body.matches("<D:response>").count(), 2, "{}", r.body);
+        let token = r
+            .body
+            .split("<D:sync-token>")
+            .nth(1)
+            .unwrap()
+            .split('<')
+            .next()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            alice
+                .send("DELETE", &format!("{book}bob.vcf"), &[], "")
+                .status,
+            204
+        );
+        let r = alice.send("REPORT", book, &[XML], &sync(&token));
+        assert!(
+            r.body.contains("bob.vcf") && r.body.contains("404") && !r.body.contains("ann.vcf"),
+            "{}",
+            r.body
+        );
+        // A calendar's reports are not an address book's, nor the other way round.
+        let cal_query = r#"<C:calendar-query xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"><D:prop><D:getetag/></D:prop><C:filter><C:comp-filter name="VCALENDAR"/></C:filter></C:calendar-query>"#;
+        assert_eq!(alice.send("REPORT", book, &[XML], cal_query).status, 403);
+        let mk = r#"<C:mkcalendar xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav"/>"#;
+        assert_eq!(
+            alice
+                .send("MKCALENDAR", "/cosmo/dav/alice/work/", &[XML], mk)
+                .status,
+            201
+        );
+        assert_eq!(
+            alice
+                .send(
+                    "REPORT",
+                    "/cosmo/dav/alice/work/",
+                    &[XML],
+                    &query("FN", "a")
+                )
+                .status,
+            403
+        );
+        let r = alice.send(
+            "PUT",
+            "/cosmo/dav/alice/work/c.vcf",
+            &[VCARD],
+            &card("c", "C", "c@x"),
+        );
+        assert_eq!(r.status, 415, "a contact is not an event");
+        // The mark cannot be written, and another user's book is not theirs to read.
+        let patch = r#"<D:propertyupdate xmlns:D="DAV:" xmlns:CR="urn:ietf:params:xml:ns:carddav"><D:remove><D:prop><CR:addressbook/></D:prop></D:remove></D:propertyupdate>"#;
+        let r = alice.send("PROPPATCH", book, &[XML], patch);
+        assert!(r.body.contains("403 Forbidden"), "{}", r.body);
+        assert!(
+            alice
+                .send("PROPFIND", book, &[("depth", "0")], "")
+                .body
+                .contains("<CR:addressbook/>")
+        );
+        assert_eq!(bob.get(&ann).status, 403);
+    });
+}
+
+#[test]
+fn a_server_that_answers_empty_where_contacts_are_fails_the_sync_and_the_query() {
+    // Discovery, an address book and its contacts as a server makes them; then every
+    // REPORT answered with a multistatus that names nothing but a token: the Stalwart
+    // bug, an empty answer where items exist.
+    let rt = runtime();
+    let addr = scripted(&rt, |method, path, _body| match (method, path) {
+        ("PUT", _) => http_response("201 Created", "text/plain", ""),
+        ("MKCOL", _) => http_response("201 Created", "text/plain", ""),
+        ("REPORT", _) => http_response(
+            "207 Multi-Status",
+            "application/xml",
+            r#"<multistatus xmlns="DAV:"><sync-token>t1</sync-token></multistatus>"#,
+        ),
+        _ => http_response("404 Not Found", "text/plain", ""),
+    });
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "target: http://{addr}\ncontext: ''\nrun: {{ iterations: 4 }}\nusers:\n  - class: c\n    protocol: carddav\n    count: 1\n    params: {{ addressbook_home: /home/, initial_contacts: 3 }}\n    mix: {{ sync_collection: 1, addressbook_query: 1 }}\n"
+        ),
+    )
+    .unwrap();
+    loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]);
+    let r = read_report(&out);
+    let sync = op(&r, "c.sync_collection");
+    let query = op(&r, "c.addressbook_query");
+    assert!(sync.requests + query.requests > 0);
+    // The first sync, from scratch, must list them; the later ones, from its token, may
+    // rightly say nothing changed.
+    assert!(sync.requests > 1, "{:?}", r.summary.ops);
+    assert_eq!(sync.failures, 1, "{:?}", r.failures);
+    assert_eq!(query.failures, query.requests, "{:?}", r.failures);
+    let why: Vec<&str> = r.failures.iter().map(|f| f.detail.as_str()).collect();
+    assert!(
+        why.iter()
+            .any(|d| d.contains("none of the 3 contacts the user holds is listed")),
+        "{why:?}"
+    );
+    assert!(
+        why.iter().any(|d| d.contains("is not in the answer")),
+        "{why:?}"
+    );
+}

@@ -8,8 +8,9 @@
 #   real_checks FILTER        the Rust checks of tests/real/ whose names hold FILTER,
 #                             one at a time (they share the server they are handed
 #                             through LOADMIX_REAL_* variables), their figures printed
-#   caldav_venv               the Python caldav library and caldav-server-tester in
-#                             .tools/venv-caldav, installed when missing
+#   caldav_venv               the Python caldav library, caldav-server-tester and
+#                             vdirsyncer (a CardDAV client) in .tools/venv-caldav,
+#                             installed when missing
 #   scheduling_features URL ORGANIZER ATTENDEE PASSWORD OUT
 #                             caldav-server-tester's RFC 6638 checks against the CalDAV
 #                             root URL with two accounts (one password, from a file the
@@ -53,10 +54,11 @@ real_checks() {
 CALDAV_VENV=.tools/venv-caldav
 
 caldav_venv() {
-    if [ ! -x "$CALDAV_VENV/bin/caldav-server-tester" ] || ! "$CALDAV_VENV/bin/python" -c "import caldav" 2>/dev/null; then
-        echo "installing the caldav client library and caldav-server-tester into $CALDAV_VENV"
+    if [ ! -x "$CALDAV_VENV/bin/caldav-server-tester" ] || [ ! -x "$CALDAV_VENV/bin/vdirsyncer" ] \
+        || ! "$CALDAV_VENV/bin/python" -c "import caldav" 2>/dev/null; then
+        echo "installing the caldav client library, caldav-server-tester and vdirsyncer into $CALDAV_VENV"
         python3 -m venv "$CALDAV_VENV"
-        "$CALDAV_VENV/bin/pip" install --quiet --disable-pip-version-check caldav caldav-server-tester
+        "$CALDAV_VENV/bin/pip" install --quiet --disable-pip-version-check caldav caldav-server-tester vdirsyncer
     fi
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Starts two real CalDAV servers from PyPI, Radicale and Xandikos (venvs under .tools/),
-# on loopback without authentication, and hands them to the Rust checks of
-# tests/real/peers.rs: workloads/caldav-sync.yaml and caldav-clients.yaml (behaviour
-# models) against each, and the starter `loadmix new` writes for Radicale. Fails, never
+# Starts two real CalDAV and CardDAV servers from PyPI, Radicale and Xandikos (venvs under
+# .tools/), on loopback without authentication, and hands them to the Rust checks of
+# tests/real/peers.rs: workloads/caldav-sync.yaml, caldav-clients.yaml (behaviour models)
+# and carddav-sync.yaml against each (Xandikos's own access log against loadmix's count),
+# and the starter `loadmix new` writes for Radicale. Fails, never
 # skips, when they cannot be installed or started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,4 +45,6 @@ wait_port "$RPORT" radicale "$WORK/radicale.log"
 wait_port "$XPORT" xandikos "$WORK/xandikos.log"
 
 export LOADMIX_REAL_PEER_RADICALE="http://127.0.0.1:$RPORT" LOADMIX_REAL_PEER_XANDIKOS="http://127.0.0.1:$XPORT"
+# Xandikos writes its access log (Common Log Format) with the rest of what it says.
+export LOADMIX_REAL_PEER_XANDIKOS_LOG="$WORK/xandikos.log"
 real_checks peers::

@@ -27,6 +27,8 @@ const SEEDS: &[&str] = &[
     r#"<?xml version="1.0"?><D:multistatus xmlns:D="DAV:"><D:response><D:href>/a</D:href><D:propstat><D:prop><D:getetag>"1"</D:getetag></D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat></D:response><D:sync-token>t</D:sync-token></D:multistatus>"#,
     r#"<eim:collection uuid="C" xmlns:eim="http://osafoundation.org/eim/0"><eim:recordset uuid="I"><item:record xmlns:item="http://osafoundation.org/eim/item/0"><item:uuid eim:key="true" eim:type="text">I</item:uuid></item:record></eim:recordset></eim:collection>"#,
     "BEGIN:VCARD\r\nVERSION:3.0\r\nUID:u\r\nN:Doe;Jane;;;\r\nFN:Jane\\, D\r\nitem1.EMAIL;TYPE=INTERNET:j@x\r\n .org\r\nPHOTO;ENCODING=b:QUJD\r\nEND:VCARD\r\n",
+    r#"<CR:addressbook-query xmlns:D="DAV:" xmlns:CR="urn:ietf:params:xml:ns:carddav"><D:prop><D:getetag/><CR:address-data/></D:prop><CR:filter test="allof"><CR:prop-filter name="FN" test="anyof"><CR:text-match collation="i;unicode-casemap" match-type="starts-with" negate-condition="no">Jä</CR:text-match></CR:prop-filter><CR:prop-filter name="EMAIL"><CR:is-not-defined/></CR:prop-filter></CR:filter><CR:limit><CR:nresults>2</CR:nresults></CR:limit></CR:addressbook-query>"#,
+    r#"<D:mkcol xmlns:D="DAV:" xmlns:CR="urn:ietf:params:xml:ns:carddav"><D:set><D:prop><D:resourcetype><D:collection/><CR:addressbook/></D:resourcetype></D:prop></D:set></D:mkcol>"#,
     "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nBEGIN:VEVENT\r\nUID:u\r\nDTSTART:20070101T100000Z\r\nDURATION:PT1H\r\nRRULE:FREQ=WEEKLY;COUNT=3\r\nSUMMARY:a\\, b\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
     r#"{"uuid":"u","records":{"item":{"prefix":"item","ns":"urn:x","key":{"uuid":["text","u"]},"fields":{"title":["text",null]}}}}"#,
     "users:\n  - class: a\n    protocol: http\n    count: 2\n    think: { uniform: [0ms, 5ms] }\n    mix:\n      get: { weight: 1, path: \"/x/{vu}\", capture: { id: { json: /id } } }\n      put: { weight: 2, method: PUT, path: \"/x/{id}\", body: { random: 1KiB } }\nthresholds:\n  - { op: a.get, p95: \"< 10ms\" }\n",
@@ -214,6 +216,8 @@ fn the_embedded_server_answers_every_hostile_request_without_a_500() {
         "/cosmo/dav/anyone/",
         "/cosmo/dav/anyone/cal/",
         "/cosmo/dav/anyone/cal/e.ics",
+        "/cosmo/dav/anyone/book/",
+        "/cosmo/dav/anyone/book/c.vcf",
         "/cosmo/queue/fuzz",
     ];
     let methods = [
@@ -225,6 +229,7 @@ fn the_embedded_server_answers_every_hostile_request_without_a_500() {
         "PROPPATCH",
         "REPORT",
         "MKCALENDAR",
+        "MKCOL",
         "OPTIONS",
     ];
     let types = [
@@ -232,9 +237,11 @@ fn the_embedded_server_answers_every_hostile_request_without_a_500() {
         "application/eim+xml",
         "application/atom+xml",
         "text/calendar",
+        "text/vcard",
         "text/xml",
     ];
-    // Make the collection and calendar exist, so bodies reach the parsers behind them.
+    // Make the collection, calendar and address book exist, so bodies reach the parsers
+    // behind them.
     let send = |method: &str, path: &str, ctype: &str, body: &str| -> String {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -256,6 +263,20 @@ fn the_embedded_server_answers_every_hostile_request_without_a_500() {
         "application/xml",
         "",
     );
+    let book = send(
+        "MKCOL",
+        "/cosmo/dav/anyone/book/",
+        "application/xml",
+        SEEDS.iter().find(|s| s.starts_with("<D:mkcol")).unwrap(),
+    );
+    assert!(book.starts_with("HTTP/1.1 201"), "{book}");
+    let card = send(
+        "PUT",
+        "/cosmo/dav/anyone/book/c.vcf",
+        "text/vcard",
+        SEEDS.iter().find(|s| s.starts_with("BEGIN:VCARD")).unwrap(),
+    );
+    assert!(card.starts_with("HTTP/1.1 201"), "{card}");
     let strategy = (
         0..paths.len(),
         0..methods.len(),

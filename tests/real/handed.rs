@@ -152,11 +152,42 @@ pub(crate) fn logged_statuses(log: &Path) -> BTreeMap<String, u64> {
     by
 }
 
+/// A server's own access log in the Common Log Format, among its other output (as
+/// Xandikos writes both to one stream): requests by status. A line that is not a request
+/// (`... "METHOD PATH HTTP/x" STATUS ...`) is the server's other words, not counted.
+pub(crate) fn common_log_statuses(log: &Path) -> BTreeMap<String, u64> {
+    let text = std::fs::read_to_string(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    let mut by = BTreeMap::new();
+    for line in text.lines() {
+        let Some((request, rest)) = line.split_once('"').and_then(|(_, r)| r.split_once('"'))
+        else {
+            continue;
+        };
+        let status = rest.split_whitespace().next().unwrap_or("");
+        if request.contains(" HTTP/")
+            && status.len() == 3
+            && status.bytes().all(|b| b.is_ascii_digit())
+        {
+            *by.entry(status.to_string()).or_insert(0) += 1;
+        }
+    }
+    by
+}
+
 /// How many requests a log gained while `f` ran, by status.
 pub(crate) fn logged_during<T>(log: &Path, f: impl FnOnce() -> T) -> (T, BTreeMap<String, u64>) {
-    let before = logged_statuses(log);
+    logged_during_by(logged_statuses, log, f)
+}
+
+/// How many requests a log read by `read` gained while `f` ran, by status.
+pub(crate) fn logged_during_by<T>(
+    read: fn(&Path) -> BTreeMap<String, u64>,
+    log: &Path,
+    f: impl FnOnce() -> T,
+) -> (T, BTreeMap<String, u64>) {
+    let before = read(log);
     let out = f();
-    let mut gained = logged_statuses(log);
+    let mut gained = read(log);
     for (status, n) in before {
         let now = gained.entry(status).or_insert(0);
         *now -= n;

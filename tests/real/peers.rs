@@ -1,11 +1,14 @@
-//! Two real CalDAV servers from PyPI, Radicale and Xandikos, started without
-//! authentication by scripts/peers_check.sh: the CalDAV workloads run against each with
-//! only the server's URL and a user (discovery finds the rest), every operation their mix
-//! or behaviours reach runs, and nothing fails.
+//! Two real CalDAV and CardDAV servers from PyPI, Radicale and Xandikos, started without
+//! authentication by scripts/peers_check.sh: the CalDAV and CardDAV workloads run against
+//! each with only the server's URL and a user (discovery finds the rest), every operation
+//! their mix or behaviours reach runs, nothing fails, and what Xandikos logged is what
+//! loadmix says it sent.
 
 use std::collections::BTreeMap;
 
-use crate::handed::{loadmix, run, scratch, var};
+use crate::handed::{
+    Sent, common_log_statuses, loadmix, logged_during_by, path, run, scratch, var,
+};
 
 /// The two servers, by name, as the script hands them.
 fn peers() -> [(&'static str, String); 2] {
@@ -81,6 +84,79 @@ fn caldav_sync_runs_its_whole_mix_on_each_server_dominated_by_sync() {
         );
         let most = requests.iter().max_by_key(|(_, n)| **n).map(|(op, _)| *op);
         assert_eq!(most, Some("caldav.sync_collection"), "{peer}: {requests:?}");
+    }
+}
+
+#[test]
+#[ignore = "handed Radicale and Xandikos by scripts/peers_check.sh"]
+fn carddav_sync_runs_its_whole_mix_on_each_server_and_xandikos_logged_every_request() {
+    for (peer, target) in peers() {
+        let tmp = scratch();
+        let log = path("LOADMIX_REAL_PEER_XANDIKOS_LOG");
+        let (r, logged) = logged_during_by(common_log_statuses, &log, || {
+            run(
+                tmp.path(),
+                &[
+                    "workloads/carddav-sync.yaml",
+                    "--target",
+                    &target,
+                    "--user",
+                    "loadmix",
+                    "--duration",
+                    "5s",
+                    "--rounds",
+                    "1",
+                    "--set",
+                    "users.book.params.initial_contacts=40",
+                ],
+            )
+        });
+        assert_eq!(
+            r.summary.total.failures,
+            0,
+            "{peer}: {:?}",
+            r.failures.first()
+        );
+        for name in [
+            "book.sync_collection",
+            "book.addressbook_query",
+            "book.addressbook_multiget",
+            "book.get_contact",
+            "book.put_contact",
+            "book.update_contact",
+        ] {
+            let ran = r
+                .summary
+                .ops
+                .iter()
+                .find(|o| o.op == name)
+                .map_or(0, |o| o.requests);
+            assert!(ran > 0, "{peer}: {name} never ran");
+        }
+        let made = r.rounds[0]
+            .setup
+            .answers
+            .get("MKCOL 201")
+            .copied()
+            .unwrap_or(0);
+        assert!(
+            made > 0,
+            "{peer}: no address book made in set-up: {:?}",
+            r.rounds[0].setup
+        );
+        let sent = Sent::of(&r);
+        let logged: u64 = logged.values().sum();
+        eprintln!(
+            "{peer}: measured {} + set-up {} + cleanup {}; Xandikos logged {logged}",
+            sent.measured, sent.setup, sent.cleanup
+        );
+        if peer == "xandikos" {
+            assert_eq!(
+                sent.all(),
+                logged,
+                "every request sent is one Xandikos logged"
+            );
+        }
     }
 }
 

@@ -52,6 +52,65 @@ fn over_https_every_request_sent_is_one_nginx_logged() {
 
 #[test]
 #[ignore = "handed nginx and Radicale by scripts/servers_check.sh"]
+fn carddav_over_https_to_radicale_every_request_sent_is_one_nginx_logged() {
+    let tmp = scratch();
+    let target = var("LOADMIX_REAL_TLS_TARGET");
+    let ca = var("LOADMIX_REAL_CA");
+    let (r, logged) = logged_during(&path("LOADMIX_REAL_TLS_LOG"), || {
+        run(
+            tmp.path(),
+            &[
+                "workloads/carddav-sync.yaml",
+                "--target",
+                &target,
+                "--user",
+                "loadmix",
+                "--ca-cert",
+                &ca,
+                "--duration",
+                "4s",
+                "--rounds",
+                "1",
+                "--set",
+                "users.book.count=4",
+                "--set",
+                "users.book.params.initial_contacts=30",
+            ],
+        )
+    });
+    let sent = Sent::of(&r);
+    eprintln!(
+        "measured {} + set-up {} + cleanup {} against nginx's {logged:?}",
+        sent.measured, sent.setup, sent.cleanup
+    );
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures.first());
+    assert!(r.summary.total.requests > 0);
+    assert_eq!(sent.all(), logged.values().sum::<u64>());
+    // Status by status: what loadmix counted as each answer is what nginx logged.
+    let mut counted: BTreeMap<String, u64> = BTreeMap::new();
+    for o in &r.summary.ops {
+        for (status, n) in &o.status {
+            *counted.entry(status.to_string()).or_insert(0) += n;
+        }
+    }
+    for (k, n) in r
+        .preflight
+        .answers
+        .iter()
+        .chain(r.rounds.iter().flat_map(|x| x.setup.answers.iter()))
+    {
+        let status = k.rsplit(' ').next().unwrap_or("").to_string();
+        *counted.entry(status).or_insert(0) += n;
+    }
+    // The cleanup deletes each user's address book, which Radicale answers 200.
+    assert_eq!(r.rounds.iter().map(|x| x.cleanup.failures).sum::<u64>(), 0);
+    let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
+    *counted.entry("200".into()).or_insert(0) += cleanup;
+    assert_eq!(counted, logged, "status by status");
+}
+
+#[test]
+#[ignore = "handed nginx and Radicale by scripts/servers_check.sh"]
 fn a_certificate_from_another_ca_stops_the_run_at_preflight_naming_the_unknown_issuer() {
     let tmp = scratch();
     let ran = run_code(

@@ -11,7 +11,7 @@ use super::{FailureNote, OpLogEntry};
 use crate::answer::Answer;
 use crate::metrics::{self, Sample};
 use crate::protocol::{Done, Handoff, Outcome, VuDriver};
-use crate::transport::{Tally, add_tally};
+use crate::transport::{ErrorClass, Tally, add_tally};
 
 /// Who recorded a pick: its place in the round and in the report.
 #[derive(Clone, Copy)]
@@ -133,14 +133,15 @@ pub(super) struct Timing {
 
 /// Record what a pick came to: its sample, its steps' samples, the first failures'
 /// details and, with `--log-ops`, its row. A skipped pick (nothing sent) has only its row.
+/// `pick` is the pick's number, its operation (none for a bootstrap) and that
+/// operation's `client_timeout`, past which an answer that came fails for its client.
 /// The label its answer was recorded under, when it sent anything, and whether it is
 /// among the measured figures (it started after the warm-up window).
 pub(super) fn record(
     out: &mut VuOutput,
     recorder: &mut metrics::Recorder,
     who: &Who,
-    seq: u64,
-    op: Option<usize>,
+    (seq, op, patience): (u64, Option<usize>, Option<Duration>),
     done: &Done,
     t: Timing,
 ) -> Option<(u32, bool)> {
@@ -180,14 +181,18 @@ pub(super) fn record(
     let mut sample = sample_of(outcome, who.label_base + label as u32, start_us, &t);
     // The row of the table picked, which the answer's label may refine.
     sample.pick = op.map_or(metrics::NO_PICK, |o| who.label_base + o as u32);
+    let late = past_patience(&sample, patience);
+    if late.is_some() {
+        sample.error = Some(ErrorClass::ClientTimeout);
+    }
     recorder.record(sample, t.ended);
     record_steps(recorder, outcome, who.label_base, start_us, t.ended);
-    if let (Some(e), true) = (outcome.error, out.failures.len() < FAILURE_NOTES_PER_VU) {
+    if let (Some(e), true) = (sample.error, out.failures.len() < FAILURE_NOTES_PER_VU) {
         out.failures.push(FailureNote {
             round: who.round,
             label: sample.label,
             error: e,
-            detail: outcome.detail.clone().unwrap_or_default(),
+            detail: late.unwrap_or_else(|| outcome.detail.clone().unwrap_or_default()),
         });
     }
     if who.log_ops {
@@ -231,6 +236,22 @@ pub(super) fn record_steps(
         recorder.record(s, ended);
         step_start += s.latency_us;
     }
+}
+
+/// Why an answer that came as expected fails for its client: it took longer than the
+/// client waits (`patience`, the operation's `client_timeout`), in words; `None` when it
+/// failed already or came in time.
+fn past_patience(s: &Sample, patience: Option<Duration>) -> Option<String> {
+    let limit = patience?;
+    let took = Duration::from_micros(s.latency_us);
+    (s.error.is_none() && took > limit).then(|| {
+        format!(
+            "answered {} in {:.3} s, after the client's timeout of {:.3} s",
+            s.answer,
+            took.as_secs_f64(),
+            limit.as_secs_f64()
+        )
+    })
 }
 
 /// An operation's sample under `label`, from its start (`start_us` into the round).

@@ -26,6 +26,12 @@ use crate::workload::chain::Guard;
 /// with no think time it would spin a core sending nothing.
 pub(crate) const MAX_SKIPS_IN_A_ROW: u32 = 1_000;
 
+/// The client's patience with operation `op` of `class` (none for a bootstrap).
+fn patience_of(class: &UserClass, op: Option<usize>) -> Option<Duration> {
+    op.and_then(|i| class.ops.get(i))
+        .and_then(|o| o.client_timeout)
+}
+
 /// A user's stop signal, made once and polled in place: a fresh `cancelled()` per
 /// operation would register and unregister a waiter under the token's lock every time, a
 /// lock all users share.
@@ -79,6 +85,26 @@ pub(super) struct UserSpec {
 }
 
 impl UserSpec {
+    /// What one operation needs to be recorded: due at `intended` after `think`, the
+    /// user free at `ready`, sent at `started`, ended now.
+    fn timing(
+        &self,
+        done: u64,
+        (think, intended): (Duration, Instant),
+        ready: Instant,
+        started: Instant,
+    ) -> Timing {
+        Timing {
+            think,
+            intended,
+            held_by_generator: self.generator_lag_before(done),
+            ready,
+            started,
+            ended: Instant::now(),
+            scheduled: self.scheduled(),
+        }
+    }
+
     /// Whether its picks are due at set times (pacing, arrivals): their corrected latency
     /// is then measured from those times.
     fn scheduled(&self) -> bool {
@@ -174,16 +200,9 @@ pub(super) async fn run(
         let Some(outcome) = one_op(driver, &mut rngs, seq, op, cancelled).await else {
             break;
         };
-        let timing = Timing {
-            think,
-            intended,
-            held_by_generator: spec.generator_lag_before(done),
-            ready: now,
-            started,
-            ended: Instant::now(),
-            scheduled: spec.scheduled(),
-        };
-        let this = record(out, recorder, &spec.who, seq, op, &outcome, timing);
+        let timing = spec.timing(done, (think, intended), now, started);
+        let picked = (seq, op, patience_of(class, op));
+        let this = record(out, recorder, &spec.who, picked, &outcome, timing);
         previous = record_doubt(out, driver.take_doubt(), previous, this);
         done += 1;
         if !boot {

@@ -14,7 +14,8 @@ use serde::Serialize;
 
 use super::Board;
 use crate::metrics::live::{
-    BUCKETS_US, LagSnapshot, LiveFailure, Phase, RateNow, TotalsSnapshot, error_names,
+    BUCKETS_US, ERROR_CLASSES, LagSnapshot, LiveFailure, Phase, RateNow, TotalsSnapshot,
+    error_names,
 };
 
 pub(crate) const DASHBOARD: &str = include_str!("dashboard.html");
@@ -30,7 +31,7 @@ struct Snapshot<'a> {
     report: Option<String>,
     process: Process,
     buckets_us: &'static [u64],
-    errors: [&'static str; 5],
+    errors: [&'static str; ERROR_CLASSES],
     lanes: Vec<LaneSnapshot>,
 }
 

@@ -99,7 +99,7 @@ pub(crate) enum Counted {
 pub(crate) struct Totals {
     pub requests: AtomicU64,
     pub successes: AtomicU64,
-    pub failures: [AtomicU64; 5],
+    pub failures: [AtomicU64; ErrorClass::COUNT],
     pub bytes_sent: AtomicU64,
     pub bytes_received: AtomicU64,
     /// Successful latencies per bucket of [`BUCKETS_US`] (not cumulative); the last entry
@@ -218,7 +218,7 @@ pub(crate) struct TotalsSnapshot {
     pub requests: u64,
     pub successes: u64,
     /// Failures by error class, in `ErrorClass::ALL`'s order.
-    pub failures: [u64; 5],
+    pub failures: [u64; ErrorClass::COUNT],
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub buckets: Vec<u64>,
@@ -615,8 +615,11 @@ impl Live {
     }
 }
 
+/// How many error classes the board counts failures by.
+pub(crate) const ERROR_CLASSES: usize = ErrorClass::COUNT;
+
 /// The error class names, in the order [`TotalsSnapshot::failures`] holds them.
-pub(crate) fn error_names() -> [&'static str; 5] {
+pub(crate) fn error_names() -> [&'static str; ERROR_CLASSES] {
     ErrorClass::ALL.map(ErrorClass::name)
 }
 

@@ -208,7 +208,7 @@ pub(crate) struct OpStats {
     pub failures: u64,
     /// Answers by what they were: HTTP statuses first, in order, then named answers.
     pub by_answer: BTreeMap<Answer, u64>,
-    pub by_error: [u64; 5],
+    pub by_error: [u64; ErrorClass::COUNT],
     pub bytes_sent: u64,
     pub bytes_received: u64,
     /// Latency of successful operations, µs.
@@ -256,7 +256,7 @@ impl Default for OpStats {
             successes: 0,
             failures: 0,
             by_answer: BTreeMap::new(),
-            by_error: [0; 5],
+            by_error: [0; ErrorClass::COUNT],
             bytes_sent: 0,
             bytes_received: 0,
             latency: new_histogram(),
@@ -354,7 +354,7 @@ impl OpStats {
         for (k, v) in &other.by_answer {
             *self.by_answer.entry(*k).or_insert(0) += v;
         }
-        for i in 0..5 {
+        for i in 0..ErrorClass::COUNT {
             self.by_error[i] += other.by_error[i];
         }
         self.bytes_sent += other.bytes_sent;
@@ -442,7 +442,7 @@ pub(crate) struct Second {
     pub p50_us: Option<u64>,
     pub p99_us: Option<u64>,
     /// Failures that started in this second, by error class (`ErrorClass::index`).
-    pub errors: [u64; 5],
+    pub errors: [u64; ErrorClass::COUNT],
     /// Time operations spent in flight within this second (µs): divided by a second, the
     /// mean number of operations in flight.
     pub busy_us: u64,

@@ -36,6 +36,12 @@ pub(crate) fn latency_histogram(rows: &[&OpReport], felt: bool) -> hdrhistogram:
     h
 }
 
+/// Operations of `rows` whose answer came after their client's timeout.
+pub(crate) fn timed_out_for_client(rows: &[&OpReport]) -> u64 {
+    let name = crate::transport::ErrorClass::ClientTimeout.name();
+    rows.iter().filter_map(|o| o.errors.get(name)).sum()
+}
+
 /// The summary figures a rule names: the total, a class (its operations merged), or one
 /// operation. `felt`: latencies from each operation's intended start where it had one
 /// (open arrivals, paced users: what a user waited, queueing included), else the service
@@ -48,7 +54,11 @@ pub(crate) fn figure(r: &Report, op: &str, metric: ThresholdMetric, felt: bool) 
     let requests: u64 = rows.iter().map(|o| o.requests).sum();
     let failures: u64 = rows.iter().map(|o| o.failures).sum();
     let rate: f64 = rows.iter().map(|o| o.ops_per_sec).sum();
-    if rows.len() > 1 && !matches!(metric, ThresholdMetric::Errors | ThresholdMetric::OpsPerSec) {
+    let shares = matches!(
+        metric,
+        ThresholdMetric::Errors | ThresholdMetric::TimedOutForClient | ThresholdMetric::OpsPerSec
+    );
+    if rows.len() > 1 && !shares {
         // Latency of a whole class: merge the operations' histograms.
         let h = latency_histogram(&rows, felt);
         if h.is_empty() {
@@ -77,6 +87,12 @@ pub(crate) fn figure(r: &Report, op: &str, metric: ThresholdMetric, felt: bool) 
                 return None;
             }
             failures as f64 * 100.0 / requests as f64
+        }
+        ThresholdMetric::TimedOutForClient => {
+            if requests == 0 {
+                return None;
+            }
+            timed_out_for_client(&rows) as f64 * 100.0 / requests as f64
         }
         ThresholdMetric::OpsPerSec => rate,
         _ if !latency_ok => return None,

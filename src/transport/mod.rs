@@ -46,17 +46,25 @@ pub enum ErrorClass {
     Status,
     /// The answer was complete but malformed (bad framing, or a body that does not parse).
     Body,
+    /// The answer came, and was the one expected, but after the client's own patience
+    /// (its class's or operation's `client_timeout`): a failure for that client, though
+    /// the server answered, and apart from loadmix's own request timeout (`timeout`).
+    #[serde(rename = "timed_out_for_client")]
+    ClientTimeout,
 }
 
 impl ErrorClass {
     /// Every class, in the order reports list them.
-    pub const ALL: [ErrorClass; 5] = [
+    pub const ALL: [ErrorClass; ErrorClass::COUNT] = [
         ErrorClass::Connect,
         ErrorClass::Timeout,
         ErrorClass::Reset,
         ErrorClass::Status,
         ErrorClass::Body,
+        ErrorClass::ClientTimeout,
     ];
+    /// How many classes there are.
+    pub const COUNT: usize = 6;
     /// Its name in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -65,6 +73,7 @@ impl ErrorClass {
             ErrorClass::Reset => "reset",
             ErrorClass::Status => "status",
             ErrorClass::Body => "body",
+            ErrorClass::ClientTimeout => "timed_out_for_client",
         }
     }
     /// Its place in `ALL`.

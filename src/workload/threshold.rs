@@ -38,7 +38,7 @@ impl Threshold {
         };
         let rest = rest.trim();
         let value = match metric {
-            ThresholdMetric::Errors => rest
+            ThresholdMetric::Errors | ThresholdMetric::TimedOutForClient => rest
                 .strip_suffix('%')
                 .and_then(|n| n.trim().parse::<f64>().ok())
                 .filter(|p| (0.0..=100.0).contains(p))
@@ -63,6 +63,8 @@ pub enum ThresholdMetric {
     Mean,
     Max,
     Errors,
+    /// The share of operations whose answer came after the client's `client_timeout`.
+    TimedOutForClient,
     OpsPerSec,
 }
 
@@ -76,6 +78,7 @@ impl ThresholdMetric {
         ("mean", ThresholdMetric::Mean),
         ("max", ThresholdMetric::Max),
         ("errors", ThresholdMetric::Errors),
+        ("timed_out_for_client", ThresholdMetric::TimedOutForClient),
         ("ops_per_sec", ThresholdMetric::OpsPerSec),
     ];
 }

@@ -12,6 +12,7 @@ mod bad_workloads;
 mod brokers;
 mod capacity;
 mod carddav;
+mod client_timeout;
 mod comparing;
 mod docs;
 mod drivers;

@@ -2,10 +2,10 @@
 //! examples/davical-postgres and handed over by scripts/servers_check.sh: a CalDAV
 //! workload with nothing but the URL and a user, and nothing it made left in the database;
 //! and teams whose owners grant the members with DAViCal's ACLs, every request of theirs
-//! equal to Apache's log.
+//! equal to Apache's log; and CardDAV clients of their own address books, likewise.
 
 use crate::handed::{
-    Sent, ask, only_500s, path, run, scratch, team_invited_and_answered, team_run,
+    Sent, ask, logged_during, only_500s, path, run, scratch, team_invited_and_answered, team_run,
     team_saw_every_write, var,
 };
 
@@ -42,6 +42,47 @@ fn caldav_sync_runs_with_only_the_url_and_a_user_and_leaves_nothing() {
         left.trim(),
         "0",
         "calendars the run made are left in DAViCal"
+    );
+}
+
+#[test]
+#[ignore = "handed DAViCal by scripts/servers_check.sh"]
+fn carddav_sync_runs_clean_on_davical_and_apache_logged_every_request() {
+    let tmp = scratch();
+    let (r, logged) = logged_during(&path("LOADMIX_REAL_DAVICAL_LOG"), || {
+        run(
+            tmp.path(),
+            &[
+                "workloads/carddav-sync.yaml",
+                "--target",
+                &var("LOADMIX_REAL_DAVICAL"),
+                "--user",
+                "admin",
+                "--duration",
+                "4s",
+                "--rounds",
+                "1",
+                "--set",
+                "users.book.count=4",
+                "--set",
+                "users.book.params.initial_contacts=30",
+            ],
+        )
+    });
+    let sent = Sent::of(&r);
+    eprintln!(
+        "measured {} + set-up {} + cleanup {} against Apache's {logged:?}",
+        sent.measured, sent.setup, sent.cleanup
+    );
+    assert!(r.summary.total.requests > 0);
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures.first());
+    assert_eq!(r.rounds[0].cleanup.failures, 0);
+    assert_eq!(sent.all(), logged.values().sum::<u64>());
+    let left = ask(&var("LOADMIX_REAL_DAVICAL_LEFT"), &[]);
+    assert_eq!(
+        left.trim(),
+        "0",
+        "address books the run made are left in DAViCal"
     );
 }
 

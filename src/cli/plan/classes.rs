@@ -55,11 +55,38 @@ pub(super) fn class_heading(c: &UserClass) -> String {
         .map(|p| format!(" · pause between sessions {}", p.describe(&fmt_us)))
         .unwrap_or_default();
     format!(
-        "class {} · protocol {} · {users}{ramp} · {pace}{pause} · {}",
+        "class {} · protocol {} · {users}{ramp} · {pace}{pause} · {}{}",
         c.name,
         c.protocol.name(),
-        c.connection.name()
+        c.connection.name(),
+        patience(c)
     )
+}
+
+/// The class's clients' patience: ` · client timeout T` when all its operations wait as
+/// long, each operation's when they differ, nothing when none has one.
+fn patience(c: &UserClass) -> String {
+    let each: Vec<Option<std::time::Duration>> = c.ops.iter().map(|o| o.client_timeout).collect();
+    match each.first() {
+        None | Some(None) if each.iter().all(Option::is_none) => String::new(),
+        Some(first) if each.iter().all(|t| t == first) => format!(
+            " · client timeout {}",
+            first.map_or("none".into(), units::format_duration)
+        ),
+        _ => {
+            let ops: Vec<String> = c
+                .ops
+                .iter()
+                .map(|o| {
+                    let t = o
+                        .client_timeout
+                        .map_or("none".into(), units::format_duration);
+                    format!("{} {t}", o.name)
+                })
+                .collect();
+            format!(" · client timeouts {}", ops.join(", "))
+        }
+    }
 }
 
 /// A class's most users (or sessions per second) under its ramp.

@@ -167,6 +167,10 @@ pub struct Cell {
     /// The smallest p50 difference its rounds could detect, percent of the first run's.
     #[serde(default)]
     pub p50_mde_pct: Option<f64>,
+    /// The share of its requests whose answer came after the client's `client_timeout`
+    /// (`timed_out_for_client`), percent; `None` with no request.
+    #[serde(default)]
+    pub timed_out_for_client_pct: Option<f64>,
     /// The operation's merged histogram, encoded as in the report, for the percentile
     /// overlay; not in compare.json, whose reader has the reports.
     #[serde(skip)]
@@ -253,6 +257,9 @@ fn cell(
         p50_p_adjusted: base.and_then(|_| welch_p(&base_rounds.0, &rounds.0)),
         p99_p_adjusted: base.and_then(|_| welch_p(&base_rounds.1, &rounds.1)),
         p50_mde_pct: base.and_then(|_| detectable_pct(&base_rounds.0, &rounds.0)),
+        timed_out_for_client_pct: (o.requests > 0).then(|| {
+            super::thresholds::timed_out_for_client(&[o]) as f64 * 100.0 / o.requests as f64
+        }),
         histogram: o.histogram.clone(),
     }
 }

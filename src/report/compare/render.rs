@@ -105,7 +105,8 @@ pub fn render_table_at(c: &Comparison, width: u16) -> String {
         .power
         .iter()
         .map(|w| wrap(&format!("power: {w}"), width.into(), "  "))
-        .collect();
+        .collect::<String>()
+        + &client_timeouts(c, &runs, width);
     format!(
         "comparison of {} runs of {}\n{}\n{t}\n{}{}{power}{}{warnings}",
         c.runs.len(),
@@ -274,6 +275,37 @@ pub fn short_names(names: &[String]) -> Vec<String> {
 
 /// Longest run name shown in a table.
 pub const NAME_WIDTH: usize = 16;
+
+/// For each row where some run's answers came after its clients' `client_timeout`, the
+/// share of requests that did, run by run: what the clients the workload models lost.
+fn client_timeouts(c: &Comparison, runs: &[String], width: u16) -> String {
+    c.rows
+        .iter()
+        .filter(|r| {
+            r.cells
+                .iter()
+                .flatten()
+                .any(|x| x.timed_out_for_client_pct.is_some_and(|p| p > 0.0))
+        })
+        .map(|r| {
+            let each: Vec<String> = r
+                .cells
+                .iter()
+                .zip(runs)
+                .map(|(x, run)| match x.as_ref().and_then(|x| x.timed_out_for_client_pct) {
+                    Some(p) => format!("{run} {p:.1} %"),
+                    None => format!("{run} -"),
+                })
+                .collect();
+            let line = format!(
+                "timed out for the client (answers after client_timeout, share of requests): {}: {}",
+                r.op,
+                each.join(", ")
+            );
+            wrap(&line, width.into(), "  ")
+        })
+        .collect()
+}
 
 /// Markdown, for pasting into a review.
 pub fn render_markdown(c: &Comparison) -> String {

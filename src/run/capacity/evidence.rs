@@ -21,7 +21,7 @@ pub(crate) fn tail_of(metric: ThresholdMetric, bound: f64) -> Option<f64> {
         ThresholdMetric::P95 => Some(0.05),
         ThresholdMetric::P99 => Some(0.01),
         ThresholdMetric::P999 => Some(0.001),
-        ThresholdMetric::Errors => Some(bound / 100.0),
+        ThresholdMetric::Errors | ThresholdMetric::TimedOutForClient => Some(bound / 100.0),
         ThresholdMetric::Mean | ThresholdMetric::Max | ThresholdMetric::OpsPerSec => None,
     }
 }

@@ -337,6 +337,11 @@ fn rule_at(rep: &Report, t: &Threshold) -> RuleAt {
             rows.iter().map(|o| o.requests).sum(),
             None,
         ),
+        ThresholdMetric::TimedOutForClient => (
+            crate::report::thresholds::timed_out_for_client(&rows),
+            rows.iter().map(|o| o.requests).sum(),
+            None,
+        ),
         _ => {
             let h = latency_histogram(&rows, true);
             let bound_us = (t.value * 1000.0).max(0.0) as u64;

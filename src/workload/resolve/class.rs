@@ -41,6 +41,7 @@ pub(super) fn resolve_class(
         found.keep(think_of(cx, &keys, &path, think)),
         found.keep(connection_of(cx, &keys, &path, conn)),
         found.keep(tls_resumption_of(cx, &keys, &path)),
+        found.keep(client_timeout_of(cx, &keys, &path)),
         found.keep(params_of(cx, &keys, &path, protocol)),
         found.keep(resolve_table(cx, &keys, &path, protocol)),
     );
@@ -53,6 +54,7 @@ pub(super) fn resolve_class(
         Some(think),
         Some(connection),
         Some(tls_resumption),
+        Some(client_timeout),
         Some(params),
         Some(table),
     ) = parts
@@ -67,6 +69,10 @@ pub(super) fn resolve_class(
     } = population;
     let keys = &keys;
     let mut table = table;
+    // An operation's own patience, else its class's.
+    for op in &mut table.ops {
+        op.client_timeout = op.client_timeout.or(client_timeout);
+    }
     let chain = chain_of(cx, keys, &path, &mut table, &think, arrival.is_some())?;
     let requests = std::mem::take(&mut table.requests);
     let (labels, kind) = kind_of(cx, keys, &path, protocol, &table, &params, requests)?;
@@ -163,6 +169,13 @@ fn tls_resumption_of(cx: &Cx, keys: &ClassKeys<'_>, path: &str) -> R<bool> {
         .map(|n| cx.boolean(n, &join(path, "tls_resumption")))
         .transpose()?
         .unwrap_or(true))
+}
+
+/// `client_timeout:`, the patience of the class's clients (`Some(None)`: none given).
+fn client_timeout_of(cx: &Cx, keys: &ClassKeys<'_>, path: &str) -> R<Option<std::time::Duration>> {
+    keys.client_timeout
+        .map(|n| super::table::patience(cx, n, &join(path, "client_timeout")))
+        .transpose()
 }
 
 /// `params:`, the class's parameters, checked against its protocol's.

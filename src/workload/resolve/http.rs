@@ -4,8 +4,17 @@
 use super::*;
 
 pub(super) const HTTP_OP_KEYS: &[&str] = &[
-    "weight", "method", "path", "headers", "body", "expect", "capture", "remember", "pick",
+    "weight",
+    "method",
+    "path",
+    "headers",
+    "body",
+    "expect",
+    "capture",
+    "remember",
+    "pick",
     "forget",
+    "client_timeout",
 ];
 
 /// A pool's index by name, registered on first use.

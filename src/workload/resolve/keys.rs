@@ -35,6 +35,7 @@ class_keys!(
     think,
     connection,
     tls_resumption,
+    client_timeout,
     auth,
     cleanup,
     mix,

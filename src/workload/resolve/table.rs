@@ -13,7 +13,7 @@ use crate::workload::protocols::Protocol;
 use crate::workload::yaml::{Key, Node, Pos, Value};
 use crate::workload::{HttpRequest, Operation, Params};
 
-pub(super) const OP_KEYS: &[&str] = &["weight", "params", "expect"];
+pub(super) const OP_KEYS: &[&str] = &["weight", "params", "expect", "client_timeout"];
 
 /// The catalog entry of an operation named in a protocol class's table (`None` for an
 /// `http` class, whose operations the workload defines).
@@ -238,6 +238,7 @@ pub(super) fn resolve_entry(
         weight: 0.0,
         probability: 0.0,
         expect: None,
+        client_timeout: None,
     };
     let mut params = Params::default();
     let weight_node = match &v.value {
@@ -265,6 +266,9 @@ pub(super) fn resolve_entry(
             }
             if let Some(x) = v.get("expect") {
                 op.expect = Some(resolve_expect(cx, x, &join(op_path, "expect"))?);
+            }
+            if let Some(x) = v.get("client_timeout") {
+                op.client_timeout = Some(patience(cx, x, &join(op_path, "client_timeout"))?);
             }
             if protocol == Protocol::Http {
                 request = Some(match v.get("steps") {
@@ -311,4 +315,18 @@ pub(super) fn resolve_entry(
     }
     op.weight = w;
     Ok((op, params, request))
+}
+
+/// A `client_timeout:` (an operation's or a class's): how long a client waits for an
+/// answer before it gives up, a duration above zero.
+pub(super) fn patience(cx: &Cx, node: &Node, path: &str) -> R<std::time::Duration> {
+    let d = cx.duration(node, path)?;
+    if d.is_zero() {
+        return Err(cx.err(
+            node.pos,
+            path,
+            "a client_timeout is above zero (leave it out for no client timeout)",
+        ));
+    }
+    Ok(d)
 }

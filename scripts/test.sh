@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh checkout: formatting, lints, unit and integration
-# tests, a real CalDAV client (the Python `caldav` library) and caldav-server-tester's
-# scheduling checks against the embedded server on both stores, the CalDAV driver against
-# two real servers (Radicale, Xandikos), and https, Digest, WebDAV and other people's data
-# against nginx, Apache and Radicale, the two recipes (DAViCal on PostgreSQL, Tomcat), the
-# message brokers ActiveMQ and RabbitMQ over STOMP with their own counts, a run watched
-# live (its metrics in a real Prometheus, its dashboard in Chromium), and the Kubernetes
-# manifests. The Python packages (caldav, caldav-server-tester, radicale, xandikos,
-# kubernetes-validate) are installed in venvs under .tools/ (git-ignored); Debian's nginx,
+# tests, a real CalDAV client (the Python `caldav` library), caldav-server-tester's
+# scheduling checks and vdirsyncer (CardDAV) against the embedded server on both stores,
+# the CalDAV and CardDAV drivers against real servers (Radicale, Xandikos, Cyrus), and
+# https, Digest, WebDAV and other people's data against nginx, Apache and Radicale, the
+# two recipes (DAViCal on PostgreSQL, Tomcat), the message brokers ActiveMQ and RabbitMQ
+# over STOMP with their own counts, a run watched live (its metrics in a real Prometheus,
+# its dashboard in Chromium), and the Kubernetes manifests. The Python packages (caldav,
+# caldav-server-tester, vdirsyncer, radicale, xandikos, kubernetes-validate) are
+# installed in venvs under .tools/ (git-ignored); Debian's nginx,
 # libnginx-mod-http-dav-ext, apache2, davical, postgresql, libapache2-mod-php,
-# prometheus-postgres-exporter, tomcat10, activemq, rabbitmq-server, prometheus and
-# chromium, npm's playwright-core, and crates.io's mdbook, when missing. CI runs exactly
-# this (.ci/run).
+# prometheus-postgres-exporter, tomcat10, activemq, rabbitmq-server, cyrus-imapd,
+# cyrus-caldav, cyrus-admin, sasl2-bin, prometheus and chromium, npm's playwright-core,
+# and crates.io's mdbook, when missing. CI runs exactly this (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,9 @@ scripts/caldav_client_check.sh
 
 echo "== caldav-sync.yaml against real CalDAV servers (Radicale, Xandikos)"
 scripts/peers_check.sh
+
+echo "== Cyrus IMAP (CalDAV and CardDAV) as a staging server, counted against its telemetry"
+scripts/cyrus_check.sh
 
 echo "== real servers: nginx TLS + Radicale, nginx WebDAV, Apache Digest, embedded https, DAViCal, Tomcat"
 scripts/servers_check.sh

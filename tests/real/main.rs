@@ -11,6 +11,7 @@ mod handed;
 mod activemq;
 mod book;
 mod broker_counts;
+mod cyrus;
 mod davical;
 mod infer_nginx;
 mod kubernetes;

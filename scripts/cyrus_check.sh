@@ -4,7 +4,8 @@
 # examples/cyrus/setup.sh (which installs the packages when they are missing), handed to
 # the Rust checks of tests/real/cyrus.rs: workloads/caldav-sync.yaml and carddav-sync.yaml
 # with only the URL and a user, every request held against Cyrus's own telemetry log of
-# that user. Fails, never skips, when Cyrus cannot be installed or started.
+# that user; then its recipe, examples/cyrus/run.sh, briefly. Fails, never skips, when
+# Cyrus cannot be installed or started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/servers.sh
@@ -32,3 +33,9 @@ export LOADMIX_REAL_CYRUS="http://127.0.0.1:$HTTP_PORT"
 export LOADMIX_REAL_CYRUS_PASSWORD_FILE="$WORK/cyrus/password"
 export LOADMIX_REAL_CYRUS_LOG="$WORK/cyrus/conf/log/loadmix"
 real_checks cyrus::
+
+# The recipe (examples/cyrus/run.sh), briefly: two instances, the spool on disk and on
+# tmpfs, compared on address books of 60 contacts.
+LOADMIX_BIN="$BIN" examples/cyrus/run.sh "$WORK/recipe" 2 3s 60 >"$WORK/recipe.log" 2>&1 \
+    || { cat "$WORK/recipe.log"; echo "examples/cyrus/run.sh failed"; exit 1; }
+LOADMIX_REAL_CYRUS_RECIPE="$WORK/recipe" real_checks recipes::cyrus_spool::

@@ -13,8 +13,9 @@
 #
 # Every request of a user is written to Cyrus's own telemetry log of that user,
 # FOLDER/conf/log/NAME/, a file per server process, the protocol as it went: that is the
-# log loadmix's counts are held against. CYRUS_EXTRA, when set, is appended to imapd.conf
-# (a second configuration to compare: examples/cyrus/run.sh).
+# log loadmix's counts are held against. CYRUS_SPOOL, when set, is where the mailboxes
+# (every contact and event) are kept instead of FOLDER/spool: the storage a comparison
+# varies (examples/cyrus/run.sh).
 set -euo pipefail
 FOLDER=${1:?usage: setup.sh FOLDER HTTP_PORT [IMAP_PORT] [USER...]}
 HTTP_PORT=${2:?usage: setup.sh FOLDER HTTP_PORT [IMAP_PORT] [USER...]}
@@ -34,15 +35,17 @@ if [ ! -s "$FOLDER/password" ]; then
     head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$FOLDER/password"
 fi
 chmod 600 "$FOLDER/password"
-for d in conf conf/log conf/proc conf/lock conf/socket conf/sieve spool; do
+for d in conf conf/log conf/proc conf/lock conf/socket conf/sieve; do
     mkdir -p "$FOLDER/$d"
 done
+SPOOL=${CYRUS_SPOOL:-$FOLDER/spool}
+mkdir -p "$SPOOL"
 for u in "${USERS[@]}"; do mkdir -p "$FOLDER/conf/log/$u"; done
 
 cat >"$FOLDER/imapd.conf" <<CONF
 configdirectory: $FOLDER/conf
 defaultpartition: default
-partition-default: $FOLDER/spool
+partition-default: $SPOOL
 proc_path: $FOLDER/conf/proc
 mboxname_lockpath: $FOLDER/conf/lock
 sievedir: $FOLDER/conf/sieve
@@ -59,9 +62,6 @@ admins: cyrus
 unixhierarchysep: yes
 caldav_allowscheduling: on
 CONF
-if [ -n "${CYRUS_EXTRA:-}" ]; then
-    printf '%s\n' "$CYRUS_EXTRA" >>"$FOLDER/imapd.conf"
-fi
 
 cat >"$FOLDER/cyrus.conf" <<CONF
 START {
@@ -79,7 +79,7 @@ PW=$(cat "$FOLDER/password")
 for u in cyrus "${USERS[@]}"; do
     printf '%s' "$PW" | saslpasswd2 -p -c -f "$FOLDER/conf/sasldb2" "$u"
 done
-chown -R cyrus:mail "$FOLDER/conf" "$FOLDER/spool" "$FOLDER/imapd.conf" "$FOLDER/cyrus.conf"
+chown -R cyrus:mail "$FOLDER/conf" "$SPOOL" "$FOLDER/imapd.conf" "$FOLDER/cyrus.conf"
 chmod 640 "$FOLDER/conf/sasldb2"
 
 su -s /bin/sh cyrus -c "/usr/sbin/cyrmaster -C '$FOLDER/imapd.conf' -M '$FOLDER/cyrus.conf' -D -p '$FOLDER/conf/master.pid'" \

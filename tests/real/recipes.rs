@@ -236,3 +236,38 @@ mod servers {
         }
     }
 }
+
+/// The recipe scripts/cyrus_check.sh runs.
+mod cyrus_spool {
+    use super::*;
+
+    #[test]
+    #[ignore = "handed examples/cyrus' output by scripts/cyrus_check.sh"]
+    fn cyrus_spool_on_disk_and_on_tmpfs_are_compared_with_httpds_cpu() {
+        let dir = path("LOADMIX_REAL_CYRUS_RECIPE");
+        for variant in ["disk", "tmpfs"] {
+            let r = report(&dir.join(variant));
+            without_failures(variant, &r);
+            let p = r
+                .summary
+                .server
+                .iter()
+                .find(|p| p.process == "httpd")
+                .unwrap_or_else(|| panic!("{variant}: httpd not watched"));
+            assert!(p.cpu_ms_per_op > 0.0, "{variant}: {p:?}");
+            assert_eq!(p.problem, None, "{variant}");
+            assert_eq!(r.warmup_rounds.len(), 1, "{variant}: one warm-up round");
+            // Each user's book was made and filled once, in the warm-up round's set-up:
+            // the measured rounds' set-ups put nothing.
+            let refilled: u64 = r
+                .rounds
+                .iter()
+                .map(|x| x.setup.answers.get("PUT 201").copied().unwrap_or(0))
+                .sum();
+            assert_eq!(refilled, 0, "{variant}: books filled again");
+        }
+        let compare = compare_text(&dir);
+        assert!(compare.contains("CPU httpd (ms/op)"), "{compare}");
+        assert!(compare.contains("tmpfs"), "{compare}");
+    }
+}

@@ -181,7 +181,7 @@ pub(super) fn record(
     let mut sample = sample_of(outcome, who.label_base + label as u32, start_us, &t);
     // The row of the table picked, which the answer's label may refine.
     sample.pick = op.map_or(metrics::NO_PICK, |o| who.label_base + o as u32);
-    let late = past_patience(&sample, patience);
+    let late = past_patience(&sample, outcome.longest, patience);
     if late.is_some() {
         sample.error = Some(ErrorClass::ClientTimeout);
     }
@@ -238,15 +238,19 @@ pub(super) fn record_steps(
     }
 }
 
-/// Why an answer that came as expected fails for its client: it took longer than the
-/// client waits (`patience`, the operation's `client_timeout`), in words; `None` when it
-/// failed already or came in time.
-fn past_patience(s: &Sample, patience: Option<Duration>) -> Option<String> {
+/// Why an answer that came as expected fails for its client: one of the operation's
+/// requests (`longest`, else the whole operation's latency when the driver does not
+/// say) waited longer than the client waits for an answer (`patience`, the operation's
+/// `client_timeout`), in words; `None` when it failed already or came in time.
+fn past_patience(s: &Sample, longest: Duration, patience: Option<Duration>) -> Option<String> {
     let limit = patience?;
-    let took = Duration::from_micros(s.latency_us);
+    let took = match longest.is_zero() {
+        true => Duration::from_micros(s.latency_us),
+        false => longest,
+    };
     (s.error.is_none() && took > limit).then(|| {
         format!(
-            "answered {} in {:.3} s, after the client's timeout of {:.3} s",
+            "answered {} after {:.3} s, past the client's timeout of {:.3} s",
             s.answer,
             took.as_secs_f64(),
             limit.as_secs_f64()
@@ -328,10 +332,22 @@ fn step_sample(o: &Outcome, label: u32, start_us: u64) -> Sample {
 }
 
 /// Up to [`crate::metrics::PRIOR_ANSWERS`] earlier answers of an operation, none for none.
-fn prior_answers(list: &[Answer]) -> [Answer; crate::metrics::PRIOR_ANSWERS] {
-    let mut out = [Answer::NONE; crate::metrics::PRIOR_ANSWERS];
-    for (o, s) in out.iter_mut().zip(list) {
-        *o = *s;
+fn prior_answers(list: &[Answer]) -> [(Answer, u32); crate::metrics::PRIOR_ANSWERS] {
+    let mut out = [crate::metrics::NO_PRIOR; crate::metrics::PRIOR_ANSWERS];
+    let mut used = 0;
+    for &a in list {
+        // The same answer again adds to its entry; a new one takes the next, and past
+        // the last entry (more kinds than any operation sends) it is counted in the last.
+        let at = match out[..used].iter().position(|(b, _)| *b == a) {
+            Some(i) => i,
+            None if used < out.len() => {
+                out[used].0 = a;
+                used += 1;
+                used - 1
+            }
+            None => used - 1,
+        };
+        out[at].1 = out[at].1.saturating_add(1);
     }
     out
 }
@@ -345,6 +361,41 @@ fn micros32(d: Duration) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_operations_earlier_answers_are_carried_as_kinds_with_their_counts() {
+        let a = |s| Answer::http(s);
+        let mut list = vec![a(401), a(207)];
+        list.extend(std::iter::repeat_n(a(207), 99));
+        list.push(a(401));
+        let p = prior_answers(&list);
+        assert_eq!(
+            &p[..3],
+            &[(a(401), 2), (a(207), 100), crate::metrics::NO_PRIOR]
+        );
+        // More kinds than entries: every answer still counted.
+        let many: Vec<Answer> = (200..220).map(a).collect();
+        let p = prior_answers(&many);
+        assert_eq!(p.iter().map(|(_, n)| u64::from(*n)).sum::<u64>(), 20);
+    }
+
+    #[test]
+    fn the_clients_patience_holds_its_longest_request_else_the_whole() {
+        let mut s = Sample::skipped(0, 0);
+        s.latency_us = 900_000;
+        let secs = Duration::from_millis;
+        // Three requests of 300 ms: none past a 500 ms patience, though together 900 ms.
+        assert_eq!(past_patience(&s, secs(300), Some(secs(500))), None);
+        assert!(past_patience(&s, Duration::ZERO, Some(secs(500))).is_some());
+        assert!(past_patience(&s, secs(600), Some(secs(500))).is_some());
+        assert_eq!(past_patience(&s, secs(600), None), None);
+        s.error = Some(ErrorClass::Status);
+        assert_eq!(
+            past_patience(&s, secs(600), Some(secs(500))),
+            None,
+            "failed already"
+        );
+    }
 
     #[test]
     fn answers_in_doubt_are_filed_under_their_label_only_when_measured() {

@@ -42,8 +42,9 @@ pub(crate) struct Sample {
     /// The answer to the last request, `Answer::NONE` when none arrived.
     pub answer: Answer,
     /// Answers to earlier requests of the same operation (a rejected sync token, an
-    /// authentication challenge), `Answer::NONE` where there was none.
-    pub prior: [Answer; PRIOR_ANSWERS],
+    /// authentication challenge, the fetches after a sync's listing), each with how many
+    /// times it came; [`NO_PRIOR`] where there was none.
+    pub prior: [(Answer, u32); PRIOR_ANSWERS],
     pub error: Option<ErrorClass>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -89,7 +90,7 @@ impl Sample {
             start_us,
             latency_us: 0,
             answer: Answer::NONE,
-            prior: [Answer::NONE; PRIOR_ANSWERS],
+            prior: [NO_PRIOR; PRIOR_ANSWERS],
             error: None,
             bytes_sent: 0,
             bytes_received: 0,
@@ -106,10 +107,14 @@ impl Sample {
     }
 }
 
-/// Earlier requests of one operation whose answers a sample carries: a challenge, a
-/// resync, a challenge of the resync; the steps of a sequence (at most `MAX_STEPS`, each
-/// possibly challenged).
+/// The different answers to earlier requests of one operation a sample carries, each with
+/// its count: a challenge, a resync, a challenge of the resync, a sync's fetches (however
+/// many, one entry while they all answer alike); the steps of a sequence (at most
+/// `MAX_STEPS`, each possibly challenged).
 pub(crate) const PRIOR_ANSWERS: usize = 8;
+
+/// An empty entry of [`Sample::prior`].
+pub(crate) const NO_PRIOR: (Answer, u32) = (Answer::NONE, 0);
 
 /// Samples per hand-over: large enough to make the channel cost negligible, small enough
 /// that 100,000 VUs do not hold much memory.
@@ -280,8 +285,9 @@ impl OpStats {
         self.requests += 1;
         self.bootstraps += u64::from(s.is_bootstrap());
         self.step |= s.step;
-        for &a in s.prior.iter().chain([&s.answer]).filter(|a| !a.is_none()) {
-            *self.by_answer.entry(a).or_insert(0) += 1;
+        let prior = s.prior.iter().filter(|(a, _)| !a.is_none());
+        for &(a, n) in prior.chain([&(s.answer, 1)]).filter(|(a, _)| !a.is_none()) {
+            *self.by_answer.entry(a).or_insert(0) += u64::from(n);
         }
         self.bytes_sent += s.bytes_sent;
         self.bytes_received += s.bytes_received;
@@ -688,7 +694,7 @@ mod tests {
             start_us,
             latency_us,
             answer: Answer::http(if error.is_none() { 200 } else { 500 }),
-            prior: [Answer::NONE; PRIOR_ANSWERS],
+            prior: [NO_PRIOR; PRIOR_ANSWERS],
             error,
             bytes_sent: 10,
             bytes_received: 20,

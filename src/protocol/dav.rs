@@ -248,3 +248,113 @@ pub(crate) async fn find_props(
         answer: format!("more than {MAX_REDIRECTS} redirects"),
     })
 }
+
+/// How a client fetches the members a listing named: `addressbook-multiget` or
+/// `calendar-multiget` in batches of its size, or a GET of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fetch {
+    /// Multigets of at most this many members each.
+    Multiget(usize),
+    /// One GET per member.
+    Get,
+}
+
+/// What one protocol's members are: how a multiget of some of them is asked for, how
+/// one is read, and what they are called in a failure.
+pub(crate) struct Members {
+    pub(crate) multiget: fn(&[&str]) -> String,
+    pub(crate) parse: fn(&str) -> Result<(), String>,
+    pub(crate) what: &'static str,
+}
+
+/// Fetch every member of `hrefs` (paths on the server) from the collection at `path` as
+/// `how` says, each request's cost added to `o` (the listing's outcome) as a sync's
+/// requests are one operation; stops at the first request that fails. A member that comes
+/// back without its data, or with data that does not parse, fails the operation: a client
+/// would have nothing to show for it.
+pub(crate) async fn fetch(
+    s: &Session,
+    conn: &mut Conn,
+    (path, hrefs): (&str, &[String]),
+    how: Fetch,
+    members: &Members,
+    mut o: Outcome,
+) -> Outcome {
+    let batch = match how {
+        Fetch::Multiget(n) => n.max(1),
+        Fetch::Get => 1,
+    };
+    for chunk in hrefs.chunks(batch) {
+        if !o.is_ok() {
+            break;
+        }
+        let asked: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        let mut f = match how {
+            Fetch::Multiget(_) => multiget(s, conn, path, &asked, members).await,
+            Fetch::Get => get(s, conn, asked[0], members).await,
+        };
+        f.add_cost(&o);
+        f.label = o.label;
+        o = f;
+    }
+    o
+}
+
+/// One multiget of `asked` from the collection at `path`: each must come with its data.
+async fn multiget(
+    s: &Session,
+    conn: &mut Conn,
+    path: &str,
+    asked: &[&str],
+    members: &Members,
+) -> Outcome {
+    let body = Bytes::from((members.multiget)(asked));
+    let r = match s
+        .send_to(conn, "REPORT", path, &[xml_ct(), depth("1")], body)
+        .await
+    {
+        Exchange::Answer(r) => r,
+        Exchange::Failed(o) => return o,
+    };
+    let what = format!("REPORT multiget {path}");
+    let (o, m) = multistatus_outcome(&r, Outcome::of(&r, &[207], &what), &what);
+    let Some(m) = m else { return o };
+    let mut came = 0;
+    for (i, text) in &m.data {
+        let Some((href, 200, _)) = m.responses.get(*i) else {
+            continue;
+        };
+        if let Err(e) = (members.parse)(text) {
+            return o.body_error(format!("{what}: {href} is not {}: {e}", members.what));
+        }
+        came += usize::from(asked.contains(&href_path(href).as_str()));
+    }
+    match came < asked.len() {
+        true => o.body_error(format!(
+            "{what}: {} of the {} members asked for came without their {}",
+            asked.len() - came,
+            asked.len(),
+            members.what
+        )),
+        false => o,
+    }
+}
+
+/// A GET of one member, which must be one of `members`.
+async fn get(s: &Session, conn: &mut Conn, href: &str, members: &Members) -> Outcome {
+    let r = match s.send_to(conn, "GET", href, &[], Bytes::new()).await {
+        Exchange::Answer(r) => r,
+        Exchange::Failed(o) => return o,
+    };
+    let o = Outcome::of(&r, &[200], &format!("GET {href}"));
+    if !o.is_ok() {
+        return o;
+    }
+    let parsed = std::str::from_utf8(&r.body)
+        .map_err(|e| e.to_string())
+        .and_then(members.parse);
+    match parsed {
+        Ok(()) => o,
+        Err(e) => o.body_error(format!("GET {href}: not {}: {e}", members.what)),
+    }
+}

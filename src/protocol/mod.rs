@@ -75,6 +75,9 @@ pub(crate) struct Outcome {
     pub bytes_received: u64,
     /// Time spent on the wire (the sum over the operation's requests).
     pub latency: Duration,
+    /// The longest any one of its requests waited for its answer (what a client's own
+    /// timeout is held to); zero when the driver does not say, and then `latency` is.
+    pub longest: Duration,
     /// Time spent opening connections for its requests (TCP connect, TLS handshake), part
     /// of `latency`; `None` when every request went out on an open connection.
     pub handshake: Option<Handshake>,

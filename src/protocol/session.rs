@@ -359,6 +359,7 @@ impl Outcome {
             bytes_sent: resp.bytes_sent,
             bytes_received: resp.bytes_received,
             latency: resp.elapsed,
+            longest: resp.elapsed,
             prior: resp.earlier.iter().map(|&s| Answer::http(s)).collect(),
             handshake: resp.handshake,
             steps: Vec::new(),
@@ -388,6 +389,7 @@ impl Outcome {
         self.bytes_sent += other.bytes_sent;
         self.bytes_received += other.bytes_received;
         self.latency += other.latency;
+        self.longest = self.longest.max(other.longest);
         self.handshake = match (self.handshake, other.handshake) {
             (Some(a), Some(b)) => Some(a.plus(b)),
             (a, b) => a.or(b),

@@ -299,8 +299,8 @@ pub struct Operation {
     pub probability: f64,
     /// Statuses counted as success; `None` means the protocol's own rule.
     pub expect: Option<Vec<u16>>,
-    /// The client's patience: an answer that takes longer (the operation's time on the
-    /// wire) fails for that client, `timed_out_for_client`, though it came. The
+    /// The client's patience: an answer that takes longer (any one request of the
+    /// operation) fails for that client, `timed_out_for_client`, though it came. The
     /// operation's own `client_timeout`, else its class's; `None`: no such verdict.
     pub client_timeout: Option<Duration>,
 }

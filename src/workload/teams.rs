@@ -63,11 +63,15 @@ impl CaldavOp {
     }
 
     /// Reads the calendar's events, and so can reveal another's write to its user (a
-    /// sync fetches what changed; `get_event` reads only the user's own events).
+    /// sync fetches what changed; `get_event` reads only the user's own events; an
+    /// initial sync reads everything again, which reveals nothing new).
     pub fn reveals(&self) -> bool {
         matches!(
             self,
-            CaldavOp::SyncCollection | CaldavOp::TimeRangeReport { .. } | CaldavOp::Multiget { .. }
+            CaldavOp::SyncCollection
+                | CaldavOp::DeltaSync { .. }
+                | CaldavOp::TimeRangeReport { .. }
+                | CaldavOp::Multiget { .. }
         )
     }
 }

@@ -56,7 +56,8 @@ fn the_address_book_workload_runs_clean_and_agrees_with_the_server_on_both_store
         let r = read_report(&out);
         assert_eq!(r.summary.total.failures, 0, "{store:?}: {:?}", r.failures);
         let ops = [
-            "book.sync_collection",
+            "book.delta_sync",
+            "book.initial_sync",
             "book.addressbook_query",
             "book.addressbook_multiget",
             "book.get_contact",
@@ -99,11 +100,21 @@ fn the_address_book_workload_runs_clean_and_agrees_with_the_server_on_both_store
             s.count("DELETE", 204),
             count(&r, "book.delete_contact") + cleanup
         );
-        assert_eq!(
-            s.count("REPORT", 207),
-            count(&r, "book.sync_collection")
-                + count(&r, "book.addressbook_query")
-                + count(&r, "book.addressbook_multiget")
+        // A sync is one operation of several REPORTs (its listing, then its fetches):
+        // every answer is in the report's status counts.
+        let answered_207: u64 = r
+            .summary
+            .ops
+            .iter()
+            .filter(|o| o.op != "book.propfind")
+            .map(|o| o.status.get("207").copied().unwrap_or(0))
+            .sum();
+        assert_eq!(s.count("REPORT", 207), answered_207);
+        let initial = op(&r, "book.initial_sync");
+        assert!(
+            initial.status.get("207").copied().unwrap_or(0) >= 2 * initial.requests,
+            "a listing and at least one fetch each: {:?}",
+            initial.status
         );
         assert_eq!(
             s.count("PROPFIND", 207),
@@ -111,9 +122,16 @@ fn the_address_book_workload_runs_clean_and_agrees_with_the_server_on_both_store
         );
         let answered: u64 = s.snapshot().iter().map(|(_, _, n)| n).sum();
         let setup = r.preflight.requests + r.rounds.iter().map(|x| x.setup.requests).sum::<u64>();
+        // Answers, not operations: a sync is one operation of several requests.
+        let measured: u64 = r
+            .summary
+            .ops
+            .iter()
+            .map(|o| o.status.values().sum::<u64>())
+            .sum();
         assert_eq!(
             answered,
-            r.summary.total.requests + setup + cleanup,
+            measured + setup + cleanup,
             "{store:?}: measured + set-up + cleanup is everything that reached the server"
         );
         rt.block_on(srv.stop());
@@ -376,4 +394,91 @@ fn a_server_that_answers_empty_where_contacts_are_fails_the_sync_and_the_query()
         why.iter().any(|d| d.contains("is not in the answer")),
         "{why:?}"
     );
+}
+
+/// Syncs as clients make them, on calendars and address books alike: an initial sync
+/// lists the collection (sync-collection, or PROPFIND) and fetches every member
+/// (multigets of the batch, or a GET each); a delta sync fetches only what changed. Each
+/// is one operation, and every request of it is in the report's answers, as the server
+/// counted them.
+#[test]
+fn initial_and_delta_syncs_fetch_what_clients_fetch_and_every_request_is_counted() {
+    let rt = runtime();
+    let srv = rt.block_on(server::start(ServerConfig::default())).unwrap();
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            r#"target: {}
+context: /cosmo
+accounts: {{ create: cmp }}
+run: {{ iterations: 3, warmup: 0s }}
+think: 0ms
+users:
+  - class: books
+    protocol: carddav
+    count: 1
+    params: {{ initial_contacts: 25 }}
+    mix: {{ initial_sync: 1 }}
+  - class: old_books
+    protocol: carddav
+    count: 1
+    params: {{ initial_contacts: 25 }}
+    mix: {{ initial_sync: {{ weight: 1, params: {{ listing: propfind, fetch: get }} }} }}
+  - class: cals
+    protocol: caldav
+    count: 1
+    params: {{ initial_events: 25 }}
+    mix: {{ initial_sync: {{ weight: 1, params: {{ batch: 7 }} }} }}
+  - class: writers
+    protocol: carddav
+    count: 1
+    iterations: 8
+    ops:
+      put_contact: 1
+      delta_sync: 1
+    behaviours:
+      write_then_sync:
+        weight: 1
+        start: put_contact
+        states:
+          put_contact: {{ delta_sync: 1 }}
+          delta_sync: {{ put_contact: 1 }}
+"#,
+            srv.url()
+        ),
+    )
+    .unwrap();
+    let code = loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures);
+    let status = |name: &str, code: &str| op(&r, name).status.get(code).copied().unwrap_or(0);
+    // 25 contacts: a listing and 3 multigets of 10, three times.
+    assert_eq!(op(&r, "books.initial_sync").requests, 3);
+    assert_eq!(status("books.initial_sync", "207"), 3 * (1 + 3));
+    // A PROPFIND and a GET each.
+    assert_eq!(status("old_books.initial_sync", "207"), 3);
+    assert_eq!(status("old_books.initial_sync", "200"), 3 * 25);
+    // 25 events in multigets of 7: 4 of them.
+    assert_eq!(status("cals.initial_sync", "207"), 3 * (1 + 4));
+    // After each put, the delta sync lists what changed since its token and fetches it:
+    // its first from no token fetches the one contact there, every later one the one new.
+    assert_eq!(op(&r, "writers.delta_sync").requests, 4);
+    assert_eq!(status("writers.delta_sync", "207"), 4 * 2);
+    let s = &srv.stats;
+    let measured: u64 = r
+        .summary
+        .ops
+        .iter()
+        .map(|o| o.status.values().sum::<u64>())
+        .sum();
+    let setup = r.preflight.requests + r.rounds.iter().map(|x| x.setup.requests).sum::<u64>();
+    let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
+    let answered: u64 = s.snapshot().iter().map(|(_, _, n)| n).sum();
+    assert_eq!(answered, measured + setup + cleanup);
+    assert_eq!(s.count("GET", 200), status("old_books.initial_sync", "200"));
+    rt.block_on(srv.stop());
 }

@@ -65,7 +65,7 @@ thresholds:
     assert_eq!(verdicts, [(false, "hasty.get"), (true, "patient.get")]);
     let why = &r.failures.first().expect("a failure noted").detail;
     assert!(
-        why.contains("after the client's timeout of 0.050 s"),
+        why.contains("past the client's timeout of 0.050 s"),
         "{why}"
     );
     // `compare` says, run by run, what the clients lost.

@@ -118,7 +118,8 @@ fn carddav_sync_runs_its_whole_mix_on_each_server_and_xandikos_logged_every_requ
             r.failures.first()
         );
         for name in [
-            "book.sync_collection",
+            "book.delta_sync",
+            "book.initial_sync",
             "book.addressbook_query",
             "book.addressbook_multiget",
             "book.get_contact",

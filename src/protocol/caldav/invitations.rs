@@ -157,7 +157,9 @@ impl CaldavVu {
             | CaldavOp::TimeRangeReport { .. }
             | CaldavOp::Multiget { .. }
             | CaldavOp::SyncCollection
-            | CaldavOp::Propfind => Done::Skipped,
+            | CaldavOp::Propfind
+            | CaldavOp::InitialSync(_)
+            | CaldavOp::DeltaSync { .. } => Done::Skipped,
         }
     }
 

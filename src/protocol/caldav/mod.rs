@@ -38,6 +38,7 @@ mod events;
 mod invitations;
 mod reports;
 mod setup;
+mod sync;
 
 pub(crate) struct CaldavClass {
     ops: Vec<CaldavOp>,
@@ -80,6 +81,8 @@ impl CaldavClass {
                             | CaldavOp::Multiget { .. }
                             | CaldavOp::Propfind
                             | CaldavOp::SyncCollection
+                            | CaldavOp::InitialSync(_)
+                            | CaldavOp::DeltaSync { .. }
                             | CaldavOp::Inbox => &[207],
                         },
                     )
@@ -131,9 +134,8 @@ impl Calendar {
 const SETUP_EVENTS: u64 = 1 << 63;
 /// Others' events a user remembers per shared calendar.
 const MAX_OTHERS: usize = 10_000;
-/// Changed events one sync of a shared calendar fetches, and how many per multiget.
-/// A sync, its repetition from scratch and its fetches are answers one sample holds
-/// (see `crate::metrics::PRIOR_ANSWERS`).
+/// Changed events one sync of a shared calendar fetches, and how many per multiget: a
+/// bound on the work one read of a team's calendar makes.
 const MAX_FETCH: usize = 600;
 const FETCH_CHUNK: usize = 100;
 
@@ -353,8 +355,10 @@ impl OverHttp for CaldavVu {
         if let (Some(t), true) = (&mut self.team, self.cals[ci].shared)
             && class.ops[op].reveals()
         {
-            let news =
-                class.ops[op] == CaldavOp::SyncCollection && self.cals[ci].sync_token.is_some();
+            let news = matches!(
+                class.ops[op],
+                CaldavOp::SyncCollection | CaldavOp::DeltaSync { .. }
+            ) && self.cals[ci].sync_token.is_some();
             t.watch(label, news);
         }
         let done = self.run_op(conn, rng, op, ci, stamp, expect).await;
@@ -400,6 +404,14 @@ impl CaldavVu {
             CaldavOp::Multiget { count } => self.multiget(conn, rng, ci, *count, expect).await,
             CaldavOp::Propfind => self.propfind(conn, ci, expect).await.into(),
             CaldavOp::SyncCollection => self.sync_collection(conn, ci, &class, expect).await.into(),
+            CaldavOp::InitialSync(how) => self
+                .initial_sync(conn, ci, &class, *how, expect)
+                .await
+                .into(),
+            CaldavOp::DeltaSync { batch } => self
+                .delta_sync(conn, ci, &class, *batch, expect)
+                .await
+                .into(),
             // Run before a calendar is drawn (see `execute`).
             CaldavOp::Invite { .. }
             | CaldavOp::Inbox

@@ -73,20 +73,33 @@ impl CaldavVu {
         class: &CaldavClass,
         expect: &[u16],
     ) -> Outcome {
+        let (o, _) = self.sync_listing(conn, ci, class, expect).await;
+        self.fetch_changes(conn, ci, o).await
+    }
+
+    /// The listing of a sync from the calendar's token (from scratch again when the server
+    /// no longer knows it): its outcome, and its multistatus when it parsed.
+    pub(super) async fn sync_listing(
+        &mut self,
+        conn: &mut Conn,
+        ci: usize,
+        class: &CaldavClass,
+        expect: &[u16],
+    ) -> (Outcome, Option<Multistatus>) {
         let token = self.cals[ci].sync_token.clone().unwrap_or_default();
-        let (o, rejected) = self.sync(conn, ci, &token, expect).await;
+        let (o, rejected, m) = self.sync(conn, ci, &token, expect).await;
         if !rejected {
-            return self.fetch_changes(conn, ci, o).await;
+            return (o, m);
         }
         // The server no longer knows the token: start over, as a client must. A full
         // listing repeats what earlier syncs reported without being a duplicate.
         if let Some(l) = self.team.as_mut().and_then(|t| t.watching.as_mut()) {
             l.news = false;
         }
-        let (mut again, _) = self.sync(conn, ci, "", expect).await;
+        let (mut again, _, m) = self.sync(conn, ci, "", expect).await;
         again.add_cost(&o);
         again.label = Some(class.params.label_resync);
-        self.fetch_changes(conn, ci, again).await
+        (again, m)
     }
 
     /// After a sync of a shared calendar, the others' events it said changed fetched
@@ -124,6 +137,16 @@ impl CaldavVu {
 
     /// PROPFIND depth 1 on calendar `ci`; the answer must be a multistatus.
     pub(super) async fn propfind(&mut self, conn: &mut Conn, ci: usize, expect: &[u16]) -> Outcome {
+        self.propfind_listing(conn, ci, expect).await.0
+    }
+
+    /// PROPFIND depth 1 on calendar `ci`, with its multistatus when it parsed.
+    pub(super) async fn propfind_listing(
+        &mut self,
+        conn: &mut Conn,
+        ci: usize,
+        expect: &[u16],
+    ) -> (Outcome, Option<Multistatus>) {
         let path = self.cals[ci].path.clone();
         let mut w = XmlWriter::new();
         w.open("D:propfind", &[("xmlns:D", DAV)])
@@ -145,10 +168,10 @@ impl CaldavVu {
             .await
         {
             Exchange::Answer(r) => r,
-            Exchange::Failed(o) => return o,
+            Exchange::Failed(o) => return (o, None),
         };
         let what = format!("PROPFIND {path}");
-        multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what).0
+        multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what)
     }
 
     /// Send a REPORT with `body` to calendar `ci`: its answer and path, or the failure.
@@ -232,14 +255,15 @@ impl CaldavVu {
         }
     }
 
-    /// One sync-collection request; `true` when the server rejected the token.
+    /// One sync-collection request; `true` when the server rejected the token; the
+    /// answer's multistatus when it parsed.
     pub(super) async fn sync(
         &mut self,
         conn: &mut Conn,
         ci: usize,
         token: &str,
         expect: &[u16],
-    ) -> (Outcome, bool) {
+    ) -> (Outcome, bool, Option<Multistatus>) {
         let mut w = XmlWriter::new();
         w.open("D:sync-collection", &[("xmlns:D", DAV)])
             .leaf("D:sync-token", token)
@@ -251,7 +275,7 @@ impl CaldavVu {
         let body = w.finish();
         let (r, path) = match self.send_report(conn, ci, body).await {
             Ok(x) => x,
-            Err(o) => return (o, false),
+            Err(o) => return (o, false, None),
         };
         if let Some(t) = &mut self.team {
             t.answered();
@@ -262,15 +286,15 @@ impl CaldavVu {
             && (status == 403 || status == 412)
             && String::from_utf8_lossy(&r.body).contains("valid-sync-token")
         {
-            return (Outcome::of(&r, expect, &what), true);
+            return (Outcome::of(&r, expect, &what), true, None);
         }
         let (o, m) = multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what);
-        let Some(m) = m else { return (o, false) };
+        let Some(m) = m else {
+            return (o, false, None);
+        };
         let Some(t) = m.sync_token.clone() else {
-            return (
-                o.body_error(format!("{what}: no sync-token in the answer")),
-                false,
-            );
+            let o = o.body_error(format!("{what}: no sync-token in the answer"));
+            return (o, false, Some(m));
         };
         // Learn ETags of members that changed; drop members the server reports gone.
         self.revealed(ci, &m);
@@ -295,7 +319,7 @@ impl CaldavVu {
             }
         }
         cal.sync_token = Some(t);
-        (o, false)
+        (o, false, Some(m))
     }
 }
 
@@ -411,7 +435,7 @@ mod tests {
     async fn a_sync_learns_etags_forgets_the_gone_and_keeps_its_token() {
         let mut vu = user();
         let mut c = conn(answering(vec![(207, CHANGES), (403, REFUSED), (207, NO_TOKEN)]).await);
-        let (o, refused) = vu.sync(&mut c, 0, "", &[207]).await;
+        let (o, refused, _) = vu.sync(&mut c, 0, "", &[207]).await;
         assert!(o.is_ok() && !refused, "{o:?}");
         let cal = &vu.cals[0];
         let held: Vec<(&str, Option<&str>)> = cal
@@ -422,10 +446,10 @@ mod tests {
         assert_eq!(held, [("/cal/a.ics", Some("\"e1\""))]);
         assert_eq!(cal.sync_token.as_deref(), Some("tok-2"));
         // The token refused in the server's words: the caller starts again from none.
-        let (_, refused) = vu.sync(&mut c, 0, "tok-2", &[207]).await;
+        let (_, refused, _) = vu.sync(&mut c, 0, "tok-2", &[207]).await;
         assert!(refused);
         // An answer without a token is the server's fault, and the token held stays.
-        let (o, refused) = vu.sync(&mut c, 0, "tok-2", &[207]).await;
+        let (o, refused, _) = vu.sync(&mut c, 0, "tok-2", &[207]).await;
         assert!(!refused && !o.is_ok());
         assert!(
             o.detail

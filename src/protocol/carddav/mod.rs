@@ -6,7 +6,8 @@
 //! Operations: create_addressbook, put_contact, update_contact (If-Match the ETag it
 //! knows), get_contact, delete_contact, addressbook_query (FN or EMAIL containing one of
 //! its contacts' family names), addressbook_multiget, sync_collection (initial, then
-//! incremental; a refused token a full resync, `sync_collection_resync`) and propfind.
+//! incremental; a refused token a full resync, `sync_collection_resync`), propfind, and
+//! syncs as clients make them (`sync.rs`: initial_sync, delta_sync).
 //!
 //! Answers are checked as a client would need them: multistatus parsed, every vCard in
 //! it parsed, and an answer that leaves out a contact the user knows is there (a query
@@ -31,6 +32,7 @@ use crate::workload::protocols::{CarddavOp, CarddavParams, ContactShape, MAX_INI
 
 mod contacts;
 mod reports;
+mod sync;
 
 pub(crate) struct CarddavClass {
     ops: Vec<CarddavOp>,
@@ -65,7 +67,9 @@ impl CarddavClass {
                             CarddavOp::AddressbookQuery
                             | CarddavOp::AddressbookMultiget { .. }
                             | CarddavOp::SyncCollection
-                            | CarddavOp::Propfind => &[207],
+                            | CarddavOp::Propfind
+                            | CarddavOp::InitialSync(_)
+                            | CarddavOp::DeltaSync { .. } => &[207],
                         },
                     )
                 })
@@ -244,8 +248,12 @@ impl OverHttp for CarddavVu {
             CarddavOp::AddressbookMultiget { count } => {
                 self.multiget(conn, rng, bi, *count, expect).await
             }
-            CarddavOp::SyncCollection => self.sync_collection(conn, bi, expect).await.into(),
-            CarddavOp::Propfind => self.propfind(conn, bi, expect).await.into(),
+            CarddavOp::SyncCollection => self.sync_collection(conn, bi, expect).await.0.into(),
+            CarddavOp::Propfind => self.propfind(conn, bi, expect).await.0.into(),
+            CarddavOp::InitialSync(how) => self.initial_sync(conn, bi, *how, expect).await.into(),
+            CarddavOp::DeltaSync { batch } => {
+                self.delta_sync(conn, bi, *batch, expect).await.into()
+            }
         }
     }
 }

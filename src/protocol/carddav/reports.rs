@@ -19,6 +19,23 @@ use crate::transport::{Conn, Response};
 use super::{CarddavVu, pick_contact};
 use crate::protocol::dav::{depth, multistatus_outcome, xml_ct};
 
+/// What one sync-collection request came to.
+enum Synced {
+    /// An answer (or a failure), with its multistatus when it parsed.
+    Answered(Outcome, Option<Multistatus>),
+    /// The server no longer knows the token: the request's outcome, to count.
+    Refused(Outcome),
+}
+
+impl Synced {
+    fn parts(self) -> (Outcome, Option<Multistatus>) {
+        match self {
+            Synced::Answered(o, m) => (o, m),
+            Synced::Refused(o) => (o, None),
+        }
+    }
+}
+
 /// The vCards in a multistatus that do not parse, named by the first one's href and
 /// reason; `None` when all do.
 fn bad_vcard(m: &Multistatus) -> Option<String> {
@@ -34,7 +51,10 @@ fn bad_vcard(m: &Multistatus) -> Option<String> {
 
 /// The responses of a multistatus naming members of the collection at `path` (the
 /// collection's own response left out).
-fn members<'a>(m: &'a Multistatus, path: &'a str) -> impl Iterator<Item = (String, u16)> + 'a {
+pub(super) fn members<'a>(
+    m: &'a Multistatus,
+    path: &'a str,
+) -> impl Iterator<Item = (String, u16)> + 'a {
     m.responses
         .iter()
         .map(|(h, s, _)| (href_path(h), *s))
@@ -152,7 +172,12 @@ impl CarddavVu {
 
     /// PROPFIND Depth 1 of book `bi` for its members' ETags: a listing with no member
     /// while the user holds contacts there is a failure.
-    pub(super) async fn propfind(&mut self, conn: &mut Conn, bi: usize, expect: &[u16]) -> Outcome {
+    pub(super) async fn propfind(
+        &mut self,
+        conn: &mut Conn,
+        bi: usize,
+        expect: &[u16],
+    ) -> (Outcome, Option<Multistatus>) {
         let path = self.books[bi].path.clone();
         let mut w = XmlWriter::new();
         w.open("D:propfind", &[("xmlns:D", DAV)])
@@ -173,43 +198,41 @@ impl CarddavVu {
             .await
         {
             Exchange::Answer(r) => r,
-            Exchange::Failed(o) => return o,
+            Exchange::Failed(o) => return (o, None),
         };
         let what = format!("PROPFIND {path}");
         let (o, m) = multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what);
-        let Some(m) = m else { return o };
+        let Some(m) = m else { return (o, None) };
         self.learn_etags(bi, &m);
-        self.none_missing(bi, &m, o, &what)
+        (self.none_missing(bi, &m, o, &what), Some(m))
     }
 
     /// A `sync-collection` from the book's token; a token the server no longer knows is
     /// started over from scratch, both requests counted, as `sync_collection_resync`.
+    /// The answer's multistatus comes with the outcome when it parsed.
     pub(super) async fn sync_collection(
         &mut self,
         conn: &mut Conn,
         bi: usize,
         expect: &[u16],
-    ) -> Outcome {
+    ) -> (Outcome, Option<Multistatus>) {
         let token = self.books[bi].sync_token.clone().unwrap_or_default();
-        let (o, rejected) = self.sync(conn, bi, &token, expect).await;
-        if !rejected {
-            return o;
-        }
-        let (mut again, _) = self.sync(conn, bi, "", expect).await;
-        again.add_cost(&o);
-        again.label = Some(self.class.params.label_resync);
-        again
+        let (o, m) = match self.sync(conn, bi, &token, expect).await {
+            Synced::Answered(o, m) => (o, m),
+            Synced::Refused(refused) => {
+                // From no token: never refused for it.
+                let (mut again, m) = self.sync(conn, bi, "", expect).await.parts();
+                again.add_cost(&refused);
+                again.label = Some(self.class.params.label_resync);
+                (again, m)
+            }
+        };
+        (o, m)
     }
 
-    /// One sync-collection request; `true` when the server rejected the token. A sync
-    /// from scratch that lists none of the contacts the user holds is a failure.
-    async fn sync(
-        &mut self,
-        conn: &mut Conn,
-        bi: usize,
-        token: &str,
-        expect: &[u16],
-    ) -> (Outcome, bool) {
+    /// One sync-collection request from `token`. A sync from scratch that lists none of
+    /// the contacts the user holds is a failure.
+    async fn sync(&mut self, conn: &mut Conn, bi: usize, token: &str, expect: &[u16]) -> Synced {
         let mut w = XmlWriter::new();
         w.open("D:sync-collection", &[("xmlns:D", DAV)])
             .leaf("D:sync-token", token)
@@ -220,7 +243,7 @@ impl CarddavVu {
             .close("D:sync-collection");
         let (r, path) = match self.send_report(conn, bi, w.finish()).await {
             Ok(x) => x,
-            Err(o) => return (o, false),
+            Err(o) => return Synced::Answered(o, None),
         };
         let status = r.status.as_u16();
         let what = format!("REPORT sync-collection {path}");
@@ -228,15 +251,15 @@ impl CarddavVu {
             && (status == 403 || status == 412)
             && String::from_utf8_lossy(&r.body).contains("valid-sync-token")
         {
-            return (Outcome::of(&r, expect, &what), true);
+            return Synced::Refused(Outcome::of(&r, expect, &what));
         }
         let (o, m) = multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what);
-        let Some(m) = m else { return (o, false) };
+        let Some(m) = m else {
+            return Synced::Answered(o, None);
+        };
         let Some(t) = m.sync_token.clone() else {
-            return (
-                o.body_error(format!("{what}: no sync-token in the answer")),
-                false,
-            );
+            let o = o.body_error(format!("{what}: no sync-token in the answer"));
+            return Synced::Answered(o, Some(m));
         };
         let o = match token.is_empty() {
             true => self.none_missing(bi, &m, o, &what),
@@ -251,7 +274,7 @@ impl CarddavVu {
         }
         self.learn_etags(bi, &m);
         self.books[bi].sync_token = Some(t);
-        (o, false)
+        Synced::Answered(o, Some(m))
     }
 
     /// The ETags a listing gives of the user's contacts.
@@ -339,7 +362,7 @@ impl CarddavVu {
 }
 
 /// An `addressbook-multiget` asking for the ETag and vCard of each of `hrefs`.
-fn multiget_body(hrefs: &[&str]) -> String {
+pub(super) fn multiget_body(hrefs: &[&str]) -> String {
     let mut w = XmlWriter::new();
     w.open(
         "CR:addressbook-multiget",

@@ -209,6 +209,7 @@ pub(super) async fn request(
         bytes_sent: resp.bytes_sent,
         bytes_received: resp.bytes_received,
         latency: resp.elapsed,
+        longest: resp.elapsed,
         prior: resp.earlier.iter().map(|&s| Answer::http(s)).collect(),
         handshake: resp.handshake,
         steps: Vec::new(),

@@ -355,7 +355,7 @@ mod tests {
             start_us: i * 997 % 5_000_000,
             latency_us: 50 + (i * 7_919) % 250_000,
             answer: answer(i),
-            prior: [Answer::NONE; PRIOR_ANSWERS],
+            prior: [crate::metrics::NO_PRIOR; PRIOR_ANSWERS],
             error: i.is_multiple_of(17).then_some(ErrorClass::Status),
             bytes_sent: 100 + i % 7,
             bytes_received: 1_000 + i % 13,

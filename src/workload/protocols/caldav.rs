@@ -1,8 +1,8 @@
 //! CalDAV: its schema and its typed operations. Driven by `protocol/caldav/`.
 
 use super::{
-    ClassKind, ParamKind, ProtocolDef, RANGE, SIZE, defaults, each, label_index, op, p,
-    range_default,
+    ClassKind, DELTA_SYNC, INITIAL_SYNC, InitialSync, ParamKind, ProtocolDef, RANGE, SIZE,
+    batch_of, defaults, each, label_index, op, p, range_default,
 };
 use crate::workload::Params;
 use crate::workload::dist::Dist;
@@ -67,6 +67,8 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
                 ),
             ],
         ),
+        op(CaldavOp::NAMES[14], INITIAL_SYNC),
+        op(CaldavOp::NAMES[15], DELTA_SYNC),
     ],
     class_params: &[
         p(
@@ -212,10 +214,17 @@ pub enum CaldavOp {
         range: Dist,
         attendees: Option<u32>,
     },
+    /// A client's first copy of the calendar: every event listed, then fetched.
+    InitialSync(InitialSync),
+    /// A client's sync after that: sync-collection from its last token, then a
+    /// calendar-multiget of what changed, `batch` a request.
+    DeltaSync {
+        batch: u32,
+    },
 }
 
 impl CaldavOp {
-    pub const NAMES: [&'static str; 14] = [
+    pub const NAMES: [&'static str; 16] = [
         "create_calendar",
         "put_event",
         "update_event",
@@ -230,6 +239,8 @@ impl CaldavOp {
         "answer",
         "cancel",
         "freebusy",
+        "initial_sync",
+        "delta_sync",
     ];
     pub fn name(&self) -> &'static str {
         match self {
@@ -247,6 +258,8 @@ impl CaldavOp {
             CaldavOp::Answer { .. } => Self::NAMES[11],
             CaldavOp::Cancel => Self::NAMES[12],
             CaldavOp::Freebusy { .. } => Self::NAMES[13],
+            CaldavOp::InitialSync(_) => Self::NAMES[14],
+            CaldavOp::DeltaSync { .. } => Self::NAMES[15],
         }
     }
     fn build(name: &str, p: &Params) -> Option<CaldavOp> {
@@ -280,6 +293,8 @@ impl CaldavOp {
                 accept: p.number("accept").unwrap_or(defaults::ACCEPT),
             },
             "cancel" => CaldavOp::Cancel,
+            "initial_sync" => CaldavOp::InitialSync(InitialSync::of(p)),
+            "delta_sync" => CaldavOp::DeltaSync { batch: batch_of(p) },
             "freebusy" => CaldavOp::Freebusy {
                 range: p.dist("range").cloned().unwrap_or_else(range_default),
                 attendees: p

@@ -1,6 +1,9 @@
 //! CardDAV: its schema and its typed operations. Driven by `protocol/carddav/`.
 
-use super::{ClassKind, ParamKind, ProtocolDef, defaults, each, label_index, op, p};
+use super::{
+    ClassKind, DELTA_SYNC, INITIAL_SYNC, InitialSync, ParamKind, ProtocolDef, batch_of, defaults,
+    each, label_index, op, p,
+};
 use crate::workload::Params;
 use crate::workload::dist::{Dist, Unit};
 
@@ -18,6 +21,8 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
         ),
         op(CarddavOp::NAMES[7], &[]),
         op(CarddavOp::NAMES[8], &[]),
+        op(CarddavOp::NAMES[9], INITIAL_SYNC),
+        op(CarddavOp::NAMES[10], DELTA_SYNC),
     ],
     class_params: &[
         p(
@@ -166,10 +171,17 @@ pub enum CarddavOp {
     SyncCollection,
     /// PROPFIND Depth 1 of the address book: every contact's ETag.
     Propfind,
+    /// A client's first copy of the book: every contact listed, then fetched.
+    InitialSync(InitialSync),
+    /// A client's sync after that: sync-collection from its last token, then a
+    /// multiget of what changed, `batch` a request.
+    DeltaSync {
+        batch: u32,
+    },
 }
 
 impl CarddavOp {
-    pub const NAMES: [&'static str; 9] = [
+    pub const NAMES: [&'static str; 11] = [
         "create_addressbook",
         "put_contact",
         "update_contact",
@@ -179,6 +191,8 @@ impl CarddavOp {
         "addressbook_multiget",
         "sync_collection",
         "propfind",
+        "initial_sync",
+        "delta_sync",
     ];
 
     pub fn name(&self) -> &'static str {
@@ -192,6 +206,8 @@ impl CarddavOp {
             CarddavOp::AddressbookMultiget { .. } => Self::NAMES[6],
             CarddavOp::SyncCollection => Self::NAMES[7],
             CarddavOp::Propfind => Self::NAMES[8],
+            CarddavOp::InitialSync(_) => Self::NAMES[9],
+            CarddavOp::DeltaSync { .. } => Self::NAMES[10],
         }
     }
 
@@ -210,6 +226,8 @@ impl CarddavOp {
             },
             "sync_collection" => CarddavOp::SyncCollection,
             "propfind" => CarddavOp::Propfind,
+            "initial_sync" => CarddavOp::InitialSync(InitialSync::of(p)),
+            "delta_sync" => CarddavOp::DeltaSync { batch: batch_of(p) },
             _ => return None,
         })
     }
@@ -225,7 +243,9 @@ impl CarddavOp {
             CarddavOp::CreateAddressbook
             | CarddavOp::PutContact(_)
             | CarddavOp::SyncCollection
-            | CarddavOp::Propfind => false,
+            | CarddavOp::Propfind
+            | CarddavOp::InitialSync(_)
+            | CarddavOp::DeltaSync { .. } => false,
         }
     }
 }

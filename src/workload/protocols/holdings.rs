@@ -116,7 +116,11 @@ fn carddav_acts(op: Option<&CarddavOp>, books: &mut Vec<u64>, rng: &mut impl Rng
         | CarddavOp::GetContact
         | CarddavOp::AddressbookQuery
         | CarddavOp::AddressbookMultiget { .. } => *contacts > 0,
-        CarddavOp::CreateAddressbook | CarddavOp::SyncCollection | CarddavOp::Propfind => true,
+        CarddavOp::CreateAddressbook
+        | CarddavOp::SyncCollection
+        | CarddavOp::Propfind
+        | CarddavOp::InitialSync(_)
+        | CarddavOp::DeltaSync { .. } => true,
     }
 }
 
@@ -157,6 +161,8 @@ fn caldav_acts(op: Option<&CaldavOp>, cals: &mut Vec<u64>, rng: &mut impl Rng) -
         | CaldavOp::Multiget { .. }
         | CaldavOp::SyncCollection
         | CaldavOp::Propfind
+        | CaldavOp::InitialSync(_)
+        | CaldavOp::DeltaSync { .. }
         | CaldavOp::Invite { .. }
         | CaldavOp::Inbox
         | CaldavOp::Answer { .. }

@@ -52,7 +52,90 @@ pub(crate) mod defaults {
     pub(crate) const ACCEPT: f64 = 0.8;
     /// CardDAV: chance a new contact carries a NOTE and CATEGORIES.
     pub(crate) const CONTACT_NOTES: f64 = 0.3;
+    /// CalDAV and CardDAV syncs: members per multiget, DAVx5's (its SyncManager's
+    /// `MAX_MULTIGET_RESOURCES`).
+    pub(crate) const SYNC_BATCH: u32 = 10;
 }
+
+/// How a client makes its first copy of a calendar or address book (`initial_sync`):
+/// what lists the members, and how they are then fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InitialSync {
+    /// `sync-collection` from no token (which gives the token a delta sync goes on
+    /// from), or PROPFIND Depth 1 of the ETags (a client of a server without it).
+    pub by_propfind: bool,
+    pub fetch: FetchBy,
+}
+
+/// How a sync fetches the members its listing named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchBy {
+    /// Multigets of this many members each.
+    Multiget(u32),
+    /// One GET per member.
+    Get,
+}
+
+impl InitialSync {
+    fn of(p: &Params) -> InitialSync {
+        InitialSync {
+            by_propfind: p.text("listing") == Some("propfind"),
+            fetch: match p.text("fetch") {
+                Some("get") => FetchBy::Get,
+                _ => FetchBy::Multiget(batch_of(p)),
+            },
+        }
+    }
+
+    /// As `validate` shows it.
+    pub fn describe(&self) -> String {
+        let listing = match self.by_propfind {
+            true => "PROPFIND Depth 1",
+            false => "sync-collection",
+        };
+        format!("{listing}, then {}", self.fetch.describe())
+    }
+}
+
+impl FetchBy {
+    /// As `validate` shows it.
+    pub fn describe(&self) -> String {
+        match self {
+            FetchBy::Multiget(n) => format!("multigets of {n}"),
+            FetchBy::Get => "a GET each".into(),
+        }
+    }
+}
+
+/// A sync's `batch`: members per multiget, from 1 to 1,000 (DAVx5's 10 by default).
+fn batch_of(p: &Params) -> u32 {
+    p.number("batch")
+        .map_or(defaults::SYNC_BATCH, |n| n.clamp(1.0, 1000.0) as u32)
+}
+
+/// `initial_sync`'s parameters, the same for calendars and address books.
+const INITIAL_SYNC: &[ParamDef] = &[
+    p(
+        "listing",
+        ParamKind::Choice(&["sync", "propfind"]),
+        "what lists the members: sync-collection from no token (the default; its token is what delta_sync goes on from) or PROPFIND Depth 1 of the ETags",
+    ),
+    p(
+        "fetch",
+        ParamKind::Choice(&["multiget", "get"]),
+        "how the members are then fetched: multigets of `batch` (the default) or a GET each",
+    ),
+    SYNC_BATCH,
+];
+
+/// `delta_sync`'s.
+const DELTA_SYNC: &[ParamDef] = &[SYNC_BATCH];
+
+const SYNC_BATCH: ParamDef = p(
+    "batch",
+    ParamKind::Integer,
+    "members per multiget, 1 to 1,000 (10, DAVx5's, by default)",
+);
 
 /// A protocol a user class can speak: the one list. Adding a variant makes every match
 /// over protocols (schema, typed operations, drivers, reports) name what it needs.
@@ -536,6 +619,13 @@ impl ClassKind {
                     format!("range {}", fmt_d(range, true))
                 }
                 Some(CaldavOp::Multiget { count }) => format!("count {count}"),
+                Some(CaldavOp::InitialSync(how)) => how.describe(),
+                Some(CaldavOp::DeltaSync { batch }) => {
+                    format!(
+                        "sync-collection, then {}",
+                        FetchBy::Multiget(*batch).describe()
+                    )
+                }
                 Some(
                     CaldavOp::CreateCalendar
                     | CaldavOp::GetEvent
@@ -555,6 +645,13 @@ impl ClassKind {
                     shape.describe(shape.photo.as_ref().map(|d| fmt_d(d, false)))
                 }
                 Some(CarddavOp::AddressbookMultiget { count }) => format!("count {count}"),
+                Some(CarddavOp::InitialSync(how)) => how.describe(),
+                Some(CarddavOp::DeltaSync { batch }) => {
+                    format!(
+                        "sync-collection, then {}",
+                        FetchBy::Multiget(*batch).describe()
+                    )
+                }
                 Some(
                     CarddavOp::CreateAddressbook
                     | CarddavOp::GetContact

@@ -243,6 +243,33 @@ impl Conn {
         self.reading.body_use = body_use;
     }
 
+    /// Another connection to the same target, as this one is set up (its policy,
+    /// timeouts, agent, TLS resumption, the reading of bodies, and counting when this one
+    /// counts), opened on its first request: a user's set-up sending several requests at
+    /// once. [`Conn::absorb`] gives back what it counted.
+    pub fn sibling(&self) -> Conn {
+        let mut c = Conn::new(self.endpoint.clone(), self.policy, self.timeouts);
+        c.user_agent = self.user_agent.clone();
+        c.setup_agent = self.setup_agent.clone();
+        c.resume_tls = self.resume_tls;
+        c.reading.body_use = self.reading.body_use;
+        if self.tally.is_some() {
+            c.keep_tally();
+        }
+        c
+    }
+
+    /// What a [`Conn::sibling`] counted (its exchanges by method and status, its retries
+    /// and stray bytes) added to this connection's, which it closes.
+    pub fn absorb(&mut self, mut other: Conn) {
+        if let Some(t) = &mut self.tally {
+            add_tally(t, other.take_tally());
+        }
+        self.opened += other.opened;
+        self.retried += other.retried;
+        self.unsolicited += other.unsolicited;
+    }
+
     /// Count every exchange from now on, by method and status, until [`Conn::take_tally`].
     pub fn keep_tally(&mut self) {
         self.tally = Some(Box::default());

@@ -482,3 +482,54 @@ users:
     assert_eq!(s.count("GET", 200), status("old_books.initial_sync", "200"));
     rt.block_on(srv.stop());
 }
+
+/// A user's set-up fills its address book several PUTs at a time, within the bound
+/// (`SETUP_LANES`, 4), over connections of its own, and every one is counted off the
+/// clock as the server answered it.
+#[test]
+fn set_up_fills_a_book_several_puts_at_once_within_the_bound() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let rt = runtime();
+    let (now, most, puts) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let (n, m, p) = (now.clone(), most.clone(), puts.clone());
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let (now, most, puts) = (n.clone(), m.clone(), p.clone());
+        async move {
+            if req.method() != axum::http::Method::PUT {
+                return (axum::http::StatusCode::CREATED, String::new());
+            }
+            let at_once = now.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(at_once, Ordering::SeqCst);
+            // Long enough that the requests of one batch are all in flight together.
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            now.fetch_sub(1, Ordering::SeqCst);
+            puts.fetch_add(1, Ordering::SeqCst);
+            (axum::http::StatusCode::CREATED, String::new())
+        }
+    });
+    let addr = serve_app(&rt, app);
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "target: http://{addr}\ncontext: ''\nrun: {{ iterations: 1 }}\nusers:\n  - class: c\n    protocol: carddav\n    count: 1\n    params: {{ addressbook_home: /home/, initial_contacts: 12 }}\n    mix: {{ create_addressbook: 1 }}\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]),
+        0
+    );
+    let r = read_report(&out);
+    let most = most.load(Ordering::SeqCst);
+    assert!((2..=4).contains(&most), "{most} PUTs in flight at most");
+    assert_eq!(puts.load(Ordering::SeqCst), 12);
+    assert_eq!(r.rounds[0].setup.answers.get("PUT 201"), Some(&12));
+}

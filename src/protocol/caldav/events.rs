@@ -7,6 +7,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 
 use crate::formats::ical;
 use crate::protocol::contract::Done;
+use crate::protocol::dav;
 use crate::protocol::session::Exchange;
 use crate::protocol::{Outcome, data};
 use crate::transport::{Conn, Response};
@@ -16,6 +17,9 @@ use crate::workload::protocols::EventShape;
 
 use super::{CaldavVu, Event, SETUP_EVENTS, pick_event};
 use crate::protocol::dav::etag_of;
+
+/// Events made at once in set-up before they are sent: bounds what is held.
+const FILL_BATCH: u64 = 64;
 
 impl CaldavVu {
     /// A new event of about `size` bytes in calendar `ci`, created only where nothing
@@ -54,6 +58,53 @@ impl CaldavVu {
             expect,
         )
         .await
+    }
+
+    /// `n` events of `shape` put in calendar `ci` in set-up, several at once
+    /// (`dav::put_new`), made a batch at a time so that what is held stays bounded;
+    /// numbered from [`SETUP_EVENTS`]. Stops at the first failure; the rest are not sent.
+    pub(super) async fn fill(
+        &mut self,
+        conn: &mut Conn,
+        rng: &mut Xoshiro256PlusPlus,
+        (ci, shape): (usize, &EventShape),
+        n: u64,
+    ) -> Result<(), String> {
+        let mut lanes = Vec::new();
+        let mut done = 0u64;
+        let mut filled = Ok(());
+        while done < n && filled.is_ok() {
+            let mut made = Vec::new();
+            let mut puts = Vec::new();
+            for _ in 0..(n - done).min(FILL_BATCH) {
+                let uid = data::uid(rng, &self.ids.run_id);
+                let path = format!("{}{uid}.ics", self.cals[ci].path);
+                let size = shape.size.as_ref().map_or(0, |d| d.sample(rng) as usize);
+                puts.push((path.clone(), data::ics_event(rng, &uid, size, shape)));
+                made.push((path, uid));
+            }
+            let ct = "text/calendar; charset=utf-8";
+            let answers = dav::put_new(&self.s, conn, &mut lanes, puts, ct).await;
+            for ((path, uid), (o, etag)) in made.into_iter().zip(answers) {
+                if !o.is_ok() {
+                    let why = o.detail.unwrap_or_default();
+                    filled = Err(format!("initial event {} of {n}: {why}", done + 1));
+                    break;
+                }
+                let born = SETUP_EVENTS + done;
+                self.cals[ci].events.push(Event {
+                    path,
+                    uid,
+                    etag,
+                    born,
+                });
+                done += 1;
+            }
+        }
+        for l in lanes {
+            conn.absorb(l);
+        }
+        filled
     }
 
     /// One of the user's events rewritten, on the condition that it is as last seen

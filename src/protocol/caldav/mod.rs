@@ -283,8 +283,8 @@ impl OverHttp for CaldavVu {
         Done::Sent(o)
     }
 
-    /// The class's `initial_events` put in the calendar set-up made, one PUT each, in
-    /// the shape of the class's `put_event` (its size, recurrence, attendees, alarms; the
+    /// The class's `initial_events` put in the calendar set-up made, one PUT each and
+    /// several at once (`dav::put_new`), in the shape of the class's `put_event` (its size, recurrence, attendees, alarms; the
     /// generator's default shape when it has none), so that reports, syncs and updates
     /// meet a calendar of a realistic size and make-up from the first pick. Stops at the
     /// first failure; the rest are not sent.
@@ -314,16 +314,7 @@ impl OverHttp for CaldavVu {
                 Some(shape)
             })
             .unwrap_or(&default);
-        for i in 0..n {
-            let o = self
-                .new_event(conn, rng, ci, SETUP_EVENTS + i, shape, &[201])
-                .await;
-            if !o.is_ok() {
-                let why = o.detail.unwrap_or_default();
-                return Err(format!("initial event {} of {n}: {why}", i + 1));
-            }
-        }
-        Ok(())
+        self.fill(conn, rng, (ci, shape), n).await
     }
 
     async fn execute(

@@ -180,8 +180,8 @@ impl OverHttp for CarddavVu {
     }
 
     /// The class's `initial_contacts` put in the address book set-up made, one PUT
-    /// each, in the shape of the class's `put_contact` (the default shape when it has
-    /// none). Stops at the first failure; the rest are not sent.
+    /// each and several at once, in the shape of the class's `put_contact` (the default
+    /// shape when it has none). Stops at the first failure; the rest are not sent.
     async fn prefill(
         &mut self,
         conn: &mut Conn,
@@ -208,14 +208,7 @@ impl OverHttp for CarddavVu {
                 Some(shape)
             })
             .unwrap_or(&default);
-        for i in 0..n {
-            let o = self.new_contact(conn, rng, bi, shape, &[201]).await;
-            if !o.is_ok() {
-                let why = o.detail.unwrap_or_default();
-                return Err(format!("initial contact {} of {n}: {why}", i + 1));
-            }
-        }
-        Ok(())
+        self.fill(conn, rng, (bi, shape), n).await
     }
 
     async fn execute(

@@ -223,14 +223,26 @@ pub(crate) fn ics_event(
     shape: &EventShape,
 ) -> String {
     let duration = ["PT30M", "PT60M", "PT90M"][(rng.next_u64() % 3) as usize];
-    let rrule = if chance(rng, shape.recurring) {
+    let recurring = chance(rng, shape.recurring);
+    let rrule = if recurring {
         "RRULE:FREQ=WEEKLY\r\n"
     } else {
         ""
     };
+    let start = date(rng);
+    // A share of 0 draws nothing, so events without exceptions are drawn as before.
+    let exceptions = recurring && shape.exceptions > 0.0 && chance(rng, shape.exceptions);
+    let (exdate, moved) = match exceptions.then(|| exceptions_of(&start)).flatten() {
+        Some((gone, moved, to)) => (
+            format!("EXDATE:{gone}\r\n"),
+            format!(
+                "BEGIN:VEVENT\r\nUID:{uid}\r\nDTSTAMP:20070712T182145Z\r\nRECURRENCE-ID:{moved}\r\nDTSTART:{to}\r\nDURATION:{duration}\r\nSUMMARY:Moved\r\nEND:VEVENT\r\n"
+            ),
+        ),
+        None => (String::new(), String::new()),
+    };
     let mut s = format!(
-        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//loadmix//CalDAV Client//EN\r\nBEGIN:VEVENT\r\nUID:{uid}\r\nDTSTAMP:20070712T182145Z\r\nDTSTART:{}\r\nDURATION:{duration}\r\n{rrule}SUMMARY:{}\r\n",
-        date(rng),
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//loadmix//CalDAV Client//EN\r\nBEGIN:VEVENT\r\nUID:{uid}\r\nDTSTAMP:20070712T182145Z\r\nDTSTART:{start}\r\nDURATION:{duration}\r\n{rrule}{exdate}SUMMARY:{}\r\n",
         string(rng, 50)
     );
     if shape.attendees > 0.0 && chance(rng, shape.attendees) {
@@ -248,7 +260,7 @@ pub(crate) fn ics_event(
         }
         false => "",
     };
-    let tail = "END:VEVENT\r\nEND:VCALENDAR\r\n";
+    let tail = format!("END:VEVENT\r\n{moved}END:VCALENDAR\r\n");
     let room = size.saturating_sub(s.len() + alarm.len() + tail.len() + "DESCRIPTION:\r\n".len());
     if room > 0 {
         // Folded at 74 characters, as RFC 5545 wants lines of at most 75 octets.
@@ -265,8 +277,23 @@ pub(crate) fn ics_event(
         s.push_str("\r\n");
     }
     s.push_str(alarm);
-    s.push_str(tail);
+    s.push_str(&tail);
     s
+}
+
+/// A weekly event's exceptions from its start (`2007MMDDTHHMM00Z`): its second
+/// occurrence (removed), its third (moved), and where the third moved to, an hour later.
+fn exceptions_of(start: &str) -> Option<(String, String, String)> {
+    let f = "%Y%m%dT%H%M%SZ";
+    let t = chrono::NaiveDateTime::parse_from_str(start, f).ok()?;
+    let week = chrono::Duration::weeks(1);
+    let at = |d: chrono::NaiveDateTime| d.format(f).to_string();
+    let third = t + week + week;
+    Some((
+        at(t + week),
+        at(third),
+        at(third + chrono::Duration::hours(1)),
+    ))
 }
 
 /// A contact in `shape` as a vCard: a given and family name (the family name, which an
@@ -368,6 +395,34 @@ mod tests {
             assert!(!e.contains("ORGANIZER"), "nobody is invited");
             assert!(ical::parse(e).is_ok());
         }
+    }
+
+    #[test]
+    fn a_recurring_event_with_exceptions_removes_one_occurrence_and_moves_another() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let shape = EventShape {
+            recurring: 1.0,
+            exceptions: 1.0,
+            ..EventShape::default()
+        };
+        let ics = ics_event(&mut rng, "u-1", 0, &shape);
+        let c = ical::parse(&ics).unwrap();
+        assert_eq!(c.exdates.len(), 1, "{ics}");
+        assert_eq!(ics.matches("BEGIN:VEVENT").count(), 2, "{ics}");
+        let start = c.dtstart.unwrap();
+        let (gone, moved, to) = exceptions_of(&start).unwrap();
+        assert_eq!(c.exdates[0], gone);
+        assert!(
+            ics.contains(&format!("RECURRENCE-ID:{moved}\r\nDTSTART:{to}")),
+            "{ics}"
+        );
+        // No share, no exceptions, and the same draws as before there were any.
+        let plain = EventShape {
+            recurring: 1.0,
+            ..EventShape::default()
+        };
+        let a = ics_event(&mut Xoshiro256PlusPlus::seed_from_u64(5), "u", 0, &plain);
+        assert!(!a.contains("EXDATE") && !a.contains("RECURRENCE-ID"));
     }
 
     #[test]

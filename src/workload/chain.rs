@@ -32,6 +32,10 @@ pub enum Guard {
     Pool { index: usize, name: String },
     /// The CalDAV user's inbox has shown it an invitation it has not answered yet.
     Invited,
+    /// The CalDAV or CardDAV user has (`true`) or has not (`false`) synced one of its
+    /// collections yet: a client's first sync of a collection is an initial one, every
+    /// later one a delta from its token.
+    Synced(bool),
 }
 
 #[derive(Debug, Clone)]

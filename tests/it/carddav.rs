@@ -533,3 +533,70 @@ fn set_up_fills_a_book_several_puts_at_once_within_the_bound() {
     assert_eq!(puts.load(Ordering::SeqCst), 12);
     assert_eq!(r.rounds[0].setup.answers.get("PUT 201"), Some(&12));
 }
+
+/// The shipped groupware workload: returning users whose calendar and contacts apps sync
+/// from scratch the first time (`when: { synced: false }`) and from their token after;
+/// every count equal to the server's.
+#[test]
+fn groupware_users_sync_from_scratch_once_and_from_their_token_after() {
+    let rt = runtime();
+    let srv = rt.block_on(server::start(ServerConfig::default())).unwrap();
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let code = loadmix(&[
+        "run",
+        &path_str(&root().join("workloads/groupware.yaml")),
+        "--target",
+        &srv.url(),
+        "--duration",
+        "8s",
+        "--rounds",
+        "1",
+        "--set",
+        "users.calendar.arrival.rate=4/s",
+        "--set",
+        "users.contacts.arrival.rate=4/s",
+        "--set",
+        "users.calendar.arrival.returning=4",
+        "--set",
+        "users.contacts.arrival.returning=4",
+        "--set",
+        "users.calendar.params.initial_events=40",
+        "--set",
+        "users.contacts.params.initial_contacts=40",
+        "--set",
+        "think=50ms",
+        "--out",
+        &path_str(&out),
+        "--quiet",
+    ]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    assert_eq!(r.summary.total.failures, 0, "{:?}", r.failures);
+    for class in ["calendar", "contacts"] {
+        let initial = op(&r, &format!("{class}.initial_sync")).requests;
+        let delta = op(&r, &format!("{class}.delta_sync")).requests;
+        let sessions = op(&r, &format!("{class}.propfind")).requests;
+        // A session opens with a PROPFIND; only a user's first syncs from scratch.
+        assert!(
+            sessions > 4,
+            "{class}: no user came back ({sessions} sessions)"
+        );
+        assert!(
+            (1..=4).contains(&initial),
+            "{class}: {initial} initial syncs for 4 users"
+        );
+        assert!(delta >= sessions - initial, "{class}: {delta} delta syncs");
+    }
+    let measured: u64 = r
+        .summary
+        .ops
+        .iter()
+        .map(|o| o.status.values().sum::<u64>())
+        .sum();
+    let setup = r.preflight.requests + r.rounds.iter().map(|x| x.setup.requests).sum::<u64>();
+    let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
+    let answered: u64 = srv.stats.snapshot().iter().map(|(_, _, n)| n).sum();
+    assert_eq!(answered, measured + setup + cleanup);
+    rt.block_on(srv.stop());
+}

@@ -235,6 +235,7 @@ impl OverHttp for CaldavVu {
     fn guard_holds(&self, guard: &Guard) -> bool {
         match guard {
             Guard::Invited => self.sched.as_ref().is_some_and(Scheduling::invited),
+            Guard::Synced(want) => self.cals.iter().any(|c| c.sync_token.is_some()) == *want,
             Guard::Pool { .. } => false,
         }
     }

@@ -28,6 +28,7 @@ use super::{ProtocolError, SetupError, VuIds, bootstrap_expect, expect_of};
 use crate::formats::dav::CARDDAV;
 use crate::transport::Conn;
 use crate::workload::UserClass;
+use crate::workload::chain::Guard;
 use crate::workload::protocols::{CarddavOp, CarddavParams, ContactShape, MAX_INITIAL_CONTACTS};
 
 mod contacts;
@@ -152,6 +153,13 @@ impl OverHttp for CarddavVu {
 
     fn needs_bootstrap(&self) -> bool {
         self.books.is_empty()
+    }
+
+    fn guard_holds(&self, guard: &Guard) -> bool {
+        match guard {
+            Guard::Synced(want) => self.books.iter().any(|b| b.sync_token.is_some()) == *want,
+            Guard::Pool { .. } | Guard::Invited => false,
+        }
     }
 
     /// The address books this user made (their contacts go with them).

@@ -37,7 +37,9 @@ impl OverHttp for HttpVu {
             crate::workload::chain::Guard::Pool { index, .. } => {
                 self.pools.get(*index).is_some_and(|p| !p.is_empty())
             }
-            crate::workload::chain::Guard::Invited => false,
+            crate::workload::chain::Guard::Invited | crate::workload::chain::Guard::Synced(_) => {
+                false
+            }
         }
     }
 

@@ -20,11 +20,12 @@ pub(super) static DEF: ProtocolDef = ProtocolDef {
                     ParamKind::Probability,
                     "chance the event has an RRULE",
                 ),
+                EXCEPTIONS,
                 ATTENDEES,
                 ALARMS,
             ],
         ),
-        op(CaldavOp::NAMES[2], &[SIZE, ATTENDEES, ALARMS]),
+        op(CaldavOp::NAMES[2], &[SIZE, EXCEPTIONS, ATTENDEES, ALARMS]),
         op(CaldavOp::NAMES[3], &[]),
         op(CaldavOp::NAMES[4], &[]),
         op(CaldavOp::NAMES[5], &[RANGE]),
@@ -97,6 +98,13 @@ const ATTENDEES: super::ParamDef = p(
     "chance the event lists 2 to 6 attendees (at example.invalid, no organizer: nobody is invited)",
 );
 
+/// A recurring event's share of exceptions, on a put or an update.
+const EXCEPTIONS: super::ParamDef = p(
+    "exceptions",
+    ParamKind::Probability,
+    "chance a recurring event has exceptions: its second occurrence removed (EXDATE) and its third moved by an hour (a RECURRENCE-ID override)",
+);
+
 /// An event's share of alarms, on a put or an update.
 const ALARMS: super::ParamDef = p(
     "alarms",
@@ -116,6 +124,8 @@ pub struct EventShape {
     pub attendees: f64,
     /// Chance of a VALARM.
     pub alarms: f64,
+    /// Chance a recurring event has an EXDATE and an overridden occurrence.
+    pub exceptions: f64,
 }
 
 impl Default for EventShape {
@@ -127,6 +137,7 @@ impl Default for EventShape {
             recurring: defaults::RECURRING,
             attendees: 0.0,
             alarms: 0.0,
+            exceptions: 0.0,
         }
     }
 }
@@ -138,14 +149,15 @@ impl EventShape {
             recurring,
             attendees: p.number("attendees").unwrap_or(0.0),
             alarms: p.number("alarms").unwrap_or(0.0),
+            exceptions: p.number("exceptions").unwrap_or(0.0),
         }
     }
 
     /// As `validate` shows it.
     pub fn describe(&self, size: String) -> String {
         format!(
-            "size {size} · recurring {} · attendees {} · alarms {}",
-            self.recurring, self.attendees, self.alarms
+            "size {size} · recurring {} (exceptions {}) · attendees {} · alarms {}",
+            self.recurring, self.exceptions, self.attendees, self.alarms
         )
     }
 }

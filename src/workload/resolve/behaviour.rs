@@ -10,7 +10,7 @@ use crate::workload::chain::{Behaviour, Chain, Guard, Row, Target, Transition};
 pub(super) const BEHAVIOUR_KEYS: &[&str] = &["weight", "start", "think", "states"];
 pub(super) const SESSION_KEYS: &[&str] = &["max_ops", "pause"];
 const TRANSITION_KEYS: &[&str] = &["p", "think", "when"];
-const GUARD_KEYS: &[&str] = &["pool", "invited"];
+const GUARD_KEYS: &[&str] = &["pool", "invited", "synced"];
 
 /// The most operations a class with behaviours may have: what the chain implies is
 /// worked out with an n × n matrix (n³ to solve), and no real client has more states.
@@ -287,6 +287,9 @@ fn guard(cx: &Cx, node: &Node, path: &str, c: &ChainCx<'_>) -> R<Guard> {
     if let Some(n) = node.get("invited") {
         return invited(cx, n, &join(path, "invited"), c);
     }
+    if let Some(n) = node.get("synced") {
+        return synced(cx, n, &join(path, "synced"), c);
+    }
     let n = required(cx, node, "pool", path)?;
     let name = cx.string(n, &join(path, "pool"))?;
     match c.pools.iter().position(|(p, _)| *p == name) {
@@ -336,6 +339,29 @@ fn invited(cx: &Cx, n: &Node, path: &str, c: &ChainCx<'_>) -> R<Guard> {
         ));
     }
     Ok(Guard::Invited)
+}
+
+/// `synced: true` or `false`: the user has synced one of its collections (it holds a
+/// sync token), or not yet; only a class with a sync can tell.
+fn synced(cx: &Cx, n: &Node, path: &str, c: &ChainCx<'_>) -> R<Guard> {
+    let Value::Bool(b) = n.value else {
+        return Err(cx.err_hint(
+            n.pos,
+            path,
+            "synced is true or false",
+            Some("write synced: false for a first sync, synced: true for the later ones".into()),
+        ));
+    };
+    const SYNCS: [&str; 3] = ["initial_sync", "delta_sync", "sync_collection"];
+    if !c.ops.iter().any(|o| SYNCS.contains(&o.name.as_str())) {
+        return Err(cx.err_hint(
+            n.pos,
+            path,
+            "this class never syncs, so it is never synced",
+            Some("give the class initial_sync, delta_sync or sync_collection".into()),
+        ));
+    }
+    Ok(Guard::Synced(b))
 }
 
 /// The index of operation `name` in the class's `ops:`.

@@ -9,6 +9,21 @@ use crate::server::each_store;
 use loadmix::embedded::StoreSpec;
 use loadmix::embedded::{self as server, ServerConfig};
 
+/// Every answer the server counted is one the report counted: measured (every request
+/// of an operation), set-up (the preflight's too) and cleanup.
+fn every_answer_counted(r: &loadmix::reports::Report, srv: &loadmix::embedded::ServerHandle) {
+    let measured: u64 = r
+        .summary
+        .ops
+        .iter()
+        .map(|o| o.status.values().sum::<u64>())
+        .sum();
+    let setup = r.preflight.requests + r.rounds.iter().map(|x| x.setup.requests).sum::<u64>();
+    let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
+    let answered: u64 = srv.stats.snapshot().iter().map(|(_, _, n)| n).sum();
+    assert_eq!(answered, measured + setup + cleanup);
+}
+
 fn count(r: &loadmix::reports::Report, op: &str) -> u64 {
     r.summary
         .ops
@@ -120,20 +135,8 @@ fn the_address_book_workload_runs_clean_and_agrees_with_the_server_on_both_store
             s.count("PROPFIND", 207),
             count(&r, "book.propfind") + untimed("PROPFIND 207")
         );
-        let answered: u64 = s.snapshot().iter().map(|(_, _, n)| n).sum();
-        let setup = r.preflight.requests + r.rounds.iter().map(|x| x.setup.requests).sum::<u64>();
         // Answers, not operations: a sync is one operation of several requests.
-        let measured: u64 = r
-            .summary
-            .ops
-            .iter()
-            .map(|o| o.status.values().sum::<u64>())
-            .sum();
-        assert_eq!(
-            answered,
-            measured + setup + cleanup,
-            "{store:?}: measured + set-up + cleanup is everything that reached the server"
-        );
+        every_answer_counted(&r, &srv);
         rt.block_on(srv.stop());
     }
 }
@@ -469,16 +472,7 @@ users:
     assert_eq!(op(&r, "writers.delta_sync").requests, 4);
     assert_eq!(status("writers.delta_sync", "207"), 4 * 2);
     let s = &srv.stats;
-    let measured: u64 = r
-        .summary
-        .ops
-        .iter()
-        .map(|o| o.status.values().sum::<u64>())
-        .sum();
-    let setup = r.preflight.requests + r.rounds.iter().map(|x| x.setup.requests).sum::<u64>();
-    let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
-    let answered: u64 = s.snapshot().iter().map(|(_, _, n)| n).sum();
-    assert_eq!(answered, measured + setup + cleanup);
+    every_answer_counted(&r, &srv);
     assert_eq!(s.count("GET", 200), status("old_books.initial_sync", "200"));
     rt.block_on(srv.stop());
 }
@@ -588,15 +582,6 @@ fn groupware_users_sync_from_scratch_once_and_from_their_token_after() {
         );
         assert!(delta >= sessions - initial, "{class}: {delta} delta syncs");
     }
-    let measured: u64 = r
-        .summary
-        .ops
-        .iter()
-        .map(|o| o.status.values().sum::<u64>())
-        .sum();
-    let setup = r.preflight.requests + r.rounds.iter().map(|x| x.setup.requests).sum::<u64>();
-    let cleanup: u64 = r.rounds.iter().map(|x| x.cleanup.requests).sum();
-    let answered: u64 = srv.stats.snapshot().iter().map(|(_, _, n)| n).sum();
-    assert_eq!(answered, measured + setup + cleanup);
+    every_answer_counted(&r, &srv);
     rt.block_on(srv.stop());
 }

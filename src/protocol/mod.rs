@@ -91,7 +91,7 @@ pub(crate) struct Outcome {
 pub(crate) enum Stage {
     /// Creating the user's account (CMP).
     Account,
-    /// Finding the calendar home (CalDAV).
+    /// Finding the calendar or address book home (CalDAV, CardDAV).
     Discovery,
     /// Connecting to a message broker, its queue or subscription (STOMP, AMQP).
     Broker,
@@ -105,7 +105,7 @@ impl Stage {
     pub(crate) fn words(self) -> &'static str {
         match self {
             Stage::Account => "account creation",
-            Stage::Discovery => "calendar home discovery",
+            Stage::Discovery => "home discovery",
             Stage::Broker => "broker set-up",
             Stage::Team => "team set-up",
         }

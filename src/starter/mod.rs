@@ -427,14 +427,16 @@ fn document(o: &NewOptions, kinds: &[Kind], trials: &[Trial]) -> String {
         s.push_str("context: /cosmo\n");
     }
     s.push_str("run:\n  duration: 30s\n  rounds: 3\n  warmup: 2s\n  seed: 1\n  timeout: 30s\n");
-    if kinds
-        .iter()
-        .any(|k| matches!(k, Kind::Cosmo | Kind::One(Protocol::Caldav)))
-    {
+    if kinds.iter().any(|k| {
+        matches!(
+            k,
+            Kind::Cosmo | Kind::One(Protocol::Caldav | Protocol::Carddav)
+        )
+    }) {
         match &o.user {
             Some(user) => s.push_str(&format!(
                 "# Every user shares the existing account --user named (its password from\n\
-                 # $LOADMIX_PASSWORD); each makes and deletes only calendars of its own.\n\
+                 # $LOADMIX_PASSWORD); each makes and deletes only collections of its own.\n\
                  accounts:\n  create: shared\n  username: {}\n",
                 yaml_string(user)
             )),

@@ -39,9 +39,14 @@ fn new_then_run(target: &str, extra: &[&str]) -> (String, loadmix::reports::Repo
 }
 
 #[test]
-fn a_starter_for_the_embedded_server_has_cosmo_and_caldav_and_runs_clean() {
+fn a_starter_for_the_embedded_server_has_cosmo_caldav_and_carddav_and_runs_clean() {
     let (text, r) = new_then_run("embedded", &[]);
-    for class in ["class: morse", "class: atom", "class: caldav"] {
+    for class in [
+        "class: morse",
+        "class: atom",
+        "class: caldav",
+        "class: carddav",
+    ] {
         assert!(text.contains(class), "{class}:\n{text}");
     }
     assert!(

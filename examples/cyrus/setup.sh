@@ -26,7 +26,9 @@ USERS=("$@")
 
 if [ ! -x /usr/lib/cyrus/bin/httpd ] || ! command -v saslpasswd2 >/dev/null; then
     echo "installing cyrus-imapd, cyrus-caldav, sasl2-bin"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q cyrus-imapd cyrus-caldav cyrus-admin sasl2-bin >/dev/null
+    need=(cyrus-imapd cyrus-caldav cyrus-admin sasl2-bin)
+    export DEBIAN_FRONTEND=noninteractive
+    (apt-get install -y -qq "${need[@]}" || (apt-get update -qq && apt-get install -y -qq "${need[@]}")) >/dev/null
 fi
 
 mkdir -p "$FOLDER"

@@ -229,6 +229,10 @@ fn the_embedded_server_keeps_address_books_of_checked_vcards_apart_from_calendar
             (200, "text/vcard; charset=utf-8")
         );
         assert!(r.body.contains("FN:Ann Élise"));
+        // The whole book, as an export: its vCards one after the other.
+        let r = alice.get(book);
+        assert_eq!(r.header("content-type"), "text/vcard; charset=utf-8");
+        assert_eq!(r.body.matches("BEGIN:VCARD").count(), 2, "{}", r.body);
         let r = alice.send(
             "PUT",
             &ann,

@@ -325,14 +325,26 @@ impl Dav<'_> {
     }
 
     pub(super) fn get_calendar(&self, user: &str, cal: &str, head: bool) -> Response {
-        if let Err(r) = self.calendar(user, cal) {
-            return r;
-        }
+        let c = match self.calendar(user, cal) {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
         let items = match self.st.store.items(&ckey(user, cal), None) {
             Ok(Some((_, items))) => items,
             Ok(None) => return text(StatusCode::NOT_FOUND, "no such calendar"),
             Err(e) => return store_error(e),
         };
+        if book::is_book(&c) {
+            // An address book's export: its vCards one after the other.
+            let cards = items.iter().filter_map(|i| i.data.as_ref()?.card.as_ref());
+            let body: String = cards.map(|k| k.text.as_str()).collect();
+            return (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "text/vcard; charset=utf-8")],
+                if head { String::new() } else { body },
+            )
+                .into_response();
+        }
         // One VCALENDAR holding every item's components.
         let mut body = String::from(
             "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//loadmix//embedded server//EN\r\n",

@@ -3,6 +3,8 @@
 //! changed events fetched, and what a shared calendar's answers reveal of the team's
 //! writes.
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
@@ -310,17 +312,40 @@ impl CaldavVu {
                 .collect();
         }
         let cal = &mut self.cals[ci];
-        for (href, st, etag) in &m.responses {
-            let p = href_path(href);
-            if *st == 404 {
-                cal.events.retain(|e| e.path != p);
-            } else if let Some(e) = cal.events.iter_mut().find(|e| e.path == p) {
-                e.etag = etag.clone().or(e.etag.take());
-            }
-        }
+        learn_from_listing(&mut cal.events, &m);
         cal.sync_token = Some(t);
         (o, false, Some(m))
     }
+}
+
+/// What a listing says of the user's events: the gone (404) forgotten, the others' new
+/// ETags learnt. Each event found by its path once, not searched for per member: a
+/// listing of a calendar of thousands would cost their product.
+fn learn_from_listing(events: &mut Vec<super::Event>, m: &Multistatus) {
+    let at: HashMap<String, usize> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.path.clone(), i))
+        .collect();
+    let mut gone = vec![false; events.len()];
+    for (href, st, etag) in &m.responses {
+        let Some(&i) = at.get(&href_path(href)) else {
+            continue;
+        };
+        match *st {
+            404 => gone[i] = true,
+            _ => {
+                if let Some(e) = etag {
+                    events[i].etag = Some(e.clone());
+                }
+            }
+        }
+    }
+    let mut i = 0;
+    events.retain(|_| {
+        i += 1;
+        !gone[i - 1]
+    });
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 //! answer is parsed, every vCard in it read, and an answer that leaves out contacts the
 //! user knows are there is a failure.
 
+use std::collections::{HashMap, HashSet};
+
 use bytes::Bytes;
 use rand::Rng;
 use rand::rngs::Xoshiro256PlusPlus;
@@ -265,12 +267,14 @@ impl CarddavVu {
             true => self.none_missing(bi, &m, o, &what),
             false => o,
         };
-        let book = &mut self.books[bi];
-        for (href, st, _) in &m.responses {
-            if *st == 404 {
-                let p = href_path(href);
-                book.contacts.retain(|c| c.path != p);
-            }
+        let gone: HashSet<String> = m
+            .responses
+            .iter()
+            .filter(|(_, st, _)| *st == 404)
+            .map(|(h, _, _)| href_path(h))
+            .collect();
+        if !gone.is_empty() {
+            self.books[bi].contacts.retain(|c| !gone.contains(&c.path));
         }
         self.learn_etags(bi, &m);
         self.books[bi].sync_token = Some(t);
@@ -280,14 +284,24 @@ impl CarddavVu {
     /// The ETags a listing gives of the user's contacts.
     fn learn_etags(&mut self, bi: usize, m: &Multistatus) {
         let book = &mut self.books[bi];
+        // By path, once: a listing of a large book against its contacts one by one
+        // would cost their product.
+        let at: HashMap<&str, usize> = book
+            .contacts
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.path.as_str(), i))
+            .collect();
+        let mut learnt = Vec::new();
         for (href, st, etag) in &m.responses {
-            if *st != 200 || etag.is_none() {
-                continue;
+            if let (200, Some(e)) = (*st, etag)
+                && let Some(&i) = at.get(href_path(href).as_str())
+            {
+                learnt.push((i, e.clone()));
             }
-            let p = href_path(href);
-            if let Some(c) = book.contacts.iter_mut().find(|c| c.path == p) {
-                c.etag = etag.clone();
-            }
+        }
+        for (i, e) in learnt {
+            book.contacts[i].etag = Some(e);
         }
     }
 
@@ -298,8 +312,9 @@ impl CarddavVu {
         if book.contacts.is_empty() || !o.is_ok() {
             return o;
         }
+        let held: HashSet<&str> = book.contacts.iter().map(|c| c.path.as_str()).collect();
         let listed = members(m, &book.path)
-            .filter(|(h, s)| *s == 200 && book.contacts.iter().any(|c| c.path == *h))
+            .filter(|(h, s)| *s == 200 && held.contains(h.as_str()))
             .count();
         match listed {
             0 => o.body_error(format!(

@@ -131,20 +131,28 @@ pub(super) struct Timing {
     pub(super) scheduled: bool,
 }
 
+/// Which pick an operation was: its number, its operation (none for a bootstrap) and
+/// that operation's `client_timeout`, past which an answer that came fails for its
+/// client.
+pub(super) struct Pick {
+    pub(super) seq: u64,
+    pub(super) op: Option<usize>,
+    pub(super) patience: Option<Duration>,
+}
+
 /// Record what a pick came to: its sample, its steps' samples, the first failures'
 /// details and, with `--log-ops`, its row. A skipped pick (nothing sent) has only its row.
-/// `pick` is the pick's number, its operation (none for a bootstrap) and that
-/// operation's `client_timeout`, past which an answer that came fails for its client.
 /// The label its answer was recorded under, when it sent anything, and whether it is
 /// among the measured figures (it started after the warm-up window).
 pub(super) fn record(
     out: &mut VuOutput,
     recorder: &mut metrics::Recorder,
     who: &Who,
-    (seq, op, patience): (u64, Option<usize>, Option<Duration>),
+    pick: Pick,
     done: &Done,
     t: Timing,
 ) -> Option<(u32, bool)> {
+    let Pick { seq, op, patience } = pick;
     let start_us = t.started.duration_since(who.start).as_micros() as u64;
     let row = |label: usize, latency_us: u64, answer: Answer| OpLogEntry {
         round: who.round,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::record::{Timing, VuOutput, Who, record, record_doubt, record_steps};
+use super::record::{Pick, Timing, VuOutput, Who, record, record_doubt, record_steps};
 use super::seed::VuRngs;
 use super::session::Walk;
 use super::timer::Timer;
@@ -85,12 +85,13 @@ pub(super) struct UserSpec {
 }
 
 impl UserSpec {
-    /// What one operation needs to be recorded: due at `intended` after `think`, the
-    /// user free at `ready`, sent at `started`, ended now.
+    /// What operation `done` needs to be recorded: due at `intended` after `think`,
+    /// the user free at `ready`, sent at `started`, ended now.
     fn timing(
         &self,
         done: u64,
-        (think, intended): (Duration, Instant),
+        think: Duration,
+        intended: Instant,
         ready: Instant,
         started: Instant,
     ) -> Timing {
@@ -200,9 +201,10 @@ pub(super) async fn run(
         let Some(outcome) = one_op(driver, &mut rngs, seq, op, cancelled).await else {
             break;
         };
-        let timing = spec.timing(done, (think, intended), now, started);
-        let picked = (seq, op, patience_of(class, op));
-        let this = record(out, recorder, &spec.who, picked, &outcome, timing);
+        let timing = spec.timing(done, think, intended, now, started);
+        let patience = patience_of(class, op);
+        let pick = Pick { seq, op, patience };
+        let this = record(out, recorder, &spec.who, pick, &outcome, timing);
         previous = record_doubt(out, driver.take_doubt(), previous, this);
         done += 1;
         if !boot {

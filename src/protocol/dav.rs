@@ -70,7 +70,8 @@ pub(crate) async fn find_home(
     s: &Session,
     ids: &VuIds,
     conn: &mut Conn,
-    (given, start): (Option<&str>, Option<&str>),
+    given: Option<&str>,
+    start: Option<&str>,
     service: &Service,
 ) -> Result<(Option<String>, String), SetupError> {
     let base = conn.endpoint().base_path.clone();
@@ -275,7 +276,8 @@ pub(crate) struct Members {
 pub(crate) async fn fetch(
     s: &Session,
     conn: &mut Conn,
-    (path, hrefs): (&str, &[String]),
+    path: &str,
+    hrefs: &[String],
     how: Fetch,
     members: &Members,
     mut o: Outcome,
@@ -365,11 +367,64 @@ async fn get(s: &Session, conn: &mut Conn, href: &str, members: &Members) -> Out
 /// connection takes, and the server sees no more connections than a few clients open.
 pub(crate) const SETUP_LANES: usize = 4;
 
+/// Items a set-up makes before it sends them: bounds what it holds at once.
+const FILL_BATCH: u64 = 64;
+
+/// What a set-up fills a collection with: the media type of its items, and what they
+/// are called in a failure (`initial event`, `initial contact`).
+pub(crate) struct Filling {
+    pub(crate) content_type: &'static str,
+    pub(crate) what: &'static str,
+}
+
+/// `n` new items put in set-up, [`SETUP_LANES`] at a time over `conn` and siblings whose
+/// counts it gives back to `conn`, made [`FILL_BATCH`] at a time by `make` (its path,
+/// its body, and what the user keeps of it): what the user keeps of each, with the
+/// ETag its answer gave, in order. Stops at the first failure, which it says; the rest
+/// are not sent.
+pub(crate) async fn fill<T>(
+    s: &Session,
+    conn: &mut Conn,
+    n: u64,
+    filling: &Filling,
+    mut make: impl FnMut() -> (String, String, T),
+) -> Result<Vec<(T, Option<String>)>, String> {
+    let mut lanes = Vec::new();
+    let mut kept = Vec::new();
+    let mut failed = None;
+    while (kept.len() as u64) < n && failed.is_none() {
+        let left = n - kept.len() as u64;
+        let (mut puts, mut made) = (Vec::new(), Vec::new());
+        for _ in 0..left.min(FILL_BATCH) {
+            let (path, body, item) = make();
+            puts.push((path, body));
+            made.push(item);
+        }
+        let answers = put_new(s, conn, &mut lanes, puts, filling.content_type).await;
+        for (item, (o, etag)) in made.into_iter().zip(answers) {
+            if !o.is_ok() {
+                let why = o.detail.unwrap_or_default();
+                let at = kept.len() + 1;
+                failed = Some(format!("{} {at} of {n}: {why}", filling.what));
+                break;
+            }
+            kept.push((item, etag));
+        }
+    }
+    for l in lanes {
+        conn.absorb(l);
+    }
+    match failed {
+        Some(why) => Err(why),
+        None => Ok(kept),
+    }
+}
+
 /// PUT each of `puts` (path, body) where nothing is yet (`If-None-Match: *`) as
 /// `content_type`, expecting 201, at most [`SETUP_LANES`] at once: over `conn` and the
-/// siblings in `lanes` (made when first needed; the caller gives their counts back with
+/// siblings in `lanes` (made when first needed; [`fill`] gives their counts back with
 /// `Conn::absorb`). Each PUT's outcome and the ETag its answer gave, in order.
-pub(crate) async fn put_new(
+async fn put_new(
     s: &Session,
     conn: &mut Conn,
     lanes: &mut Vec<Conn>,

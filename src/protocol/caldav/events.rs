@@ -18,9 +18,6 @@ use crate::workload::protocols::EventShape;
 use super::{CaldavVu, Event, SETUP_EVENTS, pick_event};
 use crate::protocol::dav::etag_of;
 
-/// Events made at once in set-up before they are sent: bounds what is held.
-const FILL_BATCH: u64 = 64;
-
 impl CaldavVu {
     /// A new event of about `size` bytes in calendar `ci`, created only where nothing
     /// is (`If-None-Match`); event number `born` in the stamps of its versions, which a
@@ -61,50 +58,40 @@ impl CaldavVu {
     }
 
     /// `n` events of `shape` put in calendar `ci` in set-up, several at once
-    /// (`dav::put_new`), made a batch at a time so that what is held stays bounded;
-    /// numbered from [`SETUP_EVENTS`]. Stops at the first failure; the rest are not sent.
+    /// (`dav::fill`), numbered from [`SETUP_EVENTS`]. Stops at the first failure; the
+    /// rest are not sent.
     pub(super) async fn fill(
         &mut self,
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
-        (ci, shape): (usize, &EventShape),
+        ci: usize,
+        shape: &EventShape,
         n: u64,
     ) -> Result<(), String> {
-        let mut lanes = Vec::new();
-        let mut done = 0u64;
-        let mut filled = Ok(());
-        while done < n && filled.is_ok() {
-            let mut made = Vec::new();
-            let mut puts = Vec::new();
-            for _ in 0..(n - done).min(FILL_BATCH) {
-                let uid = data::uid(rng, &self.ids.run_id);
-                let path = format!("{}{uid}.ics", self.cals[ci].path);
-                let size = shape.size.as_ref().map_or(0, |d| d.sample(rng) as usize);
-                puts.push((path.clone(), data::ics_event(rng, &uid, size, shape)));
-                made.push((path, uid));
-            }
-            let ct = "text/calendar; charset=utf-8";
-            let answers = dav::put_new(&self.s, conn, &mut lanes, puts, ct).await;
-            for ((path, uid), (o, etag)) in made.into_iter().zip(answers) {
-                if !o.is_ok() {
-                    let why = o.detail.unwrap_or_default();
-                    filled = Err(format!("initial event {} of {n}: {why}", done + 1));
-                    break;
-                }
-                let born = SETUP_EVENTS + done;
-                self.cals[ci].events.push(Event {
-                    path,
-                    uid,
-                    etag,
-                    born,
-                });
-                done += 1;
-            }
-        }
-        for l in lanes {
-            conn.absorb(l);
-        }
-        filled
+        let (run_id, cal) = (&self.ids.run_id, &self.cals[ci].path);
+        let make = || {
+            let uid = data::uid(rng, run_id);
+            let path = format!("{cal}{uid}.ics");
+            let size = shape.size.as_ref().map_or(0, |d| d.sample(rng) as usize);
+            let body = data::ics_event(rng, &uid, size, shape);
+            (path.clone(), body, (path, uid))
+        };
+        let filling = dav::Filling {
+            content_type: "text/calendar; charset=utf-8",
+            what: "initial event",
+        };
+        let kept = dav::fill(&self.s, conn, n, &filling, make).await?;
+        let events = kept
+            .into_iter()
+            .zip(0..)
+            .map(|(((path, uid), etag), i)| Event {
+                path,
+                uid,
+                etag,
+                born: SETUP_EVENTS + i,
+            });
+        self.cals[ci].events.extend(events);
+        Ok(())
     }
 
     /// One of the user's events rewritten, on the condition that it is as last seen

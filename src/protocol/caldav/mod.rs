@@ -285,7 +285,7 @@ impl OverHttp for CaldavVu {
     }
 
     /// The class's `initial_events` put in the calendar set-up made, one PUT each and
-    /// several at once (`dav::put_new`), in the shape of the class's `put_event` (its size, recurrence, attendees, alarms; the
+    /// several at once (`dav::fill`), in the shape of the class's `put_event` (its size, recurrence, attendees, alarms; the
     /// generator's default shape when it has none), so that reports, syncs and updates
     /// meet a calendar of a realistic size and make-up from the first pick. Stops at the
     /// first failure; the rest are not sent.
@@ -315,7 +315,7 @@ impl OverHttp for CaldavVu {
                 Some(shape)
             })
             .unwrap_or(&default);
-        self.fill(conn, rng, (ci, shape), n).await
+        self.fill(conn, rng, ci, shape, n).await
     }
 
     async fn execute(

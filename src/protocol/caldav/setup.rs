@@ -30,9 +30,9 @@ impl CaldavVu {
     /// or `/.well-known/caldav` and the context's root.
     pub(super) async fn discover(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
         let p = &self.class.params;
-        let asked = (p.calendar_home.as_deref(), p.discovery.as_deref());
+        let (given, start) = (p.calendar_home.as_deref(), p.discovery.as_deref());
         let (principal, home) =
-            dav::find_home(&self.s, &self.ids, conn, asked, &CALDAV_SERVICE).await?;
+            dav::find_home(&self.s, &self.ids, conn, given, start, &CALDAV_SERVICE).await?;
         self.principal = principal;
         self.home = Some(home);
         Ok(())

@@ -90,6 +90,6 @@ impl CaldavVu {
             .map(|(h, _, _)| href_path(h))
             .filter(|h| h.trim_end_matches('/') != path.trim_end_matches('/'))
             .collect();
-        dav::fetch(&self.s, conn, (&path, &hrefs), how, &EVENTS, o).await
+        dav::fetch(&self.s, conn, &path, &hrefs, how, &EVENTS, o).await
     }
 }

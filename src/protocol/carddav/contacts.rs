@@ -19,9 +19,6 @@ use crate::workload::protocols::ContactShape;
 use super::{Book, CarddavVu, Contact, pick_contact};
 use crate::protocol::dav::{etag_of, xml_ct};
 
-/// Contacts made at once in set-up before they are sent: bounds what is held.
-const FILL_BATCH: u64 = 64;
-
 impl CarddavVu {
     /// MKCOL an address book under the home, named for the user.
     pub(super) async fn mkcol(
@@ -96,59 +93,34 @@ impl CarddavVu {
     }
 
     /// `n` contacts of `shape` put in book `bi` in set-up, several at once
-    /// (`dav::put_new`), made a batch at a time so that what is held stays bounded;
-    /// stops at the first failure, and the rest are not sent.
+    /// (`dav::fill`); stops at the first failure, and the rest are not sent.
     pub(super) async fn fill(
         &mut self,
         conn: &mut Conn,
         rng: &mut Xoshiro256PlusPlus,
-        (bi, shape): (usize, &ContactShape),
+        bi: usize,
+        shape: &ContactShape,
         n: u64,
     ) -> Result<(), String> {
-        let mut lanes = Vec::new();
-        let filled = self.fill_over(conn, &mut lanes, rng, (bi, shape), n).await;
-        for l in lanes {
-            conn.absorb(l);
-        }
-        filled
-    }
-
-    async fn fill_over(
-        &mut self,
-        conn: &mut Conn,
-        lanes: &mut Vec<Conn>,
-        rng: &mut Xoshiro256PlusPlus,
-        (bi, shape): (usize, &ContactShape),
-        n: u64,
-    ) -> Result<(), String> {
-        let mut done = 0u64;
-        while done < n {
-            let mut made = Vec::new();
-            let mut puts = Vec::new();
-            for _ in 0..(n - done).min(FILL_BATCH) {
-                let uid = data::uid(rng, &self.ids.run_id);
-                let path = format!("{}{uid}.vcf", self.books[bi].path);
-                let (body, family) = data::vcard_contact(rng, &uid, shape);
-                puts.push((path.clone(), body));
-                made.push((path, uid, family));
-            }
-            let answers =
-                dav::put_new(&self.s, conn, lanes, puts, "text/vcard; charset=utf-8").await;
-            for ((path, uid, family), (o, etag)) in made.into_iter().zip(answers) {
-                done += 1;
-                if !o.is_ok() {
-                    let why = o.detail.unwrap_or_default();
-                    return Err(format!("initial contact {done} of {n}: {why}"));
-                }
-                let c = Contact {
-                    path,
-                    uid,
-                    family,
-                    etag,
-                };
-                self.books[bi].contacts.push(c);
-            }
-        }
+        let (run_id, book) = (&self.ids.run_id, &self.books[bi].path);
+        let make = || {
+            let uid = data::uid(rng, run_id);
+            let path = format!("{book}{uid}.vcf");
+            let (body, family) = data::vcard_contact(rng, &uid, shape);
+            (path.clone(), body, (path, uid, family))
+        };
+        let filling = dav::Filling {
+            content_type: "text/vcard; charset=utf-8",
+            what: "initial contact",
+        };
+        let kept = dav::fill(&self.s, conn, n, &filling, make).await?;
+        let contacts = kept.into_iter().map(|((path, uid, family), etag)| Contact {
+            path,
+            uid,
+            family,
+            etag,
+        });
+        self.books[bi].contacts.extend(contacts);
         Ok(())
     }
 

@@ -216,7 +216,7 @@ impl OverHttp for CarddavVu {
                 Some(shape)
             })
             .unwrap_or(&default);
-        self.fill(conn, rng, (bi, shape), n).await
+        self.fill(conn, rng, bi, shape, n).await
     }
 
     async fn execute(
@@ -274,8 +274,9 @@ impl CarddavVu {
     /// it gives one; else by discovery.
     async fn discover(&mut self, conn: &mut Conn) -> Result<(), SetupError> {
         let p = &self.class.params;
-        let asked = (p.addressbook_home.as_deref(), p.discovery.as_deref());
-        let (_, home) = dav::find_home(&self.s, &self.ids, conn, asked, &CARDDAV_SERVICE).await?;
+        let (given, start) = (p.addressbook_home.as_deref(), p.discovery.as_deref());
+        let service = &CARDDAV_SERVICE;
+        let (_, home) = dav::find_home(&self.s, &self.ids, conn, given, start, service).await?;
         self.home = Some(home);
         Ok(())
     }

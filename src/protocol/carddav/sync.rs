@@ -89,6 +89,6 @@ impl CarddavVu {
         };
         let path = self.books[bi].path.clone();
         let hrefs = present(m, &path);
-        dav::fetch(&self.s, conn, (&path, &hrefs), how, &CONTACTS, o).await
+        dav::fetch(&self.s, conn, &path, &hrefs, how, &CONTACTS, o).await
     }
 }

@@ -285,8 +285,12 @@ impl OpStats {
         self.requests += 1;
         self.bootstraps += u64::from(s.is_bootstrap());
         self.step |= s.step;
-        let prior = s.prior.iter().filter(|(a, _)| !a.is_none());
-        for &(a, n) in prior.chain([&(s.answer, 1)]).filter(|(a, _)| !a.is_none()) {
+        for &(a, n) in s
+            .prior
+            .iter()
+            .chain([&(s.answer, 1)])
+            .filter(|(a, _)| !a.is_none())
+        {
             *self.by_answer.entry(a).or_insert(0) += u64::from(n);
         }
         self.bytes_sent += s.bytes_sent;

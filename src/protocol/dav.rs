@@ -55,6 +55,28 @@ pub(crate) fn multistatus_outcome(
     }
 }
 
+/// A `sync-collection` REPORT from `token` (from scratch when empty), asking for each
+/// member's ETag.
+pub(crate) fn sync_body(token: &str) -> String {
+    let mut w = xml::XmlWriter::new();
+    w.open("D:sync-collection", &[("xmlns:D", DAV)])
+        .leaf("D:sync-token", token)
+        .leaf("D:sync-level", "1")
+        .open("D:prop", &[])
+        .empty("D:getetag", &[])
+        .close("D:prop")
+        .close("D:sync-collection");
+    w.finish()
+}
+
+/// Whether the answer to a sync from `token` says the server no longer knows it (403 or
+/// 412 with `valid-sync-token`, RFC 6578 §3.2): the client starts over from scratch.
+pub(crate) fn refuses_token(r: &Response, token: &str) -> bool {
+    !token.is_empty()
+        && matches!(r.status.as_u16(), 403 | 412)
+        && String::from_utf8_lossy(&r.body).contains("valid-sync-token")
+}
+
 /// A class's path template for this user: `{user}`, `{vu}`, `{run_id}`, `{context}`.
 pub(crate) fn template(t: &str, s: &Session, ids: &VuIds) -> String {
     t.replace("{user}", &s.user)

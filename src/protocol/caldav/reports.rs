@@ -3,7 +3,7 @@
 //! changed events fetched, and what a shared calendar's answers reveal of the team's
 //! writes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
 use rand::Rng;
@@ -19,7 +19,7 @@ use crate::transport::{Conn, Response};
 use super::{
     CaldavClass, CaldavVu, FETCH_CHUNK, MAX_FETCH, MAX_OTHERS, event_query, multiget_body,
 };
-use crate::protocol::dav::{depth, multistatus_outcome, xml_ct};
+use crate::protocol::dav::{self, depth, multistatus_outcome, xml_ct};
 
 impl CaldavVu {
     /// A `calendar-query` for the events of a window of `range` in 2007.
@@ -266,28 +266,15 @@ impl CaldavVu {
         token: &str,
         expect: &[u16],
     ) -> (Outcome, bool, Option<Multistatus>) {
-        let mut w = XmlWriter::new();
-        w.open("D:sync-collection", &[("xmlns:D", DAV)])
-            .leaf("D:sync-token", token)
-            .leaf("D:sync-level", "1")
-            .open("D:prop", &[])
-            .empty("D:getetag", &[])
-            .close("D:prop")
-            .close("D:sync-collection");
-        let body = w.finish();
-        let (r, path) = match self.send_report(conn, ci, body).await {
+        let (r, path) = match self.send_report(conn, ci, dav::sync_body(token)).await {
             Ok(x) => x,
             Err(o) => return (o, false, None),
         };
         if let Some(t) = &mut self.team {
             t.answered();
         }
-        let status = r.status.as_u16();
         let what = format!("REPORT sync-collection {path}");
-        if !token.is_empty()
-            && (status == 403 || status == 412)
-            && String::from_utf8_lossy(&r.body).contains("valid-sync-token")
-        {
+        if dav::refuses_token(&r, token) {
             return (Outcome::of(&r, expect, &what), true, None);
         }
         let (o, m) = multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what);
@@ -302,12 +289,13 @@ impl CaldavVu {
         self.revealed(ci, &m);
         if self.cals[ci].shared {
             let cal = &self.cals[ci];
+            let mine: HashSet<&str> = cal.events.iter().map(|e| e.path.as_str()).collect();
             self.changed = m
                 .responses
                 .iter()
                 .filter(|(_, st, _)| *st != 404)
                 .map(|(h, _, _)| href_path(h))
-                .filter(|p| *p != cal.path && !cal.events.iter().any(|e| e.path == *p))
+                .filter(|p| *p != cal.path && !mine.contains(p.as_str()))
                 .take(MAX_FETCH)
                 .collect();
         }

@@ -19,7 +19,7 @@ use crate::protocol::session::Exchange;
 use crate::transport::{Conn, Response};
 
 use super::{CarddavVu, pick_contact};
-use crate::protocol::dav::{depth, multistatus_outcome, xml_ct};
+use crate::protocol::dav::{self, depth, multistatus_outcome, xml_ct};
 
 /// What one sync-collection request came to.
 enum Synced {
@@ -219,7 +219,7 @@ impl CarddavVu {
         expect: &[u16],
     ) -> (Outcome, Option<Multistatus>) {
         let token = self.books[bi].sync_token.clone().unwrap_or_default();
-        let (o, m) = match self.sync(conn, bi, &token, expect).await {
+        match self.sync(conn, bi, &token, expect).await {
             Synced::Answered(o, m) => (o, m),
             Synced::Refused(refused) => {
                 // From no token: never refused for it.
@@ -228,31 +228,18 @@ impl CarddavVu {
                 again.label = Some(self.class.params.label_resync);
                 (again, m)
             }
-        };
-        (o, m)
+        }
     }
 
     /// One sync-collection request from `token`. A sync from scratch that lists none of
     /// the contacts the user holds is a failure.
     async fn sync(&mut self, conn: &mut Conn, bi: usize, token: &str, expect: &[u16]) -> Synced {
-        let mut w = XmlWriter::new();
-        w.open("D:sync-collection", &[("xmlns:D", DAV)])
-            .leaf("D:sync-token", token)
-            .leaf("D:sync-level", "1")
-            .open("D:prop", &[])
-            .empty("D:getetag", &[])
-            .close("D:prop")
-            .close("D:sync-collection");
-        let (r, path) = match self.send_report(conn, bi, w.finish()).await {
+        let (r, path) = match self.send_report(conn, bi, dav::sync_body(token)).await {
             Ok(x) => x,
             Err(o) => return Synced::Answered(o, None),
         };
-        let status = r.status.as_u16();
         let what = format!("REPORT sync-collection {path}");
-        if !token.is_empty()
-            && (status == 403 || status == 412)
-            && String::from_utf8_lossy(&r.body).contains("valid-sync-token")
-        {
+        if dav::refuses_token(&r, token) {
             return Synced::Refused(Outcome::of(&r, expect, &what));
         }
         let (o, m) = multistatus_outcome(&r, Outcome::of(&r, expect, &what), &what);

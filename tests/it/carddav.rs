@@ -503,8 +503,14 @@ fn set_up_fills_a_book_several_puts_at_once_within_the_bound() {
             }
             let at_once = now.fetch_add(1, Ordering::SeqCst) + 1;
             most.fetch_max(at_once, Ordering::SeqCst);
-            // Long enough that the requests of one batch are all in flight together.
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            // Held until two PUTs have been in flight at once (however slow the machine),
+            // or for 5 s when none comes: a set-up that sends one at a time shows as 1.
+            for _ in 0..500 {
+                if most.load(Ordering::SeqCst) >= 2 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
             now.fetch_sub(1, Ordering::SeqCst);
             puts.fetch_add(1, Ordering::SeqCst);
             (axum::http::StatusCode::CREATED, String::new())

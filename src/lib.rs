@@ -23,6 +23,7 @@
 mod answer;
 mod cli;
 mod engine;
+mod fault;
 mod fidelity;
 mod infer;
 mod ledger;
@@ -64,8 +65,8 @@ pub use run::{Finished, RunError, RunOptions, run};
 pub mod reports {
     pub use crate::answer::Answer;
     pub use crate::report::model::{
-        AnswerCount, LatencyPart, OpReport, VisibilityRecord, VisibilityRow, decode_histogram,
-        drift,
+        AnswerCount, FaultConnections, FaultPart, FaultWindow, LatencyPart, OpReport, RecoveryRule,
+        VisibilityRecord, VisibilityRow, decode_histogram, drift,
     };
     pub use crate::report::{
         Report, ReportError, compare, html, load, merge, table, to_json, write_dir,

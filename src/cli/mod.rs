@@ -126,6 +126,11 @@ pub struct WorkloadArgs {
     /// against a server whose accounts loadmix cannot create.
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
+    /// Add a fault to the timeline, as an entry of `faults:` is written, e.g.
+    /// 'fault=latency,at=10s,for=3s,delay=50ms' or '{fault: pause, at: 20s, for: 2s}'
+    /// (repeatable).
+    #[arg(long, value_name = "FAULT")]
+    pub fault: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -244,6 +249,7 @@ impl From<&WorkloadArgs> for LoadOptions {
             rounds: a.rounds.clone(),
             seed: a.seed.clone(),
             user: a.user.clone(),
+            faults: a.fault.clone(),
         }
     }
 }

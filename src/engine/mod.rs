@@ -71,6 +71,8 @@ pub(crate) struct EngineConfig {
     /// A common start (`--start-at`): each round's clock waits for its slot. Shared by
     /// every target's runner, so the slots follow the order the rounds run in.
     pub clock: Option<Arc<shard::RoundClock>>,
+    /// The target's fault timeline, when the run has one for it.
+    pub faults: Option<Arc<crate::fault::Injector>>,
 }
 
 /// Called with a finished round and the number of rounds planned.
@@ -152,6 +154,8 @@ pub(crate) struct RoundResult {
     pub server: Vec<crate::monitor::ProcessRound>,
     /// The server's scraped metrics over the round.
     pub metrics: Vec<crate::monitor::prometheus::SeriesRound>,
+    /// The fault windows as they happened (their figures are in `stats.windows`).
+    pub faults: Vec<crate::fault::Window>,
     /// Open model: arrivals dropped, or started late, because every slot was busy. Paced
     /// users: the slots that fell due before the round's end and were not sent by then.
     pub dropped: u64,

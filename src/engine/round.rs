@@ -272,6 +272,7 @@ impl Round<'_> {
             host: timed.host,
             server: timed.server,
             metrics: timed.metrics,
+            faults: timed.faults,
             dropped: out.dropped,
             late: out.late,
             behind: out.behind,
@@ -331,6 +332,8 @@ struct Clock {
     users: Arc<AtomicU64>,
     /// The time each class's users' tasks ran, for sharing out the generator's CPU.
     meters: ClassMeters,
+    /// The fault timeline carried out on this clock.
+    faults: Option<tokio::task::JoinHandle<Vec<crate::fault::Window>>>,
 }
 
 /// What the clock measured, once stopped.
@@ -342,6 +345,7 @@ struct Timed {
     host: host::HostSamples,
     server: Vec<crate::monitor::ProcessRound>,
     metrics: Vec<crate::monitor::prometheus::SeriesRound>,
+    faults: Vec<crate::fault::Window>,
 }
 
 impl Clock {
@@ -351,11 +355,17 @@ impl Clock {
         let (w, cfg) = (round.w, round.cfg);
         let warmup_round = round.index > w.run.rounds;
         let live = cfg.live.clone().map(|l| (l, warmup_round));
+        let injector = cfg.faults.clone().filter(|_| !warmup_round);
+        let scheduled = injector
+            .as_ref()
+            .map(|f| f.scheduled(round.index))
+            .unwrap_or_default();
         let (factory, aggregator) = metrics::aggregator(
             round.labels.iter().map(|(ci, _, _)| ci).collect(),
             w.run.warmup,
             w.run.timeout,
             live,
+            &scheduled,
         );
         let slot_late = wait_for_slot(cfg).await;
         // The live figures' own counter when there are live figures.
@@ -373,11 +383,28 @@ impl Clock {
                 l.clock_starts(w.run.warmup);
             }
         }
+        let halt = Halt::watch(&cfg.stop);
+        let start = Instant::now();
+        // The timeline ends with the round, or sooner on a stop: a fault never outlives
+        // the clock it was put on.
+        let faults = injector.map(|f| {
+            let over = halt.round_over.child_token();
+            let stop = cfg.stop.clone();
+            let o = over.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = stop.cancelled() => o.cancel(),
+                    _ = o.cancelled() => {}
+                }
+            });
+            tokio::spawn(f.round(round.index, start, over))
+        });
         Clock {
             samplers: Samplers::start(cfg, users.clone()),
             started_at: SystemTime::now(),
-            start: Instant::now(),
-            halt: Halt::watch(&cfg.stop),
+            start,
+            halt,
+            faults,
             slot_late,
             factory,
             aggregator,
@@ -392,6 +419,10 @@ impl Clock {
         let elapsed = self.start.elapsed();
         drop(self.factory);
         self.halt.round_over.cancel();
+        let faults = match self.faults {
+            Some(f) => f.await.unwrap_or_default(),
+            None => Vec::new(),
+        };
         let (mut host, server, metrics) = self.samplers.finish().await;
         host.class_busy_s = self
             .meters
@@ -411,6 +442,7 @@ impl Clock {
             host,
             server,
             metrics,
+            faults,
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::answer::Answer;
 use crate::transport::ErrorClass;
 
 pub(crate) mod live;
+pub(crate) mod windows;
 pub(crate) use live::{Counted, Live};
 
 /// Histogram range: 1 µs to 1 hour, 3 significant digits. Every histogram in loadmix uses
@@ -427,6 +428,8 @@ pub(crate) struct RoundStats {
     /// Successes that arrived after their second's percentiles were taken: counted
     /// everywhere else, missing only from `seconds`' percentiles.
     pub seconds_late: u64,
+    /// The round's fault windows as scheduled, and what each did to the operations.
+    pub windows: Vec<windows::WindowStats>,
 }
 
 impl RoundStats {
@@ -438,6 +441,7 @@ impl RoundStats {
             class_lag: Vec::new(),
             seconds: Vec::new(),
             seconds_late: 0,
+            windows: Vec::new(),
         }
     }
 }
@@ -591,14 +595,21 @@ pub(crate) fn aggregator(
     warmup: Duration,
     timeout: Duration,
     live: Option<(std::sync::Arc<Live>, bool)>,
+    faults: &[(Duration, Duration, Duration)],
 ) -> (RecorderFactory, tokio::task::JoinHandle<RoundStats>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<Sample>>();
     let warmup_us = warmup.as_micros() as u64;
+    let us = |d: &Duration| d.as_micros() as u64;
+    let spans: Vec<(u64, u64, u64)> = faults
+        .iter()
+        .map(|(f, a, b)| (us(f), us(a), us(b)))
+        .collect();
     let handle = tokio::spawn(async move {
         let classes = class_of.iter().max().map_or(0, |c| c + 1);
         let mut stats = RoundStats {
             ops: class_of.iter().map(|_| OpStats::default()).collect(),
             class_lag: (0..classes).map(|_| new_histogram()).collect(),
+            windows: windows::WindowStats::scheduled(&spans, warmup_us),
             ..RoundStats::empty()
         };
         let mut seconds = Seconds::new(
@@ -640,6 +651,9 @@ pub(crate) fn aggregator(
                         let _ = h.record(lag);
                     }
                     seconds.record(s);
+                    for w in &mut stats.windows {
+                        w.record(s);
+                    }
                 }
                 if !in_warmup
                     && s.pick != NO_PICK
@@ -722,6 +736,7 @@ mod tests {
             Duration::from_secs(1),
             Duration::from_secs(60),
             None,
+            &[],
         );
         let mut r = factory.recorder();
         let now = tokio::time::Instant::now();
@@ -766,8 +781,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_pick_counts_under_the_operation_picked_whatever_its_answers_label() {
-        let (factory, handle) =
-            aggregator(vec![0, 0], Duration::ZERO, Duration::from_secs(60), None);
+        let (factory, handle) = aggregator(
+            vec![0, 0],
+            Duration::ZERO,
+            Duration::from_secs(60),
+            None,
+            &[],
+        );
         let mut r = factory.recorder();
         let now = tokio::time::Instant::now();
         // Operation 0 picked, its answer counted under label 1 (a sync reported as

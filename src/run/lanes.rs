@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::embedded::Embedded;
+use super::faults::StartedGroup;
 use super::output::{safe, warn, write_comparison};
 use super::progress::round_line;
 use super::targets::NamedTarget;
@@ -38,11 +39,16 @@ pub(super) struct Lane {
 #[derive(Default)]
 pub(super) struct Servers {
     pub(super) embedded: Option<Embedded>,
-    pub(super) started: Option<started::Started>,
+    pub(super) started: Option<Arc<StartedGroup>>,
+    /// The fault timeline's proxies, closed with the lane.
+    pub(super) faults: Option<Arc<crate::fault::Injector>>,
 }
 
 impl Servers {
     async fn stop(self) {
+        if let Some(f) = self.faults {
+            f.stop();
+        }
         if let Some(s) = self.embedded {
             s.stop().await;
         }
@@ -192,6 +198,7 @@ pub(super) async fn open_lane(
         metrics: watch.metrics,
         shard: a.shard,
         clock: cx.clock.clone(),
+        faults: servers.faults.clone(),
     };
     match Runner::new(&wt, cfg).await {
         Ok(runner) => Ok(Lane {
@@ -252,12 +259,22 @@ pub(super) async fn reach(
             .await
             .map_err(|e| RunError::Unreachable(e.to_string()))?;
         watch.monitors.push(s.watch());
-        servers.started = Some(s);
+        servers.started = Some(Arc::new(StartedGroup::new(&t.name, spec, cx.stop, s)));
     }
-    match endpoint_of(cx.a, w, t, dir).await {
+    let mut endpoint = match endpoint_of(cx.a, w, t, dir).await {
         Ok((e, embedded)) => {
             servers.embedded = embedded;
-            Ok((e, servers))
+            e
+        }
+        Err(e) => {
+            servers.stop().await;
+            return Err(e);
+        }
+    };
+    match super::faults::injector(w, t, &mut endpoint, servers.started.clone()).await {
+        Ok(f) => {
+            servers.faults = f;
+            Ok((endpoint, servers))
         }
         Err(e) => {
             servers.stop().await;

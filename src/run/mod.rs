@@ -10,6 +10,7 @@
 
 pub(crate) mod capacity;
 mod embedded;
+mod faults;
 pub(crate) mod fits;
 mod lanes;
 mod output;
@@ -209,6 +210,7 @@ pub async fn run(a: RunOptions) -> Result<Finished, RunError> {
     let targets = parse_targets(&a.targets, &points[0].1.target).map_err(RunError::Usage)?;
     check_targets(&a, &targets)?;
     let starts = started::specs(&a.start, &targets).map_err(RunError::Usage)?;
+    faults::check(&points[0].1, &targets, &starts, a.shard.is_whole())?;
     let run_id = run_id_of(&a);
     let w0 = &points[0].1;
     let out = a

@@ -233,8 +233,15 @@ impl Started {
             source,
         };
         std::fs::create_dir_all(dir).map_err(spawn_err)?;
-        let out = std::fs::File::create(dir.join("server.out")).map_err(spawn_err)?;
-        let err = std::fs::File::create(dir.join("server.err")).map_err(spawn_err)?;
+        // Appended to: a server a fault starts again writes after what it wrote before.
+        let open = |name: &str| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join(name))
+        };
+        let out = open("server.out").map_err(spawn_err)?;
+        let err = open("server.err").map_err(spawn_err)?;
         eprintln!(
             "loadmix: starting {target}: sh -c {:?} in {}",
             spec.command,
@@ -335,8 +342,46 @@ impl Started {
                 ),
             }
         } else {
+            // A group a fault paused takes the TERM only once it runs again.
+            signal_group(self.pgid, libc::SIGCONT);
             signal_group(self.pgid, libc::SIGTERM);
         }
+        self.reap_group().await;
+    }
+
+    /// SIGSTOP (`true`) or SIGCONT (`false`) to the whole group: a fault's pause.
+    pub(crate) fn hold(&self, stopped: bool) {
+        signal_group(
+            self.pgid,
+            match stopped {
+                true => libc::SIGSTOP,
+                false => libc::SIGCONT,
+            },
+        );
+    }
+
+    /// A fault's kill: SIGKILL to the group at once, its leader waited for.
+    pub(crate) async fn kill(mut self) {
+        signal_group(self.pgid, libc::SIGKILL);
+        self.reap_group().await;
+    }
+
+    /// A fault's restart: SIGTERM to the group (never `--stop`'s command, which may stop
+    /// more than this group), SIGKILL after the grace.
+    pub(crate) async fn terminate(mut self) {
+        signal_group(self.pgid, libc::SIGCONT);
+        signal_group(self.pgid, libc::SIGTERM);
+        self.reap_group().await;
+    }
+
+    /// Where its output goes.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Wait for the leader (SIGKILL to the group after the grace), then tell the reaper
+    /// the group is gone.
+    async fn reap_group(&mut self) {
         let exited = tokio::time::timeout(STOP_GRACE, self.child.wait()).await;
         if exited.is_err() {
             eprintln!(

@@ -328,6 +328,7 @@ async fn trial(o: &NewOptions, kind: Kind, scratch: &Path) -> Trial {
             rounds: Some("1".into()),
             seed: None,
             user: o.user.clone(),
+            faults: Vec::new(),
         },
         targets: Vec::new(),
         sweep: None,

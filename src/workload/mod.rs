@@ -19,6 +19,7 @@ pub(crate) use threshold::{Comparison, Threshold, ThresholdMetric};
 pub(crate) mod chain;
 pub(crate) mod dist;
 pub(crate) mod error;
+pub(crate) mod faults;
 pub(crate) mod overrides;
 pub(crate) mod protocols;
 mod resolve;
@@ -69,6 +70,10 @@ pub struct Workload {
     pub teams: Vec<Team>,
     /// Its thresholds (`thresholds:`).
     pub thresholds: Vec<Threshold>,
+    /// Its fault timeline (`faults:`, then `--fault`s).
+    pub(crate) faults: Vec<faults::Fault>,
+    /// How a fault window's recovery is judged (`recovery:`).
+    pub(crate) recovery: faults::Recovery,
     /// `monitor.process`: the server's processes to watch (names or PIDs, as written).
     pub monitor_processes: Vec<String>,
     /// `monitor.prometheus`: metrics endpoints and the series to keep from each.
@@ -489,6 +494,8 @@ pub struct LoadOptions {
     /// An existing account every user shares (`accounts.create=shared`,
     /// `accounts.username=NAME`); its password from `$LOADMIX_PASSWORD`.
     pub user: Option<String>,
+    /// `--fault`s, each added to the workload's timeline.
+    pub faults: Vec<String>,
 }
 
 impl LoadOptions {
@@ -517,7 +524,18 @@ impl LoadOptions {
             ovr.push(Override::users(u)?);
         }
         ovr.extend_from_slice(extra);
-        load(&self.path, &ovr)
+        let mut w = load(&self.path, &ovr)?;
+        for (i, text) in self.faults.iter().enumerate() {
+            let f = resolve::resolve_fault_flag(text, i + 1, &w.run, w.recovery.hold, &w.faults)?;
+            w.faults.push(f);
+        }
+        if w.faults.len() > faults::MAX_FAULTS {
+            return Err(WorkloadError::Read {
+                path: "--fault".into(),
+                message: format!("at most {} faults in all", faults::MAX_FAULTS),
+            });
+        }
+        Ok(w)
     }
 }
 

@@ -18,6 +18,7 @@ mod docs;
 mod drivers;
 mod end_to_end;
 mod engine_behaviour;
+mod fault_windows;
 mod faults;
 mod fuzz;
 mod kept_state;

@@ -285,6 +285,8 @@ pub(super) fn merged_round_report(
         server,
         metrics,
         per_second: merged_seconds(&rounds, offsets),
+        // A sharded run has no fault timeline (`run` refuses one).
+        faults: Vec::new(),
         per_second_late: sum(|r| r.per_second_late),
         start_late_ms: rounds
             .iter()

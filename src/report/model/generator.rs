@@ -404,6 +404,7 @@ mod tests {
                 embedded_cpu_s: None,
                 class_busy_s: Vec::new(),
             },
+            faults: Vec::new(),
             dropped: 0,
             late: 0,
             behind: 0,

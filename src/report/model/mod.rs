@@ -4,6 +4,7 @@
 //! `round.rs`, one operation's figures (counts, answers, latency, histograms) in `op.rs`,
 //! the watched server in `server.rs`, the generator's own health in `generator.rs`.
 
+mod faults;
 mod generator;
 pub(crate) mod mix;
 mod op;
@@ -22,6 +23,7 @@ use crate::engine::RunResult;
 use crate::metrics::OpStats;
 use crate::workload::{Stop, Workload, units};
 
+pub use faults::{FaultConnections, FaultPart, FaultWindow, RecoveryRule};
 pub(in crate::report) use generator::add_class_cpu;
 pub(crate) use generator::{ClassCpu, ClassLag, Generator, LAG_P99_LIMIT_MS};
 pub(crate) use op::Phase;
@@ -666,6 +668,7 @@ fn round_report(
             .map(|s| ServerSeries::of(s, per_of(w, s)))
             .collect(),
         per_second: round::per_second(&r.stats.seconds, &r.host.users),
+        faults: faults::of_round(w, r),
         per_second_late: r.stats.seconds_late,
         start_late_ms: r.slot_late.map(|d| d.as_secs_f64() * 1000.0),
         interrupted: r.interrupted,

@@ -61,6 +61,9 @@ pub struct RoundReport {
     /// failures by class, operations in flight, active users.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_second: Vec<PerSecond>,
+    /// The fault windows of the round and what each cost.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<super::FaultWindow>,
     /// Under `--start-at`: how long after its slot the round's clock started, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_late_ms: Option<f64>,

@@ -6,6 +6,7 @@ mod health;
 mod messages;
 mod teardown;
 
+mod faults;
 use health::{generator, overruns, sessions, shards_and_clock, unsolicited, warmup_and_drift};
 pub use messages::ledger_words;
 use messages::{messages, visibility};
@@ -42,6 +43,7 @@ pub fn render_for(r: &Report, width: Option<usize>) -> String {
         visibility(&mut out, v);
     }
     sessions(&mut out, r);
+    faults::faults(&mut out, r);
     corrected_latency(&mut out, &r.summary, width);
     out.push_str(&connections_table(&r.summary, width));
     unsolicited(&mut out, r);

@@ -22,6 +22,7 @@ use crate::secrets::Secret;
 mod behaviour;
 mod class;
 mod cx;
+mod faults;
 mod http;
 mod keys;
 mod params;
@@ -34,6 +35,7 @@ mod thresholds;
 
 use class::*;
 use cx::*;
+pub(crate) use faults::resolve_fault_flag;
 use keys::*;
 use run::*;
 use teams::resolve_teams;
@@ -56,6 +58,8 @@ const TOP_KEYS: &[&str] = &[
     "thresholds",
     "user_agent",
     "teams",
+    "faults",
+    "recovery",
 ];
 
 fn required<'n>(cx: &Cx, node: &'n Node, name: &str, path: &str) -> R<&'n Node> {
@@ -128,6 +132,17 @@ fn sections(
             .transpose(),
     );
     let run = found.keep(resolve_run(cx, root.get("run")));
+    let recovery = found.keep(match root.get("recovery") {
+        Some(n) => faults::resolve_recovery(cx, n),
+        None => Ok(Default::default()),
+    });
+    // The timeline's windows are checked against the run's rounds and the recovery's
+    // hold.
+    let faults = match (root.get("faults"), &run, &recovery) {
+        (None, _, _) => Some(Vec::new()),
+        (Some(n), Some(r), Some(h)) => found.keep(faults::resolve_faults(cx, n, r, h.hold)),
+        (Some(_), _, _) => None,
+    };
     let accounts = found.keep(
         root.get("accounts")
             .map(|n| resolve_accounts(cx, n))
@@ -174,6 +189,8 @@ fn sections(
         classes: classes?,
         teams: teams?,
         thresholds: thresholds?,
+        faults: faults?,
+        recovery: recovery?,
         monitor_processes: monitor_processes?,
         monitor_metrics: monitor_metrics?,
     })
@@ -417,7 +434,7 @@ fn mix_hash(root: &Node) -> String {
             .filter(|(k, _)| {
                 !matches!(
                     k.name.as_str(),
-                    "run" | "target" | "description" | "thresholds"
+                    "run" | "target" | "description" | "thresholds" | "faults" | "recovery"
                 )
             })
             .collect();

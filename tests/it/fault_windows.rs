@@ -1,0 +1,176 @@
+//! Faults put into a run (`faults:`, `--fault`), held to truths known in advance: a
+//! latency fault raises the median in its window by its delay and nowhere else; a reset at
+//! toxicity 0.5 resets about half the connections, and every reset is a failure counted
+//! as one; a pause of a server loadmix started stops answers for its length, costs the
+//! open arrivals of the window, and the server is back at once after SIGCONT. A timeline
+//! that cannot act is refused before anything starts.
+
+use crate::common::*;
+use loadmix::reports::{FaultWindow, Report};
+
+fn write(dir: &std::path::Path, yaml: &str) -> String {
+    let p = dir.join("w.yaml");
+    std::fs::write(&p, yaml).unwrap();
+    path_str(&p)
+}
+
+fn window(r: &Report) -> &FaultWindow {
+    let w = &r.rounds[0].faults;
+    assert_eq!(w.len(), 1, "{w:?}");
+    &w[0]
+}
+
+#[test]
+fn a_latency_fault_raises_the_median_by_its_delay_in_its_window_only() {
+    let _alone = alone();
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let w = write(
+        tmp.path(),
+        "name: lat\ntarget: embedded\ncontext: /cosmo\nrun: { duration: 11s, rounds: 1, warmup: 1s, seed: 2 }\nthink: { constant: 10ms }\nusers:\n  - class: web\n    protocol: http\n    count: 4\n    mix:\n      wait: { weight: 1, path: '{context}/_loadmix/delay/1' }\nfaults:\n  - { fault: latency, at: 4s, for: 3s, delay: 50ms }\n",
+    );
+    assert_eq!(loadmix(&["run", &w, "--out", &path_str(&out)]), 0);
+    let r = read_report(&out);
+    let f = window(&r);
+    let p50 = |p: &loadmix::reports::FaultPart| p.p50_ms.unwrap_or(f64::NAN);
+    let (before, during, after) = (p50(&f.before), p50(&f.during), p50(&f.after));
+    assert!(
+        (during - before - 50.0).abs() <= 2.0,
+        "p50 before {before} ms, during {during} ms: {f:?}"
+    );
+    assert!(
+        (after - before).abs() <= 2.0,
+        "p50 before {before} ms, after {after} ms"
+    );
+    // Second by second: only the window's seconds are slow.
+    for (i, s) in r.rounds[0].per_second.iter().enumerate() {
+        let Some(p) = s.p50_ms else { continue };
+        match (4..7).contains(&i) {
+            true => assert!(p >= before + 48.0, "second {i}: p50 {p} ms"),
+            false => assert!(p <= before + 2.0, "second {i}: p50 {p} ms, before {before}"),
+        }
+    }
+    assert_eq!(f.fault, "latency 50ms");
+    assert_eq!(f.during.errors.len() + f.after.errors.len(), 0);
+    // The first to show it did so within the delay; the operations were back at once.
+    let detect = f.detect_ms.unwrap_or(f64::NAN);
+    assert!(detect <= 50.0, "detect {detect} ms");
+    assert!(f.recover_s.is_some_and(|r| r < 0.5), "{f:?}");
+    let text = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(text.contains("faults (1 window(s)):"), "{text}");
+    assert!(text.contains("latency 50ms"), "{text}");
+}
+
+#[test]
+fn a_reset_at_toxicity_one_half_resets_about_half_the_connections() {
+    let _alone = alone();
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let w = write(
+        tmp.path(),
+        "name: reset\ntarget: embedded\ncontext: /cosmo\nrun: { duration: 10s, rounds: 1, warmup: 1s, seed: 3 }\nconnection: per_request\nthink: { constant: 5ms }\nusers:\n  - class: web\n    protocol: http\n    count: 4\n    mix:\n      wait: { weight: 1, path: '{context}/_loadmix/delay/1' }\n",
+    );
+    let code = loadmix(&[
+        "run",
+        &w,
+        "--fault",
+        "fault=reset,at=3s,for=3s,toxicity=0.5",
+        "--out",
+        &path_str(&out),
+    ]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    let f = window(&r);
+    let c = f.connections.unwrap_or_else(|| panic!("{f:?}"));
+    let n = c.touched as f64;
+    assert!(n >= 100.0, "too few connections to judge: {c:?}");
+    // Binomial(n, 0.5): within 4.5 standard deviations.
+    let sd = (n * 0.25).sqrt();
+    assert!(
+        (c.reset as f64 - n / 2.0).abs() <= 4.5 * sd,
+        "{} of {} reset",
+        c.reset,
+        c.touched
+    );
+    assert_eq!(c.reset, c.drawn);
+    // Each reset connection failed its one operation, as a reset, and nothing else failed.
+    let resets: u64 = [&f.before, &f.during, &f.after]
+        .iter()
+        .map(|p| p.errors.values().sum::<u64>())
+        .sum();
+    assert_eq!(resets, c.reset, "{f:?}");
+    assert_eq!(r.summary.total.failures, c.reset);
+}
+
+#[test]
+fn a_paused_server_costs_the_arrivals_of_its_window_and_is_back_at_once() {
+    let _alone = alone();
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let port = free_port();
+    let w = write(
+        tmp.path(),
+        "name: pause\ncontext: /cosmo\nrun: { duration: 10s, rounds: 1, warmup: 1s, seed: 4, timeout: 20s }\nusers:\n  - class: q\n    protocol: http\n    arrival: { rate: 100/s, process: constant, max_concurrency: 2000 }\n    mix:\n      wait: { weight: 1, path: '{context}/_loadmix/delay/1' }\nfaults:\n  - { fault: pause, at: 4s, for: 2s }\n",
+    );
+    let code = loadmix(&[
+        "run",
+        &w,
+        "--target",
+        &format!("srv=http://127.0.0.1:{port}"),
+        "--start",
+        &format!(
+            "srv=exec {} serve --bind 127.0.0.1:{port}",
+            env!("CARGO_BIN_EXE_loadmix")
+        ),
+        "--ready",
+        &format!("srv=tcp://127.0.0.1:{port}"),
+        "--out",
+        &path_str(&out),
+    ]);
+    assert_eq!(code, 0);
+    let r = read_report(&out);
+    let f = window(&r);
+    assert!(f.trouble.is_none(), "{f:?}");
+    // Constant arrivals: 200 in the window, none of them answered in it.
+    assert!((f.during.ops as i64 - 200).abs() <= 2, "{f:?}");
+    assert!(
+        (f.dip - f.during.ops as f64).abs() <= 0.05 * f.during.ops as f64 + 3.0,
+        "dip {} against {} arrivals: {f:?}",
+        f.dip,
+        f.during.ops
+    );
+    assert!(f.recover_s.is_some_and(|r| r < 0.5), "{f:?}");
+    assert_eq!(
+        r.summary.total.failures, 0,
+        "a pause shorter than the timeout fails nothing"
+    );
+    // The started server stops with the run, SIGCONT or not.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[test]
+fn a_timeline_that_cannot_act_is_refused_before_anything_starts() {
+    let tmp = tempdir();
+    let w = write(
+        tmp.path(),
+        "name: bad\ntarget: embedded\nrun: { duration: 5s, warmup: 0s }\nusers:\n  - class: web\n    protocol: http\n    count: 1\n    mix:\n      g: { weight: 1, path: /x }\nfaults:\n  - { fault: kill, at: 2s }\n",
+    );
+    let out = loadmix_bin(&["run", &w, "--out", &path_str(&out_dir(&tmp))]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("w.yaml:11:5: fault kill: loadmix did not start target"),
+        "{err}"
+    );
+    // A `--fault` whose window ends past the round, named by its flag.
+    let out = loadmix_bin(&[
+        "validate",
+        &w,
+        "--fault",
+        "fault=latency,at=4s,for=2s,delay=5ms",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--fault 1:1:"), "{err}");
+    assert!(err.contains("does not end inside the round"), "{err}");
+}

@@ -45,6 +45,22 @@ pub(super) fn bands(r: &Report) -> (Vec<Band>, f64) {
     (bands, if offset > 0.0 { offset } else { 1.0 })
 }
 
+/// The fault windows of the run on the axis: each window as it happened (as scheduled
+/// when the round ended before it did), offset by its round's place.
+pub(super) fn fault_spans(r: &Report, bands: &[Band]) -> Vec<(f64, f64)> {
+    r.rounds
+        .iter()
+        .zip(bands)
+        .flat_map(|(round, &(offset, _, end))| {
+            round.faults.iter().map(move |f| {
+                let from = f.began_s.unwrap_or(f.at_s);
+                let to = f.ended_s.unwrap_or(f.until_s).max(from);
+                ((offset + from).min(end), (offset + to).min(end))
+            })
+        })
+        .collect()
+}
+
 /// How long a round is on the axis: its wall time, or its timeline's seconds when a report
 /// has no wall time. A round of 36 ms is 36 ms wide, not a second.
 pub(super) fn length(round: &RoundReport) -> f64 {

@@ -201,7 +201,9 @@ pub(crate) fn compare_over_time(c: &Comparison, p99: bool) -> String {
             "ops/s",
         )
     };
-    time_chart(caption, unit, &lines, &[], xmax)
+    // Each run's fault windows, shaded alike: a comparison of recoveries lines them up.
+    let faults: Vec<(f64, f64)> = c.over_time.iter().flat_map(|t| t.faults.clone()).collect();
+    time_chart(caption, unit, &lines, &[], &faults, xmax)
 }
 
 /// A scaling chart for sweeps: one line per target of `value(point)` against the swept

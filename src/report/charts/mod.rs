@@ -120,9 +120,17 @@ fn thin(pts: &[(f64, f64)], columns: usize) -> Vec<(f64, f64)> {
     out
 }
 
-/// Lines over the run's time axis, each round's end marked and its warm-up shaded. A line
-/// named `total` is drawn black and thicker.
-fn time_chart(caption: &str, y_desc: &str, lines: &[Line], bands: &[Band], xmax: f64) -> String {
+/// Lines over the run's time axis, each round's end marked, its warm-up shaded and its
+/// fault windows (`faults`, seconds on the axis) shaded red. A line named `total` is drawn
+/// black and thicker.
+fn time_chart(
+    caption: &str,
+    y_desc: &str,
+    lines: &[Line],
+    bands: &[Band],
+    faults: &[(f64, f64)],
+    xmax: f64,
+) -> String {
     let ymax = lines
         .iter()
         .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
@@ -152,6 +160,14 @@ fn time_chart(caption: &str, y_desc: &str, lines: &[Line], bands: &[Band], xmax:
             chart.draw_series(std::iter::once(PathElement::new(
                 vec![(*end, 0.0), (*end, ymax)],
                 BLACK.mix(0.3),
+            )))?;
+        }
+        for (from, to) in faults {
+            // A window too short to see (a kill restarted at once) is a sliver, not nothing.
+            let to = to.max(from + xmax / 400.0);
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(*from, 0.0), (to, ymax)],
+                RGBColor(230, 90, 90).mix(0.25).filled(),
             )))?;
         }
         for (i, (name, pts)) in lines.iter().enumerate() {

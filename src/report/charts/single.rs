@@ -4,7 +4,7 @@
 use plotters::prelude::*;
 
 use super::{COLUMNS, busiest, centred_label, color, legend, svg, time_chart};
-use crate::report::axis::{Band, rounds_in_sequence};
+use crate::report::axis::{Band, fault_spans, rounds_in_sequence};
 use crate::report::model::{OpReport, PerSecond, Report};
 
 /// Successful operations per second over the run, rounds one after another, warm-up
@@ -26,10 +26,11 @@ pub(crate) fn throughput(r: &Report) -> String {
         .unwrap_or_default()
     });
     time_chart(
-        "throughput over time (successes per second; warm-up shaded; rounds in sequence)",
+        "throughput over time (successes per second; warm-up shaded, fault windows red; rounds in sequence)",
         "ops/s",
         &lines,
         &bands,
+        &fault_spans(r, &bands),
         xmax,
     )
 }
@@ -225,6 +226,7 @@ pub(crate) fn server(r: &Report) -> Option<String> {
         "cores",
         &lines,
         &bands,
+        &fault_spans(r, &bands),
         xmax,
     ))
 }
@@ -256,7 +258,7 @@ pub(super) fn per_second_chart(
     if lines.iter().all(|(_, p)| p.is_empty()) {
         return format!("<p class=\"note\" data-empty=\"1\">{empty}</p>");
     }
-    time_chart(caption, unit, &lines, &bands, xmax)
+    time_chart(caption, unit, &lines, &bands, &fault_spans(r, &bands), xmax)
 }
 
 /// p50 and p99 of all operations, second by second (by the second each operation
@@ -406,6 +408,16 @@ pub(crate) fn latency_heat(r: &Report) -> String {
                 BLACK.mix(0.3),
             )))?;
         }
+        // Fault windows framed in red, over the cells they cost.
+        for (from, to) in fault_spans(r, &bands) {
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [
+                    (from, lo as f64),
+                    (to.max(from + xmax / 400.0), hi as f64 + 1.0),
+                ],
+                RGBColor(200, 40, 40).stroke_width(2),
+            )))?;
+        }
         root.present()?;
         Ok(())
     })
@@ -476,7 +488,14 @@ pub(crate) fn scraped(r: &Report) -> Vec<(String, String)> {
             let caption = format!("{} ({what}; rounds in sequence)", m.series);
             (
                 m.series.clone(),
-                time_chart(&caption, what, &lines, &bands, xmax),
+                time_chart(
+                    &caption,
+                    what,
+                    &lines,
+                    &bands,
+                    &fault_spans(r, &bands),
+                    xmax,
+                ),
             )
         })
         .collect()

@@ -18,6 +18,8 @@ pub struct OverTime {
     pub p99_ms: Vec<(f64, f64)>,
     /// The length of the run's time axis, seconds.
     pub length_s: f64,
+    /// Its fault windows on that axis, seconds.
+    pub faults: Vec<(f64, f64)>,
 }
 
 impl OverTime {
@@ -40,12 +42,15 @@ impl OverTime {
                     crate::report::axis::rates(round, &counts)
                 }
             });
+        let (bands, _) = crate::report::axis::bands(r);
+        let faults = crate::report::axis::fault_spans(r, &bands);
         let p99_ms = lines.pop().map(|(_, p)| p).unwrap_or_default();
         let successes = lines.pop().map(|(_, p)| p).unwrap_or_default();
         OverTime {
             successes,
             p99_ms,
             length_s,
+            faults,
         }
     }
 }

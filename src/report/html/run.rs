@@ -4,7 +4,8 @@
 use std::fmt::Write;
 
 use super::tables::{
-    corrected_table, messages_table, sessions_table, thresholds_table, visibility_table,
+    corrected_table, faults_table, messages_table, sessions_table, thresholds_table,
+    visibility_table,
 };
 use super::{figure, ms, page, rate};
 use crate::formats::xml::esc;
@@ -20,6 +21,7 @@ pub fn report(r: &Report) -> String {
     messages_table(&mut b, r);
     corrected_table(&mut b, r);
     thresholds_table(&mut b, r);
+    faults_table(&mut b, r);
     charts_section(&mut b, r);
     rounds_table(&mut b, r);
     sessions_table(&mut b, r);

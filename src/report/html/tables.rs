@@ -1,5 +1,6 @@
 //! The tables of a run's page beside its operations: corrected latency, thresholds,
-//! message rates, behaviours' sessions, the teams' visibility and the message ledger.
+//! message rates, behaviours' sessions, the teams' visibility, the message ledger and
+//! the fault windows.
 
 use std::fmt::Write;
 
@@ -238,4 +239,55 @@ pub(super) fn ledger_table(b: &mut String, l: &crate::ledger::LedgerRecord) {
         );
     }
     b.push_str("</table>");
+}
+
+/// The fault windows: what each cost, and the operations before, during and after it.
+pub(super) fn faults_table(b: &mut String, r: &Report) {
+    let rows: Vec<(u32, &crate::report::model::FaultWindow)> = r
+        .rounds
+        .iter()
+        .flat_map(|x| x.faults.iter().map(move |f| (x.index, f)))
+        .collect();
+    let Some((_, first)) = rows.first() else {
+        return;
+    };
+    b.push_str("<h2>Faults</h2><table><tr><th>round</th><th>fault</th><th>window s</th><th>detect ms</th><th>recover s</th><th>dip</th><th>failed during · after</th><th>ops/s before · during · after</th><th>p50 ms before · during · after</th><th>connections reset</th></tr>");
+    let opt = |v: Option<f64>, d: usize| v.map_or("–".to_string(), |x| format!("{x:.d$}"));
+    for (round, f) in &rows {
+        let parts = [&f.before, &f.during, &f.after];
+        let rates: Vec<String> = parts
+            .iter()
+            .map(|p| format!("{:.1}", p.ops_per_s))
+            .collect();
+        let p50s: Vec<String> = parts.iter().map(|p| opt(p.p50_ms, 2)).collect();
+        let recover = match (f.recover_s, f.unrecovered_s) {
+            (Some(v), _) => format!("{v:.2}"),
+            (None, Some(u)) => format!("&gt; {u:.1}"),
+            _ => "–".into(),
+        };
+        let _ = write!(
+            b,
+            "<tr><td>{round}</td><td>{}</td><td>{}–{}</td><td>{}</td><td>{recover}</td><td>{:.0} of {:.0}</td><td>{} · {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&f.fault),
+            opt(f.began_s, 2),
+            opt(f.ended_s, 2),
+            opt(f.detect_ms, 1),
+            f.dip,
+            f.expected,
+            f.during.errors.values().sum::<u64>(),
+            f.after.errors.values().sum::<u64>(),
+            rates.join(" · "),
+            p50s.join(" · "),
+            f.connections
+                .map_or("–".into(), |c| format!("{} of {}", c.reset, c.touched)),
+        );
+    }
+    let _ = write!(
+        b,
+        "</table><p class=\"note\">Recovery: ops started a second within {:.0}% of the seconds before, and their p{} at most {:.0}% above, for {}s in a row. The windows are shaded red on the charts.</p>",
+        first.rule.band * 100.0,
+        first.rule.percentile,
+        first.rule.band * 100.0,
+        first.rule.hold_s
+    );
 }

@@ -1,8 +1,8 @@
 //! What a round's fault windows did to its operations, gathered as the samples arrive:
 //! per window, the operations that started before, during and after it (latency of the
 //! successes, failures by class, connections opened), the successes that ended in each
-//! part, 100 ms ticks from its begin to two minutes past its end (operations started,
-//! successes ended, and the latency of the successes in coarse buckets) for the dip and
+//! part, 100 ms ticks from its begin to two minutes past its end (successes started and
+//! ended, and the latency of those started in coarse buckets) for the dip and
 //! recovery, and the few samples that could be the first to show
 //! the fault (the earliest-starting, longest-lasting ones). The windows are the ones
 //! scheduled, known before the round's clock starts; what they mean is worked out by
@@ -76,8 +76,8 @@ impl Part {
 /// One tick of the recovery timeline.
 #[derive(Debug, Clone)]
 pub(crate) struct Tick {
-    /// Operations that started in it.
-    pub started: u32,
+    /// Successes that started in it.
+    pub ok: u32,
     /// Successes that ended in it.
     pub ended_ok: u32,
     /// The successes that started in it, by latency bucket (made at the first).
@@ -131,7 +131,7 @@ impl WindowStats {
                     ticks_from_us,
                     ticks: (0..n)
                         .map(|_| Tick {
-                            started: 0,
+                            ok: 0,
                             ended_ok: 0,
                             buckets: None,
                         })
@@ -177,13 +177,13 @@ impl WindowStats {
             t.checked_sub(self.ticks_from_us)
                 .map(|d| (d / TICK_US) as usize)
         };
-        if let Some(t) = index(s.start_us).and_then(|i| self.ticks.get_mut(i)) {
-            t.started = t.started.saturating_add(1);
-            if s.error.is_none() {
-                let buckets = t.buckets.get_or_insert_with(|| Box::new([0; TICK_BUCKETS]));
-                let b = &mut buckets[bucket_of(s.latency_us)];
-                *b = b.saturating_add(1);
-            }
+        if s.error.is_none()
+            && let Some(t) = index(s.start_us).and_then(|i| self.ticks.get_mut(i))
+        {
+            t.ok = t.ok.saturating_add(1);
+            let buckets = t.buckets.get_or_insert_with(|| Box::new([0; TICK_BUCKETS]));
+            let b = &mut buckets[bucket_of(s.latency_us)];
+            *b = b.saturating_add(1);
         }
         if s.error.is_none()
             && let Some(t) = index(end).and_then(|i| self.ticks.get_mut(i))
@@ -282,7 +282,7 @@ mod tests {
         assert_eq!(w.ticks_from_us, 40_000_000);
         assert_eq!(w.ticks.len(), 11 + 1_200);
         w.record(&sample(0, 40_050_000, 1_000, None));
-        assert_eq!(w.ticks[0].started, 1);
+        assert_eq!(w.ticks[0].ok, 1);
         assert_eq!(w.ticks[0].ended_ok, 1);
         assert!(w.ticks[1].buckets.is_none());
         let b = w.ticks[0]

@@ -34,8 +34,37 @@ pub(crate) enum ProcessSpec {
     Name(String),
     /// Every process of a process group: a server loadmix started (`--start`), with
     /// whatever it forks (a JVM under a wrapper script, PostgreSQL's backends).
-    Group(u32),
+    Group(GroupId),
 }
+
+/// A started server's process group, which a fault's restart moves to the new group: the
+/// watch follows it, second by second.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupId(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl GroupId {
+    pub(crate) fn new(pgid: u32) -> GroupId {
+        GroupId(std::sync::Arc::new(std::sync::atomic::AtomicU32::new(pgid)))
+    }
+
+    /// The group now.
+    pub(crate) fn get(&self) -> u32 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The server was started again, in group `pgid`.
+    pub(crate) fn moved_to(&self, pgid: u32) {
+        self.0.store(pgid, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl PartialEq for GroupId {
+    fn eq(&self, o: &GroupId) -> bool {
+        self.get() == o.get()
+    }
+}
+
+impl Eq for GroupId {}
 
 impl ProcessSpec {
     /// `1234` or `pid:1234` is a PID; anything else a process name.
@@ -60,7 +89,7 @@ impl ProcessSpec {
         match self {
             ProcessSpec::Pid(p) => format!("pid {p}"),
             ProcessSpec::Name(n) => n.clone(),
-            ProcessSpec::Group(g) => format!("group {g}"),
+            ProcessSpec::Group(g) => format!("group {}", g.get()),
         }
     }
 
@@ -70,7 +99,9 @@ impl ProcessSpec {
             Err(match self {
                 ProcessSpec::Pid(p) => format!("monitor: no process with PID {p}"),
                 ProcessSpec::Name(n) => format!("monitor: no process named '{n}' is running"),
-                ProcessSpec::Group(g) => format!("monitor: no process left in group {g}"),
+                ProcessSpec::Group(g) => {
+                    format!("monitor: no process left in group {}", g.get())
+                }
             })
         } else {
             Ok(())
@@ -80,10 +111,11 @@ impl ProcessSpec {
 
 /// The name a started server's figures go under: its group leader's program (`java`,
 /// `loadmix`), as a PID watched for one target is.
-pub(crate) fn group_watch(pgid: u32) -> Watch {
-    let spec = ProcessSpec::Group(pgid);
+pub(crate) fn group_watch(group: GroupId) -> Watch {
+    let label = program_of(group.get());
+    let spec = ProcessSpec::Group(group);
     Watch {
-        label: program_of(pgid).unwrap_or_else(|| spec.label()),
+        label: label.unwrap_or_else(|| spec.label()),
         spec,
     }
 }
@@ -247,7 +279,7 @@ fn matching(spec: &ProcessSpec) -> Vec<u32> {
                 return Vec::new();
             };
             dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-                .filter(|pid| group_of(*pid) == Some(*g))
+                .filter(|pid| group_of(*pid) == Some(g.get()))
                 .collect()
         }
         ProcessSpec::Name(name) => {
@@ -520,8 +552,11 @@ mod tests {
         // SAFETY: getpgrp(2) only reads this process's group.
         let mine = unsafe { libc::getpgrp() } as u32;
         assert_eq!(group_of(std::process::id()), Some(mine));
-        assert!(matching(&ProcessSpec::Group(mine)).contains(&std::process::id()));
-        assert_eq!(group_watch(mine).spec, ProcessSpec::Group(mine));
+        assert!(matching(&ProcessSpec::Group(GroupId::new(mine))).contains(&std::process::id()));
+        assert_eq!(
+            group_watch(GroupId::new(mine)).spec,
+            ProcessSpec::Group(GroupId::new(mine))
+        );
     }
 
     #[test]

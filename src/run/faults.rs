@@ -124,6 +124,8 @@ pub(super) struct StartedGroup {
     spec: StartSpec,
     /// The folder it was started in (its output there, appended to).
     dir: std::path::PathBuf,
+    /// Its group as the run watches it, moved to each new start's.
+    group: crate::monitor::GroupId,
     stop: CancellationToken,
     server: tokio::sync::Mutex<Option<Started>>,
 }
@@ -139,6 +141,7 @@ impl StartedGroup {
             target: target.to_string(),
             spec: spec.clone(),
             dir: s.dir().to_path_buf(),
+            group: s.group().clone(),
             stop: stop.clone(),
             server: tokio::sync::Mutex::new(Some(s)),
         }
@@ -192,9 +195,10 @@ impl Group for StartedGroup {
             return Ok(Duration::ZERO);
         }
         let began = Instant::now();
-        let s = Started::start(&self.target, &self.spec, &self.dir, &self.stop)
+        let mut s = Started::start(&self.target, &self.spec, &self.dir, &self.stop)
             .await
             .map_err(|e| e.to_string())?;
+        s.adopt(&self.group);
         *held = Some(s);
         Ok(began.elapsed())
     }

@@ -212,6 +212,8 @@ pub(crate) struct Started {
     target: String,
     child: Child,
     pgid: u32,
+    /// The group as the run's watch follows it.
+    group: crate::monitor::GroupId,
     dir: PathBuf,
     spec: StartSpec,
     /// The group's reaper: a byte on its stdin says the run stopped the group itself.
@@ -272,6 +274,7 @@ impl Started {
             target: target.into(),
             child,
             pgid,
+            group: crate::monitor::GroupId::new(pgid),
             dir: dir.to_path_buf(),
             spec: spec.clone(),
             reaper,
@@ -315,7 +318,18 @@ impl Started {
 
     /// The started group, to watch as the target's server.
     pub(crate) fn watch(&self) -> crate::monitor::Watch {
-        crate::monitor::group_watch(self.pgid)
+        crate::monitor::group_watch(self.group.clone())
+    }
+
+    /// Started again after a fault: the watch of the group before follows this one.
+    pub(crate) fn adopt(&mut self, group: &crate::monitor::GroupId) {
+        group.moved_to(self.pgid);
+        self.group = group.clone();
+    }
+
+    /// Its group, as watches follow it.
+    pub(crate) fn group(&self) -> &crate::monitor::GroupId {
+        &self.group
     }
 
     /// Stop the server: `--stop`'s command if there is one, else SIGTERM to its group;

@@ -174,3 +174,49 @@ fn a_timeline_that_cannot_act_is_refused_before_anything_starts() {
     assert!(err.contains("--fault 1:1:"), "{err}");
     assert!(err.contains("does not end inside the round"), "{err}");
 }
+
+#[test]
+fn a_killed_broker_started_again_loses_no_receipted_message() {
+    let _alone = alone();
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let (http, stomp) = (free_port(), free_port());
+    let db = path_str(&tmp.path().join("broker.db"));
+    let w = write(
+        tmp.path(),
+        "name: kill\nrun: { duration: 9s, rounds: 1, warmup: 1s, seed: 5, timeout: 5s, connect_timeout: 1s }\nthink: { constant: 5ms }\nusers:\n  - class: producer\n    protocol: stomp\n    count: 2\n    mix:\n      send: { weight: 1, params: { destination: '/queue/kill-{run_id}', size: 512B, persistent: true, receipt: true } }\nfaults:\n  - { fault: kill, at: 3s, for: 1s }\n",
+    );
+    let code = loadmix(&[
+        "run",
+        &w,
+        "--target",
+        &format!("srv=stomp://127.0.0.1:{stomp}"),
+        "--start",
+        &format!(
+            "srv=exec {} serve --no-auth --bind 127.0.0.1:{http} --stomp-bind 127.0.0.1:{stomp} --store sqlite:{db}",
+            env!("CARGO_BIN_EXE_loadmix")
+        ),
+        "--ready",
+        &format!("srv=tcp://127.0.0.1:{stomp}"),
+        "--out",
+        &path_str(&out),
+    ]);
+    let r = read_report(&out);
+    let f = window(&r);
+    assert!(f.trouble.is_none(), "{f:?}");
+    // Down from the kill until the server, started again on its file, was ready.
+    let (began, ended) = (f.began_s.unwrap_or(0.0), f.ended_s.unwrap_or(0.0));
+    assert!(ended - began >= 1.0, "{f:?}");
+    let failed: u64 = f.during.errors.values().sum::<u64>() + f.after.errors.values().sum::<u64>();
+    assert!(failed > 0, "the kill was felt: {f:?}");
+    assert!(f.recover_s.is_some(), "sends came back: {f:?}");
+    // Every message the broker receipted is still there (the drain took it); of those
+    // lost, every one is a send whose receipt never came.
+    let l = r.ledger.as_ref().expect("a ledger");
+    let c = &l.destinations[0].counts;
+    assert!(c.sent > 100 && c.drained > 100, "{c:?}");
+    assert_eq!(c.lost, c.lost_failed, "a receipted message was lost: {c:?}");
+    assert!(c.send_failed >= c.lost_failed, "{c:?}");
+    // The run ends 1 only for what the kill failed.
+    assert!(matches!(code, 0 | 1), "{code}");
+}

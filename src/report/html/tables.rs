@@ -284,7 +284,7 @@ pub(super) fn faults_table(b: &mut String, r: &Report) {
     }
     let _ = write!(
         b,
-        "</table><p class=\"note\">Recovery: ops started a second within {:.0}% of the seconds before, and their p{} at most {:.0}% above, for {}s in a row. The windows are shaded red on the charts.</p>",
+        "</table><p class=\"note\">Recovery: successes started a second within {:.0}% of the seconds before, and their p{} at most {:.0}% above, for {}s in a row. The windows are shaded red on the charts.</p>",
         first.rule.band * 100.0,
         first.rule.percentile,
         first.rule.band * 100.0,

@@ -12,7 +12,7 @@ use crate::metrics::windows::{TICK_BUCKETS, TICK_US, Tick, WindowStats, bucket_b
 use crate::transport::ErrorClass;
 
 /// How recovery is judged: back within `band` of the seconds before the fault, in
-/// operations started a second and in the latency percentile, for `hold_s` seconds in a
+/// successes started a second and in their latency percentile, for `hold_s` seconds in a
 /// row.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct RecoveryRule {
@@ -45,7 +45,7 @@ pub struct FaultPart {
     pub ops: u64,
     /// Of those, the successes.
     pub ok: u64,
-    /// Operations started in it a second.
+    /// Successes started in it a second (as a run's ops/s counts them).
     pub ops_per_s: f64,
     /// Latency of its successes, ms: the median.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -169,9 +169,9 @@ pub(super) fn of(
         .collect()
 }
 
-/// Seconds with operations in them, to hold a window against.
+/// Seconds with successes in them, to hold a window against.
 fn usable(p: &crate::metrics::windows::Part) -> bool {
-    p.to_us > p.from_us && p.started() > 0
+    p.to_us > p.from_us && !p.latency.is_empty()
 }
 
 fn window(
@@ -250,7 +250,7 @@ fn part_of(p: &crate::metrics::windows::Part, end_s: f64) -> FaultPart {
         ops: p.started(),
         ok: p.latency.len(),
         ops_per_s: match span > 0.0 {
-            true => p.started() as f64 / span,
+            true => p.latency.len() as f64 / span,
             false => 0.0,
         },
         p50_ms: ms(0.5),
@@ -266,7 +266,7 @@ fn part_of(p: &crate::metrics::windows::Part, end_s: f64) -> FaultPart {
 }
 
 /// The first tick from the window's end from which every second of the hold has its
-/// operations started within the band of the rate before, and its percentile at most
+/// successes started within the band of the rate before, and its percentile at most
 /// the band above the one before; from `ended` (s) to it. When none does while the
 /// round's clock lasts: how long after the end it was watched for.
 fn recovery(
@@ -276,7 +276,7 @@ fn recovery(
     ended: f64,
     round_s: f64,
 ) -> (Option<f64>, Option<f64>) {
-    let rate = base.started() as f64 / ((base.to_us - base.from_us) as f64 / 1e6);
+    let rate = base.latency.len() as f64 / ((base.to_us - base.from_us) as f64 / 1e6);
     let q = (rule.percentile / 100.0).clamp(0.0, 1.0);
     let pct = base.latency.value_at_quantile(q) as f64;
     let per_s = (1_000_000 / TICK_US) as usize;
@@ -295,8 +295,8 @@ fn recovery(
         }
         let holds = (0..hold / per_s).all(|j| {
             let second = &s.ticks[k + j * per_s..k + (j + 1) * per_s];
-            let started: u32 = second.iter().map(|t| t.started).sum();
-            let within_rate = (started as f64 - rate).abs() <= rule.band * rate;
+            let ok: u32 = second.iter().map(|t| t.ok).sum();
+            let within_rate = (ok as f64 - rate).abs() <= rule.band * rate;
             within_rate && percentile_of(second, q).is_none_or(|p| p <= pct * (1.0 + rule.band))
         });
         if holds {

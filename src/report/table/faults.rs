@@ -49,7 +49,7 @@ pub(super) fn faults(out: &mut String, r: &Report) {
     let rule = first.rule;
     let _ = writeln!(
         out,
-        "  detect: the first operation past the p99 before the fault widened by {band:.0}%, or failed · recover: from the fault's end until ops started a second and their p{p} stay within {band:.0}% of the seconds before for {hold}s · dip: successes not done in the window against the rate before it",
+        "  detect: the first operation past the p99 before the fault widened by {band:.0}%, or failed · recover: from the fault's end until successes started a second and their p{p} stay within {band:.0}% of the seconds before for {hold}s · dip: successes not done in the window against the rate before it",
         band = rule.band * 100.0,
         p = rule.percentile,
         hold = rule.hold_s

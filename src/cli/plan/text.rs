@@ -31,7 +31,42 @@ pub(in crate::cli) fn render_plan(w: &Workload) -> String {
             let _ = writeln!(out, "  {}: {}", t.op, t.text);
         }
     }
+    faults_text(&mut out, w);
     out
+}
+
+/// The fault timeline: each window, where and when it acts; then how recovery is judged.
+fn faults_text(out: &mut String, w: &Workload) {
+    use std::fmt::Write as _;
+    if w.faults.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "faults (each measured round's clock):");
+    for f in &w.faults {
+        let round = f
+            .round
+            .map_or("every round".to_string(), |r| format!("round {r}"));
+        let target = f
+            .target
+            .as_deref()
+            .map_or("every target".to_string(), |t| format!("target {t}"));
+        let _ = writeln!(
+            out,
+            "  {} at {} for {} · {round} · {target}",
+            f.text,
+            units::format_duration(f.at),
+            units::format_duration(f.length),
+        );
+    }
+    let r = &w.recovery;
+    let _ = writeln!(
+        out,
+        "recovery: successes a second within {:.0}% of the seconds before a window, and their p{} at most {:.0}% above, for {} in a row",
+        r.band * 100.0,
+        r.percentile,
+        r.band * 100.0,
+        units::format_duration(r.hold)
+    );
 }
 
 /// What a class puts in each user's first collection before its first pick, on average:

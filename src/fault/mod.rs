@@ -5,7 +5,9 @@
 //! SIGCONT or is started again, the proxy passes bytes untouched. What each window did
 //! to the operations is measured by `metrics::windows` and judged by the report.
 
+mod link;
 mod proxy;
+mod pump;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -177,7 +179,7 @@ impl Injector {
         round: u32,
         i: usize,
         w: &mut Window,
-    ) -> Option<Vec<Arc<proxy::Counts>>> {
+    ) -> Option<Vec<Arc<link::Counts>>> {
         if !f.action.on_process() {
             let seq = u64::from(round) << 32 | i as u64;
             return Some(self.proxies.iter().map(|p| p.begin(f, seq)).collect());
@@ -229,7 +231,7 @@ impl Injector {
     }
 }
 
-fn sum_counts(c: &[Arc<proxy::Counts>]) -> Connections {
+fn sum_counts(c: &[Arc<link::Counts>]) -> Connections {
     let mut s = Connections::default();
     for c in c {
         s.touched += c.touched.load(Ordering::Relaxed);

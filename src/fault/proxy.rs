@@ -3,118 +3,26 @@
 //! address it was made for, and passes bytes untouched until a window makes one of
 //! Toxiproxy's kinds of trouble on the share of connections its toxicity draws.
 //!
-//! Each direction of a connection is one loop over a queue of chunks, each chunk given
-//! the moment it may go on as it is read (now plus a latency, after the one before it
-//! at a bandwidth, in slices), so that a delay never adds up over the chunks of one
-//! answer and bytes never overtake each other.
+//! Each direction of a connection is a `pump::Pump`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::workload::faults::{Fault, FaultAction, Stream};
+use super::link::{Active, Conn, Counts, Shared};
+use super::pump::Pump;
 
-/// The largest chunk read at once.
-const CHUNK: usize = 64 * 1024;
-/// Chunks a direction holds back before it stops reading (and the sender's window fills).
-const QUEUE: usize = 64;
+use crate::workload::faults::{Fault, FaultAction};
+
 /// How long a connect to the target may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most connections the proxy holds at once; past it, a new one is closed at once.
 const MAX_CONNECTIONS: usize = 16_384;
-
-/// A window's toxic as the connections read it.
-struct Active {
-    action: FaultAction,
-    toxicity: f64,
-    stream: Stream,
-    /// Drawn with the connection's id: which connections it touches.
-    seq: u64,
-    /// Bytes that passed in the window (`limit_data`), over all its connections.
-    bytes: AtomicU64,
-    counts: Arc<Counts>,
-}
-
-/// What a window did to connections.
-#[derive(Debug, Default)]
-pub(crate) struct Counts {
-    /// Connections open at its begin or accepted during it.
-    pub touched: AtomicU64,
-    /// Of those, the ones its toxicity drew.
-    pub drawn: AtomicU64,
-    /// Connections reset (TCP RST to both ends).
-    pub reset: AtomicU64,
-    /// Connections closed by the fault (down, timeout's close, limit_data).
-    pub closed: AtomicU64,
-    /// Connections refused or closed at once while the proxy was down.
-    pub refused: AtomicU64,
-}
-
-/// What the proxy knows of one open connection, shared by its pumps and by a window's
-/// begin.
-#[derive(Clone)]
-struct Conn {
-    id: u64,
-    /// Ends both directions; `reset` says how.
-    kill: CancellationToken,
-    reset: Arc<std::sync::atomic::AtomicBool>,
-    /// The last window that acted on it (its `seq` + 1): each acts once, whether its
-    /// begin found the connection open or the connection found the window going on.
-    seen: Arc<AtomicU64>,
-}
-
-impl Conn {
-    /// Window `a` acts on this connection, once: counted, drawn or not, and reset or
-    /// closed as its kind says.
-    fn meet(&self, seed: u64, a: &Arc<Active>) {
-        let mark = a.seq + 1;
-        if self.seen.swap(mark, Ordering::AcqRel) == mark {
-            return;
-        }
-        let c = &a.counts;
-        c.touched.fetch_add(1, Ordering::Relaxed);
-        if a.action == FaultAction::Down {
-            c.closed.fetch_add(1, Ordering::Relaxed);
-            self.kill.cancel();
-            return;
-        }
-        if !draws(seed, self.id, a) {
-            return;
-        }
-        c.drawn.fetch_add(1, Ordering::Relaxed);
-        match a.action {
-            FaultAction::Reset => {
-                c.reset.fetch_add(1, Ordering::Relaxed);
-                self.reset.store(true, Ordering::Relaxed);
-                self.kill.cancel();
-            }
-            FaultAction::Timeout { after: Some(after) } => {
-                close_after(self.kill.clone(), after, a.clone())
-            }
-            _ => {}
-        }
-    }
-}
-
-struct Shared {
-    upstream: SocketAddr,
-    active: RwLock<Option<Arc<Active>>>,
-    conns: Mutex<HashMap<u64, Conn>>,
-    next_id: AtomicU64,
-    /// Connections accepted over the proxy's life.
-    accepted: AtomicU64,
-    /// A seed of the run's, so that which connections a toxicity draws is repeatable.
-    seed: u64,
-}
 
 /// One proxy: its address, its state, its accept loop.
 pub(crate) struct Proxy {
@@ -266,29 +174,6 @@ impl Proxy {
     }
 }
 
-/// Whether window `a` draws connection `id` (a fixed draw per connection and window).
-fn draws(seed: u64, id: u64, a: &Active) -> bool {
-    if a.toxicity >= 1.0 {
-        return true;
-    }
-    let mut z =
-        seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ a.seq.wrapping_mul(0xD1B5_4A32_D192_ED03);
-    // splitmix64's finaliser: a well-mixed draw from the three.
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    ((z >> 11) as f64 / (1u64 << 53) as f64) < a.toxicity
-}
-
-/// Close a connection `after` from now, unless the window ends first.
-fn close_after(kill: CancellationToken, after: Duration, active: Arc<Active>) {
-    tokio::spawn(async move {
-        tokio::time::sleep(after).await;
-        active.counts.closed.fetch_add(1, Ordering::Relaxed);
-        kill.cancel();
-    });
-}
-
 /// One connection: the target connected, then both directions until either ends.
 async fn connection(shared: Arc<Shared>, client: TcpStream) {
     if let Some(a) = shared.active.read().ok().and_then(|a| a.clone())
@@ -354,181 +239,5 @@ async fn connection(shared: Arc<Shared>, client: TcpStream) {
             #[allow(deprecated)]
             let _ = s.set_linger(Some(Duration::ZERO));
         }
-    }
-}
-
-/// One direction of one connection.
-struct Pump {
-    shared: Arc<Shared>,
-    conn: Conn,
-    /// From the target to the users (answers).
-    down: bool,
-    kill: CancellationToken,
-    reset: Arc<std::sync::atomic::AtomicBool>,
-    from: OwnedReadHalf,
-    to: OwnedWriteHalf,
-    /// The jitter's random stream (never zero).
-    rng: u64,
-}
-
-/// What the queue holds: bytes, or the peer's close, each with when it may go on.
-enum Item {
-    Bytes(Bytes),
-    Close,
-}
-
-impl Pump {
-    /// Read, hold back as the window says, write; the halves back when it ends.
-    async fn run(mut self) -> (OwnedReadHalf, OwnedWriteHalf) {
-        let mut queue: VecDeque<(Instant, Item)> = VecDeque::new();
-        let mut buf = vec![0u8; CHUNK];
-        let mut reading = true;
-        let mut last = Instant::now();
-        loop {
-            let due = queue.front().map(|(t, _)| *t);
-            tokio::select! {
-                biased;
-                _ = self.kill.cancelled() => break,
-                _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
-                    let Some((_, item)) = queue.pop_front() else { continue };
-                    match item {
-                        Item::Bytes(b) => {
-                            if self.to.write_all(&b).await.is_err() {
-                                self.fail();
-                                break;
-                            }
-                        }
-                        Item::Close => {
-                            let _ = self.to.shutdown().await;
-                            break;
-                        }
-                    }
-                }
-                r = self.from.read(&mut buf), if reading && queue.len() < QUEUE => {
-                    let now = Instant::now();
-                    match r {
-                        Ok(0) => {
-                            reading = false;
-                            let at = self.close_at(now).max(last);
-                            queue.push_back((at, Item::Close));
-                        }
-                        Ok(n) => {
-                            let chunk = Bytes::copy_from_slice(&buf[..n]);
-                            if !self.shape(chunk, now, &mut last, &mut queue) {
-                                break;
-                            }
-                        }
-                        Err(_) => {
-                            self.fail();
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        (self.from, self.to)
-    }
-
-    /// A read or write failed (a peer reset): the other end is reset too.
-    fn fail(&self) {
-        self.reset.store(true, Ordering::Relaxed);
-        self.kill.cancel();
-    }
-
-    /// The window's toxic on this direction, when it draws this connection.
-    fn toxic(&self) -> Option<Arc<Active>> {
-        let a = self.shared.active.read().ok()?.clone()?;
-        let touches = match self.down {
-            true => a.stream.touches_down(),
-            false => a.stream.touches_up(),
-        };
-        // A window that began while this connection was being made is met here.
-        self.conn.meet(self.shared.seed, &a);
-        (touches && draws(self.shared.seed, self.conn.id, &a)).then_some(a)
-    }
-
-    fn close_at(&self, now: Instant) -> Instant {
-        match self.toxic().map(|a| a.action.clone()) {
-            Some(FaultAction::SlowClose { delay }) => now + delay,
-            _ => now,
-        }
-    }
-
-    /// Queue `chunk` as the toxic says; false when the connection is to end now.
-    fn shape(
-        &mut self,
-        chunk: Bytes,
-        now: Instant,
-        last: &mut Instant,
-        queue: &mut VecDeque<(Instant, Item)>,
-    ) -> bool {
-        let Some(a) = self.toxic() else {
-            *last = now.max(*last);
-            queue.push_back((*last, Item::Bytes(chunk)));
-            return true;
-        };
-        match &a.action {
-            FaultAction::Latency { delay, jitter } => {
-                let offset = (self.uniform() * 2.0 - 1.0) * jitter.as_secs_f64();
-                let d = (delay.as_secs_f64() + offset).max(0.0);
-                *last = (now + Duration::from_secs_f64(d)).max(*last);
-                queue.push_back((*last, Item::Bytes(chunk)));
-            }
-            FaultAction::Bandwidth { bytes_per_s } => {
-                let d = chunk.len() as f64 / *bytes_per_s as f64;
-                *last = now.max(*last) + Duration::from_secs_f64(d);
-                queue.push_back((*last, Item::Bytes(chunk)));
-            }
-            FaultAction::Slicer { size, delay } => {
-                let size = usize::try_from(*size).unwrap_or(usize::MAX).max(1);
-                let mut at = now.max(*last);
-                let mut rest = chunk;
-                while !rest.is_empty() {
-                    let piece = rest.split_to(size.min(rest.len()));
-                    queue.push_back((at, Item::Bytes(piece)));
-                    at += *delay;
-                }
-                *last = at;
-            }
-            FaultAction::LimitData { bytes } => {
-                let passed =
-                    a.bytes.fetch_add(chunk.len() as u64, Ordering::Relaxed) + chunk.len() as u64;
-                let room = bytes.saturating_sub(passed.saturating_sub(chunk.len() as u64));
-                if room < chunk.len() as u64 {
-                    let mut c = chunk;
-                    c.truncate(room as usize);
-                    *last = now.max(*last);
-                    queue.push_back((*last, Item::Bytes(c)));
-                    queue.push_back((*last, Item::Close));
-                    a.counts.closed.fetch_add(1, Ordering::Relaxed);
-                    return true;
-                }
-                *last = now.max(*last);
-                queue.push_back((*last, Item::Bytes(chunk)));
-            }
-            // Swallowed: the peer waits for bytes that never come.
-            FaultAction::Timeout { .. } => {}
-            // `meet` reset it already.
-            FaultAction::Reset => return false,
-            FaultAction::SlowClose { .. }
-            | FaultAction::Down
-            | FaultAction::Pause
-            | FaultAction::Kill
-            | FaultAction::Restart => {
-                *last = now.max(*last);
-                queue.push_back((*last, Item::Bytes(chunk)));
-            }
-        }
-        true
-    }
-
-    /// A uniform draw in [0, 1) from the pump's own stream (xorshift64*).
-    fn uniform(&mut self) -> f64 {
-        let mut x = self.rng;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng = x;
-        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
     }
 }

@@ -94,7 +94,8 @@ pub(crate) struct WindowStats {
     /// next window's begin, or the round's end).
     pub parts: [Part; 3],
     /// The seconds before it that it is held against: from once the window before has
-    /// settled (its end and the recovery hold), so that they are not its recovery.
+    /// settled (its end and the recovery hold), so that they are not its recovery, to its
+    /// begin; only the operations over by then.
     pub baseline: Part,
     /// The first tick's start, µs (a multiple of [`TICK_US`]).
     pub ticks_from_us: u64,
@@ -146,7 +147,10 @@ impl WindowStats {
     /// Add one sample (not a step, not a skipped pick).
     pub(crate) fn record(&mut self, s: &Sample) {
         let end = s.start_us.saturating_add(s.latency_us);
-        for p in self.parts.iter_mut().chain([&mut self.baseline]) {
+        // What a window is held against are the operations over before it began: one in
+        // flight at its begin may carry the fault already.
+        let settled = (end < self.at_us).then_some(&mut self.baseline);
+        for p in self.parts.iter_mut().chain(settled) {
             if p.holds(s.start_us) {
                 match s.error {
                     None => {

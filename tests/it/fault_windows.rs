@@ -93,13 +93,18 @@ fn a_reset_at_toxicity_one_half_resets_about_half_the_connections() {
         c.touched
     );
     assert_eq!(c.reset, c.drawn);
-    // Each reset connection failed its one operation, as a reset, and nothing else failed.
-    let resets: u64 = [&f.before, &f.during, &f.after]
+    // Each reset connection failed its one operation, unless its answer had come and it
+    // was only waiting to be closed (at most one a user as the window began); nothing
+    // else failed.
+    let failed: u64 = [&f.before, &f.during, &f.after]
         .iter()
         .map(|p| p.errors.values().sum::<u64>())
         .sum();
-    assert_eq!(resets, c.reset, "{f:?}");
-    assert_eq!(r.summary.total.failures, c.reset);
+    assert!(
+        failed <= c.reset && c.reset - failed <= 4,
+        "{failed} failed: {f:?}"
+    );
+    assert_eq!(r.summary.total.failures, failed);
 }
 
 #[test]
@@ -153,7 +158,7 @@ fn a_timeline_that_cannot_act_is_refused_before_anything_starts() {
     let tmp = tempdir();
     let w = write(
         tmp.path(),
-        "name: bad\ntarget: embedded\nrun: { duration: 5s, warmup: 0s }\nusers:\n  - class: web\n    protocol: http\n    count: 1\n    mix:\n      g: { weight: 1, path: /x }\nfaults:\n  - { fault: kill, at: 2s }\n",
+        "name: bad\ntarget: embedded\nrun: { duration: 10s, warmup: 0s }\nusers:\n  - class: web\n    protocol: http\n    count: 1\n    mix:\n      g: { weight: 1, path: /x }\nfaults:\n  - { fault: kill, at: 2s }\n",
     );
     let out = loadmix_bin(&["run", &w, "--out", &path_str(&out_dir(&tmp))]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -167,7 +172,7 @@ fn a_timeline_that_cannot_act_is_refused_before_anything_starts() {
         "validate",
         &w,
         "--fault",
-        "fault=latency,at=4s,for=2s,delay=5ms",
+        "fault=latency,at=6s,for=2s,delay=5ms",
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -219,4 +224,56 @@ fn a_killed_broker_started_again_loses_no_receipted_message() {
     assert!(c.send_failed >= c.lost_failed, "{c:?}");
     // The run ends 1 only for what the kill failed.
     assert!(matches!(code, 0 | 1), "{code}");
+}
+
+#[test]
+fn a_comparison_sets_each_targets_recovery_side_by_side() {
+    let _alone = alone();
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let w = write(
+        tmp.path(),
+        "name: cmpf\ntarget: embedded\ncontext: /cosmo\nrun: { duration: 7s, rounds: 2, warmup: 1s, seed: 2 }\nthink: { constant: 10ms }\nusers:\n  - class: web\n    protocol: http\n    count: 4\n    mix:\n      wait: { weight: 1, path: '{context}/_loadmix/delay/1' }\nfaults:\n  - { fault: latency, at: 2s, for: 1s, delay: 50ms }\n",
+    );
+    let code = loadmix(&[
+        "run",
+        &w,
+        "--target",
+        "a=embedded",
+        "--target",
+        "b=embedded",
+        "--out",
+        &path_str(&out),
+    ]);
+    assert_eq!(code, 0);
+    let c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("compare.json")).unwrap()).unwrap();
+    let rows = c["faults"].as_array().cloned().unwrap_or_default();
+    let row = |m: &str| {
+        rows.iter()
+            .find(|r| r["measure"] == m)
+            .unwrap_or_else(|| panic!("no row {m}: {rows:?}"))
+            .clone()
+    };
+    for m in [
+        "recover · latency 50ms at 2s",
+        "detect · latency 50ms at 2s",
+        "dip · latency 50ms at 2s",
+    ] {
+        let r = row(m);
+        let cells = r["cells"].as_array().cloned().unwrap_or_default();
+        assert_eq!(cells.len(), 2, "{r}");
+        for cell in &cells {
+            assert_eq!(cell["rounds"], 2, "{m}: each target's two rounds: {r}");
+        }
+    }
+    // The detect of a 50 ms delay is under it, in both.
+    for cell in row("detect · latency 50ms at 2s")["cells"]
+        .as_array()
+        .unwrap()
+    {
+        assert!(cell["mean"].as_f64().unwrap_or(f64::NAN) < 50.0, "{cell}");
+    }
+    let text = std::fs::read_to_string(out.join("compare.txt")).unwrap();
+    assert!(text.contains("recover · latency 50ms at 2s"), "{text}");
 }

@@ -22,8 +22,9 @@ pub(super) enum Test {
     Rate(usize),
     P50(usize),
     P99(usize),
-    Server(usize),
-    Visibility(usize),
+    /// Row `k` of group `g` of the figures measured once per round (the server's, the
+    /// teams' visibility, the fault windows').
+    Round(usize, usize),
 }
 
 /// Judges every run against the first as one family of tests: the primary test (the
@@ -32,8 +33,7 @@ pub(super) enum Test {
 /// have detected.
 pub(super) fn calibrate(
     rows: &mut [Row],
-    server: &mut [ServerRow],
-    visibility: &mut [ServerRow],
+    per_round: &mut [Vec<ServerRow>],
     reports: &[Report],
     names: &[String],
     effect_pct: f64,
@@ -51,7 +51,7 @@ pub(super) fn calibrate(
         let paced = paced_at(0) && paced_at(i);
         any_paced |= paced;
         let primary = primary_row.map(|k| if paced { Test::P50(k) } else { Test::Rate(k) });
-        judge_run(rows, &mut *server, &mut *visibility, i, paced, primary);
+        judge_run(rows, per_round, i, paced, primary);
         words.extend(power_words(
             rows, reports, names, i, primary, &busy, effect_pct,
         ));
@@ -74,8 +74,7 @@ pub(super) fn calibrate(
 /// cell's adjusted p-values and verdicts set. A paced run's ops/s are not tested.
 pub(super) fn judge_run(
     rows: &mut [Row],
-    server: &mut [ServerRow],
-    visibility: &mut [ServerRow],
+    per_round: &mut [Vec<ServerRow>],
     i: usize,
     paced: bool,
     primary: Option<Test>,
@@ -92,14 +91,11 @@ pub(super) fn judge_run(
         tests.push((Test::P50(k), c.p50_p_value));
         tests.push((Test::P99(k), c.p99_p_value));
     }
-    for (k, row) in server.iter().enumerate() {
-        if let Some(c) = row.cells.get(i).and_then(Option::as_ref) {
-            tests.push((Test::Server(k), c.p_value));
-        }
-    }
-    for (k, row) in visibility.iter().enumerate() {
-        if let Some(c) = row.cells.get(i).and_then(Option::as_ref) {
-            tests.push((Test::Visibility(k), c.p_value));
+    for (g, group) in per_round.iter().enumerate() {
+        for (k, row) in group.iter().enumerate() {
+            if let Some(c) = row.cells.get(i).and_then(Option::as_ref) {
+                tests.push((Test::Round(g, k), c.p_value));
+            }
         }
     }
     let family: Vec<Option<f64>> = tests
@@ -126,13 +122,8 @@ pub(super) fn judge_run(
                     c.p99_p_adjusted = adj;
                 }
             }
-            Test::Server(k) => {
-                if let Some(c) = server[k].cells[i].as_mut() {
-                    c.p_adjusted = adj;
-                }
-            }
-            Test::Visibility(k) => {
-                if let Some(c) = visibility[k].cells[i].as_mut() {
+            Test::Round(g, k) => {
+                if let Some(c) = per_round[g][k].cells[i].as_mut() {
                     c.p_adjusted = adj;
                 }
             }
@@ -191,7 +182,7 @@ pub(super) fn power_words(
     } else {
         "ops/s"
     };
-    let (Test::Rate(k) | Test::P50(k) | Test::P99(k) | Test::Server(k) | Test::Visibility(k)) = t;
+    let (Test::Rate(k) | Test::P50(k) | Test::P99(k) | Test::Round(_, k)) = t;
     let cell = rows[k].cells.get(i).and_then(Option::as_ref);
     let mde = match t {
         Test::P50(_) => cell.and_then(|c| c.p50_mde_pct),

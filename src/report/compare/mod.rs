@@ -63,6 +63,10 @@ pub struct Comparison {
     /// rounds like ops/s. Empty when no run had teams.
     #[serde(default)]
     pub visibility: Vec<ServerRow>,
+    /// What each fault of the timeline cost, per run: each round's time to recover and to
+    /// detect, dip and failures, tested over rounds like ops/s. Empty without faults.
+    #[serde(default)]
+    pub faults: Vec<ServerRow>,
     /// Each run's figures second by second, rounds in sequence, for the charts.
     #[serde(skip)]
     pub over_time: Vec<OverTime>,
@@ -292,26 +296,26 @@ pub fn compare_for(
         same_workload(names, reports)?;
     }
     let mut rows = op_rows(reports);
-    let mut server = server_rows(reports);
-    let mut visibility = round_rows(reports.iter().map(visibility_rounds).collect());
-    let calibration = calibrate(
-        &mut rows,
-        &mut server,
-        &mut visibility,
-        reports,
-        &short,
-        effect_pct,
-    );
+    let mut per_round = [
+        server_rows(reports),
+        round_rows(reports.iter().map(visibility_rounds).collect()),
+        round_rows(reports.iter().map(fault_rounds).collect()),
+    ];
+    let calibration = calibrate(&mut rows, &mut per_round, reports, &short, effect_pct);
     let mut method = format!(
         "throughput: mean ops/s over rounds ± 95 % CI (Student's t); difference to the first run tested with Welch's t-test over per-round ops/s, two-sided; latency: p50 and p99 from merged histograms, their ratios to the first run tested with Welch's t-test over the rounds' own p50s and p99s; the primary test ({}) judged alone at α = {ALPHA}, every other test of a run against the first (throughput, p50 and p99 of each row, server figures) Holm-corrected among themselves, significant (or *) when the adjusted p < {ALPHA}; detectable effect: the smallest difference the rounds detect at α = {ALPHA} with power {}",
         calibration.primary,
         power::POWER
     );
+    let [server, visibility, faults] = per_round;
     if !server.is_empty() {
         method.push_str("; server: each round's CPU per successful operation and scraped series (counters per 1,000 operations, gauges' means), mean over rounds ± 95 % CI, tested as ops/s");
     }
     if !visibility.is_empty() {
         method.push_str("; visibility: each round's latency to first sight (p50, p99 of its histogram), share unseen and poll interval, mean over rounds ± 95 % CI, tested as ops/s");
+    }
+    if !faults.is_empty() {
+        method.push_str("; faults: each round's window of each fault, its time to recover (rounds it recovered in), time to detect, dip and failures, mean over rounds ± 95 % CI, tested as ops/s");
     }
     Ok(Comparison {
         primary: calibration.primary,
@@ -336,6 +340,7 @@ pub fn compare_for(
         warnings: warnings(&short, reports),
         server,
         visibility,
+        faults,
         over_time: reports.iter().map(OverTime::of).collect(),
         rows,
     })

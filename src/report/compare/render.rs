@@ -118,7 +118,8 @@ pub fn render_table_at(c: &Comparison, width: u16) -> String {
             "  "
         ),
         round_table("server", &c.server, &c.runs, width)
-            + &round_table("visibility", &c.visibility, &c.runs, width),
+            + &round_table("visibility", &c.visibility, &c.runs, width)
+            + &round_table("faults", &c.faults, &c.runs, width),
         wrap(&format!("method: {}", c.method), width.into(), "  ")
     )
 }
@@ -340,7 +341,11 @@ pub fn render_markdown(c: &Comparison) -> String {
         }
         out.push('\n');
     }
-    for (what, rows) in [("server", &c.server), ("visibility", &c.visibility)] {
+    for (what, rows) in [
+        ("server", &c.server),
+        ("visibility", &c.visibility),
+        ("faults", &c.faults),
+    ] {
         if rows.is_empty() {
             continue;
         }

@@ -185,6 +185,28 @@ pub(super) fn visibility_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
     out
 }
 
+/// What each fault window of every round of a run cost, keyed by measure and by the
+/// window (its fault and begin): its time to recover (in the rounds it recovered in),
+/// to detect, its dip and the failures that started in it and after it.
+pub(super) fn fault_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
+    let mut out: Vec<(String, String, Vec<f64>)> = Vec::new();
+    for f in r.rounds.iter().flat_map(|x| &x.faults) {
+        let which = format!("{} at {}s", f.fault, f.at_s);
+        let mut add =
+            |m: &str, unit: &str, v: f64| push_round(&mut out, &format!("{m} · {which}"), unit, v);
+        if let Some(v) = f.recover_s {
+            add("recover", "s", v);
+        }
+        if let Some(v) = f.detect_ms {
+            add("detect", "ms", v);
+        }
+        add("dip", "successes", f.dip);
+        let failed = f.during.errors.values().sum::<u64>() + f.after.errors.values().sum::<u64>();
+        add("failed", "operations", failed as f64);
+    }
+    out
+}
+
 pub(super) fn server_rows(reports: &[Report]) -> Vec<ServerRow> {
     round_rows(reports.iter().map(server_rounds).collect())
 }

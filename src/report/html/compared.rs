@@ -30,6 +30,7 @@ pub fn comparison(c: &Comparison) -> String {
     b.push_str(&compare_table(c));
     b.push_str(&round_table("Server", &c.server, &c.runs));
     b.push_str(&round_table("Visibility", &c.visibility, &c.runs));
+    b.push_str(&round_table("Faults", &c.faults, &c.runs));
     b.push_str(&figure(
         "compare-throughput-over-time",
         charts::compare_over_time(c, false),

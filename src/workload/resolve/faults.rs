@@ -2,8 +2,9 @@
 //! and the run it acts in (a window inside the round, after the warm-up, no two windows
 //! of one target overlapping).
 
+use super::fault_kinds::{action, describe, own_keys, stream};
 use super::*;
-use crate::workload::faults::{Fault, FaultAction, MAX_FAULT_FOR, MAX_FAULTS, Recovery, Stream};
+use crate::workload::faults::{Fault, FaultAction, MAX_FAULT_FOR, MAX_FAULTS};
 
 /// Keys every entry may have.
 const COMMON: &[&str] = &["fault", "at", "for", "round", "target"];
@@ -191,131 +192,8 @@ fn resolve_fault(cx: &Cx, item: &Node, path: &str, run: &RunSpec, hold: Duration
     })
 }
 
-/// `recovery: { band: 25%, hold: 3s, percentile: p50 }`, each optional.
-pub(super) fn resolve_recovery(cx: &Cx, node: &Node) -> R<Recovery> {
-    let entries = cx.map(node, "recovery")?;
-    cx.check_keys(entries, &["band", "hold", "percentile"], "recovery")?;
-    let mut r = Recovery::default();
-    if let Some(n) = node.get("band") {
-        let text = n.scalar_text().unwrap_or_default();
-        let t = text.trim();
-        let v = match t.strip_suffix('%') {
-            Some(p) => p.trim().parse::<f64>().map(|p| p / 100.0),
-            None => t.parse::<f64>(),
-        };
-        r.band = match v {
-            Ok(b) if b > 0.0 && b <= 10.0 => b,
-            _ => {
-                return Err(cx.err(
-                    n.pos,
-                    "recovery.band",
-                    format!("'{t}': a share such as 25% (or 0.25), more than 0 and at most 1000%"),
-                ));
-            }
-        };
-    }
-    if let Some(n) = node.get("hold") {
-        r.hold = cx.duration(n, "recovery.hold")?;
-        if r.hold < Duration::from_secs(1) || r.hold > Duration::from_secs(60) {
-            return Err(cx.err(n.pos, "recovery.hold", "from 1s to 60s, in whole seconds"));
-        }
-    }
-    if let Some(n) = node.get("percentile") {
-        let text = n.scalar_text().unwrap_or_default();
-        let t = text.trim();
-        r.percentile = match t.trim_start_matches('p').parse::<f64>() {
-            Ok(p) if p > 0.0 && p < 100.0 => p,
-            _ => {
-                return Err(cx.err(
-                    n.pos,
-                    "recovery.percentile",
-                    format!("'{t}': a percentile such as p50 or p99"),
-                ));
-            }
-        };
-    }
-    Ok(r)
-}
-
-/// The keys of its own each kind takes.
-fn own_keys(kind: &str) -> &'static [&'static str] {
-    match kind {
-        "latency" => &["delay", "jitter"],
-        "bandwidth" => &["rate"],
-        "slow_close" => &["delay"],
-        "timeout" => &["after"],
-        "slicer" => &["size", "delay"],
-        "limit_data" => &["bytes"],
-        _ => &[],
-    }
-}
-
-fn action(cx: &Cx, item: &Node, path: &str, kind: &str) -> R<FaultAction> {
-    let dur = |key: &str| -> R<Duration> {
-        cx.duration(required(cx, item, key, path)?, &join(path, key))
-    };
-    let size = |key: &str| -> R<u64> {
-        let n = required(cx, item, key, path)?;
-        let text = n.scalar_text().unwrap_or_default();
-        let v = units::parse_size(&text).map_err(|m| cx.err(n.pos, &join(path, key), m))?;
-        match v {
-            0 => Err(cx.err(n.pos, &join(path, key), "must be more than 0 bytes")),
-            v => Ok(v),
-        }
-    };
-    Ok(match kind {
-        "pause" => FaultAction::Pause,
-        "kill" => FaultAction::Kill,
-        "restart" => FaultAction::Restart,
-        "latency" => FaultAction::Latency {
-            delay: dur("delay")?,
-            jitter: match item.get("jitter") {
-                Some(n) => cx.duration(n, &join(path, "jitter"))?,
-                None => Duration::ZERO,
-            },
-        },
-        "bandwidth" => FaultAction::Bandwidth {
-            bytes_per_s: size("rate")?,
-        },
-        "slow_close" => FaultAction::SlowClose {
-            delay: dur("delay")?,
-        },
-        "timeout" => FaultAction::Timeout {
-            after: item
-                .get("after")
-                .map(|n| cx.duration(n, &join(path, "after")))
-                .transpose()?,
-        },
-        "reset" => FaultAction::Reset,
-        "slicer" => FaultAction::Slicer {
-            size: size("size")?,
-            delay: dur("delay")?,
-        },
-        "limit_data" => FaultAction::LimitData {
-            bytes: size("bytes")?,
-        },
-        _ => FaultAction::Down,
-    })
-}
-
-fn stream(cx: &Cx, item: &Node, path: &str) -> R<Stream> {
-    let Some(n) = item.get("stream") else {
-        return Ok(Stream::Downstream);
-    };
-    match cx.string(n, &join(path, "stream"))?.as_str() {
-        "downstream" => Ok(Stream::Downstream),
-        "upstream" => Ok(Stream::Upstream),
-        "both" => Ok(Stream::Both),
-        other => Err(cx.err(
-            n.pos,
-            &join(path, "stream"),
-            format!("'{other}': downstream (answers, the default), upstream (requests) or both"),
-        )),
-    }
-}
-
 /// The window inside a measured round: after the warm-up, ending at least the recovery's
-/// hold before the round does, in a round the run has.
+/// hold and a second before the round does, in a round the run has.
 fn check_in_run(
     cx: &Cx,
     item: &Node,
@@ -336,14 +214,15 @@ fn check_in_run(
             ),
         ));
     }
+    // The hold, and a second in which recovery may begin.
     if let Stop::Duration(d) = run.stop
-        && f.until() + hold > d
+        && f.until() + hold + Duration::from_secs(1) > d
     {
         return Err(cx.err(
             at_pos,
             &join(path, "at"),
             format!(
-                "its window {}..{} does not end inside the round ({}) with the recovery's hold ({}) to spare: the seconds after it are what its recovery is judged on",
+                "its window {}..{} does not end inside the round ({}) with the recovery's hold ({}) and a second to spare: the seconds after it are what its recovery is judged on",
                 secs(f.at),
                 secs(f.until()),
                 secs(d),
@@ -361,27 +240,4 @@ fn check_in_run(
         ));
     }
     Ok(())
-}
-
-/// As the report names it.
-fn describe(f: &Fault) -> String {
-    let ms = |d: &Duration| format!("{}ms", d.as_secs_f64() * 1000.0);
-    let what = match &f.action {
-        FaultAction::Latency { delay, jitter } if jitter.is_zero() => {
-            format!("latency {}", ms(delay))
-        }
-        FaultAction::Latency { delay, jitter } => {
-            format!("latency {} ±{}", ms(delay), ms(jitter))
-        }
-        FaultAction::Bandwidth { bytes_per_s } => format!("bandwidth {bytes_per_s} B/s"),
-        FaultAction::SlowClose { delay } => format!("slow_close {}", ms(delay)),
-        FaultAction::Timeout { after: Some(a) } => format!("timeout, closed after {}", ms(a)),
-        FaultAction::Slicer { size, delay } => format!("slicer {size} B every {}", ms(delay)),
-        FaultAction::LimitData { bytes } => format!("limit_data {bytes} B"),
-        other => other.name().to_string(),
-    };
-    match f.toxicity < 1.0 {
-        true => format!("{what} (toxicity {})", f.toxicity),
-        false => what,
-    }
 }

@@ -22,6 +22,7 @@ use crate::secrets::Secret;
 mod behaviour;
 mod class;
 mod cx;
+mod fault_kinds;
 mod faults;
 mod http;
 mod keys;
@@ -133,7 +134,7 @@ fn sections(
     );
     let run = found.keep(resolve_run(cx, root.get("run")));
     let recovery = found.keep(match root.get("recovery") {
-        Some(n) => faults::resolve_recovery(cx, n),
+        Some(n) => fault_kinds::resolve_recovery(cx, n),
         None => Ok(Default::default()),
     });
     // The timeline's windows are checked against the run's rounds and the recovery's

@@ -240,6 +240,10 @@ pub(crate) async fn prepare(
     let mut probes = Tally::new();
     // Where the teams of every CalDAV class meet in their set-up.
     let board = Arc::new(crate::protocol::teams::Board::default());
+    let stamping = crate::protocol::Stamping {
+        clock: stamp_clock(cfg),
+        phases: cfg.faults.as_ref().map(|f| f.phases()),
+    };
     for class in &w.classes {
         let d = ClassDriver::new(
             w,
@@ -247,7 +251,7 @@ pub(crate) async fn prepare(
             class_seed(w.run.seed, &class.name),
             accounts.clone(),
             &cfg.run_id,
-            stamp_clock(cfg),
+            &stamping,
             &board,
         );
         if cfg.preflight && class.count > 0 {

@@ -6,6 +6,7 @@
 //! to the operations is measured by `metrics::windows` and judged by the report.
 
 mod link;
+mod phases;
 mod proxy;
 mod pump;
 
@@ -16,6 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use phases::Phases;
 pub(crate) use proxy::Proxy;
 
 use crate::workload::faults::{Fault, FaultAction};
@@ -76,6 +78,8 @@ pub(crate) struct Injector {
     /// what each window is held against starts after both.
     warmup: Duration,
     settle: Duration,
+    /// Where each round stands in the timeline, for the message ledger.
+    phases: Arc<Phases>,
 }
 
 impl Injector {
@@ -87,6 +91,7 @@ impl Injector {
         group: Option<Arc<dyn Group>>,
         warmup: Duration,
         settle: Duration,
+        phases: Arc<Phases>,
     ) -> Injector {
         Injector {
             target: target.to_string(),
@@ -99,7 +104,13 @@ impl Injector {
             group,
             warmup,
             settle,
+            phases,
         }
+    }
+
+    /// Where a round stands in the timeline, as the users' ledgers read it.
+    pub(crate) fn phases(&self) -> Arc<Phases> {
+        self.phases.clone()
     }
 
     /// The windows measured round `round` has, as scheduled, in order: where the
@@ -139,8 +150,9 @@ impl Injector {
     ) -> Vec<Window> {
         let mut todo: Vec<(usize, &Fault)> = self.of_round(round).collect();
         todo.sort_by_key(|(_, f)| f.at);
+        self.phases.round_begins();
         let mut out = Vec::new();
-        for (i, f) in todo {
+        for (k, (i, f)) in todo.into_iter().enumerate() {
             let mut w = Window {
                 index: i,
                 text: f.text.clone(),
@@ -160,6 +172,7 @@ impl Injector {
                 _ = over.cancelled() => { out.push(w); continue; }
             }
             w.began = Some(start.elapsed());
+            self.phases.began(k);
             let counts = self.begin(f, round, i, &mut w).await;
             tokio::select! {
                 _ = tokio::time::sleep_until(start + f.until()) => {}
@@ -167,6 +180,7 @@ impl Injector {
             }
             self.end(f, &mut w).await;
             w.ended = Some(start.elapsed());
+            self.phases.ended(k);
             w.connections = counts.map(|c| sum_counts(&c));
             out.push(w);
         }

@@ -4,8 +4,8 @@
 //! round's teardown ([`Queue`]), when a drain of one must stop ([`Bounds`]) and what it
 //! says when it is cut off.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use super::cleanup::Until;
 use super::{Outcome, Reach, Session, VuIds};
 use crate::answer::Answer;
+use crate::fault::Phases;
 use crate::ledger::{Ledger, Producer, Taken};
 use crate::transport::ErrorClass;
 use crate::workload::Template;
@@ -46,8 +47,22 @@ pub(crate) enum StampClock {
     Wall,
 }
 
+/// How a run's producers and consumers stamp and read messages: the clock, and where a
+/// target has a fault timeline, its phases (see `fault::Phases`), so the ledger can split
+/// by window.
+#[derive(Debug, Clone)]
+pub(crate) struct Stamping {
+    pub(crate) clock: StampClock,
+    pub(crate) phases: Option<Arc<Phases>>,
+}
+
+/// The phase of the round's fault timeline now (0 without one).
+pub(super) fn phase_now(phases: &Option<Arc<Phases>>) -> u16 {
+    phases.as_ref().map_or(0, |p| p.now())
+}
+
 impl StampClock {
-    pub(super) fn now_ns(self) -> u64 {
+    pub(crate) fn now_ns(self) -> u64 {
         match self {
             StampClock::Monotonic => now_ns(),
             StampClock::Wall => std::time::SystemTime::now()
@@ -223,12 +238,14 @@ pub(super) enum Acked {
     AllSoFar,
 }
 
-/// How a consumer class reads the messages it takes: the run's stamp and clock, and the
-/// labels its end-to-end latency and a message of another run are reported under.
+/// How a consumer class reads the messages it takes: the run's stamp and clock, its
+/// target's fault timeline, and the labels its end-to-end latency and a message of
+/// another run are reported under.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Reading {
+pub(super) struct Reading<'a> {
     pub(super) nonce: u32,
     pub(super) clock: StampClock,
+    pub(super) phases: Option<&'a Phases>,
     pub(super) label_e2e: usize,
     pub(super) label_foreign: usize,
 }
@@ -245,7 +262,12 @@ pub(super) struct Taking<'a> {
 /// What a consumer does with a message it took: its end-to-end latency as a step of the
 /// operation, and its stamp in the user's ledger; a message without this run's stamp is
 /// counted as foreign (under `r.label_foreign`) and not timed.
-pub(super) fn took(o: &mut Outcome, ledger: &mut Option<Box<Ledger>>, r: Reading, m: Taking<'_>) {
+pub(super) fn took(
+    o: &mut Outcome,
+    ledger: &mut Option<Box<Ledger>>,
+    r: Reading<'_>,
+    m: Taking<'_>,
+) {
     let Taking {
         body,
         destination,
@@ -256,9 +278,10 @@ pub(super) fn took(o: &mut Outcome, ledger: &mut Option<Box<Ledger>>, r: Reading
     match stamp_of(body, r.nonce) {
         Some(st) if !can_have_sent(&st, r.clock) => l.took_unsent(destination),
         Some(st) => {
-            let e2e = Duration::from_nanos(r.clock.now_ns().saturating_sub(st.sent_ns));
+            let now = r.clock.now_ns();
+            let e2e = Duration::from_nanos(now.saturating_sub(st.sent_ns));
             o.steps.push((r.label_e2e, done(Answer::NONE, 0, 0, e2e)));
-            match acked {
+            let first = match acked {
                 Acked::This => l.took_acknowledged(destination, st.producer, st.seq, redelivered),
                 Acked::No | Acked::AllSoFar => l.took(
                     destination,
@@ -267,6 +290,13 @@ pub(super) fn took(o: &mut Outcome, ledger: &mut Option<Box<Ledger>>, r: Reading
                     Taken::Received,
                     redelivered,
                 ),
+            };
+            // Sent before a window began, received once it was over: it lay in the
+            // broker through that fault.
+            if let (true, Some(ph)) = (first, r.phases) {
+                for k in ph.crossed(st.sent_ns, now) {
+                    l.lay_through(st.producer.round, k);
+                }
             }
         }
         None => {
@@ -283,7 +313,9 @@ pub(super) fn took(o: &mut Outcome, ledger: &mut Option<Box<Ledger>>, r: Reading
 /// A message the teardown drained from `name`, in `ledger` by its stamp (or as foreign).
 pub(super) fn drained(ledger: &mut Ledger, name: &str, nonce: u32, body: &[u8]) {
     match stamp_of(body, nonce) {
-        Some(st) => ledger.took(name, st.producer, st.seq, Taken::Drained, false),
+        Some(st) => {
+            ledger.took(name, st.producer, st.seq, Taken::Drained, false);
+        }
         None => ledger.foreign(name),
     }
 }
@@ -322,6 +354,7 @@ mod tests {
             let reading = Reading {
                 nonce: 0xfeed,
                 clock,
+                phases: None,
                 label_e2e: 0,
                 label_foreign: 1,
             };

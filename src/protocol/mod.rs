@@ -19,7 +19,7 @@ pub(crate) mod amqp;
 pub(crate) mod atom;
 pub(crate) mod auth;
 mod broker;
-pub(crate) use broker::StampClock;
+pub(crate) use broker::{StampClock, Stamping};
 pub(crate) mod caldav;
 pub(crate) mod carddav;
 pub(crate) mod cleanup;
@@ -200,7 +200,7 @@ impl ClassDriver {
         seed: u64,
         accounts: AccountPlan,
         run_id: &str,
-        clock: StampClock,
+        stamping: &Stamping,
         board: &Arc<teams::Board>,
     ) -> ClassDriver {
         // The class's index in every stamp its producers write.
@@ -242,10 +242,10 @@ impl ClassDriver {
                 Box::new(Arc::new(carddav::CarddavClass::new(class, ops, params, a)))
             }
             ClassKind::Stomp { params, ops } => Box::new(Arc::new(stomp::StompClass::new(
-                class, ops, params, index, run_id, clock,
+                class, ops, params, index, run_id, stamping,
             ))),
             ClassKind::Amqp { params, ops } => Box::new(Arc::new(amqp::AmqpClass::new(
-                class, ops, params, index, run_id, clock,
+                class, ops, params, index, run_id, stamping,
             ))),
         };
         ClassDriver { protocol, accounts }

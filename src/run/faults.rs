@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::RunError;
 use super::started::{StartSpec, Started};
 use super::targets::NamedTarget;
-use crate::fault::{Group, Injector, Proxy};
+use crate::fault::{Group, Injector, Phases, Proxy};
 use crate::transport::Endpoint;
 use crate::workload::Workload;
 
@@ -114,6 +114,10 @@ pub(super) async fn injector(
         group,
         w.run.warmup,
         w.recovery.hold,
+        // Faults act on whole runs only, whose stamps carry the process's clock.
+        Arc::new(Phases::new(|| {
+            crate::protocol::StampClock::Monotonic.now_ns()
+        })),
     ))))
 }
 

@@ -180,16 +180,19 @@ fn a_timeline_that_cannot_act_is_refused_before_anything_starts() {
     assert!(err.contains("does not end inside the round"), "{err}");
 }
 
-#[test]
-fn a_killed_broker_started_again_loses_no_receipted_message() {
-    let _alone = alone();
-    let tmp = tempdir();
-    let out = out_dir(&tmp);
+/// Two producers with receipts and a slower reader through the embedded broker on
+/// `store` (`memory`, or `sqlite` on a file in `tmp`), which loadmix starts and kills 3 s
+/// into the round: the run's exit code and its report's folder.
+fn killed_broker(tmp: &tempfile::TempDir, store: &str) -> (i32, std::path::PathBuf) {
+    let out = out_dir(tmp);
     let (http, stomp) = (free_port(), free_port());
-    let db = path_str(&tmp.path().join("broker.db"));
+    let store = match store {
+        "sqlite" => format!("sqlite:{}", path_str(&tmp.path().join("broker.db"))),
+        other => other.to_string(),
+    };
     let w = write(
         tmp.path(),
-        "name: kill\nrun: { duration: 9s, rounds: 1, warmup: 1s, seed: 5, timeout: 5s, connect_timeout: 1s }\nthink: { constant: 5ms }\nusers:\n  - class: producer\n    protocol: stomp\n    count: 2\n    mix:\n      send: { weight: 1, params: { destination: '/queue/kill-{run_id}', size: 512B, persistent: true, receipt: true } }\nfaults:\n  - { fault: kill, at: 3s, for: 1s }\n",
+        "name: kill\nrun: { duration: 9s, rounds: 1, warmup: 1s, seed: 5, timeout: 5s, connect_timeout: 1s }\nthink: { constant: 5ms }\nusers:\n  - class: producer\n    protocol: stomp\n    count: 2\n    mix:\n      send: { weight: 1, params: { destination: '/queue/kill-{run_id}', size: 512B, persistent: true, receipt: true } }\n  - class: reader\n    protocol: stomp\n    count: 1\n    think: { constant: 40ms }\n    params: { subscribe: '/queue/kill-{run_id}', ack: client-individual, prefetch: 1 }\n    mix:\n      receive: { weight: 1, params: { timeout: 1s } }\nfaults:\n  - { fault: kill, at: 3s, for: 1s }\n",
     );
     let code = loadmix(&[
         "run",
@@ -198,7 +201,7 @@ fn a_killed_broker_started_again_loses_no_receipted_message() {
         &format!("srv=stomp://127.0.0.1:{stomp}"),
         "--start",
         &format!(
-            "srv=exec {} serve --no-auth --bind 127.0.0.1:{http} --stomp-bind 127.0.0.1:{stomp} --store sqlite:{db}",
+            "srv=exec {} serve --no-auth --bind 127.0.0.1:{http} --stomp-bind 127.0.0.1:{stomp} --store {store}",
             env!("CARGO_BIN_EXE_loadmix")
         ),
         "--ready",
@@ -206,6 +209,14 @@ fn a_killed_broker_started_again_loses_no_receipted_message() {
         "--out",
         &path_str(&out),
     ]);
+    (code, out)
+}
+
+#[test]
+fn a_killed_broker_started_again_loses_no_receipted_message() {
+    let _alone = alone();
+    let tmp = tempdir();
+    let (code, out) = killed_broker(&tmp, "sqlite");
     let r = read_report(&out);
     let f = window(&r);
     assert!(f.trouble.is_none(), "{f:?}");
@@ -222,8 +233,49 @@ fn a_killed_broker_started_again_loses_no_receipted_message() {
     assert!(c.sent > 100 && c.drained > 100, "{c:?}");
     assert_eq!(c.lost, c.lost_failed, "a receipted message was lost: {c:?}");
     assert!(c.send_failed >= c.lost_failed, "{c:?}");
+    // The window's share of the ledger: every loss is the kill's, sent before or into
+    // it; the reader, slower than the producers, took after the restart messages sent
+    // before the kill (the broker kept them on its file).
+    let m = f.messages.expect("the window's messages");
+    assert_eq!((m.lost, m.lost_failed), (c.lost, c.lost_failed), "{m:?}");
+    assert!(
+        m.sent_before > 100 && m.sent_before + m.sent_during <= c.sent,
+        "{m:?}"
+    );
+    assert!(m.crossed > 0 && m.crossed <= m.sent_before, "{m:?}");
+    let txt = std::fs::read_to_string(out.join("report.txt")).expect("report.txt");
+    assert!(txt.contains("messages by window"), "{txt}");
+    assert!(!txt.contains("durability breach"), "{txt}");
     // The run ends 1 only for what the kill failed.
     assert!(matches!(code, 0 | 1), "{code}");
+}
+
+/// The same kill on a broker that keeps its queue in memory: what it had receipted and
+/// not yet delivered is gone with it, and the window's ledger says so.
+#[test]
+fn a_broker_killed_with_its_queue_in_memory_is_called_out_for_what_it_receipted() {
+    let _alone = alone();
+    let tmp = tempdir();
+    let (code, out) = killed_broker(&tmp, "memory");
+    assert!(matches!(code, 0 | 1), "{code}");
+    let r = read_report(&out);
+    let m = window(&r).messages.expect("the window's messages");
+    let c = &r.ledger.as_ref().expect("a ledger").destinations[0].counts;
+    // The reader is slower than the producers: a backlog of receipted messages was in
+    // the broker's memory at the kill, and nothing sent before it came out after it.
+    assert!(m.lost > m.lost_failed + 100, "{m:?}");
+    assert_eq!(m.crossed, 0, "{m:?}");
+    assert_eq!(
+        (m.lost, m.lost_failed),
+        (c.lost, c.lost_failed),
+        "{m:?} {c:?}"
+    );
+    let txt = std::fs::read_to_string(out.join("report.txt")).expect("report.txt");
+    let breach = format!(
+        "round 1, kill: {} lost message(s) whose send had not failed",
+        m.lost - m.lost_failed
+    );
+    assert!(txt.contains(&breach), "{txt}");
 }
 
 #[test]

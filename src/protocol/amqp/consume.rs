@@ -114,6 +114,7 @@ impl AmqpVu {
         let reading = broker::Reading {
             nonce: class.nonce,
             clock: class.clock,
+            phases: class.phases.as_deref(),
             label_e2e: class.params.label_e2e,
             label_foreign: class.params.label_consume_foreign,
         };

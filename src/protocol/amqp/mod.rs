@@ -32,8 +32,9 @@ use crate::workload::protocols::{AmqpOp, AmqpParams, QueueType};
 use crate::workload::{Dist, UserClass};
 
 use super::broker::Queue;
-use super::broker::{self, Failed, StampClock, nonce_of};
+use super::broker::{self, Failed, StampClock, Stamping, nonce_of};
 use super::over_broker::{BrokerUser, OverBroker};
+use crate::fault::Phases;
 use crate::ledger::Ledger;
 
 mod consume;
@@ -53,6 +54,8 @@ pub(crate) struct AmqpClass {
     index: u16,
     /// The clock its stamps carry.
     clock: StampClock,
+    /// Its target's fault timeline, whose phase each send is marked with.
+    phases: Option<Arc<Phases>>,
     nonce: u32,
     /// Publisher confirms are on for the class's channels.
     confirms: bool,
@@ -69,11 +72,12 @@ impl AmqpClass {
         params: &AmqpParams,
         index: u16,
         run_id: &str,
-        clock: StampClock,
+        stamping: &Stamping,
     ) -> AmqpClass {
         AmqpClass {
             index,
-            clock,
+            clock: stamping.clock,
+            phases: stamping.phases.clone(),
             confirms: ops
                 .iter()
                 .any(|o| matches!(o, AmqpOp::Publish { confirm: true, .. })),
@@ -366,6 +370,7 @@ async fn preflight(
         class: class.class.clone(),
         index: class.index,
         clock: class.clock,
+        phases: None,
         nonce: class.nonce,
         confirms: class.confirms,
         ack: class.ack,
@@ -397,7 +402,17 @@ mod tests {
         let ClassKind::Amqp { ops, params } = &c.kind else {
             panic!("an AMQP class");
         };
-        AmqpClass::new(c, ops, params, 0, "run1", StampClock::Wall)
+        AmqpClass::new(
+            c,
+            ops,
+            params,
+            0,
+            "run1",
+            &Stamping {
+                clock: StampClock::Wall,
+                phases: None,
+            },
+        )
     }
 
     #[test]

@@ -129,7 +129,7 @@ impl AmqpVu {
         let sent = payload.len() as u64;
         let queue = s.queue.as_str();
         let ledger = self.ledger.get_or_insert_with(Box::default);
-        ledger.sent(queue, from, seq);
+        ledger.sent_in(queue, from, seq, broker::phase_now(&class.phases));
         if class.params.transaction > 0 {
             // The publish is its hand-over; the commit that ends its transaction is timed
             // apart.

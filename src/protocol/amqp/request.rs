@@ -62,7 +62,7 @@ impl AmqpVu {
             .map_err(|e| failed("basic.publish", e))?;
         let sent = payload.len() as u64;
         let ledger = self.ledger.get_or_insert_with(Box::default);
-        ledger.sent(&s.queue, from, seq);
+        ledger.sent_in(&s.queue, from, seq, broker::phase_now(&class.phases));
         let Some(replies) = s.replies.as_mut() else {
             return Err(Failed::of(
                 ErrorClass::Body,
@@ -161,7 +161,7 @@ impl AmqpVu {
             .map_err(|e| failed("basic.publish", e).with_bytes(0, o.bytes_received))?;
         // Direct reply-to names each requester's channel apart: one row for them all.
         let ledger = self.ledger.get_or_insert_with(Box::default);
-        ledger.sent(DIRECT_REPLY_TO, from, seq);
+        ledger.sent_in(DIRECT_REPLY_TO, from, seq, broker::phase_now(&class.phases));
         o.bytes_sent += payload.len() as u64;
         o.latency = start.elapsed();
         Ok(o)

@@ -29,10 +29,11 @@ use rand::rngs::Xoshiro256PlusPlus;
 use tokio::time::Instant;
 
 use super::broker::Queue;
-use super::broker::{self, Failed, StampClock, nonce_of, render};
+use super::broker::{self, Failed, StampClock, Stamping, nonce_of, render};
 use super::over_broker::{BrokerUser, OverBroker};
 use super::{Outcome, ProtocolError, Session, SetupError, Stage, VuIds};
 use crate::answer::Answer;
+use crate::fault::Phases;
 use crate::formats::stomp::{self, Command, Frame, Limits};
 use crate::ledger::Ledger;
 use crate::transport::stream::{Deadline, Handshake, Stream};
@@ -66,6 +67,8 @@ pub(crate) struct StompClass {
     index: u16,
     /// The clock its stamps carry.
     clock: StampClock,
+    /// Its target's fault timeline, whose phase each send is marked with.
+    phases: Option<Arc<Phases>>,
     /// This run's stamp: a message without it is another run's.
     nonce: u32,
     /// A destination whose name has this in it is the run's own, which the teardown may
@@ -83,14 +86,15 @@ impl StompClass {
         params: &StompParams,
         index: u16,
         run_id: &str,
-        clock: StampClock,
+        stamping: &Stamping,
     ) -> StompClass {
         StompClass {
             ops: ops.to_vec(),
             params: params.clone(),
             class: class.name.clone(),
             index,
-            clock,
+            clock: stamping.clock,
+            phases: stamping.phases.clone(),
             nonce: nonce_of(run_id),
             run_id: run_id.to_string(),
             // The answers a driver expects are interned once, not per message.
@@ -622,7 +626,17 @@ mod tests {
         let ClassKind::Stomp { ops, params } = &c.kind else {
             panic!("a STOMP class");
         };
-        Arc::new(StompClass::new(c, ops, params, 3, "run1", StampClock::Wall))
+        Arc::new(StompClass::new(
+            c,
+            ops,
+            params,
+            3,
+            "run1",
+            &Stamping {
+                clock: StampClock::Wall,
+                phases: None,
+            },
+        ))
     }
 
     fn user(class: &Arc<StompClass>) -> StompVu {

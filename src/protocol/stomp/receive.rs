@@ -93,6 +93,7 @@ impl StompVu {
         let reading = broker::Reading {
             nonce: class.nonce,
             clock: class.clock,
+            phases: class.phases.as_deref(),
             label_e2e: class.params.label_e2e,
             label_foreign: class.params.label_receive_foreign,
         };

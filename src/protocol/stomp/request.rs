@@ -52,9 +52,12 @@ impl StompVu {
         };
         let start = Instant::now();
         write(link, &wire, start + conn.timeouts().request).await?;
-        self.ledger
-            .get_or_insert_with(Box::default)
-            .sent(&dest, from, seq);
+        self.ledger.get_or_insert_with(Box::default).sent_in(
+            &dest,
+            from,
+            seq,
+            broker::phase_now(&class.phases),
+        );
         let sent = wire.len() as u64;
         let reply = self
             .reply_for(class, &correlation, start + wait)
@@ -153,9 +156,12 @@ impl StompVu {
         write(link, &wire, Instant::now() + conn.timeouts().request)
             .await
             .map_err(|f| f.with_bytes(o.bytes_sent, o.bytes_received))?;
-        self.ledger
-            .get_or_insert_with(Box::default)
-            .sent(&to, from, seq);
+        self.ledger.get_or_insert_with(Box::default).sent_in(
+            &to,
+            from,
+            seq,
+            broker::phase_now(&class.phases),
+        );
         o.bytes_sent += wire.len() as u64;
         o.latency = start.elapsed();
         Ok(o)

@@ -234,7 +234,7 @@ impl StompVu {
         let start = Instant::now();
         write(link, &wire, deadline).await?;
         let ledger = self.ledger.get_or_insert_with(Box::default);
-        ledger.sent(&dest, from, seq);
+        ledger.sent_in(&dest, from, seq, super::broker::phase_now(&class.phases));
         let sent = wire.len() as u64 + begun;
         if in_tx {
             // The send is its write; the commit that ends its transaction is timed apart.

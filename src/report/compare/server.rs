@@ -187,7 +187,8 @@ pub(super) fn visibility_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
 
 /// What each fault window of every round of a run cost, keyed by measure and by the
 /// window (its fault and begin): its time to recover (in the rounds it recovered in),
-/// to detect, its dip and the failures that started in it and after it.
+/// to detect, its dip and the failures that started in it and after it, and where
+/// messages were stamped, those it lost and of them the ones the broker had taken.
 pub(super) fn fault_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
     let mut out: Vec<(String, String, Vec<f64>)> = Vec::new();
     for f in r.rounds.iter().flat_map(|x| &x.faults) {
@@ -203,6 +204,15 @@ pub(super) fn fault_rounds(r: &Report) -> Vec<(String, String, Vec<f64>)> {
         add("dip", "successes", f.dip);
         let failed = f.during.errors.values().sum::<u64>() + f.after.errors.values().sum::<u64>();
         add("failed", "operations", failed as f64);
+        if let Some(m) = f.messages {
+            add("lost", "messages", m.lost as f64);
+            add(
+                "lost, send not failed",
+                "messages",
+                m.lost.saturating_sub(m.lost_failed) as f64,
+            );
+            add("duplicated", "messages", m.duplicated as f64);
+        }
     }
     out
 }
@@ -276,7 +286,13 @@ pub fn p_text(p: f64) -> String {
 /// A server figure against the baseline's, like ops/s: ratio, and significance.
 pub fn server_verdict(c: &ServerCell) -> String {
     match (c.ratio, c.p_adjusted.or(c.p_value)) {
-        (None, _) => "baseline".into(),
+        // Tested against a baseline of 0, where no ratio is: the difference says it.
+        (None, Some(_)) if c.mean == 0.0 => "0, as the baseline".into(),
+        (None, Some(p)) if p < ALPHA => {
+            format!("+{} over 0, significant ({})", sig(c.mean), p_text(p))
+        }
+        (None, Some(p)) => format!("+{} over 0, not significant (p={p:.2})", sig(c.mean)),
+        (None, None) => "baseline".into(),
         (Some(r), Some(p)) if p < ALPHA => format!("{r:.2}× significant ({})", p_text(p)),
         (Some(r), Some(p)) => format!("{r:.2}× not significant (p={p:.2})"),
         (Some(r), None) => format!("{r:.2}× (one round: not tested)"),

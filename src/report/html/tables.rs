@@ -290,4 +290,38 @@ pub(super) fn faults_table(b: &mut String, r: &Report) {
         first.rule.band * 100.0,
         first.rule.hold_s
     );
+    fault_messages_table(b, &rows);
+}
+
+/// The ledger's share of each window, when messages were stamped.
+fn fault_messages_table(b: &mut String, rows: &[(u32, &crate::report::model::FaultWindow)]) {
+    if rows.iter().all(|(_, f)| f.messages.is_none()) {
+        return;
+    }
+    b.push_str("<h3>Messages by window</h3><table><tr><th>round</th><th>fault</th><th>sent before · during</th><th>lost</th><th>of those, send failed</th><th>duplicated</th><th>redelivered</th><th>out of order</th><th>sent before, received after</th></tr>");
+    for (round, f) in rows {
+        let Some(m) = f.messages else {
+            continue;
+        };
+        // A loss of messages the broker had taken is a durability breach: marked.
+        let breach = if m.lost > m.lost_failed {
+            " class=\"fail\""
+        } else {
+            ""
+        };
+        let _ = write!(
+            b,
+            "<tr><td>{round}</td><td>{}</td><td>{} · {}</td><td{breach}>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&f.fault),
+            m.sent_before,
+            m.sent_during,
+            m.lost,
+            m.lost_failed,
+            m.duplicated,
+            m.redelivered,
+            m.out_of_order,
+            m.crossed,
+        );
+    }
+    b.push_str("</table><p class=\"note\">Of the messages sent before a window (since the one before it ended) or during it. A lost message whose send had not failed, where receipts or confirms were asked, is one the broker had taken: marked red.</p>");
 }

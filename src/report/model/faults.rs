@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ledger::{Ledger, WindowMessages};
 use crate::metrics::windows::{TICK_BUCKETS, TICK_US, Tick, WindowStats, bucket_bound_us};
 use crate::transport::ErrorClass;
 
@@ -131,6 +132,41 @@ pub struct FaultWindow {
     pub trouble: Option<String>,
     /// The rule its recovery was judged by.
     pub rule: RecoveryRule,
+    /// The message ledger's share of it: what was lost, duplicated and redelivered of the
+    /// messages sent before and during it; absent when no message was stamped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<WindowMessages>,
+}
+
+/// Each window's messages, from the run's ledger: the window's place in its round is the
+/// place its timeline gave it, by begin.
+pub(super) fn add_messages(rounds: &mut [super::RoundReport], ledger: &Ledger) {
+    let of = |r: &super::RoundReport| {
+        Some((
+            u16::try_from(r.index).ok()?,
+            u16::try_from(r.faults.len()).ok()?,
+        ))
+    };
+    let windows: BTreeMap<u16, u16> = rounds
+        .iter()
+        .filter(|r| !r.faults.is_empty())
+        .filter_map(of)
+        .collect();
+    if windows.is_empty() {
+        return;
+    }
+    let by = ledger.by_window(&windows);
+    for r in rounds.iter_mut() {
+        let Some((round, _)) = of(r) else {
+            continue;
+        };
+        for (k, f) in r.faults.iter_mut().enumerate() {
+            f.messages = u16::try_from(k)
+                .ok()
+                .and_then(|k| by.get(&(round, k)))
+                .copied();
+        }
+    }
 }
 
 /// The windows of round `r` of workload `w`, judged by its `recovery:`.
@@ -189,8 +225,9 @@ fn window(
         .filter(|b| !b.latency.is_empty())
         .map(|b| b.latency.value_at_quantile(0.99));
     let late_us = p99_base.map(|p| (p as f64 * (1.0 + rule.band)).ceil() as u64);
-    let detect_ms = late_us
-        .and_then(|l| s.detected_us(l))
+    // Without seconds to hold it against, only a failure shows the fault.
+    let detect_ms = s
+        .detected_us(late_us.unwrap_or(u64::MAX))
         .map(|t| secs(t.saturating_sub(s.at_us)) * 1000.0);
     let ended = d.ended.map_or(secs(s.end_us), |e| e.as_secs_f64());
     let (recover_s, unrecovered_s) = match base {
@@ -232,6 +269,7 @@ fn window(
         }),
         trouble: d.trouble.clone(),
         rule,
+        messages: None,
     }
 }
 

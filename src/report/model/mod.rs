@@ -449,11 +449,14 @@ pub(crate) fn build(w: &Workload, target: &str, run: &RunResult) -> Report {
     let labels = Labels::of(w, run);
     let embedded = target.starts_with("embedded");
     let mut across = Across::new(labels.names.len());
-    let rounds: Vec<RoundReport> = run
+    let mut rounds: Vec<RoundReport> = run
         .rounds
         .iter()
         .map(|r| round_report(w, &labels, r, embedded, &mut across))
         .collect();
+    if let Some(l) = &run.products.ledger {
+        faults::add_messages(&mut rounds, l);
+    }
     let mut summary = summary(&labels, &across, &rounds, run);
     let workload = workload_info(w);
     summary.mix = mix::of(&workload.classes, &summary.ops);

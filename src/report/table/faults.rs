@@ -1,6 +1,8 @@
 //! The console report's fault windows: one row per window and round, what it cost (time
 //! to detect, time to recover, the dip, failures and connections), the operations before,
-//! during and after it, and the rule recovery was judged by.
+//! during and after it, and the rule recovery was judged by; where messages were stamped,
+//! the ledger's share of each window (lost, duplicated, redelivered), with a loss of
+//! messages the broker had taken called out.
 
 use std::fmt::Write;
 
@@ -54,6 +56,7 @@ pub(super) fn faults(out: &mut String, r: &Report) {
         p = rule.percentile,
         hold = rule.hold_s
     );
+    messages(out, &rows);
     for (round, f) in &rows {
         if let Some(t) = &f.trouble {
             let _ = writeln!(out, "WARNING: round {round}, {}: {t}", f.fault);
@@ -62,6 +65,70 @@ pub(super) fn faults(out: &mut String, r: &Report) {
             let _ = writeln!(
                 out,
                 "WARNING: round {round}, {}: the round ended before it began",
+                f.fault
+            );
+        }
+    }
+}
+
+const MESSAGE_COLUMNS: [&str; 9] = [
+    "round",
+    "fault",
+    "sent before·during",
+    "lost",
+    "of those, send failed",
+    "duplicated",
+    "redelivered",
+    "out of order",
+    "sent before, received after",
+];
+
+/// The ledger by window, when messages were stamped.
+fn messages(out: &mut String, rows: &[(u32, &FaultWindow)]) {
+    let with: Vec<_> = rows
+        .iter()
+        .filter_map(|(r, f)| Some((*r, *f, f.messages?)))
+        .collect();
+    if with.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "messages by window (of those sent before it, since the window before ended, or during it):"
+    );
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Disabled);
+    t.set_header(MESSAGE_COLUMNS.to_vec());
+    for (round, f, m) in &with {
+        let mut lost = m.lost.to_string();
+        if m.not_drained > 0 {
+            let _ = write!(lost, " (+{} not drained)", m.not_drained);
+        }
+        t.add_row(vec![
+            round.to_string(),
+            f.fault.clone(),
+            format!("{} · {}", m.sent_before, m.sent_during),
+            lost,
+            m.lost_failed.to_string(),
+            m.duplicated.to_string(),
+            m.redelivered.to_string(),
+            m.out_of_order.to_string(),
+            m.crossed.to_string(),
+        ]);
+    }
+    for i in [0, 3, 4, 5, 6, 7, 8] {
+        if let Some(col) = t.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let _ = writeln!(out, "{t}");
+    for (round, f, m) in &with {
+        let taken = m.lost.saturating_sub(m.lost_failed);
+        if taken > 0 {
+            let _ = writeln!(
+                out,
+                "WARNING: round {round}, {}: {taken} lost message(s) whose send had not failed: with receipts or confirms asked, the broker had taken them (a durability breach)",
                 f.fault
             );
         }

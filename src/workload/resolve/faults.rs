@@ -192,8 +192,8 @@ fn resolve_fault(cx: &Cx, item: &Node, path: &str, run: &RunSpec, hold: Duration
     })
 }
 
-/// The window inside a measured round: after the warm-up, ending at least the recovery's
-/// hold and a second before the round does, in a round the run has.
+/// The window inside a measured round: a second after the warm-up, ending at least the
+/// recovery's hold and a second before the round does, in a round the run has.
 fn check_in_run(
     cx: &Cx,
     item: &Node,
@@ -203,14 +203,20 @@ fn check_in_run(
     hold: Duration,
 ) -> R<()> {
     let at_pos = item.get("at").map_or(item.pos, |n| n.pos);
-    if f.at < run.warmup {
+    // A measured second before it, to hold it against.
+    let first = run.warmup + Duration::from_secs(1);
+    if f.at < first {
         return Err(cx.err(
             at_pos,
             &join(path, "at"),
             format!(
-                "begins in the warm-up (the round's first {}): nothing there is measured; begin it at {} or later",
+                "begins {}: a window needs a measured second before it, after the warm-up (the round's first {}), to be held against; begin it at {} or later",
+                match f.at < run.warmup {
+                    true => "in the warm-up",
+                    false => "too soon after the warm-up",
+                },
                 secs(run.warmup),
-                secs(run.warmup)
+                secs(first)
             ),
         ));
     }

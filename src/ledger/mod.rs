@@ -14,6 +14,17 @@
 //! Everything in a stamp comes from the broker, so it is bounded: the sets live in chunks
 //! of 4,096 sequence numbers, and a ledger holds at most [`MAX_CHUNKS`] of them; a message
 //! past that is counted as received, but `untracked`.
+//!
+//! In a round with faults, a producer marks where its sends crossed into each phase of the
+//! timeline (`fault::Phases`), and the messages taken twice, redelivered or out of order
+//! are kept by sequence number: `windows.rs` then says, per window, what was lost,
+//! duplicated and redelivered of the messages sent before or during it.
+
+mod record;
+mod windows;
+
+pub(crate) use record::LedgerRecord;
+pub(crate) use windows::WindowMessages;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -28,6 +39,8 @@ pub(crate) const MAX_DESTINATIONS: usize = 4096;
 const MAX_UNACKED: usize = 1 << 16;
 /// Runs of sends a producer keeps; past that its sends are counted, not attributed.
 const MAX_RUNS: usize = 1 << 16;
+/// Phase marks a producer keeps: two a window, for the 64 windows a round may have.
+const MAX_MARKS: usize = 128;
 const CHUNK_BITS: u32 = 4096;
 const WORDS: usize = (CHUNK_BITS / 64) as usize;
 
@@ -110,6 +123,26 @@ pub(crate) struct Sends {
     failed: Seqs,
     /// Sends past the runs' bound: counted, not attributed.
     unattributed: u64,
+    /// (first sequence number, phase): from each, the sends were written in that phase
+    /// of the round's fault timeline (before the first mark, in phase 0).
+    marks: Vec<(u32, u16)>,
+}
+
+impl Sends {
+    /// The phase message `seq` was sent in.
+    fn phase_of(&self, seq: u32) -> u16 {
+        let i = self.marks.partition_point(|m| m.0 <= seq);
+        i.checked_sub(1).map_or(0, |i| self.marks[i].1)
+    }
+}
+
+/// What consumers saw go wrong with a producer's messages, by sequence number: taken
+/// again, flagged redelivered by the broker, taken after a later one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Flags {
+    duplicated: Seqs,
+    redelivered: Seqs,
+    out_of_order: Seqs,
 }
 
 /// Counts per destination.
@@ -199,6 +232,11 @@ pub(crate) struct Ledger {
     /// sequence number): only these may come again as redeliveries. A consumer's own,
     /// never merged; at most [`MAX_UNACKED`].
     unacked: HashSet<(Producer, u32, u32)>,
+    /// Per producer, the messages consumers took twice, as redeliveries or out of order.
+    flags: BTreeMap<Producer, Flags>,
+    /// Per (round, window's place in it), the messages sent before the window began and
+    /// received after it ended.
+    crossed: BTreeMap<(u16, u16), u64>,
     budget: Option<usize>,
     /// Every destination it names was drained after its round (set by whoever knows:
     /// adding ledgers leaves it alone).
@@ -255,11 +293,21 @@ impl Ledger {
         i
     }
 
-    /// A producer wrote message `seq` to `destination`.
+    /// A producer wrote message `seq` to `destination`, before any fault.
+    #[cfg(test)]
     pub(crate) fn sent(&mut self, destination: &str, p: Producer, seq: u32) {
+        self.sent_in(destination, p, seq, 0);
+    }
+
+    /// A producer wrote message `seq` to `destination` in `phase` of its round's fault
+    /// timeline (0 where it has none).
+    pub(crate) fn sent_in(&mut self, destination: &str, p: Producer, seq: u32, phase: u16) {
         let d = self.dest(destination);
         self.counts[d as usize].sent += 1;
         let s = self.sends.entry(p).or_default();
+        if s.marks.last().map_or(0, |m| m.1) != phase && s.marks.len() < MAX_MARKS {
+            s.marks.push((seq, phase));
+        }
         let full = s.runs.len() >= MAX_RUNS;
         match s.runs.last_mut() {
             Some((rd, first, n))
@@ -295,7 +343,8 @@ impl Ledger {
     }
 
     /// Message `seq` of `p` was taken from `destination`; `redelivered` when the broker
-    /// flagged it so. A message received is remembered as not yet acknowledged.
+    /// flagged it so. A message received is remembered as not yet acknowledged. Whether
+    /// it was the first time this ledger saw it.
     pub(crate) fn took(
         &mut self,
         destination: &str,
@@ -303,9 +352,15 @@ impl Ledger {
         seq: u32,
         how: Taken,
         redelivered: bool,
-    ) {
+    ) -> bool {
         let unacked = how == Taken::Received;
-        self.take(destination, p, seq, how, redelivered, unacked);
+        self.take(destination, p, seq, how, redelivered, unacked)
+    }
+
+    /// A message of round `round`, sent before its window `k` began, was received after
+    /// the window ended.
+    pub(crate) fn lay_through(&mut self, round: u16, k: u16) {
+        *self.crossed.entry((round, k)).or_default() += 1;
     }
 
     /// [`Ledger::took`] for a message received and acknowledged as it came (auto ack, a
@@ -316,8 +371,8 @@ impl Ledger {
         p: Producer,
         seq: u32,
         redelivered: bool,
-    ) {
-        self.take(destination, p, seq, Taken::Received, redelivered, false);
+    ) -> bool {
+        self.take(destination, p, seq, Taken::Received, redelivered, false)
     }
 
     fn take(
@@ -328,7 +383,7 @@ impl Ledger {
         how: Taken,
         redelivered: bool,
         unacked: bool,
-    ) {
+    ) -> bool {
         let d = self.dest(destination);
         let seen = self.has(p, d, seq);
         let inserted = match seen {
@@ -342,6 +397,7 @@ impl Ledger {
             self.unacked.insert((p, d, seq));
         }
         let c = &mut self.counts[d as usize];
+        let duplicated = inserted == Some(false) && !excused;
         match inserted {
             None => c.untracked += 1,
             Some(false) if excused => {}
@@ -350,14 +406,30 @@ impl Ledger {
             Some(true) => c.received += 1,
         }
         c.redelivered += u64::from(redelivered);
+        let mut out_of_order = false;
         if how == Taken::Received {
             let last = self.last.entry(p).or_insert(seq);
             if seq < *last && !redelivered {
                 c.out_of_order += 1;
+                out_of_order = true;
             } else {
                 *last = seq;
             }
         }
+        if duplicated || redelivered || out_of_order {
+            let budget = self.budget.get_or_insert(MAX_CHUNKS);
+            let f = self.flags.entry(p).or_default();
+            for (on, set) in [
+                (duplicated, &mut f.duplicated),
+                (redelivered, &mut f.redelivered),
+                (out_of_order, &mut f.out_of_order),
+            ] {
+                if on {
+                    let _ = set.insert(seq, budget);
+                }
+            }
+        }
+        inserted == Some(true)
     }
 
     /// The consumer acknowledged everything it took so far (a cumulative ack; one
@@ -395,10 +467,20 @@ impl Ledger {
                 }
             }
             mine.unattributed += s.unattributed;
+            // A producer sends from one user's ledger: its marks come from one part.
+            if mine.marks.is_empty() {
+                mine.marks = s.marks;
+            }
             let budget = self.budget.get_or_insert(MAX_CHUNKS);
             for seq in iter_set(&s.failed) {
                 let _ = mine.failed.insert(seq, budget);
             }
+        }
+        for (p, f) in o.flags {
+            self.flag_all(p, &f);
+        }
+        for (k, n) in o.crossed {
+            *self.crossed.entry(k).or_default() += n;
         }
         for ((p, d, how), set) in o.got {
             let d = remap(d);
@@ -407,6 +489,13 @@ impl Ledger {
             for seq in iter_set(&set) {
                 if self.has(p, d, seq) {
                     again += 1;
+                    let budget = self.budget.get_or_insert(MAX_CHUNKS);
+                    let _ = self
+                        .flags
+                        .entry(p)
+                        .or_default()
+                        .duplicated
+                        .insert(seq, budget);
                 } else if self.insert_got(p, d, how, seq).is_none() {
                     untracked += 1;
                 }
@@ -477,155 +566,6 @@ impl Ledger {
         };
         iter_set(set).filter(|&seq| !sent(u64::from(seq))).count() as u64
     }
-
-    /// The ledger as `run.json` keeps it, so that `merge` can add shards' ledgers.
-    pub(crate) fn to_record(&self, whole: bool) -> LedgerRecord {
-        let mut producers: BTreeMap<Producer, ProducerRecord> = BTreeMap::new();
-        for (p, s) in &self.sends {
-            let r = producers
-                .entry(*p)
-                .or_insert_with(|| ProducerRecord::of(*p));
-            r.runs = s.runs.clone();
-            r.failed = s.failed.ranges();
-            r.unattributed = s.unattributed;
-        }
-        for ((p, d, how), g) in &self.got {
-            let r = producers
-                .entry(*p)
-                .or_insert_with(|| ProducerRecord::of(*p));
-            r.got.push(GotRecord {
-                destination: *d,
-                how: *how,
-                ranges: g.ranges(),
-            });
-        }
-        LedgerRecord {
-            drained: self.drained,
-            destinations: self
-                .settle(whole)
-                .into_iter()
-                .map(|(name, counts)| DestinationRecord { name, counts })
-                .collect(),
-            producers: producers.into_values().collect(),
-        }
-    }
-
-    /// A ledger from its record, or why the record is not one this could write
-    /// (out-of-range indexes, ranges out of order, more than the bounds, counts that
-    /// contradict the sets they count).
-    pub(crate) fn from_record(r: &LedgerRecord) -> Result<Ledger, String> {
-        if r.destinations.len() > MAX_DESTINATIONS {
-            return Err(format!("more than {MAX_DESTINATIONS} destinations"));
-        }
-        let mut l = Ledger {
-            drained: r.drained,
-            ..Ledger::default()
-        };
-        for d in &r.destinations {
-            let i = l.dest(&d.name) as usize;
-            let mut c = d.counts.clone();
-            // Losses are worked out again from the sets.
-            c.lost = 0;
-            c.lost_failed = 0;
-            c.unsent = 0;
-            c.not_drained = 0;
-            l.counts[i] = c;
-        }
-        let n = l.names.len() as u32;
-        // Working out the losses visits every send: a record may name no more of them
-        // than the sets can hold.
-        let sends: u64 = r
-            .producers
-            .iter()
-            .flat_map(|p| &p.runs)
-            .map(|r| u64::from(r.2))
-            .sum();
-        if sends > MAX_CHUNKS as u64 * u64::from(CHUNK_BITS) {
-            return Err(format!("{sends} sends, more than a ledger holds"));
-        }
-        for p in &r.producers {
-            let who = format!(
-                "class {} round {} user {}",
-                p.producer.class, p.producer.round, p.producer.vu
-            );
-            if p.runs.len() > MAX_RUNS
-                || p.runs.iter().any(|r| r.0 >= n)
-                || p.got.iter().any(|g| g.destination >= n)
-            {
-                return Err(format!(
-                    "{who}: a destination out of range, or too many runs"
-                ));
-            }
-            let mut budget = *l.budget();
-            let unreadable = || format!("{who}: sequence ranges out of order or past the bound");
-            let failed = from_ranges(&p.failed, &mut budget).ok_or_else(unreadable)?;
-            for g in &p.got {
-                let set = from_ranges(&g.ranges, &mut budget).ok_or_else(unreadable)?;
-                if l.got
-                    .insert((p.producer, g.destination, g.how), set)
-                    .is_some()
-                {
-                    return Err(format!("{who}: one destination's takings listed twice"));
-                }
-            }
-            l.budget = Some(budget);
-            if !p.runs.is_empty() || failed.len() > 0 || p.unattributed > 0 {
-                l.sends.insert(
-                    p.producer,
-                    Sends {
-                        runs: p.runs.clone(),
-                        failed,
-                        unattributed: p.unattributed,
-                    },
-                );
-            }
-        }
-        l.agrees_with_its_sets()?;
-        Ok(l)
-    }
-
-    /// Whether the counts are what the sets say: every message taken once is in exactly
-    /// one set, and every send is in a run or counted past the runs' bound. A record whose
-    /// counts say otherwise (more received than its sets hold, more sent than its runs)
-    /// was not written by loadmix.
-    fn agrees_with_its_sets(&self) -> Result<(), String> {
-        let n = self.counts.len();
-        let (mut received, mut drained) = (vec![0u64; n], vec![0u64; n]);
-        for ((_, d, how), set) in &self.got {
-            let into = match how {
-                Taken::Received => &mut received,
-                Taken::Drained => &mut drained,
-            };
-            into[*d as usize] += set.len();
-        }
-        for (i, c) in self.counts.iter().enumerate() {
-            let name = &self.names[i];
-            if c.received != received[i] || c.drained != drained[i] {
-                return Err(format!(
-                    "{name}: {} received and {} drained, but the messages it lists number {} and {}",
-                    c.received, c.drained, received[i], drained[i]
-                ));
-            }
-            if c.send_failed > c.sent {
-                return Err(format!(
-                    "{name}: {} sends failed of {} sent",
-                    c.send_failed, c.sent
-                ));
-            }
-        }
-        let counted: u64 = self.counts.iter().map(|c| c.sent).sum();
-        let listed: u64 = self
-            .sends
-            .values()
-            .map(|s| s.runs.iter().map(|r| u64::from(r.2)).sum::<u64>() + s.unattributed)
-            .sum();
-        if counted != listed {
-            return Err(format!(
-                "{counted} sent, but its producers list {listed} sends"
-            ));
-        }
-        Ok(())
-    }
 }
 
 fn iter_set(s: &Seqs) -> impl Iterator<Item = u32> + '_ {
@@ -634,81 +574,9 @@ fn iter_set(s: &Seqs) -> impl Iterator<Item = u32> + '_ {
         .flat_map(|(a, b)| (u64::from(a)..b).map(|x| x as u32))
 }
 
-fn from_ranges(ranges: &[(u32, u64)], budget: &mut usize) -> Option<Seqs> {
-    let mut s = Seqs::default();
-    let mut prev = 0u64;
-    for &(a, b) in ranges {
-        if u64::from(a) < prev || b <= u64::from(a) || b > 1 << 32 {
-            return None;
-        }
-        prev = b;
-        for seq in u64::from(a)..b {
-            s.insert(seq as u32, budget)?;
-        }
-    }
-    Some(s)
-}
-
-/// A ledger as `run.json` keeps it: per destination its counts (losses worked out), and
-/// per producer its sends and what was received of them, as ranges.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct LedgerRecord {
-    /// Every destination was drained after its round: what is lost was never delivered.
-    pub drained: bool,
-    pub destinations: Vec<DestinationRecord>,
-    pub producers: Vec<ProducerRecord>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DestinationRecord {
-    pub name: String,
-    #[serde(flatten)]
-    pub counts: Counts,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProducerRecord {
-    #[serde(flatten)]
-    pub producer: Producer,
-    /// (destination index, first sequence number, how many).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub runs: Vec<(u32, u32, u32)>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failed: Vec<(u32, u64)>,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub unattributed: u64,
-    /// What consumers received or the drain took, per destination.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub got: Vec<GotRecord>,
-}
-
-/// What was taken of one producer's messages from one destination, one way.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GotRecord {
-    pub destination: u32,
-    pub how: Taken,
-    /// `[start, end)` ranges of sequence numbers.
-    pub ranges: Vec<(u32, u64)>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-impl ProducerRecord {
-    fn of(producer: Producer) -> ProducerRecord {
-        ProducerRecord {
-            producer,
-            runs: Vec::new(),
-            failed: Vec::new(),
-            unattributed: 0,
-            got: Vec::new(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::record::{DestinationRecord, GotRecord, ProducerRecord};
     use super::*;
 
     const P: Producer = Producer {

@@ -9,7 +9,7 @@
 #   2. RabbitMQ 3.10 with rabbitmq_stomp and rabbitmq_prometheus, over STOMP, AMQP 0-9-1
 #      and amqps:// (a CA of loadmix's own), restarted under a run by `rabbitmqctl`;
 #   3. ActiveMQ on the JDBC store (PostgreSQL, set up by examples/activemq-stores);
-#   4. the recipes examples/activemq-stores, examples/activemq-gc and
+#   4. the recipes examples/activemq-stores, examples/activemq-failover, examples/activemq-gc and
 #      examples/rabbitmq-queues, briefly.
 # Fails, never skips, when a broker cannot be started.
 set -euo pipefail
@@ -170,7 +170,7 @@ examples/activemq-stores/stop.sh "$STORES"
 rm -rf "$STORES"
 trap cleanup EXIT
 
-echo "== 4. the recipes examples/activemq-stores, activemq-gc and rabbitmq-queues, briefly"
+echo "== 4. the recipes examples/activemq-stores, activemq-failover, activemq-gc and rabbitmq-queues, briefly"
 LOADMIX_BIN="$BIN" examples/activemq-stores/run.sh "$WORK/recipe" 1 2s 10 3,10 >"$WORK/recipe.txt"
 LOADMIX_BIN="$BIN" examples/rabbitmq-queues/run.sh "$WORK/rabbit-recipe" 1 4s >"$WORK/rabbit-recipe.txt"
 # A loose level: a brief search of a debug build on a busy host ends after a few steps,
@@ -181,6 +181,10 @@ LOADMIX_BIN="$BIN" examples/rabbitmq-queues/run.sh "$WORK/rabbit-recipe" 1 4s >"
 # step holds at the first rates), and at most 8 steps a configuration bound its time.
 LOADMIX_BIN="$BIN" examples/activemq-gc/run.sh "$WORK/gc-recipe" 2s "sent p90 < 500ms, errors < 5%" \
     --set users.writer.arrival.rate=100/s --capacity-steps 8 >"$WORK/gc-recipe.txt"
+# One round of 18 s, the kill at 7 s (2 s after the warm-up): each store down a second,
+# started again and watched for the recovery's hold.
+LOADMIX_BIN="$BIN" examples/activemq-failover/run.sh "$WORK/failover" 1 18s 7s >"$WORK/failover.txt"
 LOADMIX_REAL_ACTIVEMQ_RECIPE="$WORK/recipe" LOADMIX_REAL_RABBITMQ_RECIPE="$WORK/rabbit-recipe" \
-    LOADMIX_REAL_ACTIVEMQ_GC_RECIPE="$WORK/gc-recipe" real_checks recipes::brokers::
+    LOADMIX_REAL_ACTIVEMQ_GC_RECIPE="$WORK/gc-recipe" LOADMIX_REAL_ACTIVEMQ_FAILOVER="$WORK/failover" \
+    real_checks recipes::brokers::
 echo "== brokers_check: all passed"

@@ -3,8 +3,9 @@
 # .tools/), on loopback without authentication, and hands them to the Rust checks of
 # tests/real/peers.rs: workloads/caldav-sync.yaml, caldav-clients.yaml (behaviour models)
 # and carddav-sync.yaml against each (Xandikos's own access log against loadmix's count),
-# and the starter `loadmix new` writes for Radicale. Fails, never
-# skips, when they cannot be installed or started.
+# and the starter `loadmix new` writes for Radicale; then examples/radicale-restart briefly
+# (Radicale restarted under CalDAV users, tests/real/recipes.rs). Fails, never skips, when
+# they cannot be installed or started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,3 +49,9 @@ export LOADMIX_REAL_PEER_RADICALE="http://127.0.0.1:$RPORT" LOADMIX_REAL_PEER_XA
 # Xandikos writes its access log (Common Log Format) with the rest of what it says.
 export LOADMIX_REAL_PEER_XANDIKOS_LOG="$WORK/xandikos.log"
 real_checks peers::
+kill "${PIDS[@]}" 2>/dev/null || true
+PIDS=()
+
+echo "== Radicale restarted under CalDAV users (examples/radicale-restart, briefly)"
+LOADMIX_BIN="$BIN" examples/radicale-restart/run.sh "$WORK/restart" 1 12s 5s 4 >"$WORK/restart.txt"
+LOADMIX_REAL_RADICALE_RESTART="$WORK/restart" real_checks recipes::radicale_restart

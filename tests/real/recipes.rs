@@ -32,6 +32,35 @@ fn compare_text(dir: &Path) -> String {
     std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()))
 }
 
+#[test]
+#[ignore = "handed examples/radicale-restart's output by scripts/peers_check.sh"]
+fn radicale_restart_is_seen_by_the_users_and_the_calendars_come_back() {
+    let r = report(&path("LOADMIX_REAL_RADICALE_RESTART"));
+    let windows: Vec<_> = r.rounds.iter().flat_map(|x| &x.faults).collect();
+    assert_eq!(windows.len(), r.rounds.len(), "one restart a round");
+    for f in windows {
+        assert_eq!(f.fault, "restart", "{f:?}");
+        assert!(f.trouble.is_none(), "{f:?}");
+        // Stopped, started again on the same folder, ready: then the users' syncs answer.
+        assert!(f.ended_s > f.began_s, "{f:?}");
+        assert!(f.after.ok > 0, "{f:?}");
+        assert!(f.recover_s.is_some(), "{f:?}");
+    }
+    // What the users saw of it is a connect refused or a connection closed, nothing else.
+    for (class, n) in r
+        .rounds
+        .iter()
+        .flat_map(|x| x.faults.iter())
+        .flat_map(|f| f.during.errors.iter().chain(f.after.errors.iter()))
+    {
+        assert!(
+            matches!(class.name(), "connect" | "reset"),
+            "{} {n}",
+            class.name()
+        );
+    }
+}
+
 /// The recipes scripts/brokers_check.sh runs.
 mod brokers {
     use super::*;
@@ -60,6 +89,44 @@ mod brokers {
             remote < jdbc,
             "the store 45 ms away is slower than the local database"
         );
+    }
+
+    #[test]
+    #[ignore = "handed examples/activemq-failover's output by scripts/brokers_check.sh"]
+    fn activemq_failover_each_store_is_killed_comes_back_and_loses_nothing_receipted() {
+        let dir = path("LOADMIX_REAL_ACTIVEMQ_FAILOVER");
+        for store in ["kahadb", "jdbc"] {
+            let r = report(&dir.join(store));
+            let windows: Vec<_> = r.rounds.iter().flat_map(|x| &x.faults).collect();
+            assert_eq!(windows.len(), r.rounds.len(), "{store}: one kill a round");
+            for f in windows {
+                assert_eq!(f.fault, "kill", "{store}: {f:?}");
+                assert!(f.trouble.is_none(), "{store}: {f:?}");
+                // Down a second, then its JVM started again on the same store and ready.
+                let down = f.ended_s.unwrap_or(0.0) - f.began_s.unwrap_or(0.0);
+                assert!(down >= 1.0, "{store}: {f:?}");
+                assert!(f.detect_ms.is_some(), "{store}: the kill was felt: {f:?}");
+                assert!(f.recover_s.is_some(), "{store}: writes came back: {f:?}");
+                assert!(f.after.ok > 0, "{store}: {f:?}");
+                // The window's share of the ledger: nothing the broker receipted is lost.
+                let m = f.messages.expect("the window's messages");
+                assert!(m.sent_before > 0, "{store}: {m:?}");
+                assert_eq!(m.lost, m.lost_failed, "{store}: receipted and lost: {m:?}");
+            }
+            // Every message the broker receipted is there after the kill: received or
+            // drained; the lost are sends whose receipt never came.
+            let l = r.ledger.as_ref().expect("a ledger");
+            for d in &l.destinations {
+                let c = &d.counts;
+                eprintln!("{store}: {}: {c:?}", d.name);
+                assert!(c.sent > 0, "{store}: {c:?}");
+                assert_eq!(c.lost, c.lost_failed, "{store}: receipted and lost: {c:?}");
+            }
+        }
+        // The comparison ranks the stores by what the kill cost them.
+        let text = std::fs::read_to_string(dir.join("compare.txt")).unwrap();
+        assert!(text.contains("recover · kill at"), "{text}");
+        assert!(text.contains("lost, send not failed · kill at"), "{text}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Faults put into a run: one target's timeline carried out on each measured round's
-//! clock, on the loopback proxies in front of its ports (`proxy.rs`) or on the process
-//! group loadmix started for it (through [`Group`], which the run gives). Whatever ends
+//! clock, on the loopback proxies in front of its ports (`proxy.rs`), on the process
+//! group loadmix started for it (through [`Group`], which the run gives) or by a command
+//! of the user's (through [`Shell`], which the run gives too). Whatever ends
 //! a round (its clock, a stop, a signal), a fault that began is ended: the group gets
 //! SIGCONT or is started again, the proxy passes bytes untouched. What each window did
 //! to the operations is measured by `metrics::windows` and judged by the report.
@@ -37,6 +38,63 @@ pub(crate) trait Group: Send + Sync {
     async fn start_again(&self) -> Result<Duration, String>;
 }
 
+/// Where a `command` fault's commands run, as the run gives it.
+#[async_trait::async_trait]
+pub(crate) trait Shell: Send + Sync {
+    /// Run `command` with `sh -c` in a process group of its own, its output to the file
+    /// `log` names beside the report, the whole group killed past `timeout`; `env` is
+    /// what it is told of the window.
+    async fn run(&self, command: &str, timeout: Duration, log: &str, env: &[(&str, String)])
+    -> Ran;
+}
+
+/// What a `command` fault's command did.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Ran {
+    /// `run` (at the window's begin) or `undo` (at its end).
+    pub what: &'static str,
+    pub command: String,
+    /// Its exit code; `None` when it was killed (its timeout) or never started.
+    pub exit: Option<i32>,
+    pub timed_out: bool,
+    pub took: Duration,
+    /// Its output, beside the report.
+    pub log: String,
+    /// Why it could not be started.
+    pub error: Option<String>,
+}
+
+impl Ran {
+    /// What went wrong with it, when something did.
+    fn trouble(&self) -> Option<String> {
+        let what = format!("{} `{}`", self.what, self.command);
+        if let Some(e) = &self.error {
+            return Some(format!("{what}: {e}"));
+        }
+        if self.timed_out {
+            return Some(format!(
+                "{what}: killed after its timeout ({:.0}s); output in {}",
+                self.took.as_secs_f64(),
+                self.log
+            ));
+        }
+        match self.exit {
+            Some(0) => None,
+            Some(c) => Some(format!("{what}: exited {c}; output in {}", self.log)),
+            None => Some(format!("{what}: ended by a signal; output in {}", self.log)),
+        }
+    }
+}
+
+/// What a target's timeline acts on: the proxies in front of its ports (for network
+/// faults), the server loadmix started for it, and the shell for commands.
+#[derive(Default)]
+pub(crate) struct Acts {
+    pub proxies: Vec<Arc<Proxy>>,
+    pub group: Option<Arc<dyn Group>>,
+    pub shell: Option<Arc<dyn Shell>>,
+}
+
 /// One window as it happened.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Window {
@@ -54,8 +112,20 @@ pub(crate) struct Window {
     /// Connections the proxies saw in it, when it was a network fault.
     pub connections: Option<Connections>,
     /// What went wrong in carrying it out (a group already gone, a restart that never
-    /// became ready).
+    /// became ready, a command that failed).
     pub trouble: Option<String>,
+    /// A `command` fault's commands, as they ran.
+    pub commands: Vec<Ran>,
+}
+
+impl Window {
+    /// Adds `t` to what went wrong.
+    fn troubled(&mut self, t: String) {
+        self.trouble = Some(match self.trouble.take() {
+            Some(before) => format!("{before}; {t}"),
+            None => t,
+        });
+    }
 }
 
 /// What a network window did to connections, over the target's proxies.
@@ -74,6 +144,7 @@ pub(crate) struct Injector {
     faults: Vec<Fault>,
     proxies: Vec<Arc<Proxy>>,
     group: Option<Arc<dyn Group>>,
+    shell: Option<Arc<dyn Shell>>,
     /// The round's warm-up, and how long a window takes to settle (the recovery hold):
     /// what each window is held against starts after both.
     warmup: Duration,
@@ -83,12 +154,11 @@ pub(crate) struct Injector {
 }
 
 impl Injector {
-    /// The entries of `timeline` that act on `target`, on its `proxies` and `group`.
+    /// The entries of `timeline` that act on `target`, on what `acts` gives.
     pub(crate) fn new(
         target: &str,
         timeline: &[Fault],
-        proxies: Vec<Arc<Proxy>>,
-        group: Option<Arc<dyn Group>>,
+        acts: Acts,
         warmup: Duration,
         settle: Duration,
         phases: Arc<Phases>,
@@ -100,8 +170,9 @@ impl Injector {
                 .filter(|f| f.target.as_deref().is_none_or(|t| t == target))
                 .cloned()
                 .collect(),
-            proxies,
-            group,
+            proxies: acts.proxies,
+            group: acts.group,
+            shell: acts.shell,
             warmup,
             settle,
             phases,
@@ -162,6 +233,7 @@ impl Injector {
                 ended: None,
                 connections: None,
                 trouble: None,
+                commands: Vec::new(),
             };
             if over.is_cancelled() {
                 out.push(w);
@@ -178,7 +250,7 @@ impl Injector {
                 _ = tokio::time::sleep_until(start + f.until()) => {}
                 _ = over.cancelled() => {}
             }
-            self.end(f, &mut w).await;
+            self.end(f, round, i, &mut w).await;
             w.ended = Some(start.elapsed());
             self.phases.ended(k);
             w.connections = counts.map(|c| sum_counts(&c));
@@ -194,12 +266,16 @@ impl Injector {
         i: usize,
         w: &mut Window,
     ) -> Option<Vec<Arc<link::Counts>>> {
-        if !f.action.on_process() {
+        if let FaultAction::Command { run, timeout, .. } = &f.action {
+            self.command("run", run, *timeout, round, i, w).await;
+            return None;
+        }
+        if f.action.on_network() {
             let seq = u64::from(round) << 32 | i as u64;
             return Some(self.proxies.iter().map(|p| p.begin(f, seq)).collect());
         }
         let Some(g) = &self.group else {
-            w.trouble = Some("no started server to act on".into());
+            w.troubled("no started server to act on".into());
             return None;
         };
         let done = match f.action {
@@ -208,13 +284,19 @@ impl Injector {
             _ => g.terminate().await,
         };
         if let Err(e) = done {
-            w.trouble = Some(e);
+            w.troubled(e);
         }
         None
     }
 
-    async fn end(&self, f: &Fault, w: &mut Window) {
-        if !f.action.on_process() {
+    async fn end(&self, f: &Fault, round: u32, i: usize, w: &mut Window) {
+        if let FaultAction::Command { undo, timeout, .. } = &f.action {
+            if let Some(undo) = undo {
+                self.command("undo", undo, *timeout, round, i, w).await;
+            }
+            return;
+        }
+        if f.action.on_network() {
             for p in &self.proxies {
                 p.end().await;
             }
@@ -228,13 +310,37 @@ impl Injector {
             _ => g.start_again().await.map(|_| ()),
         };
         if let Err(e) = done {
-            let before = w
-                .trouble
-                .take()
-                .map(|t| format!("{t}; "))
-                .unwrap_or_default();
-            w.trouble = Some(format!("{before}{e}"));
+            w.troubled(e);
         }
+    }
+
+    /// A command fault's `run` or `undo`: run to its end or its timeout, whatever else
+    /// happens (a stop included: an `undo` puts back what `run` did).
+    async fn command(
+        &self,
+        what: &'static str,
+        command: &str,
+        timeout: Duration,
+        round: u32,
+        i: usize,
+        w: &mut Window,
+    ) {
+        let Some(shell) = &self.shell else {
+            w.troubled("no shell to run commands in".into());
+            return;
+        };
+        let log = format!("round-{round}-fault-{}-{what}.log", i + 1);
+        let env = [
+            ("LOADMIX_TARGET", self.target.clone()),
+            ("LOADMIX_ROUND", round.to_string()),
+            ("LOADMIX_FAULT", what.to_string()),
+        ];
+        let mut ran = shell.run(command, timeout, &log, &env).await;
+        ran.what = what;
+        if let Some(t) = ran.trouble() {
+            w.troubled(t);
+        }
+        w.commands.push(ran);
     }
 
     /// The proxies stop: the run is over.

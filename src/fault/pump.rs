@@ -180,7 +180,8 @@ impl Pump {
             | FaultAction::Down
             | FaultAction::Pause
             | FaultAction::Kill
-            | FaultAction::Restart => {
+            | FaultAction::Restart
+            | FaultAction::Command { .. } => {
                 *last = now.max(*last);
                 queue.push_back((*last, Item::Bytes(chunk)));
             }

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::RunError;
+use super::shell::LaneShell;
 use super::started::{StartSpec, Started};
 use super::targets::NamedTarget;
-use crate::fault::{Group, Injector, Phases, Proxy};
+use crate::fault::{Acts, Group, Injector, Phases, Proxy};
 use crate::transport::Endpoint;
 use crate::workload::Workload;
 
@@ -70,6 +71,7 @@ pub(super) async fn injector(
     t: &NamedTarget,
     endpoint: &mut Endpoint,
     group: Option<Arc<StartedGroup>>,
+    dir: &std::path::Path,
 ) -> Result<Option<Arc<Injector>>, RunError> {
     let mine: Vec<_> = w
         .faults
@@ -80,7 +82,7 @@ pub(super) async fn injector(
         return Ok(None);
     }
     let mut proxies = Vec::new();
-    if mine.iter().any(|f| !f.action.on_process()) {
+    if mine.iter().any(|f| f.action.on_network()) {
         let proxy = |to| async move {
             Proxy::start(to, w.run.seed).await.map_err(|e| {
                 RunError::Unreachable(format!(
@@ -106,12 +108,19 @@ pub(super) async fn injector(
             );
         }
     }
-    let group = group.map(|g| g as Arc<dyn Group>);
+    let acts = Acts {
+        proxies,
+        group: group.map(|g| g as Arc<dyn Group>),
+        // Command logs go beside the report, in the lane's `faults/`.
+        shell: Some(Arc::new(LaneShell {
+            target: t.name.clone(),
+            dir: dir.join("faults"),
+        })),
+    };
     Ok(Some(Arc::new(Injector::new(
         &t.name,
         &w.faults,
-        proxies,
-        group,
+        acts,
         w.run.warmup,
         w.recovery.hold,
         // Faults act on whole runs only, whose stamps carry the process's clock.

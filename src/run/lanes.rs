@@ -271,7 +271,11 @@ pub(super) async fn reach(
             return Err(e);
         }
     };
-    match super::faults::injector(w, t, &mut endpoint, servers.started.clone()).await {
+    let lane_dir = match cx.targets.len() > 1 {
+        true => dir.join(safe(&t.name)),
+        false => dir.to_path_buf(),
+    };
+    match super::faults::injector(w, t, &mut endpoint, servers.started.clone(), &lane_dir).await {
         Ok(f) => {
             servers.faults = f;
             Ok((endpoint, servers))

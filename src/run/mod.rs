@@ -15,6 +15,7 @@ pub(crate) mod fits;
 mod lanes;
 mod output;
 mod progress;
+mod shell;
 pub(crate) mod signals;
 pub(crate) mod started;
 pub(crate) mod sweep;

@@ -249,24 +249,11 @@ impl Started {
             spec.command,
             dir.display()
         );
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg(&spec.command)
-            .current_dir(dir)
+        let mut cmd = group_command(&spec.command);
+        cmd.current_dir(dir)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(std::process::Stdio::null())
             .stdout(out)
-            .stderr(err)
-            .process_group(0)
-            .kill_on_drop(false);
-        // SAFETY: prctl is async-signal-safe; it only asks the kernel to send SIGTERM to
-        // the child when its parent (loadmix) dies, so a killed run leaves no server.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
+            .stderr(err);
         let child = cmd.spawn().map_err(spawn_err)?;
         let pgid = child.id().unwrap_or(0);
         let reaper = spawn_reaper(target, pgid);
@@ -480,6 +467,27 @@ pub(crate) fn reap(pgid: u32, grace: Duration) {
     }
 }
 
+/// `sh -c command` in a process group of its own (which a signal to the group reaches
+/// whole), reading nothing, told SIGTERM when loadmix dies: a killed run leaves nothing
+/// it started running.
+pub(super) fn group_command(command: &str) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .stdin(std::process::Stdio::null())
+        .process_group(0)
+        .kill_on_drop(false);
+    // SAFETY: prctl is async-signal-safe; it only asks the kernel to send SIGTERM to the
+    // child when its parent (loadmix) dies.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    cmd
+}
+
 /// Whether any process of group `pgid` is left.
 fn group_alive(pgid: u32) -> bool {
     let Ok(g) = libc::pid_t::try_from(pgid) else {
@@ -490,7 +498,7 @@ fn group_alive(pgid: u32) -> bool {
 }
 
 /// Send `sig` to every process of group `pgid` (never to group 0, this process's own).
-fn signal_group(pgid: u32, sig: libc::c_int) {
+pub(super) fn signal_group(pgid: u32, sig: libc::c_int) {
     let Ok(g) = libc::pid_t::try_from(pgid) else {
         return;
     };

@@ -104,7 +104,21 @@ pub(crate) enum FaultAction {
     LimitData { bytes: u64 },
     /// The proxy stops listening and closes every connection: connects are refused.
     Down,
+    /// A shell command run at the window's begin (`run`), and `undo` at its end, each
+    /// killed past `timeout`: what only the user's own tools can do (restart the database
+    /// under the server). Only from the command line (`--fault`), never from a workload
+    /// file, whose text is not the user's to trust.
+    Command {
+        run: String,
+        undo: Option<String>,
+        timeout: Duration,
+    },
 }
+
+/// How long a `command` fault's command may run when `timeout:` does not say.
+pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest `timeout:` a command may have.
+pub(crate) const MAX_COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
 
 impl FaultAction {
     /// The names `fault:` takes, in the order the book lists them.
@@ -120,6 +134,7 @@ impl FaultAction {
         "slicer",
         "limit_data",
         "down",
+        "command",
     ];
 
     /// A fault of the target's process group, which loadmix must have started.
@@ -128,6 +143,12 @@ impl FaultAction {
             self,
             FaultAction::Pause | FaultAction::Kill | FaultAction::Restart
         )
+    }
+
+    /// A fault of the network between users and target, which loadmix's proxy carries
+    /// out.
+    pub(crate) fn on_network(&self) -> bool {
+        !self.on_process() && !matches!(self, FaultAction::Command { .. })
     }
 
     /// Its name as `fault:` writes it.
@@ -144,6 +165,7 @@ impl FaultAction {
             FaultAction::Slicer { .. } => "slicer",
             FaultAction::LimitData { .. } => "limit_data",
             FaultAction::Down => "down",
+            FaultAction::Command { .. } => "command",
         }
     }
 }

@@ -153,6 +153,70 @@ fn a_paused_server_costs_the_arrivals_of_its_window_and_is_back_at_once() {
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }
 
+/// A `command` fault from the command line: its `run` at the window's begin and its
+/// `undo` at the end, each told the round and which it is, shown before it runs, its
+/// output kept beside the report; an `undo` that hangs is killed at its timeout and said
+/// to be. The same fault in a workload file is refused: its text is not trusted to run
+/// programs.
+#[test]
+fn a_command_runs_at_its_window_and_one_that_hangs_is_killed_at_its_timeout() {
+    let _alone = alone();
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let marks = path_str(&tmp.path().join("marks"));
+    let w = write(
+        tmp.path(),
+        "name: cmd\ntarget: embedded\ncontext: /cosmo\nrun: { duration: 10s, rounds: 1, warmup: 1s, seed: 3 }\nthink: { constant: 20ms }\nusers:\n  - class: web\n    protocol: http\n    count: 2\n    mix:\n      wait: { weight: 1, path: '{context}/_loadmix/delay/1' }\n",
+    );
+    let fault = format!(
+        "{{fault: command, at: 3s, for: 2s, timeout: 1s, run: 'echo \"$LOADMIX_ROUND $LOADMIX_FAULT\" >> {marks}; echo said', undo: 'echo \"$LOADMIX_ROUND $LOADMIX_FAULT\" >> {marks}; sleep 30'}}"
+    );
+    let run = loadmix_bin(&["run", &w, "--fault", &fault, "--out", &path_str(&out)]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{err}");
+    assert!(err.contains("running sh -c"), "{err}");
+    assert_eq!(std::fs::read_to_string(&marks).unwrap(), "1 run\n1 undo\n");
+    let r = read_report(&out);
+    let f = window(&r);
+    let (began, ended) = (f.began_s.unwrap_or(0.0), f.ended_s.unwrap_or(0.0));
+    // Begun on time; ended once the undo was killed, a second after the window's end.
+    assert!((began - 3.0).abs() < 0.2, "{f:?}");
+    assert!((6.0..6.6).contains(&ended), "{f:?}");
+    let [run_c, undo_c] = &f.commands[..] else {
+        panic!("{f:?}")
+    };
+    assert_eq!(
+        (run_c.what.as_str(), run_c.exit, run_c.timed_out),
+        ("run", Some(0), false)
+    );
+    assert_eq!(std::fs::read_to_string(&run_c.log).unwrap(), "said\n");
+    assert!(
+        undo_c.timed_out && (1.0..1.5).contains(&undo_c.took_s),
+        "{undo_c:?}"
+    );
+    let trouble = f.trouble.as_deref().unwrap_or("");
+    assert!(trouble.contains("undo `echo"), "{trouble}");
+    assert!(trouble.contains("killed after its timeout"), "{trouble}");
+    let text = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(text.contains("run `echo"), "{text}");
+    // In a workload file, refused where it is written.
+    let bad = tmp.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        format!(
+            "{}faults:\n  - {{ fault: command, at: 3s, for: 2s, run: 'touch {marks}-x' }}\n",
+            std::fs::read_to_string(&w).unwrap()
+        ),
+    )
+    .unwrap();
+    let v = loadmix_bin(&["run", &path_str(&bad), "--out", &path_str(&out)]);
+    let err = String::from_utf8_lossy(&v.stderr);
+    assert_eq!(v.status.code(), Some(2), "{err}");
+    assert!(err.contains("bad.yaml:13:14: faults[0].fault:"), "{err}");
+    assert!(err.contains("only the command line is"), "{err}");
+    assert!(!std::path::Path::new(&format!("{marks}-x")).exists());
+}
+
 #[test]
 fn a_timeline_that_cannot_act_is_refused_before_anything_starts() {
     let tmp = tempdir();

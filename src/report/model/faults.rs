@@ -132,10 +132,30 @@ pub struct FaultWindow {
     pub trouble: Option<String>,
     /// The rule its recovery was judged by.
     pub rule: RecoveryRule,
+    /// A `command` fault's commands as they ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<FaultCommand>,
     /// The message ledger's share of it: what was lost, duplicated and redelivered of the
     /// messages sent before and during it; absent when no message was stamped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<WindowMessages>,
+}
+
+/// One command of a `command` fault, as it ran.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FaultCommand {
+    /// `run` (at the window's begin) or `undo` (at its end).
+    pub what: String,
+    pub command: String,
+    /// Its exit code; absent when it was killed or never started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<i32>,
+    /// Killed after its timeout.
+    #[serde(default)]
+    pub timed_out: bool,
+    pub took_s: f64,
+    /// Where its output is.
+    pub log: String,
 }
 
 /// Each window's messages, from the run's ledger: the window's place in its round is the
@@ -269,6 +289,18 @@ fn window(
         }),
         trouble: d.trouble.clone(),
         rule,
+        commands: d
+            .commands
+            .iter()
+            .map(|c| FaultCommand {
+                what: c.what.to_string(),
+                command: c.command.clone(),
+                exit: c.exit,
+                timed_out: c.timed_out,
+                took_s: c.took.as_secs_f64(),
+                log: c.log.clone(),
+            })
+            .collect(),
         messages: None,
     }
 }

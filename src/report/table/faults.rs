@@ -58,6 +58,20 @@ pub(super) fn faults(out: &mut String, r: &Report) {
     );
     messages(out, &rows);
     for (round, f) in &rows {
+        for c in &f.commands {
+            let how = match (c.exit, c.timed_out) {
+                (_, true) => "killed after its timeout".to_string(),
+                (Some(code), _) => format!("exited {code}"),
+                (None, false) => "did not run to an exit".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "  round {round}, {}: {} `{}` {how} in {:.2}s; output in {}",
+                f.fault, c.what, c.command, c.took_s, c.log
+            );
+        }
+    }
+    for (round, f) in &rows {
         if let Some(t) = &f.trouble {
             let _ = writeln!(out, "WARNING: round {round}, {}: {t}", f.fault);
         }

@@ -2,7 +2,12 @@
 //! is named in the report, and `recovery:`, the rule its windows are judged by.
 
 use super::*;
-use crate::workload::faults::{Fault, FaultAction, Recovery, Stream};
+use crate::workload::faults::{
+    COMMAND_TIMEOUT, Fault, FaultAction, MAX_COMMAND_TIMEOUT, Recovery, Stream,
+};
+
+/// The longest command a `command` fault may run.
+const MAX_COMMAND_LEN: usize = 4096;
 
 /// `recovery: { band: 25%, hold: 3s, percentile: p50 }`, each optional.
 pub(super) fn resolve_recovery(cx: &Cx, node: &Node) -> R<Recovery> {
@@ -59,6 +64,7 @@ pub(super) fn own_keys(kind: &str) -> &'static [&'static str] {
         "timeout" => &["after"],
         "slicer" => &["size", "delay"],
         "limit_data" => &["bytes"],
+        "command" => &["run", "undo", "timeout"],
         _ => &[],
     }
 }
@@ -107,7 +113,43 @@ pub(super) fn action(cx: &Cx, item: &Node, path: &str, kind: &str) -> R<FaultAct
         "limit_data" => FaultAction::LimitData {
             bytes: size("bytes")?,
         },
+        "command" => command(cx, item, path)?,
         _ => FaultAction::Down,
+    })
+}
+
+/// `command`: `run` (a shell command, at the window's begin), `undo` (at its end) and
+/// `timeout` (each killed past it).
+fn command(cx: &Cx, item: &Node, path: &str) -> R<FaultAction> {
+    let text = |key: &str, n: &Node| -> R<String> {
+        let s = cx.string(n, &join(path, key))?;
+        match s.trim().is_empty() || s.len() > MAX_COMMAND_LEN {
+            true => Err(cx.err(
+                n.pos,
+                &join(path, key),
+                format!("a shell command, not empty, at most {MAX_COMMAND_LEN} bytes"),
+            )),
+            false => Ok(s),
+        }
+    };
+    let timeout = match item.get("timeout") {
+        Some(n) => {
+            let t = cx.duration(n, &join(path, "timeout"))?;
+            if t.is_zero() || t > MAX_COMMAND_TIMEOUT {
+                return Err(cx.err(
+                    n.pos,
+                    &join(path, "timeout"),
+                    format!("more than 0 and at most {}s", MAX_COMMAND_TIMEOUT.as_secs()),
+                ));
+            }
+            t
+        }
+        None => COMMAND_TIMEOUT,
+    };
+    Ok(FaultAction::Command {
+        run: text("run", required(cx, item, "run", path)?)?,
+        undo: item.get("undo").map(|n| text("undo", n)).transpose()?,
+        timeout,
     })
 }
 
@@ -142,6 +184,13 @@ pub(super) fn describe(f: &Fault) -> String {
         FaultAction::Timeout { after: Some(a) } => format!("timeout, closed after {}", ms(a)),
         FaultAction::Slicer { size, delay } => format!("slicer {size} B every {}", ms(delay)),
         FaultAction::LimitData { bytes } => format!("limit_data {bytes} B"),
+        FaultAction::Command { run, .. } => {
+            let short: String = run.chars().take(40).collect();
+            match short.len() < run.len() {
+                true => format!("command `{short}…`"),
+                false => format!("command `{run}`"),
+            }
+        }
         other => other.name().to_string(),
     };
     match f.toxicity < 1.0 {

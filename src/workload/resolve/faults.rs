@@ -30,7 +30,7 @@ pub(super) fn resolve_faults(cx: &Cx, node: &Node, run: &RunSpec, hold: Duration
     let mut out: Vec<Fault> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let path = format!("faults[{i}]");
-        let f = resolve_fault(cx, item, &path, run, hold)?;
+        let f = resolve_fault(cx, item, &path, run, hold, false)?;
         if let Some(other) = out.iter().find(|o| overlaps(o, &f)) {
             return Err(cx.err(
                 item.pos,
@@ -81,7 +81,7 @@ pub(crate) fn resolve_fault_flag(
     };
     let node = yaml::parse(&yaml_text)
         .map_err(|e| cx.err(e.pos, "", format!("YAML syntax error: {}", e.message)))?;
-    let f = resolve_fault(&cx, &node, "fault", run, hold)?;
+    let f = resolve_fault(&cx, &node, "fault", run, hold, true)?;
     if let Some(other) = timeline.iter().find(|o| overlaps(o, &f)) {
         return Err(cx.err(
             node.pos,
@@ -114,8 +114,16 @@ fn overlaps(a: &Fault, b: &Fault) -> bool {
     rounds && targets && a.at < b_end && b.at < a_end
 }
 
-/// One entry, in a run of `run`'s rounds whose recovery holds for `hold`.
-fn resolve_fault(cx: &Cx, item: &Node, path: &str, run: &RunSpec, hold: Duration) -> R<Fault> {
+/// One entry, in a run of `run`'s rounds whose recovery holds for `hold`; a `command`
+/// only when it was given on the `command_line`.
+fn resolve_fault(
+    cx: &Cx,
+    item: &Node,
+    path: &str,
+    run: &RunSpec,
+    hold: Duration,
+    command_line: bool,
+) -> R<Fault> {
     let entries = cx.map(item, path)?;
     let kind_node = required(cx, item, "fault", path)?;
     let kind = cx.string(kind_node, &join(path, "fault"))?;
@@ -131,9 +139,20 @@ fn resolve_fault(cx: &Cx, item: &Node, path: &str, run: &RunSpec, hold: Duration
             Some(hint),
         ));
     }
+    if kind == "command" && !command_line {
+        return Err(cx.err_hint(
+            kind_node.pos,
+            &join(path, "fault"),
+            "a command fault runs a program: a workload file is not trusted to, only the command line is",
+            Some("give it with --fault '{fault: command, at: 10s, for: 5s, run: \"...\", undo: \"...\"}'".into()),
+        ));
+    }
     let own = own_keys(&kind);
     let mut allowed: Vec<&str> = COMMON.to_vec();
-    if !matches!(kind.as_str(), "pause" | "kill" | "restart" | "down") {
+    if !matches!(
+        kind.as_str(),
+        "pause" | "kill" | "restart" | "down" | "command"
+    ) {
         allowed.extend_from_slice(NETWORK);
     }
     allowed.extend_from_slice(own);
@@ -150,7 +169,7 @@ fn resolve_fault(cx: &Cx, item: &Node, path: &str, run: &RunSpec, hold: Duration
             "at most 24h",
         ));
     }
-    if length.is_zero() && !matches!(kind.as_str(), "kill" | "restart") {
+    if length.is_zero() && !matches!(kind.as_str(), "kill" | "restart" | "command") {
         return Err(cx.err(
             item.get("for").map_or(item.pos, |n| n.pos),
             &join(path, "for"),

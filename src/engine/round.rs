@@ -360,12 +360,15 @@ impl Clock {
             .as_ref()
             .map(|f| f.scheduled(round.index))
             .unwrap_or_default();
+        // When each window ended, as the timeline tells it, for the aggregator's parts.
+        let ends = Arc::new(metrics::windows::Ends::new(scheduled.len()));
         let (factory, aggregator) = metrics::aggregator(
             round.labels.iter().map(|(ci, _, _)| ci).collect(),
             w.run.warmup,
             w.run.timeout,
             live,
             &scheduled,
+            ends.clone(),
         );
         let slot_late = wait_for_slot(cfg).await;
         // The live figures' own counter when there are live figures.
@@ -397,7 +400,8 @@ impl Clock {
                     _ = o.cancelled() => {}
                 }
             });
-            tokio::spawn(f.round(round.index, start, over))
+            let ended = move |k: usize, at: Duration| ends.set(k, at.as_micros() as u64);
+            tokio::spawn(f.round(round.index, start, over, ended))
         });
         Clock {
             samplers: Samplers::start(cfg, users.clone()),

@@ -212,12 +212,14 @@ impl Injector {
 
     /// Carry out round `round`'s windows on the clock that started at `start`, until
     /// the last has ended or `over` (the round's end, a stop) comes; a window that
-    /// began is always ended.
+    /// began is always ended, and `ended` told so (its place in the round, and when on
+    /// the round's clock).
     pub(crate) async fn round(
         self: Arc<Self>,
         round: u32,
         start: Instant,
         over: CancellationToken,
+        ended: impl Fn(usize, Duration) + Send + 'static,
     ) -> Vec<Window> {
         let mut todo: Vec<(usize, &Fault)> = self.of_round(round).collect();
         todo.sort_by_key(|(_, f)| f.at);
@@ -251,7 +253,9 @@ impl Injector {
                 _ = over.cancelled() => {}
             }
             self.end(f, round, i, &mut w).await;
-            w.ended = Some(start.elapsed());
+            let at = start.elapsed();
+            w.ended = Some(at);
+            ended(k, at);
             self.phases.ended(k);
             w.connections = counts.map(|c| sum_counts(&c));
             out.push(w);

@@ -596,6 +596,7 @@ pub(crate) fn aggregator(
     timeout: Duration,
     live: Option<(std::sync::Arc<Live>, bool)>,
     faults: &[(Duration, Duration, Duration)],
+    ends: std::sync::Arc<windows::Ends>,
 ) -> (RecorderFactory, tokio::task::JoinHandle<RoundStats>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<Sample>>();
     let warmup_us = warmup.as_micros() as u64;
@@ -651,8 +652,8 @@ pub(crate) fn aggregator(
                         let _ = h.record(lag);
                     }
                     seconds.record(s);
-                    for w in &mut stats.windows {
-                        w.record(s);
+                    for (k, w) in stats.windows.iter_mut().enumerate() {
+                        w.record(s, ends.of(k));
                     }
                 }
                 if !in_warmup
@@ -737,6 +738,7 @@ mod tests {
             Duration::from_secs(60),
             None,
             &[],
+            std::sync::Arc::new(windows::Ends::new(0)),
         );
         let mut r = factory.recorder();
         let now = tokio::time::Instant::now();
@@ -787,6 +789,7 @@ mod tests {
             Duration::from_secs(60),
             None,
             &[],
+            std::sync::Arc::new(windows::Ends::new(0)),
         );
         let mut r = factory.recorder();
         let now = tokio::time::Instant::now();

@@ -5,8 +5,12 @@
 //! ended, and the latency of those started in coarse buckets) for the dip and
 //! recovery, and the few samples that could be the first to show
 //! the fault (the earliest-starting, longest-lasting ones). The windows are the ones
-//! scheduled, known before the round's clock starts; what they mean is worked out by
-//! the report (`report::faults`), which alone knows the band and hold.
+//! scheduled, known before the round's clock starts, each lasting until the timeline
+//! says it ended ([`Ends`]: a kill's ends when the server is ready again, a command's when
+//! its undo is done); what they mean is worked out by the report (`report::faults`),
+//! which alone knows the band and hold.
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use hdrhistogram::Histogram;
 
@@ -31,6 +35,36 @@ pub(crate) fn bucket_bound_us(k: usize) -> f64 {
 fn bucket_of(latency_us: u64) -> usize {
     let l = (latency_us.max(1)) as f64;
     ((l.log2() * 4.0).floor() as usize).min(TICK_BUCKETS - 1)
+}
+
+/// When each window of a round ended, on the round's clock (µs), as the timeline says
+/// it: until it does, a window is still on, and an operation that started after its
+/// scheduled end is still during it.
+#[derive(Debug)]
+pub(crate) struct Ends {
+    us: Vec<AtomicU64>,
+}
+
+impl Ends {
+    /// For a round of `n` windows, none ended.
+    pub(crate) fn new(n: usize) -> Ends {
+        Ends {
+            us: (0..n).map(|_| AtomicU64::new(u64::MAX)).collect(),
+        }
+    }
+
+    /// Window `k` (in order of begin) ended at `us`.
+    pub(crate) fn set(&self, k: usize, us: u64) {
+        if let Some(e) = self.us.get(k) {
+            e.store(us.min(u64::MAX - 1), Ordering::Release);
+        }
+    }
+
+    /// When window `k` ended; `None` while it is on (or never began).
+    pub(crate) fn of(&self, k: usize) -> Option<u64> {
+        let e = self.us.get(k)?.load(Ordering::Acquire);
+        (e != u64::MAX).then_some(e)
+    }
 }
 
 /// One part of a window (before, during or after it, or the seconds it is held against),
@@ -144,8 +178,15 @@ impl WindowStats {
             .collect()
     }
 
-    /// Add one sample (not a step, not a skipped pick).
-    pub(crate) fn record(&mut self, s: &Sample) {
+    /// Add one sample (not a step, not a skipped pick); `ended` is when the window
+    /// ended, `None` while it is still on.
+    pub(crate) fn record(&mut self, s: &Sample, ended: Option<u64>) {
+        // During lasts from the begin to the window's end as it happened: an operation
+        // that started after the end as scheduled but while the server was still down is
+        // the fault's. One that starts after the end arrives only once the end is known.
+        let end_us = ended.map_or(u64::MAX, |e| e.max(self.at_us));
+        self.parts[1].to_us = end_us;
+        self.parts[2].from_us = end_us;
         let end = s.start_us.saturating_add(s.latency_us);
         // What a window is held against are the operations over before it began: one in
         // flight at its begin may carry the fault already.
@@ -239,10 +280,13 @@ mod tests {
     #[test]
     fn parts_split_by_start_and_ends_count_where_they_end() {
         let mut w = WindowStats::scheduled(&[(0, 2_000_000, 3_000_000)], 0).remove(0);
-        w.record(&sample(0, 1_000_000, 1_000, None));
-        w.record(&sample(0, 1_999_000, 1_500_000, None));
-        w.record(&sample(0, 2_500_000, 1_000, Some(ErrorClass::Timeout)));
-        w.record(&sample(0, 3_500_000, 1_000, None));
+        w.record(&sample(0, 1_000_000, 1_000, None), Some(w.end_us));
+        w.record(&sample(0, 1_999_000, 1_500_000, None), Some(w.end_us));
+        w.record(
+            &sample(0, 2_500_000, 1_000, Some(ErrorClass::Timeout)),
+            Some(w.end_us),
+        );
+        w.record(&sample(0, 3_500_000, 1_000, None), Some(w.end_us));
         let started: Vec<u64> = w.parts.iter().map(Part::started).collect();
         assert_eq!(started, [2, 1, 1]);
         let ended: Vec<u64> = w.parts.iter().map(|p| p.ended_ok).collect();
@@ -251,18 +295,46 @@ mod tests {
     }
 
     #[test]
+    fn during_lasts_until_the_window_ended_as_it_happened() {
+        // Scheduled 2 s to 3 s; the server was ready again at 4 s.
+        let mut w = WindowStats::scheduled(&[(0, 2_000_000, 3_000_000)], 0).remove(0);
+        // Still on when these arrive: during, though they started past 3 s.
+        w.record(
+            &sample(0, 3_200_000, 1_000, Some(ErrorClass::Connect)),
+            None,
+        );
+        w.record(
+            &sample(0, 3_900_000, 1_000, Some(ErrorClass::Connect)),
+            None,
+        );
+        // Over at 4 s: one that started before is during, one after is after.
+        w.record(&sample(0, 3_950_000, 100_000, None), Some(4_000_000));
+        w.record(&sample(0, 4_100_000, 1_000, None), Some(4_000_000));
+        let started: Vec<u64> = w.parts.iter().map(Part::started).collect();
+        assert_eq!(started, [0, 3, 1]);
+        assert_eq!(
+            (w.parts[1].to_us, w.parts[2].from_us),
+            (4_000_000, 4_000_000)
+        );
+        assert_eq!(w.parts[1].errors[ErrorClass::Connect.index()], 2);
+    }
+
+    #[test]
     fn the_first_to_show_is_the_earliest_to_pass_the_bound() {
         let mut w = WindowStats::scheduled(&[(0, 10_000_000, 13_000_000)], 0).remove(0);
         // Before the begin and over by then: not in flight at the begin.
-        w.record(&sample(0, 9_000_000, 500_000, None));
+        w.record(&sample(0, 9_000_000, 500_000, None), Some(w.end_us));
         // In flight at the begin, 60 ms long: late at 10 s + (start + 5 ms bound).
-        w.record(&sample(0, 9_999_000, 60_000, None));
-        w.record(&sample(0, 10_020_000, 51_000, None));
-        w.record(&sample(0, 10_030_000, 1_000, None));
+        w.record(&sample(0, 9_999_000, 60_000, None), Some(w.end_us));
+        w.record(&sample(0, 10_020_000, 51_000, None), Some(w.end_us));
+        w.record(&sample(0, 10_030_000, 1_000, None), Some(w.end_us));
         assert_eq!(w.detected_us(5_000), Some(10_004_000));
         // A bound nothing passed: nothing showed.
         assert_eq!(w.detected_us(100_000), None);
-        w.record(&sample(0, 11_000_000, 2_000, Some(ErrorClass::Reset)));
+        w.record(
+            &sample(0, 11_000_000, 2_000, Some(ErrorClass::Reset)),
+            Some(w.end_us),
+        );
         assert_eq!(w.detected_us(100_000), Some(11_002_000));
     }
 
@@ -285,7 +357,7 @@ mod tests {
         let mut w = WindowStats::scheduled(&[(0, 40_020_000, 41_020_000)], 0).remove(0);
         assert_eq!(w.ticks_from_us, 40_000_000);
         assert_eq!(w.ticks.len(), 11 + 1_200);
-        w.record(&sample(0, 40_050_000, 1_000, None));
+        w.record(&sample(0, 40_050_000, 1_000, None), Some(w.end_us));
         assert_eq!(w.ticks[0].ok, 1);
         assert_eq!(w.ticks[0].ended_ok, 1);
         assert!(w.ticks[1].buckets.is_none());

@@ -3,7 +3,8 @@
 // beyond its own server; its throughput chart gains points while the run goes; once the
 // run is over it says so, links the report, its measured totals equal run.json's and its
 // threshold verdicts the report's, it charts the watched server's CPU and each
-// operation; and a page opened only then draws the whole run from the run's own history.
+// operation, and shades the fault windows; and a page opened only then draws the whole
+// run from the run's own history, its fault windows shaded too.
 // Usage: node live_check.mjs URL RUN.json SCREENSHOT.png
 import { chromium } from "playwright-core";
 import fs from "node:fs";
@@ -72,6 +73,12 @@ else {
   });
   if (!(drawn >= 10)) problems.push(`a page opened after the run drew ${drawn} points of it`);
   else console.log(`   a page opened after the run drew ${drawn} points of its history`);
+  // Each round's fault window, shaded on the charts of a page that saw it and of one
+  // drawn from the history.
+  const shaded = (p) => p.locator('figure[data-chart="throughput"] svg rect.fault').count();
+  const [live, later] = [await shaded(page), await shaded(late)];
+  if (!(live >= 1 && later >= 2)) problems.push(`fault windows shaded: ${live} live, ${later} from the history (2 rounds)`);
+  else console.log(`   fault windows shaded: ${live} on the live page, ${later} on one drawn from the history`);
   await late.close();
   const report = JSON.parse(fs.readFileSync(runJson, "utf8"));
   const total = await page.getAttribute("#total", "data-total-requests");

@@ -74,7 +74,9 @@ echo "   prometheus $(/usr/bin/prometheus --version 2>&1 | head -1 | awk '{print
 
 # Two 5 s rounds with a 1 s warm-up window each: the measured and warm-up phases both count.
 # Three thresholds, one broken on purpose, which the dashboard judges as the report does;
-# the server's process watched, which the dashboard charts.
+# the server's process watched, which the dashboard charts; a 1 ms latency fault from 2 s
+# to 3 s of each round (through loadmix's proxy, which counts nothing itself), which the
+# dashboard shades.
 W="$OUT/cosmo-thresholds.yaml"
 cat workloads/cosmo-0.7.yaml - >"$W" <<'YAML'
 thresholds:
@@ -84,6 +86,7 @@ thresholds:
 YAML
 "$BIN" run "$W" --target "http://127.0.0.1:$SPORT/cosmo" \
     --duration 5s --rounds 2 --set run.warmup=1s --monitor-process "$SERVE" \
+    --fault 'fault=latency,at=2s,for=1s,delay=1ms' --set recovery.hold=1s \
     --metrics "127.0.0.1:$MPORT" --dashboard "127.0.0.1:$DPORT" --linger 8s \
     --out "$OUT/run" >"$OUT/run.txt" 2>"$OUT/run.err" &
 RUN=$!

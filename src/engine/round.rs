@@ -400,8 +400,23 @@ impl Clock {
                     _ = o.cancelled() => {}
                 }
             });
-            let ended = move |k: usize, at: Duration| ends.set(k, at.as_micros() as u64);
-            tokio::spawn(f.round(round.index, start, over, ended))
+            // The aggregator splits each window's parts where it ended; the dashboard
+            // shades the seconds it was on.
+            let live = cfg.live.clone();
+            let edge = move |e: crate::fault::Edge<'_>| match e {
+                crate::fault::Edge::Began { text } => {
+                    if let Some(l) = &live {
+                        l.fault_on(Some(text));
+                    }
+                }
+                crate::fault::Edge::Ended { k, at } => {
+                    ends.set(k, at.as_micros() as u64);
+                    if let Some(l) = &live {
+                        l.fault_on(None);
+                    }
+                }
+            };
+            tokio::spawn(f.round(round.index, start, over, edge))
         });
         Clock {
             samplers: Samplers::start(cfg, users.clone()),

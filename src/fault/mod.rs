@@ -95,6 +95,14 @@ pub(crate) struct Acts {
     pub shell: Option<Arc<dyn Shell>>,
 }
 
+/// A window's edge, as the timeline tells whoever watches the round: its name when it
+/// began; its place in the round and when (on the round's clock) it ended.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Edge<'a> {
+    Began { text: &'a str },
+    Ended { k: usize, at: Duration },
+}
+
 /// One window as it happened.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Window {
@@ -212,14 +220,13 @@ impl Injector {
 
     /// Carry out round `round`'s windows on the clock that started at `start`, until
     /// the last has ended or `over` (the round's end, a stop) comes; a window that
-    /// began is always ended, and `ended` told so (its place in the round, and when on
-    /// the round's clock).
+    /// began is always ended; `edge` is told of each begin and end.
     pub(crate) async fn round(
         self: Arc<Self>,
         round: u32,
         start: Instant,
         over: CancellationToken,
-        ended: impl Fn(usize, Duration) + Send + 'static,
+        edge: impl Fn(Edge<'_>) + Send + 'static,
     ) -> Vec<Window> {
         let mut todo: Vec<(usize, &Fault)> = self.of_round(round).collect();
         todo.sort_by_key(|(_, f)| f.at);
@@ -247,6 +254,7 @@ impl Injector {
             }
             w.began = Some(start.elapsed());
             self.phases.began(k);
+            edge(Edge::Began { text: &f.text });
             let counts = self.begin(f, round, i, &mut w).await;
             tokio::select! {
                 _ = tokio::time::sleep_until(start + f.until()) => {}
@@ -255,7 +263,7 @@ impl Injector {
             self.end(f, round, i, &mut w).await;
             let at = start.elapsed();
             w.ended = Some(at);
-            ended(k, at);
+            edge(Edge::Ended { k, at });
             self.phases.ended(k);
             w.connections = counts.map(|c| sum_counts(&c));
             out.push(w);

@@ -72,6 +72,9 @@ struct LaneSnapshot {
     rules: Vec<super::Rule>,
     /// The watched server processes' last second.
     watched: Vec<crate::monitor::Now>,
+    /// The fault window on now, as the report names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fault: Option<String>,
 }
 
 #[derive(Serialize, Clone)]
@@ -209,6 +212,7 @@ fn lanes(b: &Board) -> Vec<LaneSnapshot> {
                 failures_unlisted,
                 rules: l.rules.clone(),
                 watched: l.watched.lock().map(|w| w.clone()).unwrap_or_default(),
+                fault: l.live.fault(),
                 ops: l
                     .live
                     .ops

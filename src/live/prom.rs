@@ -19,7 +19,7 @@ pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8"
 /// Every metric family the page can hold: the Grafana dashboard's queries are checked
 /// against it.
 #[cfg(test)]
-pub(crate) const FAMILIES: [&str; 24] = [
+pub(crate) const FAMILIES: [&str; 25] = [
     "loadmix_requests_total",
     "loadmix_skipped_total",
     "loadmix_successes_total",
@@ -37,6 +37,7 @@ pub(crate) const FAMILIES: [&str; 24] = [
     "loadmix_active_users",
     "loadmix_round",
     "loadmix_phase",
+    "loadmix_fault_active",
     "loadmix_start_lag_seconds",
     "loadmix_ops_per_second_now",
     "loadmix_ops_per_second_now_window_seconds",
@@ -120,6 +121,23 @@ pub(crate) fn render(b: &Board) -> String {
             labels.push("phase", p.name());
             let _ = writeln!(out, "loadmix_phase{} {}", labels.text(), u8::from(p == now));
         }
+    }
+    family(
+        &mut out,
+        "loadmix_fault_active",
+        "gauge",
+        "1 while a fault window of the run's timeline is on (named in `fault`), else 0 (with `fault` empty).",
+    );
+    for (l, base) in lanes.iter().zip(&bases) {
+        let now = l.live.fault();
+        let mut labels = base.clone();
+        labels.push("fault", now.as_deref().unwrap_or(""));
+        let _ = writeln!(
+            out,
+            "loadmix_fault_active{} {}",
+            labels.text(),
+            u8::from(now.is_some())
+        );
     }
     lag_family(&mut out, &lanes, &bases);
     rate_now_families(&mut out, &lanes, &bases);

@@ -341,6 +341,9 @@ pub(crate) struct Live {
     measured_done_us: AtomicU64,
     clock_at_us: AtomicU64,
     warm_us: AtomicU64,
+    /// The fault window on now, as the report names it; the lock is the timeline's (at
+    /// each window's begin and end) and a page's.
+    fault: Mutex<Option<String>>,
 }
 
 const NO_CLOCK: u64 = u64::MAX;
@@ -376,7 +379,20 @@ impl Live {
             measured_done_us: AtomicU64::new(0),
             clock_at_us: AtomicU64::new(NO_CLOCK),
             warm_us: AtomicU64::new(0),
+            fault: Mutex::new(None),
         }
+    }
+
+    /// A fault window began (`Some`, as the report names it) or ended (`None`).
+    pub(crate) fn fault_on(&self, fault: Option<&str>) {
+        if let Ok(mut f) = self.fault.lock() {
+            *f = fault.map(str::to_string);
+        }
+    }
+
+    /// The fault window on now.
+    pub(crate) fn fault(&self) -> Option<String> {
+        self.fault.lock().ok().and_then(|f| f.clone())
     }
 
     fn now_us(&self) -> u64 {

@@ -46,12 +46,7 @@ fn reading(page: &str) -> Option<Reading> {
 }
 
 fn scrape(port: u16) -> Option<String> {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    Some(text.split_once("\r\n\r\n")?.1.to_string())
+    get(port, "/metrics")
 }
 
 /// An open class ramped from 100/s to 500/s: the rate now follows the ramp, and each
@@ -121,4 +116,95 @@ fn the_rate_now_is_the_reports_per_second_series_for_the_seconds_it_names() {
     let (first, last) = (&readings[0], &readings[readings.len() - 1]);
     assert!(last.per_s > 1.8 * first.per_s, "{first:?} then {last:?}");
     rt.block_on(srv.stop());
+}
+
+fn get(port: u16, path: &str) -> Option<String> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    Some(text.split_once("\r\n\r\n")?.1.to_string())
+}
+
+/// One poll: seconds since the run began, the lane's fault in the snapshot, and the
+/// gauge's fault and value.
+#[derive(Debug)]
+struct Seen(f64, Option<String>, Option<(String, f64)>);
+
+/// While a fault window is on, the dashboard's snapshot names it for the lane and
+/// `/metrics` has `loadmix_fault_active` at 1 with its name; before and after, neither
+/// does. Each reading is held to the window the report says it had.
+#[test]
+fn the_dashboard_and_metrics_say_which_fault_is_on_while_it_is() {
+    let _alone = alone();
+    let tmp = tempdir();
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        "target: embedded\ncontext: /cosmo\nrun: { duration: 9s, rounds: 1, warmup: 1s, seed: 5 }\nthink: { constant: 20ms }\nusers:\n  - class: q\n    protocol: http\n    count: 2\n    mix:\n      wait: { weight: 1, path: '{context}/_loadmix/delay/1' }\nfaults:\n  - { fault: latency, at: 3s, for: 2s, delay: 20ms }\n",
+    )
+    .unwrap();
+    let out = out_dir(&tmp);
+    let port = free_port();
+    let args: Vec<String> = vec![
+        "run".into(),
+        path_str(&w),
+        "--dashboard".into(),
+        format!("127.0.0.1:{port}"),
+        "--quiet".into(),
+        "--out".into(),
+        path_str(&out),
+    ];
+    let run = std::thread::spawn(move || {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        loadmix(&a)
+    });
+    let mut seen: Vec<Seen> = Vec::new();
+    while !run.is_finished() {
+        let snap = get(port, "/live.json")
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+        let metrics = get(port, "/metrics");
+        if let (Some(s), Some(m)) = (snap, metrics) {
+            let lane = &s["lanes"][0];
+            let gauge = m
+                .lines()
+                .find(|l| l.starts_with("loadmix_fault_active{"))
+                .and_then(|l| {
+                    let name = l.split("fault=\"").nth(1)?.split('"').next()?.to_string();
+                    Some((name, l.rsplit(' ').next()?.parse().ok()?))
+                });
+            if lane["phase"] == "measured" {
+                seen.push(Seen(
+                    s["elapsed_s"].as_f64().unwrap_or(0.0),
+                    lane["fault"].as_str().map(str::to_string),
+                    gauge,
+                ));
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    assert_eq!(run.join().unwrap(), 0);
+    let on: Vec<_> = seen.iter().filter(|s| s.1.is_some()).collect();
+    assert!(on.len() >= 3, "{seen:?}");
+    for Seen(_, fault, gauge) in &seen {
+        match fault {
+            Some(f) => {
+                assert_eq!(f, "latency 20ms");
+                assert_eq!(gauge.as_ref(), Some(&("latency 20ms".to_string(), 1.0)));
+            }
+            None => assert_eq!(gauge.as_ref(), Some(&(String::new(), 0.0)), "{seen:?}"),
+        }
+    }
+    // Readings without it came before and after it: on is one stretch, no longer than
+    // the window (the polls of a busy host may miss its edges).
+    let first = seen.iter().position(|s| s.1.is_some()).unwrap_or(0);
+    let last = seen.iter().rposition(|s| s.1.is_some()).unwrap_or(0);
+    assert!(first > 0 && last + 1 < seen.len(), "{seen:?}");
+    assert!(seen[first..=last].iter().all(|s| s.1.is_some()), "{seen:?}");
+    let span = seen[last].0 - seen[first].0;
+    assert!((0.8..2.6).contains(&span), "on for {span} s: {seen:?}");
 }

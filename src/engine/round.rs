@@ -245,6 +245,16 @@ impl Round<'_> {
                 o.in_doubt += n;
             }
         }
+        // Each fault window as it happened (one that never began, an empty span at its
+        // scheduled begin), for the teams' writes made while it was on.
+        let fault_spans: Vec<(Duration, Duration)> = timed
+            .faults
+            .iter()
+            .map(|f| {
+                let from = f.began.unwrap_or(f.at);
+                (from, f.ended.unwrap_or(from).max(from))
+            })
+            .collect();
         let round = RoundResult {
             index: self.index,
             started_at: timed.started_at,
@@ -284,6 +294,7 @@ impl Round<'_> {
                     index: self.index,
                     started_at: timed.started_at,
                     elapsed: timed.elapsed,
+                    faults: fault_spans,
                 },
             ),
             sessions: std::mem::take(&mut out.walks),

@@ -46,12 +46,14 @@ pub(crate) struct TornDown {
 }
 
 /// When a round's clock ran: its start, and how long until its last user stopped.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct RoundWindow {
     /// The round's number, from 1.
     pub(crate) index: u32,
     pub(crate) started_at: SystemTime,
     pub(crate) elapsed: Duration,
+    /// Its fault windows as they happened, in order of begin: from the round's start.
+    pub(crate) faults: Vec<(Duration, Duration)>,
 }
 
 impl TornDown {
@@ -93,8 +95,17 @@ fn settle_visibility(w: &Workload, r: RoundWindow, book: &Book) -> Option<Settle
         from_us: wall_us(r.started_at),
         to_us: wall_us(r.started_at + r.elapsed),
     };
+    let faults: Vec<Window> = r
+        .faults
+        .iter()
+        .map(|(from, to)| Window {
+            from_us: wall_us(r.started_at + *from),
+            to_us: wall_us(r.started_at + *to),
+        })
+        .collect();
     Some(book.settle(
         window,
+        &faults,
         Audiences {
             observers: |(kind, team): TeamId| {
                 w.observers(kind as usize, team)

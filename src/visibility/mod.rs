@@ -593,6 +593,9 @@ pub(crate) struct Settled {
     pub unseen: Vec<Unseen>,
     /// Unseen writes past those named.
     pub unnamed: u64,
+    /// Per fault window of the round (in order of begin), the writes acknowledged while
+    /// it was on and how long they took to be seen.
+    pub by_fault: Vec<Tally>,
 }
 
 /// Who a round's writes were for, and how many users each observing class ran.
@@ -664,8 +667,15 @@ impl Book {
     }
 
     /// The round settled: each write against its audience (its writer apart): the
-    /// observers of its team, or the users it names. `window` is the round's clock.
-    pub(crate) fn settle<O, U>(&self, window: Window, audiences: Audiences<O, U>) -> Settled
+    /// observers of its team, or the users it names. `window` is the round's clock;
+    /// `faults`, its fault windows as they happened (on the same clock), each of which
+    /// gets the writes acknowledged while it was on.
+    pub(crate) fn settle<O, U>(
+        &self,
+        window: Window,
+        faults: &[Window],
+        audiences: Audiences<O, U>,
+    ) -> Settled
     where
         O: Fn(TeamId) -> Vec<Who>,
         U: Fn(u16) -> u64,
@@ -675,6 +685,7 @@ impl Book {
             foreign: self.foreign,
             garbled: self.garbled,
             untracked: self.untracked,
+            by_fault: vec![Tally::default(); faults.len()],
             ..Settled::default()
         };
         // The latest version of each event each observer saw: (observer, writer, event),
@@ -744,6 +755,11 @@ impl Book {
                 }
             }
             out.all.add(&t);
+            for (f, tally) in faults.iter().zip(out.by_fault.iter_mut()) {
+                if (f.from_us..f.to_us).contains(&w.acked_us) {
+                    tally.add(&t);
+                }
+            }
             out.by_write
                 .entry((writer.class, w.label))
                 .or_default()

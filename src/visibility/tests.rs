@@ -133,7 +133,7 @@ fn a_round_settles_seen_superseded_and_unseen() {
     );
     writer.absorb(a);
     writer.absorb(b);
-    let s = writer.settle(WINDOW, team_of(vec![who(0), who(1), who(2)]));
+    let s = writer.settle(WINDOW, &[], team_of(vec![who(0), who(1), who(2)]));
     assert_eq!(s.all.writes, 3);
     assert_eq!(s.all.expected, 6);
     assert_eq!(s.all.seen, 3);
@@ -176,7 +176,7 @@ fn a_version_the_server_made_up_supersedes_nothing_and_is_counted_apart() {
         obs.saw(who(1), team, &forged.text("r"), "r", look(7, 2_000));
     }
     book.absorb(obs);
-    let s = book.settle(WINDOW, team_of(vec![who(0), who(1)]));
+    let s = book.settle(WINDOW, &[], team_of(vec![who(0), who(1)]));
     assert_eq!(s.all.expected, 2);
     assert_eq!(s.all.superseded, 0, "no one wrote the later versions");
     assert_eq!(s.all.unseen, 2);
@@ -207,7 +207,7 @@ fn a_sync_that_repeats_a_version_is_a_duplicate_and_a_poll_is_not() {
     b.saw(who(1), team, &v, "r", news(30));
     b.saw(who(1), team, &v, "r", look(7, 35));
     b.saw(who(1), team, &v, "r", news(40));
-    let s = b.settle(WINDOW, team_of(vec![who(1)]));
+    let s = b.settle(WINDOW, &[], team_of(vec![who(1)]));
     assert_eq!(s.all.duplicated, 1);
     assert_eq!(s.by_observer[&(0, 8)].duplicated, 1);
 }
@@ -241,6 +241,7 @@ fn a_write_for_named_users_is_held_against_them_alone() {
     // Users 3 and 4 read the team's calendar, which neither write went to.
     let s = b.settle(
         WINDOW,
+        &[],
         team_of(vec![who(0), who(1), who(2), who(3), who(4)]),
     );
     assert_eq!(s.all.writes, 2);
@@ -285,7 +286,11 @@ fn one_write_until(to_us: u64, acked: u64, looks: &[u64], shown_at: Option<u64>)
             b.saw(who(1), team, &w.text("r"), "r", look(7, at));
         }
     }
-    b.settle(Window { from_us: 0, to_us }, team_of(vec![who(0), who(1)]))
+    b.settle(
+        Window { from_us: 0, to_us },
+        &[],
+        team_of(vec![who(0), who(1)]),
+    )
 }
 
 fn by_write(s: &Settled) -> &Tally {

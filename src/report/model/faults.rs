@@ -132,6 +132,10 @@ pub struct FaultWindow {
     pub trouble: Option<String>,
     /// The rule its recovery was judged by.
     pub rule: RecoveryRule,
+    /// The teams' writes acknowledged while it was on, and how long they took to be
+    /// seen; absent without teams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility: Option<super::VisibilityRow>,
     /// A `command` fault's commands as they ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<FaultCommand>,
@@ -199,7 +203,14 @@ pub(super) fn of_round(
         hold_s: w.recovery.hold.as_secs_f64(),
         percentile: w.recovery.percentile,
     };
-    of(&r.faults, &r.stats.windows, rule, r.elapsed.as_secs_f64())
+    let mut windows = of(&r.faults, &r.stats.windows, rule, r.elapsed.as_secs_f64());
+    // The teams' writes made while each window was on, in the same order of begin.
+    if let Some(v) = &r.products.visibility {
+        for (f, t) in windows.iter_mut().zip(&v.by_fault) {
+            f.visibility = Some(super::visibility::row("writes in the window".into(), t));
+        }
+    }
+    windows
 }
 
 /// The windows of a round: what happened (`done`) beside what the operations did
@@ -289,6 +300,7 @@ fn window(
         }),
         trouble: d.trouble.clone(),
         rule,
+        visibility: None,
         commands: d
             .commands
             .iter()

@@ -188,7 +188,7 @@ pub struct SightLatency {
     pub histogram: String,
 }
 
-fn row(op: String, t: &Tally) -> VisibilityRow {
+pub(super) fn row(op: String, t: &Tally) -> VisibilityRow {
     let h = &t.latency;
     let ms = |us: u64| us as f64 / 1000.0;
     VisibilityRow {

@@ -58,6 +58,16 @@ pub(super) fn faults(out: &mut String, r: &Report) {
     );
     messages(out, &rows);
     for (round, f) in &rows {
+        if let Some(v) = &f.visibility {
+            let latency = v.latency_ms.as_ref().map_or(String::new(), |l| {
+                format!(", first sight p50 {:.1} ms · p99 {:.1} ms", l.p50, l.p99)
+            });
+            let _ = writeln!(
+                out,
+                "  round {round}, {}: teams' writes acknowledged in it {}, seen {} of {}{latency}, unseen {}",
+                f.fault, v.writes, v.seen, v.expected, v.unseen
+            );
+        }
         for c in &f.commands {
             let how = match (c.exit, c.timed_out) {
                 (_, true) => "killed after its timeout".to_string(),

@@ -688,18 +688,9 @@ impl Book {
             by_fault: vec![Tally::default(); faults.len()],
             ..Settled::default()
         };
-        // The latest version of each event each observer saw: (observer, writer, event),
-        // of versions that were written.
         let sent = self.sent_mut();
         let writers = self.writers(&sent);
-        let mut latest: HashMap<(Who, Who, u64), u64> = HashMap::new();
-        for ((obs, writer, seq), s) in &self.sights {
-            if !self.was_sent(&sent, &writers, *writer, *seq) {
-                continue;
-            }
-            let l = latest.entry((*obs, *writer, s.event)).or_default();
-            *l = (*l).max(*seq);
-        }
+        let latest = self.latest_seen(&sent, &writers);
         let looks = self.sorted_looks();
         let shown_by = self.shown_by();
         let mut teams: HashMap<TeamId, Vec<Who>> = HashMap::new();
@@ -779,6 +770,20 @@ impl Book {
 }
 
 impl Book {
+    /// The latest version of each event each observer saw, of versions that were
+    /// written: by (observer, writer, event).
+    fn latest_seen(&self, sent: &Sent, writers: &HashSet<Who>) -> HashMap<(Who, Who, u64), u64> {
+        let mut latest: HashMap<(Who, Who, u64), u64> = HashMap::new();
+        for ((obs, writer, seq), s) in &self.sights {
+            if !self.was_sent(sent, writers, *writer, *seq) {
+                continue;
+            }
+            let l = latest.entry((*obs, *writer, s.event)).or_default();
+            *l = (*l).max(*seq);
+        }
+        latest
+    }
+
     /// Sights of writes never acknowledged or never sent, and sights by someone outside
     /// the write's team, counted.
     fn sights_out_of_place(&self, out: &mut Settled, sent: (&Sent, &HashSet<Who>)) {

@@ -8,14 +8,11 @@
 # they cannot be installed or started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/servers.sh
+. scripts/lib/servers.sh
 
-for p in radicale xandikos; do
-    if [ ! -x ".tools/venv-$p/bin/$p" ]; then
-        echo "installing $p into .tools/venv-$p"
-        python3 -m venv ".tools/venv-$p"
-        ".tools/venv-$p/bin/pip" install --quiet --disable-pip-version-check "$p"
-    fi
-done
+pypi_venv radicale
+pypi_venv xandikos
 BIN=${CARGO_TARGET_DIR:-target}/debug/loadmix
 [ -x "$BIN" ] || cargo build --locked
 
@@ -23,20 +20,9 @@ WORK=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
-# shellcheck source=scripts/lib/servers.sh
-. scripts/lib/servers.sh
 
 RPORT=$(free_port)
-cat >"$WORK/radicale.conf" <<CONF
-[server]
-hosts = 127.0.0.1:$RPORT
-[auth]
-type = none
-[storage]
-filesystem_folder = $WORK/radicale-data
-[logging]
-level = warning
-CONF
+radicale_open_conf "$WORK/radicale.conf" "$RPORT" "$WORK/radicale-data"
 .tools/venv-radicale/bin/radicale -C "$WORK/radicale.conf" >"$WORK/radicale.log" 2>&1 &
 PIDS+=($!)
 XPORT=$(free_port)

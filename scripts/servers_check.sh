@@ -19,6 +19,8 @@
 #      recommends for `infer` (taken from docs/src/infer.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/servers.sh
+. scripts/lib/servers.sh
 
 need=()
 command -v nginx >/dev/null || need+=(nginx)
@@ -32,10 +34,7 @@ if [ ${#need[@]} -gt 0 ]; then
     (apt-get install -y -qq "${need[@]}" || (apt-get update -qq && apt-get install -y -qq "${need[@]}")) >/dev/null
     rm -f /usr/sbin/policy-rc.d
 fi
-if [ ! -x .tools/venv-radicale/bin/radicale ]; then
-    python3 -m venv .tools/venv-radicale
-    .tools/venv-radicale/bin/pip install --quiet --disable-pip-version-check radicale
-fi
+pypi_venv radicale
 BIN=${CARGO_TARGET_DIR:-target}/debug/loadmix
 [ -x "$BIN" ] || cargo build --locked
 
@@ -50,8 +49,6 @@ cleanup() {
 }
 trap cleanup EXIT
 [ -n "${KEEP_WORK:-}" ] && trap - EXIT
-# shellcheck source=scripts/lib/servers.sh
-. scripts/lib/servers.sh
 fail() { echo "servers_check: $*"; exit 1; }
 
 PASSWORD='s3cr3t pa:ss$'

@@ -15,25 +15,13 @@ AT=${4:-12s}
 USERS=${5:-8}
 BIN=${LOADMIX_BIN:-target/release/loadmix}
 [ -x "$BIN" ] || cargo build --release --locked -q
-if [ ! -x .tools/venv-radicale/bin/radicale ]; then
-    python3 -m venv .tools/venv-radicale
-    .tools/venv-radicale/bin/pip install --quiet --disable-pip-version-check radicale
-fi
 # shellcheck source=scripts/lib/servers.sh
 . scripts/lib/servers.sh
+pypi_venv radicale
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 PORT=$(free_port)
-cat >"$WORK/radicale.conf" <<CONF
-[server]
-hosts = 127.0.0.1:$PORT
-[auth]
-type = none
-[storage]
-filesystem_folder = $WORK/data
-[logging]
-level = warning
-CONF
+radicale_open_conf "$WORK/radicale.conf" "$PORT" "$WORK/data"
 "$BIN" run workloads/caldav-sync.yaml \
     --target "radicale=http://127.0.0.1:$PORT" --user loadmix \
     --start "radicale=exec $PWD/.tools/venv-radicale/bin/radicale -C $WORK/radicale.conf" \

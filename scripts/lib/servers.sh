@@ -8,6 +8,11 @@
 #   real_checks FILTER        the Rust checks of tests/real/ whose names hold FILTER,
 #                             one at a time (they share the server they are handed
 #                             through LOADMIX_REAL_* variables), their figures printed
+#   pypi_venv NAME            a server from PyPI (radicale, xandikos) in
+#                             .tools/venv-NAME, installed when missing
+#   radicale_open_conf FILE PORT DATA
+#                             a Radicale configuration: loopback PORT, collections in
+#                             DATA, no authentication
 #   caldav_venv               the Python caldav library, caldav-server-tester and
 #                             vdirsyncer (a CardDAV client) in .tools/venv-caldav,
 #                             installed when missing
@@ -49,6 +54,31 @@ wait_port() {
 
 real_checks() {
     cargo test --locked --test real -- --ignored --test-threads=1 --nocapture "$1"
+}
+
+# A server from PyPI in a venv of its own, .tools/venv-NAME (installed when missing).
+pypi_venv() {
+    local name=$1
+    if [ ! -x ".tools/venv-$name/bin/$name" ]; then
+        echo "installing $name into .tools/venv-$name"
+        python3 -m venv ".tools/venv-$name"
+        ".tools/venv-$name/bin/pip" install --quiet --disable-pip-version-check "$name"
+    fi
+}
+
+# A Radicale configuration at FILE: loopback PORT, collections in DATA, no authentication.
+radicale_open_conf() {
+    local file=$1 port=$2 data=$3
+    cat >"$file" <<CONF
+[server]
+hosts = 127.0.0.1:$port
+[auth]
+type = none
+[storage]
+filesystem_folder = $data
+[logging]
+level = warning
+CONF
 }
 
 CALDAV_VENV=.tools/venv-caldav

@@ -220,8 +220,21 @@ impl Injector {
 
     /// Carry out round `round`'s windows on the clock that started at `start`, until
     /// the last has ended or `over` (the round's end, a stop) comes; a window that
-    /// began is always ended; `edge` is told of each begin and end.
-    pub(crate) async fn round(
+    /// began is always ended; `edge` is told of each begin and end. The round's phases
+    /// start afresh when this is called, before its users send anything, not when the
+    /// future first runs.
+    pub(crate) fn round(
+        self: Arc<Self>,
+        round: u32,
+        start: Instant,
+        over: CancellationToken,
+        edge: impl Fn(Edge<'_>) + Send + 'static,
+    ) -> impl std::future::Future<Output = Vec<Window>> + Send + 'static {
+        self.phases.round_begins(round);
+        self.carry_out(round, start, over, edge)
+    }
+
+    async fn carry_out(
         self: Arc<Self>,
         round: u32,
         start: Instant,
@@ -230,7 +243,6 @@ impl Injector {
     ) -> Vec<Window> {
         let mut todo: Vec<(usize, &Fault)> = self.of_round(round).collect();
         todo.sort_by_key(|(_, f)| f.at);
-        self.phases.round_begins();
         let mut out = Vec::new();
         for (k, (i, f)) in todo.into_iter().enumerate() {
             let mut w = Window {

@@ -5,7 +5,7 @@
 //! ledger can say which window a lost message was sent before or during; a consumer
 //! finds, by a message's send time, the windows it lay in the broker through.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, Ordering};
 
 use crate::workload::faults::MAX_FAULTS;
 
@@ -15,6 +15,8 @@ use crate::workload::faults::MAX_FAULTS;
 pub(crate) struct Phases {
     /// The stamps' clock, in nanoseconds.
     clock: fn() -> u64,
+    /// The measured round under way (from 1), whose windows these are.
+    round: AtomicU16,
     now: AtomicU32,
     /// Window `k`'s begin at `2k`, its end at `2k + 1`, in stamp-clock nanoseconds; 0
     /// while it has not happened in this round.
@@ -26,16 +28,19 @@ impl Phases {
     pub(crate) fn new(clock: fn() -> u64) -> Phases {
         Phases {
             clock,
+            round: AtomicU16::new(0),
             now: AtomicU32::new(0),
             times: (0..2 * MAX_FAULTS).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
-    /// A measured round starts: before its first window, none of them seen yet.
-    pub(crate) fn round_begins(&self) {
+    /// Measured round `round` starts: before its first window, none of them seen yet.
+    pub(crate) fn round_begins(&self, round: u32) {
         for t in &self.times {
             t.store(0, Ordering::Relaxed);
         }
+        self.round
+            .store(u16::try_from(round).unwrap_or(u16::MAX), Ordering::Relaxed);
         self.now.store(0, Ordering::Release);
     }
 
@@ -65,15 +70,21 @@ impl Phases {
         u16::try_from(self.now.load(Ordering::Acquire)).unwrap_or(u16::MAX)
     }
 
-    /// The windows (their places in the round) that began after `sent_ns` and had ended
-    /// by `now_ns`: a message sent then and taken now lay in the broker through each.
-    pub(crate) fn crossed(&self, sent_ns: u64, now_ns: u64) -> impl Iterator<Item = u16> + '_ {
+    /// The windows (the round under way, and their places in it) that began after
+    /// `sent_ns` and had ended by `now_ns`: a message sent then and taken now lay in the
+    /// broker through each, whichever round sent it.
+    pub(crate) fn crossed(
+        &self,
+        sent_ns: u64,
+        now_ns: u64,
+    ) -> impl Iterator<Item = (u16, u16)> + '_ {
         let seen = (self.now.load(Ordering::Acquire) as usize).min(self.times.len());
+        let round = self.round.load(Ordering::Relaxed);
         (0..seen / 2).filter_map(move |k| {
             let began = self.times[2 * k].load(Ordering::Relaxed);
             let ended = self.times[2 * k + 1].load(Ordering::Relaxed);
             (began > sent_ns && ended != 0 && ended <= now_ns)
-                .then(|| u16::try_from(k).unwrap_or(u16::MAX))
+                .then(|| (round, u16::try_from(k).unwrap_or(u16::MAX)))
         })
     }
 }
@@ -91,6 +102,7 @@ mod tests {
     #[test]
     fn the_phase_moves_with_each_window_and_a_new_round_starts_it_again() {
         let p = Phases::new(ticks);
+        p.round_begins(2);
         assert_eq!(p.now(), 0);
         p.began(0);
         assert_eq!(p.now(), 1);
@@ -100,14 +112,14 @@ mod tests {
         assert_eq!(p.now(), 3);
         // Sent before window 0, taken after it ended: it lay through window 0 only
         // (window 1 has not ended).
-        assert_eq!(p.crossed(50, 350).collect::<Vec<_>>(), [0]);
+        assert_eq!(p.crossed(50, 350).collect::<Vec<_>>(), [(2, 0)]);
         // Sent in it: through none.
         assert_eq!(p.crossed(150, 350).count(), 0);
         // Taken before window 0 ended: through none.
         assert_eq!(p.crossed(50, 150).count(), 0);
         p.ended(1);
-        assert_eq!(p.crossed(50, 500).collect::<Vec<_>>(), [0, 1]);
-        p.round_begins();
+        assert_eq!(p.crossed(50, 500).collect::<Vec<_>>(), [(2, 0), (2, 1)]);
+        p.round_begins(3);
         assert_eq!(p.now(), 0);
         assert_eq!(p.crossed(50, 500).count(), 0);
         // A window past the bound is not followed.

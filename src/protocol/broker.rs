@@ -292,10 +292,10 @@ pub(super) fn took(
                 ),
             };
             // Sent before a window began, received once it was over: it lay in the
-            // broker through that fault.
+            // broker through that fault (of the round under way, whichever sent it).
             if let (true, Some(ph)) = (first, r.phases) {
-                for k in ph.crossed(st.sent_ns, now) {
-                    l.lay_through(st.producer.round, k);
+                for (round, k) in ph.crossed(st.sent_ns, now) {
+                    l.lay_through(round, k);
                 }
             }
         }

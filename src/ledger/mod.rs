@@ -145,6 +145,36 @@ pub(crate) struct Flags {
     out_of_order: Seqs,
 }
 
+/// Which of a producer's [`Flags`] a message goes in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flag {
+    Duplicated,
+    Redelivered,
+    OutOfOrder,
+}
+
+impl Flag {
+    const ALL: [Flag; 3] = [Flag::Duplicated, Flag::Redelivered, Flag::OutOfOrder];
+}
+
+impl Flags {
+    fn set(&self, which: Flag) -> &Seqs {
+        match which {
+            Flag::Duplicated => &self.duplicated,
+            Flag::Redelivered => &self.redelivered,
+            Flag::OutOfOrder => &self.out_of_order,
+        }
+    }
+
+    fn set_mut(&mut self, which: Flag) -> &mut Seqs {
+        match which {
+            Flag::Duplicated => &mut self.duplicated,
+            Flag::Redelivered => &mut self.redelivered,
+            Flag::OutOfOrder => &mut self.out_of_order,
+        }
+    }
+}
+
 /// Counts per destination.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
@@ -205,6 +235,36 @@ impl Counts {
         self.unsent += o.unsent;
         self.drain_stopped |= o.drain_stopped;
         self.not_drained += o.not_drained;
+    }
+}
+
+/// What a message sent and never taken is: behind a drain that stopped it may be there
+/// still; otherwise lost, and of the lost, one whose send had failed or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Loss {
+    NotDrained,
+    Lost { send_failed: bool },
+}
+
+impl Loss {
+    fn of(drain_stopped: bool, s: &Sends, seq: u32) -> Loss {
+        match drain_stopped {
+            true => Loss::NotDrained,
+            false => Loss::Lost {
+                send_failed: s.failed.contains(seq),
+            },
+        }
+    }
+
+    /// Counted into `lost`, `lost_failed` and `not_drained`.
+    fn add_to(self, lost: &mut u64, lost_failed: &mut u64, not_drained: &mut u64) {
+        match self {
+            Loss::NotDrained => *not_drained += 1,
+            Loss::Lost { send_failed } => {
+                *lost += 1;
+                *lost_failed += u64::from(send_failed);
+            }
+        }
     }
 }
 
@@ -416,20 +476,27 @@ impl Ledger {
                 *last = seq;
             }
         }
-        if duplicated || redelivered || out_of_order {
-            let budget = self.budget.get_or_insert(MAX_CHUNKS);
-            let f = self.flags.entry(p).or_default();
-            for (on, set) in [
-                (duplicated, &mut f.duplicated),
-                (redelivered, &mut f.redelivered),
-                (out_of_order, &mut f.out_of_order),
-            ] {
-                if on {
-                    let _ = set.insert(seq, budget);
-                }
+        for (on, which) in [
+            (duplicated, Flag::Duplicated),
+            (redelivered, Flag::Redelivered),
+            (out_of_order, Flag::OutOfOrder),
+        ] {
+            if on {
+                self.flag(p, seq, which);
             }
         }
         inserted == Some(true)
+    }
+
+    /// Message `seq` of `p` in its flags `which` (past the budget, not kept).
+    fn flag(&mut self, p: Producer, seq: u32, which: Flag) {
+        let budget = self.budget.get_or_insert(MAX_CHUNKS);
+        let _ = self
+            .flags
+            .entry(p)
+            .or_default()
+            .set_mut(which)
+            .insert(seq, budget);
     }
 
     /// The consumer acknowledged everything it took so far (a cumulative ack; one
@@ -489,13 +556,7 @@ impl Ledger {
             for seq in iter_set(&set) {
                 if self.has(p, d, seq) {
                     again += 1;
-                    let budget = self.budget.get_or_insert(MAX_CHUNKS);
-                    let _ = self
-                        .flags
-                        .entry(p)
-                        .or_default()
-                        .duplicated
-                        .insert(seq, budget);
+                    self.flag(p, seq, Flag::Duplicated);
                 } else if self.insert_got(p, d, how, seq).is_none() {
                     untracked += 1;
                 }
@@ -516,33 +577,46 @@ impl Ledger {
     /// run (in one shard's, it may be another shard's).
     pub(crate) fn settle(&self, whole: bool) -> Vec<(String, Counts)> {
         let mut counts = self.counts.clone();
-        for (p, s) in &self.sends {
-            // Taken from any destination: a broker may name it otherwise than its sender.
+        self.each_send(
+            |_| true,
+            |_, s, d, seq, taken| {
+                let c = &mut counts[d as usize];
+                if !taken {
+                    Loss::of(c.drain_stopped, s, seq).add_to(
+                        &mut c.lost,
+                        &mut c.lost_failed,
+                        &mut c.not_drained,
+                    );
+                }
+            },
+        );
+        for ((p, d, _), set) in &self.got {
+            counts[*d as usize].unsent += self.never_sent(p, set, whole);
+        }
+        self.names.iter().cloned().zip(counts).collect()
+    }
+
+    /// Each send of each producer `keep` keeps: the producer, its sends, the message's
+    /// destination and sequence number, and whether any part took it (from any
+    /// destination: a broker may name it otherwise than its sender). What the losses and
+    /// the windows' shares of them are worked out from.
+    fn each_send(
+        &self,
+        keep: impl Fn(&Producer) -> bool,
+        mut f: impl FnMut(&Producer, &Sends, u32, u32, bool),
+    ) {
+        for (p, s) in self.sends.iter().filter(|(p, _)| keep(p)) {
             let got: Vec<&Seqs> = self
                 .got
                 .range((*p, 0, Taken::Received)..=(*p, u32::MAX, Taken::Drained))
                 .map(|(_, s)| s)
                 .collect();
             for &(d, first, n) in &s.runs {
-                let c = &mut counts[d as usize];
                 for seq in (u64::from(first)..u64::from(first) + u64::from(n)).map(|s| s as u32) {
-                    if got.iter().any(|g| g.contains(seq)) {
-                        continue;
-                    }
-                    // Behind a drain that stopped, a message may be there still.
-                    if c.drain_stopped {
-                        c.not_drained += 1;
-                    } else {
-                        c.lost += 1;
-                        c.lost_failed += u64::from(s.failed.contains(seq));
-                    }
+                    f(p, s, d, seq, got.iter().any(|g| g.contains(seq)));
                 }
             }
         }
-        for ((p, d, _), set) in &self.got {
-            counts[*d as usize].unsent += self.never_sent(p, set, whole);
-        }
-        self.names.iter().cloned().zip(counts).collect()
     }
 
     /// How many of `set`, taken as `p`'s, `p` never sent; none where that cannot be told

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Flags, Ledger, Seqs, Taken, iter_set};
+use super::{Flag, Flags, Ledger, Loss, iter_set};
 
 /// What one window of one round came to in messages.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,8 +37,16 @@ pub struct WindowMessages {
     pub not_drained: u64,
 }
 
-/// Where in a window's figures a set of flagged messages is counted.
-type Field = fn(&mut WindowMessages) -> &mut u64;
+impl WindowMessages {
+    /// Where messages flagged `which` are counted.
+    fn flagged(&mut self, which: Flag) -> &mut u64 {
+        match which {
+            Flag::Duplicated => &mut self.duplicated,
+            Flag::Redelivered => &mut self.redelivered,
+            Flag::OutOfOrder => &mut self.out_of_order,
+        }
+    }
+}
 
 impl Ledger {
     /// Per (round, window's place in it), for each measured round `windows` names with
@@ -52,52 +60,37 @@ impl Ledger {
             .iter()
             .flat_map(|(&r, &n)| (0..n).map(move |k| ((r, k), WindowMessages::default())))
             .collect();
-        for (p, s) in &self.sends {
-            let Some(&n) = windows.get(&p.round) else {
-                continue;
-            };
-            let got: Vec<&Seqs> = self
-                .got
-                .range((*p, 0, Taken::Received)..=(*p, u32::MAX, Taken::Drained))
-                .map(|(_, s)| s)
-                .collect();
-            for &(d, first, len) in &s.runs {
-                let stopped = self.counts[d as usize].drain_stopped;
-                for seq in (u64::from(first)..u64::from(first) + u64::from(len)).map(|s| s as u32) {
-                    let Some((k, during)) = sent_in(s.phase_of(seq), n) else {
-                        continue;
-                    };
-                    let m = out.entry((p.round, k)).or_default();
-                    match during {
-                        true => m.sent_during += 1,
-                        false => m.sent_before += 1,
-                    }
-                    if got.iter().any(|g| g.contains(seq)) {
-                        continue;
-                    }
-                    if stopped {
-                        m.not_drained += 1;
-                    } else {
-                        m.lost += 1;
-                        m.lost_failed += u64::from(s.failed.contains(seq));
-                    }
+        self.each_send(
+            |p| windows.contains_key(&p.round),
+            |p, s, d, seq, taken| {
+                let n = windows.get(&p.round).copied().unwrap_or(0);
+                let Some((k, during)) = sent_in(s.phase_of(seq), n) else {
+                    return;
+                };
+                let m = out.entry((p.round, k)).or_default();
+                match during {
+                    true => m.sent_during += 1,
+                    false => m.sent_before += 1,
                 }
-            }
-        }
+                if !taken {
+                    let stopped = self.counts[d as usize].drain_stopped;
+                    Loss::of(stopped, s, seq).add_to(
+                        &mut m.lost,
+                        &mut m.lost_failed,
+                        &mut m.not_drained,
+                    );
+                }
+            },
+        );
         for (p, f) in &self.flags {
             let Some(&n) = windows.get(&p.round) else {
                 continue;
             };
             let phase_of = |seq| self.sends.get(p).map_or(0, |s| s.phase_of(seq));
-            let sets: [(&Seqs, Field); 3] = [
-                (&f.duplicated, |m| &mut m.duplicated),
-                (&f.redelivered, |m| &mut m.redelivered),
-                (&f.out_of_order, |m| &mut m.out_of_order),
-            ];
-            for (set, field) in sets {
-                for seq in iter_set(set) {
+            for which in Flag::ALL {
+                for seq in iter_set(f.set(which)) {
                     if let Some((k, _)) = sent_in(phase_of(seq), n) {
-                        *field(out.entry((p.round, k)).or_default()) += 1;
+                        *out.entry((p.round, k)).or_default().flagged(which) += 1;
                     }
                 }
             }
@@ -112,15 +105,9 @@ impl Ledger {
 
     /// Adds `f`'s sets to producer `p`'s.
     pub(super) fn flag_all(&mut self, p: super::Producer, f: &Flags) {
-        let budget = self.budget.get_or_insert(super::MAX_CHUNKS);
-        let mine = self.flags.entry(p).or_default();
-        for (from, to) in [
-            (&f.duplicated, &mut mine.duplicated),
-            (&f.redelivered, &mut mine.redelivered),
-            (&f.out_of_order, &mut mine.out_of_order),
-        ] {
-            for seq in iter_set(from) {
-                let _ = to.insert(seq, budget);
+        for which in Flag::ALL {
+            for seq in iter_set(f.set(which)) {
+                self.flag(p, seq, which);
             }
         }
     }

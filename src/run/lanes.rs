@@ -240,6 +240,14 @@ pub(super) fn live_rule(t: &crate::workload::Threshold) -> live::Rule {
     }
 }
 
+/// A lane's own folder: the point's, or, where it has several targets, the target's in it.
+fn lane_dir(dir: &Path, target: &str, targets: usize) -> std::path::PathBuf {
+    match targets > 1 {
+        true => dir.join(safe(target)),
+        false => dir.to_path_buf(),
+    }
+}
+
 /// The target's server started when `--start` names it (its group then watched), and
 /// where it is; what was started is stopped again if it cannot be reached.
 pub(super) async fn reach(
@@ -250,12 +258,9 @@ pub(super) async fn reach(
     watch: &mut Watching,
 ) -> Result<(Endpoint, Servers), RunError> {
     let mut servers = Servers::default();
+    let lane_dir = lane_dir(dir, &t.name, cx.targets.len());
     if let Some((_, spec)) = cx.starts.iter().find(|(n, _)| *n == t.name) {
-        let at = match cx.targets.len() > 1 {
-            true => dir.join(safe(&t.name)).join("server"),
-            false => dir.join("server"),
-        };
-        let s = started::Started::start(&t.name, spec, &at, cx.stop)
+        let s = started::Started::start(&t.name, spec, &lane_dir.join("server"), cx.stop)
             .await
             .map_err(|e| RunError::Unreachable(e.to_string()))?;
         watch.monitors.push(s.watch());
@@ -270,10 +275,6 @@ pub(super) async fn reach(
             servers.stop().await;
             return Err(e);
         }
-    };
-    let lane_dir = match cx.targets.len() > 1 {
-        true => dir.join(safe(&t.name)),
-        false => dir.to_path_buf(),
     };
     match super::faults::injector(w, t, &mut endpoint, servers.started.clone(), &lane_dir).await {
         Ok(f) => {
@@ -449,11 +450,7 @@ pub(super) async fn report_lane(
         });
     }
     point.thresholds_ok &= report::thresholds::evaluate(&w.thresholds, &mut rep);
-    let tdir = if targets.len() > 1 {
-        dir.join(safe(&lane.name))
-    } else {
-        dir.to_path_buf()
-    };
+    let tdir = lane_dir(dir, &lane.name, targets.len());
     if let Err(e) = report::write_dir(&rep, &tdir) {
         warn(e);
         point.write_failed = true;

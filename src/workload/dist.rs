@@ -1,6 +1,6 @@
 //! Distributions for think times, sizes and counts: `constant`, `uniform`,
 //! `exponential {mean, max?}`, `normal {mean, stddev}` (truncated at 0), `lognormal
-//! {median, p95}`, `weibull {scale, shape, max?}`, `pareto {scale, shape, max}` (heavy
+//! {median, p95, max?}`, `weibull {scale, shape, max?}`, `pareto {scale, shape, max}` (heavy
 //! tailed, so its cap is required), `empirical: FILE` (samples, or a histogram of values
 //! and counts, one a line). Values are plain `f64` in the base unit of what they describe
 //! (microseconds, bytes, items); samplers are built once at resolve time so sampling on the
@@ -43,9 +43,11 @@ pub enum DistSpec {
         mean: f64,
         stddev: f64,
     },
+    /// Values above `max` are drawn again.
     LogNormal {
         median: f64,
         p95: f64,
+        max: Option<f64>,
     },
     Weibull {
         scale: f64,
@@ -72,7 +74,7 @@ enum Sampler {
     Uniform(f64, f64),
     Exp(Exp<f64>, Option<f64>),
     Normal(Normal<f64>),
-    LogNormal(LogNormal<f64>),
+    LogNormal(LogNormal<f64>, Option<f64>),
     Weibull(Weibull<f64>, Option<f64>),
     Pareto(Pareto<f64>, f64),
     Empirical(std::sync::Arc<[f64]>, std::sync::Arc<[f64]>),
@@ -139,7 +141,16 @@ impl Dist {
                 }
                 Sampler::Normal(Normal::new(*mean, *stddev).map_err(|e| format!("normal: {e}"))?)
             }
-            DistSpec::LogNormal { median, p95 } => {
+            DistSpec::LogNormal { median, p95, max } => {
+                if let Some(m) = max
+                    && m < median
+                {
+                    return Err(format!(
+                        "lognormal max must be at least its median, got median {}, max {}",
+                        fmt(*median),
+                        fmt(*m)
+                    ));
+                }
                 if *median <= 0.0 || p95 < median {
                     return Err(format!(
                         "lognormal needs 0 < median <= p95, got median {}, p95 {}",
@@ -151,6 +162,7 @@ impl Dist {
                 let sigma = (p95.ln() - mu) / Z95;
                 Sampler::LogNormal(
                     LogNormal::new(mu, sigma).map_err(|e| format!("lognormal: {e}"))?,
+                    *max,
                 )
             }
             DistSpec::Weibull { scale, shape, max } => {
@@ -219,7 +231,7 @@ impl Dist {
                 max.unwrap_or(0.0)
             }
             Sampler::Normal(n) => n.sample(rng).max(0.0),
-            Sampler::LogNormal(l) => l.sample(rng),
+            Sampler::LogNormal(l, max) => capped(|r| l.sample(r), *max, rng),
             Sampler::Weibull(w, max) => capped(|r| w.sample(r), *max, rng),
             Sampler::Pareto(p, max) => capped(|r| p.sample(r), Some(*max), rng),
             Sampler::Empirical(values, cumulative) => {
@@ -231,14 +243,17 @@ impl Dist {
         }
     }
 
-    /// The largest value it draws, when it has one (a normal or lognormal has none).
+    /// The largest value it draws, when it has one (a normal, or a lognormal without a
+    /// `max`, has none).
     pub fn upper_bound(&self) -> Option<f64> {
         match &self.spec {
             DistSpec::Constant(v) => Some(*v),
             DistSpec::Uniform { high, .. } => Some(*high),
-            DistSpec::Exponential { max, .. } | DistSpec::Weibull { max, .. } => *max,
+            DistSpec::Exponential { max, .. }
+            | DistSpec::Weibull { max, .. }
+            | DistSpec::LogNormal { max, .. } => *max,
             DistSpec::Pareto { max, .. } => Some(*max),
-            DistSpec::Normal { .. } | DistSpec::LogNormal { .. } => None,
+            DistSpec::Normal { .. } => None,
             DistSpec::Empirical { values, .. } => values.last().copied(),
         }
     }
@@ -250,7 +265,7 @@ impl Dist {
             DistSpec::Uniform { low, high } => (low + high) / 2.0,
             DistSpec::Exponential { mean, .. } => *mean,
             DistSpec::Normal { mean, .. } => *mean,
-            DistSpec::LogNormal { median, p95 } => {
+            DistSpec::LogNormal { median, p95, .. } => {
                 let sigma = (p95.ln() - median.ln()) / Z95;
                 median * (sigma * sigma / 2.0).exp()
             }
@@ -293,9 +308,15 @@ impl Dist {
             DistSpec::Normal { mean, stddev } => {
                 format!("normal mean {} stddev {}", fmt(*mean), fmt(*stddev))
             }
-            DistSpec::LogNormal { median, p95 } => {
-                format!("lognormal median {} p95 {}", fmt(*median), fmt(*p95))
-            }
+            DistSpec::LogNormal { median, p95, max } => match max {
+                Some(m) => format!(
+                    "lognormal median {} p95 {} max {}",
+                    fmt(*median),
+                    fmt(*p95),
+                    fmt(*m)
+                ),
+                None => format!("lognormal median {} p95 {}", fmt(*median), fmt(*p95)),
+            },
             DistSpec::Weibull { scale, shape, max } => match max {
                 Some(m) => format!(
                     "weibull scale {} shape {shape} max {}",
@@ -446,6 +467,7 @@ mod tests {
         let l = Dist::new(DistSpec::LogNormal {
             median: 10.0,
             p95: 30.0,
+            max: None,
         })
         .unwrap();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
@@ -532,11 +554,25 @@ mod tests {
             stddev: 10.0,
         })
         .unwrap();
+        // A lognormal whose p95 is past its cap: one draw in ten or so is above it, and
+        // is drawn again.
+        let l = Dist::new(DistSpec::LogNormal {
+            median: 1.0,
+            p95: 4.0,
+            max: Some(3.0),
+        })
+        .unwrap();
+        assert_eq!(l.upper_bound(), Some(3.0));
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let mut near = 0;
         for _ in 0..10_000 {
             assert!(e.sample(&mut rng) <= 60.0);
             assert!(n.sample(&mut rng) >= 0.0);
+            let x = l.sample(&mut rng);
+            assert!(x <= 3.0, "{x}");
+            near += usize::from(x > 2.5);
         }
+        assert!(near > 0, "the cap is not a clamp to far below it");
     }
 
     #[test]
@@ -558,7 +594,16 @@ mod tests {
         assert!(
             Dist::new(DistSpec::LogNormal {
                 median: 10.0,
-                p95: 5.0
+                p95: 5.0,
+                max: None
+            })
+            .is_err()
+        );
+        assert!(
+            Dist::new(DistSpec::LogNormal {
+                median: 10.0,
+                p95: 50.0,
+                max: Some(5.0)
             })
             .is_err()
         );

@@ -246,7 +246,7 @@ impl Cx<'_> {
             "weibull" | "pareto" => self.heavy_tail(&k.name, v, &kp, unit)?,
             _ => {
                 let e = self.map(v, &kp)?;
-                self.check_keys(e, &["median", "p95"], &kp)?;
+                self.check_keys(e, &["median", "p95", "max"], &kp)?;
                 DistSpec::LogNormal {
                     median: self.unit_value(
                         required(self, v, "median", &kp)?,
@@ -258,6 +258,10 @@ impl Cx<'_> {
                         &join(&kp, "p95"),
                         unit,
                     )?,
+                    max: v
+                        .get("max")
+                        .map(|m| self.unit_value(m, &join(&kp, "max"), unit))
+                        .transpose()?,
                 }
             }
         };

@@ -419,15 +419,16 @@ pub(crate) async fn fill<T>(
         let (mut puts, mut made) = (Vec::new(), Vec::new());
         for _ in 0..left.min(FILL_BATCH) {
             let (path, body, item) = make();
+            made.push((item, body.len()));
             puts.push((path, body));
-            made.push(item);
         }
         let answers = put_new(s, conn, &mut lanes, puts, filling.content_type).await;
-        for (item, (o, etag)) in made.into_iter().zip(answers) {
+        for ((item, size), (o, etag)) in made.into_iter().zip(answers) {
             if !o.is_ok() {
-                let why = o.detail.unwrap_or_default();
+                let why = o.detail.clone().unwrap_or_default();
                 let at = kept.len() + 1;
-                failed = Some(format!("{} {at} of {n}: {why}", filling.what));
+                let hint = size_refusal(&o, size);
+                failed = Some(format!("{} {at} of {n}: {why}{hint}", filling.what));
                 break;
             }
             kept.push((item, etag));
@@ -439,6 +440,22 @@ pub(crate) async fn fill<T>(
     match failed {
         Some(why) => Err(why),
         None => Ok(kept),
+    }
+}
+
+/// What a set-up's failed create may mean beyond its status: a 412 to `If-None-Match: *`
+/// on a new, random name says nothing was there, so the server refused the item on its
+/// own grounds, and the one servers are known to answer so is an item over their size
+/// limit (Radicale's `[server] max_resource_size`, 10,000,000 bytes unless set). Said
+/// with the item's size, so a user can hold it to the limit; empty for other failures.
+fn size_refusal(o: &Outcome, size: usize) -> String {
+    match o.answer.http_status() {
+        Some(412) => format!(
+            " (the item was {} bytes: a 412 to a create under a new name is how some servers \
+             refuse an item over their size limit, such as Radicale's max_resource_size)",
+            size
+        ),
+        _ => String::new(),
     }
 }
 

@@ -42,6 +42,9 @@ pub(crate) struct Sweep {
     /// `[point][target]`: seconds the point's rounds ran past their duration in all.
     pub overran_s: Vec<Vec<Option<f64>>>,
     pub p99_ms: Vec<Vec<Option<f64>>>,
+    /// `[point][target]`: users whose set-up failed in the point's rounds (a user that
+    /// could not fill its calendar or address book ran with less than the point names).
+    pub setup_failures: Vec<Vec<Option<u64>>>,
     /// The watched server processes' CPU per successful operation (milliseconds, summed
     /// over the processes), where the point watched any (`--monitor-process`): what each
     /// operation cost the server as the swept value grew.
@@ -74,6 +77,12 @@ fn point_rates(r: &Report) -> (Vec<f64>, f64) {
         .map(|rd| rd.overran_s.unwrap_or(0.0).max(0.0))
         .sum();
     (rates, over)
+}
+
+/// Users whose set-up failed in point `p`'s rounds at target `n`, where it ran there.
+fn setups_failed(p: &PointResult, n: &String) -> Option<u64> {
+    let (_, r, _) = p.reports.iter().find(|(x, _, _)| x == n)?;
+    Some(r.rounds.iter().map(|rd| rd.setup_failures).sum())
 }
 
 /// One point at one target.
@@ -227,6 +236,8 @@ struct CsvRow<'a> {
     p99_ms: report::csv::Fixed,
     /// Empty where no server process was watched.
     server_cpu_ms_per_op: Option<report::csv::Fixed>,
+    /// Users whose set-up failed at the point: non-zero, it did not measure its value.
+    setup_failures: u64,
 }
 
 impl Sweep {
@@ -278,6 +289,10 @@ impl Sweep {
             overran_s: table
                 .iter()
                 .map(|row| row.iter().map(|c| c.map(|x| x.overran_s)).collect())
+                .collect(),
+            setup_failures: results
+                .iter()
+                .map(|p| targets.iter().map(|n| setups_failed(p, n)).collect())
                 .collect(),
             server_cpu_ms_per_op: results
                 .iter()
@@ -342,6 +357,7 @@ impl Sweep {
         }
         let mut knees = String::new();
         for (j, n) in self.targets.iter().enumerate() {
+            knees.push_str(&self.setup_note(j, n));
             knees.push_str(&self.overrun_note(j, n));
             knees.push_str(&self.knee_note(j, n));
         }
@@ -353,26 +369,49 @@ impl Sweep {
         format!("sweep of {}\n{t}\n{knees}{models}", self.key)
     }
 
+    /// Points where users' set-ups failed: those users ran with less than the swept
+    /// value names (a book of 182 contacts at a point of 300), so the point does not
+    /// measure its value, and is named.
+    fn setup_note(&self, j: usize, n: &str) -> String {
+        let failed = self.points_where(|i| {
+            let f = self.setup_failures.get(i)?.get(j).copied().flatten()?;
+            (f > 0).then(|| format!("{f}"))
+        });
+        match failed.is_empty() {
+            true => String::new(),
+            false => format!(
+                "{n}: user set-ups failed at {} = {failed}: those users ran with less than the point names, so it does not measure its value (the point's report says why)\n",
+                self.key,
+            ),
+        }
+    }
+
     /// Points whose rounds ran noticeably past their duration: their rate is over the
     /// time they ran, and they are named.
     fn overrun_note(&self, j: usize, n: &str) -> String {
-        let over: Vec<String> = self
-            .values
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| {
-                let o = self.overran_s.get(i)?.get(j).copied().flatten()?;
-                (o >= 0.1).then(|| format!("{v} ({o:.1} s)"))
-            })
-            .collect();
+        let over = self.points_where(|i| {
+            let o = self.overran_s.get(i)?.get(j).copied().flatten()?;
+            (o >= 0.1).then(|| format!("{o:.1} s"))
+        });
         match over.is_empty() {
             true => String::new(),
             false => format!(
-                "{n}: rounds ran past their duration at {} = {}: requests in flight at the bell; ops/s is over the time they ran\n",
+                "{n}: rounds ran past their duration at {} = {over}: requests in flight at the bell; ops/s is over the time they ran\n",
                 self.key,
-                over.join(", ")
             ),
         }
+    }
+
+    /// The points `what` says something of, each as `VALUE (WHAT SAYS)`, joined by
+    /// commas; empty when it says nothing of any.
+    fn points_where(&self, what: impl Fn(usize) -> Option<String>) -> String {
+        let named: Vec<String> = self
+            .values
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| what(i).map(|w| format!("{v} ({w})")))
+            .collect();
+        named.join(", ")
     }
 
     /// Target `j`'s knee where it is told (see [`Sweep::knee_note`]).
@@ -427,6 +466,15 @@ impl Sweep {
         lines
     }
 
+    /// The notes under the HTML page's chart: points that did not measure their value,
+    /// then the fitted law.
+    fn html_notes(&self) -> Vec<String> {
+        let setups = self.targets.iter().enumerate();
+        let setups = setups.map(|(j, n)| self.setup_note(j, n).trim_end().to_string());
+        let setups = setups.filter(|l| !l.is_empty());
+        setups.chain(self.usl_notes()).collect()
+    }
+
     pub(crate) fn csv(&self) -> Result<String, csv::Error> {
         let mut rows = Vec::new();
         for (i, p) in self.values.iter().enumerate() {
@@ -439,6 +487,7 @@ impl Sweep {
                         p99_ms: report::csv::Fixed(p99),
                         server_cpu_ms_per_op: self.server_cpu_ms_per_op[i][j]
                             .map(report::csv::Fixed),
+                        setup_failures: self.setup_failures[i][j].unwrap_or(0),
                     });
                 }
             }
@@ -506,7 +555,7 @@ impl Sweep {
             &comparisons,
             report::html::SweepModels {
                 fitted: &fitted,
-                notes: &self.usl_notes(),
+                notes: &self.html_notes(),
                 knees: &(0..self.targets.len())
                     .map(|j| self.told_knee(j))
                     .collect::<Vec<_>>(),
@@ -581,14 +630,22 @@ mod tests {
             ops_per_sec_ci: vec![vec![None], vec![None]],
             overran_s: vec![vec![Some(0.0)], vec![None]],
             p99_ms: vec![vec![Some(1.5)], vec![None]],
+            setup_failures: vec![vec![Some(2)], vec![None]],
             server_cpu_ms_per_op: vec![vec![None], vec![None]],
             usl: vec![None],
             reports: Vec::new(),
         };
         assert_eq!(
             s.csv().unwrap(),
-            "users.p.mix.send.body.random,target,ops_per_sec,p99_ms,server_cpu_ms_per_op\n1KiB,m,10.000,1.500,\n"
+            "users.p.mix.send.body.random,target,ops_per_sec,p99_ms,server_cpu_ms_per_op,setup_failures\n1KiB,m,10.000,1.500,,2\n"
         );
         assert!(s.table().contains("┆ -"), "{}", s.table());
+        assert!(
+            s.table()
+                .contains("m: user set-ups failed at users.p.mix.send.body.random = 1KiB (2): "),
+            "{}",
+            s.table()
+        );
+        assert_eq!(s.html_notes().len(), 1);
     }
 }

@@ -595,3 +595,67 @@ fn groupware_users_sync_from_scratch_once_and_from_their_token_after() {
     every_answer_counted(&r, &srv);
     rt.block_on(srv.stop());
 }
+
+/// A server that refuses an item over its size limit with 412, as Radicale answers one
+/// over its `max_resource_size`: a sweep of the photos' size fills the book at the small
+/// point and stops at the large one's first contact. The failed set-up says the item's
+/// size and what such a 412 can mean, and the sweep names the point that did not measure
+/// its value, in its table, `sweep.json` and `sweep.csv`.
+#[test]
+fn a_sweep_names_the_points_whose_set_ups_failed_and_a_412_says_the_size() {
+    const LIMIT: usize = 50_000;
+    let rt = runtime();
+    let app = axum::Router::new().fallback(|req: axum::extract::Request| async move {
+        let put = req.method() == axum::http::Method::PUT;
+        let body = axum::body::to_bytes(req.into_body(), 1 << 24)
+            .await
+            .unwrap();
+        match put && body.len() > LIMIT {
+            true => (axum::http::StatusCode::PRECONDITION_FAILED, String::new()),
+            false => (axum::http::StatusCode::CREATED, String::new()),
+        }
+    });
+    let addr = serve_app(&rt, app);
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "target: http://{addr}\ncontext: ''\nrun: {{ iterations: 1 }}\nusers:\n  - class: c\n    protocol: carddav\n    count: 2\n    params: {{ addressbook_home: /home/, initial_contacts: 5 }}\n    mix:\n      create_addressbook: 1\n      put_contact: {{ weight: 0, params: {{ photo: 1KiB }} }}\n"
+        ),
+    )
+    .unwrap();
+    let o = loadmix_bin(&[
+        "run",
+        &path_str(&w),
+        "--sweep",
+        "users.c.mix.put_contact.params.photo=1KiB,64KiB",
+        "--out",
+        &path_str(&out),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let key = "users.c.mix.put_contact.params.photo";
+    assert!(
+        stdout.contains(&format!("user set-ups failed at {key} = 64KiB (2): ")),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("= 1KiB ("), "{stdout}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    // The large point's report names its first failed set-up and why.
+    let dir = j["reports"][1][0]["dir"].as_str().unwrap();
+    let text = std::fs::read_to_string(std::path::Path::new(dir).join("report.txt")).unwrap();
+    assert!(
+        text.contains("initial contact 1 of 5: PUT ")
+            && text.contains("bytes: a 412 to a create under a new name is how some servers refuse an item over their size limit"),
+        "{text}"
+    );
+    assert_eq!(j["setup_failures"], serde_json::json!([[0], [2]]), "{j}");
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert!(
+        csv.lines().next().unwrap().ends_with(",setup_failures"),
+        "{csv}"
+    );
+    assert!(csv.lines().nth(2).unwrap().ends_with(",2"), "{csv}");
+}

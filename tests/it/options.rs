@@ -96,7 +96,7 @@ fn validate_says_what_set_up_will_cost_and_refuses_what_it_cannot_put() {
     assert!(
         said.contains(
             "set-up: about 100000000 events put before the first pick (1000 users × mean 100000"
-        ) && said.contains("27.8 h at 1,000 PUTs a second"),
+        ) && said.contains("27.8 h at 1,000 PUTs or 100 MiB a second, whichever is slower"),
         "{said}"
     );
     std::fs::write(&w, text(100_001)).unwrap();

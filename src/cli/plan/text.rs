@@ -129,25 +129,31 @@ pub(super) fn setup_text(c: &UserClass) -> Option<String> {
         None => f64::from(Workload::peak_users(c)),
     };
     let puts = users * mean;
-    // At a pace a fast server keeps, so that a set-up of hours is seen as one.
-    let secs = puts / 1000.0;
+    // At a pace a fast server keeps, so that a set-up of hours is seen as one: a thousand
+    // PUTs a second, or a hundred MiB of them when the items are large (photos).
+    let all_bytes = bytes.map_or(0.0, |b| puts * b);
+    let secs = (puts / 1000.0).max(all_bytes / SETUP_BYTES_PER_SEC);
     let at = match secs {
         s if s >= 3600.0 => format!("about {:.1} h", s / 3600.0),
         s if s >= 60.0 => format!("about {:.0} min", s / 60.0),
         s if s >= 1.0 => format!("about {s:.0} s"),
         _ => "under a second".into(),
     };
-    let size = bytes.map_or(String::new(), |b| {
+    let size = bytes.map_or(String::new(), |_| {
         format!(
             ", about {} in all",
-            crate::workload::units::format_size(puts * b)
+            crate::workload::units::format_size(all_bytes)
         )
     });
     Some(format!(
         "set-up: about {puts:.0} {what} put before the first pick ({users:.0} users × mean \
-         {mean:.0}, one PUT each{size}): {at} at 1,000 PUTs a second"
+         {mean:.0}, one PUT each{size}): {at} at 1,000 PUTs or 100 MiB a second, whichever \
+         is slower"
     ))
 }
+
+/// The bytes a second of items a fast server stores in a set-up, for its estimate.
+const SETUP_BYTES_PER_SEC: f64 = 100.0 * 1024.0 * 1024.0;
 
 /// A sampled plan's share of picks with nothing to act on beyond which `validate` warns:
 /// the realized mix would then be visibly off the mix asked.

@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::PointResult;
 use crate::report::usl::UslFit;
 use crate::report::{self, Report, compare};
+use crate::transport::ErrorClass;
 
 /// `KEY=v1,v2,...`
 pub(crate) fn parse_sweep(s: &str) -> Result<(String, Vec<String>), String> {
@@ -45,6 +46,13 @@ pub(crate) struct Sweep {
     /// `[point][target]`: users whose set-up failed in the point's rounds (a user that
     /// could not fill its calendar or address book ran with less than the point names).
     pub setup_failures: Vec<Vec<Option<u64>>>,
+    /// `[point][target]`: operations that failed in the point's rounds. The p99 is of
+    /// the successes, so a point whose slowest answers failed (past a client's timeout)
+    /// shows a p99 without them: these say so.
+    pub failures: Vec<Vec<Option<u64>>>,
+    /// `[point][target]`: of those, answers that came after the class's
+    /// `client_timeout` (`timed_out_for_client`).
+    pub timed_out_for_client: Vec<Vec<Option<u64>>>,
     /// The watched server processes' CPU per successful operation (milliseconds, summed
     /// over the processes), where the point watched any (`--monitor-process`): what each
     /// operation cost the server as the swept value grew.
@@ -77,6 +85,15 @@ fn point_rates(r: &Report) -> (Vec<f64>, f64) {
         .map(|rd| rd.overran_s.unwrap_or(0.0).max(0.0))
         .sum();
     (rates, over)
+}
+
+/// Operations of point `p` at target `n` that failed, and of those how many were
+/// answered past a client's timeout, where it ran there.
+fn point_failures(p: &PointResult, n: &String) -> Option<(u64, u64)> {
+    let (_, r, _) = p.reports.iter().find(|(x, _, _)| x == n)?;
+    let h = r.summary.headline();
+    let late = h.errors.get(ErrorClass::ClientTimeout.name()).copied();
+    Some((h.failures, late.unwrap_or(0)))
 }
 
 /// Users whose set-up failed in point `p`'s rounds at target `n`, where it ran there.
@@ -238,6 +255,10 @@ struct CsvRow<'a> {
     server_cpu_ms_per_op: Option<report::csv::Fixed>,
     /// Users whose set-up failed at the point: non-zero, it did not measure its value.
     setup_failures: u64,
+    /// Operations that failed at the point (not in its ops/s or p99).
+    failures: u64,
+    /// Of those, answered past a client's timeout.
+    timed_out_for_client: u64,
 }
 
 impl Sweep {
@@ -293,6 +314,24 @@ impl Sweep {
             setup_failures: results
                 .iter()
                 .map(|p| targets.iter().map(|n| setups_failed(p, n)).collect())
+                .collect(),
+            failures: results
+                .iter()
+                .map(|p| {
+                    targets
+                        .iter()
+                        .map(|n| point_failures(p, n).map(|f| f.0))
+                        .collect()
+                })
+                .collect(),
+            timed_out_for_client: results
+                .iter()
+                .map(|p| {
+                    targets
+                        .iter()
+                        .map(|n| point_failures(p, n).map(|f| f.1))
+                        .collect()
+                })
                 .collect(),
             server_cpu_ms_per_op: results
                 .iter()
@@ -358,6 +397,7 @@ impl Sweep {
         let mut knees = String::new();
         for (j, n) in self.targets.iter().enumerate() {
             knees.push_str(&self.setup_note(j, n));
+            knees.push_str(&self.failure_note(j, n));
             knees.push_str(&self.overrun_note(j, n));
             knees.push_str(&self.knee_note(j, n));
         }
@@ -381,6 +421,28 @@ impl Sweep {
             true => String::new(),
             false => format!(
                 "{n}: user set-ups failed at {} = {failed}: those users ran with less than the point names, so it does not measure its value (the point's report says why)\n",
+                self.key,
+            ),
+        }
+    }
+
+    /// Points where operations failed: the p99 is of the successes, so where the slowest
+    /// answers failed (after a client's timeout) it is lower than what was sent back, and
+    /// the points are named with their failures.
+    fn failure_note(&self, j: usize, n: &str) -> String {
+        let failed = self.points_where(|i| {
+            let f = self.failures.get(i)?.get(j).copied().flatten()?;
+            let late = self.timed_out_for_client.get(i)?.get(j).copied().flatten();
+            match (f, late) {
+                (0, _) => None,
+                (f, Some(l)) if l > 0 => Some(format!("{f}, {l} timed_out_for_client")),
+                (f, _) => Some(format!("{f}")),
+            }
+        });
+        match failed.is_empty() {
+            true => String::new(),
+            false => format!(
+                "{n}: operations failed at {} = {failed}: ops/s and p99 are of the successes, so the failed answers are not in them (the point's report lists them)\n",
                 self.key,
             ),
         }
@@ -466,12 +528,14 @@ impl Sweep {
         lines
     }
 
-    /// The notes under the HTML page's chart: points that did not measure their value,
-    /// then the fitted law.
+    /// The notes under the HTML page's chart: points that did not measure their value or
+    /// whose figures leave failures out, then the fitted law.
     fn html_notes(&self) -> Vec<String> {
         let setups = self.targets.iter().enumerate();
         let setups = setups.map(|(j, n)| self.setup_note(j, n).trim_end().to_string());
-        let setups = setups.filter(|l| !l.is_empty());
+        let failed = self.targets.iter().enumerate();
+        let failed = failed.map(|(j, n)| self.failure_note(j, n).trim_end().to_string());
+        let setups = setups.chain(failed).filter(|l| !l.is_empty());
         setups.chain(self.usl_notes()).collect()
     }
 
@@ -488,6 +552,8 @@ impl Sweep {
                         server_cpu_ms_per_op: self.server_cpu_ms_per_op[i][j]
                             .map(report::csv::Fixed),
                         setup_failures: self.setup_failures[i][j].unwrap_or(0),
+                        failures: self.failures[i][j].unwrap_or(0),
+                        timed_out_for_client: self.timed_out_for_client[i][j].unwrap_or(0),
                     });
                 }
             }
@@ -631,13 +697,15 @@ mod tests {
             overran_s: vec![vec![Some(0.0)], vec![None]],
             p99_ms: vec![vec![Some(1.5)], vec![None]],
             setup_failures: vec![vec![Some(2)], vec![None]],
+            failures: vec![vec![Some(3)], vec![None]],
+            timed_out_for_client: vec![vec![Some(1)], vec![None]],
             server_cpu_ms_per_op: vec![vec![None], vec![None]],
             usl: vec![None],
             reports: Vec::new(),
         };
         assert_eq!(
             s.csv().unwrap(),
-            "users.p.mix.send.body.random,target,ops_per_sec,p99_ms,server_cpu_ms_per_op,setup_failures\n1KiB,m,10.000,1.500,,2\n"
+            "users.p.mix.send.body.random,target,ops_per_sec,p99_ms,server_cpu_ms_per_op,setup_failures,failures,timed_out_for_client\n1KiB,m,10.000,1.500,,2,3,1\n"
         );
         assert!(s.table().contains("┆ -"), "{}", s.table());
         assert!(
@@ -646,6 +714,13 @@ mod tests {
             "{}",
             s.table()
         );
-        assert_eq!(s.html_notes().len(), 1);
+        assert!(
+            s.table().contains(
+                "m: operations failed at users.p.mix.send.body.random = 1KiB (3, 1 timed_out_for_client): "
+            ),
+            "{}",
+            s.table()
+        );
+        assert_eq!(s.html_notes().len(), 2);
     }
 }

@@ -96,3 +96,43 @@ fn a_client_timeout_of_nothing_is_refused_where_it_is_written() {
         "{err}"
     );
 }
+
+/// A sweep of the clients' patience against a server that answers after 200 ms: at
+/// 50 ms every answer fails for the client, so the point has no successes to give a
+/// p99 of, and the sweep names it with its failures rather than leave a p99 that
+/// seems to improve; at a minute none fails.
+#[test]
+fn a_sweep_names_the_points_whose_answers_came_after_the_clients_timeout() {
+    let rt = runtime();
+    let addr = serial(&rt, 200);
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "target: http://{addr}\nrun: {{ iterations: 3 }}\nusers:\n  - class: c\n    protocol: http\n    count: 1\n    mix:\n      get: {{ weight: 1, method: GET, path: /work }}\n"
+        ),
+    )
+    .unwrap();
+    let o = loadmix_bin(&[
+        "run",
+        &path_str(&w),
+        "--sweep",
+        "users.c.client_timeout=60s,50ms",
+        "--out",
+        &path_str(&out),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains(
+            "operations failed at users.c.client_timeout = 50ms (3, 3 timed_out_for_client): "
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("= 60s ("), "{stdout}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(j["failures"], serde_json::json!([[0], [3]]), "{j}");
+    assert_eq!(j["timed_out_for_client"], serde_json::json!([[0], [3]]), "{j}");
+}

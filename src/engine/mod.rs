@@ -146,6 +146,9 @@ pub(crate) struct RoundResult {
     pub setup_failures: u64,
     /// The first of them, by class and index: who, and what came back.
     pub setup_failure: Option<String>,
+    /// How long the closed users' set-up took before the clock started (filling large
+    /// calendars and address books can take minutes).
+    pub setup_took: std::time::Duration,
     pub interrupted: bool,
     /// This process's CPU use, and the machine around it, per second: how busy, how much
     /// stolen, the run queue.

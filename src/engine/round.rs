@@ -49,7 +49,9 @@ impl Round<'_> {
     /// rows, its first failures, and the users that go on into the next round. `kept`
     /// are the users the last round kept (`run.keep_state`): they are not set up again.
     pub(super) async fn run(&self, kept: Vec<Ready>) -> RoundDone {
+        let began = std::time::Instant::now();
         let (ready, mut out, setup_failures) = self.set_up_users(kept).await;
+        let setup_took = began.elapsed();
         let clock = Clock::start(self).await;
         let vus = self.run_users(&clock, ready, &mut out).await;
         let timed = clock.stop().await;
@@ -58,7 +60,8 @@ impl Round<'_> {
         out.handoff.wire = handoff.wire;
         let kept = std::mem::take(&mut out.kept);
         let torn = self.tear_down(handoff).await;
-        let (result, log, failures) = self.result(timed, torn, out, vus, setup_failures);
+        let (result, log, failures) =
+            self.result(timed, torn, out, vus, (setup_failures, setup_took));
         RoundDone {
             result,
             log,
@@ -231,7 +234,7 @@ impl Round<'_> {
         torn: TornDown,
         mut out: VuOutput,
         vus: u64,
-        setup_failures: SetupFailures,
+        (setup_failures, setup_took): (SetupFailures, Duration),
     ) -> (RoundResult, Vec<OpLogEntry>, Vec<FailureNote>) {
         // Stable: a user's rows keep their order (a bootstrap before the pick it precedes).
         out.log.sort_by_key(|e| (e.class, e.vu));
@@ -278,6 +281,7 @@ impl Round<'_> {
             setup: std::mem::take(&mut out.setup),
             setup_failures: setup_failures.count,
             setup_failure: setup_failures.first.map(|(_, d)| d),
+            setup_took,
             interrupted: self.cfg.stop.is_cancelled(),
             host: timed.host,
             server: timed.server,

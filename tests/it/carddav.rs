@@ -659,3 +659,38 @@ fn a_sweep_names_the_points_whose_set_ups_failed_and_a_412_says_the_size() {
     );
     assert!(csv.lines().nth(2).unwrap().ends_with(",2"), "{csv}");
 }
+
+/// How long set-up held the clock back is said: a server that takes 100 ms over each
+/// PUT, eight contacts four at a time, is at least two PUTs' time in set-up.
+#[test]
+fn the_report_says_how_long_set_up_took() {
+    let rt = runtime();
+    let app = axum::Router::new().fallback(|req: axum::extract::Request| async move {
+        if req.method() == axum::http::Method::PUT {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        (axum::http::StatusCode::CREATED, String::new())
+    });
+    let addr = serve_app(&rt, app);
+    let tmp = tempdir();
+    let out = out_dir(&tmp);
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "target: http://{addr}\ncontext: ''\nrun: {{ iterations: 1 }}\nusers:\n  - class: c\n    protocol: carddav\n    count: 1\n    params: {{ addressbook_home: /home/, initial_contacts: 8 }}\n    mix: {{ create_addressbook: 1 }}\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]),
+        0
+    );
+    let r = read_report(&out);
+    assert!(r.rounds[0].setup_s >= 0.2, "{}", r.rounds[0].setup_s);
+    let text = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(
+        text.contains("the rest in the users' set-ups, which took "),
+        "{text}"
+    );
+}

@@ -258,6 +258,8 @@ pub(super) fn merged_round_report(
         }),
         warmup_requests: sum(|r| r.warmup_requests),
         warmup_s: r0.warmup_s,
+        // The shards set up at once: the round waited for the slowest.
+        setup_s: rounds.iter().map(|r| r.setup_s).fold(0.0, f64::max),
         setup_failures: sum(|r| r.setup_failures),
         generator: merged_generator(shards, i, headline_successes),
         cleanup: Cleanup {

@@ -391,6 +391,7 @@ mod tests {
             setup: Default::default(),
             setup_failures: 0,
             setup_failure: None,
+            setup_took: Default::default(),
             interrupted: false,
             host: HostSamples {
                 process_cpu: vec![own; 3],

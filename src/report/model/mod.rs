@@ -651,6 +651,7 @@ fn round_report(
         setup: Untimed::of(&r.setup),
         warmup_requests: r.stats.warmup_requests,
         warmup_s: w.run.warmup.as_secs_f64(),
+        setup_s: r.setup_took.as_secs_f64(),
         setup_failures: r.setup_failures,
         generator: generator::of(r, &class_names(w), embedded, headline),
         cleanup: Cleanup::of(&r.products),

@@ -39,6 +39,9 @@ pub struct RoundReport {
     /// Seconds at the start of the timeline that were warm-up.
     #[serde(default)]
     pub warmup_s: f64,
+    /// Seconds the users' set-up took before the clock started.
+    #[serde(default)]
+    pub setup_s: f64,
     /// Users whose set-up (account, discovery) failed.
     #[serde(default)]
     pub setup_failures: u64,

@@ -20,9 +20,16 @@ pub(super) fn untimed(out: &mut String, r: &Report) {
         .iter()
         .map(|(k, n)| format!("{k}×{n}"))
         .collect();
+    // How long the users' set-ups held the clock back, in all: a large calendar or
+    // address book can take minutes to fill, which the figures never show.
+    let took: f64 = r.rounds.iter().map(|x| x.setup_s).sum();
+    let took = match took >= 0.05 {
+        true => format!(", which took {took:.1} s before the clock"),
+        false => String::new(),
+    };
     let _ = writeln!(
         out,
-        "set-up: {} request(s) off the clock ({} in the preflight, the rest in the users' set-ups): {}",
+        "set-up: {} request(s) off the clock ({} in the preflight, the rest in the users' set-ups{took}): {}",
         all.requests,
         r.preflight.requests,
         answers.join(", ")

@@ -4,7 +4,8 @@
 # tests/real/peers.rs: workloads/caldav-sync.yaml, caldav-clients.yaml (behaviour models)
 # and carddav-sync.yaml against each (Xandikos's own access log against loadmix's count),
 # and the starter `loadmix new` writes for Radicale; then examples/radicale-restart briefly
-# (Radicale restarted under CalDAV users, tests/real/recipes.rs). Fails, never skips, when
+# (Radicale restarted under CalDAV users) and examples/radicale-photos (a sweep of address
+# books with photos), both held by tests/real/recipes.rs. Fails, never skips, when
 # they cannot be installed or started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,3 +42,7 @@ PIDS=()
 echo "== Radicale restarted under CalDAV users (examples/radicale-restart, briefly)"
 LOADMIX_BIN="$BIN" examples/radicale-restart/run.sh "$WORK/restart" 1 12s 5s 4 >"$WORK/restart.txt"
 LOADMIX_REAL_RADICALE_RESTART="$WORK/restart" real_checks recipes::radicale_restart
+
+echo "== Radicale's address books with photos, a size sweep (examples/radicale-photos, briefly)"
+LOADMIX_BIN="$BIN" examples/radicale-photos/run.sh "$WORK/photos" 3,6 8s >"$WORK/photos.txt"
+LOADMIX_REAL_RADICALE_PHOTOS="$WORK/photos" real_checks recipes::radicale_photos

@@ -17,14 +17,10 @@ BIN=${LOADMIX_BIN:-target/release/loadmix}
 [ -x "$BIN" ] || cargo build --release --locked -q
 # shellcheck source=scripts/lib/servers.sh
 . scripts/lib/servers.sh
-pypi_venv radicale
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-PORT=$(free_port)
-radicale_open_conf "$WORK/radicale.conf" "$PORT" "$WORK/data"
+radicale_scratch
 "$BIN" run workloads/caldav-sync.yaml \
     --target "radicale=http://127.0.0.1:$PORT" --user loadmix \
-    --start "radicale=exec $PWD/.tools/venv-radicale/bin/radicale -C $WORK/radicale.conf" \
+    --start "radicale=$RADICALE_START" \
     --ready "radicale=tcp://127.0.0.1:$PORT" \
     --set "users.caldav.count=$USERS" --set run.warmup=2s \
     --rounds "$ROUNDS" --duration "$DURATION" \

@@ -13,6 +13,9 @@
 #   radicale_open_conf FILE PORT DATA
 #                             a Radicale configuration: loopback PORT, collections in
 #                             DATA, no authentication
+#   radicale_scratch          for a Radicale loadmix starts (the recipes): installs it
+#                             when missing and sets WORK (a scratch folder, removed on
+#                             exit), PORT (free) and RADICALE_START (the --start command)
 #   caldav_venv               the Python caldav library, caldav-server-tester and
 #                             vdirsyncer (a CardDAV client) in .tools/venv-caldav,
 #                             installed when missing
@@ -79,6 +82,15 @@ filesystem_folder = $data
 [logging]
 level = warning
 CONF
+}
+
+radicale_scratch() {
+    pypi_venv radicale
+    WORK=$(mktemp -d)
+    trap 'rm -rf "$WORK"' EXIT
+    PORT=$(free_port)
+    radicale_open_conf "$WORK/radicale.conf" "$PORT" "$WORK/data"
+    RADICALE_START="exec $PWD/.tools/venv-radicale/bin/radicale -C $WORK/radicale.conf"
 }
 
 CALDAV_VENV=.tools/venv-caldav

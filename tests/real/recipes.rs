@@ -61,6 +61,35 @@ fn radicale_restart_is_seen_by_the_users_and_the_calendars_come_back() {
     }
 }
 
+#[test]
+#[ignore = "handed examples/radicale-photos's output by scripts/peers_check.sh"]
+fn radicale_photos_every_point_fills_its_books_and_gives_radicales_cost() {
+    let dir = path("LOADMIX_REAL_RADICALE_PHOTOS");
+    let f = dir.join("sweep.json");
+    let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+    let sweep: serde_json::Value = serde_json::from_str(&text).expect("sweep.json");
+    let points = sweep["values"].as_array().expect("values").len();
+    assert!(points >= 2, "{sweep}");
+    for i in 0..points {
+        // Every book as big as its point says (the photos under Radicale's size limit):
+        // one user, one PUT answered 201 a contact. And what each operation cost
+        // Radicale, which loadmix started and watched.
+        assert_eq!(sweep["setup_failures"][i][0], 0, "point {i}: {sweep}");
+        let cost = sweep["server_cpu_ms_per_op"][i][0].as_f64();
+        assert!(cost.is_some_and(|c| c > 0.0), "point {i}: {sweep}");
+        let contacts: u64 = sweep["values"][i].as_str().unwrap().parse().unwrap();
+        let run = Path::new(sweep["reports"][i][0]["dir"].as_str().unwrap());
+        let r = report(run);
+        without_failures(&run.display().to_string(), &r);
+        let made: u64 = r
+            .rounds
+            .iter()
+            .map(|x| x.setup.answers.get("PUT 201").copied().unwrap_or(0))
+            .sum();
+        assert_eq!(made, contacts * r.rounds.len() as u64, "{}", run.display());
+    }
+}
+
 /// The recipes scripts/brokers_check.sh runs.
 mod brokers {
     use super::*;

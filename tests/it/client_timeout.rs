@@ -134,5 +134,9 @@ fn a_sweep_names_the_points_whose_answers_came_after_the_clients_timeout() {
     let j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
     assert_eq!(j["failures"], serde_json::json!([[0], [3]]), "{j}");
-    assert_eq!(j["timed_out_for_client"], serde_json::json!([[0], [3]]), "{j}");
+    assert_eq!(
+        j["timed_out_for_client"],
+        serde_json::json!([[0], [3]]),
+        "{j}"
+    );
 }

@@ -654,10 +654,14 @@ fn a_sweep_names_the_points_whose_set_ups_failed_and_a_412_says_the_size() {
     assert_eq!(j["setup_failures"], serde_json::json!([[0], [2]]), "{j}");
     let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
     assert!(
-        csv.lines().next().unwrap().ends_with(",setup_failures"),
+        csv.lines()
+            .next()
+            .unwrap()
+            .ends_with(",setup_failures,failures,timed_out_for_client"),
         "{csv}"
     );
-    assert!(csv.lines().nth(2).unwrap().ends_with(",2"), "{csv}");
+    // Two set-ups failed at the large point; no operation did.
+    assert!(csv.lines().nth(2).unwrap().ends_with(",2,0,0"), "{csv}");
 }
 
 /// How long set-up held the clock back is said: a server that takes 100 ms over each

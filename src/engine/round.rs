@@ -49,9 +49,7 @@ impl Round<'_> {
     /// rows, its first failures, and the users that go on into the next round. `kept`
     /// are the users the last round kept (`run.keep_state`): they are not set up again.
     pub(super) async fn run(&self, kept: Vec<Ready>) -> RoundDone {
-        let began = std::time::Instant::now();
-        let (ready, mut out, setup_failures) = self.set_up_users(kept).await;
-        let setup_took = began.elapsed();
+        let (ready, mut out, set_up) = self.set_up_users(kept).await;
         let clock = Clock::start(self).await;
         let vus = self.run_users(&clock, ready, &mut out).await;
         let timed = clock.stop().await;
@@ -60,8 +58,7 @@ impl Round<'_> {
         out.handoff.wire = handoff.wire;
         let kept = std::mem::take(&mut out.kept);
         let torn = self.tear_down(handoff).await;
-        let (result, log, failures) =
-            self.result(timed, torn, out, vus, (setup_failures, setup_took));
+        let (result, log, failures) = self.result(timed, torn, out, vus, set_up);
         RoundDone {
             result,
             log,
@@ -75,7 +72,8 @@ impl Round<'_> {
     /// starting their threads. A user whose set-up
     /// failed still runs (its failures are the server's answer); the failure is noted.
     /// A user kept from the last round is ready as it is.
-    async fn set_up_users(&self, kept: Vec<Ready>) -> (Vec<Ready>, VuOutput, SetupFailures) {
+    async fn set_up_users(&self, kept: Vec<Ready>) -> (Vec<Ready>, VuOutput, SetUp) {
+        let began = std::time::Instant::now();
         let (w, cfg, round) = (self.w, self.cfg, self.index);
         if let Some(l) = &cfg.live {
             l.set_round(round, Phase::Setup);
@@ -113,7 +111,7 @@ impl Round<'_> {
             l.setup_begins(setups.len() as u64);
         }
         let mut out = VuOutput::default();
-        let mut failed = SetupFailures::default();
+        let mut set_up = SetUp::default();
         loop {
             // A stop signal ends the set-up at once (a discovery that hangs must not hold
             // the run): the users not yet set up are dropped, those that are go on to the
@@ -143,7 +141,7 @@ impl Round<'_> {
                 add_tally(&mut out.setup, tally);
                 if let Err(detail) = res {
                     let detail = format!("set-up of {}#{vu}: {detail}", w.classes[ci].name);
-                    failed.add((ci, vu), &detail);
+                    set_up.failed((ci, vu), &detail);
                     out.failures.push(FailureNote {
                         round,
                         label: self.labels.index(ci, 0),
@@ -158,7 +156,8 @@ impl Round<'_> {
         if let Some(l) = &cfg.live {
             l.add_untimed(Untimed::Setup, out.setup.values().sum());
         }
-        (ready, out, failed)
+        set_up.took = began.elapsed();
+        (ready, out, set_up)
     }
 
     /// The closed users and the open arrivals, from the clock's start to the last one's
@@ -234,7 +233,7 @@ impl Round<'_> {
         torn: TornDown,
         mut out: VuOutput,
         vus: u64,
-        (setup_failures, setup_took): (SetupFailures, Duration),
+        set_up: SetUp,
     ) -> (RoundResult, Vec<OpLogEntry>, Vec<FailureNote>) {
         // Stable: a user's rows keep their order (a bootstrap before the pick it precedes).
         out.log.sort_by_key(|e| (e.class, e.vu));
@@ -279,9 +278,9 @@ impl Round<'_> {
             requests_retried: wire.retried,
             unsolicited_answers: wire.unsolicited,
             setup: std::mem::take(&mut out.setup),
-            setup_failures: setup_failures.count,
-            setup_failure: setup_failures.first.map(|(_, d)| d),
-            setup_took,
+            setup_failures: set_up.failures,
+            setup_failure: set_up.first.map(|(_, d)| d),
+            setup_took: set_up.took,
             interrupted: self.cfg.stop.is_cancelled(),
             host: timed.host,
             server: timed.server,
@@ -307,17 +306,20 @@ impl Round<'_> {
     }
 }
 
-/// The users whose set-up failed in a round: how many, and the first by class and
-/// index (the same whatever order the set-ups finished in).
+/// How a round's set-up went: how long it held the clock back, and the users whose
+/// set-up failed: how many, and the first by class and index (the same whatever order
+/// the set-ups finished in).
 #[derive(Default)]
-struct SetupFailures {
-    count: u64,
+struct SetUp {
+    took: Duration,
+    failures: u64,
     first: Option<((usize, u32), String)>,
 }
 
-impl SetupFailures {
-    fn add(&mut self, who: (usize, u32), detail: &str) {
-        self.count += 1;
+impl SetUp {
+    /// User `who`'s set-up failed, as `detail` says.
+    fn failed(&mut self, who: (usize, u32), detail: &str) {
+        self.failures += 1;
         if self.first.as_ref().is_none_or(|(w, _)| who < *w) {
             self.first = Some((who, detail.to_string()));
         }

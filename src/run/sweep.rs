@@ -87,21 +87,6 @@ fn point_rates(r: &Report) -> (Vec<f64>, f64) {
     (rates, over)
 }
 
-/// Operations of point `p` at target `n` that failed, and of those how many were
-/// answered past a client's timeout, where it ran there.
-fn point_failures(p: &PointResult, n: &String) -> Option<(u64, u64)> {
-    let (_, r, _) = p.reports.iter().find(|(x, _, _)| x == n)?;
-    let h = r.summary.headline();
-    let late = h.errors.get(ErrorClass::ClientTimeout.name()).copied();
-    Some((h.failures, late.unwrap_or(0)))
-}
-
-/// Users whose set-up failed in point `p`'s rounds at target `n`, where it ran there.
-fn setups_failed(p: &PointResult, n: &String) -> Option<u64> {
-    let (_, r, _) = p.reports.iter().find(|(x, _, _)| x == n)?;
-    Some(r.rounds.iter().map(|rd| rd.setup_failures).sum())
-}
-
 /// One point at one target.
 #[derive(Clone, Copy)]
 struct Cell {
@@ -112,6 +97,47 @@ struct Cell {
     ci: Option<f64>,
     /// Seconds its rounds ran past their duration in all.
     overran_s: f64,
+    /// Users whose set-up failed in its rounds.
+    setup_failures: u64,
+    /// Operations that failed, and of those, answered past a client's timeout.
+    failures: u64,
+    timed_out_for_client: u64,
+    /// The watched server processes' CPU per successful operation, where any was.
+    server_cpu_ms_per_op: Option<f64>,
+}
+
+impl Cell {
+    /// The figures of one point's report at one target.
+    fn of(r: &Report) -> Cell {
+        let (rates, overran_s) = point_rates(r);
+        let (ops, _, ci) = report::stats::mean_ci95(&rates);
+        let h = r.summary.headline();
+        let server = &r.summary.server;
+        Cell {
+            ops,
+            p99_ms: h.latency_ms.p99,
+            ci: ci.map(|(lo, hi)| (hi - lo) / 2.0),
+            overran_s,
+            setup_failures: r.rounds.iter().map(|rd| rd.setup_failures).sum(),
+            failures: h.failures,
+            timed_out_for_client: h
+                .errors
+                .get(ErrorClass::ClientTimeout.name())
+                .copied()
+                .unwrap_or(0),
+            server_cpu_ms_per_op: (!server.is_empty())
+                .then(|| server.iter().map(|s| s.cpu_ms_per_op).sum()),
+        }
+    }
+}
+
+/// One figure of every cell, `[point][target]`, `None` where the target did not run or
+/// the figure is not there.
+fn column<T>(table: &[Vec<Option<Cell>>], f: impl Fn(&Cell) -> Option<T>) -> Vec<Vec<Option<T>>> {
+    table
+        .iter()
+        .map(|row| row.iter().map(|c| c.as_ref().and_then(&f)).collect())
+        .collect()
 }
 
 /// The last part of a key that counts concurrent users, so that the law applies.
@@ -268,75 +294,28 @@ impl Sweep {
         targets: &[String],
         results: &[PointResult],
     ) -> Sweep {
-        let cell = |p: &PointResult, n: &String| {
-            p.reports.iter().find(|(x, _, _)| x == n).map(|(_, r, _)| {
-                let (rates, overran_s) = point_rates(r);
-                let (ops, _, ci) = report::stats::mean_ci95(&rates);
-                Cell {
-                    ops,
-                    p99_ms: r.summary.headline().latency_ms.p99,
-                    ci: ci.map(|(lo, hi)| (hi - lo) / 2.0),
-                    overran_s,
-                }
-            })
-        };
         let table: Vec<Vec<Option<Cell>>> = results
             .iter()
-            .map(|p| targets.iter().map(|n| cell(p, n)).collect())
+            .map(|p| {
+                let at = |n: &String| p.reports.iter().find(|(x, _, _)| x == n);
+                targets
+                    .iter()
+                    .map(|n| at(n).map(|(_, r, _)| Cell::of(r)))
+                    .collect()
+            })
             .collect();
-        let cost = |p: &PointResult, n: &String| {
-            p.reports
-                .iter()
-                .find(|(x, _, _)| x == n)
-                .filter(|(_, r, _)| !r.summary.server.is_empty())
-                .map(|(_, r, _)| r.summary.server.iter().map(|s| s.cpu_ms_per_op).sum())
-        };
         Sweep {
             key: key.to_string(),
             values: values.iter().take(results.len()).cloned().collect(),
             targets: targets.to_vec(),
-            ops_per_sec: table
-                .iter()
-                .map(|row| row.iter().map(|c| c.map(|x| x.ops)).collect())
-                .collect(),
-            p99_ms: table
-                .iter()
-                .map(|row| row.iter().map(|c| c.map(|x| x.p99_ms)).collect())
-                .collect(),
-            ops_per_sec_ci: table
-                .iter()
-                .map(|row| row.iter().map(|c| c.and_then(|x| x.ci)).collect())
-                .collect(),
-            overran_s: table
-                .iter()
-                .map(|row| row.iter().map(|c| c.map(|x| x.overran_s)).collect())
-                .collect(),
-            setup_failures: results
-                .iter()
-                .map(|p| targets.iter().map(|n| setups_failed(p, n)).collect())
-                .collect(),
-            failures: results
-                .iter()
-                .map(|p| {
-                    targets
-                        .iter()
-                        .map(|n| point_failures(p, n).map(|f| f.0))
-                        .collect()
-                })
-                .collect(),
-            timed_out_for_client: results
-                .iter()
-                .map(|p| {
-                    targets
-                        .iter()
-                        .map(|n| point_failures(p, n).map(|f| f.1))
-                        .collect()
-                })
-                .collect(),
-            server_cpu_ms_per_op: results
-                .iter()
-                .map(|p| targets.iter().map(|n| cost(p, n)).collect())
-                .collect(),
+            ops_per_sec: column(&table, |c| Some(c.ops)),
+            p99_ms: column(&table, |c| Some(c.p99_ms)),
+            ops_per_sec_ci: column(&table, |c| c.ci),
+            overran_s: column(&table, |c| Some(c.overran_s)),
+            setup_failures: column(&table, |c| Some(c.setup_failures)),
+            failures: column(&table, |c| Some(c.failures)),
+            timed_out_for_client: column(&table, |c| Some(c.timed_out_for_client)),
+            server_cpu_ms_per_op: column(&table, |c| c.server_cpu_ms_per_op),
             usl: fits(
                 key,
                 &values[..results.len().min(values.len())],
@@ -531,12 +510,13 @@ impl Sweep {
     /// The notes under the HTML page's chart: points that did not measure their value or
     /// whose figures leave failures out, then the fitted law.
     fn html_notes(&self) -> Vec<String> {
-        let setups = self.targets.iter().enumerate();
-        let setups = setups.map(|(j, n)| self.setup_note(j, n).trim_end().to_string());
-        let failed = self.targets.iter().enumerate();
-        let failed = failed.map(|(j, n)| self.failure_note(j, n).trim_end().to_string());
-        let setups = setups.chain(failed).filter(|l| !l.is_empty());
-        setups.chain(self.usl_notes()).collect()
+        let points = self.targets.iter().enumerate().flat_map(|(j, n)| {
+            [self.setup_note(j, n), self.failure_note(j, n)].map(|l| l.trim_end().to_string())
+        });
+        points
+            .filter(|l| !l.is_empty())
+            .chain(self.usl_notes())
+            .collect()
     }
 
     pub(crate) fn csv(&self) -> Result<String, csv::Error> {

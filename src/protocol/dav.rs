@@ -425,9 +425,9 @@ pub(crate) async fn fill<T>(
         let answers = put_new(s, conn, &mut lanes, puts, filling.content_type).await;
         for ((item, size), (o, etag)) in made.into_iter().zip(answers) {
             if !o.is_ok() {
-                let why = o.detail.clone().unwrap_or_default();
-                let at = kept.len() + 1;
                 let hint = size_refusal(&o, size);
+                let why = o.detail.unwrap_or_default();
+                let at = kept.len() + 1;
                 failed = Some(format!("{} {at} of {n}: {why}{hint}", filling.what));
                 break;
             }

@@ -131,19 +131,16 @@ pub(super) fn setup_text(c: &UserClass) -> Option<String> {
     let puts = users * mean;
     // At a pace a fast server keeps, so that a set-up of hours is seen as one: a thousand
     // PUTs a second, or a hundred MiB of them when the items are large (photos).
-    let all_bytes = bytes.map_or(0.0, |b| puts * b);
-    let secs = (puts / 1000.0).max(all_bytes / SETUP_BYTES_PER_SEC);
+    let all_bytes = bytes.map(|b| puts * b);
+    let secs = (puts / 1000.0).max(all_bytes.unwrap_or(0.0) / SETUP_BYTES_PER_SEC);
     let at = match secs {
         s if s >= 3600.0 => format!("about {:.1} h", s / 3600.0),
         s if s >= 60.0 => format!("about {:.0} min", s / 60.0),
         s if s >= 1.0 => format!("about {s:.0} s"),
         _ => "under a second".into(),
     };
-    let size = bytes.map_or(String::new(), |_| {
-        format!(
-            ", about {} in all",
-            crate::workload::units::format_size(all_bytes)
-        )
+    let size = all_bytes.map_or(String::new(), |b| {
+        format!(", about {} in all", crate::workload::units::format_size(b))
     });
     Some(format!(
         "set-up: about {puts:.0} {what} put before the first pick ({users:.0} users × mean \

@@ -373,14 +373,17 @@ fn a_server_that_answers_empty_where_contacts_are_fails_the_sync_and_the_query()
     });
     let tmp = tempdir();
     let out = out_dir(&tmp);
-    let w = tmp.path().join("w.yaml");
-    std::fs::write(
-        &w,
-        format!(
-            "target: http://{addr}\ncontext: ''\nrun: {{ iterations: 4 }}\nusers:\n  - class: c\n    protocol: carddav\n    count: 1\n    params: {{ addressbook_home: /home/, initial_contacts: 3 }}\n    mix: {{ sync_collection: 1, addressbook_query: 1 }}\n"
-        ),
-    )
-    .unwrap();
+    let book = Book {
+        iterations: 4,
+        users: 1,
+        contacts: 3,
+    };
+    let w = book_workload(
+        &tmp,
+        addr,
+        book,
+        "{ sync_collection: 1, addressbook_query: 1 }",
+    );
     loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]);
     let r = read_report(&out);
     let sync = op(&r, "c.sync_collection");
@@ -519,14 +522,12 @@ fn set_up_fills_a_book_several_puts_at_once_within_the_bound() {
     let addr = serve_app(&rt, app);
     let tmp = tempdir();
     let out = out_dir(&tmp);
-    let w = tmp.path().join("w.yaml");
-    std::fs::write(
-        &w,
-        format!(
-            "target: http://{addr}\ncontext: ''\nrun: {{ iterations: 1 }}\nusers:\n  - class: c\n    protocol: carddav\n    count: 1\n    params: {{ addressbook_home: /home/, initial_contacts: 12 }}\n    mix: {{ create_addressbook: 1 }}\n"
-        ),
-    )
-    .unwrap();
+    let book = Book {
+        iterations: 1,
+        users: 1,
+        contacts: 12,
+    };
+    let w = book_workload(&tmp, addr, book, "{ create_addressbook: 1 }");
     assert_eq!(
         loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]),
         0
@@ -618,14 +619,17 @@ fn a_sweep_names_the_points_whose_set_ups_failed_and_a_412_says_the_size() {
     let addr = serve_app(&rt, app);
     let tmp = tempdir();
     let out = out_dir(&tmp);
-    let w = tmp.path().join("w.yaml");
-    std::fs::write(
-        &w,
-        format!(
-            "target: http://{addr}\ncontext: ''\nrun: {{ iterations: 1 }}\nusers:\n  - class: c\n    protocol: carddav\n    count: 2\n    params: {{ addressbook_home: /home/, initial_contacts: 5 }}\n    mix:\n      create_addressbook: 1\n      put_contact: {{ weight: 0, params: {{ photo: 1KiB }} }}\n"
-        ),
-    )
-    .unwrap();
+    let book = Book {
+        iterations: 1,
+        users: 2,
+        contacts: 5,
+    };
+    let w = book_workload(
+        &tmp,
+        addr,
+        book,
+        "{ create_addressbook: 1, put_contact: { weight: 0, params: { photo: 1KiB } } }",
+    );
     let o = loadmix_bin(&[
         "run",
         &path_str(&w),
@@ -678,14 +682,12 @@ fn the_report_says_how_long_set_up_took() {
     let addr = serve_app(&rt, app);
     let tmp = tempdir();
     let out = out_dir(&tmp);
-    let w = tmp.path().join("w.yaml");
-    std::fs::write(
-        &w,
-        format!(
-            "target: http://{addr}\ncontext: ''\nrun: {{ iterations: 1 }}\nusers:\n  - class: c\n    protocol: carddav\n    count: 1\n    params: {{ addressbook_home: /home/, initial_contacts: 8 }}\n    mix: {{ create_addressbook: 1 }}\n"
-        ),
-    )
-    .unwrap();
+    let book = Book {
+        iterations: 1,
+        users: 1,
+        contacts: 8,
+    };
+    let w = book_workload(&tmp, addr, book, "{ create_addressbook: 1 }");
     assert_eq!(
         loadmix(&["run", &path_str(&w), "--out", &path_str(&out), "--quiet"]),
         0
@@ -697,4 +699,32 @@ fn the_report_says_how_long_set_up_took() {
         text.contains("the rest in the users' set-ups, which took "),
         "{text}"
     );
+}
+
+/// One class `c` of carddav users against a bare server (address books under `/home/`),
+/// each filling its book with `contacts` in set-up, then making `iterations` picks.
+struct Book {
+    iterations: u32,
+    users: u32,
+    contacts: u32,
+}
+
+/// `b`'s workload against `addr`, its class's `mix` a YAML flow map, written into `tmp`;
+/// its path.
+fn book_workload(
+    tmp: &tempfile::TempDir,
+    addr: std::net::SocketAddr,
+    b: Book,
+    mix: &str,
+) -> std::path::PathBuf {
+    let w = tmp.path().join("w.yaml");
+    std::fs::write(
+        &w,
+        format!(
+            "target: http://{addr}\ncontext: ''\nrun: {{ iterations: {} }}\nusers:\n  - class: c\n    protocol: carddav\n    count: {}\n    params: {{ addressbook_home: /home/, initial_contacts: {} }}\n    mix: {mix}\n",
+            b.iterations, b.users, b.contacts
+        ),
+    )
+    .unwrap();
+    w
 }

@@ -3,32 +3,35 @@
 //! or one counted [`Refusal`]; nothing in a line can make the reader do more than look at
 //! at most [`MAX_LINE`] bytes of it.
 
+use std::borrow::Cow;
 use std::io::BufRead;
 
 /// The longest line read; the rest of a longer one is skipped and the line refused.
 pub(crate) const MAX_LINE: usize = 64 << 10;
 
-/// One request, as the log tells it.
+/// One request, as the log tells it. A field is borrowed from the line where the line
+/// holds it as it is (valid UTF-8, no escape undone): a log of a million lines is read
+/// without a million times five strings.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Entry {
+pub(crate) struct Entry<'a> {
     /// When the request arrived, in microseconds since the Unix epoch.
     pub at_us: i64,
-    pub host: String,
+    pub host: Cow<'a, str>,
     /// The authenticated user, when the log names one.
-    pub user: Option<String>,
+    pub user: Option<Cow<'a, str>>,
     /// A session cookie or id, when the log has one (JSON lines only).
-    pub cookie: Option<String>,
-    pub method: String,
+    pub cookie: Option<Cow<'a, str>>,
+    pub method: Cow<'a, str>,
     /// The request target: path and query, as sent.
-    pub target: String,
+    pub target: Cow<'a, str>,
     pub status: u16,
     pub bytes: Option<u64>,
-    pub agent: Option<String>,
+    pub agent: Option<Cow<'a, str>>,
     /// How long the server took, when the log says (`%D`, `$request_time`).
     pub took_us: Option<u64>,
 }
 
-impl Entry {
+impl Entry<'_> {
     /// When the answer was done: arrival plus the time taken, when known.
     pub(crate) fn done_us(&self) -> i64 {
         self.at_us
@@ -72,7 +75,7 @@ fn refuse<T>(column: usize, why: impl Into<String>) -> Result<T, Refusal> {
 }
 
 /// Read one line (without its newline) in `format`.
-pub(crate) fn parse(line: &[u8], format: Format) -> Result<Entry, Refusal> {
+pub(crate) fn parse(line: &[u8], format: Format) -> Result<Entry<'_>, Refusal> {
     match format {
         Format::Clf => clf(line),
         Format::Json => json(line),
@@ -127,8 +130,8 @@ impl<'a> Cursor<'a> {
 
     /// `"..."`, with `\"` and `\\` escapes (as Apache and nginx write them) undone; a
     /// backslash before anything else is kept. The bytes between escapes are copied as
-    /// runs, and a field with no escape (nearly all) straight into its string.
-    fn quoted(&mut self, what: &str) -> Result<String, Refusal> {
+    /// runs, and a field with no escape (nearly all) is borrowed from the line.
+    fn quoted(&mut self, what: &str) -> Result<Cow<'a, str>, Refusal> {
         self.skip_spaces();
         if self.s.get(self.at) != Some(&b'"') {
             return refuse(self.column(), format!("{what}: expected `\"`"));
@@ -149,7 +152,7 @@ impl<'a> Cursor<'a> {
                     return Ok(text(&self.s[run..at]));
                 }
                 out.extend_from_slice(&self.s[run..at]);
-                return Ok(String::from_utf8_lossy(&out).into_owned());
+                return Ok(Cow::Owned(String::from_utf8_lossy(&out).into_owned()));
             }
             match self.s.get(at + 1) {
                 Some(&e @ (b'"' | b'\\')) => {
@@ -166,16 +169,40 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+fn text(b: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(b)
 }
 
-fn dash(s: String) -> Option<String> {
-    (s != "-" && !s.is_empty()).then_some(s)
+fn dash<S: AsRef<str>>(s: S) -> Option<S> {
+    let t = s.as_ref();
+    (t != "-" && !t.is_empty()).then_some(s)
+}
+
+/// `METHOD TARGET ...` as its first two words (the target empty after two spaces),
+/// borrowed from the line where the request is.
+fn method_and_target<'a>(request: &Cow<'a, str>) -> Option<(Cow<'a, str>, Cow<'a, str>)> {
+    let (method, rest) = request.split_once(' ')?;
+    let target = rest.split(' ').next().unwrap_or("");
+    let at = method.len() + 1;
+    Some((
+        part(request, 0..method.len()),
+        part(request, at..at + target.len()),
+    ))
+}
+
+/// `range` of `s`, borrowed for as long as `s` borrows.
+fn part<'a>(s: &Cow<'a, str>, range: std::ops::Range<usize>) -> Cow<'a, str> {
+    match s {
+        Cow::Borrowed(b) => {
+            let b: &'a str = b;
+            Cow::Borrowed(&b[range])
+        }
+        Cow::Owned(o) => Cow::Owned(o[range].to_string()),
+    }
 }
 
 /// `host ident user [time] "request" status bytes ["referer" "agent"] [took]`.
-fn clf(line: &[u8]) -> Result<Entry, Refusal> {
+fn clf(line: &[u8]) -> Result<Entry<'_>, Refusal> {
     let mut c = Cursor { s: line, at: 0 };
     let host = text(c.field("host")?);
     c.field("ident")?;
@@ -188,8 +215,7 @@ fn clf(line: &[u8]) -> Result<Entry, Refusal> {
     })?;
     let request_col = c.column() + 1;
     let request = c.quoted("request")?;
-    let mut parts = request.split(' ');
-    let (Some(method), Some(target)) = (parts.next(), parts.next()) else {
+    let Some((method, target)) = method_and_target(&request) else {
         return refuse(
             request_col,
             format!("request `{request}` is not METHOD TARGET"),
@@ -198,8 +224,9 @@ fn clf(line: &[u8]) -> Result<Entry, Refusal> {
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase() || b == b'-') {
         return refuse(request_col, format!("`{method}` is not a method"));
     }
-    let status = text(c.field("status")?);
+    let status = c.field("status")?;
     let status_col = c.column() - status.len();
+    let status = text(status);
     let status: u16 = match status.parse() {
         Ok(s) if (100..=999).contains(&s) => s,
         _ => return refuse(status_col, format!("`{status}` is not a status")),
@@ -234,8 +261,8 @@ fn clf(line: &[u8]) -> Result<Entry, Refusal> {
         host,
         user,
         cookie: None,
-        method: method.to_string(),
-        target: target.to_string(),
+        method,
+        target,
         status,
         bytes,
         agent,
@@ -329,7 +356,8 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 /// One JSON object per line, with the field names nginx, Caddy, Traefik and common
 /// logging set-ups use.
-fn json(line: &[u8]) -> Result<Entry, Refusal> {
+/// A JSON line's fields are the parsed object's, so owned.
+fn json(line: &[u8]) -> Result<Entry<'static>, Refusal> {
     let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| Refusal {
         column: e.column().max(1),
         why: format!("not JSON: {e}"),
@@ -377,17 +405,21 @@ fn json(line: &[u8]) -> Result<Entry, Refusal> {
                 "client",
                 "host",
             ])
-            .unwrap_or_else(|| "-".into()),
-        user: f.string(&[
-            "remote_user",
-            "user",
-            "user_id",
-            "username",
-            "ClientUsername",
-        ]),
-        cookie: f.string(&["session", "session_id", "sid", "cookie"]),
-        method,
-        target,
+            .map_or(Cow::Borrowed("-"), Cow::Owned),
+        user: f
+            .string(&[
+                "remote_user",
+                "user",
+                "user_id",
+                "username",
+                "ClientUsername",
+            ])
+            .map(Cow::Owned),
+        cookie: f
+            .string(&["session", "session_id", "sid", "cookie"])
+            .map(Cow::Owned),
+        method: Cow::Owned(method),
+        target: Cow::Owned(target),
         status,
         bytes: f
             .number(&[
@@ -399,13 +431,15 @@ fn json(line: &[u8]) -> Result<Entry, Refusal> {
             ])
             .filter(|b| b.is_finite() && *b >= 0.0)
             .map(|b| b as u64),
-        agent: f.string(&[
-            "http_user_agent",
-            "user_agent",
-            "agent",
-            "User-Agent",
-            "request_User-Agent",
-        ]),
+        agent: f
+            .string(&[
+                "http_user_agent",
+                "user_agent",
+                "agent",
+                "User-Agent",
+                "request_User-Agent",
+            ])
+            .map(Cow::Owned),
         took_us: f.took_us(),
     })
 }
@@ -615,7 +649,7 @@ mod tests {
                     k /= alphabet.len();
                 }
                 let mut c = Cursor { s: &s, at: 0 };
-                let got = c.quoted("f").ok().map(|v| (v, c.at));
+                let got = c.quoted("f").ok().map(|v| (v.into_owned(), c.at));
                 assert_eq!(
                     got,
                     quoted_bytewise(&s),
@@ -628,7 +662,7 @@ mod tests {
         assert!(checked > 10_000, "{checked}");
     }
 
-    fn ok(l: &str) -> Entry {
+    fn ok(l: &str) -> Entry<'_> {
         parse(l.as_bytes(), Format::detect(l.as_bytes())).unwrap_or_else(|e| panic!("{l}: {e:?}"))
     }
 
@@ -638,10 +672,7 @@ mod tests {
             r#"192.0.2.7 - alice [10/Oct/2000:13:55:36 -0700] "GET /a?b=1 HTTP/1.0" 200 2326 "http://x/" "Mozilla/4.08 \"q\"" 1234"#,
         );
         assert_eq!(e.at_us, 971_211_336_000_000);
-        assert_eq!(
-            (e.method.as_str(), e.target.as_str(), e.status),
-            ("GET", "/a?b=1", 200)
-        );
+        assert_eq!((&*e.method, &*e.target, e.status), ("GET", "/a?b=1", 200));
         assert_eq!(e.user.as_deref(), Some("alice"));
         assert_eq!(e.agent.as_deref(), Some("Mozilla/4.08 \"q\""));
         assert_eq!((e.bytes, e.took_us), (Some(2326), Some(1234)));
@@ -649,7 +680,7 @@ mod tests {
         let n = ok(
             r#"::1 - - [02/Dec/2026:00:33:02.250000 +0000] "PROPFIND /dav/ HTTP/1.1" 207 - "-" "-" 0.003"#,
         );
-        assert_eq!((n.host.as_str(), n.user, n.bytes), ("::1", None, None));
+        assert_eq!((&*n.host, n.user, n.bytes), ("::1", None, None));
         assert_eq!(n.took_us, Some(3000));
         assert_eq!(n.at_us % 1_000_000, 250_000);
         let c = ok(r#"h - - [02/Dec/2026:00:33:02 +0100] "DELETE /x HTTP/1.1" 204 0"#);
@@ -666,16 +697,13 @@ mod tests {
         let e = ok(
             r#"{"time":"2026-12-02T00:33:02.5Z","remote_addr":"10.0.0.1","request":"GET /x?y HTTP/1.1","status":"404","body_bytes_sent":12,"request_time":0.012,"http_user_agent":"k"}"#,
         );
-        assert_eq!(
-            (e.method.as_str(), e.target.as_str(), e.status),
-            ("GET", "/x?y", 404)
-        );
+        assert_eq!((&*e.method, &*e.target, e.status), ("GET", "/x?y", 404));
         assert_eq!((e.took_us, e.bytes), (Some(12_000), Some(12)));
         assert_eq!(e.at_us % 1_000_000, 500_000);
         let caddy = ok(
             r#"{"ts":1764635582.25,"request":{"method":"PUT","uri":"/a","remote_ip":"::1"},"status":201,"duration":0.5}"#,
         );
-        assert_eq!((caddy.method.as_str(), caddy.host.as_str()), ("PUT", "::1"));
+        assert_eq!((&*caddy.method, &*caddy.host), ("PUT", "::1"));
         assert_eq!(caddy.took_us, Some(500_000));
         // Caddy writes `ts` when the answer has gone: the request came `duration` before.
         assert_eq!(caddy.at_us, 1_764_635_581_750_000);
@@ -722,12 +750,7 @@ mod tests {
             r#"{"ClientHost":"10.0.0.9","ClientUsername":"-","DownstreamContentSize":42,"DownstreamStatus":207,"Duration":3500000,"RequestMethod":"PROPFIND","RequestPath":"/dav/u/","StartUTC":"2025-12-02T00:33:02.123456789Z","request_User-Agent":"DAVx5","time":"2025-12-02T00:33:02Z"}"#,
         );
         assert_eq!(
-            (
-                t.method.as_str(),
-                t.target.as_str(),
-                t.status,
-                t.host.as_str()
-            ),
+            (&*t.method, &*t.target, t.status, &*t.host),
             ("PROPFIND", "/dav/u/", 207, "10.0.0.9")
         );
         assert_eq!((t.user, t.agent.as_deref()), (None, Some("DAVx5")));

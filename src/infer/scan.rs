@@ -180,13 +180,15 @@ pub(crate) struct ScanOptions {
     pub seed: u64,
 }
 
-/// A request reduced to what sessions need.
-struct Seen {
-    client: String,
+/// A request reduced to what sessions need, borrowed from its line (and the client's
+/// key from a buffer the reader reuses): most lines only update what a client's earlier
+/// ones made.
+struct Seen<'a> {
+    client: &'a str,
     protocol: Protocol,
     op: OpDef,
     /// The request target in origin form.
-    target: String,
+    target: &'a str,
     at_us: i64,
     done_us: i64,
 }
@@ -195,9 +197,10 @@ struct Seen {
 fn read_all(
     o: &ScanOptions,
     counts: &mut Vec<FileCounts>,
-    mut each: impl FnMut(Result<Seen, Kind>),
+    mut each: impl FnMut(Result<Seen<'_>, Kind>),
 ) -> Result<(), ScanError> {
     counts.clear();
+    let mut key = String::new();
     for path in &o.files {
         let io = |source| ScanError::Io {
             file: path.display().to_string(),
@@ -243,7 +246,7 @@ fn read_all(
                 Format::Json => "json lines",
             });
             match log::parse(&line, fmt) {
-                Ok(e) => each(seen(&e, o.rules.as_deref())),
+                Ok(e) => each(seen(&e, o.rules.as_deref(), &mut key)),
                 Err(e) => {
                     c.refused += 1;
                     note(&mut c, path, e.column, &e.why);
@@ -266,7 +269,12 @@ fn note(c: &mut FileCounts, path: &Path, column: usize, why: &str) {
     }
 }
 
-fn seen(e: &Entry, rules: Option<&super::rules::Rules>) -> Result<Seen, Kind> {
+/// What `e` was; an operation's client key is written into `key`.
+fn seen<'a>(
+    e: &'a Entry<'_>,
+    rules: Option<&super::rules::Rules>,
+    key: &'a mut String,
+) -> Result<Seen<'a>, Kind> {
     // loadmix marks what its users send off the clock: set-up, whatever it looks like.
     if loadmix_setup(e.agent.as_deref()) {
         return Err(Kind::SetUp("loadmix set-up"));
@@ -284,13 +292,9 @@ fn seen(e: &Entry, rules: Option<&super::rules::Rules>) -> Result<Seen, Kind> {
             name,
             template,
         } => {
-            let who = loadmix_user(e.agent.as_deref())
-                .map(|u| format!("l {u}"))
-                .or_else(|| e.cookie.as_ref().map(|c| format!("c {c}")))
-                .or_else(|| e.user.as_ref().map(|u| format!("u {u}")))
-                .unwrap_or_else(|| format!("a {} {}", e.host, e.agent.as_deref().unwrap_or("-")));
+            client_key(e, protocol, key);
             Ok(Seen {
-                client: format!("{} {who}", protocol.name()),
+                client: key.as_str(),
                 protocol,
                 op: OpDef {
                     protocol,
@@ -299,12 +303,33 @@ fn seen(e: &Entry, rules: Option<&super::rules::Rules>) -> Result<Seen, Kind> {
                     // Filled in only for an operation seen the first time.
                     example: String::new(),
                 },
-                target: target.to_string(),
+                target,
                 at_us: e.at_us,
                 done_us: e.done_us(),
             })
         }
         other => Err(other),
+    }
+}
+
+/// Who sent `e`, as `PROTOCOL KIND NAME` into `key`: a loadmix user by its User-Agent,
+/// else the session cookie, else the authenticated user, else address and agent.
+fn client_key(e: &Entry<'_>, protocol: Protocol, key: &mut String) {
+    key.clear();
+    key.push_str(protocol.name());
+    let (kind, name) = match (loadmix_user(e.agent.as_deref()), &e.cookie, &e.user) {
+        (Some(u), _, _) => ("l", u),
+        (None, Some(c), _) => ("c", c.as_ref()),
+        (None, None, Some(u)) => ("u", u.as_ref()),
+        (None, None, None) => {
+            for part in [" a ", &e.host, " ", e.agent.as_deref().unwrap_or("-")] {
+                key.push_str(part);
+            }
+            return;
+        }
+    };
+    for part in [" ", kind, " ", name] {
+        key.push_str(part);
     }
 }
 
@@ -379,7 +404,7 @@ pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
             s.first_us = s.first_us.min(x.at_us);
             s.last_us = s.last_us.max(x.done_us);
             s.subsecond |= x.at_us % 1_000_000 != 0;
-            if let Some((at, done, g)) = last.get_mut(&x.client) {
+            if let Some((at, done, g)) = last.get_mut(x.client) {
                 let gaps = &mut groups[*g];
                 gaps.after_answer[bin(x.at_us - *done)] += 1;
                 // The same second: half of the clock's resolution.
@@ -387,7 +412,7 @@ pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
                 *at = (*at).max(x.at_us);
                 *done = (*done).max(x.done_us);
             } else if last.len() < MAX_CLIENTS {
-                let name = group_of(&x.client);
+                let name = group_of(x.client);
                 let g = match groups.iter().position(|g| g.group == name) {
                     Some(g) => g,
                     None => {
@@ -405,7 +430,7 @@ pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
                             })
                     }
                 };
-                last.insert(x.client, (x.at_us, x.done_us, g));
+                last.insert(x.client.to_string(), (x.at_us, x.done_us, g));
             }
         }
         Err(Kind::SetUp(what)) => *s.setup.entry(what).or_default() += 1,
@@ -456,12 +481,12 @@ pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
                 return;
             }
         };
-        let client = match clients.get(&x.client) {
+        let client = match clients.get(x.client) {
             Some(&c) => c,
             None if clients.len() < MAX_CLIENTS => {
                 let c = clients.len() as u32;
-                s.client_cut.push(group_index(&s.cuts, group_of(&x.client)));
-                clients.insert(x.client, c);
+                s.client_cut.push(group_index(&s.cuts, group_of(x.client)));
+                clients.insert(x.client.to_string(), c);
                 s.between.push((0, 0.0, 0.0));
                 s.client_protocol.push(x.protocol);
                 last_end.push(i64::MIN);

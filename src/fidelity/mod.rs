@@ -141,18 +141,22 @@ fn busy_windows(sessions: &[(i64, i64)], first: i64, last: i64) -> Vec<f64> {
 }
 
 fn traffic(s: &Scan) -> Traffic {
-    let name = |op: u16| {
-        let d = &s.ops[op as usize];
-        format!("{}.{}", d.protocol.name(), d.name)
-    };
+    // Counted by operation index and named once at the end: a name per transition of
+    // every session was most of this function's time on a million-line log.
+    let names: Vec<String> = s
+        .ops
+        .iter()
+        .map(|d| format!("{}.{}", d.protocol.name(), d.name))
+        .collect();
+    let n = names.len();
     let mut t = Traffic {
         span_us: (s.last_us - s.first_us).max(1),
         first_us: s.first_us,
         last_us: s.last_us,
         ..Default::default()
     };
-    for (i, n) in s.op_requests.iter().enumerate() {
-        *t.ops.entry(name(i as u16)).or_default() += *n as f64;
+    for (i, c) in s.op_requests.iter().enumerate() {
+        *t.ops.entry(names[i].clone()).or_default() += *c as f64;
     }
     t.busy_windows = busy_windows(
         &s.sessions
@@ -162,6 +166,9 @@ fn traffic(s: &Scan) -> Traffic {
         s.first_us,
         s.last_us,
     );
+    // from × (to, or `exit` at n) and from × to.
+    let mut rows = vec![0.0f64; n * (n + 1)];
+    let mut thinks: Vec<Vec<f64>> = vec![Vec::new(); n * n];
     for x in &s.sessions {
         t.requests_us.extend(x.requests.iter().map(|r| r.at_us));
         t.busy_us += (x.end_us() - x.start_us()).max(0) as f64;
@@ -177,22 +184,30 @@ fn traffic(s: &Scan) -> Traffic {
         t.duration_us
             .push((x.end_us() - x.start_us()).max(0) as f64);
         for w in x.requests.windows(2) {
-            *t.rows
-                .entry(name(w[0].op))
-                .or_default()
-                .entry(name(w[1].op))
-                .or_default() += 1.0;
+            rows[usize::from(w[0].op) * (n + 1) + usize::from(w[1].op)] += 1.0;
         }
         if let Some(last) = x.requests.last() {
-            *t.rows
-                .entry(name(last.op))
-                .or_default()
-                .entry("exit".into())
-                .or_default() += 1.0;
+            rows[usize::from(last.op) * (n + 1) + n] += 1.0;
         }
         for (a, b, th) in s.thinks_of(x) {
-            t.thinks.entry((name(a), name(b))).or_default().push(th);
+            thinks[usize::from(a) * n + usize::from(b)].push(th);
         }
+    }
+    for (cell, count) in rows.into_iter().enumerate().filter(|(_, c)| *c > 0.0) {
+        let (a, b) = (cell / (n + 1), cell % (n + 1));
+        let to = names.get(b).map_or("exit", String::as_str);
+        t.rows
+            .entry(names[a].clone())
+            .or_default()
+            .insert(to.to_string(), count);
+    }
+    for (cell, th) in thinks
+        .into_iter()
+        .enumerate()
+        .filter(|(_, v)| !v.is_empty())
+    {
+        t.thinks
+            .insert((names[cell / n].clone(), names[cell % n].clone()), th);
     }
     t
 }

@@ -1,8 +1,10 @@
-//! From log files to sessions, in two streamed passes. The first classifies every line and
-//! gathers the gaps between one client's requests, from which the session timeout is
-//! taken (the valley between think times and the pauses between sessions) unless one is
-//! given. The second cuts each client's requests into sessions at that timeout. Only
-//! open sessions are held while reading; finished ones are kept up to [`MAX_SESSIONS`]
+//! From log files to sessions, in two passes. The first streams the files, classifies
+//! every line and gathers the gaps between one client's requests, from which the session
+//! timeout is taken (the valley between think times and the pauses between sessions)
+//! unless one is given; it keeps each request as its client's and operation's numbers,
+//! up to [`MAX_KEPT`] of them. The second cuts each client's requests into sessions at
+//! that timeout, from what the first kept, or from the files read again past it. Only
+//! open sessions are held while cutting; finished ones are kept up to [`MAX_SESSIONS`]
 //! (a uniform sample beyond) for the model, while every count stays exact.
 //!
 //! A client is a loadmix user by its User-Agent (`loadmix/VERSION (run RUN; CLASS#N)`,
@@ -388,56 +390,180 @@ fn group_of(client: &str) -> &str {
         .map_or("", |(class, _)| class)
 }
 
-/// Read the logs twice: the timeouts, then the sessions.
+/// A request as the second pass reads it: its client by the first pass's number, its
+/// operation by its place in [`Scan::ops`] (or [`UNTRACKED_OP`]).
+#[derive(Debug, Clone, Copy)]
+struct Rec {
+    client: u32,
+    op: u16,
+    at_us: i64,
+    done_us: i64,
+}
+
+/// The operation of a request past [`MAX_OPS`] others.
+const UNTRACKED_OP: u16 = u16::MAX;
+
+/// Requests the first pass keeps for the second, 24 bytes each: the second reads them
+/// instead of reading and parsing the files again. A log with more is read twice.
+pub(crate) const MAX_KEPT: usize = 4_000_000;
+
+/// What the first pass learnt of its clients (at most [`MAX_CLIENTS`]).
+#[derive(Default)]
+struct Clients {
+    /// By key: the client's number.
+    ids: HashMap<String, u32>,
+    /// By number: its last request's start and end, and its group's place in `cuts`.
+    last: Vec<(i64, i64, usize)>,
+}
+
+/// The place in `s.ops` of `x`'s operation, added the first time it is seen.
+fn op_of(s: &mut Scan, index: &mut HashMap<Protocol, HashMap<String, usize>>, x: Seen) -> u16 {
+    if let Some(&i) = index
+        .get(&x.protocol)
+        .and_then(|m| m.get(x.op.name.as_str()))
+    {
+        return i as u16;
+    }
+    if s.ops.len() >= MAX_OPS {
+        return UNTRACKED_OP;
+    }
+    let mut d = x.op;
+    d.example = x.target.chars().take(2048).collect();
+    index
+        .entry(d.protocol)
+        .or_default()
+        .insert(d.name.clone(), s.ops.len());
+    s.ops.push(d);
+    s.op_requests.push(0);
+    (s.ops.len() - 1) as u16
+}
+
+/// Read the logs: the timeouts, then the sessions, from the requests the first pass kept
+/// or, past [`MAX_KEPT`] of them, from the files again.
 pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
+    scan_keeping(o, MAX_KEPT)
+}
+
+fn scan_keeping(o: &ScanOptions, max_kept: usize) -> Result<Scan, ScanError> {
     let mut s = Scan {
         first_us: i64::MAX,
         last_us: i64::MIN,
         ..Default::default()
     };
-    // Pass 1: operations, set-up counts, log span and each group's gaps.
-    let mut groups: Vec<Gaps> = Vec::new();
-    let mut last: HashMap<String, (i64, i64, usize)> = HashMap::new();
     let mut counts = Vec::new();
-    read_all(o, &mut counts, |r| match r {
+    let mut op_index: HashMap<Protocol, HashMap<String, usize>> = HashMap::new();
+    let mut clients = Clients::default();
+    let (groups, kept) = gaps_pass(
+        o,
+        &mut s,
+        &mut counts,
+        &mut op_index,
+        &mut clients,
+        max_kept,
+    )?;
+    s.cuts = groups
+        .iter()
+        .map(|g| cut_of(g, o.timeout_us, s.subsecond))
+        .collect();
+    // Pass 2: sessions.
+    let mut cut = Sessions::new(o.seed);
+    match kept {
+        Some(kept) => {
+            clients.ids = HashMap::new();
+            for r in kept {
+                cut.add(&mut s, r, &clients.last);
+            }
+        }
+        None => read_all(o, &mut counts, |r| {
+            let Ok(x) = r else { return };
+            let client = match clients.ids.get(x.client) {
+                Some(&c) => c,
+                // A log that grew between the passes.
+                None if clients.ids.len() < MAX_CLIENTS => {
+                    let g = group_index(&s.cuts, group_of(x.client)).into();
+                    clients
+                        .ids
+                        .insert(x.client.to_string(), clients.last.len() as u32);
+                    clients.last.push((x.at_us, x.done_us, g));
+                    clients.last.len() as u32 - 1
+                }
+                None => u32::MAX,
+            };
+            let (at_us, done_us) = (x.at_us, x.done_us);
+            let op = op_of(&mut s, &mut op_index, x);
+            if client == u32::MAX {
+                s.untracked += 1;
+                return;
+            }
+            let r = Rec {
+                client,
+                op,
+                at_us,
+                done_us,
+            };
+            cut.add(&mut s, r, &clients.last);
+        })?,
+    }
+    cut.close_all(&mut s);
+    s.files = counts;
+    Ok(s)
+}
+
+/// Pass 1: operations, set-up counts, log span and each group's gaps; the requests kept
+/// for pass 2 while there are at most `max_kept`.
+fn gaps_pass(
+    o: &ScanOptions,
+    s: &mut Scan,
+    counts: &mut Vec<FileCounts>,
+    op_index: &mut HashMap<Protocol, HashMap<String, usize>>,
+    clients: &mut Clients,
+    max_kept: usize,
+) -> Result<(Vec<Gaps>, Option<Vec<Rec>>), ScanError> {
+    let mut groups: Vec<Gaps> = Vec::new();
+    let mut kept = Some(Vec::new());
+    read_all(o, counts, |r| match r {
         Ok(x) => {
             s.first_us = s.first_us.min(x.at_us);
             s.last_us = s.last_us.max(x.done_us);
             s.subsecond |= x.at_us % 1_000_000 != 0;
-            if let Some((at, done, g)) = last.get_mut(x.client) {
-                let gaps = &mut groups[*g];
-                gaps.after_answer[bin(x.at_us - *done)] += 1;
-                // The same second: half of the clock's resolution.
-                gaps.between_starts[bin((x.at_us - *at).max(500_000))] += 1;
-                *at = (*at).max(x.at_us);
-                *done = (*done).max(x.done_us);
-            } else if last.len() < MAX_CLIENTS {
-                let name = group_of(x.client);
-                let g = match groups.iter().position(|g| g.group == name) {
-                    Some(g) => g,
-                    None => {
-                        let name = if groups.len() < MAX_GROUPS { name } else { "" };
-                        groups
-                            .iter()
-                            .position(|g| g.group == name)
-                            .unwrap_or_else(|| {
-                                groups.push(Gaps {
-                                    group: name.to_string(),
-                                    after_answer: [0; BINS],
-                                    between_starts: [0; BINS],
-                                });
-                                groups.len() - 1
-                            })
-                    }
-                };
-                last.insert(x.client.to_string(), (x.at_us, x.done_us, g));
+            let client = match clients.ids.get(x.client) {
+                Some(&c) => {
+                    let (at, done, g) = &mut clients.last[c as usize];
+                    let gaps = &mut groups[*g];
+                    gaps.after_answer[bin(x.at_us - *done)] += 1;
+                    // The same second: half of the clock's resolution.
+                    gaps.between_starts[bin((x.at_us - *at).max(500_000))] += 1;
+                    *at = (*at).max(x.at_us);
+                    *done = (*done).max(x.done_us);
+                    Some(c)
+                }
+                None if clients.ids.len() < MAX_CLIENTS => {
+                    let g = group_for(&mut groups, group_of(x.client));
+                    clients
+                        .ids
+                        .insert(x.client.to_string(), clients.last.len() as u32);
+                    clients.last.push((x.at_us, x.done_us, g));
+                    Some(clients.last.len() as u32 - 1)
+                }
+                None => None,
+            };
+            let (at_us, done_us) = (x.at_us, x.done_us);
+            let op = op_of(s, op_index, x);
+            match (client, kept.as_mut()) {
+                (Some(client), Some(k)) if k.len() < max_kept => k.push(Rec {
+                    client,
+                    op,
+                    at_us,
+                    done_us,
+                }),
+                // Past the clients tracked or the requests kept: read again.
+                _ => kept = None,
             }
         }
         Err(Kind::SetUp(what)) => *s.setup.entry(what).or_default() += 1,
         Err(Kind::Unclassified) => s.unclassified += 1,
         Err(_) => s.statics += 1,
     })?;
-    drop(last);
     if groups.is_empty() {
         // A log that gained its first requests between the passes: its clients share one.
         groups.push(Gaps {
@@ -446,109 +572,141 @@ pub(crate) fn scan(o: &ScanOptions) -> Result<Scan, ScanError> {
             between_starts: [0; BINS],
         });
     }
-    s.cuts = groups
+    Ok((groups, kept))
+}
+
+/// The place of group `name` among `groups`, added while there are fewer than
+/// [`MAX_GROUPS`] (past them, the shared `""`'s).
+fn group_for(groups: &mut Vec<Gaps>, name: &str) -> usize {
+    if let Some(g) = groups.iter().position(|g| g.group == name) {
+        return g;
+    }
+    let name = if groups.len() < MAX_GROUPS { name } else { "" };
+    groups
         .iter()
-        .map(|g| cut_of(g, o.timeout_us, s.subsecond))
-        .collect();
-    // Pass 2: sessions.
-    let mut clients: HashMap<String, u32> = HashMap::new();
-    let mut open: HashMap<u32, Session> = HashMap::new();
-    let mut last_end: Vec<i64> = Vec::new();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(o.seed);
-    let mut since_sweep = 0u32;
-    let mut now = i64::MIN;
-    let mut op_index: HashMap<Protocol, HashMap<String, usize>> = HashMap::new();
-    read_all(o, &mut counts, |r| {
-        let Ok(x) = r else { return };
-        let known = op_index
-            .get(&x.protocol)
-            .and_then(|m| m.get(x.op.name.as_str()));
-        let op = match known {
-            Some(&i) => i,
-            None if s.ops.len() < MAX_OPS => {
-                let mut d = x.op;
-                d.example = x.target.chars().take(2048).collect();
-                op_index
-                    .entry(d.protocol)
-                    .or_default()
-                    .insert(d.name.clone(), s.ops.len());
-                s.ops.push(d);
-                s.op_requests.push(0);
-                s.ops.len() - 1
-            }
-            None => {
-                s.untracked += 1;
-                return;
-            }
-        };
-        let client = match clients.get(x.client) {
-            Some(&c) => c,
-            None if clients.len() < MAX_CLIENTS => {
-                let c = clients.len() as u32;
-                s.client_cut.push(group_index(&s.cuts, group_of(x.client)));
-                clients.insert(x.client.to_string(), c);
-                s.between.push((0, 0.0, 0.0));
-                s.client_protocol.push(x.protocol);
-                last_end.push(i64::MIN);
-                c
-            }
-            None => {
-                s.untracked += 1;
-                return;
-            }
-        };
+        .position(|g| g.group == name)
+        .unwrap_or_else(|| {
+            groups.push(Gaps {
+                group: name.to_string(),
+                after_answer: [0; BINS],
+                between_starts: [0; BINS],
+            });
+            groups.len() - 1
+        })
+}
+
+/// Pass 2: each client's requests cut into sessions at its group's timeout.
+struct Sessions {
+    /// By the first pass's number: the client's number in the scan, once it has one.
+    number: Vec<Option<u32>>,
+    open: HashMap<u32, Session>,
+    /// By the scan's number: when the client's last finished session ended.
+    last_end: Vec<i64>,
+    rng: Xoshiro256PlusPlus,
+    since_sweep: u32,
+    now: i64,
+}
+
+impl Sessions {
+    fn new(seed: u64) -> Sessions {
+        Sessions {
+            number: Vec::new(),
+            open: HashMap::new(),
+            last_end: Vec::new(),
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            since_sweep: 0,
+            now: i64::MIN,
+        }
+    }
+
+    /// The scan's number of the first pass's client `c`, given the first time it is
+    /// seen with an operation tracked.
+    fn number(&mut self, s: &mut Scan, c: u32, group: usize, protocol: Protocol) -> u32 {
+        let c = c as usize;
+        if self.number.len() <= c {
+            self.number.resize(c + 1, None);
+        }
+        *self.number[c].get_or_insert_with(|| {
+            s.client_cut.push(u16::try_from(group).unwrap_or(0));
+            s.between.push((0, 0.0, 0.0));
+            s.client_protocol.push(protocol);
+            self.last_end.push(i64::MIN);
+            (s.between.len() - 1) as u32
+        })
+    }
+
+    fn add(&mut self, s: &mut Scan, r: Rec, last: &[(i64, i64, usize)]) {
+        if r.op == UNTRACKED_OP {
+            s.untracked += 1;
+            return;
+        }
+        let op = usize::from(r.op);
+        let protocol = s.ops[op].protocol;
+        let group = last.get(r.client as usize).map_or(0, |l| l.2);
+        let client = self.number(s, r.client, group, protocol);
         s.op_requests[op] += 1;
-        now = now.max(x.at_us);
+        self.now = self.now.max(r.at_us);
         let req = Request {
-            op: op as u16,
-            at_us: x.at_us,
-            done_us: x.done_us,
+            op: r.op,
+            at_us: r.at_us,
+            done_us: r.done_us,
         };
         let timeout = s.cut_for(client as usize).timeout_us;
-        let ends = open
+        let ends = self
+            .open
             .get(&client)
-            .is_some_and(|o| x.at_us - o.end_us() > timeout || o.requests.len() >= MAX_SESSION_OPS);
-        if ends && let Some(done) = open.remove(&client) {
-            finish(done, &mut s, &mut last_end, &mut rng);
+            .is_some_and(|o| r.at_us - o.end_us() > timeout || o.requests.len() >= MAX_SESSION_OPS);
+        if ends && let Some(done) = self.open.remove(&client) {
+            finish(done, s, &mut self.last_end, &mut self.rng);
         }
-        open.entry(client)
+        self.open
+            .entry(client)
             .or_insert_with(|| Session {
                 client,
-                protocol: x.protocol,
+                protocol,
                 requests: Vec::new(),
                 cut: false,
             })
             .requests
             .push(req);
-        since_sweep += 1;
-        if since_sweep >= 10_000 {
-            since_sweep = 0;
-            let mut idle: Vec<(i64, u32)> = open
-                .iter()
-                .filter(|(c, o)| {
-                    now.saturating_sub(o.end_us())
-                        > s.cut_for(**c as usize).timeout_us.saturating_mul(2)
-                })
-                .map(|(c, o)| (o.start_us(), *c))
-                .collect();
-            // In the order they began, not the map's (which differs from run to run):
-            // the sessions kept, and the sample drawn past the cap, are then the same
-            // for the same log.
-            idle.sort_unstable();
-            for (_, c) in idle {
-                if let Some(done) = open.remove(&c) {
-                    finish(done, &mut s, &mut last_end, &mut rng);
-                }
+        self.since_sweep += 1;
+        if self.since_sweep >= 10_000 {
+            self.since_sweep = 0;
+            self.sweep(s);
+        }
+    }
+
+    /// Finish the sessions idle for two timeouts.
+    fn sweep(&mut self, s: &mut Scan) {
+        let now = self.now;
+        let mut idle: Vec<(i64, u32)> = self
+            .open
+            .iter()
+            .filter(|(c, o)| {
+                now.saturating_sub(o.end_us())
+                    > s.cut_for(**c as usize).timeout_us.saturating_mul(2)
+            })
+            .map(|(c, o)| (o.start_us(), *c))
+            .collect();
+        // In the order they began, not the map's (which differs from run to run): the
+        // sessions kept, and the sample drawn past the cap, are then the same for the
+        // same log.
+        idle.sort_unstable();
+        for (_, c) in idle {
+            if let Some(done) = self.open.remove(&c) {
+                finish(done, s, &mut self.last_end, &mut self.rng);
             }
         }
-    })?;
-    let mut rest: Vec<Session> = open.into_values().collect();
-    rest.sort_by_key(|x| (x.start_us(), x.client));
-    for done in rest {
-        finish(done, &mut s, &mut last_end, &mut rng);
     }
-    s.files = counts;
-    Ok(s)
+
+    /// The log is over: finish every session still open.
+    fn close_all(mut self, s: &mut Scan) {
+        let mut rest: Vec<Session> = self.open.drain().map(|(_, x)| x).collect();
+        rest.sort_by_key(|x| (x.start_us(), x.client));
+        for done in rest {
+            finish(done, s, &mut self.last_end, &mut self.rng);
+        }
+    }
 }
 
 /// A session is done: mark it cut if the log's edges cut it, note the gap since the
@@ -672,6 +830,80 @@ mod tests {
         assert_eq!(first.len(), 400 * 40);
         for _ in 0..3 {
             assert!(cut() == first, "the sessions came in another order");
+        }
+    }
+
+    /// The second pass cuts the same sessions, counts the same requests and numbers the
+    /// same clients from the requests the first kept as from the files read again, and
+    /// from both when the first stops keeping partway: people, authenticated users and
+    /// two loadmix classes, 300 operations (past the 256 tracked), assets, set-up, a
+    /// refused line, and sessions swept as the reading goes.
+    #[test]
+    fn the_requests_kept_are_cut_as_the_files_read_again() {
+        let mut text = String::new();
+        let word = |i: usize| -> String {
+            let b = i.to_le_bytes();
+            [b'a' + b[0] % 26, b'a' + (b[0] / 26) % 26, b'a' + b[1] % 26]
+                .map(char::from)
+                .iter()
+                .collect()
+        };
+        for i in 0..24_000usize {
+            let (minute, second) = (i / 200, i % 60);
+            let at = format!(
+                "02/Dec/2026:{:02}:{:02}:{second:02} +0000",
+                minute / 60,
+                minute % 60
+            );
+            let (who, agent) = match i % 7 {
+                0 => ("-", format!("loadmix/0.1.0 (run r; poller#{})", i % 5)),
+                1 => ("-", format!("loadmix/0.1.0 (run r; editor#{})", i % 9)),
+                2 => ("-", "loadmix/0.1.0 (run r; editor#1; setup)".to_string()),
+                3 => ("bob", "DAVx5".to_string()),
+                _ => ("-", format!("browser {}", i % 31)),
+            };
+            let target = match i % 11 {
+                0 => "/style.css".to_string(),
+                1 => format!("/shop/{}/list", word(i % 300)),
+                _ => format!("/cosmo/dav/u/c{}/", i % 3),
+            };
+            let method = if i % 13 == 0 { "REPORT" } else { "GET" };
+            text.push_str(&format!(
+                "10.0.0.{} - {who} [{at}] \"{method} {target} HTTP/1.1\" 200 5 \"-\" \"{agent}\" 0.00{}\n",
+                i % 4,
+                i % 9
+            ));
+            if i == 5_000 {
+                text.push_str("not a line of any log\n");
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        std::fs::write(&path, text).unwrap();
+        let o = ScanOptions {
+            files: vec![path],
+            rules: None,
+            format: None,
+            timeout_us: None,
+            seed: 3,
+        };
+        let kept = scan_keeping(&o, MAX_KEPT).unwrap();
+        assert!(
+            kept.untracked > 0 && kept.setup.values().sum::<u64>() > 0,
+            "{kept:?}"
+        );
+        assert!(
+            kept.files[0].refused == 1 && kept.sessions.len() > 100,
+            "{kept:?}"
+        );
+        let group = |g: &str| kept.cuts.iter().any(|c| c.group == g);
+        assert!(group("poller") && group("editor"), "{:?}", kept.cuts);
+        let all = format!("{kept:?}");
+        for max_kept in [0, 7_000] {
+            assert!(
+                format!("{:?}", scan_keeping(&o, max_kept).unwrap()) == all,
+                "{max_kept}"
+            );
         }
     }
 

@@ -13,6 +13,7 @@ pub(crate) mod gaps;
 pub(crate) mod held;
 pub(crate) mod log;
 pub(crate) mod model;
+pub(crate) mod read;
 pub(crate) mod rules;
 pub(crate) mod scan;
 pub(crate) mod write;

@@ -13,17 +13,18 @@
 //! is two clients.
 
 use std::collections::HashMap;
-use std::io::BufReader;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
-use super::classify::{Kind, Protocol, classify};
+use super::classify::{Kind, Protocol};
 use super::gaps::{BINS, Gaps, bin, cut_of};
-use super::log::{self, Entry, Format, Line};
+use super::log::Format;
+use super::read::{Seen, read_all};
 
 pub use super::gaps::Cut;
+pub(crate) use super::read::{FileCounts, OpDef, ScanError};
 
 /// Finished sessions kept for the model; a uniform sample of the rest beyond this.
 pub(crate) const MAX_SESSIONS: usize = 200_000;
@@ -33,34 +34,6 @@ pub(crate) const MAX_SESSION_OPS: usize = 10_000;
 pub(crate) const MAX_CLIENTS: usize = 2_000_000;
 /// Distinct operations; requests of further ones are counted as unclassified.
 pub(crate) const MAX_OPS: usize = 256;
-/// Lines refused that are shown, per file.
-const SHOWN: usize = 5;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ScanError {
-    #[error("{file}: {source}")]
-    Io {
-        file: String,
-        source: std::io::Error,
-    },
-    #[error("{file}: {source}")]
-    File {
-        file: String,
-        source: crate::formats::files::FileError,
-    },
-    #[error("{0}: no line of it is a request")]
-    Empty(String),
-}
-
-/// One operation the log showed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OpDef {
-    pub protocol: Protocol,
-    pub name: String,
-    /// http: method and path template, and the first target seen.
-    pub template: Option<(String, String)>,
-    pub example: String,
-}
 
 /// One request of a session.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -128,18 +101,6 @@ impl Scan {
     }
 }
 
-/// What one file gave.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct FileCounts {
-    pub file: String,
-    pub format: Option<&'static str>,
-    pub lines: u64,
-    pub refused: u64,
-    pub too_long: u64,
-    /// `file:line:column: why`, the first few.
-    pub shown: Vec<String>,
-}
-
 /// Everything read from the logs.
 #[derive(Debug, Default)]
 pub struct Scan {
@@ -180,159 +141,6 @@ pub(crate) struct ScanOptions {
     pub format: Option<Format>,
     pub timeout_us: Option<i64>,
     pub seed: u64,
-}
-
-/// A request reduced to what sessions need, borrowed from its line (and the client's
-/// key from a buffer the reader reuses): most lines only update what a client's earlier
-/// ones made.
-struct Seen<'a> {
-    client: &'a str,
-    protocol: Protocol,
-    op: OpDef,
-    /// The request target in origin form.
-    target: &'a str,
-    at_us: i64,
-    done_us: i64,
-}
-
-/// Read every line of every file, calling `each` with what each request was.
-fn read_all(
-    o: &ScanOptions,
-    counts: &mut Vec<FileCounts>,
-    mut each: impl FnMut(Result<Seen<'_>, Kind>),
-) -> Result<(), ScanError> {
-    counts.clear();
-    let mut key = String::new();
-    for path in &o.files {
-        let io = |source| ScanError::Io {
-            file: path.display().to_string(),
-            source,
-        };
-        let f = crate::formats::files::open_stream(path, "an access log").map_err(|source| {
-            ScanError::File {
-                file: path.display().to_string(),
-                source,
-            }
-        })?;
-        let mut r = BufReader::with_capacity(256 << 10, f);
-        let mut c = FileCounts {
-            file: path.display().to_string(),
-            ..Default::default()
-        };
-        let mut format = o.format;
-        let mut buf = Vec::new();
-        loop {
-            let line = match log::next_line(&mut r, &mut buf).map_err(io)? {
-                Line::End => break,
-                Line::TooLong => {
-                    c.lines += 1;
-                    c.too_long += 1;
-                    c.refused += 1;
-                    note(
-                        &mut c,
-                        path,
-                        1,
-                        &format!("longer than {} bytes", log::MAX_LINE),
-                    );
-                    continue;
-                }
-                Line::Text(t) => t,
-            };
-            c.lines += 1;
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let fmt = *format.get_or_insert_with(|| Format::detect(&line));
-            c.format = Some(match fmt {
-                Format::Clf => "common/combined",
-                Format::Json => "json lines",
-            });
-            match log::parse(&line, fmt) {
-                Ok(e) => each(seen(&e, o.rules.as_deref(), &mut key)),
-                Err(e) => {
-                    c.refused += 1;
-                    note(&mut c, path, e.column, &e.why);
-                }
-            }
-            buf = line;
-        }
-        if c.lines == c.refused {
-            return Err(ScanError::Empty(c.file));
-        }
-        counts.push(c);
-    }
-    Ok(())
-}
-
-fn note(c: &mut FileCounts, path: &Path, column: usize, why: &str) {
-    if c.shown.len() < SHOWN {
-        c.shown
-            .push(format!("{}:{}:{column}: {why}", path.display(), c.lines));
-    }
-}
-
-/// What `e` was; an operation's client key is written into `key`.
-fn seen<'a>(
-    e: &'a Entry<'_>,
-    rules: Option<&super::rules::Rules>,
-    key: &'a mut String,
-) -> Result<Seen<'a>, Kind> {
-    // loadmix marks what its users send off the clock: set-up, whatever it looks like.
-    if loadmix_setup(e.agent.as_deref()) {
-        return Err(Kind::SetUp("loadmix set-up"));
-    }
-    let target = super::classify::origin_form(&e.target).ok_or(Kind::Unclassified)?;
-    let path = target.split(['?', '#']).next().unwrap_or("");
-    let query = target.split_once('?').map(|(_, q)| q);
-    let kind = rules
-        .filter(|_| super::classify::is_method(&e.method))
-        .and_then(|r| r.classify(&e.method, path, query))
-        .unwrap_or_else(|| classify(&e.method, path, query, e.status));
-    match kind {
-        Kind::Op {
-            protocol,
-            name,
-            template,
-        } => {
-            client_key(e, protocol, key);
-            Ok(Seen {
-                client: key.as_str(),
-                protocol,
-                op: OpDef {
-                    protocol,
-                    name,
-                    template,
-                    // Filled in only for an operation seen the first time.
-                    example: String::new(),
-                },
-                target,
-                at_us: e.at_us,
-                done_us: e.done_us(),
-            })
-        }
-        other => Err(other),
-    }
-}
-
-/// Who sent `e`, as `PROTOCOL KIND NAME` into `key`: a loadmix user by its User-Agent,
-/// else the session cookie, else the authenticated user, else address and agent.
-fn client_key(e: &Entry<'_>, protocol: Protocol, key: &mut String) {
-    key.clear();
-    key.push_str(protocol.name());
-    let (kind, name) = match (loadmix_user(e.agent.as_deref()), &e.cookie, &e.user) {
-        (Some(u), _, _) => ("l", u),
-        (None, Some(c), _) => ("c", c.as_ref()),
-        (None, None, Some(u)) => ("u", u.as_ref()),
-        (None, None, None) => {
-            for part in [" a ", &e.host, " ", e.agent.as_deref().unwrap_or("-")] {
-                key.push_str(part);
-            }
-            return;
-        }
-    };
-    for part in [" ", kind, " ", name] {
-        key.push_str(part);
-    }
 }
 
 impl Scan {
@@ -474,7 +282,7 @@ fn scan_keeping(o: &ScanOptions, max_kept: usize) -> Result<Scan, ScanError> {
                 cut.add(&mut s, r, &clients.last);
             }
         }
-        None => read_all(o, &mut counts, |r| {
+        None => read_all(&o.files, o.format, o.rules.as_deref(), &mut counts, |r| {
             let Ok(x) = r else { return };
             let client = match clients.ids.get(x.client) {
                 Some(&c) => c,
@@ -521,49 +329,55 @@ fn gaps_pass(
 ) -> Result<(Vec<Gaps>, Option<Vec<Rec>>), ScanError> {
     let mut groups: Vec<Gaps> = Vec::new();
     let mut kept = Some(Vec::new());
-    read_all(o, counts, |r| match r {
-        Ok(x) => {
-            s.first_us = s.first_us.min(x.at_us);
-            s.last_us = s.last_us.max(x.done_us);
-            s.subsecond |= x.at_us % 1_000_000 != 0;
-            let client = match clients.ids.get(x.client) {
-                Some(&c) => {
-                    let (at, done, g) = &mut clients.last[c as usize];
-                    let gaps = &mut groups[*g];
-                    gaps.after_answer[bin(x.at_us - *done)] += 1;
-                    // The same second: half of the clock's resolution.
-                    gaps.between_starts[bin((x.at_us - *at).max(500_000))] += 1;
-                    *at = (*at).max(x.at_us);
-                    *done = (*done).max(x.done_us);
-                    Some(c)
+    read_all(
+        &o.files,
+        o.format,
+        o.rules.as_deref(),
+        counts,
+        |r| match r {
+            Ok(x) => {
+                s.first_us = s.first_us.min(x.at_us);
+                s.last_us = s.last_us.max(x.done_us);
+                s.subsecond |= x.at_us % 1_000_000 != 0;
+                let client = match clients.ids.get(x.client) {
+                    Some(&c) => {
+                        let (at, done, g) = &mut clients.last[c as usize];
+                        let gaps = &mut groups[*g];
+                        gaps.after_answer[bin(x.at_us - *done)] += 1;
+                        // The same second: half of the clock's resolution.
+                        gaps.between_starts[bin((x.at_us - *at).max(500_000))] += 1;
+                        *at = (*at).max(x.at_us);
+                        *done = (*done).max(x.done_us);
+                        Some(c)
+                    }
+                    None if clients.ids.len() < MAX_CLIENTS => {
+                        let g = group_for(&mut groups, group_of(x.client));
+                        clients
+                            .ids
+                            .insert(x.client.to_string(), clients.last.len() as u32);
+                        clients.last.push((x.at_us, x.done_us, g));
+                        Some(clients.last.len() as u32 - 1)
+                    }
+                    None => None,
+                };
+                let (at_us, done_us) = (x.at_us, x.done_us);
+                let op = op_of(s, op_index, x);
+                match (client, kept.as_mut()) {
+                    (Some(client), Some(k)) if k.len() < max_kept => k.push(Rec {
+                        client,
+                        op,
+                        at_us,
+                        done_us,
+                    }),
+                    // Past the clients tracked or the requests kept: read again.
+                    _ => kept = None,
                 }
-                None if clients.ids.len() < MAX_CLIENTS => {
-                    let g = group_for(&mut groups, group_of(x.client));
-                    clients
-                        .ids
-                        .insert(x.client.to_string(), clients.last.len() as u32);
-                    clients.last.push((x.at_us, x.done_us, g));
-                    Some(clients.last.len() as u32 - 1)
-                }
-                None => None,
-            };
-            let (at_us, done_us) = (x.at_us, x.done_us);
-            let op = op_of(s, op_index, x);
-            match (client, kept.as_mut()) {
-                (Some(client), Some(k)) if k.len() < max_kept => k.push(Rec {
-                    client,
-                    op,
-                    at_us,
-                    done_us,
-                }),
-                // Past the clients tracked or the requests kept: read again.
-                _ => kept = None,
             }
-        }
-        Err(Kind::SetUp(what)) => *s.setup.entry(what).or_default() += 1,
-        Err(Kind::Unclassified) => s.unclassified += 1,
-        Err(_) => s.statics += 1,
-    })?;
+            Err(Kind::SetUp(what)) => *s.setup.entry(what).or_default() += 1,
+            Err(Kind::Unclassified) => s.unclassified += 1,
+            Err(_) => s.statics += 1,
+        },
+    )?;
     if groups.is_empty() {
         // A log that gained its first requests between the passes: its clients share one.
         groups.push(Gaps {
@@ -742,22 +556,9 @@ fn finish(mut done: Session, s: &mut Scan, last_end: &mut [i64], rng: &mut Xoshi
     }
 }
 
-/// The user a loadmix User-Agent names (`run RUN; CLASS#N`), when the agent is loadmix's
-/// default one: each of its users is a client of its own.
-/// Whether `agent` is a loadmix user's, sent off the clock (`...; setup)`).
-fn loadmix_setup(agent: Option<&str>) -> bool {
-    loadmix_user(agent).is_some_and(|u| u.ends_with("; setup"))
-}
-
-fn loadmix_user(agent: Option<&str>) -> Option<&str> {
-    let rest = agent?.strip_prefix("loadmix/")?;
-    let inside = rest.split_once(" (")?.1.strip_suffix(')')?;
-    let (run, user) = inside.split_once("; ")?;
-    (run.starts_with("run ") && user.contains('#')).then_some(inside)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::read::{loadmix_setup, loadmix_user};
     use super::*;
 
     #[test]

@@ -184,28 +184,44 @@ pub fn infer(o: &InferOptions) -> Result<Inferred, InferError> {
         .into_iter()
         .flat_map(|p| [(p, true), (p, false)])
         .collect();
-    // Each class is fitted on a thread of its own: they share nothing but the scan they
-    // read, and a fit is a third of the command's time on a large log. Joined in the
-    // order spawned, so the classes come out in the same order as one by one.
-    let classes: Vec<Class> = std::thread::scope(|scope| {
-        let fits: Vec<_> = groups
-            .iter()
-            .map(|&(p, closed)| {
-                let (s, periodic) = (&s, &periodic);
+    // The classes are fitted on one thread per core, each taking the next class not yet
+    // taken: they share nothing but the scan they read, and fitting is a third of the
+    // command's time on a large log. No more at once than cores, so the memory held is
+    // that of as many fits. Put back in the groups' order, as one by one.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, groups.len().max(1));
+    let mut fitted: Vec<(usize, Class)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let (s, periodic, groups, next) = (&s, &periodic, &groups, &next);
                 scope.spawn(move || {
-                    let group: Vec<&Session> = s
-                        .sessions
-                        .iter()
-                        .filter(|x| x.protocol == p && periodic[x.client as usize] == closed)
-                        .collect();
-                    class_of(s, p, closed, &group, o, floor)
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&(p, closed)) = groups.get(i) else {
+                            return done;
+                        };
+                        let group: Vec<&Session> = s
+                            .sessions
+                            .iter()
+                            .filter(|x| x.protocol == p && periodic[x.client as usize] == closed)
+                            .collect();
+                        if let Some(c) = class_of(s, p, closed, &group, o, floor) {
+                            done.push((i, c));
+                        }
+                    }
                 })
             })
             .collect();
-        fits.into_iter()
-            .filter_map(|f| f.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
             .collect()
     });
+    fitted.sort_by_key(|(i, _)| *i);
+    let classes: Vec<Class> = fitted.into_iter().map(|(_, c)| c).collect();
     // One client's sessions, however cut, tell nothing of a population.
     if s.between.len() == 1 {
         return Err(InferError::OneClient {

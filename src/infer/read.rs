@@ -137,15 +137,29 @@ pub(super) fn read_all(
         .map_or(1, |n| n.get())
         .clamp(1, MAX_WORKERS);
     std::thread::scope(|scope| {
-        let (done_tx, done) = mpsc::channel::<(u64, Parsed)>();
+        let (done_tx, done) = mpsc::channel::<(u64, Option<Parsed>)>();
         let to: Vec<mpsc::Sender<(u64, Block)>> = (0..workers)
             .map(|_| {
                 let (tx, rx) = mpsc::channel::<(u64, Block)>();
                 let done_tx = done_tx.clone();
                 scope.spawn(move || {
                     for (n, b) in rx {
-                        if done_tx.send((n, parse_block(b, rules))).is_err() {
-                            return;
+                        // A worker that panics (a bug: no line can make the parser
+                        // panic) says so before it goes, or the reader would wait for
+                        // its block for ever; the scope then reports the panic.
+                        let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            parse_block(b, rules)
+                        }));
+                        match parsed {
+                            Ok(p) => {
+                                if done_tx.send((n, Some(p))).is_err() {
+                                    return;
+                                }
+                            }
+                            Err(panic) => {
+                                let _ = done_tx.send((n, None));
+                                std::panic::resume_unwind(panic);
+                            }
                         }
                     }
                 });
@@ -173,11 +187,11 @@ pub(super) fn read_all(
 struct InOrder<'r> {
     rules: Option<&'r Rules>,
     to: Vec<mpsc::Sender<(u64, Block)>>,
-    done: mpsc::Receiver<(u64, Parsed)>,
+    done: mpsc::Receiver<(u64, Option<Parsed>)>,
     sent: u64,
     applied: u64,
-    /// Results that came before an earlier block's.
-    waiting: BTreeMap<u64, Parsed>,
+    /// Results that came before an earlier block's (none: its worker panicked).
+    waiting: BTreeMap<u64, Option<Parsed>>,
 }
 
 impl InOrder<'_> {
@@ -194,7 +208,7 @@ impl InOrder<'_> {
         self.sent += 1;
         if let Err(mpsc::SendError((_, b))) = self.to[worker].send((n, b)) {
             // A worker gone (it cannot be, but nothing is lost if it were): parse here.
-            self.waiting.insert(n, parse_block(b, self.rules));
+            self.waiting.insert(n, Some(parse_block(b, self.rules)));
         }
         while self.sent - self.applied > 2 * self.to.len() as u64 {
             self.apply_next(c, path, each);
@@ -233,7 +247,7 @@ impl InOrder<'_> {
                 }
             }
         }
-        if let Some(p) = self.waiting.remove(&next) {
+        if let Some(Some(p)) = self.waiting.remove(&next) {
             apply(p, c, path, each);
         }
         self.applied += 1;

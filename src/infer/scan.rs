@@ -224,6 +224,20 @@ struct Clients {
     last: Vec<(i64, i64, usize)>,
 }
 
+impl Clients {
+    /// Client `key`, first seen with request `x`, in group `g`: its number, while there
+    /// are fewer than [`MAX_CLIENTS`].
+    fn add(&mut self, key: &str, x: &Seen<'_>, g: usize) -> Option<u32> {
+        if self.ids.len() >= MAX_CLIENTS {
+            return None;
+        }
+        let n = self.last.len() as u32;
+        self.ids.insert(key.to_string(), n);
+        self.last.push((x.at_us, x.done_us, g));
+        Some(n)
+    }
+}
+
 /// The place in `s.ops` of `x`'s operation, added the first time it is seen.
 fn op_of(s: &mut Scan, index: &mut HashMap<Protocol, HashMap<String, usize>>, x: Seen) -> u16 {
     if let Some(&i) = index
@@ -287,15 +301,10 @@ fn scan_keeping(o: &ScanOptions, max_kept: usize) -> Result<Scan, ScanError> {
             let client = match clients.ids.get(x.client) {
                 Some(&c) => c,
                 // A log that grew between the passes.
-                None if clients.ids.len() < MAX_CLIENTS => {
+                None => {
                     let g = group_index(&s.cuts, group_of(x.client)).into();
-                    clients
-                        .ids
-                        .insert(x.client.to_string(), clients.last.len() as u32);
-                    clients.last.push((x.at_us, x.done_us, g));
-                    clients.last.len() as u32 - 1
+                    clients.add(x.client, &x, g).unwrap_or(u32::MAX)
                 }
-                None => u32::MAX,
             };
             let (at_us, done_us) = (x.at_us, x.done_us);
             let op = op_of(&mut s, &mut op_index, x);
@@ -352,11 +361,7 @@ fn gaps_pass(
                     }
                     None if clients.ids.len() < MAX_CLIENTS => {
                         let g = group_for(&mut groups, group_of(x.client));
-                        clients
-                            .ids
-                            .insert(x.client.to_string(), clients.last.len() as u32);
-                        clients.last.push((x.at_us, x.done_us, g));
-                        Some(clients.last.len() as u32 - 1)
+                        clients.add(x.client, &x, g)
                     }
                     None => None,
                 };

@@ -348,6 +348,22 @@ pub(crate) fn vcard_contact(
 pub(crate) const MAX_PHOTO: usize = 8 << 20;
 
 /// A week of 2007: start = 2007-01-01 + rand(51) weeks, end = start + `len`.
+/// A UTC time as iCalendar writes it (`20070108T000000Z`), what chrono's
+/// `%Y%m%dT%H%M%SZ` gives, without parsing the format each time: a report's range is
+/// written per request.
+pub(crate) fn ical_utc(t: chrono::DateTime<chrono::Utc>) -> String {
+    use chrono::{Datelike, Timelike};
+    format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
 pub(crate) fn week(
     rng: &mut Xoshiro256PlusPlus,
     len: chrono::Duration,
@@ -364,8 +380,21 @@ pub(crate) fn week(
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use crate::formats::ical;
     use rand::SeedableRng;
+
+    #[test]
+    fn an_ical_utc_time_is_what_chrono_formats() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        for k in 0..500 {
+            let len = chrono::Duration::seconds((rng.next_u64() % 900_000) as i64 + k);
+            let (a, b) = week(&mut rng, len);
+            for t in [a, b] {
+                assert_eq!(ical_utc(t), t.format("%Y%m%dT%H%M%SZ").to_string());
+            }
+        }
+    }
 
     #[test]
     fn events_carry_attendees_and_alarms_as_often_as_their_shape_says() {

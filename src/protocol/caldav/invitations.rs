@@ -275,8 +275,7 @@ impl CaldavVu {
             .collect();
         let len = chrono::Duration::microseconds(range.sample(rng) as i64);
         let (start, end) = data::week(rng, len);
-        let f = "%Y%m%dT%H%M%SZ";
-        let (start, end) = (start.format(f).to_string(), end.format(f).to_string());
+        let (start, end) = (data::ical_utc(start), data::ical_utc(end));
         let uid = data::uid(rng, &self.ids.run_id);
         let body = scheduling::freebusy_request(&uid, &s.address, &asked, &start, &end);
         let what = format!("POST {outbox} (free-busy of {})", asked.len());

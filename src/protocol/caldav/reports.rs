@@ -33,8 +33,7 @@ impl CaldavVu {
     ) -> Outcome {
         let len = chrono::Duration::microseconds(range.sample(rng) as i64);
         let (start, end) = data::week(rng, len);
-        let f = "%Y%m%dT%H%M%SZ";
-        let (start, end) = (start.format(f).to_string(), end.format(f).to_string());
+        let (start, end) = (data::ical_utc(start), data::ical_utc(end));
         let body = event_query(|w| {
             w.empty("C:time-range", &[("start", &start), ("end", &end)]);
         });

@@ -18,6 +18,14 @@ use crate::workload::protocols::EventShape;
 use super::{CaldavVu, Event, SETUP_EVENTS, pick_event};
 use crate::protocol::dav::etag_of;
 
+/// The event a PUT writes: a new one, or the user's event at this index of the calendar
+/// (which nothing else changes while the PUT is answered). Told, not searched for by
+/// path: a search cost each PUT the user's whole list of events.
+pub(super) enum Put {
+    New(Event),
+    Known(usize),
+}
+
 impl CaldavVu {
     /// A new event of about `size` bytes in calendar `ci`, created only where nothing
     /// is (`If-None-Match`); event number `born` in the stamps of its versions, which a
@@ -41,20 +49,14 @@ impl CaldavVu {
         }
         // Never overwrite a resource loadmix did not create.
         let cond = (IF_NONE_MATCH, HeaderValue::from_static("*"));
-        self.put_event(
-            conn,
-            ci,
-            Event {
-                path,
-                uid,
-                etag: None,
-                born,
-            },
-            body,
-            Some(cond),
-            expect,
-        )
-        .await
+        let event = Event {
+            path,
+            uid,
+            etag: None,
+            born,
+        };
+        self.put_event(conn, ci, Put::New(event), body, Some(cond), expect)
+            .await
     }
 
     /// `n` events of `shape` put in calendar `ci` in set-up, several at once
@@ -109,24 +111,20 @@ impl CaldavVu {
             return Done::Skipped;
         };
         let e = &self.cals[ci].events[ei];
-        let event = Event {
-            path: e.path.clone(),
-            uid: e.uid.clone(),
-            etag: e.etag.clone(),
-            born: e.born,
-        };
         let size = shape.size.as_ref().map_or(0, |d| d.sample(rng) as usize);
-        let mut body = data::ics_event(rng, &event.uid, size, shape);
-        let born = event.born;
+        let mut body = data::ics_event(rng, &e.uid, size, shape);
+        let born = e.born;
         if let (Some(t), Some((seq, _))) = (&self.team, stamp) {
             body = t.stamped(body, &t.stamp(seq, born));
         }
-        let cond = event
+        let cond = e
             .etag
             .as_deref()
             .and_then(|t| HeaderValue::from_str(t).ok())
             .map(|v| (IF_MATCH, v));
-        let o = self.put_event(conn, ci, event, body, cond, expect).await;
+        let o = self
+            .put_event(conn, ci, Put::Known(ei), body, cond, expect)
+            .await;
         if let Some((seq, label)) = stamp {
             self.wrote(&o, seq, born, label);
         }
@@ -155,19 +153,21 @@ impl CaldavVu {
         &mut self,
         conn: &mut Conn,
         ci: usize,
-        event: Event,
+        which: Put,
         body: String,
         condition: Option<(HeaderName, HeaderValue)>,
         expect: &[u16],
     ) -> Outcome {
-        let (o, etag) = self
-            .send_put(conn, &event.path, body, condition, expect)
-            .await;
+        let path = match &which {
+            Put::New(e) => &e.path,
+            Put::Known(i) => &self.cals[ci].events[*i].path,
+        };
+        let (o, etag) = self.send_put(conn, path, body, condition, expect).await;
         if o.is_ok() {
-            let cal = &mut self.cals[ci];
-            match cal.events.iter_mut().find(|e| e.path == event.path) {
-                Some(e) => e.etag = etag,
-                None => cal.events.push(Event { etag, ..event }),
+            let events = &mut self.cals[ci].events;
+            match which {
+                Put::New(event) => events.push(Event { etag, ..event }),
+                Put::Known(i) => events[i].etag = etag,
             }
         }
         o

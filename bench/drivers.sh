@@ -7,7 +7,10 @@
 # and report included) over the operations it counted; the server's is its CPU per
 # successful operation from the report. Prints, per driver, the median (min-max) of both
 # and their ratio.
-# Usage: [LM=path/to/loadmix] bench/drivers.sh [SECONDS=10] [RUNS=3]
+# Usage: [LM=path/to/loadmix] [SERVER_LM=path] bench/drivers.sh [SECONDS=10] [RUNS=3]
+# SERVER_LM runs the server from another build than the generator: a change to what both
+# sides share (the XML writer) moves the server's cost too, so a before and after of the
+# generator holds the server's build fixed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-10}
@@ -22,7 +25,7 @@ SERVE=
 cleanup() { [ -n "$SERVE" ] && kill "$SERVE" 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$LM" serve --bind "127.0.0.1:$PORT" >"$WORK/serve.log" 2>&1 &
+"${SERVER_LM:-$LM}" serve --bind "127.0.0.1:$PORT" >"$WORK/serve.log" 2>&1 &
 SERVE=$!
 for _ in $(seq 1 100); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/cosmo/_loadmix/metrics" && break; sleep 0.1; done
 echo "machine: $(nproc) cores; $(date -u +%Y-%m-%dT%H:%MZ); ${SECS}s x $RUNS per driver"
@@ -53,7 +56,7 @@ PY
     python3 - "$WORK/$driver.rows" "$driver" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
-f = lambda v: f"{statistics.median(v):7.0f} ({min(v):.0f}-{max(v):.0f})"
+f = lambda v: f"{statistics.median(v):7.1f} ({min(v):.1f}-{max(v):.1f})"
 gen, srv = [r[1] for r in rows], [r[2] for r in rows]
 ratio = [g / s for g, s in zip(gen, srv)]
 print(f"{sys.argv[2]:7s} ops/s {f([r[0] for r in rows])} | generator µs/op {f(gen)} | server µs/op {f(srv)} | generator/server {statistics.median(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f})")

@@ -129,8 +129,10 @@ fn walk_text(text: &str, v: &mut impl Visit) -> Result<(), String> {
                 // reads of them (namespace declarations are the reader's own business). A
                 // value of a `&str` with no reference in it cannot fail to: only one with
                 // a `&` is decoded here.
-                for a in e.attributes() {
+                let mut names = Names::default();
+                for a in e.attributes().with_checks(false) {
                     let a = a.map_err(|e| format!("malformed XML attribute: {e}"))?;
+                    names.first(a.key.into_inner())?;
                     if a.key.as_namespace_binding().is_none() && a.value.contains(&b'&') {
                         a.decoded_and_normalized_value(
                             quick_xml::XmlVersion::Implicit1_0,
@@ -179,6 +181,38 @@ fn walk_text(text: &str, v: &mut impl Visit) -> Result<(), String> {
         return Err("malformed XML: no root element".into());
     }
     Ok(())
+}
+
+/// The attribute names of one start tag, to refuse one written twice. quick-xml's own
+/// check allocates its list of names for every element that has attributes; most have
+/// one to three, so the first few are kept on the stack, the rest in a set (a tag of
+/// thousands of names costs each one a lookup, not a scan).
+#[derive(Default)]
+struct Names<'a> {
+    few: [&'a [u8]; 8],
+    n: usize,
+    more: std::collections::HashSet<&'a [u8]>,
+}
+
+impl<'a> Names<'a> {
+    /// Takes `name` when it is the first of its name in the tag.
+    fn first(&mut self, name: &'a [u8]) -> Result<(), String> {
+        let kept = self.n.min(self.few.len());
+        if self.few[..kept].contains(&name) || self.more.contains(name) {
+            return Err(format!(
+                "malformed XML attribute: duplicated attribute '{}'",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        match self.few.get_mut(self.n) {
+            Some(slot) => *slot = name,
+            None => {
+                self.more.insert(name);
+            }
+        }
+        self.n += 1;
+        Ok(())
+    }
 }
 
 /// The character a general reference in text stands for: a character reference, or one
@@ -565,12 +599,16 @@ mod tests {
         let many: Vec<String> = (0..40).map(|i| format!("a{i}")).collect();
         let mut twice = many.clone();
         twice.push("a3".into());
+        // Past the first eight names, which the walk keeps apart from the rest.
+        let mut late_twice = many.clone();
+        late_twice.push("a30".into());
         let few_twice = vec!["a".to_string(), "p:a".to_string(), "a".to_string()];
         for (names, ok) in [
             (vec!["a".to_string(), "p:a".to_string()], true),
             (many, true),
             (few_twice, false),
             (twice, false),
+            (late_twice, false),
             (vec!["a".to_string(), "a".to_string()], false),
         ] {
             let doc = element(&names);

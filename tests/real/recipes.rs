@@ -41,10 +41,16 @@ fn radicale_restart_is_seen_by_the_users_and_the_calendars_come_back() {
     for f in windows {
         assert_eq!(f.fault, "restart", "{f:?}");
         assert!(f.trouble.is_none(), "{f:?}");
-        // Stopped, started again on the same folder, ready: then the users' syncs answer.
+        // Stopped, started again on the same folder, ready: then the users' syncs answer,
+        // at the rate before. Whether each second of the hold also kept its p50 within the
+        // band is the host's to say on a busy machine (see the ActiveMQ failover below);
+        // the report says which, or for how long it watched.
         assert!(f.ended_s > f.began_s, "{f:?}");
         assert!(f.after.ok > 0, "{f:?}");
-        assert!(f.recover_s.is_some(), "{f:?}");
+        let before = f.baseline.as_ref().expect("seconds before the restart");
+        let rate = f.after.ops_per_s / before.ops_per_s;
+        assert!(rate > 1.0 - f.rule.band, "the syncs came back: {f:?}");
+        assert!(f.recover_s.is_some() != f.unrecovered_s.is_some(), "{f:?}");
     }
     // What the users saw of it is a connect refused or a connection closed, nothing else.
     for (class, n) in r

@@ -347,7 +347,6 @@ pub(crate) fn vcard_contact(
 /// here (a phone's full-resolution picture is a few MiB; base64 of this fits a 16 MiB body).
 pub(crate) const MAX_PHOTO: usize = 8 << 20;
 
-/// A week of 2007: start = 2007-01-01 + rand(51) weeks, end = start + `len`.
 /// A UTC time as iCalendar writes it (`20070108T000000Z`), what chrono's
 /// `%Y%m%dT%H%M%SZ` gives, without parsing the format each time: a report's range is
 /// written per request.
@@ -364,6 +363,7 @@ pub(crate) fn ical_utc(t: chrono::DateTime<chrono::Utc>) -> String {
     )
 }
 
+/// A week of 2007: start = 2007-01-01 + rand(51) weeks, end = start + `len`.
 pub(crate) fn week(
     rng: &mut Xoshiro256PlusPlus,
     len: chrono::Duration,

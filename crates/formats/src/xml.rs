@@ -1,8 +1,9 @@
 //! XML for both sides: a small namespace-aware tree that WebDAV, EIMML and CMP bodies are
-//! read into (parsed with quick-xml), a document writer that escapes every name's value
+//! read into (parsed with quick-xml), a document writer that escapes attribute values
 //! and text as quick-xml does, so no body is assembled by hand, and text escaping (also
 //! used for HTML).
-//! The bodies read are small enough that a tree is simpler and safer than streaming.
+//! A caller that needs only a document's shape, or a few of its texts, walks it as it
+//! streams past instead of building the tree.
 
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::ResolveResult;

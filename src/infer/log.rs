@@ -57,6 +57,14 @@ impl Format {
             Format::Clf
         }
     }
+
+    /// As a file's counts name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Clf => "common/combined",
+            Format::Json => "json lines",
+        }
+    }
 }
 
 /// Why a line was not read as a request.

@@ -293,10 +293,7 @@ fn read_file(
                     continue;
                 }
                 let fmt = *format.get_or_insert_with(|| Format::detect(&buf));
-                c.format = Some(match fmt {
-                    Format::Clf => "common/combined",
-                    Format::Json => "json lines",
-                });
+                c.format = Some(fmt.name());
                 // A file's format is known from its first line that is not blank: a
                 // block before it holds only lines too long to read.
                 block.format = fmt;
@@ -520,10 +517,7 @@ mod tests {
                     continue;
                 }
                 let fmt = *format.get_or_insert_with(|| Format::detect(&line));
-                c.format = Some(match fmt {
-                    Format::Clf => "common/combined",
-                    Format::Json => "json lines",
-                });
+                c.format = Some(fmt.name());
                 match log::parse(&line, fmt) {
                     Ok(e) => seen_all.push(shown(seen(&e, None, &mut key))),
                     Err(e) => {

@@ -225,15 +225,16 @@ struct Clients {
 }
 
 impl Clients {
-    /// Client `key`, first seen with request `x`, in group `g`: its number, while there
-    /// are fewer than [`MAX_CLIENTS`].
-    fn add(&mut self, key: &str, x: &Seen<'_>, g: usize) -> Option<u32> {
+    /// Client `key`, first seen with request `x`, in the group `group` gives: its number,
+    /// while there are fewer than [`MAX_CLIENTS`]. The group is asked for only then (the
+    /// first pass makes a group the first time one of its clients is tracked).
+    fn add(&mut self, key: &str, x: &Seen<'_>, group: impl FnOnce() -> usize) -> Option<u32> {
         if self.ids.len() >= MAX_CLIENTS {
             return None;
         }
         let n = self.last.len() as u32;
         self.ids.insert(key.to_string(), n);
-        self.last.push((x.at_us, x.done_us, g));
+        self.last.push((x.at_us, x.done_us, group()));
         Some(n)
     }
 }
@@ -301,10 +302,11 @@ fn scan_keeping(o: &ScanOptions, max_kept: usize) -> Result<Scan, ScanError> {
             let client = match clients.ids.get(x.client) {
                 Some(&c) => c,
                 // A log that grew between the passes.
-                None => {
-                    let g = group_index(&s.cuts, group_of(x.client)).into();
-                    clients.add(x.client, &x, g).unwrap_or(u32::MAX)
-                }
+                None => clients
+                    .add(x.client, &x, || {
+                        group_index(&s.cuts, group_of(x.client)).into()
+                    })
+                    .unwrap_or(u32::MAX),
             };
             let (at_us, done_us) = (x.at_us, x.done_us);
             let op = op_of(&mut s, &mut op_index, x);
@@ -359,11 +361,9 @@ fn gaps_pass(
                         *done = (*done).max(x.done_us);
                         Some(c)
                     }
-                    None if clients.ids.len() < MAX_CLIENTS => {
-                        let g = group_for(&mut groups, group_of(x.client));
-                        clients.add(x.client, &x, g)
+                    None => {
+                        clients.add(x.client, &x, || group_for(&mut groups, group_of(x.client)))
                     }
-                    None => None,
                 };
                 let (at_us, done_us) = (x.at_us, x.done_us);
                 let op = op_of(s, op_index, x);

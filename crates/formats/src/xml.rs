@@ -186,20 +186,21 @@ fn walk_text(text: &str, v: &mut impl Visit) -> Result<(), String> {
 
 /// The attribute names of one start tag, to refuse one written twice. quick-xml's own
 /// check allocates its list of names for every element that has attributes; most have
-/// one to three, so the first few are kept on the stack, the rest in a set (a tag of
-/// thousands of names costs each one a lookup, not a scan).
+/// one to three, so the first few are kept on the stack, the rest in a set made only for
+/// a tag with more (a tag of thousands of names costs each one a lookup, not a scan).
 #[derive(Default)]
 struct Names<'a> {
     few: [&'a [u8]; 8],
     n: usize,
-    more: std::collections::HashSet<&'a [u8]>,
+    more: Option<std::collections::HashSet<&'a [u8]>>,
 }
 
 impl<'a> Names<'a> {
     /// Takes `name` when it is the first of its name in the tag.
     fn first(&mut self, name: &'a [u8]) -> Result<(), String> {
         let kept = self.n.min(self.few.len());
-        if self.few[..kept].contains(&name) || self.more.contains(name) {
+        let again = self.more.as_ref().is_some_and(|m| m.contains(name));
+        if again || self.few[..kept].contains(&name) {
             return Err(format!(
                 "malformed XML attribute: duplicated attribute '{}'",
                 String::from_utf8_lossy(name)
@@ -208,7 +209,7 @@ impl<'a> Names<'a> {
         match self.few.get_mut(self.n) {
             Some(slot) => *slot = name,
             None => {
-                self.more.insert(name);
+                self.more.get_or_insert_with(Default::default).insert(name);
             }
         }
         self.n += 1;
